@@ -1,0 +1,144 @@
+"""What hub and sidecar share: ids, frames, codec, keys, the run-state
+classifier, restore records, the actor kernel and the transport seam."""
+
+from ._codec import FrameDecoder as FrameDecoder
+from ._codec import Subjects as Subjects
+from ._codec import encode as encode
+from ._errors import ActorError as ActorError
+from ._errors import ActorStopped as ActorStopped
+from ._errors import AskTimeout as AskTimeout
+from ._errors import FrameDecodeError as FrameDecodeError
+from ._errors import MailboxFull as MailboxFull
+from ._errors import MailrunError as MailrunError
+from ._errors import NoResponders as NoResponders
+from ._errors import RecordDecodeError as RecordDecodeError
+from ._errors import RequestTimeout as RequestTimeout
+from ._errors import SignatureError as SignatureError
+from ._errors import TransportClosed as TransportClosed
+from ._errors import TransportError as TransportError
+from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
+from ._frames import FORMAT_VERSION as FORMAT_VERSION
+from ._frames import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
+from ._frames import SUPPORTED_FORMATS as SUPPORTED_FORMATS
+from ._frames import Ack as Ack
+from ._frames import ApprovalRequested as ApprovalRequested
+from ._frames import BlobChunk as BlobChunk
+from ._frames import BlobGet as BlobGet
+from ._frames import Challenge as Challenge
+from ._frames import ChildRunStarted as ChildRunStarted
+from ._frames import Claim as Claim
+from ._frames import DispatchProcessed as DispatchProcessed
+from ._frames import Event as Event
+from ._frames import EventsAck as EventsAck
+from ._frames import Frame as Frame
+from ._frames import Hello as Hello
+from ._frames import HubBoot as HubBoot
+from ._frames import MailInbound as MailInbound
+from ._frames import MailSent as MailSent
+from ._frames import MintChild as MintChild
+from ._frames import Minted as Minted
+from ._frames import Refused as Refused
+from ._frames import RunCancelled as RunCancelled
+from ._frames import RunCompleted as RunCompleted
+from ._frames import RunEvents as RunEvents
+from ._frames import RunFailed as RunFailed
+from ._frames import RunStarted as RunStarted
+from ._frames import Welcome as Welcome
+from ._ids import is_id as is_id
+from ._ids import new_id as new_id
+from ._keys import b64url as b64url
+from ._keys import generate_keypair as generate_keypair
+from ._keys import hello_message as hello_message
+from ._keys import public_key_of as public_key_of
+from ._keys import sign as sign
+from ._keys import unb64url as unb64url
+from ._keys import verify as verify
+from ._restore import HubKey as HubKey
+from ._restore import RestoreRecord as RestoreRecord
+from ._restore import Sources as Sources
+from ._restore import decode_restore_record as decode_restore_record
+from ._restore import read_restore_record as read_restore_record
+from ._restore import record_path as record_path
+from ._restore import write_atomic as write_atomic
+from ._restore import write_restore_record as write_restore_record
+from ._runstate import DeploymentStatus as DeploymentStatus
+from ._runstate import RunStatus as RunStatus
+from ._runstate import accepts_trigger as accepts_trigger
+from ._runstate import anchor_is_live as anchor_is_live
+from ._runstate import is_live as is_live
+from ._runstate import is_terminal as is_terminal
+from ._transport import Message as Message
+from ._transport import Subscription as Subscription
+from ._transport import Transport as Transport
+
+__all__ = [
+    "Ack",
+    "ActorError",
+    "ActorStopped",
+    "ApprovalRequested",
+    "AskTimeout",
+    "BLOB_CHUNK_SIZE",
+    "BlobChunk",
+    "BlobGet",
+    "Challenge",
+    "ChildRunStarted",
+    "Claim",
+    "DeploymentStatus",
+    "DispatchProcessed",
+    "Event",
+    "EventsAck",
+    "FORMAT_VERSION",
+    "Frame",
+    "FrameDecodeError",
+    "FrameDecoder",
+    "Hello",
+    "HubBoot",
+    "HubKey",
+    "INLINE_BODY_LIMIT",
+    "MailInbound",
+    "MailSent",
+    "MailboxFull",
+    "MailrunError",
+    "Message",
+    "MintChild",
+    "Minted",
+    "NoResponders",
+    "RecordDecodeError",
+    "Refused",
+    "RequestTimeout",
+    "RestoreRecord",
+    "RunCancelled",
+    "RunCompleted",
+    "RunEvents",
+    "RunFailed",
+    "RunStarted",
+    "RunStatus",
+    "SUPPORTED_FORMATS",
+    "SignatureError",
+    "Sources",
+    "Subjects",
+    "Subscription",
+    "Transport",
+    "TransportClosed",
+    "TransportError",
+    "Welcome",
+    "accepts_trigger",
+    "anchor_is_live",
+    "b64url",
+    "decode_restore_record",
+    "encode",
+    "generate_keypair",
+    "hello_message",
+    "is_id",
+    "is_live",
+    "is_terminal",
+    "new_id",
+    "public_key_of",
+    "read_restore_record",
+    "record_path",
+    "sign",
+    "unb64url",
+    "verify",
+    "write_atomic",
+    "write_restore_record",
+]

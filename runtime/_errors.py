@@ -1,0 +1,51 @@
+"""The runtime package's exceptions: one root, one subclass per failure."""
+
+from __future__ import annotations
+
+
+class MailrunError(Exception):
+    """Root of every error mailrun raises on purpose."""
+
+
+class FrameDecodeError(MailrunError, ValueError):
+    """Bytes that are not a frame this release can read (garbage, wrong shape)."""
+
+
+class RecordDecodeError(MailrunError, ValueError):
+    """A persisted record (restore record, envelope) that cannot be read."""
+
+
+class ActorError(MailrunError):
+    """Root of the actor kernel's errors."""
+
+
+class ActorStopped(ActorError):
+    """The actor is stopped (or gave up): it takes no more messages."""
+
+
+class MailboxFull(ActorError):
+    """``try_tell`` found the bounded mailbox full."""
+
+
+class AskTimeout(ActorError, TimeoutError):
+    """No reply to an ``ask`` within its timeout."""
+
+
+class TransportError(MailrunError):
+    """Root of the transport's errors."""
+
+
+class TransportClosed(TransportError):
+    """The transport was closed; nothing more can be sent."""
+
+
+class RequestTimeout(TransportError, TimeoutError):
+    """A request got no reply within its timeout."""
+
+
+class NoResponders(TransportError):
+    """Nobody listens on the request's subject (the peer is down)."""
+
+
+class SignatureError(MailrunError):
+    """A deployment key or signature that is malformed or does not verify."""

@@ -1,0 +1,233 @@
+"""The wire contract: every frame on NATS is one of these msgspec Structs.
+
+Frames are msgpack maps tagged by ``t`` (the class name) and carry ``v``, the
+format version of the writer. Decoders ignore fields they do not know and
+fill defaults for fields an older writer lacked, so adding a field with a
+default is always compatible; renaming or removing one is not.
+
+Format history:
+  1  release 1: MailInbound had no ``run_id`` (the run id was the address).
+  2  this release.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+FORMAT_VERSION = 2
+SUPPORTED_FORMATS = (1, 2)
+INLINE_BODY_LIMIT = 64 * 1024
+"""Bodies above this size travel as a claim check; the hub keeps the blob."""
+BLOB_CHUNK_SIZE = 512 * 1024
+"""Bytes per BlobChunk reply (NATS' default max_payload is 1 MiB)."""
+
+
+class _Frame(msgspec.Struct, tag_field="t", kw_only=True, omit_defaults=False):
+    v: int = FORMAT_VERSION
+
+
+# --- sessions ---------------------------------------------------------------
+
+
+class Hello(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub (``hub.hello``). Without ``nonce``/``signature`` the hub
+    answers Challenge; signed over :func:`runtime.hello_message` it answers
+    Welcome or Refused."""
+
+    deployment_id: str
+    instance_id: str
+    public_key: str
+    nonce: str | None = None
+    signature: bytes | None = None
+    formats: list[int] = msgspec.field(default_factory=lambda: list(SUPPORTED_FORMATS))
+    takeover: bool = False
+
+
+class Challenge(_Frame, tag=True, kw_only=True):
+    nonce: str
+
+
+class Welcome(_Frame, tag=True, kw_only=True):
+    session_id: str
+    owner_epoch: int
+    hub_boot_id: str
+
+
+class Refused(_Frame, tag=True, kw_only=True):
+    """Any request the hub will not serve. ``reason`` is a snake_case code."""
+
+    reason: str
+    detail: str = ""
+
+
+class HubBoot(_Frame, tag=True, kw_only=True):
+    """hub -> all (``hub.announce``): a hub (re)started; sidecars re-hello."""
+
+    boot_id: str
+
+
+# --- delivery ---------------------------------------------------------------
+
+
+class Claim(msgspec.Struct, kw_only=True):
+    """A claim check: the body is kept by the hub under this digest."""
+
+    digest: str  # "sha256:<hex>"
+    size: int
+
+
+class MailInbound(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar (``mail.inbound.<deployment_id>``), answered by Ack."""
+
+    dispatch_id: str
+    deployment_id: str
+    run_id: str | None = None  # absent in format 1: the run id is ``address``
+    address: str
+    seq: int | None = None  # absent in format 1
+    kind: str = "mail"
+    message_id: str | None = None
+    sender: str | None = None
+    subject: str | None = None
+    body: bytes | None = None
+    claim: Claim | None = None
+    start_request_id: str | None = None
+    owner_epoch: int = 0
+    session_id: str | None = None
+
+    @property
+    def effective_run_id(self) -> str:
+        return self.run_id if self.run_id is not None else self.address
+
+
+AckResult = Literal["stored", "duplicate", "refused"]
+
+
+class Ack(_Frame, tag=True, kw_only=True):
+    dispatch_id: str
+    result: AckResult
+    reason: str = ""
+
+
+class BlobGet(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub (``hub.blob``): one chunk of a claim-checked body."""
+
+    digest: str
+    offset: int = 0
+    deployment_id: str = ""
+    session_id: str = ""
+
+
+class BlobChunk(_Frame, tag=True, kw_only=True):
+    digest: str
+    offset: int
+    size: int  # the whole blob's size
+    data: bytes
+
+
+class MintChild(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub (``hub.mint``): mint a child run before spawning it."""
+
+    parent_run_id: str
+    request_id: str
+    deployment_id: str = ""
+    session_id: str = ""
+    owner_epoch: int = 0
+
+
+class Minted(_Frame, tag=True, kw_only=True):
+    run_id: str
+
+
+# --- run events -------------------------------------------------------------
+
+
+class _Event(msgspec.Struct, tag_field="t", kw_only=True):
+    event_id: str  # evt_..., minted by the sidecar, persisted before sending
+    run_id: str
+    at: float = 0.0
+
+
+class RunStarted(_Event, tag=True, kw_only=True):
+    pass
+
+
+class DispatchProcessed(_Event, tag=True, kw_only=True):
+    """The handler committed this dispatch; ``state`` is the run's new state."""
+
+    dispatch_id: str
+    seq: int | None = None
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
+    outcome: str = "processed"  # or "refused_terminal": the run had ended
+
+
+class RunCompleted(_Event, tag=True, kw_only=True):
+    result: Any = None
+
+
+class RunFailed(_Event, tag=True, kw_only=True):
+    error: str = ""
+
+
+class RunCancelled(_Event, tag=True, kw_only=True):
+    reason: str = ""
+
+
+class ChildRunStarted(_Event, tag=True, kw_only=True):
+    child_run_id: str
+    entrypoint: str = ""
+    input: Any = None
+
+
+class MailSent(_Event, tag=True, kw_only=True):
+    to: str
+    subject: str = ""
+    body: bytes = b""
+
+
+class ApprovalRequested(_Event, tag=True, kw_only=True):
+    approval_id: str
+    prompt: str = ""
+
+
+Event = (
+    RunStarted
+    | DispatchProcessed
+    | RunCompleted
+    | RunFailed
+    | RunCancelled
+    | ChildRunStarted
+    | MailSent
+    | ApprovalRequested
+)
+
+
+class RunEvents(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub (``hub.events``), answered by EventsAck or Refused."""
+
+    deployment_id: str = ""
+    session_id: str
+    owner_epoch: int
+    events: list[Event]
+
+
+class EventsAck(_Frame, tag=True, kw_only=True):
+    ids: list[str]
+
+
+Frame = (
+    Hello
+    | Challenge
+    | Welcome
+    | Refused
+    | HubBoot
+    | MailInbound
+    | Ack
+    | BlobGet
+    | BlobChunk
+    | MintChild
+    | Minted
+    | RunEvents
+    | EventsAck
+)
