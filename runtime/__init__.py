@@ -1,6 +1,10 @@
 """What hub and sidecar share: ids, frames, codec, keys, the run-state
 classifier, restore records, the actor kernel and the transport seam."""
 
+from ._actor import Actor as Actor
+from ._actor import ActorRef as ActorRef
+from ._actor import RestartPolicy as RestartPolicy
+from ._actor import Supervisor as Supervisor
 from ._codec import FrameDecoder as FrameDecoder
 from ._codec import Subjects as Subjects
 from ._codec import encode as encode
@@ -73,7 +77,9 @@ from ._transport import Transport as Transport
 
 __all__ = [
     "Ack",
+    "Actor",
     "ActorError",
+    "ActorRef",
     "ActorStopped",
     "ApprovalRequested",
     "AskTimeout",
@@ -106,6 +112,7 @@ __all__ = [
     "RecordDecodeError",
     "Refused",
     "RequestTimeout",
+    "RestartPolicy",
     "RestoreRecord",
     "RunCancelled",
     "RunCompleted",
@@ -118,6 +125,7 @@ __all__ = [
     "Sources",
     "Subjects",
     "Subscription",
+    "Supervisor",
     "Transport",
     "TransportClosed",
     "TransportError",

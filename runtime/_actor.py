@@ -1,0 +1,275 @@
+"""The actor kernel: bounded mailboxes, tell/ask, supervision with a budget.
+
+An actor handles one message at a time from a bounded mailbox (an anyio memory
+object stream), so a slow actor pushes back on its senders instead of growing
+a queue. A supervisor owns every actor's task in one task group; a crash
+restarts the actor with backoff, and a crash loop past the restart budget
+makes the actor give up visibly instead of spinning.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ._errors import ActorStopped, AskTimeout, MailboxFull
+
+log = logging.getLogger("mailrun.actor")
+
+M = TypeVar("M")
+GiveUp = Callable[[str, BaseException], Awaitable[None]]
+
+
+class Actor(Generic[M]):
+    """Subclass and override :meth:`receive`; one instance per (re)start."""
+
+    async def started(self) -> None:
+        """Runs after every (re)start, before the next message."""
+
+    async def receive(self, message: M) -> object:
+        """Handle one message; the return value answers an ``ask``."""
+        raise NotImplementedError
+
+    async def stopped(self) -> None:
+        """Runs once on an orderly stop (not after a crash or give-up)."""
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    max_restarts: int = 5
+    """More crashes than this within ``window`` seconds and the actor gives up."""
+    window: float = 60.0
+    backoff_initial: float = 0.05
+    backoff_max: float = 2.0
+
+    def backoff(self, attempt: int) -> float:
+        """Exponential backoff with full jitter in its upper half."""
+        delay = min(self.backoff_max, self.backoff_initial * 2.0 ** max(0, attempt - 1))
+        return delay / 2 + random.random() * delay / 2
+
+
+class _Reply:
+    __slots__ = ("done", "error", "value")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.value: object = None
+        self.error: BaseException | None = None
+
+    def resolve(self, value: object = None, error: BaseException | None = None) -> None:
+        self.value, self.error = value, error
+        self.done.set()
+
+
+@dataclass(slots=True)
+class _Envelope(Generic[M]):
+    message: M
+    reply: _Reply | None
+
+
+class ActorRef(Generic[M]):
+    """The only handle to an actor: send to it, ask it, stop it."""
+
+    def __init__(self, name: str, mailbox: MemoryObjectSendStream[_Envelope[M]]) -> None:
+        self.name = name
+        self._mailbox = mailbox
+        self._finished = anyio.Event()
+
+    @property
+    def alive(self) -> bool:
+        return not self._finished.is_set()
+
+    async def tell(self, message: M) -> None:
+        """Queue ``message``; waits while the mailbox is full (backpressure)."""
+        try:
+            await self._mailbox.send(_Envelope(message, None))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise ActorStopped(f"actor {self.name} is stopped") from None
+
+    def tell_nowait(self, message: M) -> None:
+        """Queue ``message`` or raise :class:`MailboxFull` at once."""
+        try:
+            self._mailbox.send_nowait(_Envelope(message, None))
+        except anyio.WouldBlock:
+            raise MailboxFull(f"mailbox of {self.name} is full") from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise ActorStopped(f"actor {self.name} is stopped") from None
+
+    async def ask(self, message: M, *, timeout: float) -> Any:
+        """Send ``message`` and wait for the answer, or raise :class:`AskTimeout`.
+
+        The timeout covers waiting for mailbox room too. An exception raised
+        by the actor's ``receive`` is raised here.
+        """
+        reply = _Reply()
+        try:
+            with anyio.fail_after(timeout):
+                await self._mailbox.send(_Envelope(message, reply))
+                await reply.done.wait()
+        except TimeoutError:
+            raise AskTimeout(f"{self.name} did not answer within {timeout}s") from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise ActorStopped(f"actor {self.name} is stopped") from None
+        if reply.error is not None:
+            raise reply.error
+        return reply.value
+
+    async def stop(self) -> None:
+        """Close the mailbox; the actor handles what is queued, then stops."""
+        self._mailbox.close()
+        await self._finished.wait()
+
+
+class Supervisor:
+    """Owns a task group of actors (an async context manager).
+
+    Leaving the context normally stops every actor in order (each finishes
+    what its mailbox holds, within ``stop_grace`` seconds); leaving it with
+    an exception cancels them.
+    """
+
+    def __init__(self, *, on_give_up: GiveUp | None = None, stop_grace: float = 5.0) -> None:
+        self._on_give_up = on_give_up
+        self._stop_grace = stop_grace
+        self._refs: dict[str, ActorRef[Any]] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> Supervisor:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        if exc_type is None:
+            await self.aclose()
+        else:
+            self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    def get(self, name: str) -> ActorRef[Any] | None:
+        return self._refs.get(name)
+
+    async def spawn(
+        self,
+        factory: Callable[[], Actor[M]],
+        *,
+        name: str,
+        mailbox_size: int = 64,
+        policy: RestartPolicy | None = None,
+    ) -> ActorRef[M]:
+        if self._tg is None:
+            raise RuntimeError("Supervisor must be entered before spawning")
+        if name in self._refs:
+            raise ValueError(f"an actor named {name!r} is already running")
+        send, receive = anyio.create_memory_object_stream[_Envelope[M]](mailbox_size)
+        ref = ActorRef(name, send)
+        self._refs[name] = ref
+        self._tg.start_soon(self._run, ref, factory, receive, policy or RestartPolicy())
+        return ref
+
+    async def aclose(self) -> None:
+        """Stop every actor; cancel those still busy after the grace period."""
+        refs = list(self._refs.values())
+        for ref in refs:
+            ref._mailbox.close()
+        with anyio.move_on_after(self._stop_grace) as scope:
+            for ref in refs:
+                await ref._finished.wait()
+        if scope.cancelled_caught and self._tg is not None:
+            log.warning("actors still busy after %.1fs; cancelling them", self._stop_grace)
+            self._tg.cancel_scope.cancel()
+
+    async def _run(
+        self,
+        ref: ActorRef[M],
+        factory: Callable[[], Actor[M]],
+        mailbox: MemoryObjectReceiveStream[_Envelope[M]],
+        policy: RestartPolicy,
+    ) -> None:
+        crashes: deque[float] = deque()
+        streak = 0
+        actor: Actor[M] | None = None
+        try:
+            async with mailbox:
+                while True:
+                    if actor is None:
+                        if streak:
+                            await anyio.sleep(policy.backoff(streak))
+                        try:
+                            actor = factory()
+                            await actor.started()
+                        except Exception as exc:
+                            actor = None
+                            streak += 1
+                            if self._over_budget(crashes, policy):
+                                await self._give_up(ref, mailbox, exc)
+                                return
+                            log.warning("actor %s failed to start: %r", ref.name, exc)
+                            continue
+                    try:
+                        envelope = await mailbox.receive()
+                    except anyio.EndOfStream:
+                        break
+                    try:
+                        result = await actor.receive(envelope.message)
+                    except Exception as exc:
+                        if envelope.reply is not None:
+                            envelope.reply.resolve(error=exc)
+                        actor = None
+                        streak += 1
+                        if self._over_budget(crashes, policy):
+                            await self._give_up(ref, mailbox, exc)
+                            return
+                        log.warning("actor %s crashed, restarting: %r", ref.name, exc)
+                        continue
+                    streak = 0
+                    if envelope.reply is not None:
+                        envelope.reply.resolve(result)
+                if actor is not None:
+                    await actor.stopped()
+        finally:
+            ref._mailbox.close()
+            self._refs.pop(ref.name, None)
+            ref._finished.set()
+
+    @staticmethod
+    def _over_budget(crashes: deque[float], policy: RestartPolicy) -> bool:
+        now = time.monotonic()
+        crashes.append(now)
+        while crashes and crashes[0] < now - policy.window:
+            crashes.popleft()
+        return len(crashes) > policy.max_restarts
+
+    async def _give_up(
+        self,
+        ref: ActorRef[M],
+        mailbox: MemoryObjectReceiveStream[_Envelope[M]],
+        exc: BaseException,
+    ) -> None:
+        log.error("actor %s gave up after repeated crashes: %r", ref.name, exc)
+        ref._mailbox.close()
+        while True:
+            try:
+                envelope = mailbox.receive_nowait()
+            except (anyio.WouldBlock, anyio.EndOfStream):
+                break
+            if envelope.reply is not None:
+                envelope.reply.resolve(error=ActorStopped(f"actor {ref.name} gave up"))
+        if self._on_give_up is not None:
+            await self._on_give_up(ref.name, exc)

@@ -1,0 +1,235 @@
+"""Unit tests of the actor kernel (runtime/_actor.py)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from runtime import (
+    Actor,
+    ActorStopped,
+    AskTimeout,
+    MailboxFull,
+    RestartPolicy,
+    Supervisor,
+)
+
+pytestmark = pytest.mark.anyio
+
+FAST = RestartPolicy(max_restarts=3, window=60.0, backoff_initial=0.001, backoff_max=0.01)
+
+
+class Gate:
+    """Holds an actor busy until released; ``entered`` tells when it is."""
+
+    def __init__(self) -> None:
+        self.entered = anyio.Event()
+        self.release = anyio.Event()
+
+    def set(self) -> None:
+        self.release.set()
+
+
+class Recorder(Actor[object]):
+    """Records what it sees into a shared log; crashes on request."""
+
+    def __init__(self, log: list[object], starts: list[int]) -> None:
+        self.log = log
+        starts.append(len(starts) + 1)
+
+    async def receive(self, message: object) -> object:
+        if message == "boom":
+            raise RuntimeError("boom")
+        if isinstance(message, Gate):
+            message.entered.set()
+            await message.release.wait()
+            return "released"
+        self.log.append(message)
+        return f"got {message}"
+
+
+async def test_tell_and_ask_in_order() -> None:
+    log: list[object] = []
+    starts: list[int] = []
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Recorder(log, starts), name="rec")
+        for i in range(5):
+            await ref.tell(i)
+        assert await ref.ask("last", timeout=2) == "got last"
+    assert log == [0, 1, 2, 3, 4, "last"]
+    assert not ref.alive
+
+
+async def test_ask_timeout_is_a_timeout_error() -> None:
+    gate = Gate()
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Recorder([], []), name="slow")
+        with pytest.raises(AskTimeout) as info:
+            await ref.ask(gate, timeout=0.05)
+        assert isinstance(info.value, TimeoutError)
+        gate.set()
+
+
+async def test_crash_restarts_with_a_fresh_instance_and_keeps_the_mailbox() -> None:
+    log: list[object] = []
+    starts: list[int] = []
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Recorder(log, starts), name="rec", policy=FAST)
+        await ref.tell(1)
+        await ref.tell("boom")
+        await ref.tell(2)
+        assert await ref.ask(3, timeout=2) == "got 3"
+    assert log == [1, 2, 3]
+    assert starts == [1, 2]
+
+
+async def test_ask_receives_the_actors_exception() -> None:
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Recorder([], []), name="rec", policy=FAST)
+        with pytest.raises(RuntimeError, match="boom"):
+            await ref.ask("boom", timeout=2)
+        assert await ref.ask("after", timeout=2) == "got after"
+
+
+async def test_gives_up_past_the_restart_budget() -> None:
+    gave_up: list[tuple[str, str]] = []
+    done = anyio.Event()
+
+    async def on_give_up(name: str, exc: BaseException) -> None:
+        gave_up.append((name, str(exc)))
+        done.set()
+
+    starts: list[int] = []
+    async with Supervisor(on_give_up=on_give_up) as sup:
+        ref = await sup.spawn(lambda: Recorder([], starts), name="crashy", policy=FAST)
+        for _ in range(FAST.max_restarts + 1):
+            await ref.tell("boom")
+        with anyio.fail_after(5):
+            await done.wait()
+        with pytest.raises(ActorStopped):
+            await ref.tell("more")
+        assert not ref.alive
+        assert sup.get("crashy") is None
+    assert gave_up == [("crashy", "boom")]
+    assert len(starts) == FAST.max_restarts + 1
+
+
+async def test_queued_asks_fail_when_the_actor_gives_up() -> None:
+    gate = Gate()
+    results: list[BaseException] = []
+
+    async def on_give_up(name: str, exc: BaseException) -> None:
+        pass
+
+    policy = RestartPolicy(max_restarts=0, backoff_initial=0.001, backoff_max=0.001)
+    async with Supervisor(on_give_up=on_give_up) as sup:
+        ref = await sup.spawn(lambda: Recorder([], []), name="once", policy=policy)
+        await ref.tell(gate)  # holds the actor busy while we queue behind it
+        await ref.tell("boom")
+
+        async def asker() -> None:
+            try:
+                await ref.ask("queued", timeout=5)
+            except ActorStopped as exc:
+                results.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(asker)
+            gate.set()
+    assert len(results) == 1
+
+
+async def test_bounded_mailbox_pushes_back() -> None:
+    gate = Gate()
+    log: list[object] = []
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Recorder(log, []), name="rec", mailbox_size=2)
+        await ref.tell(gate)
+        with anyio.fail_after(2):
+            await gate.entered.wait()
+        ref.tell_nowait("a")
+        ref.tell_nowait("b")
+        with pytest.raises(MailboxFull):
+            ref.tell_nowait("c")
+        with anyio.move_on_after(0.05) as scope:
+            await ref.tell("c")
+        assert scope.cancelled_caught, "tell must wait while the mailbox is full"
+        gate.set()
+        await ref.tell("c")
+    assert log == ["a", "b", "c"]
+
+
+class Lifecycle(Actor[str]):
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+
+    async def started(self) -> None:
+        self.events.append("started")
+
+    async def receive(self, message: str) -> object:
+        if message == "hang":
+            await anyio.sleep_forever()
+        self.events.append(message)
+        return None
+
+    async def stopped(self) -> None:
+        self.events.append("stopped")
+
+
+async def test_orderly_shutdown_drains_the_mailbox_then_stops() -> None:
+    events: list[str] = []
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Lifecycle(events), name="life")
+        for m in ("a", "b", "c"):
+            ref.tell_nowait(m)
+    assert events == ["started", "a", "b", "c", "stopped"]
+    with pytest.raises(ActorStopped):
+        await ref.tell("late")
+
+
+async def test_stop_one_actor_leaves_the_others() -> None:
+    ev1: list[str] = []
+    ev2: list[str] = []
+    async with Supervisor() as sup:
+        one = await sup.spawn(lambda: Lifecycle(ev1), name="one")
+        two = await sup.spawn(lambda: Lifecycle(ev2), name="two")
+        await one.tell("x")
+        await one.stop()
+        assert not one.alive and two.alive
+        await two.ask("y", timeout=2)
+    assert ev1 == ["started", "x", "stopped"]
+    assert ev2 == ["started", "y", "stopped"]
+
+
+async def test_shutdown_cancels_a_hung_actor_after_the_grace() -> None:
+    events: list[str] = []
+    with anyio.fail_after(5):
+        async with Supervisor(stop_grace=0.05) as sup:
+            ref = await sup.spawn(lambda: Lifecycle(events), name="hung")
+            await ref.tell("hang")
+    assert events == ["started"]
+    assert not ref.alive
+
+
+async def test_failing_start_counts_against_the_budget() -> None:
+    gave_up = anyio.Event()
+
+    class BadStart(Actor[str]):
+        async def started(self) -> None:
+            raise OSError("cannot open")
+
+    async def on_give_up(name: str, exc: BaseException) -> None:
+        assert isinstance(exc, OSError)
+        gave_up.set()
+
+    async with Supervisor(on_give_up=on_give_up) as sup:
+        await sup.spawn(BadStart, name="bad", policy=FAST)
+        with anyio.fail_after(5):
+            await gave_up.wait()
+
+
+async def test_spawn_rejects_duplicate_names() -> None:
+    async with Supervisor() as sup:
+        await sup.spawn(lambda: Lifecycle([]), name="same")
+        with pytest.raises(ValueError):
+            await sup.spawn(lambda: Lifecycle([]), name="same")

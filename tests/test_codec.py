@@ -1,0 +1,162 @@
+"""Every frame and event round-trips through the one codec; bad input is typed."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from runtime import (
+    Ack,
+    ApprovalRequested,
+    BlobChunk,
+    BlobGet,
+    Challenge,
+    ChildRunStarted,
+    Claim,
+    DispatchProcessed,
+    EventsAck,
+    Frame,
+    FrameDecodeError,
+    FrameDecoder,
+    Hello,
+    HubBoot,
+    MailInbound,
+    MailSent,
+    MintChild,
+    Minted,
+    Refused,
+    RunCancelled,
+    RunCompleted,
+    RunEvents,
+    RunFailed,
+    RunStarted,
+    Subjects,
+    Welcome,
+    encode,
+    new_id,
+)
+
+EVENTS = [
+    RunStarted(event_id=new_id("evt"), run_id="run_x", at=1.5),
+    DispatchProcessed(
+        event_id=new_id("evt"), run_id="run_x", dispatch_id="dsp_1", seq=7, state={"n": [1, 2]}
+    ),
+    RunCompleted(event_id=new_id("evt"), run_id="run_x", result={"seen": 4}),
+    RunFailed(event_id=new_id("evt"), run_id="run_x", error="boom"),
+    RunCancelled(event_id=new_id("evt"), run_id="run_x", reason="deleted"),
+    ChildRunStarted(event_id=new_id("evt"), run_id="run_x", child_run_id="run_y", input=[1]),
+    MailSent(event_id=new_id("evt"), run_id="run_x", to="a@b", subject="s", body=b"\x00\xff"),
+    ApprovalRequested(event_id=new_id("evt"), run_id="run_x", approval_id="apr_1", prompt="ok?"),
+]
+
+FRAMES: list[msgspec.Struct] = [
+    Hello(deployment_id="dep_1", instance_id="ins_1", public_key="pk"),
+    Hello(
+        deployment_id="dep_1",
+        instance_id="ins_1",
+        public_key="pk",
+        nonce="n",
+        signature=b"\x01" * 64,
+        takeover=True,
+    ),
+    Challenge(nonce="abc"),
+    Welcome(session_id="ses_1", owner_epoch=3, hub_boot_id="boot_1"),
+    Refused(reason="owner_conflict", detail="held by ins_2"),
+    HubBoot(boot_id="boot_1"),
+    MailInbound(
+        dispatch_id="dsp_1",
+        deployment_id="dep_1",
+        run_id="run_1",
+        address="a@mailrun.local",
+        seq=1,
+        message_id="m1",
+        sender="s@x",
+        subject="hi",
+        body=b"hello",
+        owner_epoch=2,
+        session_id="ses_1",
+    ),
+    MailInbound(
+        dispatch_id="dsp_2",
+        deployment_id="dep_1",
+        run_id="run_1",
+        address="a@mailrun.local",
+        seq=2,
+        claim=Claim(digest="sha256:00", size=5 << 20),
+    ),
+    Ack(dispatch_id="dsp_1", result="stored"),
+    Ack(dispatch_id="", result="refused", reason="decode_error"),
+    BlobGet(digest="sha256:00", offset=512, deployment_id="dep_1", session_id="ses_1"),
+    BlobChunk(digest="sha256:00", offset=0, size=3, data=b"abc"),
+    MintChild(parent_run_id="run_1", request_id="r1", deployment_id="dep_1", owner_epoch=1),
+    Minted(run_id="run_2"),
+    RunEvents(deployment_id="dep_1", session_id="ses_1", owner_epoch=1, events=list(EVENTS)),
+    EventsAck(ids=["evt_1", "evt_2"]),
+]
+
+
+@pytest.mark.parametrize("frame", FRAMES, ids=lambda f: type(f).__name__)
+def test_every_frame_round_trips(frame: msgspec.Struct) -> None:
+    decoded = FrameDecoder().decode(encode(frame))
+    assert decoded == frame
+    assert type(decoded) is type(frame)
+
+
+def test_every_frame_type_is_covered() -> None:
+    covered = {type(f) for f in FRAMES}
+    assert covered == set(Frame.__args__)  # type: ignore[attr-defined]
+
+
+def test_unknown_fields_are_ignored_and_missing_ones_defaulted() -> None:
+    raw = msgspec.msgpack.encode(
+        {"t": "Ack", "v": 9, "dispatch_id": "dsp_1", "result": "stored", "future": [1, 2]}
+    )
+    ack = FrameDecoder(Ack).decode(raw)
+    assert ack == Ack(v=9, dispatch_id="dsp_1", result="stored", reason="")
+
+
+def test_format_1_mail_inbound_has_its_address_as_run_id() -> None:
+    v1 = {
+        "t": "MailInbound",
+        "v": 1,
+        "dispatch_id": "dsp_1",
+        "deployment_id": "dep_1",
+        "address": "shop@mailrun.local",
+        "kind": "mail",
+        "body": b"x",
+    }
+    frame = FrameDecoder(MailInbound).decode(msgspec.msgpack.encode(v1))
+    assert frame.run_id is None and frame.seq is None
+    assert frame.effective_run_id == "shop@mailrun.local"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\xc1",
+        b"not msgpack at all \xff\xfe",
+        msgspec.msgpack.encode({"t": "NoSuchFrame"}),
+        msgspec.msgpack.encode({"t": "Ack", "result": "stored"}),  # dispatch_id missing
+        msgspec.msgpack.encode({"t": "Ack", "dispatch_id": "d", "result": "maybe"}),
+        msgspec.msgpack.encode([1, 2, 3]),
+    ],
+)
+def test_garbage_is_a_typed_error(data: bytes) -> None:
+    with pytest.raises(FrameDecodeError) as info:
+        FrameDecoder().decode(data)
+    assert isinstance(info.value, ValueError)
+
+
+def test_a_narrow_decoder_refuses_other_frames() -> None:
+    with pytest.raises(FrameDecodeError):
+        FrameDecoder(Ack | Refused).decode(encode(HubBoot(boot_id="b")))
+
+
+def test_subjects() -> None:
+    s = Subjects("acme")
+    assert s.hello == "acme.hub.hello"
+    assert s.inbound("dep_1") == "acme.mail.inbound.dep_1"
+    for bad in ("", "a b", "x.>", "y.*", "z."):
+        with pytest.raises(ValueError):
+            Subjects(bad)

@@ -1,0 +1,129 @@
+"""Restore records (v1 and v2), keys, ids and the run-state classifier."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from runtime import (
+    HubKey,
+    RecordDecodeError,
+    RestoreRecord,
+    SignatureError,
+    Sources,
+    accepts_trigger,
+    anchor_is_live,
+    decode_restore_record,
+    generate_keypair,
+    hello_message,
+    is_id,
+    is_live,
+    is_terminal,
+    new_id,
+    public_key_of,
+    read_restore_record,
+    record_path,
+    sign,
+    verify,
+    write_restore_record,
+)
+
+
+def test_ids_have_prefix_and_104_random_bits() -> None:
+    ids = {new_id("run") for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(is_id(i, "run") and len(i) == 4 + 26 for i in ids)
+    assert not is_id("run_XYZ", "run")
+    assert not is_id(new_id("dep"), "run")
+    with pytest.raises(ValueError):
+        new_id("nope")
+
+
+def test_keys_sign_and_verify() -> None:
+    seed, public = generate_keypair()
+    assert public_key_of(seed) == public
+    msg = hello_message("nonce", "dep_1", "ins_1")
+    verify(public, msg, sign(seed, msg))
+    with pytest.raises(SignatureError):
+        verify(public, hello_message("other", "dep_1", "ins_1"), sign(seed, msg))
+    _, other = generate_keypair()
+    with pytest.raises(SignatureError):
+        verify(other, msg, sign(seed, msg))
+    with pytest.raises(SignatureError):
+        sign("c2hvcnQ", msg)
+
+
+def test_classifier() -> None:
+    for s in ("pending", "running", "waiting"):
+        assert is_live(s) and not is_terminal(s) and accepts_trigger(s)
+    for s in ("completed", "failed", "cancelled"):
+        assert is_terminal(s) and not is_live(s) and not accepts_trigger(s)
+    assert accepts_trigger(None)
+    assert anchor_is_live("deployed") and anchor_is_live("running")
+    assert not anchor_is_live("deleted")
+
+
+def _record() -> RestoreRecord:
+    seed, public = generate_keypair()
+    return RestoreRecord(
+        deployment_id="dep_" + "a" * 26,
+        address="shop@mailrun.local",
+        session_id="ses_" + "b" * 26,
+        instance_id="ins_" + "c" * 26,
+        hub_key=HubKey(seed=seed),
+        public_key=public,
+        sources=Sources(entrypoint="flow:main", files={"flow.py": "async def main(c, i): ..."}),
+        nats_url="nats://127.0.0.1:4333",
+    )
+
+
+def test_v2_record_written_atomically_0600_and_read_back(tmp_path: Path) -> None:
+    record = _record()
+    path = record_path(tmp_path, record.deployment_id)
+    write_restore_record(path, record)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert read_restore_record(path) == (record, 2)
+    assert [p.name for p in path.parent.iterdir()] == ["deployment.json"]
+    raw = json.loads(path.read_text())
+    assert raw["version"] == 2 and raw["hub_key"]["seed"] == record.hub_key.seed
+
+
+def test_v1_record_is_read() -> None:
+    v1 = {
+        "deployment": {
+            "deployment_id": "dep_" + "1" * 26,
+            "address": "old@mailrun.local",
+            "session_id": "ses_" + "2" * 26,
+            "deployment_key": "SEED",
+            "sources": {"entrypoint": "m:a", "files": {"m.py": "x = 1"}},
+            "nats_url": "nats://127.0.0.1:4222",
+        }
+    }
+    record, version = decode_restore_record(json.dumps(v1).encode())
+    assert version == 1
+    assert record.deployment_id == "dep_" + "1" * 26
+    assert record.hub_key.seed == "SEED"
+    assert record.sources.entrypoint == "m:a"
+    assert record.instance_id is None
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"{", b"[]", b'{"version": 2}', b'{"deployment": {}}', b'{"version": 99}'],
+)
+def test_bad_records_are_typed_errors(data: bytes) -> None:
+    with pytest.raises(RecordDecodeError):
+        decode_restore_record(data)
+
+
+def test_a_torn_temp_file_never_replaces_the_record(tmp_path: Path) -> None:
+    record = _record()
+    path = record_path(tmp_path, record.deployment_id)
+    write_restore_record(path, record)
+    # A crash mid-write leaves only a temp file beside the record.
+    (path.parent / ".deployment.json.999.tmp").write_bytes(b'{"version": 2, "depl')
+    assert read_restore_record(path) == (record, 2)
