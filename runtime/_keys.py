@@ -50,8 +50,9 @@ def verify(public_key: str, message: bytes, signature: bytes) -> None:
 
 def hello_message(nonce: str, deployment_id: str, instance_id: str) -> bytes:
     """What a sidecar signs to prove its deployment key to the hub."""
-    return b"\x00".join([b"mailrun-hello-v2", nonce.encode(), deployment_id.encode(),
-                         instance_id.encode()])
+    return b"\x00".join(
+        [b"mailrun-hello-v2", nonce.encode(), deployment_id.encode(), instance_id.encode()]
+    )
 
 
 def _private(seed: str) -> Ed25519PrivateKey:
