@@ -57,6 +57,9 @@ from ._keys import public_key_of as public_key_of
 from ._keys import sign as sign
 from ._keys import unb64url as unb64url
 from ._keys import verify as verify
+from ._memory import MemoryBus as MemoryBus
+from ._memory import MemoryTransport as MemoryTransport
+from ._nats import open_nats as open_nats
 from ._restore import HubKey as HubKey
 from ._restore import RestoreRecord as RestoreRecord
 from ._restore import Sources as Sources
@@ -106,6 +109,8 @@ __all__ = [
     "MailSent",
     "MailboxFull",
     "MailrunError",
+    "MemoryBus",
+    "MemoryTransport",
     "Message",
     "MintChild",
     "Minted",
@@ -141,6 +146,7 @@ __all__ = [
     "is_live",
     "is_terminal",
     "new_id",
+    "open_nats",
     "public_key_of",
     "read_restore_record",
     "record_path",

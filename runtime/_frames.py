@@ -53,6 +53,10 @@ class Welcome(_Frame, tag=True, kw_only=True):
     session_id: str
     owner_epoch: int
     hub_boot_id: str
+    floor_seq: int = 0
+    """Every dispatch of the deployment with ``seq <= floor_seq`` is settled at
+    the hub (processed or cancelled), so the sidecar never waits for one of
+    them (an inbox from release 1, or one that lags the hub). 0: no claim."""
 
 
 class Refused(_Frame, tag=True, kw_only=True):

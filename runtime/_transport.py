@@ -1,6 +1,6 @@
 """The transport seam: what hub and sidecar need from a message bus.
 
-Two implementations stand behind it: NATS (``connect_nats``) for real use and
+Two implementations stand behind it: NATS (``open_nats``) for real use and
 an in-memory bus (``MemoryBus``) for unit tests of one module. Code above this
 seam never imports nats-py.
 """

@@ -1,0 +1,219 @@
+"""End-to-end throughput of a real `mailrun up` (nats-server, hub, sidecar processes).
+
+    .venv/bin/python bench/bench_e2e.py [--mails 5000] [--senders 64] [--json]
+
+Starts `mailrun up` in a temporary dir on free loopback ports, deploys a
+workflow that only counts, sends one warm-up mail (so the sidecar is up and
+idle), then drives ``--senders`` concurrent HTTP senders until ``--mails``
+mails are accepted, and waits until the run's state shows every one
+processed. Prints accepted triggers/s, processed/s end to end, p50/p99
+accept latency and the idle sidecar's RSS; stops everything at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import psutil
+
+COUNTER = """
+async def main(ctx, item):
+    ctx.state["count"] = ctx.state.get("count", 0) + 1
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def mailrun_argv() -> list[str]:
+    script = Path(sys.executable).with_name("mailrun")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "hub._cli"]
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+async def wait_until(probe: Any, *, timeout: float, what: str) -> Any:
+    with anyio.fail_after(timeout):
+        while True:
+            value = await probe()
+            if value:
+                return value
+            await anyio.sleep(0.05)
+    raise AssertionError(what)  # pragma: no cover - fail_after raises first
+
+
+def cpu_seconds(up_pid: int) -> dict[str, float]:
+    """CPU time (user + system) so far of each part, to see where the time goes."""
+    parts = {"bench": psutil.Process(), "up": psutil.Process(up_pid)}
+    for child in psutil.Process(up_pid).children():
+        try:
+            argv = child.cmdline()
+        except psutil.Error:
+            continue
+        name = "hub" if "hub" in argv else "sidecar" if "sidecar" in argv else child.name()
+        parts[name] = child
+    out = {}
+    for name, proc in parts.items():
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            out[name] = round(times.user + times.system, 2)
+    return out
+
+
+def sidecar_process(up_pid: int, deployment_id: str) -> psutil.Process | None:
+    for child in psutil.Process(up_pid).children():
+        try:
+            argv = child.cmdline()
+        except psutil.Error:
+            continue
+        if "sidecar" in argv and deployment_id in argv:
+            return child
+    return None
+
+
+async def bench(mails: int, senders: int, tmp: Path) -> dict[str, Any]:
+    state, http = tmp / "state", f"127.0.0.1:{free_port()}"
+    log = (tmp / "up.log").open("wb")
+    up = await anyio.open_process(
+        [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    limits = httpx.Limits(max_connections=senders, max_keepalive_connections=senders)
+    try:
+        async with httpx.AsyncClient(
+            base_url=f"http://{http}", timeout=60, limits=limits
+        ) as client:
+
+            async def healthy() -> bool:
+                try:
+                    return (await client.get("/healthz")).status_code == 200
+                except httpx.TransportError:
+                    return False
+
+            await wait_until(healthy, timeout=30, what="hub /healthz")
+            r = await client.post(
+                "/workflows/deployments",
+                json={"name": "bench", "source": COUNTER, "entrypoint": "flow:main"},
+            )
+            r.raise_for_status()
+            dep = r.json()
+
+            async def count() -> int:
+                runs = (await client.get("/runs", params={"deployment": dep["id"]})).json()
+                states = [run.get("state") or {} for run in runs["runs"]]
+                return max((int(s.get("count", 0)) for s in states), default=0)
+
+            warm = await client.post("/mail", json={"to": dep["address"], "subject": "warm-up"})
+            warm.raise_for_status()
+            await wait_until(count, timeout=30, what="the warm-up mail processed")
+            sidecar = sidecar_process(up.pid, dep["id"])
+            idle_rss = sidecar.memory_info().rss if sidecar is not None else None
+
+            latencies: list[float] = []
+            remaining = mails
+
+            async def sender() -> None:
+                nonlocal remaining
+                while remaining > 0:
+                    remaining -= 1
+                    n = mails - remaining
+                    started = time.perf_counter()
+                    resp = await client.post(
+                        "/mail", json={"to": dep["address"], "subject": f"m{n}", "body": "x"}
+                    )
+                    latencies.append(time.perf_counter() - started)
+                    if resp.status_code != 202:
+                        raise RuntimeError(f"mail {n}: HTTP {resp.status_code} {resp.text}")
+
+            began = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for _ in range(senders):
+                    tg.start_soon(sender)
+            accepted_in = time.perf_counter() - began
+
+            async def all_processed() -> bool:
+                return await count() >= mails + 1
+
+            await wait_until(all_processed, timeout=600, what="every mail processed")
+            processed_in = time.perf_counter() - began
+            cpu = cpu_seconds(up.pid)
+    finally:
+        with anyio.CancelScope(shield=True):
+            if up.returncode is None:
+                up.send_signal(signal.SIGTERM)
+                with anyio.move_on_after(30):
+                    await up.wait()
+            if up.returncode is None:
+                up.kill()
+                await up.wait()
+        log.close()
+    latencies.sort()
+    return {
+        "mails": mails,
+        "senders": senders,
+        "accepted_per_s": mails / accepted_in,
+        "processed_per_s": mails / processed_in,
+        "accept_p50_ms": percentile(latencies, 0.50) * 1000,
+        "accept_p99_ms": percentile(latencies, 0.99) * 1000,
+        "idle_sidecar_rss_mib": idle_rss / 2**20 if idle_rss is not None else None,
+        "cpu_seconds": cpu,
+        "up_exit_code": up.returncode,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mails", type=int, default=5000)
+    parser.add_argument("--senders", type=int, default=64)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the state dir and logs")
+    args = parser.parse_args()
+    if args.mails < 1 or args.senders < 1:
+        parser.error("--mails and --senders must be positive")
+    tmp = Path(tempfile.mkdtemp(prefix="mailrun-bench-"))
+    try:
+        figures = anyio.run(bench, args.mails, args.senders, tmp)
+    finally:
+        if args.keep:
+            print(f"state and logs kept in {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    rss = figures["idle_sidecar_rss_mib"]
+    print(f"mails                      {figures['mails']} from {figures['senders']} senders")
+    print(f"accepted triggers/s        {figures['accepted_per_s']:.0f}")
+    print(f"processed/s (end to end)   {figures['processed_per_s']:.0f}")
+    print(
+        f"accept latency p50 / p99   {figures['accept_p50_ms']:.1f} / "
+        f"{figures['accept_p99_ms']:.1f} ms"
+    )
+    print(f"idle sidecar RSS           {f'{rss:.1f} MiB' if rss is not None else 'n/a'}")
+    cpu = ", ".join(f"{name} {secs:.1f}" for name, secs in figures["cpu_seconds"].items())
+    print(f"CPU seconds                {cpu}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,266 @@
+"""The one read-or-mint function every trigger path calls.
+
+:func:`accept_triggers` runs inside a write transaction its caller holds
+(``BEGIN IMMEDIATE``: no other writer exists until it commits). It reads
+what a batch needs in a handful of queries, decides each trigger in order in
+memory, then writes the outcome with ``executemany``. A trigger that trips
+an unexpected constraint is retried alone under a SAVEPOINT, so it fails by
+itself and never takes its batch mates with it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+import msgspec
+
+from runtime import INLINE_BODY_LIMIT, RunStatus, accepts_trigger, anchor_is_live, new_id
+
+from ._errors import AcceptFailed
+from ._migrations import ApprovalStatus, DispatchStatus
+from ._trigger import Accepted, Outcome, Receipt, Rejected, Trigger, body_digest
+
+__all__ = [
+    "Accepted",
+    "Outcome",
+    "Receipt",
+    "Rejected",
+    "Trigger",
+    "accept_triggers",
+    "body_digest",
+]
+
+
+_DEPLOYMENTS = """SELECT d.id, d.address, a.status, d.next_seq FROM deployment d
+JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE {where}
+ORDER BY d.deleted_at IS NULL, d.created_at"""  # live rows last: they win per address
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+async def _rows(db: aiosqlite.Connection, sql: str, params: Sequence[object]) -> list[Any]:
+    async with db.execute(sql, params) as cur:
+        return list(await cur.fetchall())
+
+
+@dataclass
+class _Deployment:
+    id: str
+    address: str
+    anchor_status: str
+    next_seq: int
+
+
+class _Batch:
+    """A batch's view of the store, updated in memory as triggers are decided."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.deps: dict[str, _Deployment] = {}
+        self.addresses: dict[str, str] = {}
+        self.runs: dict[str, tuple[str, str]] = {}  # run id -> (deployment_id, status)
+        self.top_level: dict[str, str] = {}  # deployment id -> run id
+        self.seen: dict[tuple[str, str], Accepted] = {}
+        self.approvals: dict[str, list[str]] = {}  # id -> [run_id, deployment_id, status]
+        self.woken: set[str] = set()
+        self.new_runs: list[tuple[object, ...]] = []
+        self.blobs: list[tuple[object, ...]] = []
+        self.dispatches: list[tuple[object, ...]] = []
+        self.decided: list[tuple[object, ...]] = []
+
+    async def load(self, db: aiosqlite.Connection, triggers: Sequence[Trigger]) -> None:
+        approval_ids = sorted({t.approval_id for t in triggers if t.approval_id})
+        if approval_ids:
+            for approval_id, run_id, dep_id, status in await _rows(
+                db,
+                "SELECT a.id, a.run_id, r.deployment_id, a.status FROM approval a JOIN"
+                f" workflow_run r ON r.id = a.run_id WHERE a.id IN ({_marks(len(approval_ids))})",
+                approval_ids,
+            ):
+                self.approvals[approval_id] = [run_id, dep_id, status]
+        addresses = sorted({t.address for t in triggers if t.address and not t.deployment_id})
+        dep_ids = {t.deployment_id for t in triggers if t.deployment_id}
+        dep_ids |= {a[1] for a in self.approvals.values()}
+        for where, values in (("d.address", addresses), ("d.id", sorted(dep_ids))):
+            if values:
+                sql = _DEPLOYMENTS.format(where=f"{where} IN ({_marks(len(values))})")
+                for row in await _rows(db, sql, values):
+                    self.deps[row[0]] = _Deployment(*row)
+                    self.addresses[row[1]] = row[0]
+        if not self.deps:
+            return
+        deps = sorted(self.deps)
+        run_ids = sorted({t.run_id for t in triggers if t.run_id})
+        run_ids += [a[0] for a in self.approvals.values()]
+        for run_id, dep_id, status, top in await _rows(
+            db,
+            "SELECT id, deployment_id, status, is_top_level FROM workflow_run WHERE is_anchor = 0"
+            f" AND ((is_top_level = 1 AND deployment_id IN ({_marks(len(deps))}))"
+            f" OR id IN ({_marks(len(run_ids))}))",
+            [*deps, *run_ids],
+        ):
+            self.runs[run_id] = (dep_id, status)
+            if top:
+                self.top_level[dep_id] = run_id
+        wanted = {(self._deployment_of(t), t.message_id) for t in triggers if t.message_id}
+        keys = sorted((d, m) for d, m in wanted if d is not None and m is not None)
+        if keys:
+            for dsp, run_id, dep_id, seq, mid in await _rows(
+                db,
+                "SELECT id, run_id, deployment_id, seq, message_id FROM workflow_run_dispatch"
+                f" WHERE (deployment_id, message_id) IN (VALUES {','.join(['(?,?)'] * len(keys))})",
+                [x for key in keys for x in key],
+            ):
+                self.seen[(dep_id, mid)] = Accepted(
+                    dispatch_id=dsp, run_id=run_id, deployment_id=dep_id, seq=seq, duplicate=True
+                )
+
+    def _deployment_of(self, t: Trigger) -> str | None:
+        if t.approval_id:
+            approval = self.approvals.get(t.approval_id)
+            return approval[1] if approval else None
+        if t.deployment_id:
+            return t.deployment_id if t.deployment_id in self.deps else None
+        return self.addresses.get(t.address or "")
+
+    def decide(self, t: Trigger) -> Receipt:
+        """Decide one trigger against the batch's view, recording what to write."""
+        dep_id = self._deployment_of(t)
+        if dep_id is None:
+            if t.approval_id:
+                return Rejected(reason="unknown_approval", detail=f"no approval {t.approval_id}")
+            if t.deployment_id:
+                return Rejected(reason="unknown_deployment", detail=f"no {t.deployment_id}")
+            return Rejected(reason="unknown_address", detail=f"no deployment at {t.address!r}")
+        dep = self.deps[dep_id]
+        if not anchor_is_live(dep.anchor_status):
+            return Rejected(reason="deployment_not_live", detail=f"{dep_id} is deleted")
+        if t.message_id and (first := self.seen.get((dep_id, t.message_id))):
+            return msgspec.structs.replace(first, duplicate=True)
+        run_id = t.run_id
+        if t.approval_id:
+            run_id, _, approval_status = self.approvals[t.approval_id]
+            if approval_status != ApprovalStatus.PENDING:
+                return Rejected(reason="approval_decided", detail=f"{t.approval_id} is decided")
+        if run_id is None:
+            run_id = self.top_level.get(dep_id)
+        elif self.runs.get(run_id, ("",))[0] != dep_id:
+            return Rejected(reason="unknown_run", detail=f"{dep_id} has no run {run_id}")
+        status = self.runs[run_id][1] if run_id is not None else None
+        if not accepts_trigger(status):
+            return Rejected(reason="workflow_run_terminal", detail=f"run {run_id} is {status}")
+        if run_id is None:
+            run_id = new_id("run")
+            self.runs[run_id] = (dep_id, RunStatus.RUNNING.value)
+            self.top_level[dep_id] = run_id
+            self.new_runs.append((run_id, dep_id, RunStatus.RUNNING.value, self.now, self.now))
+        seq = dep.next_seq
+        dep.next_seq += 1
+        body: bytes | None = t.body
+        digest = None
+        if len(t.body) > INLINE_BODY_LIMIT:
+            body, digest = None, t.digest or body_digest(t.body)
+            self.blobs.append((digest, len(t.body), t.body, self.now))
+        receipt = Accepted(dispatch_id=new_id("dsp"), run_id=run_id, deployment_id=dep_id, seq=seq)
+        self.dispatches.append(
+            (
+                receipt.dispatch_id,
+                dep_id,
+                run_id,
+                seq,
+                t.kind,
+                t.message_id,
+                t.sender,
+                t.subject,
+                body,
+                digest,
+                len(t.body),
+                DispatchStatus.RESERVED.value,
+                self.now,
+            )
+        )
+        if t.message_id:
+            self.seen[(dep_id, t.message_id)] = receipt
+        if t.approval_id:
+            self.approvals[t.approval_id][2] = ApprovalStatus.DECIDED.value
+            self.decided.append((ApprovalStatus.DECIDED.value, t.decision, self.now, t.approval_id))
+        self.woken.add(dep_id)
+        return receipt
+
+    async def write(self, db: aiosqlite.Connection) -> None:
+        await db.executemany(
+            "INSERT INTO workflow_run (id, deployment_id, is_anchor, is_top_level, status,"
+            " created_at, updated_at) VALUES (?, ?, 0, 1, ?, ?, ?)",
+            self.new_runs,
+        )
+        await db.executemany(
+            "INSERT OR IGNORE INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)",
+            self.blobs,
+        )
+        await db.executemany(
+            "INSERT INTO workflow_run_dispatch (id, deployment_id, run_id, seq, kind, message_id,"
+            " sender, subject, body, body_digest, body_size, status, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self.dispatches,
+        )
+        await db.executemany(
+            "UPDATE deployment SET next_seq = ? WHERE id = ?",
+            [(self.deps[d].next_seq, d) for d in sorted(self.woken)],
+        )
+        await db.executemany(
+            "UPDATE approval SET status = ?, decision = ?, decided_at = ? WHERE id = ?",
+            self.decided,
+        )
+
+
+async def _attempt(
+    db: aiosqlite.Connection, triggers: Sequence[Trigger]
+) -> tuple[list[Receipt], set[str]]:
+    batch = _Batch(time.time())
+    await db.execute("SAVEPOINT accept")
+    try:
+        await batch.load(db, triggers)
+        receipts = [batch.decide(t) for t in triggers]
+        await batch.write(db)
+    except sqlite3.IntegrityError:
+        await db.execute("ROLLBACK TO accept")
+        await db.execute("RELEASE accept")
+        raise
+    await db.execute("RELEASE accept")
+    return receipts, batch.woken
+
+
+async def accept_triggers(
+    db: aiosqlite.Connection, triggers: Sequence[Trigger]
+) -> tuple[list[Outcome], set[str]]:
+    """Accept or reject each trigger in order, inside the caller's write transaction.
+
+    Returns one outcome per trigger (a receipt, or a :class:`HubError` for a
+    trigger that could not be stored) and the ids of the deployments that got
+    new dispatches. Nothing is committed here: the caller commits, and only
+    then may it tell anyone "accepted".
+    """
+    try:
+        receipts, woken = await _attempt(db, triggers)
+        return list(receipts), woken
+    except sqlite3.IntegrityError as exc:
+        if len(triggers) == 1:
+            return [AcceptFailed(f"trigger not stored: {exc}")], set()
+    outcomes: list[Outcome] = []
+    woken = set()
+    for trigger in triggers:
+        try:
+            one, more = await _attempt(db, [trigger])
+        except sqlite3.IntegrityError as exc:
+            outcomes.append(AcceptFailed(f"trigger not stored: {exc}"))
+            continue
+        outcomes.extend(one)
+        woken |= more
+    return outcomes, woken

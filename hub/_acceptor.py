@@ -1,0 +1,156 @@
+"""Group commit: one write transaction for every trigger waiting at that moment.
+
+Callers hand requests to the :class:`Acceptor` through a bounded stream
+(a full queue makes callers wait: backpressure, not unbounded memory). Its
+loop takes the first request, drains whatever else is already waiting (up
+to ``max_batch`` triggers), runs :func:`accept_triggers` over all of them in
+one transaction, and answers each caller only after COMMIT returned. A
+failed commit answers every caller of the batch with :class:`StoreUnavailable`:
+never a receipt that the store does not hold.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+
+from ._accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
+from ._errors import HubError, HubShuttingDown, StoreUnavailable
+from ._store import Store
+
+log = logging.getLogger("mailrun.hub.accept")
+
+OnAccepted = Callable[[set[str]], object]
+"""Called after each commit with the deployments that got new dispatches;
+may return an awaitable. Keep it quick: the next batch waits for it."""
+
+
+@dataclass(eq=False)
+class _Request:
+    triggers: Sequence[Trigger]
+    done: anyio.Event = field(default_factory=anyio.Event)
+    outcomes: list[Outcome] | None = None
+    error: HubError | None = None
+
+    def finish(self, outcomes: list[Outcome] | None, error: HubError | None = None) -> None:
+        if not self.done.is_set():
+            self.outcomes, self.error = outcomes, error
+            self.done.set()
+
+
+class Acceptor:
+    """The single entry point for triggers; run :meth:`run` in a task group."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        on_accepted: OnAccepted | None = None,
+        max_batch: int = 256,
+        queue_size: int = 1024,
+    ) -> None:
+        self._store = store
+        self.on_accepted = on_accepted
+        self._max_batch = max_batch
+        self._send, self._receive = anyio.create_memory_object_stream[_Request](queue_size)
+        self.counts: Counter[str] = Counter()
+        self.rejected: Counter[str] = Counter()
+
+    async def accept(self, trigger: Trigger) -> Receipt:
+        """Accept one trigger; raise :class:`HubError` when it could not be stored."""
+        (outcome,) = await self.accept_many([trigger])
+        if isinstance(outcome, HubError):
+            raise outcome
+        return outcome
+
+    async def accept_many(self, triggers: Sequence[Trigger]) -> list[Outcome]:
+        """Accept triggers in order, in one transaction; one outcome per trigger."""
+        request = _Request(triggers)
+        try:
+            await self._send.send(request)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise HubShuttingDown("the hub is shutting down") from exc
+        await request.done.wait()
+        if request.error is not None:
+            raise request.error
+        assert request.outcomes is not None
+        return request.outcomes
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve requests until cancelled; pending callers then get HubShuttingDown."""
+        batch: list[_Request] = []
+        async with self._send, self._receive:
+            try:
+                task_status.started()
+                async for first in self._receive:
+                    batch = [first]
+                    size = len(first.triggers)
+                    while size < self._max_batch:
+                        try:
+                            more = self._receive.receive_nowait()
+                        except anyio.WouldBlock:
+                            break
+                        batch.append(more)
+                        size += len(more.triggers)
+                    await self._commit(batch)
+                    batch = []
+            finally:
+                stopping = HubShuttingDown("the hub is shutting down")
+                for request in batch:
+                    request.finish(None, stopping)
+                while True:
+                    try:
+                        self._receive.receive_nowait().finish(None, stopping)
+                    except anyio.WouldBlock:
+                        break
+
+    async def _commit(self, batch: list[_Request]) -> None:
+        triggers = [t for request in batch for t in request.triggers]
+        try:
+            async with self._store.write() as db:
+                outcomes, woken = await accept_triggers(db, triggers)
+        except Exception as exc:
+            # Whatever broke the transaction, it rolled back: nobody in this
+            # batch is accepted, and the loop lives on for the next batch.
+            if isinstance(exc, HubError):
+                error = exc
+                log.error("accept batch of %d failed: %s", len(triggers), exc.detail)
+            else:
+                error = StoreUnavailable(f"store error: {exc}")
+                log.exception("accept batch of %d failed", len(triggers))
+            self.counts["failed"] += len(triggers)
+            for request in batch:
+                request.finish(None, error)
+            return
+        # Answer before anything else awaits: the batch is committed, and a
+        # cancellation arriving now must not turn its receipts into errors.
+        at = 0
+        for request in batch:
+            request.finish(outcomes[at : at + len(request.triggers)])
+            at += len(request.triggers)
+        self._count(outcomes)
+        if woken and self.on_accepted is not None:
+            try:
+                result = self.on_accepted(woken)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("on_accepted callback failed")
+
+    def _count(self, outcomes: list[Outcome]) -> None:
+        self.counts["batches"] += 1
+        for outcome in outcomes:
+            if isinstance(outcome, Accepted):
+                self.counts["duplicate" if outcome.duplicate else "accepted"] += 1
+            elif isinstance(outcome, Rejected):
+                self.rejected[outcome.reason] += 1
+            else:
+                self.counts["failed"] += 1

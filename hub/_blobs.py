@@ -1,0 +1,142 @@
+"""Claim-checked bodies: chunked reads (``hub.blob``) and garbage collection.
+
+Chunks are read with SQLite's incremental blob I/O on a read-only
+connection of its own, so serving one 512 KiB chunk of a 16 MiB body reads
+about 512 KiB, not the whole body (``substr`` on a BLOB column would load
+the full value for every chunk).
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from runtime import BLOB_CHUNK_SIZE, BlobChunk, BlobGet, FrameDecoder, Refused
+
+from ._migrations import DispatchStatus
+from ._sessions import SessionTable
+from ._store import Store
+
+log = logging.getLogger("mailrun.hub.blobs")
+
+GC_INTERVAL = 30.0
+
+_COLLECT = """
+DELETE FROM blob WHERE NOT EXISTS (
+  SELECT 1 FROM workflow_run_dispatch d
+  WHERE d.body_digest = blob.digest AND d.status IN (?, ?))
+"""
+
+
+async def collect_blobs(store: Store) -> int:
+    """Delete every blob no unprocessed dispatch names; return how many."""
+    async with store.write() as db:
+        cur = await db.execute(_COLLECT, (DispatchStatus.RESERVED, DispatchStatus.DELIVERED))
+        return max(cur.rowcount, 0)
+
+
+class BlobCollector:
+    """Runs :func:`collect_blobs` every ``interval`` seconds and soon after a poke."""
+
+    def __init__(self, store: Store, *, interval: float = GC_INTERVAL) -> None:
+        self._store = store
+        self._interval = interval
+        self._poke = anyio.Event()
+
+    def poke(self) -> None:
+        self._poke.set()
+
+    async def run(self) -> None:
+        while True:
+            with anyio.move_on_after(self._interval):
+                await self._poke.wait()
+            self._poke = anyio.Event()
+            try:
+                deleted = await collect_blobs(self._store)
+            except Exception:
+                log.exception("blob collection failed")
+                continue
+            if deleted:
+                log.info("collected %d blob(s)", deleted)
+
+
+class _Reader:
+    """A read-only connection used from worker threads, one read at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = anyio.Lock()
+
+    async def read(self, digest: str, offset: int, length: int) -> tuple[int, bytes] | None:
+        """``(size, data)`` of the blob at ``offset``, or None for an unknown digest."""
+        async with self._lock:
+            return await anyio.to_thread.run_sync(self._read, digest, offset, length)
+
+    def _read(self, digest: str, offset: int, length: int) -> tuple[int, bytes] | None:
+        if self._conn is None:
+            self._conn = sqlite3.connect(
+                f"file:{self._path}?mode=ro",
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+            )
+        conn = self._conn
+        # One read transaction: the rowid looked up is the row blob I/O opens.
+        conn.execute("BEGIN")
+        try:
+            row = conn.execute(
+                "SELECT rowid, size FROM blob WHERE digest = ?", (digest,)
+            ).fetchone()
+            if row is None:
+                return None
+            rowid, size = int(row[0]), int(row[1])
+            if offset >= size:
+                return size, b""
+            with conn.blobopen("blob", "data", rowid, readonly=True) as blob:
+                blob.seek(offset)
+                return size, blob.read(length)
+        finally:
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class BlobHandler:
+    """Answers ``hub.blob``: BlobChunk, or Refused unknown_blob / bad_offset."""
+
+    def __init__(self, *, store: Store, sessions: SessionTable) -> None:
+        self._store = store
+        self._sessions = sessions
+        self._reader = _Reader(store.path)
+        self._decoder: FrameDecoder[BlobGet] = FrameDecoder(BlobGet)
+
+    async def __call__(self, data: bytes) -> BlobChunk | Refused:
+        get = self._decoder.decode(data)
+        session = self._sessions.check(get.session_id, get.deployment_id)
+        if get.offset < 0:
+            return Refused(reason="bad_offset", detail=f"offset {get.offset}")
+        # A sidecar reads only bodies of its own deployment's dispatches.
+        async with self._store.db.execute(
+            "SELECT 1 FROM workflow_run_dispatch WHERE body_digest = ? AND deployment_id = ?"
+            " LIMIT 1",
+            (get.digest, session.deployment_id),
+        ) as cur:
+            named = await cur.fetchone()
+        found = await self._reader.read(get.digest, get.offset, BLOB_CHUNK_SIZE) if named else None
+        if found is None:
+            return Refused(reason="unknown_blob", detail=get.digest)
+        size, chunk = found
+        if get.offset >= size and not (get.offset == 0 and size == 0):
+            return Refused(reason="bad_offset", detail=f"offset {get.offset} of {size} bytes")
+        return BlobChunk(digest=get.digest, offset=get.offset, size=size, data=chunk)
+
+    def close(self) -> None:
+        self._reader.close()

@@ -1,0 +1,186 @@
+"""The ``mailrun`` command line (console script entry: ``main``).
+
+This module holds the commands that run the parts; those that operate a
+running hub over HTTP are in ``_cli_ops``. ``up`` and ``demo`` supervise the
+parts as OS processes; ``sidecar`` execs ``python -m sidecar``, so the hub
+package never imports sidecar code.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import click
+
+from ._cli_ops import COMMANDS, fail
+from ._errors import HubError
+
+
+def _host_port(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
+    return value
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """mailrun: mail-triggered workflows (a hub, one sidecar per deployment, NATS)."""
+
+
+# -- running the parts ---------------------------------------------------------
+
+
+async def _cancel_on_signal(scope: anyio.CancelScope, received: list[int] | None = None) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            if received is not None:
+                received.append(signum)
+            scope.cancel()
+            return
+
+
+@main.command()
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("mailrun-state"),
+    show_default=True,
+    help="Hub database, sidecar state and logs.",
+)
+@click.option("--http", default="127.0.0.1:8470", show_default=True, callback=_host_port)
+@click.option("--nats", "nats_url", help="Use this NATS server instead of an embedded one.")
+@click.option("--subject-prefix", help="NATS subject prefix (default mailrun).")
+def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | None) -> None:
+    """Run NATS, the hub and the sidecars, supervised.
+
+    Starts nats-server (unless --nats), the hub and one sidecar per live
+    deployment, each its own process; restarts any that dies, with backoff;
+    stops them all on SIGTERM/SIGINT. They die with it even on SIGKILL."""
+    from ._up import UpConfig, run_up
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    config = UpConfig(state_dir, http, nats_url, subject_prefix=subject_prefix, say=say)
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_signal, tg.cancel_scope)
+            info = await tg.start(run_up, config)
+            click.echo(f"mailrun up: hub http://{http} nats {info.nats_url} state {info.state_dir}")
+
+    try:
+        anyio.run(serve)
+    except* HubError as group:
+        exc = group.exceptions[0]
+        assert isinstance(exc, HubError)
+        fail(f"{exc.reason}: {exc.detail}")
+
+
+@main.command()
+def demo() -> None:
+    """Run the bundled example end to end.
+
+    Starts `up` in a temporary dir on free ports, deploys the counter example,
+    mails it, shows the run's progress and result, and stops everything."""
+    from ._demo import DemoFailed, run_demo
+
+    def say(line: str) -> None:
+        click.echo(f"mailrun demo: {line}")
+
+    interrupted: list[int] = []
+
+    async def go() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_signal, tg.cancel_scope, interrupted)
+            await run_demo(say)
+            tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(go)
+    except* DemoFailed as group:
+        exc = group.exceptions[0]
+        assert isinstance(exc, DemoFailed)
+        fail(f"demo failed: {exc.detail}")
+    if interrupted:
+        fail("demo interrupted; everything it started is stopped", 128 + interrupted[0])
+
+
+@main.command("hub")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--http", default="127.0.0.1:8470", show_default=True, callback=_host_port)
+@click.option("--nats", "nats_url", default="nats://127.0.0.1:4222", show_default=True)
+@click.option(
+    "--sidecar-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Also write each new deployment's restore record under DIR/<deployment id>.",
+)
+@click.option("--subject-prefix", help="NATS subject prefix (default mailrun).")
+@click.option("--domain", help="Mail domain of deployments (default mailrun.local).")
+@click.option("--max-body", type=click.IntRange(min=1), help="Largest mail body in bytes.")
+def hub_cmd(
+    state_dir: Path,
+    http: str,
+    nats_url: str,
+    sidecar_root: Path | None,
+    subject_prefix: str | None,
+    domain: str | None,
+    max_body: int | None,
+) -> None:
+    """Run the hub alone, in this process.
+
+    Runs until SIGTERM/SIGINT; `mailrun up` runs it as a supervised child."""
+    from ._server import run_hub_cli
+
+    run_hub_cli(
+        state_dir=state_dir,
+        http=http,
+        nats_url=nats_url,
+        sidecar_root=sidecar_root,
+        subject_prefix=subject_prefix,
+        domain=domain,
+        max_body=max_body,
+    )
+
+
+@main.command()
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
+@click.option("--deployment", help="The deployment id (when the state dir holds several).")
+@click.option("--nats", "nats_url", help="Overrides the URL in the restore record.")
+@click.option("--takeover", is_flag=True, help="Move ownership here and fence the old owner.")
+@click.option("--join", "join_token", help="First start on a new host: the token deploy printed.")
+def sidecar(
+    state_dir: Path,
+    deployment: str | None,
+    nats_url: str | None,
+    takeover: bool,
+    join_token: str | None,
+) -> None:
+    """Run one deployment's sidecar.
+
+    Execs `python -m sidecar`. The first start on a new host takes --join
+    with the token `mailrun deploy` printed; later starts restore from disk."""
+    argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state_dir)]
+    if deployment:
+        argv += ["--deployment", deployment]
+    if nats_url:
+        argv += ["--nats", nats_url]
+    if takeover:
+        argv.append("--takeover")
+    if join_token:
+        argv += ["--join", join_token]
+    sys.stdout.flush()
+    os.execv(sys.executable, argv)
+
+
+for _command in COMMANDS:
+    main.add_command(_command)
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m hub._cli`
+    main()

@@ -1,0 +1,204 @@
+"""The CLI commands that operate a hub over its HTTP API.
+
+Each takes ``--hub URL`` (env ``MAILRUN_HUB``) and ``--json``; human output
+is tables and key/value blocks (``_tables``). Errors follow one contract:
+``error: <reason>: <detail>`` on stderr and exit 1, exit 2 without a hub.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any, NoReturn, TypeVar
+
+import click
+import msgspec
+
+from ._client import (
+    DEFAULT_HUB,
+    HUB_ENV,
+    HubBadResponse,
+    HubClient,
+    HubResponseError,
+    HubUnreachable,
+)
+from ._tables import deployment_view, deployments_table, receipt_view, run_view, runs_table
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_ERROR = 1
+EXIT_UNREACHABLE = 2
+
+
+def _echo_json(value: object) -> None:
+    click.echo(msgspec.json.encode(value).decode())
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@contextlib.contextmanager
+def _reporting(as_json: bool) -> Iterator[None]:
+    """Turn the client's errors into the CLI's contract: a line on stderr (or the
+    hub's JSON body on stdout with ``--json``) and exit 1; exit 2 without a hub."""
+    try:
+        yield
+    except HubResponseError as exc:
+        if as_json:
+            _echo_json(exc.body)
+            sys.exit(EXIT_ERROR)
+        fail(f"{exc.reason}: {exc.detail}" if exc.detail else exc.reason)
+    except HubUnreachable as exc:
+        fail(f"{exc.detail} (is `mailrun up` running? set --hub or {HUB_ENV})", EXIT_UNREACHABLE)
+    except HubBadResponse as exc:
+        fail(f"{exc.reason}: {exc.detail}")
+
+
+def hub_command(fn: F) -> F:
+    """``--hub`` and ``--json`` for every command that talks to a hub."""
+
+    @click.option(
+        "--hub",
+        "hub_url",
+        envvar=HUB_ENV,
+        default=DEFAULT_HUB,
+        show_default=True,
+        help=f"The hub's base URL (env {HUB_ENV}).",
+    )
+    @click.option("--json", "as_json", is_flag=True, help="Print the hub's JSON as is.")
+    @functools.wraps(fn)
+    def wrapper(*args: Any, hub_url: str, as_json: bool, **kwargs: Any) -> Any:
+        with _reporting(as_json):
+            return fn(*args, client=HubClient(hub_url), as_json=as_json, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--name", required=True, help="Unique name; the address is NAME@<domain>.")
+@click.option("--entrypoint", help="module:attr (default flow:main; FILE is saved as module).")
+@hub_command
+def deploy(
+    file: Path, name: str, entrypoint: str | None, *, client: HubClient, as_json: bool
+) -> None:
+    """Deploy a workflow; print it and its join token.
+
+    FILE is saved as the entrypoint's module (flow.py unless --entrypoint)."""
+    try:
+        source = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read {file}: {exc}")
+    dep = client.deploy(name, source, entrypoint)
+    if as_json:
+        _echo_json(dep)
+        return
+    click.echo(deployment_view(dep))
+    token = dep.get("join_token")
+    if token:
+        click.echo(f"join token  {token}")
+        click.echo(
+            "(`mailrun up` starts this deployment's sidecar by itself; on another host run "
+            "`mailrun sidecar --state-dir DIR --join TOKEN` once.)"
+        )
+
+
+@click.command()
+@click.argument("address")
+@click.option("--subject", required=True)
+@click.option("--body", help="The body as text.")
+@click.option("--body-file", type=click.File("rb"), help="The body from a file ('-': stdin).")
+@click.option("--message-id", help="Makes the send idempotent: a retry gets the first receipt.")
+@click.option("--from", "sender", help="The sender's address.")
+@hub_command
+def send(
+    address: str,
+    subject: str,
+    body: str | None,
+    body_file: IO[bytes] | None,
+    message_id: str | None,
+    sender: str | None,
+    *,
+    client: HubClient,
+    as_json: bool,
+) -> None:
+    """Send a mail to ADDRESS; print the receipt."""
+    if body is not None and body_file is not None:
+        raise click.UsageError("give --body or --body-file, not both")
+    data = body_file.read() if body_file is not None else (body or "").encode()
+    receipt = client.send_mail(address, subject, data, message_id=message_id, sender=sender)
+    click.echo(msgspec.json.encode(receipt).decode() if as_json else receipt_view(receipt))
+
+
+@click.command()
+@hub_command
+def deployments(*, client: HubClient, as_json: bool) -> None:
+    """List deployments."""
+    listing = client.deployments()
+    if as_json:
+        _echo_json(listing)
+    else:
+        click.echo(deployments_table(listing.get("deployments") or []))
+
+
+@click.command()
+@click.option("--deployment", help="Only this deployment's runs (id or name).")
+@hub_command
+def runs(deployment: str | None, *, client: HubClient, as_json: bool) -> None:
+    """List runs."""
+    listing = client.runs(deployment)
+    if as_json:
+        _echo_json(listing)
+    else:
+        click.echo(runs_table(listing.get("runs") or []))
+
+
+@click.command()
+@click.argument("run_id", metavar="ID")
+@hub_command
+def run(run_id: str, *, client: HubClient, as_json: bool) -> None:
+    """Show one run: status, result, state."""
+    found = client.run(run_id)
+    if as_json:
+        _echo_json(found)
+    else:
+        click.echo(run_view(found))
+
+
+@click.command()
+@click.argument("name")
+@hub_command
+def delete(name: str, *, client: HubClient, as_json: bool) -> None:
+    """Delete a deployment (by name or id).
+
+    Its run takes no more mail; `up` stops its sidecar."""
+    dep = client.delete_deployment(name)
+    if as_json:
+        _echo_json(dep)
+    else:
+        click.echo(deployment_view(dep))
+
+
+@click.command()
+@click.argument("approval_id", metavar="ID")
+@click.option(
+    "--decision", type=click.Choice(["approve", "reject"]), default="approve", show_default=True
+)
+@hub_command
+def approve(approval_id: str, decision: str, *, client: HubClient, as_json: bool) -> None:
+    """Decide a pending approval.
+
+    The run gets the decision as its next item."""
+    answer = client.approve(approval_id, decision)
+    if as_json:
+        _echo_json(answer)
+    else:
+        click.echo(receipt_view(answer) or f"{approval_id}: {decision}")
+
+
+COMMANDS = (deploy, send, deployments, runs, run, delete, approve)

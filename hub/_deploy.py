@@ -1,0 +1,191 @@
+"""Creating and deleting deployments.
+
+Name uniqueness among live deployments is enforced by the partial unique
+indexes on ``deployment`` (a concurrent create of the same name loses at
+INSERT time), never by a read before the write. Delete is one conditional
+UPDATE of the anchor plus, in the same transaction, the cancellation of
+everything the deployment still had open.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import time
+from pathlib import Path, PurePosixPath
+
+import anyio
+import msgspec
+
+from runtime import (
+    DeploymentStatus,
+    HubKey,
+    RestoreRecord,
+    RunStatus,
+    Sources,
+    b64url,
+    generate_keypair,
+    is_live,
+    new_id,
+    record_path,
+    write_restore_record,
+)
+
+from ._errors import InvalidDeployment, InvalidName, NameTaken
+from ._migrations import DispatchStatus
+from ._store import Store
+
+log = logging.getLogger("mailrun.hub.deploy")
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+ENTRYPOINT_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}$")
+DEFAULT_ENTRYPOINT = "flow:main"
+_LIVE_RUN = tuple(s.value for s in RunStatus if is_live(s))
+_OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
+
+
+class Created(msgspec.Struct, kw_only=True):
+    deployment_id: str
+    join_token: str
+    restore_record: str | None  # where the local sidecar's record was written
+
+
+def validate_name(name: str) -> None:
+    if not NAME_RE.match(name):
+        raise InvalidName(
+            f"invalid deployment name {name!r}: lowercase letter first, then up to 62 "
+            "lowercase letters, digits or '-'"
+        )
+
+
+def module_file(entrypoint: str) -> str:
+    """``pkg.flow:main`` -> ``pkg/flow.py``: where ``source`` is saved."""
+    return entrypoint.split(":", 1)[0].replace(".", "/") + ".py"
+
+
+def build_sources(entrypoint: str, source: str | None, files: dict[str, str] | None) -> Sources:
+    """Validate the workflow code of a deployment request."""
+    if not ENTRYPOINT_RE.match(entrypoint):
+        raise InvalidDeployment(f"entrypoint {entrypoint!r} is not 'module:attr'")
+    if source is not None and files is None:
+        return Sources(entrypoint=entrypoint, files={module_file(entrypoint): source})
+    if source is not None or files is None:
+        raise InvalidDeployment("give exactly one of 'source' and 'files'")
+    for path in files:
+        parts = PurePosixPath(path).parts
+        # The sidecar writes these files under its state dir: no escaping it.
+        if not path or "\\" in path or "\x00" in path or path.startswith("/") or ".." in parts:
+            raise InvalidDeployment(f"file path {path!r} must be relative, without '..'")
+    module = module_file(entrypoint)
+    package_init = module.removesuffix(".py") + "/__init__.py"
+    if module not in files and package_init not in files:
+        raise InvalidDeployment(f"entrypoint module file {module!r} is not among 'files'")
+    return Sources(entrypoint=entrypoint, files=dict(files))
+
+
+async def create_deployment(
+    store: Store,
+    *,
+    name: str,
+    entrypoint: str = DEFAULT_ENTRYPOINT,
+    source: str | None = None,
+    files: dict[str, str] | None = None,
+    domain: str,
+    nats_url: str,
+    subject_prefix: str,
+    sidecar_root: Path | None = None,
+) -> Created:
+    """Create a deployment and its anchor row; return its id and join token."""
+    validate_name(name)
+    sources = build_sources(entrypoint, source, files)
+    dep_id = new_id("dep")
+    address = f"{name}@{domain.lower()}"  # POST /mail lower-cases 'to' the same way
+    seed, public_key = generate_keypair()
+    now = time.time()
+    async with store.write() as db:
+        try:
+            await db.execute(
+                "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    dep_id,
+                    name,
+                    address,
+                    public_key,
+                    msgspec.json.encode(sources).decode(),
+                    entrypoint,
+                    now,
+                ),
+            )
+        except sqlite3.IntegrityError as exc:
+            if "deployment.name" in str(exc) or "deployment.address" in str(exc):
+                raise NameTaken(f"a live deployment is already named {name!r}") from exc
+            raise
+        await db.execute(
+            "INSERT INTO workflow_run (id, deployment_id, is_anchor, status, created_at,"
+            " updated_at) VALUES (?, ?, 1, ?, ?, ?)",
+            (dep_id, dep_id, DeploymentStatus.DEPLOYED.value, now, now),
+        )
+    log.info("deployment created id=%s name=%s address=%s", dep_id, name, address)
+    record = RestoreRecord(
+        deployment_id=dep_id,
+        address=address,
+        hub_key=HubKey(seed=seed),
+        public_key=public_key,
+        sources=sources,
+        nats_url=nats_url,
+        subject_prefix=subject_prefix,
+    )
+    join_token = b64url(msgspec.json.encode(record))
+    written: str | None = None
+    if sidecar_root is not None:
+        # After commit: a crash before this leaves a deployment without a
+        # local record (recoverable with the join token), never a record
+        # without a deployment.
+        path = record_path(sidecar_root / dep_id, dep_id)
+        local = msgspec.structs.replace(record, instance_id=new_id("ins"))
+        try:
+            await anyio.to_thread.run_sync(write_restore_record, path, local)
+            written = str(path)
+        except OSError as exc:
+            log.error("cannot write restore record for %s at %s: %s", dep_id, path, exc)
+    return Created(deployment_id=dep_id, join_token=join_token, restore_record=written)
+
+
+async def delete_deployment(store: Store, deployment_id: str) -> bool:
+    """Delete a live deployment; False when it was already deleted (idempotent)."""
+    now = time.time()
+    async with store.write() as db:
+        cur = await db.execute(
+            "UPDATE workflow_run SET status = ?, updated_at = ?"
+            " WHERE id = ? AND is_anchor = 1 AND status = ?",
+            (DeploymentStatus.DELETED.value, now, deployment_id, DeploymentStatus.DEPLOYED.value),
+        )
+        if cur.rowcount == 0:
+            return False
+        await db.execute("UPDATE deployment SET deleted_at = ? WHERE id = ?", (now, deployment_id))
+        marks = ",".join("?" * len(_OPEN_DISPATCH))
+        await db.execute(
+            f"UPDATE workflow_run_dispatch SET status = ? WHERE deployment_id = ?"
+            f" AND status IN ({marks})",
+            (DispatchStatus.CANCELLED.value, deployment_id, *_OPEN_DISPATCH),
+        )
+        marks = ",".join("?" * len(_LIVE_RUN))
+        await db.execute(
+            f"UPDATE workflow_run SET status = ?, updated_at = ? WHERE deployment_id = ?"
+            f" AND is_anchor = 0 AND status IN ({marks})",
+            (RunStatus.CANCELLED.value, now, deployment_id, *_LIVE_RUN),
+        )
+        # Bodies only this deployment's now-cancelled dispatches named.
+        marks = ",".join("?" * len(_OPEN_DISPATCH))
+        await db.execute(
+            "DELETE FROM blob WHERE digest IN (SELECT body_digest FROM workflow_run_dispatch"
+            " WHERE deployment_id = ? AND body_digest IS NOT NULL) AND NOT EXISTS (SELECT 1"
+            " FROM workflow_run_dispatch d WHERE d.body_digest = blob.digest"
+            f" AND d.status IN ({marks}))",
+            (deployment_id, *_OPEN_DISPATCH),
+        )
+    log.info("deployment deleted id=%s", deployment_id)
+    return True

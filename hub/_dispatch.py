@@ -1,0 +1,189 @@
+"""The outbox sender: one lane per deployment with a sidecar session.
+
+A lane repeats delivery rounds (:mod:`hub._rounds`) while its deployment has
+reserved dispatches, sleeps on an ``anyio.Event`` when it has none (bursts of
+wakeups coalesce into one round), and backs off with jitter after a round
+with failures. A new hello cuts the backoff short: the sidecar is back.
+Rows are never removed from the queue by the sender, only marked, so a
+dispatch is never skipped or lost whatever the bus does.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from runtime import Subjects, Transport
+
+from ._migrations import DispatchStatus
+from ._rounds import load_reserved, send_round, settle
+from ._sessions import Session, SessionTable
+from ._store import Store
+
+log = logging.getLogger("mailrun.hub.dispatch")
+
+_CENSUS = """
+SELECT deployment_id, COUNT(*) AS n, MIN(created_at) AS oldest
+FROM workflow_run_dispatch WHERE status = ? GROUP BY deployment_id
+"""
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    window: int = 64
+    request_timeout: float = 1.0
+    backoff_initial: float = 0.05
+    backoff_max: float = 2.0
+    census_interval: float = 1.0
+    """How often pending counts are refreshed (and idle lanes with work woken)."""
+
+    def backoff(self, failures: int) -> float:
+        delay = min(self.backoff_max, self.backoff_initial * 2.0 ** max(0, failures - 1))
+        return delay / 2 + random.random() * delay / 2
+
+
+@dataclass(eq=False)
+class _Lane:
+    deployment_id: str
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    kick: anyio.Event = field(default_factory=anyio.Event)
+    running: bool = False
+    failures: int = 0
+    last_error: str = ""
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        transport: Transport,
+        subjects: Subjects,
+        sessions: SessionTable,
+        config: DispatchConfig | None = None,
+    ) -> None:
+        self._store = store
+        self._transport = transport
+        self._subjects = subjects
+        self._sessions = sessions
+        self._config = config or DispatchConfig()
+        self._lanes: dict[str, _Lane] = {}
+        self._pending: dict[str, tuple[int, float]] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Own every lane's task until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._census)
+            task_status.started()
+
+    def wake(self, deployment_ids: Iterable[str]) -> None:
+        """New reserved dispatches exist: lanes that sleep take another round."""
+        for dep in deployment_ids:
+            lane = self._lanes.get(dep)
+            if lane is not None:
+                lane.wake.set()
+
+    def session_opened(self, session: Session) -> None:
+        """A sidecar said hello: send at once, cutting any backoff short."""
+        lane = self._lanes.setdefault(session.deployment_id, _Lane(session.deployment_id))
+        lane.failures = 0
+        lane.kick.set()
+        lane.wake.set()
+        self._ensure_running(lane)
+
+    def stats(self) -> dict[str, Any]:
+        now = time.time()
+        pending = {
+            dep: {"count": n, "oldest_age": round(max(0.0, now - oldest), 3)}
+            for dep, (n, oldest) in sorted(self._pending.items())
+        }
+        return {
+            "pending": pending,
+            "oldest_pending_age": max((p["oldest_age"] for p in pending.values()), default=0.0),
+            "lanes": {
+                dep: {
+                    "running": lane.running,
+                    "failures": lane.failures,
+                    "last_error": lane.last_error,
+                }
+                for dep, lane in sorted(self._lanes.items())
+            },
+        }
+
+    def _ensure_running(self, lane: _Lane) -> None:
+        if not lane.running and self._tg is not None:
+            lane.running = True
+            self._tg.start_soon(self._drive, lane, name=f"dispatch {lane.deployment_id}")
+
+    async def _census(self) -> None:
+        while True:
+            try:
+                async with self._store.db.execute(_CENSUS, (DispatchStatus.RESERVED,)) as cur:
+                    rows = await cur.fetchall()
+                self._pending = {r["deployment_id"]: (r["n"], r["oldest"]) for r in rows}
+                # A safety net for wakeups that never came (rows written by
+                # another path): any lane with work and a session runs.
+                for dep in self._pending:
+                    lane = self._lanes.get(dep)
+                    if lane is not None and self._sessions.current(dep) is not None:
+                        self._ensure_running(lane)
+                        lane.wake.set()
+            except Exception:
+                log.exception("dispatch census failed")
+            await anyio.sleep(self._config.census_interval)
+
+    async def _drive(self, lane: _Lane) -> None:
+        dep, config = lane.deployment_id, self._config
+        try:
+            while (session := self._sessions.current(dep)) is not None:
+                lane.wake, lane.kick = anyio.Event(), anyio.Event()
+                try:
+                    rows = await load_reserved(self._store, dep, config.window)
+                except Exception as exc:
+                    log.exception("loading dispatches of %s failed", dep)
+                    lane.last_error = f"load: {exc}"
+                    await self._backoff(lane)
+                    continue
+                if rows is None:
+                    log.info("deployment %s is not live: its lane stops", dep)
+                    self._sessions.drop(dep)
+                    return
+                if not rows:
+                    await lane.wake.wait()
+                    continue
+                result = await send_round(
+                    self._transport, self._subjects, session, rows, config.request_timeout
+                )
+                try:
+                    await settle(self._store, session, result)
+                except Exception as exc:
+                    log.exception("settling a round of %s failed", dep)
+                    result.failed, result.last_error = result.failed + 1, f"settle: {exc}"
+                if result.refused:
+                    log.warning("sidecar of %s refused: %s", dep, result.refused[:5])
+                    lane.last_error = f"refused: {result.refused[0][1]}"
+                if result.failed:
+                    lane.last_error = result.last_error
+                if result.failed or result.refused:
+                    await self._backoff(lane)
+                else:
+                    lane.failures = 0
+        finally:
+            lane.running = False
+
+    async def _backoff(self, lane: _Lane) -> None:
+        lane.failures += 1
+        # A fresh hello (kick) means the sidecar is back: retry at once.
+        with anyio.move_on_after(self._config.backoff(lane.failures)):
+            await lane.kick.wait()

@@ -1,0 +1,254 @@
+"""Run event ingestion (``hub.events``): the hub's copy of what sidecars did.
+
+A RunEvents frame is ingested in ONE write transaction. ``run_event.id`` is
+the sidecar-minted event id, so a resent frame inserts nothing and applies
+nothing; only events inserted now are applied. A DispatchProcessed moves the
+run's state only forward in ``seq``; a terminal status is set only on a run
+that is not terminal yet. Events naming a run outside the sender's
+deployment are acknowledged (so the sidecar's outbox moves on) but kept as
+dead letters, never applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiosqlite
+import msgspec
+
+from runtime import (
+    ApprovalRequested,
+    DispatchProcessed,
+    Event,
+    EventsAck,
+    FrameDecoder,
+    MailSent,
+    Refused,
+    RunCancelled,
+    RunCompleted,
+    RunEvents,
+    RunFailed,
+    RunStarted,
+    RunStatus,
+    encode,
+    is_terminal,
+)
+
+from ._accept import Accepted, Trigger, accept_triggers
+from ._migrations import ApprovalStatus, DispatchStatus
+from ._sessions import SessionTable, fence
+from ._store import Store
+
+log = logging.getLogger("mailrun.hub.events")
+
+# Derived from the classifier, so SQL conditions agree with it.
+_NOT_TERMINAL = tuple(s.value for s in RunStatus if not is_terminal(s))
+_NOT_TERMINAL_MARKS = ",".join("?" * len(_NOT_TERMINAL))
+_OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
+
+
+class EventsHandler:
+    """Answers ``hub.events`` with EventsAck (every id of the frame) or Refused."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        sessions: SessionTable,
+        subject: str,
+        on_released: Callable[[], None],
+        on_accepted: Callable[[set[str]], None],
+    ) -> None:
+        self._store = store
+        self._subject = subject
+        self._on_accepted = on_accepted
+        self._sessions = sessions
+        self._on_released = on_released
+        self._decoder: FrameDecoder[RunEvents] = FrameDecoder(RunEvents)
+
+    async def __call__(self, data: bytes) -> EventsAck | Refused:
+        frame = self._decoder.decode(data)
+        session = self._sessions.check(frame.session_id, frame.deployment_id, frame.owner_epoch)
+        released = False
+        async with self._store.write() as db:
+            await fence(db, session.deployment_id, frame.owner_epoch)
+            ingest = _Ingest(db, session.deployment_id, self._subject, time.time())
+            for event in frame.events:
+                released |= await ingest.event(event)
+            woken = await ingest.route_mail()
+        if released:
+            self._on_released()
+        if woken:
+            self._on_accepted(woken)
+        return EventsAck(ids=[e.event_id for e in frame.events])
+
+
+class _Ingest:
+    """One frame's events inside one write transaction."""
+
+    def __init__(
+        self, db: aiosqlite.Connection, deployment_id: str, subject: str, now: float
+    ) -> None:
+        self.db = db
+        self.deployment_id = deployment_id
+        self.subject = subject
+        self.now = now
+        self.mail: list[Trigger] = []
+
+    async def event(self, event: Event) -> bool:
+        """Record and apply ``event`` if new; True when it freed a claim-checked body."""
+        run = await self._one(
+            "SELECT status, last_seq FROM workflow_run WHERE id = ? AND deployment_id = ?"
+            " AND is_anchor = 0",
+            (event.run_id, self.deployment_id),
+        )
+        if run is None:
+            await self._dead_letter(event, "foreign_run")
+            return False
+        cur = await self.db.execute(
+            "INSERT OR IGNORE INTO run_event (id, run_id, deployment_id, kind, payload, at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                event.event_id,
+                event.run_id,
+                self.deployment_id,
+                type(event).__name__,
+                encode(event),
+                event.at or self.now,
+            ),
+        )
+        if cur.rowcount != 1:
+            return False
+        if isinstance(event, DispatchProcessed):
+            return await self._processed(event, run)
+        if isinstance(event, RunStarted):
+            await self._start(event.run_id)
+        elif isinstance(event, RunCompleted):
+            await self._finish(event.run_id, RunStatus.COMPLETED, result=event.result)
+        elif isinstance(event, RunFailed):
+            await self._finish(event.run_id, RunStatus.FAILED, error=event.error)
+        elif isinstance(event, RunCancelled):
+            await self._finish(event.run_id, RunStatus.CANCELLED, error=event.reason)
+        elif isinstance(event, ApprovalRequested):
+            await self.db.execute(
+                "INSERT OR IGNORE INTO approval (id, run_id, prompt, status, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (event.approval_id, event.run_id, event.prompt, ApprovalStatus.PENDING, self.now),
+            )
+        elif isinstance(event, MailSent):
+            # Mail from a run is a trigger like any other; the event id is its
+            # message id, so it is accepted once however often it is sent.
+            self.mail.append(
+                Trigger(
+                    address=event.to,
+                    subject=event.subject,
+                    body=event.body,
+                    message_id=event.event_id,
+                )
+            )
+        # ChildRunStarted is kept as the run's history only (mint made the run).
+        return False
+
+    async def route_mail(self) -> set[str]:
+        """Accept the new MailSent events addressed to local deployments, in this
+        transaction; return the deployments that got dispatches."""
+        if not self.mail:
+            return set()
+        async with self.db.execute(
+            "SELECT address FROM deployment WHERE id = ?", (self.deployment_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        sender = row["address"] if row is not None else None
+        mail = [msgspec.structs.replace(t, sender=sender) for t in self.mail]
+        outcomes, woken = await accept_triggers(self.db, mail)
+        for trigger, outcome in zip(mail, outcomes, strict=True):
+            if not isinstance(outcome, Accepted):
+                # Not a local address (or its run ended): the event is the record.
+                log.info(
+                    "mail from %s to %s not delivered here: %s",
+                    self.deployment_id,
+                    trigger.address,
+                    outcome,
+                )
+        return woken
+
+    async def _processed(self, event: DispatchProcessed, run: Any) -> bool:
+        dispatch = await self._one(
+            "SELECT seq, status, body_digest FROM workflow_run_dispatch"
+            " WHERE id = ? AND run_id = ?",
+            (event.dispatch_id, event.run_id),
+        )
+        if dispatch is None:
+            await self._dead_letter(event, "unknown_dispatch")
+            return False
+        # The hub's own seq for the dispatch is authoritative (a v1-era event
+        # may not carry one).
+        seq = int(dispatch["seq"])
+        refused = event.outcome == "refused_terminal"
+        if seq > run["last_seq"]:
+            if refused:
+                await self.db.execute(
+                    "UPDATE workflow_run SET last_seq = ?, updated_at = ? WHERE id = ?",
+                    (seq, self.now, event.run_id),
+                )
+            else:
+                await self.db.execute(
+                    "UPDATE workflow_run SET state = ?, last_seq = ?, updated_at = ? WHERE id = ?",
+                    (msgspec.json.encode(event.state).decode(), seq, self.now, event.run_id),
+                )
+                await self._start(event.run_id)
+        # Even an out-of-order event settles its dispatch: the sidecar did
+        # process it, and redelivering it would only be refused as duplicate.
+        if refused:
+            new_status, error = DispatchStatus.CANCELLED, "workflow_run_terminal"
+        else:
+            new_status, error = DispatchStatus.PROCESSED, None
+        cur = await self.db.execute(
+            "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
+            " last_error = COALESCE(?, last_error) WHERE id = ? AND status IN (?, ?)",
+            (new_status, self.now, error, event.dispatch_id, *_OPEN_DISPATCH),
+        )
+        return cur.rowcount == 1 and dispatch["body_digest"] is not None
+
+    async def _start(self, run_id: str) -> None:
+        """pending -> running; any later status stays as it is."""
+        await self.db.execute(
+            "UPDATE workflow_run SET status = ?, updated_at = ? WHERE id = ? AND status = ?",
+            (RunStatus.RUNNING, self.now, run_id, RunStatus.PENDING),
+        )
+
+    async def _finish(
+        self, run_id: str, status: RunStatus, *, result: Any = None, error: str | None = None
+    ) -> None:
+        await self.db.execute(
+            f"UPDATE workflow_run SET status = ?, result = ?, error = ?, updated_at = ?"
+            f" WHERE id = ? AND status IN ({_NOT_TERMINAL_MARKS})",
+            (
+                status,
+                msgspec.json.encode(result).decode() if result is not None else None,
+                error or None,
+                self.now,
+                run_id,
+                *_NOT_TERMINAL,
+            ),
+        )
+
+    async def _dead_letter(self, event: Event, reason: str) -> None:
+        log.warning(
+            "event %s of %s for run %s: %s",
+            event.event_id,
+            self.deployment_id,
+            event.run_id,
+            reason,
+        )
+        await self.db.execute(
+            "INSERT INTO dead_letter (source, subject, reason, data, at) VALUES (?, ?, ?, ?, ?)",
+            ("events", self.subject, f"{reason}: {self.deployment_id}", encode(event), self.now),
+        )
+
+    async def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
+        async with self.db.execute(sql, params) as cur:
+            return await cur.fetchone()

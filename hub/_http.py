@@ -1,0 +1,197 @@
+"""The hub's HTTP API (DESIGN section 8): a Starlette app, JSON via msgspec.
+
+Every error is ``{"status", "reason", "detail"}`` with a stable snake_case
+reason: ``"rejected"`` when a rule refused the request, ``"error"`` when it
+could not be processed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from runtime import INLINE_BODY_LIMIT
+
+from ._accept import Rejected, Trigger, body_digest
+from ._acceptor import Acceptor
+from ._deploy import create_deployment, delete_deployment
+from ._errors import HubError, InvalidDeployment, InvalidMail, InvalidRequest
+from ._metrics import render_metrics
+from ._migrations import LATEST
+from ._queries import (
+    get_deployment,
+    get_dispatch,
+    get_run,
+    list_deployments,
+    list_runs,
+    resolve_deployment,
+)
+from ._requests import ApprovalIn, DeploymentIn, MailIn, mail_trigger, read_json
+from ._store import Store
+
+_REJECTED_STATUS = {
+    "unknown_address": 404,
+    "unknown_deployment": 404,
+    "unknown_run": 404,
+    "unknown_approval": 404,
+    "deployment_not_live": 409,
+    "workflow_run_terminal": 409,
+    "approval_decided": 409,
+}
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    domain: str
+    nats_url: str
+    subject_prefix: str
+    sidecar_root: Path | None
+    max_body: int
+
+
+def json_response(value: object, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(value), status, media_type="application/json")
+
+
+def error_response(status: int, kind: str, reason: str, detail: str) -> Response:
+    return json_response({"status": kind, "reason": reason, "detail": detail}, status)
+
+
+def receipt_response(receipt: object) -> Response:
+    if isinstance(receipt, Rejected):
+        return json_response(receipt, _REJECTED_STATUS.get(receipt.reason, 409))
+    return json_response(receipt, 202)
+
+
+def create_app(
+    *,
+    store: Store,
+    acceptor: Acceptor,
+    settings: ApiSettings,
+    boot_id: str,
+    health_extra: Callable[[], Mapping[str, Any]] | None = None,
+    metrics_extra: Callable[[], str] | None = None,
+) -> Starlette:
+    """The HTTP API over ``store``; triggers go through ``acceptor``."""
+    # JSON escaping and base64 inflate a body: the raw request may be this
+    # much larger than the body it carries before it is refused unread.
+    request_limit = settings.max_body * 2 + 64 * 1024
+
+    async def healthz(request: Request) -> Response:
+        extra = dict(health_extra()) if health_extra is not None else {}
+        return json_response(
+            {"status": "ok", "boot_id": boot_id, "nats_url": settings.nats_url,
+             "schema_version": LATEST, **extra}
+        )  # fmt: skip
+
+    async def post_mail(request: Request) -> Response:
+        mail = await read_json(request, MailIn, limit=request_limit, invalid=InvalidMail)
+        trigger = mail_trigger(mail, max_body=settings.max_body)
+        if len(trigger.body) > INLINE_BODY_LIMIT:
+            digest = await anyio.to_thread.run_sync(body_digest, trigger.body)
+            trigger = msgspec.structs.replace(trigger, digest=digest)
+        return receipt_response(await acceptor.accept(trigger))
+
+    async def post_deployment(request: Request) -> Response:
+        spec = await read_json(
+            request, DeploymentIn, limit=request_limit, invalid=InvalidDeployment
+        )
+        created = await create_deployment(
+            store,
+            name=spec.name,
+            entrypoint=spec.entrypoint,
+            source=spec.source,
+            files=spec.files,
+            domain=settings.domain,
+            nats_url=settings.nats_url,
+            subject_prefix=settings.subject_prefix,
+            sidecar_root=settings.sidecar_root,
+        )
+        view = msgspec.to_builtins(await get_deployment(store.db, created.deployment_id))
+        view["join_token"] = created.join_token
+        view["restore_record"] = created.restore_record
+        return json_response(view, 201)
+
+    async def get_deployments(request: Request) -> Response:
+        status = request.query_params.get("status")
+        return json_response({"deployments": await list_deployments(store.db, status=status)})
+
+    async def one_deployment(request: Request) -> Response:
+        dep_id = await resolve_deployment(store.db, str(request.path_params["key"]))
+        if request.method == "DELETE":
+            await delete_deployment(store, dep_id)
+        return json_response(await get_deployment(store.db, dep_id))
+
+    async def runs(request: Request) -> Response:
+        limit_text = request.query_params.get("limit", "100")
+        if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
+            raise InvalidRequest("'limit' must be an integer from 1 to 1000")
+        deployment = request.query_params.get("deployment") or None
+        found = await list_runs(store.db, deployment=deployment, limit=int(limit_text))
+        return json_response({"runs": found})
+
+    async def one_run(request: Request) -> Response:
+        return json_response(await get_run(store.db, str(request.path_params["id"])))
+
+    async def one_dispatch(request: Request) -> Response:
+        return json_response(await get_dispatch(store.db, str(request.path_params["id"])))
+
+    async def approve(request: Request) -> Response:
+        approval_id = str(request.path_params["id"])
+        decision = (
+            await read_json(request, ApprovalIn, limit=64 * 1024, invalid=InvalidRequest)
+        ).decision
+        if not 0 < len(decision) <= 200:
+            raise InvalidRequest("'decision' must be 1 to 200 characters")
+        trigger = Trigger(
+            kind="approval",
+            approval_id=approval_id,
+            decision=decision,
+            # The same decision retried returns the first receipt; a different
+            # one finds the approval decided.
+            message_id=f"approval:{approval_id}:{decision}",
+            subject=decision,
+            body=msgspec.json.encode({"approval_id": approval_id, "decision": decision}),
+        )
+        return receipt_response(await acceptor.accept(trigger))
+
+    async def metrics(request: Request) -> Response:
+        text = await render_metrics(store.db, acceptor)
+        if metrics_extra is not None:
+            text += metrics_extra()
+        return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def hub_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HubError)
+        return error_response(exc.http_status, exc.kind, exc.reason, exc.detail)
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        reason = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, "error", reason, str(exc.detail))
+
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/mail", post_mail, methods=["POST"]),
+            Route("/workflows/deployments", post_deployment, methods=["POST"]),
+            Route("/workflows/deployments", get_deployments, methods=["GET"]),
+            Route("/workflows/deployments/{key}", one_deployment, methods=["GET", "DELETE"]),
+            Route("/runs", runs, methods=["GET"]),
+            Route("/runs/{id}", one_run, methods=["GET"]),
+            Route("/dispatches/{id}", one_dispatch, methods=["GET"]),
+            Route("/approvals/{id}", approve, methods=["POST"]),
+            Route("/metrics", metrics, methods=["GET"]),
+        ],
+        exception_handlers={HubError: hub_error, HTTPException: http_error},
+    )

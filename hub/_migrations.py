@@ -1,0 +1,110 @@
+"""Schema migrations: an ordered list, applied at boot, each exactly once.
+
+``schema_version`` holds one row: the highest version applied. Each
+migration runs in its own ``BEGIN IMMEDIATE`` transaction together with its
+version bump, and the version is re-read inside that transaction, so a
+crash leaves the database before or after a migration, and two processes
+opening the same file cannot both apply one. A fresh database walks the
+same path as one release 1 left behind: migration 1 creates release 1's
+schema (LEGACY-V1.md), migration 2 turns it into this release's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+import anyio
+
+from ._errors import MigrationError
+from ._schema import ApprovalStatus, DispatchStatus, create_v1, migrate_v1_to_v2
+
+__all__ = [
+    "LATEST",
+    "MIGRATIONS",
+    "ApprovalStatus",
+    "DispatchStatus",
+    "apply_migrations",
+    "current_version",
+    "pending_migrations",
+]
+
+
+Step = Callable[[aiosqlite.Connection], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    step: Step
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "0001_release1_schema", create_v1),
+    Migration(2, "0002_release2_schema", migrate_v1_to_v2),
+)
+LATEST = MIGRATIONS[-1].version
+
+
+async def _has_table(db: aiosqlite.Connection, name: str) -> bool:
+    async with db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ) as cur:
+        return await cur.fetchone() is not None
+
+
+async def current_version(db: aiosqlite.Connection) -> int:
+    """The applied version: 0 for a database without ``schema_version``."""
+    if not await _has_table(db, "schema_version"):
+        return 0
+    async with db.execute("SELECT MAX(version) FROM schema_version") as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else 0
+
+
+async def _set_version(db: aiosqlite.Connection, version: int) -> None:
+    await db.execute("DELETE FROM schema_version")
+    await db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+
+async def apply_migrations(db: aiosqlite.Connection) -> list[str]:
+    """Apply every pending migration on ``db`` (autocommit mode); return their names."""
+    applied: list[str] = []
+    for migration in MIGRATIONS:
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            version = await current_version(db)
+            if version > LATEST:
+                raise MigrationError(
+                    f"database schema version {version} is newer than this release ({LATEST})"
+                )
+            if version < migration.version:
+                await migration.step(db)
+                await _set_version(db, migration.version)
+                applied.append(migration.name)
+            await db.execute("COMMIT")
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if db.in_transaction:
+                    await db.execute("ROLLBACK")
+            raise
+    return applied
+
+
+async def pending_migrations(path: Path) -> list[str]:
+    """Names of the migrations that opening ``path`` would apply (read-only)."""
+    path = Path(path)
+    if not path.exists():
+        return [m.name for m in MIGRATIONS]
+    try:
+        async with aiosqlite.connect(f"file:{path}?mode=ro", uri=True) as db:
+            version = await current_version(db)
+    except sqlite3.Error as exc:
+        raise MigrationError(f"cannot read {path}: {exc}") from exc
+    if version > LATEST:
+        raise MigrationError(f"database schema version {version} is newer than {LATEST}")
+    return [m.name for m in MIGRATIONS if m.version > version]

@@ -1,0 +1,191 @@
+"""Child processes for ``mailrun up``: spawn, watch, restart with backoff, stop.
+
+Every child is started with ``PR_SET_PDEATHSIG=SIGKILL`` so the kernel kills
+it when the supervisor dies, even by SIGKILL, and no orphan keeps a port or a
+deployment's ownership. The death signal fires when the *thread* that forked
+the child exits, so children are spawned from the event loop's thread, never
+from a worker thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from ._natsserver import pdeathsig_preexec
+
+SPAWN_FAILED = 127
+
+ExitHook = Callable[[str, int, float], None]
+"""``on_exit(name, returncode, restart_delay)``: a child died (or could not be
+started: ``SPAWN_FAILED``, see ``Child.last_error``) and will be restarted."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Restart delays: ``initial`` doubling up to ``maximum``; a child that stayed
+    up ``reset_after`` seconds counts as healthy and starts over at ``initial``."""
+
+    initial: float = 0.1
+    maximum: float = 5.0
+    reset_after: float = 10.0
+
+    def next(self, current: float) -> float:
+        return min(current * 2, self.maximum)
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    name: str
+    argv: Sequence[str]
+    log_path: Path | None = None
+    env: Mapping[str, str] | None = None
+    cwd: Path | None = None
+
+
+def spawn(spec: ChildSpec) -> subprocess.Popen[bytes]:
+    """Start ``spec`` now, output appended to its log (or inherited), stdin closed."""
+    log = None
+    if spec.log_path is not None:
+        spec.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = spec.log_path.open("ab")
+    try:
+        return subprocess.Popen(
+            list(spec.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT if log is not None else None,
+            env=dict(spec.env) if spec.env is not None else None,
+            cwd=spec.cwd,
+            preexec_fn=pdeathsig_preexec(),
+            # Its own process group: a terminal's Ctrl-C (or `timeout`) signals
+            # only the supervisor, which then stops its children in order.
+            process_group=0,
+        )
+    finally:
+        if log is not None:
+            log.close()
+
+
+async def wait_exit(proc: subprocess.Popen[bytes]) -> int:
+    """Wait for ``proc`` to exit without a thread: a pidfd becomes readable then."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # pragma: no cover - kernels before 5.3
+        while True:
+            if (code := proc.poll()) is not None:
+                return code
+            await anyio.sleep(0.05)
+    try:
+        while (code := proc.poll()) is None:
+            await anyio.wait_readable(pidfd)
+        return code
+    finally:
+        os.close(pidfd)
+
+
+async def terminate(proc: subprocess.Popen[bytes], grace: float) -> int:
+    """SIGTERM, then SIGKILL if it is still there after ``grace`` seconds."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        with anyio.move_on_after(grace):
+            return await wait_exit(proc)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    return await wait_exit(proc)
+
+
+class Child:
+    """One supervised child: ``run`` keeps it alive until ``stop``.
+
+    ``run`` is shielded from its caller's cancellation, so a supervisor can stop
+    its children in an order of its choosing (sidecars before the hub before
+    NATS); ``stop`` is the only way to end it.
+    """
+
+    def __init__(
+        self,
+        spec: ChildSpec,
+        *,
+        backoff: Backoff | None = None,
+        stop_grace: float = 5.0,
+        on_exit: ExitHook | None = None,
+    ) -> None:
+        self.spec = spec
+        self.backoff = backoff or Backoff()
+        self.stop_grace = stop_grace
+        self.on_exit = on_exit
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.last_error: str | None = None
+        self._scope = anyio.CancelScope(shield=True)
+        self._running = False
+        self._done: anyio.Event | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def pid(self) -> int | None:
+        """The pid of the running process, None between death and restart."""
+        proc = self.proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    async def run(self) -> None:
+        self._done = done = anyio.Event()
+        self._running = True
+        try:
+            with self._scope:
+                await self._keep_alive()
+        finally:
+            self._running = False
+            done.set()
+
+    async def _keep_alive(self) -> None:
+        delay = self.backoff.initial
+        while not self._scope.cancel_called:
+            started = anyio.current_time()
+            try:
+                self.proc = proc = spawn(self.spec)
+            except (OSError, subprocess.SubprocessError) as exc:
+                # Out of pids or fds is as transient as a crash: back off, retry.
+                self.last_error = f"cannot start {self.spec.argv[0]}: {exc}"
+                code = SPAWN_FAILED
+            else:
+                self.starts += 1
+                self.last_error = None
+                try:
+                    code = await wait_exit(proc)
+                finally:
+                    if proc.poll() is None:
+                        with anyio.CancelScope(shield=True):
+                            await terminate(proc, self.stop_grace)
+            if anyio.current_time() - started >= self.backoff.reset_after:
+                delay = self.backoff.initial
+            if self.on_exit is not None:
+                self.on_exit(self.name, code, delay)
+            await anyio.sleep(delay)
+            delay = self.backoff.next(delay)
+
+    async def stop(self) -> None:
+        """Stop the child (SIGTERM, SIGKILL after the grace) and end ``run``."""
+        self._scope.cancel()
+        if self._running and self._done is not None:
+            await self._done.wait()
+
+    async def wait_started(self, starts: int = 1) -> int:
+        """Wait until the child has been started ``starts`` times and is up; its pid."""
+        while True:
+            pid = self.pid
+            if self.starts >= starts and pid is not None:
+                return pid
+            await anyio.sleep(0.01)

@@ -1,0 +1,189 @@
+"""Read models: the JSON shapes of deployments, runs and dispatches.
+
+Every query reads through ``store.db`` (committed data only). Shapes follow
+DESIGN section 8; fields are added here, never renamed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiosqlite
+import msgspec
+
+from runtime import is_id
+
+from ._errors import UnknownDeployment, UnknownDispatch, UnknownRun
+from ._migrations import DispatchStatus
+
+_OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
+
+
+class DeploymentView(msgspec.Struct, kw_only=True):
+    id: str
+    name: str
+    address: str
+    public_key: str
+    status: str  # the anchor's: deployed | deleted
+    entrypoint: str
+    created_at: float
+    deleted_at: float | None
+    owner_instance: str | None
+    owner_epoch: int
+    next_seq: int
+    top_level_run_id: str | None
+    pending_dispatches: int  # reserved or delivered, not yet processed
+
+
+class RunView(msgspec.Struct, kw_only=True):
+    id: str
+    deployment_id: str
+    parent_run_id: str | None
+    is_top_level: bool
+    status: str
+    result: Any
+    error: str | None
+    state: Any  # the hub's copy: the state the last applied DispatchProcessed carried
+    last_seq: int
+    start_request_id: str | None
+    created_at: float
+    updated_at: float
+
+
+class DispatchView(msgspec.Struct, kw_only=True):
+    id: str
+    deployment_id: str
+    run_id: str
+    seq: int
+    kind: str
+    message_id: str | None
+    sender: str | None
+    subject: str | None
+    status: str
+    body_size: int
+    body_digest: str | None
+    attempts: int
+    last_error: str | None
+    created_at: float
+    delivered_at: float | None
+    processed_at: float | None
+
+
+_DEPLOYMENT = f"""
+SELECT d.id, d.name, d.address, d.public_key, a.status, d.entrypoint, d.created_at,
+       d.deleted_at, d.owner_instance, d.owner_epoch, d.next_seq,
+       (SELECT t.id FROM workflow_run t WHERE t.deployment_id = d.id AND t.is_top_level = 1),
+       (SELECT COUNT(*) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
+          AND x.status IN ('{_OPEN[0]}', '{_OPEN[1]}'))
+FROM deployment d JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1"""
+
+_RUN = """
+SELECT id, deployment_id, parent_run_id, is_top_level, status, result, error, state, last_seq,
+       start_request_id, created_at, updated_at
+FROM workflow_run WHERE is_anchor = 0"""
+
+_DISPATCH = """
+SELECT id, deployment_id, run_id, seq, kind, message_id, sender, subject, status, body_size,
+       body_digest, attempts, last_error, created_at, delivered_at, processed_at
+FROM workflow_run_dispatch"""
+
+
+def _json(text: str | bytes | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return text if isinstance(text, str) else text.decode("utf-8", "replace")
+
+
+def _deployment(row: Any) -> DeploymentView:
+    return DeploymentView(
+        id=row[0], name=row[1], address=row[2], public_key=row[3], status=row[4],
+        entrypoint=row[5], created_at=row[6], deleted_at=row[7], owner_instance=row[8],
+        owner_epoch=row[9], next_seq=row[10], top_level_run_id=row[11],
+        pending_dispatches=row[12],
+    )  # fmt: skip
+
+
+def _run(row: Any) -> RunView:
+    return RunView(
+        id=row[0], deployment_id=row[1], parent_run_id=row[2], is_top_level=bool(row[3]),
+        status=row[4], result=_json(row[5]), error=row[6], state=_json(row[7]),
+        last_seq=row[8], start_request_id=row[9], created_at=row[10], updated_at=row[11],
+    )  # fmt: skip
+
+
+def _dispatch(row: Any) -> DispatchView:
+    return DispatchView(**dict(zip(DispatchView.__struct_fields__, row, strict=True)))
+
+
+async def _all(db: aiosqlite.Connection, sql: str, params: tuple[object, ...] = ()) -> list[Any]:
+    async with db.execute(sql, params) as cur:
+        return list(await cur.fetchall())
+
+
+async def resolve_deployment(db: aiosqlite.Connection, key: str) -> str:
+    """A deployment id from an id or a name (the live one, else the latest deleted)."""
+    if is_id(key, "dep"):
+        rows = await _all(db, "SELECT id FROM deployment WHERE id = ?", (key,))
+    else:
+        rows = await _all(
+            db,
+            "SELECT id FROM deployment WHERE name = ?"
+            " ORDER BY deleted_at IS NULL DESC, created_at DESC LIMIT 1",
+            (key,),
+        )
+    if not rows:
+        raise UnknownDeployment(f"no deployment {key!r}")
+    return str(rows[0][0])
+
+
+async def get_deployment(db: aiosqlite.Connection, key: str) -> DeploymentView:
+    dep_id = await resolve_deployment(db, key)
+    return _deployment((await _all(db, f"{_DEPLOYMENT} WHERE d.id = ?", (dep_id,)))[0])
+
+
+async def list_deployments(
+    db: aiosqlite.Connection, *, status: str | None = None
+) -> list[DeploymentView]:
+    where, params = ("WHERE a.status = ?", (status,)) if status else ("", ())
+    rows = await _all(db, f"{_DEPLOYMENT} {where} ORDER BY d.created_at, d.id", params)
+    return [_deployment(row) for row in rows]
+
+
+async def get_run(db: aiosqlite.Connection, run_id: str) -> RunView:
+    rows = await _all(db, f"{_RUN} AND id = ?", (run_id,))
+    if not rows:
+        raise UnknownRun(f"no run {run_id!r}")
+    return _run(rows[0])
+
+
+async def list_runs(
+    db: aiosqlite.Connection, *, deployment: str | None = None, limit: int = 100
+) -> list[RunView]:
+    """The latest ``limit`` runs (of one deployment: id or name), oldest first."""
+    where, params = "", tuple[str, ...]()
+    if deployment is not None:
+        where, params = "AND deployment_id = ?", (await resolve_deployment(db, deployment),)
+    sql = f"{_RUN} {where} ORDER BY created_at DESC, id DESC LIMIT ?"
+    return [_run(row) for row in reversed(await _all(db, sql, (*params, limit)))]
+
+
+async def get_dispatch(db: aiosqlite.Connection, dispatch_id: str) -> DispatchView:
+    rows = await _all(db, f"{_DISPATCH} WHERE id = ?", (dispatch_id,))
+    if not rows:
+        raise UnknownDispatch(f"no dispatch {dispatch_id!r}")
+    return _dispatch(rows[0])
+
+
+async def count_by_status(db: aiosqlite.Connection) -> dict[str, dict[str, int]]:
+    """``{"dispatches": {status: n}, "deployments": {status: n}}`` for metrics."""
+    dispatches = await _all(db, "SELECT status, COUNT(*) FROM workflow_run_dispatch GROUP BY 1")
+    anchors = await _all(
+        db, "SELECT status, COUNT(*) FROM workflow_run WHERE is_anchor = 1 GROUP BY 1"
+    )
+    return {
+        "dispatches": {str(s): int(n) for s, n in dispatches},
+        "deployments": {str(s): int(n) for s, n in anchors},
+    }

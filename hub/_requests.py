@@ -1,0 +1,96 @@
+"""HTTP request bodies: bounded reading and typed decoding.
+
+A body is read with a bound (a huge upload is refused as soon as it passes
+the limit, never buffered whole) and decoded straight into a typed Struct:
+malformed JSON and a wrong shape are different errors.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import TypeVar
+
+import msgspec
+from starlette.requests import Request
+
+from ._deploy import DEFAULT_ENTRYPOINT
+from ._errors import HubError, InvalidMail, MalformedJson, PayloadTooLarge
+from ._trigger import Trigger
+
+T = TypeVar("T")
+_ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+$")
+
+
+class MailIn(msgspec.Struct, kw_only=True):
+    to: str
+    subject: str = ""
+    body: str | None = None
+    body_b64: str | None = None
+    message_id: str | None = None
+    sender: str | None = msgspec.field(default=None, name="from")
+
+
+class DeploymentIn(msgspec.Struct, kw_only=True):
+    name: str
+    source: str | None = None
+    files: dict[str, str] | None = None
+    entrypoint: str = DEFAULT_ENTRYPOINT
+
+
+class ApprovalIn(msgspec.Struct, kw_only=True):
+    decision: str
+
+
+async def read_json(request: Request, type_: type[T], *, limit: int, invalid: type[HubError]) -> T:
+    """Read at most ``limit`` bytes of body and decode them as ``type_``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body of {declared} bytes exceeds {limit}")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > limit:
+            raise PayloadTooLarge(f"request body exceeds {limit} bytes")
+    try:
+        return msgspec.json.decode(raw, type=type_)
+    except msgspec.ValidationError as exc:
+        raise invalid(str(exc)) from exc
+    except msgspec.DecodeError as exc:
+        raise MalformedJson(f"request body is not JSON: {exc}") from exc
+
+
+def _b64decode(text: str) -> bytes:
+    """Standard base64, or the URL-safe alphabet; padding optional; nothing else."""
+    padded = text + "=" * (-len(text) % 4)
+    for altchars in (None, b"-_"):
+        try:
+            return base64.b64decode(padded, altchars=altchars, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+    raise InvalidMail("'body_b64' is not base64")
+
+
+def mail_trigger(mail: MailIn, *, max_body: int) -> Trigger:
+    """Validate a decoded ``POST /mail`` body (digest is added by the caller)."""
+    address = mail.to.strip().lower()
+    if not _ADDRESS.match(address):
+        raise InvalidMail(f"'to' is not a mail address: {mail.to!r}")
+    if mail.body is not None and mail.body_b64 is not None:
+        raise InvalidMail("give 'body' or 'body_b64', not both")
+    if mail.message_id is not None and not 0 < len(mail.message_id) <= 512:
+        raise InvalidMail("'message_id' must be 1 to 512 characters")
+    if len(mail.subject) > 4096 or len(mail.sender or "") > 512:
+        raise InvalidMail("'subject' (4096) or 'from' (512) is too long")
+    body = _b64decode(mail.body_b64) if mail.body_b64 is not None else (mail.body or "").encode()
+    if len(body) > max_body:
+        raise PayloadTooLarge(f"mail body of {len(body)} bytes exceeds {max_body}")
+    return Trigger(
+        address=address,
+        kind="mail",
+        message_id=mail.message_id,
+        sender=mail.sender,
+        subject=mail.subject,
+        body=body,
+    )

@@ -1,0 +1,156 @@
+"""One delivery round of a deployment: load, send, settle.
+
+A round loads the first ``window`` reserved dispatches in ``seq`` order,
+sends them all at once as ``MailInbound`` requests, waits for every answer
+(or its timeout), and then settles in one write transaction: acknowledged
+ones become ``delivered``, refused ones keep their reason. Nothing else
+changes a row, so whatever was not acknowledged is simply loaded again by
+the next round: the table is the only queue.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from runtime import (
+    Ack,
+    Claim,
+    FrameDecodeError,
+    FrameDecoder,
+    MailInbound,
+    Refused,
+    Subjects,
+    Transport,
+    TransportError,
+    anchor_is_live,
+    encode,
+)
+
+from ._migrations import DispatchStatus
+from ._sessions import Session, StaleEpoch, fence
+from ._store import Store
+
+_RESERVED = """
+SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,
+       d.body_digest, d.body_size, r.start_request_id, dep.address
+FROM workflow_run_dispatch d
+JOIN deployment dep ON dep.id = d.deployment_id
+LEFT JOIN workflow_run r ON r.id = d.run_id
+WHERE d.deployment_id = ? AND d.status = ?
+ORDER BY d.seq LIMIT ?
+"""
+_ANCHOR = """
+SELECT d.deleted_at, a.status FROM deployment d
+LEFT JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE d.id = ?
+"""
+
+_acks: FrameDecoder[Ack | Refused] = FrameDecoder(Ack | Refused)
+
+
+@dataclass
+class Round:
+    acked: list[str] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (dispatch id, reason)
+    failed: int = 0
+    """Frames without a usable answer (timeout, no responders, garbage, fenced)."""
+    last_error: str = ""
+
+
+async def load_reserved(store: Store, deployment_id: str, window: int) -> list[Any] | None:
+    """The next reserved dispatches in seq order; None once the deployment is not live."""
+    async with store.db.execute(_ANCHOR, (deployment_id,)) as cur:
+        anchor = await cur.fetchone()
+    if anchor is None or anchor["deleted_at"] is not None:
+        return None
+    if not anchor_is_live(anchor["status"] or ""):
+        return None
+    params = (deployment_id, DispatchStatus.RESERVED, window)
+    async with store.db.execute(_RESERVED, params) as cur:
+        return list(await cur.fetchall())
+
+
+def inbound_frame(session: Session, row: Any) -> MailInbound:
+    claim = None
+    if row["body_digest"] is not None:
+        claim = Claim(digest=row["body_digest"], size=row["body_size"])
+    return MailInbound(
+        dispatch_id=row["id"],
+        deployment_id=session.deployment_id,
+        run_id=row["run_id"],
+        address=row["address"],
+        seq=row["seq"],
+        kind=row["kind"],
+        message_id=row["message_id"],
+        sender=row["sender"],
+        subject=row["subject"],
+        body=None if claim is not None else bytes(row["body"] or b""),
+        claim=claim,
+        start_request_id=row["start_request_id"],
+        owner_epoch=session.owner_epoch,
+        session_id=session.session_id,
+    )
+
+
+async def send_round(
+    transport: Transport, subjects: Subjects, session: Session, rows: list[Any], timeout: float
+) -> Round:
+    """Send every row at once; return when each is answered or timed out."""
+    result = Round()
+    subject = subjects.inbound(session.deployment_id)
+
+    async def send(frame: MailInbound) -> None:
+        try:
+            reply = _acks.decode(await transport.request(subject, encode(frame), timeout))
+        except (TimeoutError, TransportError, FrameDecodeError) as exc:
+            result.failed += 1
+            result.last_error = f"{type(exc).__name__}: {exc}"
+            return
+        if isinstance(reply, Refused):
+            result.refused.append((frame.dispatch_id, reply.reason))
+        elif reply.dispatch_id != frame.dispatch_id:
+            result.refused.append((frame.dispatch_id, "ack_mismatch"))
+        elif reply.result in ("stored", "duplicate"):
+            result.acked.append(frame.dispatch_id)
+        else:
+            result.refused.append((frame.dispatch_id, reply.reason or "refused"))
+
+    async with anyio.create_task_group() as tg:
+        for row in rows:
+            tg.start_soon(send, inbound_frame(session, row))
+    return result
+
+
+async def settle(store: Store, session: Session, result: Round) -> None:
+    """Record a round's answers in one transaction, under the round's epoch."""
+    if not result.acked and not result.refused:
+        return
+    try:
+        async with store.write() as db:
+            # Acks count only while the epoch they were sent under is current:
+            # a takeover committed meanwhile has reset these rows for the new
+            # owner, and the old owner's ack must not mark them delivered.
+            await fence(db, session.deployment_id, session.owner_epoch)
+            await _mark(db, result, time.time())
+    except StaleEpoch:
+        result.failed += len(result.acked)
+        result.last_error = "ownership moved during the round"
+
+
+async def _mark(db: aiosqlite.Connection, result: Round, now: float) -> None:
+    if result.acked:
+        marks = ",".join("?" * len(result.acked))
+        await db.execute(
+            f"UPDATE workflow_run_dispatch SET status = ?, delivered_at = ?"
+            f" WHERE status = ? AND id IN ({marks})",
+            (DispatchStatus.DELIVERED, now, DispatchStatus.RESERVED, *result.acked),
+        )
+    await db.executemany(
+        "UPDATE workflow_run_dispatch SET attempts = attempts + 1, last_error = ?"
+        " WHERE id = ? AND status = ?",
+        [(reason, dsp, DispatchStatus.RESERVED) for dsp, reason in result.refused],
+    )

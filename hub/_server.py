@@ -1,0 +1,198 @@
+"""The hub process: store, acceptor, NATS wire side and HTTP API in one task group.
+
+Shutdown is orderly: on SIGTERM/SIGINT (or cancellation) the HTTP server
+stops taking requests and finishes the ones in flight (bounded), then the
+acceptor and the wire side are cancelled and the store is closed. Nothing
+accepted is lost at any point: an answer "accepted" is only ever sent after
+its transaction committed.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+
+from runtime import Subjects, Transport, new_id, open_nats
+
+from ._acceptor import Acceptor
+from ._errors import HubError
+from ._http import ApiSettings, create_app
+from ._httpserver import HttpServer, bind_socket
+from ._store import DEFAULT_BUSY_TIMEOUT, Store
+from ._wire import run_wire
+
+log = logging.getLogger("mailrun.hub")
+
+DEFAULT_HTTP_PORT = 8470
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    state_dir: Path
+    http_host: str = "127.0.0.1"
+    http_port: int = DEFAULT_HTTP_PORT  # 0: any free port (see HubHandle.http_url)
+    nats_url: str = "nats://127.0.0.1:4222"
+    sidecar_root: Path | None = None
+    subject_prefix: str = "mailrun"
+    domain: str = "mailrun.local"
+    max_body: int = DEFAULT_MAX_BODY
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+
+
+class WireSide(Protocol):
+    """What the hub needs from the started wire side (``hub._wire.Wire``)."""
+
+    def on_accepted(self, deployment_ids: set[str]) -> object: ...
+
+    def health(self) -> Mapping[str, Any]: ...
+
+
+WireFactory = Callable[..., Coroutine[Any, Any, None]]
+"""``run_wire``-shaped: keyword arguments store, transport, subjects, boot_id,
+task_status; reports a :class:`WireSide` through ``task_status.started``."""
+
+
+@dataclass(frozen=True)
+class HubHandle:
+    """What :func:`serve_hub` reports once the hub serves HTTP."""
+
+    boot_id: str
+    http_url: str
+    store: Store
+    acceptor: Acceptor
+
+
+async def _stop_on_signal(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            log.info("received %s: shutting down", signal.Signals(signum).name)
+            stop.set()
+            return
+
+
+async def serve_hub(
+    config: HubConfig,
+    *,
+    wire: WireFactory | None = None,
+    transport: Transport | None = None,
+    handle_signals: bool = False,
+    task_status: anyio.abc.TaskStatus[HubHandle] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the hub until cancelled (or, with ``handle_signals``, SIGTERM/SIGINT).
+
+    ``transport`` replaces the NATS connection (tests); ``wire`` replaces
+    ``hub._wire.run_wire``.
+    """
+    boot_id = new_id("boot")
+    sock = bind_socket(config.http_host, config.http_port)
+    host, port = sock.getsockname()[:2]
+    http_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    stop = anyio.Event()
+    try:
+        async with AsyncExitStack() as stack:
+            store = await Store.open(config.state_dir / "hub.db", busy_timeout=config.busy_timeout)
+            stack.push_async_callback(store.aclose)
+            if transport is None:
+                transport = await stack.enter_async_context(
+                    open_nats(config.nats_url, name=f"mailrun-hub-{boot_id}")
+                )
+            async with anyio.create_task_group() as tg:
+                acceptor = Acceptor(store)
+                await tg.start(acceptor.run)
+                start_wire = functools.partial(
+                    wire or run_wire,
+                    store=store,
+                    transport=transport,
+                    subjects=Subjects(config.subject_prefix),
+                    boot_id=boot_id,
+                )
+                side: WireSide = await tg.start(start_wire)
+                acceptor.on_accepted = side.on_accepted
+                settings = ApiSettings(
+                    domain=config.domain,
+                    nats_url=config.nats_url,
+                    subject_prefix=config.subject_prefix,
+                    sidecar_root=config.sidecar_root,
+                    max_body=config.max_body,
+                )
+                app = create_app(
+                    store=store,
+                    acceptor=acceptor,
+                    settings=settings,
+                    boot_id=boot_id,
+                    health_extra=side.health,
+                )
+                http = HttpServer(app, sock)
+                await tg.start(http.run)
+                if handle_signals:
+                    tg.start_soon(_stop_on_signal, stop)
+                log.info("hub ready boot_id=%s http=%s nats=%s", boot_id, http_url, config.nats_url)
+                task_status.started(HubHandle(boot_id, http_url, store, acceptor))
+                await stop.wait()
+                # Stop intake first, so requests in flight still find the
+                # acceptor; then everything else.
+                await http.shutdown()
+                tg.cancel_scope.cancel()
+    finally:
+        sock.close()
+        log.info("hub stopped boot_id=%s", boot_id)
+
+
+def configure_logging() -> None:
+    """One line per event on stderr; level from ``MAILRUN_LOG_LEVEL`` (INFO)."""
+    level = os.environ.get("MAILRUN_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, level, logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def parse_http(text: str) -> tuple[str, int]:
+    """``"127.0.0.1:8470"`` / ``"[::1]:8470"`` / ``":8470"`` -> (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"--http wants HOST:PORT, got {text!r}")
+    return (host.strip("[]") or "127.0.0.1"), int(port)
+
+
+def run_hub_cli(
+    *,
+    state_dir: Path,
+    http: str,
+    nats_url: str,
+    sidecar_root: Path | None = None,
+    subject_prefix: str | None = None,
+    domain: str | None = None,
+    max_body: int | None = None,
+) -> None:
+    """Run the hub in this process until SIGTERM/SIGINT (``mailrun hub``, ``python -m hub``)."""
+    configure_logging()
+    host, port = parse_http(http)
+    config = HubConfig(
+        state_dir=Path(state_dir),
+        http_host=host,
+        http_port=port,
+        nats_url=nats_url,
+        sidecar_root=Path(sidecar_root) if sidecar_root is not None else None,
+        subject_prefix=subject_prefix or "mailrun",
+        domain=domain or "mailrun.local",
+        max_body=max_body or DEFAULT_MAX_BODY,
+    )
+    try:
+        anyio.run(functools.partial(serve_hub, config, handle_signals=True))
+    except (HubError, OSError) as exc:
+        log.error("hub failed: %s", exc)
+        raise SystemExit(1) from exc

@@ -1,0 +1,253 @@
+"""Sidecar sessions: the challenge/hello handshake and the ownership claim.
+
+A session is hub memory only; a restarted hub knows none and sidecars
+re-hello on ``HubBoot``. The durable half of ownership is the deployment
+row (``owner_instance``, ``owner_epoch``), claimed in one conditional
+UPDATE, so the memory table can always be rebuilt from fresh hellos.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiosqlite
+
+from runtime import (
+    Challenge,
+    FrameDecoder,
+    Hello,
+    Refused,
+    SignatureError,
+    Welcome,
+    anchor_is_live,
+    hello_message,
+    new_id,
+    verify,
+)
+
+from ._errors import HubError
+from ._migrations import DispatchStatus
+from ._store import Store
+
+log = logging.getLogger("mailrun.hub.sessions")
+
+NONCE_TTL = 30.0
+MAX_NONCES = 10_000
+MAX_SESSIONS = 10_000
+
+_DEPLOYMENT = """
+SELECT d.public_key, d.owner_instance, d.owner_epoch, d.deleted_at, a.status AS anchor
+FROM deployment d LEFT JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1
+WHERE d.id = ?
+"""
+
+
+class UnknownSession(HubError):
+    """The frame names a session this hub never opened (or forgot): re-hello."""
+
+    reason = "unknown_session"
+
+
+class StaleEpoch(HubError):
+    """The frame's owner epoch is not the deployment's current one: fenced."""
+
+    reason = "stale_epoch"
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    session_id: str
+    deployment_id: str
+    instance_id: str
+    owner_epoch: int
+    opened_at: float
+
+
+class SessionTable:
+    """Sessions by id (bounded, oldest forgotten first) and the current one per
+    deployment. A frame is valid when it names a known session of its
+    deployment and carries the epoch of that deployment's current session."""
+
+    def __init__(self, *, max_sessions: int = MAX_SESSIONS) -> None:
+        self._by_id: OrderedDict[str, Session] = OrderedDict()
+        self._current: dict[str, Session] = {}
+        self._max = max_sessions
+
+    def open(self, deployment_id: str, instance_id: str, owner_epoch: int) -> Session:
+        session = Session(new_id("ses"), deployment_id, instance_id, owner_epoch, time.time())
+        self._by_id[session.session_id] = session
+        while len(self._by_id) > self._max:
+            self._by_id.popitem(last=False)
+        current = self._current.get(deployment_id)
+        # Claims commit in epoch order but their hello handlers may resume in
+        # any order: never let a late older claim displace a newer owner.
+        if current is None or current.owner_epoch <= owner_epoch:
+            self._current[deployment_id] = session
+        return session
+
+    def current(self, deployment_id: str) -> Session | None:
+        return self._current.get(deployment_id)
+
+    def drop(self, deployment_id: str) -> None:
+        """Forget a deployment's ownership (it was deleted): its frames turn stale."""
+        self._current.pop(deployment_id, None)
+
+    def connected(self) -> list[Session]:
+        return list(self._current.values())
+
+    def check(
+        self, session_id: str, deployment_id: str = "", owner_epoch: int | None = None
+    ) -> Session:
+        """The session a frame names, or :class:`UnknownSession` / :class:`StaleEpoch`.
+
+        An older session of the current owner (same instance, same epoch, from
+        an earlier hello) stays valid: frames it sent before re-helloing are
+        still the owner's frames.
+        """
+        session = self._by_id.get(session_id)
+        if session is None or (deployment_id and deployment_id != session.deployment_id):
+            raise UnknownSession(f"no session {session_id!r} for this deployment")
+        current = self._current.get(session.deployment_id)
+        epoch = session.owner_epoch if owner_epoch is None else owner_epoch
+        if current is None or epoch != session.owner_epoch or epoch != current.owner_epoch:
+            raise StaleEpoch(f"epoch {epoch} is not the current owner's")
+        return session
+
+
+async def fence(db: aiosqlite.Connection, deployment_id: str, owner_epoch: int) -> None:
+    """The durable fence, inside a write transaction: raise :class:`StaleEpoch`
+    unless ``owner_epoch`` is the deployment row's current epoch."""
+    async with db.execute("SELECT owner_epoch FROM deployment WHERE id = ?", (deployment_id,)) as c:
+        row = await c.fetchone()
+    if row is None or row["owner_epoch"] != owner_epoch:
+        raise StaleEpoch(f"epoch {owner_epoch} is not the current owner's")
+
+
+class _Nonces:
+    """Challenge nonces: single use, bound to one deployment, kept ``ttl`` seconds."""
+
+    def __init__(self, *, ttl: float = NONCE_TTL, limit: int = MAX_NONCES) -> None:
+        self._issued: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._ttl = ttl
+        self._limit = limit
+
+    def issue(self, deployment_id: str) -> str:
+        nonce = secrets.token_urlsafe(24)
+        self._issued[nonce] = (deployment_id, time.monotonic() + self._ttl)
+        while len(self._issued) > self._limit:
+            self._issued.popitem(last=False)
+        return nonce
+
+    def take(self, nonce: str, deployment_id: str) -> bool:
+        entry = self._issued.pop(nonce, None)
+        return entry is not None and entry[0] == deployment_id and entry[1] > time.monotonic()
+
+
+class HelloHandler:
+    """Answers ``hub.hello``: Challenge, then Welcome or Refused."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        sessions: SessionTable,
+        boot_id: str,
+        on_welcome: Callable[[Session], None],
+        nonce_ttl: float = NONCE_TTL,
+    ) -> None:
+        self._store = store
+        self._sessions = sessions
+        self._boot_id = boot_id
+        self._on_welcome = on_welcome
+        self._nonces = _Nonces(ttl=nonce_ttl)
+        self._decoder: FrameDecoder[Hello] = FrameDecoder(Hello)
+
+    async def __call__(self, data: bytes) -> Challenge | Welcome | Refused:
+        hello = self._decoder.decode(data)
+        async with self._store.db.execute(_DEPLOYMENT, (hello.deployment_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return Refused(reason="unknown_deployment", detail=hello.deployment_id)
+        if row["deleted_at"] is not None or not anchor_is_live(row["anchor"] or ""):
+            return Refused(reason="deployment_not_live", detail=hello.deployment_id)
+        if hello.nonce is None:
+            return Challenge(nonce=self._nonces.issue(hello.deployment_id))
+        if not self._nonces.take(hello.nonce, hello.deployment_id):
+            return Refused(reason="bad_nonce", detail="unknown, used or expired nonce")
+        if not hello.instance_id or hello.public_key != row["public_key"]:
+            return Refused(reason="bad_signature", detail="not this deployment's key")
+        try:
+            message = hello_message(hello.nonce, hello.deployment_id, hello.instance_id)
+            verify(row["public_key"], message, hello.signature or b"")
+        except SignatureError as exc:
+            return Refused(reason="bad_signature", detail=str(exc))
+        return await self._claim(hello)
+
+    async def _claim(self, hello: Hello) -> Welcome | Refused:
+        dep = hello.deployment_id
+        async with self._store.write() as db:
+            async with db.execute(_DEPLOYMENT, (dep,)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                return Refused(reason="unknown_deployment", detail=dep)
+            if row["deleted_at"] is not None or not anchor_is_live(row["anchor"] or ""):
+                return Refused(reason="deployment_not_live", detail=dep)
+            owner, epoch = row["owner_instance"], int(row["owner_epoch"])
+            if owner == hello.instance_id:
+                new_epoch = epoch
+            elif owner is None or hello.takeover:
+                new_epoch = epoch + 1
+            else:
+                return Refused(reason="owner_conflict", detail="another instance owns it")
+            # Compare-and-set on what was read: the claim matches only the
+            # ownership this decision was made on, and only a live deployment.
+            cur = await db.execute(
+                "UPDATE deployment SET owner_instance = ?, owner_epoch = ?"
+                " WHERE id = ? AND owner_instance IS ? AND owner_epoch = ?"
+                " AND deleted_at IS NULL",
+                (hello.instance_id, new_epoch, dep, owner, epoch),
+            )
+            if cur.rowcount != 1:
+                return Refused(reason="owner_conflict", detail="ownership moved meanwhile")
+            if new_epoch != epoch:
+                # A new owner may not have the old owner's inbox: everything
+                # delivered but not processed is delivered again (a sidecar
+                # that does have it answers `duplicate`).
+                await db.execute(
+                    "UPDATE workflow_run_dispatch SET status = ?, delivered_at = NULL"
+                    " WHERE deployment_id = ? AND status = ?",
+                    (DispatchStatus.RESERVED, dep, DispatchStatus.DELIVERED),
+                )
+            floor = await _floor_seq(db, dep)
+        session = self._sessions.open(dep, hello.instance_id, new_epoch)
+        log.info(
+            "welcome %s instance %s epoch %d session %s",
+            dep,
+            hello.instance_id,
+            new_epoch,
+            session.session_id,
+        )
+        self._on_welcome(session)
+        return Welcome(
+            session_id=session.session_id,
+            owner_epoch=new_epoch,
+            hub_boot_id=self._boot_id,
+            floor_seq=floor,
+        )
+
+
+async def _floor_seq(db: aiosqlite.Connection, deployment_id: str) -> int:
+    """The highest seq up to which every dispatch of the deployment is settled
+    (processed or cancelled): the sidecar need not wait for any of those."""
+    async with db.execute(
+        "SELECT COALESCE((SELECT MIN(seq) FROM workflow_run_dispatch WHERE deployment_id = ?"
+        " AND status IN (?, ?)) - 1, (SELECT next_seq - 1 FROM deployment WHERE id = ?), 0)",
+        (deployment_id, DispatchStatus.RESERVED, DispatchStatus.DELIVERED, deployment_id),
+    ) as cur:
+        row = await cur.fetchone()
+    return max(0, int(row[0])) if row is not None else 0

@@ -1,0 +1,116 @@
+"""The hub's SQLite store: one writer connection, one reader connection.
+
+Writes go through :meth:`Store.write` only: an ``anyio.Lock`` serialises them
+inside this process and ``BEGIN IMMEDIATE`` takes SQLite's write lock up
+front, so a transaction never fails half-way on lock upgrade and never
+interleaves with another. Reads use ``store.db``, a second connection: in
+WAL mode it sees committed data only, so a read running while some task
+holds a write transaction open never observes that transaction's rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from pathlib import Path
+
+import aiosqlite
+import anyio
+
+from ._errors import StoreUnavailable
+from ._migrations import apply_migrations
+
+DEFAULT_BUSY_TIMEOUT = 5.0
+
+
+async def _connect(path: Path, busy_timeout: float, *, reader: bool) -> aiosqlite.Connection:
+    # isolation_level=None: the sqlite3 module must not open transactions
+    # behind our back; every transaction here is explicit.
+    db = await aiosqlite.connect(path, isolation_level=None)
+    try:
+        db.row_factory = sqlite3.Row
+        await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        await db.execute("PRAGMA journal_mode = WAL")
+        await db.execute("PRAGMA synchronous = NORMAL")
+        if reader:
+            await db.execute("PRAGMA query_only = ON")
+    except BaseException:
+        await db.close()
+        raise
+    return db
+
+
+class Store:
+    """The hub database. Use :meth:`open`; close with :meth:`aclose`."""
+
+    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+        self.path = path
+        self.db = reader
+        self._writer = writer
+        self._lock = anyio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Store:
+        """Open (creating if needed) the database at ``path`` and migrate it."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = await _connect(path, busy_timeout, reader=False)
+        try:
+            # Table rebuilds in migrations need foreign keys off, and the
+            # pragma is a no-op inside a transaction: set it around them.
+            await writer.execute("PRAGMA foreign_keys = OFF")
+            await apply_migrations(writer)
+            await writer.execute("PRAGMA foreign_keys = ON")
+            reader = await _connect(path, busy_timeout, reader=True)
+        except BaseException:
+            await writer.close()
+            raise
+        return cls(path, writer, reader)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                await self.db.close()
+                await self._writer.close()
+
+    async def __aenter__(self) -> Store:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``.
+
+        The body runs with the writer connection; any exception (including
+        cancellation) rolls back. Failure to begin or to commit is raised as
+        :class:`StoreUnavailable`, so a caller never mistakes an uncommitted
+        change for a committed one.
+        """
+        async with self._lock:
+            try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"cannot begin a write transaction: {exc}") from exc
+            try:
+                yield self._writer
+            except BaseException:
+                await self._rollback()
+                raise
+            # Shielded: abandoning a COMMIT half-way would leave the writer
+            # connection inside a transaction that the next write() would trip on.
+            with anyio.CancelScope(shield=True):
+                try:
+                    await self._writer.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    await self._rollback()
+                    raise StoreUnavailable(f"commit failed: {exc}") from exc
+
+    async def _rollback(self) -> None:
+        with anyio.CancelScope(shield=True):
+            # A failed ROLLBACK means SQLite already rolled the transaction back.
+            if self._writer.in_transaction:
+                with suppress(sqlite3.Error):
+                    await self._writer.execute("ROLLBACK")

@@ -1,0 +1,113 @@
+"""Human output for the CLI: aligned tables and key/value blocks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import msgspec
+
+EMPTY = "-"
+
+
+def cell(value: object) -> str:
+    """One value as a table cell: short, single-line, '-' for nothing."""
+    if value is None or value == "":
+        return EMPTY
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float) and value > 1e9:
+        # Epoch seconds: an operator reads a UTC timestamp, not a float.
+        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, dict | list):
+        return msgspec.json.encode(value).decode()
+    return " ".join(str(value).split())
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligned columns two spaces apart; a header line and one line per row."""
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [len(h) for h in headers]
+    for row in cells:
+        for i, text in enumerate(row):
+            widths[i] = max(widths[i], len(text))
+    lines = [list(headers), *cells]
+    return "\n".join(
+        "  ".join(text.ljust(widths[i]) for i, text in enumerate(line)).rstrip() for line in lines
+    )
+
+
+def key_values(pairs: Sequence[tuple[str, object]]) -> str:
+    width = max((len(k) for k, _ in pairs), default=0)
+    return "\n".join(f"{k.ljust(width)}  {cell(v)}" for k, v in pairs)
+
+
+def deployments_table(deployments: Sequence[Mapping[str, Any]]) -> str:
+    return table(
+        ["NAME", "ID", "STATUS", "ADDRESS", "PENDING"],
+        [
+            [
+                d.get("name"),
+                d.get("id"),
+                d.get("status"),
+                d.get("address"),
+                d.get("pending_dispatches"),
+            ]
+            for d in deployments
+        ],
+    )
+
+
+def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
+    return table(
+        ["ID", "DEPLOYMENT", "STATUS", "TOP-LEVEL", "UPDATED"],
+        [
+            [
+                r.get("id"),
+                r.get("deployment_name") or r.get("deployment_id"),
+                r.get("status"),
+                r.get("is_top_level"),
+                r.get("updated_at"),
+            ]
+            for r in runs
+        ],
+    )
+
+
+def deployment_view(d: Mapping[str, Any]) -> str:
+    keys = [
+        "id",
+        "name",
+        "address",
+        "status",
+        "entrypoint",
+        "top_level_run_id",
+        "pending_dispatches",
+        "owner_epoch",
+        "created_at",
+        "deleted_at",
+    ]
+    return key_values([(k, d.get(k)) for k in keys if k in d])
+
+
+def run_view(r: Mapping[str, Any]) -> str:
+    keys = [
+        "id",
+        "deployment_id",
+        "parent_run_id",
+        "is_top_level",
+        "status",
+        "result",
+        "error",
+        "state",
+        "last_seq",
+        "created_at",
+        "updated_at",
+    ]
+    return key_values([(k, r.get(k)) for k in keys if k in r])
+
+
+def receipt_view(r: Mapping[str, Any]) -> str:
+    keys = ["status", "dispatch_id", "run_id", "deployment_id", "reason", "detail"]
+    return key_values([(k, r.get(k)) for k in keys if k in r])

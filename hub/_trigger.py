@@ -1,0 +1,56 @@
+"""Triggers and receipts: what goes into acceptance and what comes out."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+import msgspec
+
+from ._errors import HubError
+
+
+class Trigger(msgspec.Struct, kw_only=True, frozen=True):
+    """One inbound item for a run: a mail, a signal or an approval decision.
+
+    Addressed by ``address`` (a deployment's mail address) or by
+    ``deployment_id``. ``run_id`` targets one run of that deployment; without
+    it the trigger goes to the top-level run, minted on first use. With
+    ``approval_id`` the trigger goes to the approval's run, and the approval
+    is marked decided (``decision``) in the same transaction.
+    """
+
+    address: str | None = None
+    deployment_id: str | None = None
+    run_id: str | None = None
+    kind: str = "mail"
+    message_id: str | None = None
+    sender: str | None = None
+    subject: str | None = None
+    body: bytes = b""
+    digest: str | None = None  # body_digest(body); precompute it off-loop for big bodies
+    approval_id: str | None = None
+    decision: str | None = None
+
+
+class Accepted(msgspec.Struct, kw_only=True):
+    status: Literal["accepted"] = "accepted"
+    dispatch_id: str
+    run_id: str
+    deployment_id: str
+    seq: int
+    duplicate: bool = False
+
+
+class Rejected(msgspec.Struct, kw_only=True):
+    status: Literal["rejected"] = "rejected"
+    reason: str
+    detail: str
+
+
+Receipt = Accepted | Rejected
+Outcome = Accepted | Rejected | HubError
+
+
+def body_digest(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()

@@ -1,0 +1,253 @@
+"""``mailrun up``: nats-server, the hub and one sidecar per live deployment.
+
+Each part is its own OS process (a ``Child``), restarted with backoff when it
+dies and killed by the kernel when ``up`` dies. ``up`` learns which sidecars
+to run only from the hub's HTTP API and the restore records on disk, so it
+never imports sidecar code. While the hub is down it keeps the sidecars it
+has: they reconnect by themselves once the hub is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+import sys
+import sysconfig
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from runtime import anchor_is_live, is_id, record_path, write_atomic
+
+from ._client import HubClient, HubClientError
+from ._errors import HubError
+from ._procs import Backoff, Child, ChildSpec
+
+DEFAULT_NATS_PORT = 4222
+UP_FILE = "up.json"
+
+
+class UpError(HubError):
+    reason = "up_failed"
+
+
+class UpAlreadyRunning(UpError):
+    reason = "up_already_running"
+
+
+class NatsNotReady(UpError, TimeoutError):
+    reason = "nats_not_ready"
+
+
+@dataclass(frozen=True)
+class UpConfig:
+    state_dir: Path
+    http: str = "127.0.0.1:8470"
+    nats_url: str | None = None
+    # The embedded server's port: None takes 4222 when free, else any free one.
+    nats_port: int | None = None
+    subject_prefix: str | None = None
+    poll_interval: float = 0.5
+    stop_grace: float = 5.0
+    backoff: Backoff = field(default_factory=Backoff)
+    nats_ready_timeout: float = 15.0
+    say: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class UpInfo:
+    pid: int
+    http: str  # the URL the hub answers on
+    nats_url: str
+    state_dir: Path
+
+
+def hub_url(http: str) -> str:
+    """The URL to reach a hub listening on ``H:P`` (a wildcard host means loopback)."""
+    host, _, port = http.rpartition(":")
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "[::]": "[::1]", "::": "[::1]"}.get(host, host)
+    return f"http://{host}:{port}"
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def _state_lock(state_dir: Path) -> Iterator[None]:
+    """One ``up`` per state dir: two would fight over the same sidecars."""
+    fd = os.open(state_dir / "up.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UpAlreadyRunning(f"another `mailrun up` runs on {state_dir}") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _child_env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # Children must run the same code as this supervisor. Installed, they find
+    # it anyway; from a checkout, they need its root on their path.
+    root = Path(__file__).resolve().parent.parent
+    if root not in {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}:
+        paths = [str(root), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+class Up:
+    def __init__(self, config: UpConfig) -> None:
+        self.config = config
+        self.state_dir = config.state_dir.resolve()
+        self.logs = self.state_dir / "logs"
+        self.sidecar_root = self.state_dir / "sidecars"
+        self.client = HubClient(hub_url(config.http), timeout=2.0)
+        self.env = _child_env()
+        self.sidecars: dict[str, Child] = {}
+        self.nats: Child | None = None
+        self.hub: Child | None = None
+        self.nats_url = config.nats_url or ""
+
+    def _say(self, line: str) -> None:
+        if self.config.say is not None:
+            self.config.say(line)
+
+    def _child(self, name: str, argv: list[str]) -> Child:
+        def on_exit(name: str, code: int, delay: float) -> None:
+            why = child.last_error or f"exited with {code} (log {self.logs / name}.log)"
+            self._say(f"mailrun up: {name} {why}; restarting in {delay:.1f} s")
+
+        spec = ChildSpec(name=name, argv=argv, log_path=self.logs / f"{name}.log", env=self.env)
+        child = Child(
+            spec, backoff=self.config.backoff, stop_grace=self.config.stop_grace, on_exit=on_exit
+        )
+        return child
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[UpInfo]) -> None:
+        for d in (self.state_dir, self.logs, self.sidecar_root):
+            d.mkdir(parents=True, exist_ok=True)
+        with _state_lock(self.state_dir):
+            try:
+                async with anyio.create_task_group() as tg:
+                    try:
+                        info = await self._start(tg)
+                        task_status.started(info)
+                        await self._watch_deployments(tg)
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await self._stop_all()
+                            (self.state_dir / UP_FILE).unlink(missing_ok=True)
+            except ExceptionGroup as group:
+                # Callers want the one error that ended ``up``, not a group of one.
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
+
+    async def _start(self, tg: anyio.abc.TaskGroup) -> UpInfo:
+        self.nats_url = nats_url = self.config.nats_url or await self._start_nats(tg)
+        argv = [sys.executable, "-m", "hub", "--state-dir", str(self.state_dir)]
+        argv += ["--http", self.config.http, "--nats", nats_url]
+        argv += ["--sidecar-root", str(self.sidecar_root)]
+        if self.config.subject_prefix:
+            argv += ["--subject-prefix", self.config.subject_prefix]
+        self.hub = self._child("hub", argv)
+        tg.start_soon(self.hub.run)
+        await self._wait_hub()
+        info = UpInfo(os.getpid(), self.client.base_url, nats_url, self.state_dir)
+        up = {"pid": info.pid, "http": info.http, "nats_url": nats_url}
+        write_atomic(self.state_dir / UP_FILE, msgspec.json.encode(up), mode=0o644)
+        return info
+
+    async def _start_nats(self, tg: anyio.abc.TaskGroup) -> str:
+        from ._natsserver import find_nats_server, free_port
+
+        port = self.config.nats_port
+        if port is None:
+            port = DEFAULT_NATS_PORT if port_is_free(DEFAULT_NATS_PORT) else free_port()
+        argv = [str(find_nats_server()), "-a", "127.0.0.1", "-p", str(port)]
+        self.nats = self._child("nats", argv)
+        tg.start_soon(self.nats.run)
+        # The hub would only crash-loop until NATS listens; wait for it first.
+        try:
+            with anyio.fail_after(self.config.nats_ready_timeout):
+                while True:
+                    with contextlib.suppress(OSError):
+                        stream = await anyio.connect_tcp("127.0.0.1", port)
+                        await stream.aclose()
+                        break
+                    await anyio.sleep(0.05)
+        except TimeoutError:
+            log = self.logs / "nats.log"
+            raise NatsNotReady(f"nats-server did not listen on port {port}; see {log}") from None
+        return f"nats://127.0.0.1:{port}"
+
+    async def _wait_hub(self) -> None:
+        while True:
+            with contextlib.suppress(HubClientError):
+                await anyio.to_thread.run_sync(self.client.healthz, abandon_on_cancel=True)
+                return
+            await anyio.sleep(0.1)
+
+    async def _watch_deployments(self, tg: anyio.abc.TaskGroup) -> None:
+        while True:
+            try:
+                listing = await anyio.to_thread.run_sync(
+                    self.client.deployments, abandon_on_cancel=True
+                )
+            except HubClientError:
+                pass  # hub down or restarting: keep every sidecar as it is
+            else:
+                self._reconcile(tg, listing.get("deployments") or [])
+            await anyio.sleep(self.config.poll_interval)
+
+    def _reconcile(self, tg: anyio.abc.TaskGroup, deployments: list[Any]) -> None:
+        # Ids become path components below: only well-formed ones count.
+        live = {
+            d["id"]
+            for d in deployments
+            if isinstance(d, dict)
+            and is_id(d.get("id"), "dep")
+            and anchor_is_live(str(d.get("status", "")))
+        }
+        for dep in sorted(live - self.sidecars.keys()):
+            state = self.sidecar_root / dep
+            if record_path(state, dep).exists():
+                argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state)]
+                argv += ["--deployment", dep, "--nats", self.nats_url]
+                child = self.sidecars[dep] = self._child(f"sidecar-{dep}", argv)
+                tg.start_soon(child.run)
+        for dep in sorted(self.sidecars.keys() - live):
+            tg.start_soon(self.sidecars.pop(dep).stop)
+
+    async def _stop_all(self) -> None:
+        # Sidecars first (they flush to the hub), then the hub, then NATS.
+        async with anyio.create_task_group() as tg:
+            for child in self.sidecars.values():
+                tg.start_soon(child.stop)
+        self.sidecars.clear()
+        for part in (self.hub, self.nats):
+            if part is not None:
+                await part.stop()
+
+
+async def run_up(
+    config: UpConfig, *, task_status: anyio.abc.TaskStatus[UpInfo] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """Run the supervisor until cancelled; ``task_status`` gets ``UpInfo`` once the
+    hub answers ``/healthz``. On cancellation every child is stopped (SIGTERM,
+    SIGKILL after ``stop_grace``) before this returns."""
+    await Up(config).run(task_status=task_status)

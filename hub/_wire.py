@@ -1,0 +1,208 @@
+"""The hub's NATS side: request handlers, the dispatcher, boot announcements.
+
+Each subject is served by its own loop that hands every request to a task,
+with a bounded number in flight per subject: a slow SQLite write on
+``hub.events`` never stalls ``hub.hello``, and a flood on one subject
+pushes back on that subject only (its subscription buffers, then the bus
+drops; every protocol above retries until answered).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+
+from runtime import (
+    FrameDecodeError,
+    HubBoot,
+    Message,
+    Refused,
+    Subjects,
+    Subscription,
+    Transport,
+    TransportError,
+    encode,
+)
+
+from ._blobs import GC_INTERVAL, BlobCollector, BlobHandler
+from ._dispatch import DispatchConfig, Dispatcher
+from ._errors import HubError
+from ._events import EventsHandler
+from ._mint import MintHandler
+from ._sessions import NONCE_TTL, HelloHandler, SessionTable
+from ._store import Store
+
+log = logging.getLogger("mailrun.hub.wire")
+
+Handler = Callable[[bytes], Awaitable[msgspec.Struct]]
+
+
+@dataclass(frozen=True)
+class WireConfig:
+    dispatch: DispatchConfig = field(default_factory=DispatchConfig)
+    max_in_flight: int = 32
+    """Requests handled at once per subject."""
+    gc_interval: float = GC_INTERVAL
+    nonce_ttl: float = NONCE_TTL
+
+
+class Wire:
+    """What the rest of the hub sees of the wire side."""
+
+    def __init__(self, sessions: SessionTable, dispatcher: Dispatcher) -> None:
+        self.sessions = sessions
+        self.dispatcher = dispatcher
+
+    def on_accepted(self, deployment_ids: set[str]) -> None:
+        """The acceptor committed dispatches for these deployments."""
+        self.dispatcher.wake(deployment_ids)
+
+    def health(self) -> dict[str, Any]:
+        sessions = self.sessions.connected()
+        return {
+            "connected_sidecars": len(sessions),
+            "sessions": [
+                {
+                    "deployment_id": s.deployment_id,
+                    "instance_id": s.instance_id,
+                    "owner_epoch": s.owner_epoch,
+                    "since": s.opened_at,
+                }
+                for s in sorted(sessions, key=lambda s: s.deployment_id)
+            ],
+            **self.dispatcher.stats(),
+        }
+
+
+async def run_wire(
+    *,
+    store: Store,
+    transport: Transport,
+    subjects: Subjects,
+    boot_id: str,
+    config: WireConfig | None = None,
+    task_status: anyio.abc.TaskStatus[Wire] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the hub's subjects until cancelled; ``task_status.started(wire)``
+    once every subscription is up and HubBoot has been announced."""
+    config = config or WireConfig()
+    sessions = SessionTable()
+    dispatcher = Dispatcher(
+        store=store,
+        transport=transport,
+        subjects=subjects,
+        sessions=sessions,
+        config=config.dispatch,
+    )
+    collector = BlobCollector(store, interval=config.gc_interval)
+    blobs = BlobHandler(store=store, sessions=sessions)
+    handlers: dict[str, tuple[str, Handler]] = {
+        subjects.hello: (
+            "hello",
+            HelloHandler(
+                store=store,
+                sessions=sessions,
+                boot_id=boot_id,
+                on_welcome=dispatcher.session_opened,
+                nonce_ttl=config.nonce_ttl,
+            ),
+        ),
+        subjects.events: (
+            "events",
+            EventsHandler(
+                store=store,
+                sessions=sessions,
+                subject=subjects.events,
+                on_released=collector.poke,
+                on_accepted=dispatcher.wake,
+            ),
+        ),
+        subjects.blob: ("blob", blobs),
+        subjects.mint: ("mint", MintHandler(store=store, sessions=sessions)),
+    }
+    subscriptions: list[Subscription] = []
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(dispatcher.run)
+            tg.start_soon(collector.run)
+            for subject, (source, handler) in handlers.items():
+                sub = await transport.subscribe(subject)
+                subscriptions.append(sub)
+                tg.start_soon(_serve, store, sub, source, handler, config.max_in_flight)
+            await transport.flush()
+
+            async def announce() -> None:
+                try:
+                    await transport.publish(subjects.announce, encode(HubBoot(boot_id=boot_id)))
+                except TransportError as exc:
+                    log.warning("cannot announce hub boot: %s", exc)
+
+            # A sidecar that lost the bus with the hub may have missed frames
+            # meant for it: after a reconnect every sidecar says hello again.
+            transport.on_reconnect(announce)
+            await announce()
+            task_status.started(Wire(sessions, dispatcher))
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+            for sub in subscriptions:
+                with contextlib.suppress(TransportError):
+                    await sub.unsubscribe()
+        blobs.close()
+
+
+async def _serve(
+    store: Store, sub: Subscription, source: str, handler: Handler, limit: int
+) -> None:
+    slots = anyio.Semaphore(limit)
+    async with anyio.create_task_group() as tg:
+        async for message in sub:
+            await slots.acquire()
+            tg.start_soon(_answer, store, message, source, handler, slots)
+    log.info("subscription %s ended", sub.subject)
+
+
+async def _answer(
+    store: Store, message: Message, source: str, handler: Handler, slots: anyio.Semaphore
+) -> None:
+    try:
+        reply = await _handle(store, message, source, handler)
+        try:
+            await message.respond(encode(reply))
+        except TransportError as exc:
+            log.warning("cannot answer %s request: %s", source, exc)
+    finally:
+        slots.release()
+
+
+async def _handle(store: Store, message: Message, source: str, handler: Handler) -> msgspec.Struct:
+    try:
+        return await handler(message.data)
+    except FrameDecodeError as exc:
+        log.warning("undecodable %s frame on %s: %s", source, message.subject, exc)
+        await _dead_letter(store, source, message, f"decode_error: {exc}")
+        return Refused(reason="decode_error", detail=str(exc))
+    except HubError as exc:
+        return Refused(reason=exc.reason, detail=exc.detail)
+    except Exception as exc:
+        log.exception("%s request failed", source)
+        return Refused(reason="internal_error", detail=type(exc).__name__)
+
+
+async def _dead_letter(store: Store, source: str, message: Message, reason: str) -> None:
+    try:
+        async with store.write() as db:
+            await db.execute(
+                "INSERT INTO dead_letter (source, subject, reason, data, at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (source, message.subject, reason[:1000], message.data, time.time()),
+            )
+    except Exception:
+        log.exception("cannot keep a dead letter from %s", source)

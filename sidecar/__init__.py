@@ -1,0 +1,61 @@
+"""The sidecar: one OS process per deployment (``python -m sidecar``).
+
+It boots from its restore record alone, keeps a durable inbox, processes
+each run's dispatches in seq order through the deployment's workflow code,
+and ships the resulting events to the hub.
+"""
+
+from ._app import Sidecar as Sidecar
+from ._app import SidecarOptions as SidecarOptions
+from ._context import Context as Context
+from ._errors import BlobError as BlobError
+from ._errors import DigestMismatch as DigestMismatch
+from ._errors import EntrypointError as EntrypointError
+from ._errors import HandlerTimeout as HandlerTimeout
+from ._errors import HubRefused as HubRefused
+from ._errors import HubUnavailable as HubUnavailable
+from ._errors import InboxConflict as InboxConflict
+from ._errors import InboxError as InboxError
+from ._errors import InboxSchemaTooNew as InboxSchemaTooNew
+from ._errors import JoinTokenError as JoinTokenError
+from ._errors import OwnerConflict as OwnerConflict
+from ._errors import RestoreRecordMissing as RestoreRecordMissing
+from ._errors import RunAlreadyEnded as RunAlreadyEnded
+from ._errors import SidecarError as SidecarError
+from ._errors import StateNotSerializable as StateNotSerializable
+from ._errors import WorkflowLoadError as WorkflowLoadError
+from ._inbox import Inbox as Inbox
+from ._runs import RunsConfig as RunsConfig
+from ._workflow import ApprovalDecision as ApprovalDecision
+from ._workflow import Item as Item
+from ._workflow import Mail as Mail
+from ._workflow import Signal as Signal
+from ._workflow import load_workflow as load_workflow
+
+__all__ = [
+    "ApprovalDecision",
+    "BlobError",
+    "Context",
+    "DigestMismatch",
+    "EntrypointError",
+    "HandlerTimeout",
+    "HubRefused",
+    "HubUnavailable",
+    "Inbox",
+    "InboxConflict",
+    "InboxError",
+    "InboxSchemaTooNew",
+    "Item",
+    "JoinTokenError",
+    "Mail",
+    "OwnerConflict",
+    "RestoreRecordMissing",
+    "RunAlreadyEnded",
+    "RunsConfig",
+    "Sidecar",
+    "SidecarError",
+    "Signal",
+    "StateNotSerializable",
+    "WorkflowLoadError",
+    "load_workflow",
+]

@@ -1,0 +1,123 @@
+"""``python -m sidecar --state-dir D [--deployment DEP] [--nats URL] [--takeover]
+[--join TOKEN]``: one deployment's sidecar process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import anyio.abc
+
+from runtime import RecordDecodeError
+
+from ._app import Sidecar, SidecarOptions
+from ._errors import InboxSchemaTooNew, JoinTokenError, OwnerConflict, RestoreRecordMissing
+from ._record import join, locate
+
+log = logging.getLogger("mailrun.sidecar")
+
+EXIT_USAGE = 2
+EXIT_OWNER_CONFLICT = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m sidecar",
+        description="Run one deployment's sidecar from its restore record.",
+    )
+    p.add_argument("--state-dir", type=Path, required=True, help="the sidecar's state directory")
+    p.add_argument("--deployment", help="deployment id (optional when only one record exists)")
+    p.add_argument("--nats", help="NATS URL (overrides the one in the restore record)")
+    p.add_argument(
+        "--takeover", action="store_true", help="move ownership here, fencing the current owner"
+    )
+    p.add_argument("--join", metavar="TOKEN", help="write the restore record from a join token")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("MAILRUN_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.join:
+            args.deployment = join(args.state_dir, args.join, args.deployment).deployment_id
+        deployment_id = locate(args.state_dir, args.deployment).parent.name
+    except (RestoreRecordMissing, JoinTokenError) as exc:
+        log.error("%s", exc)
+        return EXIT_USAGE
+    if argv is None and deployment_id not in sys.argv:
+        # Operators and supervisors find a sidecar by the deployment id in its
+        # argv; name it there (the join token, now on disk, is left out).
+        os.execv(sys.executable, [sys.executable, "-m", "sidecar", *_argv(args, deployment_id)])
+    options = SidecarOptions(
+        state_dir=args.state_dir,
+        deployment_id=deployment_id,
+        nats_url=args.nats,
+        takeover=args.takeover,
+    )
+    try:
+        anyio.run(_serve, options)
+    except Exception as exc:
+        cause = _unwrap(exc)
+        if isinstance(cause, OwnerConflict):
+            log.error(
+                "%s: another sidecar instance owns deployment %s; stop it, or start this"
+                " one with --takeover to move the deployment here",
+                cause,
+                deployment_id,
+            )
+            return EXIT_OWNER_CONFLICT
+        if isinstance(cause, RecordDecodeError | InboxSchemaTooNew):
+            log.error("cannot boot: %s", cause)
+            return EXIT_USAGE
+        raise
+    return 0
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The one error inside (nested) single-member task group exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _argv(args: argparse.Namespace, deployment_id: str) -> list[str]:
+    out = ["--state-dir", str(args.state_dir), "--deployment", deployment_id]
+    if args.nats:
+        out += ["--nats", args.nats]
+    if args.takeover:
+        out.append("--takeover")
+    return out
+
+
+async def _serve(options: SidecarOptions) -> None:
+    sidecar = Sidecar(options)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_stop_on_signal, sidecar, tg.cancel_scope)
+        await sidecar.run()
+        tg.cancel_scope.cancel()
+
+
+async def _stop_on_signal(sidecar: Sidecar, scope: anyio.CancelScope) -> None:
+    """The first SIGTERM/SIGINT stops in order; a second one stops at once."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            if sidecar.stopping:
+                log.warning("%s again: stopping now", signal.Signals(signum).name)
+                scope.cancel()
+                return
+            log.info("%s: stopping", signal.Signals(signum).name)
+            sidecar.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The sidecar process: boot from the restore record, then serve the deployment.
+
+Boot order (each step works without the next): restore record -> inbox
+(migrations) -> workflow code -> runs (pending envelopes are processed from
+disk at once) -> record rewritten in this release's format -> NATS (waits
+for the server as long as it takes) -> hello, delivery, events shipper.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from runtime import (
+    RestoreRecord,
+    Subjects,
+    Transport,
+    Welcome,
+    new_id,
+    open_nats,
+    public_key_of,
+    read_restore_record,
+    write_restore_record,
+)
+
+from ._delivery import Delivery
+from ._errors import HubUnavailable, OwnerConflict, WorkflowLoadError
+from ._inbox import Inbox
+from ._link import HubLink, Identity
+from ._record import locate
+from ._runs import Runs, RunsConfig
+from ._shipper import Shipper
+from ._workflow import Handler, load_workflow
+
+log = logging.getLogger("mailrun.sidecar")
+
+Connect = Callable[[str, str], AbstractAsyncContextManager[Transport]]
+
+
+def _open_nats(url: str, name: str) -> AbstractAsyncContextManager[Transport]:
+    return open_nats(url, name=name)
+
+
+@dataclass(frozen=True)
+class SidecarOptions:
+    state_dir: Path
+    deployment_id: str | None = None
+    nats_url: str | None = None
+    """Overrides the record's URL for this process (the record keeps its own)."""
+    takeover: bool = False
+    runs: RunsConfig = field(default_factory=RunsConfig)
+    hello_timeout: float = 1.0
+    request_timeout: float = 2.0
+    mint_patience: float = 30.0
+    """How long ``ctx.spawn`` waits for the hub before the handler call fails."""
+
+
+class Sidecar:
+    def __init__(self, options: SidecarOptions, *, connect: Connect = _open_nats) -> None:
+        self.options = options
+        self._connect = connect
+        self.started = anyio.Event()
+        """Set once the inbox is open and the runs are restored."""
+        self.inbox: Inbox | None = None
+        self.runs: Runs | None = None
+        self.link: HubLink | None = None
+        self.shipper: Shipper | None = None
+        self.record: RestoreRecord | None = None
+        self._record_path: Path | None = None
+        self._serving = anyio.CancelScope()
+
+    async def run(self) -> None:
+        """Serve until stopped or cancelled; raises :class:`OwnerConflict` when another
+        instance owns the deployment (and this one did not ask to take over)."""
+        try:
+            await self._run()
+        except* OwnerConflict as group:
+            raise _leaf(group) from None
+
+    async def _run(self) -> None:
+        path = locate(self.options.state_dir, self.options.deployment_id)
+        record, version = read_restore_record(path)
+        self._record_path = path
+        async with AsyncExitStack() as stack:
+            inbox = await Inbox.open(path.parent / "inbox.db")
+            stack.push_async_callback(inbox.aclose)
+            self.inbox = inbox
+            instance_id = await self._instance_id(inbox, record)
+            runs = Runs(
+                inbox=inbox,
+                deployment_id=record.deployment_id,
+                handler=_load(record, path.parent / "src"),
+                minter=self,
+                on_commit=self._committed,
+                config=self.options.runs,
+            )
+            self.runs = await stack.enter_async_context(runs)
+            self.record = msgspec.structs.replace(
+                record,
+                instance_id=instance_id,
+                public_key=record.public_key or public_key_of(record.hub_key.seed),
+            )
+            if version < 2 or self.record != record:
+                await self._persist()
+            self.started.set()
+            log.info(
+                "deployment %s restored (instance %s, processed up to seq %d)",
+                record.deployment_id,
+                instance_id,
+                inbox.last_seq,
+            )
+            with self._serving:
+                url = self.options.nats_url or record.nats_url
+                async with self._connect(url, f"sidecar {record.deployment_id}") as transport:
+                    await self._serve(transport, self.record, inbox)
+
+    def stop(self) -> None:
+        """Stop in order: close the hub link and NATS, let the runs finish their
+        current batch, close the inbox. (Cancelling ``run`` stops at once.)"""
+        self._serving.cancel()
+
+    @property
+    def stopping(self) -> bool:
+        return self._serving.cancel_called
+
+    async def _serve(self, transport: Transport, record: RestoreRecord, inbox: Inbox) -> None:
+        assert record.instance_id is not None and record.public_key is not None
+        subjects = Subjects(record.subject_prefix)
+        link = HubLink(
+            transport=transport,
+            subjects=subjects,
+            identity=Identity(
+                record.deployment_id, record.instance_id, record.hub_key.seed, record.public_key
+            ),
+            takeover=self.options.takeover,
+            hello_timeout=self.options.hello_timeout,
+            request_timeout=self.options.request_timeout,
+            on_welcome=self._welcomed,
+        )
+        self.link = link
+        self.shipper = Shipper(inbox=inbox, link=link, timeout=self.options.request_timeout)
+        delivery = Delivery(
+            inbox=inbox, link=link, deployment_id=record.deployment_id, on_stored=self._stored
+        )
+        inbound = await transport.subscribe(subjects.inbound(record.deployment_id))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(delivery.run, inbound)
+            tg.start_soon(link.watch_announcements)
+            tg.start_soon(self.shipper.run)
+            tg.start_soon(link.run)
+
+    async def _instance_id(self, inbox: Inbox, record: RestoreRecord) -> str:
+        # Kept in the inbox too: a v1 record cannot hold it before the first
+        # rewrite, and a new id after a crash would look like another owner.
+        stored = await inbox.get_meta("instance_id")
+        instance_id = record.instance_id or stored or new_id("ins")
+        if stored != instance_id:
+            await inbox.set_meta("instance_id", instance_id)
+        return str(instance_id)
+
+    async def _persist(self) -> None:
+        assert self.record is not None and self._record_path is not None
+        await anyio.to_thread.run_sync(write_restore_record, self._record_path, self.record)
+
+    async def _welcomed(self, welcome: Welcome) -> None:
+        assert self.inbox is not None and self.runs is not None and self.record is not None
+        skipped = await self.inbox.raise_floor(welcome.floor_seq)
+        if skipped:
+            log.warning("hub settled %d pending envelope(s) elsewhere; skipped them", skipped)
+        self.runs.kick()
+        if self.record.session_id != welcome.session_id:
+            self.record = msgspec.structs.replace(self.record, session_id=welcome.session_id)
+            await self._persist()
+
+    def _committed(self) -> None:
+        if self.shipper is not None:
+            self.shipper.wake()
+
+    def _stored(self) -> None:
+        if self.runs is not None:
+            self.runs.kick()
+
+    async def mint_child(self, parent_run_id: str, request_id: str) -> str:
+        """The runs' minter: the hub mints child runs. A short hub outage is
+        waited out (the request id makes retries safe) instead of costing the
+        handler an attempt of its retry budget."""
+        attempt = 0
+        with anyio.move_on_after(self.options.mint_patience):
+            while True:
+                link = self.link
+                if link is not None and await link.wait_session(1.0) is not None:
+                    try:
+                        return await link.mint_child(parent_run_id, request_id)
+                    except HubUnavailable as exc:
+                        log.info("minting a child of %s: %s; retrying", parent_run_id, exc)
+                attempt += 1
+                await anyio.sleep(min(1.0, 0.05 * 2.0**attempt))
+        raise HubUnavailable(
+            f"no hub to mint a child run of {parent_run_id} within {self.options.mint_patience}s"
+        )
+
+
+def _leaf(group: BaseExceptionGroup[OwnerConflict]) -> OwnerConflict:
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, OwnerConflict)
+    return first
+
+
+def _load(record: RestoreRecord, src_dir: Path) -> Handler:
+    try:
+        return load_workflow(record.sources, src_dir, record.deployment_id)
+    except WorkflowLoadError as exc:
+        # The sidecar still serves: each run fails visibly with this error
+        # (after the usual retries) instead of the process crash-looping.
+        log.error("workflow of %s does not load: %s", record.deployment_id, exc)
+        message = str(exc)
+
+        async def broken(ctx: Any, item: Any) -> None:
+            raise WorkflowLoadError(message)
+
+        return broken

@@ -1,0 +1,143 @@
+"""The handler's ``ctx``: run state plus the effects a handler may ask for.
+
+Effects are not performed while the handler runs: they become events that
+are committed with the state change and the envelope's consumption in one
+inbox transaction, then shipped. A handler that raises therefore leaves no
+effect behind, and its retry starts from the last committed state. Only
+``spawn`` talks to the hub during the call (the hub mints child runs); its
+request id is derived from the dispatch, so a retried handler gets the same
+child back instead of a second one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import MutableMapping
+from typing import Any, Protocol
+
+import msgspec
+
+from runtime import ApprovalRequested, ChildRunStarted, Event, MailSent, new_id
+
+from ._errors import RunAlreadyEnded, StateNotSerializable
+
+log = logging.getLogger("mailrun.workflow")
+
+
+class Minter(Protocol):
+    async def mint_child(self, parent_run_id: str, request_id: str) -> str: ...
+
+
+def to_json(value: Any, what: str) -> bytes:
+    """Encode ``value`` as JSON or raise :class:`StateNotSerializable`."""
+    try:
+        return msgspec.json.encode(value)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise StateNotSerializable(f"{what} is not JSON-able: {exc}") from exc
+
+
+class _RunLog(logging.LoggerAdapter[logging.Logger]):
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        return f"[{self.extra['run_id'] if self.extra else ''}] {msg}", kwargs
+
+
+class Context:
+    """What ``main(ctx, item)`` gets. ``state`` must stay a JSON-able dict."""
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        deployment_id: str,
+        dispatch_id: str,
+        state: dict[str, Any],
+        minter: Minter | None,
+    ) -> None:
+        self.run_id = run_id
+        self.deployment_id = deployment_id
+        self.state = state
+        self.log: logging.LoggerAdapter[logging.Logger] = _RunLog(log, {"run_id": run_id})
+        self.events: list[Event] = []
+        self.completed = False
+        self.failed = False
+        self.result: Any = None
+        self.error = ""
+        self._dispatch_id = dispatch_id
+        self._minter = minter
+        self._spawned = 0
+
+    @property
+    def ended(self) -> bool:
+        return self.completed or self.failed
+
+    def complete(self, result: Any = None) -> None:
+        """End the run successfully with a JSON-able ``result``."""
+        self._end()
+        to_json(result, "the run result")
+        self.completed, self.result = True, result
+
+    def fail(self, error: str) -> None:
+        """End the run as failed with ``error`` (no retry: this is the handler's verdict)."""
+        self._end()
+        self.failed, self.error = True, str(error)
+
+    def send(self, to: str, subject: str = "", body: bytes | str = b"") -> None:
+        """Send a mail (delivered by the hub once this item is committed)."""
+        if not isinstance(to, str) or not to:
+            raise ValueError("send() needs a recipient address")
+        data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        self.events.append(
+            MailSent(
+                event_id=new_id("evt"),
+                run_id=self.run_id,
+                at=time.time(),
+                to=to,
+                subject=subject,
+                body=data,
+            )
+        )
+
+    async def spawn(self, entrypoint: str, input: Any = None) -> str:
+        """Start a child run of ``entrypoint`` with ``input``; returns its run id.
+
+        The hub mints the child run first. Executing child runs is not part
+        of this release's sidecar: the child is recorded (ChildRunStarted)
+        and its id returned.
+        """
+        to_json(input, "the child run input")
+        if self._minter is None:
+            raise RuntimeError("spawn() is not available in this context")
+        self._spawned += 1
+        child = await self._minter.mint_child(self.run_id, f"{self._dispatch_id}:{self._spawned}")
+        self.events.append(
+            ChildRunStarted(
+                event_id=new_id("evt"),
+                run_id=self.run_id,
+                at=time.time(),
+                child_run_id=child,
+                entrypoint=entrypoint,
+                input=input,
+            )
+        )
+        return child
+
+    def request_approval(self, prompt: str) -> str:
+        """Ask a human; the decision arrives later as an ApprovalDecision item."""
+        approval_id = new_id("apr")
+        self.events.append(
+            ApprovalRequested(
+                event_id=new_id("evt"),
+                run_id=self.run_id,
+                at=time.time(),
+                approval_id=approval_id,
+                prompt=str(prompt),
+            )
+        )
+        return approval_id
+
+    def _end(self) -> None:
+        if self.ended:
+            raise RunAlreadyEnded(f"run {self.run_id} was already ended by this handler")

@@ -1,0 +1,172 @@
+"""Delivery: ``mail.inbound.<dep>`` frames into the inbox, then their Acks.
+
+The subscription pumps messages into a bounded memory stream; one writer
+task drains everything waiting (up to ``batch_limit``), persists the batch
+in one transaction, answers each frame, and wakes the scheduler. An Ack of
+``stored`` or ``duplicate`` is only ever sent after the commit, so the hub
+never takes a frame for delivered that a crash could lose.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from runtime import (
+    Ack,
+    FrameDecodeError,
+    FrameDecoder,
+    MailInbound,
+    Message,
+    Subscription,
+    TransportError,
+    encode,
+)
+
+from ._envelope import Envelope
+from ._errors import BlobError, DigestMismatch, SidecarError
+from ._inbox import Inbox
+from ._link import HubLink, Session
+
+log = logging.getLogger("mailrun.sidecar.delivery")
+
+
+@dataclass(slots=True)
+class _Frame:
+    message: Message
+    frame: MailInbound
+    body: bytes | None
+    ack: Ack | None = None
+
+
+class Delivery:
+    def __init__(
+        self,
+        *,
+        inbox: Inbox,
+        link: HubLink,
+        deployment_id: str,
+        on_stored: Callable[[], None],
+        batch_limit: int = 256,
+        queue_size: int = 1024,
+        session_wait: float = 1.0,
+    ) -> None:
+        self._inbox = inbox
+        self._link = link
+        self._deployment_id = deployment_id
+        self._on_stored = on_stored
+        self._batch_limit = batch_limit
+        self._queue_size = queue_size
+        self._session_wait = session_wait
+        self._decoder: FrameDecoder[MailInbound] = FrameDecoder(MailInbound)
+
+    async def run(self, subscription: Subscription) -> None:
+        send, receive = anyio.create_memory_object_stream[Message](self._queue_size)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._writer, receive)
+            async with send:
+                async for message in subscription:
+                    await send.send(message)
+
+    async def _writer(self, receive: MemoryObjectReceiveStream[Message]) -> None:
+        async with receive:
+            async for first in receive:
+                batch = [first]
+                while len(batch) < self._batch_limit:
+                    try:
+                        batch.append(receive.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                await self._handle(batch)
+
+    async def _handle(self, messages: list[Message]) -> None:
+        dead: list[tuple[str, str, bytes]] = []
+        replies: list[tuple[Message, Ack]] = []
+        frames: list[_Frame] = []
+        for message in messages:
+            try:
+                frame = self._decoder.decode(message.data)
+            except FrameDecodeError as exc:
+                reason = f"decode_error: {exc}"
+                dead.append((message.subject, reason, message.data))
+                replies.append((message, Ack(dispatch_id="", result="refused", reason=reason)))
+                continue
+            if frame.deployment_id != self._deployment_id:
+                refuse = Ack(
+                    dispatch_id=frame.dispatch_id, result="refused", reason="wrong_deployment"
+                )
+                replies.append((message, refuse))
+                continue
+            frames.append(_Frame(message, frame, frame.body))
+        if frames:
+            session = self._link.session or await self._link.wait_session(self._session_wait)
+            frames = self._fence(frames, session, replies)
+            await self._fetch_claims(frames)
+        stored = [f for f in frames if f.ack is None]
+        fresh = await self._inbox.store(
+            [Envelope.from_frame(f.frame, f.body) for f in stored], dead
+        )
+        for f, new in zip(stored, fresh, strict=True):
+            f.ack = Ack(dispatch_id=f.frame.dispatch_id, result="stored" if new else "duplicate")
+        replies.extend((f.message, f.ack) for f in frames if f.ack is not None)
+        for message, ack in replies:
+            try:
+                await message.respond(encode(ack))
+            except TransportError as exc:
+                # The hub retries an unanswered frame; a duplicate is harmless.
+                log.warning("could not answer %s: %s", ack.dispatch_id or "a frame", exc)
+        if any(fresh):
+            self._on_stored()
+
+    def _fence(
+        self, frames: list[_Frame], session: Session | None, replies: list[tuple[Message, Ack]]
+    ) -> list[_Frame]:
+        """Keep the frames this instance may accept as the deployment's owner.
+
+        Without a session, or with a frame from a newer owner epoch, the frame
+        is for another instance: it stays unanswered (an answer could be taken
+        for the owner's), and a newer epoch prompts a hello to learn the news.
+        An older epoch is refused: the hub fences its sender's frames.
+        """
+        if session is None:
+            log.info("no session yet: leaving %d frame(s) for the hub to resend", len(frames))
+            return []
+        kept: list[_Frame] = []
+        for f in frames:
+            epoch = f.frame.owner_epoch
+            if epoch < session.owner_epoch:
+                f.ack = Ack(dispatch_id=f.frame.dispatch_id, result="refused", reason="stale_epoch")
+                replies.append((f.message, f.ack))
+            elif epoch > session.owner_epoch:
+                self._link.rehello()
+            else:
+                kept.append(f)
+        return kept
+
+    async def _fetch_claims(self, frames: list[_Frame]) -> None:
+        claimed = [f for f in frames if f.frame.claim is not None and f.body is None]
+        if not claimed:
+            return
+        known = await self._inbox.known([f.frame.dispatch_id for f in claimed])
+        for f in claimed:
+            claim = f.frame.claim
+            if f.frame.dispatch_id in known or claim is None:
+                continue  # a duplicate: the body is already here
+            try:
+                f.body = await self._link.fetch_blob(claim)
+            except DigestMismatch as exc:
+                log.warning("refusing %s: %s", f.frame.dispatch_id, exc)
+                f.ack = Ack(
+                    dispatch_id=f.frame.dispatch_id,
+                    result="refused",
+                    reason=f"digest_mismatch: {exc}",
+                )
+            except SidecarError as exc:
+                reason = "blob_unavailable" if not isinstance(exc, BlobError) else "blob_refused"
+                f.ack = Ack(
+                    dispatch_id=f.frame.dispatch_id, result="refused", reason=f"{reason}: {exc}"
+                )

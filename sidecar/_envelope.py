@@ -1,0 +1,70 @@
+"""The claim-check envelope: what the inbox keeps for one dispatch.
+
+Stored as a msgpack map in ``inbox.envelope``. Release 1 wrote ``{"v": 1,
+dispatch_id, deployment_id, address, kind, message_id, sender, subject,
+body}`` with no ``run_id`` (the run id was the address); this release writes
+``"v": 2`` with the MailInbound fields. One reader takes both.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from runtime import MailInbound, RecordDecodeError
+
+ENVELOPE_VERSION = 2
+
+
+class Envelope(msgspec.Struct, kw_only=True):
+    v: int = ENVELOPE_VERSION
+    dispatch_id: str
+    deployment_id: str = ""
+    run_id: str | None = None
+    address: str = ""
+    seq: int | None = None
+    kind: str = "mail"
+    message_id: str | None = None
+    sender: str | None = None
+    subject: str | None = None
+    body: bytes | None = None
+    body_digest: str | None = None
+    start_request_id: str | None = None
+    owner_epoch: int = 0
+
+    @property
+    def effective_run_id(self) -> str:
+        return self.run_id if self.run_id is not None else self.address
+
+    @classmethod
+    def from_frame(cls, frame: MailInbound, body: bytes | None) -> Envelope:
+        """The envelope of a delivered frame; ``body`` is inline or already fetched."""
+        return cls(
+            dispatch_id=frame.dispatch_id,
+            deployment_id=frame.deployment_id,
+            run_id=frame.effective_run_id,
+            address=frame.address,
+            seq=frame.seq,
+            kind=frame.kind,
+            message_id=frame.message_id,
+            sender=frame.sender,
+            subject=frame.subject,
+            body=body,
+            body_digest=frame.claim.digest if frame.claim is not None else None,
+            start_request_id=frame.start_request_id,
+            owner_epoch=frame.owner_epoch,
+        )
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Envelope)
+
+
+def encode_envelope(envelope: Envelope) -> bytes:
+    return _encoder.encode(envelope)
+
+
+def decode_envelope(data: bytes) -> Envelope:
+    try:
+        return _decoder.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise RecordDecodeError(f"unreadable inbox envelope: {exc}") from exc

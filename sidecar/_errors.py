@@ -1,0 +1,74 @@
+"""The sidecar's exceptions: one root (under runtime's), one subclass per failure."""
+
+from __future__ import annotations
+
+from runtime import MailrunError
+
+
+class SidecarError(MailrunError):
+    """Root of every error the sidecar raises on purpose."""
+
+
+class RestoreRecordMissing(SidecarError):
+    """No restore record to boot from (or several, and no ``--deployment``)."""
+
+
+class JoinTokenError(SidecarError, ValueError):
+    """A ``--join`` token that is not base64url of a restore record."""
+
+
+class InboxError(SidecarError):
+    """Root of the durable inbox's errors."""
+
+
+class InboxSchemaTooNew(InboxError):
+    """The inbox was written by a newer release; this one will not touch it."""
+
+
+class InboxConflict(InboxError):
+    """A commit raced another writer of the processing position; nothing was written."""
+
+
+class WorkflowLoadError(SidecarError):
+    """The deployment's sources could not be written or imported."""
+
+
+class EntrypointError(WorkflowLoadError):
+    """The entrypoint is missing, malformed, or not an async function."""
+
+
+class StateNotSerializable(SidecarError, TypeError):
+    """``ctx.state`` (or a run result) is not JSON-able, so it cannot be persisted."""
+
+
+class RunAlreadyEnded(SidecarError):
+    """The handler called ``complete``/``fail`` twice for one run."""
+
+
+class HandlerTimeout(SidecarError, TimeoutError):
+    """The workflow handler did not return within the sidecar's handler timeout."""
+
+
+class HubUnavailable(SidecarError, TimeoutError):
+    """The hub did not answer (no session, timeout, or nobody listening)."""
+
+
+class HubRefused(SidecarError):
+    """The hub answered ``Refused``; ``reason`` is its snake_case code."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"hub refused: {reason}" + (f" ({detail})" if detail else ""))
+        self.reason = reason
+        self.detail = detail
+
+
+class OwnerConflict(HubRefused):
+    """Another sidecar instance owns this deployment (start with ``--takeover`` to move it)."""
+
+
+class BlobError(SidecarError):
+    """A claim-checked body could not be fetched intact."""
+
+
+class DigestMismatch(BlobError):
+    """The fetched body's size or sha256 differs from its claim check."""

@@ -1,0 +1,342 @@
+"""The durable inbox: envelopes, run state, run status and the event outbox.
+
+One SQLite file per deployment (``inbox.db``, WAL, ``synchronous=NORMAL``)
+on one aiosqlite connection. Every operation holds one lock: the writer
+task, the run actors and the shipper share the connection, and statements
+of two tasks must never interleave inside one transaction. Each operation
+is a handful of calls at most (each aiosqlite call is a thread hop), and
+batched work (a batch of frames, a batch of processed envelopes, one ack)
+is one transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+import msgspec
+
+from runtime import Event, RecordDecodeError, encode
+
+from ._envelope import Envelope, decode_envelope, encode_envelope
+from ._errors import InboxConflict
+from ._schema import migrate, transaction
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """One pending inbox row; ``envelope`` is None when it cannot be read."""
+
+    dispatch_id: str
+    run_id: str
+    seq: int | None
+    envelope: Envelope | None
+    raw: bytes
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    run_id: str
+    status: str | None  # None: the run has not started here
+    state: dict[str, Any]
+    last_seq: int | None
+
+
+@dataclass(slots=True)
+class Commit:
+    """Everything one processing step persists, in one transaction."""
+
+    run_id: str
+    status: str
+    consumed: list[tuple[str, int | None, str]]  # (dispatch_id, seq, outcome)
+    state: dict[str, Any] | None = None  # None: unchanged
+    result: bytes | None = None  # JSON
+    error: str | None = None
+    events: list[Event] = field(default_factory=list)
+    dead: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, data)
+
+
+class Inbox:
+    def __init__(self, db: aiosqlite.Connection, path: Path, last_seq: int) -> None:
+        self.db = db
+        self.path = path
+        self._last_seq = last_seq
+        self._lock = anyio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path) -> Inbox:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        db = await aiosqlite.connect(path, isolation_level=None)
+        try:
+            await db.execute("PRAGMA journal_mode=WAL")
+            await db.execute("PRAGMA synchronous=NORMAL")
+            await db.execute("PRAGMA busy_timeout=5000")
+            await migrate(db)
+            # Acknowledged events are the hub's now; keep the outbox small.
+            await db.execute("DELETE FROM outbox WHERE acked = 1")
+            async with db.execute("SELECT value FROM meta WHERE key = 'last_seq'") as cur:
+                row = await cur.fetchone()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await db.close()
+            raise
+        return cls(db, path, int(row[0]) if row is not None else 0)
+
+    async def aclose(self) -> None:
+        # Shielded: closing runs during cancellation, and a dropped connection
+        # would leave its worker thread behind.
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                await self.db.close()
+
+    @property
+    def last_seq(self) -> int:
+        """The highest seq processed in order (every lower one is done too)."""
+        return self._last_seq
+
+    # --- meta -----------------------------------------------------------------
+
+    async def get_meta(self, key: str) -> Any:
+        async with self._lock:
+            rows = await self.db.execute_fetchall("SELECT value FROM meta WHERE key = ?", (key,))
+        return next((row[0] for row in rows), None)
+
+    async def set_meta(self, key: str, value: Any) -> None:
+        async with self._lock:
+            await self.db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # --- delivery -------------------------------------------------------------
+
+    async def known(self, dispatch_ids: Sequence[str]) -> set[str]:
+        """Which of these dispatches are already in the inbox."""
+        if not dispatch_ids:
+            return set()
+        marks = ",".join("?" * len(dispatch_ids))
+        async with self._lock:
+            rows = await self.db.execute_fetchall(
+                f"SELECT dispatch_id FROM inbox WHERE dispatch_id IN ({marks})", tuple(dispatch_ids)
+            )
+        return {row[0] for row in rows}
+
+    async def store(
+        self, envelopes: Sequence[Envelope], dead: Sequence[tuple[str, str, bytes]] = ()
+    ) -> list[bool]:
+        """Persist a batch; per envelope True (stored) or False (a duplicate:
+        already there, or earlier in this batch).
+
+        The envelopes go in as ONE multi-row ``INSERT OR IGNORE ... RETURNING``
+        statement: atomic on its own, and it names the rows it inserted, so
+        duplicates are known without a read first. ``dead`` rows ``(source,
+        reason, data)`` go to the dead letter table. A duplicate changes
+        nothing, except that a row release 1 stored without a seq learns the
+        seq the hub gave it.
+        """
+        now = time.time()
+        fresh: list[bool] = []
+        async with self._lock:
+            if envelopes:
+                rows = [
+                    (e.dispatch_id, encode_envelope(e), e.effective_run_id, e.seq, now)
+                    for e in envelopes
+                ]
+                inserted = {
+                    row[0]
+                    for row in await self.db.execute_fetchall(
+                        "INSERT OR IGNORE INTO inbox (dispatch_id, envelope, state, run_id, seq,"
+                        " received_at) VALUES "
+                        + ",".join(["(?, ?, 'pending', ?, ?, ?)"] * len(rows))
+                        + " RETURNING dispatch_id",
+                        [value for row in rows for value in row],
+                    )
+                }
+                for e in envelopes:
+                    fresh.append(e.dispatch_id in inserted)
+                    inserted.discard(e.dispatch_id)  # a second copy in the batch is a duplicate
+                learned = [
+                    (e.dispatch_id, e.seq)
+                    for e, new in zip(envelopes, fresh, strict=True)
+                    if not new and e.seq is not None
+                ]
+                if learned:
+                    await self._learn_seqs(learned)
+            if dead:
+                await self.db.executemany(
+                    "INSERT INTO dead_letter (source, reason, data, at) VALUES (?, ?, ?, ?)",
+                    [(source, reason, data, now) for source, reason, data in dead],
+                )
+        return fresh
+
+    async def _learn_seqs(self, learned: list[tuple[str, int]]) -> None:
+        # One statement for the common case (redelivered rows that have their
+        # seq already: it matches nothing); a transaction only when it did.
+        updated = await self.db.execute_fetchall(
+            "UPDATE inbox SET seq = v.column2 FROM (VALUES "
+            + ",".join(["(?, ?)"] * len(learned))
+            + ") AS v WHERE inbox.dispatch_id = v.column1 AND inbox.seq IS NULL"
+            " RETURNING inbox.dispatch_id",
+            [value for pair in learned for value in pair],
+        )
+        if updated:
+            async with transaction(self.db) as db:
+                last = await _advance_over_done(db, self._last_seq)
+            self._last_seq = last
+
+    async def raise_floor(self, floor: int) -> int:
+        """The hub finished every dispatch up to ``floor``: never wait for them.
+
+        Pending envelopes at or below it are marked ``skipped`` (the hub has
+        applied them from another owner). Returns how many were skipped.
+        """
+        async with self._lock:
+            if floor <= self._last_seq:
+                return 0
+            async with transaction(self.db) as db:
+                cur = await db.execute(
+                    "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?"
+                    " WHERE state = 'pending' AND seq <= ?",
+                    (time.time(), floor),
+                )
+                last = await _advance_over_done(db, floor)
+            self._last_seq = last
+            return int(cur.rowcount)
+
+    # --- processing -----------------------------------------------------------
+
+    async def next_batch(self, limit: int) -> list[Pending]:
+        """The next envelopes in processing order, all of one run.
+
+        Release 1 envelopes (no seq) come first, in arrival order. Then the
+        one whose seq is ``last_seq + 1`` and its consecutive successors: a
+        gap (a frame not delivered yet) stops the batch, it never reorders.
+        """
+        async with self._lock:
+            rows = await self.db.execute_fetchall(
+                "SELECT dispatch_id, run_id, seq, envelope FROM inbox"
+                " WHERE state = 'pending' AND (seq IS NULL OR seq > ?)"
+                " ORDER BY seq IS NOT NULL, seq, rowid LIMIT ?",
+                (self._last_seq, limit),
+            )
+        batch: list[Pending] = []
+        expected = self._last_seq + 1
+        for dispatch_id, run_id, seq, data in rows:
+            if batch and (run_id != batch[0].run_id or (seq is None) != (batch[0].seq is None)):
+                break
+            if seq is not None:
+                if seq != expected:
+                    break
+                expected += 1
+            batch.append(_pending(dispatch_id, run_id, seq, bytes(data)))
+        return batch
+
+    async def load_run(self, run_id: str) -> RunRecord:
+        async with self._lock:
+            ((status, last_seq, data),) = await self.db.execute_fetchall(
+                "SELECT r.status, r.last_seq, s.state FROM (SELECT ? AS id) AS q"
+                " LEFT JOIN run AS r ON r.run_id = q.id"
+                " LEFT JOIN run_state AS s ON s.run_id = q.id",
+                (run_id,),
+            )
+        state = msgspec.msgpack.decode(bytes(data)) if data is not None else {}
+        if not isinstance(state, dict):
+            raise RecordDecodeError(f"run state of {run_id} is not a map")
+        return RunRecord(run_id=run_id, status=status, state=state, last_seq=last_seq)
+
+    async def commit(self, c: Commit) -> None:
+        """Persist one processing step atomically: state, consumption, run
+        status, events (outbox) and dead letters. Raises :class:`InboxConflict`
+        (and writes nothing) when the envelopes are no longer the next ones."""
+        seqs = [seq for _, seq, _ in c.consumed if seq is not None]
+        new_last = max(seqs) if seqs else self._last_seq
+        now = time.time()
+        async with self._lock:
+            async with transaction(self.db) as db:
+                if seqs:
+                    cur = await db.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'last_seq' AND value = ?",
+                        (new_last, self._last_seq),
+                    )
+                    if cur.rowcount != 1:
+                        raise InboxConflict("the processing position moved meanwhile")
+                cur = await db.executemany(
+                    "UPDATE inbox SET state = 'done', outcome = ?, processed_at = ?"
+                    " WHERE dispatch_id = ? AND state = 'pending'",
+                    [(outcome, now, dispatch_id) for dispatch_id, _, outcome in c.consumed],
+                )
+                if cur.rowcount != len(c.consumed):
+                    raise InboxConflict("an envelope was consumed meanwhile")
+                if c.state is not None:
+                    await db.execute(
+                        "INSERT OR REPLACE INTO run_state (run_id, state) VALUES (?, ?)",
+                        (c.run_id, msgspec.msgpack.encode(c.state)),
+                    )
+                await db.execute(
+                    "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
+                    " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE"
+                    " SET status = excluded.status, result = COALESCE(excluded.result, result),"
+                    " error = COALESCE(excluded.error, error),"
+                    " last_seq = COALESCE(excluded.last_seq, last_seq),"
+                    " updated_at = excluded.updated_at",
+                    (c.run_id, c.status, c.result, c.error, max(seqs) if seqs else None, now, now),
+                )
+                if c.events:
+                    await db.executemany(
+                        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
+                        [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in c.events],
+                    )
+                if c.dead:
+                    await db.executemany(
+                        "INSERT INTO dead_letter (source, reason, data, at)"
+                        " VALUES ('inbox', ?, ?, ?)",
+                        [(reason, data, now) for reason, data in c.dead],
+                    )
+            self._last_seq = new_last
+
+    # --- outbox ---------------------------------------------------------------
+
+    async def unacked(self, limit: int) -> list[bytes]:
+        """Encoded events not yet acknowledged by the hub, in outbox order."""
+        async with self._lock:
+            rows = await self.db.execute_fetchall(
+                "SELECT frame FROM outbox WHERE acked = 0 ORDER BY pos LIMIT ?", (limit,)
+            )
+        return [bytes(row[0]) for row in rows]
+
+    async def mark_acked(self, event_ids: Sequence[str]) -> None:
+        if not event_ids:
+            return
+        marks = ",".join("?" * len(event_ids))
+        async with self._lock:
+            await self.db.execute(
+                f"UPDATE outbox SET acked = 1 WHERE event_id IN ({marks})", tuple(event_ids)
+            )
+
+
+async def _advance_over_done(db: aiosqlite.Connection, last: int) -> int:
+    """Move the processing position over seqs already done (release 1 rows
+    that learned their seq after being processed)."""
+    for (seq,) in await db.execute_fetchall(
+        "SELECT seq FROM inbox WHERE state = 'done' AND seq > ? ORDER BY seq", (last,)
+    ):
+        if seq != last + 1:
+            break
+        last = seq
+    await db.execute("UPDATE meta SET value = ? WHERE key = 'last_seq'", (last,))
+    return last
+
+
+def _pending(dispatch_id: str, run_id: str, seq: int | None, data: bytes) -> Pending:
+    try:
+        envelope = decode_envelope(data)
+    except RecordDecodeError as exc:
+        return Pending(dispatch_id, run_id, seq, None, data, str(exc))
+    return Pending(dispatch_id, run_id, seq, envelope, data)

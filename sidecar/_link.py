@@ -1,0 +1,255 @@
+"""The hub link: the session (hello, challenge, welcome), and requests to the hub.
+
+One owned loop keeps a session: it says hello, keeps the Welcome, and then
+sleeps until something says the session may be gone: a HubBoot from a hub
+with another boot id, a transport reconnect, or a Refused{unknown_session |
+stale_epoch} from any request. Failures back off with jitter, capped at
+about a second, so a restarted hub sees its sidecars back well within 2 s.
+The old session is kept until a new Welcome replaces it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from runtime import (
+    BlobChunk,
+    BlobGet,
+    Challenge,
+    Claim,
+    FrameDecodeError,
+    FrameDecoder,
+    Hello,
+    HubBoot,
+    MintChild,
+    Minted,
+    Refused,
+    Subjects,
+    Transport,
+    TransportError,
+    Welcome,
+    encode,
+    hello_message,
+    sign,
+)
+
+from ._errors import BlobError, DigestMismatch, HubRefused, HubUnavailable, OwnerConflict
+
+log = logging.getLogger("mailrun.sidecar.link")
+
+REHELLO_REASONS = frozenset({"unknown_session", "stale_epoch"})
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    session_id: str
+    owner_epoch: int
+    hub_boot_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    deployment_id: str
+    instance_id: str
+    seed: str
+    public_key: str
+
+
+class HubLink:
+    def __init__(
+        self,
+        *,
+        transport: Transport,
+        subjects: Subjects,
+        identity: Identity,
+        takeover: bool = False,
+        hello_timeout: float = 1.0,
+        request_timeout: float = 2.0,
+        backoff_cap: float = 1.0,
+        on_welcome: Callable[[Welcome], Awaitable[None]] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.subjects = subjects
+        self.identity = identity
+        self.session: Session | None = None
+        self._takeover = takeover
+        self._hello_timeout = hello_timeout
+        self._request_timeout = request_timeout
+        self._backoff_cap = backoff_cap
+        self._wake = anyio.Event()
+        self._changed = anyio.Event()
+        self._on_welcome = on_welcome
+
+    # --- session --------------------------------------------------------------
+
+    def rehello(self) -> None:
+        """Say hello again soon (the session may be gone)."""
+        self._wake.set()
+
+    async def wait_session(self, timeout: float) -> Session | None:
+        with anyio.move_on_after(timeout):
+            while self.session is None:
+                await self._changed.wait()
+        return self.session
+
+    async def run(self) -> None:
+        """Keep a session forever; raises :class:`OwnerConflict` when fenced out."""
+        self.transport.on_reconnect(self._on_reconnect)
+        attempt = 0
+        last_problem = ""
+        while True:
+            self._wake = anyio.Event()
+            try:
+                welcome = await self._hello()
+            except OwnerConflict:
+                raise
+            except (HubRefused, HubUnavailable) as exc:
+                if str(exc) != last_problem:
+                    log.warning("hello failed, retrying: %s", exc)
+                    last_problem = str(exc)
+                attempt += 1
+                with anyio.move_on_after(self._backoff(attempt)):
+                    await self._wake.wait()
+                continue
+            attempt, last_problem = 0, ""
+            # Only the first claim may take ownership over; later hellos just
+            # renew the session of the owner this instance now is.
+            self._takeover = False
+            log.info(
+                "session %s (epoch %d, hub boot %s)",
+                welcome.session_id,
+                welcome.owner_epoch,
+                welcome.hub_boot_id,
+            )
+            if self._on_welcome is not None:
+                try:
+                    await self._on_welcome(welcome)
+                except Exception:
+                    log.exception("handling the welcome failed; the session stands")
+            self.session = Session(welcome.session_id, welcome.owner_epoch, welcome.hub_boot_id)
+            self._changed.set()
+            self._changed = anyio.Event()
+            await self._wake.wait()
+
+    async def watch_announcements(self) -> None:
+        """Re-hello at once when a hub with another boot id announces itself."""
+        decoder: FrameDecoder[HubBoot] = FrameDecoder(HubBoot)
+        subscription = await self.transport.subscribe(self.subjects.announce)
+        async for message in subscription:
+            try:
+                boot = decoder.decode(message.data)
+            except FrameDecodeError as exc:
+                log.warning("ignoring an unreadable announcement: %s", exc)
+                continue
+            if self.session is None or boot.boot_id != self.session.hub_boot_id:
+                log.info("hub %s booted; saying hello again", boot.boot_id)
+                self.rehello()
+
+    async def _on_reconnect(self) -> None:
+        self.rehello()
+
+    def _backoff(self, attempt: int) -> float:
+        delay = min(self._backoff_cap, 0.05 * 2.0 ** (attempt - 1))
+        return delay / 2 + random.random() * delay / 2
+
+    async def _hello(self) -> Welcome:
+        ident = self.identity
+        hello = Hello(
+            deployment_id=ident.deployment_id,
+            instance_id=ident.instance_id,
+            public_key=ident.public_key,
+            takeover=self._takeover,
+        )
+        decoder: FrameDecoder[Challenge | Welcome | Refused] = FrameDecoder(
+            Challenge | Welcome | Refused
+        )
+        reply = await self.request(self.subjects.hello, hello, decoder, self._hello_timeout)
+        if isinstance(reply, Challenge):
+            message = hello_message(reply.nonce, ident.deployment_id, ident.instance_id)
+            signed = Hello(
+                deployment_id=ident.deployment_id,
+                instance_id=ident.instance_id,
+                public_key=ident.public_key,
+                takeover=self._takeover,
+                nonce=reply.nonce,
+                signature=sign(ident.seed, message),
+            )
+            reply = await self.request(self.subjects.hello, signed, decoder, self._hello_timeout)
+        if isinstance(reply, Welcome):
+            return reply
+        if isinstance(reply, Refused):
+            if reply.reason == "owner_conflict":
+                raise OwnerConflict(reply.reason, reply.detail)
+            raise HubRefused(reply.reason, reply.detail)
+        raise HubRefused("unexpected_reply", type(reply).__name__)
+
+    # --- requests -------------------------------------------------------------
+
+    async def request(
+        self, subject: str, frame: Any, decoder: FrameDecoder[Any], timeout: float
+    ) -> Any:
+        """One request to the hub; transport trouble becomes :class:`HubUnavailable`,
+        and a Refused asking for a new session triggers a re-hello."""
+        try:
+            data = await self.transport.request(subject, encode(frame), timeout)
+            reply = decoder.decode(data)
+        except (TransportError, TimeoutError, FrameDecodeError) as exc:
+            raise HubUnavailable(f"{subject}: {type(exc).__name__}: {exc}") from exc
+        if isinstance(reply, Refused) and reply.reason in REHELLO_REASONS:
+            self.rehello()
+        return reply
+
+    def _require_session(self) -> Session:
+        if self.session is None:
+            raise HubUnavailable("no session with the hub yet")
+        return self.session
+
+    async def fetch_blob(self, claim: Claim) -> bytes:
+        """Fetch a claim-checked body chunk by chunk and verify size and sha256."""
+        session = self._require_session()
+        decoder: FrameDecoder[BlobChunk | Refused] = FrameDecoder(BlobChunk | Refused)
+        data = bytearray()
+        while len(data) < claim.size:
+            get = BlobGet(
+                digest=claim.digest,
+                offset=len(data),
+                deployment_id=self.identity.deployment_id,
+                session_id=session.session_id,
+            )
+            reply = await self.request(self.subjects.blob, get, decoder, self._request_timeout)
+            if isinstance(reply, Refused):
+                raise BlobError(f"blob {claim.digest}: hub refused: {reply.reason}")
+            if reply.offset != len(data) or reply.size != claim.size or not reply.data:
+                raise DigestMismatch(
+                    f"blob {claim.digest}: chunk at {reply.offset} of {reply.size} bytes"
+                    f" does not continue {len(data)} of {claim.size}"
+                )
+            data += reply.data
+        actual = "sha256:" + hashlib.sha256(data).hexdigest()
+        if len(data) != claim.size or actual != claim.digest:
+            raise DigestMismatch(f"blob {claim.digest}: got {len(data)} bytes hashing to {actual}")
+        return bytes(data)
+
+    async def mint_child(self, parent_run_id: str, request_id: str) -> str:
+        """Ask the hub to mint a child run (idempotent per request id)."""
+        session = self._require_session()
+        mint = MintChild(
+            parent_run_id=parent_run_id,
+            request_id=request_id,
+            deployment_id=self.identity.deployment_id,
+            session_id=session.session_id,
+            owner_epoch=session.owner_epoch,
+        )
+        decoder: FrameDecoder[Minted | Refused] = FrameDecoder(Minted | Refused)
+        reply = await self.request(self.subjects.mint, mint, decoder, self._request_timeout)
+        if isinstance(reply, Refused):
+            raise HubRefused(reply.reason, reply.detail)
+        run_id: str = reply.run_id
+        return run_id

@@ -1,0 +1,136 @@
+"""The run actor: calls the handler for a batch of one run's envelopes and
+commits the outcome in one inbox transaction (transactional outbox)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+
+from runtime import (
+    Actor,
+    DispatchProcessed,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    RunStatus,
+    is_terminal,
+    new_id,
+)
+
+from ._context import Context, to_json
+from ._errors import HandlerTimeout, StateNotSerializable
+from ._inbox import Commit, Pending
+from ._workflow import item_of
+
+if TYPE_CHECKING:
+    from ._runs import Runs
+
+
+class RunActor(Actor[list[Pending]]):
+    """One instance per (re)start; its state is always the last committed one."""
+
+    def __init__(self, runs: Runs, run_id: str) -> None:
+        self._runs = runs
+        self._run_id = run_id
+        self._status: str | None = None
+        self._snapshot = b"{}"
+
+    async def started(self) -> None:
+        record = await self._runs.inbox.load_run(self._run_id)
+        self._status = record.status
+        self._snapshot = to_json(record.state, f"stored state of {self._run_id}")
+
+    async def receive(self, message: list[Pending]) -> None:
+        run_id = self._run_id
+        status, snapshot = self._status, self._snapshot
+        commit = Commit(run_id=run_id, status=status or RunStatus.RUNNING, consumed=[])
+        try:
+            for p in message:
+                now = time.time()
+                if p.envelope is None or (status is not None and is_terminal(status)):
+                    # Unreadable, or the run has ended: consume it visibly so
+                    # the hub settles the dispatch and later seqs move on.
+                    outcome = "dead_letter" if p.envelope is None else "refused_terminal"
+                    if p.envelope is None:
+                        commit.dead.append((p.error, p.raw))
+                    commit.consumed.append((p.dispatch_id, p.seq, outcome))
+                    commit.events.append(self._processed(p, now, snapshot, outcome))
+                    continue
+                started = status is None
+                ctx = await self._call(p, snapshot)
+                snapshot = _snapshot_of(ctx.state)
+                if started:
+                    commit.events.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=now))
+                    status = RunStatus.RUNNING
+                commit.events.extend(ctx.events)
+                commit.events.append(self._processed(p, now, snapshot, "processed"))
+                commit.consumed.append((p.dispatch_id, p.seq, "processed"))
+                commit.state = msgspec.json.decode(snapshot)
+                if ctx.completed:
+                    status = RunStatus.COMPLETED
+                    commit.result = to_json(ctx.result, "the run result")
+                    commit.events.append(
+                        RunCompleted(
+                            event_id=new_id("evt"), run_id=run_id, at=now, result=ctx.result
+                        )
+                    )
+                elif ctx.failed:
+                    status, commit.error = RunStatus.FAILED, ctx.error
+                    commit.events.append(
+                        RunFailed(event_id=new_id("evt"), run_id=run_id, at=now, error=ctx.error)
+                    )
+        except Exception:
+            # Keep what the batch achieved before the failing envelope; the
+            # exception then crashes this actor and the retry starts there.
+            await self._commit(commit, status, snapshot)
+            raise
+        await self._commit(commit, status, snapshot)
+
+    async def _call(self, p: Pending, snapshot: bytes) -> Context:
+        assert p.envelope is not None
+        runs = self._runs
+        ctx = Context(
+            run_id=self._run_id,
+            deployment_id=runs.deployment_id,
+            dispatch_id=p.dispatch_id,
+            state=msgspec.json.decode(snapshot),
+            minter=runs.minter,
+        )
+        with anyio.move_on_after(runs.config.handler_timeout) as scope:
+            await runs.handler(ctx, item_of(p.envelope))
+        if scope.cancelled_caught:
+            raise HandlerTimeout(
+                f"handler did not return within {runs.config.handler_timeout}s"
+                f" (dispatch {p.dispatch_id})"
+            )
+        return ctx
+
+    def _processed(
+        self, p: Pending, now: float, snapshot: bytes, outcome: str
+    ) -> DispatchProcessed:
+        state: dict[str, Any] = msgspec.json.decode(snapshot)
+        return DispatchProcessed(
+            event_id=new_id("evt"),
+            run_id=self._run_id,
+            at=now,
+            dispatch_id=p.dispatch_id,
+            seq=p.seq,
+            state=state,
+            outcome=outcome,
+        )
+
+    async def _commit(self, commit: Commit, status: str | None, snapshot: bytes) -> None:
+        if not commit.consumed:
+            return
+        commit.status = status or RunStatus.RUNNING
+        await self._runs.inbox.commit(commit)
+        self._status, self._snapshot = commit.status, snapshot
+
+
+def _snapshot_of(state: object) -> bytes:
+    if not isinstance(state, dict):
+        raise StateNotSerializable(f"ctx.state must be a dict, not {type(state).__name__}")
+    return to_json(state, "ctx.state")

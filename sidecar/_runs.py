@@ -1,0 +1,196 @@
+"""Runs: one supervised actor per run, driven in the deployment's seq order.
+
+Every dispatch of the deployment comes to this sidecar and seq is per
+deployment, so one scheduler takes the next in-order batch from the inbox
+(always of one run), asks that run's actor to process it, and only then
+looks for the next. Processing order is therefore seq order across runs.
+The run actor is where supervision applies: a handler that raises crashes
+the actor, the kernel restarts it with backoff and the scheduler's next ask
+retries the same envelope; past the restart budget the actor gives up and
+the scheduler commits RunFailed, consuming the failing envelope as
+``failed`` so that later dispatches are not wedged behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import anyio
+
+from runtime import (
+    ActorRef,
+    ActorStopped,
+    DispatchProcessed,
+    Event,
+    RestartPolicy,
+    RunFailed,
+    RunStarted,
+    RunStatus,
+    Supervisor,
+    is_terminal,
+    new_id,
+)
+
+from ._context import Minter
+from ._inbox import Commit, Inbox, Pending
+from ._run_actor import RunActor
+from ._workflow import Handler
+
+log = logging.getLogger("mailrun.sidecar.runs")
+
+
+@dataclass(frozen=True)
+class RunsConfig:
+    batch_limit: int = 64
+    """Consecutive envelopes of one run handled per step (one commit)."""
+    policy: RestartPolicy = field(default_factory=lambda: RestartPolicy(max_restarts=5, window=60))
+    handler_timeout: float = 300.0
+    """A handler call running longer than this fails (and is retried)."""
+    stop_grace: float = 5.0
+    """On shutdown, how long a handler may take to finish its current batch."""
+
+
+class Runs:
+    """Async context manager owning the run actors and the scheduler task."""
+
+    def __init__(
+        self,
+        *,
+        inbox: Inbox,
+        deployment_id: str,
+        handler: Handler,
+        minter: Minter | None = None,
+        on_commit: Callable[[], None] = lambda: None,
+        config: RunsConfig | None = None,
+    ) -> None:
+        self.inbox = inbox
+        self.deployment_id = deployment_id
+        self.handler = handler
+        self.minter = minter
+        self.on_commit = on_commit
+        self.config = config or RunsConfig()
+        self._supervisor = Supervisor(
+            on_give_up=self._gave_up_cb, stop_grace=self.config.stop_grace
+        )
+        self._gave_up: dict[str, BaseException] = {}
+        self._wake = anyio.Event()
+        self._stack = AsyncExitStack()
+        self.idle = anyio.Event()
+
+    async def __aenter__(self) -> Runs:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(self._supervisor)
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            tg.start_soon(self._schedule)
+            # Leaving: the scheduler stops first; then the supervisor stops the
+            # actors, in order (each finishes and commits its current batch,
+            # within the stop grace) unless we leave on an error or cancellation.
+            stack.callback(tg.cancel_scope.cancel)
+            self._stack = stack.pop_all()
+        self.kick()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+    def kick(self) -> None:
+        """Something may be ready to process (new envelopes, a raised floor)."""
+        self._wake.set()
+
+    async def _schedule(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            self.idle = anyio.Event()
+            while await self._step():
+                pass
+            self.idle.set()
+
+    async def _step(self) -> bool:
+        batch = await self.inbox.next_batch(self.config.batch_limit)
+        if not batch:
+            return False
+        run_id = batch[0].run_id
+        error = self._gave_up.pop(run_id, None)
+        if error is not None:
+            await self._fail_run(batch[0], error)
+            self.on_commit()
+            return True
+        ref = await self._actor(run_id)
+        try:
+            await ref.ask(batch, timeout=self._ask_timeout())
+        except ActorStopped:
+            await ref.stop()  # returns once the supervisor's give-up handling ran
+            if run_id not in self._gave_up:
+                log.warning("run %s stopped while processing; scheduling stops", run_id)
+                return False
+        except Exception as exc:
+            # The kernel restarts the actor after a backoff and the next ask
+            # (queued meanwhile) retries from the first unconsumed envelope;
+            # or, past the budget, it gave up (seen by the next step).
+            log.debug("run %s: handler failed, will retry: %r", run_id, exc)
+        self.on_commit()
+        return True
+
+    async def _actor(self, run_id: str) -> ActorRef[list[Pending]]:
+        ref = self._supervisor.get(run_id)
+        if ref is not None and ref.alive:
+            return ref
+        return await self._supervisor.spawn(
+            lambda: RunActor(self, run_id),
+            name=run_id,
+            mailbox_size=4,
+            policy=self.config.policy,
+        )
+
+    def _ask_timeout(self) -> float:
+        return self.config.handler_timeout * self.config.batch_limit + 60.0
+
+    async def _gave_up_cb(self, name: str, exc: BaseException) -> None:
+        self._gave_up[name] = exc
+
+    async def _fail_run(self, p: Pending, error: BaseException) -> None:
+        """The retry budget is spent: the run fails, and the envelope it was
+        stuck on (``p``, still the next one) is consumed as ``failed``:
+        recorded, not dropped, and later seqs are not held behind it."""
+        run_id = p.run_id
+        text = f"{type(error).__name__}: {error}"
+        record = await self.inbox.load_run(run_id)
+        now = time.time()
+        events: list[Event] = []
+        if record.status is None:
+            events.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=now))
+        events.append(
+            DispatchProcessed(
+                event_id=new_id("evt"),
+                run_id=run_id,
+                at=now,
+                dispatch_id=p.dispatch_id,
+                seq=p.seq,
+                state=record.state,
+                outcome="failed",
+            )
+        )
+        ended = record.status is not None and is_terminal(record.status)
+        if not ended:
+            events.append(RunFailed(event_id=new_id("evt"), run_id=run_id, at=now, error=text))
+        await self.inbox.commit(
+            Commit(
+                run_id=run_id,
+                status=record.status if ended and record.status else RunStatus.FAILED,
+                consumed=[(p.dispatch_id, p.seq, "failed")],
+                error=None if ended else text,
+                events=events,
+            )
+        )
+        log.error("run %s failed after its retry budget: %s", run_id, text)

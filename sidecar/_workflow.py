@@ -1,0 +1,144 @@
+"""The deployment's workflow code: loading it, and the items its handler receives.
+
+The sources (``{path: text}``) are written under
+``<state-dir>/workflow-runs/<dep>/src/`` and imported as submodules of a
+package of their own (``mailrun_workflow_<hex>``), so user module names never
+collide with the sidecar's or the standard library's, relative imports work
+between the files, and tracebacks point at real files.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import shutil
+import sys
+import types
+from collections.abc import Awaitable, Callable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import msgspec
+
+from runtime import Sources
+
+from ._envelope import Envelope
+from ._errors import EntrypointError, WorkflowLoadError
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+
+
+def load_workflow(sources: Sources, src_dir: Path, deployment_id: str) -> Handler:
+    """Write ``sources`` to ``src_dir`` and resolve the entrypoint.
+
+    Raises :class:`WorkflowLoadError` (a file path escapes ``src_dir``, the
+    module fails to import) or :class:`EntrypointError` (``module:attr`` is
+    malformed or missing, or not an async function).
+    """
+    module_name, sep, attr = sources.entrypoint.partition(":")
+    if not sep or not module_name or not attr:
+        raise EntrypointError(f"entrypoint {sources.entrypoint!r} is not 'module:attr'")
+    _write_sources(sources.files, src_dir)
+    package = _package(src_dir, deployment_id)
+    try:
+        module = importlib.import_module(f"{package}.{module_name}")
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.startswith(f"{package}.{module_name}"):
+            raise EntrypointError(
+                f"entrypoint module {module_name!r} is not in the sources"
+            ) from exc
+        raise WorkflowLoadError(f"importing {module_name!r} failed: {exc!r}") from exc
+    except Exception as exc:
+        raise WorkflowLoadError(f"importing {module_name!r} failed: {exc!r}") from exc
+    target: Any = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise EntrypointError(
+                f"entrypoint {sources.entrypoint!r}: {module_name} has no {attr!r}"
+            ) from None
+    if not inspect.iscoroutinefunction(target):
+        raise EntrypointError(
+            f"entrypoint {sources.entrypoint!r} is not an async function"
+            " (expected: async def main(ctx, item))"
+        )
+    handler: Handler = target
+    return handler
+
+
+def _write_sources(files: dict[str, str], src_dir: Path) -> None:
+    targets: list[tuple[Path, str]] = []
+    for name, text in files.items():
+        rel = PurePosixPath(name)
+        if rel.is_absolute() or not rel.parts or any(p in ("", ".", "..") for p in rel.parts):
+            raise WorkflowLoadError(f"source path {name!r} escapes the source directory")
+        targets.append((src_dir.joinpath(*rel.parts), text))
+    # Files of an earlier version of the sources must not linger importable.
+    if src_dir.exists():
+        shutil.rmtree(src_dir)
+    src_dir.mkdir(parents=True, mode=0o700)
+    for path, text in targets:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text(text, encoding="utf-8")
+
+
+def _package(src_dir: Path, deployment_id: str) -> str:
+    """Register a fresh package whose submodules are the source files."""
+    name = "mailrun_workflow_" + deployment_id.rpartition("_")[2]
+    for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[loaded]
+    package = types.ModuleType(name, f"workflow sources of {deployment_id}")
+    package.__path__ = [str(src_dir)]
+    package.__package__ = name
+    sys.modules[name] = package
+    importlib.invalidate_caches()
+    return name
+
+
+# --- items ---------------------------------------------------------------------
+
+
+class Item(msgspec.Struct, frozen=True, kw_only=True):
+    """What a handler receives for one dispatch (base of Mail, Signal, ApprovalDecision)."""
+
+    kind: str
+    dispatch_id: str
+    message_id: str | None = None
+    sender: str | None = None
+    subject: str = ""
+    body: bytes = b""
+    text: str = ""
+    run_id: str = ""
+    seq: int | None = None
+
+
+class Mail(Item, frozen=True, kw_only=True):
+    kind: str = "mail"
+
+
+class Signal(Item, frozen=True, kw_only=True):
+    kind: str = "signal"
+
+
+class ApprovalDecision(Item, frozen=True, kw_only=True):
+    kind: str = "approval"
+
+
+_ITEMS: dict[str, type[Item]] = {"mail": Mail, "signal": Signal, "approval": ApprovalDecision}
+
+
+def item_of(envelope: Envelope) -> Item:
+    """The handler's view of an envelope; an unknown kind arrives as Mail with its kind kept."""
+    body = envelope.body or b""
+    return _ITEMS.get(envelope.kind, Mail)(
+        kind=envelope.kind,
+        dispatch_id=envelope.dispatch_id,
+        message_id=envelope.message_id,
+        sender=envelope.sender,
+        subject=envelope.subject or "",
+        body=body,
+        text=body.decode("utf-8", errors="replace"),
+        run_id=envelope.effective_run_id,
+        seq=envelope.seq,
+    )

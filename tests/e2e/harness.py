@@ -1,0 +1,219 @@
+"""Drive a real `mailrun up` (nats-server, hub and sidecars as OS processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+import psutil
+
+T = TypeVar("T")
+
+MAILRUN = str(Path(sys.executable).with_name("mailrun"))
+
+RECORDER = """
+import hashlib
+import os
+
+import anyio
+
+GATE = {gate!r}
+
+
+async def main(ctx, item):
+    if GATE is not None:
+        while not os.path.exists(GATE):
+            await anyio.sleep(0.01)
+    seen = ctx.state.setdefault("seen", [])
+    seen.append({{
+        "dispatch_id": item.dispatch_id,
+        "subject": item.subject,
+        "text": item.text if len(item.body) <= 1024 else None,
+        "size": len(item.body),
+        "sha256": hashlib.sha256(item.body).hexdigest(),
+    }})
+    ctx.state["count"] = len(seen)
+    if item.subject == "stop":
+        ctx.complete({{"count": len(seen)}})
+"""
+
+
+def recorder_source(gate: Path | None = None) -> str:
+    """A workflow that records every item it sees into ctx.state.
+
+    With ``gate``, each item waits until that file exists, so a test can hold
+    envelopes delivered but unprocessed.
+    """
+    return RECORDER.format(gate=None if gate is None else str(gate))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[T | None]], *, timeout: float = 20.0, what: str = "condition"
+) -> T:
+    """Poll ``probe`` until it returns something other than None/False."""
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                value = await probe()
+                if value is not None and value is not False:
+                    return value
+                await anyio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
+
+
+class Up:
+    """One `mailrun up` process with its state dir, and helpers to inspect it."""
+
+    def __init__(self, state_dir: Path, proc: subprocess.Popen[bytes], http: str) -> None:
+        self.state_dir = state_dir
+        self.proc = proc
+        self.url = f"http://{http}"
+        self.http = httpx.AsyncClient(base_url=self.url, timeout=30)
+
+    # --- HTTP -----------------------------------------------------------------
+
+    async def deploy(self, name: str, source: str, entrypoint: str = "flow:main") -> Any:
+        r = await self.http.post(
+            "/workflows/deployments",
+            json={"name": name, "source": source, "entrypoint": entrypoint},
+        )
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    async def send(self, to: str, subject: str, body: str = "", **extra: Any) -> httpx.Response:
+        return await self.http.post(
+            "/mail", json={"to": to, "subject": subject, "body": body, **extra}
+        )
+
+    async def run(self, run_id: str) -> Any:
+        r = await self.http.get(f"/runs/{run_id}")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    async def wait_state(
+        self,
+        run_id: str,
+        pred: Callable[[Any], bool],
+        timeout: float = 20.0,
+        what: str = "run state",
+    ) -> Any:
+        async def probe() -> Any:
+            try:
+                run = await self.run(run_id)
+            except httpx.TransportError:
+                return None
+            return run if pred(run) else None
+
+        return await wait_for(probe, timeout=timeout, what=what)
+
+    async def healthz(self) -> Any | None:
+        try:
+            r = await self.http.get("/healthz", timeout=2)
+        except httpx.TransportError:
+            return None
+        return r.json() if r.status_code == 200 else None
+
+    # --- processes ------------------------------------------------------------
+
+    def children(self) -> list[psutil.Process]:
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=False)
+        except psutil.NoSuchProcess:
+            return []
+
+    def _find(self, *words: str) -> psutil.Process | None:
+        for child in self.children():
+            try:
+                argv = child.cmdline()
+            except psutil.Error:
+                continue
+            if all(any(w in a for a in argv) for w in words):
+                return child
+        return None
+
+    async def pid_of(self, *words: str, timeout: float = 20.0) -> int:
+        async def probe() -> int | None:
+            p = self._find(*words)
+            return p.pid if p is not None else None
+
+        return await wait_for(probe, timeout=timeout, what=f"process {words}")
+
+    async def hub_pid(self) -> int:
+        return await self.pid_of("-m", "hub")
+
+    async def sidecar_pid(self, deployment_id: str) -> int:
+        return await self.pid_of("sidecar", deployment_id)
+
+    def hub_db(self) -> sqlite3.Connection:
+        return sqlite3.connect(f"file:{self.state_dir / 'hub.db'}?mode=ro", uri=True)
+
+    def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        with self.hub_db() as db:
+            return db.execute(sql, args).fetchall()
+
+
+def _spawn_up(tmp_path: Path, http: str, *extra: str) -> subprocess.Popen[bytes]:
+    with open(tmp_path / "up.log", "wb") as log:
+        return subprocess.Popen(
+            [MAILRUN, "up", "--state-dir", str(tmp_path / "state"), "--http", http, *extra],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "MAILRUN_LOG_LEVEL": "INFO"},
+        )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@asynccontextmanager
+async def mailrun_up(tmp_path: Path, *extra: str) -> AsyncIterator[Up]:
+    """Run `mailrun up` in ``tmp_path/state`` on a free HTTP port until the block ends."""
+    http = f"127.0.0.1:{free_port()}"
+    proc = _spawn_up(tmp_path, http, *extra)
+    up = Up(tmp_path / "state", proc, http)
+    try:
+        await wait_for(up.healthz, timeout=30, what="hub /healthz")
+        yield up
+    except BaseException:
+        _dump_logs(tmp_path)
+        raise
+    finally:
+        await up.http.aclose()
+        await anyio.to_thread.run_sync(_stop, proc)
+
+
+def _dump_logs(tmp_path: Path) -> None:
+    """Print the tail of every process log; pytest shows it with the failure."""
+    for path in sorted(tmp_path.rglob("*.log")):
+        lines = path.read_text(errors="replace").splitlines()[-60:]
+        print(f"----- {path.relative_to(tmp_path)} (last {len(lines)} lines)")
+        print("\n".join(lines))
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())

@@ -1,0 +1,243 @@
+"""Mail acceptance: the read-or-mint function and the group-committing Acceptor."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
+from hub._deploy import create_deployment
+from runtime import INLINE_BODY_LIMIT
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def running(tmp_path: Path, **store_kw: Any) -> AsyncIterator[tuple[Store, Acceptor]]:
+    async with await Store.open(tmp_path / "hub.db", **store_kw) as store:
+        acceptor = Acceptor(store)
+        async with anyio.create_task_group() as tg:
+            await tg.start(acceptor.run)
+            yield store, acceptor
+            tg.cancel_scope.cancel()
+
+
+async def deploy(store: Store, name: str) -> str:
+    created = await create_deployment(
+        store, name=name, source="async def main(ctx, item): pass\n",
+        domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
+    )  # fmt: skip
+    return created.deployment_id
+
+
+async def query(store: Store, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    async with store.db.execute(sql, params) as cur:
+        return [tuple(r) for r in await cur.fetchall()]
+
+
+def mail(name: str, **kw: Any) -> Trigger:
+    return Trigger(address=f"{name}@mailrun.local", sender="a@b.c", subject="s", **kw)
+
+
+async def test_concurrent_first_triggers_mint_one_run(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        dep = await deploy(store, "flow")
+        receipts: list[Any] = []
+
+        async def send(i: int) -> None:
+            receipts.append(await acceptor.accept(mail("flow", body=b"%d" % i)))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(send, i)
+
+        assert all(isinstance(r, Accepted) and not r.duplicate for r in receipts)
+        assert len({r.run_id for r in receipts}) == 1
+        assert sorted(r.seq for r in receipts) == list(range(1, 51))
+        top = await query(store, "SELECT id FROM workflow_run WHERE is_top_level = 1")
+        assert top == [(receipts[0].run_id,)]
+        assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(50,)]
+        assert await query(store, "SELECT next_seq FROM deployment WHERE id = ?", dep) == [(51,)]
+        assert acceptor.counts["batches"] < 50  # they were group-committed
+
+
+async def test_seq_follows_acceptance_order_per_deployment(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "one")
+        await deploy(store, "two")
+        batch = [mail("one" if i % 3 else "two", body=b"%d" % i) for i in range(12)]
+        outcomes = await acceptor.accept_many(batch)
+        outcomes += [await acceptor.accept(mail("one", body=b"late"))]
+        seqs: dict[str, list[int]] = {}
+        for o in outcomes:
+            assert isinstance(o, Accepted)
+            seqs.setdefault(o.deployment_id, []).append(o.seq)
+        assert sorted(len(s) for s in seqs.values()) == [4, 9]
+        assert all(s == list(range(1, len(s) + 1)) for s in seqs.values())
+        stored = await query(
+            store,
+            "SELECT body FROM workflow_run_dispatch d JOIN deployment p ON p.id = d.deployment_id"
+            " WHERE p.name = 'one' ORDER BY seq",
+        )
+        assert [b for (b,) in stored] == [
+            t.body for t in batch if t.address == "one@mailrun.local"
+        ] + [b"late"]
+
+
+async def test_message_id_makes_a_trigger_idempotent(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        first = await acceptor.accept(mail("flow", message_id="m-1", body=b"x"))
+        again = await acceptor.accept(mail("flow", message_id="m-1", body=b"x"))
+        same_batch = await acceptor.accept_many(
+            [mail("flow", message_id="m-2"), mail("flow", message_id="m-2")]
+        )
+        assert isinstance(first, Accepted) and isinstance(again, Accepted)
+        assert (again.dispatch_id, again.run_id, again.seq) == (first.dispatch_id, first.run_id, 1)
+        assert (first.duplicate, again.duplicate) == (False, True)
+        a, b = same_batch
+        assert isinstance(a, Accepted) and isinstance(b, Accepted)
+        assert (a.dispatch_id, a.duplicate, b.duplicate) == (b.dispatch_id, False, True)
+        assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(2,)]
+        # Without a message id every call is a new trigger.
+        c = await acceptor.accept(mail("flow", body=b"x"))
+        d = await acceptor.accept(mail("flow", body=b"x"))
+        assert isinstance(c, Accepted) and isinstance(d, Accepted)
+        assert c.dispatch_id != d.dispatch_id and (c.seq, d.seq) == (3, 4)
+
+
+async def test_terminal_run_rejects_and_starts_nothing(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        first = await acceptor.accept(mail("flow"))
+        assert isinstance(first, Accepted)
+        async with store.write() as db:
+            await db.execute("UPDATE workflow_run SET status = 'completed' WHERE id = ?",
+                             (first.run_id,))  # fmt: skip
+        refused = await acceptor.accept(mail("flow", message_id="late"))
+        assert isinstance(refused, Rejected) and refused.reason == "workflow_run_terminal"
+        assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(1,)]
+        assert await query(store, "SELECT COUNT(*) FROM workflow_run WHERE is_anchor = 0") == [(1,)]
+        assert acceptor.rejected["workflow_run_terminal"] == 1
+
+
+async def test_unknown_and_deleted_addresses_are_rejected(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        dep = await deploy(store, "flow")
+        from hub import delete_deployment
+
+        assert await delete_deployment(store, dep)
+        gone, unknown = await acceptor.accept_many([mail("flow"), mail("nobody")])
+        assert isinstance(gone, Rejected) and gone.reason == "deployment_not_live"
+        assert isinstance(unknown, Rejected) and unknown.reason == "unknown_address"
+        assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(0,)]
+
+
+async def test_large_bodies_are_stored_once_as_blobs(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        big = bytes(range(256)) * (INLINE_BODY_LIMIT // 256 + 1)
+        edge = b"e" * INLINE_BODY_LIMIT
+        outcomes = await acceptor.accept_many(
+            [mail("flow", body=big), mail("flow", body=big), mail("flow", body=edge)]
+        )
+        assert all(isinstance(o, Accepted) for o in outcomes)
+        stored = await query(
+            store,
+            "SELECT body IS NULL, body_digest, body_size FROM workflow_run_dispatch ORDER BY seq",
+        )
+        digest = "sha256:" + hashlib.sha256(big).hexdigest()
+        assert stored == [(1, digest, len(big)), (1, digest, len(big)), (0, None, len(edge))]
+        assert await query(store, "SELECT digest, size, data = ? FROM blob", big) == [
+            (digest, len(big), 1)
+        ]
+
+
+async def test_one_broken_trigger_does_not_fail_its_batch(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "good")
+        bad = await deploy(store, "bad")
+        assert isinstance(await acceptor.accept(mail("bad")), Accepted)
+        # A corrupt counter would reuse seq 1: UNIQUE (deployment_id, seq) refuses it.
+        async with store.write() as db:
+            await db.execute("UPDATE deployment SET next_seq = 1 WHERE id = ?", (bad,))
+        outcomes = await acceptor.accept_many([mail("good"), mail("bad"), mail("good")])
+        assert [type(o).__name__ for o in outcomes] == ["Accepted", "AcceptFailed", "Accepted"]
+        counts = await query(
+            store,
+            "SELECT p.name, COUNT(*) FROM workflow_run_dispatch d JOIN deployment p"
+            " ON p.id = d.deployment_id GROUP BY 1 ORDER BY 1",
+        )
+        assert counts == [("bad", 1), ("good", 2)]
+
+
+async def test_a_failed_transaction_answers_no_one_accepted(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        async with store.db.execute("PRAGMA page_count") as cur:
+            (pages,) = await cur.fetchone()  # type: ignore[misc]
+        # The file may not grow: the blob insert fails mid-transaction, so the
+        # small triggers batched with it must not be reported accepted either.
+        async with store.write() as db:
+            await db.execute(f"PRAGMA max_page_count = {pages}")
+        results: list[object] = []
+
+        async def send(trigger: Trigger) -> None:
+            try:
+                results.append(await acceptor.accept(trigger))
+            except StoreUnavailable as exc:
+                results.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send, mail("flow", body=b"x" * (INLINE_BODY_LIMIT * 4)))
+            for _ in range(3):
+                tg.start_soon(send, mail("flow", body=b"small"))
+        accepted = [r for r in results if isinstance(r, Accepted)]
+        stored = await query(store, "SELECT id FROM workflow_run_dispatch")
+        assert {a.dispatch_id for a in accepted} <= {d for (d,) in stored}
+        assert any(isinstance(r, StoreUnavailable) for r in results)
+        async with store.write() as db:
+            await db.execute("PRAGMA max_page_count = 1073741823")
+        assert isinstance(await acceptor.accept(mail("flow")), Accepted)  # it recovers
+
+
+async def test_a_locked_store_answers_store_unavailable(tmp_path: Path) -> None:
+    async with running(tmp_path, busy_timeout=0.1) as (store, acceptor):
+        await deploy(store, "flow")
+        other = sqlite3.connect(tmp_path / "hub.db", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # holds the write lock past busy_timeout
+        try:
+            with pytest.raises(StoreUnavailable):
+                await acceptor.accept(mail("flow", message_id="m"))
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(0,)]
+        retry = await acceptor.accept(mail("flow", message_id="m"))
+        assert isinstance(retry, Accepted) and not retry.duplicate
+
+
+async def test_callers_get_shutting_down_after_the_acceptor_stops(tmp_path: Path) -> None:
+    from hub._errors import HubShuttingDown
+
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+    with pytest.raises(HubShuttingDown):
+        await acceptor.accept(mail("flow"))
+
+
+async def test_on_accepted_is_told_which_deployments_got_work(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        woken: list[set[str]] = []
+        acceptor.on_accepted = woken.append
+        dep = await deploy(store, "flow")
+        await acceptor.accept_many([mail("flow"), mail("nobody")])
+        await acceptor.accept(mail("nobody"))
+        assert woken == [{dep}]

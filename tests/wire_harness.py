@@ -1,0 +1,205 @@
+"""A hub wire side on an in-memory bus, and a scripted sidecar to talk to it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from hub._accept import Accepted, Trigger, accept_triggers
+from hub._deploy import create_deployment
+from hub._store import Store
+from hub._wire import Wire, WireConfig, run_wire
+from runtime import (
+    Ack,
+    Challenge,
+    Frame,
+    FrameDecoder,
+    Hello,
+    MailInbound,
+    Refused,
+    Subjects,
+    Transport,
+    Welcome,
+    decode_restore_record,
+    encode,
+    hello_message,
+    new_id,
+    sign,
+    unb64url,
+)
+from runtime._memory import MemoryBus
+
+
+@dataclass
+class Hub:
+    store: Store
+    bus: MemoryBus
+    transport: Transport
+    subjects: Subjects
+    wire: Wire
+    boot_id: str
+
+    async def one(self, sql: str, *params: Any) -> Any:
+        async with self.store.db.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    async def all(self, sql: str, *params: Any) -> list[Any]:
+        async with self.store.db.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+
+@asynccontextmanager
+async def running_hub(
+    tmp_path: Path,
+    *,
+    config: WireConfig | None = None,
+    bus: MemoryBus | None = None,
+    transport: Transport | None = None,
+) -> AsyncIterator[Hub]:
+    """The wire side on ``transport`` (default: a connection to ``bus``)."""
+    store = await Store.open(tmp_path / "hub.db")
+    bus = bus or MemoryBus()
+    transport = transport or bus.connect("hub")
+    subjects = Subjects()
+    boot_id = new_id("boot")
+    try:
+        async with anyio.create_task_group() as tg:
+            wire = await tg.start(
+                functools.partial(
+                    run_wire,
+                    store=store,
+                    transport=transport,
+                    subjects=subjects,
+                    boot_id=boot_id,
+                    config=config,
+                )
+            )
+            yield Hub(store, bus, transport, subjects, wire, boot_id)
+            tg.cancel_scope.cancel()
+    finally:
+        await transport.aclose()
+        await store.aclose()
+
+
+@dataclass
+class Dep:
+    id: str
+    address: str
+    seed: str
+    public_key: str
+
+
+async def deploy(store: Store, name: str = "flow") -> Dep:
+    created = await create_deployment(
+        store,
+        name=name,
+        source="async def main(ctx, item):\n    pass\n",
+        domain="mailrun.local",
+        nats_url="nats://127.0.0.1:4222",
+        subject_prefix="mailrun",
+    )
+    record, _ = decode_restore_record(unb64url(created.join_token))
+    assert record.public_key is not None
+    return Dep(created.deployment_id, record.address, record.hub_key.seed, record.public_key)
+
+
+async def accept(hub: Hub, dep: Dep, bodies: list[bytes]) -> list[Accepted]:
+    triggers = [
+        Trigger(address=dep.address, subject=f"m{i}", sender="a@b.c", body=body)
+        for i, body in enumerate(bodies)
+    ]
+    async with hub.store.write() as db:
+        outcomes, woken = await accept_triggers(db, triggers)
+    hub.wire.on_accepted(woken)
+    receipts = [o for o in outcomes if isinstance(o, Accepted)]
+    assert len(receipts) == len(bodies), outcomes
+    return receipts
+
+
+_reply = FrameDecoder()
+
+
+@dataclass
+class Sidecar:
+    """Speaks the sidecar's side of the wire, one frame at a time."""
+
+    hub: Hub
+    dep: Dep
+    transport: Transport | None = None  # default: a connection to the hub's bus
+    instance_id: str = field(default_factory=lambda: new_id("ins"))
+    timeout: float = 5.0
+    welcome: Welcome | None = None
+
+    def __post_init__(self) -> None:
+        if self.transport is None:
+            self.transport = self.hub.bus.connect(f"sidecar-{self.instance_id}")
+
+    @property
+    def bus(self) -> Transport:
+        assert self.transport is not None
+        return self.transport
+
+    async def request(self, subject: str, frame: msgspec.Struct | bytes) -> Frame:
+        data = frame if isinstance(frame, bytes) else encode(frame)
+        return _reply.decode(await self.bus.request(subject, data, self.timeout))
+
+    def _hello(self, **kw: Any) -> Hello:
+        return Hello(
+            deployment_id=self.dep.id,
+            instance_id=self.instance_id,
+            public_key=self.dep.public_key,
+            **kw,
+        )
+
+    async def hello(self, *, takeover: bool = False, seed: str | None = None) -> Frame:
+        challenge = await self.request(self.hub.subjects.hello, self._hello())
+        assert isinstance(challenge, Challenge), challenge
+        message = hello_message(challenge.nonce, self.dep.id, self.instance_id)
+        signature = sign(seed or self.dep.seed, message)
+        reply = await self.request(
+            self.hub.subjects.hello,
+            self._hello(nonce=challenge.nonce, signature=signature, takeover=takeover),
+        )
+        if isinstance(reply, Welcome):
+            self.welcome = reply
+        return reply
+
+    @property
+    def session(self) -> tuple[str, int]:
+        assert self.welcome is not None
+        return self.welcome.session_id, self.welcome.owner_epoch
+
+
+@dataclass
+class Inbox:
+    """A fake sidecar inbox on ``mail.inbound.<dep>``: records every frame and
+    answers it with ``answer(frame)`` (None: stay silent, as if lost)."""
+
+    frames: list[MailInbound] = field(default_factory=list)
+    answer: Callable[[MailInbound], Ack | None] = lambda f: Ack(
+        dispatch_id=f.dispatch_id, result="stored"
+    )
+
+    async def serve(
+        self, sidecar: Sidecar, *, task_status: Any = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        decoder: FrameDecoder[MailInbound] = FrameDecoder(MailInbound)
+        sub = await sidecar.bus.subscribe(sidecar.hub.subjects.inbound(sidecar.dep.id))
+        task_status.started()
+        async for message in sub:
+            frame = decoder.decode(message.data)
+            self.frames.append(frame)
+            ack = self.answer(frame)
+            if ack is not None:
+                await message.respond(encode(ack))
+
+
+def refused(reply: Frame, reason: str) -> bool:
+    return isinstance(reply, Refused) and reply.reason == reason
