@@ -20,6 +20,9 @@ from ._errors import RequestTimeout as RequestTimeout
 from ._errors import SignatureError as SignatureError
 from ._errors import TransportClosed as TransportClosed
 from ._errors import TransportError as TransportError
+from ._failpoints import FailpointError as FailpointError
+from ._failpoints import afailpoint as afailpoint
+from ._failpoints import failpoint as failpoint
 from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
 from ._frames import FORMAT_VERSION as FORMAT_VERSION
 from ._frames import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
@@ -99,6 +102,7 @@ __all__ = [
     "DispatchProcessed",
     "Event",
     "EventsAck",
+    "FailpointError",
     "Frame",
     "FrameDecodeError",
     "FrameDecoder",
@@ -136,10 +140,12 @@ __all__ = [
     "TransportError",
     "Welcome",
     "accepts_trigger",
+    "afailpoint",
     "anchor_is_live",
     "b64url",
     "decode_restore_record",
     "encode",
+    "failpoint",
     "generate_keypair",
     "hello_message",
     "is_id",
