@@ -145,7 +145,9 @@ class Up:
                 argv = child.cmdline()
             except psutil.Error:
                 continue
-            if all(any(w in a for a in argv) for w in words):
+            # Whole argv elements only: a path in the argv (a test's tmp dir
+            # named after the test, say) must not match "hub" or "sidecar".
+            if all(w in argv for w in words):
                 return child
         return None
 
