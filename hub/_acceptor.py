@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
+from runtime import afailpoint
+
 from ._accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
 from ._errors import HubError, HubShuttingDown, StoreUnavailable
 from ._store import Store
@@ -117,6 +119,7 @@ class Acceptor:
         try:
             async with self._store.write() as db:
                 outcomes, woken = await accept_triggers(db, triggers)
+                await afailpoint("hub.accept.before_commit")
         except Exception as exc:
             # Whatever broke the transaction, it rolled back: nobody in this
             # batch is accepted, and the loop lives on for the next batch.
@@ -130,6 +133,10 @@ class Acceptor:
             for request in batch:
                 request.finish(None, error)
             return
+        # Committed, nobody answered yet: a crash here leaves clients
+        # indeterminate, and a retry with the same message id must get this
+        # very receipt. (Unset, the failpoint returns without a checkpoint.)
+        await afailpoint("hub.accept.after_commit")
         # Answer before anything else awaits: the batch is committed, and a
         # cancellation arriving now must not turn its receipts into errors.
         at = 0

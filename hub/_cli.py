@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio
 import click
+import msgspec
 
 from ._cli_ops import COMMANDS, fail
 from ._errors import HubError
@@ -146,6 +147,40 @@ def hub_cmd(
         domain=domain,
         max_body=max_body,
     )
+
+
+@main.command()
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("mailrun-state"),
+    show_default=True,
+    help="The state dir of `mailrun up` (or of `mailrun hub`).",
+)
+@click.option(
+    "--sidecar-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the sidecars' state dirs are (default STATE_DIR/sidecars).",
+)
+@click.option("--check", is_flag=True, help="Only report what would change; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def migrate(state_dir: Path, sidecar_root: Path | None, check: bool, as_json: bool) -> None:
+    """Upgrade a state dir written by an earlier release.
+
+    Applies the hub database's pending migrations (`up` and `hub` also do at
+    boot). Sidecar inboxes and restore records are listed: each sidecar
+    migrates its own when it starts. With --check nothing is changed."""
+    from ._upgrade import inspect_state, migrate_state, render
+
+    step = inspect_state if check else migrate_state
+    try:
+        report = anyio.run(step, state_dir, sidecar_root)
+    except HubError as exc:
+        fail(f"{exc.reason}: {exc.detail}")
+    if as_json:
+        click.echo(msgspec.json.encode(report).decode())
+    else:
+        click.echo(render(report, check=check))
 
 
 @main.command()

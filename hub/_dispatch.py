@@ -102,6 +102,19 @@ class Dispatcher:
         lane.wake.set()
         self._ensure_running(lane)
 
+    def answered(self, deployment_id: str) -> None:
+        """The deployment's sidecar answered a probe: a lane backing off retries now."""
+        lane = self._lanes.get(deployment_id)
+        if lane is not None and lane.failures:
+            lane.kick.set()
+
+    def last_error(self, deployment_id: str) -> str | None:
+        """Why the deployment's latest delivery rounds failed; None while they succeed."""
+        lane = self._lanes.get(deployment_id)
+        if lane is None or not lane.failures:
+            return None
+        return lane.last_error or "delivery failed"
+
     def stats(self) -> dict[str, Any]:
         now = time.time()
         pending = {
@@ -160,11 +173,16 @@ class Dispatcher:
                     self._sessions.drop(dep)
                     return
                 if not rows:
+                    # Nothing left to deliver (it may have been processed from
+                    # an ack that came too late to count): nothing is failing.
+                    lane.failures = 0
                     await lane.wake.wait()
                     continue
                 result = await send_round(
                     self._transport, self._subjects, session, rows, config.request_timeout
                 )
+                if result.acked or result.refused:
+                    self._sessions.seen(dep)
                 try:
                     await settle(self._store, session, result)
                 except Exception as exc:

@@ -22,6 +22,7 @@ import msgspec
 from runtime import (
     ApprovalRequested,
     DispatchProcessed,
+    EnvelopeQuarantined,
     Event,
     EventsAck,
     FrameDecoder,
@@ -33,12 +34,14 @@ from runtime import (
     RunFailed,
     RunStarted,
     RunStatus,
+    afailpoint,
     encode,
     is_terminal,
 )
 
 from ._accept import Accepted, Trigger, accept_triggers
 from ._migrations import ApprovalStatus, DispatchStatus
+from ._quarantine import ingest_quarantined
 from ._sessions import SessionTable, fence
 from ._store import Store
 
@@ -79,6 +82,9 @@ class EventsHandler:
             for event in frame.events:
                 released |= await ingest.event(event)
             woken = await ingest.route_mail()
+            await afailpoint("hub.events.before_commit")
+        # Ingested, not acknowledged: the sidecar will resend these events.
+        await afailpoint("hub.events.after_commit")
         if released:
             self._on_released()
         if woken:
@@ -100,6 +106,11 @@ class _Ingest:
 
     async def event(self, event: Event) -> bool:
         """Record and apply ``event`` if new; True when it freed a claim-checked body."""
+        if isinstance(event, EnvelopeQuarantined):
+            # Found by its dispatch: the sidecar may not have read the run id.
+            return await ingest_quarantined(
+                self.db, self.deployment_id, self.subject, event, self.now
+            )
         run = await self._one(
             "SELECT status, last_seq FROM workflow_run WHERE id = ? AND deployment_id = ?"
             " AND is_anchor = 0",
@@ -245,8 +256,16 @@ class _Ingest:
             reason,
         )
         await self.db.execute(
-            "INSERT INTO dead_letter (source, subject, reason, data, at) VALUES (?, ?, ?, ?, ?)",
-            ("events", self.subject, f"{reason}: {self.deployment_id}", encode(event), self.now),
+            "INSERT INTO dead_letter (source, subject, reason, data, at, deployment_id)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                "events",
+                self.subject,
+                f"{reason}: {self.deployment_id}",
+                encode(event),
+                self.now,
+                self.deployment_id,
+            ),
         )
 
     async def _one(self, sql: str, params: tuple[Any, ...]) -> Any:

@@ -29,6 +29,7 @@ from ._errors import HubError, InvalidDeployment, InvalidMail, InvalidRequest
 from ._metrics import render_metrics
 from ._migrations import LATEST
 from ._queries import (
+    DeploymentView,
     get_deployment,
     get_dispatch,
     get_run,
@@ -80,9 +81,13 @@ def create_app(
     settings: ApiSettings,
     boot_id: str,
     health_extra: Callable[[], Mapping[str, Any]] | None = None,
+    deployment_extra: Callable[[str], Mapping[str, Any]] | None = None,
     metrics_extra: Callable[[], str] | None = None,
 ) -> Starlette:
-    """The HTTP API over ``store``; triggers go through ``acceptor``."""
+    """The HTTP API over ``store``; triggers go through ``acceptor``.
+
+    ``health_extra`` adds to ``/healthz``; ``deployment_extra(id)`` adds the
+    wire side's live view (``connected``, ``last_error``) to a deployment."""
     # JSON escaping and base64 inflate a body: the raw request may be this
     # much larger than the body it carries before it is refused unread.
     request_limit = settings.max_body * 2 + 64 * 1024
@@ -122,15 +127,21 @@ def create_app(
         view["restore_record"] = created.restore_record
         return json_response(view, 201)
 
+    def live(view: DeploymentView) -> DeploymentView:
+        if deployment_extra is None:
+            return view
+        return msgspec.structs.replace(view, **deployment_extra(view.id))
+
     async def get_deployments(request: Request) -> Response:
         status = request.query_params.get("status")
-        return json_response({"deployments": await list_deployments(store.db, status=status)})
+        found = await list_deployments(store.db, status=status)
+        return json_response({"deployments": [live(d) for d in found]})
 
     async def one_deployment(request: Request) -> Response:
         dep_id = await resolve_deployment(store.db, str(request.path_params["key"]))
         if request.method == "DELETE":
             await delete_deployment(store, dep_id)
-        return json_response(await get_deployment(store.db, dep_id))
+        return json_response(live(await get_deployment(store.db, dep_id)))
 
     async def runs(request: Request) -> Response:
         limit_text = request.query_params.get("limit", "100")

@@ -20,7 +20,13 @@ import aiosqlite
 import anyio
 
 from ._errors import MigrationError
-from ._schema import ApprovalStatus, DispatchStatus, create_v1, migrate_v1_to_v2
+from ._schema import (
+    ApprovalStatus,
+    DispatchStatus,
+    add_dead_letter_deployment,
+    create_v1,
+    migrate_v1_to_v2,
+)
 
 __all__ = [
     "LATEST",
@@ -30,6 +36,7 @@ __all__ = [
     "apply_migrations",
     "current_version",
     "pending_migrations",
+    "read_version",
 ]
 
 
@@ -46,6 +53,7 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "0001_release1_schema", create_v1),
     Migration(2, "0002_release2_schema", migrate_v1_to_v2),
+    Migration(3, "0003_dead_letter_deployment", add_dead_letter_deployment),
 )
 LATEST = MIGRATIONS[-1].version
 
@@ -95,16 +103,21 @@ async def apply_migrations(db: aiosqlite.Connection) -> list[str]:
     return applied
 
 
-async def pending_migrations(path: Path) -> list[str]:
-    """Names of the migrations that opening ``path`` would apply (read-only)."""
+async def read_version(path: Path) -> int:
+    """The schema version of the database at ``path``, read-only (0: none yet)."""
     path = Path(path)
     if not path.exists():
-        return [m.name for m in MIGRATIONS]
+        return 0
     try:
         async with aiosqlite.connect(f"file:{path}?mode=ro", uri=True) as db:
-            version = await current_version(db)
+            return await current_version(db)
     except sqlite3.Error as exc:
         raise MigrationError(f"cannot read {path}: {exc}") from exc
+
+
+async def pending_migrations(path: Path) -> list[str]:
+    """Names of the migrations that opening ``path`` would apply (read-only)."""
+    version = await read_version(path)
     if version > LATEST:
         raise MigrationError(f"database schema version {version} is newer than {LATEST}")
     return [m.name for m in MIGRATIONS if m.version > version]

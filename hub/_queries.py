@@ -6,6 +6,7 @@ DESIGN section 8; fields are added here, never renamed.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import aiosqlite
@@ -15,6 +16,7 @@ from runtime import is_id
 
 from ._errors import UnknownDeployment, UnknownDispatch, UnknownRun
 from ._migrations import DispatchStatus
+from ._quarantine import QUARANTINE_SOURCE
 
 _OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
 
@@ -33,6 +35,12 @@ class DeploymentView(msgspec.Struct, kw_only=True):
     next_seq: int
     top_level_run_id: str | None
     pending_dispatches: int  # reserved or delivered, not yet processed
+    quarantined: int = 0  # envelopes its sidecar could not read (hub dead letters)
+    pending: int  # reserved: accepted, not yet delivered to the sidecar
+    oldest_wait: float  # seconds the oldest of those has waited (0.0: none)
+    # Filled from the wire side's memory by the HTTP layer (``Wire.deployment_health``).
+    connected: bool = False
+    last_error: str | None = None
 
 
 class RunView(msgspec.Struct, kw_only=True):
@@ -74,7 +82,11 @@ SELECT d.id, d.name, d.address, d.public_key, a.status, d.entrypoint, d.created_
        d.deleted_at, d.owner_instance, d.owner_epoch, d.next_seq,
        (SELECT t.id FROM workflow_run t WHERE t.deployment_id = d.id AND t.is_top_level = 1),
        (SELECT COUNT(*) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
-          AND x.status IN ('{_OPEN[0]}', '{_OPEN[1]}'))
+          AND x.status IN ('{_OPEN[0]}', '{_OPEN[1]}')),
+       (SELECT COUNT(*) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
+          AND x.status = '{_OPEN[0]}'),
+       (SELECT MIN(x.created_at) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
+          AND x.status = '{_OPEN[0]}')
 FROM deployment d JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1"""
 
 _RUN = """
@@ -102,7 +114,8 @@ def _deployment(row: Any) -> DeploymentView:
         id=row[0], name=row[1], address=row[2], public_key=row[3], status=row[4],
         entrypoint=row[5], created_at=row[6], deleted_at=row[7], owner_instance=row[8],
         owner_epoch=row[9], next_seq=row[10], top_level_run_id=row[11],
-        pending_dispatches=row[12],
+        pending_dispatches=row[12], pending=row[13],
+        oldest_wait=0.0 if row[14] is None else round(max(0.0, time.time() - row[14]), 3),
     )  # fmt: skip
 
 
@@ -141,7 +154,8 @@ async def resolve_deployment(db: aiosqlite.Connection, key: str) -> str:
 
 async def get_deployment(db: aiosqlite.Connection, key: str) -> DeploymentView:
     dep_id = await resolve_deployment(db, key)
-    return _deployment((await _all(db, f"{_DEPLOYMENT} WHERE d.id = ?", (dep_id,)))[0])
+    view = _deployment((await _all(db, f"{_DEPLOYMENT} WHERE d.id = ?", (dep_id,)))[0])
+    return (await _with_quarantined(db, [view], dep_id))[0]
 
 
 async def list_deployments(
@@ -149,7 +163,23 @@ async def list_deployments(
 ) -> list[DeploymentView]:
     where, params = ("WHERE a.status = ?", (status,)) if status else ("", ())
     rows = await _all(db, f"{_DEPLOYMENT} {where} ORDER BY d.created_at, d.id", params)
-    return [_deployment(row) for row in rows]
+    return await _with_quarantined(db, [_deployment(row) for row in rows])
+
+
+async def _with_quarantined(
+    db: aiosqlite.Connection, views: list[DeploymentView], deployment_id: str | None = None
+) -> list[DeploymentView]:
+    """Fill each view's ``quarantined`` count (one grouped query for the lot)."""
+    where, params = ("AND deployment_id = ?", (deployment_id,)) if deployment_id else ("", ())
+    counts = dict(
+        await _all(
+            db,
+            "SELECT deployment_id, COUNT(*) FROM dead_letter WHERE source = ?"
+            f" AND deployment_id IS NOT NULL {where} GROUP BY deployment_id",
+            (QUARANTINE_SOURCE, *params),
+        )
+    )
+    return [msgspec.structs.replace(v, quarantined=counts.get(v.id, 0)) for v in views]
 
 
 async def get_run(db: aiosqlite.Connection, run_id: str) -> RunView:

@@ -27,6 +27,7 @@ from runtime import (
     Subjects,
     Transport,
     TransportError,
+    afailpoint,
     anchor_is_live,
     encode,
 )
@@ -104,8 +105,13 @@ async def send_round(
     subject = subjects.inbound(session.deployment_id)
 
     async def send(frame: MailInbound) -> None:
+        # The dispatch is committed (reserved) but not on the wire yet.
+        await afailpoint("hub.dispatch.before_publish")
         try:
-            reply = _acks.decode(await transport.request(subject, encode(frame), timeout))
+            data = await transport.request(subject, encode(frame), timeout)
+            # The sidecar has answered; the hub has not counted the answer yet.
+            await afailpoint("hub.dispatch.after_publish")
+            reply = _acks.decode(data)
         except (TimeoutError, TransportError, FrameDecodeError) as exc:
             result.failed += 1
             result.last_error = f"{type(exc).__name__}: {exc}"
@@ -129,6 +135,8 @@ async def settle(store: Store, session: Session, result: Round) -> None:
     """Record a round's answers in one transaction, under the round's epoch."""
     if not result.acked and not result.refused:
         return
+    # Acks are in, none recorded: a crash here redelivers them all.
+    await afailpoint("hub.dispatch.before_settle")
     try:
         async with store.write() as db:
             # Acks count only while the epoch they were sent under is current:

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 import aiosqlite
 
-from runtime import DeploymentStatus, RunStatus
+from runtime import DeploymentStatus, RunStatus, afailpoint
 
 
 class DispatchStatus(StrEnum):
@@ -204,5 +204,22 @@ async def migrate_v1_to_v2(db: aiosqlite.Connection) -> None:
     for statement in statements(_V2_DATA):
         names = {k: v for k, v in _V2_PARAMS.items() if f":{k}" in statement}
         await db.execute(statement, names)
+    # Release 1's tables are gone by now, uncommitted: a crash here must
+    # leave the database at version 1 for the next boot to migrate again.
+    await afailpoint("hub.migration.after_step")
     for statement in statements(_V2_INDEXES):
         await db.execute(statement)
+
+
+async def add_dead_letter_deployment(db: aiosqlite.Connection) -> None:
+    """Migration 3: dead letters name their deployment (quarantined envelopes
+    are counted per deployment). Checks before it alters, so it is idempotent
+    on its own, not only through ``schema_version``."""
+    async with db.execute("PRAGMA table_info(dead_letter)") as cur:
+        columns = {row[1] for row in await cur.fetchall()}
+    if "deployment_id" not in columns:
+        await db.execute("ALTER TABLE dead_letter ADD COLUMN deployment_id TEXT")
+    await db.execute(
+        "CREATE INDEX IF NOT EXISTS dead_letter_by_deployment ON dead_letter"
+        " (deployment_id, source) WHERE deployment_id IS NOT NULL"
+    )

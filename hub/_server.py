@@ -58,6 +58,8 @@ class WireSide(Protocol):
 
     def health(self) -> Mapping[str, Any]: ...
 
+    def deployment_health(self, deployment_id: str) -> Mapping[str, Any]: ...
+
 
 WireFactory = Callable[..., Coroutine[Any, Any, None]]
 """``run_wire``-shaped: keyword arguments store, transport, subjects, boot_id,
@@ -133,6 +135,7 @@ async def serve_hub(
                     settings=settings,
                     boot_id=boot_id,
                     health_extra=side.health,
+                    deployment_extra=side.deployment_health,
                 )
                 http = HttpServer(app, sock)
                 await tg.start(http.run)

@@ -76,6 +76,7 @@ class SessionTable:
     def __init__(self, *, max_sessions: int = MAX_SESSIONS) -> None:
         self._by_id: OrderedDict[str, Session] = OrderedDict()
         self._current: dict[str, Session] = {}
+        self._seen: dict[str, float] = {}  # deployment id -> monotonic time
         self._max = max_sessions
 
     def open(self, deployment_id: str, instance_id: str, owner_epoch: int) -> Session:
@@ -88,6 +89,7 @@ class SessionTable:
         # any order: never let a late older claim displace a newer owner.
         if current is None or current.owner_epoch <= owner_epoch:
             self._current[deployment_id] = session
+            self.seen(deployment_id)
         return session
 
     def current(self, deployment_id: str) -> Session | None:
@@ -96,9 +98,25 @@ class SessionTable:
     def drop(self, deployment_id: str) -> None:
         """Forget a deployment's ownership (it was deleted): its frames turn stale."""
         self._current.pop(deployment_id, None)
+        self._seen.pop(deployment_id, None)
 
-    def connected(self) -> list[Session]:
+    def all_current(self) -> list[Session]:
+        """The current session of every deployment, answering or not."""
         return list(self._current.values())
+
+    def seen(self, deployment_id: str) -> None:
+        """The deployment's sidecar just completed an exchange with the hub.
+
+        NATS request/reply has no disconnect signal: a sidecar counts as
+        connected only while such exchanges keep coming (see ``hub._health``).
+        """
+        if deployment_id in self._current:
+            self._seen[deployment_id] = time.monotonic()
+
+    def silence(self, deployment_id: str) -> float | None:
+        """Seconds since the current session's last exchange; None without one."""
+        last = self._seen.get(deployment_id)
+        return None if last is None else max(0.0, time.monotonic() - last)
 
     def check(
         self, session_id: str, deployment_id: str = "", owner_epoch: int | None = None
@@ -116,6 +134,7 @@ class SessionTable:
         epoch = session.owner_epoch if owner_epoch is None else owner_epoch
         if current is None or epoch != session.owner_epoch or epoch != current.owner_epoch:
             raise StaleEpoch(f"epoch {epoch} is not the current owner's")
+        self.seen(session.deployment_id)
         return session
 
 

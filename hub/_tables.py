@@ -43,16 +43,40 @@ def key_values(pairs: Sequence[tuple[str, object]]) -> str:
     return "\n".join(f"{k.ljust(width)}  {cell(v)}" for k, v in pairs)
 
 
+def seconds(value: object) -> str:
+    """A duration as ``12.3s``; '-' for none (or nothing waiting)."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        return EMPTY
+    return f"{value:.1f}s"
+
+
 def deployments_table(deployments: Sequence[Mapping[str, Any]]) -> str:
+    """PENDING: accepted, not yet delivered to the sidecar; OLDEST-WAIT: how long
+    the oldest of those has waited; UNPROCESSED: delivered or not, not yet processed;
+    QUARANTINED: envelopes the sidecar could not read (see the hub's dead letters)."""
     return table(
-        ["NAME", "ID", "STATUS", "ADDRESS", "PENDING"],
+        [
+            "NAME",
+            "ID",
+            "STATUS",
+            "ADDRESS",
+            "CONNECTED",
+            "PENDING",
+            "OLDEST-WAIT",
+            "UNPROCESSED",
+            "QUARANTINED",
+        ],
         [
             [
                 d.get("name"),
                 d.get("id"),
                 d.get("status"),
                 d.get("address"),
+                d.get("connected"),
+                d.get("pending"),
+                seconds(d.get("oldest_wait")),
                 d.get("pending_dispatches"),
+                d.get("quarantined"),
             ]
             for d in deployments
         ],
@@ -83,7 +107,12 @@ def deployment_view(d: Mapping[str, Any]) -> str:
         "status",
         "entrypoint",
         "top_level_run_id",
+        "connected",
+        "pending",
+        "oldest_wait",
+        "last_error",
         "pending_dispatches",
+        "quarantined",
         "owner_epoch",
         "created_at",
         "deleted_at",

@@ -36,6 +36,7 @@ from ._blobs import GC_INTERVAL, BlobCollector, BlobHandler
 from ._dispatch import DispatchConfig, Dispatcher
 from ._errors import HubError
 from ._events import EventsHandler
+from ._health import HealthConfig, Prober, health_report
 from ._mint import MintHandler
 from ._sessions import NONCE_TTL, HelloHandler, SessionTable
 from ._store import Store
@@ -52,33 +53,32 @@ class WireConfig:
     """Requests handled at once per subject."""
     gc_interval: float = GC_INTERVAL
     nonce_ttl: float = NONCE_TTL
+    health: HealthConfig = field(default_factory=HealthConfig)
 
 
 class Wire:
     """What the rest of the hub sees of the wire side."""
 
-    def __init__(self, sessions: SessionTable, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self, sessions: SessionTable, dispatcher: Dispatcher, health: HealthConfig | None = None
+    ) -> None:
         self.sessions = sessions
         self.dispatcher = dispatcher
+        self._health = health or HealthConfig()
 
     def on_accepted(self, deployment_ids: set[str]) -> None:
         """The acceptor committed dispatches for these deployments."""
         self.dispatcher.wake(deployment_ids)
 
     def health(self) -> dict[str, Any]:
-        sessions = self.sessions.connected()
+        return health_report(self.sessions, self.dispatcher.stats(), self._health)
+
+    def deployment_health(self, deployment_id: str) -> dict[str, Any]:
+        """What a deployment's JSON adds from memory: ``connected``, ``last_error``."""
+        silence = self.sessions.silence(deployment_id)
         return {
-            "connected_sidecars": len(sessions),
-            "sessions": [
-                {
-                    "deployment_id": s.deployment_id,
-                    "instance_id": s.instance_id,
-                    "owner_epoch": s.owner_epoch,
-                    "since": s.opened_at,
-                }
-                for s in sorted(sessions, key=lambda s: s.deployment_id)
-            ],
-            **self.dispatcher.stats(),
+            "connected": silence is not None and silence < self._health.stale_after,
+            "last_error": self.dispatcher.last_error(deployment_id),
         }
 
 
@@ -103,6 +103,13 @@ async def run_wire(
         config=config.dispatch,
     )
     collector = BlobCollector(store, interval=config.gc_interval)
+    prober = Prober(
+        transport=transport,
+        subjects=subjects,
+        sessions=sessions,
+        on_answer=dispatcher.answered,
+        config=config.health,
+    )
     blobs = BlobHandler(store=store, sessions=sessions)
     handlers: dict[str, tuple[str, Handler]] = {
         subjects.hello: (
@@ -133,6 +140,7 @@ async def run_wire(
         async with anyio.create_task_group() as tg:
             await tg.start(dispatcher.run)
             tg.start_soon(collector.run)
+            tg.start_soon(prober.run)
             for subject, (source, handler) in handlers.items():
                 sub = await transport.subscribe(subject)
                 subscriptions.append(sub)
@@ -149,7 +157,7 @@ async def run_wire(
             # meant for it: after a reconnect every sidecar says hello again.
             transport.on_reconnect(announce)
             await announce()
-            task_status.started(Wire(sessions, dispatcher))
+            task_status.started(Wire(sessions, dispatcher, config.health))
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
             for sub in subscriptions:

@@ -35,6 +35,7 @@ from ._frames import Challenge as Challenge
 from ._frames import ChildRunStarted as ChildRunStarted
 from ._frames import Claim as Claim
 from ._frames import DispatchProcessed as DispatchProcessed
+from ._frames import EnvelopeQuarantined as EnvelopeQuarantined
 from ._frames import Event as Event
 from ._frames import EventsAck as EventsAck
 from ._frames import Frame as Frame
@@ -100,6 +101,7 @@ __all__ = [
     "Claim",
     "DeploymentStatus",
     "DispatchProcessed",
+    "EnvelopeQuarantined",
     "Event",
     "EventsAck",
     "FailpointError",

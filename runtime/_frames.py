@@ -195,6 +195,16 @@ class ApprovalRequested(_Event, tag=True, kw_only=True):
     prompt: str = ""
 
 
+class EnvelopeQuarantined(_Event, tag=True, kw_only=True):
+    """The sidecar could not read a stored envelope: it set it aside (its own
+    dead letter table) instead of processing it, so later dispatches go on.
+    ``run_id`` is "" when the envelope was too damaged to name its run; the
+    hub finds the run by ``dispatch_id``."""
+
+    dispatch_id: str
+    reason: str = ""
+
+
 Event = (
     RunStarted
     | DispatchProcessed
@@ -204,7 +214,11 @@ Event = (
     | ChildRunStarted
     | MailSent
     | ApprovalRequested
+    | EnvelopeQuarantined
 )
+"""A new event type is a compatible change only hub-first: an older hub
+refuses a frame carrying a tag it does not know (the sidecar keeps resending
+it), so upgrade the hub before its sidecars."""
 
 
 class RunEvents(_Frame, tag=True, kw_only=True):

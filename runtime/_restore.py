@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from ._errors import RecordDecodeError
+from ._failpoints import failpoint
 
 RECORD_VERSION = 2
 RECORD_NAME = "deployment.json"
@@ -109,22 +110,36 @@ def write_restore_record(path: Path, record: RestoreRecord) -> None:
     a partial file. The file is created 0600: it holds the deployment key.
     """
     record = msgspec.structs.replace(record, version=RECORD_VERSION)
-    write_atomic(path, msgspec.json.format(msgspec.json.encode(record), indent=2), mode=0o600)
+    data = msgspec.json.format(msgspec.json.encode(record), indent=2)
+    write_atomic(path, data, mode=0o600, failpoint_name="sidecar.record.before_rename")
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+def write_atomic(
+    path: Path, data: bytes, *, mode: int = 0o600, failpoint_name: str | None = None
+) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory.
+
+    ``failpoint_name`` names the failpoint between the fsynced temp file and
+    the rename, where a crash must leave the old file whole.
+    """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.chmod(tmp, mode)
+        if failpoint_name is not None:
+            failpoint(failpoint_name)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # only a crash may leave a temp file behind
+        raise
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

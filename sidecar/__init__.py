@@ -21,6 +21,7 @@ from ._errors import JoinTokenError as JoinTokenError
 from ._errors import OwnerConflict as OwnerConflict
 from ._errors import RestoreRecordMissing as RestoreRecordMissing
 from ._errors import RunAlreadyEnded as RunAlreadyEnded
+from ._errors import RunStateUnreadable as RunStateUnreadable
 from ._errors import SidecarError as SidecarError
 from ._errors import StateNotSerializable as StateNotSerializable
 from ._errors import WorkflowLoadError as WorkflowLoadError
@@ -51,6 +52,7 @@ __all__ = [
     "OwnerConflict",
     "RestoreRecordMissing",
     "RunAlreadyEnded",
+    "RunStateUnreadable",
     "RunsConfig",
     "Sidecar",
     "SidecarError",

@@ -24,6 +24,7 @@ from runtime import (
     Message,
     Subscription,
     TransportError,
+    afailpoint,
     encode,
 )
 
@@ -110,6 +111,9 @@ class Delivery:
         fresh = await self._inbox.store(
             [Envelope.from_frame(f.frame, f.body) for f in stored], dead
         )
+        if stored:
+            # Stored, not acknowledged: the hub will send these frames again.
+            await afailpoint("sidecar.inbox.after_commit")
         for f, new in zip(stored, fresh, strict=True):
             f.ack = Ack(dispatch_id=f.frame.dispatch_id, result="stored" if new else "duplicate")
         replies.extend((f.message, f.ack) for f in frames if f.ack is not None)

@@ -1,12 +1,19 @@
-"""The claim-check envelope: what the inbox keeps for one dispatch.
+"""The inbox's records: the claim-check envelope of one dispatch, and run state.
 
-Stored as a msgpack map in ``inbox.envelope``. Release 1 wrote ``{"v": 1,
-dispatch_id, deployment_id, address, kind, message_id, sender, subject,
-body}`` with no ``run_id`` (the run id was the address); this release writes
-``"v": 2`` with the MailInbound fields. One reader takes both.
+An envelope is stored as a msgpack map in ``inbox.envelope``. Release 1 wrote
+``{"v": 1, dispatch_id, deployment_id, address, kind, message_id, sender,
+subject, body}`` with no ``run_id`` (the run id was the address); this
+release writes ``"v": 2`` with the MailInbound fields. One reader takes both.
+A run's state (``run_state.state``) is the handler's ``ctx.state`` as a
+msgpack map, unchanged since release 1.
+
+Readers raise :class:`RecordDecodeError` for anything they cannot read, so
+callers quarantine it with that reason instead of crashing on it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import msgspec
 
@@ -68,3 +75,32 @@ def decode_envelope(data: bytes) -> Envelope:
         return _decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise RecordDecodeError(f"unreadable inbox envelope: {exc}") from exc
+
+
+def salvage_run_id(data: bytes) -> str:
+    """The run an unreadable envelope was for, if its bytes still say so; else ""."""
+    try:
+        raw = msgspec.msgpack.decode(data)
+    except msgspec.DecodeError:
+        return ""
+    if not isinstance(raw, dict):
+        return ""
+    for key in ("run_id", "address"):  # release 1: the run id is the address
+        value = raw.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def encode_run_state(state: dict[str, Any]) -> bytes:
+    return _encoder.encode(state)
+
+
+def decode_run_state(data: bytes) -> dict[str, Any]:
+    try:
+        state = msgspec.msgpack.decode(data)
+    except msgspec.DecodeError as exc:
+        raise RecordDecodeError(f"unreadable run state: {exc}") from exc
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        raise RecordDecodeError("unreadable run state: not a map with string keys")
+    return state

@@ -29,6 +29,10 @@ class InboxConflict(InboxError):
     """A commit raced another writer of the processing position; nothing was written."""
 
 
+class RunStateUnreadable(InboxError):
+    """A run's stored state cannot be decoded; the run fails with this reason."""
+
+
 class WorkflowLoadError(SidecarError):
     """The deployment's sources could not be written or imported."""
 

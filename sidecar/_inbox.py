@@ -19,11 +19,16 @@ from typing import Any
 
 import aiosqlite
 import anyio
-import msgspec
 
 from runtime import Event, RecordDecodeError, encode
 
-from ._envelope import Envelope, decode_envelope, encode_envelope
+from ._envelope import (
+    Envelope,
+    decode_envelope,
+    decode_run_state,
+    encode_envelope,
+    encode_run_state,
+)
 from ._errors import InboxConflict
 from ._schema import migrate, transaction
 
@@ -46,6 +51,7 @@ class RunRecord:
     status: str | None  # None: the run has not started here
     state: dict[str, Any]
     last_seq: int | None
+    state_error: str | None = None  # the stored state is unreadable ({} stands in)
 
 
 @dataclass(slots=True)
@@ -246,19 +252,23 @@ class Inbox:
                 " LEFT JOIN run_state AS s ON s.run_id = q.id",
                 (run_id,),
             )
-        state = msgspec.msgpack.decode(bytes(data)) if data is not None else {}
-        if not isinstance(state, dict):
-            raise RecordDecodeError(f"run state of {run_id} is not a map")
-        return RunRecord(run_id=run_id, status=status, state=state, last_seq=last_seq)
+        state: dict[str, Any] = {}
+        error = None
+        if data is not None:
+            try:
+                state = decode_run_state(bytes(data))
+            except RecordDecodeError as exc:
+                error = str(exc)  # reported by the caller; the bytes stay as they are
+        return RunRecord(run_id, status, state, last_seq, state_error=error)
 
     async def commit(self, c: Commit) -> None:
         """Persist one processing step atomically: state, consumption, run
         status, events (outbox) and dead letters. Raises :class:`InboxConflict`
         (and writes nothing) when the envelopes are no longer the next ones."""
         seqs = [seq for _, seq, _ in c.consumed if seq is not None]
-        new_last = max(seqs) if seqs else self._last_seq
         now = time.time()
         async with self._lock:
+            new_last = max(seqs) if seqs else self._last_seq
             async with transaction(self.db) as db:
                 if seqs:
                     cur = await db.execute(
@@ -274,10 +284,14 @@ class Inbox:
                 )
                 if cur.rowcount != len(c.consumed):
                     raise InboxConflict("an envelope was consumed meanwhile")
+                # Rows done above the position (set aside, skipped, or release 1
+                # rows that learned their seq while being processed, these ones
+                # included) must not hold the next seq back.
+                new_last = await _advance_over_done(db, new_last)
                 if c.state is not None:
                     await db.execute(
                         "INSERT OR REPLACE INTO run_state (run_id, state) VALUES (?, ?)",
-                        (c.run_id, msgspec.msgpack.encode(c.state)),
+                        (c.run_id, encode_run_state(c.state)),
                     )
                 await db.execute(
                     "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"

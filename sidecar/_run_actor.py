@@ -12,16 +12,18 @@ import msgspec
 from runtime import (
     Actor,
     DispatchProcessed,
+    EnvelopeQuarantined,
     RunCompleted,
     RunFailed,
     RunStarted,
     RunStatus,
+    afailpoint,
     is_terminal,
     new_id,
 )
 
 from ._context import Context, to_json
-from ._errors import HandlerTimeout, StateNotSerializable
+from ._errors import HandlerTimeout, RunStateUnreadable, StateNotSerializable
 from ._inbox import Commit, Pending
 from ._workflow import item_of
 
@@ -40,6 +42,11 @@ class RunActor(Actor[list[Pending]]):
 
     async def started(self) -> None:
         record = await self._runs.inbox.load_run(self._run_id)
+        ended = record.status is not None and is_terminal(record.status)
+        if record.state_error is not None and not ended:
+            # Never processed on a stand-in state: the run fails with the
+            # reason (after the usual retries); the stored bytes stay.
+            raise RunStateUnreadable(f"run {self._run_id}: {record.state_error}")
         self._status = record.status
         self._snapshot = to_json(record.state, f"stored state of {self._run_id}")
 
@@ -50,14 +57,27 @@ class RunActor(Actor[list[Pending]]):
         try:
             for p in message:
                 now = time.time()
-                if p.envelope is None or (status is not None and is_terminal(status)):
-                    # Unreadable, or the run has ended: consume it visibly so
-                    # the hub settles the dispatch and later seqs move on.
-                    outcome = "dead_letter" if p.envelope is None else "refused_terminal"
-                    if p.envelope is None:
-                        commit.dead.append((p.error, p.raw))
-                    commit.consumed.append((p.dispatch_id, p.seq, outcome))
-                    commit.events.append(self._processed(p, now, snapshot, outcome))
+                if p.envelope is None:
+                    # Unreadable: set it aside visibly (here, and at the hub,
+                    # which cancels the dispatch), consumed with its seq so
+                    # that later seqs move on.
+                    commit.dead.append((p.error, p.raw))
+                    commit.consumed.append((p.dispatch_id, p.seq, "dead_letter"))
+                    commit.events.append(
+                        EnvelopeQuarantined(
+                            event_id=new_id("evt"),
+                            run_id=run_id,
+                            at=now,
+                            dispatch_id=p.dispatch_id,
+                            reason=p.error,
+                        )
+                    )
+                    continue
+                if status is not None and is_terminal(status):
+                    # The run has ended: consume it visibly so the hub settles
+                    # the dispatch and later seqs move on.
+                    commit.consumed.append((p.dispatch_id, p.seq, "refused_terminal"))
+                    commit.events.append(self._processed(p, now, snapshot, "refused_terminal"))
                     continue
                 started = status is None
                 ctx = await self._call(p, snapshot)
@@ -99,8 +119,11 @@ class RunActor(Actor[list[Pending]]):
             state=msgspec.json.decode(snapshot),
             minter=runs.minter,
         )
+        await afailpoint("sidecar.handler.before")
         with anyio.move_on_after(runs.config.handler_timeout) as scope:
             await runs.handler(ctx, item_of(p.envelope))
+        # The handler's effects exist only in memory until the commit.
+        await afailpoint("sidecar.handler.after")
         if scope.cancelled_caught:
             raise HandlerTimeout(
                 f"handler did not return within {runs.config.handler_timeout}s"
@@ -126,7 +149,10 @@ class RunActor(Actor[list[Pending]]):
         if not commit.consumed:
             return
         commit.status = status or RunStatus.RUNNING
+        await afailpoint("sidecar.run.before_commit")
         await self._runs.inbox.commit(commit)
+        # Committed to the outbox; the shipper has not been woken yet.
+        await afailpoint("sidecar.run.after_commit")
         self._status, self._snapshot = commit.status, snapshot
 
 

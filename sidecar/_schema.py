@@ -17,9 +17,9 @@ from contextlib import asynccontextmanager
 import aiosqlite
 import anyio
 
-from runtime import RecordDecodeError, RunStatus
+from runtime import EnvelopeQuarantined, RecordDecodeError, RunStatus, encode, new_id
 
-from ._envelope import decode_envelope
+from ._envelope import decode_envelope, salvage_run_id
 from ._errors import InboxSchemaTooNew
 
 log = logging.getLogger("mailrun.sidecar.inbox")
@@ -98,10 +98,24 @@ async def _v2(db: aiosqlite.Connection) -> None:
                     dead.append((dispatch_id, str(exc), bytes(data), now))
     await db.executemany("UPDATE inbox SET run_id = ? WHERE dispatch_id = ?", backfill)
     # An envelope nobody can read would hold every later one back: keep it
-    # aside, visibly, instead.
+    # aside, visibly: here, and at the hub (the event cancels its dispatch).
     await db.executemany(
         "INSERT INTO dead_letter (source, reason, data, at) VALUES ('inbox:' || ?, ?, ?, ?)",
         dead,
+    )
+    quarantined = [
+        EnvelopeQuarantined(
+            event_id=new_id("evt"),
+            run_id=salvage_run_id(data),
+            at=at,
+            dispatch_id=dispatch_id,
+            reason=reason,
+        )
+        for dispatch_id, reason, data, at in dead
+    ]
+    await db.executemany(
+        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
+        [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in quarantined],
     )
     await db.executemany(
         "UPDATE inbox SET state = 'done', outcome = 'dead_letter' WHERE dispatch_id = ?",

@@ -13,7 +13,7 @@ import random
 import anyio
 import msgspec
 
-from runtime import Event, EventsAck, FrameDecoder, Refused, RunEvents
+from runtime import Event, EventsAck, FrameDecoder, Refused, RunEvents, afailpoint
 
 from ._errors import HubUnavailable
 from ._inbox import Inbox
@@ -67,6 +67,7 @@ class Shipper:
                 owner_epoch=session.owner_epoch,
                 events=events,
             )
+            await afailpoint("sidecar.shipper.before_send")
             try:
                 reply = await self._link.request(
                     self._link.subjects.events, frame, self._replies, self._timeout
@@ -76,6 +77,8 @@ class Shipper:
                 self._link.rehello()
                 reply = None
             if isinstance(reply, EventsAck) and reply.ids:
+                # The hub has them; a crash here resends them (they dedupe there).
+                await afailpoint("sidecar.shipper.after_ack")
                 await self._inbox.mark_acked(reply.ids)
                 failures = 0
                 continue

@@ -95,7 +95,15 @@ def test_deployments_prints_an_aligned_table(stub: Stub) -> None:
         200,
         {
             "deployments": [
-                deployment(DEP_A, "counter", pending_dispatches=3),
+                deployment(
+                    DEP_A,
+                    "counter",
+                    connected=True,
+                    pending=2,
+                    oldest_wait=12.34,
+                    pending_dispatches=3,
+                    quarantined=1,
+                ),
                 deployment(DEP_B, "a-much-longer-name", status="deleted"),
             ]
         },
@@ -103,13 +111,27 @@ def test_deployments_prints_an_aligned_table(stub: Stub) -> None:
     result = cli(stub, "deployments")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "ID", "STATUS", "ADDRESS", "PENDING"]
+    assert lines[0].split() == [
+        "NAME",
+        "ID",
+        "STATUS",
+        "ADDRESS",
+        "CONNECTED",
+        "PENDING",
+        "OLDEST-WAIT",
+        "UNPROCESSED",
+        "QUARANTINED",
+    ]
     assert lines[1].split() == [
         "counter",
         DEP_A,
         "deployed",
         "counter@mailrun.local",
+        "yes",
+        "2",
+        "12.3s",
         "3",
+        "1",
     ]
     assert lines[2].split()[:3] == ["a-much-longer-name", DEP_B, "deleted"]
     # Every column starts at the same offset on every line.

@@ -1,0 +1,198 @@
+"""Health that tells the truth: which sidecars answer, which deployments are stuck.
+
+NATS request/reply has no disconnect signal, and a sidecar that is stopped
+(SIGSTOP, a wedged event loop, a cut network) keeps its NATS connection and
+its subscriptions until the server's own pings give up, minutes later. So a
+sidecar is judged by exchanges, not by its connection: it counts as
+connected while the last successful exchange of its deployment's current
+session (a hello, an events, blob or mint request that passed the session
+check, an answer to a ``MailInbound``) is less than ``stale_after`` old.
+
+An idle sidecar has no exchanges of its own, so the :class:`Prober` sends it
+one after ``probe_after`` of silence: a ``MailInbound`` addressed to no
+deployment (``deployment_id`` empty) on its inbound subject. The sidecar
+answers that from its delivery loop with ``Ack refused wrong_deployment``
+before it looks at its session or its inbox, so the probe costs one round
+trip, exercises the very path deliveries take, and needs no new frame.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from runtime import (
+    Ack,
+    FrameDecodeError,
+    FrameDecoder,
+    MailInbound,
+    Refused,
+    Subjects,
+    Transport,
+    TransportError,
+    encode,
+)
+
+from ._sessions import Session, SessionTable
+
+log = logging.getLogger("mailrun.hub.health")
+
+PROBE_DEPLOYMENT = ""
+"""The ``deployment_id`` of a probe: no sidecar owns it, every sidecar refuses it."""
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    stale_after: float = 5.0
+    """A sidecar silent this long (seconds) is reported disconnected."""
+    probe_after: float = 2.0
+    """A sidecar silent this long is probed."""
+    probe_timeout: float = 1.0
+    undeliverable_after: float = 10.0
+    """A deployment whose oldest undelivered dispatch waited this long is undeliverable."""
+    failed_rounds: int = 3
+    """... and so is one whose last this many delivery rounds all failed."""
+    max_probes: int = 64
+    """Probes in flight at once."""
+
+
+def probe_frame(session: Session) -> MailInbound:
+    return MailInbound(
+        dispatch_id="",
+        deployment_id=PROBE_DEPLOYMENT,
+        address="",
+        owner_epoch=session.owner_epoch,
+        session_id=session.session_id,
+    )
+
+
+class Prober:
+    """Probes every current session that has been silent for ``probe_after``."""
+
+    def __init__(
+        self,
+        *,
+        transport: Transport,
+        subjects: Subjects,
+        sessions: SessionTable,
+        on_answer: Callable[[str], None],
+        config: HealthConfig | None = None,
+    ) -> None:
+        self._transport = transport
+        self._subjects = subjects
+        self._sessions = sessions
+        self._on_answer = on_answer
+        self._config = config or HealthConfig()
+        self._probing: set[str] = set()
+        self._replies: FrameDecoder[Ack | Refused] = FrameDecoder(Ack | Refused)
+
+    async def run(self) -> None:
+        config = self._config
+        interval = min(1.0, config.probe_after / 2)
+        async with anyio.create_task_group() as tg:
+            while True:
+                for session in self._sessions.all_current():
+                    dep = session.deployment_id
+                    silence = self._sessions.silence(dep)
+                    if dep in self._probing or (silence or 0.0) < config.probe_after:
+                        continue
+                    if len(self._probing) >= config.max_probes:
+                        break
+                    self._probing.add(dep)
+                    tg.start_soon(self._probe, session)
+                await anyio.sleep(interval)
+
+    async def _probe(self, session: Session) -> None:
+        dep = session.deployment_id
+        try:
+            data = await self._transport.request(
+                self._subjects.inbound(dep),
+                encode(probe_frame(session)),
+                self._config.probe_timeout,
+            )
+            self._replies.decode(data)
+        except (TimeoutError, TransportError, FrameDecodeError):
+            return  # the growing silence is the report
+        except Exception:
+            # A probe is an observer: whatever goes wrong, it must not take
+            # the wire side down with it.
+            log.exception("probing the sidecar of %s failed", dep)
+            return
+        finally:
+            self._probing.discard(dep)
+        self._sessions.seen(dep)
+        self._on_answer(dep)
+
+
+def health_report(
+    sessions: SessionTable, dispatch: Mapping[str, Any], config: HealthConfig
+) -> dict[str, Any]:
+    """``/healthz``'s wire part from the session table and ``Dispatcher.stats()``."""
+    now = time.time()
+    pending: Mapping[str, Any] = dispatch.get("pending", {})
+    lanes: Mapping[str, Any] = dispatch.get("lanes", {})
+    rows: list[dict[str, Any]] = []
+    for s in sorted(sessions.all_current(), key=lambda s: s.deployment_id):
+        silence = sessions.silence(s.deployment_id)
+        rows.append(
+            {
+                "deployment_id": s.deployment_id,
+                "session_id": s.session_id,
+                "instance_id": s.instance_id,
+                "owner_epoch": s.owner_epoch,
+                "since": s.opened_at,
+                "last_seen": None if silence is None else round(now - silence, 3),
+                "silence": None if silence is None else round(silence, 3),
+                "connected": silence is not None and silence < config.stale_after,
+            }
+        )
+    by_dep = {row["deployment_id"]: row for row in rows}
+    undeliverable = []
+    for dep, waiting in sorted(pending.items()):
+        lane = lanes.get(dep, {})
+        error = _stuck(waiting, by_dep.get(dep), lane, config)
+        if error is not None:
+            undeliverable.append(
+                {
+                    "deployment_id": dep,
+                    "pending": waiting["count"],
+                    "oldest_wait": waiting["oldest_age"],
+                    "connected": bool(by_dep.get(dep, {}).get("connected")),
+                    "last_error": error,
+                }
+            )
+    connected = sum(1 for row in rows if row["connected"])
+    return {
+        "status": "degraded" if undeliverable else "ok",
+        "connected_sidecars": connected,
+        "disconnected_sidecars": len(rows) - connected,
+        "sessions": rows,
+        **dispatch,
+        "undeliverable": undeliverable,
+    }
+
+
+def _stuck(
+    waiting: Mapping[str, Any],
+    session: Mapping[str, Any] | None,
+    lane: Mapping[str, Any],
+    config: HealthConfig,
+) -> str | None:
+    """Why a deployment's waiting dispatches cannot be delivered now, or None."""
+    if not waiting.get("count"):
+        return None
+    failures, lane_error = int(lane.get("failures") or 0), lane.get("last_error") or None
+    if failures >= config.failed_rounds:
+        return str(lane_error or "delivery rounds failing")
+    if session is not None and not session["connected"]:
+        return str(lane_error or f"sidecar silent for {session['silence']:.1f} s")
+    if float(waiting.get("oldest_age") or 0.0) > config.undeliverable_after:
+        if failures and lane_error:
+            return str(lane_error)
+        return "no sidecar session" if session is None else "delivery falling behind"
+    return None

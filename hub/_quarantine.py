@@ -1,0 +1,93 @@
+"""Quarantined envelopes: a sidecar could not read one and set it aside.
+
+The hub records it where an operator looks: a dead letter naming the
+deployment (``source = 'quarantine'``, counted as the deployment's
+``quarantined``), and the dispatch cancelled with ``last_error
+"quarantined: <reason>"``, so it is neither delivered again nor waited for
+(the Welcome floor counts a cancelled dispatch as settled). The event is
+kept in ``run_event`` like any other, idempotent by its id, under the run
+that the hub's own dispatch row names: the sidecar may not know it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import aiosqlite
+
+from runtime import EnvelopeQuarantined, encode
+
+from ._migrations import DispatchStatus
+
+log = logging.getLogger("mailrun.hub.events")
+
+QUARANTINE_SOURCE = "quarantine"
+_REASON_LIMIT = 1000
+
+
+async def ingest_quarantined(
+    db: aiosqlite.Connection,
+    deployment_id: str,
+    subject: str,
+    event: EnvelopeQuarantined,
+    now: float,
+) -> bool:
+    """Apply ``event`` (inside the caller's write transaction) unless it was
+    applied before; True when it freed a claim-checked body."""
+    async with db.execute(
+        "SELECT run_id, body_digest FROM workflow_run_dispatch WHERE id = ? AND deployment_id = ?",
+        (event.dispatch_id, deployment_id),
+    ) as cur:
+        dispatch = await cur.fetchone()
+    data = encode(event)
+    if dispatch is None:
+        log.warning("%s quarantined unknown dispatch %s", deployment_id, event.dispatch_id)
+        reason = f"unknown_dispatch: {deployment_id}"
+        await _dead_letter(db, "events", subject, reason, data, now, deployment_id)
+        return False
+    cur = await db.execute(
+        "INSERT OR IGNORE INTO run_event (id, run_id, deployment_id, kind, payload, at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            event.event_id,
+            dispatch["run_id"],
+            deployment_id,
+            type(event).__name__,
+            data,
+            event.at or now,
+        ),
+    )
+    if cur.rowcount != 1:
+        return False  # a resent event: applied already
+    reason = f"quarantined: {event.reason or 'unreadable envelope'}"[:_REASON_LIMIT]
+    log.warning("%s dispatch %s %s", deployment_id, event.dispatch_id, reason)
+    await _dead_letter(db, QUARANTINE_SOURCE, subject, reason, data, now, deployment_id)
+    cur = await db.execute(
+        "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?, last_error = ?"
+        " WHERE id = ? AND status IN (?, ?)",
+        (
+            DispatchStatus.CANCELLED,
+            now,
+            reason,
+            event.dispatch_id,
+            DispatchStatus.RESERVED,
+            DispatchStatus.DELIVERED,
+        ),
+    )
+    return cur.rowcount == 1 and dispatch["body_digest"] is not None
+
+
+async def _dead_letter(
+    db: aiosqlite.Connection,
+    source: str,
+    subject: str,
+    reason: str,
+    data: bytes,
+    now: float,
+    deployment_id: str,
+) -> None:
+    await db.execute(
+        "INSERT INTO dead_letter (source, subject, reason, data, at, deployment_id)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (source, subject, reason, data, now, deployment_id),
+    )

@@ -1,0 +1,165 @@
+"""``mailrun migrate``: what an upgrade changes in a state dir, and the hub's part of it.
+
+The hub migrates its own database (here, or at every boot). Each sidecar
+migrates its inbox when it starts and rewrites its restore record in this
+release's format after a successful start; this module only reports those,
+reading the files as they are on disk (the hub never imports sidecar code):
+an inbox is in release 1's format when its ``inbox`` table has no ``run_id``
+column, a restore record when it has no ``version``. Inspecting opens every
+database read-only and changes nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import anyio
+import msgspec
+
+from runtime import RecordDecodeError, read_restore_record
+
+from ._errors import MigrationError
+from ._migrations import LATEST, pending_migrations, read_version
+from ._store import Store
+
+HUB_DB = "hub.db"
+SIDECARS = "sidecars"
+
+
+class HubDatabase(msgspec.Struct, kw_only=True):
+    path: str
+    exists: bool
+    version: int
+    latest: int
+    pending: list[str]
+
+
+class SidecarInbox(msgspec.Struct, kw_only=True):
+    deployment_id: str
+    path: str
+    version: int | None  # None: no schema_version table (release 1)
+    release1: bool  # in release 1's format: the sidecar migrates it at its next start
+    error: str | None = None
+
+
+class SidecarRecord(msgspec.Struct, kw_only=True):
+    deployment_id: str
+    path: str
+    version: int | None  # 1: release 1's format, rewritten after the sidecar's next start
+    error: str | None = None
+
+
+class UpgradeReport(msgspec.Struct, kw_only=True):
+    hub: HubDatabase
+    inboxes: list[SidecarInbox]
+    records: list[SidecarRecord]
+    applied: list[str] = msgspec.field(default_factory=list)
+
+
+async def inspect_state(state_dir: Path, sidecar_root: Path | None = None) -> UpgradeReport:
+    """What booting this release on ``state_dir`` would change (read-only)."""
+    path = state_dir / HUB_DB
+    hub = HubDatabase(
+        path=str(path),
+        exists=path.exists(),
+        version=await read_version(path),
+        latest=LATEST,
+        pending=await pending_migrations(path) if path.exists() else [],
+    )
+    root = sidecar_root if sidecar_root is not None else state_dir / SIDECARS
+    records = sorted(root.glob("*/workflow-runs/*/deployment.json"))
+    inbox_files = sorted(root.glob("*/workflow-runs/*/inbox.db"))
+    return UpgradeReport(
+        hub=hub,
+        inboxes=[await anyio.to_thread.run_sync(_inbox, p) for p in inbox_files],
+        records=[await anyio.to_thread.run_sync(_record, p) for p in records],
+    )
+
+
+async def migrate_state(state_dir: Path, sidecar_root: Path | None = None) -> UpgradeReport:
+    """Apply the hub's pending migrations (never creating a database); report the rest."""
+    before = await inspect_state(state_dir, sidecar_root)
+    if not before.hub.exists or not before.hub.pending:
+        return before
+    try:
+        store = await Store.open(Path(before.hub.path))
+    except sqlite3.Error as exc:
+        raise MigrationError(f"cannot migrate {before.hub.path}: {exc}") from exc
+    await store.aclose()
+    after = await inspect_state(state_dir, sidecar_root)
+    after.applied = [name for name in before.hub.pending if name not in after.hub.pending]
+    return after
+
+
+def _inbox(path: Path) -> SidecarInbox:
+    deployment_id = path.parent.name
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            columns = {r[1] for r in db.execute("PRAGMA table_info(inbox)")}
+            version = None
+            if "schema_version" in tables:
+                (version,) = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return SidecarInbox(
+            deployment_id=deployment_id,
+            path=str(path),
+            version=None,
+            release1=False,
+            error=str(exc),
+        )
+    release1 = "inbox" in tables and "run_id" not in columns
+    return SidecarInbox(
+        deployment_id=deployment_id, path=str(path), version=version, release1=release1
+    )
+
+
+def _record(path: Path) -> SidecarRecord:
+    deployment_id = path.parent.name
+    try:
+        _, version = read_restore_record(path)
+    except (OSError, RecordDecodeError) as exc:
+        return SidecarRecord(
+            deployment_id=deployment_id, path=str(path), version=None, error=str(exc)
+        )
+    return SidecarRecord(deployment_id=deployment_id, path=str(path), version=version)
+
+
+def render(report: UpgradeReport, *, check: bool) -> str:
+    """The human report of ``mailrun migrate [--check]``."""
+    hub = report.hub
+    lines = [f"hub database {hub.path}"]
+    if not hub.exists:
+        lines.append("  none yet: the hub creates it at its first boot")
+    else:
+        lines.append(f"  schema version {hub.version} (this release: {hub.latest})")
+        if report.applied:
+            lines.append(f"  applied: {', '.join(report.applied)}")
+        if hub.pending:
+            verb = "would apply" if check else "pending"
+            lines.append(f"  {verb}: {', '.join(hub.pending)}")
+        elif not report.applied:
+            lines.append("  up to date")
+    lines.append("sidecar inboxes (each sidecar migrates its own when it starts)")
+    for inbox in report.inboxes:
+        if inbox.error is not None:
+            state = f"unreadable: {inbox.error}"
+        elif inbox.release1:
+            state = "release 1 format: will be migrated"
+        else:
+            state = f"schema version {inbox.version}"
+        lines.append(f"  {inbox.deployment_id}  {state}")
+    lines.append("restore records (each sidecar rewrites its own after a successful start)")
+    for record in report.records:
+        if record.error is not None:
+            state = f"unreadable: {record.error}"
+        elif record.version == 1:
+            state = "release 1 format: will be rewritten"
+        else:
+            state = f"version {record.version}"
+        lines.append(f"  {record.deployment_id}  {state}")
+    return "\n".join(lines)

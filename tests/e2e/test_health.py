@@ -1,0 +1,126 @@
+"""Health tells the truth: a stopped sidecar shows in /healthz and `mailrun deployments`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import nats
+import pytest
+
+from hub._health import probe_frame
+from hub._sessions import Session
+from runtime import Ack, FrameDecoder, encode
+
+from .harness import MAILRUN, Up, mailrun_up, recorder_source, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+async def listed(up: Up, deployment_id: str) -> dict[str, Any]:
+    """The deployment as `mailrun deployments --json` prints it."""
+    done = await anyio.run_process([MAILRUN, "deployments", "--json", "--hub", up.url])
+    [dep] = [d for d in json.loads(done.stdout)["deployments"] if d["id"] == deployment_id]
+    return dict(dep)
+
+
+def session_of(health: dict[str, Any], deployment_id: str) -> dict[str, Any]:
+    [row] = [s for s in health["sessions"] if s["deployment_id"] == deployment_id]
+    return dict(row)
+
+
+async def test_the_sidecar_answers_a_probe_without_storing_anything(tmp_path: Path) -> None:
+    async with mailrun_up(tmp_path) as up:
+        dep = await up.deploy("probed", recorder_source())
+        warm = (await up.send(dep["address"], "warm-up")).json()
+        await up.wait_state(warm["run_id"], lambda r: r["state"].get("count") == 1)
+        health = await up.healthz()
+        assert health is not None
+        session = session_of(health, dep["id"])
+        probe = probe_frame(
+            Session(session["session_id"], dep["id"], session["instance_id"], 1, 0.0)
+        )
+        nc = await nats.connect(health["nats_url"])
+        try:
+            reply = await nc.request(f"mailrun.mail.inbound.{dep['id']}", encode(probe), timeout=5)
+        finally:
+            await nc.close()
+        ack = FrameDecoder[Ack](Ack).decode(reply.data)
+        assert (ack.result, ack.reason) == ("refused", "wrong_deployment")
+        # Refused before the inbox: only the warm-up is there, nothing dead-lettered.
+        db = sqlite3.connect(f"file:{dep_inbox(up, dep['id'])}?mode=ro", uri=True)
+        try:
+            assert db.execute("SELECT COUNT(*) FROM inbox").fetchone() == (1,)
+            assert db.execute("SELECT COUNT(*) FROM dead_letter").fetchone() == (0,)
+        finally:
+            db.close()
+
+
+def dep_inbox(up: Up, deployment_id: str) -> Path:
+    return up.state_dir / "sidecars" / deployment_id / "workflow-runs" / deployment_id / "inbox.db"
+
+
+async def test_a_stopped_sidecar_is_reported_until_it_drains(tmp_path: Path) -> None:
+    async with mailrun_up(tmp_path) as up:
+        dep = await up.deploy("frozen", recorder_source())
+        dep_id = dep["id"]
+        warm = (await up.send(dep["address"], "warm-up")).json()
+        await up.wait_state(warm["run_id"], lambda r: r["state"].get("count") == 1)
+        before = await up.healthz()
+        assert before is not None and session_of(before, dep_id)["connected"] is True
+
+        pid = await up.sidecar_pid(dep_id)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for i in range(5):
+                assert (await up.send(dep["address"], f"m{i}")).status_code == 202
+
+            async def stuck() -> dict[str, Any] | None:
+                """Health once it reports the deployment undeliverable, its sidecar gone."""
+                health = await up.healthz()
+                found = [
+                    u["deployment_id"]
+                    for u in (health or {}).get("undeliverable", [])
+                    if not u["connected"]
+                ]
+                return health if found == [dep_id] else None
+
+            health = await wait_for(stuck, what="the sidecar reported gone, its work stuck")
+            [entry] = health["undeliverable"]
+            assert (entry["pending"], entry["connected"]) == (5, False)
+            assert entry["last_error"] and entry["oldest_wait"] > 0
+            assert health["status"] == "degraded" and health["connected_sidecars"] == 0
+            assert session_of(health, dep_id)["connected"] is False
+
+            async def waited_longer() -> bool:
+                health = await stuck()
+                return health is not None and (
+                    health["undeliverable"][0]["oldest_wait"] > entry["oldest_wait"]
+                )
+
+            shown = await listed(up, dep_id)
+            assert (shown["connected"], shown["pending"]) == (False, 5)
+            assert shown["oldest_wait"] > entry["oldest_wait"] and shown["last_error"]
+            await wait_for(waited_longer, what="the oldest wait to grow")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+        await up.wait_state(warm["run_id"], lambda r: r["state"].get("count") == 6)
+
+        async def clean() -> dict[str, Any] | None:
+            health = await up.healthz()
+            if health is None or health["status"] != "ok" or health["pending"]:
+                return None  # pending counts lag by up to a census interval (1 s)
+            return health if session_of(health, dep_id)["connected"] else None
+
+        health = await wait_for(clean, what="health to be clean again")
+        assert health["connected_sidecars"] == 1 and health["undeliverable"] == []
+        shown = (await up.http.get(f"/workflows/deployments/{dep_id}")).json()
+        assert (shown["connected"], shown["pending"], shown["oldest_wait"]) == (True, 0, 0.0)
+        assert shown["last_error"] is None
+        assert await up.sidecar_pid(dep_id) == pid, "the same process drained its work"

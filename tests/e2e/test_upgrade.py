@@ -1,0 +1,301 @@
+"""Upgrades end to end: real `mailrun up` processes on a state dir release 1 left."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from legacy.v1fixture import V1Deployment, V1State, write_v1_state
+
+from runtime import read_restore_record
+
+from .harness import MAILRUN, Up, free_port, mailrun_up, wait_for
+
+pytestmark = pytest.mark.anyio
+
+MIGRATION_FAILPOINT = "hub.migration.after_step"
+
+
+def _ro(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+
+
+def _rows(path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    db = _ro(path)
+    try:
+        return db.execute(sql, args).fetchall()
+    except sqlite3.OperationalError:
+        return []  # not migrated yet (no such table)
+    finally:
+        db.close()
+
+
+def live(v1: V1State) -> list[V1Deployment]:
+    return [d for d in v1.deployments.values() if d.live]
+
+
+async def settled(up: Up, v1: V1State) -> None:
+    """Wait until every live deployment has its sidecar, every accepted dispatch
+    is settled at the hub, every event is acknowledged, every record rewritten."""
+
+    def done() -> bool:
+        open_ = up.query(
+            "SELECT COUNT(*) FROM workflow_run_dispatch WHERE status IN ('reserved', 'delivered')"
+        )
+        unowned = up.query(
+            "SELECT COUNT(*) FROM deployment WHERE deleted_at IS NULL AND owner_instance IS NULL"
+        )
+        if open_ != [(0,)] or unowned != [(0,)]:
+            return False
+        for dep in live(v1):
+            inbox = dep.inbox_file(v1.state_dir)
+            if _rows(inbox, "SELECT COUNT(*) FROM outbox WHERE acked = 0") != [(0,)]:
+                return False
+            if read_restore_record(dep.record_file(v1.state_dir))[1] != 2:
+                return False
+        return True
+
+    async def probe() -> bool:
+        return await anyio.to_thread.run_sync(done)
+
+    await wait_for(probe, timeout=20, what="every dispatch settled and every event acked")
+
+
+Snapshot = dict[str, Any]
+
+
+def snapshot(state_dir: Path, v1: V1State) -> Snapshot:
+    """The durable state, without what differs between two equivalent boots
+    (times, minted event ids, session and instance ids, attempt counters)."""
+    hub = state_dir / "hub.db"
+    out: dict[str, Any] = {
+        "schema_version": _rows(hub, "SELECT version FROM schema_version"),
+        "deployments": _rows(
+            hub,
+            "SELECT id, name, address, public_key, sources, entrypoint, next_seq, deleted_at,"
+            " owner_epoch FROM deployment ORDER BY id",
+        ),
+        "runs": _rows(
+            hub,
+            "SELECT id, deployment_id, parent_run_id, is_anchor, is_top_level, status, result,"
+            " error, state, last_seq FROM workflow_run ORDER BY id",
+        ),
+        "dispatches": _rows(
+            hub,
+            "SELECT id, deployment_id, run_id, seq, kind, message_id, sender, subject, body,"
+            " status, CASE WHEN status = 'cancelled' THEN last_error END"
+            " FROM workflow_run_dispatch ORDER BY deployment_id, seq",
+        ),
+        "events": _rows(
+            hub, "SELECT run_id, kind, COUNT(*) FROM run_event GROUP BY 1, 2 ORDER BY 1, 2"
+        ),
+        "dead_letters": _rows(
+            hub, "SELECT source, reason, deployment_id FROM dead_letter ORDER BY id"
+        ),
+    }
+    for dep in v1.deployments.values():
+        inbox = dep.inbox_file(state_dir)
+        record, version = read_restore_record(dep.record_file(state_dir))
+        out[dep.name] = {
+            "inbox": _rows(
+                inbox,
+                "SELECT dispatch_id, run_id, seq, state, outcome FROM inbox ORDER BY dispatch_id",
+            ),
+            "run_state": [
+                (run_id, msgspec.msgpack.decode(state))
+                for run_id, state in _rows(inbox, "SELECT run_id, state FROM run_state")
+            ],
+            "runs": _rows(inbox, "SELECT run_id, status, result, error, last_seq FROM run"),
+            "meta": _rows(inbox, "SELECT value FROM meta WHERE key = 'last_seq'"),
+            "record": (version, record.deployment_id, record.address, record.hub_key.seed),
+        }
+    return out
+
+
+async def boot_once(tmp: Path, v1: V1State) -> Snapshot:
+    state = tmp / "state"
+    async with mailrun_up(tmp) as up:
+        await settled(up, v1)
+    return snapshot(state, v1)
+
+
+def same(got: Snapshot, want: Snapshot) -> None:
+    """Equal snapshots; on a difference, name the part that differs."""
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == want[key], key
+
+
+def copy(v1: V1State, tmp: Path) -> V1State:
+    shutil.copytree(v1.state_dir, tmp / "state")
+    return V1State(tmp / "state", v1.deployments)
+
+
+async def test_up_on_a_release_1_state_dir_carries_every_deployment_on(tmp_path: Path) -> None:
+    v1 = write_v1_state(tmp_path / "state")
+    idle, busy, done, gone = (v1[n] for n in ("idle", "busy", "done", "gone"))
+    gone_record = gone.record_file(v1.state_dir).read_bytes()
+    async with mailrun_up(tmp_path) as up:
+        listing = (await up.http.get("/workflows/deployments")).json()["deployments"]
+        by_name = {d["name"]: d for d in listing}
+        assert {n: d["status"] for n, d in by_name.items()} == {
+            "idle": "deployed",
+            "busy": "deployed",
+            "done": "deployed",
+            "gone": "deleted",
+        }
+        assert by_name["busy"]["top_level_run_id"] == busy.address
+        assert by_name["idle"]["top_level_run_id"] is None
+
+        # Delivered-pending and reserved mail: each processed once, in order,
+        # on top of release 1's run state.
+        expected = busy.processed + busy.waiting
+        run = await up.wait_state(
+            busy.address, lambda r: r["state"].get("count") == len(expected), what="v1 mail"
+        )
+        assert run["is_top_level"] is True and run["status"] == "running"
+        assert run["state"]["seen"] == [m.seen_entry() for m in expected]
+
+        # New mail reaches the same run, after the old.
+        r = await up.send(busy.address, "after-upgrade", "new")
+        assert r.status_code == 202, r.text
+        assert r.json()["run_id"] == busy.address
+        run = await up.wait_state(busy.address, lambda r: r["state"]["count"] == len(expected) + 1)
+        assert [s["subject"] for s in run["state"]["seen"]] == [
+            *(m.subject for m in expected),
+            "after-upgrade",
+        ]
+        # A release-1 message id is still the dedupe key: its first receipt.
+        again = await up.send(busy.address, "pending-1", message_id="v1-busy-3")
+        assert again.status_code == 202 and again.json()["dispatch_id"] == expected[2].dispatch_id
+
+        # A deployment without a run gets its first one, minted now.
+        r = await up.send(idle.address, "first")
+        assert r.status_code == 202, r.text
+        first_run = r.json()["run_id"]
+        assert first_run.startswith("run_")
+        await up.wait_state(first_run, lambda r: r["state"].get("count") == 1)
+
+        r = await up.send(done.address, "too late")
+        assert r.status_code == 409 and r.json()["reason"] == "workflow_run_terminal"
+        assert (await up.run(done.address))["result"] == done.result
+
+        r = await up.send(gone.address, "hello?")
+        assert r.status_code in (404, 409) and r.json()["status"] == "rejected"
+        r = await up.http.get(f"/workflows/deployments/{gone.id}")
+        assert r.json()["status"] == "deleted"
+
+        await settled(up, v1)
+        processed = up.query(
+            "SELECT COUNT(*) FROM run_event WHERE run_id = ? AND kind = 'DispatchProcessed'",
+            busy.address,
+        )
+        assert processed == [(len(busy.waiting) + 1,)]  # release 2 processed each once
+        assert all(gone.id not in " ".join(c.cmdline()) for c in up.children())
+
+    # Rewritten in this release's format after a successful start, key kept;
+    # the deleted deployment's sidecar never started, its record is untouched.
+    for dep in live(v1):
+        path = dep.record_file(v1.state_dir)
+        record, version = read_restore_record(path)
+        assert (version, record.deployment_id, record.address) == (2, dep.id, dep.address)
+        assert record.hub_key.seed == dep.seed and record.public_key == dep.public_key
+        assert path.stat().st_mode & 0o777 == 0o600
+    assert gone.record_file(v1.state_dir).read_bytes() == gone_record
+
+
+@pytest.fixture(scope="module")
+def booted_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[V1State, V1State, Snapshot]:
+    """A release-1 state dir left pristine, a copy of it booted once, and the
+    snapshot of that copy: what booting once ends in."""
+    tmp = tmp_path_factory.mktemp("upgrade")
+    v1 = write_v1_state(tmp / "v1" / "state")
+    once = copy(v1, tmp / "once")
+    return v1, once, anyio.run(boot_once, tmp / "once", once)
+
+
+async def test_booting_twice_ends_as_booting_once(
+    booted_once: tuple[V1State, V1State, Snapshot],
+) -> None:
+    _, once, snapshot_once = booted_once
+    same(await boot_once(once.state_dir.parent, once), snapshot_once)
+
+
+def _spawn_up(tmp: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    http = f"127.0.0.1:{free_port()}"
+    with open(tmp / "up.log", "ab") as log:
+        argv = [MAILRUN, "up", "--state-dir", str(tmp / "state"), "--http", http]
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _dump(path: Path) -> list[str]:
+    db = sqlite3.connect(path)  # read-write: recovers what a crash left, as a boot would
+    try:
+        return list(db.iterdump())
+    finally:
+        db.close()
+
+
+async def test_a_hub_killed_in_the_middle_of_the_migration_finishes_it_at_the_next_boot(
+    tmp_path: Path, booted_once: tuple[V1State, V1State, Snapshot]
+) -> None:
+    v1, _, snapshot_once = booted_once
+    state = copy(v1, tmp_path / "crashed")
+    before = _dump(state.state_dir / "hub.db")
+
+    # `up` passes its environment to the hub: the failpoint kills the hub
+    # (os._exit, like SIGKILL) inside migration 2's transaction, with release
+    # 1's tables already dropped. `up` keeps restarting it into the same death.
+    env = {**os.environ, "MAILRUN_FAILPOINTS": f"{MIGRATION_FAILPOINT}=crash"}
+    proc = _spawn_up(tmp_path / "crashed", env)
+    hub_log = state.state_dir / "logs" / "hub.log"
+    try:
+
+        async def crashed() -> bool:
+            text = hub_log.read_text() if hub_log.exists() else ""
+            return f"failpoint {MIGRATION_FAILPOINT}: crash" in text
+
+        await wait_for(crashed, timeout=20, what="the hub to die mid-migration")
+    finally:
+        proc.terminate()
+        await anyio.to_thread.run_sync(proc.wait)
+    assert _dump(state.state_dir / "hub.db") == before  # still release 1's, all of it
+
+    same(await boot_once(tmp_path / "crashed", state), snapshot_once)
+
+
+async def test_a_damaged_envelope_is_quarantined_and_the_others_carry_on(tmp_path: Path) -> None:
+    v1 = write_v1_state(tmp_path / "state", damaged=True)
+    busy = v1["busy"]
+    (damaged,) = (m for m in busy.mail if m.damaged)
+    async with mailrun_up(tmp_path) as up:
+        await settled(up, v1)
+        run = await up.run(busy.address)
+        assert run["state"]["seen"] == [m.seen_entry() for m in busy.processed + busy.waiting]
+
+        view = (await up.http.get(f"/workflows/deployments/{busy.id}")).json()
+        assert view["quarantined"] == 1
+        dispatch = (await up.http.get(f"/dispatches/{damaged.dispatch_id}")).json()
+        assert dispatch["status"] == "cancelled"
+        assert dispatch["last_error"].startswith("quarantined: unreadable inbox envelope")
+        letters = up.query("SELECT source, reason, deployment_id FROM dead_letter")
+        assert letters == [("quarantine", dispatch["last_error"], busy.id)]
+
+        listing = await anyio.run_process([MAILRUN, "deployments", "--hub", up.url])
+        lines = listing.stdout.decode().splitlines()
+        quarantined = lines[0].split().index("QUARANTINED")
+        (busy_line,) = (line for line in lines if line.startswith("busy "))
+        assert busy_line.split()[quarantined] == "1"
+
+    # The sidecar kept the damaged bytes themselves, with the reason.
+    kept = _rows(busy.inbox_file(v1.state_dir), "SELECT source, reason FROM dead_letter")
+    assert [(s, r.split(":")[0]) for s, r in kept] == [
+        (f"inbox:{damaged.dispatch_id}", "unreadable inbox envelope")
+    ]

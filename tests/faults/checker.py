@@ -1,0 +1,213 @@
+"""The checker: a workload's history against what the run processed.
+
+Inputs, gathered once the system has quiesced (see :mod:`.observe`):
+
+- the :class:`~.workload.History` of every client operation;
+- what the run processed, in order: its final ``state["seen"]``;
+- what the hub's store says it accepted, per message id (to settle the
+  operations that got no answer);
+- how many top-level runs each deployment has.
+
+A message id is *accepted* when an operation got an ``ok`` receipt for it,
+or when the hub's store holds a dispatch for it (an indeterminate operation
+that did reach the hub). Every accepted message must be processed exactly
+once; the run must process them in the order of their receipts' ``seq``,
+and each client's in the order that client got its receipts. The one
+exception is a dispatch accepted for a run that ended before it came to it
+(``refused``, F14): it is not processed, and the store must say why.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .workload import History, Op
+
+
+@dataclass(frozen=True)
+class Processed:
+    """One item the run processed: its dispatch and the subject (= message id)."""
+
+    dispatch_id: str
+    message_id: str
+
+
+@dataclass(frozen=True)
+class HubDispatch:
+    """A dispatch the hub's store holds for a message id."""
+
+    dispatch_id: str
+    seq: int
+    refused: str | None = None
+    """Why its run refused it after it was accepted (``workflow_run_terminal``:
+    the run had ended before it came to it), or None."""
+
+
+def processed_from_state(state: Mapping[str, Any]) -> list[Processed]:
+    """The recorder workflow's ``state["seen"]`` as :class:`Processed` items."""
+    return [Processed(s["dispatch_id"], s["subject"]) for s in state.get("seen", [])]
+
+
+@dataclass
+class CheckResult:
+    sent: int = 0
+    accepted: int = 0
+    processed: int = 0
+    indeterminate: int = 0
+    """Message ids never settled either way (no receipt, not in the hub's store)."""
+    lost: list[str] = field(default_factory=list)
+    duplicated: dict[str, int] = field(default_factory=dict)
+    reordered: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    conflicting: list[str] = field(default_factory=list)
+    """Answers that contradict each other or the store (two dispatches for one id, ...)."""
+    refused: list[str] = field(default_factory=list)
+    """Accepted, then refused by a run that had ended meanwhile: not processed,
+    and the store says so (every retry of the message id is answered
+    ``workflow_run_terminal``). Not lost: reported."""
+    runs: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.lost or self.duplicated or self.reordered or self.unexpected or self.conflicting
+        ) and all(n == 1 for n in self.runs.values())
+
+    def summary(self) -> str:
+        runs = ",".join(str(n) for _, n in sorted(self.runs.items())) or "-"
+        return (
+            f"{'ok' if self.ok else 'FAILED'}: sent={self.sent} accepted={self.accepted}"
+            f" processed={self.processed} indeterminate={self.indeterminate}"
+            f" lost={len(self.lost)} duplicated={len(self.duplicated)}"
+            f" reordered={len(self.reordered)} unexpected={len(self.unexpected)}"
+            f" conflicting={len(self.conflicting)} refused={len(self.refused)} runs={runs}"
+        )
+
+
+@dataclass
+class _Accepted:
+    message_id: str
+    client: int
+    dispatch_id: str
+    seq: int
+    run_id: str | None
+    receipt_at: float  # when its client got the first receipt (or gave up on it)
+
+
+def check(
+    history: History,
+    processed: Sequence[Processed],
+    *,
+    runs: Mapping[str, int],
+    hub_accepted: Mapping[str, HubDispatch] | None = None,
+) -> CheckResult:
+    """Compare ``history`` with ``processed``; see the module docstring."""
+    hub_accepted = hub_accepted or {}
+    ops: dict[str, list[Op]] = defaultdict(list)
+    for op in history.ops:
+        ops[op.message_id].append(op)
+    result = CheckResult(sent=len(ops), processed=len(processed), runs=dict(runs))
+    accepted = _accepted(ops, hub_accepted, result)
+    result.accepted = len(accepted)
+    counts = Counter(p.message_id for p in processed)
+    result.duplicated = {mid: n for mid, n in counts.items() if n > 1}
+    in_seq = [a.message_id for a in sorted(accepted.values(), key=lambda a: a.seq)]
+    refused = {mid for mid, d in hub_accepted.items() if d.refused is not None}
+    result.refused = [mid for mid in in_seq if mid in refused and not counts[mid]]
+    result.lost = [mid for mid in in_seq if not counts[mid] and mid not in refused]
+    result.conflicting += [
+        f"{mid}: processed, yet refused" for mid in in_seq if mid in refused and counts[mid]
+    ]
+    for p in processed:
+        known = accepted.get(p.message_id)
+        if known is None and not _maybe_accepted(ops.get(p.message_id, [])):
+            result.unexpected.append(p.message_id)
+        elif known is not None and known.dispatch_id != p.dispatch_id:
+            result.conflicting.append(
+                f"{p.message_id}: processed as {p.dispatch_id}, accepted as {known.dispatch_id}"
+            )
+    firsts = _first_occurrences(p.message_id for p in processed)
+    result.reordered = _global_order(firsts, accepted) + _client_order(firsts, accepted)
+    return result
+
+
+def _accepted(
+    ops: Mapping[str, list[Op]], hub: Mapping[str, HubDispatch], result: CheckResult
+) -> dict[str, _Accepted]:
+    accepted: dict[str, _Accepted] = {}
+    run_ids: dict[str, set[str]] = defaultdict(set)
+    for mid, attempts in ops.items():
+        oks = [op for op in attempts if op.outcome == "ok" and op.receipt is not None]
+        stored = hub.get(mid)
+        if oks:
+            first = min(oks, key=lambda op: (op.completed or 0.0, op.op_id))
+            receipt = first.receipt or {}
+            for op in oks:
+                if (op.receipt or {}).get("dispatch_id") != receipt.get("dispatch_id"):
+                    result.conflicting.append(f"{mid}: receipts name two dispatches")
+                    break
+            if stored is not None and stored.dispatch_id != receipt.get("dispatch_id"):
+                result.conflicting.append(f"{mid}: receipt and store disagree")
+            run_ids[str(receipt.get("deployment_id"))].add(str(receipt.get("run_id")))
+            accepted[mid] = _Accepted(
+                mid, first.client, str(receipt.get("dispatch_id")), int(receipt.get("seq", 0)),
+                receipt.get("run_id"), first.completed or 0.0,
+            )  # fmt: skip
+        elif stored is not None:
+            if not _maybe_accepted(attempts):
+                result.conflicting.append(f"{mid}: rejected, yet the hub stored it")
+            last = max(attempts, key=lambda op: op.op_id)
+            accepted[mid] = _Accepted(
+                mid, last.client, stored.dispatch_id, stored.seq, None,
+                last.completed if last.completed is not None else last.invoked,
+            )  # fmt: skip
+        elif _maybe_accepted(attempts):
+            result.indeterminate += 1
+    for dep, ids in sorted(run_ids.items()):
+        if len(ids) > 1:
+            result.conflicting.append(f"{dep}: receipts name {len(ids)} runs")
+    return accepted
+
+
+def _maybe_accepted(attempts: Iterable[Op]) -> bool:
+    """Could the hub have accepted any of these attempts?"""
+    return any(op.outcome in ("ok", "indeterminate", None) for op in attempts)
+
+
+def _first_occurrences(message_ids: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(message_ids))
+
+
+def _global_order(order: Sequence[str], accepted: Mapping[str, _Accepted]) -> list[str]:
+    """Processing must follow the receipts' seq."""
+    out: list[str] = []
+    top = 0
+    for mid in order:
+        if mid not in accepted:
+            continue
+        seq = accepted[mid].seq
+        if seq < top:
+            out.append(f"{mid}: seq {seq} processed after seq {top}")
+        top = max(top, seq)
+    return out
+
+
+def _client_order(order: Sequence[str], accepted: Mapping[str, _Accepted]) -> list[str]:
+    """Each client's mails must be processed in the order it got their receipts."""
+    out: list[str] = []
+    by_client: dict[int, list[_Accepted]] = defaultdict(list)
+    for a in accepted.values():
+        by_client[a.client].append(a)
+    position = {mid: i for i, mid in enumerate(order)}
+    for client, items in sorted(by_client.items()):
+        by_receipt = sorted(items, key=lambda a: a.receipt_at)
+        wanted = [a.message_id for a in by_receipt if a.message_id in position]
+        actual = sorted(wanted, key=position.__getitem__)
+        for got, want in zip(actual, wanted, strict=True):
+            if got != want:
+                out.append(f"client {client}: {got} processed where {want} was due")
+                break
+    return out

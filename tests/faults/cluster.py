@@ -1,0 +1,281 @@
+"""nats-server, the hub and sidecars as separate OS processes, each client
+behind its own :class:`~.proxy.NatsFaultProxy`, for fault tests.
+
+Unlike ``mailrun up`` nothing restarts by itself: a test kills, restarts
+and re-configures each process (its failpoints come from its own
+environment) exactly when it means to. Every process dies with the test
+process (``PR_SET_PDEATHSIG``) and logs to ``<root>/logs/<name>.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from hub._natsserver import NatsServerProcess, free_port
+from hub._procs import ChildSpec, spawn, terminate, wait_exit
+from runtime._failpoints import ENV as FAILPOINTS_ENV
+
+from .proxy import NatsFaultProxy
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def wait_for(
+    probe: Callable[[], Awaitable[T | None]], *, timeout: float = 20.0, what: str = "condition"
+) -> T:
+    """Poll ``probe`` until it returns something other than None/False."""
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                value = await probe()
+                if value is not None and value is not False:
+                    return value
+                await anyio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != FAILPOINTS_ENV}
+    path = [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env.update(PYTHONUNBUFFERED="1", MAILRUN_LOG_LEVEL="INFO", PYTHONPATH=os.pathsep.join(path))
+    return env
+
+
+@dataclass(eq=False)
+class Proc:
+    """One restartable OS process; ``exit_codes`` holds those of its past runs."""
+
+    name: str
+    argv: list[str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+    exit_codes: list[int] = field(default_factory=list)
+    failpoints: str = ""
+    """Those of the current (or latest) start."""
+
+    def start(self, *, failpoints: str = "") -> None:
+        if self.running:
+            raise RuntimeError(f"{self.name} is running already (pid {self.pid})")
+        self._reap()
+        env = _base_env()
+        if failpoints:
+            env[FAILPOINTS_ENV] = failpoints
+        self.failpoints = failpoints
+        self.popen = spawn(ChildSpec(self.name, self.argv, log_path=self.log_path, env=env))
+
+    @property
+    def pid(self) -> int | None:
+        return self.popen.pid if self.popen is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.running:
+            assert self.popen is not None
+            self.popen.send_signal(sig)
+
+    async def wait_exit(self, timeout: float = 20.0) -> int:
+        """Wait until the process has exited; its exit code (negative: signal)."""
+        assert self.popen is not None, f"{self.name} was never started"
+        with anyio.fail_after(timeout):
+            code = await wait_exit(self.popen)
+        self._reap()
+        return code
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """SIGTERM, SIGKILL after ``grace``; a no-op when it is not running."""
+        if self.popen is not None:
+            await terminate(self.popen, grace)
+            self._reap()
+
+    def _reap(self) -> None:
+        if self.popen is not None and self.popen.poll() is not None:
+            self.exit_codes.append(self.popen.returncode)
+            self.popen = None
+
+
+@dataclass(eq=False)
+class SidecarNode:
+    deployment_id: str
+    proc: Proc
+    proxy: NatsFaultProxy
+
+
+class Cluster:
+    """What :func:`running_cluster` yields; see the module docstring."""
+
+    def __init__(self, root: Path, nats: NatsServerProcess, stack: AsyncExitStack) -> None:
+        self.root = root
+        self.state_dir = root / "state"
+        self.sidecar_root = self.state_dir / "sidecars"
+        self.logs = root / "logs"
+        self.nats = nats
+        self.hub_proxy = NatsFaultProxy(nats.url)
+        self.sidecars: dict[str, SidecarNode] = {}
+        self.http_url = f"http://127.0.0.1:{free_port()}"
+        self.http = httpx.AsyncClient(base_url=self.http_url, timeout=30)
+        self.hub = Proc("hub", [], self.logs / "hub.log")
+        self._stack = stack
+
+    # --- processes ----------------------------------------------------------------
+
+    async def start_hub(self, *, failpoints: str = "", wait: bool = True) -> dict[str, Any] | None:
+        """Start the hub behind ``hub_proxy``; with ``wait``, return its /healthz
+        once it answers as a new boot."""
+        before = await self.healthz()
+        self.hub.argv = [
+            sys.executable, "-m", "hub", "--state-dir", str(self.state_dir),
+            "--http", self.http_url.removeprefix("http://"), "--nats", self.hub_proxy.url,
+            "--sidecar-root", str(self.sidecar_root),
+        ]  # fmt: skip
+        self.hub.start(failpoints=failpoints)
+        if not wait:
+            return None
+        old = before["boot_id"] if before is not None else None
+
+        async def booted() -> dict[str, Any] | None:
+            health = await self.healthz()
+            if health is not None and health["boot_id"] != old:
+                return health
+            if not self.hub.running:
+                raise AssertionError(f"the hub exited while starting: {self.hub.exit_codes}")
+            return None
+
+        return await wait_for(booted, timeout=30, what="the hub's /healthz")
+
+    async def restart_hub(self, *, failpoints: str = "", sig: int = signal.SIGKILL) -> Any:
+        """Kill the hub (SIGKILL by default), wait for it, start it again; its /healthz."""
+        self.hub.kill(sig)
+        if self.hub.popen is not None:
+            await self.hub.wait_exit()
+        return await self.start_hub(failpoints=failpoints)
+
+    async def start_sidecar(self, deployment_id: str, *, failpoints: str = "") -> SidecarNode:
+        """Start (or restart) a deployment's sidecar behind its own proxy."""
+        node = self.sidecars.get(deployment_id)
+        if node is None:
+            proxy = await self._stack.enter_async_context(NatsFaultProxy(self.nats.url))
+            argv = [
+                sys.executable, "-m", "sidecar",
+                "--state-dir", str(self.sidecar_root / deployment_id),
+                "--deployment", deployment_id, "--nats", proxy.url,
+            ]  # fmt: skip
+            proc = Proc(
+                f"sidecar-{deployment_id}", argv, self.logs / f"sidecar-{deployment_id}.log"
+            )
+            node = self.sidecars[deployment_id] = SidecarNode(deployment_id, proc, proxy)
+        node.proc.start(failpoints=failpoints)
+        return node
+
+    async def restart_sidecar(
+        self, deployment_id: str, *, failpoints: str = "", sig: int = signal.SIGKILL
+    ) -> SidecarNode:
+        """Kill a deployment's sidecar (SIGKILL by default), wait for it, start it again."""
+        proc = self.sidecars[deployment_id].proc
+        proc.kill(sig)
+        if proc.popen is not None:
+            await proc.wait_exit()
+        return await self.start_sidecar(deployment_id, failpoints=failpoints)
+
+    async def stop_all(self) -> None:
+        """Sidecars first (they flush to the hub), then the hub, then NATS."""
+        async with anyio.create_task_group() as tg:
+            for node in self.sidecars.values():
+                tg.start_soon(node.proc.stop)
+        await self.hub.stop()
+        await self.nats.stop()
+
+    # --- the hub's API and store ------------------------------------------------------
+
+    async def healthz(self) -> dict[str, Any] | None:
+        try:
+            r = await self.http.get("/healthz", timeout=2)
+        except httpx.TransportError:
+            return None
+        return r.json() if r.status_code == 200 else None
+
+    async def deploy(self, name: str, source: str, entrypoint: str = "flow:main") -> Any:
+        r = await self.http.post(
+            "/workflows/deployments",
+            json={"name": name, "source": source, "entrypoint": entrypoint},
+        )
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    async def send(self, to: str, subject: str, body: str = "", **extra: Any) -> httpx.Response:
+        return await self.http.post(
+            "/mail", json={"to": to, "subject": subject, "body": body, **extra}
+        )
+
+    async def run(self, run_id: str) -> Any:
+        r = await self.http.get(f"/runs/{run_id}")
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    async def wait_connected(self, deployment_id: str, timeout: float = 20.0) -> None:
+        """Until the hub has a session with the deployment's sidecar."""
+
+        async def connected() -> bool:
+            health = await self.healthz()
+            sessions = (health or {}).get("sessions", [])
+            return any(s.get("deployment_id") == deployment_id for s in sessions)
+
+        await wait_for(connected, timeout=timeout, what=f"a session of {deployment_id}")
+
+    def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        """Read the hub's database directly (read-only; WAL lets it run beside the hub)."""
+        db = sqlite3.connect(f"file:{self.state_dir / 'hub.db'}?mode=ro", uri=True, timeout=10)
+        try:
+            return db.execute(sql, args).fetchall()
+        finally:
+            db.close()
+
+    def dump_logs(self, lines: int = 60) -> None:
+        """Print the tail of every process log (pytest shows it with a failure)."""
+        for path in sorted(self.logs.glob("*.log")):
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            print(f"----- {path.name} (last {len(tail)} lines)")
+            print("\n".join(tail))
+
+
+@asynccontextmanager
+async def running_cluster(root: Path, *, hub_failpoints: str = "") -> AsyncIterator[Cluster]:
+    """nats-server and the hub (behind ``cluster.hub_proxy``), up and answering.
+
+    Sidecars are started by the test (``start_sidecar``). Leaving the block
+    stops every process and proxy; on an error the logs are printed first.
+    """
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    nats = NatsServerProcess(log_file=root / "logs" / "nats.log", pdeathsig=True)
+    async with AsyncExitStack() as stack:
+        await nats.start()
+        stack.push_async_callback(nats.stop)
+        cluster = Cluster(root, nats, stack)
+        stack.push_async_callback(cluster.http.aclose)
+        await stack.enter_async_context(cluster.hub_proxy)
+        try:
+            await cluster.start_hub(failpoints=hub_failpoints)
+            yield cluster
+        except BaseException:
+            cluster.dump_logs()
+            raise
+        finally:
+            # Processes first, while their proxies still carry their last words.
+            with anyio.CancelScope(shield=True):
+                await cluster.stop_all()

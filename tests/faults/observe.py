@@ -1,0 +1,106 @@
+"""Reading a running system's outcome for the checker, once it has quiesced.
+
+Works on anything with the hub's store and API at hand: the e2e harness's
+``Up`` and the fault ``Cluster`` both offer ``query`` (read-only SQL on
+hub.db) and ``run`` (``GET /runs/{id}``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any, Protocol
+
+import anyio
+
+from .checker import CheckResult, HubDispatch, check, processed_from_state
+from .workload import History
+
+_OPEN = ("reserved", "delivered")
+TERMINAL = "workflow_run_terminal"
+
+
+class HubView(Protocol):
+    def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]: ...
+
+    async def run(self, run_id: str) -> Any: ...
+
+
+def open_dispatches(hub: HubView, deployment_id: str) -> int:
+    """Dispatches accepted for the deployment and not yet processed (nor cancelled)."""
+    [(n,)] = hub.query(
+        "SELECT COUNT(*) FROM workflow_run_dispatch WHERE deployment_id = ? AND status IN (?, ?)",
+        deployment_id,
+        *_OPEN,
+    )
+    return int(n)
+
+
+async def wait_quiesced(hub: HubView, deployment_id: str, *, timeout: float = 30.0) -> float:
+    """Wait until the hub shows every accepted dispatch of the deployment
+    processed; return how long that took (the recovery time)."""
+    start = time.monotonic()
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                if not open_dispatches(hub, deployment_id):
+                    break
+                await anyio.sleep(0.02)
+    except TimeoutError:
+        left = open_dispatches(hub, deployment_id)
+        raise AssertionError(
+            f"{deployment_id}: {left} dispatches still unprocessed after {timeout}s"
+        ) from None
+    return time.monotonic() - start
+
+
+def hub_accepted(hub: HubView, deployment_id: str) -> dict[str, HubDispatch]:
+    """Message id -> the dispatch the hub's store holds for it."""
+    rows = hub.query(
+        "SELECT message_id, id, seq, status, last_error FROM workflow_run_dispatch"
+        " WHERE deployment_id = ? AND message_id IS NOT NULL",
+        deployment_id,
+    )
+    return {
+        mid: HubDispatch(dsp, int(seq), refused=_refused(status, error))
+        for mid, dsp, seq, status, error in rows
+    }
+
+
+def _refused(status: str, error: str | None) -> str | None:
+    """A cancelled dispatch's reason when its run refused it (it had ended)."""
+    return error if status == "cancelled" and error == TERMINAL else None
+
+
+def top_level_runs(hub: HubView, deployment_id: str) -> list[str]:
+    rows = hub.query(
+        "SELECT id FROM workflow_run WHERE deployment_id = ? AND is_top_level = 1"
+        " ORDER BY created_at",
+        deployment_id,
+    )
+    return [str(run_id) for (run_id,) in rows]
+
+
+async def check_deployment(
+    hub: HubView,
+    history: History,
+    deployment_id: str,
+    *,
+    timeout: float = 30.0,
+    ignore: Collection[str] = (),
+) -> CheckResult:
+    """Wait until quiesced, then check ``history`` against the deployment's run.
+
+    ``ignore``: subjects of mails sent outside the workload (a warm-up)."""
+    await wait_quiesced(hub, deployment_id, timeout=timeout)
+    runs = top_level_runs(hub, deployment_id)
+    processed = []
+    if runs:
+        state = (await hub.run(runs[0]))["state"] or {}
+        processed = [p for p in processed_from_state(state) if p.message_id not in ignore]
+    return check(
+        history,
+        processed,
+        runs={deployment_id: len(runs)},
+        hub_accepted=hub_accepted(hub, deployment_id),
+    )

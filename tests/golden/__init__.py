@@ -1,0 +1,1 @@
+"""Golden files: bytes every format version wrote, decoded by this release."""

@@ -1,0 +1,324 @@
+"""What each golden file holds: the expected value, how it decodes, how it was written.
+
+``tests/golden/v<N>/`` keeps the bytes format version N wrote. The files are
+written once by ``generate.py`` and then never rewritten: a format change
+adds a ``v<N+1>`` set, and every older file must keep decoding (this is what
+tests/test_golden.py checks) into the value listed here. Expected values pin
+``v`` to the version that wrote them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from runtime import (
+    Ack,
+    ApprovalRequested,
+    BlobChunk,
+    BlobGet,
+    Challenge,
+    ChildRunStarted,
+    Claim,
+    DispatchProcessed,
+    EnvelopeQuarantined,
+    Event,
+    EventsAck,
+    Hello,
+    HubBoot,
+    HubKey,
+    MailInbound,
+    MailSent,
+    MintChild,
+    Minted,
+    Refused,
+    RestoreRecord,
+    RunCancelled,
+    RunCompleted,
+    RunEvents,
+    RunFailed,
+    RunStarted,
+    Sources,
+    Welcome,
+    b64url,
+    encode,
+    public_key_of,
+)
+from runtime._restore import RECORD_VERSION
+from sidecar._envelope import Envelope, encode_envelope, encode_run_state
+
+ROOT = Path(__file__).parent
+
+DEP = "dep_" + "0a" * 13
+RUN = "run_" + "1b" * 13
+CHILD = "run_" + "2c" * 13
+DSP = "dsp_" + "3d" * 13
+SES = "ses_" + "4e" * 13
+INS = "ins_" + "5f" * 13
+BOOT = "boot_" + "60" * 13
+EVT = "evt_" + "71" * 13
+ADDRESS = "golden@mailrun.local"
+SEED = b64url(bytes(range(32)))
+PUBLIC_KEY = public_key_of(SEED)
+AT = 1_767_225_600.25
+STATE = {"seen": [{"subject": "hello", "size": 5}], "count": 1}
+FILES = {"flow.py": "async def main(ctx, item):\n    pass\n"}
+SOURCES: dict[str, Any] = {"entrypoint": "flow:main", "files": FILES}
+
+
+@dataclass(frozen=True)
+class Golden:
+    path: str  # relative to tests/golden
+    kind: str  # frame | event | restore_record | envelope | run_state
+    expected: Any
+    write: Callable[[], bytes]
+
+    @property
+    def file(self) -> Path:
+        return ROOT / self.path
+
+
+def _frame(name: str, value: msgspec.Struct) -> Golden:
+    return Golden(f"v2/{name}.msgpack", "frame", value, lambda: encode(value))
+
+
+def _event(value: msgspec.Struct) -> Golden:
+    return Golden(f"v2/{type(value).__name__}.msgpack", "event", value, lambda: encode(value))
+
+
+_EVENTS_V2: list[Event] = [
+    RunStarted(event_id=EVT, run_id=RUN, at=AT),
+    DispatchProcessed(
+        event_id=EVT, run_id=RUN, at=AT, dispatch_id=DSP, seq=7, state=STATE, outcome="processed"
+    ),
+    RunCompleted(event_id=EVT, run_id=RUN, at=AT, result={"count": 1}),
+    RunFailed(event_id=EVT, run_id=RUN, at=AT, error="ValueError: boom"),
+    RunCancelled(event_id=EVT, run_id=RUN, at=AT, reason="deleted"),
+    ChildRunStarted(
+        event_id=EVT, run_id=RUN, at=AT, child_run_id=CHILD, entrypoint="flow:child", input=[1]
+    ),
+    MailSent(event_id=EVT, run_id=RUN, at=AT, to="x@example.org", subject="hi", body=b"\x00hi"),
+    ApprovalRequested(event_id=EVT, run_id=RUN, at=AT, approval_id="apr_" + "8" * 26, prompt="ok?"),
+    EnvelopeQuarantined(
+        event_id=EVT, run_id="", at=AT, dispatch_id=DSP, reason="unreadable inbox envelope"
+    ),
+]
+
+_RECORD_V2 = RestoreRecord(
+    version=2,
+    deployment_id=DEP,
+    address=ADDRESS,
+    session_id=SES,
+    instance_id=INS,
+    hub_key=HubKey(seed=SEED),
+    public_key=PUBLIC_KEY,
+    sources=Sources(entrypoint="flow:main", files=FILES),
+    nats_url="nats://127.0.0.1:4222",
+    subject_prefix="mailrun",
+)
+
+_ENVELOPE_V2 = Envelope(
+    v=2,
+    dispatch_id=DSP,
+    deployment_id=DEP,
+    run_id=RUN,
+    address=ADDRESS,
+    seq=7,
+    kind="mail",
+    message_id="m-1",
+    sender="a@example.org",
+    subject="hello",
+    body=b"hello",
+    body_digest=None,
+    start_request_id=None,
+    owner_epoch=3,
+)
+
+V2 = [
+    _frame(
+        "Hello",
+        Hello(
+            v=2,
+            deployment_id=DEP,
+            instance_id=INS,
+            public_key=PUBLIC_KEY,
+            nonce="n-1",
+            signature=b"\x01" * 64,
+            formats=[1, 2],
+            takeover=True,
+        ),
+    ),
+    _frame("Challenge", Challenge(v=2, nonce="n-1")),
+    _frame("Welcome", Welcome(v=2, session_id=SES, owner_epoch=3, hub_boot_id=BOOT, floor_seq=6)),
+    _frame("Refused", Refused(v=2, reason="stale_epoch", detail="epoch 2 is not current")),
+    _frame("HubBoot", HubBoot(v=2, boot_id=BOOT)),
+    _frame(
+        "MailInbound",
+        MailInbound(
+            v=2,
+            dispatch_id=DSP,
+            deployment_id=DEP,
+            run_id=RUN,
+            address=ADDRESS,
+            seq=7,
+            kind="mail",
+            message_id="m-1",
+            sender="a@example.org",
+            subject="hello",
+            body=b"hello",
+            start_request_id=None,
+            owner_epoch=3,
+            session_id=SES,
+        ),
+    ),
+    _frame(
+        "MailInbound.claim",
+        MailInbound(
+            v=2,
+            dispatch_id=DSP,
+            deployment_id=DEP,
+            run_id=RUN,
+            address=ADDRESS,
+            seq=8,
+            claim=Claim(digest="sha256:" + "ab" * 32, size=70_000),
+            owner_epoch=3,
+            session_id=SES,
+        ),
+    ),
+    _frame("Ack", Ack(v=2, dispatch_id=DSP, result="stored")),
+    _frame(
+        "BlobGet",
+        BlobGet(
+            v=2, digest="sha256:" + "ab" * 32, offset=524_288, deployment_id=DEP, session_id=SES
+        ),
+    ),
+    _frame(
+        "BlobChunk",
+        BlobChunk(v=2, digest="sha256:" + "ab" * 32, offset=0, size=70_000, data=b"\xff" * 16),
+    ),
+    _frame(
+        "MintChild",
+        MintChild(
+            v=2,
+            parent_run_id=RUN,
+            request_id="spawn-1",
+            deployment_id=DEP,
+            session_id=SES,
+            owner_epoch=3,
+        ),
+    ),
+    _frame("Minted", Minted(v=2, run_id=CHILD)),
+    _frame(
+        "RunEvents",
+        RunEvents(v=2, deployment_id=DEP, session_id=SES, owner_epoch=3, events=_EVENTS_V2[:2]),
+    ),
+    _frame("EventsAck", EventsAck(v=2, ids=[EVT])),
+    *(_event(e) for e in _EVENTS_V2),
+    Golden(
+        "v2/restore_record.json",
+        "restore_record",
+        (_RECORD_V2, 2),
+        lambda: msgspec.json.format(msgspec.json.encode(_RECORD_V2), indent=2),
+    ),
+    Golden(
+        "v2/inbox_envelope.msgpack", "envelope", _ENVELOPE_V2, lambda: encode_envelope(_ENVELOPE_V2)
+    ),
+    Golden("v2/run_state.msgpack", "run_state", STATE, lambda: encode_run_state(STATE)),
+]
+
+# Release 1, as LEGACY-V1.md fixes it: plain maps, written as release 1 did.
+_V1_ENVELOPE = {
+    "v": 1,
+    "dispatch_id": DSP,
+    "deployment_id": DEP,
+    "address": ADDRESS,
+    "kind": "mail",
+    "message_id": "m-1",
+    "sender": "a@example.org",
+    "subject": "hello",
+    "body": b"hello",
+}
+_V1_RECORD = {
+    "deployment": {
+        "deployment_id": DEP,
+        "address": ADDRESS,
+        "session_id": SES,
+        "deployment_key": SEED,
+        "sources": SOURCES,
+        "nats_url": "nats://127.0.0.1:4222",
+    }
+}
+_V1_MAIL = {
+    "t": "MailInbound",
+    "v": 1,
+    "dispatch_id": DSP,
+    "deployment_id": DEP,
+    "address": ADDRESS,
+    "kind": "mail",
+    "message_id": "m-1",
+    "sender": "a@example.org",
+    "subject": "hello",
+    "body": b"hello",
+    "start_request_id": None,
+    "owner_epoch": 3,
+}
+
+V1 = [
+    Golden(
+        "v1/inbox_envelope.msgpack",
+        "envelope",
+        Envelope(
+            v=1,
+            dispatch_id=DSP,
+            deployment_id=DEP,
+            address=ADDRESS,
+            kind="mail",
+            message_id="m-1",
+            sender="a@example.org",
+            subject="hello",
+            body=b"hello",
+        ),
+        lambda: msgspec.msgpack.encode(_V1_ENVELOPE),
+    ),
+    Golden(
+        "v1/restore_record.json",
+        "restore_record",
+        (
+            RestoreRecord(
+                version=RECORD_VERSION,
+                deployment_id=DEP,
+                address=ADDRESS,
+                session_id=SES,
+                hub_key=HubKey(seed=SEED),
+                sources=Sources(entrypoint="flow:main", files=FILES),
+                nats_url="nats://127.0.0.1:4222",
+            ),
+            1,
+        ),
+        lambda: json.dumps(_V1_RECORD).encode(),
+    ),
+    Golden(
+        "v1/MailInbound.msgpack",
+        "frame",
+        MailInbound(
+            v=1,
+            dispatch_id=DSP,
+            deployment_id=DEP,
+            address=ADDRESS,
+            kind="mail",
+            message_id="m-1",
+            sender="a@example.org",
+            subject="hello",
+            body=b"hello",
+            owner_epoch=3,
+        ),
+        lambda: msgspec.msgpack.encode(_V1_MAIL),
+    ),
+]
+
+GOLDEN = [*V1, *V2]
