@@ -9,11 +9,10 @@ session (a hello, an events, blob or mint request that passed the session
 check, an answer to a ``MailInbound``) is less than ``stale_after`` old.
 
 An idle sidecar has no exchanges of its own, so the :class:`Prober` sends it
-one after ``probe_after`` of silence: a ``MailInbound`` addressed to no
-deployment (``deployment_id`` empty) on its inbound subject. The sidecar
-answers that from its delivery loop with ``Ack refused wrong_deployment``
-before it looks at its session or its inbox, so the probe costs one round
-trip, exercises the very path deliveries take, and needs no new frame.
+a ``Ping`` after ``probe_after`` of silence, on its inbound subject. The
+sidecar answers ``Pong`` from its delivery loop without touching its inbox,
+so the probe costs one round trip and exercises the very path deliveries
+take: a wedged delivery loop shows as silence.
 """
 
 from __future__ import annotations
@@ -30,7 +29,8 @@ from runtime import (
     Ack,
     FrameDecodeError,
     FrameDecoder,
-    MailInbound,
+    Ping,
+    Pong,
     Refused,
     Subjects,
     Transport,
@@ -41,9 +41,6 @@ from runtime import (
 from ._sessions import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.health")
-
-PROBE_DEPLOYMENT = ""
-"""The ``deployment_id`` of a probe: no sidecar owns it, every sidecar refuses it."""
 
 
 @dataclass(frozen=True)
@@ -59,16 +56,6 @@ class HealthConfig:
     """... and so is one whose last this many delivery rounds all failed."""
     max_probes: int = 64
     """Probes in flight at once."""
-
-
-def probe_frame(session: Session) -> MailInbound:
-    return MailInbound(
-        dispatch_id="",
-        deployment_id=PROBE_DEPLOYMENT,
-        address="",
-        owner_epoch=session.owner_epoch,
-        session_id=session.session_id,
-    )
 
 
 class Prober:
@@ -89,7 +76,8 @@ class Prober:
         self._on_answer = on_answer
         self._config = config or HealthConfig()
         self._probing: set[str] = set()
-        self._replies: FrameDecoder[Ack | Refused] = FrameDecoder(Ack | Refused)
+        # Any answer proves life: Pong, or an older sidecar's refusal.
+        self._replies: FrameDecoder[Pong | Ack | Refused] = FrameDecoder(Pong | Ack | Refused)
 
     async def run(self) -> None:
         config = self._config
@@ -112,7 +100,7 @@ class Prober:
         try:
             data = await self._transport.request(
                 self._subjects.inbound(dep),
-                encode(probe_frame(session)),
+                encode(Ping(session_id=session.session_id)),
                 self._config.probe_timeout,
             )
             self._replies.decode(data)

@@ -45,6 +45,8 @@ from ._frames import MailInbound as MailInbound
 from ._frames import MailSent as MailSent
 from ._frames import MintChild as MintChild
 from ._frames import Minted as Minted
+from ._frames import Ping as Ping
+from ._frames import Pong as Pong
 from ._frames import Refused as Refused
 from ._frames import RunCancelled as RunCancelled
 from ._frames import RunCompleted as RunCompleted
@@ -121,6 +123,8 @@ __all__ = [
     "MintChild",
     "Minted",
     "NoResponders",
+    "Ping",
+    "Pong",
     "RecordDecodeError",
     "Refused",
     "RequestTimeout",

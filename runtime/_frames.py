@@ -105,6 +105,21 @@ class MailInbound(_Frame, tag=True, kw_only=True):
         return self.run_id if self.run_id is not None else self.address
 
 
+class Ping(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar on its inbound subject: a liveness probe, answered by Pong.
+
+    It travels the same subject and the same delivery loop as MailInbound, so
+    a sidecar whose delivery is wedged stays silent to it. A sidecar older
+    than this frame answers ``Ack refused decode_error``: alive all the same.
+    """
+
+    session_id: str = ""
+
+
+class Pong(_Frame, tag=True, kw_only=True):
+    deployment_id: str = ""
+
+
 AckResult = Literal["stored", "duplicate", "refused"]
 
 
@@ -241,6 +256,8 @@ Frame = (
     | Refused
     | HubBoot
     | MailInbound
+    | Ping
+    | Pong
     | Ack
     | BlobGet
     | BlobChunk

@@ -9,6 +9,7 @@ never takes a frame for delivered that a crash could lose.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from runtime import (
     FrameDecoder,
     MailInbound,
     Message,
+    Ping,
+    Pong,
     Subscription,
     TransportError,
     afailpoint,
@@ -63,7 +66,7 @@ class Delivery:
         self._batch_limit = batch_limit
         self._queue_size = queue_size
         self._session_wait = session_wait
-        self._decoder: FrameDecoder[MailInbound] = FrameDecoder(MailInbound)
+        self._decoder: FrameDecoder[MailInbound | Ping] = FrameDecoder(MailInbound | Ping)
 
     async def run(self, subscription: Subscription) -> None:
         send, receive = anyio.create_memory_object_stream[Message](self._queue_size)
@@ -95,6 +98,10 @@ class Delivery:
                 reason = f"decode_error: {exc}"
                 dead.append((message.subject, reason, message.data))
                 replies.append((message, Ack(dispatch_id="", result="refused", reason=reason)))
+                continue
+            if isinstance(frame, Ping):
+                with contextlib.suppress(TransportError):  # a lost Pong is just silence
+                    await message.respond(encode(Pong(deployment_id=self._deployment_id)))
                 continue
             if frame.deployment_id != self._deployment_id:
                 refuse = Ack(

@@ -24,6 +24,8 @@ from runtime import (
     MailSent,
     MintChild,
     Minted,
+    Ping,
+    Pong,
     Refused,
     RunCancelled,
     RunCompleted,
@@ -63,6 +65,8 @@ FRAMES: list[msgspec.Struct] = [
     Welcome(session_id="ses_1", owner_epoch=3, hub_boot_id="boot_1"),
     Refused(reason="owner_conflict", detail="held by ins_2"),
     HubBoot(boot_id="boot_1"),
+    Ping(session_id="ses_1"),
+    Pong(deployment_id="dep_1"),
     MailInbound(
         dispatch_id="dsp_1",
         deployment_id="dep_1",

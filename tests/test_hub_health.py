@@ -11,7 +11,7 @@ from natsfix import eventually
 from wire_harness import Hub, Inbox, Sidecar, accept, deploy, running_hub
 
 from hub._dispatch import DispatchConfig
-from hub._health import PROBE_DEPLOYMENT, HealthConfig
+from hub._health import HealthConfig
 from hub._wire import WireConfig
 from runtime import Ack, MailInbound, Welcome
 
@@ -29,13 +29,6 @@ def stored(frame: MailInbound) -> Ack:
     return Ack(dispatch_id=frame.dispatch_id, result="stored")
 
 
-def refuse_probes(frame: MailInbound) -> Ack:
-    """What a real sidecar answers: a frame for another deployment is refused."""
-    if frame.deployment_id == PROBE_DEPLOYMENT:
-        return Ack(dispatch_id=frame.dispatch_id, result="refused", reason="wrong_deployment")
-    return stored(frame)
-
-
 def session_of(hub: Hub, dep_id: str) -> dict[str, Any]:
     rows: list[dict[str, Any]] = hub.wire.health()["sessions"]
     [row] = [s for s in rows if s["deployment_id"] == dep_id]
@@ -45,16 +38,13 @@ def session_of(hub: Hub, dep_id: str) -> dict[str, Any]:
 async def test_an_idle_sidecar_is_probed_and_stays_connected(tmp_path: Path) -> None:
     async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
         dep = await deploy(hub.store)
-        car, inbox = Sidecar(hub, dep), Inbox(answer=refuse_probes)
+        car, inbox = Sidecar(hub, dep), Inbox()
         await tg.start(inbox.serve, car)
         welcome = await car.hello()
         assert isinstance(welcome, Welcome)
 
-        def probes() -> list[MailInbound]:
-            return [f for f in inbox.frames if f.deployment_id == PROBE_DEPLOYMENT]
-
         # Four probes take longer than stale_after: only their answers keep it connected.
-        await eventually(lambda: len(probes()) >= 4)
+        await eventually(lambda: len(inbox.pings) >= 4)
         row = session_of(hub, dep.id)
         assert row["connected"] is True and row["silence"] < 0.6
         assert row["session_id"] == welcome.session_id and row["owner_epoch"] == 1
@@ -62,8 +52,8 @@ async def test_an_idle_sidecar_is_probed_and_stays_connected(tmp_path: Path) -> 
         health = hub.wire.health()
         assert (health["connected_sidecars"], health["disconnected_sidecars"]) == (1, 0)
         assert health["status"] == "ok" and health["undeliverable"] == []
-        # A probe names no deployment: nothing about it can be stored as mail.
-        assert all(p.dispatch_id == "" and p.address == "" for p in probes())
+        assert inbox.frames == [], "a probe is no mail"
+        assert {p.session_id for p in inbox.pings} == {welcome.session_id}
         assert hub.wire.deployment_health(dep.id) == {"connected": True, "last_error": None}
         tg.cancel_scope.cancel()
 
@@ -80,7 +70,8 @@ async def test_a_silent_sidecar_turns_disconnected_and_its_work_undeliverable(
     )
     async with running_hub(tmp_path, config=config) as hub, anyio.create_task_group() as tg:
         dep = await deploy(hub.store)
-        car, inbox = Sidecar(hub, dep), Inbox(answer=lambda f: None)  # stopped: never answers
+        # Stopped: answers nothing at all.
+        car, inbox = Sidecar(hub, dep), Inbox(answer=lambda f: None, ping_answer=lambda p: None)
         await tg.start(inbox.serve, car)
         await car.hello()
         await accept(hub, dep, [b"a", b"b", b"c"])
@@ -100,7 +91,7 @@ async def test_a_silent_sidecar_turns_disconnected_and_its_work_undeliverable(
         live = hub.wire.deployment_health(dep.id)
         assert live["connected"] is False and "timed out" in live["last_error"]
 
-        inbox.answer = refuse_probes  # the sidecar is back (SIGCONT)
+        inbox.answer, inbox.ping_answer = stored, Inbox().ping_answer  # back (SIGCONT)
         with anyio.fail_after(5):
             await eventually(lambda: hub.wire.health()["pending"] == {})
         health = hub.wire.health()

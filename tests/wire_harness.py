@@ -23,6 +23,8 @@ from runtime import (
     FrameDecoder,
     Hello,
     MailInbound,
+    Ping,
+    Pong,
     Refused,
     Subjects,
     Transport,
@@ -180,25 +182,33 @@ class Sidecar:
 @dataclass
 class Inbox:
     """A fake sidecar inbox on ``mail.inbound.<dep>``: records every frame and
-    answers it with ``answer(frame)`` (None: stay silent, as if lost)."""
+    answers it with ``answer(frame)`` (None: stay silent, as if lost); health
+    probes go to ``pings`` and are answered by ``ping_answer``."""
 
     frames: list[MailInbound] = field(default_factory=list)
     answer: Callable[[MailInbound], Ack | None] = lambda f: Ack(
         dispatch_id=f.dispatch_id, result="stored"
     )
+    pings: list[Ping] = field(default_factory=list)
+    ping_answer: Callable[[Ping], Pong | None] = lambda p: Pong()
 
     async def serve(
         self, sidecar: Sidecar, *, task_status: Any = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        decoder: FrameDecoder[MailInbound] = FrameDecoder(MailInbound)
+        decoder: FrameDecoder[MailInbound | Ping] = FrameDecoder(MailInbound | Ping)
         sub = await sidecar.bus.subscribe(sidecar.hub.subjects.inbound(sidecar.dep.id))
         task_status.started()
         async for message in sub:
             frame = decoder.decode(message.data)
-            self.frames.append(frame)
-            ack = self.answer(frame)
-            if ack is not None:
-                await message.respond(encode(ack))
+            answer: Ack | Pong | None
+            if isinstance(frame, Ping):
+                self.pings.append(frame)
+                answer = self.ping_answer(frame)
+            else:
+                self.frames.append(frame)
+                answer = self.answer(frame)
+            if answer is not None:
+                await message.respond(encode(answer))
 
 
 def refused(reply: Frame, reason: str) -> bool:

@@ -13,9 +13,7 @@ import anyio
 import nats
 import pytest
 
-from hub._health import probe_frame
-from hub._sessions import Session
-from runtime import Ack, FrameDecoder, encode
+from runtime import FrameDecoder, Ping, Pong, encode
 
 from .harness import MAILRUN, Up, mailrun_up, recorder_source, wait_for
 
@@ -42,17 +40,18 @@ async def test_the_sidecar_answers_a_probe_without_storing_anything(tmp_path: Pa
         health = await up.healthz()
         assert health is not None
         session = session_of(health, dep["id"])
-        probe = probe_frame(
-            Session(session["session_id"], dep["id"], session["instance_id"], 1, 0.0)
-        )
         nc = await nats.connect(health["nats_url"])
         try:
-            reply = await nc.request(f"mailrun.mail.inbound.{dep['id']}", encode(probe), timeout=5)
+            reply = await nc.request(
+                f"mailrun.mail.inbound.{dep['id']}",
+                encode(Ping(session_id=session["session_id"])),
+                timeout=5,
+            )
         finally:
             await nc.close()
-        ack = FrameDecoder[Ack](Ack).decode(reply.data)
-        assert (ack.result, ack.reason) == ("refused", "wrong_deployment")
-        # Refused before the inbox: only the warm-up is there, nothing dead-lettered.
+        pong = FrameDecoder[Pong](Pong).decode(reply.data)
+        assert pong.deployment_id == dep["id"]
+        # Answered before the inbox: only the warm-up is there, nothing dead-lettered.
         db = sqlite3.connect(f"file:{dep_inbox(up, dep['id'])}?mode=ro", uri=True)
         try:
             assert db.execute("SELECT COUNT(*) FROM inbox").fetchone() == (1,)

@@ -36,6 +36,8 @@ from runtime import (
     MailSent,
     MintChild,
     Minted,
+    Ping,
+    Pong,
     Refused,
     RestoreRecord,
     RunCancelled,
@@ -157,6 +159,8 @@ V2 = [
     _frame("Welcome", Welcome(v=2, session_id=SES, owner_epoch=3, hub_boot_id=BOOT, floor_seq=6)),
     _frame("Refused", Refused(v=2, reason="stale_epoch", detail="epoch 2 is not current")),
     _frame("HubBoot", HubBoot(v=2, boot_id=BOOT)),
+    _frame("Ping", Ping(v=2, session_id=SES)),
+    _frame("Pong", Pong(v=2, deployment_id=DEP)),
     _frame(
         "MailInbound",
         MailInbound(
