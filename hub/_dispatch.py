@@ -11,7 +11,6 @@ dispatch is never skipped or lost whatever the bus does.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import Subjects, Transport
+from runtime import Subjects, Transport, backoff
 
 from ._migrations import DispatchStatus
 from ._rounds import load_reserved, send_round, settle
@@ -45,8 +44,7 @@ class DispatchConfig:
     """How often pending counts are refreshed (and idle lanes with work woken)."""
 
     def backoff(self, failures: int) -> float:
-        delay = min(self.backoff_max, self.backoff_initial * 2.0 ** max(0, failures - 1))
-        return delay / 2 + random.random() * delay / 2
+        return backoff(failures, initial=self.backoff_initial, maximum=self.backoff_max)
 
 
 @dataclass(eq=False)

@@ -5,6 +5,7 @@ from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef
 from ._actor import RestartPolicy as RestartPolicy
 from ._actor import Supervisor as Supervisor
+from ._backoff import backoff as backoff
 from ._codec import FrameDecoder as FrameDecoder
 from ._codec import Subjects as Subjects
 from ._codec import encode as encode
@@ -149,6 +150,7 @@ __all__ = [
     "afailpoint",
     "anchor_is_live",
     "b64url",
+    "backoff",
     "decode_restore_record",
     "encode",
     "failpoint",

@@ -10,7 +10,6 @@ makes the actor give up visibly instead of spinning.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -22,6 +21,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._backoff import backoff
 from ._errors import ActorStopped, AskTimeout, MailboxFull
 
 log = logging.getLogger("mailrun.actor")
@@ -53,9 +53,7 @@ class RestartPolicy:
     backoff_max: float = 2.0
 
     def backoff(self, attempt: int) -> float:
-        """Exponential backoff with full jitter in its upper half."""
-        delay = min(self.backoff_max, self.backoff_initial * 2.0 ** max(0, attempt - 1))
-        return delay / 2 + random.random() * delay / 2
+        return backoff(attempt, initial=self.backoff_initial, maximum=self.backoff_max)
 
 
 class _Reply:

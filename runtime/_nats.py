@@ -9,7 +9,6 @@ and replays every subscription; we only pace its attempts with jitter and tell
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -21,6 +20,7 @@ from nats.aio.client import Client, Server
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSub
 
+from ._backoff import backoff
 from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from ._transport import Message, ReconnectCallback, Transport
 
@@ -32,9 +32,7 @@ _CLOSE_TIMEOUT = 2.0
 
 
 def _backoff(attempt: int) -> float:
-    """Exponential delay with "equal jitter": never zero, never in lockstep."""
-    ceiling = min(_BACKOFF_MAX, _BACKOFF_INITIAL * 2.0**attempt)
-    return ceiling * random.uniform(0.5, 1.0)
+    return backoff(attempt + 1, initial=_BACKOFF_INITIAL, maximum=_BACKOFF_MAX)
 
 
 def _pick_server(servers: list[Server], _info: dict[str, Any]) -> tuple[Server | None, float]:

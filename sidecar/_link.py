@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +34,7 @@ from runtime import (
     Transport,
     TransportError,
     Welcome,
+    backoff,
     encode,
     hello_message,
     sign,
@@ -156,8 +156,7 @@ class HubLink:
         self.rehello()
 
     def _backoff(self, attempt: int) -> float:
-        delay = min(self._backoff_cap, 0.05 * 2.0 ** (attempt - 1))
-        return delay / 2 + random.random() * delay / 2
+        return backoff(attempt, maximum=self._backoff_cap)
 
     async def _hello(self) -> Welcome:
         ident = self.identity

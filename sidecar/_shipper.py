@@ -8,12 +8,11 @@ ingests by event id, so a resend after a lost ack (or a crash) is harmless.
 from __future__ import annotations
 
 import logging
-import random
 
 import anyio
 import msgspec
 
-from runtime import Event, EventsAck, FrameDecoder, Refused, RunEvents, afailpoint
+from runtime import Event, EventsAck, FrameDecoder, Refused, RunEvents, afailpoint, backoff
 
 from ._errors import HubUnavailable
 from ._inbox import Inbox
@@ -87,7 +86,7 @@ class Shipper:
                     "hub refused %d event(s): %s %s", len(events), reply.reason, reply.detail
                 )
             failures += 1
-            await anyio.sleep(_backoff(failures))
+            await anyio.sleep(backoff(failures))
 
     def _cut(self, frames: list[bytes]) -> list[Event]:
         """Decode a prefix of ``frames`` that fits one RunEvents frame (at least one)."""
@@ -99,8 +98,3 @@ class Shipper:
                 break
             events.append(self._events.decode(data))
         return events
-
-
-def _backoff(failures: int) -> float:
-    delay = min(1.0, 0.05 * 2.0 ** (failures - 1))
-    return delay / 2 + random.random() * delay / 2

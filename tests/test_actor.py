@@ -233,3 +233,13 @@ async def test_spawn_rejects_duplicate_names() -> None:
         await sup.spawn(lambda: Lifecycle([]), name="same")
         with pytest.raises(ValueError):
             await sup.spawn(lambda: Lifecycle([]), name="same")
+
+
+def test_backoff_doubles_to_its_cap_with_jitter_in_the_upper_half() -> None:
+    from runtime import backoff
+
+    for attempt, ceiling in [(1, 0.05), (2, 0.1), (3, 0.2), (6, 1.0), (60, 1.0)]:
+        delays = [backoff(attempt) for _ in range(200)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert len(set(delays)) > 1, "jitter: two clients must not retry in lockstep"
+    assert backoff(1, initial=1.0, maximum=0.3) <= 0.3
