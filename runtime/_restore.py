@@ -124,6 +124,11 @@ def write_atomic(
     """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # A writer that crashed before its rename left its temp file; it may hold
+    # a deployment key, and nothing ever reads it.
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        if stale != tmp:
+            stale.unlink(missing_ok=True)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
         try:

@@ -127,3 +127,13 @@ def test_a_torn_temp_file_never_replaces_the_record(tmp_path: Path) -> None:
     # A crash mid-write leaves only a temp file beside the record.
     (path.parent / ".deployment.json.999.tmp").write_bytes(b'{"version": 2, "depl')
     assert read_restore_record(path) == (record, 2)
+
+
+def test_the_next_write_removes_a_crashed_writers_temp_file(tmp_path: Path) -> None:
+    record = _record()
+    path = record_path(tmp_path, record.deployment_id)
+    write_restore_record(path, record)
+    stale = path.parent / ".deployment.json.999.tmp"
+    stale.write_bytes(b'{"version": 2, "hub_key": {"seed": "secret"')
+    write_restore_record(path, record)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["deployment.json"]
