@@ -23,12 +23,13 @@ from runtime import INLINE_BODY_LIMIT, RunStatus, accepts_trigger, anchor_is_liv
 
 from ._errors import AcceptFailed
 from ._migrations import ApprovalStatus, DispatchStatus
-from ._trigger import Accepted, Outcome, Receipt, Rejected, Trigger, body_digest
+from ._trigger import Accepted, Outcome, Receipt, RefusedByRun, Rejected, Trigger, body_digest
 
 __all__ = [
     "Accepted",
     "Outcome",
     "Receipt",
+    "RefusedByRun",
     "Rejected",
     "Trigger",
     "accept_triggers",
@@ -39,6 +40,9 @@ __all__ = [
 _DEPLOYMENTS = """SELECT d.id, d.address, a.status, d.next_seq FROM deployment d
 JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE {where}
 ORDER BY d.deleted_at IS NULL, d.created_at"""  # live rows last: they win per address
+
+
+TERMINAL = "workflow_run_terminal"
 
 
 def _marks(n: int) -> str:
@@ -67,7 +71,7 @@ class _Batch:
         self.addresses: dict[str, str] = {}
         self.runs: dict[str, tuple[str, str]] = {}  # run id -> (deployment_id, status)
         self.top_level: dict[str, str] = {}  # deployment id -> run id
-        self.seen: dict[tuple[str, str], Accepted] = {}
+        self.seen: dict[tuple[str, str], Accepted | RefusedByRun] = {}
         self.approvals: dict[str, list[str]] = {}  # id -> [run_id, deployment_id, status]
         self.woken: set[str] = set()
         self.new_runs: list[tuple[object, ...]] = []
@@ -112,15 +116,17 @@ class _Batch:
         wanted = {(self._deployment_of(t), t.message_id) for t in triggers if t.message_id}
         keys = sorted((d, m) for d, m in wanted if d is not None and m is not None)
         if keys:
-            for dsp, run_id, dep_id, seq, mid in await _rows(
+            for dsp, run_id, dep_id, seq, mid, status, error in await _rows(
                 db,
-                "SELECT id, run_id, deployment_id, seq, message_id FROM workflow_run_dispatch"
-                f" WHERE (deployment_id, message_id) IN (VALUES {','.join(['(?,?)'] * len(keys))})",
+                "SELECT id, run_id, deployment_id, seq, message_id, status, last_error"
+                " FROM workflow_run_dispatch WHERE (deployment_id, message_id) IN"
+                f" (VALUES {','.join(['(?,?)'] * len(keys))})",
                 [x for key in keys for x in key],
             ):
-                self.seen[(dep_id, mid)] = Accepted(
+                first = Accepted(
                     dispatch_id=dsp, run_id=run_id, deployment_id=dep_id, seq=seq, duplicate=True
                 )
+                self.seen[(dep_id, mid)] = _refused(first, status, error) or first
 
     def _deployment_of(self, t: Trigger) -> str | None:
         if t.approval_id:
@@ -143,6 +149,8 @@ class _Batch:
         if not anchor_is_live(dep.anchor_status):
             return Rejected(reason="deployment_not_live", detail=f"{dep_id} is deleted")
         if t.message_id and (first := self.seen.get((dep_id, t.message_id))):
+            if isinstance(first, RefusedByRun):
+                return first
             return msgspec.structs.replace(first, duplicate=True)
         run_id = t.run_id
         if t.approval_id:
@@ -155,7 +163,7 @@ class _Batch:
             return Rejected(reason="unknown_run", detail=f"{dep_id} has no run {run_id}")
         status = self.runs[run_id][1] if run_id is not None else None
         if not accepts_trigger(status):
-            return Rejected(reason="workflow_run_terminal", detail=f"run {run_id} is {status}")
+            return Rejected(reason=TERMINAL, detail=f"run {run_id} is {status}")
         if run_id is None:
             run_id = new_id("run")
             self.runs[run_id] = (dep_id, RunStatus.RUNNING.value)
@@ -218,6 +226,27 @@ class _Batch:
             "UPDATE approval SET status = ?, decision = ?, decided_at = ? WHERE id = ?",
             self.decided,
         )
+
+
+def _refused(first: Accepted, status: str, error: str | None) -> RefusedByRun | None:
+    """What a retry learns of a dispatch its run refused (it had ended first).
+
+    The hub accepts a trigger while the run is live by what the hub knows; the
+    sidecar may have completed the run before the hub hears of it. Such a
+    dispatch is cancelled once the sidecar refuses it, and from then on its
+    message id is answered with the refusal instead of the stale receipt, so
+    the sender learns the outcome (docs/faults.md, F14).
+    """
+    if status != DispatchStatus.CANCELLED or error != TERMINAL:
+        return None
+    return RefusedByRun(
+        reason=TERMINAL,
+        detail=f"run {first.run_id} ended before it came to dispatch {first.dispatch_id}",
+        dispatch_id=first.dispatch_id,
+        run_id=first.run_id,
+        deployment_id=first.deployment_id,
+        seq=first.seq,
+    )
 
 
 async def _attempt(

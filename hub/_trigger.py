@@ -48,6 +48,17 @@ class Rejected(msgspec.Struct, kw_only=True):
     detail: str
 
 
+class RefusedByRun(Rejected, kw_only=True):
+    """The answer to a retry of a trigger that was accepted, and then refused
+    by its run because the run had ended before it came to that dispatch
+    (``workflow_run_terminal``). It names the dispatch the first receipt named."""
+
+    dispatch_id: str
+    run_id: str
+    deployment_id: str
+    seq: int
+
+
 Receipt = Accepted | Rejected
 Outcome = Accepted | Rejected | HubError
 

@@ -6,6 +6,10 @@ with another boot id, a transport reconnect, or a Refused{unknown_session |
 stale_epoch} from any request. Failures back off with jitter, capped at
 about a second, so a restarted hub sees its sidecars back well within 2 s.
 The old session is kept until a new Welcome replaces it.
+
+A HubBoot from another hub also abandons every request in flight: the hub
+that was asked is gone and its answer will never come, so waiting out the
+request timeout would only delay the resend (every request is idempotent).
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ class HubLink:
         self._wake = anyio.Event()
         self._changed = anyio.Event()
         self._on_welcome = on_welcome
+        self._in_flight: set[anyio.CancelScope] = set()
 
     # --- session --------------------------------------------------------------
 
@@ -98,6 +103,12 @@ class HubLink:
             while self.session is None:
                 await self._changed.wait()
         return self.session
+
+    async def wait_new_session(self, old: Session | None, timeout: float) -> None:
+        """Until a session other than ``old`` is established, or ``timeout``."""
+        with anyio.move_on_after(timeout):
+            while self.session is None or self.session == old:
+                await self._changed.wait()
 
     async def run(self) -> None:
         """Keep a session forever; raises :class:`OwnerConflict` when fenced out."""
@@ -150,6 +161,8 @@ class HubLink:
                 continue
             if self.session is None or boot.boot_id != self.session.hub_boot_id:
                 log.info("hub %s booted; saying hello again", boot.boot_id)
+                for scope in self._in_flight:
+                    scope.cancel()
                 self.rehello()
 
     async def _on_reconnect(self) -> None:
@@ -196,10 +209,20 @@ class HubLink:
     ) -> Any:
         """One request to the hub; transport trouble becomes :class:`HubUnavailable`,
         and a Refused asking for a new session triggers a re-hello."""
+        data = None
+        with anyio.CancelScope() as scope:
+            self._in_flight.add(scope)
+            try:
+                data = await self.transport.request(subject, encode(frame), timeout)
+            except (TransportError, TimeoutError) as exc:
+                raise HubUnavailable(f"{subject}: {type(exc).__name__}: {exc}") from exc
+            finally:
+                self._in_flight.discard(scope)
+        if data is None:
+            raise HubUnavailable(f"{subject}: abandoned, the hub restarted")
         try:
-            data = await self.transport.request(subject, encode(frame), timeout)
             reply = decoder.decode(data)
-        except (TransportError, TimeoutError, FrameDecodeError) as exc:
+        except FrameDecodeError as exc:
             raise HubUnavailable(f"{subject}: {type(exc).__name__}: {exc}") from exc
         if isinstance(reply, Refused) and reply.reason in REHELLO_REASONS:
             self.rehello()

@@ -86,7 +86,9 @@ class Shipper:
                     "hub refused %d event(s): %s %s", len(events), reply.reason, reply.detail
                 )
             failures += 1
-            await anyio.sleep(backoff(failures))
+            # A new session (the hub is back, or we are welcome again) ends the
+            # wait: the events go out at once.
+            await self._link.wait_new_session(session, backoff(failures))
 
     def _cut(self, frames: list[bytes]) -> list[Event]:
         """Decode a prefix of ``frames`` that fits one RunEvents frame (at least one)."""

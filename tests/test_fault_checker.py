@@ -140,3 +140,15 @@ def test_histories_round_trip_and_state_reads_as_processed(tmp_path: Path) -> No
     state = {"seen": [{"dispatch_id": "dsp_a", "subject": "w0-0", "text": "{}"}], "count": 1}
     assert processed_from_state(state) == [Processed("dsp_a", "w0-0")]
     assert processed_from_state({}) == []
+
+
+def test_a_dispatch_its_ended_run_refused_is_reported_not_lost() -> None:
+    h = interleaved()
+    stored = {"w2-2": HubDispatch("dsp_w2-2", 9, refused="workflow_run_terminal")}
+    result = check(h, done(*ORDER[:-1]), runs=RUNS, hub_accepted=stored)
+    assert result.ok, result
+    assert (result.lost, result.refused) == ([], ["w2-2"])
+    assert "refused=1" in result.summary()
+    # Refused and processed both: the store contradicts the run.
+    result = check(h, done(*ORDER), runs=RUNS, hub_accepted=stored)
+    assert not result.ok and result.conflicting == ["w2-2: processed, yet refused"]

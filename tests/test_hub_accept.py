@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
+from hub._accept import RefusedByRun
 from hub._deploy import create_deployment
 from runtime import INLINE_BODY_LIMIT
 
@@ -126,6 +127,30 @@ async def test_terminal_run_rejects_and_starts_nothing(tmp_path: Path) -> None:
         assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(1,)]
         assert await query(store, "SELECT COUNT(*) FROM workflow_run WHERE is_anchor = 0") == [(1,)]
         assert acceptor.rejected["workflow_run_terminal"] == 1
+
+
+async def test_a_retry_learns_that_the_run_refused_its_accepted_dispatch(tmp_path: Path) -> None:
+    """F14: accepted while the hub thought the run live, refused by the run
+    (it had completed first): a retry is told so, never "accepted" again."""
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        first = await acceptor.accept(mail("flow", message_id="racing"))
+        open_ = await acceptor.accept(mail("flow", message_id="still-open"))
+        assert isinstance(first, Accepted) and isinstance(open_, Accepted)
+        async with store.write() as db:  # what ingesting DispatchProcessed{refused_terminal} does
+            await db.execute(
+                "UPDATE workflow_run_dispatch SET status = 'cancelled',"
+                " last_error = 'workflow_run_terminal' WHERE id = ?",
+                (first.dispatch_id,),
+            )
+        again, pending = await acceptor.accept_many(
+            [mail("flow", message_id="racing"), mail("flow", message_id="still-open")]
+        )
+        assert isinstance(again, RefusedByRun) and again.reason == "workflow_run_terminal"
+        assert (again.dispatch_id, again.run_id, again.seq) == (first.dispatch_id, first.run_id, 1)
+        # A dispatch not refused (yet) keeps its first receipt.
+        assert isinstance(pending, Accepted) and pending.duplicate
+        assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(2,)]
 
 
 async def test_unknown_and_deleted_addresses_are_rejected(tmp_path: Path) -> None:

@@ -350,6 +350,26 @@ async def test_hub_boot_makes_the_sidecar_say_hello_again(tmp_path: Path) -> Non
 
 
 @pytest.mark.anyio
+async def test_a_new_hub_boot_abandons_the_request_in_flight_and_resends_at_once(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with (
+        fake_hub(bus, dep, drop_acks=1) as hub,
+        running_sidecar(bus, dep, request_timeout=60.0),
+    ):
+        await hub.deliver(mail(dep, 1, "a"))
+        # The hub took the events and will never answer: it "died" meanwhile.
+        await eventually(lambda: hub.batches == 1)
+        await hub.announce("boot_" + "2" * 26)
+        # Resent to the new hub long before the 60 s request timeout.
+        await eventually(lambda: dep.query("SELECT count(*), sum(acked) FROM outbox") == [(2, 2)])
+        assert (hub.batches, len(hub.welcomes)) == (2, 2)
+    assert len(hub.of_kind(DispatchProcessed)) == 1
+
+
+@pytest.mark.anyio
 async def test_a_transport_reconnect_makes_the_sidecar_say_hello_again(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
     bus = MemoryBus()

@@ -168,6 +168,16 @@ class Cluster:
 
     async def start_sidecar(self, deployment_id: str, *, failpoints: str = "") -> SidecarNode:
         """Start (or restart) a deployment's sidecar behind its own proxy."""
+        node = await self.add_sidecar(deployment_id)
+        node.proc.start(failpoints=failpoints)
+        return node
+
+    async def add_sidecar(self, deployment_id: str) -> SidecarNode:
+        """The deployment's sidecar and its proxy, serving, without starting the process.
+
+        The proxy lives in the cluster's task group: call this from the task
+        that runs the cluster, before starting the sidecar from another task.
+        """
         node = self.sidecars.get(deployment_id)
         if node is None:
             proxy = await self._stack.enter_async_context(NatsFaultProxy(self.nats.url))
@@ -180,7 +190,6 @@ class Cluster:
                 f"sidecar-{deployment_id}", argv, self.logs / f"sidecar-{deployment_id}.log"
             )
             node = self.sidecars[deployment_id] = SidecarNode(deployment_id, proc, proxy)
-        node.proc.start(failpoints=failpoints)
         return node
 
     async def restart_sidecar(
