@@ -5,7 +5,8 @@
 Each round picks a fault of the matrix (``scenarios.FAULTS``) and its
 parameters from the seed, adds light network noise (duplicated and late
 frames) to some rounds, runs it against a fresh deployment under a workload
-(``rounds.run_round``), and checks the history. Rounds share a cluster
+(``rounds.run_round``, ``--scale`` times the matrix's mails per client), and
+checks the history. Rounds share a cluster
 (nats-server and the hub as real processes) for ``--rounds-per-cluster``
 rounds, so the hub carries the state of earlier rounds and faults. At the
 end a table per fault: rounds, triggers, lost, duplicated, reordered, max
@@ -121,6 +122,10 @@ async def soak(args: argparse.Namespace, root: Path) -> dict[str, Row]:
                 seed = rng.randrange(2**31)
                 loud = key not in QUIET and rng.random() < args.noise
                 fault = FAULTS[key]
+                mails = max(1, round(fault.load.mails * args.scale))
+                fault = dataclasses.replace(
+                    fault, load=dataclasses.replace(fault.load, mails=mails)
+                )
                 if loud:
                     fault = dataclasses.replace(fault, inject=noisy(fault.inject, 0.05))
                 out, error = await _round(cluster, fault, seed=seed, index=index, root=cluster_dir)
@@ -183,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rounds-per-cluster", type=int, default=10)
+    parser.add_argument("--scale", type=float, default=1.5,
+                        help="mails per client, relative to the matrix's rounds")  # fmt: skip
     parser.add_argument("--noise", type=float, default=0.3,
                         help="share of rounds with duplicated and late frames on top")  # fmt: skip
     parser.add_argument("--faults", type=lambda s: s.split(","), default=None,
