@@ -43,7 +43,7 @@ def free_port() -> int:
 
 def mailrun_argv() -> list[str]:
     script = Path(sys.executable).with_name("mailrun")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "hub._cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "hub.cli.main"]
 
 
 def percentile(sorted_values: list[float], q: float) -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 
-from hub._natsserver import NatsServerProcess
+from hub.up.nats import NatsServerProcess
 from runtime import MemoryBus, Subscription, Transport, open_nats
 
 

@@ -25,12 +25,10 @@ import anyio.abc
 
 from runtime import Subjects, Transport, new_id, open_nats
 
-from ._acceptor import Acceptor
 from ._errors import HubError
-from ._http import ApiSettings, create_app
-from ._httpserver import HttpServer, bind_socket
-from ._store import DEFAULT_BUSY_TIMEOUT, Store
-from ._wire import run_wire
+from .api import ApiSettings, HttpServer, bind_socket, create_app
+from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store
+from .wire import run_wire
 
 log = logging.getLogger("mailrun.hub")
 
@@ -52,7 +50,7 @@ class HubConfig:
 
 
 class WireSide(Protocol):
-    """What the hub needs from the started wire side (``hub._wire.Wire``)."""
+    """What the hub needs from the started wire side (``hub.wire.service.Wire``)."""
 
     def on_accepted(self, deployment_ids: set[str]) -> object: ...
 
@@ -95,7 +93,7 @@ async def serve_hub(
     """Run the hub until cancelled (or, with ``handle_signals``, SIGTERM/SIGINT).
 
     ``transport`` replaces the NATS connection (tests); ``wire`` replaces
-    ``hub._wire.run_wire``.
+    ``hub.wire.service.run_wire``.
     """
     boot_id = new_id("boot")
     sock = bind_socket(config.http_host, config.http_port)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from natsfix import running_nats_server
 
-from hub._natsserver import NatsServerProcess
+from hub.up.nats import NatsServerProcess
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 
-from hub._natsserver import NatsServerProcess
+from hub.up.nats import NatsServerProcess
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from hub._cli import main
+from hub.cli.main import main
 
 DEP_A = "dep_" + "a" * 26
 DEP_B = "dep_" + "b" * 26

@@ -11,7 +11,7 @@ import click
 import pytest
 import yaml
 
-from hub._cli import main
+from hub.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 

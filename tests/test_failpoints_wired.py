@@ -16,8 +16,8 @@ from sidecar_fakes import fake_hub, mail, make_deployment, running_sidecar
 from wire_harness import Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
 
 from hub import Accepted, Acceptor, StoreUnavailable, Trigger
-from hub._dispatch import DispatchConfig
-from hub._wire import WireConfig
+from hub.wire.dispatcher import DispatchConfig
+from hub.wire.service import WireConfig
 from runtime import (
     DispatchProcessed,
     Event,

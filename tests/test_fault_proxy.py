@@ -14,7 +14,7 @@ from faults import FrameParser, NatsFaultProxy, subject_matches
 from faults.natsproto import ProtocolError
 from natsfix import eventually
 
-from hub._natsserver import NatsServerProcess
+from hub.up.nats import NatsServerProcess
 from runtime import Subscription, Transport, open_nats
 
 pytestmark = pytest.mark.anyio

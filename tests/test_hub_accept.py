@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
-from hub._accept import RefusedByRun
-from hub._deploy import create_deployment
+from hub.store.accept import RefusedByRun
+from hub.store.deployments import create_deployment
 from runtime import INLINE_BODY_LIMIT
 
 pytestmark = pytest.mark.anyio

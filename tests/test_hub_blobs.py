@@ -10,7 +10,7 @@ import pytest
 from natsfix import eventually
 from wire_harness import Hub, Sidecar, accept, deploy, refused, running_hub
 
-from hub._blobs import collect_blobs
+from hub.wire.blobs import collect_blobs
 from runtime import (
     BLOB_CHUNK_SIZE,
     INLINE_BODY_LIMIT,

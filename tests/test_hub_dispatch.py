@@ -9,9 +9,9 @@ import pytest
 from natsfix import eventually
 from wire_harness import Hub, Inbox, Sidecar, accept, deploy, running_hub
 
-from hub._dispatch import DispatchConfig
-from hub._natsserver import NatsServerProcess
-from hub._wire import WireConfig
+from hub.up.nats import NatsServerProcess
+from hub.wire.dispatcher import DispatchConfig
+from hub.wire.service import WireConfig
 from runtime import (
     INLINE_BODY_LIMIT,
     Ack,

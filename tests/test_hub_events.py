@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from wire_harness import Hub, Sidecar, accept, deploy, refused, running_hub
 
-from hub._accept import Accepted
-from hub._deploy import delete_deployment
+from hub.store.accept import Accepted
+from hub.store.deployments import delete_deployment
 from runtime import (
     ApprovalRequested,
     DispatchProcessed,

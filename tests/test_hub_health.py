@@ -10,9 +10,9 @@ import pytest
 from natsfix import eventually
 from wire_harness import Hub, Inbox, Sidecar, accept, deploy, running_hub
 
-from hub._dispatch import DispatchConfig
-from hub._health import HealthConfig
-from hub._wire import WireConfig
+from hub.wire.dispatcher import DispatchConfig
+from hub.wire.health import HealthConfig
+from hub.wire.service import WireConfig
 from runtime import Ack, MailInbound, Welcome
 
 pytestmark = pytest.mark.anyio

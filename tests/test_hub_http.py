@@ -22,8 +22,8 @@ import pytest
 from natsfix import eventually
 
 from hub import Acceptor, Store, create_app
-from hub._http import ApiSettings
-from hub._natsserver import NatsServerProcess
+from hub.api.app import ApiSettings
+from hub.up.nats import NatsServerProcess
 from runtime import INLINE_BODY_LIMIT, decode_restore_record, public_key_of, read_restore_record
 
 pytestmark = pytest.mark.anyio

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from wire_harness import Hub, Sidecar, accept, deploy, running_hub
 
-from hub._accept import Accepted
-from hub._queries import get_deployment, list_deployments
+from hub.store.accept import Accepted
+from hub.store.queries import get_deployment, list_deployments
 from runtime import (
     DispatchProcessed,
     EnvelopeQuarantined,

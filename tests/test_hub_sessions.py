@@ -8,7 +8,7 @@ import anyio
 import pytest
 from wire_harness import Sidecar, accept, deploy, refused, running_hub
 
-from hub._deploy import delete_deployment
+from hub.store.deployments import delete_deployment
 from runtime import (
     Challenge,
     DispatchProcessed,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hub import MigrationError, Store, pending_migrations
-from hub._migrations import LATEST
+from hub.store.migrations import LATEST
 
 pytestmark = pytest.mark.anyio
 

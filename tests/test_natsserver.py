@@ -1,4 +1,4 @@
-"""The embedded nats-server launcher (hub/_natsserver.py) against the real binary."""
+"""The embedded nats-server launcher (hub/up/nats.py) against the real binary."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from natsfix import eventually
 
 from hub import HubError
-from hub._natsserver import (
+from hub.up.nats import (
     NatsServerError,
     NatsServerNotFound,
     NatsServerProcess,
@@ -132,7 +132,7 @@ def test_jetstream_and_monitor_options_are_passed(tmp_path: Path) -> None:
 
 PARENT = """
 import sys, time
-from hub._natsserver import NatsServerProcess
+from hub.up.nats import NatsServerProcess
 server = NatsServerProcess(pdeathsig=True)
 server.start_sync()
 print(server.pid, flush=True)

@@ -16,7 +16,7 @@ import pytest
 from natsfix import eventually
 from sidecar_fakes import FakeHub, mail, make_deployment
 
-from hub._natsserver import NatsServerProcess
+from hub.up.nats import NatsServerProcess
 from runtime import DispatchProcessed, b64url, open_nats, read_restore_record
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ import anyio
 import pytest
 from natsfix import eventually
 
-from hub._natsserver import NatsServerProcess
+from hub.up.nats import NatsServerProcess
 from runtime import (
     NoResponders,
     RequestTimeout,

@@ -1,4 +1,4 @@
-"""`mailrun up` and its process machinery (hub/_procs.py), with real processes.
+"""`mailrun up` and its process machinery (hub/up/children.py), with real processes.
 
 The machinery tests use tiny Python children; the `up` tests run the real
 console script with the real hub, sidecars and nats-server.
@@ -26,9 +26,9 @@ import httpx
 import psutil
 import pytest
 
-from hub._demo import DemoTimeout, example_source, run_demo
-from hub._procs import Backoff, Child, ChildSpec, spawn, terminate
-from hub._up import hub_url
+from hub.cli.demo import DemoTimeout, example_source, run_demo
+from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
+from hub.up.supervisor import hub_url
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parent.parent
@@ -59,7 +59,7 @@ def py(code: str) -> list[str]:
     return [PY, "-c", textwrap.dedent(code)]
 
 
-# -- hub/_procs.py ---------------------------------------------------------------
+# -- hub/up/children.py ---------------------------------------------------------------
 
 
 @pytest.mark.anyio
@@ -188,8 +188,8 @@ async def test_an_unstartable_child_is_retried_not_fatal(tmp_path: Path) -> None
 PARENT = """
 import sys
 import anyio
-from hub._demo import DemoTimeout, example_source, run_demo
-from hub._procs import Child, ChildSpec
+from hub.cli.demo import DemoTimeout, example_source, run_demo
+from hub.up.children import Child, ChildSpec
 
 async def main() -> None:
     child = Child(ChildSpec("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"]))
@@ -229,7 +229,7 @@ def test_children_die_when_their_supervisor_is_sigkilled() -> None:
 
 def mailrun_argv() -> list[str]:
     script = Path(PY).with_name("mailrun")
-    return [str(script)] if script.exists() else [PY, "-m", "hub._cli"]
+    return [str(script)] if script.exists() else [PY, "-m", "hub.cli.main"]
 
 
 class UpProcess:

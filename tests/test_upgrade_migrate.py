@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from legacy.v1fixture import V1State, write_v1_state
 
 from hub import Store
-from hub._cli import main
-from hub._migrations import LATEST
-from hub._schema import add_dead_letter_deployment
+from hub.cli.main import main
+from hub.store.migrations import LATEST
+from hub.store.schema import add_dead_letter_deployment
 from runtime import FailpointError
 from runtime._failpoints import configure
 

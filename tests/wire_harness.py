@@ -12,10 +12,10 @@ from typing import Any
 import anyio
 import msgspec
 
-from hub._accept import Accepted, Trigger, accept_triggers
-from hub._deploy import create_deployment
-from hub._store import Store
-from hub._wire import Wire, WireConfig, run_wire
+from hub.store.accept import Accepted, Trigger, accept_triggers
+from hub.store.db import Store
+from hub.store.deployments import create_deployment
+from hub.wire.service import Wire, WireConfig, run_wire
 from runtime import (
     Ack,
     Challenge,

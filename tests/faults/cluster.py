@@ -23,8 +23,8 @@ from typing import Any, TypeVar
 import anyio
 import httpx
 
-from hub._natsserver import NatsServerProcess, free_port
-from hub._procs import ChildSpec, spawn, terminate, wait_exit
+from hub.up.children import ChildSpec, spawn, terminate, wait_exit
+from hub.up.nats import NatsServerProcess, free_port
 from runtime._failpoints import ENV as FAILPOINTS_ENV
 
 from .proxy import NatsFaultProxy

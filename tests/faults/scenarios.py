@@ -19,7 +19,7 @@ from pathlib import Path
 
 import anyio
 
-from hub._store import DEFAULT_BUSY_TIMEOUT
+from hub.store.db import DEFAULT_BUSY_TIMEOUT
 from runtime import read_restore_record, record_path
 from runtime._failpoints import CRASH_EXIT_CODE
 

@@ -14,9 +14,8 @@ import msgspec
 
 from runtime import is_id
 
-from ._errors import UnknownDeployment, UnknownDispatch, UnknownRun
-from ._migrations import DispatchStatus
-from ._quarantine import QUARANTINE_SOURCE
+from .._errors import UnknownDeployment, UnknownDispatch, UnknownRun
+from .schema import QUARANTINE_SOURCE, DispatchStatus
 
 _OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
 

@@ -17,7 +17,7 @@ from typing import IO, Any, NoReturn, TypeVar
 import click
 import msgspec
 
-from ._client import (
+from .._client import (
     DEFAULT_HUB,
     HUB_ENV,
     HubBadResponse,
@@ -25,7 +25,7 @@ from ._client import (
     HubResponseError,
     HubUnreachable,
 )
-from ._tables import deployment_view, deployments_table, receipt_view, run_view, runs_table
+from .tables import deployment_view, deployments_table, receipt_view, run_view, runs_table
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -17,9 +17,8 @@ import anyio.to_thread
 
 from runtime import BLOB_CHUNK_SIZE, BlobChunk, BlobGet, FrameDecoder, Refused
 
-from ._migrations import DispatchStatus
-from ._sessions import SessionTable
-from ._store import Store
+from ..store import DispatchStatus, Store
+from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.blobs")
 

@@ -1,6 +1,6 @@
 """The outbox sender: one lane per deployment with a sidecar session.
 
-A lane repeats delivery rounds (:mod:`hub._rounds`) while its deployment has
+A lane repeats delivery rounds (:mod:`hub.wire.rounds`) while its deployment has
 reserved dispatches, sleeps on an ``anyio.Event`` when it has none (bursts of
 wakeups coalesce into one round), and backs off with jitter after a round
 with failures. A new hello cuts the backoff short: the sidecar is back.
@@ -21,10 +21,9 @@ import anyio.abc
 
 from runtime import Subjects, Transport, backoff
 
-from ._migrations import DispatchStatus
-from ._rounds import load_reserved, send_round, settle
-from ._sessions import Session, SessionTable
-from ._store import Store
+from ..store import DispatchStatus, Store
+from .rounds import load_reserved, send_round, settle
+from .sessions import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.dispatch")
 

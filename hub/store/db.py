@@ -18,8 +18,8 @@ from pathlib import Path
 import aiosqlite
 import anyio
 
-from ._errors import StoreUnavailable
-from ._migrations import apply_migrations
+from .._errors import StoreUnavailable
+from .migrations import apply_migrations
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 

@@ -15,9 +15,8 @@ from typing import TypeVar
 import msgspec
 from starlette.requests import Request
 
-from ._deploy import DEFAULT_ENTRYPOINT
-from ._errors import HubError, InvalidMail, MalformedJson, PayloadTooLarge
-from ._trigger import Trigger
+from .._errors import HubError, InvalidMail, MalformedJson, PayloadTooLarge
+from ..store import DEFAULT_ENTRYPOINT, Trigger
 
 T = TypeVar("T")
 _ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+$")

@@ -17,8 +17,8 @@ import anyio
 import click
 import msgspec
 
-from ._cli_ops import COMMANDS, fail
-from ._errors import HubError
+from .._errors import HubError
+from .commands import COMMANDS, fail
 
 
 def _host_port(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -62,7 +62,7 @@ def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | N
     Starts nats-server (unless --nats), the hub and one sidecar per live
     deployment, each its own process; restarts any that dies, with backoff;
     stops them all on SIGTERM/SIGINT. They die with it even on SIGKILL."""
-    from ._up import UpConfig, run_up
+    from ..up import UpConfig, run_up
 
     def say(line: str) -> None:
         click.echo(line, err=True)
@@ -89,7 +89,7 @@ def demo() -> None:
 
     Starts `up` in a temporary dir on free ports, deploys the counter example,
     mails it, shows the run's progress and result, and stops everything."""
-    from ._demo import DemoFailed, run_demo
+    from .demo import DemoFailed, run_demo
 
     def say(line: str) -> None:
         click.echo(f"mailrun demo: {line}")
@@ -136,7 +136,7 @@ def hub_cmd(
     """Run the hub alone, in this process.
 
     Runs until SIGTERM/SIGINT; `mailrun up` runs it as a supervised child."""
-    from ._server import run_hub_cli
+    from .._server import run_hub_cli
 
     run_hub_cli(
         state_dir=state_dir,
@@ -170,7 +170,7 @@ def migrate(state_dir: Path, sidecar_root: Path | None, check: bool, as_json: bo
     Applies the hub database's pending migrations (`up` and `hub` also do at
     boot). Sidecar inboxes and restore records are listed: each sidecar
     migrates its own when it starts. With --check nothing is changed."""
-    from ._upgrade import inspect_state, migrate_state, render
+    from .upgrade import inspect_state, migrate_state, render
 
     step = inspect_state if check else migrate_state
     try:
@@ -217,5 +217,5 @@ for _command in COMMANDS:
     main.add_command(_command)
 
 
-if __name__ == "__main__":  # pragma: no cover - `python -m hub._cli`
+if __name__ == "__main__":  # pragma: no cover - `python -m hub.cli.main`
     main()

@@ -32,9 +32,9 @@ from runtime import (
     write_restore_record,
 )
 
-from ._errors import InvalidDeployment, InvalidName, NameTaken
-from ._migrations import DispatchStatus
-from ._store import Store
+from .._errors import InvalidDeployment, InvalidName, NameTaken
+from .db import Store
+from .schema import DispatchStatus
 
 log = logging.getLogger("mailrun.hub.deploy")
 

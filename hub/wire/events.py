@@ -39,11 +39,9 @@ from runtime import (
     is_terminal,
 )
 
-from ._accept import Accepted, Trigger, accept_triggers
-from ._migrations import ApprovalStatus, DispatchStatus
-from ._quarantine import ingest_quarantined
-from ._sessions import SessionTable, fence
-from ._store import Store
+from ..store import Accepted, ApprovalStatus, DispatchStatus, Store, Trigger, accept_triggers
+from .quarantine import ingest_quarantined
+from .sessions import SessionTable, fence
 
 log = logging.getLogger("mailrun.hub.events")
 

@@ -22,9 +22,9 @@ import anyio.abc
 
 from runtime import afailpoint
 
-from ._accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
-from ._errors import HubError, HubShuttingDown, StoreUnavailable
-from ._store import Store
+from .._errors import HubError, HubShuttingDown, StoreUnavailable
+from .accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
+from .db import Store
 
 log = logging.getLogger("mailrun.hub.accept")
 

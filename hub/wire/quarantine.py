@@ -17,11 +17,10 @@ import aiosqlite
 
 from runtime import EnvelopeQuarantined, encode
 
-from ._migrations import DispatchStatus
+from ..store import QUARANTINE_SOURCE, DispatchStatus
 
 log = logging.getLogger("mailrun.hub.events")
 
-QUARANTINE_SOURCE = "quarantine"
 _REASON_LIMIT = 1000
 
 

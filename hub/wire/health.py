@@ -38,7 +38,7 @@ from runtime import (
     encode,
 )
 
-from ._sessions import Session, SessionTable
+from .sessions import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.health")
 

@@ -32,9 +32,8 @@ from runtime import (
     encode,
 )
 
-from ._migrations import DispatchStatus
-from ._sessions import Session, StaleEpoch, fence
-from ._store import Store
+from ..store import DispatchStatus, Store
+from .sessions import Session, StaleEpoch, fence
 
 _RESERVED = """
 SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,

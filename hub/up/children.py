@@ -10,22 +10,43 @@ from a worker thread.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
-from ._natsserver import pdeathsig_preexec
-
 SPAWN_FAILED = 127
+_PR_SET_PDEATHSIG = 1
 
 ExitHook = Callable[[str, int, float], None]
 """``on_exit(name, returncode, restart_delay)``: a child died (or could not be
 started: ``SPAWN_FAILED``, see ``Child.last_error``) and will be restarted."""
+
+
+def pdeathsig_preexec() -> Callable[[], None]:
+    """A ``preexec_fn`` making the child receive SIGKILL when its parent dies.
+
+    Linux only. The kernel tracks the *thread* that forked the child, so spawn
+    from a long-lived thread (the event loop's), never from a worker thread.
+    """
+    if not sys.platform.startswith("linux"):
+        raise OSError("pdeathsig needs Linux (prctl PR_SET_PDEATHSIG)")
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork, not in the child
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,8 @@ import msgspec
 
 from runtime import RecordDecodeError, read_restore_record
 
-from ._errors import MigrationError
-from ._migrations import LATEST, pending_migrations, read_version
-from ._store import Store
+from .._errors import MigrationError
+from ..store import LATEST, Store, pending_migrations, read_version
 
 HUB_DB = "hub.db"
 SIDECARS = "sidecars"

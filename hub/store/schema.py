@@ -29,6 +29,10 @@ class ApprovalStatus(StrEnum):
     DECIDED = "decided"
 
 
+# dead_letter.source of an envelope a sidecar set aside (counted per deployment).
+QUARANTINE_SOURCE = "quarantine"
+
+
 V1_SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS deployment (

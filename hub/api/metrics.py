@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import aiosqlite
 
-from ._acceptor import Acceptor
-from ._queries import count_by_status
+from ..store import Acceptor, count_by_status
 
 
 def _family(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> list[str]:

@@ -22,14 +22,17 @@ from starlette.routing import Route
 
 from runtime import INLINE_BODY_LIMIT
 
-from ._accept import Rejected, Trigger, body_digest
-from ._acceptor import Acceptor
-from ._deploy import create_deployment, delete_deployment
-from ._errors import HubError, InvalidDeployment, InvalidMail, InvalidRequest
-from ._metrics import render_metrics
-from ._migrations import LATEST
-from ._queries import (
+from .._errors import HubError, InvalidDeployment, InvalidMail, InvalidRequest
+from ..store import (
+    LATEST,
+    Acceptor,
     DeploymentView,
+    Rejected,
+    Store,
+    Trigger,
+    body_digest,
+    create_deployment,
+    delete_deployment,
     get_deployment,
     get_dispatch,
     get_run,
@@ -37,8 +40,8 @@ from ._queries import (
     list_runs,
     resolve_deployment,
 )
-from ._requests import ApprovalIn, DeploymentIn, MailIn, mail_trigger, read_json
-from ._store import Store
+from .metrics import render_metrics
+from .requests import ApprovalIn, DeploymentIn, MailIn, mail_trigger, read_json
 
 _REJECTED_STATUS = {
     "unknown_address": 404,

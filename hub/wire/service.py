@@ -32,14 +32,14 @@ from runtime import (
     encode,
 )
 
-from ._blobs import GC_INTERVAL, BlobCollector, BlobHandler
-from ._dispatch import DispatchConfig, Dispatcher
-from ._errors import HubError
-from ._events import EventsHandler
-from ._health import HealthConfig, Prober, health_report
-from ._mint import MintHandler
-from ._sessions import NONCE_TTL, HelloHandler, SessionTable
-from ._store import Store
+from .._errors import HubError
+from ..store import Store
+from .blobs import GC_INTERVAL, BlobCollector, BlobHandler
+from .dispatcher import DispatchConfig, Dispatcher
+from .events import EventsHandler
+from .health import HealthConfig, Prober, health_report
+from .mint import MintHandler
+from .sessions import NONCE_TTL, HelloHandler, SessionTable
 
 log = logging.getLogger("mailrun.hub.wire")
 

@@ -25,9 +25,9 @@ import msgspec
 
 from runtime import anchor_is_live, is_id, record_path, write_atomic
 
-from ._client import HubClient, HubClientError
-from ._errors import HubError
-from ._procs import Backoff, Child, ChildSpec
+from .._client import HubClient, HubClientError
+from .._errors import HubError
+from .children import Backoff, Child, ChildSpec
 
 DEFAULT_NATS_PORT = 4222
 UP_FILE = "up.json"
@@ -173,7 +173,7 @@ class Up:
         return info
 
     async def _start_nats(self, tg: anyio.abc.TaskGroup) -> str:
-        from ._natsserver import find_nats_server, free_port
+        from .nats import find_nats_server, free_port
 
         port = self.config.nats_port
         if port is None:

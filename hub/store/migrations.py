@@ -19,8 +19,8 @@ from pathlib import Path
 import aiosqlite
 import anyio
 
-from ._errors import MigrationError
-from ._schema import (
+from .._errors import MigrationError
+from .schema import (
     ApprovalStatus,
     DispatchStatus,
     add_dead_letter_deployment,

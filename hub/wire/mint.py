@@ -25,8 +25,8 @@ from runtime import (
     new_id,
 )
 
-from ._sessions import SessionTable, fence
-from ._store import Store
+from ..store import Store
+from .sessions import SessionTable, fence
 
 # Derived from the classifier, so the SQL condition agrees with it.
 _LIVE_RUN = tuple(s.value for s in RunStatus if is_live(s))

@@ -19,10 +19,9 @@ import msgspec
 
 from runtime import RunStatus, is_terminal
 
-from ._client import HubClient
-from ._errors import HubError
-from ._natsserver import free_port
-from ._up import UpConfig, run_up
+from .._client import HubClient
+from .._errors import HubError
+from ..up import UpConfig, free_port, run_up
 
 EXAMPLE = "counter.py"
 ENTRYPOINT = "counter:main"

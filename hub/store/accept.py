@@ -21,9 +21,9 @@ import msgspec
 
 from runtime import INLINE_BODY_LIMIT, RunStatus, accepts_trigger, anchor_is_live, new_id
 
-from ._errors import AcceptFailed
-from ._migrations import ApprovalStatus, DispatchStatus
-from ._trigger import Accepted, Outcome, Receipt, RefusedByRun, Rejected, Trigger, body_digest
+from .._errors import AcceptFailed
+from .schema import ApprovalStatus, DispatchStatus
+from .triggers import Accepted, Outcome, Receipt, RefusedByRun, Rejected, Trigger, body_digest
 
 __all__ = [
     "Accepted",

@@ -7,18 +7,16 @@ also kill -9 it and start it again on the same port.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import IO
@@ -26,9 +24,9 @@ from typing import IO
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from ._errors import HubError
+from .._errors import HubError
+from .children import pdeathsig_preexec
 
-_PR_SET_PDEATHSIG = 1
 _POLL = 0.005
 _PROBE_TIMEOUT = 1.0
 
@@ -74,26 +72,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def pdeathsig_preexec() -> Callable[[], None]:
-    """A ``preexec_fn`` making the child receive SIGKILL when its parent dies.
-
-    Linux only. The kernel tracks the *thread* that forked the child, so spawn
-    from a long-lived thread (the event loop's), never from a worker thread.
-    """
-    if not sys.platform.startswith("linux"):
-        raise NatsServerError("pdeathsig needs Linux (prctl PR_SET_PDEATHSIG)")
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork, not in the child
-    parent = os.getpid()
-
-    def preexec() -> None:
-        if prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return preexec
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:

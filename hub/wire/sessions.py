@@ -30,9 +30,8 @@ from runtime import (
     verify,
 )
 
-from ._errors import HubError
-from ._migrations import DispatchStatus
-from ._store import Store
+from .._errors import HubError
+from ..store import DispatchStatus, Store
 
 log = logging.getLogger("mailrun.hub.sessions")
 
@@ -108,7 +107,7 @@ class SessionTable:
         """The deployment's sidecar just completed an exchange with the hub.
 
         NATS request/reply has no disconnect signal: a sidecar counts as
-        connected only while such exchanges keep coming (see ``hub._health``).
+        connected only while such exchanges keep coming (see ``hub.wire.health``).
         """
         if deployment_id in self._current:
             self._seen[deployment_id] = time.monotonic()

@@ -1,0 +1,70 @@
+"""The hub's store: schema, migrations, the one accept function, queries.
+
+Everything that touches hub.db lives here; the other rooms go through
+these names."""
+
+from .accept import accept_triggers as accept_triggers
+from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
+from .db import Store as Store
+from .deployments import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
+from .deployments import Created as Created
+from .deployments import create_deployment as create_deployment
+from .deployments import delete_deployment as delete_deployment
+from .group_commit import Acceptor as Acceptor
+from .migrations import LATEST as LATEST
+from .migrations import pending_migrations as pending_migrations
+from .migrations import read_version as read_version
+from .queries import DeploymentView as DeploymentView
+from .queries import DispatchView as DispatchView
+from .queries import RunView as RunView
+from .queries import count_by_status as count_by_status
+from .queries import get_deployment as get_deployment
+from .queries import get_dispatch as get_dispatch
+from .queries import get_run as get_run
+from .queries import list_deployments as list_deployments
+from .queries import list_runs as list_runs
+from .queries import resolve_deployment as resolve_deployment
+from .schema import QUARANTINE_SOURCE as QUARANTINE_SOURCE
+from .schema import ApprovalStatus as ApprovalStatus
+from .schema import DispatchStatus as DispatchStatus
+from .triggers import Accepted as Accepted
+from .triggers import Outcome as Outcome
+from .triggers import Receipt as Receipt
+from .triggers import RefusedByRun as RefusedByRun
+from .triggers import Rejected as Rejected
+from .triggers import Trigger as Trigger
+from .triggers import body_digest as body_digest
+
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT",
+    "DEFAULT_ENTRYPOINT",
+    "LATEST",
+    "QUARANTINE_SOURCE",
+    "Accepted",
+    "Acceptor",
+    "ApprovalStatus",
+    "Created",
+    "DeploymentView",
+    "DispatchStatus",
+    "DispatchView",
+    "Outcome",
+    "Receipt",
+    "RefusedByRun",
+    "Rejected",
+    "RunView",
+    "Store",
+    "Trigger",
+    "accept_triggers",
+    "body_digest",
+    "count_by_status",
+    "create_deployment",
+    "delete_deployment",
+    "get_deployment",
+    "get_dispatch",
+    "get_run",
+    "list_deployments",
+    "list_runs",
+    "pending_migrations",
+    "read_version",
+    "resolve_deployment",
+]

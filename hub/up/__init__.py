@@ -1,0 +1,22 @@
+"""``mailrun up``: the process supervisor, its children and the embedded
+nats-server."""
+
+from .children import Backoff as Backoff
+from .children import Child as Child
+from .children import ChildSpec as ChildSpec
+from .nats import find_nats_server as find_nats_server
+from .nats import free_port as free_port
+from .supervisor import UpConfig as UpConfig
+from .supervisor import hub_url as hub_url
+from .supervisor import run_up as run_up
+
+__all__ = [
+    "Backoff",
+    "Child",
+    "ChildSpec",
+    "UpConfig",
+    "find_nats_server",
+    "free_port",
+    "hub_url",
+    "run_up",
+]
