@@ -18,7 +18,8 @@ from pathlib import Path
 import anyio
 
 from hub.up.nats import NatsServerProcess
-from runtime import MemoryBus, Subscription, Transport, open_nats
+from runtime import Subscription, Transport, open_nats
+from runtime.testing import MemoryBus
 
 
 async def serve(sub: Subscription) -> None:

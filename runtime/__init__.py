@@ -64,8 +64,6 @@ from ._keys import public_key_of as public_key_of
 from ._keys import sign as sign
 from ._keys import unb64url as unb64url
 from ._keys import verify as verify
-from ._memory import MemoryBus as MemoryBus
-from ._memory import MemoryTransport as MemoryTransport
 from ._nats import open_nats as open_nats
 from ._restore import HubKey as HubKey
 from ._restore import RestoreRecord as RestoreRecord
@@ -118,8 +116,6 @@ __all__ = [
     "MailSent",
     "MailboxFull",
     "MailrunError",
-    "MemoryBus",
-    "MemoryTransport",
     "Message",
     "MintChild",
     "Minted",

@@ -58,13 +58,8 @@ def parse(spec: str) -> dict[str, _Action]:
     return points
 
 
+# Replaced by runtime.testing.configure_failpoints (tests of one process).
 _points: dict[str, _Action] = parse(os.environ.get(ENV, ""))
-
-
-def configure(spec: str) -> None:
-    """Replace the active failpoints (tests of one process use this)."""
-    global _points
-    _points = parse(spec)
 
 
 def _take(name: str) -> _Action | None:

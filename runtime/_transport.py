@@ -1,8 +1,8 @@
 """The transport seam: what hub and sidecar need from a message bus.
 
 Two implementations stand behind it: NATS (``open_nats``) for real use and
-an in-memory bus (``MemoryBus``) for unit tests of one module. Code above this
-seam never imports nats-py.
+an in-memory bus (``runtime.testing.MemoryBus``) for unit tests of one
+module. Code above this seam never imports nats-py.
 """
 
 from __future__ import annotations

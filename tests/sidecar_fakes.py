@@ -48,7 +48,7 @@ from runtime import (
     verify,
     write_restore_record,
 )
-from runtime._memory import MemoryBus
+from runtime.testing import MemoryBus
 from sidecar import RunsConfig, Sidecar, SidecarOptions
 
 RECORDER = """

@@ -11,17 +11,17 @@ import anyio
 import pytest
 
 from runtime import FailpointError, afailpoint, failpoint
-from runtime._failpoints import CRASH_EXIT_CODE, configure, parse
+from runtime.testing import CRASH_EXIT_CODE, configure_failpoints
 
 
 @pytest.fixture(autouse=True)
 def _reset() -> object:
     yield
-    configure("")
+    configure_failpoints("")
 
 
 def test_unset_failpoints_do_nothing() -> None:
-    configure("")
+    configure_failpoints("")
     failpoint("anything")
 
 
@@ -30,11 +30,11 @@ def test_unset_failpoints_do_nothing() -> None:
 )
 def test_malformed_specs_are_refused(spec: str) -> None:
     with pytest.raises(ValueError):
-        parse(spec)
+        configure_failpoints(spec)
 
 
 def test_raise_fires_only_the_given_number_of_times() -> None:
-    configure("a.b=2*raise; other=sleep(1)")
+    configure_failpoints("a.b=2*raise; other=sleep(1)")
     for _ in range(2):
         with pytest.raises(FailpointError, match=r"a\.b"):
             failpoint("a.b")
@@ -43,7 +43,7 @@ def test_raise_fires_only_the_given_number_of_times() -> None:
 
 
 def test_sleep_blocks_for_the_given_milliseconds() -> None:
-    configure("s=sleep(30)")
+    configure_failpoints("s=sleep(30)")
     began = time.monotonic()
     failpoint("s")
     assert time.monotonic() - began >= 0.03
@@ -52,7 +52,7 @@ def test_sleep_blocks_for_the_given_milliseconds() -> None:
 @pytest.mark.anyio
 async def test_pause_waits_for_its_file(tmp_path: Path) -> None:
     gate = tmp_path / "go"
-    configure(f"p=pause({gate})")
+    configure_failpoints(f"p=pause({gate})")
     passed = anyio.Event()
 
     async def hit() -> None:

@@ -30,8 +30,7 @@ from runtime import (
     read_restore_record,
     write_restore_record,
 )
-from runtime._failpoints import CRASH_EXIT_CODE, configure
-from runtime._memory import MemoryBus
+from runtime.testing import CRASH_EXIT_CODE, MemoryBus, configure_failpoints
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +57,7 @@ FAST = WireConfig(
 @pytest.fixture(autouse=True)
 def _no_failpoints() -> Iterator[None]:
     yield
-    configure("")
+    configure_failpoints("")
 
 
 async def count(hub: Hub, sql: str, *params: object) -> int:
@@ -69,7 +68,7 @@ async def count(hub: Hub, sql: str, *params: object) -> int:
 
 
 async def test_a_failed_accept_commit_answers_errors_never_receipts(tmp_path: Path) -> None:
-    configure("hub.accept.before_commit=1*raise")
+    configure_failpoints("hub.accept.before_commit=1*raise")
     async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
         dep = await deploy(hub.store)
         acceptor = Acceptor(hub.store)
@@ -87,7 +86,7 @@ async def test_a_failed_accept_commit_answers_errors_never_receipts(tmp_path: Pa
 
 
 async def test_events_ingested_but_unacknowledged_are_applied_once(tmp_path: Path) -> None:
-    configure("hub.events.after_commit=1*raise")
+    configure_failpoints("hub.events.after_commit=1*raise")
     async with running_hub(tmp_path) as hub:
         dep = await deploy(hub.store)
         (r1,) = await accept(hub, dep, [b"m"])
@@ -119,7 +118,7 @@ async def test_events_ingested_but_unacknowledged_are_applied_once(tmp_path: Pat
 
 
 async def test_acks_not_settled_are_delivered_again(tmp_path: Path) -> None:
-    configure("hub.dispatch.before_settle=1*raise")
+    configure_failpoints("hub.dispatch.before_settle=1*raise")
     async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
         dep = await deploy(hub.store)
         receipts = await accept(hub, dep, [b"a", b"b"])
@@ -141,7 +140,7 @@ async def test_acks_not_settled_are_delivered_again(tmp_path: Path) -> None:
 
 async def test_a_crash_window_between_store_and_ack_ends_in_a_duplicate(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
-    configure(f"sidecar.inbox.after_commit=1*pause({gate})")
+    configure_failpoints(f"sidecar.inbox.after_commit=1*pause({gate})")
     dep = make_deployment(tmp_path)
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
@@ -159,7 +158,7 @@ async def test_a_crash_window_between_store_and_ack_ends_in_a_duplicate(tmp_path
 async def test_a_failure_before_the_commit_reruns_the_handler_with_one_effect(
     tmp_path: Path, point: str
 ) -> None:
-    configure(f"{point}=1*raise")
+    configure_failpoints(f"{point}=1*raise")
     dep = make_deployment(tmp_path, source=COUNTING)
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
@@ -177,7 +176,7 @@ def test_a_failed_record_write_leaves_the_old_record_and_no_temp_file(tmp_path: 
     dep = make_deployment(tmp_path)
     before = dep.record_file.read_bytes()
     record, _ = read_restore_record(dep.record_file)
-    configure("sidecar.record.before_rename=raise")
+    configure_failpoints("sidecar.record.before_rename=raise")
     with pytest.raises(FailpointError):
         write_restore_record(dep.record_file, msgspec.structs.replace(record, session_id="x"))
     assert dep.record_file.read_bytes() == before

@@ -169,7 +169,7 @@ async def test_unknown_session_and_foreign_deployment_are_refused(tmp_path: Path
 
 @pytest.mark.anyio
 async def test_hub_boot_is_announced_again_after_a_reconnect(tmp_path: Path) -> None:
-    from runtime._memory import MemoryBus
+    from runtime.testing import MemoryBus
 
     bus = MemoryBus()
     listener = bus.connect("listener")

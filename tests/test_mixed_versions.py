@@ -17,7 +17,7 @@ from sidecar_fakes import fake_hub, make_deployment, running_sidecar
 from wire_harness import Sidecar, accept, deploy, running_hub
 
 from runtime import DispatchProcessed, EventsAck, RunStarted, Welcome, new_id
-from runtime._memory import MemoryBus
+from runtime.testing import MemoryBus
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from runtime import (
     RunStarted,
     read_restore_record,
 )
-from runtime._memory import MemoryBus
+from runtime.testing import MemoryBus
 
 
 def seen(events: list[DispatchProcessed]) -> list[dict[str, object]]:

@@ -18,7 +18,7 @@ from sidecar_fakes import (
 )
 
 from runtime import DispatchProcessed, RunStarted
-from runtime._memory import MemoryBus
+from runtime.testing import MemoryBus
 from sidecar import Inbox
 
 

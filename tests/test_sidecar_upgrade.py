@@ -20,7 +20,7 @@ from sidecar_fakes import (
 )
 
 from runtime import DispatchProcessed, EnvelopeQuarantined, RunFailed
-from runtime._memory import MemoryBus
+from runtime.testing import MemoryBus
 from sidecar import Inbox
 from sidecar._envelope import Envelope, encode_envelope
 

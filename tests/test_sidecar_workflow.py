@@ -11,7 +11,7 @@ from natsfix import eventually
 from sidecar_fakes import fake_hub, mail, make_deployment, running_sidecar
 
 from runtime import ChildRunStarted, DispatchProcessed, RunFailed, Sources
-from runtime._memory import MemoryBus
+from runtime.testing import MemoryBus
 from sidecar import (
     ApprovalDecision,
     Context,

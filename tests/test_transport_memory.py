@@ -1,4 +1,4 @@
-"""The in-memory bus (runtime/_memory.py): NATS semantics without a server."""
+"""The in-memory bus (runtime/testing/_memory.py): NATS semantics without a server."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import anyio
 import pytest
 
 from runtime import (
-    MemoryBus,
     NoResponders,
     RequestTimeout,
     Subscription,
     TransportClosed,
     TransportError,
 )
-from runtime._memory import MemorySubscription
 from runtime._subjects import subject_matches, validate_subject
+from runtime.testing import MemoryBus
+from runtime.testing._memory import MemorySubscription
 
 
 async def echo(sub: Subscription) -> None:

@@ -18,7 +18,7 @@ from hub.cli.main import main
 from hub.store.migrations import LATEST
 from hub.store.schema import add_dead_letter_deployment
 from runtime import FailpointError
-from runtime._failpoints import configure
+from runtime.testing import configure_failpoints
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def v1(tmp_path: Path) -> V1State:
 @pytest.fixture
 def failpoints() -> Iterator[None]:
     yield
-    configure("")
+    configure_failpoints("")
 
 
 def files(state_dir: Path) -> dict[str, str]:
@@ -107,11 +107,11 @@ def test_a_migration_cut_short_leaves_release_1_data_and_the_next_boot_finishes(
 ) -> None:
     path = v1.state_dir / "hub.db"
     before = dump(path)
-    configure("hub.migration.after_step=raise")
+    configure_failpoints("hub.migration.after_step=raise")
     with pytest.raises(FailpointError):
         anyio.run(Store.open, path)
     assert dump(path) == before  # release 1's tables, rows and version 1, as they were
-    configure("")
+    configure_failpoints("")
     store = anyio.run(Store.open, path)
     anyio.run(store.aclose)
     db = sqlite3.connect(path)

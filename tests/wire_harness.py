@@ -36,7 +36,7 @@ from runtime import (
     sign,
     unb64url,
 )
-from runtime._memory import MemoryBus
+from runtime.testing import MemoryBus
 
 
 @dataclass

@@ -25,7 +25,7 @@ import httpx
 
 from hub.up.children import ChildSpec, spawn, terminate, wait_exit
 from hub.up.nats import NatsServerProcess, free_port
-from runtime._failpoints import ENV as FAILPOINTS_ENV
+from runtime.testing import FAILPOINTS_ENV
 
 from .proxy import NatsFaultProxy
 

@@ -21,7 +21,7 @@ import anyio
 
 from hub.store.db import DEFAULT_BUSY_TIMEOUT
 from runtime import read_restore_record, record_path
-from runtime._failpoints import CRASH_EXIT_CODE
+from runtime.testing import CRASH_EXIT_CODE
 
 from .checker import CheckResult
 from .cluster import wait_for

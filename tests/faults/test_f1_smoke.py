@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from e2e.harness import recorder_source
 
-from runtime._failpoints import CRASH_EXIT_CODE
+from runtime.testing import CRASH_EXIT_CODE
 
 from .cluster import running_cluster, wait_for
 

@@ -10,7 +10,7 @@ import pytest
 from e2e.harness import recorder_source
 
 from runtime import read_restore_record, record_path
-from runtime._failpoints import CRASH_EXIT_CODE
+from runtime.testing import CRASH_EXIT_CODE
 
 from .cluster import running_cluster, wait_for
 

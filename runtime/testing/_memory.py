@@ -20,9 +20,9 @@ from types import TracebackType
 import anyio
 from anyio.lowlevel import checkpoint
 
-from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
-from ._subjects import subject_matches, validate_subject
-from ._transport import Message, ReconnectCallback
+from .._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
+from .._subjects import subject_matches, validate_subject
+from .._transport import Message, ReconnectCallback
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,23 @@
+"""Failpoints from inside a test: the production side is runtime/_failpoints.py.
+
+A test of one process replaces the active failpoints with
+:func:`configure_failpoints`; a test that starts processes passes the spec in
+their environment under :data:`FAILPOINTS_ENV` and expects a ``crash`` to
+end them with :data:`CRASH_EXIT_CODE`.
+"""
+
+from __future__ import annotations
+
+from .. import _failpoints
+from .._failpoints import CRASH_EXIT_CODE as CRASH_EXIT_CODE
+from .._failpoints import ENV
+
+FAILPOINTS_ENV = ENV
+
+
+def configure_failpoints(spec: str) -> None:
+    """Replace this process's active failpoints with ``spec`` (``""``: none).
+
+    A malformed spec raises ValueError and leaves the active ones as they were.
+    """
+    _failpoints._points = _failpoints.parse(spec)
