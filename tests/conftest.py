@@ -1,4 +1,4 @@
-"""Shared fixtures. Helpers live in natsfix.py (and other modules beside this one)."""
+"""Shared fixtures. Helpers live in tests/support."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from natsfix import running_nats_server
 
 from hub.up.nats import NatsServerProcess
+from tests.support import running_nats_server
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import msgspec
 import pytest
-from legacy.v1fixture import V1Deployment, V1State, write_v1_state
 
 from runtime import read_restore_record
+from tests.legacy.v1fixture import V1Deployment, V1State, write_v1_state
 
 from .harness import MAILRUN, Up, free_port, mailrun_up, wait_for
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.harness import recorder_source
 
 from runtime.testing import CRASH_EXIT_CODE
+from tests.e2e.harness import recorder_source
 
 from .cluster import running_cluster, wait_for
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e.harness import recorder_source
 
 from runtime import read_restore_record, record_path
 from runtime.testing import CRASH_EXIT_CODE
+from tests.e2e.harness import recorder_source
 
 from .cluster import running_cluster, wait_for
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import anyio
 import psutil
 import pytest
-from e2e.harness import Up, mailrun_up, recorder_source, wait_for
+
+from tests.e2e.harness import Up, mailrun_up, recorder_source, wait_for
 
 from .observe import check_deployment
 from .workload import Workload, WorkloadConfig

@@ -5,7 +5,7 @@
 Only missing files are written; an existing one is never rewritten. If the
 bytes this release would write for an existing file differ, the format has
 changed: keep the old file (its bytes must still decode, and
-tests/test_golden.py keeps checking that), and add the new samples as a new
+tests/runtime/test_golden.py keeps checking that), and add the new samples as a new
 version directory in samples.py. This script then exits 1 and names them.
 """
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from golden.samples import GOLDEN
+from tests.golden.samples import GOLDEN
 
 
 def main() -> int:

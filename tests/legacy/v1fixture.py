@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from e2e.harness import recorder_source
 
 from runtime import generate_keypair, new_id
+from tests.e2e.harness import recorder_source
 
 DOMAIN = "mailrun.local"
 T0 = 1_700_000_000.0

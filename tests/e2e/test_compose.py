@@ -1,0 +1,96 @@
+"""compose.yaml and the Dockerfile are consistent with each other and with the CLI."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import urlparse
+
+import click
+import pytest
+import yaml
+
+from hub.cli.main import main
+from tests.support import REPO
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    data = yaml.safe_load((REPO / "compose.yaml").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def command_of(service: dict[str, Any]) -> list[str]:
+    command = service["command"]
+    return command.split() if isinstance(command, str) else [str(c) for c in command]
+
+
+def parse_mailrun(argv: list[str]) -> click.Context:
+    """Parse a `mailrun ...` argv with the real click commands: unknown options,
+    missing values or bad HOST:PORT values raise here."""
+    assert argv[0] == "mailrun"
+    assert isinstance(main, click.Group)
+    command = main.commands.get(argv[1])
+    assert command is not None, f"unknown mailrun command {argv[1]!r}"
+    return command.make_context(argv[1], argv[2:])
+
+
+def test_services_are_nats_and_hub(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {"nats", "hub"}
+
+
+def test_nats_runs_2_10_with_jetstream(compose: dict[str, Any]) -> None:
+    nats = compose["services"]["nats"]
+    assert nats["image"].startswith("nats:2.10")
+    assert "-js" in command_of(nats)
+
+
+def test_the_hub_command_is_a_valid_mailrun_invocation(compose: dict[str, Any]) -> None:
+    hub = compose["services"]["hub"]
+    assert hub["build"] == "."
+    ctx = parse_mailrun(command_of(hub))
+    assert ctx.info_name == "up"
+    params = ctx.params
+    # The NATS URL names the nats service on its default port.
+    url = urlparse(params["nats_url"])
+    assert (url.scheme, url.hostname, url.port) == ("nats", "nats", 4222)
+    assert "nats" in hub["depends_on"]
+    # The hub listens on all interfaces on the port compose publishes.
+    host, _, port = params["http"].rpartition(":")
+    assert host == "0.0.0.0"
+    published = [str(p).rsplit(":", 1)[-1] for p in hub["ports"]]
+    assert port in published
+    # The state dir is the mounted volume, declared at the top level.
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in hub["volumes"]}
+    assert str(params["state_dir"]) in mounts
+    assert mounts[str(params["state_dir"])] in compose["volumes"]
+
+
+def test_a_mistyped_option_would_be_caught() -> None:
+    with pytest.raises(click.UsageError):
+        parse_mailrun(["mailrun", "up", "--nats-url", "nats://nats:4222"])
+    with pytest.raises(click.BadParameter):
+        parse_mailrun(["mailrun", "up", "--http", "8470"])
+
+
+def test_the_dockerfile_installs_the_project_as_a_non_root_user(
+    compose: dict[str, Any],
+) -> None:
+    text = (REPO / "Dockerfile").read_text()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert lines[0] == "FROM python:3.11-slim"
+    assert re.search(r"^RUN pip install \.(\s|$)", text, re.M), "the image installs the project"
+    for part in ("pyproject.toml", "runtime", "hub", "sidecar"):
+        assert re.search(rf"^COPY .*\b{re.escape(part)}\b", text, re.M), part
+    users = [ln.split()[1] for ln in lines if ln.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0")
+    state_dir = str(parse_mailrun(command_of(compose["services"]["hub"])).params["state_dir"])
+    assert f"VOLUME {state_dir}" in lines
+    assert "EXPOSE 8470" in lines
+
+
+def test_dockerignore_keeps_local_state_out_of_the_image() -> None:
+    ignored = (REPO / ".dockerignore").read_text().split()
+    for entry in (".git", ".venv", "mailrun-state"):
+        assert entry in ignored

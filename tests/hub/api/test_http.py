@@ -1,0 +1,313 @@
+"""The hub's HTTP API against a Store in tmp_path (httpx ASGI transport), and
+``python -m hub`` as a real process with a real nats-server."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from hub import Acceptor, Store, create_app
+from hub.api.app import ApiSettings
+from hub.up.nats import NatsServerProcess
+from runtime import INLINE_BODY_LIMIT, decode_restore_record, public_key_of, read_restore_record
+from tests.support import REPO, eventually
+
+pytestmark = pytest.mark.anyio
+
+SOURCE = "async def main(ctx, item):\n    pass\n"
+MAX_BODY = 256 * 1024
+
+
+@dataclass
+class Api:
+    client: httpx.AsyncClient
+    store: Store
+
+    async def deploy(self, name: str, **kw: Any) -> dict[str, Any]:
+        spec = {"name": name, **(kw or {"source": SOURCE})}
+        r = await self.client.post("/workflows/deployments", json=spec)
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+    async def send(self, to: str, **kw: Any) -> httpx.Response:
+        return await self.client.post("/mail", json={"to": to, "subject": "hi", **kw})
+
+    async def count(self, sql: str, *params: object) -> int:
+        async with self.store.db.execute(sql, params) as cur:
+            row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+@asynccontextmanager
+async def api(tmp_path: Path, *, sidecar_root: Path | None = None) -> AsyncIterator[Api]:
+    settings = ApiSettings(
+        domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
+        sidecar_root=sidecar_root, max_body=MAX_BODY,
+    )  # fmt: skip
+    async with await Store.open(tmp_path / "hub.db") as store:
+        acceptor = Acceptor(store)
+        app = create_app(
+            store=store, acceptor=acceptor, settings=settings, boot_id="boot_x",
+            health_extra=lambda: {"connected_sidecars": 0},
+        )  # fmt: skip
+        async with anyio.create_task_group() as tg:
+            await tg.start(acceptor.run)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://hub") as client:
+                yield Api(client, store)
+            tg.cancel_scope.cancel()
+
+
+def assert_error(r: httpx.Response, code: int, reason: str) -> None:
+    assert r.status_code == code, r.text
+    body = r.json()
+    assert body["reason"] == reason and body["status"] in ("error", "rejected") and body["detail"]
+
+
+async def test_deploy_send_and_inspect(tmp_path: Path) -> None:
+    async with api(tmp_path, sidecar_root=tmp_path / "sidecars") as hub:
+        dep = await hub.deploy("orders")
+        assert dep["address"] == "orders@mailrun.local" and dep["status"] == "deployed"
+        assert dep["id"].startswith("dep_") and dep["entrypoint"] == "flow:main"
+
+        token = dep["join_token"]
+        padded = token + "=" * (-len(token) % 4)
+        record, version = decode_restore_record(base64.urlsafe_b64decode(padded))
+        assert public_key_of(record.hub_key.seed) == dep["public_key"]
+        assert record.sources.files == {"flow.py": SOURCE} and version == 2
+        local = tmp_path / "sidecars" / dep["id"] / "workflow-runs" / dep["id"] / "deployment.json"
+        assert dep["restore_record"] == str(local)
+        assert stat.S_IMODE(local.stat().st_mode) == 0o600
+        assert read_restore_record(local)[0].hub_key.seed == record.hub_key.seed
+        listed = (await hub.client.get("/workflows/deployments")).json()["deployments"]
+        assert [d["id"] for d in listed] == [dep["id"]] and "join_token" not in listed[0]
+
+        r = await hub.send(
+            "Orders@MailRun.local", body="hello", message_id="m-1", **{"from": "a@b.c"}
+        )
+        assert r.status_code == 202, r.text
+        receipt = r.json()
+        assert receipt["status"] == "accepted" and receipt["deployment_id"] == dep["id"]
+        again = await hub.send("orders@mailrun.local", body="hello", message_id="m-1")
+        assert again.status_code == 202
+        assert again.json() == {**receipt, "duplicate": True}
+        other = await hub.send(
+            "orders@mailrun.local", body_b64=base64.b64encode(b"\x00\xff").decode()
+        )
+        assert other.status_code == 202 and other.json()["seq"] == 2
+
+        run = (await hub.client.get(f"/runs/{receipt['run_id']}")).json()
+        assert run["is_top_level"] is True and run["status"] == "running"
+        assert run["deployment_id"] == dep["id"] and run["state"] == {} and run["last_seq"] == 0
+        runs = (await hub.client.get("/runs", params={"deployment": "orders"})).json()["runs"]
+        assert [r["id"] for r in runs] == [receipt["run_id"]]
+        dispatch = (await hub.client.get(f"/dispatches/{receipt['dispatch_id']}")).json()
+        assert dispatch["seq"] == 1 and dispatch["status"] == "reserved"
+        assert dispatch["message_id"] == "m-1" and dispatch["sender"] == "a@b.c"
+        assert dispatch["run_id"] == receipt["run_id"] and dispatch["body_size"] == 5
+        shown = (await hub.client.get("/workflows/deployments/orders")).json()
+        assert shown["pending_dispatches"] == 2 and shown["top_level_run_id"] == receipt["run_id"]
+
+        health = (await hub.client.get("/healthz")).json()
+        assert health["status"] == "ok" and health["boot_id"] == "boot_x"
+        assert health["connected_sidecars"] == 0
+        metrics = (await hub.client.get("/metrics")).text
+        assert "mailrun_triggers_accepted_total 2" in metrics
+        assert "mailrun_triggers_duplicate_total 1" in metrics
+        assert 'mailrun_dispatches{status="reserved"} 2' in metrics
+
+
+async def test_bad_requests_get_typed_errors(tmp_path: Path) -> None:
+    async with api(tmp_path) as hub:
+        await hub.deploy("flow")
+        r = await hub.client.post("/mail", content=b'{"to": "flow@mailrun.local",',
+                                  headers={"content-type": "application/json"})  # fmt: skip
+        assert_error(r, 400, "malformed_json")
+        assert_error(await hub.client.post("/mail", json={"subject": "no to"}), 422, "invalid_mail")
+        assert_error(await hub.send("not-an-address"), 422, "invalid_mail")
+        assert_error(
+            await hub.send("flow@mailrun.local", body="a", body_b64="YQ=="), 422, "invalid_mail"
+        )
+        assert_error(await hub.send("flow@mailrun.local", body_b64="***"), 422, "invalid_mail")
+        r = await hub.send("nobody@mailrun.local", body="x")
+        assert_error(r, 404, "unknown_address")
+        assert r.json()["status"] == "rejected"
+        assert_error(await hub.client.get("/runs/run_nope"), 404, "unknown_run")
+        assert_error(await hub.client.get("/dispatches/dsp_nope"), 404, "unknown_dispatch")
+        assert_error(await hub.client.get("/workflows/deployments/nope"), 404, "unknown_deployment")
+        assert_error(await hub.client.get("/runs", params={"limit": "0"}), 422, "invalid_request")
+        assert_error(await hub.client.get("/no/such/path"), 404, "not_found")
+        assert_error(await hub.client.put("/mail"), 405, "method_not_allowed")
+        assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 0
+
+
+async def test_oversized_mail_is_refused_with_413(tmp_path: Path) -> None:
+    async with api(tmp_path) as hub:
+        await hub.deploy("flow")
+        # Decoded body over the limit, request itself within the raw bound.
+        over = base64.b64encode(b"x" * (MAX_BODY + 1)).decode()
+        assert_error(await hub.send("flow@mailrun.local", body_b64=over), 413, "payload_too_large")
+        # Declared Content-Length over the raw bound: refused before reading.
+        huge = b'{"to": "flow@mailrun.local", "body": "' + b"x" * (3 * MAX_BODY) + b'"}'
+        r = await hub.client.post(
+            "/mail", content=huge, headers={"content-type": "application/json"}
+        )
+        assert_error(r, 413, "payload_too_large")
+
+        async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: bounded while reading
+            yield b'{"to": "flow@mailrun.local", "body": "'
+            for _ in range(3 * MAX_BODY // 65536):
+                yield b"x" * 65536
+            yield b'"}'
+
+        r = await hub.client.post("/mail", content=chunked())
+        assert_error(r, 413, "payload_too_large")
+        assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 0
+        # The largest allowed body is accepted and kept as a blob.
+        ok = await hub.send(
+            "flow@mailrun.local", body_b64=base64.b64encode(b"y" * MAX_BODY).decode()
+        )
+        assert ok.status_code == 202, ok.text
+        assert await hub.count("SELECT COUNT(*) FROM blob WHERE size = ?", MAX_BODY) == 1
+        assert MAX_BODY > INLINE_BODY_LIMIT
+
+
+async def test_deployment_names_and_delete(tmp_path: Path) -> None:
+    async with api(tmp_path) as hub:
+        for bad in ("Caps", "9lives", "", "x" * 64, "under_score"):
+            r = await hub.client.post(
+                "/workflows/deployments", json={"name": bad, "source": SOURCE}
+            )
+            assert_error(r, 422, "invalid_name")
+        r = await hub.client.post("/workflows/deployments", json={"name": 5})
+        assert_error(r, 422, "invalid_deployment")
+        r = await hub.client.post(
+            "/workflows/deployments", json={"name": "x", "entrypoint": "nope"}
+        )
+        assert_error(r, 422, "invalid_deployment")
+        r = await hub.client.post(
+            "/workflows/deployments",
+            json={"name": "x", "files": {"../evil.py": "", "flow.py": ""}},
+        )
+        assert_error(r, 422, "invalid_deployment")
+        files = await hub.deploy("pkg", files={"app/flow.py": SOURCE}, entrypoint="app.flow:main")
+        assert files["entrypoint"] == "app.flow:main"
+
+        first = await hub.deploy("orders")
+        r = await hub.client.post(
+            "/workflows/deployments", json={"name": "orders", "source": SOURCE}
+        )
+        assert_error(r, 409, "name_taken")
+        accepted = (await hub.send("orders@mailrun.local", body="x")).json()
+
+        r = await hub.client.delete("/workflows/deployments/orders")
+        assert r.status_code == 200 and r.json()["status"] == "deleted"
+        again = await hub.client.delete(f"/workflows/deployments/{first['id']}")
+        assert again.status_code == 200 and again.json()["deleted_at"] == r.json()["deleted_at"]
+        assert (await hub.client.get(f"/runs/{accepted['run_id']}")).json()["status"] == "cancelled"
+        dsp = (await hub.client.get(f"/dispatches/{accepted['dispatch_id']}")).json()
+        assert dsp["status"] == "cancelled"
+        assert_error(await hub.send("orders@mailrun.local"), 409, "deployment_not_live")
+
+        second = await hub.deploy("orders")  # the name is free again
+        assert second["id"] != first["id"] and second["address"] == first["address"]
+        assert (await hub.client.get("/workflows/deployments/orders")).json()["id"] == second["id"]
+        r = await hub.send("orders@mailrun.local")
+        assert r.status_code == 202 and r.json()["deployment_id"] == second["id"]
+        live = (
+            await hub.client.get("/workflows/deployments", params={"status": "deployed"})
+        ).json()
+        assert sorted(d["name"] for d in live["deployments"]) == ["orders", "pkg"]
+
+
+async def test_approval_decisions(tmp_path: Path) -> None:
+    async with api(tmp_path) as hub:
+        await hub.deploy("flow")
+        run_id = (await hub.send("flow@mailrun.local")).json()["run_id"]
+        r = await hub.client.post("/approvals/apr_missing", json={"decision": "yes"})
+        assert_error(r, 404, "unknown_approval")
+        async with hub.store.write() as db:  # what an ApprovalRequested event stores
+            await db.execute(
+                "INSERT INTO approval (id, run_id, prompt, status, created_at)"
+                " VALUES ('apr_1', ?, 'ship it?', 'pending', 1)",
+                (run_id,),
+            )
+        assert_error(await hub.client.post("/approvals/apr_1", json={}), 422, "invalid_request")
+        r = await hub.client.post("/approvals/apr_1", json={"decision": "yes"})
+        assert r.status_code == 202, r.text
+        receipt = r.json()
+        assert receipt["run_id"] == run_id and receipt["seq"] == 2
+        retry = await hub.client.post("/approvals/apr_1", json={"decision": "yes"})
+        assert retry.status_code == 202 and retry.json()["dispatch_id"] == receipt["dispatch_id"]
+        assert_error(
+            await hub.client.post("/approvals/apr_1", json={"decision": "no"}),
+            409,
+            "approval_decided",
+        )
+        async with hub.store.db.execute("SELECT status, decision FROM approval") as cur:
+            assert [tuple(row) for row in await cur.fetchall()] == [("decided", "yes")]
+        dsp = (await hub.client.get(f"/dispatches/{receipt['dispatch_id']}")).json()
+        assert dsp["kind"] == "approval"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_hub_process_serves_and_stops_on_sigterm(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    port = free_port()
+    argv = [sys.executable, "-m", "hub", "--state-dir", str(tmp_path / "state"),
+            "--http", f"127.0.0.1:{port}", "--nats", nats_server.url]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    log_path = tmp_path / "hub.log"
+    with log_path.open("wb") as log:
+        proc = await anyio.open_process(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        env=env)  # fmt: skip
+        async with proc:
+            try:
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+
+                    async def healthy() -> bool:
+                        try:
+                            return (await client.get("/healthz")).status_code == 200
+                        except httpx.TransportError:
+                            return False
+
+                    await eventually(healthy, timeout=8)
+                    health = (await client.get("/healthz")).json()
+                    assert health["nats_url"] == nats_server.url
+                    assert health["boot_id"].startswith("boot_")
+                    r = await client.post(
+                        "/workflows/deployments", json={"name": "p", "source": SOURCE}
+                    )
+                    assert r.status_code == 201
+                    r = await client.post("/mail", json={"to": "p@mailrun.local", "subject": "s"})
+                    assert r.status_code == 202 and r.json()["status"] == "accepted"
+                proc.send_signal(signal.SIGTERM)
+                with anyio.fail_after(8):
+                    returncode = await proc.wait()
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+    assert returncode == 0, log_path.read_text()
+    assert "hub ready" in log_path.read_text()

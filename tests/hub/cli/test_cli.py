@@ -1,0 +1,442 @@
+"""The `mailrun` CLI against a stub hub: argument parsing, requests, output, exit codes.
+
+The stub is a real HTTP server on a loopback port that answers canned JSON and
+records each request, so these tests prove what the CLI sends and how it
+renders what it gets; the real hub is exercised in tests/hub/up/test_up.py and e2e.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from hub.cli.main import main
+
+DEP_A = "dep_" + "a" * 26
+DEP_B = "dep_" + "b" * 26
+RUN_A = "run_" + "1" * 26
+DSP_A = "dsp_" + "2" * 26
+APR_A = "apr_" + "3" * 26
+
+
+@dataclass
+class Stub:
+    url: str
+    routes: dict[tuple[str, str], tuple[int, Any]] = field(default_factory=dict)
+    requests: list[tuple[str, str, Any]] = field(default_factory=list)
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    state = Stub(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            state.requests.append((self.command, self.path, json.loads(raw) if raw else None))
+            code, body = state.routes.get(
+                (self.command, self.path),
+                (404, {"status": "error", "reason": "not_found", "detail": self.path}),
+            )
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_DELETE = _answer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def cli(stub: Stub | None, *args: str, **kwargs: Any) -> Any:
+    hub = ["--hub", stub.url] if stub is not None else []
+    return CliRunner().invoke(main, [*args, *hub], catch_exceptions=False, **kwargs)
+
+
+def deployment(dep_id: str, name: str, status: str = "deployed", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": dep_id,
+        "name": name,
+        "address": f"{name}@mailrun.local",
+        "public_key": "pk",
+        "status": status,
+        "created_at": 1767225600.0,
+        **extra,
+    }
+
+
+def test_deployments_prints_an_aligned_table(stub: Stub) -> None:
+    stub.routes["GET", "/workflows/deployments"] = (
+        200,
+        {
+            "deployments": [
+                deployment(
+                    DEP_A,
+                    "counter",
+                    connected=True,
+                    pending=2,
+                    oldest_wait=12.34,
+                    pending_dispatches=3,
+                    quarantined=1,
+                ),
+                deployment(DEP_B, "a-much-longer-name", status="deleted"),
+            ]
+        },
+    )
+    result = cli(stub, "deployments")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == [
+        "NAME",
+        "ID",
+        "STATUS",
+        "ADDRESS",
+        "CONNECTED",
+        "PENDING",
+        "OLDEST-WAIT",
+        "UNPROCESSED",
+        "QUARANTINED",
+    ]
+    assert lines[1].split() == [
+        "counter",
+        DEP_A,
+        "deployed",
+        "counter@mailrun.local",
+        "yes",
+        "2",
+        "12.3s",
+        "3",
+        "1",
+    ]
+    assert lines[2].split()[:3] == ["a-much-longer-name", DEP_B, "deleted"]
+    # Every column starts at the same offset on every line.
+    for header in ("ID", "STATUS", "ADDRESS"):
+        col = lines[0].index(header)
+        assert lines[1][col - 2 : col] == "  " and lines[1][col] != " "
+        assert lines[2][col - 2 : col] == "  " and lines[2][col] != " "
+
+
+def test_json_prints_the_hubs_json_as_is(stub: Stub) -> None:
+    payload = {"deployments": [deployment(DEP_A, "counter", extra_field={"kept": [1, 2]})]}
+    stub.routes["GET", "/workflows/deployments"] = (200, payload)
+    result = cli(stub, "deployments", "--json")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == payload
+
+
+def test_a_hub_error_prints_reason_and_detail_and_exits_1(stub: Stub) -> None:
+    stub.routes["POST", "/mail"] = (
+        409,
+        {"status": "rejected", "reason": "workflow_run_terminal", "detail": "run is completed"},
+    )
+    result = cli(stub, "send", "counter@mailrun.local", "--subject", "late")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: workflow_run_terminal: run is completed"
+    assert result.stdout == ""
+
+
+def test_a_hub_error_with_json_prints_the_error_body(stub: Stub) -> None:
+    body = {"status": "rejected", "reason": "unknown_address", "detail": "nobody@x"}
+    stub.routes["POST", "/mail"] = (404, body)
+    result = cli(stub, "send", "nobody@x", "--subject", "s", "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == body
+
+
+def test_a_non_json_error_page_still_reports_the_status(stub: Stub) -> None:
+    stub.routes["GET", f"/runs/{RUN_A}"] = (502, b"<html>bad gateway</html>")
+    result = cli(stub, "run", RUN_A)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: http_502: <html>bad gateway</html>")
+
+
+def test_an_unreachable_hub_exits_2_with_a_clear_message() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound but not listening: connections are refused
+        result = CliRunner().invoke(main, ["deployments", "--hub", f"http://127.0.0.1:{port}"])
+    assert result.exit_code == 2
+    assert "cannot reach the hub at" in result.stderr
+    assert "mailrun up" in result.stderr
+
+
+def test_the_hub_url_comes_from_the_environment(stub: Stub) -> None:
+    stub.routes["GET", "/runs"] = (200, {"runs": []})
+    result = CliRunner().invoke(main, ["runs"], env={"MAILRUN_HUB": stub.url})
+    assert result.exit_code == 0, result.output
+    assert stub.requests == [("GET", "/runs", None)]
+
+
+def test_deploy_sends_the_source_and_prints_the_join_token(stub: Stub, tmp_path: Path) -> None:
+    source = "async def main(ctx, item):\n    pass\n"
+    flow = tmp_path / "counter.py"
+    flow.write_text(source)
+    stub.routes["POST", "/workflows/deployments"] = (
+        201,
+        deployment(DEP_A, "counter", join_token="tok-123", entrypoint="counter:main"),
+    )
+    result = cli(stub, "deploy", str(flow), "--name", "counter", "--entrypoint", "counter:main")
+    assert result.exit_code == 0, result.output
+    assert stub.requests == [
+        (
+            "POST",
+            "/workflows/deployments",
+            {"name": "counter", "source": source, "entrypoint": "counter:main"},
+        )
+    ]
+    assert DEP_A in result.stdout
+    assert "counter@mailrun.local" in result.stdout
+    assert "join token  tok-123" in result.stdout
+
+
+def test_deploy_without_entrypoint_leaves_the_hubs_default(stub: Stub, tmp_path: Path) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text("x = 1\n")
+    stub.routes["POST", "/workflows/deployments"] = (201, deployment(DEP_A, "f"))
+    assert cli(stub, "deploy", str(flow), "--name", "f").exit_code == 0
+    assert "entrypoint" not in stub.requests[0][2]
+
+
+def test_deploy_of_a_missing_file_is_a_usage_error(stub: Stub, tmp_path: Path) -> None:
+    result = cli(stub, "deploy", str(tmp_path / "nope.py"), "--name", "x")
+    assert result.exit_code == 2
+    assert stub.requests == []
+
+
+def test_send_prints_the_receipt(stub: Stub) -> None:
+    receipt = {"status": "accepted", "dispatch_id": DSP_A, "run_id": RUN_A, "deployment_id": DEP_A}
+    stub.routes["POST", "/mail"] = (202, receipt)
+    result = cli(
+        stub,
+        "send",
+        "counter@mailrun.local",
+        "--subject",
+        "hi",
+        "--body",
+        "hello there",
+        "--message-id",
+        "m-1",
+        "--from",
+        "ann@example.com",
+    )
+    assert result.exit_code == 0, result.output
+    assert stub.requests[0][2] == {
+        "to": "counter@mailrun.local",
+        "subject": "hi",
+        "body": "hello there",
+        "message_id": "m-1",
+        "from": "ann@example.com",
+    }
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert out == {
+        "status": "accepted",
+        "dispatch_id": DSP_A,
+        "run_id": RUN_A,
+        "deployment_id": DEP_A,
+    }
+
+
+def test_send_a_binary_body_file_goes_as_base64(stub: Stub, tmp_path: Path) -> None:
+    data = bytes(range(256))
+    (tmp_path / "body.bin").write_bytes(data)
+    stub.routes["POST", "/mail"] = (202, {"status": "accepted"})
+    result = cli(stub, "send", "a@b", "--subject", "s", "--body-file", str(tmp_path / "body.bin"))
+    assert result.exit_code == 0, result.output
+    sent = stub.requests[0][2]
+    assert "body" not in sent
+    assert base64.b64decode(sent["body_b64"]) == data
+
+
+def test_send_refuses_both_body_options(stub: Stub, tmp_path: Path) -> None:
+    (tmp_path / "b").write_text("x")
+    result = cli(
+        stub, "send", "a@b", "--subject", "s", "--body", "y", "--body-file", str(tmp_path / "b")
+    )
+    assert result.exit_code == 2
+    assert "not both" in result.output
+    assert stub.requests == []
+
+
+def test_send_needs_a_subject(stub: Stub) -> None:
+    result = cli(stub, "send", "a@b")
+    assert result.exit_code == 2
+    assert "--subject" in result.output
+
+
+def test_runs_filters_by_deployment_and_prints_a_table(stub: Stub) -> None:
+    run = {
+        "id": RUN_A,
+        "deployment_id": DEP_A,
+        "parent_run_id": None,
+        "is_top_level": True,
+        "status": "running",
+        "updated_at": 1767225600.0,
+    }
+    stub.routes["GET", "/runs?deployment=counter"] = (200, {"runs": [run]})
+    result = cli(stub, "runs", "--deployment", "counter")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ID", "DEPLOYMENT", "STATUS", "TOP-LEVEL", "UPDATED"]
+    assert lines[1].split() == [RUN_A, DEP_A, "running", "yes", "2026-01-01", "00:00:00"]
+
+
+def test_run_shows_status_and_result(stub: Stub) -> None:
+    run = {"id": RUN_A, "status": "completed", "result": {"count": 4}, "error": None}
+    stub.routes["GET", f"/runs/{RUN_A}"] = (200, run)
+    result = cli(stub, "run", RUN_A)
+    assert result.exit_code == 0
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert out == {"id": RUN_A, "status": "completed", "result": '{"count":4}', "error": "-"}
+
+
+def test_delete_passes_the_name_or_id_to_the_hub(stub: Stub) -> None:
+    stub.routes["DELETE", "/workflows/deployments/counter"] = (
+        200,
+        deployment(DEP_A, "counter", status="deleted"),
+    )
+    result = cli(stub, "delete", "counter")
+    assert result.exit_code == 0, result.output
+    assert [r[:2] for r in stub.requests] == [("DELETE", "/workflows/deployments/counter")]
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert (out["id"], out["status"]) == (DEP_A, "deleted")
+
+
+def test_delete_of_an_unknown_deployment_exits_1(stub: Stub) -> None:
+    stub.routes["DELETE", "/workflows/deployments/a%2Fb"] = (
+        404,
+        {"status": "error", "reason": "unknown_deployment", "detail": "no deployment 'a/b'"},
+    )
+    result = cli(stub, "delete", "a/b")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: unknown_deployment: no deployment 'a/b'"
+
+
+def test_approve_posts_the_decision(stub: Stub) -> None:
+    stub.routes["POST", f"/approvals/{APR_A}"] = (
+        202,
+        {"status": "accepted", "dispatch_id": DSP_A, "run_id": RUN_A},
+    )
+    result = cli(stub, "approve", APR_A, "--decision", "reject")
+    assert result.exit_code == 0, result.output
+    assert stub.requests == [("POST", f"/approvals/{APR_A}", {"decision": "reject"})]
+
+
+def test_approve_refuses_an_unknown_decision(stub: Stub) -> None:
+    result = cli(stub, "approve", APR_A, "--decision", "maybe")
+    assert result.exit_code == 2
+    assert stub.requests == []
+
+
+def test_sidecar_execs_python_m_sidecar_with_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    calls: list[tuple[str, list[str]]] = []
+
+    def fake_execv(path: str, argv: list[str]) -> None:
+        calls.append((path, argv))
+        raise SystemExit(0)
+
+    monkeypatch.setattr("os.execv", fake_execv)
+    result = CliRunner().invoke(
+        main,
+        [
+            "sidecar",
+            "--state-dir",
+            "/srv/s",
+            "--deployment",
+            DEP_A,
+            "--nats",
+            "nats://n:4222",
+            "--takeover",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert calls == [
+        (
+            sys.executable,
+            [
+                sys.executable,
+                "-m",
+                "sidecar",
+                "--state-dir",
+                "/srv/s",
+                "--deployment",
+                DEP_A,
+                "--nats",
+                "nats://n:4222",
+                "--takeover",
+            ],
+        )
+    ]
+
+
+def test_sidecar_join_passes_the_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+
+    def fake_execv(path: str, argv: list[str]) -> None:
+        calls.append(argv)
+        raise SystemExit(0)
+
+    monkeypatch.setattr("os.execv", fake_execv)
+    result = CliRunner().invoke(main, ["sidecar", "--state-dir", "d", "--join", "tok"])
+    assert result.exit_code == 0
+    assert calls[0][3:] == ["--state-dir", "d", "--join", "tok"]
+
+
+def test_sidecar_needs_a_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.execv", lambda *a: pytest.fail("must not exec"))
+    result = CliRunner().invoke(main, ["sidecar"])
+    assert result.exit_code == 2
+    assert "--state-dir" in result.output
+
+
+@pytest.mark.parametrize("bad", ["8470", "localhost", "host:port", "h:0", "h:70000"])
+def test_up_refuses_a_malformed_http_address(bad: str) -> None:
+    result = CliRunner().invoke(main, ["up", "--http", bad])
+    assert result.exit_code == 2
+    assert "HOST:PORT" in result.output
+
+
+def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    args = ["hub", "--state-dir", "/srv/hub", "--http", "0.0.0.0:9000", "--nats", "nats://n:4222"]
+    args += ["--sidecar-root", "/srv/sc", "--subject-prefix", "mr", "--max-body", "1024"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert calls == [
+        {
+            "state_dir": Path("/srv/hub"),
+            "http": "0.0.0.0:9000",
+            "nats_url": "nats://n:4222",
+            "sidecar_root": Path("/srv/sc"),
+            "subject_prefix": "mr",
+            "domain": None,
+            "max_body": 1024,
+        }
+    ]

@@ -1,0 +1,498 @@
+"""`mailrun up` and its process machinery (hub/up/children.py), with real processes.
+
+The machinery tests use tiny Python children; the `up` tests run the real
+console script with the real hub, sidecars and nats-server.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+import psutil
+import pytest
+
+from hub.cli.demo import DemoTimeout, example_source, run_demo
+from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
+from hub.up.supervisor import hub_url
+from tests.support import REPO
+
+T = TypeVar("T")
+PY = sys.executable
+
+
+async def wait_for(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "") -> T:
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                value = probe()
+                if value is not None and value is not False:
+                    return value
+                await anyio.sleep(0.01)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
+
+
+def gone(pid: int) -> bool:
+    """The process no longer runs (a zombie awaiting its reaper counts as gone)."""
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
+def py(code: str) -> list[str]:
+    return [PY, "-c", textwrap.dedent(code)]
+
+
+# -- hub/up/children.py ---------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_dying_child_is_restarted_with_doubling_backoff(tmp_path: Path) -> None:
+    exits: list[tuple[int, float, float]] = []
+    child = Child(
+        ChildSpec("crasher", py("import sys; sys.exit(3)"), log_path=tmp_path / "c.log"),
+        backoff=Backoff(initial=0.05, maximum=0.2, reset_after=10.0),
+        on_exit=lambda name, code, delay: exits.append((code, delay, anyio.current_time())),
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child.run)
+        await wait_for(lambda: len(exits) >= 5, what="five exits")
+        await child.stop()
+    assert [code for code, _, _ in exits[:5]] == [3] * 5
+    assert [delay for _, delay, _ in exits[:5]] == [0.05, 0.1, 0.2, 0.2, 0.2]
+    # Each restart waited its delay: the next exit came no sooner.
+    for (_, delay, at), (_, _, next_at) in itertools.pairwise(exits[:5]):
+        assert next_at - at >= delay
+    assert child.starts >= 5
+
+
+@pytest.mark.anyio
+async def test_the_backoff_starts_over_after_the_child_stayed_up(tmp_path: Path) -> None:
+    counter = tmp_path / "runs"
+    code = f"""
+        import pathlib, sys, time
+        p = pathlib.Path({str(counter)!r})
+        n = int(p.read_text()) + 1 if p.exists() else 1
+        p.write_text(str(n))
+        if n == 3:
+            time.sleep(0.5)  # healthy for longer than reset_after
+        sys.exit(1)
+    """
+    delays: list[float] = []
+    child = Child(
+        ChildSpec("flaky", py(code)),
+        backoff=Backoff(initial=0.05, maximum=1.0, reset_after=0.3),
+        on_exit=lambda name, code, delay: delays.append(delay),
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child.run)
+        await wait_for(lambda: len(delays) >= 4, what="four exits")
+        await child.stop()
+    assert delays[:4] == [0.05, 0.1, 0.05, 0.1]
+
+
+@pytest.mark.anyio
+async def test_stop_uses_sigterm_then_sigkill_after_the_grace(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    stubborn = f"""
+        import pathlib, signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        pathlib.Path({str(ready)!r}).touch()
+        time.sleep(60)
+    """
+    child = Child(ChildSpec("stubborn", py(stubborn)), stop_grace=0.3)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child.run)
+        pid = await child.wait_started()
+        await wait_for(ready.exists, what="the child ignoring SIGTERM")
+        started = anyio.current_time()
+        await child.stop()
+        assert anyio.current_time() - started >= 0.3
+    assert child.proc is not None and child.proc.returncode == -signal.SIGKILL
+    assert gone(pid)
+
+
+@pytest.mark.anyio
+async def test_terminate_of_a_polite_child_needs_no_sigkill() -> None:
+    proc = spawn(ChildSpec("polite", py("import time; time.sleep(60)")))
+    with anyio.fail_after(5):
+        code = await terminate(proc, grace=30.0)
+    assert code == -signal.SIGTERM
+
+
+@pytest.mark.anyio
+async def test_a_stopped_child_is_not_restarted(tmp_path: Path) -> None:
+    child = Child(ChildSpec("sleeper", py("import time; time.sleep(60)")))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child.run)
+        pid = await child.wait_started()
+        await child.stop()
+    assert gone(pid)
+    assert child.starts == 1 and child.pid is None
+
+
+@pytest.mark.anyio
+async def test_cancelling_the_caller_does_not_stop_a_child_stop_does() -> None:
+    # Shielded: a supervisor decides the order in which its children stop.
+    child = Child(ChildSpec("sleeper", py("import time; time.sleep(60)")))
+    caller = anyio.CancelScope()
+
+    async def supervise() -> None:
+        with caller:
+            await child.run()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(supervise)
+        pid = await child.wait_started()
+        caller.cancel()
+        # An observation window, not a settle: an unshielded child would be
+        # SIGTERMed at its first checkpoint, milliseconds after the cancel.
+        await anyio.sleep(0.2)
+        assert not gone(pid) and child.pid == pid
+        await child.stop()
+    assert gone(pid)
+
+
+@pytest.mark.anyio
+async def test_an_unstartable_child_is_retried_not_fatal(tmp_path: Path) -> None:
+    exits: list[int] = []
+    child = Child(
+        ChildSpec("missing", [str(tmp_path / "no-such-binary")]),
+        backoff=Backoff(initial=0.01, maximum=0.02),
+        on_exit=lambda name, code, delay: exits.append(code),
+    )
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child.run)
+        await wait_for(lambda: len(exits) >= 2, what="two failed starts")
+        await child.stop()
+    assert exits[:2] == [127, 127]
+    assert child.last_error is not None and "no-such-binary" in child.last_error
+
+
+PARENT = """
+import sys
+import anyio
+from hub.cli.demo import DemoTimeout, example_source, run_demo
+from hub.up.children import Child, ChildSpec
+
+async def main() -> None:
+    child = Child(ChildSpec("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"]))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(child.run)
+        print(await child.wait_started(), flush=True)
+        await anyio.sleep_forever()
+
+anyio.run(main)
+"""
+
+
+def test_children_die_when_their_supervisor_is_sigkilled() -> None:
+    parent = subprocess.Popen([PY, "-c", PARENT], cwd=REPO, stdout=subprocess.PIPE)
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()  # bounded by the test timeout
+        child_pid = int(line)
+        assert not gone(child_pid)
+        parent.kill()
+        parent.wait()
+
+        async def check() -> None:
+            await wait_for(lambda: gone(child_pid), timeout=5, what="the orphan to die")
+
+        anyio.run(check)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if parent.stdout is not None:
+            parent.stdout.close()
+
+
+# -- `mailrun up` as a real process ------------------------------------------------
+
+
+def mailrun_argv() -> list[str]:
+    script = Path(PY).with_name("mailrun")
+    return [str(script)] if script.exists() else [PY, "-m", "hub.cli.main"]
+
+
+class UpProcess:
+    """`mailrun up` on free ports in ``tmp``; its output in tmp/up.log."""
+
+    def __init__(self, tmp: Path, *extra: str) -> None:
+        self.state = tmp / "state"
+        self.http = f"127.0.0.1:{free_port()}"
+        self.log_path = tmp / "up.log"
+        argv = [*mailrun_argv(), "up", "--state-dir", str(self.state), "--http", self.http]
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [*argv, *extra], cwd=REPO, stdout=log, stderr=subprocess.STDOUT
+            )
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def logs(self) -> str:
+        """up's output and the tail of each child's log, for failure messages."""
+        parts = [f"--- up\n{self.log}"]
+        for path in sorted((self.state / "logs").glob("*.log")):
+            tail = path.read_text(errors="replace").splitlines()[-15:]
+            parts.append(f"--- {path.name}\n" + "\n".join(tail))
+        return "\n".join(parts)
+
+    def up_json(self) -> dict[str, object] | None:
+        try:
+            return dict(json.loads((self.state / "up.json").read_text()))
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def child(self, *words: str) -> psutil.Process | None:
+        """The direct child whose argv has all of ``words`` as elements."""
+        try:
+            children = psutil.Process(self.proc.pid).children()
+        except psutil.NoSuchProcess:
+            return None
+        for child in children:
+            try:
+                argv = child.cmdline()
+            except psutil.Error:
+                continue
+            if all(w in argv for w in words) and child.status() != psutil.STATUS_ZOMBIE:
+                return child
+        return None
+
+    def health(self) -> dict[str, object] | None:
+        try:
+            with urllib.request.urlopen(f"http://{self.http}/healthz", timeout=2) as resp:
+                return dict(json.loads(resp.read()))
+        except OSError:
+            return None
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def up(tmp_path: Path) -> Iterator[UpProcess]:
+    proc = UpProcess(tmp_path)
+    try:
+        yield proc
+    finally:
+        proc.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def ready(up: UpProcess) -> dict[str, object]:
+    info = await wait_for(up.up_json, timeout=20, what=f"up.json; log:\n{up.log}")
+    assert await wait_for(up.health, what="/healthz")
+    return info
+
+
+@pytest.mark.anyio
+async def test_up_runs_nats_and_the_hub_and_stops_them_on_sigterm(up: UpProcess) -> None:
+    info = await ready(up)
+    assert info["pid"] == up.proc.pid
+    assert info["http"] == f"http://{up.http}"
+    health = up.health()
+    assert health is not None and health["nats_url"] == info["nats_url"]
+    assert f"mailrun up: hub http://{up.http} nats {info['nats_url']} state {up.state}" in up.log
+    hub = up.child("-m", "hub")
+    assert hub is not None
+    assert hub.cmdline()[-6:] == [
+        "--http",
+        up.http,
+        "--nats",
+        str(info["nats_url"]),
+        "--sidecar-root",
+        str(up.state / "sidecars"),
+    ]
+    nats = await wait_for(
+        lambda: next(
+            (c for c in psutil.Process(up.proc.pid).children() if "nats-server" in c.name()), None
+        ),
+        what="the nats-server child",
+    )
+    pids = [hub.pid, nats.pid]
+
+    up.proc.send_signal(signal.SIGTERM)
+    await wait_for(lambda: up.proc.poll() is not None, what="up to exit")
+    assert up.proc.returncode == 0
+    assert all(gone(pid) for pid in pids)
+    assert up.up_json() is None
+    assert (up.state / "logs" / "hub.log").stat().st_size > 0
+    assert (up.state / "logs" / "nats.log").stat().st_size > 0
+
+
+@pytest.mark.anyio
+async def test_up_restarts_a_killed_hub(up: UpProcess) -> None:
+    await ready(up)
+    health = up.health()
+    assert health is not None
+    hub = up.child("-m", "hub")
+    assert hub is not None
+    hub.kill()
+
+    def new_boot() -> dict[str, object] | None:
+        now = up.health()
+        return now if now is not None and now["boot_id"] != health["boot_id"] else None
+
+    try:
+        await wait_for(new_boot, timeout=15, what="a restarted hub")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{up.logs()}") from None
+    restarted = up.child("-m", "hub")
+    assert restarted is not None and restarted.pid != hub.pid
+    assert "mailrun up: hub exited with -9" in up.log
+
+
+@pytest.mark.anyio
+async def test_sigkill_of_up_takes_every_child_down(up: UpProcess) -> None:
+    await ready(up)
+    children = psutil.Process(up.proc.pid).children()
+    assert len(children) == 2  # nats-server and the hub
+    up.proc.kill()
+    up.proc.wait()
+    pids = [child.pid for child in children]
+    await wait_for(lambda: all(gone(pid) for pid in pids), what="every child to die")
+
+
+@pytest.mark.anyio
+async def test_a_second_up_on_the_same_state_dir_is_refused(up: UpProcess) -> None:
+    await ready(up)
+    argv = [*mailrun_argv(), "up", "--state-dir", str(up.state)]
+    second = await anyio.run_process(
+        [*argv, "--http", f"127.0.0.1:{free_port()}"], cwd=REPO, check=False
+    )
+    assert second.returncode == 1
+    assert "error: up_already_running" in second.stderr.decode()
+    assert up.health() is not None  # the first one is untouched
+
+
+async def deploy_counter(up: UpProcess, name: str = "counter") -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=f"http://{up.http}", timeout=10) as client:
+        r = await client.post(
+            "/workflows/deployments",
+            json={"name": name, "source": example_source(), "entrypoint": "counter:main"},
+        )
+        assert r.status_code == 201, r.text
+        return dict(r.json())
+
+
+@pytest.mark.anyio
+async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
+    info = await ready(up)
+    dep = await deploy_counter(up)
+    sidecar = await wait_for(lambda: up.child("sidecar", dep["id"]), what="the sidecar")
+    state = up.state / "sidecars" / dep["id"]
+    assert sidecar.cmdline()[1:] == [
+        "-m",
+        "sidecar",
+        "--state-dir",
+        str(state),
+        "--deployment",
+        dep["id"],
+        "--nats",
+        str(info["nats_url"]),
+    ]
+
+    # Killed alone, it is restarted.
+    sidecar.kill()
+
+    def restarted() -> psutil.Process | None:
+        again = up.child("sidecar", dep["id"])
+        return again if again is not None and again.pid != sidecar.pid else None
+
+    again = await wait_for(restarted, what="the restarted sidecar")
+    assert f"mailrun up: sidecar-{dep['id']} exited with -9" in up.log
+
+    # Deleted, its sidecar is stopped and not started again.
+    async with httpx.AsyncClient(base_url=f"http://{up.http}", timeout=10) as client:
+        r = await client.delete(f"/workflows/deployments/{dep['id']}")
+        assert r.status_code == 200, r.text
+    await wait_for(lambda: gone(again.pid), timeout=15, what="the deleted deployment's sidecar")
+    assert up.child("sidecar", dep["id"]) is None
+    assert up.child("-m", "hub") is not None
+
+
+@pytest.mark.anyio
+async def test_sidecars_keep_running_while_the_hub_is_down(up: UpProcess) -> None:
+    await ready(up)
+    dep = await deploy_counter(up)
+    sidecar = await wait_for(lambda: up.child("sidecar", dep["id"]), what="the sidecar")
+    hub = up.child("-m", "hub")
+    assert hub is not None
+    hub.kill()
+
+    def new_hub() -> psutil.Process | None:
+        now = up.child("-m", "hub")
+        return now if now is not None and now.pid != hub.pid else None
+
+    await wait_for(new_hub, timeout=15, what="a restarted hub")
+    await wait_for(up.health, timeout=15, what="the restarted hub's /healthz")
+    assert up.child("sidecar", dep["id"]) is not None
+    assert up.child("sidecar", dep["id"]).pid == sidecar.pid  # type: ignore[union-attr]
+
+
+def test_demo_runs_the_example_end_to_end(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [*mailrun_argv(), "demo"], cwd=REPO, env=env, capture_output=True, text=True, timeout=90
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    progress = [ln for ln in lines if ln.startswith("mailrun demo: processed ")]
+    assert [ln.split()[3] for ln in progress] == ["1", "2", "3", "4"]
+    assert lines[-1].endswith(
+        'completed with {"count":4,"subjects":["hello","how are you","one more","stop"]}'
+    )
+    assert list(tmp_path.iterdir()) == []  # its temporary state dir is gone
+
+
+@pytest.mark.parametrize(
+    ("listen", "url"),
+    [
+        ("127.0.0.1:8470", "http://127.0.0.1:8470"),
+        ("0.0.0.0:8470", "http://127.0.0.1:8470"),
+        ("[::]:8470", "http://[::1]:8470"),
+        ("hub.internal:80", "http://hub.internal:80"),
+    ],
+)
+def test_up_reaches_a_wildcard_listener_on_loopback(listen: str, url: str) -> None:
+    assert hub_url(listen) == url
+
+
+def test_demo_past_its_deadline_fails_clearly_and_keeps_its_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    said: list[str] = []
+    with pytest.raises(DemoTimeout) as caught:
+        anyio.run(functools.partial(run_demo, said.append, deadline=0.5))
+    (kept,) = tmp_path.iterdir()
+    assert f"no result within 0.5 s; logs in {kept / 'state' / 'logs'}" in str(caught.value)
+    assert (kept / "state" / "logs").is_dir()
+    assert psutil.Process().children() == []  # whatever it had started is stopped

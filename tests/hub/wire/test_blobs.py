@@ -1,0 +1,114 @@
+"""Claim-checked bodies: chunked fetch, access by deployment, garbage collection."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from hub.wire.blobs import collect_blobs
+from runtime import (
+    BLOB_CHUNK_SIZE,
+    INLINE_BODY_LIMIT,
+    BlobChunk,
+    BlobGet,
+    DispatchProcessed,
+    EventsAck,
+    RunEvents,
+    Welcome,
+    new_id,
+)
+from tests.support import eventually
+from tests.support.wire import Hub, Sidecar, accept, deploy, refused, running_hub
+
+
+def get(car: Sidecar, digest: str, offset: int = 0) -> BlobGet:
+    return BlobGet(
+        digest=digest, offset=offset, deployment_id=car.dep.id, session_id=car.session[0]
+    )
+
+
+async def blob_count(hub: Hub) -> int:
+    return int((await hub.one("SELECT COUNT(*) AS n FROM blob"))["n"])
+
+
+@pytest.mark.anyio
+async def test_chunks_reassemble_to_the_body(tmp_path: Path) -> None:
+    body = os.urandom(2 * BLOB_CHUNK_SIZE + 12345)
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    async with running_hub(tmp_path) as hub:
+        dep = await deploy(hub.store)
+        await accept(hub, dep, [body])
+        car = Sidecar(hub, dep)
+        assert isinstance(await car.hello(), Welcome)
+        data, offset, chunks = b"", 0, 0
+        while True:
+            chunk = await car.request(hub.subjects.blob, get(car, digest, offset))
+            assert isinstance(chunk, BlobChunk), chunk
+            assert (chunk.digest, chunk.offset, chunk.size) == (digest, offset, len(body))
+            assert len(chunk.data) <= BLOB_CHUNK_SIZE
+            data += chunk.data
+            offset += len(chunk.data)
+            chunks += 1
+            if offset >= chunk.size:
+                break
+        assert chunks == 3
+        assert "sha256:" + hashlib.sha256(data).hexdigest() == digest
+        assert refused(
+            await car.request(hub.subjects.blob, get(car, digest, len(body))), "bad_offset"
+        )
+        assert refused(await car.request(hub.subjects.blob, get(car, digest, -1)), "bad_offset")
+
+
+@pytest.mark.anyio
+async def test_only_the_deployments_own_bodies_are_served(tmp_path: Path) -> None:
+    body = b"y" * (100 * 1024)
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    async with running_hub(tmp_path) as hub:
+        owner, other = await deploy(hub.store, "owner"), await deploy(hub.store, "other")
+        await accept(hub, owner, [body])
+        car = Sidecar(hub, other)
+        assert isinstance(await car.hello(), Welcome)
+        assert refused(await car.request(hub.subjects.blob, get(car, digest)), "unknown_blob")
+        missing = "sha256:" + "0" * 64
+        assert refused(await car.request(hub.subjects.blob, get(car, missing)), "unknown_blob")
+        stranger = get(car, digest)
+        stranger.session_id = new_id("ses")
+        assert refused(await car.request(hub.subjects.blob, stranger), "unknown_session")
+
+
+@pytest.mark.anyio
+async def test_a_body_is_collected_once_its_dispatches_are_processed(tmp_path: Path) -> None:
+    body = b"z" * (INLINE_BODY_LIMIT + 1)
+    async with running_hub(tmp_path) as hub:
+        dep = await deploy(hub.store)
+        # Two dispatches share one content-addressed blob.
+        first, second = await accept(hub, dep, [body, body])
+        assert await blob_count(hub) == 1
+        car = Sidecar(hub, dep)
+        assert isinstance(await car.hello(), Welcome)
+        session_id, epoch = car.session
+
+        async def process(receipt: object) -> None:
+            event = DispatchProcessed(
+                event_id=new_id("evt"),
+                run_id=receipt.run_id,  # type: ignore[attr-defined]
+                dispatch_id=receipt.dispatch_id,  # type: ignore[attr-defined]
+                seq=receipt.seq,  # type: ignore[attr-defined]
+            )
+            frame = RunEvents(session_id=session_id, owner_epoch=epoch, events=[event])
+            assert isinstance(await car.request(hub.subjects.events, frame), EventsAck)
+
+        assert await collect_blobs(hub.store) == 0  # both dispatches need it
+        await process(first)
+        assert await collect_blobs(hub.store) == 0  # the second still needs it
+        assert await blob_count(hub) == 1
+        await process(second)
+
+        # Ingesting the last processing pokes the collector (its period is 30 s).
+        async def collected() -> bool:
+            return await blob_count(hub) == 0
+
+        await eventually(collected)

@@ -1,0 +1,239 @@
+"""The outbox sender: reserved dispatches reach the sidecar in order, until acked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hub.up.nats import NatsServerProcess
+from hub.wire.dispatcher import DispatchConfig
+from hub.wire.service import WireConfig
+from runtime import (
+    INLINE_BODY_LIMIT,
+    Ack,
+    MailInbound,
+    TransportError,
+    Welcome,
+    open_nats,
+)
+from tests.support import eventually
+from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
+
+FAST = WireConfig(
+    dispatch=DispatchConfig(request_timeout=0.2, backoff_max=0.2, census_interval=0.1)
+)
+
+
+async def statuses(hub: Hub, dep_id: str) -> list[str]:
+    rows = await hub.all(
+        "SELECT status FROM workflow_run_dispatch WHERE deployment_id = ? ORDER BY seq", dep_id
+    )
+    return [r["status"] for r in rows]
+
+
+def all_are(hub: Hub, dep_id: str, status: str, n: int):  # type: ignore[no-untyped-def]
+    async def check() -> bool:
+        return await statuses(hub, dep_id) == [status] * n
+
+    return check
+
+
+@pytest.mark.anyio
+async def test_delivers_reserved_dispatches_in_seq_order(tmp_path: Path) -> None:
+    async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        receipts = await accept(hub, dep, [f"body {i}".encode() for i in range(10)])
+        car, inbox = Sidecar(hub, dep), Inbox()
+        await tg.start(inbox.serve, car)
+        welcome = await car.hello()
+        assert isinstance(welcome, Welcome)
+        await eventually(all_are(hub, dep.id, "delivered", 10))
+        assert [f.seq for f in inbox.frames] == list(range(1, 11))
+        assert [f.dispatch_id for f in inbox.frames] == [r.dispatch_id for r in receipts]
+        first = inbox.frames[0]
+        assert (first.run_id, first.address, first.body) == (
+            receipts[0].run_id,
+            dep.address,
+            b"body 0",
+        )
+        assert (first.session_id, first.owner_epoch) == (welcome.session_id, 1)
+        # Dispatches accepted later wake the idle sender at once.
+        await accept(hub, dep, [b"late"])
+        await eventually(all_are(hub, dep.id, "delivered", 11))
+        assert inbox.frames[-1].seq == 11 and len(inbox.frames) == 11
+        rows = await hub.all("SELECT delivered_at FROM workflow_run_dispatch")
+        assert all(r["delivered_at"] is not None for r in rows)
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_window_bounds_frames_in_flight(tmp_path: Path) -> None:
+    config = WireConfig(dispatch=DispatchConfig(window=3, request_timeout=0.2))
+    async with running_hub(tmp_path, config=config) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        await accept(hub, dep, [b"x"] * 7)
+        car, inbox = Sidecar(hub, dep), Inbox(answer=lambda f: None)  # never acks
+        await tg.start(inbox.serve, car)
+        await car.hello()
+
+        async def two_rounds() -> bool:
+            return len(inbox.frames) >= 6
+
+        await eventually(two_rounds)
+        # Nothing acked: the same three go out again, nothing past them.
+        assert sorted(f.seq for f in inbox.frames[:6]) == [1, 1, 2, 2, 3, 3]
+        assert await statuses(hub, dep.id) == ["reserved"] * 7
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_unanswered_frame_is_retried_until_acked(tmp_path: Path) -> None:
+    async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        receipts = await accept(hub, dep, [b"a", b"b", b"c"])
+        lost = receipts[1].dispatch_id
+        dropped: list[str] = []
+
+        def answer(frame: MailInbound) -> Ack | None:
+            if frame.dispatch_id == lost and len(dropped) < 2:
+                dropped.append(frame.dispatch_id)
+                return None  # the frame (or its ack) is lost in transit
+            return Ack(dispatch_id=frame.dispatch_id, result="stored")
+
+        car, inbox = Sidecar(hub, dep), Inbox(answer=answer)
+        await tg.start(inbox.serve, car)
+        await car.hello()
+        await eventually(all_are(hub, dep.id, "delivered", 3))
+        assert [f.dispatch_id for f in inbox.frames].count(lost) == 3
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_refused_ack_is_recorded_and_retried(tmp_path: Path) -> None:
+    async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        (receipt,) = await accept(hub, dep, [b"a"])
+        refusals = 0
+
+        def answer(frame: MailInbound) -> Ack:
+            nonlocal refusals
+            if refusals < 2:
+                refusals += 1
+                return Ack(dispatch_id=frame.dispatch_id, result="refused", reason="disk_full")
+            return Ack(dispatch_id=frame.dispatch_id, result="duplicate")
+
+        car, inbox = Sidecar(hub, dep), Inbox(answer=answer)
+        await tg.start(inbox.serve, car)
+        await car.hello()
+        await eventually(all_are(hub, dep.id, "delivered", 1))
+        row = await hub.one(
+            "SELECT attempts, last_error FROM workflow_run_dispatch WHERE id = ?",
+            receipt.dispatch_id,
+        )
+        assert (row["attempts"], row["last_error"]) == (2, "disk_full")
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_sidecar_away_keeps_rows_and_rehello_drains_at_once(tmp_path: Path) -> None:
+    # A long backoff: only the re-hello's kick can explain a quick delivery.
+    config = WireConfig(
+        dispatch=DispatchConfig(request_timeout=0.2, backoff_initial=30, backoff_max=30)
+    )
+    async with running_hub(tmp_path, config=config) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        await accept(hub, dep, [b"a", b"b"])
+        car = Sidecar(hub, dep)
+        await car.hello()  # nobody serves the inbound subject yet
+
+        async def backing_off() -> bool:
+            lanes = hub.wire.health()["lanes"]
+            return bool(lanes.get(dep.id, {}).get("failures"))
+
+        await eventually(backing_off)
+        assert await statuses(hub, dep.id) == ["reserved", "reserved"]
+
+        async def counted() -> bool:
+            return hub.wire.health()["pending"].get(dep.id, {}).get("count") == 2
+
+        await eventually(counted)
+        inbox = Inbox()
+        await tg.start(inbox.serve, car)
+        await car.hello()
+        await eventually(all_are(hub, dep.id, "delivered", 2), timeout=2.0)
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_takeover_redelivers_delivered_unprocessed_to_the_new_owner(tmp_path: Path) -> None:
+    async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        await accept(hub, dep, [b"a", b"b"])
+        old, old_inbox = Sidecar(hub, dep), Inbox()
+        await tg.start(old_inbox.serve, old)
+        await old.hello()
+        await eventually(all_are(hub, dep.id, "delivered", 2))
+        await old.bus.aclose()  # the old host is gone
+        new, new_inbox = Sidecar(hub, dep), Inbox()
+        await tg.start(new_inbox.serve, new)
+        taken = await new.hello(takeover=True)
+        assert isinstance(taken, Welcome) and taken.owner_epoch == 2
+        await eventually(all_are(hub, dep.id, "delivered", 2))
+        assert [f.seq for f in new_inbox.frames] == [1, 2]
+        assert {f.owner_epoch for f in new_inbox.frames} == {2}
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_large_body_travels_as_a_claim_check(tmp_path: Path) -> None:
+    async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        big = b"x" * (INLINE_BODY_LIMIT + 1)
+        await accept(hub, dep, [big])
+        car, inbox = Sidecar(hub, dep), Inbox()
+        await tg.start(inbox.serve, car)
+        await car.hello()
+        await eventually(all_are(hub, dep.id, "delivered", 1))
+        (frame,) = inbox.frames
+        assert frame.body is None and frame.claim is not None
+        assert frame.claim.size == len(big) and frame.claim.digest.startswith("sha256:")
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_over_real_nats_delivery_survives_a_server_restart(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    async with (
+        open_nats(nats_server.url, name="hub") as hub_bus,
+        open_nats(nats_server.url, name="sidecar") as car_bus,
+        running_hub(tmp_path, config=FAST, transport=hub_bus) as hub,
+        anyio.create_task_group() as tg,
+    ):
+        dep = await deploy(hub.store)
+        car, inbox = Sidecar(hub, dep, transport=car_bus, timeout=1.0), Inbox()
+        await tg.start(inbox.serve, car)
+        assert isinstance(await car.hello(), Welcome)
+        await accept(hub, dep, [b"before"])
+        await eventually(all_are(hub, dep.id, "delivered", 1))
+
+        nats_server.kill()
+        await accept(hub, dep, [b"during"])  # accepted while the bus is down
+        await nats_server.start()
+        # The sidecar re-hellos once both ends are back (the hub's HubBoot
+        # after its reconnect may reach it before its own reconnect: a real
+        # sidecar also re-hellos on its own reconnect).
+
+        async def welcomed() -> bool:
+            try:
+                return isinstance(await car.hello(), Welcome)
+            except (TransportError, TimeoutError):
+                return False
+
+        await eventually(welcomed, timeout=10)
+        await eventually(all_are(hub, dep.id, "delivered", 2), timeout=5.0)
+        assert inbox.frames[0].body == b"before"
+        assert inbox.frames[-1].body == b"during"
+        tg.cancel_scope.cancel()

@@ -1,0 +1,250 @@
+"""Run event ingestion and child minting: idempotent, ordered, conditional."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hub.store.accept import Accepted
+from hub.store.deployments import delete_deployment
+from runtime import (
+    ApprovalRequested,
+    DispatchProcessed,
+    Event,
+    EventsAck,
+    MailSent,
+    MintChild,
+    Minted,
+    RunCompleted,
+    RunEvents,
+    RunFailed,
+    RunStarted,
+    Welcome,
+    new_id,
+)
+from tests.support.wire import Hub, Sidecar, accept, deploy, refused, running_hub
+
+
+async def owned(hub: Hub, n: int = 0, name: str = "flow") -> tuple[Sidecar, list[Accepted]]:
+    dep = await deploy(hub.store, name)
+    receipts = await accept(hub, dep, [f"m{i}".encode() for i in range(n)])
+    car = Sidecar(hub, dep)
+    assert isinstance(await car.hello(), Welcome)
+    return car, receipts
+
+
+async def send(car: Sidecar, *events: Event) -> object:
+    session_id, epoch = car.session
+    frame = RunEvents(
+        deployment_id=car.dep.id, session_id=session_id, owner_epoch=epoch, events=list(events)
+    )
+    return await car.request(car.hub.subjects.events, frame)
+
+
+def processed(receipt: Accepted, **state: object) -> DispatchProcessed:
+    return DispatchProcessed(
+        event_id=new_id("evt"),
+        run_id=receipt.run_id,
+        dispatch_id=receipt.dispatch_id,
+        seq=receipt.seq,
+        state=dict(state),
+    )
+
+
+async def run_row(hub: Hub, run_id: str) -> dict[str, object]:
+    row = await hub.one("SELECT * FROM workflow_run WHERE id = ?", run_id)
+    return dict(row)
+
+
+@pytest.mark.anyio
+async def test_a_resent_frame_is_acked_again_and_applied_once(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1, r2) = await owned(hub, 2)
+        first = [RunStarted(event_id=new_id("evt"), run_id=r1.run_id), processed(r1, seen=1)]
+        ack = await send(car, *first)
+        assert isinstance(ack, EventsAck) and ack.ids == [e.event_id for e in first]
+        run = await run_row(hub, r1.run_id)
+        assert (run["status"], run["last_seq"], json.loads(str(run["state"]))) == (
+            "running",
+            r1.seq,
+            {"seen": 1},
+        )
+        assert isinstance(await send(car, processed(r2, seen=2)), EventsAck)
+        # The first frame again (a sidecar resending after a lost ack).
+        again = await send(car, *first)
+        assert isinstance(again, EventsAck) and again.ids == ack.ids
+        run = await run_row(hub, r1.run_id)
+        assert (run["last_seq"], json.loads(str(run["state"]))) == (r2.seq, {"seen": 2})
+        rows = await hub.all("SELECT id, status FROM workflow_run_dispatch ORDER BY seq")
+        assert [r["status"] for r in rows] == ["processed", "processed"]
+        count = await hub.one("SELECT COUNT(*) AS n FROM run_event")
+        assert count["n"] == 3
+
+
+@pytest.mark.anyio
+async def test_an_older_seq_never_moves_the_state_back(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1, r2) = await owned(hub, 2)
+        assert isinstance(await send(car, processed(r2, seen=2)), EventsAck)
+        # A new event id for seq 1 arriving after seq 2 was applied.
+        assert isinstance(await send(car, processed(r1, seen=1)), EventsAck)
+        run = await run_row(hub, r1.run_id)
+        assert (run["last_seq"], json.loads(str(run["state"]))) == (r2.seq, {"seen": 2})
+
+
+@pytest.mark.anyio
+async def test_terminal_status_is_set_once(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        done = RunCompleted(event_id=new_id("evt"), run_id=r1.run_id, result={"seen": 1})
+        late = RunFailed(event_id=new_id("evt"), run_id=r1.run_id, error="boom")
+        assert isinstance(await send(car, processed(r1, seen=1), done), EventsAck)
+        assert isinstance(await send(car, late), EventsAck)
+        run = await run_row(hub, r1.run_id)
+        assert run["status"] == "completed"
+        assert json.loads(str(run["result"])) == {"seen": 1} and run["error"] is None
+
+
+@pytest.mark.anyio
+async def test_refused_terminal_cancels_the_dispatch(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1, r2) = await owned(hub, 2)
+        done = RunCompleted(event_id=new_id("evt"), run_id=r1.run_id)
+        late = processed(r2)
+        late.outcome = "refused_terminal"
+        assert isinstance(await send(car, processed(r1, seen=1), done, late), EventsAck)
+        row = await hub.one(
+            "SELECT status, last_error FROM workflow_run_dispatch WHERE id = ?", r2.dispatch_id
+        )
+        assert (row["status"], row["last_error"]) == ("cancelled", "workflow_run_terminal")
+        run = await run_row(hub, r1.run_id)
+        assert json.loads(str(run["state"])) == {"seen": 1}
+
+
+@pytest.mark.anyio
+async def test_approval_requested_records_an_approval(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        approval_id = new_id("apr")
+        event = ApprovalRequested(
+            event_id=new_id("evt"), run_id=r1.run_id, approval_id=approval_id, prompt="ok?"
+        )
+        assert isinstance(await send(car, event), EventsAck)
+        row = await hub.one("SELECT run_id, prompt, status FROM approval WHERE id = ?", approval_id)
+        assert (row["run_id"], row["prompt"], row["status"]) == (r1.run_id, "ok?", "pending")
+
+
+@pytest.mark.anyio
+async def test_events_for_another_deployments_run_are_kept_not_applied(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, _ = await owned(hub, 0, "mine")
+        other = await deploy(hub.store, "other")
+        (theirs,) = await accept(hub, other, [b"x"])
+        event = processed(theirs, hijacked=True)
+        ack = await send(car, event)
+        assert isinstance(ack, EventsAck) and ack.ids == [event.event_id]
+        run = await run_row(hub, theirs.run_id)
+        assert (run["last_seq"], json.loads(str(run["state"]))) == (0, {})
+        letter = await hub.one("SELECT source, reason FROM dead_letter")
+        assert letter["source"] == "events" and letter["reason"].startswith("foreign_run")
+
+
+@pytest.mark.anyio
+async def test_garbage_frame_is_refused_dead_lettered_and_serving_goes_on(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        garbage = b"\xc1 this is not msgpack"
+        assert refused(await car.request(hub.subjects.events, garbage), "decode_error")
+        assert refused(await car.request(hub.subjects.hello, b"\x93\x01"), "decode_error")
+        letters = await hub.all("SELECT source, subject, reason, data FROM dead_letter ORDER BY id")
+        assert [(r["source"], r["subject"]) for r in letters] == [
+            ("events", hub.subjects.events),
+            ("hello", hub.subjects.hello),
+        ]
+        assert bytes(letters[0]["data"]) == garbage
+        assert letters[0]["reason"].startswith("decode_error")
+        assert isinstance(await send(car, processed(r1, seen=1)), EventsAck)
+
+
+@pytest.mark.anyio
+async def test_mint_child_is_deduped_by_request_id(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        session_id, epoch = car.session
+        ask = MintChild(
+            parent_run_id=r1.run_id,
+            request_id="spawn-1",
+            deployment_id=car.dep.id,
+            session_id=session_id,
+            owner_epoch=epoch,
+        )
+        first = await car.request(hub.subjects.mint, ask)
+        again = await car.request(hub.subjects.mint, ask)
+        assert isinstance(first, Minted) and isinstance(again, Minted)
+        assert first.run_id == again.run_id and first.run_id.startswith("run_")
+        child = await run_row(hub, first.run_id)
+        assert (child["parent_run_id"], child["status"], child["is_top_level"]) == (
+            r1.run_id,
+            "pending",
+            0,
+        )
+        ask.request_id = "spawn-2"
+        other = await car.request(hub.subjects.mint, ask)
+        assert isinstance(other, Minted) and other.run_id != first.run_id
+
+
+@pytest.mark.anyio
+async def test_mint_refuses_terminal_parents_and_deleted_deployments(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        session_id, epoch = car.session
+
+        def ask(parent: str, request_id: str) -> MintChild:
+            return MintChild(
+                parent_run_id=parent,
+                request_id=request_id,
+                deployment_id=car.dep.id,
+                session_id=session_id,
+                owner_epoch=epoch,
+            )
+
+        unknown = await car.request(hub.subjects.mint, ask(new_id("run"), "a"))
+        assert refused(unknown, "unknown_run")
+        await send(car, RunCompleted(event_id=new_id("evt"), run_id=r1.run_id))
+        assert refused(
+            await car.request(hub.subjects.mint, ask(r1.run_id, "b")), "workflow_run_terminal"
+        )
+        count = await hub.one(
+            "SELECT COUNT(*) AS n FROM workflow_run WHERE parent_run_id = ?", r1.run_id
+        )
+        assert count["n"] == 0
+        assert await delete_deployment(hub.store, car.dep.id)
+        assert refused(
+            await car.request(hub.subjects.mint, ask(r1.run_id, "c")), "deployment_not_live"
+        )
+
+
+@pytest.mark.anyio
+async def test_mail_sent_to_a_local_address_is_accepted_once(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1, "sender")
+        target = await deploy(hub.store, "target")
+        mail = MailSent(
+            event_id=new_id("evt"), run_id=r1.run_id, to=target.address, subject="hi", body=b"hello"
+        )
+        away = MailSent(event_id=new_id("evt"), run_id=r1.run_id, to="someone@example.org")
+        for _ in range(2):  # a resend must not mail twice
+            ack = await send(car, mail, away)
+            assert isinstance(ack, EventsAck) and ack.ids == [mail.event_id, away.event_id]
+        rows = await hub.all(
+            "SELECT deployment_id, sender, subject, body, message_id, status"
+            " FROM workflow_run_dispatch WHERE deployment_id != ?",
+            car.dep.id,
+        )
+        assert [tuple(r) for r in rows] == [
+            (target.id, car.dep.address, "hi", b"hello", mail.event_id, "reserved")
+        ]

@@ -1,0 +1,59 @@
+"""Golden files: the bytes every format version wrote still decode, with the
+production decoders, into the values they were written from."""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import pytest
+
+from runtime import (
+    FORMAT_VERSION,
+    Event,
+    Frame,
+    FrameDecoder,
+    MailInbound,
+    decode_restore_record,
+)
+from sidecar._envelope import decode_envelope, decode_run_state
+from tests.golden.samples import GOLDEN, ROOT, Golden
+
+_frames: FrameDecoder[Any] = FrameDecoder()
+_events: FrameDecoder[Any] = FrameDecoder(Event)
+
+DECODERS = {
+    "frame": _frames.decode,
+    "event": _events.decode,
+    "restore_record": decode_restore_record,
+    "envelope": decode_envelope,
+    "run_state": decode_run_state,
+}
+
+
+@pytest.mark.parametrize("golden", GOLDEN, ids=[g.path for g in GOLDEN])
+def test_each_golden_file_decodes_to_its_value(golden: Golden) -> None:
+    decoded = DECODERS[golden.kind](golden.file.read_bytes())
+    assert decoded == golden.expected
+
+
+def test_every_golden_file_is_checked_and_every_check_has_its_file() -> None:
+    on_disk = {str(p.relative_to(ROOT)) for p in ROOT.glob("v*/*") if p.is_file()}
+    assert on_disk == {g.path for g in GOLDEN}
+
+
+def test_every_frame_and_event_type_of_this_release_has_a_golden_file() -> None:
+    current = f"v{FORMAT_VERSION}/"
+    covered = {type(g.expected) for g in GOLDEN if g.path.startswith(current)}
+    missing = {t.__name__ for t in (*get_args(Frame), *get_args(Event))} - {
+        t.__name__ for t in covered
+    }
+    assert not missing, f"add golden samples for {sorted(missing)} (tests/golden/samples.py)"
+
+
+def test_release_1_records_name_their_run_by_address() -> None:
+    envelope = decode_envelope((ROOT / "v1/inbox_envelope.msgpack").read_bytes())
+    assert (envelope.run_id, envelope.seq) == (None, None)
+    assert envelope.effective_run_id == envelope.address
+    frame = _frames.decode((ROOT / "v1/MailInbound.msgpack").read_bytes())
+    assert isinstance(frame, MailInbound)
+    assert (frame.run_id, frame.seq, frame.effective_run_id) == (None, None, frame.address)

@@ -1,0 +1,254 @@
+"""The NATS transport (runtime/_nats.py) against a real nats-server."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hub.up.nats import NatsServerProcess
+from runtime import (
+    NoResponders,
+    RequestTimeout,
+    Subscription,
+    Transport,
+    TransportClosed,
+    TransportError,
+    open_nats,
+)
+from runtime._nats import NatsSubscription
+from tests.support import eventually
+
+pytestmark = pytest.mark.anyio
+
+
+async def echo(sub: Subscription) -> None:
+    async for msg in sub:
+        await msg.respond(b"re:" + msg.data)
+
+
+async def take(sub: Subscription, count: int, timeout: float = 5.0) -> list[bytes]:
+    got: list[bytes] = []
+    with anyio.fail_after(timeout):
+        async for msg in sub:
+            got.append(msg.data)
+            if len(got) == count:
+                break
+    return got
+
+
+async def test_publish_reaches_wildcard_subscribers(nats_server: NatsServerProcess) -> None:
+    async with open_nats(nats_server.url, name="t") as t:
+        one = await t.subscribe("orders.*")
+        rest = await t.subscribe("orders.>")
+        await t.flush()
+        await t.publish("orders.new", b"a")
+        await t.publish("orders.new.eu", b"b")
+        with anyio.fail_after(5):
+            first = await one.__aiter__().__anext__()
+        assert (first.subject, first.data, first.reply) == ("orders.new", b"a", None)
+        assert await take(rest, 2) == [b"a", b"b"]
+
+
+async def test_request_reply_across_connections(nats_server: NatsServerProcess) -> None:
+    async with (
+        open_nats(nats_server.url, name="server") as server,
+        open_nats(nats_server.url, name="client") as client,
+        anyio.create_task_group() as tg,
+    ):
+        sub = await server.subscribe("svc.echo")
+        await server.flush()
+        tg.start_soon(echo, sub)
+        assert await client.request("svc.echo", b"ping", 2.0) == b"re:ping"
+        tg.cancel_scope.cancel()
+
+
+async def test_request_without_reply_times_out(nats_server: NatsServerProcess) -> None:
+    async with open_nats(nats_server.url, name="t") as t:
+        await t.subscribe("svc.silent")
+        await t.flush()
+        started = time.monotonic()
+        with pytest.raises(RequestTimeout) as caught:
+            await t.request("svc.silent", b"", 0.2)
+        assert isinstance(caught.value, TimeoutError)
+        assert 0.15 < time.monotonic() - started < 2
+
+
+async def test_request_nobody_listens_to_is_no_responders(nats_server: NatsServerProcess) -> None:
+    async with open_nats(nats_server.url, name="t") as t:
+        started = time.monotonic()
+        with pytest.raises(NoResponders):
+            await t.request("svc.nobody", b"", 5.0)
+        assert time.monotonic() - started < 2
+
+
+async def test_queue_group_delivers_each_message_to_one_member(
+    nats_server: NatsServerProcess,
+) -> None:
+    async with open_nats(nats_server.url, name="t") as t:
+        got: dict[str, list[bytes]] = {"w1": [], "w2": [], "all": []}
+        subs = {
+            "w1": await t.subscribe("jobs", queue="workers"),
+            "w2": await t.subscribe("jobs", queue="workers"),
+            "all": await t.subscribe("jobs"),
+        }
+
+        async def collect(name: str) -> None:
+            async for msg in subs[name]:
+                got[name].append(msg.data)
+
+        async with anyio.create_task_group() as tg:
+            for name in subs:
+                tg.start_soon(collect, name)
+            await t.flush()
+            sent = [str(i).encode() for i in range(100)]
+            for data in sent:
+                await t.publish("jobs", data)
+            await eventually(lambda: len(got["all"]) == 100 and len(got["w1"] + got["w2"]) == 100)
+            tg.cancel_scope.cancel()
+        assert sorted(got["w1"] + got["w2"]) == sorted(sent)
+        assert got["all"] == sent
+
+
+async def test_max_pending_bounds_the_buffer_and_counts_drops(
+    nats_server: NatsServerProcess,
+) -> None:
+    async with open_nats(nats_server.url, name="t") as t:
+        sub = await t.subscribe("burst", max_pending=10)
+        assert isinstance(sub, NatsSubscription)
+        for i in range(100):
+            await t.publish("burst", str(i).encode())
+        await t.flush()  # the PONG comes after every message the server routed to us
+        assert sub.dropped == 90
+        assert await take(sub, 10) == [str(i).encode() for i in range(10)]
+
+
+async def test_subscriptions_survive_server_sigkill_and_restart(
+    nats_server: NatsServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    reconnects = {"server": 0, "client": 0}
+
+    def counter(name: str) -> Callable[[], Awaitable[None]]:
+        async def count() -> None:
+            reconnects[name] += 1
+
+        return count
+
+    async def broken() -> None:
+        raise RuntimeError("callback exploded")
+
+    async with (
+        open_nats(nats_server.url, name="server") as server,
+        open_nats(nats_server.url, name="client") as client,
+        anyio.create_task_group() as tg,
+    ):
+        server.on_reconnect(broken)
+        server.on_reconnect(counter("server"))
+        client.on_reconnect(counter("client"))
+        sub = await server.subscribe("svc.echo")
+        await server.flush()
+        tg.start_soon(echo, sub)
+        assert await client.request("svc.echo", b"before", 2.0) == b"re:before"
+
+        nats_server.kill()
+        await eventually(lambda: not server.is_connected and not client.is_connected)
+        with pytest.raises(TransportError):
+            await client.request("svc.echo", b"while down", 0.2)
+        with pytest.raises(RequestTimeout):
+            await client.flush(0.2)
+        await nats_server.start()
+        await eventually(lambda: reconnects == {"server": 1, "client": 1}, timeout=8)
+
+        assert server.is_connected and client.is_connected
+        assert await client.request("svc.echo", b"after", 2.0) == b"re:after"
+        tg.cancel_scope.cancel()
+    assert "callback exploded" in caplog.text
+
+
+async def test_first_connect_waits_for_a_server_that_starts_later(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="runtime._nats")
+    late = NatsServerProcess(log_file=tmp_path / "nats.log")
+
+    def failed_attempts() -> int:
+        return sum(
+            "connect to" in r.getMessage() and "failed" in r.getMessage() for r in caplog.records
+        )
+
+    async def start_after_two_failures() -> None:
+        await eventually(lambda: failed_attempts() >= 2)
+        await late.start()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(start_after_two_failures)
+            with anyio.fail_after(10):
+                async with open_nats(late.url, name="early") as t:
+                    assert t.is_connected
+                    sub = await t.subscribe("hello")
+                    await t.publish("hello", b"world")
+                    assert await take(sub, 1) == [b"world"]
+    finally:
+        await late.stop()
+    assert failed_attempts() >= 2
+
+
+async def test_first_connect_can_be_cancelled() -> None:
+    nobody = NatsServerProcess()  # never started: its port refuses
+    started = time.monotonic()
+    with anyio.move_on_after(0.3) as scope:
+        async with open_nats(nobody.url, name="impatient"):
+            pytest.fail("connected to a server that does not exist")
+    assert scope.cancelled_caught
+    assert time.monotonic() - started < 1.5
+
+
+async def test_close_while_server_is_down_is_prompt(nats_server: NatsServerProcess) -> None:
+    transport: Transport | None = None
+    async with open_nats(nats_server.url, name="t") as t:
+        transport = t
+        sub = await t.subscribe("x")
+        nats_server.kill()
+        await eventually(lambda: not t.is_connected)
+        started = time.monotonic()
+    assert time.monotonic() - started < 1.0
+    assert not transport.is_connected
+    with pytest.raises(TransportClosed):
+        await transport.publish("x", b"")
+    with pytest.raises(TransportClosed):
+        await transport.request("x", b"", 1.0)
+    assert [m async for m in sub] == []
+
+
+async def test_close_flushes_and_ends_iteration(nats_server: NatsServerProcess) -> None:
+    async with open_nats(nats_server.url, name="reader") as reader:
+        sub = await reader.subscribe("last.words")
+        await reader.flush()
+        async with open_nats(nats_server.url, name="writer") as writer:
+            await writer.publish("last.words", b"bye")  # not flushed by us: close must
+        assert await take(sub, 1) == [b"bye"]
+        ended = anyio.Event()
+
+        async def drain() -> None:
+            async for _ in sub:
+                pass
+            ended.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain)
+            await sub.unsubscribe()
+            with anyio.fail_after(2):
+                await ended.wait()
+        await sub.unsubscribe()  # idempotent
+
+
+@pytest.mark.parametrize("url", ["", "localhost:4222", "http://127.0.0.1:4222", "nats://h:port"])
+async def test_invalid_url_fails_at_once_instead_of_retrying(url: str) -> None:
+    with anyio.fail_after(2), pytest.raises(TransportError, match="invalid NATS URL"):
+        async with open_nats(url, name="t"):
+            pass

@@ -1,0 +1,409 @@
+"""The sidecar end to end on an in-memory bus, against a scripted hub."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from runtime import (
+    DispatchProcessed,
+    MailSent,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    read_restore_record,
+)
+from runtime.testing import MemoryBus
+from tests.support import eventually
+from tests.support.sidecar import fake_hub, mail, make_deployment, running_sidecar
+
+
+def seen(events: list[DispatchProcessed]) -> list[dict[str, object]]:
+    """The handler's record of items, from the latest DispatchProcessed state."""
+    latest = max(events, key=lambda e: e.seq or 0)
+    result: list[dict[str, object]] = latest.state.get("seen", [])
+    return result
+
+
+@pytest.mark.anyio
+async def test_boots_from_a_v2_record_says_hello_and_keeps_its_instance_id(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep) as car:
+        assert car.link is not None and car.link.session is not None
+        assert car.link.session.session_id == hub.welcomes[-1].session_id
+        record, version = read_restore_record(dep.record_file)
+        assert version == 2
+        assert record.instance_id == hub.hellos[-1].instance_id
+        assert record.instance_id is not None and record.instance_id.startswith("ins_")
+        await eventually(
+            lambda: (
+                read_restore_record(dep.record_file)[0].session_id == hub.welcomes[-1].session_id
+            )
+        )
+    first = hub.hellos[-1].instance_id
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        assert hub.hellos[-1].instance_id == first
+
+
+@pytest.mark.anyio
+async def test_boots_from_a_v1_record_and_rewrites_it_as_v2_0600(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path, version=1)
+    assert read_restore_record(dep.record_file)[1] == 1
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        # The hub verified the hello signature with the key from the v1 record.
+        assert hub.welcomes
+    record, version = read_restore_record(dep.record_file)
+    assert version == 2
+    assert record.hub_key.seed == dep.seed
+    assert record.public_key == dep.public_key
+    assert record.instance_id == hub.hellos[-1].instance_id
+    assert stat.S_IMODE(dep.record_file.stat().st_mode) == 0o600
+
+
+@pytest.mark.anyio
+async def test_a_duplicate_frame_is_acked_duplicate_and_stored_once(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        frame = mail(dep, 1, "hello")
+        assert (await hub.deliver(frame)).result == "stored"
+        assert (await hub.deliver(frame)).result == "duplicate"
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+    assert dep.query("SELECT count(*) FROM inbox") == [(1,)]
+    assert len(hub.of_kind(DispatchProcessed)) == 1
+
+
+@pytest.mark.anyio
+async def test_frames_arriving_out_of_order_are_processed_in_seq_order(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep) as car:
+        for seq in (3, 2):
+            assert (await hub.deliver(mail(dep, seq, f"m{seq}"))).result == "stored"
+        assert car.runs is not None
+        await car.runs.idle.wait()
+        # Seq 1 is missing: nothing may run ahead of it.
+        assert dep.query("SELECT count(*) FROM inbox WHERE state = 'pending'") == [(2,)]
+        assert hub.of_kind(DispatchProcessed) == []
+        assert (await hub.deliver(mail(dep, 1, "m1"))).result == "stored"
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+    processed = hub.of_kind(DispatchProcessed)
+    assert [e.seq for e in processed] == [1, 2, 3]
+    assert [s["subject"] for s in seen(processed)] == ["m1", "m2", "m3"]
+
+
+@pytest.mark.anyio
+async def test_the_handler_sees_items_in_order_with_bodies(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    bodies = [b"plain text", "h\u00e9llo".encode(), b"\xff\xfe broken utf-8"]
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        for seq, body in enumerate(bodies, start=1):
+            await hub.deliver(mail(dep, seq, f"s{seq}", body))
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+    items = seen(hub.of_kind(DispatchProcessed))
+    assert [i["text"] for i in items] == ["plain text", "h\u00e9llo", "\ufffd\ufffd broken utf-8"]
+    assert [i["size"] for i in items] == [len(b) for b in bodies]
+    assert {i["kind"] for i in items} == {"mail"}
+    run_started = hub.of_kind(RunStarted)
+    assert len(run_started) == 1
+    assert {i["run_id"] for i in items} == {run_started[0].run_id}
+
+
+@pytest.mark.anyio
+async def test_state_survives_a_restart_and_nothing_is_processed_twice(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub:
+        async with running_sidecar(bus, dep):
+            for seq in (1, 2):
+                await hub.deliver(mail(dep, seq, f"m{seq}"))
+            await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+        # Stored while the sidecar was down? No: it is down, so seq 3 comes after.
+        async with running_sidecar(bus, dep):
+            await hub.deliver(mail(dep, 3, "m3"))
+            await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+    processed = hub.of_kind(DispatchProcessed)
+    assert sorted(e.seq or 0 for e in processed) == [1, 2, 3]
+    assert [s["subject"] for s in seen(processed)] == ["m1", "m2", "m3"]
+    assert len(hub.of_kind(RunStarted)) == 1
+    assert dep.query("SELECT count(*) FROM outbox WHERE kind = 'DispatchProcessed'") == [(1,)]
+
+
+@pytest.mark.anyio
+async def test_envelopes_stored_before_a_stop_are_processed_from_disk_without_a_hub(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "gate"
+    source = f"""
+import os, anyio
+async def main(ctx, item):
+    while not os.path.exists({str(gate)!r}):
+        await anyio.sleep(0.005)
+    ctx.state.setdefault("seen", []).append(item.subject)
+"""
+    dep = make_deployment(tmp_path / "state", source=source)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        for seq in (1, 2):
+            assert (await hub.deliver(mail(dep, seq, f"m{seq}"))).result == "stored"
+    # Stopped while the handler was stuck on seq 1: nothing was committed.
+    assert dep.query("SELECT count(*) FROM inbox WHERE state = 'pending'") == [(2,)]
+    assert dep.query("SELECT count(*) FROM run_state") == [(0,)]
+    gate.touch()
+    async with running_sidecar(bus, dep, wait_session=False):  # no hub at all now
+        await eventually(
+            lambda: dep.query("SELECT count(*) FROM inbox WHERE state = 'done'") == [(2,)]
+        )
+    (state,) = dep.query("SELECT state FROM run_state")
+    assert msgspec.msgpack.decode(state[0]) == {"seen": ["m1", "m2"]}
+    assert dep.query("SELECT kind FROM outbox ORDER BY pos") == [
+        ("RunStarted",),
+        ("DispatchProcessed",),
+        ("DispatchProcessed",),
+    ]
+
+
+@pytest.mark.anyio
+async def test_claim_checked_body_is_fetched_and_verified(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    body = bytes(range(256)) * 1000  # 256 KB: several chunks
+    async with fake_hub(bus, dep, chunk_size=100_000) as hub, running_sidecar(bus, dep):
+        ack = await hub.deliver(mail(dep, 1, "big", None, claim=hub.claim(body)))
+        assert ack.result == "stored"
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+    assert seen(hub.of_kind(DispatchProcessed))[0]["size"] == len(body)
+
+
+@pytest.mark.anyio
+async def test_a_corrupted_blob_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep, corrupt_blobs=True) as hub, running_sidecar(bus, dep):
+        ack = await hub.deliver(mail(dep, 1, "big", None, claim=hub.claim(b"x" * 70_000)))
+        assert ack.result == "refused"
+        assert ack.reason.startswith("digest_mismatch")
+        hub.corrupt_blobs = False  # the hub retries; now the blob comes intact
+        frame = mail(dep, 1, "big", None, claim=hub.claim(b"y" * 70_000))
+        assert (await hub.deliver(frame)).result == "stored"
+    assert dep.query("SELECT count(*) FROM inbox") == [(1,)]
+
+
+@pytest.mark.anyio
+async def test_garbage_is_refused_and_dead_lettered_and_work_goes_on(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        ack = await hub.deliver(b"\xc1 not msgpack")
+        assert (ack.dispatch_id, ack.result) == ("", "refused")
+        assert ack.reason.startswith("decode_error")
+        assert (await hub.deliver(mail(dep, 1, "after"))).result == "stored"
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+    assert dep.query("SELECT data FROM dead_letter") == [(b"\xc1 not msgpack",)]
+
+
+@pytest.mark.anyio
+async def test_frames_for_another_deployment_or_an_old_epoch_are_refused(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep, epoch=2) as hub, running_sidecar(bus, dep):
+        stale = await hub.deliver(mail(dep, 1, "old", owner_epoch=1))
+        assert (stale.result, stale.reason) == ("refused", "stale_epoch")
+        other = await hub.deliver(mail(dep, 1, "x", deployment_id="dep_" + "0" * 26))
+        assert (other.result, other.reason) == ("refused", "wrong_deployment")
+    assert dep.query("SELECT count(*) FROM inbox") == [(0,)]
+
+
+@pytest.mark.anyio
+async def test_a_handler_that_raises_once_is_retried_from_the_committed_state(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        for seq, subject in enumerate(["a", "flaky", "b"], start=1):
+            await hub.deliver(mail(dep, seq, subject))
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+    # The failed attempt appended to the state before raising; that is gone.
+    assert [s["subject"] for s in seen(hub.of_kind(DispatchProcessed))] == ["a", "flaky", "b"]
+    assert hub.of_kind(RunFailed) == []
+
+
+@pytest.mark.anyio
+async def test_a_handler_that_always_raises_fails_the_run_and_does_not_wedge(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        await hub.deliver(mail(dep, 1, "ok"))
+        await hub.deliver(mail(dep, 2, "poison"))
+        await hub.deliver(mail(dep, 3, "later"))
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await eventually(lambda: len(hub.of_kind(RunFailed)) == 1)
+    failed = hub.of_kind(RunFailed)[0]
+    assert "poisoned mail" in failed.error
+    outcomes = {e.seq: e.outcome for e in hub.of_kind(DispatchProcessed)}
+    assert outcomes == {1: "processed", 2: "failed", 3: "refused_terminal"}
+    assert dep.query("SELECT status, error FROM run") == [("failed", failed.error)]
+    assert dep.query("SELECT seq, outcome FROM inbox ORDER BY seq") == [
+        (1, "processed"),
+        (2, "failed"),
+        (3, "refused_terminal"),
+    ]
+
+
+@pytest.mark.anyio
+async def test_state_that_is_not_json_fails_the_run_with_a_typed_error(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        await hub.deliver(mail(dep, 1, "not-json"))
+        await eventually(lambda: len(hub.of_kind(RunFailed)) == 1)
+    assert hub.of_kind(RunFailed)[0].error.startswith("StateNotSerializable")
+
+
+@pytest.mark.anyio
+async def test_complete_ends_the_run_and_later_items_are_refused_terminal(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        for seq, subject in enumerate(["a", "stop", "late"], start=1):
+            await hub.deliver(mail(dep, seq, subject))
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+    (completed,) = hub.of_kind(RunCompleted)
+    assert completed.result == {"count": 2}
+    assert {e.seq: e.outcome for e in hub.of_kind(DispatchProcessed)}[3] == "refused_terminal"
+    assert dep.query("SELECT status, result FROM run") == [("completed", b'{"count":2}')]
+
+
+@pytest.mark.anyio
+async def test_send_is_committed_as_a_mail_sent_event(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        await hub.deliver(mail(dep, 1, "send", b"payload"))
+        await eventually(lambda: len(hub.of_kind(MailSent)) == 1)
+    (sent,) = hub.of_kind(MailSent)
+    assert (sent.to, sent.subject, sent.body) == ("someone@example.org", "hello", b"payload")
+
+
+@pytest.mark.anyio
+async def test_events_are_resent_until_acknowledged(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with (
+        fake_hub(bus, dep, drop_acks=1) as hub,
+        running_sidecar(bus, dep, request_timeout=0.2),
+    ):
+        await hub.deliver(mail(dep, 1, "a"))
+        # RunStarted + DispatchProcessed, both acknowledged in the end.
+        await eventually(lambda: dep.query("SELECT count(*), sum(acked) FROM outbox") == [(2, 2)])
+        # The first batch got no ack: it went again, and the hub saw it twice.
+        assert hub.batches == 2
+    assert len(hub.of_kind(DispatchProcessed)) == 1
+
+
+@pytest.mark.anyio
+async def test_unknown_session_on_events_makes_the_sidecar_say_hello_again(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with (
+        fake_hub(bus, dep, refuse_events=["unknown_session"]) as hub,
+        running_sidecar(bus, dep),
+    ):
+        await hub.deliver(mail(dep, 1, "a"))
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        assert len(hub.welcomes) == 2
+
+
+@pytest.mark.anyio
+async def test_hub_boot_makes_the_sidecar_say_hello_again(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep) as car:
+        assert len(hub.welcomes) == 1
+        await hub.announce(hub.boot_id)  # the same hub again: nothing to do
+        await hub.announce("boot_" + "1" * 26)
+        await eventually(lambda: len(hub.welcomes) == 2)
+        assert car.link is not None
+        await eventually(
+            lambda: (
+                car.link is not None
+                and car.link.session is not None
+                and car.link.session.hub_boot_id == "boot_" + "1" * 26
+            )
+        )
+        assert len(hub.welcomes) == 2
+
+
+@pytest.mark.anyio
+async def test_a_new_hub_boot_abandons_the_request_in_flight_and_resends_at_once(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with (
+        fake_hub(bus, dep, drop_acks=1) as hub,
+        running_sidecar(bus, dep, request_timeout=60.0),
+    ):
+        await hub.deliver(mail(dep, 1, "a"))
+        # The hub took the events and will never answer: it "died" meanwhile.
+        await eventually(lambda: hub.batches == 1)
+        await hub.announce("boot_" + "2" * 26)
+        # Resent to the new hub long before the 60 s request timeout.
+        await eventually(lambda: dep.query("SELECT count(*), sum(acked) FROM outbox") == [(2, 2)])
+        assert (hub.batches, len(hub.welcomes)) == (2, 2)
+    assert len(hub.of_kind(DispatchProcessed)) == 1
+
+
+@pytest.mark.anyio
+async def test_a_transport_reconnect_makes_the_sidecar_say_hello_again(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep) as car:
+        assert car.link is not None
+        transport = car.link.transport
+        await bus.disconnect(transport)  # type: ignore[arg-type]
+        await bus.reconnect(transport)  # type: ignore[arg-type]
+        await eventually(lambda: len(hub.welcomes) == 2)
+
+
+@pytest.mark.anyio
+async def test_owner_conflict_stops_the_sidecar_with_a_clear_error(tmp_path: Path) -> None:
+    import anyio
+
+    from sidecar import OwnerConflict, Sidecar, SidecarOptions
+
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep, refuse_hello="owner_conflict"):
+        car = Sidecar(
+            SidecarOptions(state_dir=tmp_path, deployment_id=dep.id),
+            connect=lambda url, name: bus.connect(name),
+        )
+        with anyio.fail_after(5), pytest.raises(OwnerConflict):
+            await car.run()
+
+
+@pytest.mark.anyio
+async def test_takeover_is_asked_for_on_the_first_hello_only(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep, takeover=True):
+        await hub.announce("boot_" + "2" * 26)
+        await eventually(lambda: len(hub.welcomes) == 2)
+    signed = [h for h in hub.hellos if h.nonce is not None]
+    assert [h.takeover for h in signed] == [True, False]

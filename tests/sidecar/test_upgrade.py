@@ -1,0 +1,167 @@
+"""Old or damaged entries in a sidecar's inbox: decoded, or quarantined visibly, never wedging."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from runtime import DispatchProcessed, EnvelopeQuarantined, RunFailed
+from runtime.testing import MemoryBus
+from sidecar import Inbox
+from sidecar._envelope import Envelope, encode_envelope
+from tests.support import eventually
+from tests.support.sidecar import (
+    RECORDER,
+    Deployment,
+    fake_hub,
+    mail,
+    make_deployment,
+    running_sidecar,
+    v1_envelope,
+    v1_inbox,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def gated(gate: Path) -> str:
+    """The sidecar fakes' recorder, holding every item until ``gate`` exists."""
+    wait = (
+        "async def main(ctx, item):\n"
+        f"    while not __import__('os').path.exists({str(gate)!r}):\n"
+        "        await anyio.sleep(0.01)\n"
+    )
+    return RECORDER.replace("async def main(ctx, item):\n", wait)
+
+
+def subjects(events: list[DispatchProcessed]) -> list[str]:
+    latest = max(events, key=lambda e: (e.at, len(e.state.get("seen", []))))
+    return [s["subject"] for s in latest.state["seen"]]
+
+
+def insert_rows(dep: Deployment, rows: list[tuple[str, bytes, int]]) -> None:
+    """Pending rows straight into a (migrated) inbox: ``(dispatch_id, envelope, seq)``."""
+    db = sqlite3.connect(dep.inbox_file)
+    db.executemany(
+        "INSERT INTO inbox (dispatch_id, envelope, state, run_id, seq)"
+        " VALUES (?, ?, 'pending', ?, ?)",
+        [(d, data, dep.address, seq) for d, data, seq in rows],
+    )
+    db.commit()
+    db.close()
+
+
+async def test_release_1_rows_that_learn_their_seq_while_processed_do_not_hold_back_later_ones(
+    tmp_path: Path,
+) -> None:
+    # Two v1 envelopes are in the handler (one batch, no seq) when the hub
+    # delivers them again with seqs 2 and 3; mail 4 must still come next.
+    gate = tmp_path / "gate"
+    dep = make_deployment(tmp_path, source=gated(gate), version=1)
+    first, second = v1_envelope(dep, "one"), v1_envelope(dep, "two")
+    v1_inbox(dep, [(first, "pending"), (second, "pending")], state={"seen": []})
+    bus = MemoryBus()
+    async with fake_hub(bus, dep, floor_seq=1) as hub, running_sidecar(bus, dep):
+        for seq, envelope in ((2, first), (3, second)):
+            again = mail(dep, seq, envelope["subject"], dispatch_id=envelope["dispatch_id"])
+            assert (await hub.deliver(again)).result == "duplicate"
+        assert (await hub.deliver(mail(dep, 4, "four"))).result == "stored"
+        gate.touch()
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+    assert subjects(hub.of_kind(DispatchProcessed)) == ["one", "two", "four"]
+    assert dep.query("SELECT value FROM meta WHERE key = 'last_seq'") == [(4,)]
+
+
+async def test_an_unreadable_stored_envelope_is_quarantined_and_later_seqs_go_on(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    inbox = await Inbox.open(dep.inbox_file)
+    await inbox.aclose()
+
+    def envelope(dispatch_id: str, seq: int) -> bytes:
+        return encode_envelope(
+            Envelope(
+                dispatch_id=dispatch_id,
+                deployment_id=dep.id,
+                run_id=dep.address,
+                address=dep.address,
+                seq=seq,
+                subject=dispatch_id,
+                body=b"",
+            )
+        )
+
+    insert_rows(
+        dep,
+        [
+            ("dsp_a", envelope("dsp_a", 1), 1),
+            ("dsp_bad", b"\xc1 damaged", 2),
+            ("dsp_c", envelope("dsp_c", 3), 3),
+        ],
+    )
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+        await eventually(lambda: len(hub.of_kind(EnvelopeQuarantined)) == 1)
+    (quarantined,) = hub.of_kind(EnvelopeQuarantined)
+    assert (quarantined.dispatch_id, quarantined.run_id) == ("dsp_bad", dep.address)
+    assert quarantined.reason.startswith("unreadable inbox envelope")
+    assert sorted(e.seq for e in hub.of_kind(DispatchProcessed)) == [1, 3]
+    assert subjects(hub.of_kind(DispatchProcessed)) == ["dsp_a", "dsp_c"]
+    assert dep.query("SELECT dispatch_id, outcome FROM inbox ORDER BY seq") == [
+        ("dsp_a", "processed"),
+        ("dsp_bad", "dead_letter"),
+        ("dsp_c", "processed"),
+    ]
+    assert dep.query("SELECT data FROM dead_letter") == [(b"\xc1 damaged",)]
+
+
+async def test_damaged_release_1_envelopes_are_reported_to_the_hub_at_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path, version=1)
+    ok, mistyped, truncated = (v1_envelope(dep, s) for s in ("ok", "mistyped", "truncated"))
+    mistyped["body"] = 12  # a map, but not an envelope: its address still names the run
+    v1_inbox(dep, [(ok, "pending"), (mistyped, "pending"), (truncated, "pending")])
+    db = sqlite3.connect(dep.inbox_file)
+    raw = msgspec.msgpack.encode(truncated)
+    db.execute(
+        "UPDATE inbox SET envelope = ? WHERE dispatch_id = ?", (raw[:20], truncated["dispatch_id"])
+    )
+    db.commit()
+    db.close()
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        await eventually(lambda: len(hub.of_kind(EnvelopeQuarantined)) == 2)
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+    runs = {e.dispatch_id: e.run_id for e in hub.of_kind(EnvelopeQuarantined)}
+    assert runs == {mistyped["dispatch_id"]: dep.address, truncated["dispatch_id"]: ""}
+    assert hub.of_kind(DispatchProcessed)[0].dispatch_id == ok["dispatch_id"]
+    assert sorted(r[0] for r in dep.query("SELECT source FROM dead_letter")) == sorted(
+        f"inbox:{e['dispatch_id']}" for e in (mistyped, truncated)
+    )
+
+
+async def test_an_unreadable_run_state_fails_the_run_visibly_and_keeps_its_bytes(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path, version=1)
+    v1_inbox(dep, [(v1_envelope(dep, "first"), "pending")])
+    db = sqlite3.connect(dep.inbox_file)
+    db.execute("INSERT INTO run_state VALUES (?, ?)", (dep.address, b"\xc1 not a state"))
+    db.commit()
+    db.close()
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        await eventually(lambda: len(hub.of_kind(RunFailed)) == 1)
+        assert (await hub.deliver(mail(dep, 1, "later", run_id=dep.address))).result == "stored"
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+    assert "unreadable run state" in hub.of_kind(RunFailed)[0].error
+    outcomes = sorted(e.outcome for e in hub.of_kind(DispatchProcessed))
+    assert outcomes == ["failed", "refused_terminal"]
+    assert dep.query("SELECT state FROM run_state") == [(b"\xc1 not a state",)]
+    assert dep.query("SELECT status FROM run") == [("failed",)]

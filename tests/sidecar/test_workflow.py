@@ -1,0 +1,178 @@
+"""Loading workflow sources, the handler's items, and ctx effects."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime import ChildRunStarted, DispatchProcessed, RunFailed, Sources
+from runtime.testing import MemoryBus
+from sidecar import (
+    ApprovalDecision,
+    Context,
+    EntrypointError,
+    Mail,
+    RunAlreadyEnded,
+    Signal,
+    StateNotSerializable,
+    WorkflowLoadError,
+    load_workflow,
+)
+from sidecar._envelope import Envelope
+from sidecar._workflow import item_of
+from tests.support import eventually
+from tests.support.sidecar import fake_hub, mail, make_deployment, running_sidecar
+
+
+def load(tmp_path: Path, files: dict[str, str], entrypoint: str = "flow:main") -> object:
+    return load_workflow(
+        Sources(entrypoint=entrypoint, files=files), tmp_path / "src", "dep_" + "a" * 26
+    )
+
+
+def test_sources_import_each_other_relatively_and_never_shadow_the_sidecars_modules(
+    tmp_path: Path,
+) -> None:
+    handler = load(
+        tmp_path,
+        {
+            "flow.py": "from .json import VALUE\nfrom .pkg.helper import twice\n"
+            "async def main(ctx, item):\n    return twice(VALUE)\n",
+            "json.py": "VALUE = 21\n",
+            "pkg/helper.py": "def twice(x):\n    return 2 * x\n",
+        },
+    )
+    assert callable(handler)
+    assert sys.modules["json"] is json  # the user's json.py is not the stdlib's
+    assert (tmp_path / "src" / "pkg" / "helper.py").read_text().startswith("def twice")
+
+
+def test_reloading_new_sources_drops_the_old_files(tmp_path: Path) -> None:
+    load(tmp_path, {"flow.py": "async def main(ctx, item): pass\n", "old.py": "X = 1\n"})
+    load(tmp_path, {"flow.py": "async def main(ctx, item): pass\n"})
+    assert not (tmp_path / "src" / "old.py").exists()
+
+
+@pytest.mark.parametrize(
+    ("files", "entrypoint", "error", "text"),
+    [
+        ({"flow.py": "async def main(ctx, item): pass\n"}, "flow", EntrypointError, "module:attr"),
+        (
+            {"flow.py": "async def main(ctx, item): pass\n"},
+            "nope:main",
+            EntrypointError,
+            "not in the sources",
+        ),
+        (
+            {"flow.py": "async def other(ctx, item): pass\n"},
+            "flow:main",
+            EntrypointError,
+            "has no 'main'",
+        ),
+        (
+            {"flow.py": "def main(ctx, item): pass\n"},
+            "flow:main",
+            EntrypointError,
+            "not an async function",
+        ),
+        ({"flow.py": "async def main(ctx, item)\n"}, "flow:main", WorkflowLoadError, "SyntaxError"),
+        (
+            {"flow.py": "import not_a_module_anywhere\n"},
+            "flow:main",
+            WorkflowLoadError,
+            "not_a_module_anywhere",
+        ),
+        ({"../escape.py": "x = 1\n"}, "flow:main", WorkflowLoadError, "escapes"),
+        ({"/abs.py": "x = 1\n"}, "flow:main", WorkflowLoadError, "escapes"),
+    ],
+)
+def test_bad_sources_raise_typed_errors(
+    tmp_path: Path, files: dict[str, str], entrypoint: str, error: type[Exception], text: str
+) -> None:
+    with pytest.raises(error, match=text):
+        load(tmp_path, files, entrypoint)
+    assert not (tmp_path / "escape.py").exists()
+
+
+def test_items_by_kind_with_text_decoded_leniently() -> None:
+    def envelope(kind: str) -> Envelope:
+        return Envelope(
+            dispatch_id="dsp_1",
+            address="a@x",
+            run_id="run_1",
+            seq=7,
+            kind=kind,
+            subject=None,
+            body=b"caf\xc3\xa9 \xff",
+        )
+
+    assert isinstance(item_of(envelope("mail")), Mail)
+    assert isinstance(item_of(envelope("signal")), Signal)
+    approval = item_of(envelope("approval"))
+    assert isinstance(approval, ApprovalDecision)
+    assert (approval.kind, approval.run_id, approval.seq, approval.subject) == (
+        "approval",
+        "run_1",
+        7,
+        "",
+    )
+    assert approval.text == "caf\u00e9 \ufffd"
+    odd = item_of(envelope("carrier-pigeon"))
+    assert isinstance(odd, Mail) and odd.kind == "carrier-pigeon"
+
+
+def test_ctx_ends_a_run_once_and_only_with_json_results() -> None:
+    ctx = Context(run_id="run_1", deployment_id="dep_1", dispatch_id="dsp_1", state={}, minter=None)
+    with pytest.raises(StateNotSerializable):
+        ctx.complete(object())
+    assert not ctx.ended
+    ctx.complete({"ok": True})
+    with pytest.raises(RunAlreadyEnded):
+        ctx.fail("too late")
+    assert (ctx.completed, ctx.failed, ctx.result) == (True, False, {"ok": True})
+
+
+@pytest.mark.anyio
+async def test_a_workflow_that_does_not_load_fails_its_run_visibly(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path, source="async def other(ctx, item): pass\n")
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        await hub.deliver(mail(dep, 1, "a"))
+        await eventually(lambda: len(hub.of_kind(RunFailed)) == 1)
+    assert "WorkflowLoadError" in hub.of_kind(RunFailed)[0].error
+    assert "has no 'main'" in hub.of_kind(RunFailed)[0].error
+
+
+SPAWNER = """
+CALLS = {"n": 0}
+
+async def main(ctx, item):
+    child = await ctx.spawn("flow:child", {"from": item.subject})
+    ctx.state.setdefault("children", []).append(child)
+    approval = ctx.request_approval("ship it?")
+    ctx.state["approval"] = approval
+    CALLS["n"] += 1
+    if CALLS["n"] == 1:
+        raise RuntimeError("crash after minting")
+"""
+
+
+@pytest.mark.anyio
+async def test_spawn_mints_through_the_hub_and_a_retry_gets_the_same_child(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path, source=SPAWNER)
+    bus = MemoryBus()
+    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+        await hub.deliver(mail(dep, 1, "parent"))
+        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+    (started,) = hub.of_kind(ChildRunStarted)
+    assert len(hub.minted) == 1  # the retried handler asked again, with the same request id
+    assert started.child_run_id == next(iter(hub.minted.values()))
+    assert (started.entrypoint, started.input) == ("flow:child", {"from": "parent"})
+    (processed,) = hub.of_kind(DispatchProcessed)
+    assert processed.state["children"] == [started.child_run_id]
+    assert processed.state["approval"].startswith("apr_")

@@ -1,0 +1,348 @@
+"""A scripted hub on a transport, restore records on disk, and a running Sidecar,
+for the sidecar's unit tests (tests/sidecar/)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+
+from runtime import (
+    Ack,
+    BlobChunk,
+    BlobGet,
+    Challenge,
+    Claim,
+    Event,
+    EventsAck,
+    FrameDecoder,
+    Hello,
+    HubBoot,
+    HubKey,
+    MailInbound,
+    MintChild,
+    Minted,
+    Refused,
+    RestartPolicy,
+    RestoreRecord,
+    RunEvents,
+    Sources,
+    Subjects,
+    Transport,
+    Welcome,
+    encode,
+    generate_keypair,
+    hello_message,
+    new_id,
+    record_path,
+    verify,
+    write_restore_record,
+)
+from runtime.testing import MemoryBus
+from sidecar import RunsConfig, Sidecar, SidecarOptions
+
+from .nats import eventually
+
+RECORDER = """
+import anyio
+
+CALLS = {"flaky": 0}
+
+
+async def main(ctx, item):
+    if item.subject == "poison":
+        raise ValueError("poisoned mail")
+    if item.subject == "not-json":
+        ctx.state["bad"] = object()
+        return
+    seen = ctx.state.setdefault("seen", [])
+    seen.append({"subject": item.subject, "text": item.text, "seq": item.seq,
+                 "kind": item.kind, "size": len(item.body), "run_id": item.run_id})
+    if item.subject == "flaky" and CALLS["flaky"] == 0:
+        CALLS["flaky"] += 1
+        raise RuntimeError("flaky once")
+    if item.subject == "send":
+        ctx.send("someone@example.org", "hello", item.body)
+    if item.subject == "stop":
+        ctx.complete({"count": len(seen)})
+"""
+
+
+@dataclass
+class Deployment:
+    id: str
+    address: str
+    seed: str
+    public_key: str
+    state_dir: Path
+
+    @property
+    def record_file(self) -> Path:
+        return record_path(self.state_dir, self.id)
+
+    @property
+    def inbox_file(self) -> Path:
+        return self.record_file.parent / "inbox.db"
+
+    def query(self, sql: str, *params: Any) -> list[Any]:
+        db = sqlite3.connect(self.inbox_file)
+        try:
+            return db.execute(sql, params).fetchall()
+        finally:
+            db.close()
+
+
+def v1_inbox(
+    dep: Deployment,
+    envelopes: list[tuple[dict[str, Any], str]],
+    state: dict[str, Any] | None = None,
+) -> None:
+    """An inbox.db exactly as release 1 left it (LEGACY-V1.md)."""
+    dep.inbox_file.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(dep.inbox_file)
+    db.executescript(
+        "CREATE TABLE inbox (dispatch_id TEXT PRIMARY KEY, envelope BLOB NOT NULL,"
+        " state TEXT NOT NULL);"
+        "CREATE TABLE run_state (run_id TEXT PRIMARY KEY, state BLOB NOT NULL);"
+    )
+    for envelope, status in envelopes:
+        db.execute(
+            "INSERT INTO inbox VALUES (?, ?, ?)",
+            (envelope["dispatch_id"], msgspec.msgpack.encode(envelope), status),
+        )
+    if state is not None:
+        db.execute(
+            "INSERT INTO run_state VALUES (?, ?)", (dep.address, msgspec.msgpack.encode(state))
+        )
+    db.commit()
+    db.close()
+
+
+def v1_envelope(dep: Deployment, subject: str, body: bytes = b"") -> dict[str, Any]:
+    return {
+        "v": 1,
+        "dispatch_id": new_id("dsp"),
+        "deployment_id": dep.id,
+        "address": dep.address,
+        "kind": "mail",
+        "message_id": None,
+        "sender": "old@example.org",
+        "subject": subject,
+        "body": body,
+    }
+
+
+def make_deployment(state_dir: Path, *, source: str = RECORDER, version: int = 2) -> Deployment:
+    """Write a restore record (format ``version``) for a fresh deployment."""
+    seed, public_key = generate_keypair()
+    dep = Deployment(new_id("dep"), "flow@mailrun.local", seed, public_key, state_dir)
+    sources = Sources(entrypoint="flow:main", files={"flow.py": source})
+    if version == 2:
+        record = RestoreRecord(
+            deployment_id=dep.id,
+            address=dep.address,
+            hub_key=HubKey(seed=seed),
+            sources=sources,
+            nats_url="nats://127.0.0.1:1",
+        )
+        write_restore_record(dep.record_file, record)
+    else:
+        dep.record_file.parent.mkdir(parents=True)
+        v1 = {
+            "deployment": {
+                "deployment_id": dep.id,
+                "address": dep.address,
+                "session_id": new_id("ses"),
+                "deployment_key": seed,
+                "sources": msgspec.to_builtins(sources),
+                "nats_url": "nats://127.0.0.1:1",
+            }
+        }
+        dep.record_file.write_text(json.dumps(v1))
+        dep.record_file.chmod(0o644)
+    return dep
+
+
+def mail(
+    dep: Deployment, seq: int | None, subject: str = "", body: bytes | None = b"", **kw: Any
+) -> MailInbound:
+    fields: dict[str, Any] = {
+        "dispatch_id": new_id("dsp"),
+        "deployment_id": dep.id,
+        "run_id": kw.pop("run_id", None),
+        "address": dep.address,
+        "seq": seq,
+        "subject": subject,
+        "body": body,
+        "sender": "sender@example.org",
+        "owner_epoch": 1,
+    }
+    fields.update(kw)
+    return MailInbound(**fields)
+
+
+_HELLO: FrameDecoder[Hello] = FrameDecoder(Hello)
+_RUNEVENTS: FrameDecoder[RunEvents] = FrameDecoder(RunEvents)
+_BLOBGET: FrameDecoder[BlobGet] = FrameDecoder(BlobGet)
+_MINTCHILD: FrameDecoder[MintChild] = FrameDecoder(MintChild)
+
+
+@dataclass
+class FakeHub:
+    """Answers hello/events/blob/mint like the hub, and records what it saw."""
+
+    transport: Transport
+    dep: Deployment
+    subjects: Subjects = field(default_factory=Subjects)
+    boot_id: str = field(default_factory=lambda: new_id("boot"))
+    epoch: int = 1
+    floor_seq: int = 0
+    refuse_hello: str | None = None
+    drop_acks: int = 0
+    refuse_events: list[str] = field(default_factory=list)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    corrupt_blobs: bool = False
+    chunk_size: int = 64 * 1024
+    hellos: list[Hello] = field(default_factory=list)
+    welcomes: list[Welcome] = field(default_factory=list)
+    events: dict[str, Event] = field(default_factory=dict)
+    batches: int = 0
+    minted: dict[str, str] = field(default_factory=dict)
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        handlers: list[tuple[str, Callable[[bytes], Awaitable[Any]]]] = [
+            (self.subjects.hello, self._hello),
+            (self.subjects.events, self._events),
+            (self.subjects.blob, self._blob),
+            (self.subjects.mint, self._mint),
+        ]
+        async with anyio.create_task_group() as tg:
+            for subject, handler in handlers:
+                sub = await self.transport.subscribe(subject)
+                tg.start_soon(self._loop, sub, handler)
+            task_status.started()
+
+    async def _loop(self, sub: Any, handler: Callable[[bytes], Awaitable[Any]]) -> None:
+        async for message in sub:
+            reply = await handler(message.data)
+            if reply is not None:
+                await message.respond(encode(reply))
+
+    async def _hello(self, data: bytes) -> Any:
+        hello = _HELLO.decode(data)
+        self.hellos.append(hello)
+        if hello.nonce is None:
+            return Challenge(nonce=new_id("ses"))
+        verify(
+            self.dep.public_key,
+            hello_message(hello.nonce, hello.deployment_id, hello.instance_id),
+            hello.signature or b"",
+        )
+        if self.refuse_hello is not None:
+            return Refused(reason=self.refuse_hello)
+        welcome = Welcome(
+            session_id=new_id("ses"),
+            owner_epoch=self.epoch,
+            hub_boot_id=self.boot_id,
+            floor_seq=self.floor_seq,
+        )
+        self.welcomes.append(welcome)
+        return welcome
+
+    async def _events(self, data: bytes) -> Any:
+        frame = _RUNEVENTS.decode(data)
+        self.batches += 1
+        if self.refuse_events:
+            return Refused(reason=self.refuse_events.pop(0))
+        assert frame.session_id in {w.session_id for w in self.welcomes}
+        for event in frame.events:
+            self.events.setdefault(event.event_id, event)
+        if self.drop_acks > 0:
+            self.drop_acks -= 1
+            return None
+        return EventsAck(ids=[e.event_id for e in frame.events])
+
+    async def _blob(self, data: bytes) -> Any:
+        get = _BLOBGET.decode(data)
+        blob = self.blobs.get(get.digest)
+        if blob is None:
+            return Refused(reason="unknown_blob")
+        chunk = blob[get.offset : get.offset + self.chunk_size]
+        if self.corrupt_blobs and get.offset == 0:
+            chunk = bytes([chunk[0] ^ 0xFF]) + chunk[1:]
+        return BlobChunk(digest=get.digest, offset=get.offset, size=len(blob), data=chunk)
+
+    async def _mint(self, data: bytes) -> Any:
+        mint = _MINTCHILD.decode(data)
+        return Minted(run_id=self.minted.setdefault(mint.request_id, new_id("run")))
+
+    def claim(self, body: bytes) -> Claim:
+        digest = "sha256:" + hashlib.sha256(body).hexdigest()
+        self.blobs[digest] = body
+        return Claim(digest=digest, size=len(body))
+
+    async def deliver(self, frame: MailInbound | bytes, timeout: float = 5.0) -> Ack:
+        data = frame if isinstance(frame, bytes) else encode(frame)
+        reply = await self.transport.request(self.subjects.inbound(self.dep.id), data, timeout)
+        return FrameDecoder(Ack).decode(reply)
+
+    async def announce(self, boot_id: str) -> None:
+        self.boot_id = boot_id
+        await self.transport.publish(self.subjects.announce, encode(HubBoot(boot_id=boot_id)))
+
+    def of_kind(self, kind: type[Any]) -> list[Any]:
+        return [e for e in self.events.values() if isinstance(e, kind)]
+
+
+FAST_RUNS = RunsConfig(
+    policy=RestartPolicy(max_restarts=2, window=60.0, backoff_initial=0.01, backoff_max=0.05),
+    handler_timeout=5.0,
+    stop_grace=0.5,
+)
+
+
+@asynccontextmanager
+async def running_sidecar(
+    bus: MemoryBus,
+    dep: Deployment,
+    *,
+    takeover: bool = False,
+    request_timeout: float = 2.0,
+    wait_session: bool = True,
+) -> AsyncIterator[Sidecar]:
+    """A Sidecar on ``bus``, stopped in order on exit (like SIGTERM)."""
+    options = SidecarOptions(
+        state_dir=dep.state_dir,
+        deployment_id=dep.id,
+        takeover=takeover,
+        runs=FAST_RUNS,
+        hello_timeout=1.0,
+        request_timeout=request_timeout,
+    )
+    car = Sidecar(options, connect=lambda url, name: bus.connect(name))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(car.run)
+        with anyio.fail_after(5):
+            await car.started.wait()
+        if wait_session:
+            await eventually(lambda: car.link is not None and car.link.session is not None)
+        yield car
+        car.stop()  # what SIGTERM does; the task group waits for run() to return
+
+
+@asynccontextmanager
+async def fake_hub(bus: MemoryBus, dep: Deployment, **kw: Any) -> AsyncIterator[FakeHub]:
+    async with bus.connect("hub") as transport, anyio.create_task_group() as tg:
+        hub = FakeHub(transport, dep, **kw)
+        await tg.start(hub.serve)
+        yield hub
+        tg.cancel_scope.cancel()
