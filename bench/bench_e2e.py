@@ -17,7 +17,6 @@ import contextlib
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,16 +28,14 @@ import aiohttp
 import anyio
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+
+from tests.support import free_port, wait_for
+
 COUNTER = """
 async def main(ctx, item):
     ctx.state["count"] = ctx.state.get("count", 0) + 1
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def mailrun_argv() -> list[str]:
@@ -49,16 +46,6 @@ def mailrun_argv() -> list[str]:
 def percentile(sorted_values: list[float], q: float) -> float:
     index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
     return sorted_values[index]
-
-
-async def wait_until(probe: Any, *, timeout: float, what: str) -> Any:
-    with anyio.fail_after(timeout):
-        while True:
-            value = await probe()
-            if value:
-                return value
-            await anyio.sleep(0.05)
-    raise AssertionError(what)  # pragma: no cover - fail_after raises first
 
 
 def cpu_seconds(up_pid: int) -> dict[str, float]:
@@ -117,7 +104,7 @@ async def bench(mails: int, senders: int, tmp: Path) -> dict[str, Any]:
                 except aiohttp.ClientError:
                     return False
 
-            await wait_until(healthy, timeout=30, what="hub /healthz")
+            await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
             status, dep = await call(
                 "POST",
                 "/workflows/deployments",
@@ -134,7 +121,7 @@ async def bench(mails: int, senders: int, tmp: Path) -> dict[str, Any]:
                 "POST", "/mail", json={"to": dep["address"], "subject": "warm-up"}
             )
             assert status == 202, warm
-            await wait_until(count, timeout=30, what="the warm-up mail processed")
+            await wait_for(count, timeout=30, interval=0.05, what="the warm-up mail processed")
             sidecar = sidecar_process(up.pid, dep["id"])
             idle_rss = sidecar.memory_info().rss if sidecar is not None else None
 
@@ -165,7 +152,7 @@ async def bench(mails: int, senders: int, tmp: Path) -> dict[str, Any]:
             async def all_processed() -> bool:
                 return await count() >= mails + 1
 
-            await wait_until(all_processed, timeout=600, what="every mail processed")
+            await wait_for(all_processed, timeout=600, interval=0.05, what="every mail processed")
             processed_in = time.perf_counter() - began
             cpu = cpu_seconds(up.pid)
     finally:

@@ -5,20 +5,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import httpx
 import psutil
 
-T = TypeVar("T")
+from tests.support import free_port, wait_for
 
 MAILRUN = str(Path(sys.executable).with_name("mailrun"))
 
@@ -56,27 +55,6 @@ def recorder_source(gate: Path | None = None) -> str:
     envelopes delivered but unprocessed.
     """
     return RECORDER.format(gate=None if gate is None else str(gate))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def wait_for(
-    probe: Callable[[], Awaitable[T | None]], *, timeout: float = 20.0, what: str = "condition"
-) -> T:
-    """Poll ``probe`` until it returns something other than None/False."""
-    try:
-        with anyio.fail_after(timeout):
-            while True:
-                value = await probe()
-                if value is not None and value is not False:
-                    return value
-                await anyio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
 
 
 class Up:

@@ -14,8 +14,9 @@ import nats
 import pytest
 
 from runtime import FrameDecoder, Ping, Pong, encode
+from tests.support import wait_for
 
-from .harness import MAILRUN, Up, mailrun_up, recorder_source, wait_for
+from .harness import MAILRUN, Up, mailrun_up, recorder_source
 
 pytestmark = pytest.mark.anyio
 

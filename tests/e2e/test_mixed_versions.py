@@ -15,7 +15,7 @@ import pytest
 
 from runtime import DispatchProcessed, EventsAck, RunStarted, Welcome, new_id
 from runtime.testing import MemoryBus
-from tests.support import eventually
+from tests.support import wait_for
 from tests.support.sidecar import fake_hub, make_deployment, running_sidecar
 from tests.support.wire import Sidecar, accept, deploy, running_hub
 
@@ -51,7 +51,7 @@ async def test_the_sidecar_takes_release_1_frames_into_the_address_run(tmp_path:
             assert (await hub.deliver(msgspec.msgpack.encode(frame))).result == "stored"
         again = await hub.deliver(msgspec.msgpack.encode(frames[0]))
         assert again.result == "duplicate"
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
     events = sorted(hub.of_kind(DispatchProcessed), key=lambda e: len(e.state["seen"]))
     assert {e.run_id for e in events} == {dep.address}
     assert [e.dispatch_id for e in events] == [f["dispatch_id"] for f in frames]

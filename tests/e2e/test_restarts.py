@@ -9,7 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from .harness import mailrun_up, recorder_source, wait_for
+from tests.support import wait_for
+
+from .harness import mailrun_up, recorder_source
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,9 @@ import pytest
 
 from runtime import read_restore_record
 from tests.legacy.v1fixture import V1Deployment, V1State, write_v1_state
+from tests.support import free_port, wait_for
 
-from .harness import MAILRUN, Up, free_port, mailrun_up, wait_for
+from .harness import MAILRUN, Up, mailrun_up
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,6 @@ from .cluster import Cluster as Cluster
 from .cluster import Proc as Proc
 from .cluster import SidecarNode as SidecarNode
 from .cluster import running_cluster as running_cluster
-from .cluster import wait_for as wait_for
 from .natsproto import Frame as Frame
 from .natsproto import FrameParser as FrameParser
 from .natsproto import subject_matches as subject_matches
@@ -21,5 +20,4 @@ __all__ = [
     "SidecarNode",
     "running_cluster",
     "subject_matches",
-    "wait_for",
 ]

@@ -14,43 +14,26 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import httpx
 
 from hub.up.children import ChildSpec, spawn, terminate, wait_exit
-from hub.up.nats import NatsServerProcess, free_port
+from hub.up.nats import NatsServerProcess
 from runtime.testing import FAILPOINTS_ENV
+from tests.support import REPO, free_port, wait_for
 
 from .proxy import NatsFaultProxy
-
-T = TypeVar("T")
-ROOT = Path(__file__).resolve().parents[2]
-
-
-async def wait_for(
-    probe: Callable[[], Awaitable[T | None]], *, timeout: float = 20.0, what: str = "condition"
-) -> T:
-    """Poll ``probe`` until it returns something other than None/False."""
-    try:
-        with anyio.fail_after(timeout):
-            while True:
-                value = await probe()
-                if value is not None and value is not False:
-                    return value
-                await anyio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
 
 
 def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != FAILPOINTS_ENV}
-    path = [str(ROOT), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    path = [str(REPO), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env.update(PYTHONUNBUFFERED="1", MAILRUN_LOG_LEVEL="INFO", PYTHONPATH=os.pathsep.join(path))
     return env
 

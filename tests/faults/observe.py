@@ -11,7 +11,7 @@ import time
 from collections.abc import Collection
 from typing import Any, Protocol
 
-import anyio
+from tests.support import wait_for
 
 from .checker import CheckResult, HubDispatch, check, processed_from_state
 from .workload import History
@@ -41,12 +41,8 @@ async def wait_quiesced(hub: HubView, deployment_id: str, *, timeout: float = 30
     processed; return how long that took (the recovery time)."""
     start = time.monotonic()
     try:
-        with anyio.fail_after(timeout):
-            while True:
-                if not open_dispatches(hub, deployment_id):
-                    break
-                await anyio.sleep(0.02)
-    except TimeoutError:
+        await wait_for(lambda: not open_dispatches(hub, deployment_id), timeout=timeout)
+    except AssertionError:
         left = open_dispatches(hub, deployment_id)
         raise AssertionError(
             f"{deployment_id}: {left} dispatches still unprocessed after {timeout}s"

@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import httpx
+
+from tests.support import wait_for
 
 from .cluster import Cluster
 
@@ -107,11 +108,12 @@ async def restart_sample(
     # is left with an events request in flight to a hub about to die.
     events = proxy.add_rule("drop", "mailrun.hub.events", direction="to_client")
     processing = await _send_each(cluster, deployments, per_deployment)
-    with anyio.fail_after(30):
-        while True:
-            if _count(cluster, processing, ["delivered"]) == len(processing):
-                break
-            await anyio.sleep(_POLL)
+    await wait_for(
+        lambda: _count(cluster, processing, ["delivered"]) == len(processing),
+        timeout=30,
+        interval=_POLL,
+        what="the first mails delivered",
+    )
     # ... and its deliveries vanish: the next mails stay reserved.
     deliveries = proxy.add_rule("drop", "mailrun.mail.inbound.>", direction="to_server")
     pending = await _send_each(cluster, deployments, per_deployment)
@@ -122,25 +124,28 @@ async def restart_sample(
     proxy.remove_rule(events)
     proxy.remove_rule(deliveries)
     cluster.hub.start()
-    with anyio.fail_after(30):
-        while True:
-            health = await cluster.healthz()
-            if health is not None and health["boot_id"] != old["boot_id"]:
-                break
-            await anyio.sleep(_POLL)
+
+    async def new_boot() -> dict[str, Any] | None:
+        health = await cluster.healthz()
+        return health if health is not None and health["boot_id"] != old["boot_id"] else None
+
+    health = await wait_for(new_boot, timeout=30, interval=_POLL, what="the new hub's /healthz")
     start = time.monotonic()
-    sessions = delivered = processed = None
-    everything = processing + pending
-    with anyio.fail_after(30):
-        while sessions is None or delivered is None or processed is None:
-            if delivered is None and _count(cluster, pending, ["reserved"]) == 0:
-                delivered = time.monotonic() - start
-            if processed is None and _count(cluster, everything, ["processed"]) == len(everything):
-                processed = time.monotonic() - start
-            if sessions is None and set(deployments) <= await _sessions(cluster, health["boot_id"]):
-                sessions = time.monotonic() - start
-            await anyio.sleep(_POLL)
-    return Sample(sessions, delivered, processed, len(pending))
+    everything, boot_id = processing + pending, health["boot_id"]
+    took: dict[str, float] = {}  # each measure, from the first poll it held in
+
+    async def recovered() -> bool:
+        if "delivered" not in took and _count(cluster, pending, ["reserved"]) == 0:
+            took["delivered"] = time.monotonic() - start
+        done = len(everything)
+        if "processed" not in took and _count(cluster, everything, ["processed"]) == done:
+            took["processed"] = time.monotonic() - start
+        if "sessions" not in took and set(deployments) <= await _sessions(cluster, boot_id):
+            took["sessions"] = time.monotonic() - start
+        return len(took) == 3
+
+    await wait_for(recovered, timeout=30, interval=_POLL, what="the sidecars and their dispatches")
+    return Sample(took["sessions"], took["delivered"], took["processed"], len(pending))
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -26,8 +26,10 @@ from typing import Any
 
 import anyio
 
+from tests.support import wait_for
+
 from .checker import CheckResult
-from .cluster import Cluster, SidecarNode, wait_for
+from .cluster import Cluster, SidecarNode
 from .observe import check_deployment
 from .workload import History, Workload, WorkloadConfig
 

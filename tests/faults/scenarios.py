@@ -22,9 +22,9 @@ import anyio
 from hub.store.db import DEFAULT_BUSY_TIMEOUT
 from runtime import read_restore_record, record_path
 from runtime.testing import CRASH_EXIT_CODE
+from tests.support import wait_for
 
 from .checker import CheckResult
-from .cluster import wait_for
 from .natsproto import Frame
 from .rounds import Fault, Load, Round
 from .workload import body_of

@@ -11,8 +11,9 @@ import pytest
 from runtime import read_restore_record, record_path
 from runtime.testing import CRASH_EXIT_CODE
 from tests.e2e.harness import recorder_source
+from tests.support import wait_for
 
-from .cluster import running_cluster, wait_for
+from .cluster import running_cluster
 
 pytestmark = pytest.mark.anyio
 

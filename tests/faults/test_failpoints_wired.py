@@ -28,7 +28,7 @@ from runtime import (
     write_restore_record,
 )
 from runtime.testing import CRASH_EXIT_CODE, MemoryBus, configure_failpoints
-from tests.support import REPO, eventually
+from tests.support import REPO, wait_for
 from tests.support.sidecar import fake_hub, mail, make_deployment, running_sidecar
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
 
@@ -128,7 +128,7 @@ async def test_acks_not_settled_are_delivered_again(tmp_path: Path) -> None:
         async def delivered() -> bool:
             return await count(hub, "workflow_run_dispatch WHERE status = 'delivered'") == 2
 
-        await eventually(delivered)
+        await wait_for(delivered)
         # The first round's acks were never recorded: the same frames again.
         assert Counter(f.dispatch_id for f in inbox.frames) == {r.dispatch_id: 2 for r in receipts}
         tg.cancel_scope.cancel()
@@ -149,7 +149,7 @@ async def test_a_crash_window_between_store_and_ack_ends_in_a_duplicate(tmp_path
         assert dep.query("SELECT dispatch_id FROM inbox") == [(frame.dispatch_id,)]
         gate.touch()
         assert (await hub.deliver(frame)).result == "duplicate"
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
     assert dep.query("SELECT count(*) FROM inbox") == [(1,)]
 
 
@@ -162,7 +162,7 @@ async def test_a_failure_before_the_commit_reruns_the_handler_with_one_effect(
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
         assert (await hub.deliver(mail(dep, 1, "one"))).result == "stored"
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
     (processed,) = hub.of_kind(DispatchProcessed)
     assert processed.state == {"effects": 1, "calls": 2}
     assert len(hub.of_kind(RunStarted)) == 1
@@ -216,4 +216,4 @@ async def test_a_crash_before_the_rename_keeps_the_old_record_and_boots_from_it(
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep) as car:
         assert car.record is not None and car.record.address == dep.address
         assert (await hub.deliver(mail(dep, 1, "after"))).result == "stored"
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)

@@ -15,7 +15,7 @@ from hub.up.nats import NatsServerProcess
 from runtime import Subscription, Transport, open_nats
 from tests.faults import FrameParser, NatsFaultProxy, subject_matches
 from tests.faults.natsproto import ProtocolError
-from tests.support import eventually
+from tests.support import wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -197,7 +197,7 @@ async def test_duplicate_delivers_a_frame_twice(nats_server: NatsServerProcess) 
         async with anyio.create_task_group() as tg:
             tg.start_soon(answer)
             assert await client.request("svc.count", b"q", 5) == b"1"
-            await eventually(lambda: seen == [b"q", b"q"])
+            await wait_for(lambda: seen == [b"q", b"q"])
             tg.cancel_scope.cancel()
         assert proxy.count("duplicated") == 3
 
@@ -236,7 +236,7 @@ async def test_blackhole_forwards_nothing_until_healed(nats_server: NatsServerPr
         proxy.blackhole()
         await direct.publish("bh.in", b"lost-in")
         await client.publish("bh.out", b"lost-out")
-        await eventually(
+        await wait_for(
             lambda: (
                 proxy.counts["to_client.blackholed"] >= 1
                 and proxy.counts["to_server.blackholed"] >= 1
@@ -268,7 +268,7 @@ async def test_cut_closes_and_refuses_until_restored(nats_server: NatsServerProc
         await client.flush()
         await proxy.cut()
         assert proxy.connections == 0
-        await eventually(lambda: not client.is_connected)
+        await wait_for(lambda: not client.is_connected)
         with pytest.raises(OSError):
             await anyio.connect_tcp("127.0.0.1", proxy.port)  # refused, like a dead server
         assert not back.is_set()

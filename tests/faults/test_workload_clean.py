@@ -11,7 +11,8 @@ import anyio
 import psutil
 import pytest
 
-from tests.e2e.harness import Up, mailrun_up, recorder_source, wait_for
+from tests.e2e.harness import Up, mailrun_up, recorder_source
+from tests.support import wait_for
 
 from .observe import check_deployment
 from .workload import Workload, WorkloadConfig

@@ -21,7 +21,7 @@ from runtime import (
     open_nats,
 )
 from runtime._nats import NatsSubscription
-from tests.support import eventually
+from tests.support import wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -108,7 +108,7 @@ async def test_queue_group_delivers_each_message_to_one_member(
             sent = [str(i).encode() for i in range(100)]
             for data in sent:
                 await t.publish("jobs", data)
-            await eventually(lambda: len(got["all"]) == 100 and len(got["w1"] + got["w2"]) == 100)
+            await wait_for(lambda: len(got["all"]) == 100 and len(got["w1"] + got["w2"]) == 100)
             tg.cancel_scope.cancel()
         assert sorted(got["w1"] + got["w2"]) == sorted(sent)
         assert got["all"] == sent
@@ -155,13 +155,13 @@ async def test_subscriptions_survive_server_sigkill_and_restart(
         assert await client.request("svc.echo", b"before", 2.0) == b"re:before"
 
         nats_server.kill()
-        await eventually(lambda: not server.is_connected and not client.is_connected)
+        await wait_for(lambda: not server.is_connected and not client.is_connected)
         with pytest.raises(TransportError):
             await client.request("svc.echo", b"while down", 0.2)
         with pytest.raises(RequestTimeout):
             await client.flush(0.2)
         await nats_server.start()
-        await eventually(lambda: reconnects == {"server": 1, "client": 1}, timeout=8)
+        await wait_for(lambda: reconnects == {"server": 1, "client": 1}, timeout=8)
 
         assert server.is_connected and client.is_connected
         assert await client.request("svc.echo", b"after", 2.0) == b"re:after"
@@ -181,7 +181,7 @@ async def test_first_connect_waits_for_a_server_that_starts_later(
         )
 
     async def start_after_two_failures() -> None:
-        await eventually(lambda: failed_attempts() >= 2)
+        await wait_for(lambda: failed_attempts() >= 2)
         await late.start()
 
     try:
@@ -214,7 +214,7 @@ async def test_close_while_server_is_down_is_prompt(nats_server: NatsServerProce
         transport = t
         sub = await t.subscribe("x")
         nats_server.kill()
-        await eventually(lambda: not t.is_connected)
+        await wait_for(lambda: not t.is_connected)
         started = time.monotonic()
     assert time.monotonic() - started < 1.0
     assert not transport.is_connected

@@ -17,7 +17,7 @@ from runtime import (
     read_restore_record,
 )
 from runtime.testing import MemoryBus
-from tests.support import eventually
+from tests.support import wait_for
 from tests.support.sidecar import fake_hub, mail, make_deployment, running_sidecar
 
 
@@ -41,7 +41,7 @@ async def test_boots_from_a_v2_record_says_hello_and_keeps_its_instance_id(
         assert version == 2
         assert record.instance_id == hub.hellos[-1].instance_id
         assert record.instance_id is not None and record.instance_id.startswith("ins_")
-        await eventually(
+        await wait_for(
             lambda: (
                 read_restore_record(dep.record_file)[0].session_id == hub.welcomes[-1].session_id
             )
@@ -75,7 +75,7 @@ async def test_a_duplicate_frame_is_acked_duplicate_and_stored_once(tmp_path: Pa
         frame = mail(dep, 1, "hello")
         assert (await hub.deliver(frame)).result == "stored"
         assert (await hub.deliver(frame)).result == "duplicate"
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
     assert dep.query("SELECT count(*) FROM inbox") == [(1,)]
     assert len(hub.of_kind(DispatchProcessed)) == 1
 
@@ -93,7 +93,7 @@ async def test_frames_arriving_out_of_order_are_processed_in_seq_order(tmp_path:
         assert dep.query("SELECT count(*) FROM inbox WHERE state = 'pending'") == [(2,)]
         assert hub.of_kind(DispatchProcessed) == []
         assert (await hub.deliver(mail(dep, 1, "m1"))).result == "stored"
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
     processed = hub.of_kind(DispatchProcessed)
     assert [e.seq for e in processed] == [1, 2, 3]
     assert [s["subject"] for s in seen(processed)] == ["m1", "m2", "m3"]
@@ -107,7 +107,7 @@ async def test_the_handler_sees_items_in_order_with_bodies(tmp_path: Path) -> No
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
         for seq, body in enumerate(bodies, start=1):
             await hub.deliver(mail(dep, seq, f"s{seq}", body))
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
     items = seen(hub.of_kind(DispatchProcessed))
     assert [i["text"] for i in items] == ["plain text", "h\u00e9llo", "\ufffd\ufffd broken utf-8"]
     assert [i["size"] for i in items] == [len(b) for b in bodies]
@@ -125,11 +125,11 @@ async def test_state_survives_a_restart_and_nothing_is_processed_twice(tmp_path:
         async with running_sidecar(bus, dep):
             for seq in (1, 2):
                 await hub.deliver(mail(dep, seq, f"m{seq}"))
-            await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+            await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
         # Stored while the sidecar was down? No: it is down, so seq 3 comes after.
         async with running_sidecar(bus, dep):
             await hub.deliver(mail(dep, 3, "m3"))
-            await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+            await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
     processed = hub.of_kind(DispatchProcessed)
     assert sorted(e.seq or 0 for e in processed) == [1, 2, 3]
     assert [s["subject"] for s in seen(processed)] == ["m1", "m2", "m3"]
@@ -159,7 +159,7 @@ async def main(ctx, item):
     assert dep.query("SELECT count(*) FROM run_state") == [(0,)]
     gate.touch()
     async with running_sidecar(bus, dep, wait_session=False):  # no hub at all now
-        await eventually(
+        await wait_for(
             lambda: dep.query("SELECT count(*) FROM inbox WHERE state = 'done'") == [(2,)]
         )
     (state,) = dep.query("SELECT state FROM run_state")
@@ -179,7 +179,7 @@ async def test_claim_checked_body_is_fetched_and_verified(tmp_path: Path) -> Non
     async with fake_hub(bus, dep, chunk_size=100_000) as hub, running_sidecar(bus, dep):
         ack = await hub.deliver(mail(dep, 1, "big", None, claim=hub.claim(body)))
         assert ack.result == "stored"
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
     assert seen(hub.of_kind(DispatchProcessed))[0]["size"] == len(body)
 
 
@@ -206,7 +206,7 @@ async def test_garbage_is_refused_and_dead_lettered_and_work_goes_on(tmp_path: P
         assert (ack.dispatch_id, ack.result) == ("", "refused")
         assert ack.reason.startswith("decode_error")
         assert (await hub.deliver(mail(dep, 1, "after"))).result == "stored"
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
     assert dep.query("SELECT data FROM dead_letter") == [(b"\xc1 not msgpack",)]
 
 
@@ -231,7 +231,7 @@ async def test_a_handler_that_raises_once_is_retried_from_the_committed_state(
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
         for seq, subject in enumerate(["a", "flaky", "b"], start=1):
             await hub.deliver(mail(dep, seq, subject))
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
     # The failed attempt appended to the state before raising; that is gone.
     assert [s["subject"] for s in seen(hub.of_kind(DispatchProcessed))] == ["a", "flaky", "b"]
     assert hub.of_kind(RunFailed) == []
@@ -247,8 +247,8 @@ async def test_a_handler_that_always_raises_fails_the_run_and_does_not_wedge(
         await hub.deliver(mail(dep, 1, "ok"))
         await hub.deliver(mail(dep, 2, "poison"))
         await hub.deliver(mail(dep, 3, "later"))
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
-        await eventually(lambda: len(hub.of_kind(RunFailed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await wait_for(lambda: len(hub.of_kind(RunFailed)) == 1)
     failed = hub.of_kind(RunFailed)[0]
     assert "poisoned mail" in failed.error
     outcomes = {e.seq: e.outcome for e in hub.of_kind(DispatchProcessed)}
@@ -267,7 +267,7 @@ async def test_state_that_is_not_json_fails_the_run_with_a_typed_error(tmp_path:
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
         await hub.deliver(mail(dep, 1, "not-json"))
-        await eventually(lambda: len(hub.of_kind(RunFailed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(RunFailed)) == 1)
     assert hub.of_kind(RunFailed)[0].error.startswith("StateNotSerializable")
 
 
@@ -280,7 +280,7 @@ async def test_complete_ends_the_run_and_later_items_are_refused_terminal(
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
         for seq, subject in enumerate(["a", "stop", "late"], start=1):
             await hub.deliver(mail(dep, seq, subject))
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
     (completed,) = hub.of_kind(RunCompleted)
     assert completed.result == {"count": 2}
     assert {e.seq: e.outcome for e in hub.of_kind(DispatchProcessed)}[3] == "refused_terminal"
@@ -293,7 +293,7 @@ async def test_send_is_committed_as_a_mail_sent_event(tmp_path: Path) -> None:
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
         await hub.deliver(mail(dep, 1, "send", b"payload"))
-        await eventually(lambda: len(hub.of_kind(MailSent)) == 1)
+        await wait_for(lambda: len(hub.of_kind(MailSent)) == 1)
     (sent,) = hub.of_kind(MailSent)
     assert (sent.to, sent.subject, sent.body) == ("someone@example.org", "hello", b"payload")
 
@@ -308,7 +308,7 @@ async def test_events_are_resent_until_acknowledged(tmp_path: Path) -> None:
     ):
         await hub.deliver(mail(dep, 1, "a"))
         # RunStarted + DispatchProcessed, both acknowledged in the end.
-        await eventually(lambda: dep.query("SELECT count(*), sum(acked) FROM outbox") == [(2, 2)])
+        await wait_for(lambda: dep.query("SELECT count(*), sum(acked) FROM outbox") == [(2, 2)])
         # The first batch got no ack: it went again, and the hub saw it twice.
         assert hub.batches == 2
     assert len(hub.of_kind(DispatchProcessed)) == 1
@@ -325,7 +325,7 @@ async def test_unknown_session_on_events_makes_the_sidecar_say_hello_again(
         running_sidecar(bus, dep),
     ):
         await hub.deliver(mail(dep, 1, "a"))
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
         assert len(hub.welcomes) == 2
 
 
@@ -337,9 +337,9 @@ async def test_hub_boot_makes_the_sidecar_say_hello_again(tmp_path: Path) -> Non
         assert len(hub.welcomes) == 1
         await hub.announce(hub.boot_id)  # the same hub again: nothing to do
         await hub.announce("boot_" + "1" * 26)
-        await eventually(lambda: len(hub.welcomes) == 2)
+        await wait_for(lambda: len(hub.welcomes) == 2)
         assert car.link is not None
-        await eventually(
+        await wait_for(
             lambda: (
                 car.link is not None
                 and car.link.session is not None
@@ -361,10 +361,10 @@ async def test_a_new_hub_boot_abandons_the_request_in_flight_and_resends_at_once
     ):
         await hub.deliver(mail(dep, 1, "a"))
         # The hub took the events and will never answer: it "died" meanwhile.
-        await eventually(lambda: hub.batches == 1)
+        await wait_for(lambda: hub.batches == 1)
         await hub.announce("boot_" + "2" * 26)
         # Resent to the new hub long before the 60 s request timeout.
-        await eventually(lambda: dep.query("SELECT count(*), sum(acked) FROM outbox") == [(2, 2)])
+        await wait_for(lambda: dep.query("SELECT count(*), sum(acked) FROM outbox") == [(2, 2)])
         assert (hub.batches, len(hub.welcomes)) == (2, 2)
     assert len(hub.of_kind(DispatchProcessed)) == 1
 
@@ -378,7 +378,7 @@ async def test_a_transport_reconnect_makes_the_sidecar_say_hello_again(tmp_path:
         transport = car.link.transport
         await bus.disconnect(transport)  # type: ignore[arg-type]
         await bus.reconnect(transport)  # type: ignore[arg-type]
-        await eventually(lambda: len(hub.welcomes) == 2)
+        await wait_for(lambda: len(hub.welcomes) == 2)
 
 
 @pytest.mark.anyio
@@ -404,6 +404,6 @@ async def test_takeover_is_asked_for_on_the_first_hello_only(tmp_path: Path) -> 
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep, takeover=True):
         await hub.announce("boot_" + "2" * 26)
-        await eventually(lambda: len(hub.welcomes) == 2)
+        await wait_for(lambda: len(hub.welcomes) == 2)
     signed = [h for h in hub.hellos if h.nonce is not None]
     assert [h.takeover for h in signed] == [True, False]

@@ -16,7 +16,7 @@ import pytest
 
 from hub.up.nats import NatsServerProcess
 from runtime import DispatchProcessed, b64url, open_nats, read_restore_record
-from tests.support import REPO, eventually
+from tests.support import REPO, wait_for
 from tests.support.sidecar import FakeHub, mail, make_deployment
 
 
@@ -35,7 +35,7 @@ def sidecar_process(*args: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 async def exited(proc: subprocess.Popen[bytes], timeout: float = 8.0) -> int:
-    await eventually(lambda: proc.poll() is not None, timeout=timeout)
+    await wait_for(lambda: proc.poll() is not None, timeout=timeout)
     assert proc.returncode is not None
     return proc.returncode
 
@@ -56,12 +56,12 @@ async def test_boots_names_itself_serves_and_stops_on_sigterm(
                 nats_server.url,
                 log=tmp_path / "sidecar.log",
             ) as proc:
-                await eventually(lambda: len(hub.welcomes) == 1, timeout=10)
+                await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
                 # Started without --deployment, it names its deployment in argv.
                 cmdline = psutil.Process(proc.pid).cmdline()
                 assert "sidecar" in cmdline and dep.id in cmdline
                 assert (await hub.deliver(mail(dep, 1, "real"))).result == "stored"
-                await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+                await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
                 proc.send_signal(signal.SIGTERM)
                 assert await exited(proc) == 0
             tg.cancel_scope.cancel()
@@ -92,7 +92,7 @@ async def test_join_token_writes_the_record_then_boots(
                 token,
                 log=tmp_path / "sidecar.log",
             ) as proc:
-                await eventually(lambda: len(hub.welcomes) == 1, timeout=10)
+                await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
                 assert token not in " ".join(psutil.Process(proc.pid).cmdline())
                 proc.send_signal(signal.SIGTERM)
                 assert await exited(proc) == 0

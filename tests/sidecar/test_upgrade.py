@@ -12,7 +12,7 @@ from runtime import DispatchProcessed, EnvelopeQuarantined, RunFailed
 from runtime.testing import MemoryBus
 from sidecar import Inbox
 from sidecar._envelope import Envelope, encode_envelope
-from tests.support import eventually
+from tests.support import wait_for
 from tests.support.sidecar import (
     RECORDER,
     Deployment,
@@ -70,7 +70,7 @@ async def test_release_1_rows_that_learn_their_seq_while_processed_do_not_hold_b
             assert (await hub.deliver(again)).result == "duplicate"
         assert (await hub.deliver(mail(dep, 4, "four"))).result == "stored"
         gate.touch()
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
     assert subjects(hub.of_kind(DispatchProcessed)) == ["one", "two", "four"]
     assert dep.query("SELECT value FROM meta WHERE key = 'last_seq'") == [(4,)]
 
@@ -105,8 +105,8 @@ async def test_an_unreadable_stored_envelope_is_quarantined_and_later_seqs_go_on
     )
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
-        await eventually(lambda: len(hub.of_kind(EnvelopeQuarantined)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+        await wait_for(lambda: len(hub.of_kind(EnvelopeQuarantined)) == 1)
     (quarantined,) = hub.of_kind(EnvelopeQuarantined)
     assert (quarantined.dispatch_id, quarantined.run_id) == ("dsp_bad", dep.address)
     assert quarantined.reason.startswith("unreadable inbox envelope")
@@ -136,8 +136,8 @@ async def test_damaged_release_1_envelopes_are_reported_to_the_hub_at_the_upgrad
     db.close()
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
-        await eventually(lambda: len(hub.of_kind(EnvelopeQuarantined)) == 2)
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(EnvelopeQuarantined)) == 2)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
     runs = {e.dispatch_id: e.run_id for e in hub.of_kind(EnvelopeQuarantined)}
     assert runs == {mistyped["dispatch_id"]: dep.address, truncated["dispatch_id"]: ""}
     assert hub.of_kind(DispatchProcessed)[0].dispatch_id == ok["dispatch_id"]
@@ -157,9 +157,9 @@ async def test_an_unreadable_run_state_fails_the_run_visibly_and_keeps_its_bytes
     db.close()
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
-        await eventually(lambda: len(hub.of_kind(RunFailed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(RunFailed)) == 1)
         assert (await hub.deliver(mail(dep, 1, "later", run_id=dep.address))).result == "stored"
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
     assert "unreadable run state" in hub.of_kind(RunFailed)[0].error
     outcomes = sorted(e.outcome for e in hub.of_kind(DispatchProcessed))
     assert outcomes == ["failed", "refused_terminal"]

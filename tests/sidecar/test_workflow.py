@@ -23,7 +23,7 @@ from sidecar import (
 )
 from sidecar._envelope import Envelope
 from sidecar._workflow import item_of
-from tests.support import eventually
+from tests.support import wait_for
 from tests.support.sidecar import fake_hub, mail, make_deployment, running_sidecar
 
 
@@ -141,7 +141,7 @@ async def test_a_workflow_that_does_not_load_fails_its_run_visibly(tmp_path: Pat
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
         await hub.deliver(mail(dep, 1, "a"))
-        await eventually(lambda: len(hub.of_kind(RunFailed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(RunFailed)) == 1)
     assert "WorkflowLoadError" in hub.of_kind(RunFailed)[0].error
     assert "has no 'main'" in hub.of_kind(RunFailed)[0].error
 
@@ -168,7 +168,7 @@ async def test_spawn_mints_through_the_hub_and_a_retry_gets_the_same_child(
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
         await hub.deliver(mail(dep, 1, "parent"))
-        await eventually(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
     (started,) = hub.of_kind(ChildRunStarted)
     assert len(hub.minted) == 1  # the retried handler asked again, with the same request id
     assert started.child_run_id == next(iter(hub.minted.values()))

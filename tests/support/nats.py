@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import anyio
 
 from hub.up.nats import NatsServerProcess
 
@@ -21,20 +18,3 @@ def running_nats_server(log_dir: Path) -> Iterator[NatsServerProcess]:
         yield server
     finally:
         server.stop_sync()
-
-
-async def eventually(
-    condition: Callable[[], bool | Awaitable[bool]],
-    *,
-    timeout: float = 5.0,
-    interval: float = 0.01,
-) -> None:
-    """Wait until ``condition()`` is true; fail with TimeoutError after ``timeout``."""
-    with anyio.fail_after(timeout):
-        while True:
-            result = condition()
-            if inspect.isawaitable(result):
-                result = await result
-            if result:
-                return
-            await anyio.sleep(interval)

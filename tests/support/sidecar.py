@@ -50,7 +50,7 @@ from runtime import (
 from runtime.testing import MemoryBus
 from sidecar import RunsConfig, Sidecar, SidecarOptions
 
-from .nats import eventually
+from .waiting import wait_for
 
 RECORDER = """
 import anyio
@@ -334,7 +334,7 @@ async def running_sidecar(
         with anyio.fail_after(5):
             await car.started.wait()
         if wait_session:
-            await eventually(lambda: car.link is not None and car.link.session is not None)
+            await wait_for(lambda: car.link is not None and car.link.session is not None)
         yield car
         car.stop()  # what SIGTERM does; the task group waits for run() to return
 

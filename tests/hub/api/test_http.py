@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from hub import Acceptor, Store, create_app
 from hub.api.app import ApiSettings
 from hub.up.nats import NatsServerProcess
 from runtime import INLINE_BODY_LIMIT, decode_restore_record, public_key_of, read_restore_record
-from tests.support import REPO, eventually
+from tests.support import REPO, free_port, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -265,12 +264,6 @@ async def test_approval_decisions(tmp_path: Path) -> None:
         assert dsp["kind"] == "approval"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_hub_process_serves_and_stops_on_sigterm(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
@@ -292,7 +285,7 @@ async def test_hub_process_serves_and_stops_on_sigterm(
                         except httpx.TransportError:
                             return False
 
-                    await eventually(healthy, timeout=8)
+                    await wait_for(healthy, timeout=8)
                     health = (await client.get("/healthz")).json()
                     assert health["nats_url"] == nats_server.url
                     assert health["boot_id"].startswith("boot_")

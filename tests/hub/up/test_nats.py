@@ -24,7 +24,7 @@ from hub.up.nats import (
     find_nats_server,
     free_port,
 )
-from tests.support import REPO, eventually
+from tests.support import REPO, wait_for
 
 
 def greeting(port: int) -> bytes:
@@ -149,7 +149,7 @@ async def test_pdeathsig_server_dies_with_its_parent_even_on_sigkill() -> None:
             server_pid = int(line)
             assert not gone(server_pid)
             parent.send_signal(signal.SIGKILL)
-            await eventually(lambda: gone(server_pid), timeout=5)
+            await wait_for(lambda: gone(server_pid), timeout=5)
         finally:
             with contextlib.suppress(ProcessLookupError):  # already dead and reaped
                 parent.kill()

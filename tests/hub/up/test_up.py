@@ -11,15 +11,14 @@ import itertools
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 import httpx
@@ -29,22 +28,9 @@ import pytest
 from hub.cli.demo import DemoTimeout, example_source, run_demo
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from hub.up.supervisor import hub_url
-from tests.support import REPO
+from tests.support import REPO, free_port, wait_for
 
-T = TypeVar("T")
 PY = sys.executable
-
-
-async def wait_for(probe: Callable[[], T | None], timeout: float = 10.0, what: str = "") -> T:
-    try:
-        with anyio.fail_after(timeout):
-            while True:
-                value = probe()
-                if value is not None and value is not False:
-                    return value
-                await anyio.sleep(0.01)
-    except TimeoutError:
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
 
 
 def gone(pid: int) -> bool:
@@ -298,12 +284,6 @@ def up(tmp_path: Path) -> Iterator[UpProcess]:
         yield proc
     finally:
         proc.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def ready(up: UpProcess) -> dict[str, object]:

@@ -20,7 +20,7 @@ from runtime import (
     Welcome,
     new_id,
 )
-from tests.support import eventually
+from tests.support import wait_for
 from tests.support.wire import Hub, Sidecar, accept, deploy, refused, running_hub
 
 
@@ -111,4 +111,4 @@ async def test_a_body_is_collected_once_its_dispatches_are_processed(tmp_path: P
         async def collected() -> bool:
             return await blob_count(hub) == 0
 
-        await eventually(collected)
+        await wait_for(collected)

@@ -18,7 +18,7 @@ from runtime import (
     Welcome,
     open_nats,
 )
-from tests.support import eventually
+from tests.support import wait_for
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
 
 FAST = WireConfig(
@@ -49,7 +49,7 @@ async def test_delivers_reserved_dispatches_in_seq_order(tmp_path: Path) -> None
         await tg.start(inbox.serve, car)
         welcome = await car.hello()
         assert isinstance(welcome, Welcome)
-        await eventually(all_are(hub, dep.id, "delivered", 10))
+        await wait_for(all_are(hub, dep.id, "delivered", 10))
         assert [f.seq for f in inbox.frames] == list(range(1, 11))
         assert [f.dispatch_id for f in inbox.frames] == [r.dispatch_id for r in receipts]
         first = inbox.frames[0]
@@ -61,7 +61,7 @@ async def test_delivers_reserved_dispatches_in_seq_order(tmp_path: Path) -> None
         assert (first.session_id, first.owner_epoch) == (welcome.session_id, 1)
         # Dispatches accepted later wake the idle sender at once.
         await accept(hub, dep, [b"late"])
-        await eventually(all_are(hub, dep.id, "delivered", 11))
+        await wait_for(all_are(hub, dep.id, "delivered", 11))
         assert inbox.frames[-1].seq == 11 and len(inbox.frames) == 11
         rows = await hub.all("SELECT delivered_at FROM workflow_run_dispatch")
         assert all(r["delivered_at"] is not None for r in rows)
@@ -81,7 +81,7 @@ async def test_window_bounds_frames_in_flight(tmp_path: Path) -> None:
         async def two_rounds() -> bool:
             return len(inbox.frames) >= 6
 
-        await eventually(two_rounds)
+        await wait_for(two_rounds)
         # Nothing acked: the same three go out again, nothing past them.
         assert sorted(f.seq for f in inbox.frames[:6]) == [1, 1, 2, 2, 3, 3]
         assert await statuses(hub, dep.id) == ["reserved"] * 7
@@ -105,7 +105,7 @@ async def test_unanswered_frame_is_retried_until_acked(tmp_path: Path) -> None:
         car, inbox = Sidecar(hub, dep), Inbox(answer=answer)
         await tg.start(inbox.serve, car)
         await car.hello()
-        await eventually(all_are(hub, dep.id, "delivered", 3))
+        await wait_for(all_are(hub, dep.id, "delivered", 3))
         assert [f.dispatch_id for f in inbox.frames].count(lost) == 3
         tg.cancel_scope.cancel()
 
@@ -127,7 +127,7 @@ async def test_refused_ack_is_recorded_and_retried(tmp_path: Path) -> None:
         car, inbox = Sidecar(hub, dep), Inbox(answer=answer)
         await tg.start(inbox.serve, car)
         await car.hello()
-        await eventually(all_are(hub, dep.id, "delivered", 1))
+        await wait_for(all_are(hub, dep.id, "delivered", 1))
         row = await hub.one(
             "SELECT attempts, last_error FROM workflow_run_dispatch WHERE id = ?",
             receipt.dispatch_id,
@@ -152,17 +152,17 @@ async def test_sidecar_away_keeps_rows_and_rehello_drains_at_once(tmp_path: Path
             lanes = hub.wire.health()["lanes"]
             return bool(lanes.get(dep.id, {}).get("failures"))
 
-        await eventually(backing_off)
+        await wait_for(backing_off)
         assert await statuses(hub, dep.id) == ["reserved", "reserved"]
 
         async def counted() -> bool:
             return hub.wire.health()["pending"].get(dep.id, {}).get("count") == 2
 
-        await eventually(counted)
+        await wait_for(counted)
         inbox = Inbox()
         await tg.start(inbox.serve, car)
         await car.hello()
-        await eventually(all_are(hub, dep.id, "delivered", 2), timeout=2.0)
+        await wait_for(all_are(hub, dep.id, "delivered", 2), timeout=2.0)
         tg.cancel_scope.cancel()
 
 
@@ -174,13 +174,13 @@ async def test_takeover_redelivers_delivered_unprocessed_to_the_new_owner(tmp_pa
         old, old_inbox = Sidecar(hub, dep), Inbox()
         await tg.start(old_inbox.serve, old)
         await old.hello()
-        await eventually(all_are(hub, dep.id, "delivered", 2))
+        await wait_for(all_are(hub, dep.id, "delivered", 2))
         await old.bus.aclose()  # the old host is gone
         new, new_inbox = Sidecar(hub, dep), Inbox()
         await tg.start(new_inbox.serve, new)
         taken = await new.hello(takeover=True)
         assert isinstance(taken, Welcome) and taken.owner_epoch == 2
-        await eventually(all_are(hub, dep.id, "delivered", 2))
+        await wait_for(all_are(hub, dep.id, "delivered", 2))
         assert [f.seq for f in new_inbox.frames] == [1, 2]
         assert {f.owner_epoch for f in new_inbox.frames} == {2}
         tg.cancel_scope.cancel()
@@ -195,7 +195,7 @@ async def test_large_body_travels_as_a_claim_check(tmp_path: Path) -> None:
         car, inbox = Sidecar(hub, dep), Inbox()
         await tg.start(inbox.serve, car)
         await car.hello()
-        await eventually(all_are(hub, dep.id, "delivered", 1))
+        await wait_for(all_are(hub, dep.id, "delivered", 1))
         (frame,) = inbox.frames
         assert frame.body is None and frame.claim is not None
         assert frame.claim.size == len(big) and frame.claim.digest.startswith("sha256:")
@@ -217,7 +217,7 @@ async def test_over_real_nats_delivery_survives_a_server_restart(
         await tg.start(inbox.serve, car)
         assert isinstance(await car.hello(), Welcome)
         await accept(hub, dep, [b"before"])
-        await eventually(all_are(hub, dep.id, "delivered", 1))
+        await wait_for(all_are(hub, dep.id, "delivered", 1))
 
         nats_server.kill()
         await accept(hub, dep, [b"during"])  # accepted while the bus is down
@@ -232,8 +232,8 @@ async def test_over_real_nats_delivery_survives_a_server_restart(
             except (TransportError, TimeoutError):
                 return False
 
-        await eventually(welcomed, timeout=10)
-        await eventually(all_are(hub, dep.id, "delivered", 2), timeout=5.0)
+        await wait_for(welcomed, timeout=10)
+        await wait_for(all_are(hub, dep.id, "delivered", 2), timeout=5.0)
         assert inbox.frames[0].body == b"before"
         assert inbox.frames[-1].body == b"during"
         tg.cancel_scope.cancel()

@@ -12,7 +12,7 @@ from hub.wire.dispatcher import DispatchConfig
 from hub.wire.health import HealthConfig
 from hub.wire.service import WireConfig
 from runtime import Ack, MailInbound, Welcome
-from tests.support import eventually
+from tests.support import wait_for
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
 
 pytestmark = pytest.mark.anyio
@@ -44,7 +44,7 @@ async def test_an_idle_sidecar_is_probed_and_stays_connected(tmp_path: Path) -> 
         assert isinstance(welcome, Welcome)
 
         # Four probes take longer than stale_after: only their answers keep it connected.
-        await eventually(lambda: len(inbox.pings) >= 4)
+        await wait_for(lambda: len(inbox.pings) >= 4)
         row = session_of(hub, dep.id)
         assert row["connected"] is True and row["silence"] < 0.6
         assert row["session_id"] == welcome.session_id and row["owner_epoch"] == 1
@@ -79,7 +79,7 @@ async def test_a_silent_sidecar_turns_disconnected_and_its_work_undeliverable(
         def undeliverable() -> list[dict[str, Any]]:
             return list(hub.wire.health()["undeliverable"])
 
-        await eventually(lambda: bool(undeliverable()))
+        await wait_for(lambda: bool(undeliverable()))
         [stuck] = undeliverable()
         assert stuck["deployment_id"] == dep.id and stuck["pending"] == 3
         assert stuck["connected"] is False and "timed out" in stuck["last_error"]
@@ -87,13 +87,13 @@ async def test_a_silent_sidecar_turns_disconnected_and_its_work_undeliverable(
         assert health["status"] == "degraded" and health["connected_sidecars"] == 0
         assert session_of(hub, dep.id)["silence"] >= 0.6
         first_wait = stuck["oldest_wait"]
-        await eventually(lambda: hub.wire.health()["pending"][dep.id]["oldest_age"] > first_wait)
+        await wait_for(lambda: hub.wire.health()["pending"][dep.id]["oldest_age"] > first_wait)
         live = hub.wire.deployment_health(dep.id)
         assert live["connected"] is False and "timed out" in live["last_error"]
 
         inbox.answer, inbox.ping_answer = stored, Inbox().ping_answer  # back (SIGCONT)
         with anyio.fail_after(5):
-            await eventually(lambda: hub.wire.health()["pending"] == {})
+            await wait_for(lambda: hub.wire.health()["pending"] == {})
         health = hub.wire.health()
         assert health["status"] == "ok" and health["undeliverable"] == []
         assert health["connected_sidecars"] == 1
@@ -114,10 +114,10 @@ async def test_work_without_any_sidecar_session_is_undeliverable_after_a_while(
         dep = await deploy(hub.store)
         await accept(hub, dep, [b"a"])
         # Young work without a sidecar is a sidecar still starting, not a problem.
-        await eventually(lambda: dep.id in hub.wire.health()["pending"])
+        await wait_for(lambda: dep.id in hub.wire.health()["pending"])
         assert hub.wire.health()["undeliverable"] == []
 
-        await eventually(lambda: hub.wire.health()["undeliverable"])
+        await wait_for(lambda: hub.wire.health()["undeliverable"])
         [stuck] = hub.wire.health()["undeliverable"]
         assert (stuck["pending"], stuck["connected"]) == (1, False)
         assert stuck["last_error"] == "no sidecar session" and stuck["oldest_wait"] > 0.3

@@ -1,0 +1,38 @@
+"""Waiting in tests: poll a condition under a deadline, never sleep and hope."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+
+T = TypeVar("T")
+
+
+async def wait_for(
+    condition: Callable[[], T | Awaitable[T]],
+    *,
+    timeout: float = 20.0,
+    interval: float = 0.02,
+    what: str = "the condition",
+) -> T:
+    """Call ``condition`` (plain or async) every ``interval`` seconds until it
+    returns something true, and return that.
+
+    Past ``timeout`` it fails the test with an AssertionError naming ``what``.
+    The default deadline suits real processes on a loaded machine; in-memory
+    conditions are met in milliseconds, so it only bounds a failing test.
+    """
+    try:
+        with anyio.fail_after(timeout):
+            while True:
+                value = condition()
+                if inspect.isawaitable(value):
+                    value = await value
+                if value:
+                    return value
+                await anyio.sleep(interval)
+    except TimeoutError:
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
