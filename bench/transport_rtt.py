@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import anyio
 
-from hub.up.nats import NatsServerProcess
 from runtime import Subscription, Transport, open_nats
 from runtime.testing import MemoryBus
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+
+from tests.support import NatsServerProcess
 
 
 async def serve(sub: Subscription) -> None:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hub.up.nats import NatsServerProcess
-from tests.support import running_nats_server
+from tests.support import NatsServerProcess, running_nats_server
 
 
 @pytest.fixture

@@ -8,16 +8,15 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import psutil
 
-from tests.support import free_port, wait_for
+from tests.support import HubClient, free_port, wait_for
 
 MAILRUN = str(Path(sys.executable).with_name("mailrun"))
 
@@ -57,57 +56,14 @@ def recorder_source(gate: Path | None = None) -> str:
     return RECORDER.format(gate=None if gate is None else str(gate))
 
 
-class Up:
-    """One `mailrun up` process with its state dir, and helpers to inspect it."""
+class Up(HubClient):
+    """One `mailrun up` process with its state dir, and helpers to inspect it
+    (its HTTP API: :class:`~tests.support.HubClient`)."""
 
     def __init__(self, state_dir: Path, proc: subprocess.Popen[bytes], http: str) -> None:
+        super().__init__(f"http://{http}")
         self.state_dir = state_dir
         self.proc = proc
-        self.url = f"http://{http}"
-        self.http = httpx.AsyncClient(base_url=self.url, timeout=30)
-
-    # --- HTTP -----------------------------------------------------------------
-
-    async def deploy(self, name: str, source: str, entrypoint: str = "flow:main") -> Any:
-        r = await self.http.post(
-            "/workflows/deployments",
-            json={"name": name, "source": source, "entrypoint": entrypoint},
-        )
-        assert r.status_code == 201, r.text
-        return r.json()
-
-    async def send(self, to: str, subject: str, body: str = "", **extra: Any) -> httpx.Response:
-        return await self.http.post(
-            "/mail", json={"to": to, "subject": subject, "body": body, **extra}
-        )
-
-    async def run(self, run_id: str) -> Any:
-        r = await self.http.get(f"/runs/{run_id}")
-        assert r.status_code == 200, r.text
-        return r.json()
-
-    async def wait_state(
-        self,
-        run_id: str,
-        pred: Callable[[Any], bool],
-        timeout: float = 20.0,
-        what: str = "run state",
-    ) -> Any:
-        async def probe() -> Any:
-            try:
-                run = await self.run(run_id)
-            except httpx.TransportError:
-                return None
-            return run if pred(run) else None
-
-        return await wait_for(probe, timeout=timeout, what=what)
-
-    async def healthz(self) -> Any | None:
-        try:
-            r = await self.http.get("/healthz", timeout=2)
-        except httpx.TransportError:
-            return None
-        return r.json() if r.status_code == 200 else None
 
     # --- processes ------------------------------------------------------------
 

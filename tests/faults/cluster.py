@@ -21,12 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 
 from hub.up.children import ChildSpec, spawn, terminate, wait_exit
-from hub.up.nats import NatsServerProcess
 from runtime.testing import FAILPOINTS_ENV
-from tests.support import REPO, free_port, wait_for
+from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
 
 from .proxy import NatsFaultProxy
 
@@ -100,10 +98,12 @@ class SidecarNode:
     proxy: NatsFaultProxy
 
 
-class Cluster:
-    """What :func:`running_cluster` yields; see the module docstring."""
+class Cluster(HubClient):
+    """What :func:`running_cluster` yields; see the module docstring. Its hub's
+    HTTP API: :class:`~tests.support.HubClient`."""
 
     def __init__(self, root: Path, nats: NatsServerProcess, stack: AsyncExitStack) -> None:
+        super().__init__(f"http://127.0.0.1:{free_port()}")
         self.root = root
         self.state_dir = root / "state"
         self.sidecar_root = self.state_dir / "sidecars"
@@ -111,8 +111,6 @@ class Cluster:
         self.nats = nats
         self.hub_proxy = NatsFaultProxy(nats.url)
         self.sidecars: dict[str, SidecarNode] = {}
-        self.http_url = f"http://127.0.0.1:{free_port()}"
-        self.http = httpx.AsyncClient(base_url=self.http_url, timeout=30)
         self.hub = Proc("hub", [], self.logs / "hub.log")
         self._stack = stack
 
@@ -124,7 +122,7 @@ class Cluster:
         before = await self.healthz()
         self.hub.argv = [
             sys.executable, "-m", "hub", "--state-dir", str(self.state_dir),
-            "--http", self.http_url.removeprefix("http://"), "--nats", self.hub_proxy.url,
+            "--http", self.url.removeprefix("http://"), "--nats", self.hub_proxy.url,
             "--sidecar-root", str(self.sidecar_root),
         ]  # fmt: skip
         self.hub.start(failpoints=failpoints)
@@ -193,32 +191,7 @@ class Cluster:
         await self.hub.stop()
         await self.nats.stop()
 
-    # --- the hub's API and store ------------------------------------------------------
-
-    async def healthz(self) -> dict[str, Any] | None:
-        try:
-            r = await self.http.get("/healthz", timeout=2)
-        except httpx.TransportError:
-            return None
-        return r.json() if r.status_code == 200 else None
-
-    async def deploy(self, name: str, source: str, entrypoint: str = "flow:main") -> Any:
-        r = await self.http.post(
-            "/workflows/deployments",
-            json={"name": name, "source": source, "entrypoint": entrypoint},
-        )
-        assert r.status_code == 201, r.text
-        return r.json()
-
-    async def send(self, to: str, subject: str, body: str = "", **extra: Any) -> httpx.Response:
-        return await self.http.post(
-            "/mail", json={"to": to, "subject": subject, "body": body, **extra}
-        )
-
-    async def run(self, run_id: str) -> Any:
-        r = await self.http.get(f"/runs/{run_id}")
-        assert r.status_code == 200, r.text
-        return r.json()
+    # --- the hub's sessions and store ------------------------------------------------------
 
     async def wait_connected(self, deployment_id: str, timeout: float = 20.0) -> None:
         """Until the hub has a session with the deployment's sidecar."""
@@ -259,7 +232,7 @@ async def running_cluster(root: Path, *, hub_failpoints: str = "") -> AsyncItera
         await nats.start()
         stack.push_async_callback(nats.stop)
         cluster = Cluster(root, nats, stack)
-        stack.push_async_callback(cluster.http.aclose)
+        stack.push_async_callback(cluster.aclose)
         await stack.enter_async_context(cluster.hub_proxy)
         try:
             await cluster.start_hub(failpoints=hub_failpoints)

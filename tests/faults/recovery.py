@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from tests.support import wait_for
 
 from .cluster import Cluster
@@ -68,11 +66,7 @@ async def deploy_many(cluster: Cluster, count: int, prefix: str = "r") -> list[s
 
 
 async def _sessions(cluster: Cluster, boot_id: str) -> set[str]:
-    try:
-        r = await cluster.http.get("/healthz", timeout=2)
-    except httpx.TransportError:
-        return set()
-    health: dict[str, Any] = r.json() if r.status_code == 200 else {}
+    health = await cluster.healthz() or {}
     if health.get("boot_id") != boot_id:
         return set()
     return {s["deployment_id"] for s in health.get("sessions", [])}

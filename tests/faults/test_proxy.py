@@ -11,11 +11,10 @@ import anyio
 import nats
 import pytest
 
-from hub.up.nats import NatsServerProcess
 from runtime import Subscription, Transport, open_nats
 from tests.faults import FrameParser, NatsFaultProxy, subject_matches
 from tests.faults.natsproto import ProtocolError
-from tests.support import wait_for
+from tests.support import NatsServerProcess, wait_for
 
 pytestmark = pytest.mark.anyio
 

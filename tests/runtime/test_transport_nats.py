@@ -10,7 +10,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.up.nats import NatsServerProcess
 from runtime import (
     NoResponders,
     RequestTimeout,
@@ -21,7 +20,7 @@ from runtime import (
     open_nats,
 )
 from runtime._nats import NatsSubscription
-from tests.support import wait_for
+from tests.support import NatsServerProcess, wait_for
 
 pytestmark = pytest.mark.anyio
 

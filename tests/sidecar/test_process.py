@@ -14,9 +14,8 @@ import msgspec
 import psutil
 import pytest
 
-from hub.up.nats import NatsServerProcess
 from runtime import DispatchProcessed, b64url, open_nats, read_restore_record
-from tests.support import REPO, wait_for
+from tests.support import REPO, NatsServerProcess, wait_for
 from tests.support.sidecar import FakeHub, mail, make_deployment
 
 

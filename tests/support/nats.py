@@ -1,15 +1,234 @@
-"""Helpers for tests that need a real nats-server (the ``nats_server`` fixture uses them)."""
+"""A nats-server child process for tests, and the one the ``nats_server`` fixture runs.
+
+Tests (and bench/) kill -9 it and start it again on the same port.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import secrets
+import socket
+import subprocess
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
+from typing import IO
 
-from hub.up.nats import NatsServerProcess
+import anyio
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from hub.up import find_nats_server, free_port
+from hub.up.children import pdeathsig_preexec
+from hub.up.nats import NatsServerError, NatsServerStartTimeout
+
+_POLL = 0.005
+_PROBE_TIMEOUT = 1.0
 
 
-@contextmanager
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout)
+
+
+class NatsServerProcess:
+    """One nats-server child process on a fixed loopback port.
+
+    ``start``/``stop`` are async; ``start_sync``/``stop_sync`` do the same for
+    synchronous callers such as pytest fixtures. ``kill`` is SIGKILL. The port
+    is chosen once, so the server can be killed and started again on it.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        binary: Path | None = None,
+        store_dir: Path | None = None,
+        monitor_port: int | None = None,
+        log_file: Path | None = None,
+        pdeathsig: bool = False,
+        start_timeout: float = 10.0,
+        server_name: str | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port if port is not None else free_port(host)
+        self.binary = binary if binary is not None else find_nats_server()
+        self.store_dir = store_dir
+        self.monitor_port = monitor_port
+        self.log_file = log_file
+        self.pdeathsig = pdeathsig
+        self.start_timeout = start_timeout
+        self.server_name = server_name or f"mailrun-{secrets.token_hex(6)}"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def argv(self) -> list[str]:
+        argv = [str(self.binary), "-a", self.host, "-p", str(self.port), "-n", self.server_name]
+        if self.store_dir is not None:
+            argv += ["--jetstream", "--store_dir", str(self.store_dir)]
+        if self.monitor_port is not None:
+            argv += ["-m", str(self.monitor_port)]
+        return argv
+
+    @contextlib.contextmanager
+    def _output(self) -> Iterator[IO[bytes] | int]:
+        if self.log_file is None:
+            yield subprocess.DEVNULL
+        else:
+            # Appending keeps the log of every run across kill/restart cycles.
+            with open(self.log_file, "ab") as log:
+                yield log
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        # Deliberately a blocking call on the caller's thread: fork+exec takes
+        # milliseconds, and PR_SET_PDEATHSIG binds the child to this thread.
+        if self.running:
+            raise NatsServerError(f"nats-server already running (pid {self.pid})")
+        preexec = pdeathsig_preexec() if self.pdeathsig else None
+        with self._output() as out:
+            self._proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, preexec_fn=preexec
+            )
+        return self._proc
+
+    def _is_ours(self, line: bytes) -> bool:
+        # A port that merely accepts could belong to another process (say, an
+        # old server still holding it while ours failed to bind): only our own
+        # INFO greeting, which carries our server name, counts as "started".
+        if not line.startswith(b"INFO "):
+            return False
+        try:
+            info = json.loads(line[5:])
+        except ValueError:
+            return False
+        return isinstance(info, dict) and info.get("server_name") == self.server_name
+
+    async def _greets(self) -> bool:
+        try:
+            async with await anyio.connect_tcp(self.host, self.port) as stream:
+                with anyio.fail_after(_PROBE_TIMEOUT):
+                    line = await BufferedByteReceiveStream(stream).receive_until(b"\r\n", 65536)
+        except (OSError, TimeoutError, anyio.EndOfStream, anyio.DelimiterNotFound):
+            return False
+        return self._is_ours(line)
+
+    def _greets_sync(self) -> bool:
+        try:
+            with (
+                socket.create_connection((self.host, self.port), _PROBE_TIMEOUT) as sock,
+                sock.makefile("rb") as reader,
+            ):
+                line = reader.readline(65536)
+        except OSError:
+            return False
+        return self._is_ours(line)
+
+    def _not_listening(self, proc: subprocess.Popen[bytes]) -> NatsServerError:
+        if proc.poll() is None:
+            return NatsServerStartTimeout(f"nats-server not listening on {self.url} in time")
+        hint = f"see {self.log_file}" if self.log_file else "port in use?"
+        return NatsServerError(
+            f"nats-server exited with {proc.returncode} before listening on {self.url} ({hint})"
+        )
+
+    async def start(self) -> None:
+        """Start the server and wait until it greets a client on its port."""
+        proc = self._spawn()
+        try:
+            with anyio.move_on_after(self.start_timeout):
+                while proc.poll() is None:
+                    if await self._greets():
+                        return
+                    await anyio.sleep(_POLL)
+            raise self._not_listening(proc)
+        except BaseException:
+            self.kill()  # never leave a half-started server behind, even when cancelled
+            raise
+
+    def start_sync(self) -> None:
+        """Blocking variant of :meth:`start`."""
+        proc = self._spawn()
+        try:
+            deadline = time.monotonic() + self.start_timeout
+            while proc.poll() is None and time.monotonic() < deadline:
+                if self._greets_sync():
+                    return
+                time.sleep(_POLL)
+            raise self._not_listening(proc)
+        except BaseException:
+            self.kill()
+            raise
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM, wait up to ``timeout``, then SIGKILL. Idempotent."""
+        proc = self._proc
+        try:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                await anyio.to_thread.run_sync(_wait, proc, timeout, abandon_on_cancel=True)
+        finally:
+            self.kill()
+
+    def stop_sync(self, timeout: float = 5.0) -> None:
+        """Blocking variant of :meth:`stop`."""
+        proc = self._proc
+        try:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                _wait(proc, timeout)
+        finally:
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the server (as a crash would) and reap it. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()  # returns at once after SIGKILL; reaping avoids a zombie
+
+    async def __aenter__(self) -> NatsServerProcess:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.stop()
+
+    def __enter__(self) -> NatsServerProcess:
+        self.start_sync()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop_sync()
+
+
+@contextlib.contextmanager
 def running_nats_server(log_dir: Path) -> Iterator[NatsServerProcess]:
     """A nats-server on a free loopback port, its log in ``log_dir``; stopped on exit."""
     server = NatsServerProcess(log_file=log_dir / "nats-server.log")

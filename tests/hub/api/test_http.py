@@ -21,9 +21,8 @@ import pytest
 
 from hub import Acceptor, Store, create_app
 from hub.api.app import ApiSettings
-from hub.up.nats import NatsServerProcess
 from runtime import INLINE_BODY_LIMIT, decode_restore_record, public_key_of, read_restore_record
-from tests.support import REPO, free_port, wait_for
+from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -277,23 +276,12 @@ async def test_hub_process_serves_and_stops_on_sigterm(
                                         env=env)  # fmt: skip
         async with proc:
             try:
-                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
-
-                    async def healthy() -> bool:
-                        try:
-                            return (await client.get("/healthz")).status_code == 200
-                        except httpx.TransportError:
-                            return False
-
-                    await wait_for(healthy, timeout=8)
-                    health = (await client.get("/healthz")).json()
+                async with HubClient(f"http://127.0.0.1:{port}") as hub:
+                    health = await wait_for(hub.healthz, timeout=8)
                     assert health["nats_url"] == nats_server.url
                     assert health["boot_id"].startswith("boot_")
-                    r = await client.post(
-                        "/workflows/deployments", json={"name": "p", "source": SOURCE}
-                    )
-                    assert r.status_code == 201
-                    r = await client.post("/mail", json={"to": "p@mailrun.local", "subject": "s"})
+                    await hub.deploy("p", SOURCE)
+                    r = await hub.http.post("/mail", json={"to": "p@mailrun.local", "subject": "s"})
                     assert r.status_code == 202 and r.json()["status"] == "accepted"
                 proc.send_signal(signal.SIGTERM)
                 with anyio.fail_after(8):

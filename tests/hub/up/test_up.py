@@ -28,7 +28,7 @@ import pytest
 from hub.cli.demo import DemoTimeout, example_source, run_demo
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from hub.up.supervisor import hub_url
-from tests.support import REPO, free_port, wait_for
+from tests.support import REPO, HubClient, free_port, wait_for
 
 PY = sys.executable
 
@@ -373,13 +373,8 @@ async def test_a_second_up_on_the_same_state_dir_is_refused(up: UpProcess) -> No
 
 
 async def deploy_counter(up: UpProcess, name: str = "counter") -> dict[str, Any]:
-    async with httpx.AsyncClient(base_url=f"http://{up.http}", timeout=10) as client:
-        r = await client.post(
-            "/workflows/deployments",
-            json={"name": name, "source": example_source(), "entrypoint": "counter:main"},
-        )
-        assert r.status_code == 201, r.text
-        return dict(r.json())
+    async with HubClient(f"http://{up.http}", timeout=10) as hub:
+        return dict(await hub.deploy(name, example_source(), "counter:main"))
 
 
 @pytest.mark.anyio

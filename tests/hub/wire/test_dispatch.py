@@ -7,7 +7,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.up.nats import NatsServerProcess
 from hub.wire.dispatcher import DispatchConfig
 from hub.wire.service import WireConfig
 from runtime import (
@@ -18,7 +17,7 @@ from runtime import (
     Welcome,
     open_nats,
 )
-from tests.support import wait_for
+from tests.support import NatsServerProcess, wait_for
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
 
 FAST = WireConfig(
