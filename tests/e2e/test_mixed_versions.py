@@ -14,9 +14,7 @@ import msgspec
 import pytest
 
 from runtime import DispatchProcessed, EventsAck, RunStarted, Welcome, new_id
-from runtime.testing import MemoryBus
-from tests.support import wait_for
-from tests.support.sidecar import fake_hub, make_deployment, running_sidecar
+from tests.support.sidecar import deployed_sidecar, make_deployment
 from tests.support.wire import Sidecar, accept, deploy, running_hub
 
 pytestmark = pytest.mark.anyio
@@ -44,14 +42,13 @@ def release_1_mail(dep_id: str, address: str, subject: str, epoch: int) -> dict[
 
 async def test_the_sidecar_takes_release_1_frames_into_the_address_run(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         frames = [release_1_mail(dep.id, dep.address, s, hub.epoch) for s in ("one", "two")]
         for frame in frames:
             assert (await hub.deliver(msgspec.msgpack.encode(frame))).result == "stored"
         again = await hub.deliver(msgspec.msgpack.encode(frames[0]))
         assert again.result == "duplicate"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+        await hub.wait_events(DispatchProcessed, 2)
     events = sorted(hub.of_kind(DispatchProcessed), key=lambda e: len(e.state["seen"]))
     assert {e.run_id for e in events} == {dep.address}
     assert [e.dispatch_id for e in events] == [f["dispatch_id"] for f in frames]

@@ -27,9 +27,9 @@ from runtime import (
     read_restore_record,
     write_restore_record,
 )
-from runtime.testing import CRASH_EXIT_CODE, MemoryBus, configure_failpoints
+from runtime.testing import CRASH_EXIT_CODE, configure_failpoints
 from tests.support import REPO, wait_for
-from tests.support.sidecar import fake_hub, mail, make_deployment, running_sidecar
+from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
 
 pytestmark = pytest.mark.anyio
@@ -141,15 +141,14 @@ async def test_a_crash_window_between_store_and_ack_ends_in_a_duplicate(tmp_path
     gate = tmp_path / "gate"
     configure_failpoints(f"sidecar.inbox.after_commit=1*pause({gate})")
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         frame = mail(dep, 1, "held")
         with pytest.raises(TimeoutError):
             await hub.deliver(frame, timeout=0.3)  # stored, but no Ack comes
         assert dep.query("SELECT dispatch_id FROM inbox") == [(frame.dispatch_id,)]
         gate.touch()
         assert (await hub.deliver(frame)).result == "duplicate"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await hub.wait_events(DispatchProcessed, 1)
     assert dep.query("SELECT count(*) FROM inbox") == [(1,)]
 
 
@@ -159,10 +158,9 @@ async def test_a_failure_before_the_commit_reruns_the_handler_with_one_effect(
 ) -> None:
     configure_failpoints(f"{point}=1*raise")
     dep = make_deployment(tmp_path, source=COUNTING)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         assert (await hub.deliver(mail(dep, 1, "one"))).result == "stored"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await hub.wait_events(DispatchProcessed, 1)
     (processed,) = hub.of_kind(DispatchProcessed)
     assert processed.state == {"effects": 1, "calls": 2}
     assert len(hub.of_kind(RunStarted)) == 1
@@ -212,8 +210,7 @@ async def test_a_crash_before_the_rename_keeps_the_old_record_and_boots_from_it(
     (temp,) = [p for p in dep.record_file.parent.iterdir() if p.name.endswith(".tmp")]
     assert read_restore_record(temp)[0].address == "new@mailrun.local"
     assert dep.record_file.read_bytes() == before
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep) as car:
+    async with deployed_sidecar(dep) as (hub, car):
         assert car.record is not None and car.record.address == dep.address
         assert (await hub.deliver(mail(dep, 1, "after"))).result == "stored"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await hub.wait_events(DispatchProcessed, 1)

@@ -18,7 +18,7 @@ from runtime import (
 )
 from runtime.testing import MemoryBus
 from tests.support import wait_for
-from tests.support.sidecar import fake_hub, mail, make_deployment, running_sidecar
+from tests.support.sidecar import deployed_sidecar, fake_hub, mail, make_deployment, running_sidecar
 
 
 def seen(events: list[DispatchProcessed]) -> list[dict[str, object]]:
@@ -33,8 +33,7 @@ async def test_boots_from_a_v2_record_says_hello_and_keeps_its_instance_id(
     tmp_path: Path,
 ) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep) as car:
+    async with deployed_sidecar(dep) as (hub, car):
         assert car.link is not None and car.link.session is not None
         assert car.link.session.session_id == hub.welcomes[-1].session_id
         record, version = read_restore_record(dep.record_file)
@@ -47,7 +46,7 @@ async def test_boots_from_a_v2_record_says_hello_and_keeps_its_instance_id(
             )
         )
     first = hub.hellos[-1].instance_id
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         assert hub.hellos[-1].instance_id == first
 
 
@@ -55,8 +54,7 @@ async def test_boots_from_a_v2_record_says_hello_and_keeps_its_instance_id(
 async def test_boots_from_a_v1_record_and_rewrites_it_as_v2_0600(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path, version=1)
     assert read_restore_record(dep.record_file)[1] == 1
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         # The hub verified the hello signature with the key from the v1 record.
         assert hub.welcomes
     record, version = read_restore_record(dep.record_file)
@@ -70,12 +68,11 @@ async def test_boots_from_a_v1_record_and_rewrites_it_as_v2_0600(tmp_path: Path)
 @pytest.mark.anyio
 async def test_a_duplicate_frame_is_acked_duplicate_and_stored_once(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         frame = mail(dep, 1, "hello")
         assert (await hub.deliver(frame)).result == "stored"
         assert (await hub.deliver(frame)).result == "duplicate"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await hub.wait_events(DispatchProcessed, 1)
     assert dep.query("SELECT count(*) FROM inbox") == [(1,)]
     assert len(hub.of_kind(DispatchProcessed)) == 1
 
@@ -83,8 +80,7 @@ async def test_a_duplicate_frame_is_acked_duplicate_and_stored_once(tmp_path: Pa
 @pytest.mark.anyio
 async def test_frames_arriving_out_of_order_are_processed_in_seq_order(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep) as car:
+    async with deployed_sidecar(dep) as (hub, car):
         for seq in (3, 2):
             assert (await hub.deliver(mail(dep, seq, f"m{seq}"))).result == "stored"
         assert car.runs is not None
@@ -93,7 +89,7 @@ async def test_frames_arriving_out_of_order_are_processed_in_seq_order(tmp_path:
         assert dep.query("SELECT count(*) FROM inbox WHERE state = 'pending'") == [(2,)]
         assert hub.of_kind(DispatchProcessed) == []
         assert (await hub.deliver(mail(dep, 1, "m1"))).result == "stored"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await hub.wait_events(DispatchProcessed, 3)
     processed = hub.of_kind(DispatchProcessed)
     assert [e.seq for e in processed] == [1, 2, 3]
     assert [s["subject"] for s in seen(processed)] == ["m1", "m2", "m3"]
@@ -102,12 +98,11 @@ async def test_frames_arriving_out_of_order_are_processed_in_seq_order(tmp_path:
 @pytest.mark.anyio
 async def test_the_handler_sees_items_in_order_with_bodies(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
     bodies = [b"plain text", "h\u00e9llo".encode(), b"\xff\xfe broken utf-8"]
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         for seq, body in enumerate(bodies, start=1):
             await hub.deliver(mail(dep, seq, f"s{seq}", body))
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await hub.wait_events(DispatchProcessed, 3)
     items = seen(hub.of_kind(DispatchProcessed))
     assert [i["text"] for i in items] == ["plain text", "h\u00e9llo", "\ufffd\ufffd broken utf-8"]
     assert [i["size"] for i in items] == [len(b) for b in bodies]
@@ -125,11 +120,11 @@ async def test_state_survives_a_restart_and_nothing_is_processed_twice(tmp_path:
         async with running_sidecar(bus, dep):
             for seq in (1, 2):
                 await hub.deliver(mail(dep, seq, f"m{seq}"))
-            await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+            await hub.wait_events(DispatchProcessed, 2)
         # Stored while the sidecar was down? No: it is down, so seq 3 comes after.
         async with running_sidecar(bus, dep):
             await hub.deliver(mail(dep, 3, "m3"))
-            await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+            await hub.wait_events(DispatchProcessed, 3)
     processed = hub.of_kind(DispatchProcessed)
     assert sorted(e.seq or 0 for e in processed) == [1, 2, 3]
     assert [s["subject"] for s in seen(processed)] == ["m1", "m2", "m3"]
@@ -150,15 +145,14 @@ async def main(ctx, item):
     ctx.state.setdefault("seen", []).append(item.subject)
 """
     dep = make_deployment(tmp_path / "state", source=source)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         for seq in (1, 2):
             assert (await hub.deliver(mail(dep, seq, f"m{seq}"))).result == "stored"
     # Stopped while the handler was stuck on seq 1: nothing was committed.
     assert dep.query("SELECT count(*) FROM inbox WHERE state = 'pending'") == [(2,)]
     assert dep.query("SELECT count(*) FROM run_state") == [(0,)]
     gate.touch()
-    async with running_sidecar(bus, dep, wait_session=False):  # no hub at all now
+    async with running_sidecar(MemoryBus(), dep, wait_session=False):  # no hub at all now
         await wait_for(
             lambda: dep.query("SELECT count(*) FROM inbox WHERE state = 'done'") == [(2,)]
         )
@@ -174,20 +168,18 @@ async def main(ctx, item):
 @pytest.mark.anyio
 async def test_claim_checked_body_is_fetched_and_verified(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
     body = bytes(range(256)) * 1000  # 256 KB: several chunks
-    async with fake_hub(bus, dep, chunk_size=100_000) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep, chunk_size=100_000) as (hub, _):
         ack = await hub.deliver(mail(dep, 1, "big", None, claim=hub.claim(body)))
         assert ack.result == "stored"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await hub.wait_events(DispatchProcessed, 1)
     assert seen(hub.of_kind(DispatchProcessed))[0]["size"] == len(body)
 
 
 @pytest.mark.anyio
 async def test_a_corrupted_blob_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep, corrupt_blobs=True) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep, corrupt_blobs=True) as (hub, _):
         ack = await hub.deliver(mail(dep, 1, "big", None, claim=hub.claim(b"x" * 70_000)))
         assert ack.result == "refused"
         assert ack.reason.startswith("digest_mismatch")
@@ -200,21 +192,19 @@ async def test_a_corrupted_blob_is_refused_and_nothing_is_stored(tmp_path: Path)
 @pytest.mark.anyio
 async def test_garbage_is_refused_and_dead_lettered_and_work_goes_on(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         ack = await hub.deliver(b"\xc1 not msgpack")
         assert (ack.dispatch_id, ack.result) == ("", "refused")
         assert ack.reason.startswith("decode_error")
         assert (await hub.deliver(mail(dep, 1, "after"))).result == "stored"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await hub.wait_events(DispatchProcessed, 1)
     assert dep.query("SELECT data FROM dead_letter") == [(b"\xc1 not msgpack",)]
 
 
 @pytest.mark.anyio
 async def test_frames_for_another_deployment_or_an_old_epoch_are_refused(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep, epoch=2) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep, epoch=2) as (hub, _):
         stale = await hub.deliver(mail(dep, 1, "old", owner_epoch=1))
         assert (stale.result, stale.reason) == ("refused", "stale_epoch")
         other = await hub.deliver(mail(dep, 1, "x", deployment_id="dep_" + "0" * 26))
@@ -227,11 +217,10 @@ async def test_a_handler_that_raises_once_is_retried_from_the_committed_state(
     tmp_path: Path,
 ) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         for seq, subject in enumerate(["a", "flaky", "b"], start=1):
             await hub.deliver(mail(dep, seq, subject))
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await hub.wait_events(DispatchProcessed, 3)
     # The failed attempt appended to the state before raising; that is gone.
     assert [s["subject"] for s in seen(hub.of_kind(DispatchProcessed))] == ["a", "flaky", "b"]
     assert hub.of_kind(RunFailed) == []
@@ -242,13 +231,12 @@ async def test_a_handler_that_always_raises_fails_the_run_and_does_not_wedge(
     tmp_path: Path,
 ) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         await hub.deliver(mail(dep, 1, "ok"))
         await hub.deliver(mail(dep, 2, "poison"))
         await hub.deliver(mail(dep, 3, "later"))
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
-        await wait_for(lambda: len(hub.of_kind(RunFailed)) == 1)
+        await hub.wait_events(DispatchProcessed, 3)
+        await hub.wait_events(RunFailed, 1)
     failed = hub.of_kind(RunFailed)[0]
     assert "poisoned mail" in failed.error
     outcomes = {e.seq: e.outcome for e in hub.of_kind(DispatchProcessed)}
@@ -264,10 +252,9 @@ async def test_a_handler_that_always_raises_fails_the_run_and_does_not_wedge(
 @pytest.mark.anyio
 async def test_state_that_is_not_json_fails_the_run_with_a_typed_error(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         await hub.deliver(mail(dep, 1, "not-json"))
-        await wait_for(lambda: len(hub.of_kind(RunFailed)) == 1)
+        await hub.wait_events(RunFailed, 1)
     assert hub.of_kind(RunFailed)[0].error.startswith("StateNotSerializable")
 
 
@@ -276,11 +263,10 @@ async def test_complete_ends_the_run_and_later_items_are_refused_terminal(
     tmp_path: Path,
 ) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         for seq, subject in enumerate(["a", "stop", "late"], start=1):
             await hub.deliver(mail(dep, seq, subject))
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await hub.wait_events(DispatchProcessed, 3)
     (completed,) = hub.of_kind(RunCompleted)
     assert completed.result == {"count": 2}
     assert {e.seq: e.outcome for e in hub.of_kind(DispatchProcessed)}[3] == "refused_terminal"
@@ -290,10 +276,9 @@ async def test_complete_ends_the_run_and_later_items_are_refused_terminal(
 @pytest.mark.anyio
 async def test_send_is_committed_as_a_mail_sent_event(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         await hub.deliver(mail(dep, 1, "send", b"payload"))
-        await wait_for(lambda: len(hub.of_kind(MailSent)) == 1)
+        await hub.wait_events(MailSent, 1)
     (sent,) = hub.of_kind(MailSent)
     assert (sent.to, sent.subject, sent.body) == ("someone@example.org", "hello", b"payload")
 
@@ -301,11 +286,7 @@ async def test_send_is_committed_as_a_mail_sent_event(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_events_are_resent_until_acknowledged(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with (
-        fake_hub(bus, dep, drop_acks=1) as hub,
-        running_sidecar(bus, dep, request_timeout=0.2),
-    ):
+    async with deployed_sidecar(dep, request_timeout=0.2, drop_acks=1) as (hub, _):
         await hub.deliver(mail(dep, 1, "a"))
         # RunStarted + DispatchProcessed, both acknowledged in the end.
         await wait_for(lambda: dep.query("SELECT count(*), sum(acked) FROM outbox") == [(2, 2)])
@@ -319,21 +300,16 @@ async def test_unknown_session_on_events_makes_the_sidecar_say_hello_again(
     tmp_path: Path,
 ) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with (
-        fake_hub(bus, dep, refuse_events=["unknown_session"]) as hub,
-        running_sidecar(bus, dep),
-    ):
+    async with deployed_sidecar(dep, refuse_events=["unknown_session"]) as (hub, _):
         await hub.deliver(mail(dep, 1, "a"))
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await hub.wait_events(DispatchProcessed, 1)
         assert len(hub.welcomes) == 2
 
 
 @pytest.mark.anyio
 async def test_hub_boot_makes_the_sidecar_say_hello_again(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep) as car:
+    async with deployed_sidecar(dep) as (hub, car):
         assert len(hub.welcomes) == 1
         await hub.announce(hub.boot_id)  # the same hub again: nothing to do
         await hub.announce("boot_" + "1" * 26)
@@ -354,11 +330,7 @@ async def test_a_new_hub_boot_abandons_the_request_in_flight_and_resends_at_once
     tmp_path: Path,
 ) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with (
-        fake_hub(bus, dep, drop_acks=1) as hub,
-        running_sidecar(bus, dep, request_timeout=60.0),
-    ):
+    async with deployed_sidecar(dep, request_timeout=60.0, drop_acks=1) as (hub, _):
         await hub.deliver(mail(dep, 1, "a"))
         # The hub took the events and will never answer: it "died" meanwhile.
         await wait_for(lambda: hub.batches == 1)
@@ -401,8 +373,7 @@ async def test_owner_conflict_stops_the_sidecar_with_a_clear_error(tmp_path: Pat
 @pytest.mark.anyio
 async def test_takeover_is_asked_for_on_the_first_hello_only(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep, takeover=True):
+    async with deployed_sidecar(dep, takeover=True) as (hub, _):
         await hub.announce("boot_" + "2" * 26)
         await wait_for(lambda: len(hub.welcomes) == 2)
     signed = [h for h in hub.hellos if h.nonce is not None]

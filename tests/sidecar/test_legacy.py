@@ -13,6 +13,7 @@ from runtime.testing import MemoryBus
 from sidecar import Inbox
 from tests.support import wait_for
 from tests.support.sidecar import (
+    deployed_sidecar,
     fake_hub,
     mail,
     make_deployment,
@@ -39,7 +40,7 @@ async def test_a_pending_v1_envelope_is_processed_once_in_its_run_with_its_state
     bus = MemoryBus()
     async with fake_hub(bus, dep) as hub:
         async with running_sidecar(bus, dep):
-            await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+            await hub.wait_events(DispatchProcessed, 1)
         async with running_sidecar(bus, dep):  # and again: nothing more to do
             await wait_for(
                 lambda: dep.query("SELECT count(*) FROM outbox WHERE acked = 0") == [(0,)]
@@ -106,15 +107,14 @@ async def test_after_an_upgrade_the_welcome_floor_and_learned_seqs_keep_order(
     dep = make_deployment(tmp_path, version=1)
     done, pending = v1_envelope(dep, "one"), v1_envelope(dep, "two")
     v1_inbox(dep, [(done, "done"), (pending, "pending")], state={"seen": [{"subject": "one"}]})
-    bus = MemoryBus()
-    async with fake_hub(bus, dep, floor_seq=1) as hub, running_sidecar(bus, dep):
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+    async with deployed_sidecar(dep, floor_seq=1) as (hub, _):
+        await hub.wait_events(DispatchProcessed, 1)
         # The hub delivers seq 2 again (the new owner may lack it): a duplicate
         # that teaches the stored row its seq, so seq 3 is next.
         again = mail(dep, 2, "two", dispatch_id=pending["dispatch_id"], run_id=dep.address)
         assert (await hub.deliver(again)).result == "duplicate"
         assert (await hub.deliver(mail(dep, 3, "three", run_id=dep.address))).result == "stored"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+        await hub.wait_events(DispatchProcessed, 2)
     latest = max(hub.of_kind(DispatchProcessed), key=lambda e: e.at)
     assert [s["subject"] for s in latest.state["seen"]] == ["one", "two", "three"]
     assert dep.query("SELECT value FROM meta WHERE key = 'last_seq'") == [(3,)]
@@ -134,5 +134,5 @@ async def test_without_a_floor_a_lagging_inbox_waits_and_with_one_it_moves_on(
             assert hub.of_kind(DispatchProcessed) == []
         hub.floor_seq = 4  # the hub settled 1..4 elsewhere
         async with running_sidecar(bus, dep):
-            await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+            await hub.wait_events(DispatchProcessed, 1)
     assert hub.of_kind(DispatchProcessed)[0].seq == 5

@@ -9,14 +9,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import anyio
 import msgspec
 import psutil
 import pytest
 
 from runtime import DispatchProcessed, b64url, open_nats, read_restore_record
 from tests.support import REPO, NatsServerProcess, wait_for
-from tests.support.sidecar import FakeHub, mail, make_deployment
+from tests.support.sidecar import fake_hub_on, mail, make_deployment
 
 
 @contextmanager
@@ -44,26 +43,25 @@ async def test_boots_names_itself_serves_and_stops_on_sigterm(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
     dep = make_deployment(tmp_path / "state")
-    async with open_nats(nats_server.url, name="fake hub") as transport:
-        hub = FakeHub(transport, dep)
-        async with anyio.create_task_group() as tg:
-            await tg.start(hub.serve)
-            with sidecar_process(
-                "--state-dir",
-                str(dep.state_dir),
-                "--nats",
-                nats_server.url,
-                log=tmp_path / "sidecar.log",
-            ) as proc:
-                await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
-                # Started without --deployment, it names its deployment in argv.
-                cmdline = psutil.Process(proc.pid).cmdline()
-                assert "sidecar" in cmdline and dep.id in cmdline
-                assert (await hub.deliver(mail(dep, 1, "real"))).result == "stored"
-                await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
-                proc.send_signal(signal.SIGTERM)
-                assert await exited(proc) == 0
-            tg.cancel_scope.cancel()
+    async with (
+        open_nats(nats_server.url, name="fake hub") as transport,
+        fake_hub_on(transport, dep) as hub,
+    ):
+        with sidecar_process(
+            "--state-dir",
+            str(dep.state_dir),
+            "--nats",
+            nats_server.url,
+            log=tmp_path / "sidecar.log",
+        ) as proc:
+            await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+            # Started without --deployment, it names its deployment in argv.
+            cmdline = psutil.Process(proc.pid).cmdline()
+            assert "sidecar" in cmdline and dep.id in cmdline
+            assert (await hub.deliver(mail(dep, 1, "real"))).result == "stored"
+            await hub.wait_events(DispatchProcessed, 1)
+            proc.send_signal(signal.SIGTERM)
+            assert await exited(proc) == 0
     log = (tmp_path / "sidecar.log").read_text()
     assert "SIGTERM: stopping" in log
     assert dep.query("SELECT state FROM inbox") == [("done",)]
@@ -78,24 +76,23 @@ async def test_join_token_writes_the_record_then_boots(
     token = b64url(msgspec.json.encode(record))
     state = tmp_path / "other-host"
     dep = type(source)(source.id, source.address, source.seed, source.public_key, state)
-    async with open_nats(nats_server.url, name="fake hub") as transport:
-        hub = FakeHub(transport, dep)
-        async with anyio.create_task_group() as tg:
-            await tg.start(hub.serve)
-            with sidecar_process(
-                "--state-dir",
-                str(state),
-                "--nats",
-                nats_server.url,
-                "--join",
-                token,
-                log=tmp_path / "sidecar.log",
-            ) as proc:
-                await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
-                assert token not in " ".join(psutil.Process(proc.pid).cmdline())
-                proc.send_signal(signal.SIGTERM)
-                assert await exited(proc) == 0
-            tg.cancel_scope.cancel()
+    async with (
+        open_nats(nats_server.url, name="fake hub") as transport,
+        fake_hub_on(transport, dep) as hub,
+    ):
+        with sidecar_process(
+            "--state-dir",
+            str(state),
+            "--nats",
+            nats_server.url,
+            "--join",
+            token,
+            log=tmp_path / "sidecar.log",
+        ) as proc:
+            await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+            assert token not in " ".join(psutil.Process(proc.pid).cmdline())
+            proc.send_signal(signal.SIGTERM)
+            assert await exited(proc) == 0
     assert read_restore_record(dep.record_file)[0].hub_key.seed == dep.seed
 
 
@@ -104,21 +101,20 @@ async def test_owner_conflict_exits_non_zero_with_a_clear_error(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
     dep = make_deployment(tmp_path / "state")
-    async with open_nats(nats_server.url, name="fake hub") as transport:
-        hub = FakeHub(transport, dep, refuse_hello="owner_conflict")
-        async with anyio.create_task_group() as tg:
-            await tg.start(hub.serve)
-            with sidecar_process(
-                "--state-dir",
-                str(dep.state_dir),
-                "--deployment",
-                dep.id,
-                "--nats",
-                nats_server.url,
-                log=tmp_path / "sidecar.log",
-            ) as proc:
-                assert await exited(proc, timeout=10) == 3
-            tg.cancel_scope.cancel()
+    async with (
+        open_nats(nats_server.url, name="fake hub") as transport,
+        fake_hub_on(transport, dep, refuse_hello="owner_conflict"),
+    ):
+        with sidecar_process(
+            "--state-dir",
+            str(dep.state_dir),
+            "--deployment",
+            dep.id,
+            "--nats",
+            nats_server.url,
+            log=tmp_path / "sidecar.log",
+        ) as proc:
+            assert await exited(proc, timeout=10) == 3
     assert "--takeover" in (tmp_path / "sidecar.log").read_text()
 
 

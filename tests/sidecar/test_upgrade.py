@@ -9,17 +9,14 @@ import msgspec
 import pytest
 
 from runtime import DispatchProcessed, EnvelopeQuarantined, RunFailed
-from runtime.testing import MemoryBus
 from sidecar import Inbox
 from sidecar._envelope import Envelope, encode_envelope
-from tests.support import wait_for
 from tests.support.sidecar import (
     RECORDER,
     Deployment,
-    fake_hub,
+    deployed_sidecar,
     mail,
     make_deployment,
-    running_sidecar,
     v1_envelope,
     v1_inbox,
 )
@@ -63,14 +60,13 @@ async def test_release_1_rows_that_learn_their_seq_while_processed_do_not_hold_b
     dep = make_deployment(tmp_path, source=gated(gate), version=1)
     first, second = v1_envelope(dep, "one"), v1_envelope(dep, "two")
     v1_inbox(dep, [(first, "pending"), (second, "pending")], state={"seen": []})
-    bus = MemoryBus()
-    async with fake_hub(bus, dep, floor_seq=1) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep, floor_seq=1) as (hub, _):
         for seq, envelope in ((2, first), (3, second)):
             again = mail(dep, seq, envelope["subject"], dispatch_id=envelope["dispatch_id"])
             assert (await hub.deliver(again)).result == "duplicate"
         assert (await hub.deliver(mail(dep, 4, "four"))).result == "stored"
         gate.touch()
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 3)
+        await hub.wait_events(DispatchProcessed, 3)
     assert subjects(hub.of_kind(DispatchProcessed)) == ["one", "two", "four"]
     assert dep.query("SELECT value FROM meta WHERE key = 'last_seq'") == [(4,)]
 
@@ -103,10 +99,9 @@ async def test_an_unreadable_stored_envelope_is_quarantined_and_later_seqs_go_on
             ("dsp_c", envelope("dsp_c", 3), 3),
         ],
     )
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
-        await wait_for(lambda: len(hub.of_kind(EnvelopeQuarantined)) == 1)
+    async with deployed_sidecar(dep) as (hub, _):
+        await hub.wait_events(DispatchProcessed, 2)
+        await hub.wait_events(EnvelopeQuarantined, 1)
     (quarantined,) = hub.of_kind(EnvelopeQuarantined)
     assert (quarantined.dispatch_id, quarantined.run_id) == ("dsp_bad", dep.address)
     assert quarantined.reason.startswith("unreadable inbox envelope")
@@ -134,10 +129,9 @@ async def test_damaged_release_1_envelopes_are_reported_to_the_hub_at_the_upgrad
     )
     db.commit()
     db.close()
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
-        await wait_for(lambda: len(hub.of_kind(EnvelopeQuarantined)) == 2)
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+    async with deployed_sidecar(dep) as (hub, _):
+        await hub.wait_events(EnvelopeQuarantined, 2)
+        await hub.wait_events(DispatchProcessed, 1)
     runs = {e.dispatch_id: e.run_id for e in hub.of_kind(EnvelopeQuarantined)}
     assert runs == {mistyped["dispatch_id"]: dep.address, truncated["dispatch_id"]: ""}
     assert hub.of_kind(DispatchProcessed)[0].dispatch_id == ok["dispatch_id"]
@@ -155,11 +149,10 @@ async def test_an_unreadable_run_state_fails_the_run_visibly_and_keeps_its_bytes
     db.execute("INSERT INTO run_state VALUES (?, ?)", (dep.address, b"\xc1 not a state"))
     db.commit()
     db.close()
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
-        await wait_for(lambda: len(hub.of_kind(RunFailed)) == 1)
+    async with deployed_sidecar(dep) as (hub, _):
+        await hub.wait_events(RunFailed, 1)
         assert (await hub.deliver(mail(dep, 1, "later", run_id=dep.address))).result == "stored"
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 2)
+        await hub.wait_events(DispatchProcessed, 2)
     assert "unreadable run state" in hub.of_kind(RunFailed)[0].error
     outcomes = sorted(e.outcome for e in hub.of_kind(DispatchProcessed))
     assert outcomes == ["failed", "refused_terminal"]

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from runtime import ChildRunStarted, DispatchProcessed, RunFailed, Sources
-from runtime.testing import MemoryBus
 from sidecar import (
     ApprovalDecision,
     Context,
@@ -23,8 +22,7 @@ from sidecar import (
 )
 from sidecar._envelope import Envelope
 from sidecar._workflow import item_of
-from tests.support import wait_for
-from tests.support.sidecar import fake_hub, mail, make_deployment, running_sidecar
+from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 
 
 def load(tmp_path: Path, files: dict[str, str], entrypoint: str = "flow:main") -> object:
@@ -138,10 +136,9 @@ def test_ctx_ends_a_run_once_and_only_with_json_results() -> None:
 @pytest.mark.anyio
 async def test_a_workflow_that_does_not_load_fails_its_run_visibly(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path, source="async def other(ctx, item): pass\n")
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         await hub.deliver(mail(dep, 1, "a"))
-        await wait_for(lambda: len(hub.of_kind(RunFailed)) == 1)
+        await hub.wait_events(RunFailed, 1)
     assert "WorkflowLoadError" in hub.of_kind(RunFailed)[0].error
     assert "has no 'main'" in hub.of_kind(RunFailed)[0].error
 
@@ -165,10 +162,9 @@ async def test_spawn_mints_through_the_hub_and_a_retry_gets_the_same_child(
     tmp_path: Path,
 ) -> None:
     dep = make_deployment(tmp_path, source=SPAWNER)
-    bus = MemoryBus()
-    async with fake_hub(bus, dep) as hub, running_sidecar(bus, dep):
+    async with deployed_sidecar(dep) as (hub, _):
         await hub.deliver(mail(dep, 1, "parent"))
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == 1)
+        await hub.wait_events(DispatchProcessed, 1)
     (started,) = hub.of_kind(ChildRunStarted)
     assert len(hub.minted) == 1  # the retried handler asked again, with the same request id
     assert started.child_run_id == next(iter(hub.minted.values()))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -13,7 +12,8 @@ from .waiting import wait_for
 
 class HubClient:
     """An httpx client on a running hub (``http``, for any other request),
-    with the calls tests make again and again."""
+    with the calls tests make again and again. Close it with ``aclose``
+    (``contextlib.aclosing`` for a block)."""
 
     def __init__(self, url: str, *, timeout: float = 30) -> None:
         self.url = url
@@ -67,14 +67,3 @@ class HubClient:
 
     async def aclose(self) -> None:
         await self.http.aclose()
-
-    async def __aenter__(self) -> HubClient:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

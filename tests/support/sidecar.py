@@ -302,6 +302,12 @@ class FakeHub:
     def of_kind(self, kind: type[Any]) -> list[Any]:
         return [e for e in self.events.values() if isinstance(e, kind)]
 
+    async def wait_events(self, kind: type[Any], count: int) -> None:
+        """Until exactly ``count`` events of ``kind`` have come in."""
+        await wait_for(
+            lambda: len(self.of_kind(kind)) == count, what=f"{count} {kind.__name__} events"
+        )
+
 
 FAST_RUNS = RunsConfig(
     policy=RestartPolicy(max_restarts=2, window=60.0, backoff_initial=0.01, backoff_max=0.05),
@@ -340,9 +346,31 @@ async def running_sidecar(
 
 
 @asynccontextmanager
-async def fake_hub(bus: MemoryBus, dep: Deployment, **kw: Any) -> AsyncIterator[FakeHub]:
-    async with bus.connect("hub") as transport, anyio.create_task_group() as tg:
+async def fake_hub_on(transport: Transport, dep: Deployment, **kw: Any) -> AsyncIterator[FakeHub]:
+    """A FakeHub (``kw``: its fields) serving on ``transport`` until the block ends."""
+    async with anyio.create_task_group() as tg:
         hub = FakeHub(transport, dep, **kw)
         await tg.start(hub.serve)
         yield hub
         tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def fake_hub(bus: MemoryBus, dep: Deployment, **kw: Any) -> AsyncIterator[FakeHub]:
+    """A FakeHub on its own connection to ``bus``."""
+    async with bus.connect("hub") as transport, fake_hub_on(transport, dep, **kw) as hub:
+        yield hub
+
+
+@asynccontextmanager
+async def deployed_sidecar(
+    dep: Deployment, *, takeover: bool = False, request_timeout: float = 2.0, **hub: Any
+) -> AsyncIterator[tuple[FakeHub, Sidecar]]:
+    """``dep``'s Sidecar in session with a FakeHub (``hub``: its fields) on a
+    fresh in-memory bus: the setup most sidecar tests share. Yields both."""
+    bus = MemoryBus()
+    async with (
+        fake_hub(bus, dep, **hub) as fake,
+        running_sidecar(bus, dep, takeover=takeover, request_timeout=request_timeout) as car,
+    ):
+        yield fake, car

@@ -10,7 +10,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -276,7 +276,7 @@ async def test_hub_process_serves_and_stops_on_sigterm(
                                         env=env)  # fmt: skip
         async with proc:
             try:
-                async with HubClient(f"http://127.0.0.1:{port}") as hub:
+                async with aclosing(HubClient(f"http://127.0.0.1:{port}")) as hub:
                     health = await wait_for(hub.healthz, timeout=8)
                     assert health["nats_url"] == nats_server.url
                     assert health["boot_id"].startswith("boot_")

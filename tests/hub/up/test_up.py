@@ -17,6 +17,7 @@ import tempfile
 import textwrap
 import urllib.request
 from collections.abc import Iterator
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -373,7 +374,7 @@ async def test_a_second_up_on_the_same_state_dir_is_refused(up: UpProcess) -> No
 
 
 async def deploy_counter(up: UpProcess, name: str = "counter") -> dict[str, Any]:
-    async with HubClient(f"http://{up.http}", timeout=10) as hub:
+    async with aclosing(HubClient(f"http://{up.http}", timeout=10)) as hub:
         return dict(await hub.deploy(name, example_source(), "counter:main"))
 
 
