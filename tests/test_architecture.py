@@ -1,0 +1,192 @@
+"""The import graph of runtime/, hub/ and sidecar/, read from the source with
+``ast`` (nothing is imported): no cycles, hub and sidecar never import each
+other, runtime imports neither, and hub/ stays a house of rooms, each
+entered through its package.
+
+Every import statement counts, wherever it stands: at the top, inside a
+function, or under ``if TYPE_CHECKING:`` (a type-only cycle still ties two
+modules together). Importing ``pkg.mod`` runs ``pkg/__init__.py`` first,
+but that implicit edge is left out: with it, every package re-exporting its
+modules would be a cycle. An explicit ``from pkg import X`` (or ``from .
+import X``, X not a module) inside ``pkg.mod`` does count: with
+``pkg/__init__.py`` importing ``pkg.mod`` it is a real cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+from tests.support import REPO
+
+PACKAGES = ("runtime", "hub", "sidecar")
+MAX_FLAT_HUB_MODULES = 10
+MIN_HUB_ROOMS = 3
+
+Graph = dict[str, set[str]]
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@cache
+def sources() -> dict[str, Path]:
+    """Every module of the three packages, by dotted name."""
+    return {
+        module_name(path): path
+        for package in PACKAGES
+        for path in sorted((REPO / package).rglob("*.py"))
+    }
+
+
+def is_package(module: str) -> bool:
+    return sources()[module].name == "__init__.py"
+
+
+def known(name: str) -> str | None:
+    """The module of ours that ``name`` (a module, or a module's attribute) is in."""
+    while name:
+        if name in sources():
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imported(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """The dotted names one import statement in ``module`` brings in."""
+    if isinstance(node, ast.Import):
+        yield from (alias.name for alias in node.names)
+        return
+    if node.level:
+        package = module if is_package(module) else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        base = f"{package}.{node.module}" if node.module else package
+    else:
+        base = node.module or ""
+    for alias in node.names:
+        # ``from pkg import mod`` imports the submodule; ``from pkg import X``, pkg itself.
+        yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in sources() else base
+
+
+@cache
+def graph() -> Graph:
+    """Module -> the modules of ours it imports."""
+    edges: Graph = {}
+    for module, path in sources().items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        edges[module] = {
+            target
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for name in imported(module, node)
+            if (target := known(name)) is not None and target != module
+        }
+    return edges
+
+
+def cycles(edges: Graph) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def crossings(source: str, target: str) -> list[str]:
+    """Every import of a ``target`` module by a ``source`` module."""
+    return [
+        f"{module} -> {imported}"
+        for module, targets in sorted(graph().items())
+        if module.partition(".")[0] == source
+        for imported in sorted(targets)
+        if imported.partition(".")[0] == target
+    ]
+
+
+def test_the_graph_sees_every_kind_of_import() -> None:
+    edges = graph()
+    assert "runtime._errors" in edges["runtime._codec"]  # relative, at the top
+    assert "runtime._failpoints" in edges["runtime.testing._failpoints"]  # from .. import mod
+    assert "hub.store" in edges["hub.wire.service"]  # a room, through its package
+    assert "hub.up.nats" in edges["hub.up.supervisor"]  # inside a function
+    assert "hub.store.db" in edges["hub.store"]  # a package re-exporting its module
+
+
+def test_no_module_imports_in_a_cycle() -> None:
+    found = cycles(graph())
+    assert found == [], "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_a_cycle_is_caught_but_a_re_export_is_not() -> None:
+    re_export = {"pkg": {"pkg.mod"}, "pkg.mod": {"pkg._impl"}, "pkg._impl": set()}
+    assert cycles(re_export) == []
+    through_the_package = {**re_export, "pkg._impl": {"pkg"}}
+    assert cycles(through_the_package) == [["pkg", "pkg._impl", "pkg.mod"]]
+    type_only = {"a": {"b"}, "b": {"a"}}
+    assert cycles(type_only) == [["a", "b"]]
+
+
+def test_hub_and_sidecar_never_import_each_other() -> None:
+    assert crossings("hub", "sidecar") == []
+    assert crossings("sidecar", "hub") == []
+
+
+def test_runtime_imports_neither_hub_nor_sidecar() -> None:
+    assert crossings("runtime", "hub") == []
+    assert crossings("runtime", "sidecar") == []
+
+
+def room(module: str) -> str:
+    """``hub.store.db`` -> ``store``; a package's top (``hub``) is no room."""
+    return module.split(".")[1] if "." in module else ""
+
+
+def test_hub_rooms_are_entered_through_their_package() -> None:
+    # hub.<room>.<module> is the room's own business: others import hub.<room>.
+    inside = [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph().items())
+        for target in sorted(targets)
+        if target.startswith("hub.") and target.count(".") >= 2 and room(target) != room(module)
+    ]
+    assert inside == []
+
+
+def test_hub_is_rooms_with_few_flat_modules() -> None:
+    hub = REPO / "hub"
+    flat = sorted(p.name for p in hub.glob("*.py") if p.name != "__init__.py")
+    assert len(flat) <= MAX_FLAT_HUB_MODULES, flat
+    rooms = sorted(p.parent.name for p in hub.glob("*/__init__.py") if p.parent.name[0] != "_")
+    assert len(rooms) >= MIN_HUB_ROOMS, rooms
