@@ -153,22 +153,9 @@ EXPECTED: dict[str, list[str]] = {
         "read_version",
         "resolve_deployment",
     ],
-    "hub.wire": [
-        "DispatchConfig",
-        "HealthConfig",
-        "Wire",
-        "WireConfig",
-        "run_wire",
-    ],
-    "hub.api": [
-        "ApiSettings",
-        "HttpServer",
-        "bind_socket",
-        "create_app",
-    ],
-    "hub.cli": [
-        "main",
-    ],
+    "hub.wire": ["DispatchConfig", "HealthConfig", "Wire", "WireConfig", "run_wire"],
+    "hub.api": ["ApiSettings", "HttpServer", "bind_socket", "create_app"],
+    "hub.cli": ["main"],
     "hub.up": [
         "Backoff",
         "Child",

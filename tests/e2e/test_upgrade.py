@@ -16,6 +16,7 @@ import pytest
 from runtime import read_restore_record
 from tests.legacy.v1fixture import V1Deployment, V1State, write_v1_state
 from tests.support import free_port, wait_for
+from tests.support.sqlite import dump
 
 from .harness import MAILRUN, Up, mailrun_up
 
@@ -236,20 +237,12 @@ def _spawn_up(tmp: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def _dump(path: Path) -> list[str]:
-    db = sqlite3.connect(path)  # read-write: recovers what a crash left, as a boot would
-    try:
-        return list(db.iterdump())
-    finally:
-        db.close()
-
-
 async def test_a_hub_killed_in_the_middle_of_the_migration_finishes_it_at_the_next_boot(
     tmp_path: Path, booted_once: tuple[V1State, V1State, Snapshot]
 ) -> None:
     v1, _, snapshot_once = booted_once
     state = copy(v1, tmp_path / "crashed")
-    before = _dump(state.state_dir / "hub.db")
+    before = dump(state.state_dir / "hub.db")
 
     # `up` passes its environment to the hub: the failpoint kills the hub
     # (os._exit, like SIGKILL) inside migration 2's transaction, with release
@@ -267,7 +260,7 @@ async def test_a_hub_killed_in_the_middle_of_the_migration_finishes_it_at_the_ne
     finally:
         proc.terminate()
         await anyio.to_thread.run_sync(proc.wait)
-    assert _dump(state.state_dir / "hub.db") == before  # still release 1's, all of it
+    assert dump(state.state_dir / "hub.db") == before  # still release 1's, all of it
 
     same(await boot_once(tmp_path / "crashed", state), snapshot_once)
 

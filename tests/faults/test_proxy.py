@@ -15,6 +15,7 @@ from runtime import Subscription, Transport, open_nats
 from tests.faults import FrameParser, NatsFaultProxy, subject_matches
 from tests.faults.natsproto import ProtocolError
 from tests.support import NatsServerProcess, wait_for
+from tests.support.transport import echo, take
 
 pytestmark = pytest.mark.anyio
 
@@ -24,16 +25,6 @@ async def proxied(server: NatsServerProcess) -> AsyncIterator[tuple[NatsFaultPro
     """A proxy in front of ``server`` and a client connected through it."""
     async with NatsFaultProxy(server.url) as proxy, open_nats(proxy.url, name="via") as client:
         yield proxy, client
-
-
-async def take(sub: Subscription, count: int, timeout: float = 5.0) -> list[bytes]:
-    got: list[bytes] = []
-    with anyio.fail_after(timeout):
-        async for msg in sub:
-            got.append(msg.data)
-            if len(got) == count:
-                break
-    return got
 
 
 async def until(sub: Subscription, last: bytes, timeout: float = 5.0) -> list[bytes]:
@@ -46,11 +37,6 @@ async def until(sub: Subscription, last: bytes, timeout: float = 5.0) -> list[by
             if msg.data == last:
                 break
     return got
-
-
-async def echo(sub: Subscription) -> None:
-    async for msg in sub:
-        await msg.respond(b"re:" + msg.data)
 
 
 # --- the protocol parser ------------------------------------------------------------

@@ -8,28 +8,13 @@ import pytest
 from runtime import (
     NoResponders,
     RequestTimeout,
-    Subscription,
     TransportClosed,
     TransportError,
 )
 from runtime._subjects import subject_matches, validate_subject
 from runtime.testing import MemoryBus
 from runtime.testing._memory import MemorySubscription
-
-
-async def echo(sub: Subscription) -> None:
-    async for msg in sub:
-        await msg.respond(b"re:" + msg.data)
-
-
-async def take(sub: Subscription, count: int) -> list[bytes]:
-    got: list[bytes] = []
-    with anyio.fail_after(2):
-        async for msg in sub:
-            got.append(msg.data)
-            if len(got) == count:
-                break
-    return got
+from tests.support.transport import echo, take
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ import pytest
 from runtime import (
     NoResponders,
     RequestTimeout,
-    Subscription,
     Transport,
     TransportClosed,
     TransportError,
@@ -21,23 +20,9 @@ from runtime import (
 )
 from runtime._nats import NatsSubscription
 from tests.support import NatsServerProcess, wait_for
+from tests.support.transport import echo, take
 
 pytestmark = pytest.mark.anyio
-
-
-async def echo(sub: Subscription) -> None:
-    async for msg in sub:
-        await msg.respond(b"re:" + msg.data)
-
-
-async def take(sub: Subscription, count: int, timeout: float = 5.0) -> list[bytes]:
-    got: list[bytes] = []
-    with anyio.fail_after(timeout):
-        async for msg in sub:
-            got.append(msg.data)
-            if len(got) == count:
-                break
-    return got
 
 
 async def test_publish_reaches_wildcard_subscribers(nats_server: NatsServerProcess) -> None:

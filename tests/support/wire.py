@@ -19,6 +19,7 @@ from hub.wire.service import Wire, WireConfig, run_wire
 from runtime import (
     Ack,
     Challenge,
+    Event,
     Frame,
     FrameDecoder,
     Hello,
@@ -26,6 +27,7 @@ from runtime import (
     Ping,
     Pong,
     Refused,
+    RunEvents,
     Subjects,
     Transport,
     Welcome,
@@ -213,3 +215,21 @@ class Inbox:
 
 def refused(reply: Frame, reason: str) -> bool:
     return isinstance(reply, Refused) and reply.reason == reason
+
+
+async def owned(hub: Hub, n: int = 0, name: str = "flow") -> tuple[Sidecar, list[Accepted]]:
+    """A deployment with ``n`` mails accepted, and a Sidecar welcomed as its owner."""
+    dep = await deploy(hub.store, name)
+    receipts = await accept(hub, dep, [f"m{i}".encode() for i in range(n)])
+    car = Sidecar(hub, dep)
+    assert isinstance(await car.hello(), Welcome)
+    return car, receipts
+
+
+async def send(car: Sidecar, *events: Event) -> Frame:
+    """``events`` in one RunEvents frame of ``car``'s session; the hub's reply."""
+    session_id, epoch = car.session
+    frame = RunEvents(
+        deployment_id=car.dep.id, session_id=session_id, owner_epoch=epoch, events=list(events)
+    )
+    return await car.request(car.hub.subjects.events, frame)

@@ -19,6 +19,7 @@ from hub.store.schema import add_dead_letter_deployment
 from runtime import FailpointError
 from runtime.testing import configure_failpoints
 from tests.legacy.v1fixture import V1State, write_v1_state
+from tests.support.sqlite import dump
 
 
 @pytest.fixture
@@ -39,14 +40,6 @@ def files(state_dir: Path) -> dict[str, str]:
         for p in sorted(state_dir.rglob("*"))
         if p.is_file()
     }
-
-
-def dump(path: Path) -> list[str]:
-    db = sqlite3.connect(path)
-    try:
-        return list(db.iterdump())
-    finally:
-        db.close()
 
 
 def migrate(*args: str) -> str:

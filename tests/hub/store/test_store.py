@@ -10,6 +10,7 @@ import pytest
 
 from hub import MigrationError, Store, pending_migrations
 from hub.store.migrations import LATEST
+from tests.support.sqlite import dump
 
 pytestmark = pytest.mark.anyio
 
@@ -103,14 +104,6 @@ def rows(path: Path, sql: str, *params: object) -> list[dict[str, Any]]:
     db.row_factory = sqlite3.Row
     try:
         return [dict(r) for r in db.execute(sql, params)]
-    finally:
-        db.close()
-
-
-def dump(path: Path) -> list[str]:
-    db = sqlite3.connect(path)
-    try:
-        return list(db.iterdump())
     finally:
         db.close()
 

@@ -12,35 +12,16 @@ from hub.store.deployments import delete_deployment
 from runtime import (
     ApprovalRequested,
     DispatchProcessed,
-    Event,
     EventsAck,
     MailSent,
     MintChild,
     Minted,
     RunCompleted,
-    RunEvents,
     RunFailed,
     RunStarted,
-    Welcome,
     new_id,
 )
-from tests.support.wire import Hub, Sidecar, accept, deploy, refused, running_hub
-
-
-async def owned(hub: Hub, n: int = 0, name: str = "flow") -> tuple[Sidecar, list[Accepted]]:
-    dep = await deploy(hub.store, name)
-    receipts = await accept(hub, dep, [f"m{i}".encode() for i in range(n)])
-    car = Sidecar(hub, dep)
-    assert isinstance(await car.hello(), Welcome)
-    return car, receipts
-
-
-async def send(car: Sidecar, *events: Event) -> object:
-    session_id, epoch = car.session
-    frame = RunEvents(
-        deployment_id=car.dep.id, session_id=session_id, owner_epoch=epoch, events=list(events)
-    )
-    return await car.request(car.hub.subjects.events, frame)
+from tests.support.wire import Hub, accept, deploy, owned, refused, running_hub, send
 
 
 def processed(receipt: Accepted, **state: object) -> DispatchProcessed:

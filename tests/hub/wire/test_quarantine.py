@@ -12,31 +12,13 @@ from hub.store.queries import get_deployment, list_deployments
 from runtime import (
     DispatchProcessed,
     EnvelopeQuarantined,
-    Event,
     EventsAck,
-    RunEvents,
     Welcome,
     new_id,
 )
-from tests.support.wire import Hub, Sidecar, accept, deploy, running_hub
+from tests.support.wire import accept, deploy, owned, running_hub, send
 
 pytestmark = pytest.mark.anyio
-
-
-async def owned(hub: Hub, n: int, name: str = "flow") -> tuple[Sidecar, list[Accepted]]:
-    dep = await deploy(hub.store, name)
-    receipts = await accept(hub, dep, [f"m{i}".encode() for i in range(n)])
-    car = Sidecar(hub, dep)
-    assert isinstance(await car.hello(), Welcome)
-    return car, receipts
-
-
-async def send(car: Sidecar, *events: Event) -> object:
-    session_id, epoch = car.session
-    frame = RunEvents(
-        deployment_id=car.dep.id, session_id=session_id, owner_epoch=epoch, events=list(events)
-    )
-    return await car.request(car.hub.subjects.events, frame)
 
 
 def quarantined(receipt: Accepted, run_id: str = "") -> EnvelopeQuarantined:
