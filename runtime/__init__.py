@@ -13,6 +13,7 @@ from ._codec import encode as encode
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
 from ._errors import AskTimeout as AskTimeout
+from ._errors import FailpointError as FailpointError
 from ._errors import FrameDecodeError as FrameDecodeError
 from ._errors import MailboxFull as MailboxFull
 from ._errors import MailrunError as MailrunError
@@ -22,7 +23,6 @@ from ._errors import RequestTimeout as RequestTimeout
 from ._errors import SignatureError as SignatureError
 from ._errors import TransportClosed as TransportClosed
 from ._errors import TransportError as TransportError
-from ._failpoints import FailpointError as FailpointError
 from ._failpoints import afailpoint as afailpoint
 from ._failpoints import failpoint as failpoint
 from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE

@@ -34,8 +34,9 @@ from runtime import (
     encode,
 )
 
+from .._errors import StaleEpoch
 from ..store import DispatchStatus, Store
-from .sessions import Session, StaleEpoch, fence
+from .sessions import Session, fence
 
 _RESERVED = """
 SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,

@@ -31,7 +31,7 @@ from runtime import (
     verify,
 )
 
-from .._errors import HubError
+from .._errors import StaleEpoch, UnknownSession
 from ..store import DispatchStatus, Store
 
 log = logging.getLogger("mailrun.hub.sessions")
@@ -45,18 +45,6 @@ SELECT d.public_key, d.owner_instance, d.owner_epoch, d.deleted_at, a.status AS 
 FROM deployment d LEFT JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1
 WHERE d.id = ?
 """
-
-
-class UnknownSession(HubError):
-    """The frame names a session this hub never opened (or forgot): re-hello."""
-
-    reason = Reason.UNKNOWN_SESSION
-
-
-class StaleEpoch(HubError):
-    """The frame's owner epoch is not the deployment's current one: fenced."""
-
-    reason = Reason.STALE_EPOCH
 
 
 @dataclass(frozen=True, slots=True)
