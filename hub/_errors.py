@@ -2,9 +2,10 @@
 
 Each error that reaches an HTTP client carries its HTTP status and a stable
 snake_case ``reason``; the HTTP layer renders ``{"status", "reason", "detail"}``
-from these and nothing else. A reason that also travels on the wire is a
-member of runtime.Reason. The tree (HTTP status, a second base in
-parentheses)::
+from these and nothing else, and answers a rejected receipt (which carries
+only its reason) with the status of the class :func:`error_for` names. A
+reason that also travels on the wire is a member of runtime.Reason. The tree
+(HTTP status, a second base in parentheses)::
 
     runtime.MailrunError
       HubError                  500 internal_error
@@ -20,10 +21,13 @@ parentheses)::
         PayloadTooLarge         413
         NameTaken               409
         ApprovalDecided         409
+        DeploymentNotLive       409
+        WorkflowRunTerminal     409
         UnknownDeployment       404
         UnknownRun              404
         UnknownDispatch         404
         UnknownApproval         404
+        UnknownAddress          404
         UnknownSession          a sidecar's frame: say hello again
         StaleEpoch              a sidecar's frame: fenced
         NatsServerError         the embedded nats-server (hub.up)
@@ -37,6 +41,8 @@ parentheses)::
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from runtime import MailrunError, Reason
 
@@ -124,6 +130,22 @@ class ApprovalDecided(HubError):
     kind = "rejected"
 
 
+class DeploymentNotLive(HubError):
+    """The deployment is deleted: it takes no more triggers."""
+
+    http_status = 409
+    reason = Reason.DEPLOYMENT_NOT_LIVE
+    kind = "rejected"
+
+
+class WorkflowRunTerminal(HubError):
+    """The run has ended: it takes no more triggers."""
+
+    http_status = 409
+    reason = Reason.WORKFLOW_RUN_TERMINAL
+    kind = "rejected"
+
+
 class UnknownDeployment(HubError):
     http_status = 404
     reason = Reason.UNKNOWN_DEPLOYMENT
@@ -142,6 +164,13 @@ class UnknownDispatch(HubError):
 class UnknownApproval(HubError):
     http_status = 404
     reason = Reason.UNKNOWN_APPROVAL
+
+
+class UnknownAddress(HubError):
+    """No deployment, live or deleted, has the mail's address."""
+
+    http_status = 404
+    reason = Reason.UNKNOWN_ADDRESS
 
 
 # --- the wire: a sidecar's frame is refused with the reason ------------------
@@ -198,3 +227,18 @@ class DemoFailed(HubError):
 
 class DemoTimeout(DemoFailed, TimeoutError):
     reason = "demo_timeout"
+
+
+def error_for(reason: str) -> type[HubError] | None:
+    """The error class of ``reason``: where a code gets its HTTP status."""
+    return _BY_REASON.get(reason)
+
+
+def _tree(cls: type[HubError]) -> Iterator[type[HubError]]:
+    yield cls
+    for sub in cls.__subclasses__():
+        yield from _tree(sub)
+
+
+# Classes that name a reason of their own (not one inherited from a parent).
+_BY_REASON = {cls.reason: cls for cls in _tree(HubError) if "reason" in vars(cls)}

@@ -57,3 +57,15 @@ def test_the_drawn_tree_is_the_defined_one(name: str) -> None:
         if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == name
     }
     assert defined - drawn == set()
+
+
+def test_each_hub_reason_names_one_error_class() -> None:
+    from hub import _errors
+
+    tree = [c for c in _errors._tree(_errors.HubError) if c.__module__ == _errors.__name__]
+    own = [c.reason for c in tree if "reason" in vars(c)]
+    assert len(own) == len(set(own))
+    for reason in own:
+        error = _errors.error_for(reason)
+        assert error is not None and error.reason == reason
+    assert _errors.error_for("no_such_reason") is None
