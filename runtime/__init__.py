@@ -1,5 +1,6 @@
 """What hub and sidecar share: ids, frames, codec, keys, the run-state
-classifier, restore records, the actor kernel and the transport seam."""
+classifier, the wire vocabulary (reason and outcome codes), restore records,
+the actor kernel and the transport seam."""
 
 from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef
@@ -12,6 +13,7 @@ from ._codec import encode as encode
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
 from ._errors import AskTimeout as AskTimeout
+from ._errors import FailpointError as FailpointError
 from ._errors import FrameDecodeError as FrameDecodeError
 from ._errors import MailboxFull as MailboxFull
 from ._errors import MailrunError as MailrunError
@@ -21,7 +23,6 @@ from ._errors import RequestTimeout as RequestTimeout
 from ._errors import SignatureError as SignatureError
 from ._errors import TransportClosed as TransportClosed
 from ._errors import TransportError as TransportError
-from ._failpoints import FailpointError as FailpointError
 from ._failpoints import afailpoint as afailpoint
 from ._failpoints import failpoint as failpoint
 from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
@@ -67,6 +68,9 @@ from ._keys import verify as verify
 from ._memory import MemoryBus as MemoryBus
 from ._memory import MemoryTransport as MemoryTransport
 from ._nats import open_nats as open_nats
+from ._reasons import AckResult as AckResult
+from ._reasons import DispatchOutcome as DispatchOutcome
+from ._reasons import Reason as Reason
 from ._restore import HubKey as HubKey
 from ._restore import RestoreRecord as RestoreRecord
 from ._restore import Sources as Sources
@@ -91,6 +95,7 @@ __all__ = [
     "INLINE_BODY_LIMIT",
     "SUPPORTED_FORMATS",
     "Ack",
+    "AckResult",
     "Actor",
     "ActorError",
     "ActorRef",
@@ -103,6 +108,7 @@ __all__ = [
     "ChildRunStarted",
     "Claim",
     "DeploymentStatus",
+    "DispatchOutcome",
     "DispatchProcessed",
     "EnvelopeQuarantined",
     "Event",
@@ -126,6 +132,7 @@ __all__ = [
     "NoResponders",
     "Ping",
     "Pong",
+    "Reason",
     "RecordDecodeError",
     "Refused",
     "RequestTimeout",

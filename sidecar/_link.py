@@ -33,6 +33,7 @@ from runtime import (
     HubBoot,
     MintChild,
     Minted,
+    Reason,
     Refused,
     Subjects,
     Transport,
@@ -48,7 +49,7 @@ from ._errors import BlobError, DigestMismatch, HubRefused, HubUnavailable, Owne
 
 log = logging.getLogger("mailrun.sidecar.link")
 
-REHELLO_REASONS = frozenset({"unknown_session", "stale_epoch"})
+REHELLO_REASONS = frozenset({Reason.UNKNOWN_SESSION, Reason.STALE_EPOCH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +198,7 @@ class HubLink:
         if isinstance(reply, Welcome):
             return reply
         if isinstance(reply, Refused):
-            if reply.reason == "owner_conflict":
+            if reply.reason == Reason.OWNER_CONFLICT:
                 raise OwnerConflict(reply.reason, reply.detail)
             raise HubRefused(reply.reason, reply.detail)
         raise HubRefused("unexpected_reply", type(reply).__name__)

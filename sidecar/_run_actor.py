@@ -11,6 +11,7 @@ import msgspec
 
 from runtime import (
     Actor,
+    DispatchOutcome,
     DispatchProcessed,
     EnvelopeQuarantined,
     RunCompleted,
@@ -76,8 +77,9 @@ class RunActor(Actor[list[Pending]]):
                 if status is not None and is_terminal(status):
                     # The run has ended: consume it visibly so the hub settles
                     # the dispatch and later seqs move on.
-                    commit.consumed.append((p.dispatch_id, p.seq, "refused_terminal"))
-                    commit.events.append(self._processed(p, now, snapshot, "refused_terminal"))
+                    outcome = DispatchOutcome.REFUSED_TERMINAL
+                    commit.consumed.append((p.dispatch_id, p.seq, outcome))
+                    commit.events.append(self._processed(p, now, snapshot, outcome))
                     continue
                 started = status is None
                 ctx = await self._call(p, snapshot)
@@ -86,8 +88,8 @@ class RunActor(Actor[list[Pending]]):
                     commit.events.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=now))
                     status = RunStatus.RUNNING
                 commit.events.extend(ctx.events)
-                commit.events.append(self._processed(p, now, snapshot, "processed"))
-                commit.consumed.append((p.dispatch_id, p.seq, "processed"))
+                commit.events.append(self._processed(p, now, snapshot, DispatchOutcome.PROCESSED))
+                commit.consumed.append((p.dispatch_id, p.seq, DispatchOutcome.PROCESSED))
                 commit.state = msgspec.json.decode(snapshot)
                 if ctx.completed:
                     status = RunStatus.COMPLETED
@@ -132,7 +134,7 @@ class RunActor(Actor[list[Pending]]):
         return ctx
 
     def _processed(
-        self, p: Pending, now: float, snapshot: bytes, outcome: str
+        self, p: Pending, now: float, snapshot: bytes, outcome: DispatchOutcome
     ) -> DispatchProcessed:
         state: dict[str, Any] = msgspec.json.decode(snapshot)
         return DispatchProcessed(

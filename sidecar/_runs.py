@@ -25,6 +25,7 @@ import anyio
 from runtime import (
     ActorRef,
     ActorStopped,
+    DispatchOutcome,
     DispatchProcessed,
     Event,
     RestartPolicy,
@@ -178,7 +179,7 @@ class Runs:
                 dispatch_id=p.dispatch_id,
                 seq=p.seq,
                 state=record.state,
-                outcome="failed",
+                outcome=DispatchOutcome.FAILED,
             )
         )
         ended = record.status is not None and is_terminal(record.status)
@@ -188,7 +189,7 @@ class Runs:
             Commit(
                 run_id=run_id,
                 status=record.status if ended and record.status else RunStatus.FAILED,
-                consumed=[(p.dispatch_id, p.seq, "failed")],
+                consumed=[(p.dispatch_id, p.seq, DispatchOutcome.FAILED)],
                 error=None if ended else text,
                 events=events,
             )

@@ -20,21 +20,14 @@ import msgspec
 from runtime import RunStatus, is_terminal
 
 from .._client import HubClient
-from .._errors import HubError
+from .._errors import DemoFailed as DemoFailed  # the CLI catches it from here
+from .._errors import DemoTimeout, HubError
 from ..up import UpConfig, free_port, run_up
 
 EXAMPLE = "counter.py"
 ENTRYPOINT = "counter:main"
 SUBJECTS = ("hello", "how are you", "one more", "stop")
 DEADLINE = 60.0
-
-
-class DemoFailed(HubError):
-    reason = "demo_failed"
-
-
-class DemoTimeout(DemoFailed, TimeoutError):
-    reason = "demo_timeout"
 
 
 def example_source() -> str:

@@ -24,29 +24,11 @@ from typing import IO
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .._errors import HubError
+from .._errors import NatsServerError, NatsServerNotFound, NatsServerStartTimeout
 from .children import pdeathsig_preexec
 
 _POLL = 0.005
 _PROBE_TIMEOUT = 1.0
-
-
-class NatsServerError(HubError):
-    """The embedded nats-server could not be started or stopped."""
-
-    reason = "nats_server_failed"
-
-
-class NatsServerNotFound(NatsServerError):
-    """No nats-server binary beside this Python nor on PATH."""
-
-    reason = "nats_server_not_found"
-
-
-class NatsServerStartTimeout(NatsServerError, TimeoutError):
-    """nats-server did not accept connections within its start timeout."""
-
-    reason = "nats_server_start_timeout"
 
 
 def find_nats_server() -> Path:

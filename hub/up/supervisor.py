@@ -26,23 +26,11 @@ import msgspec
 from runtime import anchor_is_live, is_id, record_path, write_atomic
 
 from .._client import HubClient, HubClientError
-from .._errors import HubError
+from .._errors import NatsNotReady, UpAlreadyRunning
 from .children import Backoff, Child, ChildSpec
 
 DEFAULT_NATS_PORT = 4222
 UP_FILE = "up.json"
-
-
-class UpError(HubError):
-    reason = "up_failed"
-
-
-class UpAlreadyRunning(UpError):
-    reason = "up_already_running"
-
-
-class NatsNotReady(UpError, TimeoutError):
-    reason = "nats_not_ready"
 
 
 @dataclass(frozen=True)
