@@ -17,10 +17,9 @@ from typing import Any
 
 import msgspec
 
-from ._errors import HubError
+from runtime import DEFAULT_HUB_URL, HUB_URL_ENV
 
-DEFAULT_HUB = "http://127.0.0.1:8470"
-HUB_ENV = "MAILRUN_HUB"
+from ._errors import HubError
 
 JSON = dict[str, Any]
 
@@ -64,7 +63,7 @@ class HubResponseError(HubClientError):
 
 
 def default_hub_url() -> str:
-    return os.environ.get(HUB_ENV) or DEFAULT_HUB
+    return os.environ.get(HUB_URL_ENV) or DEFAULT_HUB_URL
 
 
 def _quote(segment: str) -> str:

@@ -17,9 +17,9 @@ from typing import IO, Any, NoReturn, TypeVar
 import click
 import msgspec
 
+from runtime import DEFAULT_HUB_URL, HUB_URL_ENV
+
 from .._client import (
-    DEFAULT_HUB,
-    HUB_ENV,
     HubBadResponse,
     HubClient,
     HubResponseError,
@@ -54,7 +54,8 @@ def _reporting(as_json: bool) -> Iterator[None]:
             sys.exit(EXIT_ERROR)
         fail(f"{exc.reason}: {exc.detail}" if exc.detail else exc.reason)
     except HubUnreachable as exc:
-        fail(f"{exc.detail} (is `mailrun up` running? set --hub or {HUB_ENV})", EXIT_UNREACHABLE)
+        hint = f"is `mailrun up` running? set --hub or {HUB_URL_ENV}"
+        fail(f"{exc.detail} ({hint})", EXIT_UNREACHABLE)
     except HubBadResponse as exc:
         fail(f"{exc.reason}: {exc.detail}")
 
@@ -65,10 +66,10 @@ def hub_command(fn: F) -> F:
     @click.option(
         "--hub",
         "hub_url",
-        envvar=HUB_ENV,
-        default=DEFAULT_HUB,
+        envvar=HUB_URL_ENV,
+        default=DEFAULT_HUB_URL,
         show_default=True,
-        help=f"The hub's base URL (env {HUB_ENV}).",
+        help=f"The hub's base URL (env {HUB_URL_ENV}).",
     )
     @click.option("--json", "as_json", is_flag=True, help="Print the hub's JSON as is.")
     @functools.wraps(fn)

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from runtime import RunStatus, is_terminal
+from runtime import LOOPBACK, RunStatus, is_terminal
 
 from .._client import HubClient
 from .._errors import DemoFailed as DemoFailed  # the CLI catches it from here
@@ -92,7 +92,7 @@ async def run_demo(say: Callable[[str], None], *, deadline: float = DEADLINE) ->
     tmp = Path(tempfile.mkdtemp(prefix="mailrun-demo-"))
     config = UpConfig(
         state_dir=tmp / "state",
-        http=f"127.0.0.1:{free_port()}",
+        http=f"{LOOPBACK}:{free_port()}",
         nats_port=free_port(),
         stop_grace=3.0,
         say=say,
