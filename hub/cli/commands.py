@@ -19,12 +19,8 @@ import msgspec
 
 from runtime import DEFAULT_HUB_URL, HUB_URL_ENV
 
-from .._client import (
-    HubBadResponse,
-    HubClient,
-    HubResponseError,
-    HubUnreachable,
-)
+from .._client import HubClient
+from .._errors import HubBadResponse, HubResponseError, HubUnreachable
 from .tables import deployment_view, deployments_table, receipt_view, run_view, runs_table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,8 +70,8 @@ def hub_command(fn: F) -> F:
     @click.option("--json", "as_json", is_flag=True, help="Print the hub's JSON as is.")
     @functools.wraps(fn)
     def wrapper(*args: Any, hub_url: str, as_json: bool, **kwargs: Any) -> Any:
-        with _reporting(as_json):
-            return fn(*args, client=HubClient(hub_url), as_json=as_json, **kwargs)
+        with _reporting(as_json), HubClient(hub_url) as client:
+            return fn(*args, client=client, as_json=as_json, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

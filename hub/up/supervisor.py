@@ -35,8 +35,8 @@ from runtime import (
     write_atomic,
 )
 
-from .._client import HubClient, HubClientError
-from .._errors import NatsNotReady, UpAlreadyRunning
+from .._client import AsyncHubClient
+from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunning
 from .children import Backoff, Child, ChildSpec
 
 UP_FILE = "up.json"
@@ -54,6 +54,8 @@ class UpConfig:
     stop_grace: float = 5.0
     backoff: Backoff = field(default_factory=Backoff)
     nats_ready_timeout: float = 15.0
+    hub_ready_timeout: float = 60.0
+    request_timeout: float = 2.0
     say: Callable[[str], None] | None = None
 
 
@@ -107,12 +109,12 @@ def _child_env() -> dict[str, str]:
 
 
 class Up:
-    def __init__(self, config: UpConfig) -> None:
+    def __init__(self, config: UpConfig, client: AsyncHubClient) -> None:
         self.config = config
         self.state_dir = config.state_dir.resolve()
         self.logs = self.state_dir / "logs"
         self.sidecar_root = self.state_dir / "sidecars"
-        self.client = HubClient(hub_url(config.http), timeout=2.0)
+        self.client = client
         self.env = _child_env()
         self.sidecars: dict[str, Child] = {}
         self.nats: Child | None = None
@@ -193,18 +195,21 @@ class Up:
         return f"nats://{LOOPBACK}:{port}"
 
     async def _wait_hub(self) -> None:
-        while True:
-            with contextlib.suppress(HubClientError):
-                await anyio.to_thread.run_sync(self.client.healthz, abandon_on_cancel=True)
-                return
-            await anyio.sleep(0.1)
+        timeout = self.config.hub_ready_timeout
+        with anyio.move_on_after(timeout):
+            while True:
+                with contextlib.suppress(HubClientError):
+                    await self.client.healthz()
+                    return
+                await anyio.sleep(0.1)
+        log = self.logs / "hub.log"
+        url = self.client.base_url
+        raise HubNotReady(f"the hub did not answer {url}/healthz within {timeout:g} s; see {log}")
 
     async def _watch_deployments(self, tg: anyio.abc.TaskGroup) -> None:
         while True:
             try:
-                listing = await anyio.to_thread.run_sync(
-                    self.client.deployments, abandon_on_cancel=True
-                )
+                listing = await self.client.deployments()
             except HubClientError:
                 pass  # hub down or restarting: keep every sidecar as it is
             else:
@@ -247,4 +252,5 @@ async def run_up(
     """Run the supervisor until cancelled; ``task_status`` gets ``UpInfo`` once the
     hub answers ``/healthz``. On cancellation every child is stopped (SIGTERM,
     SIGKILL after ``stop_grace``) before this returns."""
-    await Up(config).run(task_status=task_status)
+    async with AsyncHubClient(hub_url(config.http), timeout=config.request_timeout) as client:
+        await Up(config, client).run(task_status=task_status)
