@@ -36,8 +36,14 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         UpError                 ``mailrun up``
           UpAlreadyRunning
           NatsNotReady (TimeoutError)
+          HubNotReady (TimeoutError)
         DemoFailed              ``mailrun demo``
           DemoTimeout (TimeoutError)
+        HubClientError          the client of the hub's HTTP API (hub._client)
+          HubUnreachable
+            HubTimeout (TimeoutError)
+          HubBadResponse
+          HubResponseError      the hub's own error answer, as it came
 """
 
 from __future__ import annotations
@@ -221,12 +227,59 @@ class NatsNotReady(UpError, TimeoutError):
     reason = "nats_not_ready"
 
 
+class HubNotReady(UpError, TimeoutError):
+    """The hub ``up`` started did not answer ``/healthz`` within its deadline."""
+
+    reason = "hub_not_ready"
+
+
 class DemoFailed(HubError):
     reason = "demo_failed"
 
 
 class DemoTimeout(DemoFailed, TimeoutError):
     reason = "demo_timeout"
+
+
+# --- the client of the hub's HTTP API: the CLI, ``up`` and ``demo`` --------
+
+
+class HubClientError(HubError):
+    """Root of the client's errors."""
+
+    reason = "client_error"
+
+
+class HubUnreachable(HubClientError):
+    """No hub answered at the URL (refused, unknown host, network down)."""
+
+    reason = "hub_unreachable"
+
+
+class HubTimeout(HubUnreachable, TimeoutError):
+    """The hub did not answer within the client's timeout."""
+
+    reason = "hub_timeout"
+
+
+class HubBadResponse(HubClientError):
+    """The hub answered something that is not the JSON object it should be."""
+
+    reason = "bad_response"
+
+
+class HubResponseError(HubClientError):
+    """The hub answered with an error status; ``body`` is its JSON as sent."""
+
+    def __init__(self, http_status: int, body: dict[str, object]) -> None:
+        reason = str(body.get("reason") or f"http_{http_status}")
+        detail = str(body.get("detail") or "")
+        super().__init__(detail or reason)
+        self.http_status = http_status
+        self.reason = reason
+        self.detail = detail
+        self.status = str(body.get("status") or "error")
+        self.body = body
 
 
 def error_for(reason: str) -> type[HubError] | None:

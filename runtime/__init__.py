@@ -10,6 +10,20 @@ from ._backoff import backoff as backoff
 from ._codec import FrameDecoder as FrameDecoder
 from ._codec import Subjects as Subjects
 from ._codec import encode as encode
+from ._config import DEFAULT_HTTP as DEFAULT_HTTP
+from ._config import DEFAULT_HTTP_PORT as DEFAULT_HTTP_PORT
+from ._config import DEFAULT_HUB_URL as DEFAULT_HUB_URL
+from ._config import DEFAULT_LOG_LEVEL as DEFAULT_LOG_LEVEL
+from ._config import DEFAULT_MAIL_DOMAIN as DEFAULT_MAIL_DOMAIN
+from ._config import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
+from ._config import DEFAULT_NATS_PORT as DEFAULT_NATS_PORT
+from ._config import DEFAULT_NATS_URL as DEFAULT_NATS_URL
+from ._config import DEFAULT_SUBJECT_PREFIX as DEFAULT_SUBJECT_PREFIX
+from ._config import HUB_URL_ENV as HUB_URL_ENV
+from ._config import LOG_LEVEL_ENV as LOG_LEVEL_ENV
+from ._config import LOOPBACK as LOOPBACK
+from ._config import HostPort as HostPort
+from ._config import parse_host_port as parse_host_port
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
 from ._errors import AskTimeout as AskTimeout
@@ -91,8 +105,20 @@ from ._transport import Transport as Transport
 
 __all__ = [
     "BLOB_CHUNK_SIZE",
+    "DEFAULT_HTTP",
+    "DEFAULT_HTTP_PORT",
+    "DEFAULT_HUB_URL",
+    "DEFAULT_LOG_LEVEL",
+    "DEFAULT_MAIL_DOMAIN",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_NATS_PORT",
+    "DEFAULT_NATS_URL",
+    "DEFAULT_SUBJECT_PREFIX",
     "FORMAT_VERSION",
+    "HUB_URL_ENV",
     "INLINE_BODY_LIMIT",
+    "LOG_LEVEL_ENV",
+    "LOOPBACK",
     "SUPPORTED_FORMATS",
     "Ack",
     "AckResult",
@@ -118,6 +144,7 @@ __all__ = [
     "FrameDecodeError",
     "FrameDecoder",
     "Hello",
+    "HostPort",
     "HubBoot",
     "HubKey",
     "MailInbound",
@@ -168,6 +195,7 @@ __all__ = [
     "is_terminal",
     "new_id",
     "open_nats",
+    "parse_host_port",
     "public_key_of",
     "read_restore_record",
     "record_path",

@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from runtime import RecordDecodeError
+from runtime import DEFAULT_LOG_LEVEL, LOG_LEVEL_ENV, RecordDecodeError
 
 from ._app import Sidecar, SidecarOptions
 from ._errors import InboxSchemaTooNew, JoinTokenError, OwnerConflict, RestoreRecordMissing
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
-        level=os.environ.get("MAILRUN_LOG_LEVEL", "INFO").upper(),
+        level=os.environ.get(LOG_LEVEL_ENV, DEFAULT_LOG_LEVEL).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:

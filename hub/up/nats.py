@@ -24,6 +24,8 @@ from typing import IO
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from runtime import LOOPBACK
+
 from .._errors import NatsServerError, NatsServerNotFound, NatsServerStartTimeout
 from .children import pdeathsig_preexec
 
@@ -48,7 +50,7 @@ def find_nats_server() -> Path:
     )
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = LOOPBACK) -> int:
     """A TCP port free on ``host`` right now (the OS may hand it out again later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -73,7 +75,7 @@ class NatsServerProcess:
         self,
         *,
         port: int | None = None,
-        host: str = "127.0.0.1",
+        host: str = LOOPBACK,
         binary: Path | None = None,
         store_dir: Path | None = None,
         monitor_port: int | None = None,
