@@ -84,6 +84,9 @@ from ._runstate import is_terminal as is_terminal
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
 from ._transport import Transport as Transport
+from ._wakeup import Broadcast as Broadcast
+from ._wakeup import Flag as Flag
+from ._wakeup import Wakeup as Wakeup
 
 __all__ = [
     "BLOB_CHUNK_SIZE",
@@ -99,6 +102,7 @@ __all__ = [
     "AskTimeout",
     "BlobChunk",
     "BlobGet",
+    "Broadcast",
     "Challenge",
     "ChildRunStarted",
     "Claim",
@@ -108,6 +112,7 @@ __all__ = [
     "Event",
     "EventsAck",
     "FailpointError",
+    "Flag",
     "Frame",
     "FrameDecodeError",
     "FrameDecoder",
@@ -145,6 +150,7 @@ __all__ = [
     "Transport",
     "TransportClosed",
     "TransportError",
+    "Wakeup",
     "Welcome",
     "accepts_trigger",
     "afailpoint",

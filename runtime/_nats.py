@@ -23,6 +23,7 @@ from nats.aio.subscription import Subscription as NatsSub
 from ._backoff import backoff
 from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from ._transport import Message, ReconnectCallback, Transport
+from ._wakeup import Flag
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class NatsTransport:
         self._closed = False
         self._callbacks: list[ReconnectCallback] = []
         self._subs: dict[NatsSub, NatsSubscription] = {}
-        self._up = anyio.Event()  # set while connected; replaced on each disconnect
+        self._up = Flag()  # set while connected
 
     @property
     def is_connected(self) -> bool:
@@ -219,8 +220,7 @@ class NatsTransport:
             log.warning("NATS error: %r", exc)
 
     async def _on_disconnected(self) -> None:
-        if self._up.is_set():
-            self._up = anyio.Event()
+        self._up.clear()
         if not self._closed:
             log.info("disconnected from NATS at %s; reconnecting", self.url)
 

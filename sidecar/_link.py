@@ -25,6 +25,7 @@ import anyio
 from runtime import (
     BlobChunk,
     BlobGet,
+    Broadcast,
     Challenge,
     Claim,
     FrameDecodeError,
@@ -37,6 +38,7 @@ from runtime import (
     Subjects,
     Transport,
     TransportError,
+    Wakeup,
     Welcome,
     backoff,
     encode,
@@ -87,8 +89,8 @@ class HubLink:
         self._hello_timeout = hello_timeout
         self._request_timeout = request_timeout
         self._backoff_cap = backoff_cap
-        self._wake = anyio.Event()
-        self._changed = anyio.Event()
+        self._wake = Wakeup()
+        self._changed = Broadcast()  # self.session was replaced
         self._on_welcome = on_welcome
         self._in_flight: set[anyio.CancelScope] = set()
 
@@ -116,7 +118,7 @@ class HubLink:
         attempt = 0
         last_problem = ""
         while True:
-            self._wake = anyio.Event()
+            self._wake.clear()  # this hello answers every request for one so far
             try:
                 welcome = await self._hello()
             except OwnerConflict:
@@ -126,8 +128,7 @@ class HubLink:
                     log.warning("hello failed, retrying: %s", exc)
                     last_problem = str(exc)
                 attempt += 1
-                with anyio.move_on_after(self._backoff(attempt)):
-                    await self._wake.wait()
+                await self._wake.wait(self._backoff(attempt))
                 continue
             attempt, last_problem = 0, ""
             # Only the first claim may take ownership over; later hellos just
@@ -145,8 +146,7 @@ class HubLink:
                 except Exception:
                     log.exception("handling the welcome failed; the session stands")
             self.session = Session(welcome.session_id, welcome.owner_epoch, welcome.hub_boot_id)
-            self._changed.set()
-            self._changed = anyio.Event()
+            self._changed.notify()
             await self._wake.wait()
 
     async def watch_announcements(self) -> None:

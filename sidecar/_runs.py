@@ -27,11 +27,13 @@ from runtime import (
     ActorStopped,
     DispatchProcessed,
     Event,
+    Flag,
     RestartPolicy,
     RunFailed,
     RunStarted,
     RunStatus,
     Supervisor,
+    Wakeup,
     is_terminal,
     new_id,
 )
@@ -78,9 +80,10 @@ class Runs:
             on_give_up=self._gave_up_cb, stop_grace=self.config.stop_grace
         )
         self._gave_up: dict[str, BaseException] = {}
-        self._wake = anyio.Event()
+        self._wake = Wakeup()
         self._stack = AsyncExitStack()
-        self.idle = anyio.Event()
+        self.idle = Flag()
+        """Set while the scheduler has nothing it can process."""
 
     async def __aenter__(self) -> Runs:
         async with AsyncExitStack() as stack:
@@ -110,8 +113,7 @@ class Runs:
     async def _schedule(self) -> None:
         while True:
             await self._wake.wait()
-            self._wake = anyio.Event()
-            self.idle = anyio.Event()
+            self.idle.clear()
             while await self._step():
                 pass
             self.idle.set()

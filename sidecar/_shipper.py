@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import logging
 
-import anyio
 import msgspec
 
-from runtime import Event, EventsAck, FrameDecoder, Refused, RunEvents, afailpoint, backoff
+from runtime import (
+    Event,
+    EventsAck,
+    FrameDecoder,
+    Refused,
+    RunEvents,
+    Wakeup,
+    afailpoint,
+    backoff,
+)
 
 from ._errors import HubUnavailable
 from ._inbox import Inbox
@@ -39,7 +47,7 @@ class Shipper:
         self._batch_limit = batch_limit
         self._timeout = timeout
         self._session_wait = session_wait
-        self._wake = anyio.Event()
+        self._wake = Wakeup()
         self._events: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
         self._replies: FrameDecoder[EventsAck | Refused] = FrameDecoder(EventsAck | Refused)
 
@@ -54,8 +62,8 @@ class Shipper:
             if session is None:
                 await self._link.wait_session(self._session_wait)
                 continue
-            # A fresh event before reading: a commit after the read wakes us.
-            self._wake = anyio.Event()
+            # Cleared before reading: a commit after the read wakes us.
+            self._wake.clear()
             events = self._cut(await self._inbox.unacked(self._batch_limit))
             if not events:
                 await self._wake.wait()

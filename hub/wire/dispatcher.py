@@ -1,9 +1,9 @@
 """The outbox sender: one lane per deployment with a sidecar session.
 
 A lane repeats delivery rounds (:mod:`hub.wire.rounds`) while its deployment has
-reserved dispatches, sleeps on an ``anyio.Event`` when it has none (bursts of
-wakeups coalesce into one round), and backs off with jitter after a round
-with failures. A new hello cuts the backoff short: the sidecar is back.
+reserved dispatches, sleeps on a :class:`~runtime.Wakeup` when it has none
+(bursts of wakeups coalesce into one round), and backs off with jitter after
+a round with failures. A new hello cuts the backoff short: the sidecar is back.
 Rows are never removed from the queue by the sender, only marked, so a
 dispatch is never skipped or lost whatever the bus does.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import Subjects, Transport, backoff
+from runtime import Subjects, Transport, Wakeup, backoff
 
 from ..store import DispatchStatus, Store
 from .rounds import load_reserved, send_round, settle
@@ -49,8 +49,8 @@ class DispatchConfig:
 @dataclass(eq=False)
 class _Lane:
     deployment_id: str
-    wake: anyio.Event = field(default_factory=anyio.Event)
-    kick: anyio.Event = field(default_factory=anyio.Event)
+    wake: Wakeup = field(default_factory=Wakeup)
+    kick: Wakeup = field(default_factory=Wakeup)
     running: bool = False
     failures: int = 0
     last_error: str = ""
@@ -157,7 +157,9 @@ class Dispatcher:
         dep, config = lane.deployment_id, self._config
         try:
             while (session := self._sessions.current(dep)) is not None:
-                lane.wake, lane.kick = anyio.Event(), anyio.Event()
+                # Wakeups from before this look are answered by it.
+                lane.wake.clear()
+                lane.kick.clear()
                 try:
                     rows = await load_reserved(self._store, dep, config.window)
                 except Exception as exc:
@@ -200,5 +202,4 @@ class Dispatcher:
     async def _backoff(self, lane: _Lane) -> None:
         lane.failures += 1
         # A fresh hello (kick) means the sidecar is back: retry at once.
-        with anyio.move_on_after(self._config.backoff(lane.failures)):
-            await lane.kick.wait()
+        await lane.kick.wait(self._config.backoff(lane.failures))
