@@ -55,6 +55,8 @@ from ._frames import RunEvents as RunEvents
 from ._frames import RunFailed as RunFailed
 from ._frames import RunStarted as RunStarted
 from ._frames import Welcome as Welcome
+from ._groups import unwrap_group as unwrap_group
+from ._groups import unwrapping_groups as unwrapping_groups
 from ._ids import is_id as is_id
 from ._ids import new_id as new_id
 from ._keys import b64url as b64url
@@ -172,6 +174,8 @@ __all__ = [
     "record_path",
     "sign",
     "unb64url",
+    "unwrap_group",
+    "unwrapping_groups",
     "verify",
     "write_atomic",
     "write_restore_record",

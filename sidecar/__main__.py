@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from runtime import RecordDecodeError
+from runtime import RecordDecodeError, unwrap_group
 
 from ._app import Sidecar, SidecarOptions
 from ._errors import InboxSchemaTooNew, JoinTokenError, OwnerConflict, RestoreRecordMissing
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         anyio.run(_serve, options)
     except Exception as exc:
-        cause = _unwrap(exc)
+        cause = unwrap_group(exc)
         if isinstance(cause, OwnerConflict):
             log.error(
                 "%s: another sidecar instance owns deployment %s; stop it, or start this"
@@ -81,13 +81,6 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         raise
     return 0
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    """The one error inside (nested) single-member task group exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
 
 
 def _argv(args: argparse.Namespace, deployment_id: str) -> list[str]:

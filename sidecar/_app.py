@@ -27,6 +27,7 @@ from runtime import (
     open_nats,
     public_key_of,
     read_restore_record,
+    unwrap_group,
     write_restore_record,
 )
 
@@ -82,7 +83,7 @@ class Sidecar:
         try:
             await self._run()
         except* OwnerConflict as group:
-            raise _leaf(group) from None
+            raise unwrap_group(group) from None
 
     async def _run(self) -> None:
         path = locate(self.options.state_dir, self.options.deployment_id)
@@ -205,14 +206,6 @@ class Sidecar:
         raise HubUnavailable(
             f"no hub to mint a child run of {parent_run_id} within {self.options.mint_patience}s"
         )
-
-
-def _leaf(group: BaseExceptionGroup[OwnerConflict]) -> OwnerConflict:
-    first: BaseException = group
-    while isinstance(first, BaseExceptionGroup):
-        first = first.exceptions[0]
-    assert isinstance(first, OwnerConflict)
-    return first
 
 
 def _load(record: RestoreRecord, src_dir: Path) -> Handler:

@@ -17,6 +17,8 @@ import anyio
 import click
 import msgspec
 
+from runtime import unwrapping_groups
+
 from .._errors import HubError
 from .commands import COMMANDS, fail
 
@@ -76,10 +78,9 @@ def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | N
             click.echo(f"mailrun up: hub http://{http} nats {info.nats_url} state {info.state_dir}")
 
     try:
-        anyio.run(serve)
-    except* HubError as group:
-        exc = group.exceptions[0]
-        assert isinstance(exc, HubError)
+        with unwrapping_groups():
+            anyio.run(serve)
+    except HubError as exc:
         fail(f"{exc.reason}: {exc.detail}")
 
 
@@ -103,10 +104,9 @@ def demo() -> None:
             tg.cancel_scope.cancel()
 
     try:
-        anyio.run(go)
-    except* DemoFailed as group:
-        exc = group.exceptions[0]
-        assert isinstance(exc, DemoFailed)
+        with unwrapping_groups():
+            anyio.run(go)
+    except DemoFailed as exc:
         fail(f"demo failed: {exc.detail}")
     if interrupted:
         fail("demo interrupted; everything it started is stopped", 128 + interrupted[0])
