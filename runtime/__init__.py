@@ -83,6 +83,7 @@ from ._runstate import accepts_trigger as accepts_trigger
 from ._runstate import anchor_is_live as anchor_is_live
 from ._runstate import is_live as is_live
 from ._runstate import is_terminal as is_terminal
+from ._signals import cancel_on_signals as cancel_on_signals
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
 from ._transport import Transport as Transport
@@ -159,6 +160,7 @@ __all__ = [
     "anchor_is_live",
     "b64url",
     "backoff",
+    "cancel_on_signals",
     "decode_restore_record",
     "encode",
     "failpoint",

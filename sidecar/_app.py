@@ -127,10 +127,6 @@ class Sidecar:
         current batch, close the inbox. (Cancelling ``run`` stops at once.)"""
         self._serving.cancel()
 
-    @property
-    def stopping(self) -> bool:
-        return self._serving.cancel_called
-
     async def _serve(self, transport: Transport, record: RestoreRecord, inbox: Inbox) -> None:
         assert record.instance_id is not None and record.public_key is not None
         subjects = Subjects(record.subject_prefix)
