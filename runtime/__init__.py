@@ -5,6 +5,7 @@ from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef
 from ._actor import RestartPolicy as RestartPolicy
 from ._actor import Supervisor as Supervisor
+from ._backoff import Backoff as Backoff
 from ._backoff import backoff as backoff
 from ._codec import FrameDecoder as FrameDecoder
 from ._codec import Subjects as Subjects
@@ -103,6 +104,7 @@ __all__ = [
     "ActorStopped",
     "ApprovalRequested",
     "AskTimeout",
+    "Backoff",
     "BlobChunk",
     "BlobGet",
     "Broadcast",

@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._backoff import backoff
+from ._backoff import Backoff
 from ._errors import ActorStopped, AskTimeout, MailboxFull
 
 log = logging.getLogger("mailrun.actor")
@@ -52,8 +52,10 @@ class RestartPolicy:
     backoff_initial: float = 0.05
     backoff_max: float = 2.0
 
-    def backoff(self, attempt: int) -> float:
-        return backoff(attempt, initial=self.backoff_initial, maximum=self.backoff_max)
+    @property
+    def backoff(self) -> Backoff:
+        """The delay before a restart, doubling per consecutive crash."""
+        return Backoff(self.backoff_initial, self.backoff_max)
 
 
 class _Reply:
@@ -208,7 +210,7 @@ class Supervisor:
                 while True:
                     if actor is None:
                         if streak:
-                            await anyio.sleep(policy.backoff(streak))
+                            await anyio.sleep(policy.backoff.delay(streak))
                         try:
                             actor = factory()
                             await actor.started()

@@ -19,6 +19,7 @@ import anyio
 import msgspec
 
 from runtime import (
+    Backoff,
     RestoreRecord,
     Subjects,
     Transport,
@@ -43,6 +44,8 @@ from ._workflow import Handler, load_workflow
 log = logging.getLogger("mailrun.sidecar")
 
 Connect = Callable[[str, str], AbstractAsyncContextManager[Transport]]
+
+_MINT_RETRY = Backoff(initial=0.1, maximum=1.0)
 
 
 def _open_nats(url: str, name: str) -> AbstractAsyncContextManager[Transport]:
@@ -198,7 +201,7 @@ class Sidecar:
                     except HubUnavailable as exc:
                         log.info("minting a child of %s: %s; retrying", parent_run_id, exc)
                 attempt += 1
-                await anyio.sleep(min(1.0, 0.05 * 2.0**attempt))
+                await anyio.sleep(_MINT_RETRY.delay(attempt))
         raise HubUnavailable(
             f"no hub to mint a child run of {parent_run_id} within {self.options.mint_patience}s"
         )

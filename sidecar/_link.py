@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 from runtime import (
+    Backoff,
     BlobChunk,
     BlobGet,
     Broadcast,
@@ -40,7 +41,6 @@ from runtime import (
     TransportError,
     Wakeup,
     Welcome,
-    backoff,
     encode,
     hello_message,
     sign,
@@ -88,7 +88,7 @@ class HubLink:
         self._takeover = takeover
         self._hello_timeout = hello_timeout
         self._request_timeout = request_timeout
-        self._backoff_cap = backoff_cap
+        self._backoff = Backoff(maximum=backoff_cap)
         self._wake = Wakeup()
         self._changed = Broadcast()  # self.session was replaced
         self._on_welcome = on_welcome
@@ -128,7 +128,7 @@ class HubLink:
                     log.warning("hello failed, retrying: %s", exc)
                     last_problem = str(exc)
                 attempt += 1
-                await self._wake.wait(self._backoff(attempt))
+                await self._wake.wait(self._backoff.delay(attempt))
                 continue
             attempt, last_problem = 0, ""
             # Only the first claim may take ownership over; later hellos just
@@ -167,9 +167,6 @@ class HubLink:
 
     async def _on_reconnect(self) -> None:
         self.rehello()
-
-    def _backoff(self, attempt: int) -> float:
-        return backoff(attempt, maximum=self._backoff_cap)
 
     async def _hello(self) -> Welcome:
         ident = self.identity

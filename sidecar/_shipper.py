@@ -12,6 +12,7 @@ import logging
 import msgspec
 
 from runtime import (
+    Backoff,
     Event,
     EventsAck,
     FrameDecoder,
@@ -19,7 +20,6 @@ from runtime import (
     RunEvents,
     Wakeup,
     afailpoint,
-    backoff,
 )
 
 from ._errors import HubUnavailable
@@ -30,6 +30,8 @@ log = logging.getLogger("mailrun.sidecar.shipper")
 
 MAX_BATCH_BYTES = 512 * 1024
 """Keep a RunEvents frame well under NATS' default 1 MiB max payload."""
+
+_RESEND = Backoff(initial=0.05, maximum=1.0)
 
 
 class Shipper:
@@ -96,7 +98,7 @@ class Shipper:
             failures += 1
             # A new session (the hub is back, or we are welcome again) ends the
             # wait: the events go out at once.
-            await self._link.wait_new_session(session, backoff(failures))
+            await self._link.wait_new_session(session, _RESEND.delay(failures))
 
     def _cut(self, frames: list[bytes]) -> list[Event]:
         """Decode a prefix of ``frames`` that fits one RunEvents frame (at least one)."""

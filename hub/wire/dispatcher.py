@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import Subjects, Transport, Wakeup, backoff
+from runtime import Backoff, Subjects, Transport, Wakeup
 
 from ..store import DispatchStatus, Store
 from .rounds import load_reserved, send_round, settle
@@ -42,8 +42,10 @@ class DispatchConfig:
     census_interval: float = 1.0
     """How often pending counts are refreshed (and idle lanes with work woken)."""
 
-    def backoff(self, failures: int) -> float:
-        return backoff(failures, initial=self.backoff_initial, maximum=self.backoff_max)
+    @property
+    def backoff(self) -> Backoff:
+        """The delay after the n-th failed round in a row."""
+        return Backoff(self.backoff_initial, self.backoff_max)
 
 
 @dataclass(eq=False)
@@ -202,4 +204,4 @@ class Dispatcher:
     async def _backoff(self, lane: _Lane) -> None:
         lane.failures += 1
         # A fresh hello (kick) means the sidecar is back: retry at once.
-        await lane.kick.wait(self._config.backoff(lane.failures))
+        await lane.kick.wait(self._config.backoff.delay(lane.failures))
