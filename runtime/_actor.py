@@ -13,6 +13,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -143,10 +144,12 @@ class Supervisor:
         self._stop_grace = stop_grace
         self._refs: dict[str, ActorRef[Any]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> Supervisor:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+        # Runs first on the way out, before the task group waits for the actors.
+        self._stack.push_async_exit(self._stop)
         return self
 
     async def __aexit__(
@@ -155,12 +158,18 @@ class Supervisor:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        assert self._tg is not None
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+    async def _stop(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc_type is None:
             await self.aclose()
-        else:
+        elif self._tg is not None:
             self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
 
     def get(self, name: str) -> ActorRef[Any] | None:
         return self._refs.get(name)

@@ -86,15 +86,13 @@ class Runs:
         """Set while the scheduler has nothing it can process."""
 
     async def __aenter__(self) -> Runs:
-        async with AsyncExitStack() as stack:
-            await stack.enter_async_context(self._supervisor)
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            tg.start_soon(self._schedule)
-            # Leaving: the scheduler stops first; then the supervisor stops the
-            # actors, in order (each finishes and commits its current batch,
-            # within the stop grace) unless we leave on an error or cancellation.
-            stack.callback(tg.cancel_scope.cancel)
-            self._stack = stack.pop_all()
+        await self._stack.enter_async_context(self._supervisor)
+        tg = await self._stack.enter_async_context(anyio.create_task_group())
+        # Leaving: the scheduler stops first; then the supervisor stops the
+        # actors, in order (each finishes and commits its current batch,
+        # within the stop grace) unless we leave on an error or cancellation.
+        self._stack.callback(tg.cancel_scope.cancel)
+        tg.start_soon(self._schedule)
         self.kick()
         return self
 
