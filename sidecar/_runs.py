@@ -104,6 +104,10 @@ class Runs:
     ) -> bool | None:
         return await self._stack.__aexit__(exc_type, exc, tb)
 
+    @property
+    def handler_timeout(self) -> float:
+        return self.config.handler_timeout
+
     def kick(self) -> None:
         """Something may be ready to process (new envelopes, a raised floor)."""
         self._wake.set()
