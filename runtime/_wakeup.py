@@ -21,8 +21,8 @@ from __future__ import annotations
 import anyio
 
 
-class Wakeup:
-    """A coalescing wakeup for one waiting loop: ``set`` from anywhere, ``wait`` consumes."""
+class _Resettable:
+    """An ``anyio.Event`` swapped for a fresh one on ``clear``."""
 
     __slots__ = ("_event",)
 
@@ -33,45 +33,48 @@ class Wakeup:
         self._event.set()
 
     def clear(self) -> None:
-        """Drop a pending wakeup: the caller is about to look for itself."""
         if self._event.is_set():
             self._event = anyio.Event()
 
-    async def wait(self, timeout: float | None = None) -> bool:
-        """Until set (at once if set since the last wait); False if ``timeout`` passed first."""
+    async def _wait(self, timeout: float | None) -> bool:
         with anyio.move_on_after(timeout):
             await self._event.wait()
-            self.clear()
             return True
         return False
 
 
-class Flag:
+class Wakeup(_Resettable):
+    """A coalescing wakeup for one waiting loop: ``set`` from anywhere, ``wait`` consumes.
+
+    ``clear`` drops a pending wakeup: the caller is about to look for itself.
+    """
+
+    __slots__ = ()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Until set (at once if set since the last wait); False if ``timeout`` passed first."""
+        woken = await self._wait(timeout)
+        if woken:
+            self.clear()
+        return woken
+
+
+class Flag(_Resettable):
     """A level: ``wait`` returns while it is set, and blocks again after ``clear``."""
 
-    __slots__ = ("_event",)
+    __slots__ = ()
 
     def __init__(self, value: bool = False) -> None:
-        self._event = anyio.Event()
+        super().__init__()
         if value:
-            self._event.set()
+            self.set()
 
     def is_set(self) -> bool:
         return self._event.is_set()
 
-    def set(self) -> None:
-        self._event.set()
-
-    def clear(self) -> None:
-        if self._event.is_set():
-            self._event = anyio.Event()
-
     async def wait(self, timeout: float | None = None) -> bool:
         """Until set; False if ``timeout`` passed first."""
-        with anyio.move_on_after(timeout):
-            await self._event.wait()
-            return True
-        return False
+        return await self._wait(timeout)
 
 
 class Broadcast:
