@@ -1,5 +1,6 @@
 """What hub and sidecar share: ids, frames, codec, keys, the run-state
-classifier, restore records, the actor kernel and the transport seam."""
+classifier, restore records, the actor kernel, the transport seam, and the
+idioms every loop uses (wakeups, backoff, signals, exception groups)."""
 
 from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef
