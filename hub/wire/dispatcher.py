@@ -42,11 +42,6 @@ class DispatchConfig:
     census_interval: float = 1.0
     """How often pending counts are refreshed (and idle lanes with work woken)."""
 
-    @property
-    def backoff(self) -> Backoff:
-        """The delay after the n-th failed round in a row."""
-        return Backoff(self.backoff_initial, self.backoff_max)
-
 
 @dataclass(eq=False)
 class _Lane:
@@ -72,7 +67,8 @@ class Dispatcher:
         self._transport = transport
         self._subjects = subjects
         self._sessions = sessions
-        self._config = config or DispatchConfig()
+        self._config = config = config or DispatchConfig()
+        self._delays = Backoff(config.backoff_initial, config.backoff_max)
         self._lanes: dict[str, _Lane] = {}
         self._pending: dict[str, tuple[int, float]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -204,4 +200,4 @@ class Dispatcher:
     async def _backoff(self, lane: _Lane) -> None:
         lane.failures += 1
         # A fresh hello (kick) means the sidecar is back: retry at once.
-        await lane.kick.wait(self._config.backoff.delay(lane.failures))
+        await lane.kick.wait(self._delays.delay(lane.failures))
