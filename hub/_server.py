@@ -12,10 +12,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable, Coroutine, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,6 +34,7 @@ from runtime import (
     HostPort,
     Subjects,
     Transport,
+    cancel_on_signals,
     new_id,
     open_nats,
     parse_host_port,
@@ -86,14 +86,6 @@ class HubHandle:
     acceptor: Acceptor
 
 
-async def _stop_on_signal(stop: anyio.Event) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            log.info("received %s: shutting down", signal.Signals(signum).name)
-            stop.set()
-            return
-
-
 async def serve_hub(
     config: HubConfig,
     *,
@@ -111,7 +103,6 @@ async def serve_hub(
     sock = bind_socket(config.http_host, config.http_port)
     host, port = sock.getsockname()[:2]
     http_url = f"http://{HostPort(host, port)}"
-    stop = anyio.Event()
     try:
         async with AsyncExitStack() as stack:
             store = await Store.open(config.state_dir / "hub.db", busy_timeout=config.busy_timeout)
@@ -149,11 +140,11 @@ async def serve_hub(
                 )
                 http = HttpServer(app, sock)
                 await tg.start(http.run)
-                if handle_signals:
-                    tg.start_soon(_stop_on_signal, stop)
                 log.info("hub ready boot_id=%s http=%s nats=%s", boot_id, http_url, config.nats_url)
                 task_status.started(HubHandle(boot_id, http_url, store, acceptor))
-                await stop.wait()
+                # Serve until a signal (with handle_signals) or the caller cancels.
+                async with cancel_on_signals() if handle_signals else nullcontext():
+                    await anyio.sleep_forever()
                 # Stop intake first, so requests in flight still find the
                 # acceptor; then everything else.
                 await http.shutdown()

@@ -1,11 +1,13 @@
 """What hub and sidecar share: ids, frames, codec, keys, the run-state
 classifier, the wire vocabulary (reason and outcome codes), restore records,
-the actor kernel and the transport seam."""
+the actor kernel, the transport seam, and the idioms every loop uses
+(wakeups, backoff, signals, exception groups)."""
 
 from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef
 from ._actor import RestartPolicy as RestartPolicy
 from ._actor import Supervisor as Supervisor
+from ._backoff import Backoff as Backoff
 from ._backoff import backoff as backoff
 from ._codec import FrameDecoder as FrameDecoder
 from ._codec import Subjects as Subjects
@@ -70,6 +72,8 @@ from ._frames import RunEvents as RunEvents
 from ._frames import RunFailed as RunFailed
 from ._frames import RunStarted as RunStarted
 from ._frames import Welcome as Welcome
+from ._groups import unwrap_group as unwrap_group
+from ._groups import unwrapping_groups as unwrapping_groups
 from ._ids import is_id as is_id
 from ._ids import new_id as new_id
 from ._keys import b64url as b64url
@@ -99,9 +103,13 @@ from ._runstate import accepts_trigger as accepts_trigger
 from ._runstate import anchor_is_live as anchor_is_live
 from ._runstate import is_live as is_live
 from ._runstate import is_terminal as is_terminal
+from ._signals import cancel_on_signals as cancel_on_signals
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
 from ._transport import Transport as Transport
+from ._wakeup import Broadcast as Broadcast
+from ._wakeup import Flag as Flag
+from ._wakeup import Wakeup as Wakeup
 
 __all__ = [
     "BLOB_CHUNK_SIZE",
@@ -128,8 +136,10 @@ __all__ = [
     "ActorStopped",
     "ApprovalRequested",
     "AskTimeout",
+    "Backoff",
     "BlobChunk",
     "BlobGet",
+    "Broadcast",
     "Challenge",
     "ChildRunStarted",
     "Claim",
@@ -140,6 +150,7 @@ __all__ = [
     "Event",
     "EventsAck",
     "FailpointError",
+    "Flag",
     "Frame",
     "FrameDecodeError",
     "FrameDecoder",
@@ -179,12 +190,14 @@ __all__ = [
     "Transport",
     "TransportClosed",
     "TransportError",
+    "Wakeup",
     "Welcome",
     "accepts_trigger",
     "afailpoint",
     "anchor_is_live",
     "b64url",
     "backoff",
+    "cancel_on_signals",
     "decode_restore_record",
     "encode",
     "failpoint",
@@ -201,6 +214,8 @@ __all__ = [
     "record_path",
     "sign",
     "unb64url",
+    "unwrap_group",
+    "unwrapping_groups",
     "verify",
     "write_atomic",
     "write_restore_record",

@@ -17,7 +17,12 @@ from typing import Any
 import anyio
 import msgspec
 
-from runtime import LOOPBACK, RunStatus, is_terminal
+from runtime import (
+    LOOPBACK,
+    RunStatus,
+    is_terminal,
+    unwrap_group,
+)
 
 from .._client import AsyncHubClient
 from .._errors import DemoFailed as DemoFailed  # the CLI catches it from here
@@ -82,7 +87,7 @@ async def _demo_in_up(config: UpConfig, say: Callable[[str], None]) -> dict[str,
         return run
     except ExceptionGroup as group:
         # The first failure is the story; any other followed from it.
-        raise group.exceptions[0] from None
+        raise unwrap_group(group.exceptions[0]) from None
 
 
 async def run_demo(say: Callable[[str], None], *, deadline: float = DEADLINE) -> dict[str, Any]:

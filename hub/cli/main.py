@@ -24,7 +24,9 @@ from runtime import (
     DEFAULT_MAX_BODY,
     DEFAULT_NATS_URL,
     DEFAULT_SUBJECT_PREFIX,
+    cancel_on_signals,
     parse_host_port,
+    unwrapping_groups,
 )
 
 from .._errors import HubError
@@ -49,15 +51,6 @@ def main() -> None:
 
 
 # -- running the parts ---------------------------------------------------------
-
-
-async def _cancel_on_signal(scope: anyio.CancelScope, received: list[int] | None = None) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            if received is not None:
-                received.append(signum)
-            scope.cancel()
-            return
 
 
 @main.command()
@@ -85,16 +78,14 @@ def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | N
     config = UpConfig(state_dir, http, nats_url, subject_prefix=subject_prefix, say=say)
 
     async def serve() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_signal, tg.cancel_scope)
+        async with cancel_on_signals(), anyio.create_task_group() as tg:
             info = await tg.start(run_up, config)
             click.echo(f"mailrun up: hub http://{http} nats {info.nats_url} state {info.state_dir}")
 
     try:
-        anyio.run(serve)
-    except* HubError as group:
-        exc = group.exceptions[0]
-        assert isinstance(exc, HubError)
+        with unwrapping_groups():
+            anyio.run(serve)
+    except HubError as exc:
         fail(f"{exc.reason}: {exc.detail}")
 
 
@@ -109,19 +100,15 @@ def demo() -> None:
     def say(line: str) -> None:
         click.echo(f"mailrun demo: {line}")
 
-    interrupted: list[int] = []
-
-    async def go() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_signal, tg.cancel_scope, interrupted)
+    async def go() -> list[signal.Signals]:
+        async with cancel_on_signals() as received:
             await run_demo(say)
-            tg.cancel_scope.cancel()
+        return received
 
     try:
-        anyio.run(go)
-    except* DemoFailed as group:
-        exc = group.exceptions[0]
-        assert isinstance(exc, DemoFailed)
+        with unwrapping_groups():
+            interrupted = anyio.run(go)
+    except DemoFailed as exc:
         fail(f"demo failed: {exc.detail}")
     if interrupted:
         fail("demo interrupted; everything it started is stopped", 128 + interrupted[0])

@@ -32,6 +32,7 @@ from runtime import (
     is_id,
     parse_host_port,
     record_path,
+    unwrapping_groups,
     write_atomic,
 )
 
@@ -139,22 +140,17 @@ class Up:
     async def run(self, *, task_status: anyio.abc.TaskStatus[UpInfo]) -> None:
         for d in (self.state_dir, self.logs, self.sidecar_root):
             d.mkdir(parents=True, exist_ok=True)
-        with _state_lock(self.state_dir):
-            try:
-                async with anyio.create_task_group() as tg:
-                    try:
-                        info = await self._start(tg)
-                        task_status.started(info)
-                        await self._watch_deployments(tg)
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await self._stop_all()
-                            (self.state_dir / UP_FILE).unlink(missing_ok=True)
-            except ExceptionGroup as group:
-                # Callers want the one error that ended ``up``, not a group of one.
-                if len(group.exceptions) == 1:
-                    raise group.exceptions[0] from None
-                raise
+        # Callers want the one error that ended ``up``, not a group of one.
+        with _state_lock(self.state_dir), unwrapping_groups():
+            async with anyio.create_task_group() as tg:
+                try:
+                    info = await self._start(tg)
+                    task_status.started(info)
+                    await self._watch_deployments(tg)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self._stop_all()
+                        (self.state_dir / UP_FILE).unlink(missing_ok=True)
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> UpInfo:
         self.nats_url = nats_url = self.config.nats_url or await self._start_nats(tg)

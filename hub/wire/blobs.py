@@ -15,7 +15,15 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from runtime import BLOB_CHUNK_SIZE, BlobChunk, BlobGet, FrameDecoder, Reason, Refused
+from runtime import (
+    BLOB_CHUNK_SIZE,
+    BlobChunk,
+    BlobGet,
+    FrameDecoder,
+    Reason,
+    Refused,
+    Wakeup,
+)
 
 from ..store import DispatchStatus, Store
 from .sessions import SessionTable
@@ -44,16 +52,14 @@ class BlobCollector:
     def __init__(self, store: Store, *, interval: float = GC_INTERVAL) -> None:
         self._store = store
         self._interval = interval
-        self._poke = anyio.Event()
+        self._poke = Wakeup()
 
     def poke(self) -> None:
         self._poke.set()
 
     async def run(self) -> None:
         while True:
-            with anyio.move_on_after(self._interval):
-                await self._poke.wait()
-            self._poke = anyio.Event()
+            await self._poke.wait(self._interval)
             try:
                 deleted = await collect_blobs(self._store)
             except Exception:
