@@ -1,134 +1,66 @@
-"""A small synchronous HTTP client for the hub's JSON API (stdlib urllib only).
+"""The hub's JSON API over HTTP (httpx): ``HubClient`` for the CLI commands,
+``AsyncHubClient`` for ``mailrun up`` and ``mailrun demo``.
 
-The CLI, ``mailrun up`` and ``mailrun demo`` talk to the hub through this and
-nothing else. Every error the hub answers becomes a ``HubResponseError``
-carrying the hub's ``{status, reason, detail}``; a hub that cannot be reached
-is ``HubUnreachable`` so callers can tell "the hub said no" from "no hub".
+Both speak the same endpoints (defined once, in ``_Endpoints``) and fail the
+same way: an error the hub answers becomes a ``HubResponseError`` carrying
+its ``{status, reason, detail}``; a hub that cannot be reached is
+``HubUnreachable`` (``HubTimeout`` when it does not answer in time), so
+callers can tell "the hub said no" from "no hub". Every request has the
+client's timeout.
 """
 
 from __future__ import annotations
 
+import abc
 import base64
-import os
-import urllib.error
 import urllib.parse
-import urllib.request
-from typing import Any
+from collections.abc import Coroutine
+from types import TracebackType
+from typing import Any, Generic, Self, TypeVar
 
+import httpx
 import msgspec
 
-from ._errors import HubError
-
-DEFAULT_HUB = "http://127.0.0.1:8470"
-HUB_ENV = "MAILRUN_HUB"
+from ._errors import HubBadResponse, HubClientError, HubResponseError, HubTimeout, HubUnreachable
 
 JSON = dict[str, Any]
+R = TypeVar("R")
 
-
-class HubClientError(HubError):
-    """Root of the client's errors."""
-
-    reason = "client_error"
-
-
-class HubUnreachable(HubClientError):
-    """No hub answered at the URL (refused, unknown host, network down)."""
-
-    reason = "hub_unreachable"
-
-
-class HubTimeout(HubUnreachable, TimeoutError):
-    """The hub did not answer within the client's timeout."""
-
-    reason = "hub_timeout"
-
-
-class HubBadResponse(HubClientError):
-    """The hub answered something that is not the JSON object it should be."""
-
-    reason = "bad_response"
-
-
-class HubResponseError(HubClientError):
-    """The hub answered with an error status; ``body`` is its JSON as sent."""
-
-    def __init__(self, http_status: int, body: JSON) -> None:
-        reason = str(body.get("reason") or f"http_{http_status}")
-        detail = str(body.get("detail") or "")
-        super().__init__(detail or reason)
-        self.http_status = http_status
-        self.reason = reason
-        self.detail = detail
-        self.status = str(body.get("status") or "error")
-        self.body = body
-
-
-def default_hub_url() -> str:
-    return os.environ.get(HUB_ENV) or DEFAULT_HUB
+_HEADERS = {"Accept": "application/json"}
 
 
 def _quote(segment: str) -> str:
     return urllib.parse.quote(segment, safe="")
 
 
-class HubClient:
-    def __init__(self, base_url: str | None = None, *, timeout: float = 10.0) -> None:
-        self.base_url = (base_url or default_hub_url()).rstrip("/")
+class _Endpoints(abc.ABC, Generic[R]):
+    """The API, one method per endpoint; ``R`` is what a request returns
+    (the JSON itself, or a coroutine that gives it)."""
+
+    def __init__(self, base_url: str, timeout: float) -> None:
+        self.base_url = base_url.rstrip("/")
         self.timeout = timeout
 
-    def request(self, method: str, path: str, body: object | None = None) -> JSON:
+    @abc.abstractmethod
+    def request(self, method: str, path: str, body: object | None = None) -> R:
         """One request; the decoded JSON object of a 2xx answer, else an error."""
-        data = msgspec.json.encode(body) if body is not None else None
-        req = urllib.request.Request(
-            self.base_url + path,
-            data=data,
-            method=method,
-            headers={"Accept": "application/json"}
-            | ({"Content-Type": "application/json"} if data is not None else {}),
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return self._decode(resp.status, resp.read())
-        except urllib.error.HTTPError as exc:
-            with exc:
-                payload = self._decode(exc.code, exc.read(), lenient=True)
-            raise HubResponseError(exc.code, payload) from None
-        except TimeoutError as exc:
-            raise HubTimeout(f"{self.base_url} did not answer within {self.timeout:g} s") from exc
-        except (urllib.error.URLError, ConnectionError) as exc:
-            why = getattr(exc, "reason", exc)
-            raise HubUnreachable(f"cannot reach the hub at {self.base_url}: {why}") from exc
 
-    def _decode(self, code: int, raw: bytes, *, lenient: bool = False) -> JSON:
-        try:
-            value = msgspec.json.decode(raw) if raw else {}
-        except msgspec.DecodeError:
-            value = None
-        if isinstance(value, dict):
-            return value
-        if lenient:
-            text = raw[:200].decode("utf-8", "replace").strip()
-            return {"status": "error", "reason": f"http_{code}", "detail": text}
-        raise HubBadResponse(f"HTTP {code} from {self.base_url}: not a JSON object")
-
-    # -- the API, one method per endpoint -------------------------------------
-
-    def healthz(self) -> JSON:
+    def healthz(self) -> R:
         return self.request("GET", "/healthz")
 
-    def deploy(self, name: str, source: str, entrypoint: str | None = None) -> JSON:
+    def deploy(self, name: str, source: str, entrypoint: str | None = None) -> R:
         body: JSON = {"name": name, "source": source}
         if entrypoint:
             body["entrypoint"] = entrypoint
         return self.request("POST", "/workflows/deployments", body)
 
-    def deployments(self) -> JSON:
+    def deployments(self) -> R:
         return self.request("GET", "/workflows/deployments")
 
-    def deployment(self, deployment_id: str) -> JSON:
+    def deployment(self, deployment_id: str) -> R:
         return self.request("GET", f"/workflows/deployments/{_quote(deployment_id)}")
 
-    def delete_deployment(self, deployment_id: str) -> JSON:
+    def delete_deployment(self, deployment_id: str) -> R:
         return self.request("DELETE", f"/workflows/deployments/{_quote(deployment_id)}")
 
     def send_mail(
@@ -139,7 +71,7 @@ class HubClient:
         *,
         message_id: str | None = None,
         sender: str | None = None,
-    ) -> JSON:
+    ) -> R:
         mail: JSON = {"to": to, "subject": subject}
         try:
             mail["body"] = body.decode("utf-8")
@@ -151,15 +83,116 @@ class HubClient:
             mail["from"] = sender
         return self.request("POST", "/mail", mail)
 
-    def runs(self, deployment: str | None = None) -> JSON:
+    def runs(self, deployment: str | None = None) -> R:
         query = f"?{urllib.parse.urlencode({'deployment': deployment})}" if deployment else ""
         return self.request("GET", f"/runs{query}")
 
-    def run(self, run_id: str) -> JSON:
+    def run(self, run_id: str) -> R:
         return self.request("GET", f"/runs/{_quote(run_id)}")
 
-    def dispatch(self, dispatch_id: str) -> JSON:
+    def dispatch(self, dispatch_id: str) -> R:
         return self.request("GET", f"/dispatches/{_quote(dispatch_id)}")
 
-    def approve(self, approval_id: str, decision: str) -> JSON:
+    def approve(self, approval_id: str, decision: str) -> R:
         return self.request("POST", f"/approvals/{_quote(approval_id)}", {"decision": decision})
+
+    # -- what both clients share around the actual I/O ---------------------------
+
+    def _http_options(self) -> dict[str, Any]:
+        # urllib, which this replaces, followed redirects too.
+        return {
+            "base_url": self.base_url,
+            "timeout": self.timeout,
+            "headers": _HEADERS,
+            "follow_redirects": True,
+        }
+
+    @staticmethod
+    def _payload(body: object | None) -> dict[str, Any]:
+        if body is None:
+            return {}
+        return {
+            "content": msgspec.json.encode(body),
+            "headers": {"Content-Type": "application/json"},
+        }
+
+    def _failed(self, exc: httpx.RequestError) -> HubClientError:
+        if isinstance(exc, httpx.TimeoutException):
+            return HubTimeout(f"{self.base_url} did not answer within {self.timeout:g} s")
+        why = str(exc) or type(exc).__name__
+        if isinstance(exc, httpx.TransportError):
+            return HubUnreachable(f"cannot reach the hub at {self.base_url}: {why}")
+        return HubBadResponse(f"{self.base_url}: {why}")  # undecodable body, redirect loop
+
+    def _answer(self, response: httpx.Response) -> JSON:
+        code, raw = response.status_code, response.content
+        try:
+            value = msgspec.json.decode(raw) if raw else {}
+        except msgspec.DecodeError:
+            value = None
+        if not response.is_success:
+            if not isinstance(value, dict):
+                text = raw[:200].decode("utf-8", "replace").strip()
+                value = {"status": "error", "reason": f"http_{code}", "detail": text}
+            raise HubResponseError(code, value)
+        if not isinstance(value, dict):
+            raise HubBadResponse(f"HTTP {code} from {self.base_url}: not a JSON object")
+        return value
+
+
+class HubClient(_Endpoints[JSON]):
+    """Blocking; use it as a context manager (or ``close()`` it)."""
+
+    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
+        super().__init__(base_url, timeout)
+        self._http = httpx.Client(**self._http_options())
+
+    def request(self, method: str, path: str, body: object | None = None) -> JSON:
+        try:
+            response = self._http.request(method, path, **self._payload(body))
+        except httpx.RequestError as exc:
+            raise self._failed(exc) from exc
+        return self._answer(response)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncHubClient(_Endpoints[Coroutine[Any, Any, JSON]]):
+    """For anyio code; use it as an async context manager (or ``aclose()`` it)."""
+
+    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
+        super().__init__(base_url, timeout)
+        self._http = httpx.AsyncClient(**self._http_options())
+
+    async def request(self, method: str, path: str, body: object | None = None) -> JSON:
+        try:
+            response = await self._http.request(method, path, **self._payload(body))
+        except httpx.RequestError as exc:
+            raise self._failed(exc) from exc
+        return self._answer(response)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -2,19 +2,62 @@
 
 Each error that reaches an HTTP client carries its HTTP status and a stable
 snake_case ``reason``; the HTTP layer renders ``{"status", "reason", "detail"}``
-from these and nothing else.
+from these and nothing else, and answers a rejected receipt (which carries
+only its reason) with the status of the class :func:`error_for` names. A
+reason that also travels on the wire is a member of runtime.Reason. The tree
+(HTTP status, a second base in parentheses)::
+
+    runtime.MailrunError
+      HubError                  500 internal_error
+        StoreUnavailable        503
+        HubShuttingDown         503
+        AcceptFailed            500
+        MigrationError          500
+        InvalidName             422
+        InvalidDeployment       422
+        InvalidMail             422
+        InvalidRequest          422
+        MalformedJson           400
+        PayloadTooLarge         413
+        NameTaken               409
+        ApprovalDecided         409
+        DeploymentNotLive       409
+        WorkflowRunTerminal     409
+        UnknownDeployment       404
+        UnknownRun              404
+        UnknownDispatch         404
+        UnknownApproval         404
+        UnknownAddress          404
+        UnknownSession          a sidecar's frame: say hello again
+        StaleEpoch              a sidecar's frame: fenced
+        NatsServerError         the embedded nats-server (hub.up)
+          NatsServerNotFound
+          NatsServerStartTimeout (TimeoutError)
+        UpError                 ``mailrun up``
+          UpAlreadyRunning
+          NatsNotReady (TimeoutError)
+          HubNotReady (TimeoutError)
+        DemoFailed              ``mailrun demo``
+          DemoTimeout (TimeoutError)
+        HubClientError          the client of the hub's HTTP API (hub._client)
+          HubUnreachable
+            HubTimeout (TimeoutError)
+          HubBadResponse
+          HubResponseError      the hub's own error answer, as it came
 """
 
 from __future__ import annotations
 
-from runtime import MailrunError
+from collections.abc import Iterator
+
+from runtime import MailrunError, Reason
 
 
 class HubError(MailrunError):
     """Root of every error the hub raises on purpose."""
 
     http_status = 500
-    reason = "internal_error"
+    reason: str = Reason.INTERNAL_ERROR
     # "rejected" when the request was understood and refused by a rule,
     # "error" when it could not be processed at all.
     kind = "error"
@@ -28,7 +71,14 @@ class StoreUnavailable(HubError):
     """The store could not commit (locked past busy_timeout, read-only, I/O)."""
 
     http_status = 503
-    reason = "store_unavailable"
+    reason = Reason.STORE_UNAVAILABLE
+
+
+class HubShuttingDown(HubError):
+    """The acceptor is closed: the hub is stopping."""
+
+    http_status = 503
+    reason = "shutting_down"
 
 
 class AcceptFailed(HubError):
@@ -53,20 +103,63 @@ class InvalidDeployment(HubError):
     reason = "invalid_deployment"
 
 
+class InvalidMail(HubError):
+    http_status = 422
+    reason = "invalid_mail"
+
+
+class InvalidRequest(HubError):
+    http_status = 422
+    reason = Reason.INVALID_REQUEST
+
+
+class MalformedJson(HubError):
+    http_status = 400
+    reason = "malformed_json"
+
+
+class PayloadTooLarge(HubError):
+    http_status = 413
+    reason = "payload_too_large"
+    kind = "rejected"
+
+
 class NameTaken(HubError):
     http_status = 409
     reason = "name_taken"
     kind = "rejected"
 
 
+class ApprovalDecided(HubError):
+    http_status = 409
+    reason = Reason.APPROVAL_DECIDED
+    kind = "rejected"
+
+
+class DeploymentNotLive(HubError):
+    """The deployment is deleted: it takes no more triggers."""
+
+    http_status = 409
+    reason = Reason.DEPLOYMENT_NOT_LIVE
+    kind = "rejected"
+
+
+class WorkflowRunTerminal(HubError):
+    """The run has ended: it takes no more triggers."""
+
+    http_status = 409
+    reason = Reason.WORKFLOW_RUN_TERMINAL
+    kind = "rejected"
+
+
 class UnknownDeployment(HubError):
     http_status = 404
-    reason = "unknown_deployment"
+    reason = Reason.UNKNOWN_DEPLOYMENT
 
 
 class UnknownRun(HubError):
     http_status = 404
-    reason = "unknown_run"
+    reason = Reason.UNKNOWN_RUN
 
 
 class UnknownDispatch(HubError):
@@ -76,38 +169,129 @@ class UnknownDispatch(HubError):
 
 class UnknownApproval(HubError):
     http_status = 404
-    reason = "unknown_approval"
+    reason = Reason.UNKNOWN_APPROVAL
 
 
-class ApprovalDecided(HubError):
-    http_status = 409
-    reason = "approval_decided"
-    kind = "rejected"
+class UnknownAddress(HubError):
+    """No deployment, live or deleted, has the mail's address."""
+
+    http_status = 404
+    reason = Reason.UNKNOWN_ADDRESS
 
 
-class MalformedJson(HubError):
-    http_status = 400
-    reason = "malformed_json"
+# --- the wire: a sidecar's frame is refused with the reason ------------------
 
 
-class InvalidMail(HubError):
-    http_status = 422
-    reason = "invalid_mail"
+class UnknownSession(HubError):
+    """The frame names a session this hub never opened (or forgot): re-hello."""
+
+    reason = Reason.UNKNOWN_SESSION
 
 
-class InvalidRequest(HubError):
-    http_status = 422
-    reason = "invalid_request"
+class StaleEpoch(HubError):
+    """The frame's owner epoch is not the deployment's current one: fenced."""
+
+    reason = Reason.STALE_EPOCH
 
 
-class PayloadTooLarge(HubError):
-    http_status = 413
-    reason = "payload_too_large"
-    kind = "rejected"
+# --- processes: the embedded nats-server, ``mailrun up`` and ``demo`` -------
 
 
-class HubShuttingDown(HubError):
-    """The acceptor is closed: the hub is stopping."""
+class NatsServerError(HubError):
+    """The embedded nats-server could not be started or stopped."""
 
-    http_status = 503
-    reason = "shutting_down"
+    reason = "nats_server_failed"
+
+
+class NatsServerNotFound(NatsServerError):
+    """No nats-server binary beside this Python nor on PATH."""
+
+    reason = "nats_server_not_found"
+
+
+class NatsServerStartTimeout(NatsServerError, TimeoutError):
+    """nats-server did not accept connections within its start timeout."""
+
+    reason = "nats_server_start_timeout"
+
+
+class UpError(HubError):
+    reason = "up_failed"
+
+
+class UpAlreadyRunning(UpError):
+    reason = "up_already_running"
+
+
+class NatsNotReady(UpError, TimeoutError):
+    reason = "nats_not_ready"
+
+
+class HubNotReady(UpError, TimeoutError):
+    """The hub ``up`` started did not answer ``/healthz`` within its deadline."""
+
+    reason = "hub_not_ready"
+
+
+class DemoFailed(HubError):
+    reason = "demo_failed"
+
+
+class DemoTimeout(DemoFailed, TimeoutError):
+    reason = "demo_timeout"
+
+
+# --- the client of the hub's HTTP API: the CLI, ``up`` and ``demo`` --------
+
+
+class HubClientError(HubError):
+    """Root of the client's errors."""
+
+    reason = "client_error"
+
+
+class HubUnreachable(HubClientError):
+    """No hub answered at the URL (refused, unknown host, network down)."""
+
+    reason = "hub_unreachable"
+
+
+class HubTimeout(HubUnreachable, TimeoutError):
+    """The hub did not answer within the client's timeout."""
+
+    reason = "hub_timeout"
+
+
+class HubBadResponse(HubClientError):
+    """The hub answered something that is not the JSON object it should be."""
+
+    reason = "bad_response"
+
+
+class HubResponseError(HubClientError):
+    """The hub answered with an error status; ``body`` is its JSON as sent."""
+
+    def __init__(self, http_status: int, body: dict[str, object]) -> None:
+        reason = str(body.get("reason") or f"http_{http_status}")
+        detail = str(body.get("detail") or "")
+        super().__init__(detail or reason)
+        self.http_status = http_status
+        self.reason = reason
+        self.detail = detail
+        self.status = str(body.get("status") or "error")
+        self.body = body
+
+
+def error_for(reason: str) -> type[HubError] | None:
+    """The error class of ``reason``: where a code gets its HTTP status."""
+    return _BY_REASON.get(reason)
+
+
+def _tree(cls: type[HubError]) -> Iterator[type[HubError]]:
+    yield cls
+    for sub in cls.__subclasses__():
+        yield from _tree(sub)
+
+
+# Classes that name a reason of their own (not one inherited from a parent).
+_BY_REASON = {cls.reason: cls for cls in _tree(HubError) if "reason" in vars(cls)}

@@ -12,10 +12,9 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import signal
 import sys
 from collections.abc import Callable, Coroutine, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,7 +22,23 @@ from typing import Any, Protocol
 import anyio
 import anyio.abc
 
-from runtime import Subjects, Transport, new_id, open_nats
+from runtime import (
+    DEFAULT_HTTP_PORT,
+    DEFAULT_LOG_LEVEL,
+    DEFAULT_MAIL_DOMAIN,
+    DEFAULT_MAX_BODY,
+    DEFAULT_NATS_URL,
+    DEFAULT_SUBJECT_PREFIX,
+    LOG_LEVEL_ENV,
+    LOOPBACK,
+    HostPort,
+    Subjects,
+    Transport,
+    cancel_on_signals,
+    new_id,
+    open_nats,
+    parse_host_port,
+)
 
 from ._errors import HubError
 from .api import ApiSettings, HttpServer, bind_socket, create_app
@@ -32,19 +47,16 @@ from .wire import run_wire
 
 log = logging.getLogger("mailrun.hub")
 
-DEFAULT_HTTP_PORT = 8470
-DEFAULT_MAX_BODY = 16 * 1024 * 1024
-
 
 @dataclass(frozen=True)
 class HubConfig:
     state_dir: Path
-    http_host: str = "127.0.0.1"
+    http_host: str = LOOPBACK
     http_port: int = DEFAULT_HTTP_PORT  # 0: any free port (see HubHandle.http_url)
-    nats_url: str = "nats://127.0.0.1:4222"
+    nats_url: str = DEFAULT_NATS_URL
     sidecar_root: Path | None = None
-    subject_prefix: str = "mailrun"
-    domain: str = "mailrun.local"
+    subject_prefix: str = DEFAULT_SUBJECT_PREFIX
+    domain: str = DEFAULT_MAIL_DOMAIN
     max_body: int = DEFAULT_MAX_BODY
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
 
@@ -74,14 +86,6 @@ class HubHandle:
     acceptor: Acceptor
 
 
-async def _stop_on_signal(stop: anyio.Event) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            log.info("received %s: shutting down", signal.Signals(signum).name)
-            stop.set()
-            return
-
-
 async def serve_hub(
     config: HubConfig,
     *,
@@ -98,8 +102,7 @@ async def serve_hub(
     boot_id = new_id("boot")
     sock = bind_socket(config.http_host, config.http_port)
     host, port = sock.getsockname()[:2]
-    http_url = f"http://{f'[{host}]' if ':' in host else host}:{port}"
-    stop = anyio.Event()
+    http_url = f"http://{HostPort(host, port)}"
     try:
         async with AsyncExitStack() as stack:
             store = await Store.open(config.state_dir / "hub.db", busy_timeout=config.busy_timeout)
@@ -137,11 +140,11 @@ async def serve_hub(
                 )
                 http = HttpServer(app, sock)
                 await tg.start(http.run)
-                if handle_signals:
-                    tg.start_soon(_stop_on_signal, stop)
                 log.info("hub ready boot_id=%s http=%s nats=%s", boot_id, http_url, config.nats_url)
                 task_status.started(HubHandle(boot_id, http_url, store, acceptor))
-                await stop.wait()
+                # Serve until a signal (with handle_signals) or the caller cancels.
+                async with cancel_on_signals() if handle_signals else nullcontext():
+                    await anyio.sleep_forever()
                 # Stop intake first, so requests in flight still find the
                 # acceptor; then everything else.
                 await http.shutdown()
@@ -153,20 +156,12 @@ async def serve_hub(
 
 def configure_logging() -> None:
     """One line per event on stderr; level from ``MAILRUN_LOG_LEVEL`` (INFO)."""
-    level = os.environ.get("MAILRUN_LOG_LEVEL", "INFO").upper()
+    level = os.environ.get(LOG_LEVEL_ENV, DEFAULT_LOG_LEVEL).upper()
     logging.basicConfig(
         stream=sys.stderr,
         level=getattr(logging, level, logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-
-
-def parse_http(text: str) -> tuple[str, int]:
-    """``"127.0.0.1:8470"`` / ``"[::1]:8470"`` / ``":8470"`` -> (host, port)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"--http wants HOST:PORT, got {text!r}")
-    return (host.strip("[]") or "127.0.0.1"), int(port)
 
 
 def run_hub_cli(
@@ -181,15 +176,15 @@ def run_hub_cli(
 ) -> None:
     """Run the hub in this process until SIGTERM/SIGINT (``mailrun hub``, ``python -m hub``)."""
     configure_logging()
-    host, port = parse_http(http)
+    host, port = parse_host_port(http, allow_port_zero=True)
     config = HubConfig(
         state_dir=Path(state_dir),
         http_host=host,
         http_port=port,
         nats_url=nats_url,
         sidecar_root=Path(sidecar_root) if sidecar_root is not None else None,
-        subject_prefix=subject_prefix or "mailrun",
-        domain=domain or "mailrun.local",
+        subject_prefix=subject_prefix or DEFAULT_SUBJECT_PREFIX,
+        domain=domain or DEFAULT_MAIL_DOMAIN,
         max_body=max_body or DEFAULT_MAX_BODY,
     )
     try:

@@ -1,17 +1,35 @@
 """What hub and sidecar share: ids, frames, codec, keys, the run-state
-classifier, restore records, the actor kernel and the transport seam."""
+classifier, the wire vocabulary (reason and outcome codes), restore records,
+the actor kernel, the transport seam, and the idioms every loop uses
+(wakeups, backoff, signals, exception groups)."""
 
 from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef
 from ._actor import RestartPolicy as RestartPolicy
 from ._actor import Supervisor as Supervisor
+from ._backoff import Backoff as Backoff
 from ._backoff import backoff as backoff
 from ._codec import FrameDecoder as FrameDecoder
 from ._codec import Subjects as Subjects
 from ._codec import encode as encode
+from ._config import DEFAULT_HTTP as DEFAULT_HTTP
+from ._config import DEFAULT_HTTP_PORT as DEFAULT_HTTP_PORT
+from ._config import DEFAULT_HUB_URL as DEFAULT_HUB_URL
+from ._config import DEFAULT_LOG_LEVEL as DEFAULT_LOG_LEVEL
+from ._config import DEFAULT_MAIL_DOMAIN as DEFAULT_MAIL_DOMAIN
+from ._config import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
+from ._config import DEFAULT_NATS_PORT as DEFAULT_NATS_PORT
+from ._config import DEFAULT_NATS_URL as DEFAULT_NATS_URL
+from ._config import DEFAULT_SUBJECT_PREFIX as DEFAULT_SUBJECT_PREFIX
+from ._config import HUB_URL_ENV as HUB_URL_ENV
+from ._config import LOG_LEVEL_ENV as LOG_LEVEL_ENV
+from ._config import LOOPBACK as LOOPBACK
+from ._config import HostPort as HostPort
+from ._config import parse_host_port as parse_host_port
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
 from ._errors import AskTimeout as AskTimeout
+from ._errors import FailpointError as FailpointError
 from ._errors import FrameDecodeError as FrameDecodeError
 from ._errors import MailboxFull as MailboxFull
 from ._errors import MailrunError as MailrunError
@@ -21,7 +39,6 @@ from ._errors import RequestTimeout as RequestTimeout
 from ._errors import SignatureError as SignatureError
 from ._errors import TransportClosed as TransportClosed
 from ._errors import TransportError as TransportError
-from ._failpoints import FailpointError as FailpointError
 from ._failpoints import afailpoint as afailpoint
 from ._failpoints import failpoint as failpoint
 from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
@@ -55,6 +72,8 @@ from ._frames import RunEvents as RunEvents
 from ._frames import RunFailed as RunFailed
 from ._frames import RunStarted as RunStarted
 from ._frames import Welcome as Welcome
+from ._groups import unwrap_group as unwrap_group
+from ._groups import unwrapping_groups as unwrapping_groups
 from ._ids import is_id as is_id
 from ._ids import new_id as new_id
 from ._keys import b64url as b64url
@@ -65,6 +84,9 @@ from ._keys import sign as sign
 from ._keys import unb64url as unb64url
 from ._keys import verify as verify
 from ._nats import open_nats as open_nats
+from ._reasons import AckResult as AckResult
+from ._reasons import DispatchOutcome as DispatchOutcome
+from ._reasons import Reason as Reason
 from ._restore import HubKey as HubKey
 from ._restore import RestoreRecord as RestoreRecord
 from ._restore import Sources as Sources
@@ -79,37 +101,59 @@ from ._runstate import accepts_trigger as accepts_trigger
 from ._runstate import anchor_is_live as anchor_is_live
 from ._runstate import is_live as is_live
 from ._runstate import is_terminal as is_terminal
+from ._signals import cancel_on_signals as cancel_on_signals
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
 from ._transport import Transport as Transport
+from ._wakeup import Broadcast as Broadcast
+from ._wakeup import Flag as Flag
+from ._wakeup import Wakeup as Wakeup
 
 __all__ = [
     "BLOB_CHUNK_SIZE",
+    "DEFAULT_HTTP",
+    "DEFAULT_HTTP_PORT",
+    "DEFAULT_HUB_URL",
+    "DEFAULT_LOG_LEVEL",
+    "DEFAULT_MAIL_DOMAIN",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_NATS_PORT",
+    "DEFAULT_NATS_URL",
+    "DEFAULT_SUBJECT_PREFIX",
     "FORMAT_VERSION",
+    "HUB_URL_ENV",
     "INLINE_BODY_LIMIT",
+    "LOG_LEVEL_ENV",
+    "LOOPBACK",
     "SUPPORTED_FORMATS",
     "Ack",
+    "AckResult",
     "Actor",
     "ActorError",
     "ActorRef",
     "ActorStopped",
     "ApprovalRequested",
     "AskTimeout",
+    "Backoff",
     "BlobChunk",
     "BlobGet",
+    "Broadcast",
     "Challenge",
     "ChildRunStarted",
     "Claim",
     "DeploymentStatus",
+    "DispatchOutcome",
     "DispatchProcessed",
     "EnvelopeQuarantined",
     "Event",
     "EventsAck",
     "FailpointError",
+    "Flag",
     "Frame",
     "FrameDecodeError",
     "FrameDecoder",
     "Hello",
+    "HostPort",
     "HubBoot",
     "HubKey",
     "MailInbound",
@@ -122,6 +166,7 @@ __all__ = [
     "NoResponders",
     "Ping",
     "Pong",
+    "Reason",
     "RecordDecodeError",
     "Refused",
     "RequestTimeout",
@@ -141,12 +186,14 @@ __all__ = [
     "Transport",
     "TransportClosed",
     "TransportError",
+    "Wakeup",
     "Welcome",
     "accepts_trigger",
     "afailpoint",
     "anchor_is_live",
     "b64url",
     "backoff",
+    "cancel_on_signals",
     "decode_restore_record",
     "encode",
     "failpoint",
@@ -157,11 +204,14 @@ __all__ = [
     "is_terminal",
     "new_id",
     "open_nats",
+    "parse_host_port",
     "public_key_of",
     "read_restore_record",
     "record_path",
     "sign",
     "unb64url",
+    "unwrap_group",
+    "unwrapping_groups",
     "verify",
     "write_atomic",
     "write_restore_record",

@@ -13,6 +13,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -21,7 +22,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._backoff import backoff
+from ._backoff import Backoff
 from ._errors import ActorStopped, AskTimeout, MailboxFull
 
 log = logging.getLogger("mailrun.actor")
@@ -52,8 +53,10 @@ class RestartPolicy:
     backoff_initial: float = 0.05
     backoff_max: float = 2.0
 
-    def backoff(self, attempt: int) -> float:
-        return backoff(attempt, initial=self.backoff_initial, maximum=self.backoff_max)
+    @property
+    def backoff(self) -> Backoff:
+        """The delay before a restart, doubling per consecutive crash."""
+        return Backoff(self.backoff_initial, self.backoff_max)
 
 
 class _Reply:
@@ -141,10 +144,12 @@ class Supervisor:
         self._stop_grace = stop_grace
         self._refs: dict[str, ActorRef[Any]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
+        self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> Supervisor:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+        # Runs first on the way out, before the task group waits for the actors.
+        self._stack.push_async_exit(self._stop)
         return self
 
     async def __aexit__(
@@ -153,12 +158,18 @@ class Supervisor:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        assert self._tg is not None
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+    async def _stop(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc_type is None:
             await self.aclose()
-        else:
+        elif self._tg is not None:
             self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
 
     def get(self, name: str) -> ActorRef[Any] | None:
         return self._refs.get(name)
@@ -208,7 +219,7 @@ class Supervisor:
                 while True:
                     if actor is None:
                         if streak:
-                            await anyio.sleep(policy.backoff(streak))
+                            await anyio.sleep(policy.backoff.delay(streak))
                         try:
                             actor = factory()
                             await actor.started()

@@ -6,6 +6,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from ._config import DEFAULT_SUBJECT_PREFIX
 from ._errors import FrameDecodeError
 from ._frames import Frame
 
@@ -40,7 +41,7 @@ class FrameDecoder(Generic[T]):
 class Subjects:
     """The NATS subjects of one mailrun installation (prefix ``mailrun``)."""
 
-    def __init__(self, prefix: str = "mailrun") -> None:
+    def __init__(self, prefix: str = DEFAULT_SUBJECT_PREFIX) -> None:
         if not prefix or any(c in prefix for c in " *>\t\r\n") or prefix.endswith("."):
             raise ValueError(f"invalid subject prefix {prefix!r}")
         self.prefix = prefix

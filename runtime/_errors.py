@@ -1,4 +1,23 @@
-"""The runtime package's exceptions: one root, one subclass per failure."""
+"""The runtime package's exceptions: one root, one subclass per failure.
+
+The tree (a second base in parentheses)::
+
+    MailrunError
+      FrameDecodeError (ValueError)
+      RecordDecodeError (ValueError)
+      ActorError
+        ActorStopped
+        MailboxFull
+        AskTimeout (TimeoutError)
+      TransportError
+        TransportClosed
+        RequestTimeout (TimeoutError)
+        NoResponders
+      SignatureError
+      FailpointError
+      hub.HubError          the hub's tree, drawn in hub/_errors.py
+      sidecar.SidecarError  the sidecar's tree, drawn in sidecar/_errors.py
+"""
 
 from __future__ import annotations
 
@@ -49,3 +68,7 @@ class NoResponders(TransportError):
 
 class SignatureError(MailrunError):
     """A deployment key or signature that is malformed or does not verify."""
+
+
+class FailpointError(MailrunError):
+    """Raised by a failpoint whose action is ``raise``."""

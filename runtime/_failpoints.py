@@ -20,17 +20,13 @@ from dataclasses import dataclass
 
 import anyio
 
-from ._errors import MailrunError
+from ._errors import FailpointError
 
 ENV = "MAILRUN_FAILPOINTS"
 CRASH_EXIT_CODE = 86
 _SPEC = re.compile(
     r"^(?:(?P<times>\d+)\*)?(?P<action>crash|raise|sleep|pause)(?:\((?P<arg>[^)]*)\))?$"
 )
-
-
-class FailpointError(MailrunError):
-    """Raised by a failpoint whose action is ``raise``."""
 
 
 @dataclass

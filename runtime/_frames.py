@@ -12,9 +12,11 @@ Format history:
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
+
+from ._reasons import AckResult, DispatchOutcome
 
 FORMAT_VERSION = 2
 SUPPORTED_FORMATS = (1, 2)
@@ -60,7 +62,8 @@ class Welcome(_Frame, tag=True, kw_only=True):
 
 
 class Refused(_Frame, tag=True, kw_only=True):
-    """Any request the hub will not serve. ``reason`` is a snake_case code."""
+    """Any request the hub will not serve. ``reason`` is a code (runtime.Reason),
+    ``detail`` the prose that goes with it."""
 
     reason: str
     detail: str = ""
@@ -120,13 +123,15 @@ class Pong(_Frame, tag=True, kw_only=True):
     deployment_id: str = ""
 
 
-AckResult = Literal["stored", "duplicate", "refused"]
-
-
 class Ack(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub: the answer to a MailInbound. A refusal names its code in
+    ``reason`` (runtime.Reason) and its prose in ``detail``; an older sidecar
+    wrote both into ``reason`` (``"digest_mismatch: ..."``)."""
+
     dispatch_id: str
     result: AckResult
     reason: str = ""
+    detail: str = ""
 
 
 class BlobGet(_Frame, tag=True, kw_only=True):
@@ -173,12 +178,16 @@ class RunStarted(_Event, tag=True, kw_only=True):
 
 
 class DispatchProcessed(_Event, tag=True, kw_only=True):
-    """The handler committed this dispatch; ``state`` is the run's new state."""
+    """The sidecar consumed this dispatch; ``state`` is the run's new state.
+
+    ``outcome`` (runtime.DispatchOutcome) says how: the handler committed it
+    (``processed``), the run had ended (``refused_terminal``), or the run
+    failed on it (``failed``)."""
 
     dispatch_id: str
     seq: int | None = None
     state: dict[str, Any] = msgspec.field(default_factory=dict)
-    outcome: str = "processed"  # or "refused_terminal": the run had ended
+    outcome: str = DispatchOutcome.PROCESSED
 
 
 class RunCompleted(_Event, tag=True, kw_only=True):

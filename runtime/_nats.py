@@ -20,26 +20,23 @@ from nats.aio.client import Client, Server
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSub
 
-from ._backoff import backoff
+from ._backoff import Backoff
 from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from ._transport import Message, ReconnectCallback, Transport
+from ._wakeup import Flag
 
 log = logging.getLogger(__name__)
 
-_BACKOFF_INITIAL = 0.05
-_BACKOFF_MAX = 1.0
+_RETRY = Backoff(initial=0.05, maximum=1.0)
+"""Paces the first connect and nats-py's reconnects alike."""
 _CLOSE_TIMEOUT = 2.0
-
-
-def _backoff(attempt: int) -> float:
-    return backoff(attempt + 1, initial=_BACKOFF_INITIAL, maximum=_BACKOFF_MAX)
 
 
 def _pick_server(servers: list[Server], _info: dict[str, Any]) -> tuple[Server | None, float]:
     # nats-py has no jitter option; its reconnect hook lets us add one (and
     # prefer the server that failed least when a cluster is known).
     server = min(servers, key=lambda s: s.reconnects)
-    return server, _backoff(server.reconnects)
+    return server, _RETRY.delay(server.reconnects + 1)
 
 
 def _check_url(url: str) -> None:
@@ -145,7 +142,7 @@ class NatsTransport:
         self._closed = False
         self._callbacks: list[ReconnectCallback] = []
         self._subs: dict[NatsSub, NatsSubscription] = {}
-        self._up = anyio.Event()  # set while connected; replaced on each disconnect
+        self._up = Flag()  # set while connected
 
     @property
     def is_connected(self) -> bool:
@@ -172,8 +169,8 @@ class NatsTransport:
                     log.info("connected to NATS at %s as %s", self.url, self.name)
                     return
                 await self._discard(client)
-                await anyio.sleep(_backoff(attempt))
                 attempt += 1
+                await anyio.sleep(_RETRY.delay(attempt))
         finally:
             self._connecting_task = None
 
@@ -219,8 +216,7 @@ class NatsTransport:
             log.warning("NATS error: %r", exc)
 
     async def _on_disconnected(self) -> None:
-        if self._up.is_set():
-            self._up = anyio.Event()
+        self._up.clear()
         if not self._closed:
             log.info("disconnected from NATS at %s; reconnecting", self.url)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import msgspec
 
+from ._config import DEFAULT_NATS_URL, DEFAULT_SUBJECT_PREFIX
 from ._errors import RecordDecodeError
 from ._failpoints import failpoint
 
@@ -46,8 +47,8 @@ class RestoreRecord(msgspec.Struct, kw_only=True):
     hub_key: HubKey
     public_key: str | None = None
     sources: Sources
-    nats_url: str = "nats://127.0.0.1:4222"
-    subject_prefix: str = "mailrun"
+    nats_url: str = DEFAULT_NATS_URL
+    subject_prefix: str = DEFAULT_SUBJECT_PREFIX
 
 
 class _V1Deployment(msgspec.Struct, kw_only=True):
@@ -56,7 +57,7 @@ class _V1Deployment(msgspec.Struct, kw_only=True):
     session_id: str | None = None
     deployment_key: str
     sources: Sources
-    nats_url: str = "nats://127.0.0.1:4222"
+    nats_url: str = DEFAULT_NATS_URL
 
 
 class _V1Record(msgspec.Struct):

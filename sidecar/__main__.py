@@ -6,14 +6,18 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 from pathlib import Path
 
 import anyio
-import anyio.abc
 
-from runtime import RecordDecodeError
+from runtime import (
+    DEFAULT_LOG_LEVEL,
+    LOG_LEVEL_ENV,
+    RecordDecodeError,
+    cancel_on_signals,
+    unwrap_group,
+)
 
 from ._app import Sidecar, SidecarOptions
 from ._errors import InboxSchemaTooNew, JoinTokenError, OwnerConflict, RestoreRecordMissing
@@ -44,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
         stream=sys.stderr,
-        level=os.environ.get("MAILRUN_LOG_LEVEL", "INFO").upper(),
+        level=os.environ.get(LOG_LEVEL_ENV, DEFAULT_LOG_LEVEL).upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         anyio.run(_serve, options)
     except Exception as exc:
-        cause = _unwrap(exc)
+        cause = unwrap_group(exc)
         if isinstance(cause, OwnerConflict):
             log.error(
                 "%s: another sidecar instance owns deployment %s; stop it, or start this"
@@ -83,13 +87,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _unwrap(exc: BaseException) -> BaseException:
-    """The one error inside (nested) single-member task group exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def _argv(args: argparse.Namespace, deployment_id: str) -> list[str]:
     out = ["--state-dir", str(args.state_dir), "--deployment", deployment_id]
     if args.nats:
@@ -101,22 +98,9 @@ def _argv(args: argparse.Namespace, deployment_id: str) -> list[str]:
 
 async def _serve(options: SidecarOptions) -> None:
     sidecar = Sidecar(options)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_stop_on_signal, sidecar, tg.cancel_scope)
+    # The first SIGTERM/SIGINT stops in order; a second one stops at once.
+    async with cancel_on_signals(graceful=sidecar.stop):
         await sidecar.run()
-        tg.cancel_scope.cancel()
-
-
-async def _stop_on_signal(sidecar: Sidecar, scope: anyio.CancelScope) -> None:
-    """The first SIGTERM/SIGINT stops in order; a second one stops at once."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            if sidecar.stopping:
-                log.warning("%s again: stopping now", signal.Signals(signum).name)
-                scope.cancel()
-                return
-            log.info("%s: stopping", signal.Signals(signum).name)
-            sidecar.stop()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import anyio
 import msgspec
 
 from runtime import (
+    Backoff,
     RestoreRecord,
     Subjects,
     Transport,
@@ -27,6 +28,7 @@ from runtime import (
     open_nats,
     public_key_of,
     read_restore_record,
+    unwrap_group,
     write_restore_record,
 )
 
@@ -42,6 +44,8 @@ from ._workflow import Handler, load_workflow
 log = logging.getLogger("mailrun.sidecar")
 
 Connect = Callable[[str, str], AbstractAsyncContextManager[Transport]]
+
+_MINT_RETRY = Backoff(initial=0.1, maximum=1.0)
 
 
 def _open_nats(url: str, name: str) -> AbstractAsyncContextManager[Transport]:
@@ -82,7 +86,7 @@ class Sidecar:
         try:
             await self._run()
         except* OwnerConflict as group:
-            raise _leaf(group) from None
+            raise unwrap_group(group) from None
 
     async def _run(self) -> None:
         path = locate(self.options.state_dir, self.options.deployment_id)
@@ -125,10 +129,6 @@ class Sidecar:
         """Stop in order: close the hub link and NATS, let the runs finish their
         current batch, close the inbox. (Cancelling ``run`` stops at once.)"""
         self._serving.cancel()
-
-    @property
-    def stopping(self) -> bool:
-        return self._serving.cancel_called
 
     async def _serve(self, transport: Transport, record: RestoreRecord, inbox: Inbox) -> None:
         assert record.instance_id is not None and record.public_key is not None
@@ -201,18 +201,10 @@ class Sidecar:
                     except HubUnavailable as exc:
                         log.info("minting a child of %s: %s; retrying", parent_run_id, exc)
                 attempt += 1
-                await anyio.sleep(min(1.0, 0.05 * 2.0**attempt))
+                await anyio.sleep(_MINT_RETRY.delay(attempt))
         raise HubUnavailable(
             f"no hub to mint a child run of {parent_run_id} within {self.options.mint_patience}s"
         )
-
-
-def _leaf(group: BaseExceptionGroup[OwnerConflict]) -> OwnerConflict:
-    first: BaseException = group
-    while isinstance(first, BaseExceptionGroup):
-        first = first.exceptions[0]
-    assert isinstance(first, OwnerConflict)
-    return first
 
 
 def _load(record: RestoreRecord, src_dir: Path) -> Handler:

@@ -19,12 +19,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from runtime import (
     Ack,
+    AckResult,
     FrameDecodeError,
     FrameDecoder,
     MailInbound,
     Message,
     Ping,
     Pong,
+    Reason,
     Subscription,
     TransportError,
     afailpoint,
@@ -95,19 +97,15 @@ class Delivery:
             try:
                 frame = self._decoder.decode(message.data)
             except FrameDecodeError as exc:
-                reason = f"decode_error: {exc}"
-                dead.append((message.subject, reason, message.data))
-                replies.append((message, Ack(dispatch_id="", result="refused", reason=reason)))
+                dead.append((message.subject, f"{Reason.DECODE_ERROR}: {exc}", message.data))
+                replies.append((message, _refusal("", Reason.DECODE_ERROR, str(exc))))
                 continue
             if isinstance(frame, Ping):
                 with contextlib.suppress(TransportError):  # a lost Pong is just silence
                     await message.respond(encode(Pong(deployment_id=self._deployment_id)))
                 continue
             if frame.deployment_id != self._deployment_id:
-                refuse = Ack(
-                    dispatch_id=frame.dispatch_id, result="refused", reason="wrong_deployment"
-                )
-                replies.append((message, refuse))
+                replies.append((message, _refusal(frame.dispatch_id, Reason.WRONG_DEPLOYMENT)))
                 continue
             frames.append(_Frame(message, frame, frame.body))
         if frames:
@@ -122,7 +120,8 @@ class Delivery:
             # Stored, not acknowledged: the hub will send these frames again.
             await afailpoint("sidecar.inbox.after_commit")
         for f, new in zip(stored, fresh, strict=True):
-            f.ack = Ack(dispatch_id=f.frame.dispatch_id, result="stored" if new else "duplicate")
+            result = AckResult.STORED if new else AckResult.DUPLICATE
+            f.ack = Ack(dispatch_id=f.frame.dispatch_id, result=result)
         replies.extend((f.message, f.ack) for f in frames if f.ack is not None)
         for message, ack in replies:
             try:
@@ -150,7 +149,7 @@ class Delivery:
         for f in frames:
             epoch = f.frame.owner_epoch
             if epoch < session.owner_epoch:
-                f.ack = Ack(dispatch_id=f.frame.dispatch_id, result="refused", reason="stale_epoch")
+                f.ack = _refusal(f.frame.dispatch_id, Reason.STALE_EPOCH)
                 replies.append((f.message, f.ack))
             elif epoch > session.owner_epoch:
                 self._link.rehello()
@@ -171,13 +170,13 @@ class Delivery:
                 f.body = await self._link.fetch_blob(claim)
             except DigestMismatch as exc:
                 log.warning("refusing %s: %s", f.frame.dispatch_id, exc)
-                f.ack = Ack(
-                    dispatch_id=f.frame.dispatch_id,
-                    result="refused",
-                    reason=f"digest_mismatch: {exc}",
-                )
+                f.ack = _refusal(f.frame.dispatch_id, Reason.DIGEST_MISMATCH, str(exc))
             except SidecarError as exc:
-                reason = "blob_unavailable" if not isinstance(exc, BlobError) else "blob_refused"
-                f.ack = Ack(
-                    dispatch_id=f.frame.dispatch_id, result="refused", reason=f"{reason}: {exc}"
+                reason = (
+                    Reason.BLOB_REFUSED if isinstance(exc, BlobError) else Reason.BLOB_UNAVAILABLE
                 )
+                f.ack = _refusal(f.frame.dispatch_id, reason, str(exc))
+
+
+def _refusal(dispatch_id: str, reason: Reason, detail: str = "") -> Ack:
+    return Ack(dispatch_id=dispatch_id, result=AckResult.REFUSED, reason=reason, detail=detail)

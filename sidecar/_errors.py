@@ -1,4 +1,26 @@
-"""The sidecar's exceptions: one root (under runtime's), one subclass per failure."""
+"""The sidecar's exceptions: one root (under runtime's), one subclass per failure.
+
+The tree (a second base in parentheses)::
+
+    runtime.MailrunError
+      SidecarError
+        RestoreRecordMissing
+        JoinTokenError (ValueError)
+        InboxError
+          InboxSchemaTooNew
+          InboxConflict
+          RunStateUnreadable
+        WorkflowLoadError
+          EntrypointError
+        StateNotSerializable (TypeError)
+        RunAlreadyEnded
+        HandlerTimeout (TimeoutError)
+        HubUnavailable (TimeoutError)
+        HubRefused              carries the hub's reason code and detail
+          OwnerConflict
+        BlobError
+          DigestMismatch
+"""
 
 from __future__ import annotations
 
@@ -58,7 +80,7 @@ class HubUnavailable(SidecarError, TimeoutError):
 
 
 class HubRefused(SidecarError):
-    """The hub answered ``Refused``; ``reason`` is its snake_case code."""
+    """The hub answered ``Refused``; ``reason`` is its code (runtime.Reason)."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"hub refused: {reason}" + (f" ({detail})" if detail else ""))

@@ -23,8 +23,10 @@ from typing import Any
 import anyio
 
 from runtime import (
+    Backoff,
     BlobChunk,
     BlobGet,
+    Broadcast,
     Challenge,
     Claim,
     FrameDecodeError,
@@ -33,12 +35,13 @@ from runtime import (
     HubBoot,
     MintChild,
     Minted,
+    Reason,
     Refused,
     Subjects,
     Transport,
     TransportError,
+    Wakeup,
     Welcome,
-    backoff,
     encode,
     hello_message,
     sign,
@@ -48,7 +51,7 @@ from ._errors import BlobError, DigestMismatch, HubRefused, HubUnavailable, Owne
 
 log = logging.getLogger("mailrun.sidecar.link")
 
-REHELLO_REASONS = frozenset({"unknown_session", "stale_epoch"})
+REHELLO_REASONS = frozenset({Reason.UNKNOWN_SESSION, Reason.STALE_EPOCH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +89,9 @@ class HubLink:
         self._takeover = takeover
         self._hello_timeout = hello_timeout
         self._request_timeout = request_timeout
-        self._backoff_cap = backoff_cap
-        self._wake = anyio.Event()
-        self._changed = anyio.Event()
+        self._backoff = Backoff(maximum=backoff_cap)
+        self._wake = Wakeup()
+        self._changed = Broadcast()  # self.session was replaced
         self._on_welcome = on_welcome
         self._in_flight: set[anyio.CancelScope] = set()
 
@@ -116,7 +119,7 @@ class HubLink:
         attempt = 0
         last_problem = ""
         while True:
-            self._wake = anyio.Event()
+            self._wake.clear()  # this hello answers every request for one so far
             try:
                 welcome = await self._hello()
             except OwnerConflict:
@@ -126,8 +129,7 @@ class HubLink:
                     log.warning("hello failed, retrying: %s", exc)
                     last_problem = str(exc)
                 attempt += 1
-                with anyio.move_on_after(self._backoff(attempt)):
-                    await self._wake.wait()
+                await self._wake.wait(self._backoff.delay(attempt))
                 continue
             attempt, last_problem = 0, ""
             # Only the first claim may take ownership over; later hellos just
@@ -145,8 +147,7 @@ class HubLink:
                 except Exception:
                     log.exception("handling the welcome failed; the session stands")
             self.session = Session(welcome.session_id, welcome.owner_epoch, welcome.hub_boot_id)
-            self._changed.set()
-            self._changed = anyio.Event()
+            self._changed.notify()
             await self._wake.wait()
 
     async def watch_announcements(self) -> None:
@@ -167,9 +168,6 @@ class HubLink:
 
     async def _on_reconnect(self) -> None:
         self.rehello()
-
-    def _backoff(self, attempt: int) -> float:
-        return backoff(attempt, maximum=self._backoff_cap)
 
     async def _hello(self) -> Welcome:
         ident = self.identity
@@ -197,7 +195,7 @@ class HubLink:
         if isinstance(reply, Welcome):
             return reply
         if isinstance(reply, Refused):
-            if reply.reason == "owner_conflict":
+            if reply.reason == Reason.OWNER_CONFLICT:
                 raise OwnerConflict(reply.reason, reply.detail)
             raise HubRefused(reply.reason, reply.detail)
         raise HubRefused("unexpected_reply", type(reply).__name__)

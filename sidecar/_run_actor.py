@@ -4,13 +4,14 @@ commits the outcome in one inbox transaction (transactional outbox)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 import msgspec
 
 from runtime import (
     Actor,
+    DispatchOutcome,
     DispatchProcessed,
     EnvelopeQuarantined,
     RunCompleted,
@@ -22,19 +23,37 @@ from runtime import (
     new_id,
 )
 
-from ._context import Context, to_json
+from ._context import Context, Minter, to_json
 from ._errors import HandlerTimeout, RunStateUnreadable, StateNotSerializable
-from ._inbox import Commit, Pending
-from ._workflow import item_of
+from ._inbox import Commit, Inbox, Pending
+from ._workflow import Handler, item_of
 
-if TYPE_CHECKING:
-    from ._runs import Runs
+
+class RunOwner(Protocol):
+    """What a run actor uses of the runs that own it (``Runs``)."""
+
+    @property
+    def inbox(self) -> Inbox: ...
+
+    @property
+    def deployment_id(self) -> str: ...
+
+    @property
+    def handler(self) -> Handler: ...
+
+    @property
+    def minter(self) -> Minter | None: ...
+
+    @property
+    def handler_timeout(self) -> float:
+        """Seconds a handler call may run before it fails (and is retried)."""
+        ...
 
 
 class RunActor(Actor[list[Pending]]):
     """One instance per (re)start; its state is always the last committed one."""
 
-    def __init__(self, runs: Runs, run_id: str) -> None:
+    def __init__(self, runs: RunOwner, run_id: str) -> None:
         self._runs = runs
         self._run_id = run_id
         self._status: str | None = None
@@ -76,8 +95,9 @@ class RunActor(Actor[list[Pending]]):
                 if status is not None and is_terminal(status):
                     # The run has ended: consume it visibly so the hub settles
                     # the dispatch and later seqs move on.
-                    commit.consumed.append((p.dispatch_id, p.seq, "refused_terminal"))
-                    commit.events.append(self._processed(p, now, snapshot, "refused_terminal"))
+                    outcome = DispatchOutcome.REFUSED_TERMINAL
+                    commit.consumed.append((p.dispatch_id, p.seq, outcome))
+                    commit.events.append(self._processed(p, now, snapshot, outcome))
                     continue
                 started = status is None
                 ctx = await self._call(p, snapshot)
@@ -86,8 +106,8 @@ class RunActor(Actor[list[Pending]]):
                     commit.events.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=now))
                     status = RunStatus.RUNNING
                 commit.events.extend(ctx.events)
-                commit.events.append(self._processed(p, now, snapshot, "processed"))
-                commit.consumed.append((p.dispatch_id, p.seq, "processed"))
+                commit.events.append(self._processed(p, now, snapshot, DispatchOutcome.PROCESSED))
+                commit.consumed.append((p.dispatch_id, p.seq, DispatchOutcome.PROCESSED))
                 commit.state = msgspec.json.decode(snapshot)
                 if ctx.completed:
                     status = RunStatus.COMPLETED
@@ -120,19 +140,18 @@ class RunActor(Actor[list[Pending]]):
             minter=runs.minter,
         )
         await afailpoint("sidecar.handler.before")
-        with anyio.move_on_after(runs.config.handler_timeout) as scope:
+        with anyio.move_on_after(runs.handler_timeout) as scope:
             await runs.handler(ctx, item_of(p.envelope))
         # The handler's effects exist only in memory until the commit.
         await afailpoint("sidecar.handler.after")
         if scope.cancelled_caught:
             raise HandlerTimeout(
-                f"handler did not return within {runs.config.handler_timeout}s"
-                f" (dispatch {p.dispatch_id})"
+                f"handler did not return within {runs.handler_timeout}s (dispatch {p.dispatch_id})"
             )
         return ctx
 
     def _processed(
-        self, p: Pending, now: float, snapshot: bytes, outcome: str
+        self, p: Pending, now: float, snapshot: bytes, outcome: DispatchOutcome
     ) -> DispatchProcessed:
         state: dict[str, Any] = msgspec.json.decode(snapshot)
         return DispatchProcessed(

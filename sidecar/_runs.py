@@ -25,13 +25,16 @@ import anyio
 from runtime import (
     ActorRef,
     ActorStopped,
+    DispatchOutcome,
     DispatchProcessed,
     Event,
+    Flag,
     RestartPolicy,
     RunFailed,
     RunStarted,
     RunStatus,
     Supervisor,
+    Wakeup,
     is_terminal,
     new_id,
 )
@@ -78,20 +81,19 @@ class Runs:
             on_give_up=self._gave_up_cb, stop_grace=self.config.stop_grace
         )
         self._gave_up: dict[str, BaseException] = {}
-        self._wake = anyio.Event()
+        self._wake = Wakeup()
         self._stack = AsyncExitStack()
-        self.idle = anyio.Event()
+        self.idle = Flag()
+        """Set while the scheduler has nothing it can process."""
 
     async def __aenter__(self) -> Runs:
-        async with AsyncExitStack() as stack:
-            await stack.enter_async_context(self._supervisor)
-            tg = await stack.enter_async_context(anyio.create_task_group())
-            tg.start_soon(self._schedule)
-            # Leaving: the scheduler stops first; then the supervisor stops the
-            # actors, in order (each finishes and commits its current batch,
-            # within the stop grace) unless we leave on an error or cancellation.
-            stack.callback(tg.cancel_scope.cancel)
-            self._stack = stack.pop_all()
+        await self._stack.enter_async_context(self._supervisor)
+        tg = await self._stack.enter_async_context(anyio.create_task_group())
+        # Leaving: the scheduler stops first; then the supervisor stops the
+        # actors, in order (each finishes and commits its current batch,
+        # within the stop grace) unless we leave on an error or cancellation.
+        self._stack.callback(tg.cancel_scope.cancel)
+        tg.start_soon(self._schedule)
         self.kick()
         return self
 
@@ -103,6 +105,10 @@ class Runs:
     ) -> bool | None:
         return await self._stack.__aexit__(exc_type, exc, tb)
 
+    @property
+    def handler_timeout(self) -> float:
+        return self.config.handler_timeout
+
     def kick(self) -> None:
         """Something may be ready to process (new envelopes, a raised floor)."""
         self._wake.set()
@@ -110,8 +116,7 @@ class Runs:
     async def _schedule(self) -> None:
         while True:
             await self._wake.wait()
-            self._wake = anyio.Event()
-            self.idle = anyio.Event()
+            self.idle.clear()
             while await self._step():
                 pass
             self.idle.set()
@@ -178,7 +183,7 @@ class Runs:
                 dispatch_id=p.dispatch_id,
                 seq=p.seq,
                 state=record.state,
-                outcome="failed",
+                outcome=DispatchOutcome.FAILED,
             )
         )
         ended = record.status is not None and is_terminal(record.status)
@@ -188,7 +193,7 @@ class Runs:
             Commit(
                 run_id=run_id,
                 status=record.status if ended and record.status else RunStatus.FAILED,
-                consumed=[(p.dispatch_id, p.seq, "failed")],
+                consumed=[(p.dispatch_id, p.seq, DispatchOutcome.FAILED)],
                 error=None if ended else text,
                 events=events,
             )

@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import logging
 
-import anyio
 import msgspec
 
-from runtime import Event, EventsAck, FrameDecoder, Refused, RunEvents, afailpoint, backoff
+from runtime import (
+    Backoff,
+    Event,
+    EventsAck,
+    FrameDecoder,
+    Refused,
+    RunEvents,
+    Wakeup,
+    afailpoint,
+)
 
 from ._errors import HubUnavailable
 from ._inbox import Inbox
@@ -22,6 +30,8 @@ log = logging.getLogger("mailrun.sidecar.shipper")
 
 MAX_BATCH_BYTES = 512 * 1024
 """Keep a RunEvents frame well under NATS' default 1 MiB max payload."""
+
+_RESEND = Backoff(initial=0.05, maximum=1.0)
 
 
 class Shipper:
@@ -39,7 +49,7 @@ class Shipper:
         self._batch_limit = batch_limit
         self._timeout = timeout
         self._session_wait = session_wait
-        self._wake = anyio.Event()
+        self._wake = Wakeup()
         self._events: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
         self._replies: FrameDecoder[EventsAck | Refused] = FrameDecoder(EventsAck | Refused)
 
@@ -54,8 +64,8 @@ class Shipper:
             if session is None:
                 await self._link.wait_session(self._session_wait)
                 continue
-            # A fresh event before reading: a commit after the read wakes us.
-            self._wake = anyio.Event()
+            # Cleared before reading: a commit after the read wakes us.
+            self._wake.clear()
             events = self._cut(await self._inbox.unacked(self._batch_limit))
             if not events:
                 await self._wake.wait()
@@ -88,7 +98,7 @@ class Shipper:
             failures += 1
             # A new session (the hub is back, or we are welcome again) ends the
             # wait: the events go out at once.
-            await self._link.wait_new_session(session, backoff(failures))
+            await self._link.wait_new_session(session, _RESEND.delay(failures))
 
     def _cut(self, frames: list[bytes]) -> list[Event]:
         """Decode a prefix of ``frames`` that fits one RunEvents frame (at least one)."""

@@ -56,6 +56,23 @@ def known(name: str) -> str | None:
     return None
 
 
+@cache
+def bound(package: str) -> frozenset[str]:
+    """The names a package's __init__.py binds at its top level."""
+    if package not in sources() or not is_package(package):
+        return frozenset()
+    names: set[str] = set()
+    for node in ast.parse(sources()[package].read_text()).body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return frozenset(names)
+
+
 def imported(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
     """The dotted names one import statement in ``module`` brings in."""
     if isinstance(node, ast.Import):
@@ -69,8 +86,13 @@ def imported(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
     else:
         base = node.module or ""
     for alias in node.names:
-        # ``from pkg import mod`` imports the submodule; ``from pkg import X``, pkg itself.
-        yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in sources() else base
+        # ``from pkg import mod`` imports the submodule, unless pkg/__init__.py
+        # binds that name itself (``from .mod import mod``); ``from pkg import X``, pkg.
+        submodule = f"{base}.{alias.name}"
+        if submodule in sources() and alias.name not in bound(base):
+            yield submodule
+        else:
+            yield base
 
 
 @cache
@@ -142,6 +164,7 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     assert "hub.store" in edges["hub.wire.service"]  # a room, through its package
     assert "hub.up.nats" in edges["hub.up.supervisor"]  # inside a function
     assert "hub.store.db" in edges["hub.store"]  # a package re-exporting its module
+    assert "hub.cli" in edges["hub.__main__"]  # hub.cli's main, not the module hub.cli.main
 
 
 def test_no_module_imports_in_a_cycle() -> None:

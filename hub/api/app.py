@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from runtime import INLINE_BODY_LIMIT
 
-from .._errors import HubError, InvalidDeployment, InvalidMail, InvalidRequest
+from .._errors import HubError, InvalidDeployment, InvalidMail, InvalidRequest, error_for
 from ..store import (
     LATEST,
     Acceptor,
@@ -42,16 +42,6 @@ from ..store import (
 )
 from .metrics import render_metrics
 from .requests import ApprovalIn, DeploymentIn, MailIn, mail_trigger, read_json
-
-_REJECTED_STATUS = {
-    "unknown_address": 404,
-    "unknown_deployment": 404,
-    "unknown_run": 404,
-    "unknown_approval": 404,
-    "deployment_not_live": 409,
-    "workflow_run_terminal": 409,
-    "approval_decided": 409,
-}
 
 
 @dataclass(frozen=True)
@@ -73,7 +63,8 @@ def error_response(status: int, kind: str, reason: str, detail: str) -> Response
 
 def receipt_response(receipt: object) -> Response:
     if isinstance(receipt, Rejected):
-        return json_response(receipt, _REJECTED_STATUS.get(receipt.reason, 409))
+        error = error_for(receipt.reason)
+        return json_response(receipt, error.http_status if error is not None else 409)
     return json_response(receipt, 202)
 
 

@@ -17,14 +17,10 @@ from typing import IO, Any, NoReturn, TypeVar
 import click
 import msgspec
 
-from .._client import (
-    DEFAULT_HUB,
-    HUB_ENV,
-    HubBadResponse,
-    HubClient,
-    HubResponseError,
-    HubUnreachable,
-)
+from runtime import DEFAULT_HUB_URL, HUB_URL_ENV
+
+from .._client import HubClient
+from .._errors import HubBadResponse, HubResponseError, HubUnreachable
 from .tables import deployment_view, deployments_table, receipt_view, run_view, runs_table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,7 +50,8 @@ def _reporting(as_json: bool) -> Iterator[None]:
             sys.exit(EXIT_ERROR)
         fail(f"{exc.reason}: {exc.detail}" if exc.detail else exc.reason)
     except HubUnreachable as exc:
-        fail(f"{exc.detail} (is `mailrun up` running? set --hub or {HUB_ENV})", EXIT_UNREACHABLE)
+        hint = f"is `mailrun up` running? set --hub or {HUB_URL_ENV}"
+        fail(f"{exc.detail} ({hint})", EXIT_UNREACHABLE)
     except HubBadResponse as exc:
         fail(f"{exc.reason}: {exc.detail}")
 
@@ -65,16 +62,16 @@ def hub_command(fn: F) -> F:
     @click.option(
         "--hub",
         "hub_url",
-        envvar=HUB_ENV,
-        default=DEFAULT_HUB,
+        envvar=HUB_URL_ENV,
+        default=DEFAULT_HUB_URL,
         show_default=True,
-        help=f"The hub's base URL (env {HUB_ENV}).",
+        help=f"The hub's base URL (env {HUB_URL_ENV}).",
     )
     @click.option("--json", "as_json", is_flag=True, help="Print the hub's JSON as is.")
     @functools.wraps(fn)
     def wrapper(*args: Any, hub_url: str, as_json: bool, **kwargs: Any) -> Any:
-        with _reporting(as_json):
-            return fn(*args, client=HubClient(hub_url), as_json=as_json, **kwargs)
+        with _reporting(as_json), HubClient(hub_url) as client:
+            return fn(*args, client=client, as_json=as_json, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

@@ -17,24 +17,22 @@ from typing import Any
 import anyio
 import msgspec
 
-from runtime import RunStatus, is_terminal
+from runtime import (
+    LOOPBACK,
+    RunStatus,
+    is_terminal,
+    unwrap_group,
+)
 
-from .._client import HubClient
-from .._errors import HubError
+from .._client import AsyncHubClient
+from .._errors import DemoFailed as DemoFailed  # the CLI catches it from here
+from .._errors import DemoTimeout, HubError
 from ..up import UpConfig, free_port, run_up
 
 EXAMPLE = "counter.py"
 ENTRYPOINT = "counter:main"
 SUBJECTS = ("hello", "how are you", "one more", "stop")
 DEADLINE = 60.0
-
-
-class DemoFailed(HubError):
-    reason = "demo_failed"
-
-
-class DemoTimeout(DemoFailed, TimeoutError):
-    reason = "demo_timeout"
 
 
 def example_source() -> str:
@@ -55,27 +53,25 @@ def _processed(run: dict[str, Any]) -> int:
     return int(run.get("last_seq") or 0)
 
 
-async def _drive(client: HubClient, say: Callable[[str], None]) -> dict[str, Any]:
-    async def call(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
-        return await anyio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
-
-    dep = await call(client.deploy, "counter", example_source(), ENTRYPOINT)
+async def _drive(client: AsyncHubClient, say: Callable[[str], None]) -> dict[str, Any]:
+    dep = await client.deploy("counter", example_source(), ENTRYPOINT)
     say(f"deployed {dep['name']} ({dep['id']}) at {dep['address']}")
     # One mail at a time, each followed until processed, so every step of the
-    # round trip (accept, deliver, handle, report back) shows.
+    # round trip (accept, deliver, handle, report back) shows. The polls have
+    # no deadline of their own: run_demo's bounds the whole demo.
     run: dict[str, Any] = {}
     for n, subject in enumerate(SUBJECTS, start=1):
-        receipt = await call(client.send_mail, dep["address"], subject, b"")
+        receipt = await client.send_mail(dep["address"], subject, b"")
         say(f"sent {subject!r}: {receipt['status']} as {receipt['dispatch_id']}")
         while True:
-            run = await call(client.run, receipt["run_id"])
+            run = await client.run(receipt["run_id"])
             if _processed(run) >= n:
                 break
             await anyio.sleep(0.05)
         say(f"processed {n} of {len(SUBJECTS)}: run {run['id']} is {run['status']}")
     while not is_terminal(str(run.get("status"))):
         await anyio.sleep(0.05)
-        run = await call(client.run, run["id"])
+        run = await client.run(run["id"])
     return run
 
 
@@ -85,12 +81,13 @@ async def _demo_in_up(config: UpConfig, say: Callable[[str], None]) -> dict[str,
             say(f"starting nats-server, hub and sidecars in {config.state_dir}")
             info = await tg.start(run_up, config)
             say(f"hub {info.http}, nats {info.nats_url}")
-            run = await _drive(HubClient(info.http, timeout=5.0), say)
+            async with AsyncHubClient(info.http, timeout=5.0) as client:
+                run = await _drive(client, say)
             tg.cancel_scope.cancel()
         return run
     except ExceptionGroup as group:
         # The first failure is the story; any other followed from it.
-        raise group.exceptions[0] from None
+        raise unwrap_group(group.exceptions[0]) from None
 
 
 async def run_demo(say: Callable[[str], None], *, deadline: float = DEADLINE) -> dict[str, Any]:
@@ -99,7 +96,7 @@ async def run_demo(say: Callable[[str], None], *, deadline: float = DEADLINE) ->
     tmp = Path(tempfile.mkdtemp(prefix="mailrun-demo-"))
     config = UpConfig(
         state_dir=tmp / "state",
-        http=f"127.0.0.1:{free_port()}",
+        http=f"{LOOPBACK}:{free_port()}",
         nats_port=free_port(),
         stop_grace=3.0,
         say=say,

@@ -1,13 +1,14 @@
 """The ``mailrun`` command line (console script entry: ``main``).
 
 This module holds the commands that run the parts; those that operate a
-running hub over HTTP are in ``_cli_ops``. ``up`` and ``demo`` supervise the
+running hub over HTTP are in ``commands``. ``up`` and ``demo`` supervise the
 parts as OS processes; ``sidecar`` execs ``python -m sidecar``, so the hub
 package never imports sidecar code.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -17,14 +18,30 @@ import anyio
 import click
 import msgspec
 
+from runtime import (
+    DEFAULT_HTTP,
+    DEFAULT_MAIL_DOMAIN,
+    DEFAULT_MAX_BODY,
+    DEFAULT_NATS_URL,
+    DEFAULT_SUBJECT_PREFIX,
+    cancel_on_signals,
+    parse_host_port,
+    unwrapping_groups,
+)
+
 from .._errors import HubError
 from .commands import COMMANDS, fail
 
 
-def _host_port(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}")
+def _host_port(
+    ctx: click.Context, param: click.Parameter, value: str, *, allow_port_zero: bool = False
+) -> str:
+    """Check an ``--http`` HOST:PORT (passed on as given). Port 0, "let the OS
+    choose", only for the process that binds it: ``up`` announces its address."""
+    try:
+        parse_host_port(value, allow_port_zero=allow_port_zero)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     return value
 
 
@@ -36,15 +53,6 @@ def main() -> None:
 # -- running the parts ---------------------------------------------------------
 
 
-async def _cancel_on_signal(scope: anyio.CancelScope, received: list[int] | None = None) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            if received is not None:
-                received.append(signum)
-            scope.cancel()
-            return
-
-
 @main.command()
 @click.option(
     "--state-dir",
@@ -53,9 +61,9 @@ async def _cancel_on_signal(scope: anyio.CancelScope, received: list[int] | None
     show_default=True,
     help="Hub database, sidecar state and logs.",
 )
-@click.option("--http", default="127.0.0.1:8470", show_default=True, callback=_host_port)
+@click.option("--http", default=DEFAULT_HTTP, show_default=True, callback=_host_port)
 @click.option("--nats", "nats_url", help="Use this NATS server instead of an embedded one.")
-@click.option("--subject-prefix", help="NATS subject prefix (default mailrun).")
+@click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
 def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | None) -> None:
     """Run NATS, the hub and the sidecars, supervised.
 
@@ -70,16 +78,14 @@ def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | N
     config = UpConfig(state_dir, http, nats_url, subject_prefix=subject_prefix, say=say)
 
     async def serve() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_signal, tg.cancel_scope)
+        async with cancel_on_signals(), anyio.create_task_group() as tg:
             info = await tg.start(run_up, config)
             click.echo(f"mailrun up: hub http://{http} nats {info.nats_url} state {info.state_dir}")
 
     try:
-        anyio.run(serve)
-    except* HubError as group:
-        exc = group.exceptions[0]
-        assert isinstance(exc, HubError)
+        with unwrapping_groups():
+            anyio.run(serve)
+    except HubError as exc:
         fail(f"{exc.reason}: {exc.detail}")
 
 
@@ -94,19 +100,15 @@ def demo() -> None:
     def say(line: str) -> None:
         click.echo(f"mailrun demo: {line}")
 
-    interrupted: list[int] = []
-
-    async def go() -> None:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_signal, tg.cancel_scope, interrupted)
+    async def go() -> list[signal.Signals]:
+        async with cancel_on_signals() as received:
             await run_demo(say)
-            tg.cancel_scope.cancel()
+        return received
 
     try:
-        anyio.run(go)
-    except* DemoFailed as group:
-        exc = group.exceptions[0]
-        assert isinstance(exc, DemoFailed)
+        with unwrapping_groups():
+            interrupted = anyio.run(go)
+    except DemoFailed as exc:
         fail(f"demo failed: {exc.detail}")
     if interrupted:
         fail("demo interrupted; everything it started is stopped", 128 + interrupted[0])
@@ -114,16 +116,25 @@ def demo() -> None:
 
 @main.command("hub")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
-@click.option("--http", default="127.0.0.1:8470", show_default=True, callback=_host_port)
-@click.option("--nats", "nats_url", default="nats://127.0.0.1:4222", show_default=True)
+@click.option(
+    "--http",
+    default=DEFAULT_HTTP,
+    show_default=True,
+    callback=functools.partial(_host_port, allow_port_zero=True),
+)
+@click.option("--nats", "nats_url", default=DEFAULT_NATS_URL, show_default=True)
 @click.option(
     "--sidecar-root",
     type=click.Path(file_okay=False, path_type=Path),
     help="Also write each new deployment's restore record under DIR/<deployment id>.",
 )
-@click.option("--subject-prefix", help="NATS subject prefix (default mailrun).")
-@click.option("--domain", help="Mail domain of deployments (default mailrun.local).")
-@click.option("--max-body", type=click.IntRange(min=1), help="Largest mail body in bytes.")
+@click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
+@click.option("--domain", help=f"Mail domain of deployments (default {DEFAULT_MAIL_DOMAIN}).")
+@click.option(
+    "--max-body",
+    type=click.IntRange(min=1),
+    help=f"Largest mail body in bytes (default {DEFAULT_MAX_BODY}).",
+)
 def hub_cmd(
     state_dir: Path,
     http: str,

@@ -19,7 +19,7 @@ from typing import Any
 import aiosqlite
 import msgspec
 
-from runtime import INLINE_BODY_LIMIT, RunStatus, accepts_trigger, anchor_is_live, new_id
+from runtime import INLINE_BODY_LIMIT, Reason, RunStatus, accepts_trigger, anchor_is_live, new_id
 
 from .._errors import AcceptFailed
 from .schema import ApprovalStatus, DispatchStatus
@@ -40,9 +40,6 @@ __all__ = [
 _DEPLOYMENTS = """SELECT d.id, d.address, a.status, d.next_seq FROM deployment d
 JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE {where}
 ORDER BY d.deleted_at IS NULL, d.created_at"""  # live rows last: they win per address
-
-
-TERMINAL = "workflow_run_terminal"
 
 
 def _marks(n: int) -> str:
@@ -141,13 +138,15 @@ class _Batch:
         dep_id = self._deployment_of(t)
         if dep_id is None:
             if t.approval_id:
-                return Rejected(reason="unknown_approval", detail=f"no approval {t.approval_id}")
+                return Rejected(
+                    reason=Reason.UNKNOWN_APPROVAL, detail=f"no approval {t.approval_id}"
+                )
             if t.deployment_id:
-                return Rejected(reason="unknown_deployment", detail=f"no {t.deployment_id}")
-            return Rejected(reason="unknown_address", detail=f"no deployment at {t.address!r}")
+                return Rejected(reason=Reason.UNKNOWN_DEPLOYMENT, detail=f"no {t.deployment_id}")
+            return Rejected(reason=Reason.UNKNOWN_ADDRESS, detail=f"no deployment at {t.address!r}")
         dep = self.deps[dep_id]
         if not anchor_is_live(dep.anchor_status):
-            return Rejected(reason="deployment_not_live", detail=f"{dep_id} is deleted")
+            return Rejected(reason=Reason.DEPLOYMENT_NOT_LIVE, detail=f"{dep_id} is deleted")
         if t.message_id and (first := self.seen.get((dep_id, t.message_id))):
             if isinstance(first, RefusedByRun):
                 return first
@@ -156,14 +155,16 @@ class _Batch:
         if t.approval_id:
             run_id, _, approval_status = self.approvals[t.approval_id]
             if approval_status != ApprovalStatus.PENDING:
-                return Rejected(reason="approval_decided", detail=f"{t.approval_id} is decided")
+                return Rejected(
+                    reason=Reason.APPROVAL_DECIDED, detail=f"{t.approval_id} is decided"
+                )
         if run_id is None:
             run_id = self.top_level.get(dep_id)
         elif self.runs.get(run_id, ("",))[0] != dep_id:
-            return Rejected(reason="unknown_run", detail=f"{dep_id} has no run {run_id}")
+            return Rejected(reason=Reason.UNKNOWN_RUN, detail=f"{dep_id} has no run {run_id}")
         status = self.runs[run_id][1] if run_id is not None else None
         if not accepts_trigger(status):
-            return Rejected(reason=TERMINAL, detail=f"run {run_id} is {status}")
+            return Rejected(reason=Reason.WORKFLOW_RUN_TERMINAL, detail=f"run {run_id} is {status}")
         if run_id is None:
             run_id = new_id("run")
             self.runs[run_id] = (dep_id, RunStatus.RUNNING.value)
@@ -237,10 +238,10 @@ def _refused(first: Accepted, status: str, error: str | None) -> RefusedByRun | 
     message id is answered with the refusal instead of the stale receipt, so
     the sender learns the outcome (docs/faults.md, F14).
     """
-    if status != DispatchStatus.CANCELLED or error != TERMINAL:
+    if status != DispatchStatus.CANCELLED or error != Reason.WORKFLOW_RUN_TERMINAL:
         return None
     return RefusedByRun(
-        reason=TERMINAL,
+        reason=Reason.WORKFLOW_RUN_TERMINAL,
         detail=f"run {first.run_id} ended before it came to dispatch {first.dispatch_id}",
         dispatch_id=first.dispatch_id,
         run_id=first.run_id,

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import anyio
 
+import runtime
+
 SPAWN_FAILED = 127
 _PR_SET_PDEATHSIG = 1
 
@@ -50,16 +52,17 @@ def pdeathsig_preexec() -> Callable[[], None]:
 
 
 @dataclass(frozen=True)
-class Backoff:
+class Backoff(runtime.Backoff):
     """Restart delays: ``initial`` doubling up to ``maximum``; a child that stayed
-    up ``reset_after`` seconds counts as healthy and starts over at ``initial``."""
+    up ``reset_after`` seconds counts as healthy and starts over at ``initial``.
+
+    No jitter: one child has no peers to retry in lockstep with, and the delay
+    ``up`` announces is the one it waits."""
 
     initial: float = 0.1
     maximum: float = 5.0
+    jitter: bool = False
     reset_after: float = 10.0
-
-    def next(self, current: float) -> float:
-        return min(current * 2, self.maximum)
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,7 @@ class Child:
             done.set()
 
     async def _keep_alive(self) -> None:
-        delay = self.backoff.initial
+        attempt = 0
         while not self._scope.cancel_called:
             started = anyio.current_time()
             try:
@@ -191,11 +194,12 @@ class Child:
                         with anyio.CancelScope(shield=True):
                             await terminate(proc, self.stop_grace)
             if anyio.current_time() - started >= self.backoff.reset_after:
-                delay = self.backoff.initial
+                attempt = 0
+            attempt += 1
+            delay = self.backoff.delay(attempt)
             if self.on_exit is not None:
                 self.on_exit(self.name, code, delay)
             await anyio.sleep(delay)
-            delay = self.backoff.next(delay)
 
     async def stop(self) -> None:
         """Stop the child (SIGTERM, SIGKILL after the grace) and end ``run``."""

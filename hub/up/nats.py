@@ -13,25 +13,9 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from .._errors import HubError
+from runtime import LOOPBACK
 
-
-class NatsServerError(HubError):
-    """The embedded nats-server could not be started or stopped."""
-
-    reason = "nats_server_failed"
-
-
-class NatsServerNotFound(NatsServerError):
-    """No nats-server binary beside this Python nor on PATH."""
-
-    reason = "nats_server_not_found"
-
-
-class NatsServerStartTimeout(NatsServerError, TimeoutError):
-    """nats-server did not accept connections within its start timeout."""
-
-    reason = "nats_server_start_timeout"
+from .._errors import NatsServerNotFound
 
 
 def find_nats_server() -> Path:
@@ -51,7 +35,7 @@ def find_nats_server() -> Path:
     )
 
 
-def free_port(host: str = "127.0.0.1") -> int:
+def free_port(host: str = LOOPBACK) -> int:
     """A TCP port free on ``host`` right now (the OS may hand it out again later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))

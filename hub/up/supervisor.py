@@ -23,32 +23,30 @@ from typing import Any
 import anyio
 import msgspec
 
-from runtime import anchor_is_live, is_id, record_path, write_atomic
+from runtime import (
+    DEFAULT_HTTP,
+    DEFAULT_NATS_PORT,
+    LOOPBACK,
+    HostPort,
+    anchor_is_live,
+    is_id,
+    parse_host_port,
+    record_path,
+    unwrapping_groups,
+    write_atomic,
+)
 
-from .._client import HubClient, HubClientError
-from .._errors import HubError
+from .._client import AsyncHubClient
+from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunning
 from .children import Backoff, Child, ChildSpec
 
-DEFAULT_NATS_PORT = 4222
 UP_FILE = "up.json"
-
-
-class UpError(HubError):
-    reason = "up_failed"
-
-
-class UpAlreadyRunning(UpError):
-    reason = "up_already_running"
-
-
-class NatsNotReady(UpError, TimeoutError):
-    reason = "nats_not_ready"
 
 
 @dataclass(frozen=True)
 class UpConfig:
     state_dir: Path
-    http: str = "127.0.0.1:8470"
+    http: str = DEFAULT_HTTP  # HOST:PORT; a fixed port, since up announces it
     nats_url: str | None = None
     # The embedded server's port: None takes 4222 when free, else any free one.
     nats_port: int | None = None
@@ -57,6 +55,8 @@ class UpConfig:
     stop_grace: float = 5.0
     backoff: Backoff = field(default_factory=Backoff)
     nats_ready_timeout: float = 15.0
+    hub_ready_timeout: float = 60.0
+    request_timeout: float = 2.0
     say: Callable[[str], None] | None = None
 
 
@@ -70,12 +70,12 @@ class UpInfo:
 
 def hub_url(http: str) -> str:
     """The URL to reach a hub listening on ``H:P`` (a wildcard host means loopback)."""
-    host, _, port = http.rpartition(":")
-    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "[::]": "[::1]", "::": "[::1]"}.get(host, host)
-    return f"http://{host}:{port}"
+    host, port = parse_host_port(http)
+    host = {"0.0.0.0": LOOPBACK, "::": "::1"}.get(host, host)
+    return f"http://{HostPort(host, port)}"
 
 
-def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+def port_is_free(port: int, host: str = LOOPBACK) -> bool:
     with socket.socket() as s:
         try:
             s.bind((host, port))
@@ -110,12 +110,12 @@ def _child_env() -> dict[str, str]:
 
 
 class Up:
-    def __init__(self, config: UpConfig) -> None:
+    def __init__(self, config: UpConfig, client: AsyncHubClient) -> None:
         self.config = config
         self.state_dir = config.state_dir.resolve()
         self.logs = self.state_dir / "logs"
         self.sidecar_root = self.state_dir / "sidecars"
-        self.client = HubClient(hub_url(config.http), timeout=2.0)
+        self.client = client
         self.env = _child_env()
         self.sidecars: dict[str, Child] = {}
         self.nats: Child | None = None
@@ -140,22 +140,17 @@ class Up:
     async def run(self, *, task_status: anyio.abc.TaskStatus[UpInfo]) -> None:
         for d in (self.state_dir, self.logs, self.sidecar_root):
             d.mkdir(parents=True, exist_ok=True)
-        with _state_lock(self.state_dir):
-            try:
-                async with anyio.create_task_group() as tg:
-                    try:
-                        info = await self._start(tg)
-                        task_status.started(info)
-                        await self._watch_deployments(tg)
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await self._stop_all()
-                            (self.state_dir / UP_FILE).unlink(missing_ok=True)
-            except ExceptionGroup as group:
-                # Callers want the one error that ended ``up``, not a group of one.
-                if len(group.exceptions) == 1:
-                    raise group.exceptions[0] from None
-                raise
+        # Callers want the one error that ended ``up``, not a group of one.
+        with _state_lock(self.state_dir), unwrapping_groups():
+            async with anyio.create_task_group() as tg:
+                try:
+                    info = await self._start(tg)
+                    task_status.started(info)
+                    await self._watch_deployments(tg)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await self._stop_all()
+                        (self.state_dir / UP_FILE).unlink(missing_ok=True)
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> UpInfo:
         self.nats_url = nats_url = self.config.nats_url or await self._start_nats(tg)
@@ -178,7 +173,7 @@ class Up:
         port = self.config.nats_port
         if port is None:
             port = DEFAULT_NATS_PORT if port_is_free(DEFAULT_NATS_PORT) else free_port()
-        argv = [str(find_nats_server()), "-a", "127.0.0.1", "-p", str(port)]
+        argv = [str(find_nats_server()), "-a", LOOPBACK, "-p", str(port)]
         self.nats = self._child("nats", argv)
         tg.start_soon(self.nats.run)
         # The hub would only crash-loop until NATS listens; wait for it first.
@@ -186,28 +181,31 @@ class Up:
             with anyio.fail_after(self.config.nats_ready_timeout):
                 while True:
                     with contextlib.suppress(OSError):
-                        stream = await anyio.connect_tcp("127.0.0.1", port)
+                        stream = await anyio.connect_tcp(LOOPBACK, port)
                         await stream.aclose()
                         break
                     await anyio.sleep(0.05)
         except TimeoutError:
             log = self.logs / "nats.log"
             raise NatsNotReady(f"nats-server did not listen on port {port}; see {log}") from None
-        return f"nats://127.0.0.1:{port}"
+        return f"nats://{LOOPBACK}:{port}"
 
     async def _wait_hub(self) -> None:
-        while True:
-            with contextlib.suppress(HubClientError):
-                await anyio.to_thread.run_sync(self.client.healthz, abandon_on_cancel=True)
-                return
-            await anyio.sleep(0.1)
+        timeout = self.config.hub_ready_timeout
+        with anyio.move_on_after(timeout):
+            while True:
+                with contextlib.suppress(HubClientError):
+                    await self.client.healthz()
+                    return
+                await anyio.sleep(0.1)
+        log = self.logs / "hub.log"
+        url = self.client.base_url
+        raise HubNotReady(f"the hub did not answer {url}/healthz within {timeout:g} s; see {log}")
 
     async def _watch_deployments(self, tg: anyio.abc.TaskGroup) -> None:
         while True:
             try:
-                listing = await anyio.to_thread.run_sync(
-                    self.client.deployments, abandon_on_cancel=True
-                )
+                listing = await self.client.deployments()
             except HubClientError:
                 pass  # hub down or restarting: keep every sidecar as it is
             else:
@@ -250,4 +248,5 @@ async def run_up(
     """Run the supervisor until cancelled; ``task_status`` gets ``UpInfo`` once the
     hub answers ``/healthz``. On cancellation every child is stopped (SIGTERM,
     SIGKILL after ``stop_grace``) before this returns."""
-    await Up(config).run(task_status=task_status)
+    async with AsyncHubClient(hub_url(config.http), timeout=config.request_timeout) as client:
+        await Up(config, client).run(task_status=task_status)

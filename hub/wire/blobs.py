@@ -15,7 +15,15 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from runtime import BLOB_CHUNK_SIZE, BlobChunk, BlobGet, FrameDecoder, Refused
+from runtime import (
+    BLOB_CHUNK_SIZE,
+    BlobChunk,
+    BlobGet,
+    FrameDecoder,
+    Reason,
+    Refused,
+    Wakeup,
+)
 
 from ..store import DispatchStatus, Store
 from .sessions import SessionTable
@@ -44,16 +52,14 @@ class BlobCollector:
     def __init__(self, store: Store, *, interval: float = GC_INTERVAL) -> None:
         self._store = store
         self._interval = interval
-        self._poke = anyio.Event()
+        self._poke = Wakeup()
 
     def poke(self) -> None:
         self._poke.set()
 
     async def run(self) -> None:
         while True:
-            with anyio.move_on_after(self._interval):
-                await self._poke.wait()
-            self._poke = anyio.Event()
+            await self._poke.wait(self._interval)
             try:
                 deleted = await collect_blobs(self._store)
             except Exception:
@@ -121,7 +127,7 @@ class BlobHandler:
         get = self._decoder.decode(data)
         session = self._sessions.check(get.session_id, get.deployment_id)
         if get.offset < 0:
-            return Refused(reason="bad_offset", detail=f"offset {get.offset}")
+            return Refused(reason=Reason.BAD_OFFSET, detail=f"offset {get.offset}")
         # A sidecar reads only bodies of its own deployment's dispatches.
         async with self._store.db.execute(
             "SELECT 1 FROM workflow_run_dispatch WHERE body_digest = ? AND deployment_id = ?"
@@ -131,10 +137,10 @@ class BlobHandler:
             named = await cur.fetchone()
         found = await self._reader.read(get.digest, get.offset, BLOB_CHUNK_SIZE) if named else None
         if found is None:
-            return Refused(reason="unknown_blob", detail=get.digest)
+            return Refused(reason=Reason.UNKNOWN_BLOB, detail=get.digest)
         size, chunk = found
         if get.offset >= size and not (get.offset == 0 and size == 0):
-            return Refused(reason="bad_offset", detail=f"offset {get.offset} of {size} bytes")
+            return Refused(reason=Reason.BAD_OFFSET, detail=f"offset {get.offset} of {size} bytes")
         return BlobChunk(digest=get.digest, offset=get.offset, size=size, data=chunk)
 
     def close(self) -> None:

@@ -1,9 +1,9 @@
 """The outbox sender: one lane per deployment with a sidecar session.
 
 A lane repeats delivery rounds (:mod:`hub.wire.rounds`) while its deployment has
-reserved dispatches, sleeps on an ``anyio.Event`` when it has none (bursts of
-wakeups coalesce into one round), and backs off with jitter after a round
-with failures. A new hello cuts the backoff short: the sidecar is back.
+reserved dispatches, sleeps on a :class:`~runtime.Wakeup` when it has none
+(bursts of wakeups coalesce into one round), and backs off with jitter after
+a round with failures. A new hello cuts the backoff short: the sidecar is back.
 Rows are never removed from the queue by the sender, only marked, so a
 dispatch is never skipped or lost whatever the bus does.
 """
@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import Subjects, Transport, backoff
+from runtime import Backoff, Subjects, Transport, Wakeup
 
 from ..store import DispatchStatus, Store
 from .rounds import load_reserved, send_round, settle
@@ -42,15 +42,12 @@ class DispatchConfig:
     census_interval: float = 1.0
     """How often pending counts are refreshed (and idle lanes with work woken)."""
 
-    def backoff(self, failures: int) -> float:
-        return backoff(failures, initial=self.backoff_initial, maximum=self.backoff_max)
-
 
 @dataclass(eq=False)
 class _Lane:
     deployment_id: str
-    wake: anyio.Event = field(default_factory=anyio.Event)
-    kick: anyio.Event = field(default_factory=anyio.Event)
+    wake: Wakeup = field(default_factory=Wakeup)
+    kick: Wakeup = field(default_factory=Wakeup)
     running: bool = False
     failures: int = 0
     last_error: str = ""
@@ -70,7 +67,8 @@ class Dispatcher:
         self._transport = transport
         self._subjects = subjects
         self._sessions = sessions
-        self._config = config or DispatchConfig()
+        self._config = config = config or DispatchConfig()
+        self._delays = Backoff(config.backoff_initial, config.backoff_max)
         self._lanes: dict[str, _Lane] = {}
         self._pending: dict[str, tuple[int, float]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -157,7 +155,9 @@ class Dispatcher:
         dep, config = lane.deployment_id, self._config
         try:
             while (session := self._sessions.current(dep)) is not None:
-                lane.wake, lane.kick = anyio.Event(), anyio.Event()
+                # Wakeups from before this look are answered by it.
+                lane.wake.clear()
+                lane.kick.clear()
                 try:
                     rows = await load_reserved(self._store, dep, config.window)
                 except Exception as exc:
@@ -200,5 +200,4 @@ class Dispatcher:
     async def _backoff(self, lane: _Lane) -> None:
         lane.failures += 1
         # A fresh hello (kick) means the sidecar is back: retry at once.
-        with anyio.move_on_after(self._config.backoff(lane.failures)):
-            await lane.kick.wait()
+        await lane.kick.wait(self._delays.delay(lane.failures))

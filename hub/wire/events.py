@@ -21,12 +21,14 @@ import msgspec
 
 from runtime import (
     ApprovalRequested,
+    DispatchOutcome,
     DispatchProcessed,
     EnvelopeQuarantined,
     Event,
     EventsAck,
     FrameDecoder,
     MailSent,
+    Reason,
     Refused,
     RunCancelled,
     RunCompleted,
@@ -39,6 +41,7 @@ from runtime import (
     is_terminal,
 )
 
+from .._errors import UnknownDispatch
 from ..store import Accepted, ApprovalStatus, DispatchStatus, Store, Trigger, accept_triggers
 from .quarantine import ingest_quarantined
 from .sessions import SessionTable, fence
@@ -191,12 +194,12 @@ class _Ingest:
             (event.dispatch_id, event.run_id),
         )
         if dispatch is None:
-            await self._dead_letter(event, "unknown_dispatch")
+            await self._dead_letter(event, UnknownDispatch.reason)
             return False
         # The hub's own seq for the dispatch is authoritative (a v1-era event
         # may not carry one).
         seq = int(dispatch["seq"])
-        refused = event.outcome == "refused_terminal"
+        refused = event.outcome == DispatchOutcome.REFUSED_TERMINAL
         if seq > run["last_seq"]:
             if refused:
                 await self.db.execute(
@@ -212,7 +215,7 @@ class _Ingest:
         # Even an out-of-order event settles its dispatch: the sidecar did
         # process it, and redelivering it would only be refused as duplicate.
         if refused:
-            new_status, error = DispatchStatus.CANCELLED, "workflow_run_terminal"
+            new_status, error = DispatchStatus.CANCELLED, Reason.WORKFLOW_RUN_TERMINAL
         else:
             new_status, error = DispatchStatus.PROCESSED, None
         cur = await self.db.execute(

@@ -17,6 +17,7 @@ from runtime import (
     FrameDecoder,
     MintChild,
     Minted,
+    Reason,
     Refused,
     RunStatus,
     anchor_is_live,
@@ -60,7 +61,7 @@ class MintHandler:
         session = self._sessions.check(req.session_id, req.deployment_id, req.owner_epoch)
         dep = session.deployment_id
         if not req.request_id:
-            return Refused(reason="invalid_request", detail="request_id is required")
+            return Refused(reason=Reason.INVALID_REQUEST, detail="request_id is required")
         async with self._store.write() as db:
             await fence(db, dep, req.owner_epoch)
             async with db.execute(
@@ -102,9 +103,9 @@ async def _why_not(db: aiosqlite.Connection, parent_run_id: str, deployment_id: 
     ) as cur:
         row = await cur.fetchone()
     if row is None:
-        return Refused(reason="unknown_run", detail=parent_run_id)
+        return Refused(reason=Reason.UNKNOWN_RUN, detail=parent_run_id)
     if row["deleted_at"] is not None or not anchor_is_live(row["anchor"] or ""):
-        return Refused(reason="deployment_not_live", detail=deployment_id)
+        return Refused(reason=Reason.DEPLOYMENT_NOT_LIVE, detail=deployment_id)
     if is_terminal(row["status"]):
-        return Refused(reason="workflow_run_terminal", detail=parent_run_id)
-    return Refused(reason="parent_not_live", detail=f"{parent_run_id} is {row['status']}")
+        return Refused(reason=Reason.WORKFLOW_RUN_TERMINAL, detail=parent_run_id)
+    return Refused(reason=Reason.PARENT_NOT_LIVE, detail=f"{parent_run_id} is {row['status']}")

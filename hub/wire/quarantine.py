@@ -17,6 +17,7 @@ import aiosqlite
 
 from runtime import EnvelopeQuarantined, encode
 
+from .._errors import UnknownDispatch
 from ..store import QUARANTINE_SOURCE, DispatchStatus
 
 log = logging.getLogger("mailrun.hub.events")
@@ -41,7 +42,7 @@ async def ingest_quarantined(
     data = encode(event)
     if dispatch is None:
         log.warning("%s quarantined unknown dispatch %s", deployment_id, event.dispatch_id)
-        reason = f"unknown_dispatch: {deployment_id}"
+        reason = f"{UnknownDispatch.reason}: {deployment_id}"
         await _dead_letter(db, "events", subject, reason, data, now, deployment_id)
         return False
     cur = await db.execute(

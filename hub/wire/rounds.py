@@ -19,10 +19,12 @@ import anyio
 
 from runtime import (
     Ack,
+    AckResult,
     Claim,
     FrameDecodeError,
     FrameDecoder,
     MailInbound,
+    Reason,
     Refused,
     Subjects,
     Transport,
@@ -32,8 +34,9 @@ from runtime import (
     encode,
 )
 
+from .._errors import StaleEpoch
 from ..store import DispatchStatus, Store
-from .sessions import Session, StaleEpoch, fence
+from .sessions import Session, fence
 
 _RESERVED = """
 SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,
@@ -118,16 +121,25 @@ async def send_round(
         if isinstance(reply, Refused):
             result.refused.append((frame.dispatch_id, reply.reason))
         elif reply.dispatch_id != frame.dispatch_id:
-            result.refused.append((frame.dispatch_id, "ack_mismatch"))
-        elif reply.result in ("stored", "duplicate"):
+            result.refused.append((frame.dispatch_id, Reason.ACK_MISMATCH))
+        elif reply.result in (AckResult.STORED, AckResult.DUPLICATE):
             result.acked.append(frame.dispatch_id)
         else:
-            result.refused.append((frame.dispatch_id, reply.reason or "refused"))
+            result.refused.append((frame.dispatch_id, _refusal(reply)))
 
     async with anyio.create_task_group() as tg:
         for row in rows:
             tg.start_soon(send, inbound_frame(session, row))
     return result
+
+
+def _refusal(ack: Ack) -> str:
+    """A refusing Ack as ``last_error`` keeps it: the code, then the prose.
+
+    This is the text an older sidecar wrote into ``reason`` alone
+    (``"digest_mismatch: <why>"``), so both read the same at the hub."""
+    reason = ack.reason or AckResult.REFUSED
+    return f"{reason}: {ack.detail}" if ack.detail else reason
 
 
 async def settle(store: Store, session: Session, result: Round) -> None:

@@ -24,6 +24,7 @@ from runtime import (
     FrameDecodeError,
     HubBoot,
     Message,
+    Reason,
     Refused,
     Subjects,
     Subscription,
@@ -195,13 +196,13 @@ async def _handle(store: Store, message: Message, source: str, handler: Handler)
         return await handler(message.data)
     except FrameDecodeError as exc:
         log.warning("undecodable %s frame on %s: %s", source, message.subject, exc)
-        await _dead_letter(store, source, message, f"decode_error: {exc}")
-        return Refused(reason="decode_error", detail=str(exc))
+        await _dead_letter(store, source, message, f"{Reason.DECODE_ERROR}: {exc}")
+        return Refused(reason=Reason.DECODE_ERROR, detail=str(exc))
     except HubError as exc:
         return Refused(reason=exc.reason, detail=exc.detail)
     except Exception as exc:
         log.exception("%s request failed", source)
-        return Refused(reason="internal_error", detail=type(exc).__name__)
+        return Refused(reason=Reason.INTERNAL_ERROR, detail=type(exc).__name__)
 
 
 async def _dead_letter(store: Store, source: str, message: Message, reason: str) -> None:

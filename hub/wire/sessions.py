@@ -21,6 +21,7 @@ from runtime import (
     Challenge,
     FrameDecoder,
     Hello,
+    Reason,
     Refused,
     SignatureError,
     Welcome,
@@ -30,7 +31,7 @@ from runtime import (
     verify,
 )
 
-from .._errors import HubError
+from .._errors import StaleEpoch, UnknownSession
 from ..store import DispatchStatus, Store
 
 log = logging.getLogger("mailrun.hub.sessions")
@@ -44,18 +45,6 @@ SELECT d.public_key, d.owner_instance, d.owner_epoch, d.deleted_at, a.status AS 
 FROM deployment d LEFT JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1
 WHERE d.id = ?
 """
-
-
-class UnknownSession(HubError):
-    """The frame names a session this hub never opened (or forgot): re-hello."""
-
-    reason = "unknown_session"
-
-
-class StaleEpoch(HubError):
-    """The frame's owner epoch is not the deployment's current one: fenced."""
-
-    reason = "stale_epoch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,20 +179,20 @@ class HelloHandler:
         async with self._store.db.execute(_DEPLOYMENT, (hello.deployment_id,)) as cur:
             row = await cur.fetchone()
         if row is None:
-            return Refused(reason="unknown_deployment", detail=hello.deployment_id)
+            return Refused(reason=Reason.UNKNOWN_DEPLOYMENT, detail=hello.deployment_id)
         if row["deleted_at"] is not None or not anchor_is_live(row["anchor"] or ""):
-            return Refused(reason="deployment_not_live", detail=hello.deployment_id)
+            return Refused(reason=Reason.DEPLOYMENT_NOT_LIVE, detail=hello.deployment_id)
         if hello.nonce is None:
             return Challenge(nonce=self._nonces.issue(hello.deployment_id))
         if not self._nonces.take(hello.nonce, hello.deployment_id):
-            return Refused(reason="bad_nonce", detail="unknown, used or expired nonce")
+            return Refused(reason=Reason.BAD_NONCE, detail="unknown, used or expired nonce")
         if not hello.instance_id or hello.public_key != row["public_key"]:
-            return Refused(reason="bad_signature", detail="not this deployment's key")
+            return Refused(reason=Reason.BAD_SIGNATURE, detail="not this deployment's key")
         try:
             message = hello_message(hello.nonce, hello.deployment_id, hello.instance_id)
             verify(row["public_key"], message, hello.signature or b"")
         except SignatureError as exc:
-            return Refused(reason="bad_signature", detail=str(exc))
+            return Refused(reason=Reason.BAD_SIGNATURE, detail=str(exc))
         return await self._claim(hello)
 
     async def _claim(self, hello: Hello) -> Welcome | Refused:
@@ -212,16 +201,16 @@ class HelloHandler:
             async with db.execute(_DEPLOYMENT, (dep,)) as cur:
                 row = await cur.fetchone()
             if row is None:
-                return Refused(reason="unknown_deployment", detail=dep)
+                return Refused(reason=Reason.UNKNOWN_DEPLOYMENT, detail=dep)
             if row["deleted_at"] is not None or not anchor_is_live(row["anchor"] or ""):
-                return Refused(reason="deployment_not_live", detail=dep)
+                return Refused(reason=Reason.DEPLOYMENT_NOT_LIVE, detail=dep)
             owner, epoch = row["owner_instance"], int(row["owner_epoch"])
             if owner == hello.instance_id:
                 new_epoch = epoch
             elif owner is None or hello.takeover:
                 new_epoch = epoch + 1
             else:
-                return Refused(reason="owner_conflict", detail="another instance owns it")
+                return Refused(reason=Reason.OWNER_CONFLICT, detail="another instance owns it")
             # Compare-and-set on what was read: the claim matches only the
             # ownership this decision was made on, and only a live deployment.
             cur = await db.execute(
@@ -231,7 +220,7 @@ class HelloHandler:
                 (hello.instance_id, new_epoch, dep, owner, epoch),
             )
             if cur.rowcount != 1:
-                return Refused(reason="owner_conflict", detail="ownership moved meanwhile")
+                return Refused(reason=Reason.OWNER_CONFLICT, detail="ownership moved meanwhile")
             if new_epoch != epoch:
                 # A new owner may not have the old owner's inbox: everything
                 # delivered but not processed is delivered again (a sidecar

@@ -23,6 +23,7 @@ from anyio.lowlevel import checkpoint
 from .._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from .._subjects import subject_matches, validate_subject
 from .._transport import Message, ReconnectCallback
+from .._wakeup import Flag, Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +56,11 @@ class MemorySubscription:
         self.queue = queue
         self._subject = subject
         self._max_pending = max_pending
-        # A deque and an event rather than a memory stream: the drop-newest
+        # A deque and a wakeup rather than a memory stream: the drop-newest
         # policy needs no backpressure, and a test that forgets to unsubscribe
         # leaves nothing that warns when collected.
         self._buffer: deque[Message] = deque()
-        self._arrived: anyio.Event | None = None
+        self._arrived = Wakeup()
         self.closed = False
         self.dropped = 0
         """Messages discarded because this consumer fell behind."""
@@ -75,8 +76,7 @@ class MemorySubscription:
             self.dropped += 1
             return
         self._buffer.append(message)
-        if self._arrived is not None:
-            self._arrived.set()
+        self._arrived.set()
 
     def __aiter__(self) -> MemorySubscription:
         return self
@@ -86,8 +86,6 @@ class MemorySubscription:
         while not self._buffer:
             if self.closed:
                 raise StopAsyncIteration
-            if self._arrived is None or self._arrived.is_set():
-                self._arrived = anyio.Event()
             await self._arrived.wait()
         return self._buffer.popleft()
 
@@ -101,8 +99,7 @@ class MemorySubscription:
             self.closed = True
             self.transport._bus._subscriptions.remove(self)
             self._buffer.clear()
-            if self._arrived is not None:
-                self._arrived.set()
+            self._arrived.set()
 
 
 class _Reply:
@@ -128,7 +125,7 @@ class MemoryTransport:
         self.name = name
         self._connected = True
         self._closed = False
-        self._back: anyio.Event | None = None
+        self._up = Flag(True)  # flush waits on it while disconnected
         self._outbox: deque[tuple[str, bytes, str | None]] = deque()
         self._outbox_bytes = 0
         self._callbacks: list[ReconnectCallback] = []
@@ -185,12 +182,8 @@ class MemoryTransport:
 
     async def flush(self, timeout: float = 2.0) -> None:
         self._check_open()
-        back = self._back
-        if back is not None:
-            with anyio.move_on_after(timeout):
-                await back.wait()
-            if not back.is_set():
-                raise RequestTimeout("flush: timed out while disconnected")
+        if not await self._up.wait(timeout):
+            raise RequestTimeout("flush: timed out while disconnected")
         self._check_open()
         await checkpoint()
 
@@ -206,8 +199,7 @@ class MemoryTransport:
         for answer in self._bus._replies.values():
             if answer.transport is self:
                 answer.resolve(error=TransportClosed(f"transport {self.name!r} closed"))
-        if self._back is not None:
-            self._back.set()
+        self._up.set()  # a flush waiting for the reconnect sees the close instead
         await checkpoint()
 
     async def __aenter__(self) -> MemoryTransport:
@@ -237,7 +229,7 @@ class MemoryBus:
         """Simulate a lost connection: ``transport`` sends and receives nothing."""
         if transport._connected and not transport._closed:
             transport._connected = False
-            transport._back = anyio.Event()
+            transport._up.clear()
         await checkpoint()
 
     async def reconnect(self, transport: MemoryTransport) -> None:
@@ -248,9 +240,7 @@ class MemoryBus:
         while transport._outbox:
             self._route(*transport._outbox.popleft())
         transport._outbox_bytes = 0
-        if transport._back is not None:
-            transport._back.set()
-            transport._back = None
+        transport._up.set()
         for callback in list(transport._callbacks):
             try:
                 await callback()

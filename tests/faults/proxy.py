@@ -163,17 +163,17 @@ class NatsFaultProxy:
     async def restore(self) -> None:
         """Listen again, on the same port."""
         if self.is_cut:
-            await self._listen()
+            self._accept(await self._bind())
             self.is_cut = False
 
     # --- serving ----------------------------------------------------------------
 
     async def __aenter__(self) -> NatsFaultProxy:
-        async with AsyncExitStack() as stack:
-            self._tg = await stack.enter_async_context(anyio.create_task_group())
-            stack.callback(self._tg.cancel_scope.cancel)
-            await self._listen()
-            self._stack = stack.pop_all()
+        # Bound first: nothing is left to undo when the port is taken.
+        listener = await self._bind()
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+        self._stack.callback(self._tg.cancel_scope.cancel)
+        self._accept(listener)
         return self
 
     async def __aexit__(
@@ -184,9 +184,12 @@ class NatsFaultProxy:
     ) -> bool | None:
         return await self._stack.__aexit__(exc_type, exc, tb)
 
-    async def _listen(self) -> None:
+    async def _bind(self) -> anyio.abc.Listener[anyio.abc.SocketStream]:
         listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port)
         self.port = listener.extra(SocketAttribute.local_port)
+        return listener
+
+    def _accept(self, listener: anyio.abc.Listener[anyio.abc.SocketStream]) -> None:
         self._listening = scope = anyio.CancelScope()
         self._not_listening = stopped = anyio.Event()
 

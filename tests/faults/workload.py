@@ -35,6 +35,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import anyio
 
+from runtime import Backoff
+
 Outcome = Literal["ok", "fail", "indeterminate"]
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -188,8 +190,8 @@ class Workload:
             if op.outcome == "ok" or (op.outcome == "fail" and op.status is not None):
                 return True
             failures += 1
-            delay = min(config.backoff_max, config.backoff_initial * 2.0 ** (failures - 1))
-            await anyio.sleep(min(max(0.0, self.remaining()), delay / 2 + rng.random() * delay / 2))
+            delay = Backoff(config.backoff_initial, config.backoff_max).delay(failures, rng=rng)
+            await anyio.sleep(min(max(0.0, self.remaining()), delay))
         return False
 
     async def _attempt(

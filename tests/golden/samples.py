@@ -85,6 +85,16 @@ class Golden:
         return ROOT / self.path
 
 
+class AckBeforeDetail(msgspec.Struct, tag_field="t", tag="Ack", kw_only=True):
+    """An Ack as format 2 wrote it before ``detail`` was added: how
+    v2/Ack.msgpack was written, and how an older reader reads an Ack."""
+
+    v: int = 2
+    dispatch_id: str
+    result: str
+    reason: str = ""
+
+
 def _frame(name: str, value: msgspec.Struct) -> Golden:
     return Golden(f"v2/{name}.msgpack", "frame", value, lambda: encode(value))
 
@@ -194,7 +204,22 @@ V2 = [
             session_id=SES,
         ),
     ),
-    _frame("Ack", Ack(v=2, dispatch_id=DSP, result="stored")),
+    Golden(
+        "v2/Ack.msgpack",
+        "frame",
+        Ack(v=2, dispatch_id=DSP, result="stored"),
+        lambda: encode(AckBeforeDetail(dispatch_id=DSP, result="stored")),
+    ),
+    _frame(
+        "Ack.detail",
+        Ack(
+            v=2,
+            dispatch_id=DSP,
+            result="refused",
+            reason="digest_mismatch",
+            detail=f"blob sha256:{'ab' * 32}: got 3 bytes",
+        ),
+    ),
     _frame(
         "BlobGet",
         BlobGet(

@@ -7,6 +7,7 @@ import pytest
 
 from runtime import (
     Ack,
+    AckResult,
     ApprovalRequested,
     BlobChunk,
     BlobGet,
@@ -26,6 +27,7 @@ from runtime import (
     Minted,
     Ping,
     Pong,
+    Reason,
     Refused,
     RunCancelled,
     RunCompleted,
@@ -37,6 +39,7 @@ from runtime import (
     encode,
     new_id,
 )
+from tests.golden.samples import AckBeforeDetail
 
 EVENTS = [
     RunStarted(event_id=new_id("evt"), run_id="run_x", at=1.5),
@@ -90,6 +93,7 @@ FRAMES: list[msgspec.Struct] = [
     ),
     Ack(dispatch_id="dsp_1", result="stored"),
     Ack(dispatch_id="", result="refused", reason="decode_error"),
+    Ack(dispatch_id="dsp_1", result="refused", reason="digest_mismatch", detail="3 bytes short"),
     BlobGet(digest="sha256:00", offset=512, deployment_id="dep_1", session_id="ses_1"),
     BlobChunk(digest="sha256:00", offset=0, size=3, data=b"abc"),
     MintChild(parent_run_id="run_1", request_id="r1", deployment_id="dep_1", owner_epoch=1),
@@ -117,6 +121,44 @@ def test_unknown_fields_are_ignored_and_missing_ones_defaulted() -> None:
     )
     ack = FrameDecoder(Ack).decode(raw)
     assert ack == Ack(v=9, dispatch_id="dsp_1", result="stored", reason="")
+
+
+def test_an_ack_with_detail_and_one_without_read_each_other() -> None:
+    # A sidecar of an older release wrote no detail (and its prose into reason).
+    older = msgspec.msgpack.encode(
+        {"t": "Ack", "v": 2, "dispatch_id": "dsp_1", "result": "refused", "reason": "x: y"}
+    )
+    assert FrameDecoder(Ack).decode(older) == Ack(
+        v=2, dispatch_id="dsp_1", result=AckResult.REFUSED, reason="x: y", detail=""
+    )
+    # A hub of an older release reads an Ack with detail, ignoring it.
+    newer = Ack(
+        dispatch_id="dsp_1", result="refused", reason=Reason.DIGEST_MISMATCH, detail="short"
+    )
+    read = msgspec.msgpack.Decoder(AckBeforeDetail).decode(encode(newer))
+    assert (read.dispatch_id, read.result, read.reason) == ("dsp_1", "refused", "digest_mismatch")
+
+
+def test_a_code_this_release_does_not_know_still_decodes() -> None:
+    # A peer of a later release may send a reason or an outcome this one lacks.
+    frames = FrameDecoder(Ack | Refused | RunEvents)
+    refused = msgspec.msgpack.encode({"t": "Refused", "reason": "from_the_future"})
+    assert frames.decode(refused) == Refused(reason="from_the_future")
+    ack = {"t": "Ack", "dispatch_id": "d", "result": "refused", "reason": "from_the_future"}
+    assert frames.decode(msgspec.msgpack.encode(ack)).reason == "from_the_future"
+    processed = DispatchProcessed(
+        event_id="evt_1", run_id="run_1", dispatch_id="dsp_1", outcome="from_the_future"
+    )
+    events = RunEvents(session_id="ses_1", owner_epoch=1, events=[processed])
+    assert frames.decode(encode(events)) == events
+
+
+def test_codes_equal_their_strings_on_the_wire() -> None:
+    ack = Ack(dispatch_id="d", result=AckResult.REFUSED, reason=Reason.STALE_EPOCH)
+    assert msgspec.msgpack.decode(encode(ack))["reason"] == "stale_epoch"
+    assert FrameDecoder(Ack).decode(encode(ack)) == Ack(
+        dispatch_id="d", result="refused", reason="stale_epoch"
+    )
 
 
 def test_format_1_mail_inbound_has_its_address_as_run_id() -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
+import msgspec
 import pytest
 
 from runtime import (
     FORMAT_VERSION,
+    Ack,
     Event,
     Frame,
     FrameDecoder,
@@ -16,7 +18,7 @@ from runtime import (
     decode_restore_record,
 )
 from sidecar._envelope import decode_envelope, decode_run_state
-from tests.golden.samples import GOLDEN, ROOT, Golden
+from tests.golden.samples import GOLDEN, ROOT, AckBeforeDetail, Golden
 
 _frames: FrameDecoder[Any] = FrameDecoder()
 _events: FrameDecoder[Any] = FrameDecoder(Event)
@@ -57,3 +59,13 @@ def test_release_1_records_name_their_run_by_address() -> None:
     frame = _frames.decode((ROOT / "v1/MailInbound.msgpack").read_bytes())
     assert isinstance(frame, MailInbound)
     assert (frame.run_id, frame.seq, frame.effective_run_id) == (None, None, frame.address)
+
+
+def test_ack_detail_was_added_within_format_2_both_ways() -> None:
+    # v2/Ack.msgpack predates ``detail``: it decodes with an empty one.
+    before = _frames.decode((ROOT / "v2/Ack.msgpack").read_bytes())
+    assert isinstance(before, Ack) and before.detail == ""
+    # An Ack with detail is read by a reader that predates it, detail ignored.
+    after = (ROOT / "v2/Ack.detail.msgpack").read_bytes()
+    old = msgspec.msgpack.Decoder(AckBeforeDetail).decode(after)
+    assert (old.v, old.result, old.reason) == (2, "refused", "digest_mismatch")

@@ -19,9 +19,10 @@ from typing import IO
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from hub._errors import NatsServerError, NatsServerStartTimeout
 from hub.up import find_nats_server, free_port
 from hub.up.children import pdeathsig_preexec
-from hub.up.nats import NatsServerError, NatsServerStartTimeout
+from runtime import LOOPBACK
 
 _POLL = 0.005
 _PROBE_TIMEOUT = 1.0
@@ -44,7 +45,7 @@ class NatsServerProcess:
         self,
         *,
         port: int | None = None,
-        host: str = "127.0.0.1",
+        host: str = LOOPBACK,
         binary: Path | None = None,
         store_dir: Path | None = None,
         monitor_port: int | None = None,

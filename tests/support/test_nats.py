@@ -15,7 +15,7 @@ import psutil
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from hub.up.nats import NatsServerError
+from hub._errors import NatsServerError
 from tests.support import REPO, NatsServerProcess, free_port, wait_for
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,9 +19,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
 
+from hub._client import AsyncHubClient
+from hub._errors import HubResponseError, HubUnreachable
 from hub.cli.main import main
 
 DEP_A = "dep_" + "a" * 26
@@ -440,3 +445,46 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
             "max_body": 1024,
         }
     ]
+
+
+def test_hub_lets_the_os_choose_port_0_where_up_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    result = CliRunner().invoke(main, ["hub", "--state-dir", "/srv/hub", "--http", "[::1]:0"])
+    assert result.exit_code == 0, result.output
+    assert calls[0]["http"] == "[::1]:0"
+    result = CliRunner().invoke(main, ["up", "--http", "[::1]:0"])
+    assert result.exit_code == 2
+    assert "HOST:PORT" in result.output
+
+
+def test_python_m_hub_is_the_mailrun_hub_command() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hub", "--help"], capture_output=True, text=True, check=True
+    )
+    usage, _, direct = done.stdout.partition("\n")
+    assert usage == "Usage: python -m hub [OPTIONS]"
+    via_cli = CliRunner().invoke(main, ["hub", "--help"]).stdout.partition("\n")[2]
+    assert direct.split() == via_cli.split()  # the same help, whatever the terminal's width
+
+
+def test_the_async_client_answers_and_fails_like_the_sync_one(stub: Stub) -> None:
+    stub.routes["GET", "/runs?deployment=a+b"] = (200, {"runs": []})
+    stub.routes["DELETE", "/workflows/deployments/a%2Fb"] = (
+        404,
+        {"status": "error", "reason": "unknown_deployment", "detail": "no deployment 'a/b'"},
+    )
+
+    async def go() -> None:
+        async with AsyncHubClient(stub.url) as client:
+            assert await client.runs("a b") == {"runs": []}
+            with pytest.raises(HubResponseError) as refused:
+                await client.delete_deployment("a/b")
+            assert (refused.value.http_status, refused.value.reason) == (404, "unknown_deployment")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            async with AsyncHubClient(f"http://127.0.0.1:{s.getsockname()[1]}") as client:
+                with pytest.raises(HubUnreachable, match="cannot reach the hub at"):
+                    await client.healthz()
+
+    anyio.run(go)

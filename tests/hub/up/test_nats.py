@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from hub import HubError
-from hub.up.nats import NatsServerNotFound, find_nats_server, free_port
+from hub._errors import NatsServerNotFound
+from hub.up.nats import find_nats_server, free_port
 
 
 def test_find_nats_server_prefers_this_environment() -> None:

@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -26,9 +27,10 @@ import httpx
 import psutil
 import pytest
 
+from hub._errors import HubNotReady
 from hub.cli.demo import DemoTimeout, example_source, run_demo
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
-from hub.up.supervisor import hub_url
+from hub.up.supervisor import UpConfig, hub_url, run_up
 from tests.support import REPO, HubClient, free_port, wait_for
 
 PY = sys.executable
@@ -472,3 +474,19 @@ def test_demo_past_its_deadline_fails_clearly_and_keeps_its_logs(
     assert f"no result within 0.5 s; logs in {kept / 'state' / 'logs'}" in str(caught.value)
     assert (kept / "state" / "logs").is_dir()
     assert psutil.Process().children() == []  # whatever it had started is stopped
+
+
+@pytest.mark.anyio
+async def test_up_gives_up_on_a_hub_that_never_answers(tmp_path: Path) -> None:
+    with socket.socket() as taken:  # bound, not listening: the hub cannot bind, nobody answers
+        taken.bind(("127.0.0.1", 0))
+        config = UpConfig(
+            tmp_path / "state",
+            http=f"127.0.0.1:{taken.getsockname()[1]}",
+            nats_port=free_port(),
+            hub_ready_timeout=1.0,
+            stop_grace=1.0,
+        )
+        with pytest.raises(HubNotReady, match=r"did not answer .*/healthz within 1 s"):
+            await run_up(config)
+    assert psutil.Process().children() == []  # nats-server and the hub are stopped

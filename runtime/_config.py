@@ -1,0 +1,64 @@
+"""Defaults every part agrees on, and the one ``HOST:PORT`` parser.
+
+The hub, the sidecar, ``mailrun up`` and the CLI each need some of these (the
+sidecar its NATS URL and subject prefix, the CLI the hub's URL); they live
+here so that a default changes in one place. Nothing here opens a socket or
+reads the environment: the names of the variables that override a default are
+here, reading them is the caller's business.
+"""
+
+from __future__ import annotations
+
+from typing import Final, NamedTuple
+
+LOOPBACK: Final = "127.0.0.1"
+
+DEFAULT_HTTP_PORT: Final = 8470
+DEFAULT_HTTP: Final = f"{LOOPBACK}:{DEFAULT_HTTP_PORT}"
+DEFAULT_HUB_URL: Final = f"http://{DEFAULT_HTTP}"
+HUB_URL_ENV: Final = "MAILRUN_HUB"
+
+DEFAULT_NATS_PORT: Final = 4222
+DEFAULT_NATS_URL: Final = f"nats://{LOOPBACK}:{DEFAULT_NATS_PORT}"
+DEFAULT_SUBJECT_PREFIX: Final = "mailrun"
+
+DEFAULT_MAIL_DOMAIN: Final = "mailrun.local"
+DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
+
+LOG_LEVEL_ENV: Final = "MAILRUN_LOG_LEVEL"
+DEFAULT_LOG_LEVEL: Final = "INFO"
+
+
+class HostPort(NamedTuple):
+    """A TCP address as ``--http`` takes it; ``str()`` writes it back the same way."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_host_port(text: str, *, allow_port_zero: bool = False) -> HostPort:
+    """``"127.0.0.1:8470"``, ``"hub.internal:80"``, ``"[::1]:8470"`` -> HostPort.
+
+    HOST is a name, an IPv4 address or an IPv6 address in brackets; it cannot
+    be left out. PORT is 1-65535. Port 0 means "let the OS choose" and makes
+    sense only to the process that binds the address, so only a caller that
+    binds passes ``allow_port_zero``; one that must know the port before the
+    server starts (``mailrun up`` announces its hub's address) refuses it.
+
+    Raises ``ValueError`` with a message that names ``HOST:PORT``.
+    """
+    host, sep, port = text.rpartition(":")
+    lowest = 0 if allow_port_zero else 1
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"expected HOST:PORT with an IPv6 host in brackets, got {text!r}")
+    if not sep or not host or "[" in host or "]" in host:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    if not (port.isascii() and port.isdigit()) or not lowest <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT with a port from {lowest} to 65535, got {text!r}")
+    return HostPort(host, int(port))
