@@ -50,13 +50,8 @@ class RestartPolicy:
     max_restarts: int = 5
     """More crashes than this within ``window`` seconds and the actor gives up."""
     window: float = 60.0
-    backoff_initial: float = 0.05
-    backoff_max: float = 2.0
-
-    @property
-    def backoff(self) -> Backoff:
-        """The delay before a restart, doubling per consecutive crash."""
-        return Backoff(self.backoff_initial, self.backoff_max)
+    backoff: Backoff = Backoff(0.05, 2.0)
+    """The delay before a restart, doubling per consecutive crash."""
 
 
 class _Reply:

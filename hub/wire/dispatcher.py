@@ -37,8 +37,8 @@ FROM workflow_run_dispatch WHERE status = ? GROUP BY deployment_id
 class DispatchConfig:
     window: int = 64
     request_timeout: float = 1.0
-    backoff_initial: float = 0.05
-    backoff_max: float = 2.0
+    backoff: Backoff = Backoff(0.05, 2.0)
+    """Between rounds of a lane whose last round failed."""
     census_interval: float = 1.0
     """How often pending counts are refreshed (and idle lanes with work woken)."""
 
@@ -68,7 +68,7 @@ class Dispatcher:
         self._subjects = subjects
         self._sessions = sessions
         self._config = config = config or DispatchConfig()
-        self._delays = Backoff(config.backoff_initial, config.backoff_max)
+        self._delays = config.backoff
         self._lanes: dict[str, _Lane] = {}
         self._pending: dict[str, tuple[int, float]] = {}
         self._tg: anyio.abc.TaskGroup | None = None

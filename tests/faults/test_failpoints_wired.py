@@ -16,6 +16,7 @@ from hub import Accepted, Acceptor, StoreUnavailable, Trigger
 from hub.wire.dispatcher import DispatchConfig
 from hub.wire.service import WireConfig
 from runtime import (
+    Backoff,
     DispatchProcessed,
     Event,
     EventsAck,
@@ -49,7 +50,7 @@ async def main(ctx, item):
 
 
 FAST = WireConfig(
-    dispatch=DispatchConfig(request_timeout=0.2, backoff_max=0.2, census_interval=0.1)
+    dispatch=DispatchConfig(request_timeout=0.2, backoff=Backoff(0.05, 0.2), census_interval=0.1)
 )
 
 

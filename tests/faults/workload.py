@@ -121,8 +121,7 @@ class WorkloadConfig:
     deadline: float = 60.0
     """Seconds for the whole workload; what is not accepted by then is given up."""
     attempt_timeout: float = 5.0
-    backoff_initial: float = 0.02
-    backoff_max: float = 0.5
+    backoff: Backoff = Backoff(0.02, 0.5)
     think: float = 0.0
     """Seconds a client pauses between two mails (stretches the workload over faults)."""
     seed: int = 0
@@ -190,7 +189,7 @@ class Workload:
             if op.outcome == "ok" or (op.outcome == "fail" and op.status is not None):
                 return True
             failures += 1
-            delay = Backoff(config.backoff_initial, config.backoff_max).delay(failures, rng=rng)
+            delay = config.backoff.delay(failures, rng=rng)
             await anyio.sleep(min(max(0.0, self.remaining()), delay))
         return False
 

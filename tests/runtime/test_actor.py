@@ -9,6 +9,7 @@ from runtime import (
     Actor,
     ActorStopped,
     AskTimeout,
+    Backoff,
     MailboxFull,
     RestartPolicy,
     Supervisor,
@@ -16,7 +17,7 @@ from runtime import (
 
 pytestmark = pytest.mark.anyio
 
-FAST = RestartPolicy(max_restarts=3, window=60.0, backoff_initial=0.001, backoff_max=0.01)
+FAST = RestartPolicy(max_restarts=3, window=60.0, backoff=Backoff(0.001, 0.01))
 
 
 class Gate:
@@ -121,7 +122,7 @@ async def test_queued_asks_fail_when_the_actor_gives_up() -> None:
     async def on_give_up(name: str, exc: BaseException) -> None:
         pass
 
-    policy = RestartPolicy(max_restarts=0, backoff_initial=0.001, backoff_max=0.001)
+    policy = RestartPolicy(max_restarts=0, backoff=Backoff(0.001, 0.001))
     async with Supervisor(on_give_up=on_give_up) as sup:
         ref = await sup.spawn(lambda: Recorder([], []), name="once", policy=policy)
         await ref.tell(gate)  # holds the actor busy while we queue behind it

@@ -40,5 +40,5 @@ def test_a_seeded_rng_makes_the_jitter_reproducible() -> None:
 
 
 def test_a_restart_policy_backs_off_with_its_own_settings() -> None:
-    policy = RestartPolicy(backoff_initial=0.01, backoff_max=0.05)
+    policy = RestartPolicy(backoff=Backoff(0.01, 0.05))
     assert policy.backoff == Backoff(initial=0.01, maximum=0.05)

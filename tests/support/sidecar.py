@@ -18,6 +18,7 @@ import msgspec
 
 from runtime import (
     Ack,
+    Backoff,
     BlobChunk,
     BlobGet,
     Challenge,
@@ -310,7 +311,7 @@ class FakeHub:
 
 
 FAST_RUNS = RunsConfig(
-    policy=RestartPolicy(max_restarts=2, window=60.0, backoff_initial=0.01, backoff_max=0.05),
+    policy=RestartPolicy(max_restarts=2, window=60.0, backoff=Backoff(0.01, 0.05)),
     handler_timeout=5.0,
     stop_grace=0.5,
 )

@@ -12,6 +12,7 @@ from hub.wire.service import WireConfig
 from runtime import (
     INLINE_BODY_LIMIT,
     Ack,
+    Backoff,
     MailInbound,
     TransportError,
     Welcome,
@@ -21,7 +22,7 @@ from tests.support import NatsServerProcess, wait_for
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
 
 FAST = WireConfig(
-    dispatch=DispatchConfig(request_timeout=0.2, backoff_max=0.2, census_interval=0.1)
+    dispatch=DispatchConfig(request_timeout=0.2, backoff=Backoff(0.05, 0.2), census_interval=0.1)
 )
 
 
@@ -138,9 +139,7 @@ async def test_refused_ack_is_recorded_and_retried(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_sidecar_away_keeps_rows_and_rehello_drains_at_once(tmp_path: Path) -> None:
     # A long backoff: only the re-hello's kick can explain a quick delivery.
-    config = WireConfig(
-        dispatch=DispatchConfig(request_timeout=0.2, backoff_initial=30, backoff_max=30)
-    )
+    config = WireConfig(dispatch=DispatchConfig(request_timeout=0.2, backoff=Backoff(30, 30)))
     async with running_hub(tmp_path, config=config) as hub, anyio.create_task_group() as tg:
         dep = await deploy(hub.store)
         await accept(hub, dep, [b"a", b"b"])

@@ -11,14 +11,14 @@ import pytest
 from hub.wire.dispatcher import DispatchConfig
 from hub.wire.health import HealthConfig
 from hub.wire.service import WireConfig
-from runtime import Ack, MailInbound, Welcome
+from runtime import Ack, Backoff, MailInbound, Welcome
 from tests.support import wait_for
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
 
 pytestmark = pytest.mark.anyio
 
 FAST = WireConfig(
-    dispatch=DispatchConfig(request_timeout=0.2, backoff_max=0.2, census_interval=0.05),
+    dispatch=DispatchConfig(request_timeout=0.2, backoff=Backoff(0.05, 0.2), census_interval=0.05),
     health=HealthConfig(
         stale_after=0.6, probe_after=0.2, probe_timeout=0.2, undeliverable_after=30.0
     ),
@@ -63,9 +63,7 @@ async def test_a_silent_sidecar_turns_disconnected_and_its_work_undeliverable(
 ) -> None:
     # A long backoff: only the answered probe's kick can explain a quick drain.
     config = WireConfig(
-        dispatch=DispatchConfig(
-            request_timeout=0.2, backoff_initial=30, backoff_max=30, census_interval=0.05
-        ),
+        dispatch=DispatchConfig(request_timeout=0.2, backoff=Backoff(30, 30), census_interval=0.05),
         health=FAST.health,
     )
     async with running_hub(tmp_path, config=config) as hub, anyio.create_task_group() as tg:
