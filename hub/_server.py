@@ -66,6 +66,8 @@ class WireSide(Protocol):
 
     def on_accepted(self, deployment_ids: set[str]) -> object: ...
 
+    def on_deleted(self, deployment_id: str) -> object: ...
+
     def health(self) -> Mapping[str, Any]: ...
 
     def deployment_health(self, deployment_id: str) -> Mapping[str, Any]: ...
@@ -137,6 +139,7 @@ async def serve_hub(
                     boot_id=boot_id,
                     health_extra=side.health,
                     deployment_extra=side.deployment_health,
+                    on_deleted=side.on_deleted,
                 )
                 http = HttpServer(app, sock)
                 await tg.start(http.run)

@@ -25,6 +25,7 @@ from ._config import HUB_URL_ENV as HUB_URL_ENV
 from ._config import LOG_LEVEL_ENV as LOG_LEVEL_ENV
 from ._config import LOOPBACK as LOOPBACK
 from ._config import HostPort as HostPort
+from ._config import SidecarExit as SidecarExit
 from ._config import parse_host_port as parse_host_port
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
@@ -56,6 +57,7 @@ from ._frames import DispatchProcessed as DispatchProcessed
 from ._frames import EnvelopeQuarantined as EnvelopeQuarantined
 from ._frames import Event as Event
 from ._frames import EventsAck as EventsAck
+from ._frames import Fenced as Fenced
 from ._frames import Frame as Frame
 from ._frames import Hello as Hello
 from ._frames import HubBoot as HubBoot
@@ -70,7 +72,10 @@ from ._frames import RunCancelled as RunCancelled
 from ._frames import RunCompleted as RunCompleted
 from ._frames import RunEvents as RunEvents
 from ._frames import RunFailed as RunFailed
+from ._frames import RunSnapshot as RunSnapshot
 from ._frames import RunStarted as RunStarted
+from ._frames import RunStates as RunStates
+from ._frames import StateGet as StateGet
 from ._frames import Welcome as Welcome
 from ._groups import unwrap_group as unwrap_group
 from ._groups import unwrapping_groups as unwrapping_groups
@@ -148,6 +153,7 @@ __all__ = [
     "Event",
     "EventsAck",
     "FailpointError",
+    "Fenced",
     "Flag",
     "Frame",
     "FrameDecodeError",
@@ -176,10 +182,14 @@ __all__ = [
     "RunCompleted",
     "RunEvents",
     "RunFailed",
+    "RunSnapshot",
     "RunStarted",
+    "RunStates",
     "RunStatus",
+    "SidecarExit",
     "SignatureError",
     "Sources",
+    "StateGet",
     "Subjects",
     "Subscription",
     "Supervisor",

@@ -187,6 +187,12 @@ class Supervisor:
         self._tg.start_soon(self._run, ref, factory, receive, policy or RestartPolicy())
         return ref
 
+    async def stop_all(self) -> None:
+        """Stop every actor now running (each finishes what it holds); the
+        supervisor stays open, and ``spawn`` starts fresh ones."""
+        for ref in list(self._refs.values()):
+            await ref.stop()
+
     async def aclose(self) -> None:
         """Stop every actor; cancel those still busy after the grace period."""
         refs = list(self._refs.values())

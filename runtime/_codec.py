@@ -50,6 +50,7 @@ class Subjects:
         self.events = f"{prefix}.hub.events"
         self.blob = f"{prefix}.hub.blob"
         self.mint = f"{prefix}.hub.mint"
+        self.state = f"{prefix}.hub.state"
 
     def inbound(self, deployment_id: str) -> str:
         return f"{self.prefix}.mail.inbound.{deployment_id}"

@@ -9,6 +9,7 @@ here, reading them is the caller's business.
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Final, NamedTuple
 
 LOOPBACK: Final = "127.0.0.1"
@@ -27,6 +28,19 @@ DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
 
 LOG_LEVEL_ENV: Final = "MAILRUN_LOG_LEVEL"
 DEFAULT_LOG_LEVEL: Final = "INFO"
+
+
+class SidecarExit(IntEnum):
+    """A sidecar process's exit codes that mean something to its supervisor
+    (``mailrun up`` starts sidecars as programs and imports none of them)."""
+
+    USAGE = 2
+    """It cannot boot: no restore record, or one it cannot read."""
+    OWNER_CONFLICT = 3
+    """Another process owns the deployment or runs from this directory, or the
+    deployment moved away from this process: not restarted."""
+    DELETED = 4
+    """The deployment was deleted: not restarted."""
 
 
 class HostPort(NamedTuple):

@@ -45,6 +45,15 @@ class Hello(_Frame, tag=True, kw_only=True):
     signature: bytes | None = None
     formats: list[int] = msgspec.field(default_factory=lambda: list(SUPPORTED_FORMATS))
     takeover: bool = False
+    home: str = ""
+    """Where this process keeps the deployment's state: an id of the state
+    directory itself (not of any file in it), so a copy of the directory has
+    another home. ``instance_id`` is new with every process start. An older
+    sidecar sends no home: its (persistent) instance id stands for it."""
+    previous_instance: str = ""
+    """The persistent instance id an earlier release kept in the restore
+    record, sent until the first welcome: a deployment owned before homes
+    were recorded is taken back at once by a process in its own directory."""
 
 
 class Challenge(_Frame, tag=True, kw_only=True):
@@ -59,6 +68,21 @@ class Welcome(_Frame, tag=True, kw_only=True):
     """Every dispatch of the deployment with ``seq <= floor_seq`` is settled at
     the hub (processed or cancelled), so the sidecar never waits for one of
     them (an inbox from release 1, or one that lags the hub). 0: no claim."""
+    from_hub: bool = False
+    """Ownership came here from another home: the local state of every run is
+    not the owner's. The sidecar replaces it with the hub's (``StateGet``) and
+    drops its unshipped events before it acts; the hub delivers again
+    everything it did not apply."""
+
+
+class Fenced(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar on its inbound subject, unanswered: the deployment was
+    deleted or moved to another owner. A notice, not a proof: the sidecar
+    says hello again, and the hub's answer decides whether it stops."""
+
+    deployment_id: str
+    owner_epoch: int = 0
+    reason: str = ""
 
 
 class Refused(_Frame, tag=True, kw_only=True):
@@ -164,6 +188,33 @@ class Minted(_Frame, tag=True, kw_only=True):
     run_id: str
 
 
+class StateGet(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub (``hub.state``): a page of the hub's applied state of the
+    deployment's runs, ordered by run id, after ``after_run_id``."""
+
+    deployment_id: str
+    session_id: str
+    owner_epoch: int
+    after_run_id: str = ""
+
+
+class RunSnapshot(msgspec.Struct, kw_only=True):
+    """What the hub applied of one run: state as of ``last_seq``."""
+
+    run_id: str
+    status: str
+    state: dict[str, Any] = msgspec.field(default_factory=dict)
+    last_seq: int = 0
+    result: Any = None
+    error: str | None = None
+
+
+class RunStates(_Frame, tag=True, kw_only=True):
+    runs: list[RunSnapshot]
+    floor_seq: int = 0
+    more: bool = False
+
+
 # --- run events -------------------------------------------------------------
 
 
@@ -212,6 +263,10 @@ class MailSent(_Event, tag=True, kw_only=True):
     to: str
     subject: str = ""
     body: bytes = b""
+    message_id: str | None = None
+    """Derived from the dispatch and the send's index in the handler call, so
+    the same item processed again (after a takeover) sends the same mail,
+    which the hub accepts once. Absent from older sidecars: the event id."""
 
 
 class ApprovalRequested(_Event, tag=True, kw_only=True):
@@ -264,6 +319,7 @@ Frame = (
     | Welcome
     | Refused
     | HubBoot
+    | Fenced
     | MailInbound
     | Ping
     | Pong
@@ -272,6 +328,8 @@ Frame = (
     | BlobChunk
     | MintChild
     | Minted
+    | StateGet
+    | RunStates
     | RunEvents
     | EventsAck
 )

@@ -9,9 +9,12 @@ from ._app import Sidecar as Sidecar
 from ._app import SidecarOptions as SidecarOptions
 from ._context import Context as Context
 from ._errors import BlobError as BlobError
+from ._errors import DeploymentGone as DeploymentGone
 from ._errors import DigestMismatch as DigestMismatch
 from ._errors import EntrypointError as EntrypointError
+from ._errors import FencedOut as FencedOut
 from ._errors import HandlerTimeout as HandlerTimeout
+from ._errors import HomeLocked as HomeLocked
 from ._errors import HubRefused as HubRefused
 from ._errors import HubUnavailable as HubUnavailable
 from ._errors import InboxConflict as InboxConflict
@@ -37,9 +40,12 @@ __all__ = [
     "ApprovalDecision",
     "BlobError",
     "Context",
+    "DeploymentGone",
     "DigestMismatch",
     "EntrypointError",
+    "FencedOut",
     "HandlerTimeout",
+    "HomeLocked",
     "HubRefused",
     "HubUnavailable",
     "Inbox",

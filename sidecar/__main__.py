@@ -15,18 +15,23 @@ from runtime import (
     DEFAULT_LOG_LEVEL,
     LOG_LEVEL_ENV,
     RecordDecodeError,
+    SidecarExit,
     cancel_on_signals,
     unwrap_group,
 )
 
 from ._app import Sidecar, SidecarOptions
-from ._errors import InboxSchemaTooNew, JoinTokenError, OwnerConflict, RestoreRecordMissing
+from ._errors import (
+    DeploymentGone,
+    HomeLocked,
+    InboxSchemaTooNew,
+    JoinTokenError,
+    OwnerConflict,
+    RestoreRecordMissing,
+)
 from ._record import join, locate
 
 log = logging.getLogger("mailrun.sidecar")
-
-EXIT_USAGE = 2
-EXIT_OWNER_CONFLICT = 3
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         deployment_id = locate(args.state_dir, args.deployment).parent.name
     except (RestoreRecordMissing, JoinTokenError) as exc:
         log.error("%s", exc)
-        return EXIT_USAGE
+        return SidecarExit.USAGE
     if argv is None and deployment_id not in sys.argv:
         # Operators and supervisors find a sidecar by the deployment id in its
         # argv; name it there (the join token, now on disk, is left out).
@@ -74,15 +79,21 @@ def main(argv: list[str] | None = None) -> int:
         cause = unwrap_group(exc)
         if isinstance(cause, OwnerConflict):
             log.error(
-                "%s: another sidecar instance owns deployment %s; stop it, or start this"
+                "%s: another sidecar process owns deployment %s; stop it, or start this"
                 " one with --takeover to move the deployment here",
                 cause,
                 deployment_id,
             )
-            return EXIT_OWNER_CONFLICT
+            return SidecarExit.OWNER_CONFLICT
+        if isinstance(cause, HomeLocked):
+            log.error("%s", cause)
+            return SidecarExit.OWNER_CONFLICT
+        if isinstance(cause, DeploymentGone):
+            log.error("deployment %s was deleted: %s", deployment_id, cause)
+            return SidecarExit.DELETED
         if isinstance(cause, RecordDecodeError | InboxSchemaTooNew):
             log.error("cannot boot: %s", cause)
-            return EXIT_USAGE
+            return SidecarExit.USAGE
         raise
     return 0
 

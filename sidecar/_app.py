@@ -1,13 +1,21 @@
 """The sidecar process: boot from the restore record, then serve the deployment.
 
-Boot order (each step works without the next): restore record -> inbox
+Boot order (each step works without the next): restore record -> home
+(the state directory, locked: one process per directory) -> inbox
 (migrations) -> workflow code -> runs (pending envelopes are processed from
 disk at once) -> record rewritten in this release's format -> NATS (waits
 for the server as long as it takes) -> hello, delivery, events shipper.
+
+Every start is a new incarnation (a fresh instance id); the hub knows the
+home it runs from, so a restart in the same directory takes ownership back
+at once and carries on from its disk, while a copy of the directory (or of
+the restore record) is refused, or, with ``--takeover``, starts from the
+hub's state of every run (see ``hub.wire.ownership``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -33,8 +41,9 @@ from runtime import (
 )
 
 from ._delivery import Delivery
-from ._errors import HubUnavailable, OwnerConflict, WorkflowLoadError
-from ._inbox import Inbox
+from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
+from ._home import Home
+from ._inbox import ADOPT_MARK, Inbox
 from ._link import HubLink, Identity
 from ._record import locate
 from ._runs import Runs, RunsConfig
@@ -78,14 +87,19 @@ class Sidecar:
         self.shipper: Shipper | None = None
         self.record: RestoreRecord | None = None
         self._record_path: Path | None = None
+        self.instance_id = new_id("ins")
+        """This process: every start is a new incarnation."""
+        self._previous_instance: str | None = None
         self._serving = anyio.CancelScope()
 
     async def run(self) -> None:
-        """Serve until stopped or cancelled; raises :class:`OwnerConflict` when another
-        instance owns the deployment (and this one did not ask to take over)."""
+        """Serve until stopped or cancelled; raises :class:`FencedOut` when this
+        process may not act for the deployment (:class:`OwnerConflict`: another
+        process owns it; :class:`DeploymentGone`: it was deleted), and
+        :class:`HomeLocked` when another process runs from the same directory."""
         try:
             await self._run()
-        except* OwnerConflict as group:
+        except* FencedOut as group:
             raise unwrap_group(group) from None
 
     async def _run(self) -> None:
@@ -93,10 +107,11 @@ class Sidecar:
         record, version = read_restore_record(path)
         self._record_path = path
         async with AsyncExitStack() as stack:
+            home = stack.enter_context(Home(path.parent))
             inbox = await Inbox.open(path.parent / "inbox.db")
             stack.push_async_callback(inbox.aclose)
             self.inbox = inbox
-            instance_id = await self._instance_id(inbox, record)
+            self._previous_instance = record.instance_id or await inbox.get_meta("instance_id")
             runs = Runs(
                 inbox=inbox,
                 deployment_id=record.deployment_id,
@@ -107,37 +122,43 @@ class Sidecar:
             )
             self.runs = await stack.enter_async_context(runs)
             self.record = msgspec.structs.replace(
-                record,
-                instance_id=instance_id,
-                public_key=record.public_key or public_key_of(record.hub_key.seed),
+                record, public_key=record.public_key or public_key_of(record.hub_key.seed)
             )
             if version < 2 or self.record != record:
                 await self._persist()
             self.started.set()
             log.info(
-                "deployment %s restored (instance %s, processed up to seq %d)",
+                "deployment %s restored (instance %s, %s, processed up to seq %d)",
                 record.deployment_id,
-                instance_id,
+                self.instance_id,
+                home.id,
                 inbox.last_seq,
             )
             with self._serving:
                 url = self.options.nats_url or record.nats_url
                 async with self._connect(url, f"sidecar {record.deployment_id}") as transport:
-                    await self._serve(transport, self.record, inbox)
+                    await self._serve(transport, self.record, inbox, home.id)
 
     def stop(self) -> None:
         """Stop in order: close the hub link and NATS, let the runs finish their
         current batch, close the inbox. (Cancelling ``run`` stops at once.)"""
         self._serving.cancel()
 
-    async def _serve(self, transport: Transport, record: RestoreRecord, inbox: Inbox) -> None:
-        assert record.instance_id is not None and record.public_key is not None
+    async def _serve(
+        self, transport: Transport, record: RestoreRecord, inbox: Inbox, home: str
+    ) -> None:
+        assert record.public_key is not None
         subjects = Subjects(record.subject_prefix)
         link = HubLink(
             transport=transport,
             subjects=subjects,
             identity=Identity(
-                record.deployment_id, record.instance_id, record.hub_key.seed, record.public_key
+                record.deployment_id,
+                self.instance_id,
+                record.hub_key.seed,
+                record.public_key,
+                home=home,
+                previous_instance=self._previous_instance or "",
             ),
             takeover=self.options.takeover,
             hello_timeout=self.options.hello_timeout,
@@ -156,21 +177,28 @@ class Sidecar:
             tg.start_soon(self.shipper.run)
             tg.start_soon(link.run)
 
-    async def _instance_id(self, inbox: Inbox, record: RestoreRecord) -> str:
-        # Kept in the inbox too: a v1 record cannot hold it before the first
-        # rewrite, and a new id after a crash would look like another owner.
-        stored = await inbox.get_meta("instance_id")
-        instance_id = record.instance_id or stored or new_id("ins")
-        if stored != instance_id:
-            await inbox.set_meta("instance_id", instance_id)
-        return str(instance_id)
-
     async def _persist(self) -> None:
         assert self.record is not None and self._record_path is not None
         await anyio.to_thread.run_sync(write_restore_record, self._record_path, self.record)
 
     async def _welcomed(self, welcome: Welcome) -> None:
         assert self.inbox is not None and self.runs is not None and self.record is not None
+        assert self.link is not None
+        if welcome.from_hub:
+            await self.inbox.set_meta(ADOPT_MARK, 1)
+        if await self.inbox.get_meta(ADOPT_MARK):
+            # Raises on any trouble: the welcome is then not taken, the link
+            # says hello again, and the mark makes the next welcome adopt.
+            runs, floor = await self.link.fetch_state(welcome)
+            await self.runs.adopt(runs, floor)
+        if self._previous_instance:
+            # The hub now knows this home: the id an earlier release kept
+            # has served its one purpose.
+            await self.inbox.set_meta("instance_id", None)
+            self.record = msgspec.structs.replace(self.record, instance_id=None)
+            await self._persist()
+            self._previous_instance = None
+            self.link.identity = dataclasses.replace(self.link.identity, previous_instance="")
         skipped = await self.inbox.raise_floor(welcome.floor_seq)
         if skipped:
             log.warning("hub settled %d pending envelope(s) elsewhere; skipped them", skipped)

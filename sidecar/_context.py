@@ -4,9 +4,11 @@ Effects are not performed while the handler runs: they become events that
 are committed with the state change and the envelope's consumption in one
 inbox transaction, then shipped. A handler that raises therefore leaves no
 effect behind, and its retry starts from the last committed state. Only
-``spawn`` talks to the hub during the call (the hub mints child runs); its
-request id is derived from the dispatch, so a retried handler gets the same
-child back instead of a second one.
+``spawn`` talks to the hub during the call (the hub mints child runs). Its
+request id, and the message id of every mail ``send`` writes, are derived
+from the dispatch and the call's index, so the same item processed again (a
+retry, or a new owner after a takeover) gets the same child back and sends
+mail the hub accepts once.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class Context:
         self._dispatch_id = dispatch_id
         self._minter = minter
         self._spawned = 0
+        self._sent = 0
 
     @property
     def ended(self) -> bool:
@@ -89,6 +92,7 @@ class Context:
         if not isinstance(to, str) or not to:
             raise ValueError("send() needs a recipient address")
         data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        self._sent += 1
         self.events.append(
             MailSent(
                 event_id=new_id("evt"),
@@ -97,6 +101,7 @@ class Context:
                 to=to,
                 subject=subject,
                 body=data,
+                message_id=f"{self._dispatch_id}:mail:{self._sent}",
             )
         )
 

@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from runtime import (
     Ack,
     AckResult,
+    Fenced,
     FrameDecodeError,
     FrameDecoder,
     MailInbound,
@@ -68,7 +69,9 @@ class Delivery:
         self._batch_limit = batch_limit
         self._queue_size = queue_size
         self._session_wait = session_wait
-        self._decoder: FrameDecoder[MailInbound | Ping] = FrameDecoder(MailInbound | Ping)
+        self._decoder: FrameDecoder[MailInbound | Ping | Fenced] = FrameDecoder(
+            MailInbound | Ping | Fenced
+        )
 
     async def run(self, subscription: Subscription) -> None:
         send, receive = anyio.create_memory_object_stream[Message](self._queue_size)
@@ -101,8 +104,10 @@ class Delivery:
                 replies.append((message, _refusal("", Reason.DECODE_ERROR, str(exc))))
                 continue
             if isinstance(frame, Ping):
-                with contextlib.suppress(TransportError):  # a lost Pong is just silence
-                    await message.respond(encode(Pong(deployment_id=self._deployment_id)))
+                await self._pong(message, frame)
+                continue
+            if isinstance(frame, Fenced):
+                self._fenced(frame)
                 continue
             if frame.deployment_id != self._deployment_id:
                 replies.append((message, _refusal(frame.dispatch_id, Reason.WRONG_DEPLOYMENT)))
@@ -131,6 +136,26 @@ class Delivery:
                 log.warning("could not answer %s: %s", ack.dispatch_id or "a frame", exc)
         if any(fresh):
             self._on_stored()
+
+    async def _pong(self, message: Message, ping: Ping) -> None:
+        # Only the session the hub probes answers: a fenced process that has
+        # not stopped yet must not keep the deployment looking alive.
+        session = self._link.session
+        if ping.session_id and (session is None or session.session_id != ping.session_id):
+            return
+        with contextlib.suppress(TransportError):  # a lost Pong is just silence
+            await message.respond(encode(Pong(deployment_id=self._deployment_id)))
+
+    def _fenced(self, notice: Fenced) -> None:
+        """The hub says the deployment was deleted or moved: a hello, whose
+        answer is the proof, decides whether this process stops."""
+        session = self._link.session
+        moved_on = session is None or notice.owner_epoch > session.owner_epoch
+        if notice.deployment_id == self._deployment_id and (
+            notice.reason == Reason.DEPLOYMENT_NOT_LIVE or moved_on
+        ):
+            log.info("hub says %s (epoch %d): saying hello", notice.reason, notice.owner_epoch)
+            self._link.rehello()
 
     def _fence(
         self, frames: list[_Frame], session: Session | None, replies: list[tuple[Message, Ack]]

@@ -5,6 +5,7 @@ The tree (a second base in parentheses)::
     runtime.MailrunError
       SidecarError
         RestoreRecordMissing
+        HomeLocked
         JoinTokenError (ValueError)
         InboxError
           InboxSchemaTooNew
@@ -17,7 +18,9 @@ The tree (a second base in parentheses)::
         HandlerTimeout (TimeoutError)
         HubUnavailable (TimeoutError)
         HubRefused              carries the hub's reason code and detail
-          OwnerConflict
+          FencedOut               final: this process must stop
+            OwnerConflict
+            DeploymentGone
         BlobError
           DigestMismatch
 """
@@ -33,6 +36,10 @@ class SidecarError(MailrunError):
 
 class RestoreRecordMissing(SidecarError):
     """No restore record to boot from (or several, and no ``--deployment``)."""
+
+
+class HomeLocked(SidecarError):
+    """Another sidecar process runs from the same state directory."""
 
 
 class JoinTokenError(SidecarError, ValueError):
@@ -88,8 +95,16 @@ class HubRefused(SidecarError):
         self.detail = detail
 
 
-class OwnerConflict(HubRefused):
-    """Another sidecar instance owns this deployment (start with ``--takeover`` to move it)."""
+class FencedOut(HubRefused):
+    """The hub will not let this process act for the deployment again: it stops."""
+
+
+class OwnerConflict(FencedOut):
+    """Another sidecar process owns this deployment (start with ``--takeover`` to move it)."""
+
+
+class DeploymentGone(FencedOut):
+    """The deployment was deleted (or this hub does not know it)."""
 
 
 class BlobError(SidecarError):

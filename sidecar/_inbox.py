@@ -19,8 +19,9 @@ from typing import Any
 
 import aiosqlite
 import anyio
+import msgspec
 
-from runtime import Event, RecordDecodeError, encode
+from runtime import Event, RecordDecodeError, RunSnapshot, RunStatus, encode
 
 from ._envelope import (
     Envelope,
@@ -31,6 +32,11 @@ from ._envelope import (
 )
 from ._errors import InboxConflict
 from ._schema import migrate, transaction
+
+ADOPT_MARK = "adopt"
+"""Meta key set while the inbox must still take the hub's state (a Welcome
+said ``from_hub``): durable, so a crash in between cannot leave a foreign
+disk standing in for the owner's after a restart in the same home."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +221,57 @@ class Inbox:
                 last = await _advance_over_done(db, floor)
             self._last_seq = last
             return int(cur.rowcount)
+
+    async def adopt(self, runs: Sequence[RunSnapshot], floor: int) -> None:
+        """Become the owner from the hub's state, in one transaction.
+
+        Ownership came from another home: what this disk holds of the runs is
+        not the owner's. Every run's state and status become the hub's; the
+        unshipped events go (the hub would apply them under the new epoch,
+        effects included, though it never saw the items they came from);
+        envelopes up to ``floor`` are done, and those above it are pending
+        again, since the hub delivers them again and they are processed anew
+        from the hub's state. Clears the ``adopt`` mark set when it began.
+        """
+        now = time.time()
+        started = [r for r in runs if r.status != RunStatus.PENDING]
+        async with self._lock, transaction(self.db) as db:
+            await db.execute("DELETE FROM run")
+            await db.execute("DELETE FROM run_state")
+            await db.executemany(
+                "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
+                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.run_id,
+                        r.status,
+                        None if r.result is None else msgspec.json.encode(r.result),
+                        r.error,
+                        r.last_seq,
+                        now,
+                        now,
+                    )
+                    for r in started
+                ],
+            )
+            await db.executemany(
+                "INSERT INTO run_state (run_id, state) VALUES (?, ?)",
+                [(r.run_id, encode_run_state(r.state)) for r in started],
+            )
+            await db.execute("DELETE FROM outbox WHERE acked = 0")
+            await db.execute(
+                "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?"
+                " WHERE state = 'pending' AND seq <= ?",
+                (now, floor),
+            )
+            await db.execute(
+                "UPDATE inbox SET state = 'pending', outcome = NULL, processed_at = NULL"
+                " WHERE state = 'done' AND seq > ?",
+                (floor,),
+            )
+            await db.execute("UPDATE meta SET value = ? WHERE key = 'last_seq'", (floor,))
+            await db.execute("DELETE FROM meta WHERE key = ?", (ADOPT_MARK,))
+            self._last_seq = floor
 
     # --- processing -----------------------------------------------------------
 

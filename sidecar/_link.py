@@ -5,7 +5,13 @@ sleeps until something says the session may be gone: a HubBoot from a hub
 with another boot id, a transport reconnect, or a Refused{unknown_session |
 stale_epoch} from any request. Failures back off with jitter, capped at
 about a second, so a restarted hub sees its sidecars back well within 2 s.
-The old session is kept until a new Welcome replaces it.
+The old session is kept until a new Welcome replaces it; a Welcome whose
+handling fails (the sidecar could not adopt the hub's state) does not become
+the session, and the loop says hello again.
+
+A Refused{owner_conflict} to a hello (another process owns the deployment)
+or {deployment_not_live | unknown_deployment} (it was deleted) is final:
+``run`` raises it (:class:`FencedOut`) and the process stops.
 
 A HubBoot from another hub also abandons every request in flight: the hub
 that was asked is gone and its answer will never come, so waiting out the
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import msgspec
 
 from runtime import (
     Backoff,
@@ -37,6 +44,9 @@ from runtime import (
     Minted,
     Reason,
     Refused,
+    RunSnapshot,
+    RunStates,
+    StateGet,
     Subjects,
     Transport,
     TransportError,
@@ -47,11 +57,20 @@ from runtime import (
     sign,
 )
 
-from ._errors import BlobError, DigestMismatch, HubRefused, HubUnavailable, OwnerConflict
+from ._errors import (
+    BlobError,
+    DeploymentGone,
+    DigestMismatch,
+    FencedOut,
+    HubRefused,
+    HubUnavailable,
+    OwnerConflict,
+)
 
 log = logging.getLogger("mailrun.sidecar.link")
 
 REHELLO_REASONS = frozenset({Reason.UNKNOWN_SESSION, Reason.STALE_EPOCH})
+_GONE_REASONS = frozenset({Reason.DEPLOYMENT_NOT_LIVE, Reason.UNKNOWN_DEPLOYMENT})
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +86,8 @@ class Identity:
     instance_id: str
     seed: str
     public_key: str
+    home: str = ""
+    previous_instance: str = ""
 
 
 class HubLink:
@@ -114,7 +135,8 @@ class HubLink:
                 await self._changed.wait()
 
     async def run(self) -> None:
-        """Keep a session forever; raises :class:`OwnerConflict` when fenced out."""
+        """Keep a session forever; raises :class:`FencedOut` when this process may
+        no longer act for the deployment."""
         self.transport.on_reconnect(self._on_reconnect)
         attempt = 0
         last_problem = ""
@@ -122,7 +144,7 @@ class HubLink:
             self._wake.clear()  # this hello answers every request for one so far
             try:
                 welcome = await self._hello()
-            except OwnerConflict:
+            except FencedOut:
                 raise
             except (HubRefused, HubUnavailable) as exc:
                 if str(exc) != last_problem:
@@ -145,7 +167,12 @@ class HubLink:
                 try:
                     await self._on_welcome(welcome)
                 except Exception:
-                    log.exception("handling the welcome failed; the session stands")
+                    # Not the session yet: nothing is shipped under it before
+                    # the sidecar is ready to act as the owner.
+                    log.exception("handling the welcome failed; saying hello again")
+                    attempt += 1
+                    await self._wake.wait(self._backoff.delay(attempt))
+                    continue
             self.session = Session(welcome.session_id, welcome.owner_epoch, welcome.hub_boot_id)
             self._changed.notify()
             await self._wake.wait()
@@ -176,6 +203,8 @@ class HubLink:
             instance_id=ident.instance_id,
             public_key=ident.public_key,
             takeover=self._takeover,
+            home=ident.home,
+            previous_instance=ident.previous_instance,
         )
         decoder: FrameDecoder[Challenge | Welcome | Refused] = FrameDecoder(
             Challenge | Welcome | Refused
@@ -183,13 +212,8 @@ class HubLink:
         reply = await self.request(self.subjects.hello, hello, decoder, self._hello_timeout)
         if isinstance(reply, Challenge):
             message = hello_message(reply.nonce, ident.deployment_id, ident.instance_id)
-            signed = Hello(
-                deployment_id=ident.deployment_id,
-                instance_id=ident.instance_id,
-                public_key=ident.public_key,
-                takeover=self._takeover,
-                nonce=reply.nonce,
-                signature=sign(ident.seed, message),
+            signed = msgspec.structs.replace(
+                hello, nonce=reply.nonce, signature=sign(ident.seed, message)
             )
             reply = await self.request(self.subjects.hello, signed, decoder, self._hello_timeout)
         if isinstance(reply, Welcome):
@@ -197,6 +221,8 @@ class HubLink:
         if isinstance(reply, Refused):
             if reply.reason == Reason.OWNER_CONFLICT:
                 raise OwnerConflict(reply.reason, reply.detail)
+            if reply.reason in _GONE_REASONS:
+                raise DeploymentGone(reply.reason, reply.detail)
             raise HubRefused(reply.reason, reply.detail)
         raise HubRefused("unexpected_reply", type(reply).__name__)
 
@@ -273,3 +299,26 @@ class HubLink:
             raise HubRefused(reply.reason, reply.detail)
         run_id: str = reply.run_id
         return run_id
+
+    async def fetch_state(self, welcome: Welcome) -> tuple[list[RunSnapshot], int]:
+        """Every run's state as the hub applied it, and the hub's floor seq,
+        asked under ``welcome``'s session (not the session yet: the sidecar
+        adopts this state before it acts as the owner)."""
+        decoder: FrameDecoder[RunStates | Refused] = FrameDecoder(RunStates | Refused)
+        runs: list[RunSnapshot] = []
+        after, floor = "", welcome.floor_seq
+        while True:
+            get = StateGet(
+                deployment_id=self.identity.deployment_id,
+                session_id=welcome.session_id,
+                owner_epoch=welcome.owner_epoch,
+                after_run_id=after,
+            )
+            reply = await self.request(self.subjects.state, get, decoder, self._request_timeout)
+            if isinstance(reply, Refused):
+                raise HubRefused(reply.reason, reply.detail)
+            runs.extend(reply.runs)
+            floor = reply.floor_seq
+            if not reply.more or not reply.runs:
+                return runs, floor
+            after = reply.runs[-1].run_id

@@ -31,6 +31,7 @@ from runtime import (
     Flag,
     RestartPolicy,
     RunFailed,
+    RunSnapshot,
     RunStarted,
     RunStatus,
     Supervisor,
@@ -82,6 +83,7 @@ class Runs:
         )
         self._gave_up: dict[str, BaseException] = {}
         self._wake = Wakeup()
+        self._stepping = anyio.Lock()  # held for one step; adopt() waits for it
         self._stack = AsyncExitStack()
         self.idle = Flag()
         """Set while the scheduler has nothing it can process."""
@@ -113,12 +115,24 @@ class Runs:
         """Something may be ready to process (new envelopes, a raised floor)."""
         self._wake.set()
 
+    async def adopt(self, runs: list[RunSnapshot], floor: int) -> None:
+        """Take the hub's state of every run (see :meth:`Inbox.adopt`) between
+        two steps, and restart the run actors, which hold their run's state."""
+        async with self._stepping:
+            await self.inbox.adopt(runs, floor)
+            self._gave_up.clear()
+            await self._supervisor.stop_all()
+        log.info("adopted the hub's state of %d run(s), up to seq %d", len(runs), floor)
+        self.kick()
+
     async def _schedule(self) -> None:
         while True:
             await self._wake.wait()
             self.idle.clear()
-            while await self._step():
-                pass
+            while True:
+                async with self._stepping:
+                    if not await self._step():
+                        break
             self.idle.set()
 
     async def _step(self) -> bool:

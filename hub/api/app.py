@@ -76,12 +76,14 @@ def create_app(
     boot_id: str,
     health_extra: Callable[[], Mapping[str, Any]] | None = None,
     deployment_extra: Callable[[str], Mapping[str, Any]] | None = None,
+    on_deleted: Callable[[str], object] | None = None,
     metrics_extra: Callable[[], str] | None = None,
 ) -> Starlette:
     """The HTTP API over ``store``; triggers go through ``acceptor``.
 
     ``health_extra`` adds to ``/healthz``; ``deployment_extra(id)`` adds the
-    wire side's live view (``connected``, ``last_error``) to a deployment."""
+    wire side's live view (``connected``, ``last_error``) to a deployment;
+    ``on_deleted(id)`` ends a deleted deployment's sessions at once."""
     # JSON escaping and base64 inflate a body: the raw request may be this
     # much larger than the body it carries before it is refused unread.
     request_limit = settings.max_body * 2 + 64 * 1024
@@ -133,8 +135,9 @@ def create_app(
 
     async def one_deployment(request: Request) -> Response:
         dep_id = await resolve_deployment(store.db, str(request.path_params["key"]))
-        if request.method == "DELETE":
-            await delete_deployment(store, dep_id)
+        deleted = request.method == "DELETE" and await delete_deployment(store, dep_id)
+        if deleted and on_deleted is not None:
+            on_deleted(dep_id)
         return json_response(live(await get_deployment(store.db, dep_id)))
 
     async def runs(request: Request) -> Response:

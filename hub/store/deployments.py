@@ -145,9 +145,8 @@ async def create_deployment(
         # local record (recoverable with the join token), never a record
         # without a deployment.
         path = record_path(sidecar_root / dep_id, dep_id)
-        local = msgspec.structs.replace(record, instance_id=new_id("ins"))
         try:
-            await anyio.to_thread.run_sync(write_restore_record, path, local)
+            await anyio.to_thread.run_sync(write_restore_record, path, record)
             written = str(path)
         except OSError as exc:
             log.error("cannot write restore record for %s at %s: %s", dep_id, path, exc)
@@ -165,7 +164,13 @@ async def delete_deployment(store: Store, deployment_id: str) -> bool:
         )
         if cur.rowcount == 0:
             return False
-        await db.execute("UPDATE deployment SET deleted_at = ? WHERE id = ?", (now, deployment_id))
+        # The epoch bump fences the owner in this same step: every frame it
+        # sends from now on names an epoch that is no longer current.
+        await db.execute(
+            "UPDATE deployment SET deleted_at = ?, owner_instance = NULL,"
+            " owner_epoch = owner_epoch + 1 WHERE id = ?",
+            (now, deployment_id),
+        )
         marks = ",".join("?" * len(_OPEN_DISPATCH))
         await db.execute(
             f"UPDATE workflow_run_dispatch SET status = ? WHERE deployment_id = ?"

@@ -24,6 +24,7 @@ from .schema import (
     ApprovalStatus,
     DispatchStatus,
     add_dead_letter_deployment,
+    add_owner_home,
     create_v1,
     migrate_v1_to_v2,
 )
@@ -54,6 +55,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "0001_release1_schema", create_v1),
     Migration(2, "0002_release2_schema", migrate_v1_to_v2),
     Migration(3, "0003_dead_letter_deployment", add_dead_letter_deployment),
+    Migration(4, "0004_owner_home", add_owner_home),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -227,3 +227,14 @@ async def add_dead_letter_deployment(db: aiosqlite.Connection) -> None:
         "CREATE INDEX IF NOT EXISTS dead_letter_by_deployment ON dead_letter"
         " (deployment_id, source) WHERE deployment_id IS NOT NULL"
     )
+
+
+async def add_owner_home(db: aiosqlite.Connection) -> None:
+    """Migration 4: the deployment row names the state directory its owner
+    runs from (``owner_home``), so a copy of that directory is told from a
+    restart of the owner in it. Rows owned before it keep a NULL home: their
+    owner's next hello records one. Idempotent on its own."""
+    async with db.execute("PRAGMA table_info(deployment)") as cur:
+        columns = {row[1] for row in await cur.fetchall()}
+    if "owner_home" not in columns:
+        await db.execute("ALTER TABLE deployment ADD COLUMN owner_home TEXT")

@@ -72,6 +72,9 @@ class ChildSpec:
     log_path: Path | None = None
     env: Mapping[str, str] | None = None
     cwd: Path | None = None
+    final_codes: frozenset[int] = frozenset()
+    """Exit codes that mean "do not start me again" (a sidecar whose deployment
+    moved to another owner or was deleted): ``run`` then ends by itself."""
 
 
 def spawn(spec: ChildSpec) -> subprocess.Popen[bytes]:
@@ -150,6 +153,8 @@ class Child:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.last_error: str | None = None
+        self.final_code: int | None = None
+        """The exit code that ended ``run`` (one of ``spec.final_codes``)."""
         self._scope = anyio.CancelScope(shield=True)
         self._running = False
         self._done: anyio.Event | None = None
@@ -193,6 +198,9 @@ class Child:
                     if proc.poll() is None:
                         with anyio.CancelScope(shield=True):
                             await terminate(proc, self.stop_grace)
+                if code in self.spec.final_codes:
+                    self.final_code = code
+                    return
             if anyio.current_time() - started >= self.backoff.reset_after:
                 attempt = 0
             attempt += 1

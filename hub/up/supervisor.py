@@ -28,6 +28,7 @@ from runtime import (
     DEFAULT_NATS_PORT,
     LOOPBACK,
     HostPort,
+    SidecarExit,
     anchor_is_live,
     is_id,
     parse_host_port,
@@ -41,6 +42,7 @@ from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunnin
 from .children import Backoff, Child, ChildSpec
 
 UP_FILE = "up.json"
+SIDECAR_FINAL_CODES = frozenset({SidecarExit.OWNER_CONFLICT, SidecarExit.DELETED})
 
 
 @dataclass(frozen=True)
@@ -126,12 +128,20 @@ class Up:
         if self.config.say is not None:
             self.config.say(line)
 
-    def _child(self, name: str, argv: list[str]) -> Child:
+    def _child(
+        self, name: str, argv: list[str], final_codes: frozenset[int] = frozenset()
+    ) -> Child:
         def on_exit(name: str, code: int, delay: float) -> None:
             why = child.last_error or f"exited with {code} (log {self.logs / name}.log)"
             self._say(f"mailrun up: {name} {why}; restarting in {delay:.1f} s")
 
-        spec = ChildSpec(name=name, argv=argv, log_path=self.logs / f"{name}.log", env=self.env)
+        spec = ChildSpec(
+            name=name,
+            argv=argv,
+            log_path=self.logs / f"{name}.log",
+            env=self.env,
+            final_codes=final_codes,
+        )
         child = Child(
             spec, backoff=self.config.backoff, stop_grace=self.config.stop_grace, on_exit=on_exit
         )
@@ -226,10 +236,20 @@ class Up:
             if record_path(state, dep).exists():
                 argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state)]
                 argv += ["--deployment", dep, "--nats", self.nats_url]
-                child = self.sidecars[dep] = self._child(f"sidecar-{dep}", argv)
-                tg.start_soon(child.run)
+                child = self.sidecars[dep] = self._child(
+                    f"sidecar-{dep}", argv, SIDECAR_FINAL_CODES
+                )
+                tg.start_soon(self._run_sidecar, child)
         for dep in sorted(self.sidecars.keys() - live):
             tg.start_soon(self.sidecars.pop(dep).stop)
+
+    async def _run_sidecar(self, child: Child) -> None:
+        await child.run()
+        if child.final_code is not None:
+            # Kept in self.sidecars: a deployment that moved away (or was
+            # deleted) is not started again by this supervisor.
+            why = "was deleted" if child.final_code == SidecarExit.DELETED else "is owned elsewhere"
+            self._say(f"mailrun up: {child.name} stopped: its deployment {why}")
 
     async def _stop_all(self) -> None:
         # Sidecars first (they flush to the hub), then the hub, then NATS.

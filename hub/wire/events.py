@@ -151,14 +151,16 @@ class _Ingest:
                 (event.approval_id, event.run_id, event.prompt, ApprovalStatus.PENDING, self.now),
             )
         elif isinstance(event, MailSent):
-            # Mail from a run is a trigger like any other; the event id is its
-            # message id, so it is accepted once however often it is sent.
+            # Mail from a run is a trigger like any other. Its message id comes
+            # from the dispatch that sent it (an older sidecar's: the event
+            # id), so it is accepted once however often it is sent, even when
+            # a new owner processes that dispatch again.
             self.mail.append(
                 Trigger(
                     address=event.to,
                     subject=event.subject,
                     body=event.body,
-                    message_id=event.event_id,
+                    message_id=event.message_id or event.event_id,
                 )
             )
         # ChildRunStarted is kept as the run's history only (mint made the run).

@@ -21,6 +21,7 @@ import anyio.abc
 import msgspec
 
 from runtime import (
+    Fenced,
     FrameDecodeError,
     HubBoot,
     Message,
@@ -40,7 +41,9 @@ from .dispatcher import DispatchConfig, Dispatcher
 from .events import EventsHandler
 from .health import HealthConfig, Prober, health_report
 from .mint import MintHandler
+from .ownership import OWNER_LEASE
 from .sessions import NONCE_TTL, HelloHandler, SessionTable
+from .state import StateHandler
 
 log = logging.getLogger("mailrun.hub.wire")
 
@@ -55,21 +58,63 @@ class WireConfig:
     gc_interval: float = GC_INTERVAL
     nonce_ttl: float = NONCE_TTL
     health: HealthConfig = field(default_factory=HealthConfig)
+    owner_lease: float = OWNER_LEASE
+
+
+class Notices:
+    """Fenced notices to sidecars, published from one task.
+
+    Callers are synchronous (a claim just committed, a deletion); a notice is
+    a hint that makes a fenced process find out at once instead of at its
+    next exchange, so a full queue drops one rather than block the caller."""
+
+    def __init__(self, transport: Transport, subjects: Subjects, size: int = 256) -> None:
+        self._transport = transport
+        self._subjects = subjects
+        self._send, self._receive = anyio.create_memory_object_stream[Fenced](size)
+
+    def fenced(self, deployment_id: str, owner_epoch: int, reason: Reason) -> None:
+        notice = Fenced(deployment_id=deployment_id, owner_epoch=owner_epoch, reason=reason)
+        try:
+            self._send.send_nowait(notice)
+        except anyio.WouldBlock:
+            log.warning("fenced notice for %s dropped: too many queued", deployment_id)
+
+    async def run(self) -> None:
+        # Both ends close with this task: nothing queues once the wire stops.
+        with self._send, self._receive:
+            async for notice in self._receive:
+                subject = self._subjects.inbound(notice.deployment_id)
+                try:
+                    await self._transport.publish(subject, encode(notice))
+                except TransportError as exc:
+                    log.warning("cannot tell %s it is fenced: %s", notice.deployment_id, exc)
 
 
 class Wire:
     """What the rest of the hub sees of the wire side."""
 
     def __init__(
-        self, sessions: SessionTable, dispatcher: Dispatcher, health: HealthConfig | None = None
+        self,
+        sessions: SessionTable,
+        dispatcher: Dispatcher,
+        notices: Notices,
+        health: HealthConfig | None = None,
     ) -> None:
         self.sessions = sessions
         self.dispatcher = dispatcher
+        self._notices = notices
         self._health = health or HealthConfig()
 
     def on_accepted(self, deployment_ids: set[str]) -> None:
         """The acceptor committed dispatches for these deployments."""
         self.dispatcher.wake(deployment_ids)
+
+    def on_deleted(self, deployment_id: str) -> None:
+        """The deployment was deleted (its epoch bumped in that transaction):
+        its sessions end now, and its sidecar is told."""
+        self.sessions.drop(deployment_id)
+        self._notices.fenced(deployment_id, 0, Reason.DEPLOYMENT_NOT_LIVE)
 
     def health(self) -> dict[str, Any]:
         return health_report(self.sessions, self.dispatcher.stats(), self._health)
@@ -112,6 +157,11 @@ async def run_wire(
         config=config.health,
     )
     blobs = BlobHandler(store=store, sessions=sessions)
+    notices = Notices(transport, subjects)
+
+    def moved(deployment_id: str, owner_epoch: int) -> None:
+        notices.fenced(deployment_id, owner_epoch, Reason.OWNER_CONFLICT)
+
     handlers: dict[str, tuple[str, Handler]] = {
         subjects.hello: (
             "hello",
@@ -120,7 +170,9 @@ async def run_wire(
                 sessions=sessions,
                 boot_id=boot_id,
                 on_welcome=dispatcher.session_opened,
+                on_moved=moved,
                 nonce_ttl=config.nonce_ttl,
+                owner_lease=config.owner_lease,
             ),
         ),
         subjects.events: (
@@ -135,6 +187,7 @@ async def run_wire(
         ),
         subjects.blob: ("blob", blobs),
         subjects.mint: ("mint", MintHandler(store=store, sessions=sessions)),
+        subjects.state: ("state", StateHandler(store=store, sessions=sessions)),
     }
     subscriptions: list[Subscription] = []
     try:
@@ -142,6 +195,7 @@ async def run_wire(
             await tg.start(dispatcher.run)
             tg.start_soon(collector.run)
             tg.start_soon(prober.run)
+            tg.start_soon(notices.run)
             for subject, (source, handler) in handlers.items():
                 sub = await transport.subscribe(subject)
                 subscriptions.append(sub)
@@ -158,7 +212,7 @@ async def run_wire(
             # meant for it: after a reconnect every sidecar says hello again.
             transport.on_reconnect(announce)
             await announce()
-            task_status.started(Wire(sessions, dispatcher, config.health))
+            task_status.started(Wire(sessions, dispatcher, notices, config.health))
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
             for sub in subscriptions:

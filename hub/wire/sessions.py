@@ -25,26 +25,28 @@ from runtime import (
     Refused,
     SignatureError,
     Welcome,
-    anchor_is_live,
+    afailpoint,
     hello_message,
     new_id,
     verify,
 )
 
 from .._errors import StaleEpoch, UnknownSession
-from ..store import DispatchStatus, Store
+from ..store import Store
+from .ownership import (
+    OWNER_LEASE,
+    commit_claim,
+    decide,
+    floor_seq,
+    not_live,
+    read_deployment,
+)
 
 log = logging.getLogger("mailrun.hub.sessions")
 
 NONCE_TTL = 30.0
 MAX_NONCES = 10_000
 MAX_SESSIONS = 10_000
-
-_DEPLOYMENT = """
-SELECT d.public_key, d.owner_instance, d.owner_epoch, d.deleted_at, a.status AS anchor
-FROM deployment d LEFT JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1
-WHERE d.id = ?
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +158,8 @@ class _Nonces:
 
 
 class HelloHandler:
-    """Answers ``hub.hello``: Challenge, then Welcome or Refused."""
+    """Answers ``hub.hello``: Challenge, then Welcome or Refused (see
+    :mod:`hub.wire.ownership` for who is welcomed)."""
 
     def __init__(
         self,
@@ -165,23 +168,26 @@ class HelloHandler:
         sessions: SessionTable,
         boot_id: str,
         on_welcome: Callable[[Session], None],
+        on_moved: Callable[[str, int], None] = lambda dep, epoch: None,
         nonce_ttl: float = NONCE_TTL,
+        owner_lease: float = OWNER_LEASE,
     ) -> None:
         self._store = store
         self._sessions = sessions
         self._boot_id = boot_id
         self._on_welcome = on_welcome
+        self._on_moved = on_moved
         self._nonces = _Nonces(ttl=nonce_ttl)
+        self._lease = owner_lease
+        self._booted = time.monotonic()
         self._decoder: FrameDecoder[Hello] = FrameDecoder(Hello)
 
     async def __call__(self, data: bytes) -> Challenge | Welcome | Refused:
         hello = self._decoder.decode(data)
-        async with self._store.db.execute(_DEPLOYMENT, (hello.deployment_id,)) as cur:
-            row = await cur.fetchone()
-        if row is None:
-            return Refused(reason=Reason.UNKNOWN_DEPLOYMENT, detail=hello.deployment_id)
-        if row["deleted_at"] is not None or not anchor_is_live(row["anchor"] or ""):
-            return Refused(reason=Reason.DEPLOYMENT_NOT_LIVE, detail=hello.deployment_id)
+        row = await read_deployment(self._store.db, hello.deployment_id)
+        if (refused := not_live(row, hello.deployment_id)) is not None:
+            return refused
+        assert row is not None
         if hello.nonce is None:
             return Challenge(nonce=self._nonces.issue(hello.deployment_id))
         if not self._nonces.take(hello.nonce, hello.deployment_id):
@@ -193,68 +199,55 @@ class HelloHandler:
             verify(row["public_key"], message, hello.signature or b"")
         except SignatureError as exc:
             return Refused(reason=Reason.BAD_SIGNATURE, detail=str(exc))
+        # Verified, not claimed: a deletion or another claim may commit here.
+        await afailpoint("hub.hello.before_claim")
         return await self._claim(hello)
+
+    def _owner_live(self, deployment_id: str, owner: str | None) -> bool:
+        """Whether the recorded owner may still be running. A restarted hub
+        knows no session: it gives every owner one lease to say hello again."""
+        if owner is None:
+            return False
+        if time.monotonic() - self._booted < self._lease:
+            return True
+        current = self._sessions.current(deployment_id)
+        silence = self._sessions.silence(deployment_id)
+        return (
+            current is not None
+            and current.instance_id == owner
+            and silence is not None
+            and silence < self._lease
+        )
 
     async def _claim(self, hello: Hello) -> Welcome | Refused:
         dep = hello.deployment_id
         async with self._store.write() as db:
-            async with db.execute(_DEPLOYMENT, (dep,)) as cur:
-                row = await cur.fetchone()
-            if row is None:
-                return Refused(reason=Reason.UNKNOWN_DEPLOYMENT, detail=dep)
-            if row["deleted_at"] is not None or not anchor_is_live(row["anchor"] or ""):
-                return Refused(reason=Reason.DEPLOYMENT_NOT_LIVE, detail=dep)
-            owner, epoch = row["owner_instance"], int(row["owner_epoch"])
-            if owner == hello.instance_id:
-                new_epoch = epoch
-            elif owner is None or hello.takeover:
-                new_epoch = epoch + 1
-            else:
-                return Refused(reason=Reason.OWNER_CONFLICT, detail="another instance owns it")
-            # Compare-and-set on what was read: the claim matches only the
-            # ownership this decision was made on, and only a live deployment.
-            cur = await db.execute(
-                "UPDATE deployment SET owner_instance = ?, owner_epoch = ?"
-                " WHERE id = ? AND owner_instance IS ? AND owner_epoch = ?"
-                " AND deleted_at IS NULL",
-                (hello.instance_id, new_epoch, dep, owner, epoch),
-            )
-            if cur.rowcount != 1:
+            row = await read_deployment(db, dep)
+            if (refused := not_live(row, dep)) is not None:
+                return refused
+            assert row is not None
+            claim = decide(row, hello, owner_live=self._owner_live(dep, row["owner_instance"]))
+            if isinstance(claim, Refused):
+                return claim
+            if not await commit_claim(db, row, hello, claim):
                 return Refused(reason=Reason.OWNER_CONFLICT, detail="ownership moved meanwhile")
-            if new_epoch != epoch:
-                # A new owner may not have the old owner's inbox: everything
-                # delivered but not processed is delivered again (a sidecar
-                # that does have it answers `duplicate`).
-                await db.execute(
-                    "UPDATE workflow_run_dispatch SET status = ?, delivered_at = NULL"
-                    " WHERE deployment_id = ? AND status = ?",
-                    (DispatchStatus.RESERVED, dep, DispatchStatus.DELIVERED),
-                )
-            floor = await _floor_seq(db, dep)
-        session = self._sessions.open(dep, hello.instance_id, new_epoch)
+            floor = await floor_seq(db, dep)
+        session = self._sessions.open(dep, hello.instance_id, claim.owner_epoch)
         log.info(
-            "welcome %s instance %s epoch %d session %s",
+            "welcome %s instance %s epoch %d session %s%s",
             dep,
             hello.instance_id,
-            new_epoch,
+            claim.owner_epoch,
             session.session_id,
+            " (from the hub's state)" if claim.from_hub else "",
         )
+        if claim.moved:
+            self._on_moved(dep, claim.owner_epoch)
         self._on_welcome(session)
         return Welcome(
             session_id=session.session_id,
-            owner_epoch=new_epoch,
+            owner_epoch=claim.owner_epoch,
             hub_boot_id=self._boot_id,
             floor_seq=floor,
+            from_hub=claim.from_hub,
         )
-
-
-async def _floor_seq(db: aiosqlite.Connection, deployment_id: str) -> int:
-    """The highest seq up to which every dispatch of the deployment is settled
-    (processed or cancelled): the sidecar need not wait for any of those."""
-    async with db.execute(
-        "SELECT COALESCE((SELECT MIN(seq) FROM workflow_run_dispatch WHERE deployment_id = ?"
-        " AND status IN (?, ?)) - 1, (SELECT next_seq - 1 FROM deployment WHERE id = ?), 0)",
-        (deployment_id, DispatchStatus.RESERVED, DispatchStatus.DELIVERED, deployment_id),
-    ) as cur:
-        row = await cur.fetchone()
-    return max(0, int(row[0])) if row is not None else 0

@@ -29,6 +29,7 @@ from runtime import (
     EnvelopeQuarantined,
     Event,
     EventsAck,
+    Fenced,
     Hello,
     HubBoot,
     HubKey,
@@ -44,8 +45,11 @@ from runtime import (
     RunCompleted,
     RunEvents,
     RunFailed,
+    RunSnapshot,
     RunStarted,
+    RunStates,
     Sources,
+    StateGet,
     Welcome,
     b64url,
     encode,
@@ -95,14 +99,40 @@ class AckBeforeDetail(msgspec.Struct, tag_field="t", tag="Ack", kw_only=True):
     reason: str = ""
 
 
+_ADDED_IN_FORMAT_2 = {
+    "Hello": ("home", "previous_instance"),
+    "Welcome": ("from_hub",),
+    "MailSent": ("message_id",),
+}
+"""Fields added to a format 2 frame after its golden file was written."""
+
+
+def _as_first_written(value: msgspec.Struct) -> bytes:
+    """``value`` as format 2 wrote it before the fields added since (their
+    defaults decode the same): how its golden file was made."""
+    data = msgspec.msgpack.decode(encode(value))
+    for name in _ADDED_IN_FORMAT_2.get(type(value).__name__, ()):
+        data.pop(name, None)
+    return msgspec.msgpack.encode(data)
+
+
 def _frame(name: str, value: msgspec.Struct) -> Golden:
+    return Golden(f"v2/{name}.msgpack", "frame", value, lambda: _as_first_written(value))
+
+
+def _whole(name: str, value: msgspec.Struct) -> Golden:
+    """A sample of the fields added within format 2, written as they are now."""
     return Golden(f"v2/{name}.msgpack", "frame", value, lambda: encode(value))
 
 
 def _event(value: msgspec.Struct) -> Golden:
-    return Golden(f"v2/{type(value).__name__}.msgpack", "event", value, lambda: encode(value))
+    path = f"v2/{type(value).__name__}.msgpack"
+    return Golden(path, "event", value, lambda: _as_first_written(value))
 
 
+_MAIL_SENT = MailSent(
+    event_id=EVT, run_id=RUN, at=AT, to="x@example.org", subject="hi", message_id=DSP + ":mail:1"
+)
 _EVENTS_V2: list[Event] = [
     RunStarted(event_id=EVT, run_id=RUN, at=AT),
     DispatchProcessed(
@@ -242,12 +272,55 @@ V2 = [
         ),
     ),
     _frame("Minted", Minted(v=2, run_id=CHILD)),
+    # Added within format 2 (defaults keep older files and readers working).
+    _whole(
+        "Hello.home",
+        Hello(
+            v=2,
+            deployment_id=DEP,
+            instance_id=INS,
+            public_key=PUBLIC_KEY,
+            nonce="n-2",
+            signature=b"\x02" * 64,
+            home="home_" + "4c" * 13,
+            previous_instance="ins_" + "5d" * 13,
+        ),
+    ),
+    _whole(
+        "Welcome.from_hub",
+        Welcome(v=2, session_id=SES, owner_epoch=4, hub_boot_id=BOOT, floor_seq=6, from_hub=True),
+    ),
+    _frame("Fenced", Fenced(v=2, deployment_id=DEP, owner_epoch=4, reason="owner_conflict")),
+    _frame(
+        "StateGet",
+        StateGet(v=2, deployment_id=DEP, session_id=SES, owner_epoch=4, after_run_id=RUN),
+    ),
+    _frame(
+        "RunStates",
+        RunStates(
+            v=2,
+            runs=[
+                RunSnapshot(run_id=RUN, status="running", state=STATE, last_seq=6),
+                RunSnapshot(
+                    run_id=CHILD, status="completed", last_seq=2, result={"ok": True}, error=None
+                ),
+            ],
+            floor_seq=6,
+            more=True,
+        ),
+    ),
     _frame(
         "RunEvents",
         RunEvents(v=2, deployment_id=DEP, session_id=SES, owner_epoch=3, events=_EVENTS_V2[:2]),
     ),
     _frame("EventsAck", EventsAck(v=2, ids=[EVT])),
     *(_event(e) for e in _EVENTS_V2),
+    Golden(
+        "v2/MailSent.message_id.msgpack",
+        "event",
+        _MAIL_SENT,
+        lambda: encode(_MAIL_SENT),
+    ),
     Golden(
         "v2/restore_record.json",
         "restore_record",

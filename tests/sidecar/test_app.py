@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 import stat
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 
@@ -17,6 +20,7 @@ from runtime import (
     read_restore_record,
 )
 from runtime.testing import MemoryBus
+from sidecar import HomeLocked, Sidecar, SidecarOptions
 from tests.support import wait_for
 from tests.support.sidecar import deployed_sidecar, fake_hub, mail, make_deployment, running_sidecar
 
@@ -29,25 +33,47 @@ def seen(events: list[DispatchProcessed]) -> list[dict[str, object]]:
 
 
 @pytest.mark.anyio
-async def test_boots_from_a_v2_record_says_hello_and_keeps_its_instance_id(
-    tmp_path: Path,
-) -> None:
+async def test_each_start_is_a_new_incarnation_of_the_same_home(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
     async with deployed_sidecar(dep) as (hub, car):
         assert car.link is not None and car.link.session is not None
         assert car.link.session.session_id == hub.welcomes[-1].session_id
+        first = hub.hellos[-1]
+        assert first.instance_id.startswith("ins_") and first.home.startswith("home_")
+        # Nothing on disk names the process: a copy cannot pass for it.
         record, version = read_restore_record(dep.record_file)
-        assert version == 2
-        assert record.instance_id == hub.hellos[-1].instance_id
-        assert record.instance_id is not None and record.instance_id.startswith("ins_")
+        assert version == 2 and record.instance_id is None
         await wait_for(
             lambda: (
                 read_restore_record(dep.record_file)[0].session_id == hub.welcomes[-1].session_id
             )
         )
-    first = hub.hellos[-1].instance_id
     async with deployed_sidecar(dep) as (hub, _):
-        assert hub.hellos[-1].instance_id == first
+        again = hub.hellos[-1]
+    assert again.instance_id != first.instance_id
+    assert again.home == first.home
+
+
+@pytest.mark.anyio
+async def test_a_copy_of_the_state_dir_is_another_home(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path / "a")
+    async with deployed_sidecar(dep) as (hub, _):
+        original = hub.hellos[-1].home
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    copy = dataclasses.replace(dep, state_dir=tmp_path / "b")
+    async with deployed_sidecar(copy) as (hub, _):
+        assert hub.hellos[-1].home != original
+
+
+@pytest.mark.anyio
+async def test_a_second_process_on_the_same_state_dir_stops(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path)
+    async with deployed_sidecar(dep) as (hub, _):
+        second = Sidecar(SidecarOptions(state_dir=dep.state_dir, deployment_id=dep.id))
+        with anyio.fail_after(5), pytest.raises(HomeLocked):
+            await second.run()
+        assert len(hub.hellos) == 2, "the second process never said hello"
+        assert second.inbox is None, "nor opened the inbox"
 
 
 @pytest.mark.anyio
@@ -61,7 +87,7 @@ async def test_boots_from_a_v1_record_and_rewrites_it_as_v2_0600(tmp_path: Path)
     assert version == 2
     assert record.hub_key.seed == dep.seed
     assert record.public_key == dep.public_key
-    assert record.instance_id == hub.hellos[-1].instance_id
+    assert record.instance_id is None
     assert stat.S_IMODE(dep.record_file.stat().st_mode) == 0o600
 
 

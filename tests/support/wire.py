@@ -20,6 +20,7 @@ from runtime import (
     Ack,
     Challenge,
     Event,
+    Fenced,
     Frame,
     FrameDecoder,
     Hello,
@@ -193,16 +194,22 @@ class Inbox:
     )
     pings: list[Ping] = field(default_factory=list)
     ping_answer: Callable[[Ping], Pong | None] = lambda p: Pong()
+    notices: list[Fenced] = field(default_factory=list)
 
     async def serve(
         self, sidecar: Sidecar, *, task_status: Any = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        decoder: FrameDecoder[MailInbound | Ping] = FrameDecoder(MailInbound | Ping)
+        decoder: FrameDecoder[MailInbound | Ping | Fenced] = FrameDecoder(
+            MailInbound | Ping | Fenced
+        )
         sub = await sidecar.bus.subscribe(sidecar.hub.subjects.inbound(sidecar.dep.id))
         task_status.started()
         async for message in sub:
             frame = decoder.decode(message.data)
             answer: Ack | Pong | None
+            if isinstance(frame, Fenced):
+                self.notices.append(frame)  # a notice: nothing to answer
+                continue
             if isinstance(frame, Ping):
                 self.pings.append(frame)
                 answer = self.ping_answer(frame)

@@ -114,6 +114,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0001_release1_schema",
         "0002_release2_schema",
         "0003_dead_letter_deployment",
+        "0004_owner_home",
     ]
     assert not path.exists()  # checking does not create it
     store = await Store.open(path)
@@ -133,7 +134,11 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
 async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
     build_v1(path)
-    assert await pending_migrations(path) == ["0002_release2_schema", "0003_dead_letter_deployment"]
+    assert await pending_migrations(path) == [
+        "0002_release2_schema",
+        "0003_dead_letter_deployment",
+        "0004_owner_home",
+    ]
     store = await Store.open(path)
     await store.aclose()
 

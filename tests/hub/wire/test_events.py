@@ -204,9 +204,12 @@ async def test_mint_refuses_terminal_parents_and_deleted_deployments(tmp_path: P
         )
         assert count["n"] == 0
         assert await delete_deployment(hub.store, car.dep.id)
-        assert refused(
-            await car.request(hub.subjects.mint, ask(r1.run_id, "c")), "deployment_not_live"
+        # The deletion bumped the owner epoch: the session is fenced.
+        assert refused(await car.request(hub.subjects.mint, ask(r1.run_id, "c")), "stale_epoch")
+        count = await hub.one(
+            "SELECT COUNT(*) AS n FROM workflow_run WHERE parent_run_id = ?", r1.run_id
         )
+        assert count["n"] == 0
 
 
 @pytest.mark.anyio
