@@ -101,7 +101,9 @@ async def test_deploy_send_and_inspect(tmp_path: Path) -> None:
         assert r.status_code == 202, r.text
         receipt = r.json()
         assert receipt["status"] == "accepted" and receipt["deployment_id"] == dep["id"]
-        again = await hub.send("orders@mailrun.local", body="hello", message_id="m-1")
+        again = await hub.send(
+            "orders@mailrun.local", body="hello", message_id="m-1", **{"from": "a@b.c"}
+        )
         assert again.status_code == 202
         assert again.json() == {**receipt, "duplicate": True}
         other = await hub.send(
