@@ -23,6 +23,7 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         ApprovalDecided         409
         DeploymentNotLive       409
         WorkflowRunTerminal     409
+        MessageIdReused         409
         UnknownDeployment       404
         UnknownRun              404
         UnknownDispatch         404
@@ -149,6 +150,17 @@ class WorkflowRunTerminal(HubError):
 
     http_status = 409
     reason = Reason.WORKFLOW_RUN_TERMINAL
+    kind = "rejected"
+
+
+class MessageIdReused(HubError):
+    """The message id was accepted before with other content: not a retry.
+
+    Fail closed: answering it with the first receipt would tell the sender
+    that content the hub never stored was accepted."""
+
+    http_status = 409
+    reason = Reason.MESSAGE_ID_REUSED
     kind = "rejected"
 
 

@@ -61,6 +61,7 @@ class Reason(StrEnum):
     UNKNOWN_ADDRESS = "unknown_address"
     UNKNOWN_APPROVAL = "unknown_approval"
     APPROVAL_DECIDED = "approval_decided"
+    MESSAGE_ID_REUSED = "message_id_reused"  # the id was accepted with other content
 
 
 class AckResult(StrEnum):

@@ -110,7 +110,11 @@ def deploy(
 @click.option("--subject", required=True)
 @click.option("--body", help="The body as text.")
 @click.option("--body-file", type=click.File("rb"), help="The body from a file ('-': stdin).")
-@click.option("--message-id", help="Makes the send idempotent: a retry gets the first receipt.")
+@click.option(
+    "--message-id",
+    help="Makes the send idempotent: a retry gets the first receipt; the same id with"
+    " another subject, body or sender is refused (message_id_reused).",
+)
 @click.option("--from", "sender", help="The sender's address.")
 @hub_command
 def send(

@@ -51,6 +51,55 @@ async def _rows(db: aiosqlite.Connection, sql: str, params: Sequence[object]) ->
         return list(await cur.fetchall())
 
 
+@dataclass(frozen=True)
+class _Content:
+    """What a message id stands for: a retry must bring the same.
+
+    The recipient is implied (message ids are unique per deployment). A body
+    is compared as its bytes when they are at hand (a dispatch's inline body,
+    a trigger earlier in the batch), else by sha256 and size (a claim-checked
+    dispatch keeps only those): both are exact. A missing sender or subject
+    equals an empty one (release 1 stored NULL where this one stores "").
+    """
+
+    kind: str
+    sender: str
+    subject: str
+    body: bytes | None  # None: only the digest and size are known
+    digest: str | None
+    size: int
+
+    @classmethod
+    def of(cls, t: Trigger) -> _Content:
+        return cls(t.kind, t.sender or "", t.subject or "", t.body, None, len(t.body))
+
+    @classmethod
+    def stored(cls, row: Sequence[Any]) -> _Content:
+        """From a dispatch's ``kind, sender, subject, body, body_digest, body_size``."""
+        kind, sender, subject, body, digest, size = row
+        inline = bytes(body or b"") if digest is None else None
+        return cls(kind, sender or "", subject or "", inline, digest, size)
+
+    def differences(self, t: Trigger) -> list[str]:
+        """The fields in which ``t`` is not a retry of this content."""
+        different = [
+            name
+            for name, mine, theirs in (
+                ("kind", self.kind, t.kind),
+                ("from", self.sender, t.sender or ""),
+                ("subject", self.subject, t.subject or ""),
+            )
+            if mine != theirs
+        ]
+        if self.body is not None:
+            same_body = self.body == t.body
+        else:  # the size first: a digest costs a pass over the body
+            same_body = self.size == len(t.body) and self.digest == (
+                t.digest or body_digest(t.body)
+            )
+        return different if same_body else [*different, "body"]
+
+
 @dataclass
 class _Deployment:
     id: str
@@ -68,7 +117,8 @@ class _Batch:
         self.addresses: dict[str, str] = {}
         self.runs: dict[str, tuple[str, str]] = {}  # run id -> (deployment_id, status)
         self.top_level: dict[str, str] = {}  # deployment id -> run id
-        self.seen: dict[tuple[str, str], Accepted | RefusedByRun] = {}
+        # (deployment id, message id) -> what it was accepted with, and the answer
+        self.seen: dict[tuple[str, str], tuple[_Content, Accepted | RefusedByRun]] = {}
         self.approvals: dict[str, list[str]] = {}  # id -> [run_id, deployment_id, status]
         self.woken: set[str] = set()
         self.new_runs: list[tuple[object, ...]] = []
@@ -113,9 +163,10 @@ class _Batch:
         wanted = {(self._deployment_of(t), t.message_id) for t in triggers if t.message_id}
         keys = sorted((d, m) for d, m in wanted if d is not None and m is not None)
         if keys:
-            for dsp, run_id, dep_id, seq, mid, status, error in await _rows(
+            for dsp, run_id, dep_id, seq, mid, status, error, *content in await _rows(
                 db,
-                "SELECT id, run_id, deployment_id, seq, message_id, status, last_error"
+                "SELECT id, run_id, deployment_id, seq, message_id, status, last_error,"
+                " kind, sender, subject, body, body_digest, body_size"
                 " FROM workflow_run_dispatch WHERE (deployment_id, message_id) IN"
                 f" (VALUES {','.join(['(?,?)'] * len(keys))})",
                 [x for key in keys for x in key],
@@ -123,7 +174,8 @@ class _Batch:
                 first = Accepted(
                     dispatch_id=dsp, run_id=run_id, deployment_id=dep_id, seq=seq, duplicate=True
                 )
-                self.seen[(dep_id, mid)] = _refused(first, status, error) or first
+                answer = _refused(first, status, error) or first
+                self.seen[(dep_id, mid)] = (_Content.stored(content), answer)
 
     def _deployment_of(self, t: Trigger) -> str | None:
         if t.approval_id:
@@ -147,7 +199,14 @@ class _Batch:
         dep = self.deps[dep_id]
         if not anchor_is_live(dep.anchor_status):
             return Rejected(reason=Reason.DEPLOYMENT_NOT_LIVE, detail=f"{dep_id} is deleted")
-        if t.message_id and (first := self.seen.get((dep_id, t.message_id))):
+        if t.message_id and (seen := self.seen.get((dep_id, t.message_id))):
+            content, first = seen
+            if different := content.differences(t):
+                return Rejected(
+                    reason=Reason.MESSAGE_ID_REUSED,
+                    detail=f"message id {t.message_id!r} was accepted with another"
+                    f" {', '.join(different)} (dispatch {first.dispatch_id})",
+                )
             if isinstance(first, RefusedByRun):
                 return first
             return msgspec.structs.replace(first, duplicate=True)
@@ -196,7 +255,7 @@ class _Batch:
             )
         )
         if t.message_id:
-            self.seen[(dep_id, t.message_id)] = receipt
+            self.seen[(dep_id, t.message_id)] = (_Content.of(t), receipt)
         if t.approval_id:
             self.approvals[t.approval_id][2] = ApprovalStatus.DECIDED.value
             self.decided.append((ApprovalStatus.DECIDED.value, t.decision, self.now, t.approval_id))

@@ -42,7 +42,15 @@ from runtime import (
 )
 
 from .._errors import UnknownDispatch
-from ..store import Accepted, ApprovalStatus, DispatchStatus, Store, Trigger, accept_triggers
+from ..store import (
+    Accepted,
+    ApprovalStatus,
+    DispatchStatus,
+    Rejected,
+    Store,
+    Trigger,
+    accept_triggers,
+)
 from .quarantine import ingest_quarantined
 from .sessions import SessionTable, fence
 
@@ -103,7 +111,7 @@ class _Ingest:
         self.deployment_id = deployment_id
         self.subject = subject
         self.now = now
-        self.mail: list[Trigger] = []
+        self.mail: list[MailSent] = []
 
     async def event(self, event: Event) -> bool:
         """Record and apply ``event`` if new; True when it freed a claim-checked body."""
@@ -151,18 +159,7 @@ class _Ingest:
                 (event.approval_id, event.run_id, event.prompt, ApprovalStatus.PENDING, self.now),
             )
         elif isinstance(event, MailSent):
-            # Mail from a run is a trigger like any other. Its message id comes
-            # from the dispatch that sent it (an older sidecar's: the event
-            # id), so it is accepted once however often it is sent, even when
-            # a new owner processes that dispatch again.
-            self.mail.append(
-                Trigger(
-                    address=event.to,
-                    subject=event.subject,
-                    body=event.body,
-                    message_id=event.message_id or event.event_id,
-                )
-            )
+            self.mail.append(event)
         # ChildRunStarted is kept as the run's history only (mint made the run).
         return False
 
@@ -176,10 +173,28 @@ class _Ingest:
         ) as cur:
             row = await cur.fetchone()
         sender = row["address"] if row is not None else None
-        mail = [msgspec.structs.replace(t, sender=sender) for t in self.mail]
+        # Mail from a run is a trigger like any other. Its message id comes
+        # from the dispatch that sent it (an older sidecar's: the event id),
+        # so it is accepted once however often it is sent, even when a new
+        # owner processes that dispatch again.
+        mail = [
+            Trigger(
+                address=e.to,
+                sender=sender,
+                subject=e.subject,
+                body=e.body,
+                message_id=e.message_id or e.event_id,
+            )
+            for e in self.mail
+        ]
         outcomes, woken = await accept_triggers(self.db, mail)
-        for trigger, outcome in zip(mail, outcomes, strict=True):
-            if not isinstance(outcome, Accepted):
+        for event, trigger, outcome in zip(self.mail, mail, outcomes, strict=True):
+            if isinstance(outcome, Rejected) and outcome.reason == Reason.MESSAGE_ID_REUSED:
+                # Another trigger holds this id: the mail is not delivered, and
+                # the event (acknowledged all the same) is kept where an operator looks.
+                log.warning("mail event %s: %s", event.event_id, outcome.detail)
+                await self._dead_letter(event, outcome.reason)
+            elif not isinstance(outcome, Accepted):
                 # Not a local address (or its run ended): the event is the record.
                 log.info(
                     "mail from %s to %s not delivered here: %s",

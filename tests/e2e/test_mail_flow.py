@@ -10,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from .harness import mailrun_up, recorder_source
+from .harness import MAILRUN, mailrun_up, recorder_source
 
 pytestmark = pytest.mark.anyio
 
@@ -106,6 +106,46 @@ async def test_message_id_makes_a_trigger_idempotent(tmp_path: Path) -> None:
         assert rows == [("<m1@example>",), (None,), (None,)]
         run = await up.wait_state(first.json()["run_id"], lambda r: r["state"].get("count") == 3)
         assert [s["subject"] for s in run["state"]["seen"]] == ["hello", "no id", "no id"]
+
+
+async def test_a_reused_message_id_fails_closed(tmp_path: Path) -> None:
+    """The same message id with another body, subject or sender is 409
+    message_id_reused (also through `mailrun send`, exit 1) and stores
+    nothing; an exact retry is the first receipt; the run sees the mail once."""
+    async with mailrun_up(tmp_path) as up:
+        dep = await up.deploy("reuse", recorder_source())
+        mid = "<r1@example>"
+        mail = {"subject": "hello", "body": "the body", "message_id": mid, "from": "ann@x.org"}
+        first = await up.send(dep["address"], **mail)
+        assert first.status_code == 202, first.text
+        run_id, dispatch_id = first.json()["run_id"], first.json()["dispatch_id"]
+        await up.wait_state(run_id, lambda r: r["state"].get("count") == 1)
+        for other in ({"body": "another body"}, {"subject": "hi"}, {"from": "eve@x.org"}):
+            r = await up.send(dep["address"], **{**mail, **other})
+            assert r.status_code == 409, (other, r.text)
+            assert r.json()["status"] == "rejected" and r.json()["reason"] == "message_id_reused"
+        argv = [MAILRUN, "send", dep["address"], "--subject", "hello", "--body", "changed",
+                "--message-id", mid, "--from", "ann@x.org", "--hub", up.url]  # fmt: skip
+        cli = await anyio.run_process(argv, check=False)
+        assert cli.returncode == 1 and cli.stdout == b""
+        assert cli.stderr.decode().startswith("error: message_id_reused: ")
+        again = await up.send(dep["address"], **mail)
+        assert again.status_code == 202
+        assert (again.json()["dispatch_id"], again.json()["duplicate"]) == (dispatch_id, True)
+        # Nothing was stored: one dispatch, no seq consumed; the next mail is seq 2.
+        rows = up.query(
+            "SELECT id, seq FROM workflow_run_dispatch WHERE deployment_id = ?", dep["id"]
+        )
+        assert rows == [(dispatch_id, 1)]
+        later = await up.send(dep["address"], "later", "x")
+        assert later.status_code == 202 and later.json()["seq"] == 2
+        run = await up.wait_state(run_id, lambda r: r["state"].get("count") == 2)
+        seen = [(s["dispatch_id"], s["subject"], s["text"]) for s in run["state"]["seen"]]
+        assert seen == [
+            (dispatch_id, "hello", "the body"),
+            (later.json()["dispatch_id"], "later", "x"),
+        ]
+        assert run["status"] == "running" and run["last_seq"] == 2
 
 
 async def test_a_5_mib_body_arrives_through_the_claim_check(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import msgspec
 import pytest
 
 from runtime import read_restore_record
-from tests.legacy.v1fixture import V1Deployment, V1State, write_v1_state
+from tests.legacy.v1fixture import SENDER, V1Deployment, V1State, write_v1_state
 from tests.support import free_port, wait_for
 from tests.support.sqlite import dump
 
@@ -174,9 +174,14 @@ async def test_up_on_a_release_1_state_dir_carries_every_deployment_on(tmp_path:
             *(m.subject for m in expected),
             "after-upgrade",
         ]
-        # A release-1 message id is still the dedupe key: its first receipt.
-        again = await up.send(busy.address, "pending-1", message_id="v1-busy-3")
+        # A release-1 message id is still the dedupe key: an exact retry of
+        # that mail (its v1 sender, subject and body) gets its first receipt.
+        again = await up.send(
+            busy.address, "pending-1", "pending-1 body", message_id="v1-busy-3", **{"from": SENDER}
+        )
         assert again.status_code == 202 and again.json()["dispatch_id"] == expected[2].dispatch_id
+        other = await up.send(busy.address, "pending-1", "pending-1 body", message_id="v1-busy-3")
+        assert other.status_code == 409 and other.json()["reason"] == "message_id_reused"
 
         # A deployment without a run gets its first one, minted now.
         r = await up.send(idle.address, "first")

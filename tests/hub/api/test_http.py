@@ -101,7 +101,9 @@ async def test_deploy_send_and_inspect(tmp_path: Path) -> None:
         assert r.status_code == 202, r.text
         receipt = r.json()
         assert receipt["status"] == "accepted" and receipt["deployment_id"] == dep["id"]
-        again = await hub.send("orders@mailrun.local", body="hello", message_id="m-1")
+        again = await hub.send(
+            "orders@mailrun.local", body="hello", message_id="m-1", **{"from": "a@b.c"}
+        )
         assert again.status_code == 202
         assert again.json() == {**receipt, "duplicate": True}
         other = await hub.send(
@@ -152,6 +154,33 @@ async def test_bad_requests_get_typed_errors(tmp_path: Path) -> None:
         assert_error(await hub.client.get("/no/such/path"), 404, "not_found")
         assert_error(await hub.client.put("/mail"), 405, "method_not_allowed")
         assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 0
+
+
+async def test_a_reused_message_id_is_409_and_stores_nothing(tmp_path: Path) -> None:
+    async with api(tmp_path) as hub:
+        dep = await hub.deploy("flow")
+        mail = {"message_id": "<m1@x>", "subject": "hi", "body": "hello", "from": "a@b.c"}
+        first = await hub.send("flow@mailrun.local", **mail)
+        assert first.status_code == 202, first.text
+        big = base64.b64encode(b"z" * (INLINE_BODY_LIMIT + 1)).decode()
+        for other in (
+            {"body": "hullo"},
+            {"body": None, "body_b64": big},
+            {"subject": "hey"},
+            {"from": "mallory@b.c"},
+            {"from": None},
+        ):
+            r = await hub.send("flow@mailrun.local", **{**mail, **other})
+            assert_error(r, 409, "message_id_reused")
+            assert r.json()["status"] == "rejected" and first.json()["dispatch_id"] in r.text
+        assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 1
+        assert await hub.count("SELECT COUNT(*) FROM blob") == 0
+        assert await hub.count("SELECT next_seq FROM deployment WHERE id = ?", dep["id"]) == 2
+        # The address's case is not content: the same deployment, an exact retry.
+        again = await hub.send("FLOW@mailrun.local", **mail)
+        assert again.status_code == 202 and again.json() == {**first.json(), "duplicate": True}
+        metrics = (await hub.client.get("/metrics")).text
+        assert 'mailrun_triggers_rejected_total{reason="message_id_reused"} 5' in metrics
 
 
 async def test_oversized_mail_is_refused_with_413(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
@@ -44,7 +45,7 @@ async def query(store: Store, sql: str, *params: object) -> list[tuple[Any, ...]
 
 
 def mail(name: str, **kw: Any) -> Trigger:
-    return Trigger(address=f"{name}@mailrun.local", sender="a@b.c", subject="s", **kw)
+    return Trigger(address=f"{name}@mailrun.local", **{"sender": "a@b.c", "subject": "s", **kw})
 
 
 async def test_concurrent_first_triggers_mint_one_run(tmp_path: Path) -> None:
@@ -112,6 +113,161 @@ async def test_message_id_makes_a_trigger_idempotent(tmp_path: Path) -> None:
         d = await acceptor.accept(mail("flow", body=b"x"))
         assert isinstance(c, Accepted) and isinstance(d, Accepted)
         assert c.dispatch_id != d.dispatch_id and (c.seq, d.seq) == (3, 4)
+
+
+async def stored_counts(store: Store) -> tuple[Any, ...]:
+    """Dispatches, blobs, runs and every deployment's next seq: what acceptance writes."""
+    (counts,) = await query(
+        store,
+        "SELECT (SELECT COUNT(*) FROM workflow_run_dispatch), (SELECT COUNT(*) FROM blob),"
+        " (SELECT COUNT(*) FROM workflow_run WHERE is_anchor = 0),"
+        " (SELECT group_concat(next_seq) FROM deployment)",
+    )
+    return counts
+
+
+def reused(outcome: object) -> bool:
+    return isinstance(outcome, Rejected) and outcome.reason == "message_id_reused"
+
+
+async def test_a_reused_message_id_with_other_content_fails_closed(tmp_path: Path) -> None:
+    """Guarantee 3: the same id with another body, subject, sender or kind is
+    refused (409 message_id_reused) and stores nothing; an exact retry is the
+    first receipt."""
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        first = await acceptor.accept(mail("flow", message_id="m-1", body=b"x"))
+        assert isinstance(first, Accepted)
+        before = await stored_counts(store)
+        big = b"b" * (INLINE_BODY_LIMIT + 1)
+        others = {
+            "body": mail("flow", message_id="m-1", body=b"y"),
+            "big body": mail("flow", message_id="m-1", body=big),
+            "subject": mail("flow", message_id="m-1", body=b"x", subject="other"),
+            "from": mail("flow", message_id="m-1", body=b"x", sender="evil@b.c"),
+            "no from": mail("flow", message_id="m-1", body=b"x", sender=None),
+            "kind": mail("flow", message_id="m-1", body=b"x", kind="approval"),
+        }
+        for what, trigger in others.items():
+            outcome = await acceptor.accept(trigger)
+            assert reused(outcome), (what, outcome)
+            assert isinstance(outcome, Rejected) and first.dispatch_id in outcome.detail
+        assert await stored_counts(store) == before
+        assert acceptor.rejected["message_id_reused"] == len(others)
+        again = await acceptor.accept(mail("flow", message_id="m-1", body=b"x"))
+        assert isinstance(again, Accepted) and again.duplicate
+        assert (again.dispatch_id, again.seq) == (first.dispatch_id, first.seq)
+        assert await stored_counts(store) == before
+
+
+async def test_a_claim_checked_body_is_compared_by_digest_and_size(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        big = bytes(range(256)) * (INLINE_BODY_LIMIT // 256 + 1)
+        first = await acceptor.accept(mail("flow", message_id="big", body=big))
+        assert isinstance(first, Accepted)
+        before = await stored_counts(store)
+        one_byte_off = big[:-1] + b"\x00"
+        for body in (one_byte_off, big[:-1], b"small"):
+            assert reused(await acceptor.accept(mail("flow", message_id="big", body=body)))
+        assert await stored_counts(store) == before
+        again = await acceptor.accept(mail("flow", message_id="big", body=big))
+        assert isinstance(again, Accepted) and again.dispatch_id == first.dispatch_id
+
+
+async def test_a_reused_message_id_within_one_batch(tmp_path: Path) -> None:
+    """The first of a batch is accepted; a later one with other content is
+    refused, an exact one is its duplicate; another deployment's id is its own."""
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        await deploy(store, "other")
+        outcomes = await acceptor.accept_many(
+            [
+                mail("flow", message_id="m", body=b"a"),
+                mail("flow", message_id="m", body=b"b"),
+                mail("flow", message_id="m", body=b"a", subject="t"),
+                mail("flow", message_id="m", body=b"a"),
+                mail("other", message_id="m", body=b"b"),
+            ]
+        )
+        first, body, subject, exact, elsewhere = outcomes
+        assert isinstance(first, Accepted) and not first.duplicate
+        assert reused(body) and reused(subject)
+        assert isinstance(exact, Accepted) and exact.dispatch_id == first.dispatch_id
+        assert isinstance(elsewhere, Accepted) and elsewhere.deployment_id != first.deployment_id
+        rows = await query(
+            store, "SELECT body, seq FROM workflow_run_dispatch ORDER BY deployment_id, seq"
+        )
+        assert sorted(rows) == [(b"a", 1), (b"b", 1)]
+
+
+async def test_a_retry_matches_a_release_1_row_with_nulls(tmp_path: Path) -> None:
+    """Release 1 stored NULL where this release stores "" (no sender, no
+    subject, no body): a retry without them is the same content."""
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        first = await acceptor.accept(Trigger(address="flow@mailrun.local", message_id="v1"))
+        assert isinstance(first, Accepted)
+        async with store.write() as db:
+            await db.execute(
+                "UPDATE workflow_run_dispatch SET sender = NULL, subject = NULL, body = NULL"
+            )
+        again = await acceptor.accept(
+            Trigger(address="flow@mailrun.local", message_id="v1", sender="", subject="")
+        )
+        assert isinstance(again, Accepted) and again.dispatch_id == first.dispatch_id
+        assert reused(await acceptor.accept(mail("flow", message_id="v1")))
+
+
+async def test_an_approval_decision_cannot_take_a_mails_message_id(tmp_path: Path) -> None:
+    """An approval's id is ``approval:<id>:<decision>``: a mail that took it
+    first does not make the decision a duplicate; the approval stays pending."""
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        first = await acceptor.accept(mail("flow"))
+        assert isinstance(first, Accepted)
+        async with store.write() as db:
+            await db.execute(
+                "INSERT INTO approval (id, run_id, prompt, status, created_at)"
+                " VALUES ('apr_1', ?, 'ok?', 'pending', 0)",
+                (first.run_id,),
+            )
+
+        def decision(d: str) -> Trigger:
+            return Trigger(
+                kind="approval", approval_id="apr_1", decision=d,
+                message_id=f"approval:apr_1:{d}", subject=d, body=b'{"d":"%s"}' % d.encode(),
+            )  # fmt: skip
+
+        # The same id, subject and body as the decision, but a mail.
+        squat = msgspec.structs.replace(decision("approve"), kind="mail", approval_id=None,
+                                        decision=None, address="flow@mailrun.local")  # fmt: skip
+        assert isinstance(await acceptor.accept(squat), Accepted)
+        assert reused(await acceptor.accept(decision("approve")))
+        assert await query(store, "SELECT status FROM approval") == [("pending",)]
+        # The other decision has its own id; its retry is its first receipt.
+        rejected = await acceptor.accept(decision("reject"))
+        retried = await acceptor.accept(decision("reject"))
+        assert isinstance(rejected, Accepted) and isinstance(retried, Accepted)
+        assert retried.dispatch_id == rejected.dispatch_id and retried.duplicate
+        assert await query(store, "SELECT status, decision FROM approval") == [
+            ("decided", "reject")
+        ]
+
+
+async def test_a_refused_dispatchs_id_with_other_content_is_reuse(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "flow")
+        first = await acceptor.accept(mail("flow", message_id="late", body=b"x"))
+        assert isinstance(first, Accepted)
+        async with store.write() as db:
+            await db.execute(
+                "UPDATE workflow_run_dispatch SET status = 'cancelled',"
+                " last_error = 'workflow_run_terminal'"
+            )
+        assert reused(await acceptor.accept(mail("flow", message_id="late", body=b"y")))
+        exact = await acceptor.accept(mail("flow", message_id="late", body=b"x"))
+        assert isinstance(exact, RefusedByRun) and exact.dispatch_id == first.dispatch_id
 
 
 async def test_terminal_run_rejects_and_starts_nothing(tmp_path: Path) -> None:

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from hub.store.accept import Accepted
+from hub.store.accept import Accepted, Trigger, accept_triggers
 from hub.store.deployments import delete_deployment
 from runtime import (
     ApprovalRequested,
     DispatchProcessed,
     EventsAck,
+    FrameDecoder,
     MailSent,
     MintChild,
     Minted,
@@ -232,3 +233,44 @@ async def test_mail_sent_to_a_local_address_is_accepted_once(tmp_path: Path) -> 
         assert [tuple(r) for r in rows] == [
             (target.id, car.dep.address, "hi", b"hello", mail.event_id, "reserved")
         ]
+
+
+@pytest.mark.anyio
+async def test_mail_sent_under_a_reused_message_id_is_dead_lettered(tmp_path: Path) -> None:
+    """The event id is the mail's message id: if the target holds it for other
+    content, the mail is not delivered, the event is acknowledged all the same
+    (the outbox moves on) and the refusal is kept as a dead letter."""
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1, "sender")
+        target = await deploy(hub.store, "target")
+        mail = MailSent(
+            event_id=new_id("evt"), run_id=r1.run_id, to=target.address, subject="hi", body=b"x"
+        )
+        squat = Trigger(address=target.address, message_id=mail.event_id, subject="hi", body=b"x")
+        async with hub.store.write() as db:  # the same id, taken first by another sender
+            (taken,), _ = await accept_triggers(db, [squat])
+        assert isinstance(taken, Accepted)
+        later = MailSent(
+            event_id=new_id("evt"), run_id=r1.run_id, to=target.address, subject="ok", body=b"y"
+        )
+        ack = await send(car, mail, later)
+        assert isinstance(ack, EventsAck) and ack.ids == [mail.event_id, later.event_id]
+        rows = await hub.all(
+            "SELECT message_id, sender, subject FROM workflow_run_dispatch"
+            " WHERE deployment_id = ? ORDER BY seq",
+            target.id,
+        )
+        assert [tuple(r) for r in rows] == [
+            (mail.event_id, None, "hi"),
+            (later.event_id, car.dep.address, "ok"),
+        ]
+        letter = await hub.one("SELECT source, reason, deployment_id, data FROM dead_letter")
+        assert (letter["source"], letter["reason"], letter["deployment_id"]) == (
+            "events",
+            f"message_id_reused: {car.dep.id}",
+            car.dep.id,
+        )
+        assert FrameDecoder(MailSent).decode(bytes(letter["data"])) == mail
+        # The frame again (a lost ack): acknowledged, nothing more stored.
+        assert isinstance(await send(car, mail), EventsAck)
+        assert len(await hub.all("SELECT id FROM dead_letter")) == 1
