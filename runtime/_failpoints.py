@@ -5,8 +5,10 @@ Configured once per process from ``MAILRUN_FAILPOINTS``, e.g.::
     MAILRUN_FAILPOINTS="hub.after_dispatch_commit=crash;sidecar.after_inbox_commit=sleep(200)"
 
 Actions: ``crash`` (``os._exit(86)``, no cleanup, like SIGKILL), ``sleep(ms)``,
-``raise`` (:class:`FailpointError`), ``pause(path)`` (wait until ``path``
-exists, so a test can interleave two parties deterministically). An action
+``raise`` (:class:`FailpointError`), ``pause(path)`` (create
+``<path>.reached``, then wait until ``path`` exists: a test waits for the
+first file, lets the other party act, and creates the second, so two
+parties interleave deterministically). An action
 may be prefixed ``N*`` to fire only on the first N hits (``1*crash``).
 Unset, a failpoint costs one dict lookup on an empty dict.
 """
@@ -79,6 +81,7 @@ def failpoint(name: str) -> None:
     if point.action == "sleep":
         time.sleep(int(point.arg) / 1000)
     elif point.action == "pause":
+        _reached(point.arg)
         while not os.path.exists(point.arg):
             time.sleep(0.005)
     else:
@@ -95,11 +98,18 @@ async def afailpoint(name: str) -> None:
     if point.action == "sleep":
         await anyio.sleep(int(point.arg) / 1000)
     elif point.action == "pause":
+        _reached(point.arg)
         # The waited-for file comes from another process: no event to wait on.
         while not await anyio.Path(point.arg).exists():  # noqa: ASYNC110
             await anyio.sleep(0.005)
     else:
         _fire(name, point)
+
+
+def _reached(gate: str) -> None:
+    # Tiny and local: written in place, not worth a thread hop.
+    with open(f"{gate}.reached", "a"):
+        pass
 
 
 def _fire(name: str, point: _Action) -> None:

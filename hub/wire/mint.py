@@ -20,6 +20,7 @@ from runtime import (
     Reason,
     Refused,
     RunStatus,
+    afailpoint,
     anchor_is_live,
     is_live,
     is_terminal,
@@ -62,6 +63,9 @@ class MintHandler:
         dep = session.deployment_id
         if not req.request_id:
             return Refused(reason=Reason.INVALID_REQUEST, detail="request_id is required")
+        # Admitted, not created: the parent may end or its deployment be
+        # deleted here; the fence and the conditional INSERT see to that.
+        await afailpoint("hub.mint.before_claim")
         async with self._store.write() as db:
             await fence(db, dep, req.owner_epoch)
             async with db.execute(

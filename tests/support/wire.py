@@ -139,6 +139,7 @@ class Sidecar:
     dep: Dep
     transport: Transport | None = None  # default: a connection to the hub's bus
     instance_id: str = field(default_factory=lambda: new_id("ins"))
+    home: str = ""  # "": a sidecar of an earlier release (its instance id stands for it)
     timeout: float = 5.0
     welcome: Welcome | None = None
 
@@ -160,6 +161,7 @@ class Sidecar:
             deployment_id=self.dep.id,
             instance_id=self.instance_id,
             public_key=self.dep.public_key,
+            home=self.home,
             **kw,
         )
 
