@@ -73,7 +73,7 @@ class Up(HubClient):
         except psutil.NoSuchProcess:
             return []
 
-    def _find(self, *words: str) -> psutil.Process | None:
+    def find(self, *words: str) -> psutil.Process | None:
         for child in self.children():
             try:
                 argv = child.cmdline()
@@ -87,7 +87,7 @@ class Up(HubClient):
 
     async def pid_of(self, *words: str, timeout: float = 20.0) -> int:
         async def probe() -> int | None:
-            p = self._find(*words)
+            p = self.find(*words)
             return p.pid if p is not None else None
 
         return await wait_for(probe, timeout=timeout, what=f"process {words}")
