@@ -16,13 +16,20 @@ from runtime import (
     MailSent,
     RunCompleted,
     RunFailed,
+    RunSnapshot,
     RunStarted,
     read_restore_record,
 )
 from runtime.testing import MemoryBus
 from sidecar import HomeLocked, Sidecar, SidecarOptions
 from tests.support import wait_for
-from tests.support.sidecar import deployed_sidecar, fake_hub, mail, make_deployment, running_sidecar
+from tests.support.sidecar import (
+    deployed_sidecar,
+    fake_hub,
+    mail,
+    make_deployment,
+    running_sidecar,
+)
 
 
 def seen(events: list[DispatchProcessed]) -> list[dict[str, object]]:
@@ -404,3 +411,37 @@ async def test_takeover_is_asked_for_on_the_first_hello_only(tmp_path: Path) -> 
         await wait_for(lambda: len(hub.welcomes) == 2)
     signed = [h for h in hub.hellos if h.nonce is not None]
     assert [h.takeover for h in signed] == [True, False]
+
+
+@pytest.mark.anyio
+async def test_a_takeover_starts_from_the_hubs_state_even_after_a_failed_first_try(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    first, second, third = mail(dep, 1, "one"), mail(dep, 2, "two"), mail(dep, 3, "three")
+    # This disk processed all three; the hub applied only the first (the
+    # others' events never left: the hub refused them).
+    async with deployed_sidecar(dep) as (hub, _):
+        assert (await hub.deliver(first)).result == "stored"
+        await hub.wait_events(DispatchProcessed, 1)
+        hub.refuse_events = ["store_unavailable"] * 1000
+        for frame in (second, third):
+            assert (await hub.deliver(frame)).result == "stored"
+        await wait_for(lambda: dep.query("SELECT count(*) FROM outbox WHERE acked = 0")[0][0] > 0)
+    (applied,) = hub.of_kind(DispatchProcessed)
+    run_id = applied.run_id
+    # Taken over from another home: the first welcome says so, and its state
+    # request fails; the second welcome does not say so, and it adopts anyway.
+    snapshot = RunSnapshot(run_id=run_id, status="running", state=applied.state, last_seq=1)
+    async with deployed_sidecar(
+        dep, from_hub=1, refuse_state=1, states=[snapshot], floor_seq=1
+    ) as (hub, car):
+        assert len(hub.welcomes) == 2
+        assert car.link is not None and car.link.session is not None
+        assert car.link.session.session_id == hub.welcomes[1].session_id
+        assert dep.query("SELECT count(*) FROM outbox WHERE acked = 0") == [(0,)]
+        for frame in (second, third):
+            assert (await hub.deliver(frame)).result == "duplicate"
+        await hub.wait_events(DispatchProcessed, 2)
+        latest = max(hub.of_kind(DispatchProcessed), key=lambda e: e.seq or 0)
+        assert [s["subject"] for s in latest.state["seen"]] == ["one", "two", "three"]

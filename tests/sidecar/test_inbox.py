@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime import DispatchProcessed, encode, new_id
+from runtime import DispatchProcessed, RunSnapshot, encode, new_id
 from sidecar import Inbox, InboxConflict
 from sidecar._envelope import Envelope
-from sidecar._inbox import Commit
+from sidecar._inbox import ADOPT_MARK, Commit
 
 
 @pytest.fixture
@@ -111,3 +111,39 @@ async def test_raising_the_floor_skips_settled_envelopes(inbox: Inbox) -> None:
     assert await inbox.next_batch(64) == []  # seq 4 is missing
     await inbox.store([env(4)])
     assert [p.seq for p in await inbox.next_batch(64)] == [4, 5]
+
+
+@pytest.mark.anyio
+async def test_adopting_the_hubs_state_replaces_the_runs_and_drops_the_unshipped(
+    inbox: Inbox,
+) -> None:
+    # A copied disk: run_a processed up to seq 3 here, with its events unshipped;
+    # the hub applied only seq 1 and 2 of it (state {"n": 2}).
+    e1, e2, e3, e4 = env(1), env(2), env(3), env(4)
+    await inbox.store([e1, e2, e3, e4])
+    event = DispatchProcessed(
+        event_id=new_id("evt"), run_id="run_a", dispatch_id=e3.dispatch_id, seq=3
+    )
+    await inbox.commit(
+        Commit(
+            run_id="run_a",
+            status="running",
+            consumed=consumed([e1, e2, e3]),
+            state={"n": 3},
+            events=[event],
+        )
+    )
+    await inbox.set_meta(ADOPT_MARK, 1)
+    hub = [
+        RunSnapshot(run_id="run_a", status="running", state={"n": 2}, last_seq=2),
+        RunSnapshot(run_id="run_b", status="pending"),
+    ]
+    await inbox.adopt(hub, floor=2)
+    record = await inbox.load_run("run_a")
+    assert (record.status, record.state, record.last_seq) == ("running", {"n": 2}, 2)
+    assert (await inbox.load_run("run_b")).status is None  # not started anywhere
+    assert await inbox.unacked(10) == []
+    assert inbox.last_seq == 2
+    # seq 3 is processed again from the hub's state, then seq 4.
+    assert [p.seq for p in await inbox.next_batch(64)] == [3, 4]
+    assert await inbox.get_meta(ADOPT_MARK) is None

@@ -36,7 +36,10 @@ from runtime import (
     RestartPolicy,
     RestoreRecord,
     RunEvents,
+    RunSnapshot,
+    RunStates,
     Sources,
+    StateGet,
     Subjects,
     Transport,
     Welcome,
@@ -195,6 +198,7 @@ _HELLO: FrameDecoder[Hello] = FrameDecoder(Hello)
 _RUNEVENTS: FrameDecoder[RunEvents] = FrameDecoder(RunEvents)
 _BLOBGET: FrameDecoder[BlobGet] = FrameDecoder(BlobGet)
 _MINTCHILD: FrameDecoder[MintChild] = FrameDecoder(MintChild)
+_STATEGET: FrameDecoder[StateGet] = FrameDecoder(StateGet)
 
 
 @dataclass
@@ -218,6 +222,11 @@ class FakeHub:
     events: dict[str, Event] = field(default_factory=dict)
     batches: int = 0
     minted: dict[str, str] = field(default_factory=dict)
+    from_hub: int = 0
+    """How many welcomes (the next ones) say ``from_hub``."""
+    states: list[RunSnapshot] = field(default_factory=list)
+    refuse_state: int = 0
+    """How many ``hub.state`` requests (the next ones) are refused."""
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         handlers: list[tuple[str, Callable[[bytes], Awaitable[Any]]]] = [
@@ -225,6 +234,7 @@ class FakeHub:
             (self.subjects.events, self._events),
             (self.subjects.blob, self._blob),
             (self.subjects.mint, self._mint),
+            (self.subjects.state, self._state),
         ]
         async with anyio.create_task_group() as tg:
             for subject, handler in handlers:
@@ -255,7 +265,9 @@ class FakeHub:
             owner_epoch=self.epoch,
             hub_boot_id=self.boot_id,
             floor_seq=self.floor_seq,
+            from_hub=self.from_hub > 0,
         )
+        self.from_hub = max(0, self.from_hub - 1)
         self.welcomes.append(welcome)
         return welcome
 
@@ -281,6 +293,14 @@ class FakeHub:
         if self.corrupt_blobs and get.offset == 0:
             chunk = bytes([chunk[0] ^ 0xFF]) + chunk[1:]
         return BlobChunk(digest=get.digest, offset=get.offset, size=len(blob), data=chunk)
+
+    async def _state(self, data: bytes) -> Any:
+        get = _STATEGET.decode(data)
+        assert get.session_id in {w.session_id for w in self.welcomes}
+        if self.refuse_state > 0:
+            self.refuse_state -= 1
+            return Refused(reason="store_unavailable")
+        return RunStates(runs=self.states, floor_seq=self.floor_seq)
 
     async def _mint(self, data: bytes) -> Any:
         mint = _MINTCHILD.decode(data)
