@@ -430,6 +430,7 @@ async def test_a_takeover_starts_from_the_hubs_state_even_after_a_failed_first_t
         await wait_for(lambda: dep.query("SELECT count(*) FROM outbox WHERE acked = 0")[0][0] > 0)
     (applied,) = hub.of_kind(DispatchProcessed)
     run_id = applied.run_id
+    stale = {row[0] for row in dep.query("SELECT event_id FROM outbox WHERE acked = 0")}
     # Taken over from another home: the first welcome says so, and its state
     # request fails; the second welcome does not say so, and it adopts anyway.
     snapshot = RunSnapshot(run_id=run_id, status="running", state=applied.state, last_seq=1)
@@ -445,3 +446,5 @@ async def test_a_takeover_starts_from_the_hubs_state_even_after_a_failed_first_t
         await hub.wait_events(DispatchProcessed, 2)
         latest = max(hub.of_kind(DispatchProcessed), key=lambda e: e.seq or 0)
         assert [s["subject"] for s in latest.state["seen"]] == ["one", "two", "three"]
+        # What this disk did that the hub never applied was dropped, not sent.
+        assert stale and not stale & hub.events.keys()
