@@ -108,6 +108,7 @@ def test_deployments_prints_an_aligned_table(stub: Stub) -> None:
                     pending=2,
                     oldest_wait=12.34,
                     pending_dispatches=3,
+                    stuck=2,
                     quarantined=1,
                 ),
                 deployment(DEP_B, "a-much-longer-name", status="deleted"),
@@ -126,6 +127,7 @@ def test_deployments_prints_an_aligned_table(stub: Stub) -> None:
         "PENDING",
         "OLDEST-WAIT",
         "UNPROCESSED",
+        "STUCK",
         "QUARANTINED",
     ]
     assert lines[1].split() == [
@@ -137,6 +139,7 @@ def test_deployments_prints_an_aligned_table(stub: Stub) -> None:
         "2",
         "12.3s",
         "3",
+        "2",
         "1",
     ]
     assert lines[2].split()[:3] == ["a-much-longer-name", DEP_B, "deleted"]
