@@ -47,7 +47,8 @@ class DispatchConfig:
     and overdue deliveries looked for."""
     redeliver_after: float = DEFAULT_REDELIVER_AFTER
     """A dispatch delivered this long ago (seconds) and not processed is sent
-    again; only each deployment's first ``window`` delivered ones are looked at."""
+    again; only the ``window`` seqs from each deployment's lowest open one are
+    looked at (:mod:`hub.wire.redelivery`)."""
     redelivery_memory: int = 10_000
     """Re-sent, unprocessed dispatches remembered for health (oldest forgotten first)."""
 

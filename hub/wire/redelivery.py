@@ -15,11 +15,12 @@ cheap for a deployment whose handler is merely slow:
 
 - the bound counts from the latest delivery, so a dispatch is re-sent at
   most once per bound;
-- only the first ``window`` delivered dispatches of a deployment (in seq
-  order) are looked at: the sidecar takes them in that order, so the head is
-  what holds the rest back. A slow handler with a long backlog costs at most
-  ``window`` duplicate frames per bound, not the backlog; a lost range is
-  recovered a window at a time, each as soon as the one before is processed.
+- only a deployment's head is looked at: the ``window`` seqs from its lowest
+  open (reserved or delivered) one. The sidecar takes dispatches in seq
+  order, so the head is what holds the rest back. A slow handler with a long
+  backlog costs at most ``window`` duplicate frames per bound, not the
+  backlog; a lost range is recovered a window at a time, each as soon as the
+  one before is processed.
 
 A run waiting on an approval holds its items on purpose (``holds_items``):
 its dispatches are never overdue.
@@ -39,22 +40,28 @@ from ..store import DispatchStatus, Store
 
 _HELD = tuple(s.value for s in RunStatus if holds_items(s))
 _HELD_MARKS = ",".join("?" * len(_HELD))
-_NO_SEQ = 2**63 - 1
+_HELD_NAMES = ",".join(f":held{i}" for i in range(len(_HELD)))
+_NO_SEQ = 2**62  # above any seq, and no overflow when the window is added
 
 # Driven by the live deployments, each an index range of dispatch_pending
 # (deployment_id, status, seq): the cost is the number of live deployments
-# times ``window``, however many dispatches the table holds.
+# times ``window``, however many dispatches the table holds. The head is
+# counted from the lowest open seq, reserved or delivered, so a head just
+# put back (reserved until its lane sends it) still covers the seqs behind
+# it: they are never mistaken for the head meanwhile.
 _OVERDUE = f"""
 SELECT d.id, d.deployment_id, d.seq, d.delivered_at
 FROM deployment dep CROSS JOIN workflow_run_dispatch d
 LEFT JOIN workflow_run r ON r.id = d.run_id
 WHERE dep.deleted_at IS NULL
-  AND d.deployment_id = dep.id AND d.status = ?
-  AND d.seq <= COALESCE((SELECT x.seq FROM workflow_run_dispatch x
-                         WHERE x.deployment_id = dep.id AND x.status = ?
-                         ORDER BY x.seq LIMIT 1 OFFSET ?), {_NO_SEQ})
-  AND d.delivered_at < ?
-  AND (r.status IS NULL OR r.status NOT IN ({_HELD_MARKS}))
+  AND d.deployment_id = dep.id AND d.status = :delivered
+  AND d.seq < :window + MIN(
+        COALESCE((SELECT MIN(x.seq) FROM workflow_run_dispatch x
+                  WHERE x.deployment_id = dep.id AND x.status = :reserved), {_NO_SEQ}),
+        COALESCE((SELECT MIN(x.seq) FROM workflow_run_dispatch x
+                  WHERE x.deployment_id = dep.id AND x.status = :delivered), {_NO_SEQ}))
+  AND d.delivered_at < :before
+  AND (r.status IS NULL OR r.status NOT IN ({_HELD_NAMES}))
 ORDER BY d.deployment_id, d.seq
 """
 
@@ -84,11 +91,20 @@ class Overdue:
     delivered_at: float
 
 
+def overdue_params(window: int, before: float) -> dict[str, object]:
+    return {
+        "delivered": DispatchStatus.DELIVERED.value,
+        "reserved": DispatchStatus.RESERVED.value,
+        "window": window,
+        "before": before,
+        **{f"held{i}": status for i, status in enumerate(_HELD)},
+    }
+
+
 async def find_overdue(store: Store, *, window: int, before: float) -> list[Overdue]:
-    """The overdue dispatches among each live deployment's first ``window``
-    delivered ones (delivered before ``before``), in seq order."""
-    delivered = DispatchStatus.DELIVERED.value
-    params = (delivered, delivered, window - 1, before, *_HELD)
+    """The dispatches delivered before ``before`` and not processed, among the
+    ``window`` seqs from each live deployment's lowest open one, in seq order."""
+    params = overdue_params(window, before)
     async with store.db.execute(_OVERDUE, params) as cur:
         rows = await cur.fetchall()
     return [Overdue(r[0], r[1], r[2], r[3]) for r in rows]
