@@ -9,13 +9,14 @@ its transaction committed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,7 +44,7 @@ from runtime import (
 from ._errors import HubError
 from .api import ApiSettings, HttpServer, bind_socket, create_app
 from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store
-from .wire import run_wire
+from .wire import DispatchConfig, WireConfig, run_wire
 
 log = logging.getLogger("mailrun.hub")
 
@@ -59,6 +60,7 @@ class HubConfig:
     domain: str = DEFAULT_MAIL_DOMAIN
     max_body: int = DEFAULT_MAX_BODY
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+    wire: WireConfig = field(default_factory=WireConfig)
 
 
 class WireSide(Protocol):
@@ -72,10 +74,12 @@ class WireSide(Protocol):
 
     def deployment_health(self, deployment_id: str) -> Mapping[str, Any]: ...
 
+    def metrics(self) -> str: ...
+
 
 WireFactory = Callable[..., Coroutine[Any, Any, None]]
 """``run_wire``-shaped: keyword arguments store, transport, subjects, boot_id,
-task_status; reports a :class:`WireSide` through ``task_status.started``."""
+config, task_status; reports a :class:`WireSide` through ``task_status.started``."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ async def serve_hub(
                     transport=transport,
                     subjects=Subjects(config.subject_prefix),
                     boot_id=boot_id,
+                    config=config.wire,
                 )
                 side: WireSide = await tg.start(start_wire)
                 acceptor.on_accepted = side.on_accepted
@@ -140,6 +145,7 @@ async def serve_hub(
                     health_extra=side.health,
                     deployment_extra=side.deployment_health,
                     on_deleted=side.on_deleted,
+                    metrics_extra=side.metrics,
                 )
                 http = HttpServer(app, sock)
                 await tg.start(http.run)
@@ -176,6 +182,7 @@ def run_hub_cli(
     subject_prefix: str | None = None,
     domain: str | None = None,
     max_body: int | None = None,
+    redeliver_after: float | None = None,
 ) -> None:
     """Run the hub in this process until SIGTERM/SIGINT (``mailrun hub``, ``python -m hub``)."""
     configure_logging()
@@ -190,6 +197,9 @@ def run_hub_cli(
         domain=domain or DEFAULT_MAIL_DOMAIN,
         max_body=max_body or DEFAULT_MAX_BODY,
     )
+    if redeliver_after is not None:
+        dispatch = DispatchConfig(redeliver_after=redeliver_after)
+        config = dataclasses.replace(config, wire=WireConfig(dispatch=dispatch))
     try:
         anyio.run(functools.partial(serve_hub, config, handle_signals=True))
     except (HubError, OSError) as exc:

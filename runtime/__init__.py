@@ -20,10 +20,12 @@ from ._config import DEFAULT_MAIL_DOMAIN as DEFAULT_MAIL_DOMAIN
 from ._config import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
 from ._config import DEFAULT_NATS_PORT as DEFAULT_NATS_PORT
 from ._config import DEFAULT_NATS_URL as DEFAULT_NATS_URL
+from ._config import DEFAULT_REDELIVER_AFTER as DEFAULT_REDELIVER_AFTER
 from ._config import DEFAULT_SUBJECT_PREFIX as DEFAULT_SUBJECT_PREFIX
 from ._config import HUB_URL_ENV as HUB_URL_ENV
 from ._config import LOG_LEVEL_ENV as LOG_LEVEL_ENV
 from ._config import LOOPBACK as LOOPBACK
+from ._config import REDELIVER_AFTER_ENV as REDELIVER_AFTER_ENV
 from ._config import HostPort as HostPort
 from ._config import SidecarExit as SidecarExit
 from ._config import parse_host_port as parse_host_port
@@ -104,6 +106,7 @@ from ._runstate import DeploymentStatus as DeploymentStatus
 from ._runstate import RunStatus as RunStatus
 from ._runstate import accepts_trigger as accepts_trigger
 from ._runstate import anchor_is_live as anchor_is_live
+from ._runstate import holds_items as holds_items
 from ._runstate import is_live as is_live
 from ._runstate import is_terminal as is_terminal
 from ._signals import cancel_on_signals as cancel_on_signals
@@ -124,12 +127,14 @@ __all__ = [
     "DEFAULT_MAX_BODY",
     "DEFAULT_NATS_PORT",
     "DEFAULT_NATS_URL",
+    "DEFAULT_REDELIVER_AFTER",
     "DEFAULT_SUBJECT_PREFIX",
     "FORMAT_VERSION",
     "HUB_URL_ENV",
     "INLINE_BODY_LIMIT",
     "LOG_LEVEL_ENV",
     "LOOPBACK",
+    "REDELIVER_AFTER_ENV",
     "SUPPORTED_FORMATS",
     "Ack",
     "AckResult",
@@ -209,6 +214,7 @@ __all__ = [
     "failpoint",
     "generate_keypair",
     "hello_message",
+    "holds_items",
     "is_id",
     "is_live",
     "is_terminal",

@@ -26,6 +26,10 @@ DEFAULT_SUBJECT_PREFIX: Final = "mailrun"
 DEFAULT_MAIL_DOMAIN: Final = "mailrun.local"
 DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
 
+# Seconds a dispatch may stay delivered and unprocessed before the hub sends it again.
+DEFAULT_REDELIVER_AFTER: Final = 30.0
+REDELIVER_AFTER_ENV: Final = "MAILRUN_REDELIVER_AFTER"
+
 LOG_LEVEL_ENV: Final = "MAILRUN_LOG_LEVEL"
 DEFAULT_LOG_LEVEL: Final = "INFO"
 

@@ -23,6 +23,7 @@ class DeploymentStatus(StrEnum):
 
 _TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 _LIVE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
+_HOLDING = frozenset({RunStatus.WAITING})
 # Release 1 marked a live anchor 'running'; migration rewrites it, but a
 # reader must not call such a deployment dead before that happens.
 _LIVE_ANCHOR = frozenset({DeploymentStatus.DEPLOYED.value, "running"})
@@ -36,6 +37,15 @@ def is_terminal(status: str) -> bool:
 def is_live(status: str) -> bool:
     """A run that can still make progress."""
     return status in _LIVE
+
+
+def holds_items(status: str) -> bool:
+    """A run that keeps the items delivered to it unprocessed on purpose.
+
+    A run waiting on an approval holds what arrives until the decision
+    (DESIGN section 5), so its delivered items are not overdue, however old.
+    """
+    return status in _HOLDING
 
 
 def accepts_trigger(status: str | None) -> bool:

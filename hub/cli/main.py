@@ -23,7 +23,9 @@ from runtime import (
     DEFAULT_MAIL_DOMAIN,
     DEFAULT_MAX_BODY,
     DEFAULT_NATS_URL,
+    DEFAULT_REDELIVER_AFTER,
     DEFAULT_SUBJECT_PREFIX,
+    REDELIVER_AFTER_ENV,
     cancel_on_signals,
     parse_host_port,
     unwrapping_groups,
@@ -135,6 +137,16 @@ def demo() -> None:
     type=click.IntRange(min=1),
     help=f"Largest mail body in bytes (default {DEFAULT_MAX_BODY}).",
 )
+@click.option(
+    "--redeliver-after",
+    type=click.FloatRange(min=0, min_open=True),
+    envvar=REDELIVER_AFTER_ENV,
+    help=(
+        "Send a dispatch again when it was delivered this many seconds ago and is still"
+        f" not processed (default {DEFAULT_REDELIVER_AFTER:g}; env {REDELIVER_AFTER_ENV},"
+        " which `mailrun up` passes on to its hub)."
+    ),
+)
 def hub_cmd(
     state_dir: Path,
     http: str,
@@ -143,6 +155,7 @@ def hub_cmd(
     subject_prefix: str | None,
     domain: str | None,
     max_body: int | None,
+    redeliver_after: float | None,
 ) -> None:
     """Run the hub alone, in this process.
 
@@ -157,6 +170,7 @@ def hub_cmd(
         subject_prefix=subject_prefix,
         domain=domain,
         max_body=max_body,
+        redeliver_after=redeliver_after,
     )
 
 

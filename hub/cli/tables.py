@@ -53,6 +53,7 @@ def seconds(value: object) -> str:
 def deployments_table(deployments: Sequence[Mapping[str, Any]]) -> str:
     """PENDING: accepted, not yet delivered to the sidecar; OLDEST-WAIT: how long
     the oldest of those has waited; UNPROCESSED: delivered or not, not yet processed;
+    STUCK: sent again for not being processed, and still not processed;
     QUARANTINED: envelopes the sidecar could not read (see the hub's dead letters)."""
     return table(
         [
@@ -64,6 +65,7 @@ def deployments_table(deployments: Sequence[Mapping[str, Any]]) -> str:
             "PENDING",
             "OLDEST-WAIT",
             "UNPROCESSED",
+            "STUCK",
             "QUARANTINED",
         ],
         [
@@ -76,6 +78,7 @@ def deployments_table(deployments: Sequence[Mapping[str, Any]]) -> str:
                 d.get("pending"),
                 seconds(d.get("oldest_wait")),
                 d.get("pending_dispatches"),
+                d.get("stuck"),
                 d.get("quarantined"),
             ]
             for d in deployments

@@ -40,6 +40,7 @@ class DeploymentView(msgspec.Struct, kw_only=True):
     # Filled from the wire side's memory by the HTTP layer (``Wire.deployment_health``).
     connected: bool = False
     last_error: str | None = None
+    stuck: int = 0  # dispatches sent again for not being processed, still unprocessed
 
 
 class RunView(msgspec.Struct, kw_only=True):

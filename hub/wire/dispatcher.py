@@ -5,7 +5,9 @@ reserved dispatches, sleeps on a :class:`~runtime.Wakeup` when it has none
 (bursts of wakeups coalesce into one round), and backs off with jitter after
 a round with failures. A new hello cuts the backoff short: the sidecar is back.
 Rows are never removed from the queue by the sender, only marked, so a
-dispatch is never skipped or lost whatever the bus does.
+dispatch is never skipped or lost whatever the bus does. A sweep
+(:mod:`hub.wire.redelivery`) puts a dispatch delivered but not processed
+within ``redeliver_after`` back in that queue and wakes its lane.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import Backoff, Subjects, Transport, Wakeup
+from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, Wakeup
 
 from ..store import DispatchStatus, Store
+from .redelivery import Redeliveries, Resent, find_overdue, put_back, still_open
 from .rounds import load_reserved, send_round, settle
 from .sessions import Session, SessionTable
 
@@ -40,7 +43,14 @@ class DispatchConfig:
     backoff: Backoff = Backoff(0.05, 2.0)
     """Between rounds of a lane whose last round failed."""
     census_interval: float = 1.0
-    """How often pending counts are refreshed (and idle lanes with work woken)."""
+    """How often pending counts are refreshed (and idle lanes with work woken),
+    and overdue deliveries looked for."""
+    redeliver_after: float = DEFAULT_REDELIVER_AFTER
+    """A dispatch delivered this long ago (seconds) and not processed is sent
+    again; only the ``window`` seqs from each deployment's lowest open one are
+    looked at (:mod:`hub.wire.redelivery`)."""
+    redelivery_memory: int = 10_000
+    """Re-sent, unprocessed dispatches remembered for health (oldest forgotten first)."""
 
 
 @dataclass(eq=False)
@@ -71,6 +81,7 @@ class Dispatcher:
         self._delays = config.backoff
         self._lanes: dict[str, _Lane] = {}
         self._pending: dict[str, tuple[int, float]] = {}
+        self._redeliveries = Redeliveries(config.redelivery_memory)
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def run(
@@ -80,6 +91,7 @@ class Dispatcher:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             tg.start_soon(self._census)
+            tg.start_soon(self._sweep)
             task_status.started()
 
     def wake(self, deployment_ids: Iterable[str]) -> None:
@@ -109,6 +121,17 @@ class Dispatcher:
         if lane is None or not lane.failures:
             return None
         return lane.last_error or "delivery failed"
+
+    def redelivered(self, deployment_id: str | None = None) -> list[Resent]:
+        """Dispatches re-sent and not processed since (of one deployment, or all)."""
+        if deployment_id is not None:
+            return self._redeliveries.of(deployment_id)
+        return list(self._redeliveries)
+
+    @property
+    def redelivered_total(self) -> int:
+        """Dispatches put back for re-sending since the hub started."""
+        return self._redeliveries.total
 
     def stats(self) -> dict[str, Any]:
         now = time.time()
@@ -150,6 +173,39 @@ class Dispatcher:
             except Exception:
                 log.exception("dispatch census failed")
             await anyio.sleep(self._config.census_interval)
+
+    async def _sweep(self) -> None:
+        while True:
+            try:
+                await self._redeliver()
+            except Exception:
+                log.exception("redelivery sweep failed")
+            await anyio.sleep(self._config.census_interval)
+
+    async def _redeliver(self) -> None:
+        config, now = self._config, time.time()
+        overdue = await find_overdue(
+            self._store, window=config.window, before=now - config.redeliver_after
+        )
+        resent = await put_back(self._store, overdue)
+        if resent:
+            self._redeliveries.record(resent, now)
+            by_dep: dict[str, list[int]] = {}
+            for row in resent:
+                by_dep.setdefault(row.deployment_id, []).append(row.seq)
+            for dep, seqs in by_dep.items():
+                log.warning(
+                    "%s: %d dispatch(es) delivered over %g s ago and not processed,"
+                    " sending again (seq %d..%d)",
+                    dep,
+                    len(seqs),
+                    config.redeliver_after,
+                    seqs[0],
+                    seqs[-1],
+                )
+            self.wake(by_dep)
+        if len(self._redeliveries):
+            self._redeliveries.keep(await still_open(self._store, self._redeliveries.ids()))
 
     async def _drive(self, lane: _Lane) -> None:
         dep, config = lane.deployment_id, self._config

@@ -13,13 +13,17 @@ a ``Ping`` after ``probe_after`` of silence, on its inbound subject. The
 sidecar answers ``Pong`` from its delivery loop without touching its inbox,
 so the probe costs one round trip and exercises the very path deliveries
 take: a wedged delivery loop shows as silence.
+
+A sidecar that answers but never processes shows in what the dispatcher had
+to send again (:mod:`hub.wire.redelivery`): a dispatch re-sent
+``stuck_resends`` times and still not processed is reported stuck.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +42,7 @@ from runtime import (
     encode,
 )
 
+from .redelivery import Resent
 from .sessions import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.health")
@@ -56,6 +61,9 @@ class HealthConfig:
     """... and so is one whose last this many delivery rounds all failed."""
     max_probes: int = 64
     """Probes in flight at once."""
+    stuck_resends: int = 3
+    """A dispatch sent again this many times for not being processed, and
+    still not processed, is stuck."""
 
 
 class Prober:
@@ -118,9 +126,13 @@ class Prober:
 
 
 def health_report(
-    sessions: SessionTable, dispatch: Mapping[str, Any], config: HealthConfig
+    sessions: SessionTable,
+    dispatch: Mapping[str, Any],
+    config: HealthConfig,
+    resent: Iterable[Resent] = (),
 ) -> dict[str, Any]:
-    """``/healthz``'s wire part from the session table and ``Dispatcher.stats()``."""
+    """``/healthz``'s wire part from the session table, ``Dispatcher.stats()``
+    and ``Dispatcher.redelivered()``."""
     now = time.time()
     pending: Mapping[str, Any] = dispatch.get("pending", {})
     lanes: Mapping[str, Any] = dispatch.get("lanes", {})
@@ -155,14 +167,45 @@ def health_report(
                 }
             )
     connected = sum(1 for row in rows if row["connected"])
+    stuck = stuck_report(resent, config, now)
     return {
-        "status": "degraded" if undeliverable else "ok",
+        "status": "degraded" if undeliverable or stuck else "ok",
         "connected_sidecars": connected,
         "disconnected_sidecars": len(rows) - connected,
         "sessions": rows,
         **dispatch,
         "undeliverable": undeliverable,
+        "stuck": stuck,
     }
+
+
+def stuck_report(
+    resent: Iterable[Resent], config: HealthConfig, now: float | None = None
+) -> list[dict[str, Any]]:
+    """Per deployment, its dispatches sent again ``stuck_resends`` times and
+    still not processed: how many, and the lowest in seq order (the sidecar
+    takes them in that order, so that one holds the others back)."""
+    now = time.time() if now is None else now
+    heads: dict[str, Resent] = {}
+    counts: dict[str, int] = {}
+    for entry in resent:
+        if entry.times < config.stuck_resends:
+            continue
+        dep = entry.deployment_id
+        counts[dep] = counts.get(dep, 0) + 1
+        if dep not in heads or entry.seq < heads[dep].seq:
+            heads[dep] = entry
+    return [
+        {
+            "deployment_id": dep,
+            "count": counts[dep],
+            "dispatch_id": head.dispatch_id,
+            "seq": head.seq,
+            "redelivered": head.times,
+            "stuck_for": round(max(0.0, now - head.first_at), 3),
+        }
+        for dep, head in sorted(heads.items())
+    ]
 
 
 def _stuck(
@@ -184,3 +227,18 @@ def _stuck(
             return str(lane_error)
         return "no sidecar session" if session is None else "delivery falling behind"
     return None
+
+
+def redelivery_metrics(redelivered_total: int, stuck: int) -> str:
+    """The wire side's families for ``GET /metrics`` (Prometheus text)."""
+    families = [
+        ("mailrun_dispatch_redelivered_total", "counter",
+         "Delivered dispatches sent again because they were not processed in time"
+         " (since the hub started).", redelivered_total),
+        ("mailrun_dispatch_stuck", "gauge",
+         "Dispatches sent again stuck_resends times and still not processed.", stuck),
+    ]  # fmt: skip
+    lines: list[str] = []
+    for name, kind, help_, value in families:
+        lines += [f"# HELP {name} {help_}", f"# TYPE {name} {kind}", f"{name} {value}"]
+    return "\n".join(lines) + "\n"

@@ -39,7 +39,7 @@ from ..store import Store
 from .blobs import GC_INTERVAL, BlobCollector, BlobHandler
 from .dispatcher import DispatchConfig, Dispatcher
 from .events import EventsHandler
-from .health import HealthConfig, Prober, health_report
+from .health import HealthConfig, Prober, health_report, redelivery_metrics, stuck_report
 from .mint import MintHandler
 from .ownership import OWNER_LEASE
 from .sessions import NONCE_TTL, HelloHandler, SessionTable
@@ -117,15 +117,26 @@ class Wire:
         self._notices.fenced(deployment_id, 0, Reason.DEPLOYMENT_NOT_LIVE)
 
     def health(self) -> dict[str, Any]:
-        return health_report(self.sessions, self.dispatcher.stats(), self._health)
+        dispatcher = self.dispatcher
+        return health_report(
+            self.sessions, dispatcher.stats(), self._health, dispatcher.redelivered()
+        )
 
     def deployment_health(self, deployment_id: str) -> dict[str, Any]:
-        """What a deployment's JSON adds from memory: ``connected``, ``last_error``."""
+        """What a deployment's JSON adds from memory: ``connected``,
+        ``last_error``, ``stuck`` (its dispatches that stay unprocessed)."""
         silence = self.sessions.silence(deployment_id)
+        stuck = stuck_report(self.dispatcher.redelivered(deployment_id), self._health)
         return {
             "connected": silence is not None and silence < self._health.stale_after,
             "last_error": self.dispatcher.last_error(deployment_id),
+            "stuck": stuck[0]["count"] if stuck else 0,
         }
+
+    def metrics(self) -> str:
+        """``GET /metrics``'s wire part (Prometheus text)."""
+        stuck = stuck_report(self.dispatcher.redelivered(), self._health)
+        return redelivery_metrics(self.dispatcher.redelivered_total, sum(s["count"] for s in stuck))
 
 
 async def run_wire(

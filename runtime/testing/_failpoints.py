@@ -21,3 +21,10 @@ def configure_failpoints(spec: str) -> None:
     A malformed spec raises ValueError and leaves the active ones as they were.
     """
     _failpoints._points = _failpoints.parse(spec)
+
+
+def failpoint_spent(name: str) -> bool:
+    """Whether ``name``, configured to fire N times (``N*action``), has fired
+    all N: a test waits on this to know a party has reached a ``1*pause``."""
+    point = _failpoints._points.get(name)
+    return point is not None and point.remaining == 0

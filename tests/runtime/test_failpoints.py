@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from runtime import FailpointError, afailpoint, failpoint
-from runtime.testing import CRASH_EXIT_CODE, configure_failpoints
+from runtime.testing import CRASH_EXIT_CODE, configure_failpoints, failpoint_spent
 from tests.support import REPO
 
 
@@ -37,8 +37,10 @@ def test_malformed_specs_are_refused(spec: str) -> None:
 def test_raise_fires_only_the_given_number_of_times() -> None:
     configure_failpoints("a.b=2*raise; other=sleep(1)")
     for _ in range(2):
+        assert not failpoint_spent("a.b")
         with pytest.raises(FailpointError, match=r"a\.b"):
             failpoint("a.b")
+    assert failpoint_spent("a.b") and not failpoint_spent("not.configured")
     failpoint("a.b")
     failpoint("not.configured")
 
@@ -65,6 +67,7 @@ async def test_pause_waits_for_its_file(tmp_path: Path) -> None:
         with anyio.move_on_after(0.05):
             await passed.wait()
         assert not passed.is_set()
+        assert not failpoint_spent("p"), "fires on every hit: never spent"
         gate.touch()
         with anyio.fail_after(5):
             await passed.wait()

@@ -13,6 +13,7 @@ from runtime import (
     HubKey,
     RecordDecodeError,
     RestoreRecord,
+    RunStatus,
     SignatureError,
     Sources,
     accepts_trigger,
@@ -20,6 +21,7 @@ from runtime import (
     decode_restore_record,
     generate_keypair,
     hello_message,
+    holds_items,
     is_id,
     is_live,
     is_terminal,
@@ -65,6 +67,8 @@ def test_classifier() -> None:
     assert accepts_trigger(None)
     assert anchor_is_live("deployed") and anchor_is_live("running")
     assert not anchor_is_live("deleted")
+    # Only a run waiting on an approval keeps its delivered items unprocessed.
+    assert [s for s in RunStatus if holds_items(s)] == ["waiting"]
 
 
 def _record() -> RestoreRecord:

@@ -26,6 +26,7 @@ from click.testing import CliRunner
 from hub._client import AsyncHubClient
 from hub._errors import HubResponseError, HubUnreachable
 from hub.cli.main import main
+from runtime import REDELIVER_AFTER_ENV
 
 DEP_A = "dep_" + "a" * 26
 DEP_B = "dep_" + "b" * 26
@@ -107,6 +108,7 @@ def test_deployments_prints_an_aligned_table(stub: Stub) -> None:
                     pending=2,
                     oldest_wait=12.34,
                     pending_dispatches=3,
+                    stuck=2,
                     quarantined=1,
                 ),
                 deployment(DEP_B, "a-much-longer-name", status="deleted"),
@@ -125,6 +127,7 @@ def test_deployments_prints_an_aligned_table(stub: Stub) -> None:
         "PENDING",
         "OLDEST-WAIT",
         "UNPROCESSED",
+        "STUCK",
         "QUARANTINED",
     ]
     assert lines[1].split() == [
@@ -136,6 +139,7 @@ def test_deployments_prints_an_aligned_table(stub: Stub) -> None:
         "2",
         "12.3s",
         "3",
+        "2",
         "1",
     ]
     assert lines[2].split()[:3] == ["a-much-longer-name", DEP_B, "deleted"]
@@ -432,6 +436,7 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
     monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
     args = ["hub", "--state-dir", "/srv/hub", "--http", "0.0.0.0:9000", "--nats", "nats://n:4222"]
     args += ["--sidecar-root", "/srv/sc", "--subject-prefix", "mr", "--max-body", "1024"]
+    args += ["--redeliver-after", "2.5"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert calls == [
@@ -443,8 +448,26 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
             "subject_prefix": "mr",
             "domain": None,
             "max_body": 1024,
+            "redeliver_after": 2.5,
         }
     ]
+
+
+def test_hub_takes_the_redelivery_bound_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `mailrun up` passes its environment to the hub it starts: this is how a
+    # bound reaches a supervised hub.
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    args = ["hub", "--state-dir", "/srv/hub"]
+    result = CliRunner().invoke(main, args, env={REDELIVER_AFTER_ENV: "0.5"})
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, args, env={REDELIVER_AFTER_ENV: None})
+    assert result.exit_code == 0, result.output
+    assert [c["redeliver_after"] for c in calls] == [0.5, None]
+    result = CliRunner().invoke(main, [*args, "--redeliver-after", "0"])
+    assert result.exit_code == 2 and "not in the range x>0" in result.output
 
 
 def test_hub_lets_the_os_choose_port_0_where_up_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,7 +54,11 @@ async def test_an_idle_sidecar_is_probed_and_stays_connected(tmp_path: Path) -> 
         assert health["status"] == "ok" and health["undeliverable"] == []
         assert inbox.frames == [], "a probe is no mail"
         assert {p.session_id for p in inbox.pings} == {welcome.session_id}
-        assert hub.wire.deployment_health(dep.id) == {"connected": True, "last_error": None}
+        assert hub.wire.deployment_health(dep.id) == {
+            "connected": True,
+            "last_error": None,
+            "stuck": 0,
+        }
         tg.cancel_scope.cancel()
 
 
@@ -95,7 +99,11 @@ async def test_a_silent_sidecar_turns_disconnected_and_its_work_undeliverable(
         health = hub.wire.health()
         assert health["status"] == "ok" and health["undeliverable"] == []
         assert health["connected_sidecars"] == 1
-        assert hub.wire.deployment_health(dep.id) == {"connected": True, "last_error": None}
+        assert hub.wire.deployment_health(dep.id) == {
+            "connected": True,
+            "last_error": None,
+            "stuck": 0,
+        }
         rows = await hub.all("SELECT status FROM workflow_run_dispatch")
         assert [r["status"] for r in rows] == ["delivered"] * 3
         tg.cancel_scope.cancel()
@@ -119,4 +127,8 @@ async def test_work_without_any_sidecar_session_is_undeliverable_after_a_while(
         [stuck] = hub.wire.health()["undeliverable"]
         assert (stuck["pending"], stuck["connected"]) == (1, False)
         assert stuck["last_error"] == "no sidecar session" and stuck["oldest_wait"] > 0.3
-        assert hub.wire.deployment_health(dep.id) == {"connected": False, "last_error": None}
+        assert hub.wire.deployment_health(dep.id) == {
+            "connected": False,
+            "last_error": None,
+            "stuck": 0,
+        }
