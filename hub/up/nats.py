@@ -6,12 +6,16 @@ servers with ``tests.support.NatsServerProcess``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import sys
 import sysconfig
 from pathlib import Path
+
+import anyio
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from runtime import LOOPBACK
 
@@ -41,3 +45,29 @@ def free_port(host: str = LOOPBACK) -> int:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def greeting_names(line: bytes, server_name: str) -> bool:
+    """Whether ``line`` is the INFO greeting of the server named ``server_name``.
+
+    A port that merely accepts could belong to another process (an old server
+    still holding it while ours failed to bind, another ``up`` that took the
+    same free port): only our own greeting counts as "ours is listening"."""
+    if not line.startswith(b"INFO "):
+        return False
+    try:
+        info = json.loads(line[5:])
+    except ValueError:
+        return False
+    return isinstance(info, dict) and info.get("server_name") == server_name
+
+
+async def greets(host: str, port: int, server_name: str, timeout: float = 1.0) -> bool:
+    """Whether the nats-server named ``server_name`` answers on ``host:port``."""
+    try:
+        async with await anyio.connect_tcp(host, port) as stream:
+            with anyio.fail_after(timeout):
+                line = await BufferedByteReceiveStream(stream).receive_until(b"\r\n", 65536)
+    except (OSError, TimeoutError, anyio.EndOfStream, anyio.DelimiterNotFound):
+        return False
+    return greeting_names(line, server_name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 import socket
 import sys
 import sysconfig
@@ -40,6 +41,7 @@ from runtime import (
 from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunning
 from .children import Backoff, Child, ChildSpec
+from .nats import find_nats_server, free_port, greets
 
 UP_FILE = "up.json"
 SIDECAR_FINAL_CODES = frozenset({SidecarExit.OWNER_CONFLICT, SidecarExit.DELETED})
@@ -178,21 +180,20 @@ class Up:
         return info
 
     async def _start_nats(self, tg: anyio.abc.TaskGroup) -> str:
-        from .nats import find_nats_server, free_port
-
         port = self.config.nats_port
         if port is None:
             port = DEFAULT_NATS_PORT if port_is_free(DEFAULT_NATS_PORT) else free_port()
-        argv = [str(find_nats_server()), "-a", LOOPBACK, "-p", str(port)]
+        name = f"mailrun-up-{os.getpid()}-{secrets.token_hex(4)}"
+        argv = [str(find_nats_server()), "-a", LOOPBACK, "-p", str(port), "-n", name]
         self.nats = self._child("nats", argv)
         tg.start_soon(self.nats.run)
-        # The hub would only crash-loop until NATS listens; wait for it first.
+        # The hub would only crash-loop until NATS listens; wait for it first,
+        # and for ours: a port that answers may be another process's server.
         try:
             with anyio.fail_after(self.config.nats_ready_timeout):
+                # Another process, no event to wait on: poll, under the deadline.
                 while True:
-                    with contextlib.suppress(OSError):
-                        stream = await anyio.connect_tcp(LOOPBACK, port)
-                        await stream.aclose()
+                    if await greets(LOOPBACK, port, name):
                         break
                     await anyio.sleep(0.05)
         except TimeoutError:

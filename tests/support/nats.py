@@ -6,7 +6,6 @@ Tests (and bench/) kill -9 it and start it again on the same port.
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import socket
 import subprocess
@@ -17,11 +16,11 @@ from types import TracebackType
 from typing import IO
 
 import anyio
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from hub._errors import NatsServerError, NatsServerStartTimeout
 from hub.up import find_nats_server, free_port
 from hub.up.children import pdeathsig_preexec
+from hub.up.nats import greeting_names, greets
 from runtime import LOOPBACK
 
 _POLL = 0.005
@@ -107,26 +106,8 @@ class NatsServerProcess:
             )
         return self._proc
 
-    def _is_ours(self, line: bytes) -> bool:
-        # A port that merely accepts could belong to another process (say, an
-        # old server still holding it while ours failed to bind): only our own
-        # INFO greeting, which carries our server name, counts as "started".
-        if not line.startswith(b"INFO "):
-            return False
-        try:
-            info = json.loads(line[5:])
-        except ValueError:
-            return False
-        return isinstance(info, dict) and info.get("server_name") == self.server_name
-
     async def _greets(self) -> bool:
-        try:
-            async with await anyio.connect_tcp(self.host, self.port) as stream:
-                with anyio.fail_after(_PROBE_TIMEOUT):
-                    line = await BufferedByteReceiveStream(stream).receive_until(b"\r\n", 65536)
-        except (OSError, TimeoutError, anyio.EndOfStream, anyio.DelimiterNotFound):
-            return False
-        return self._is_ours(line)
+        return await greets(self.host, self.port, self.server_name, _PROBE_TIMEOUT)
 
     def _greets_sync(self) -> bool:
         try:
@@ -137,7 +118,7 @@ class NatsServerProcess:
                 line = reader.readline(65536)
         except OSError:
             return False
-        return self._is_ours(line)
+        return greeting_names(line, self.server_name)
 
     def _not_listening(self, proc: subprocess.Popen[bytes]) -> NatsServerError:
         if proc.poll() is None:
