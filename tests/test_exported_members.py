@@ -189,7 +189,7 @@ EXPECTED: dict[str, list[str]] = {
         "resolve_deployment",
     ],
     "hub.wire": ["DispatchConfig", "HealthConfig", "Wire", "WireConfig", "run_wire"],
-    "hub.api": ["ApiSettings", "HttpServer", "bind_socket", "create_app"],
+    "hub.api": ["ApiSettings", "HttpLimits", "HttpServer", "bind_socket", "create_app"],
     "hub.cli": ["hub_cmd", "main"],
     "hub.up": [
         "Backoff",
