@@ -90,6 +90,7 @@ def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | N
                 click.echo(f"mailrun up: console {info.console_url} (token kept in {token_file})")
             else:
                 click.echo(f"mailrun up: console {info.http}/?token=<the token in {token_file}>")
+            sys.stdout.flush()  # a log file would hold it back until up exits
 
     try:
         with unwrapping_groups():
