@@ -50,7 +50,10 @@ class AdminAuth:
         self._token = token.encode("ascii")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
+        if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
@@ -60,7 +63,7 @@ class AdminAuth:
                 if token is not None:
                     await self._login(token)(scope, receive, send)
                     return
-            admin = self._admin(scope, headers)
+            admin = self._admin(headers, safe=scope["method"] in _SAFE_METHODS)
             if not admin and scope["path"] != OPEN_PATH:
                 raise Unauthorized(
                     "send 'Authorization: Bearer <token>' (the token is in the hub's"
@@ -77,8 +80,22 @@ class AdminAuth:
     def _matches(self, candidate: str) -> bool:
         return hmac.compare_digest(candidate.encode("utf-8", "replace"), self._token)
 
-    def _admin(self, scope: Scope, headers: Headers) -> bool:
-        """Whether the request is the admin's; ``Unauthorized`` for wrong credentials."""
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # No route takes one yet; when one does, it is guarded like a request
+        # that changes state: a browser opens a websocket to any origin, with
+        # the cookie (closed before the handshake completes: 403).
+        try:
+            admin = self._admin(Headers(scope=scope), safe=False)
+        except Unauthorized:
+            admin = False
+        if not admin:
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await self.app(scope, receive, send)
+
+    def _admin(self, headers: Headers, *, safe: bool) -> bool:
+        """Whether the request is the admin's (``safe``: it cannot change
+        anything); ``Unauthorized`` for wrong credentials."""
         authorization = headers.get("authorization")
         if authorization is not None:
             scheme, _, credentials = authorization.partition(" ")
@@ -90,7 +107,7 @@ class AdminAuth:
             return False
         if not self._matches(cookie):
             raise Unauthorized("the session cookie is not this hub's (log in again)")
-        if scope["method"] not in _SAFE_METHODS and not _same_origin(headers):
+        if not safe and not _same_origin(headers):
             raise Unauthorized(
                 "a request authenticated by the session cookie must come from the"
                 " hub's own origin (its 'Origin' header names another site, or none)"

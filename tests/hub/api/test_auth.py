@@ -11,6 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 from starlette.routing import Route
+from starlette.types import Message, Receive, Scope, Send
+
+from hub.api.auth import AdminAuth
 
 from .harness import BEARER, ORIGIN, SOURCE, TOKEN, Api, api, assert_error
 
@@ -174,3 +177,30 @@ async def test_the_bearer_token_needs_no_origin(tmp_path: Path) -> None:
             headers={**BEARER, "origin": "http://elsewhere.example"},
         )
         assert r.status_code == 201, r.text
+
+
+async def test_a_websocket_is_guarded_like_a_request_that_changes_state() -> None:
+    async def accept(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "websocket.accept"})
+
+    async def first_answer(headers: dict[str, str]) -> Message:
+        sent: list[Message] = []
+
+        async def receive() -> Message:
+            return {"type": "websocket.connect"}
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "websocket", "path": "/ws", "query_string": b"", "root_path": "",
+            "headers": [(k.lower().encode(), v.encode()) for k, v in {"host": "hub", **headers}.items()],
+        }  # fmt: skip
+        await AdminAuth(accept, token=TOKEN)(scope, receive, send)
+        return sent[0]
+
+    cookie = {"cookie": f"mailrun_session={TOKEN}"}
+    for headers in ({}, cookie, {**cookie, "origin": "http://evil.example"}, {"x": "y"}):
+        assert await first_answer(headers) == {"type": "websocket.close", "code": 1008}
+    for headers in (BEARER, {**cookie, "origin": ORIGIN}):
+        assert await first_answer(headers) == {"type": "websocket.accept"}
