@@ -192,10 +192,8 @@ async def test_a_websocket_is_guarded_like_a_request_that_changes_state() -> Non
         async def send(message: Message) -> None:
             sent.append(message)
 
-        scope = {
-            "type": "websocket", "path": "/ws", "query_string": b"", "root_path": "",
-            "headers": [(k.lower().encode(), v.encode()) for k, v in {"host": "hub", **headers}.items()],
-        }  # fmt: skip
+        raw = [(k.lower().encode(), v.encode()) for k, v in {"host": "hub", **headers}.items()]
+        scope = {"type": "websocket", "path": "/ws", "query_string": b"", "headers": raw}
         await AdminAuth(accept, token=TOKEN)(scope, receive, send)
         return sent[0]
 
