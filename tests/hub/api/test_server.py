@@ -88,7 +88,7 @@ async def test_a_head_must_arrive_within_its_deadline_however_it_trickles() -> N
             assert await closed_by_server(silent) == b""
             assert await closed_by_server(trickler) == b""
             assert await closed_by_server(reused) == b""
-        assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 5  # not the 10 s the trickling would take
         for stream in (silent, trickler, reused):
             await stream.aclose()
 
@@ -96,7 +96,7 @@ async def test_a_head_must_arrive_within_its_deadline_however_it_trickles() -> N
 async def test_past_the_connection_limit_requests_get_503_at_once() -> None:
     async with serving(HttpLimits(head_timeout=60, max_connections=4)) as address:
         idle = [await anyio.connect_tcp(*address) for _ in range(4)]
-        with anyio.fail_after(2):
+        with anyio.fail_after(5):  # at once, not after the idle ones' 60 s
             r = await get(address)
         assert r.status_code == 503
         for stream in idle:
