@@ -93,9 +93,10 @@ async def bench(mails: int, senders: int, tmp: Path) -> dict[str, Any]:
         async with aiohttp.ClientSession(
             f"http://{http}", connector=connector, timeout=aiohttp.ClientTimeout(total=60)
         ) as client:
+            auth: dict[str, str] = {}  # the admin token's header, once the hub made it
 
             async def call(method: str, path: str, **kw: Any) -> tuple[int, Any]:
-                async with client.request(method, path, **kw) as resp:
+                async with client.request(method, path, headers=auth, **kw) as resp:
                     return resp.status, await resp.json(content_type=None)
 
             async def healthy() -> bool:
@@ -105,6 +106,7 @@ async def bench(mails: int, senders: int, tmp: Path) -> dict[str, Any]:
                     return False
 
             await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
+            auth["Authorization"] = f"Bearer {(state / 'admin-token').read_text().strip()}"
             status, dep = await call(
                 "POST",
                 "/workflows/deployments",

@@ -6,7 +6,7 @@ same way: an error the hub answers becomes a ``HubResponseError`` carrying
 its ``{status, reason, detail}``; a hub that cannot be reached is
 ``HubUnreachable`` (``HubTimeout`` when it does not answer in time), so
 callers can tell "the hub said no" from "no hub". Every request has the
-client's timeout.
+client's timeout and, given one, the admin token (``Authorization: Bearer``).
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ class _Endpoints(abc.ABC, Generic[R]):
     """The API, one method per endpoint; ``R`` is what a request returns
     (the JSON itself, or a coroutine that gives it)."""
 
-    def __init__(self, base_url: str, timeout: float) -> None:
+    def __init__(self, base_url: str, timeout: float, token: str | None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        self._token = token
 
     @abc.abstractmethod
     def request(self, method: str, path: str, body: object | None = None) -> R:
@@ -99,11 +100,15 @@ class _Endpoints(abc.ABC, Generic[R]):
     # -- what both clients share around the actual I/O ---------------------------
 
     def _http_options(self) -> dict[str, Any]:
-        # urllib, which this replaces, followed redirects too.
+        headers = dict(_HEADERS)
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token}"
+        # urllib, which this replaces, followed redirects too (httpx drops the
+        # Authorization header on a redirect to another host).
         return {
             "base_url": self.base_url,
             "timeout": self.timeout,
-            "headers": _HEADERS,
+            "headers": headers,
             "follow_redirects": True,
         }
 
@@ -143,8 +148,8 @@ class _Endpoints(abc.ABC, Generic[R]):
 class HubClient(_Endpoints[JSON]):
     """Blocking; use it as a context manager (or ``close()`` it)."""
 
-    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
-        super().__init__(base_url, timeout)
+    def __init__(self, base_url: str, *, timeout: float = 10.0, token: str | None = None) -> None:
+        super().__init__(base_url, timeout, token)
         self._http = httpx.Client(**self._http_options())
 
     def request(self, method: str, path: str, body: object | None = None) -> JSON:
@@ -172,8 +177,8 @@ class HubClient(_Endpoints[JSON]):
 class AsyncHubClient(_Endpoints[Coroutine[Any, Any, JSON]]):
     """For anyio code; use it as an async context manager (or ``aclose()`` it)."""
 
-    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
-        super().__init__(base_url, timeout)
+    def __init__(self, base_url: str, *, timeout: float = 10.0, token: str | None = None) -> None:
+        super().__init__(base_url, timeout, token)
         self._http = httpx.AsyncClient(**self._http_options())
 
     async def request(self, method: str, path: str, body: object | None = None) -> JSON:

@@ -18,7 +18,10 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         InvalidMail             422
         InvalidRequest          422
         MalformedJson           400
+        Unauthorized            401
+        BodyTimeout             408
         PayloadTooLarge         413
+        UnsupportedMediaType    415
         NameTaken               409
         ApprovalDecided         409
         DeploymentNotLive       409
@@ -29,6 +32,7 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         UnknownDispatch         404
         UnknownApproval         404
         UnknownAddress          404
+        AdminTokenUnavailable   the hub's or the CLI's admin token file
         UnknownSession          a sidecar's frame: say hello again
         StaleEpoch              a sidecar's frame: fenced
         NatsServerError         the embedded nats-server (hub.up)
@@ -119,6 +123,29 @@ class MalformedJson(HubError):
     reason = "malformed_json"
 
 
+class Unauthorized(HubError):
+    """No admin token, a wrong one, or the session cookie from another origin."""
+
+    http_status = 401
+    reason = "unauthorized"
+
+
+class BodyTimeout(HubError):
+    """The request body did not arrive within the bound: a slow client holds no task."""
+
+    http_status = 408
+    reason = "request_timeout"
+
+
+class UnsupportedMediaType(HubError):
+    """A request with a body that is not ``application/json``: a browser sends
+    text/plain or a form cross-site without asking, JSON only after a CORS
+    preflight the hub never grants."""
+
+    http_status = 415
+    reason = "unsupported_media_type"
+
+
 class PayloadTooLarge(HubError):
     http_status = 413
     reason = "payload_too_large"
@@ -189,6 +216,12 @@ class UnknownAddress(HubError):
 
     http_status = 404
     reason = Reason.UNKNOWN_ADDRESS
+
+
+class AdminTokenUnavailable(HubError):
+    """The admin token file is missing, unreadable or holds no token."""
+
+    reason = "admin_token_unavailable"
 
 
 # --- the wire: a sidecar's frame is refused with the reason ------------------

@@ -42,7 +42,8 @@ from runtime import (
 )
 
 from ._errors import HubError
-from .api import ApiSettings, HttpServer, bind_socket, create_app
+from ._token import ensure_admin_token, read_token_file
+from .api import ApiSettings, HttpLimits, HttpServer, bind_socket, create_app
 from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store
 from .wire import DispatchConfig, WireConfig, run_wire
 
@@ -61,6 +62,9 @@ class HubConfig:
     max_body: int = DEFAULT_MAX_BODY
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     wire: WireConfig = field(default_factory=WireConfig)
+    # None: the state dir's admin-token file, created at the first start.
+    admin_token: str | None = field(default=None, repr=False)
+    http_limits: HttpLimits = field(default_factory=HttpLimits)
 
 
 class WireSide(Protocol):
@@ -106,6 +110,9 @@ async def serve_hub(
     ``hub.wire.service.run_wire``.
     """
     boot_id = new_id("boot")
+    admin_token = config.admin_token
+    if admin_token is None:
+        admin_token = (await anyio.to_thread.run_sync(ensure_admin_token, config.state_dir))[0]
     sock = bind_socket(config.http_host, config.http_port)
     host, port = sock.getsockname()[:2]
     http_url = f"http://{HostPort(host, port)}"
@@ -141,13 +148,14 @@ async def serve_hub(
                     store=store,
                     acceptor=acceptor,
                     settings=settings,
+                    admin_token=admin_token,
                     boot_id=boot_id,
                     health_extra=side.health,
                     deployment_extra=side.deployment_health,
                     on_deleted=side.on_deleted,
                     metrics_extra=side.metrics,
                 )
-                http = HttpServer(app, sock)
+                http = HttpServer(app, sock, config.http_limits)
                 await tg.start(http.run)
                 log.info("hub ready boot_id=%s http=%s nats=%s", boot_id, http_url, config.nats_url)
                 task_status.started(HubHandle(boot_id, http_url, store, acceptor))
@@ -183,10 +191,19 @@ def run_hub_cli(
     domain: str | None = None,
     max_body: int | None = None,
     redeliver_after: float | None = None,
+    token_file: Path | None = None,
 ) -> None:
-    """Run the hub in this process until SIGTERM/SIGINT (``mailrun hub``, ``python -m hub``)."""
+    """Run the hub in this process until SIGTERM/SIGINT (``mailrun hub``, ``python -m hub``).
+
+    The admin token is ``token_file``'s, else the state dir's (created at the
+    first start); a hub that cannot read its token does not start."""
     configure_logging()
     host, port = parse_host_port(http, allow_port_zero=True)
+    try:
+        admin_token = read_token_file(Path(token_file)) if token_file is not None else None
+    except HubError as exc:
+        log.error("hub failed: %s", exc)
+        raise SystemExit(1) from exc
     config = HubConfig(
         state_dir=Path(state_dir),
         http_host=host,
@@ -196,6 +213,7 @@ def run_hub_cli(
         subject_prefix=subject_prefix or DEFAULT_SUBJECT_PREFIX,
         domain=domain or DEFAULT_MAIL_DOMAIN,
         max_body=max_body or DEFAULT_MAX_BODY,
+        admin_token=admin_token,
     )
     if redeliver_after is not None:
         dispatch = DispatchConfig(redeliver_after=redeliver_after)

@@ -34,6 +34,7 @@ from ._errors import ActorStopped as ActorStopped
 from ._errors import AskTimeout as AskTimeout
 from ._errors import FailpointError as FailpointError
 from ._errors import FrameDecodeError as FrameDecodeError
+from ._errors import InvalidSources as InvalidSources
 from ._errors import MailboxFull as MailboxFull
 from ._errors import MailrunError as MailrunError
 from ._errors import NoResponders as NoResponders
@@ -90,6 +91,7 @@ from ._keys import public_key_of as public_key_of
 from ._keys import sign as sign
 from ._keys import unb64url as unb64url
 from ._keys import verify as verify
+from ._layout import check_layout as check_layout
 from ._nats import open_nats as open_nats
 from ._reasons import AckResult as AckResult
 from ._reasons import DispatchOutcome as DispatchOutcome
@@ -167,6 +169,7 @@ __all__ = [
     "HostPort",
     "HubBoot",
     "HubKey",
+    "InvalidSources",
     "MailInbound",
     "MailSent",
     "MailboxFull",
@@ -209,6 +212,7 @@ __all__ = [
     "b64url",
     "backoff",
     "cancel_on_signals",
+    "check_layout",
     "decode_restore_record",
     "encode",
     "failpoint",

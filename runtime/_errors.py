@@ -5,6 +5,7 @@ The tree (a second base in parentheses)::
     MailrunError
       FrameDecodeError (ValueError)
       RecordDecodeError (ValueError)
+      InvalidSources (ValueError)
       ActorError
         ActorStopped
         MailboxFull
@@ -32,6 +33,10 @@ class FrameDecodeError(MailrunError, ValueError):
 
 class RecordDecodeError(MailrunError, ValueError):
     """A persisted record (restore record, envelope) that cannot be read."""
+
+
+class InvalidSources(MailrunError, ValueError):
+    """A deployment's source files that a sidecar could not lay out on disk."""
 
 
 class ActorError(MailrunError):

@@ -15,12 +15,12 @@ import shutil
 import sys
 import types
 from collections.abc import Awaitable, Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from runtime import Sources
+from runtime import InvalidSources, Sources, check_layout
 
 from ._envelope import Envelope
 from ._errors import EntrypointError, WorkflowLoadError
@@ -68,12 +68,13 @@ def load_workflow(sources: Sources, src_dir: Path, deployment_id: str) -> Handle
 
 
 def _write_sources(files: dict[str, str], src_dir: Path) -> None:
-    targets: list[tuple[Path, str]] = []
-    for name, text in files.items():
-        rel = PurePosixPath(name)
-        if rel.is_absolute() or not rel.parts or any(p in ("", ".", "..") for p in rel.parts):
-            raise WorkflowLoadError(f"source path {name!r} escapes the source directory")
-        targets.append((src_dir.joinpath(*rel.parts), text))
+    # The hub accepted these under the same rule; a record from elsewhere (a
+    # join token, an older hub) is held to it before anything is written.
+    try:
+        check_layout(files)
+    except InvalidSources as exc:
+        raise WorkflowLoadError(f"the sources cannot be laid out: {exc}") from None
+    targets = [(src_dir.joinpath(*name.split("/")), text) for name, text in files.items()]
     # Files of an earlier version of the sources must not linger importable.
     if src_dir.exists():
         shutil.rmtree(src_dir)

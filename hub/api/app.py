@@ -1,23 +1,25 @@
 """The hub's HTTP API (DESIGN section 8): a Starlette app, JSON via msgspec.
 
-Every error is ``{"status", "reason", "detail"}`` with a stable snake_case
-reason: ``"rejected"`` when a rule refused the request, ``"error"`` when it
-could not be processed.
+Every error is ``{"status", "reason", "detail"}`` (``responses``), an
+unexpected one included: a bug answers 500 ``internal_error`` and its
+traceback goes to the log, never to the client. Every route but
+``/healthz`` is the admin's (``auth``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from runtime import INLINE_BODY_LIMIT
@@ -40,8 +42,33 @@ from ..store import (
     list_runs,
     resolve_deployment,
 )
+from .auth import AdminAuth
 from .metrics import render_metrics
-from .requests import ApprovalIn, DeploymentIn, MailIn, mail_trigger, read_json
+from .requests import (
+    ApprovalIn,
+    DeploymentIn,
+    MailIn,
+    is_number,
+    mail_trigger,
+    read_json,
+    single_line,
+)
+from .responses import error_response, hub_error_response, json_response
+
+T = TypeVar("T")
+
+# Where the web console will be; for now the page a login lands on.
+_CONSOLE_PAGE = """<!doctype html>
+<meta charset="utf-8"><title>mailrun</title>
+<p>Signed in to this mailrun hub. The web console is not part of this release;
+the HTTP API (README, "HTTP") answers with this session.</p>
+"""
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
 
 
 @dataclass(frozen=True)
@@ -51,14 +78,7 @@ class ApiSettings:
     subject_prefix: str
     sidecar_root: Path | None
     max_body: int
-
-
-def json_response(value: object, status: int = 200) -> Response:
-    return Response(msgspec.json.encode(value), status, media_type="application/json")
-
-
-def error_response(status: int, kind: str, reason: str, detail: str) -> Response:
-    return json_response({"status": kind, "reason": reason, "detail": detail}, status)
+    body_timeout: float = 60.0  # seconds for a whole request body to arrive
 
 
 def receipt_response(receipt: object) -> Response:
@@ -73,13 +93,15 @@ def create_app(
     store: Store,
     acceptor: Acceptor,
     settings: ApiSettings,
+    admin_token: str,
     boot_id: str,
     health_extra: Callable[[], Mapping[str, Any]] | None = None,
     deployment_extra: Callable[[str], Mapping[str, Any]] | None = None,
     on_deleted: Callable[[str], object] | None = None,
     metrics_extra: Callable[[], str] | None = None,
 ) -> Starlette:
-    """The HTTP API over ``store``; triggers go through ``acceptor``.
+    """The HTTP API over ``store``, for holders of ``admin_token``; triggers go
+    through ``acceptor``.
 
     ``health_extra`` adds to ``/healthz``; ``deployment_extra(id)`` adds the
     wire side's live view (``connected``, ``last_error``) to a deployment;
@@ -88,15 +110,26 @@ def create_app(
     # much larger than the body it carries before it is refused unread.
     request_limit = settings.max_body * 2 + 64 * 1024
 
+    def read(request: Request, type_: type[T], invalid: type[HubError], limit: int) -> Awaitable[T]:
+        return read_json(
+            request, type_, limit=limit, invalid=invalid, timeout=settings.body_timeout
+        )
+
     async def healthz(request: Request) -> Response:
         extra = dict(health_extra()) if health_extra is not None else {}
-        return json_response(
-            {"status": "ok", "boot_id": boot_id, "nats_url": settings.nats_url,
-             "schema_version": LATEST, **extra}
-        )  # fmt: skip
+        health = {"status": "ok", "boot_id": boot_id, "nats_url": settings.nats_url,
+                  "schema_version": LATEST, **extra}  # fmt: skip
+        if not getattr(request.state, "admin", False):
+            # Load balancers and probes ask without credentials: they learn
+            # whether the hub is well, nothing about what it runs.
+            health = {"status": health["status"]}
+        return json_response(health)
+
+    async def console(request: Request) -> Response:
+        return HTMLResponse(_CONSOLE_PAGE, headers=_PAGE_HEADERS)
 
     async def post_mail(request: Request) -> Response:
-        mail = await read_json(request, MailIn, limit=request_limit, invalid=InvalidMail)
+        mail = await read(request, MailIn, InvalidMail, request_limit)
         trigger = mail_trigger(mail, max_body=settings.max_body)
         if len(trigger.body) > INLINE_BODY_LIMIT:
             digest = await anyio.to_thread.run_sync(body_digest, trigger.body)
@@ -104,9 +137,7 @@ def create_app(
         return receipt_response(await acceptor.accept(trigger))
 
     async def post_deployment(request: Request) -> Response:
-        spec = await read_json(
-            request, DeploymentIn, limit=request_limit, invalid=InvalidDeployment
-        )
+        spec = await read(request, DeploymentIn, InvalidDeployment, request_limit)
         created = await create_deployment(
             store,
             name=spec.name,
@@ -142,7 +173,7 @@ def create_app(
 
     async def runs(request: Request) -> Response:
         limit_text = request.query_params.get("limit", "100")
-        if not limit_text.isdigit() or not 1 <= int(limit_text) <= 1000:
+        if not is_number(limit_text) or not 1 <= int(limit_text) <= 1000:
             raise InvalidRequest("'limit' must be an integer from 1 to 1000")
         deployment = request.query_params.get("deployment") or None
         found = await list_runs(store.db, deployment=deployment, limit=int(limit_text))
@@ -156,11 +187,9 @@ def create_app(
 
     async def approve(request: Request) -> Response:
         approval_id = str(request.path_params["id"])
-        decision = (
-            await read_json(request, ApprovalIn, limit=64 * 1024, invalid=InvalidRequest)
-        ).decision
-        if not 0 < len(decision) <= 200:
-            raise InvalidRequest("'decision' must be 1 to 200 characters")
+        decision = (await read(request, ApprovalIn, InvalidRequest, 64 * 1024)).decision
+        if not 0 < len(decision) <= 200 or not single_line(decision):
+            raise InvalidRequest("'decision' must be 1 to 200 characters on one line")
         trigger = Trigger(
             kind="approval",
             approval_id=approval_id,
@@ -181,7 +210,12 @@ def create_app(
 
     async def hub_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HubError)
-        return error_response(exc.http_status, exc.kind, exc.reason, exc.detail)
+        return hub_error_response(exc)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        # The exception goes on to the server, which logs its traceback; the
+        # client learns only that the fault was not its own.
+        return hub_error_response(HubError("the hub failed to answer this request"))
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -190,6 +224,7 @@ def create_app(
 
     return Starlette(
         routes=[
+            Route("/", console, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/mail", post_mail, methods=["POST"]),
             Route("/workflows/deployments", post_deployment, methods=["POST"]),
@@ -201,5 +236,10 @@ def create_app(
             Route("/approvals/{id}", approve, methods=["POST"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],
-        exception_handlers={HubError: hub_error, HTTPException: http_error},
+        middleware=[Middleware(AdminAuth, token=admin_token)],
+        exception_handlers={
+            HubError: hub_error,
+            HTTPException: http_error,
+            Exception: unexpected,
+        },
     )

@@ -1,8 +1,16 @@
 """HTTP request bodies: bounded reading and typed decoding.
 
-A body is read with a bound (a huge upload is refused as soon as it passes
-the limit, never buffered whole) and decoded straight into a typed Struct:
-malformed JSON and a wrong shape are different errors.
+A body is read with a bound in size (a huge upload is refused as soon as it
+passes the limit, never buffered whole) and in time (a client trickling it
+holds no task for long), and decoded straight into a typed Struct:
+malformed JSON and a wrong shape are different errors. Whatever the bytes,
+the answer is one of those typed errors: msgspec refuses invalid UTF-8,
+lone surrogates and numbers out of range by itself, and nesting past its
+depth limit with a RecursionError caught here.
+
+Fields that end up in a mail header or a log line (``to``, ``from``,
+``subject``, ``message_id``, a decision) are one line each: a CR or LF
+there would let a sender forge headers of a mail a run sends on.
 """
 
 from __future__ import annotations
@@ -12,14 +20,16 @@ import binascii
 import re
 from typing import TypeVar
 
+import anyio
 import msgspec
 from starlette.requests import Request
 
-from .._errors import HubError, InvalidMail, MalformedJson, PayloadTooLarge
+from .._errors import BodyTimeout, HubError, InvalidMail, MalformedJson, PayloadTooLarge
 from ..store import DEFAULT_ENTRYPOINT, Trigger
 
 T = TypeVar("T")
-_ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+$")
+_ADDRESS = re.compile(r"[^@\s]+@[^@\s]+")
+_LINE_BREAKS = re.compile(r"[\r\n\x00]")
 
 
 class MailIn(msgspec.Struct, kw_only=True):
@@ -42,22 +52,48 @@ class ApprovalIn(msgspec.Struct, kw_only=True):
     decision: str
 
 
-async def read_json(request: Request, type_: type[T], *, limit: int, invalid: type[HubError]) -> T:
-    """Read at most ``limit`` bytes of body and decode them as ``type_``."""
+def is_number(text: str) -> bool:
+    """A count ``int`` can read: ASCII digits (``str.isdigit`` also takes "²",
+    which ``int`` refuses), and few (``int`` refuses more than 4300)."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
+def single_line(text: str) -> bool:
+    """No CR, LF or NUL: safe in a mail header and a log line."""
+    return _LINE_BREAKS.search(text) is None
+
+
+async def read_json(
+    request: Request,
+    type_: type[T],
+    *,
+    limit: int,
+    invalid: type[HubError],
+    timeout: float,
+) -> T:
+    """Read at most ``limit`` bytes of body within ``timeout`` seconds and
+    decode them as ``type_``."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and is_number(declared) and int(declared) > limit:
         raise PayloadTooLarge(f"request body of {declared} bytes exceeds {limit}")
     raw = bytearray()
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise PayloadTooLarge(f"request body exceeds {limit} bytes")
+    try:
+        with anyio.fail_after(timeout):
+            async for chunk in request.stream():
+                raw += chunk
+                if len(raw) > limit:
+                    raise PayloadTooLarge(f"request body exceeds {limit} bytes")
+    except TimeoutError:
+        raise BodyTimeout(f"the request body did not arrive within {timeout:g} s") from None
     try:
         return msgspec.json.decode(raw, type=type_)
     except msgspec.ValidationError as exc:
         raise invalid(str(exc)) from exc
     except msgspec.DecodeError as exc:
         raise MalformedJson(f"request body is not JSON: {exc}") from exc
+    except RecursionError:
+        # msgspec's own depth guard, raised cleanly before the C stack runs out.
+        raise MalformedJson("request body is nested too deeply") from None
 
 
 def _b64decode(text: str) -> bytes:
@@ -74,8 +110,12 @@ def _b64decode(text: str) -> bytes:
 def mail_trigger(mail: MailIn, *, max_body: int) -> Trigger:
     """Validate a decoded ``POST /mail`` body (digest is added by the caller)."""
     address = mail.to.strip().lower()
-    if not _ADDRESS.match(address):
-        raise InvalidMail(f"'to' is not a mail address: {mail.to!r}")
+    if len(address) > 512 or not _ADDRESS.fullmatch(address) or not single_line(mail.to):
+        raise InvalidMail(f"'to' is not a mail address: {mail.to[:100]!r}")
+    fields = {"from": mail.sender, "subject": mail.subject, "message_id": mail.message_id}
+    for field, value in fields.items():
+        if value is not None and not single_line(value):
+            raise InvalidMail(f"'{field}' must be one line: no CR, LF or NUL")
     if mail.body is not None and mail.body_b64 is not None:
         raise InvalidMail("give 'body' or 'body_b64', not both")
     if mail.message_id is not None and not 0 < len(mail.message_id) <= 512:

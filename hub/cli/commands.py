@@ -1,14 +1,17 @@
 """The CLI commands that operate a hub over its HTTP API.
 
-Each takes ``--hub URL`` (env ``MAILRUN_HUB``) and ``--json``; human output
-is tables and key/value blocks (``_tables``). Errors follow one contract:
-``error: <reason>: <detail>`` on stderr and exit 1, exit 2 without a hub.
+Each takes ``--hub URL`` (env ``MAILRUN_HUB``), ``--token-file F`` and
+``--json``, and sends the admin token it finds (``hub._token.find_token``);
+human output is tables and key/value blocks (``_tables``). Errors follow one
+contract: ``error: <reason>: <detail>`` on stderr and exit 1, exit 2 without
+a hub.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +23,8 @@ import msgspec
 from runtime import DEFAULT_HUB_URL, HUB_URL_ENV
 
 from .._client import HubClient
-from .._errors import HubBadResponse, HubResponseError, HubUnreachable
+from .._errors import AdminTokenUnavailable, HubBadResponse, HubResponseError, HubUnreachable
+from .._token import DEFAULT_STATE_DIR, TOKEN_ENV, admin_token_path, find_token
 from .tables import deployment_view, deployments_table, receipt_view, run_view, runs_table
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,16 +52,20 @@ def _reporting(as_json: bool) -> Iterator[None]:
         if as_json:
             _echo_json(exc.body)
             sys.exit(EXIT_ERROR)
+        if exc.http_status == 401:
+            where = admin_token_path(DEFAULT_STATE_DIR)
+            hint = f"the CLI sends the token of --token-file F, else ${TOKEN_ENV}, else {where}"
+            fail(f"{exc.reason}: {exc.detail} ({hint})")
         fail(f"{exc.reason}: {exc.detail}" if exc.detail else exc.reason)
     except HubUnreachable as exc:
         hint = f"is `mailrun up` running? set --hub or {HUB_URL_ENV}"
         fail(f"{exc.detail} ({hint})", EXIT_UNREACHABLE)
-    except HubBadResponse as exc:
+    except (HubBadResponse, AdminTokenUnavailable) as exc:
         fail(f"{exc.reason}: {exc.detail}")
 
 
 def hub_command(fn: F) -> F:
-    """``--hub`` and ``--json`` for every command that talks to a hub."""
+    """``--hub``, ``--token-file`` and ``--json`` for every command that talks to a hub."""
 
     @click.option(
         "--hub",
@@ -67,11 +75,21 @@ def hub_command(fn: F) -> F:
         show_default=True,
         help=f"The hub's base URL (env {HUB_URL_ENV}).",
     )
+    @click.option(
+        "--token-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=f"The hub's admin token; else env {TOKEN_ENV}, else"
+        f" {admin_token_path(DEFAULT_STATE_DIR)} if it exists.",
+    )
     @click.option("--json", "as_json", is_flag=True, help="Print the hub's JSON as is.")
     @functools.wraps(fn)
-    def wrapper(*args: Any, hub_url: str, as_json: bool, **kwargs: Any) -> Any:
-        with _reporting(as_json), HubClient(hub_url) as client:
-            return fn(*args, client=client, as_json=as_json, **kwargs)
+    def wrapper(
+        *args: Any, hub_url: str, token_file: Path | None, as_json: bool, **kwargs: Any
+    ) -> Any:
+        with _reporting(as_json):
+            token = find_token(token_file, os.environ)
+            with HubClient(hub_url, token=token) as client:
+                return fn(*args, client=client, as_json=as_json, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

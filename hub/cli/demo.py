@@ -81,7 +81,7 @@ async def _demo_in_up(config: UpConfig, say: Callable[[str], None]) -> dict[str,
             say(f"starting nats-server, hub and sidecars in {config.state_dir}")
             info = await tg.start(run_up, config)
             say(f"hub {info.http}, nats {info.nats_url}")
-            async with AsyncHubClient(info.http, timeout=5.0) as client:
+            async with AsyncHubClient(info.http, timeout=5.0, token=info.admin_token) as client:
                 run = await _drive(client, say)
             tg.cancel_scope.cancel()
         return run

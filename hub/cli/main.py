@@ -32,6 +32,7 @@ from runtime import (
 )
 
 from .._errors import HubError
+from .._token import ADMIN_TOKEN_FILE
 from .commands import COMMANDS, fail
 
 
@@ -83,6 +84,13 @@ def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | N
         async with cancel_on_signals(), anyio.create_task_group() as tg:
             info = await tg.start(run_up, config)
             click.echo(f"mailrun up: hub http://{http} nats {info.nats_url} state {info.state_dir}")
+            token_file = info.state_dir / ADMIN_TOKEN_FILE
+            if info.token_created:
+                # Once: later starts print where the token is, not the token.
+                click.echo(f"mailrun up: console {info.console_url} (token kept in {token_file})")
+            else:
+                click.echo(f"mailrun up: console {info.http}/?token=<the token in {token_file}>")
+            sys.stdout.flush()  # a log file would hold it back until up exits
 
     try:
         with unwrapping_groups():
@@ -138,6 +146,12 @@ def demo() -> None:
     help=f"Largest mail body in bytes (default {DEFAULT_MAX_BODY}).",
 )
 @click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The file of the admin token (default: the one in the state dir, created at the"
+    " first start); the hub does not start if it cannot read a token there.",
+)
+@click.option(
     "--redeliver-after",
     type=click.FloatRange(min=0, min_open=True),
     envvar=REDELIVER_AFTER_ENV,
@@ -155,6 +169,7 @@ def hub_cmd(
     subject_prefix: str | None,
     domain: str | None,
     max_body: int | None,
+    token_file: Path | None,
     redeliver_after: float | None,
 ) -> None:
     """Run the hub alone, in this process.
@@ -171,6 +186,7 @@ def hub_cmd(
         domain=domain,
         max_body=max_body,
         redeliver_after=redeliver_after,
+        token_file=token_file,
     )
 
 

@@ -13,7 +13,7 @@ import logging
 import re
 import sqlite3
 import time
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import anyio
 import msgspec
@@ -21,10 +21,12 @@ import msgspec
 from runtime import (
     DeploymentStatus,
     HubKey,
+    InvalidSources,
     RestoreRecord,
     RunStatus,
     Sources,
     b64url,
+    check_layout,
     generate_keypair,
     is_live,
     new_id,
@@ -38,9 +40,11 @@ from .schema import DispatchStatus
 
 log = logging.getLogger("mailrun.hub.deploy")
 
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+# Matched whole (fullmatch): ``$`` alone would let a trailing newline through.
+NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,62}")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-ENTRYPOINT_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}$")
+ENTRYPOINT_RE = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}")
+MAX_ENTRYPOINT = 255
 DEFAULT_ENTRYPOINT = "flow:main"
 _LIVE_RUN = tuple(s.value for s in RunStatus if is_live(s))
 _OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
@@ -53,9 +57,9 @@ class Created(msgspec.Struct, kw_only=True):
 
 
 def validate_name(name: str) -> None:
-    if not NAME_RE.match(name):
+    if not NAME_RE.fullmatch(name):
         raise InvalidName(
-            f"invalid deployment name {name!r}: lowercase letter first, then up to 62 "
+            f"invalid deployment name {name[:80]!r}: lowercase letter first, then up to 62 "
             "lowercase letters, digits or '-'"
         )
 
@@ -66,23 +70,22 @@ def module_file(entrypoint: str) -> str:
 
 
 def build_sources(entrypoint: str, source: str | None, files: dict[str, str] | None) -> Sources:
-    """Validate the workflow code of a deployment request."""
-    if not ENTRYPOINT_RE.match(entrypoint):
-        raise InvalidDeployment(f"entrypoint {entrypoint!r} is not 'module:attr'")
-    if source is not None and files is None:
-        return Sources(entrypoint=entrypoint, files={module_file(entrypoint): source})
-    if source is not None or files is None:
+    """Validate the workflow code of a deployment request: the entrypoint's
+    grammar, and a file layout every sidecar can write (``check_layout``)."""
+    if len(entrypoint) > MAX_ENTRYPOINT or not ENTRYPOINT_RE.fullmatch(entrypoint):
+        raise InvalidDeployment(f"entrypoint {entrypoint[:80]!r} is not 'module:attr'")
+    if (source is None) == (files is None):
         raise InvalidDeployment("give exactly one of 'source' and 'files'")
-    for path in files:
-        parts = PurePosixPath(path).parts
-        # The sidecar writes these files under its state dir: no escaping it.
-        if not path or "\\" in path or "\x00" in path or path.startswith("/") or ".." in parts:
-            raise InvalidDeployment(f"file path {path!r} must be relative, without '..'")
     module = module_file(entrypoint)
+    files = {module: source} if source is not None else dict(files or {})
+    try:
+        check_layout(files)
+    except InvalidSources as exc:
+        raise InvalidDeployment(str(exc)) from None
     package_init = module.removesuffix(".py") + "/__init__.py"
     if module not in files and package_init not in files:
         raise InvalidDeployment(f"entrypoint module file {module!r} is not among 'files'")
-    return Sources(entrypoint=entrypoint, files=dict(files))
+    return Sources(entrypoint=entrypoint, files=files)
 
 
 async def create_deployment(

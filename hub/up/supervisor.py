@@ -4,7 +4,9 @@ Each part is its own OS process (a ``Child``), restarted with backoff when it
 dies and killed by the kernel when ``up`` dies. ``up`` learns which sidecars
 to run only from the hub's HTTP API and the restore records on disk, so it
 never imports sidecar code. While the hub is down it keeps the sidecars it
-has: they reconnect by themselves once the hub is back.
+has: they reconnect by themselves once the hub is back. It creates the state
+dir's admin token before it starts the hub (which then finds it there), and
+polls the hub with it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from runtime import (
 
 from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunning
+from .._token import ensure_admin_token
 from .children import Backoff, Child, ChildSpec
 from .nats import find_nats_server, free_port, greets
 
@@ -70,6 +73,13 @@ class UpInfo:
     http: str  # the URL the hub answers on
     nats_url: str
     state_dir: Path
+    admin_token: str = field(repr=False)
+    token_created: bool  # by this start: the first of this state dir
+
+    @property
+    def console_url(self) -> str:
+        """The URL that logs a browser in (it holds the token)."""
+        return f"{self.http}/?token={self.admin_token}"
 
 
 def hub_url(http: str) -> str:
@@ -114,8 +124,9 @@ def _child_env() -> dict[str, str]:
 
 
 class Up:
-    def __init__(self, config: UpConfig, client: AsyncHubClient) -> None:
+    def __init__(self, config: UpConfig, client: AsyncHubClient, token: tuple[str, bool]) -> None:
         self.config = config
+        self.token, self.token_created = token
         self.state_dir = config.state_dir.resolve()
         self.logs = self.state_dir / "logs"
         self.sidecar_root = self.state_dir / "sidecars"
@@ -174,7 +185,14 @@ class Up:
         self.hub = self._child("hub", argv)
         tg.start_soon(self.hub.run)
         await self._wait_hub()
-        info = UpInfo(os.getpid(), self.client.base_url, nats_url, self.state_dir)
+        info = UpInfo(
+            os.getpid(),
+            self.client.base_url,
+            nats_url,
+            self.state_dir,
+            admin_token=self.token,
+            token_created=self.token_created,
+        )
         up = {"pid": info.pid, "http": info.http, "nats_url": nats_url}
         write_atomic(self.state_dir / UP_FILE, msgspec.json.encode(up), mode=0o644)
         return info
@@ -269,5 +287,7 @@ async def run_up(
     """Run the supervisor until cancelled; ``task_status`` gets ``UpInfo`` once the
     hub answers ``/healthz``. On cancellation every child is stopped (SIGTERM,
     SIGKILL after ``stop_grace``) before this returns."""
-    async with AsyncHubClient(hub_url(config.http), timeout=config.request_timeout) as client:
-        await Up(config, client).run(task_status=task_status)
+    token = await anyio.to_thread.run_sync(ensure_admin_token, config.state_dir)
+    url = hub_url(config.http)
+    async with AsyncHubClient(url, timeout=config.request_timeout, token=token[0]) as client:
+        await Up(config, client, token).run(task_status=task_status)

@@ -61,9 +61,14 @@ class Up(HubClient):
     (its HTTP API: :class:`~tests.support.HubClient`)."""
 
     def __init__(self, state_dir: Path, proc: subprocess.Popen[bytes], http: str) -> None:
-        super().__init__(f"http://{http}")
+        super().__init__(f"http://{http}", token_file=state_dir / "admin-token")
         self.state_dir = state_dir
         self.proc = proc
+
+    @property
+    def hub_options(self) -> list[str]:
+        """The options that point a `mailrun` command at this hub, with its token."""
+        return ["--hub", self.url, "--token-file", str(self.state_dir / "admin-token")]
 
     # --- processes ------------------------------------------------------------
 

@@ -58,6 +58,54 @@ async def test_http_bad_input_is_typed_and_harmless(tmp_path: Path) -> None:
         assert up.query("SELECT count(*) FROM workflow_run_dispatch")[0][0] == 1
 
 
+async def test_hostile_bodies_are_typed_4xx_and_the_next_mail_is_processed(
+    tmp_path: Path,
+) -> None:
+    deep = 1_000_000
+    json_type = {"content-type": "application/json"}
+    async with mailrun_up(tmp_path) as up:
+        dep = await up.deploy("target", recorder_source())
+        to = dep["address"]
+        cases: list[tuple[str, bytes | dict[str, object], int, str]] = [
+            ("/mail", b'{"a":' + b"[" * deep + b"1" + b"]" * deep + b"}", 400, "malformed_json"),
+            ("/workflows/deployments", b'{"x":' + b"{" * deep, 400, "malformed_json"),
+            ("/mail", b'{"to": "' + to.encode() + b'", "subject": "\xff"}', 400, "malformed_json"),
+            ("/mail", b'{"to": 1e999999}', 422, "invalid_mail"),
+            ("/mail", b'{"to": ' + b"9" * 1_000_000 + b"}", 422, "invalid_mail"),
+            ("/mail", {"to": [to], "subject": {"a": 1}}, 422, "invalid_mail"),
+            ("/mail", {"to": to, "from": "a@b.c\r\nBcc: x@y.z"}, 422, "invalid_mail"),
+            ("/mail", {"to": to, "subject": "hi\nX-Injected: 1"}, 422, "invalid_mail"),
+            ("/mail", {"to": to, "message_id": "<m@x>\r\n"}, 422, "invalid_mail"),
+            ("/mail", {"to": f"{to}\nBcc: x@y.z"}, 422, "invalid_mail"),
+            ("/workflows/deployments", {"name": "n\n", "source": "x"}, 422, "invalid_name"),
+            ("/workflows/deployments", {"name": "n", "source": "x", "entrypoint": "flow:main\n"},
+             422, "invalid_deployment"),
+            ("/workflows/deployments", {"name": "n", "files": {"x" * 300 + ".py": "",
+             "flow.py": "x"}}, 422, "invalid_deployment"),
+            ("/workflows/deployments", {"name": "n", "files": {"flow.py": "x",
+             "flow.py/x.py": ""}}, 422, "invalid_deployment"),
+        ]  # fmt: skip
+        for path, body, status, reason in cases:
+            if isinstance(body, bytes):
+                r = await up.http.post(path, content=body, headers=json_type)
+            else:
+                r = await up.http.post(path, json=body)
+            assert r.status_code == status, (path, r.text[:200])
+            _is_error(r.json(), reason)
+        plain = {"content-type": "text/plain"}
+        r = await up.http.post("/mail", content=b'{"to": "' + to.encode() + b'"}', headers=plain)
+        assert r.status_code == 415
+        _is_error(r.json(), "unsupported_media_type")
+
+        ok = await up.send(to, "after all that")
+        assert ok.status_code == 202, ok.text
+        run = await up.wait_state(ok.json()["run_id"], lambda r: r["state"].get("count") == 1)
+        assert [s["subject"] for s in run["state"]["seen"]] == ["after all that"]
+        assert up.query("SELECT COUNT(*) FROM workflow_run_dispatch") == [(1,)]
+        assert up.query("SELECT name FROM deployment") == [("target",)]
+        assert "Traceback" not in (up.state_dir / "logs" / "hub.log").read_text()
+
+
 async def test_a_garbage_frame_is_refused_and_the_sidecar_keeps_working(
     tmp_path: Path,
 ) -> None:

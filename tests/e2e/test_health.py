@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 
 async def listed(up: Up, deployment_id: str) -> dict[str, Any]:
     """The deployment as `mailrun deployments --json` prints it."""
-    done = await anyio.run_process([MAILRUN, "deployments", "--json", "--hub", up.url])
+    done = await anyio.run_process([MAILRUN, "deployments", "--json", *up.hub_options])
     [dep] = [d for d in json.loads(done.stdout)["deployments"] if d["id"] == deployment_id]
     return dict(dep)
 

@@ -125,7 +125,7 @@ async def test_a_reused_message_id_fails_closed(tmp_path: Path) -> None:
             assert r.status_code == 409, (other, r.text)
             assert r.json()["status"] == "rejected" and r.json()["reason"] == "message_id_reused"
         argv = [MAILRUN, "send", dep["address"], "--subject", "hello", "--body", "changed",
-                "--message-id", mid, "--from", "ann@x.org", "--hub", up.url]  # fmt: skip
+                "--message-id", mid, "--from", "ann@x.org", *up.hub_options]  # fmt: skip
         cli = await anyio.run_process(argv, check=False)
         assert cli.returncode == 1 and cli.stdout == b""
         assert cli.stderr.decode().startswith("error: message_id_reused: ")

@@ -287,7 +287,7 @@ async def test_a_damaged_envelope_is_quarantined_and_the_others_carry_on(tmp_pat
         letters = up.query("SELECT source, reason, deployment_id FROM dead_letter")
         assert letters == [("quarantine", dispatch["last_error"], busy.id)]
 
-        listing = await anyio.run_process([MAILRUN, "deployments", "--hub", up.url])
+        listing = await anyio.run_process([MAILRUN, "deployments", *up.hub_options])
         lines = listing.stdout.decode().splitlines()
         quarantined = lines[0].split().index("QUARANTINED")
         (busy_line,) = (line for line in lines if line.startswith("busy "))

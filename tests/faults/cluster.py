@@ -103,7 +103,9 @@ class Cluster(HubClient):
     HTTP API: :class:`~tests.support.HubClient`."""
 
     def __init__(self, root: Path, nats: NatsServerProcess, stack: AsyncExitStack) -> None:
-        super().__init__(f"http://127.0.0.1:{free_port()}")
+        super().__init__(
+            f"http://127.0.0.1:{free_port()}", token_file=root / "state" / "admin-token"
+        )
         self.root = root
         self.state_dir = root / "state"
         self.sidecar_root = self.state_dir / "sidecars"

@@ -253,7 +253,7 @@ async def run_round(
         deadline=load.deadline,
         seed=seed,
     )
-    workload = Workload(cluster.url, dep["address"], config)
+    workload = Workload(cluster.url, dep["address"], config, token=cluster.token)
     r = Round(cluster, fault, load, random.Random(seed), scratch, dep, workload)
     await cluster.add_sidecar(r.dep_id)
     if fault.start_sidecar:

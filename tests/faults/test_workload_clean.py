@@ -23,7 +23,9 @@ pytestmark = pytest.mark.anyio
 async def test_a_workload_without_faults_checks_clean(tmp_path: Path) -> None:
     async with mailrun_up(tmp_path) as up:
         dep = await up.deploy("load", recorder_source())
-        workload = Workload(up.url, dep["address"], WorkloadConfig(clients=8, mails_per_client=25))
+        workload = Workload(
+            up.url, dep["address"], WorkloadConfig(clients=8, mails_per_client=25), token=up.token
+        )
         history = await workload.run()
         assert [op.outcome for op in history.ops] == ["ok"] * 200
         result = await check_deployment(up, history, dep["id"])
@@ -39,6 +41,7 @@ async def test_a_workload_through_two_sidecar_kills_checks_clean(tmp_path: Path)
             up.url,
             dep["address"],
             WorkloadConfig(clients=8, mails_per_client=25, think=0.15),
+            token=up.token,
         )
         kills: list[int] = []
         async with anyio.create_task_group() as tg:

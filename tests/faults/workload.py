@@ -137,10 +137,18 @@ class Workload:
     by the workload's progress.
     """
 
-    def __init__(self, url: str, address: str, config: WorkloadConfig | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        address: str,
+        config: WorkloadConfig | None = None,
+        *,
+        token: str | None = None,
+    ) -> None:
         if urlsplit(url).hostname not in LOOPBACK:
             raise ValueError(f"the workload talks to loopback hubs only, not {url}")
         self.url = url.rstrip("/")
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.address = address
         self.config = config or WorkloadConfig()
         self.history = History()
@@ -151,7 +159,7 @@ class Workload:
         self._deadline = time.monotonic() + config.deadline
         connector = aiohttp.TCPConnector(limit=config.clients)
         async with (
-            aiohttp.ClientSession(connector=connector) as session,
+            aiohttp.ClientSession(connector=connector, headers=self.headers) as session,
             anyio.create_task_group() as tg,
         ):
             for client in range(config.clients):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import ChildRunStarted, DispatchProcessed, RunFailed, Sources
+from runtime import ChildRunStarted, DispatchProcessed, RunFailed, Sources, check_layout
 from sidecar import (
     ApprovalDecision,
     Context,
@@ -83,8 +83,14 @@ def test_reloading_new_sources_drops_the_old_files(tmp_path: Path) -> None:
             WorkflowLoadError,
             "not_a_module_anywhere",
         ),
-        ({"../escape.py": "x = 1\n"}, "flow:main", WorkflowLoadError, "escapes"),
-        ({"/abs.py": "x = 1\n"}, "flow:main", WorkflowLoadError, "escapes"),
+        ({"../escape.py": "x = 1\n"}, "flow:main", WorkflowLoadError, "must be relative"),
+        ({"/abs.py": "x = 1\n"}, "flow:main", WorkflowLoadError, "must be relative"),
+        (
+            {"flow.py": "x = 1\n", "flow.py/x.py": "x = 1\n"},
+            "flow:main",
+            WorkflowLoadError,
+            "both a file and a directory",
+        ),
     ],
 )
 def test_bad_sources_raise_typed_errors(
@@ -172,3 +178,27 @@ async def test_spawn_mints_through_the_hub_and_a_retry_gets_the_same_child(
     (processed,) = hub.of_kind(DispatchProcessed)
     assert processed.state["children"] == [started.child_run_id]
     assert processed.state["approval"].startswith("apr_")
+
+
+def test_every_layout_the_hub_accepts_at_its_limits_is_written(tmp_path: Path) -> None:
+    # The hub accepts exactly what check_layout accepts; here, at each limit.
+    name_255 = "n" * 252 + ".py"
+    wide_255 = "\u00e9" * 126 + "abc"  # 255 bytes of UTF-8 in 129 characters
+    path_1024 = "/".join(["d" * 254] * 4) + "/x.py"
+    files = {
+        "flow.py": "from . import helper\nasync def main(ctx, item): pass\n",
+        "helper.py": "",
+        name_255: "",
+        f"deep/{wide_255}": "\u00e9t\u00e9\n",
+        path_1024: "",
+        ".hidden": "",
+        "with space/-~!.txt": "",
+        "a/b/c/d/e/f/g.py": "",
+        **{f"many/m{i}.py": "" for i in range(992)},
+    }
+    assert len(path_1024.encode()) == 1024 and len(files) == 1000
+    check_layout(files)
+    state = tmp_path / ("s" * 200) / "workflow-runs" / ("dep_" + "a" * 26)
+    load_workflow(Sources(entrypoint="flow:main", files=files), state / "src", "dep_" + "a" * 26)
+    for name, text in files.items():
+        assert (state / "src" / name).read_text(encoding="utf-8") == text

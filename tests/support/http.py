@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -10,14 +11,40 @@ import httpx
 from .waiting import wait_for
 
 
+class AdminToken(httpx.Auth):
+    """``Authorization: Bearer`` with the token in ``path``, read once the file
+    exists: the hub being started creates it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.token: str | None = None
+
+    def read(self) -> str | None:
+        if self.token is None and self.path.exists():
+            self.token = self.path.read_text().strip() or None
+        return self.token
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if self.read() is not None:
+            request.headers["Authorization"] = f"Bearer {self.token}"
+        yield request
+
+
 class HubClient:
     """An httpx client on a running hub (``http``, for any other request),
-    with the calls tests make again and again. Close it with ``aclose``
-    (``contextlib.aclosing`` for a block)."""
+    with the calls tests make again and again. With ``token_file`` (the
+    hub's ``<state-dir>/admin-token``) every request carries the admin token.
+    Close it with ``aclose`` (``contextlib.aclosing`` for a block)."""
 
-    def __init__(self, url: str, *, timeout: float = 30) -> None:
+    def __init__(self, url: str, *, timeout: float = 30, token_file: Path | None = None) -> None:
         self.url = url
-        self.http = httpx.AsyncClient(base_url=url, timeout=timeout)
+        self.auth = AdminToken(token_file) if token_file is not None else None
+        self.http = httpx.AsyncClient(base_url=url, timeout=timeout, auth=self.auth)
+
+    @property
+    def token(self) -> str | None:
+        """The admin token this client sends (None before the hub created it)."""
+        return self.auth.read() if self.auth is not None else None
 
     async def healthz(self) -> dict[str, Any] | None:
         """The hub's /healthz, or None while it does not answer (or not 200)."""

@@ -10,71 +10,18 @@ import stat
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass
+from contextlib import aclosing
 from pathlib import Path
-from typing import Any
 
 import anyio
-import httpx
 import pytest
 
-from hub import Acceptor, Store, create_app
-from hub.api.app import ApiSettings
 from runtime import INLINE_BODY_LIMIT, decode_restore_record, public_key_of, read_restore_record
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
 
+from .harness import MAX_BODY, SOURCE, api, assert_error
+
 pytestmark = pytest.mark.anyio
-
-SOURCE = "async def main(ctx, item):\n    pass\n"
-MAX_BODY = 256 * 1024
-
-
-@dataclass
-class Api:
-    client: httpx.AsyncClient
-    store: Store
-
-    async def deploy(self, name: str, **kw: Any) -> dict[str, Any]:
-        spec = {"name": name, **(kw or {"source": SOURCE})}
-        r = await self.client.post("/workflows/deployments", json=spec)
-        assert r.status_code == 201, r.text
-        return dict(r.json())
-
-    async def send(self, to: str, **kw: Any) -> httpx.Response:
-        return await self.client.post("/mail", json={"to": to, "subject": "hi", **kw})
-
-    async def count(self, sql: str, *params: object) -> int:
-        async with self.store.db.execute(sql, params) as cur:
-            row = await cur.fetchone()
-        assert row is not None
-        return int(row[0])
-
-
-@asynccontextmanager
-async def api(tmp_path: Path, *, sidecar_root: Path | None = None) -> AsyncIterator[Api]:
-    settings = ApiSettings(
-        domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
-        sidecar_root=sidecar_root, max_body=MAX_BODY,
-    )  # fmt: skip
-    async with await Store.open(tmp_path / "hub.db") as store:
-        acceptor = Acceptor(store)
-        app = create_app(
-            store=store, acceptor=acceptor, settings=settings, boot_id="boot_x",
-            health_extra=lambda: {"connected_sidecars": 0},
-        )  # fmt: skip
-        async with anyio.create_task_group() as tg:
-            await tg.start(acceptor.run)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://hub") as client:
-                yield Api(client, store)
-            tg.cancel_scope.cancel()
-
-
-def assert_error(r: httpx.Response, code: int, reason: str) -> None:
-    assert r.status_code == code, r.text
-    body = r.json()
-    assert body["reason"] == reason and body["status"] in ("error", "rejected") and body["detail"]
 
 
 async def test_deploy_send_and_inspect(tmp_path: Path) -> None:
@@ -202,7 +149,9 @@ async def test_oversized_mail_is_refused_with_413(tmp_path: Path) -> None:
                 yield b"x" * 65536
             yield b'"}'
 
-        r = await hub.client.post("/mail", content=chunked())
+        r = await hub.client.post(
+            "/mail", content=chunked(), headers={"content-type": "application/json"}
+        )
         assert_error(r, 413, "payload_too_large")
         assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 0
         # The largest allowed body is accepted and kept as a blob.
@@ -305,9 +254,15 @@ async def test_hub_process_serves_and_stops_on_sigterm(
                                         env=env)  # fmt: skip
         async with proc:
             try:
-                async with aclosing(HubClient(f"http://127.0.0.1:{port}")) as hub:
+                token_file = tmp_path / "state" / "admin-token"
+                async with aclosing(
+                    HubClient(f"http://127.0.0.1:{port}", token_file=token_file)
+                ) as hub:
                     health = await wait_for(hub.healthz, timeout=8)
                     assert health["nats_url"] == nats_server.url
+                    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+                    anonymous = await hub.http.get("/healthz", auth=None)
+                    assert anonymous.json() == {"status": health["status"]}
                     assert health["boot_id"].startswith("boot_")
                     await hub.deploy("p", SOURCE)
                     r = await hub.http.post("/mail", json={"to": "p@mailrun.local", "subject": "s"})

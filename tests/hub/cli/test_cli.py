@@ -40,6 +40,7 @@ class Stub:
     url: str
     routes: dict[tuple[str, str], tuple[int, Any]] = field(default_factory=dict)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    authorization: list[str | None] = field(default_factory=list)
 
 
 @pytest.fixture
@@ -51,6 +52,7 @@ def stub() -> Iterator[Stub]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             state.requests.append((self.command, self.path, json.loads(raw) if raw else None))
+            state.authorization.append(self.headers.get("Authorization"))
             code, body = state.routes.get(
                 (self.command, self.path),
                 (404, {"status": "error", "reason": "not_found", "detail": self.path}),
@@ -436,7 +438,7 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
     monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
     args = ["hub", "--state-dir", "/srv/hub", "--http", "0.0.0.0:9000", "--nats", "nats://n:4222"]
     args += ["--sidecar-root", "/srv/sc", "--subject-prefix", "mr", "--max-body", "1024"]
-    args += ["--redeliver-after", "2.5"]
+    args += ["--redeliver-after", "2.5", "--token-file", "/run/secrets/mailrun"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert calls == [
@@ -449,6 +451,7 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
             "domain": None,
             "max_body": 1024,
             "redeliver_after": 2.5,
+            "token_file": Path("/run/secrets/mailrun"),
         }
     ]
 
@@ -511,3 +514,52 @@ def test_the_async_client_answers_and_fails_like_the_sync_one(stub: Stub) -> Non
                     await client.healthz()
 
     anyio.run(go)
+
+
+TOKEN_A = "token-from-the-file-0123456789"
+TOKEN_B = "token-from-the-environment-0123"
+TOKEN_C = "token-of-the-default-state-dir-0"
+
+
+def test_the_token_is_found_by_itself(
+    stub: Stub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub.routes["GET", "/workflows/deployments"] = (200, {"deployments": []})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "given").write_text(TOKEN_A + "\n")
+    no_env = {"MAILRUN_TOKEN": None}
+
+    assert cli(stub, "deployments", env=no_env).exit_code == 0  # nothing to find: none sent
+    (tmp_path / "mailrun-state").mkdir()
+    (tmp_path / "mailrun-state" / "admin-token").write_text(TOKEN_C + "\n")
+    assert cli(stub, "deployments", env=no_env).exit_code == 0
+    assert cli(stub, "deployments", env={"MAILRUN_TOKEN": TOKEN_B}).exit_code == 0
+    result = cli(stub, "deployments", "--token-file", "given", env={"MAILRUN_TOKEN": TOKEN_B})
+    assert result.exit_code == 0
+    assert stub.authorization == [None, *(f"Bearer {t}" for t in (TOKEN_C, TOKEN_B, TOKEN_A))]
+
+
+def test_a_refusal_for_want_of_a_token_says_where_tokens_come_from(stub: Stub) -> None:
+    stub.routes["GET", "/workflows/deployments"] = (
+        401,
+        {"status": "error", "reason": "unauthorized", "detail": "send a token"},
+    )
+    result = cli(stub, "deployments", env={"MAILRUN_TOKEN": None})
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: unauthorized: send a token (the CLI sends the token")
+    assert "--token-file F, else $MAILRUN_TOKEN, else mailrun-state/admin-token" in result.stderr
+
+
+@pytest.mark.parametrize("content", [None, "", "short", "two\nlines-of-a-token-here"])
+def test_a_token_file_without_a_token_is_an_error_and_nothing_is_sent(
+    stub: Stub, tmp_path: Path, content: str | None
+) -> None:
+    path = tmp_path / "token"
+    if content is not None:
+        path.write_text(content)
+    result = cli(stub, "deployments", "--token-file", str(path))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: admin_token_unavailable: ")
+    assert stub.requests == []
+    bad = cli(stub, "deployments", env={"MAILRUN_TOKEN": "a b"})
+    assert bad.exit_code == 1 and "MAILRUN_TOKEN does not hold a token" in bad.stderr

@@ -267,9 +267,15 @@ class UpProcess:
                 return child
         return None
 
+    def bearer(self) -> dict[str, str]:
+        """The admin token's header (up creates the token before its hub starts)."""
+        token = (self.state / "admin-token").read_text().strip()
+        return {"Authorization": f"Bearer {token}"}
+
     def health(self) -> dict[str, object] | None:
         try:
-            with urllib.request.urlopen(f"http://{self.http}/healthz", timeout=2) as resp:
+            request = urllib.request.Request(f"http://{self.http}/healthz", headers=self.bearer())
+            with urllib.request.urlopen(request, timeout=2) as resp:
                 return dict(json.loads(resp.read()))
         except OSError:
             return None
@@ -376,7 +382,8 @@ async def test_a_second_up_on_the_same_state_dir_is_refused(up: UpProcess) -> No
 
 
 async def deploy_counter(up: UpProcess, name: str = "counter") -> dict[str, Any]:
-    async with aclosing(HubClient(f"http://{up.http}", timeout=10)) as hub:
+    token_file = up.state / "admin-token"
+    async with aclosing(HubClient(f"http://{up.http}", timeout=10, token_file=token_file)) as hub:
         return dict(await hub.deploy(name, example_source(), "counter:main"))
 
 
@@ -408,7 +415,9 @@ async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
     assert f"mailrun up: sidecar-{dep['id']} exited with -9" in up.log
 
     # Deleted, its sidecar is stopped and not started again.
-    async with httpx.AsyncClient(base_url=f"http://{up.http}", timeout=10) as client:
+    async with httpx.AsyncClient(
+        base_url=f"http://{up.http}", timeout=10, headers=up.bearer()
+    ) as client:
         r = await client.delete(f"/workflows/deployments/{dep['id']}")
         assert r.status_code == 200, r.text
     await wait_for(lambda: gone(again.pid), timeout=15, what="the deleted deployment's sidecar")

@@ -1,0 +1,147 @@
+"""What one client may hold of the HTTP server (HttpLimits), on a real socket:
+a head must arrive within its deadline however it trickles, connections past
+the limit get 503 at once, a huge head is refused, a slow body times out."""
+
+from __future__ import annotations
+
+import resource
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from hub.api import HttpLimits, HttpServer, bind_socket
+from tests.support import wait_for
+
+from .harness import api, assert_error
+
+pytestmark = pytest.mark.anyio
+
+
+async def hello(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("hello")
+
+
+@asynccontextmanager
+async def serving(limits: HttpLimits) -> AsyncIterator[tuple[str, int]]:
+    sock = bind_socket("127.0.0.1", 0)
+    address = sock.getsockname()[:2]
+    server = HttpServer(Starlette(routes=[Route("/", hello)]), sock, limits)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.run)
+            yield address
+            tg.cancel_scope.cancel()
+    finally:
+        sock.close()
+
+
+async def closed_by_server(stream: anyio.abc.SocketStream) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    data = b""
+    with anyio.fail_after(10):
+        while True:
+            try:
+                data += await stream.receive()
+            except (anyio.EndOfStream, anyio.BrokenResourceError):
+                return data
+
+
+async def get(address: tuple[str, int]) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=f"http://{address[0]}:{address[1]}") as client:
+        return await client.get("/", timeout=5)
+
+
+async def test_a_head_must_arrive_within_its_deadline_however_it_trickles() -> None:
+    async with serving(HttpLimits(head_timeout=0.5, keep_alive=60)) as address:
+        silent = await anyio.connect_tcp(*address)
+        trickler = await anyio.connect_tcp(*address)
+        reused = await anyio.connect_tcp(*address)
+        started = time.monotonic()
+
+        async def trickle(stream: anyio.abc.SocketStream) -> None:
+            await stream.send(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            with pytest.raises((anyio.BrokenResourceError, OSError)):
+                for _ in range(100):  # one byte at a time, for 10 s if let
+                    await stream.send(b"X")
+                    await anyio.sleep(0.1)
+
+        async def answered_then_trickled(stream: anyio.abc.SocketStream) -> None:
+            await stream.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            first = await stream.receive()
+            assert first.startswith(b"HTTP/1.1 200") and first.endswith(b"hello")
+            await trickle(stream)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(trickle, trickler)
+            tg.start_soon(answered_then_trickled, reused)
+            assert (await get(address)).text == "hello"  # served meanwhile
+            assert await closed_by_server(silent) == b""
+            assert await closed_by_server(trickler) == b""
+            assert await closed_by_server(reused) == b""
+        assert time.monotonic() - started < 5  # not the 10 s the trickling would take
+        for stream in (silent, trickler, reused):
+            await stream.aclose()
+
+
+async def test_past_the_connection_limit_requests_get_503_at_once() -> None:
+    async with serving(HttpLimits(head_timeout=60, max_connections=4)) as address:
+        idle = [await anyio.connect_tcp(*address) for _ in range(4)]
+        with anyio.fail_after(5):  # at once, not after the idle ones' 60 s
+            r = await get(address)
+        assert r.status_code == 503
+        for stream in idle:
+            await stream.aclose()
+
+        async def served() -> bool:
+            return (await get(address)).status_code == 200
+
+        await wait_for(served, timeout=5, what="a request served once the idle ones left")
+
+
+async def test_a_head_that_grows_past_its_size_unfinished_is_refused() -> None:
+    async with serving(HttpLimits(max_head_bytes=4096)) as address:
+        stream = await anyio.connect_tcp(*address)
+        await stream.send(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 8192)
+        assert (await closed_by_server(stream)).startswith(b"HTTP/1.1 400")
+        await stream.aclose()
+        assert (await get(address)).text == "hello"
+
+
+async def test_a_body_that_does_not_arrive_in_time_is_408(tmp_path: Path) -> None:
+    async with api(tmp_path, body_timeout=0.3) as hub:
+
+        async def slow() -> AsyncIterator[bytes]:
+            yield b'{"to": "flow@mailrun.local",'
+            await anyio.sleep(30)
+            yield b'"subject": "late"}'
+
+        with anyio.fail_after(5):
+            r = await hub.client.post(
+                "/mail", content=slow(), headers={"content-type": "application/json"}
+            )
+        assert_error(r, 408, "request_timeout")
+        assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 0
+
+
+def test_the_server_raises_its_open_files_limit_to_hold_its_connections() -> None:
+    before, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = HttpLimits().max_connections + 256
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(512, hard), hard))  # a distribution's 1024
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        HttpServer(Starlette(), sock)
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        assert soft == (needed if hard == resource.RLIM_INFINITY else min(needed, hard))
+    finally:
+        sock.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (before, hard))
