@@ -35,6 +35,7 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         AdminTokenUnavailable   the hub's or the CLI's admin token file
         UnknownSession          a sidecar's frame: say hello again
         StaleEpoch              a sidecar's frame: fenced
+        NatsIdentityError       a NATS identity (nkey seed) that cannot be read or made
         NatsServerError         the embedded nats-server (hub.up)
           NatsServerNotFound
           NatsServerStartTimeout (TimeoutError)
@@ -240,6 +241,12 @@ class StaleEpoch(HubError):
 
 
 # --- processes: the embedded nats-server, ``mailrun up`` and ``demo`` -------
+
+
+class NatsIdentityError(HubError):
+    """A NATS identity (an nkey seed) that cannot be read or made."""
+
+    reason = "nats_identity_invalid"
 
 
 class NatsServerError(HubError):

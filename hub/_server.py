@@ -44,7 +44,8 @@ from runtime import (
 from ._errors import HubError
 from ._token import ensure_admin_token, read_token_file
 from .api import ApiSettings, HttpLimits, HttpServer, bind_socket, create_app
-from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store
+from .natsauth import hub_seed
+from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store, give_nats_identities
 from .wire import DispatchConfig, WireConfig, run_wire
 
 log = logging.getLogger("mailrun.hub")
@@ -120,9 +121,13 @@ async def serve_hub(
         async with AsyncExitStack() as stack:
             store = await Store.open(config.state_dir / "hub.db", busy_timeout=config.busy_timeout)
             stack.push_async_callback(store.aclose)
+            if config.sidecar_root is not None:
+                await give_nats_identities(store, config.sidecar_root)
             if transport is None:
+                # Its own NATS identity, whether or not the server asks for one.
+                seed = await anyio.to_thread.run_sync(hub_seed, config.state_dir)
                 transport = await stack.enter_async_context(
-                    open_nats(config.nats_url, name=f"mailrun-hub-{boot_id}")
+                    open_nats(config.nats_url, name=f"mailrun-hub-{boot_id}", seed=seed)
                 )
             async with anyio.create_task_group() as tg:
                 acceptor = Acceptor(store)

@@ -39,18 +39,50 @@ class FrameDecoder(Generic[T]):
 
 
 class Subjects:
-    """The NATS subjects of one mailrun installation (prefix ``mailrun``)."""
+    """The NATS subjects of one mailrun installation (prefix ``mailrun``).
 
-    def __init__(self, prefix: str = DEFAULT_SUBJECT_PREFIX) -> None:
+    ``Subjects(prefix)`` names the hub's request subjects as the hub serves
+    them. ``Subjects(prefix, deployment_id=dep)`` is one deployment's sidecar
+    view: its requests go to ``<request subject>.<dep>``, a subject that the
+    NATS permissions let only that deployment's identity publish on, so the
+    subject itself tells the hub who sent a frame (docs/security.md).
+    """
+
+    REQUESTS = ("hello", "events", "blob", "mint", "state")
+    """The request subjects' names (attributes), each served per deployment."""
+
+    def __init__(self, prefix: str = DEFAULT_SUBJECT_PREFIX, *, deployment_id: str = "") -> None:
         if not prefix or any(c in prefix for c in " *>\t\r\n") or prefix.endswith("."):
             raise ValueError(f"invalid subject prefix {prefix!r}")
+        if not _is_token(deployment_id, allow_empty=True):
+            raise ValueError(f"invalid deployment id {deployment_id!r} for a subject")
         self.prefix = prefix
-        self.hello = f"{prefix}.hub.hello"
+        self.deployment_id = deployment_id
+        suffix = f".{deployment_id}" if deployment_id else ""
+        self.hello = f"{prefix}.hub.hello{suffix}"
         self.announce = f"{prefix}.hub.announce"
-        self.events = f"{prefix}.hub.events"
-        self.blob = f"{prefix}.hub.blob"
-        self.mint = f"{prefix}.hub.mint"
-        self.state = f"{prefix}.hub.state"
+        self.events = f"{prefix}.hub.events{suffix}"
+        self.blob = f"{prefix}.hub.blob{suffix}"
+        self.mint = f"{prefix}.hub.mint{suffix}"
+        self.state = f"{prefix}.hub.state{suffix}"
 
     def inbound(self, deployment_id: str) -> str:
         return f"{self.prefix}.mail.inbound.{deployment_id}"
+
+    def requests(self) -> list[str]:
+        """The request subjects of this view, in :attr:`REQUESTS` order."""
+        return [getattr(self, name) for name in self.REQUESTS]
+
+    @staticmethod
+    def inbox_prefix(deployment_id: str) -> str:
+        """The reply inbox prefix of a deployment's sidecar connection: its
+        identity may subscribe only below it, and the hub answers a request
+        on a deployment's subject only to a reply below it."""
+        return f"_INBOX_{deployment_id}"
+
+
+def _is_token(value: str, *, allow_empty: bool = False) -> bool:
+    """One NATS subject token: no dots, wildcards or whitespace."""
+    if not value:
+        return allow_empty
+    return not any(c in value for c in ". *>\t\r\n")

@@ -50,6 +50,11 @@ def _check_url(url: str) -> None:
         raise TransportError(f"invalid NATS URL {url!r}: expected nats://host:port")
 
 
+def _is_auth_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, nats_errors.AuthorizationError) or "authorization violation" in text
+
+
 class _AttemptFailed(Exception):
     """Ends one nats-py connect attempt so that our loop owns the retry."""
 
@@ -133,10 +138,21 @@ class NatsSubscription:
 class NatsTransport:
     """A :class:`~runtime.Transport` over one nats-py client. Use :func:`open_nats`."""
 
-    def __init__(self, url: str, *, name: str, connect_timeout: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        connect_timeout: float,
+        seed: str | None = None,
+        inbox_prefix: str | None = None,
+    ) -> None:
         self.url = url
         self.name = name
         self._connect_timeout = connect_timeout
+        self._seed = seed
+        self._inbox_prefix = inbox_prefix
+        self._refused = False  # the server refused our credentials since the last connect
         self._nc = Client()
         self._connecting_task: int | None = None
         self._closed = False
@@ -159,12 +175,16 @@ class NatsTransport:
                     await client.connect(**self._options())
                 except (_AttemptFailed, nats_errors.Error, OSError, TimeoutError) as exc:
                     cause = exc.__cause__ if isinstance(exc, _AttemptFailed) else exc
-                    log.debug("connect to %s failed (attempt %d): %r", self.url, attempt + 1, cause)
+                    if not (isinstance(cause, Exception) and self._refusal(cause)):
+                        log.debug(
+                            "connect to %s failed (attempt %d): %r", self.url, attempt + 1, cause
+                        )
                 except BaseException:
                     await self._discard(client)
                     raise
                 else:
                     self._nc = client
+                    self._refused = False
                     self._up.set()
                     log.info("connected to NATS at %s as %s", self.url, self.name)
                     return
@@ -176,7 +196,7 @@ class NatsTransport:
 
     def _options(self) -> dict[str, Any]:
         # Passed as a dict because nats-py annotates its second counts as int.
-        return {
+        options: dict[str, Any] = {
             "servers": self.url,
             "name": self.name,
             "connect_timeout": self._connect_timeout,
@@ -191,6 +211,13 @@ class NatsTransport:
             "reconnected_cb": self._on_reconnected,
             "closed_cb": self._on_closed,
         }
+        if self._seed is not None:
+            # nats-py signs the server's nonce with it; a server without
+            # nkey users sends no nonce and ignores the key.
+            options["nkeys_seed_str"] = self._seed
+        if self._inbox_prefix is not None:
+            options["inbox_prefix"] = self._inbox_prefix
+        return options
 
     async def _discard(self, client: Client) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
@@ -212,8 +239,22 @@ class NatsTransport:
                     log.warning("slow consumer on %s: %d dropped", exc.subject, sub.dropped)
         elif isinstance(exc, OSError | nats_errors.StaleConnectionError):
             log.debug("NATS connection error: %r", exc)
+        elif self._refusal(exc):
+            pass
         else:
             log.warning("NATS error: %r", exc)
+
+    def _refusal(self, exc: Exception) -> bool:
+        """Log a refusal of our credentials (once until the next connect); False
+        for any other error."""
+        if not _is_auth_error(exc):
+            return False
+        # Once, not at every attempt: the identity was revoked (its deployment
+        # deleted), or the server's config does not list it yet (not reloaded).
+        level = logging.DEBUG if self._refused else logging.WARNING
+        self._refused = True
+        log.log(level, "NATS at %s refuses the credentials of %s: %r", self.url, self.name, exc)
+        return True
 
     async def _on_disconnected(self) -> None:
         self._up.clear()
@@ -226,6 +267,7 @@ class NatsTransport:
     async def _on_reconnected(self) -> None:
         # Runs on nats-py's reconnect task after the subscriptions were replayed.
         log.info("reconnected to NATS at %s", self.url)
+        self._refused = False
         self._up.set()
         for callback in list(self._callbacks):
             try:
@@ -298,15 +340,28 @@ class NatsTransport:
 
 @asynccontextmanager
 async def open_nats(
-    url: str, *, name: str, connect_timeout: float = 2.0
+    url: str,
+    *,
+    name: str,
+    connect_timeout: float = 2.0,
+    seed: str | None = None,
+    inbox_prefix: str | None = None,
 ) -> AsyncIterator[Transport]:
     """Connect to NATS at ``url`` (waiting for the server as long as it takes).
 
-    Cancel the surrounding scope to give up waiting. Leaving the block closes
-    the connection within a couple of seconds, whether or not the server is up.
+    ``seed`` is the connection's nkey seed (its NATS identity; without one it
+    connects anonymously or with the URL's user and password).
+    ``inbox_prefix`` replaces ``_INBOX`` in the reply subjects of its
+    requests (a sidecar's identity may subscribe only below its own).
+    Cancel the surrounding scope to give up waiting: a server that refuses
+    the credentials is retried like one that is down, since a config reload
+    may admit them. Leaving the block closes the connection within a couple
+    of seconds, whether or not the server is up.
     """
     _check_url(url)
-    transport = NatsTransport(url, name=name, connect_timeout=connect_timeout)
+    transport = NatsTransport(
+        url, name=name, connect_timeout=connect_timeout, seed=seed, inbox_prefix=inbox_prefix
+    )
     await transport.connect()
     try:
         yield transport

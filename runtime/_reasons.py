@@ -52,7 +52,7 @@ class Reason(StrEnum):
     PARENT_NOT_LIVE = "parent_not_live"
     INVALID_REQUEST = "invalid_request"
     # An Ack refusing a MailInbound: the sidecar did not store it.
-    WRONG_DEPLOYMENT = "wrong_deployment"
+    WRONG_DEPLOYMENT = "wrong_deployment"  # also a hello on another deployment's subject
     DIGEST_MISMATCH = "digest_mismatch"
     BLOB_REFUSED = "blob_refused"
     BLOB_UNAVAILABLE = "blob_unavailable"

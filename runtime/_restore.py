@@ -6,7 +6,11 @@ This release writes version 2::
     {"version": 2, "deployment_id", "address", "session_id", "instance_id",
      "hub_key": {"seed", "hub_public_key"}, "public_key",
      "sources": {"entrypoint": "m:a", "files": {path: text}}, "nats_url",
-     "subject_prefix"}
+     "subject_prefix", "nats_seed"}
+
+``nats_seed`` (the deployment's NATS identity, an nkey user seed) is absent
+from records written before NATS identities existed; such a sidecar connects
+without credentials.
 
 and reads release 1's too (no ``version``, everything under ``deployment``,
 the seed under ``deployment_key``); see LEGACY-V1.md.
@@ -49,6 +53,7 @@ class RestoreRecord(msgspec.Struct, kw_only=True):
     sources: Sources
     nats_url: str = DEFAULT_NATS_URL
     subject_prefix: str = DEFAULT_SUBJECT_PREFIX
+    nats_seed: str | None = None
 
 
 class _V1Deployment(msgspec.Struct, kw_only=True):

@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import msgspec
@@ -52,13 +51,22 @@ from ._workflow import Handler, load_workflow
 
 log = logging.getLogger("mailrun.sidecar")
 
-Connect = Callable[[str, str], AbstractAsyncContextManager[Transport]]
+
+class Connect(Protocol):
+    """Opens the sidecar's bus connection: ``open_nats``, or a test's bus."""
+
+    def __call__(
+        self, url: str, name: str, *, seed: str | None, inbox_prefix: str
+    ) -> AbstractAsyncContextManager[Transport]: ...
+
 
 _MINT_RETRY = Backoff(initial=0.1, maximum=1.0)
 
 
-def _open_nats(url: str, name: str) -> AbstractAsyncContextManager[Transport]:
-    return open_nats(url, name=name)
+def _open_nats(
+    url: str, name: str, *, seed: str | None, inbox_prefix: str
+) -> AbstractAsyncContextManager[Transport]:
+    return open_nats(url, name=name, seed=seed, inbox_prefix=inbox_prefix)
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,14 @@ class Sidecar:
             )
             with self._serving:
                 url = self.options.nats_url or record.nats_url
-                async with self._connect(url, f"sidecar {record.deployment_id}") as transport:
+                # Its own identity (a record from before identities has none)
+                # and its own reply inbox, the only one it may subscribe to.
+                async with self._connect(
+                    url,
+                    f"sidecar {record.deployment_id}",
+                    seed=record.nats_seed,
+                    inbox_prefix=Subjects.inbox_prefix(record.deployment_id),
+                ) as transport:
                     await self._serve(transport, self.record, inbox, home.id)
 
     def stop(self) -> None:
@@ -148,7 +163,7 @@ class Sidecar:
         self, transport: Transport, record: RestoreRecord, inbox: Inbox, home: str
     ) -> None:
         assert record.public_key is not None
-        subjects = Subjects(record.subject_prefix)
+        subjects = Subjects(record.subject_prefix, deployment_id=record.deployment_id)
         link = HubLink(
             transport=transport,
             subjects=subjects,

@@ -115,6 +115,11 @@ class Delivery:
             frames.append(_Frame(message, frame, frame.body))
         if frames:
             session = self._link.session or await self._link.wait_session(self._session_wait)
+            if session is not None and any(self._foreign(f, session) for f in frames):
+                # The hub stamps a session the moment it opens it: its Welcome
+                # may not have been taken here yet.
+                await self._link.wait_new_session(session, self._session_wait)
+                session = self._link.session
             frames = self._fence(frames, session, replies)
             await self._fetch_claims(frames)
         stored = [f for f in frames if f.ack is None]
@@ -140,8 +145,7 @@ class Delivery:
     async def _pong(self, message: Message, ping: Ping) -> None:
         # Only the session the hub probes answers: a fenced process that has
         # not stopped yet must not keep the deployment looking alive.
-        session = self._link.session
-        if ping.session_id and (session is None or session.session_id != ping.session_id):
+        if not self._link.holds(ping.session_id):
             return
         with contextlib.suppress(TransportError):  # a lost Pong is just silence
             await message.respond(encode(Pong(deployment_id=self._deployment_id)))
@@ -178,9 +182,24 @@ class Delivery:
                 replies.append((f.message, f.ack))
             elif epoch > session.owner_epoch:
                 self._link.rehello()
+            elif self._foreign(f, session):
+                # A session id is not a credential, but a frame that does not
+                # carry one this process holds is not the hub's to its owner
+                # (the hub stamps every MailInbound): left unanswered.
+                log.warning(
+                    "ignoring %s: stamped with session %r, not this process's",
+                    f.frame.dispatch_id,
+                    f.frame.session_id,
+                )
             else:
                 kept.append(f)
         return kept
+
+    def _foreign(self, f: _Frame, session: Session) -> bool:
+        """A frame of this owner's epoch stamped with a session it does not hold."""
+        return f.frame.owner_epoch == session.owner_epoch and not self._link.holds(
+            f.frame.session_id
+        )
 
     async def _fetch_claims(self, frames: list[_Frame]) -> None:
         claimed = [f for f in frames if f.frame.claim is not None and f.body is None]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +116,7 @@ class HubLink:
         self._changed = Broadcast()  # self.session was replaced
         self._on_welcome = on_welcome
         self._in_flight: set[anyio.CancelScope] = set()
+        self._earlier: deque[Session] = deque(maxlen=8)  # sessions this process had before
 
     # --- session --------------------------------------------------------------
 
@@ -133,6 +135,21 @@ class HubLink:
         with anyio.move_on_after(timeout):
             while self.session is None or self.session == old:
                 await self._changed.wait()
+
+    def holds(self, session_id: str | None) -> bool:
+        """Whether ``session_id`` is this process's session: the current one, or
+        an earlier one at the current epoch (the hub may have stamped a frame
+        just before this process said hello again). A session id that the hub
+        never gave this process is not its, whatever the frame says."""
+        current = self.session
+        if current is None or not session_id:
+            return False
+        if session_id == current.session_id:
+            return True
+        return any(
+            s.session_id == session_id and s.owner_epoch == current.owner_epoch
+            for s in self._earlier
+        )
 
     async def run(self) -> None:
         """Keep a session forever; raises :class:`FencedOut` when this process may
@@ -173,6 +190,8 @@ class HubLink:
                     attempt += 1
                     await self._wake.wait(self._backoff.delay(attempt))
                     continue
+            if self.session is not None:
+                self._earlier.append(self.session)
             self.session = Session(welcome.session_id, welcome.owner_epoch, welcome.hub_boot_id)
             self._changed.notify()
             await self._wake.wait()

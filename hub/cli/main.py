@@ -224,6 +224,43 @@ def migrate(state_dir: Path, sidecar_root: Path | None, check: bool, as_json: bo
         click.echo(render(report, check=check))
 
 
+@main.command("nats-config")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("mailrun-state"),
+    show_default=True,
+    help="The hub's state dir.",
+)
+@click.option(
+    "--subject-prefix",
+    default=DEFAULT_SUBJECT_PREFIX,
+    show_default=True,
+    help="The hub's NATS subject prefix.",
+)
+def nats_config_cmd(state_dir: Path, subject_prefix: str) -> None:
+    """Print the authorization config for an external NATS server.
+
+    One nkey user for the hub (every subject) and one per live deployment
+    (its own subjects only), from the hub's state; only public keys. Install
+    it in the server's config and reload the server (nats-server --signal
+    reload) after every deploy and delete. `mailrun up` does this by itself
+    for its embedded server."""
+    from .natsconfig import nats_config
+
+    try:
+        config = nats_config(state_dir, subject_prefix)
+    except HubError as exc:
+        fail(f"{exc.reason}: {exc.detail}")
+    click.echo(config.text, nl=False)
+    for dep in config.without_identity:
+        click.echo(
+            f"warning: deployment {dep} has no NATS identity (created before them);"
+            " its sidecar cannot connect to a server with this config (docs/security.md)",
+            err=True,
+        )
+
+
 @main.command()
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--deployment", help="The deployment id (when the state dir holds several).")

@@ -11,6 +11,7 @@ from .deployments import Created as Created
 from .deployments import create_deployment as create_deployment
 from .deployments import delete_deployment as delete_deployment
 from .group_commit import Acceptor as Acceptor
+from .identities import give_nats_identities as give_nats_identities
 from .migrations import LATEST as LATEST
 from .migrations import pending_migrations as pending_migrations
 from .migrations import read_version as read_version
@@ -62,6 +63,7 @@ __all__ = [
     "get_deployment",
     "get_dispatch",
     "get_run",
+    "give_nats_identities",
     "list_deployments",
     "list_runs",
     "pending_migrations",

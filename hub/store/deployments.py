@@ -35,6 +35,7 @@ from runtime import (
 )
 
 from .._errors import InvalidDeployment, InvalidName, NameTaken
+from ..natsauth import new_user_key
 from .db import Store
 from .schema import DispatchStatus
 
@@ -106,12 +107,14 @@ async def create_deployment(
     dep_id = new_id("dep")
     address = f"{name}@{domain.lower()}"  # POST /mail lower-cases 'to' the same way
     seed, public_key = generate_keypair()
+    # Its NATS identity: the seed goes only where the deployment key goes.
+    nats = new_user_key()
     now = time.time()
     async with store.write() as db:
         try:
             await db.execute(
                 "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " created_at, nats_user) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     dep_id,
                     name,
@@ -120,6 +123,7 @@ async def create_deployment(
                     msgspec.json.encode(sources).decode(),
                     entrypoint,
                     now,
+                    nats.public,
                 ),
             )
         except sqlite3.IntegrityError as exc:
@@ -140,6 +144,7 @@ async def create_deployment(
         sources=sources,
         nats_url=nats_url,
         subject_prefix=subject_prefix,
+        nats_seed=nats.seed,
     )
     join_token = b64url(msgspec.json.encode(record))
     written: str | None = None

@@ -24,6 +24,7 @@ from .schema import (
     ApprovalStatus,
     DispatchStatus,
     add_dead_letter_deployment,
+    add_nats_user,
     add_owner_home,
     create_v1,
     migrate_v1_to_v2,
@@ -56,6 +57,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "0002_release2_schema", migrate_v1_to_v2),
     Migration(3, "0003_dead_letter_deployment", add_dead_letter_deployment),
     Migration(4, "0004_owner_home", add_owner_home),
+    Migration(5, "0005_nats_user", add_nats_user),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -41,6 +41,7 @@ class DeploymentView(msgspec.Struct, kw_only=True):
     connected: bool = False
     last_error: str | None = None
     stuck: int = 0  # dispatches sent again for not being processed, still unprocessed
+    nats_user: str | None = None  # its NATS identity's public nkey (None: from before them)
 
 
 class RunView(msgspec.Struct, kw_only=True):
@@ -86,7 +87,8 @@ SELECT d.id, d.name, d.address, d.public_key, a.status, d.entrypoint, d.created_
        (SELECT COUNT(*) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
           AND x.status = '{_OPEN[0]}'),
        (SELECT MIN(x.created_at) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
-          AND x.status = '{_OPEN[0]}')
+          AND x.status = '{_OPEN[0]}'),
+       d.nats_user
 FROM deployment d JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1"""
 
 _RUN = """
@@ -116,6 +118,7 @@ def _deployment(row: Any) -> DeploymentView:
         owner_epoch=row[9], next_seq=row[10], top_level_run_id=row[11],
         pending_dispatches=row[12], pending=row[13],
         oldest_wait=0.0 if row[14] is None else round(max(0.0, time.time() - row[14]), 3),
+        nats_user=row[15],
     )  # fmt: skip
 
 

@@ -238,3 +238,13 @@ async def add_owner_home(db: aiosqlite.Connection) -> None:
         columns = {row[1] for row in await cur.fetchall()}
     if "owner_home" not in columns:
         await db.execute("ALTER TABLE deployment ADD COLUMN owner_home TEXT")
+
+
+async def add_nats_user(db: aiosqlite.Connection) -> None:
+    """Migration 5: the deployment row names its NATS identity (``nats_user``,
+    the public nkey its sidecar connects with). Rows from before it keep NULL
+    until the hub gives them one (docs/security.md). Idempotent on its own."""
+    async with db.execute("PRAGMA table_info(deployment)") as cur:
+        columns = {row[1] for row in await cur.fetchall()}
+    if "nats_user" not in columns:
+        await db.execute("ALTER TABLE deployment ADD COLUMN nats_user TEXT")

@@ -169,6 +169,15 @@ class Child:
         proc = self.proc
         return proc.pid if proc is not None and proc.poll() is None else None
 
+    def send_signal(self, sig: int) -> bool:
+        """Send ``sig`` to the running process; False between death and restart
+        (the process started next reads its configuration afresh)."""
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return False
+        proc.send_signal(sig)
+        return True
+
     async def run(self) -> None:
         self._done = done = anyio.Event()
         self._running = True

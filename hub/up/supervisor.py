@@ -29,9 +29,11 @@ import msgspec
 from runtime import (
     DEFAULT_HTTP,
     DEFAULT_NATS_PORT,
+    DEFAULT_SUBJECT_PREFIX,
     LOOPBACK,
     HostPort,
     SidecarExit,
+    Subjects,
     anchor_is_live,
     is_id,
     parse_host_port,
@@ -43,10 +45,12 @@ from runtime import (
 from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunning
 from .._token import ensure_admin_token
+from ..natsauth import hub_seed, public_key, users_of
 from .children import Backoff, Child, ChildSpec
-from .nats import find_nats_server, free_port, greets
+from .nats import EmbeddedConfig, find_nats_server, free_port, greets
 
 UP_FILE = "up.json"
+NATS_CONF = "nats.conf"
 SIDECAR_FINAL_CODES = frozenset({SidecarExit.OWNER_CONFLICT, SidecarExit.DELETED})
 
 
@@ -136,6 +140,7 @@ class Up:
         self.nats: Child | None = None
         self.hub: Child | None = None
         self.nats_url = config.nats_url or ""
+        self.nats_config: EmbeddedConfig | None = None  # embedded only, not an external one
 
     def _say(self, line: str) -> None:
         if self.config.say is not None:
@@ -202,7 +207,19 @@ class Up:
         if port is None:
             port = DEFAULT_NATS_PORT if port_is_free(DEFAULT_NATS_PORT) else free_port()
         name = f"mailrun-up-{os.getpid()}-{secrets.token_hex(4)}"
-        argv = [str(find_nats_server()), "-a", LOOPBACK, "-p", str(port), "-n", name]
+        # No anonymous clients: the hub from the start, deployments as they come.
+        hub_user = public_key(await anyio.to_thread.run_sync(hub_seed, self.state_dir))
+        subjects = Subjects(self.config.subject_prefix or DEFAULT_SUBJECT_PREFIX)
+        self.nats_config = EmbeddedConfig(
+            self.state_dir / NATS_CONF,
+            host=LOOPBACK,
+            port=port,
+            server_name=name,
+            hub_user=hub_user,
+            subjects=subjects,
+        )
+        self.nats_config.write()
+        argv = [str(find_nats_server()), "-c", str(self.nats_config.path)]
         self.nats = self._child("nats", argv)
         tg.start_soon(self.nats.run)
         # The hub would only crash-loop until NATS listens; wait for it first,
@@ -242,14 +259,17 @@ class Up:
             await anyio.sleep(self.config.poll_interval)
 
     def _reconcile(self, tg: anyio.abc.TaskGroup, deployments: list[Any]) -> None:
-        # Ids become path components below: only well-formed ones count.
-        live = {
-            d["id"]
+        live_items = [
+            d
             for d in deployments
-            if isinstance(d, dict)
-            and is_id(d.get("id"), "dep")
-            and anchor_is_live(str(d.get("status", "")))
-        }
+            if isinstance(d, dict) and anchor_is_live(str(d.get("status", "")))
+        ]
+        if self.nats_config is not None:
+            # Before any sidecar starts: a new one is admitted by this reload
+            # (and retries its connect until then); a deleted one is revoked.
+            self.nats_config.admit(users_of(live_items), self.nats)
+        # Ids become path components below: only well-formed ones count.
+        live = {d["id"] for d in live_items if is_id(d.get("id"), "dep")}
         for dep in sorted(live - self.sidecars.keys()):
             state = self.sidecar_root / dep
             if record_path(state, dep).exists():

@@ -123,9 +123,9 @@ class BlobHandler:
         self._reader = _Reader(store.path)
         self._decoder: FrameDecoder[BlobGet] = FrameDecoder(BlobGet)
 
-    async def __call__(self, data: bytes) -> BlobChunk | Refused:
+    async def __call__(self, data: bytes, sender: str | None) -> BlobChunk | Refused:
         get = self._decoder.decode(data)
-        session = self._sessions.check(get.session_id, get.deployment_id)
+        session = self._sessions.check(get.session_id, get.deployment_id, sender=sender)
         if get.offset < 0:
             return Refused(reason=Reason.BAD_OFFSET, detail=f"offset {get.offset}")
         # A sidecar reads only bodies of its own deployment's dispatches.

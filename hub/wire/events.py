@@ -81,9 +81,11 @@ class EventsHandler:
         self._on_released = on_released
         self._decoder: FrameDecoder[RunEvents] = FrameDecoder(RunEvents)
 
-    async def __call__(self, data: bytes) -> EventsAck | Refused:
+    async def __call__(self, data: bytes, sender: str | None) -> EventsAck | Refused:
         frame = self._decoder.decode(data)
-        session = self._sessions.check(frame.session_id, frame.deployment_id, frame.owner_epoch)
+        session = self._sessions.check(
+            frame.session_id, frame.deployment_id, frame.owner_epoch, sender=sender
+        )
         released = False
         async with self._store.write() as db:
             await fence(db, session.deployment_id, frame.owner_epoch)

@@ -57,9 +57,11 @@ class MintHandler:
         self._sessions = sessions
         self._decoder: FrameDecoder[MintChild] = FrameDecoder(MintChild)
 
-    async def __call__(self, data: bytes) -> Minted | Refused:
+    async def __call__(self, data: bytes, sender: str | None) -> Minted | Refused:
         req = self._decoder.decode(data)
-        session = self._sessions.check(req.session_id, req.deployment_id, req.owner_epoch)
+        session = self._sessions.check(
+            req.session_id, req.deployment_id, req.owner_epoch, sender=sender
+        )
         dep = session.deployment_id
         if not req.request_id:
             return Refused(reason=Reason.INVALID_REQUEST, detail="request_id is required")

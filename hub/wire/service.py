@@ -32,6 +32,7 @@ from runtime import (
     Transport,
     TransportError,
     encode,
+    is_id,
 )
 
 from .._errors import HubError
@@ -47,7 +48,9 @@ from .state import StateHandler
 
 log = logging.getLogger("mailrun.hub.wire")
 
-Handler = Callable[[bytes], Awaitable[msgspec.Struct]]
+Handler = Callable[[bytes, str | None], Awaitable[msgspec.Struct]]
+"""``handler(data, sender)``: ``sender`` is the deployment whose identity sent
+the frame, as its subject proves, or None on a shared subject."""
 
 
 @dataclass(frozen=True)
@@ -208,9 +211,15 @@ async def run_wire(
             tg.start_soon(prober.run)
             tg.start_soon(notices.run)
             for subject, (source, handler) in handlers.items():
-                sub = await transport.subscribe(subject)
-                subscriptions.append(sub)
-                tg.start_soon(_serve, store, sub, source, handler, config.max_in_flight)
+                # <subject>.<dep>: sidecars of this release, each on its own
+                # (the permissions let only its identity publish there);
+                # <subject>: sidecars of an earlier release.
+                for per_deployment in (True, False):
+                    sub = await transport.subscribe(f"{subject}.*" if per_deployment else subject)
+                    subscriptions.append(sub)
+                    tg.start_soon(
+                        _serve, store, sub, source, handler, config.max_in_flight, per_deployment
+                    )
             await transport.flush()
 
             async def announce() -> None:
@@ -233,21 +242,57 @@ async def run_wire(
 
 
 async def _serve(
-    store: Store, sub: Subscription, source: str, handler: Handler, limit: int
+    store: Store,
+    sub: Subscription,
+    source: str,
+    handler: Handler,
+    limit: int,
+    per_deployment: bool,
 ) -> None:
     slots = anyio.Semaphore(limit)
     async with anyio.create_task_group() as tg:
         async for message in sub:
+            sender: str | None = None
+            if per_deployment:
+                sender = _sender(message)
+                if sender is None:
+                    continue
             await slots.acquire()
-            tg.start_soon(_answer, store, message, source, handler, slots)
+            tg.start_soon(_answer, store, message, source, handler, sender, slots)
     log.info("subscription %s ended", sub.subject)
 
 
+def _sender(message: Message) -> str | None:
+    """The deployment a per-deployment request came from, or None to drop it.
+
+    The server checks who publishes on a subject, not the reply subject a
+    publisher names: answered anywhere else than the sender's own inbox, a
+    request could make the hub publish on a subject its sender may not
+    (another deployment's inbound subject, say). So such a request is
+    neither served nor answered."""
+    sender = message.subject.rpartition(".")[2]
+    if is_id(sender, "dep") and (message.reply or "").startswith(
+        f"{Subjects.inbox_prefix(sender)}."
+    ):
+        return sender
+    log.warning(
+        "dropped a request on %s: its reply subject %r is not its sender's inbox",
+        message.subject,
+        message.reply,
+    )
+    return None
+
+
 async def _answer(
-    store: Store, message: Message, source: str, handler: Handler, slots: anyio.Semaphore
+    store: Store,
+    message: Message,
+    source: str,
+    handler: Handler,
+    sender: str | None,
+    slots: anyio.Semaphore,
 ) -> None:
     try:
-        reply = await _handle(store, message, source, handler)
+        reply = await _handle(store, message, source, handler, sender)
         try:
             await message.respond(encode(reply))
         except TransportError as exc:
@@ -256,9 +301,11 @@ async def _answer(
         slots.release()
 
 
-async def _handle(store: Store, message: Message, source: str, handler: Handler) -> msgspec.Struct:
+async def _handle(
+    store: Store, message: Message, source: str, handler: Handler, sender: str | None
+) -> msgspec.Struct:
     try:
-        return await handler(message.data)
+        return await handler(message.data, sender)
     except FrameDecodeError as exc:
         log.warning("undecodable %s frame on %s: %s", source, message.subject, exc)
         await _dead_letter(store, source, message, f"{Reason.DECODE_ERROR}: {exc}")

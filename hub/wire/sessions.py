@@ -56,6 +56,10 @@ class Session:
     instance_id: str
     owner_epoch: int
     opened_at: float
+    bound: bool = False
+    """Its hello came on the deployment's own subject (a sidecar of this
+    release): every request under it must too. An unbound session is a
+    sidecar of an earlier release, on the shared subjects."""
 
 
 class SessionTable:
@@ -69,8 +73,12 @@ class SessionTable:
         self._seen: dict[str, float] = {}  # deployment id -> monotonic time
         self._max = max_sessions
 
-    def open(self, deployment_id: str, instance_id: str, owner_epoch: int) -> Session:
-        session = Session(new_id("ses"), deployment_id, instance_id, owner_epoch, time.time())
+    def open(
+        self, deployment_id: str, instance_id: str, owner_epoch: int, *, bound: bool = False
+    ) -> Session:
+        session = Session(
+            new_id("ses"), deployment_id, instance_id, owner_epoch, time.time(), bound
+        )
         self._by_id[session.session_id] = session
         while len(self._by_id) > self._max:
             self._by_id.popitem(last=False)
@@ -109,16 +117,31 @@ class SessionTable:
         return None if last is None else max(0.0, time.monotonic() - last)
 
     def check(
-        self, session_id: str, deployment_id: str = "", owner_epoch: int | None = None
+        self,
+        session_id: str,
+        deployment_id: str = "",
+        owner_epoch: int | None = None,
+        *,
+        sender: str | None,
     ) -> Session:
         """The session a frame names, or :class:`UnknownSession` / :class:`StaleEpoch`.
+
+        ``sender`` is the deployment whose identity sent the frame, as the
+        subject it came on proves (None: a shared subject). A session id is
+        not a credential: the session must be the sender's, and a bound
+        session is valid only on its deployment's own subjects.
 
         An older session of the current owner (same instance, same epoch, from
         an earlier hello) stays valid: frames it sent before re-helloing are
         still the owner's frames.
         """
         session = self._by_id.get(session_id)
-        if session is None or (deployment_id and deployment_id != session.deployment_id):
+        if (
+            session is None
+            or (deployment_id and deployment_id != session.deployment_id)
+            or (sender is None and session.bound)
+            or (sender is not None and sender != session.deployment_id)
+        ):
             raise UnknownSession(f"no session {session_id!r} for this deployment")
         current = self._current.get(session.deployment_id)
         epoch = session.owner_epoch if owner_epoch is None else owner_epoch
@@ -182,8 +205,13 @@ class HelloHandler:
         self._booted = time.monotonic()
         self._decoder: FrameDecoder[Hello] = FrameDecoder(Hello)
 
-    async def __call__(self, data: bytes) -> Challenge | Welcome | Refused:
+    async def __call__(self, data: bytes, sender: str | None) -> Challenge | Welcome | Refused:
         hello = self._decoder.decode(data)
+        if sender is not None and sender != hello.deployment_id:
+            return Refused(
+                reason=Reason.WRONG_DEPLOYMENT,
+                detail=f"a hello for {hello.deployment_id} on {sender}'s subject",
+            )
         row = await read_deployment(self._store.db, hello.deployment_id)
         if (refused := not_live(row, hello.deployment_id)) is not None:
             return refused
@@ -201,7 +229,7 @@ class HelloHandler:
             return Refused(reason=Reason.BAD_SIGNATURE, detail=str(exc))
         # Verified, not claimed: a deletion or another claim may commit here.
         await afailpoint("hub.hello.before_claim")
-        return await self._claim(hello)
+        return await self._claim(hello, bound=sender is not None)
 
     def _owner_live(self, deployment_id: str, owner: str | None) -> bool:
         """Whether the recorded owner may still be running. A restarted hub
@@ -219,7 +247,7 @@ class HelloHandler:
             and silence < self._lease
         )
 
-    async def _claim(self, hello: Hello) -> Welcome | Refused:
+    async def _claim(self, hello: Hello, *, bound: bool) -> Welcome | Refused:
         dep = hello.deployment_id
         async with self._store.write() as db:
             row = await read_deployment(db, dep)
@@ -232,7 +260,7 @@ class HelloHandler:
             if not await commit_claim(db, row, hello, claim):
                 return Refused(reason=Reason.OWNER_CONFLICT, detail="ownership moved meanwhile")
             floor = await floor_seq(db, dep)
-        session = self._sessions.open(dep, hello.instance_id, claim.owner_epoch)
+        session = self._sessions.open(dep, hello.instance_id, claim.owner_epoch, bound=bound)
         log.info(
             "welcome %s instance %s epoch %d session %s%s",
             dep,

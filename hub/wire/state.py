@@ -36,9 +36,11 @@ class StateHandler:
         self._sessions = sessions
         self._decoder: FrameDecoder[StateGet] = FrameDecoder(StateGet)
 
-    async def __call__(self, data: bytes) -> RunStates:
+    async def __call__(self, data: bytes, sender: str | None) -> RunStates:
         req = self._decoder.decode(data)
-        session = self._sessions.check(req.session_id, req.deployment_id, req.owner_epoch)
+        session = self._sessions.check(
+            req.session_id, req.deployment_id, req.owner_epoch, sender=sender
+        )
         dep = session.deployment_id
         db = self._store.db
         async with db.execute(_RUNS, (dep, req.after_run_id, PAGE_RUNS + 1)) as cur:

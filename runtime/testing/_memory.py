@@ -120,9 +120,10 @@ class _Reply:
 class MemoryTransport:
     """One connection to a :class:`MemoryBus`."""
 
-    def __init__(self, bus: MemoryBus, name: str) -> None:
+    def __init__(self, bus: MemoryBus, name: str, inbox_prefix: str = "_INBOX") -> None:
         self._bus = bus
         self.name = name
+        self.inbox_prefix = inbox_prefix
         self._connected = True
         self._closed = False
         self._up = Flag(True)  # flush waits on it while disconnected
@@ -155,7 +156,7 @@ class MemoryTransport:
 
     async def request(self, subject: str, data: bytes, timeout: float) -> bytes:
         self._check_open()
-        inbox = f"_INBOX.{next(self._bus._ids)}"
+        inbox = f"{self.inbox_prefix}.{next(self._bus._ids)}"
         answer = _Reply(self)
         self._bus._replies[inbox] = answer
         try:
@@ -222,8 +223,10 @@ class MemoryBus:
         self._replies: dict[str, _Reply] = {}
         self._ids = itertools.count(1)
 
-    def connect(self, name: str = "") -> MemoryTransport:
-        return MemoryTransport(self, name or f"memory-{next(self._ids)}")
+    def connect(self, name: str = "", *, inbox_prefix: str = "_INBOX") -> MemoryTransport:
+        """A new connection; ``inbox_prefix`` starts its requests' reply
+        subjects, as nats-py's option of that name does."""
+        return MemoryTransport(self, name or f"memory-{next(self._ids)}", inbox_prefix)
 
     async def disconnect(self, transport: MemoryTransport) -> None:
         """Simulate a lost connection: ``transport`` sends and receives nothing."""

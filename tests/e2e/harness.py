@@ -16,6 +16,8 @@ from typing import Any
 import anyio
 import psutil
 
+from hub.natsauth import HUB_SEED_FILE
+from runtime import RestoreRecord, read_restore_record, record_path
 from tests.support import HubClient, free_port, wait_for
 
 MAILRUN = str(Path(sys.executable).with_name("mailrun"))
@@ -102,6 +104,17 @@ class Up(HubClient):
 
     async def sidecar_pid(self, deployment_id: str) -> int:
         return await self.pid_of("sidecar", deployment_id)
+
+    @property
+    def hub_seed(self) -> str:
+        """The hub's NATS identity: a test that speaks as the hub on the bus
+        connects with it (the embedded server admits no anonymous client)."""
+        return (self.state_dir / HUB_SEED_FILE).read_text().strip()
+
+    def record_of(self, deployment_id: str) -> RestoreRecord:
+        """The restore record the hub wrote for a deployment's local sidecar."""
+        state = self.state_dir / "sidecars" / deployment_id
+        return read_restore_record(record_path(state, deployment_id))[0]
 
     def hub_db(self) -> sqlite3.Connection:
         return sqlite3.connect(f"file:{self.state_dir / 'hub.db'}?mode=ro", uri=True)

@@ -114,7 +114,7 @@ async def test_a_garbage_frame_is_refused_and_the_sidecar_keeps_working(
         first = await up.send(dep["address"], "one")
         await up.wait_state(first.json()["run_id"], lambda r: r["state"].get("count") == 1)
         nats_url = (await up.healthz())["nats_url"]
-        nc = await nats.connect(nats_url)
+        nc = await nats.connect(nats_url, nkeys_seed_str=up.hub_seed)  # frames as the hub's
         try:
             subject = f"mailrun.mail.inbound.{dep['id']}"
             for garbage in (b"\xc1garbage", msgspec.msgpack.encode({"t": "MailInbound"})):

@@ -41,7 +41,7 @@ async def test_the_sidecar_answers_a_probe_without_storing_anything(tmp_path: Pa
         health = await up.healthz()
         assert health is not None
         session = session_of(health, dep["id"])
-        nc = await nats.connect(health["nats_url"])
+        nc = await nats.connect(health["nats_url"], nkeys_seed_str=up.hub_seed)  # as the hub
         try:
             reply = await nc.request(
                 f"mailrun.mail.inbound.{dep['id']}",

@@ -20,9 +20,13 @@ from tests.support.wire import Sidecar, accept, deploy, running_hub
 pytestmark = pytest.mark.anyio
 
 
-def release_1_mail(dep_id: str, address: str, subject: str, epoch: int) -> dict[str, Any]:
-    """A ``MailInbound`` as release 1 sent it: no ``run_id`` (the run is the
-    address) and no ``seq``."""
+def release_1_mail(
+    dep_id: str, address: str, subject: str, epoch: int, session_id: str
+) -> dict[str, Any]:
+    """A ``MailInbound`` in release 1's format: no ``run_id`` (the run is the
+    address) and no ``seq``; stamped with the sidecar's session, without which
+    a sidecar takes no frame (a session id it does not hold is not the hub's
+    frame to it: docs/security.md)."""
     return {
         "t": "MailInbound",
         "v": 1,
@@ -37,13 +41,17 @@ def release_1_mail(dep_id: str, address: str, subject: str, epoch: int) -> dict[
         "claim": None,
         "start_request_id": None,
         "owner_epoch": epoch,
+        "session_id": session_id,
     }
 
 
 async def test_the_sidecar_takes_release_1_frames_into_the_address_run(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
     async with deployed_sidecar(dep) as (hub, _):
-        frames = [release_1_mail(dep.id, dep.address, s, hub.epoch) for s in ("one", "two")]
+        session = hub.welcomes[-1].session_id
+        frames = [
+            release_1_mail(dep.id, dep.address, s, hub.epoch, session) for s in ("one", "two")
+        ]
         for frame in frames:
             assert (await hub.deliver(msgspec.msgpack.encode(frame))).result == "stored"
         again = await hub.deliver(msgspec.msgpack.encode(frames[0]))

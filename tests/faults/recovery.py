@@ -100,7 +100,7 @@ async def restart_sample(
     proxy = cluster.hub_proxy
     # The hub stops hearing events: each sidecar processes its first mails and
     # is left with an events request in flight to a hub about to die.
-    events = proxy.add_rule("drop", "mailrun.hub.events", direction="to_client")
+    events = proxy.add_rule("drop", "mailrun.hub.events.*", direction="to_client")
     processing = await _send_each(cluster, deployments, per_deployment)
     await wait_for(
         lambda: _count(cluster, processing, ["delivered"]) == len(processing),

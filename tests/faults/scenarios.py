@@ -104,7 +104,7 @@ async def f5_duplicated_frames(r: Round) -> None:
     await r.until_accepted(0.1)
     # The first delivery and the first events frame are duplicated for sure.
     inbound = proxy.add_rule("duplicate", "mailrun.mail.inbound.>", direction="to_client", times=1)
-    events = proxy.add_rule("duplicate", "mailrun.hub.events", direction="to_server", times=1)
+    events = proxy.add_rule("duplicate", "mailrun.hub.events.*", direction="to_server", times=1)
     rules = [
         inbound,
         events,
@@ -115,7 +115,7 @@ async def f5_duplicated_frames(r: Round) -> None:
         ),
         proxy.add_rule("duplicate", "mailrun.mail.inbound.>", direction="to_client",
                        match=_chance(r, p)),
-        proxy.add_rule("duplicate", "mailrun.hub.events", direction="to_server",
+        proxy.add_rule("duplicate", "mailrun.hub.events.*", direction="to_server",
                        match=_chance(r, p)),
         proxy.add_rule("duplicate", "_INBOX.>", direction="to_server", match=_chance(r, p)),
     ]  # fmt: skip
@@ -281,7 +281,7 @@ async def f14_completion_race(r: Round) -> None:
     proxy = r.sidecar.proxy
     await r.until_accepted(r.rng.uniform(0.2, 0.5))
     # The hub must not learn of the completion for a while: hold the events back.
-    held = proxy.add_rule("drop", "mailrun.hub.events", direction="to_server")
+    held = proxy.add_rule("drop", "mailrun.hub.events.*", direction="to_server")
     stop = await r.cluster.send(r.dep["address"], "stop", message_id=f"{r.dep_id}-stop")
     r.expect(stop.status_code == 202, f"the stop mail was not accepted: {stop.text}")
     run_id = stop.json().get("run_id")

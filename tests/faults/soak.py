@@ -80,7 +80,7 @@ def noisy(inject: Inject, rate: float) -> Inject:
                            delay_ms=r.rng.randint(50, 300), match=chance),
             proxy.add_rule("duplicate", "mailrun.mail.inbound.>", direction="to_client",
                            match=chance),
-            proxy.add_rule("duplicate", "mailrun.hub.events", direction="to_server",
+            proxy.add_rule("duplicate", "mailrun.hub.events.*", direction="to_server",
                            match=chance),
         ]  # fmt: skip
         try:

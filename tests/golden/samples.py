@@ -164,6 +164,19 @@ _RECORD_V2 = RestoreRecord(
     subject_prefix="mailrun",
 )
 
+_RECORD_V2_NATS = msgspec.structs.replace(
+    _RECORD_V2, nats_seed="SUAGOLDENGOLDENGOLDENGOLDENGOLDENGOLDENGOLDENGOLDENGOLDEN"
+)
+
+
+def _record_json(record: RestoreRecord, *, drop: tuple[str, ...] = ()) -> bytes:
+    """A record as ``write_restore_record`` writes it, less the fields in ``drop``."""
+    data = msgspec.to_builtins(record)
+    for name in drop:
+        data.pop(name, None)
+    return msgspec.json.format(msgspec.json.encode(data), indent=2)
+
+
 _ENVELOPE_V2 = Envelope(
     v=2,
     dispatch_id=DSP,
@@ -325,7 +338,14 @@ V2 = [
         "v2/restore_record.json",
         "restore_record",
         (_RECORD_V2, 2),
-        lambda: msgspec.json.format(msgspec.json.encode(_RECORD_V2), indent=2),
+        # Written before ``nats_seed`` was added (it decodes as None).
+        lambda: _record_json(_RECORD_V2, drop=("nats_seed",)),
+    ),
+    Golden(
+        "v2/restore_record.nats_seed.json",
+        "restore_record",
+        (_RECORD_V2_NATS, 2),
+        lambda: _record_json(_RECORD_V2_NATS),
     ),
     Golden(
         "v2/inbox_envelope.msgpack", "envelope", _ENVELOPE_V2, lambda: encode_envelope(_ENVELOPE_V2)

@@ -24,6 +24,7 @@ from runtime.testing import MemoryBus
 from sidecar import HomeLocked, Sidecar, SidecarOptions
 from tests.support import wait_for
 from tests.support.sidecar import (
+    bus_connect,
     deployed_sidecar,
     fake_hub,
     mail,
@@ -397,7 +398,7 @@ async def test_owner_conflict_stops_the_sidecar_with_a_clear_error(tmp_path: Pat
     async with fake_hub(bus, dep, refuse_hello="owner_conflict"):
         car = Sidecar(
             SidecarOptions(state_dir=tmp_path, deployment_id=dep.id),
-            connect=lambda url, name: bus.connect(name),
+            connect=bus_connect(bus),
         )
         with anyio.fail_after(5), pytest.raises(OwnerConflict):
             await car.run()

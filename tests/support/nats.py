@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import signal
 import socket
 import subprocess
 import time
@@ -52,6 +53,7 @@ class NatsServerProcess:
         pdeathsig: bool = False,
         start_timeout: float = 10.0,
         server_name: str | None = None,
+        config_file: Path | None = None,
     ) -> None:
         self.host = host
         self.port = port if port is not None else free_port(host)
@@ -62,6 +64,9 @@ class NatsServerProcess:
         self.pdeathsig = pdeathsig
         self.start_timeout = start_timeout
         self.server_name = server_name or f"mailrun-{secrets.token_hex(6)}"
+        self.config_file = config_file
+        """A configuration (an ``authorization`` block, say) the server
+        includes; :meth:`reload` makes it read the file again."""
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -78,12 +83,32 @@ class NatsServerProcess:
 
     @property
     def argv(self) -> list[str]:
-        argv = [str(self.binary), "-a", self.host, "-p", str(self.port), "-n", self.server_name]
+        if self.config_file is not None:
+            argv = [str(self.binary), "-c", str(self._wrapper())]
+        else:
+            argv = [str(self.binary), "-a", self.host, "-p", str(self.port), "-n", self.server_name]
         if self.store_dir is not None:
             argv += ["--jetstream", "--store_dir", str(self.store_dir)]
         if self.monitor_port is not None:
             argv += ["-m", str(self.monitor_port)]
         return argv
+
+    def _wrapper(self) -> Path:
+        # Address and name in a file, not on the command line: a reload
+        # re-reads the file and refuses a server name only flags gave.
+        assert self.config_file is not None
+        wrapper = self.config_file.with_name(f".{self.server_name}.conf")
+        wrapper.write_text(
+            f'listen: "{self.host}:{self.port}"\nserver_name: "{self.server_name}"\n'
+            f'include "{self.config_file.name}"\n'
+        )
+        return wrapper
+
+    def reload(self) -> None:
+        """Have the running server read its configuration again (SIGHUP)."""
+        if self._proc is None or self._proc.poll() is not None:
+            raise NatsServerError("nats-server is not running")
+        self._proc.send_signal(signal.SIGHUP)
 
     @contextlib.contextmanager
     def _output(self) -> Iterator[IO[bytes] | int]:

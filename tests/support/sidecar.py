@@ -7,7 +7,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +53,7 @@ from runtime import (
 )
 from runtime.testing import MemoryBus
 from sidecar import RunsConfig, Sidecar, SidecarOptions
+from sidecar._app import Connect
 
 from .waiting import wait_for
 
@@ -229,12 +230,14 @@ class FakeHub:
     """How many ``hub.state`` requests (the next ones) are refused."""
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        # The sidecar asks on its deployment's own request subjects.
+        own = Subjects(self.subjects.prefix, deployment_id=self.dep.id)
         handlers: list[tuple[str, Callable[[bytes], Awaitable[Any]]]] = [
-            (self.subjects.hello, self._hello),
-            (self.subjects.events, self._events),
-            (self.subjects.blob, self._blob),
-            (self.subjects.mint, self._mint),
-            (self.subjects.state, self._state),
+            (own.hello, self._hello),
+            (own.events, self._events),
+            (own.blob, self._blob),
+            (own.mint, self._mint),
+            (own.state, self._state),
         ]
         async with anyio.create_task_group() as tg:
             for subject, handler in handlers:
@@ -312,6 +315,10 @@ class FakeHub:
         return Claim(digest=digest, size=len(body))
 
     async def deliver(self, frame: MailInbound | bytes, timeout: float = 5.0) -> Ack:
+        """Send ``frame`` as the hub does: a MailInbound without a session id is
+        stamped with the latest welcome's, as the hub stamps every one."""
+        if isinstance(frame, MailInbound) and frame.session_id is None and self.welcomes:
+            frame = msgspec.structs.replace(frame, session_id=self.welcomes[-1].session_id)
         data = frame if isinstance(frame, bytes) else encode(frame)
         reply = await self.transport.request(self.subjects.inbound(self.dep.id), data, timeout)
         return FrameDecoder(Ack).decode(reply)
@@ -328,6 +335,18 @@ class FakeHub:
         await wait_for(
             lambda: len(self.of_kind(kind)) == count, what=f"{count} {kind.__name__} events"
         )
+
+
+def bus_connect(bus: MemoryBus) -> Connect:
+    """A Sidecar's ``connect`` onto ``bus`` (credentials are the server's
+    business; the reply inbox prefix is kept, as NATS keeps it)."""
+
+    def connect(
+        url: str, name: str, *, seed: str | None, inbox_prefix: str
+    ) -> AbstractAsyncContextManager[Transport]:
+        return bus.connect(name, inbox_prefix=inbox_prefix)
+
+    return connect
 
 
 FAST_RUNS = RunsConfig(
@@ -355,7 +374,7 @@ async def running_sidecar(
         hello_timeout=1.0,
         request_timeout=request_timeout,
     )
-    car = Sidecar(options, connect=lambda url, name: bus.connect(name))
+    car = Sidecar(options, connect=bus_connect(bus))
     async with anyio.create_task_group() as tg:
         tg.start_soon(car.run)
         with anyio.fail_after(5):

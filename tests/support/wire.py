@@ -142,10 +142,24 @@ class Sidecar:
     home: str = ""  # "": a sidecar of an earlier release (its instance id stands for it)
     timeout: float = 5.0
     welcome: Welcome | None = None
+    own: bool = False
+    """Speak as this release's sidecar: on the deployment's own request
+    subjects, with replies to its own inbox. False: as an earlier release's,
+    on the shared subjects."""
 
     def __post_init__(self) -> None:
         if self.transport is None:
-            self.transport = self.hub.bus.connect(f"sidecar-{self.instance_id}")
+            prefix = Subjects.inbox_prefix(self.dep.id) if self.own else "_INBOX"
+            self.transport = self.hub.bus.connect(
+                f"sidecar-{self.instance_id}", inbox_prefix=prefix
+            )
+
+    @property
+    def subjects(self) -> Subjects:
+        """The request subjects this sidecar asks on."""
+        if self.own:
+            return Subjects(self.hub.subjects.prefix, deployment_id=self.dep.id)
+        return self.hub.subjects
 
     @property
     def bus(self) -> Transport:
@@ -166,12 +180,12 @@ class Sidecar:
         )
 
     async def hello(self, *, takeover: bool = False, seed: str | None = None) -> Frame:
-        challenge = await self.request(self.hub.subjects.hello, self._hello())
+        challenge = await self.request(self.subjects.hello, self._hello())
         assert isinstance(challenge, Challenge), challenge
         message = hello_message(challenge.nonce, self.dep.id, self.instance_id)
         signature = sign(seed or self.dep.seed, message)
         reply = await self.request(
-            self.hub.subjects.hello,
+            self.subjects.hello,
             self._hello(nonce=challenge.nonce, signature=signature, takeover=takeover),
         )
         if isinstance(reply, Welcome):
@@ -241,4 +255,4 @@ async def send(car: Sidecar, *events: Event) -> Frame:
     frame = RunEvents(
         deployment_id=car.dep.id, session_id=session_id, owner_epoch=epoch, events=list(events)
     )
-    return await car.request(car.hub.subjects.events, frame)
+    return await car.request(car.subjects.events, frame)

@@ -52,8 +52,9 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
     before = files(v1.state_dir)
     out = migrate("--check", "--state-dir", str(v1.state_dir))
     assert files(v1.state_dir) == before
-    assert "schema version 1 (this release: 4)" in out
-    assert "would apply: 0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home" in out
+    assert "schema version 1 (this release: 5)" in out
+    pending = "0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home, 0005_nats_user"
+    assert f"would apply: {pending}" in out
     for dep in v1.deployments.values():
         assert f"{dep.id}  release 1 format: will be migrated" in out
         assert f"{dep.id}  release 1 format: will be rewritten" in out
@@ -65,6 +66,7 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
         "0002_release2_schema",
         "0003_dead_letter_deployment",
         "0004_owner_home",
+        "0005_nats_user",
     ]
     assert {i["deployment_id"]: i["release1"] for i in report["inboxes"]} == {
         d.id: True for d in v1.deployments.values()
@@ -79,7 +81,8 @@ def test_migrate_applies_the_hub_migrations_and_leaves_the_sidecars_theirs(
 ) -> None:
     sidecar_files = files(v1.state_dir / "sidecars")
     out = migrate("--state-dir", str(v1.state_dir))
-    assert "applied: 0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home" in out
+    pending = "0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home, 0005_nats_user"
+    assert f"applied: {pending}" in out
     db = sqlite3.connect(v1.state_dir / "hub.db")
     try:
         assert db.execute("SELECT version FROM schema_version").fetchall() == [(LATEST,)]

@@ -115,6 +115,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0002_release2_schema",
         "0003_dead_letter_deployment",
         "0004_owner_home",
+        "0005_nats_user",
     ]
     assert not path.exists()  # checking does not create it
     store = await Store.open(path)
@@ -138,6 +139,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0002_release2_schema",
         "0003_dead_letter_deployment",
         "0004_owner_home",
+        "0005_nats_user",
     ]
     store = await Store.open(path)
     await store.aclose()

@@ -1,0 +1,58 @@
+"""``mailrun nats-config``: the authorization an external NATS server needs.
+
+Read from the hub's state dir, not from a running hub: with an external
+server that refuses the hub until its operator installs this, the hub
+cannot serve before the config exists. The hub's seed is created here if
+the hub never ran, so the config can come first. Only public keys are
+printed; the database is opened read-only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime import Subjects
+
+from .._errors import MigrationError
+from ..natsauth import hub_seed, public_key, render_authorization, users_of
+
+HUB_DB = "hub.db"
+_IDENTITIES_SINCE = 5  # the migration that added deployment.nats_user
+
+
+@dataclass(frozen=True)
+class NatsConfig:
+    text: str  # the authorization block, NATS configuration syntax
+    without_identity: list[str]  # live deployments from before identities
+
+
+def nats_config(state_dir: Path, subject_prefix: str) -> NatsConfig:
+    seed = hub_seed(state_dir)
+    rows = _live_deployments(state_dir / HUB_DB)
+    users = users_of({"id": dep, "nats_user": user} for dep, user in rows)
+    text = render_authorization(public_key(seed), users, Subjects(subject_prefix))
+    return NatsConfig(text, [dep for dep, user in rows if user is None])
+
+
+def _live_deployments(path: Path) -> list[tuple[str, str | None]]:
+    if not path.exists():
+        return []  # the hub never ran: it alone, for a start
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            (version,) = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            if (version or 0) < _IDENTITIES_SINCE:
+                raise MigrationError(
+                    f"{path} is at schema version {version}, from before NATS identities:"
+                    " run `mailrun migrate` (or start the hub) first"
+                )
+            rows = db.execute(
+                "SELECT id, nats_user FROM deployment WHERE deleted_at IS NULL ORDER BY id"
+            ).fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise MigrationError(f"cannot read {path}: {exc}") from exc
+    return [(str(dep), user) for dep, user in rows]

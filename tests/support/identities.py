@@ -1,0 +1,102 @@
+"""A real nats-server admitting the hub and some deployments by their nkey
+identities, with the permissions mailrun gives them (hub.natsauth)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from hub.natsauth import DeploymentUser, UserKey, new_user_key, render_authorization
+from runtime import Subjects, new_id
+
+from .nats import NatsServerProcess
+
+
+@dataclass
+class AuthorizedServer:
+    server: NatsServerProcess
+    hub: UserKey
+    deployments: dict[str, UserKey]
+    subjects: Subjects = field(default_factory=Subjects)
+
+    def write(self) -> None:
+        users = [DeploymentUser(dep, key.public) for dep, key in self.deployments.items()]
+        text = render_authorization(self.hub.public, users, self.subjects)
+        assert self.server.config_file is not None
+        self.server.config_file.write_text(text)
+
+    def revoke(self, deployment_id: str) -> None:
+        """Remove a deployment's user and reload, as ``up`` does on delete."""
+        del self.deployments[deployment_id]
+        self.write()
+        self.server.reload()
+
+
+@asynccontextmanager
+async def authorized_server(tmp_path: Path, *names: str) -> AsyncIterator[AuthorizedServer]:
+    """A server admitting the hub and one deployment per name (its id is
+    ``AuthorizedServer.deployments``' key, in the order of ``names``)."""
+    server = NatsServerProcess(
+        config_file=tmp_path / "authorization.conf", log_file=tmp_path / "nats.log"
+    )
+    auth = AuthorizedServer(server, new_user_key(), {new_id("dep"): new_user_key() for _ in names})
+    auth.write()
+    async with server:
+        yield auth
+
+
+@dataclass
+class Peer:
+    """A raw nats-py client: what an attacker holding some credentials runs."""
+
+    client: Client
+    errors: list[str]
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+@asynccontextmanager
+async def peer(url: str, seed: str | None, **options: Any) -> AsyncIterator[Peer]:
+    """A connected client, or the server's refusal raised (``nats.errors.Error``)."""
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    client = Client()
+    try:
+        await client.connect(
+            url,
+            nkeys_seed_str=seed,
+            error_cb=on_error,
+            allow_reconnect=False,
+            connect_timeout=2,
+            **options,
+        )
+        yield Peer(client, errors)
+    finally:
+        await client.close()
+
+
+async def refusal(url: str, seed: str | None) -> str:
+    """Why the server refuses a connection with these credentials ("" if it does not)."""
+    try:
+        async with peer(url, seed):
+            return ""
+    except nats.errors.Error as exc:
+        return str(exc)
+
+
+def collector(into: list[Msg]) -> Callable[[Msg], Awaitable[None]]:
+    async def collect(msg: Msg) -> None:
+        into.append(msg)
+
+    return collect
