@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSub
 
 from ._backoff import Backoff
+from ._config import redact_url
 from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from ._transport import Message, ReconnectCallback, Transport
 from ._wakeup import Flag
@@ -45,9 +46,9 @@ def _check_url(url: str) -> None:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parsing the port is the check
     except ValueError as exc:
-        raise TransportError(f"invalid NATS URL {url!r}: {exc}") from exc
+        raise TransportError(f"invalid NATS URL {redact_url(url)!r}: {exc}") from exc
     if parts.scheme not in ("nats", "tls", "ws", "wss") or not parts.hostname:
-        raise TransportError(f"invalid NATS URL {url!r}: expected nats://host:port")
+        raise TransportError(f"invalid NATS URL {redact_url(url)!r}: expected nats://host:port")
 
 
 class _AttemptFailed(Exception):
@@ -135,6 +136,8 @@ class NatsTransport:
 
     def __init__(self, url: str, *, name: str, connect_timeout: float) -> None:
         self.url = url
+        self.shown_url = redact_url(url)
+        """The URL as logs may show it: without credentials."""
         self.name = name
         self._connect_timeout = connect_timeout
         self._nc = Client()
@@ -159,14 +162,16 @@ class NatsTransport:
                     await client.connect(**self._options())
                 except (_AttemptFailed, nats_errors.Error, OSError, TimeoutError) as exc:
                     cause = exc.__cause__ if isinstance(exc, _AttemptFailed) else exc
-                    log.debug("connect to %s failed (attempt %d): %r", self.url, attempt + 1, cause)
+                    log.debug(
+                        "connect to %s failed (attempt %d): %r", self.shown_url, attempt + 1, cause
+                    )
                 except BaseException:
                     await self._discard(client)
                     raise
                 else:
                     self._nc = client
                     self._up.set()
-                    log.info("connected to NATS at %s as %s", self.url, self.name)
+                    log.info("connected to NATS at %s as %s", self.shown_url, self.name)
                     return
                 await self._discard(client)
                 attempt += 1
@@ -218,14 +223,14 @@ class NatsTransport:
     async def _on_disconnected(self) -> None:
         self._up.clear()
         if not self._closed:
-            log.info("disconnected from NATS at %s; reconnecting", self.url)
+            log.info("disconnected from NATS at %s; reconnecting", self.shown_url)
 
     async def _on_closed(self) -> None:
-        log.debug("NATS connection to %s closed", self.url)
+        log.debug("NATS connection to %s closed", self.shown_url)
 
     async def _on_reconnected(self) -> None:
         # Runs on nats-py's reconnect task after the subscriptions were replayed.
-        log.info("reconnected to NATS at %s", self.url)
+        log.info("reconnected to NATS at %s", self.shown_url)
         self._up.set()
         for callback in list(self._callbacks):
             try:

@@ -16,7 +16,7 @@ import secrets
 import socket
 import sys
 import sysconfig
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,12 +28,18 @@ from runtime import (
     DEFAULT_HTTP,
     DEFAULT_NATS_PORT,
     LOOPBACK,
+    NATS_URL_ENV,
+    DeploymentStatus,
     HostPort,
     SidecarExit,
     anchor_is_live,
     is_id,
+    make_private,
     parse_host_port,
     record_path,
+    redact_url,
+    remove_sidecar_state,
+    sidecar_env,
     unwrapping_groups,
     write_atomic,
 )
@@ -68,7 +74,7 @@ class UpConfig:
 class UpInfo:
     pid: int
     http: str  # the URL the hub answers on
-    nats_url: str
+    nats_url: str  # as shown: without credentials
     state_dir: Path
 
 
@@ -125,13 +131,21 @@ class Up:
         self.nats: Child | None = None
         self.hub: Child | None = None
         self.nats_url = config.nats_url or ""
+        # Deleted deployments whose sidecar state dir is gone, or being removed.
+        self.discarded: set[str] = set()
 
     def _say(self, line: str) -> None:
         if self.config.say is not None:
             self.config.say(line)
 
     def _child(
-        self, name: str, argv: list[str], final_codes: frozenset[int] = frozenset()
+        self,
+        name: str,
+        argv: list[str],
+        final_codes: frozenset[int] = frozenset(),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> Child:
         def on_exit(name: str, code: int, delay: float) -> None:
             why = child.last_error or f"exited with {code} (log {self.logs / name}.log)"
@@ -141,7 +155,8 @@ class Up:
             name=name,
             argv=argv,
             log_path=self.logs / f"{name}.log",
-            env=self.env,
+            env=self.env if env is None else env,
+            cwd=cwd,
             final_codes=final_codes,
         )
         child = Child(
@@ -151,7 +166,9 @@ class Up:
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[UpInfo]) -> None:
         for d in (self.state_dir, self.logs, self.sidecar_root):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # What an earlier release (or another umask) left readable to others.
+        await anyio.to_thread.run_sync(make_private, self.state_dir)
         # Callers want the one error that ended ``up``, not a group of one.
         with _state_lock(self.state_dir), unwrapping_groups():
             async with anyio.create_task_group() as tg:
@@ -166,17 +183,19 @@ class Up:
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> UpInfo:
         self.nats_url = nats_url = self.config.nats_url or await self._start_nats(tg)
+        # The URL may carry a password: children get it in their environment,
+        # which only this user can read, never in argv, which anyone can.
+        self.env[NATS_URL_ENV] = nats_url
         argv = [sys.executable, "-m", "hub", "--state-dir", str(self.state_dir)]
-        argv += ["--http", self.config.http, "--nats", nats_url]
-        argv += ["--sidecar-root", str(self.sidecar_root)]
+        argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
         if self.config.subject_prefix:
             argv += ["--subject-prefix", self.config.subject_prefix]
         self.hub = self._child("hub", argv)
         tg.start_soon(self.hub.run)
         await self._wait_hub()
-        info = UpInfo(os.getpid(), self.client.base_url, nats_url, self.state_dir)
-        up = {"pid": info.pid, "http": info.http, "nats_url": nats_url}
-        write_atomic(self.state_dir / UP_FILE, msgspec.json.encode(up), mode=0o644)
+        info = UpInfo(os.getpid(), self.client.base_url, redact_url(nats_url), self.state_dir)
+        up = {"pid": info.pid, "http": info.http, "nats_url": info.nats_url}
+        write_atomic(self.state_dir / UP_FILE, msgspec.json.encode(up), mode=0o600)
         return info
 
     async def _start_nats(self, tg: anyio.abc.TaskGroup) -> str:
@@ -225,24 +244,46 @@ class Up:
 
     def _reconcile(self, tg: anyio.abc.TaskGroup, deployments: list[Any]) -> None:
         # Ids become path components below: only well-formed ones count.
-        live = {
-            d["id"]
+        listed = {
+            d["id"]: str(d.get("status", ""))
             for d in deployments
-            if isinstance(d, dict)
-            and is_id(d.get("id"), "dep")
-            and anchor_is_live(str(d.get("status", "")))
+            if isinstance(d, dict) and is_id(d.get("id"), "dep")
         }
+        live = {dep for dep, status in listed.items() if anchor_is_live(status)}
         for dep in sorted(live - self.sidecars.keys()):
             state = self.sidecar_root / dep
             if record_path(state, dep).exists():
                 argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state)]
-                argv += ["--deployment", dep, "--nats", self.nats_url]
+                argv += ["--deployment", dep]
                 child = self.sidecars[dep] = self._child(
-                    f"sidecar-{dep}", argv, SIDECAR_FINAL_CODES
+                    f"sidecar-{dep}",
+                    argv,
+                    SIDECAR_FINAL_CODES,
+                    env=sidecar_env(self.env, home=state),
+                    cwd=state,
                 )
                 tg.start_soon(self._run_sidecar, child)
         for dep in sorted(self.sidecars.keys() - live):
             tg.start_soon(self.sidecars.pop(dep).stop)
+        # Only a deployment the hub says is deleted loses its files, never one
+        # that is merely not listed; its sidecar is stopped first (above, or
+        # it is not ours and holds its home lock: then the next poll tries).
+        deleted = {dep for dep, status in listed.items() if status == DeploymentStatus.DELETED}
+        for dep in sorted(deleted - self.sidecars.keys() - self.discarded):
+            self.discarded.add(dep)
+            tg.start_soon(self._discard, dep)
+
+    async def _discard(self, dep: str) -> None:
+        """Remove a deleted deployment's sidecar state dir (its key, its mail)."""
+        directory = self.sidecar_root / dep
+        try:
+            gone = await anyio.to_thread.run_sync(remove_sidecar_state, directory, dep)
+        except OSError as exc:
+            # Said once: the next `up` tries again.
+            self._say(f"mailrun up: cannot remove {directory}: {exc}")
+            return
+        if not gone:
+            self.discarded.discard(dep)  # a sidecar still runs from it: the next poll tries
 
     async def _run_sidecar(self, child: Child) -> None:
         await child.run()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from click.testing import CliRunner
 from hub._client import AsyncHubClient
 from hub._errors import HubResponseError, HubUnreachable
 from hub.cli.main import main
-from runtime import REDELIVER_AFTER_ENV
+from runtime import NATS_URL_ENV, REDELIVER_AFTER_ENV
 
 DEP_A = "dep_" + "a" * 26
 DEP_B = "dep_" + "b" * 26
@@ -201,7 +202,9 @@ def test_the_hub_url_comes_from_the_environment(stub: Stub) -> None:
     assert stub.requests == [("GET", "/runs", None)]
 
 
-def test_deploy_sends_the_source_and_prints_the_join_token(stub: Stub, tmp_path: Path) -> None:
+def test_deploy_sends_the_source_and_prints_the_join_token_when_asked(
+    stub: Stub, tmp_path: Path
+) -> None:
     source = "async def main(ctx, item):\n    pass\n"
     flow = tmp_path / "counter.py"
     flow.write_text(source)
@@ -209,7 +212,8 @@ def test_deploy_sends_the_source_and_prints_the_join_token(stub: Stub, tmp_path:
         201,
         deployment(DEP_A, "counter", join_token="tok-123", entrypoint="counter:main"),
     )
-    result = cli(stub, "deploy", str(flow), "--name", "counter", "--entrypoint", "counter:main")
+    args = ["deploy", str(flow), "--name", "counter", "--entrypoint", "counter:main"]
+    result = cli(stub, *args, "--join-token")
     assert result.exit_code == 0, result.output
     assert stub.requests == [
         (
@@ -221,6 +225,22 @@ def test_deploy_sends_the_source_and_prints_the_join_token(stub: Stub, tmp_path:
     assert DEP_A in result.stdout
     assert "counter@mailrun.local" in result.stdout
     assert "join token  tok-123" in result.stdout
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_deploy_keeps_the_join_token_to_itself_unless_asked(
+    stub: Stub, tmp_path: Path, as_json: bool
+) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text("x = 1\n")
+    stub.routes["POST", "/workflows/deployments"] = (
+        201,
+        deployment(DEP_A, "f", join_token="tok-123"),
+    )
+    result = cli(stub, "deploy", str(flow), "--name", "f", *(["--json"] if as_json else []))
+    assert result.exit_code == 0, result.output
+    assert DEP_A in result.stdout
+    assert "tok-123" not in result.output
 
 
 def test_deploy_without_entrypoint_leaves_the_hubs_default(stub: Stub, tmp_path: Path) -> None:
@@ -371,6 +391,7 @@ def test_sidecar_execs_python_m_sidecar_with_the_options(monkeypatch: pytest.Mon
         raise SystemExit(0)
 
     monkeypatch.setattr("os.execv", fake_execv)
+    monkeypatch.delenv(NATS_URL_ENV, raising=False)  # restored after the test
     result = CliRunner().invoke(
         main,
         [
@@ -396,12 +417,12 @@ def test_sidecar_execs_python_m_sidecar_with_the_options(monkeypatch: pytest.Mon
                 "/srv/s",
                 "--deployment",
                 DEP_A,
-                "--nats",
-                "nats://n:4222",
                 "--takeover",
             ],
         )
     ]
+    # The URL may carry a password: it travels in the environment, not argv.
+    assert os.environ[NATS_URL_ENV] == "nats://n:4222"
 
 
 def test_sidecar_join_passes_the_token(monkeypatch: pytest.MonkeyPatch) -> None:
