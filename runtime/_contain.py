@@ -34,8 +34,9 @@ SIDECAR_PASS_ENV: Final = "MAILRUN_SIDECAR_PASS_ENV"
 the operator's workflows need): an explicit choice, never the default."""
 
 DEFAULT_SIDECAR_MAX_MEMORY: Final = 4 * 1024**3
-"""Address space, bytes. An idle sidecar maps about 0.5 GiB (thread stacks
-and malloc arenas count, resident or not); see docs/security.md."""
+"""Address space, bytes. Mapped counts, resident or not: an idle sidecar maps
+about 0.2 GiB, and each worker thread (up to 40) reserves a stack and a malloc
+arena, about 72 MiB more (docs/security.md)."""
 DEFAULT_SIDECAR_MAX_FILES: Final = 1024
 
 _KEPT: Final = frozenset(
