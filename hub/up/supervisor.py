@@ -167,10 +167,10 @@ class Up:
     async def run(self, *, task_status: anyio.abc.TaskStatus[UpInfo]) -> None:
         for d in (self.state_dir, self.logs, self.sidecar_root):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # What an earlier release (or another umask) left readable to others.
-        await anyio.to_thread.run_sync(make_private, self.state_dir)
         # Callers want the one error that ended ``up``, not a group of one.
         with _state_lock(self.state_dir), unwrapping_groups():
+            # What an earlier release (or another umask) left readable to others.
+            await anyio.to_thread.run_sync(make_private, self.state_dir)
             async with anyio.create_task_group() as tg:
                 try:
                     info = await self._start(tg)
@@ -266,8 +266,9 @@ class Up:
         for dep in sorted(self.sidecars.keys() - live):
             tg.start_soon(self.sidecars.pop(dep).stop)
         # Only a deployment the hub says is deleted loses its files, never one
-        # that is merely not listed; its sidecar is stopped first (above, or
-        # it is not ours and holds its home lock: then the next poll tries).
+        # that is merely not listed. Its sidecar (stopping above, or not ours)
+        # holds its home lock until it has exited: the removal waits for that
+        # and a later poll tries again.
         deleted = {dep for dep, status in listed.items() if status == DeploymentStatus.DELETED}
         for dep in sorted(deleted - self.sidecars.keys() - self.discarded):
             self.discarded.add(dep)

@@ -79,13 +79,13 @@ def check_frames(data: bytes) -> None:
             assert encode(FrameDecoder().decode(again)) == again
 
 
-@fuzz(4000)
+@fuzz(3500)
 @given(st.binary(max_size=512))
 def test_frames_from_arbitrary_bytes(data: bytes) -> None:
     check_frames(data)
 
 
-@fuzz(2500)
+@fuzz(2000)
 @given(near_valid_frames())
 def test_frames_with_fields_replaced_dropped_or_added(data: bytes) -> None:
     check_frames(data)
@@ -142,7 +142,7 @@ def test_restore_records_from_arbitrary_bytes(data: bytes) -> None:
     check_record(data)
 
 
-@fuzz(1500)
+@fuzz(1200)
 @given(near_valid_records())
 def test_restore_records_with_fields_replaced_dropped_or_added(data: bytes) -> None:
     check_record(data)

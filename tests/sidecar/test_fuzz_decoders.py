@@ -69,7 +69,7 @@ def near_valid_envelopes(draw: st.DrawFn) -> bytes:
     return msgspec.msgpack.encode(draw(mutated_map(base, msgpack_values())))
 
 
-@fuzz(1500)
+@fuzz(1200)
 @given(near_valid_envelopes())
 def test_envelopes_with_fields_replaced_dropped_or_added(data: bytes) -> None:
     check_envelope(data)
