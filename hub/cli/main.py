@@ -250,15 +250,16 @@ def sidecar(
     argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state_dir)]
     if deployment:
         argv += ["--deployment", deployment]
+    env = dict(os.environ)
     if nats_url:
         # It may carry a password: into the environment, out of argv.
-        os.environ[NATS_URL_ENV] = nats_url
+        env[NATS_URL_ENV] = nats_url
     if takeover:
         argv.append("--takeover")
     if join_token:
         argv += ["--join", join_token]
     sys.stdout.flush()
-    os.execv(sys.executable, argv)
+    os.execve(sys.executable, argv, env)
 
 
 for _command in COMMANDS:

@@ -27,7 +27,8 @@ FUZZ_EXAMPLES_ENV = "MAILRUN_FUZZ_EXAMPLES"
 def fuzz(ci_examples: int) -> settings:
     """Settings for one property test: ``ci_examples`` examples, or the count
     in ``MAILRUN_FUZZ_EXAMPLES``. No deadline (the machine is shared) and no
-    example database (nothing is written into the checkout)."""
+    example database: a run does not depend on what earlier runs found (a
+    failure prints the input and a ``@reproduce_failure`` blob instead)."""
     count = int(os.environ.get(FUZZ_EXAMPLES_ENV) or ci_examples)
     return settings(
         max_examples=count,

@@ -385,13 +385,14 @@ def test_sidecar_execs_python_m_sidecar_with_the_options(monkeypatch: pytest.Mon
     import sys
 
     calls: list[tuple[str, list[str]]] = []
+    envs: list[dict[str, str]] = []
 
-    def fake_execv(path: str, argv: list[str]) -> None:
+    def fake_execve(path: str, argv: list[str], env: dict[str, str]) -> None:
         calls.append((path, argv))
+        envs.append(env)
         raise SystemExit(0)
 
-    monkeypatch.setattr("os.execv", fake_execv)
-    monkeypatch.delenv(NATS_URL_ENV, raising=False)  # restored after the test
+    monkeypatch.setattr("os.execve", fake_execve)
     result = CliRunner().invoke(
         main,
         [
@@ -422,24 +423,25 @@ def test_sidecar_execs_python_m_sidecar_with_the_options(monkeypatch: pytest.Mon
         )
     ]
     # The URL may carry a password: it travels in the environment, not argv.
-    assert os.environ[NATS_URL_ENV] == "nats://n:4222"
+    assert envs[0][NATS_URL_ENV] == "nats://n:4222"
+    assert NATS_URL_ENV not in os.environ  # this process's own is left alone
 
 
 def test_sidecar_join_passes_the_token(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[list[str]] = []
 
-    def fake_execv(path: str, argv: list[str]) -> None:
+    def fake_execve(path: str, argv: list[str], env: dict[str, str]) -> None:
         calls.append(argv)
         raise SystemExit(0)
 
-    monkeypatch.setattr("os.execv", fake_execv)
+    monkeypatch.setattr("os.execve", fake_execve)
     result = CliRunner().invoke(main, ["sidecar", "--state-dir", "d", "--join", "tok"])
     assert result.exit_code == 0
     assert calls[0][3:] == ["--state-dir", "d", "--join", "tok"]
 
 
 def test_sidecar_needs_a_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("os.execv", lambda *a: pytest.fail("must not exec"))
+    monkeypatch.setattr("os.execve", lambda *a: pytest.fail("must not exec"))
     result = CliRunner().invoke(main, ["sidecar"])
     assert result.exit_code == 2
     assert "--state-dir" in result.output
