@@ -36,9 +36,12 @@ from runtime import (
     Subjects,
     Transport,
     cancel_on_signals,
+    make_private,
     new_id,
     open_nats,
     parse_host_port,
+    private_umask,
+    redact_url,
 )
 
 from ._errors import HubError
@@ -144,7 +147,9 @@ async def serve_hub(
                 acceptor.on_accepted = side.on_accepted
                 settings = ApiSettings(
                     domain=config.domain,
-                    nats_url=config.nats_url,
+                    # Shown (/healthz) and handed out (join tokens): never
+                    # with credentials; a sidecar gets those from its operator.
+                    nats_url=redact_url(config.nats_url),
                     subject_prefix=config.subject_prefix,
                     sidecar_root=config.sidecar_root,
                     max_body=config.max_body,
@@ -162,7 +167,8 @@ async def serve_hub(
                 )
                 http = HttpServer(app, sock, config.http_limits)
                 await tg.start(http.run)
-                log.info("hub ready boot_id=%s http=%s nats=%s", boot_id, http_url, config.nats_url)
+                nats = redact_url(config.nats_url)
+                log.info("hub ready boot_id=%s http=%s nats=%s", boot_id, http_url, nats)
                 task_status.started(HubHandle(boot_id, http_url, store, acceptor))
                 # Serve until a signal (with handle_signals) or the caller cancels.
                 async with cancel_on_signals() if handle_signals else nullcontext():
@@ -202,6 +208,7 @@ def run_hub_cli(
 
     The admin token is ``token_file``'s, else the state dir's (created at the
     first start); a hub that cannot read its token does not start."""
+    private_umask()
     configure_logging()
     host, port = parse_host_port(http, allow_port_zero=True)
     try:
@@ -224,6 +231,10 @@ def run_hub_cli(
         dispatch = DispatchConfig(redeliver_after=redeliver_after)
         config = dataclasses.replace(config, wire=WireConfig(dispatch=dispatch))
     try:
+        # An earlier release wrote 0644 files in a 0755 dir; `up` walks the
+        # whole state dir, the hub its own top level (hub.db and its WAL).
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+        make_private(config.state_dir, recursive=False)
         anyio.run(functools.partial(serve_hub, config, handle_signals=True))
     except (HubError, OSError) as exc:
         log.error("hub failed: %s", exc)

@@ -25,10 +25,19 @@ from ._config import DEFAULT_SUBJECT_PREFIX as DEFAULT_SUBJECT_PREFIX
 from ._config import HUB_URL_ENV as HUB_URL_ENV
 from ._config import LOG_LEVEL_ENV as LOG_LEVEL_ENV
 from ._config import LOOPBACK as LOOPBACK
+from ._config import NATS_URL_ENV as NATS_URL_ENV
 from ._config import REDELIVER_AFTER_ENV as REDELIVER_AFTER_ENV
 from ._config import HostPort as HostPort
 from ._config import SidecarExit as SidecarExit
 from ._config import parse_host_port as parse_host_port
+from ._config import redact_url as redact_url
+from ._contain import DEFAULT_SIDECAR_MAX_FILES as DEFAULT_SIDECAR_MAX_FILES
+from ._contain import DEFAULT_SIDECAR_MAX_MEMORY as DEFAULT_SIDECAR_MAX_MEMORY
+from ._contain import SIDECAR_MAX_FILES_ENV as SIDECAR_MAX_FILES_ENV
+from ._contain import SIDECAR_MAX_MEMORY_ENV as SIDECAR_MAX_MEMORY_ENV
+from ._contain import SIDECAR_PASS_ENV as SIDECAR_PASS_ENV
+from ._contain import Limits as Limits
+from ._contain import sidecar_env as sidecar_env
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
 from ._errors import AskTimeout as AskTimeout
@@ -93,6 +102,10 @@ from ._keys import unb64url as unb64url
 from ._keys import verify as verify
 from ._layout import check_layout as check_layout
 from ._nats import open_nats as open_nats
+from ._private import HOME_LOCK_FILE as HOME_LOCK_FILE
+from ._private import make_private as make_private
+from ._private import private_umask as private_umask
+from ._private import remove_sidecar_state as remove_sidecar_state
 from ._reasons import AckResult as AckResult
 from ._reasons import DispatchOutcome as DispatchOutcome
 from ._reasons import Reason as Reason
@@ -130,13 +143,20 @@ __all__ = [
     "DEFAULT_NATS_PORT",
     "DEFAULT_NATS_URL",
     "DEFAULT_REDELIVER_AFTER",
+    "DEFAULT_SIDECAR_MAX_FILES",
+    "DEFAULT_SIDECAR_MAX_MEMORY",
     "DEFAULT_SUBJECT_PREFIX",
     "FORMAT_VERSION",
+    "HOME_LOCK_FILE",
     "HUB_URL_ENV",
     "INLINE_BODY_LIMIT",
     "LOG_LEVEL_ENV",
     "LOOPBACK",
+    "NATS_URL_ENV",
     "REDELIVER_AFTER_ENV",
+    "SIDECAR_MAX_FILES_ENV",
+    "SIDECAR_MAX_MEMORY_ENV",
+    "SIDECAR_PASS_ENV",
     "SUPPORTED_FORMATS",
     "Ack",
     "AckResult",
@@ -170,6 +190,7 @@ __all__ = [
     "HubBoot",
     "HubKey",
     "InvalidSources",
+    "Limits",
     "MailInbound",
     "MailSent",
     "MailboxFull",
@@ -222,12 +243,17 @@ __all__ = [
     "is_id",
     "is_live",
     "is_terminal",
+    "make_private",
     "new_id",
     "open_nats",
     "parse_host_port",
+    "private_umask",
     "public_key_of",
     "read_restore_record",
     "record_path",
+    "redact_url",
+    "remove_sidecar_state",
+    "sidecar_env",
     "sign",
     "unb64url",
     "unwrap_group",

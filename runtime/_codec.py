@@ -36,6 +36,12 @@ class FrameDecoder(Generic[T]):
             return self._decoder.decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise FrameDecodeError(f"undecodable frame ({len(data)} bytes): {exc}") from exc
+        except RecursionError:
+            # Free-form fields (run state, results) nest as deep as a sender
+            # likes; past the interpreter's stack it is garbage like any other.
+            raise FrameDecodeError(
+                f"undecodable frame ({len(data)} bytes): nested too deeply"
+            ) from None
 
 
 class Subjects:

@@ -22,6 +22,10 @@ HUB_URL_ENV: Final = "MAILRUN_HUB"
 DEFAULT_NATS_PORT: Final = 4222
 DEFAULT_NATS_URL: Final = f"nats://{LOOPBACK}:{DEFAULT_NATS_PORT}"
 DEFAULT_SUBJECT_PREFIX: Final = "mailrun"
+# The NATS URL may carry credentials (nats://user:password@host): processes
+# pass it to each other in this variable, never in argv, which any local user
+# can read (/proc/PID/cmdline), and show it only through redact_url.
+NATS_URL_ENV: Final = "MAILRUN_NATS_URL"
 
 DEFAULT_MAIL_DOMAIN: Final = "mailrun.local"
 DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
@@ -80,3 +84,23 @@ def parse_host_port(text: str, *, allow_port_zero: bool = False) -> HostPort:
     if not (port.isascii() and port.isdigit()) or not lowest <= int(port) <= 65535:
         raise ValueError(f"expected HOST:PORT with a port from {lowest} to 65535, got {text!r}")
     return HostPort(host, int(port))
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its userinfo, for showing and logging it.
+
+    ``nats://user:password@host:4222`` -> ``nats://host:4222``. Everything up
+    to the last ``@`` of the authority goes, so a password with an unescaped
+    ``/`` or ``@`` in it goes too; a comma-separated server list is redacted
+    server by server.
+    """
+    return ",".join(_redact_one(part) for part in url.split(","))
+
+
+def _redact_one(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    if "@" in rest:
+        rest = rest.rpartition("@")[2]
+    return f"{scheme}{sep}{rest}"

@@ -21,6 +21,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSub
 
 from ._backoff import Backoff
+from ._config import redact_url
 from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from ._transport import Message, ReconnectCallback, Transport
 from ._wakeup import Flag
@@ -45,9 +46,9 @@ def _check_url(url: str) -> None:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - parsing the port is the check
     except ValueError as exc:
-        raise TransportError(f"invalid NATS URL {url!r}: {exc}") from exc
+        raise TransportError(f"invalid NATS URL {redact_url(url)!r}: {exc}") from exc
     if parts.scheme not in ("nats", "tls", "ws", "wss") or not parts.hostname:
-        raise TransportError(f"invalid NATS URL {url!r}: expected nats://host:port")
+        raise TransportError(f"invalid NATS URL {redact_url(url)!r}: expected nats://host:port")
 
 
 def _is_auth_error(exc: Exception) -> bool:
@@ -148,6 +149,8 @@ class NatsTransport:
         inbox_prefix: str | None = None,
     ) -> None:
         self.url = url
+        self.shown_url = redact_url(url)
+        """The URL as logs may show it: without credentials."""
         self.name = name
         self._connect_timeout = connect_timeout
         self._seed = seed
@@ -177,7 +180,10 @@ class NatsTransport:
                     cause = exc.__cause__ if isinstance(exc, _AttemptFailed) else exc
                     if not (isinstance(cause, Exception) and self._refusal(cause)):
                         log.debug(
-                            "connect to %s failed (attempt %d): %r", self.url, attempt + 1, cause
+                            "connect to %s failed (attempt %d): %r",
+                            self.shown_url,
+                            attempt + 1,
+                            cause,
                         )
                 except BaseException:
                     await self._discard(client)
@@ -186,7 +192,7 @@ class NatsTransport:
                     self._nc = client
                     self._refused = False
                     self._up.set()
-                    log.info("connected to NATS at %s as %s", self.url, self.name)
+                    log.info("connected to NATS at %s as %s", self.shown_url, self.name)
                     return
                 await self._discard(client)
                 attempt += 1
@@ -253,20 +259,22 @@ class NatsTransport:
         # deleted), or the server's config does not list it yet (not reloaded).
         level = logging.DEBUG if self._refused else logging.WARNING
         self._refused = True
-        log.log(level, "NATS at %s refuses the credentials of %s: %r", self.url, self.name, exc)
+        log.log(
+            level, "NATS at %s refuses the credentials of %s: %r", self.shown_url, self.name, exc
+        )
         return True
 
     async def _on_disconnected(self) -> None:
         self._up.clear()
         if not self._closed:
-            log.info("disconnected from NATS at %s; reconnecting", self.url)
+            log.info("disconnected from NATS at %s; reconnecting", self.shown_url)
 
     async def _on_closed(self) -> None:
-        log.debug("NATS connection to %s closed", self.url)
+        log.debug("NATS connection to %s closed", self.shown_url)
 
     async def _on_reconnected(self) -> None:
         # Runs on nats-py's reconnect task after the subscriptions were replayed.
-        log.info("reconnected to NATS at %s", self.url)
+        log.info("reconnected to NATS at %s", self.shown_url)
         self._refused = False
         self._up.set()
         for callback in list(self._callbacks):

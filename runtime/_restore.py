@@ -14,6 +14,10 @@ without credentials.
 
 and reads release 1's too (no ``version``, everything under ``deployment``,
 the seed under ``deployment_key``); see LEGACY-V1.md.
+
+A record arrives from outside in a join token, so the decoder trusts none of
+it: anything it cannot read, or whose deployment id is not an id (it names a
+directory) or whose subject prefix is not one, is a ``RecordDecodeError``.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from typing import Any
 
 import msgspec
 
+from ._codec import Subjects
 from ._config import DEFAULT_NATS_URL, DEFAULT_SUBJECT_PREFIX
 from ._errors import RecordDecodeError
 from ._failpoints import failpoint
+from ._ids import is_id
 
 RECORD_VERSION = 2
 RECORD_NAME = "deployment.json"
@@ -76,6 +82,22 @@ def record_path(state_dir: Path, deployment_id: str) -> Path:
 def decode_restore_record(data: bytes) -> tuple[RestoreRecord, int]:
     """Decode either format; return the record and the version it was written in."""
     try:
+        record, version = _decode(data)
+    except RecursionError:  # nesting deeper than the interpreter's stack
+        raise RecordDecodeError("restore record is nested too deeply") from None
+    if not is_id(record.deployment_id, "dep"):
+        raise RecordDecodeError(
+            f"restore record names {record.deployment_id[:80]!r}, not a deployment id"
+        )
+    try:
+        Subjects(record.subject_prefix)
+    except ValueError as exc:
+        raise RecordDecodeError(f"restore record: {exc}") from None
+    return record, version
+
+
+def _decode(data: bytes) -> tuple[RestoreRecord, int]:
+    try:
         raw: Any = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise RecordDecodeError(f"restore record is not JSON: {exc}") from exc
@@ -102,6 +124,8 @@ def decode_restore_record(data: bytes) -> tuple[RestoreRecord, int]:
         raise RecordDecodeError(
             f"restore record version {record.version} is newer than this release reads"
         )
+    if record.version < 1:
+        raise RecordDecodeError(f"restore record version {record.version} does not exist")
     return record, record.version
 
 

@@ -1,5 +1,13 @@
 """``python -m sidecar --state-dir D [--deployment DEP] [--nats URL] [--takeover]
-[--join TOKEN]``: one deployment's sidecar process."""
+[--join TOKEN]``: one deployment's sidecar process.
+
+Before it loads the workflow the process makes itself what
+``runtime._contain`` describes: it re-executes itself (once) when its argv
+holds a secret (the join token, a NATS URL, which may carry a password: both
+move out of argv, which any local user can read) or lacks the deployment id,
+or when its environment holds more than a sidecar gets; then it works in its
+state directory, under its resource limits, with umask 077.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +22,14 @@ import anyio
 from runtime import (
     DEFAULT_LOG_LEVEL,
     LOG_LEVEL_ENV,
+    NATS_URL_ENV,
+    Limits,
     RecordDecodeError,
     SidecarExit,
     cancel_on_signals,
+    make_private,
+    private_umask,
+    sidecar_env,
     unwrap_group,
 )
 
@@ -41,7 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--state-dir", type=Path, required=True, help="the sidecar's state directory")
     p.add_argument("--deployment", help="deployment id (optional when only one record exists)")
-    p.add_argument("--nats", help="NATS URL (overrides the one in the restore record)")
+    p.add_argument(
+        "--nats",
+        default=os.environ.get(NATS_URL_ENV),
+        help=f"NATS URL (overrides the one in the restore record; env {NATS_URL_ENV})",
+    )
     p.add_argument(
         "--takeover", action="store_true", help="move ownership here, fencing the current owner"
     )
@@ -50,7 +67,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``argv`` None: this is the process (``python -m sidecar``), which contains
+    itself; a list: a test calling in, whose process is left as it is."""
+    if argv is None:
+        private_umask()
     args = _parser().parse_args(argv)
+    args.state_dir = args.state_dir.absolute()
     logging.basicConfig(
         stream=sys.stderr,
         level=os.environ.get(LOG_LEVEL_ENV, DEFAULT_LOG_LEVEL).upper(),
@@ -63,10 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     except (RestoreRecordMissing, JoinTokenError) as exc:
         log.error("%s", exc)
         return SidecarExit.USAGE
-    if argv is None and deployment_id not in sys.argv:
-        # Operators and supervisors find a sidecar by the deployment id in its
-        # argv; name it there (the join token, now on disk, is left out).
-        os.execv(sys.executable, [sys.executable, "-m", "sidecar", *_argv(args, deployment_id)])
+    if argv is None:
+        try:
+            _contain(args, deployment_id)
+        except (ValueError, OSError) as exc:
+            log.error("cannot contain the sidecar: %s", exc)
+            return SidecarExit.USAGE
     options = SidecarOptions(
         state_dir=args.state_dir,
         deployment_id=deployment_id,
@@ -91,17 +115,33 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(cause, DeploymentGone):
             log.error("deployment %s was deleted: %s", deployment_id, cause)
             return SidecarExit.DELETED
-        if isinstance(cause, RecordDecodeError | InboxSchemaTooNew):
+        if isinstance(cause, RecordDecodeError | InboxSchemaTooNew | RestoreRecordMissing):
             log.error("cannot boot: %s", cause)
             return SidecarExit.USAGE
         raise
     return 0
 
 
-def _argv(args: argparse.Namespace, deployment_id: str) -> list[str]:
-    out = ["--state-dir", str(args.state_dir), "--deployment", deployment_id]
+def _contain(args: argparse.Namespace, deployment_id: str) -> None:
+    env = sidecar_env(os.environ, home=args.state_dir)
     if args.nats:
-        out += ["--nats", args.nats]
+        env[NATS_URL_ENV] = args.nats
+    argv = _argv(args, deployment_id)
+    if sys.argv[1:] != argv or dict(os.environ) != env:
+        # Operators and supervisors find a sidecar by the deployment id in its
+        # argv: name it there. The cwd stays for now: `-m sidecar` may be
+        # found through it.
+        os.execve(sys.executable, [sys.executable, "-m", "sidecar", *argv], env)
+    limits = Limits.from_env(os.environ)
+    os.chdir(args.state_dir)
+    make_private(args.state_dir)
+    limits.apply()
+
+
+def _argv(args: argparse.Namespace, deployment_id: str) -> list[str]:
+    """The argv this process runs with: no secrets (the join token is on disk
+    now, the NATS URL in the environment)."""
+    out = ["--state-dir", str(args.state_dir), "--deployment", deployment_id]
     if args.takeover:
         out.append("--takeover")
     return out

@@ -75,13 +75,15 @@ def decode_envelope(data: bytes) -> Envelope:
         return _decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise RecordDecodeError(f"unreadable inbox envelope: {exc}") from exc
+    except RecursionError:
+        raise RecordDecodeError("unreadable inbox envelope: nested too deeply") from None
 
 
 def salvage_run_id(data: bytes) -> str:
     """The run an unreadable envelope was for, if its bytes still say so; else ""."""
     try:
         raw = msgspec.msgpack.decode(data)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return ""
     if not isinstance(raw, dict):
         return ""
@@ -101,6 +103,15 @@ def decode_run_state(data: bytes) -> dict[str, Any]:
         state = msgspec.msgpack.decode(data)
     except msgspec.DecodeError as exc:
         raise RecordDecodeError(f"unreadable run state: {exc}") from exc
+    except RecursionError:
+        raise RecordDecodeError("unreadable run state: nested too deeply") from None
     if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
         raise RecordDecodeError("unreadable run state: not a map with string keys")
+    try:
+        # ctx.state is JSON-able (the run actor checks every commit): stored
+        # bytes that decode to something else (an extension type, a map with
+        # array keys) were not written by a handler.
+        msgspec.json.encode(state)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise RecordDecodeError(f"unreadable run state: not JSON-able: {exc}") from None
     return state

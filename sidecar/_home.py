@@ -27,11 +27,11 @@ import socket
 from pathlib import Path
 from types import TracebackType
 
-from runtime import write_atomic
+from runtime import HOME_LOCK_FILE, write_atomic
 
-from ._errors import HomeLocked
+from ._errors import HomeLocked, RestoreRecordMissing
 
-LOCK_FILE = "sidecar.lock"
+LOCK_FILE = HOME_LOCK_FILE
 NONCE_FILE = "home"
 _MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 
@@ -45,7 +45,11 @@ class Home:
         self._fd: int | None = None
 
     def __enter__(self) -> Home:
-        fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            # Removed since the record was read: the deployment was deleted.
+            raise RestoreRecordMissing(f"{self.directory} was removed") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -166,7 +166,9 @@ def create_app(
 
     async def one_deployment(request: Request) -> Response:
         dep_id = await resolve_deployment(store.db, str(request.path_params["key"]))
-        deleted = request.method == "DELETE" and await delete_deployment(store, dep_id)
+        deleted = request.method == "DELETE" and await delete_deployment(
+            store, dep_id, sidecar_root=settings.sidecar_root
+        )
         if deleted and on_deleted is not None:
             on_deleted(dep_id)
         return json_response(live(await get_deployment(store.db, dep_id)))

@@ -98,27 +98,41 @@ def hub_command(fn: F) -> F:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--name", required=True, help="Unique name; the address is NAME@<domain>.")
 @click.option("--entrypoint", help="module:attr (default flow:main; FILE is saved as module).")
+@click.option(
+    "--join-token",
+    "show_token",
+    is_flag=True,
+    help="Also print the join token (it holds the deployment's private key).",
+)
 @hub_command
 def deploy(
-    file: Path, name: str, entrypoint: str | None, *, client: HubClient, as_json: bool
+    file: Path,
+    name: str,
+    entrypoint: str | None,
+    show_token: bool,
+    *,
+    client: HubClient,
+    as_json: bool,
 ) -> None:
-    """Deploy a workflow; print it and its join token.
+    """Deploy a workflow; print it (and, with --join-token, its join token).
 
-    FILE is saved as the entrypoint's module (flow.py unless --entrypoint)."""
+    FILE is saved as the entrypoint's module (flow.py unless --entrypoint).
+    Under `mailrun up` the sidecar starts by itself; the join token is only
+    for a sidecar on another host, so it is printed only when asked for."""
     try:
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         fail(f"cannot read {file}: {exc}")
     dep = client.deploy(name, source, entrypoint)
+    token = dep.pop("join_token", None)
     if as_json:
-        _echo_json(dep)
+        _echo_json({**dep, "join_token": token} if show_token else dep)
         return
     click.echo(deployment_view(dep))
-    token = dep.get("join_token")
-    if token:
+    if show_token and token:
         click.echo(f"join token  {token}")
         click.echo(
-            "(`mailrun up` starts this deployment's sidecar by itself; on another host run "
+            "(secret: it holds the deployment's private key. On another host run "
             "`mailrun sidecar --state-dir DIR --join TOKEN` once.)"
         )
 

@@ -25,9 +25,11 @@ from runtime import (
     DEFAULT_NATS_URL,
     DEFAULT_REDELIVER_AFTER,
     DEFAULT_SUBJECT_PREFIX,
+    NATS_URL_ENV,
     REDELIVER_AFTER_ENV,
     cancel_on_signals,
     parse_host_port,
+    private_umask,
     unwrapping_groups,
 )
 
@@ -51,6 +53,9 @@ def _host_port(
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """mailrun: mail-triggered workflows (a hub, one sidecar per deployment, NATS)."""
+    # Before anything is written: state is for this user only (runtime._private),
+    # and so is whatever the processes started from here write.
+    private_umask()
 
 
 # -- running the parts ---------------------------------------------------------
@@ -65,7 +70,12 @@ def main() -> None:
     help="Hub database, sidecar state and logs.",
 )
 @click.option("--http", default=DEFAULT_HTTP, show_default=True, callback=_host_port)
-@click.option("--nats", "nats_url", help="Use this NATS server instead of an embedded one.")
+@click.option(
+    "--nats",
+    "nats_url",
+    envvar=NATS_URL_ENV,
+    help=f"Use this NATS server instead of an embedded one (env {NATS_URL_ENV}).",
+)
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
 def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | None) -> None:
     """Run NATS, the hub and the sidecars, supervised.
@@ -132,7 +142,14 @@ def demo() -> None:
     show_default=True,
     callback=functools.partial(_host_port, allow_port_zero=True),
 )
-@click.option("--nats", "nats_url", default=DEFAULT_NATS_URL, show_default=True)
+@click.option(
+    "--nats",
+    "nats_url",
+    default=DEFAULT_NATS_URL,
+    show_default=True,
+    envvar=NATS_URL_ENV,
+    help=f"NATS URL (env {NATS_URL_ENV}: `mailrun up` passes it there, never in argv).",
+)
 @click.option(
     "--sidecar-root",
     type=click.Path(file_okay=False, path_type=Path),
@@ -264,7 +281,11 @@ def nats_config_cmd(state_dir: Path, subject_prefix: str) -> None:
 @main.command()
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), required=True)
 @click.option("--deployment", help="The deployment id (when the state dir holds several).")
-@click.option("--nats", "nats_url", help="Overrides the URL in the restore record.")
+@click.option(
+    "--nats",
+    "nats_url",
+    help=f"Overrides the URL in the restore record (env {NATS_URL_ENV}, read by the sidecar).",
+)
 @click.option("--takeover", is_flag=True, help="Move ownership here and fence the old owner.")
 @click.option("--join", "join_token", help="First start on a new host: the token deploy printed.")
 def sidecar(
@@ -277,18 +298,21 @@ def sidecar(
     """Run one deployment's sidecar.
 
     Execs `python -m sidecar`. The first start on a new host takes --join
-    with the token `mailrun deploy` printed; later starts restore from disk."""
+    with the token `mailrun deploy --join-token` printed; later starts
+    restore from disk."""
     argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state_dir)]
     if deployment:
         argv += ["--deployment", deployment]
+    env = dict(os.environ)
     if nats_url:
-        argv += ["--nats", nats_url]
+        # It may carry a password: into the environment, out of argv.
+        env[NATS_URL_ENV] = nats_url
     if takeover:
         argv.append("--takeover")
     if join_token:
         argv += ["--join", join_token]
     sys.stdout.flush()
-    os.execv(sys.executable, argv)
+    os.execve(sys.executable, argv, env)
 
 
 for _command in COMMANDS:

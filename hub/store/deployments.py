@@ -31,6 +31,7 @@ from runtime import (
     is_live,
     new_id,
     record_path,
+    remove_sidecar_state,
     write_restore_record,
 )
 
@@ -161,8 +162,15 @@ async def create_deployment(
     return Created(deployment_id=dep_id, join_token=join_token, restore_record=written)
 
 
-async def delete_deployment(store: Store, deployment_id: str) -> bool:
-    """Delete a live deployment; False when it was already deleted (idempotent)."""
+async def delete_deployment(
+    store: Store, deployment_id: str, *, sidecar_root: Path | None = None
+) -> bool:
+    """Delete a live deployment; False when it was already deleted (idempotent).
+
+    With ``sidecar_root``, the local sidecar's state dir (restore record with
+    the private key, inbox, sources) is removed after the commit, unless that
+    sidecar still runs from it: then whoever stops it removes it (``mailrun
+    up`` does, once its sidecar has stopped)."""
     now = time.time()
     async with store.write() as db:
         cur = await db.execute(
@@ -201,4 +209,20 @@ async def delete_deployment(store: Store, deployment_id: str) -> bool:
             (deployment_id, *_OPEN_DISPATCH),
         )
     log.info("deployment deleted id=%s", deployment_id)
+    if sidecar_root is not None:
+        await _remove_local_sidecar(sidecar_root / deployment_id, deployment_id)
     return True
+
+
+async def _remove_local_sidecar(directory: Path, deployment_id: str) -> None:
+    # After commit: a crash before this leaves files of a deleted deployment,
+    # which `up` removes; never a live deployment without its files.
+    try:
+        gone = await anyio.to_thread.run_sync(remove_sidecar_state, directory, deployment_id)
+    except OSError as exc:
+        log.error("cannot remove %s of deleted deployment %s: %s", directory, deployment_id, exc)
+        return
+    if not gone:
+        log.info(
+            "sidecar of %s still runs from %s: removed once it stops", deployment_id, directory
+        )

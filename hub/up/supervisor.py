@@ -18,7 +18,7 @@ import secrets
 import socket
 import sys
 import sysconfig
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,13 +31,19 @@ from runtime import (
     DEFAULT_NATS_PORT,
     DEFAULT_SUBJECT_PREFIX,
     LOOPBACK,
+    NATS_URL_ENV,
+    DeploymentStatus,
     HostPort,
     SidecarExit,
     Subjects,
     anchor_is_live,
     is_id,
+    make_private,
     parse_host_port,
     record_path,
+    redact_url,
+    remove_sidecar_state,
+    sidecar_env,
     unwrapping_groups,
     write_atomic,
 )
@@ -75,7 +81,7 @@ class UpConfig:
 class UpInfo:
     pid: int
     http: str  # the URL the hub answers on
-    nats_url: str
+    nats_url: str  # as shown: without credentials
     state_dir: Path
     admin_token: str = field(repr=False)
     token_created: bool  # by this start: the first of this state dir
@@ -141,13 +147,21 @@ class Up:
         self.hub: Child | None = None
         self.nats_url = config.nats_url or ""
         self.nats_config: EmbeddedConfig | None = None  # embedded only, not an external one
+        # Deleted deployments whose sidecar state dir is gone, or being removed.
+        self.discarded: set[str] = set()
 
     def _say(self, line: str) -> None:
         if self.config.say is not None:
             self.config.say(line)
 
     def _child(
-        self, name: str, argv: list[str], final_codes: frozenset[int] = frozenset()
+        self,
+        name: str,
+        argv: list[str],
+        final_codes: frozenset[int] = frozenset(),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> Child:
         def on_exit(name: str, code: int, delay: float) -> None:
             why = child.last_error or f"exited with {code} (log {self.logs / name}.log)"
@@ -157,7 +171,8 @@ class Up:
             name=name,
             argv=argv,
             log_path=self.logs / f"{name}.log",
-            env=self.env,
+            env=self.env if env is None else env,
+            cwd=cwd,
             final_codes=final_codes,
         )
         child = Child(
@@ -167,9 +182,11 @@ class Up:
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[UpInfo]) -> None:
         for d in (self.state_dir, self.logs, self.sidecar_root):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Callers want the one error that ended ``up``, not a group of one.
         with _state_lock(self.state_dir), unwrapping_groups():
+            # What an earlier release (or another umask) left readable to others.
+            await anyio.to_thread.run_sync(make_private, self.state_dir)
             async with anyio.create_task_group() as tg:
                 try:
                     info = await self._start(tg)
@@ -182,9 +199,11 @@ class Up:
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> UpInfo:
         self.nats_url = nats_url = self.config.nats_url or await self._start_nats(tg)
+        # The URL may carry a password: children get it in their environment,
+        # which only this user can read, never in argv, which anyone can.
+        self.env[NATS_URL_ENV] = nats_url
         argv = [sys.executable, "-m", "hub", "--state-dir", str(self.state_dir)]
-        argv += ["--http", self.config.http, "--nats", nats_url]
-        argv += ["--sidecar-root", str(self.sidecar_root)]
+        argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
         if self.config.subject_prefix:
             argv += ["--subject-prefix", self.config.subject_prefix]
         self.hub = self._child("hub", argv)
@@ -193,13 +212,13 @@ class Up:
         info = UpInfo(
             os.getpid(),
             self.client.base_url,
-            nats_url,
+            redact_url(nats_url),
             self.state_dir,
             admin_token=self.token,
             token_created=self.token_created,
         )
-        up = {"pid": info.pid, "http": info.http, "nats_url": nats_url}
-        write_atomic(self.state_dir / UP_FILE, msgspec.json.encode(up), mode=0o644)
+        up = {"pid": info.pid, "http": info.http, "nats_url": info.nats_url}
+        write_atomic(self.state_dir / UP_FILE, msgspec.json.encode(up), mode=0o600)
         return info
 
     async def _start_nats(self, tg: anyio.abc.TaskGroup) -> str:
@@ -259,28 +278,53 @@ class Up:
             await anyio.sleep(self.config.poll_interval)
 
     def _reconcile(self, tg: anyio.abc.TaskGroup, deployments: list[Any]) -> None:
-        live_items = [
-            d
+        # Ids become path components below: only well-formed ones count.
+        listed = {
+            d["id"]: str(d.get("status", ""))
             for d in deployments
-            if isinstance(d, dict) and anchor_is_live(str(d.get("status", "")))
-        ]
+            if isinstance(d, dict) and is_id(d.get("id"), "dep")
+        }
+        live = {dep for dep, status in listed.items() if anchor_is_live(status)}
         if self.nats_config is not None:
             # Before any sidecar starts: a new one is admitted by this reload
             # (and retries its connect until then); a deleted one is revoked.
+            live_items = [d for d in deployments if isinstance(d, dict) and d.get("id") in live]
             self.nats_config.admit(users_of(live_items), self.nats)
-        # Ids become path components below: only well-formed ones count.
-        live = {d["id"] for d in live_items if is_id(d.get("id"), "dep")}
         for dep in sorted(live - self.sidecars.keys()):
             state = self.sidecar_root / dep
             if record_path(state, dep).exists():
                 argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state)]
-                argv += ["--deployment", dep, "--nats", self.nats_url]
+                argv += ["--deployment", dep]
                 child = self.sidecars[dep] = self._child(
-                    f"sidecar-{dep}", argv, SIDECAR_FINAL_CODES
+                    f"sidecar-{dep}",
+                    argv,
+                    SIDECAR_FINAL_CODES,
+                    env=sidecar_env(self.env, home=state),
+                    cwd=state,
                 )
                 tg.start_soon(self._run_sidecar, child)
         for dep in sorted(self.sidecars.keys() - live):
             tg.start_soon(self.sidecars.pop(dep).stop)
+        # Only a deployment the hub says is deleted loses its files, never one
+        # that is merely not listed. Its sidecar (stopping above, or not ours)
+        # holds its home lock until it has exited: the removal waits for that
+        # and a later poll tries again.
+        deleted = {dep for dep, status in listed.items() if status == DeploymentStatus.DELETED}
+        for dep in sorted(deleted - self.sidecars.keys() - self.discarded):
+            self.discarded.add(dep)
+            tg.start_soon(self._discard, dep)
+
+    async def _discard(self, dep: str) -> None:
+        """Remove a deleted deployment's sidecar state dir (its key, its mail)."""
+        directory = self.sidecar_root / dep
+        try:
+            gone = await anyio.to_thread.run_sync(remove_sidecar_state, directory, dep)
+        except OSError as exc:
+            # Said once: the next `up` tries again.
+            self._say(f"mailrun up: cannot remove {directory}: {exc}")
+            return
+        if not gone:
+            self.discarded.discard(dep)  # a sidecar still runs from it: the next poll tries
 
     async def _run_sidecar(self, child: Child) -> None:
         await child.run()

@@ -8,7 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -124,13 +124,15 @@ class Up(HubClient):
             return db.execute(sql, args).fetchall()
 
 
-def _spawn_up(tmp_path: Path, http: str, *extra: str) -> subprocess.Popen[bytes]:
+def _spawn_up(
+    tmp_path: Path, http: str, *extra: str, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     with open(tmp_path / "up.log", "wb") as log:
         return subprocess.Popen(
             [MAILRUN, "up", "--state-dir", str(tmp_path / "state"), "--http", http, *extra],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "MAILRUN_LOG_LEVEL": "INFO"},
+            env={**os.environ, "MAILRUN_LOG_LEVEL": "INFO", **(env or {})},
         )
 
 
@@ -145,10 +147,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @asynccontextmanager
-async def mailrun_up(tmp_path: Path, *extra: str) -> AsyncIterator[Up]:
-    """Run `mailrun up` in ``tmp_path/state`` on a free HTTP port until the block ends."""
+async def mailrun_up(
+    tmp_path: Path, *extra: str, env: Mapping[str, str] | None = None
+) -> AsyncIterator[Up]:
+    """Run `mailrun up` in ``tmp_path/state`` on a free HTTP port until the block
+    ends; ``env`` adds to (or overrides) the environment it inherits."""
     http = f"127.0.0.1:{free_port()}"
-    proc = _spawn_up(tmp_path, http, *extra)
+    proc = _spawn_up(tmp_path, http, *extra, env=env)
     up = Up(tmp_path / "state", proc, http)
     try:
         await wait_for(up.healthz, timeout=30, what="hub /healthz")

@@ -43,9 +43,18 @@ def live(v1: V1State) -> list[V1Deployment]:
     return [d for d in v1.deployments.values() if d.live]
 
 
+def deleted(v1: V1State) -> list[V1Deployment]:
+    return [d for d in v1.deployments.values() if not d.live]
+
+
+def sidecar_dir(state_dir: Path, dep: V1Deployment) -> Path:
+    return state_dir / "sidecars" / dep.id
+
+
 async def settled(up: Up, v1: V1State) -> None:
     """Wait until every live deployment has its sidecar, every accepted dispatch
-    is settled at the hub, every event is acknowledged, every record rewritten."""
+    is settled at the hub, every event is acknowledged, every record rewritten,
+    and every deleted deployment's directory removed."""
 
     def done() -> bool:
         open_ = up.query(
@@ -62,7 +71,7 @@ async def settled(up: Up, v1: V1State) -> None:
                 return False
             if read_restore_record(dep.record_file(v1.state_dir))[1] != 2:
                 return False
-        return True
+        return not any(sidecar_dir(v1.state_dir, d).exists() for d in deleted(v1))
 
     async def probe() -> bool:
         return await anyio.to_thread.run_sync(done)
@@ -102,7 +111,9 @@ def snapshot(state_dir: Path, v1: V1State) -> Snapshot:
             hub, "SELECT source, reason, deployment_id FROM dead_letter ORDER BY id"
         ),
     }
-    for dep in v1.deployments.values():
+    for dep in deleted(v1):
+        out[dep.name] = {"removed": not sidecar_dir(state_dir, dep).exists()}
+    for dep in live(v1):
         inbox = dep.inbox_file(state_dir)
         record, version = read_restore_record(dep.record_file(state_dir))
         out[dep.name] = {
@@ -143,7 +154,7 @@ def copy(v1: V1State, tmp: Path) -> V1State:
 async def test_up_on_a_release_1_state_dir_carries_every_deployment_on(tmp_path: Path) -> None:
     v1 = write_v1_state(tmp_path / "state")
     idle, busy, done, gone = (v1[n] for n in ("idle", "busy", "done", "gone"))
-    gone_record = gone.record_file(v1.state_dir).read_bytes()
+    assert gone.record_file(v1.state_dir).is_file()  # release 1 left it behind
     async with mailrun_up(tmp_path) as up:
         listing = (await up.http.get("/workflows/deployments")).json()["deployments"]
         by_name = {d["name"]: d for d in listing}
@@ -208,14 +219,15 @@ async def test_up_on_a_release_1_state_dir_carries_every_deployment_on(tmp_path:
         assert all(gone.id not in " ".join(c.cmdline()) for c in up.children())
 
     # Rewritten in this release's format after a successful start, key kept;
-    # the deleted deployment's sidecar never started, its record is untouched.
+    # the deleted deployment's sidecar never started, and its directory, key
+    # and mail are gone (docs/upgrades.md, "Private state").
     for dep in live(v1):
         path = dep.record_file(v1.state_dir)
         record, version = read_restore_record(path)
         assert (version, record.deployment_id, record.address) == (2, dep.id, dep.address)
         assert record.hub_key.seed == dep.seed and record.public_key == dep.public_key
         assert path.stat().st_mode & 0o777 == 0o600
-    assert gone.record_file(v1.state_dir).read_bytes() == gone_record
+    assert not sidecar_dir(v1.state_dir, gone).exists()
 
 
 @pytest.fixture(scope="module")

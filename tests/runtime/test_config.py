@@ -10,6 +10,7 @@ from runtime import (
     DEFAULT_NATS_URL,
     HostPort,
     parse_host_port,
+    redact_url,
 )
 
 
@@ -72,3 +73,20 @@ def test_the_defaults_are_the_documented_ones() -> None:
     assert DEFAULT_HTTP == "127.0.0.1:8470"
     assert DEFAULT_HUB_URL == "http://127.0.0.1:8470"
     assert DEFAULT_NATS_URL == "nats://127.0.0.1:4222"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("nats://user:s3cret@nats.internal:4222", "nats://nats.internal:4222"),
+        ("nats://token@127.0.0.1:4222", "nats://127.0.0.1:4222"),
+        ("tls://u:p/w@x@host:4443", "tls://host:4443"),  # unescaped / and @ in the password
+        ("nats://a:1@h1:4222,nats://b:2@h2:4222", "nats://h1:4222,nats://h2:4222"),
+        ("user:pw@host:4222", "host:4222"),
+        ("nats://127.0.0.1:4222", "nats://127.0.0.1:4222"),
+        ("", ""),
+    ],
+)
+def test_a_url_is_shown_without_its_credentials(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+    assert redact_url(shown) == shown

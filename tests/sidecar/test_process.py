@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,16 +15,30 @@ import msgspec
 import psutil
 import pytest
 
-from runtime import DispatchProcessed, b64url, open_nats, read_restore_record
+from runtime import (
+    DEFAULT_SIDECAR_MAX_FILES,
+    DEFAULT_SIDECAR_MAX_MEMORY,
+    NATS_URL_ENV,
+    DispatchProcessed,
+    b64url,
+    open_nats,
+    read_restore_record,
+)
 from tests.support import REPO, NatsServerProcess, wait_for
 from tests.support.sidecar import fake_hub_on, mail, make_deployment
 
 
 @contextmanager
-def sidecar_process(*args: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def sidecar_process(
+    *args: str, log: Path, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "sidecar", *args], cwd=REPO, stdout=out, stderr=out
+            [sys.executable, "-m", "sidecar", *args],
+            cwd=REPO,
+            stdout=out,
+            stderr=out,
+            env=None if env is None else {**os.environ, **env},
         )
     try:
         yield proc
@@ -123,3 +139,53 @@ async def test_no_restore_record_is_a_usage_error(tmp_path: Path) -> None:
     with sidecar_process("--state-dir", str(tmp_path), log=tmp_path / "sidecar.log") as proc:
         assert await exited(proc) == 2
     assert "no restore record" in (tmp_path / "sidecar.log").read_text()
+
+
+@pytest.mark.anyio
+async def test_started_by_hand_it_contains_itself_before_it_serves(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    # Not under `mailrun up`: the process re-executes itself without the NATS
+    # URL in argv and with a stripped environment, in its state dir, limited.
+    dep = make_deployment(tmp_path / "state")
+    dep.record_file.chmod(0o644)  # as an earlier release may have left it
+    async with (
+        open_nats(nats_server.url, name="fake hub") as transport,
+        fake_hub_on(transport, dep) as hub,
+    ):
+        with sidecar_process(
+            "--state-dir",
+            str(dep.state_dir),
+            "--nats",
+            nats_server.url,
+            env={"OPERATOR_SECRET": "s3cret"},
+            log=tmp_path / "sidecar.log",
+        ) as proc:
+            await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+            sidecar = psutil.Process(proc.pid)
+            assert nats_server.url not in sidecar.cmdline()
+            env = sidecar.environ()
+            assert "OPERATOR_SECRET" not in env
+            assert env[NATS_URL_ENV] == nats_server.url
+            assert env["HOME"] == sidecar.cwd() == str(dep.state_dir)
+            assert sidecar.rlimit(psutil.RLIMIT_AS) == (DEFAULT_SIDECAR_MAX_MEMORY,) * 2
+            assert sidecar.rlimit(psutil.RLIMIT_NOFILE) == (DEFAULT_SIDECAR_MAX_FILES,) * 2
+            proc.send_signal(signal.SIGTERM)
+            assert await exited(proc) == 0
+    assert stat.S_IMODE(dep.record_file.stat().st_mode) == 0o600
+
+
+@pytest.mark.anyio
+async def test_a_join_token_naming_a_path_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    source = make_deployment(tmp_path / "hub-side")
+    record, _ = read_restore_record(source.record_file)
+    bad = msgspec.structs.replace(record, deployment_id="../../escaped")
+    state = tmp_path / "host" / "state"
+    token = b64url(msgspec.json.encode(bad))
+    with sidecar_process(
+        "--state-dir", str(state), "--join", token, log=tmp_path / "sidecar.log"
+    ) as proc:
+        assert await exited(proc) == 2
+    assert "not a join token" in (tmp_path / "sidecar.log").read_text()
+    assert "not a deployment id" in (tmp_path / "sidecar.log").read_text()
+    assert not (tmp_path / "host").exists() and not (tmp_path / "escaped").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from click.testing import CliRunner
 from hub._client import AsyncHubClient
 from hub._errors import HubResponseError, HubUnreachable
 from hub.cli.main import main
-from runtime import REDELIVER_AFTER_ENV
+from runtime import NATS_URL_ENV, REDELIVER_AFTER_ENV
 
 DEP_A = "dep_" + "a" * 26
 DEP_B = "dep_" + "b" * 26
@@ -203,7 +204,9 @@ def test_the_hub_url_comes_from_the_environment(stub: Stub) -> None:
     assert stub.requests == [("GET", "/runs", None)]
 
 
-def test_deploy_sends_the_source_and_prints_the_join_token(stub: Stub, tmp_path: Path) -> None:
+def test_deploy_sends_the_source_and_prints_the_join_token_when_asked(
+    stub: Stub, tmp_path: Path
+) -> None:
     source = "async def main(ctx, item):\n    pass\n"
     flow = tmp_path / "counter.py"
     flow.write_text(source)
@@ -211,7 +214,8 @@ def test_deploy_sends_the_source_and_prints_the_join_token(stub: Stub, tmp_path:
         201,
         deployment(DEP_A, "counter", join_token="tok-123", entrypoint="counter:main"),
     )
-    result = cli(stub, "deploy", str(flow), "--name", "counter", "--entrypoint", "counter:main")
+    args = ["deploy", str(flow), "--name", "counter", "--entrypoint", "counter:main"]
+    result = cli(stub, *args, "--join-token")
     assert result.exit_code == 0, result.output
     assert stub.requests == [
         (
@@ -223,6 +227,22 @@ def test_deploy_sends_the_source_and_prints_the_join_token(stub: Stub, tmp_path:
     assert DEP_A in result.stdout
     assert "counter@mailrun.local" in result.stdout
     assert "join token  tok-123" in result.stdout
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_deploy_keeps_the_join_token_to_itself_unless_asked(
+    stub: Stub, tmp_path: Path, as_json: bool
+) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text("x = 1\n")
+    stub.routes["POST", "/workflows/deployments"] = (
+        201,
+        deployment(DEP_A, "f", join_token="tok-123"),
+    )
+    result = cli(stub, "deploy", str(flow), "--name", "f", *(["--json"] if as_json else []))
+    assert result.exit_code == 0, result.output
+    assert DEP_A in result.stdout
+    assert "tok-123" not in result.output
 
 
 def test_deploy_without_entrypoint_leaves_the_hubs_default(stub: Stub, tmp_path: Path) -> None:
@@ -367,12 +387,14 @@ def test_sidecar_execs_python_m_sidecar_with_the_options(monkeypatch: pytest.Mon
     import sys
 
     calls: list[tuple[str, list[str]]] = []
+    envs: list[dict[str, str]] = []
 
-    def fake_execv(path: str, argv: list[str]) -> None:
+    def fake_execve(path: str, argv: list[str], env: dict[str, str]) -> None:
         calls.append((path, argv))
+        envs.append(env)
         raise SystemExit(0)
 
-    monkeypatch.setattr("os.execv", fake_execv)
+    monkeypatch.setattr("os.execve", fake_execve)
     result = CliRunner().invoke(
         main,
         [
@@ -398,29 +420,30 @@ def test_sidecar_execs_python_m_sidecar_with_the_options(monkeypatch: pytest.Mon
                 "/srv/s",
                 "--deployment",
                 DEP_A,
-                "--nats",
-                "nats://n:4222",
                 "--takeover",
             ],
         )
     ]
+    # The URL may carry a password: it travels in the environment, not argv.
+    assert envs[0][NATS_URL_ENV] == "nats://n:4222"
+    assert NATS_URL_ENV not in os.environ  # this process's own is left alone
 
 
 def test_sidecar_join_passes_the_token(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[list[str]] = []
 
-    def fake_execv(path: str, argv: list[str]) -> None:
+    def fake_execve(path: str, argv: list[str], env: dict[str, str]) -> None:
         calls.append(argv)
         raise SystemExit(0)
 
-    monkeypatch.setattr("os.execv", fake_execv)
+    monkeypatch.setattr("os.execve", fake_execve)
     result = CliRunner().invoke(main, ["sidecar", "--state-dir", "d", "--join", "tok"])
     assert result.exit_code == 0
     assert calls[0][3:] == ["--state-dir", "d", "--join", "tok"]
 
 
 def test_sidecar_needs_a_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("os.execv", lambda *a: pytest.fail("must not exec"))
+    monkeypatch.setattr("os.execve", lambda *a: pytest.fail("must not exec"))
     result = CliRunner().invoke(main, ["sidecar"])
     assert result.exit_code == 2
     assert "--state-dir" in result.output

@@ -31,6 +31,7 @@ from hub._errors import HubNotReady
 from hub.cli.demo import DemoTimeout, example_source, run_demo
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from hub.up.supervisor import UpConfig, hub_url, run_up
+from runtime import NATS_URL_ENV
 from tests.support import REPO, HubClient, free_port, wait_for
 
 PY = sys.executable
@@ -312,13 +313,15 @@ async def test_up_runs_nats_and_the_hub_and_stops_them_on_sigterm(up: UpProcess)
     hub = up.child("-m", "hub")
     assert hub is not None
     assert hub.cmdline()[-6:] == [
+        "--state-dir",
+        str(up.state),
         "--http",
         up.http,
-        "--nats",
-        str(info["nats_url"]),
         "--sidecar-root",
         str(up.state / "sidecars"),
     ]
+    # The NATS URL (which may hold a password) is in its environment instead.
+    assert hub.environ()[NATS_URL_ENV] == info["nats_url"]
     nats = await wait_for(
         lambda: next(
             (c for c in psutil.Process(up.proc.pid).children() if "nats-server" in c.name()), None
@@ -400,9 +403,8 @@ async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
         str(state),
         "--deployment",
         dep["id"],
-        "--nats",
-        str(info["nats_url"]),
     ]
+    assert sidecar.environ()[NATS_URL_ENV] == info["nats_url"]
 
     # Killed alone, it is restarted.
     sidecar.kill()
