@@ -43,6 +43,18 @@ def mailrun_argv() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "hub.cli.main"]
 
 
+async def stop_up(up: anyio.abc.Process) -> None:
+    """SIGTERM ``up`` (it stops its children in order), SIGKILL after 30 s."""
+    with anyio.CancelScope(shield=True):
+        if up.returncode is None:
+            up.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(30):
+                await up.wait()
+        if up.returncode is None:
+            up.kill()
+            await up.wait()
+
+
 def percentile(sorted_values: list[float], q: float) -> float:
     index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
     return sorted_values[index]
@@ -158,14 +170,7 @@ async def bench(mails: int, senders: int, tmp: Path) -> dict[str, Any]:
             processed_in = time.perf_counter() - began
             cpu = cpu_seconds(up.pid)
     finally:
-        with anyio.CancelScope(shield=True):
-            if up.returncode is None:
-                up.send_signal(signal.SIGTERM)
-                with anyio.move_on_after(30):
-                    await up.wait()
-            if up.returncode is None:
-                up.kill()
-                await up.wait()
+        await stop_up(up)
         log.close()
     latencies.sort()
     return {

@@ -27,7 +27,6 @@ import contextlib
 import json
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.bench_e2e import COUNTER, mailrun_argv, percentile
+from bench.bench_e2e import COUNTER, mailrun_argv, percentile, stop_up
 from tests.support import free_port, wait_for
 
 
@@ -155,14 +154,7 @@ async def bench(slow_count: int, requests: int, drop_timeout: float, tmp: Path) 
 
             await wait_for(processed, timeout=60, what="every accepted mail processed")
     finally:
-        with anyio.CancelScope(shield=True):
-            if up.returncode is None:
-                up.send_signal(signal.SIGTERM)
-                with anyio.move_on_after(30):
-                    await up.wait()
-            if up.returncode is None:
-                up.kill()
-                await up.wait()
+        await stop_up(up)
         log.close()
     latencies.sort()
     lifetimes = sorted(slow.lifetimes) or [float("nan")]

@@ -12,6 +12,7 @@ import functools
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -34,8 +35,8 @@ from runtime import (
 )
 
 from .._errors import HubError
-from .._token import ADMIN_TOKEN_FILE
-from .commands import COMMANDS, fail
+from .._token import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR
+from .commands import COMMANDS, F, fail
 
 
 def _host_port(
@@ -50,6 +51,17 @@ def _host_port(
     return value
 
 
+def _default_state_dir(help_: str) -> Callable[[F], F]:
+    """``--state-dir``, defaulting to the one the CLI looks in for the token too."""
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=DEFAULT_STATE_DIR,
+        show_default=True,
+        help=help_,
+    )
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """mailrun: mail-triggered workflows (a hub, one sidecar per deployment, NATS)."""
@@ -62,13 +74,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("mailrun-state"),
-    show_default=True,
-    help="Hub database, sidecar state and logs.",
-)
+@_default_state_dir("Hub database, sidecar state and logs.")
 @click.option("--http", default=DEFAULT_HTTP, show_default=True, callback=_host_port)
 @click.option(
     "--nats",
@@ -208,13 +214,7 @@ def hub_cmd(
 
 
 @main.command()
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("mailrun-state"),
-    show_default=True,
-    help="The state dir of `mailrun up` (or of `mailrun hub`).",
-)
+@_default_state_dir("The state dir of `mailrun up` (or of `mailrun hub`).")
 @click.option(
     "--sidecar-root",
     type=click.Path(file_okay=False, path_type=Path),
@@ -242,13 +242,7 @@ def migrate(state_dir: Path, sidecar_root: Path | None, check: bool, as_json: bo
 
 
 @main.command("nats-config")
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("mailrun-state"),
-    show_default=True,
-    help="The hub's state dir.",
-)
+@_default_state_dir("The hub's state dir.")
 @click.option(
     "--subject-prefix",
     default=DEFAULT_SUBJECT_PREFIX,
