@@ -6,9 +6,10 @@ Runs nats-server, the hub and one sidecar per deployment as separate
 processes (``tests/faults/cluster.py``). For each restart, every deployment
 gets ``--pending`` mails that the hub accepts but does not deliver (its lanes
 are held before publishing), the hub is SIGKILLed and started again, and the
-time from the new hub's first ``/healthz`` answer until every sidecar has a
-session and every pending dispatch is delivered is measured
-(``tests/faults/recovery.py``). DESIGN section 7.5 guarantees 2 s.
+time from the kill until every sidecar has a session and every pending
+dispatch is delivered is measured (``tests/faults/recovery.py``), with the
+part of it the new hub took to answer ``/healthz`` at all. DESIGN section
+7.5 guarantees 2 s.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ async def bench(restarts: int, deployments: int, pending: int) -> list[Sample]:
                 sample = await restart_sample(cluster, deps, per_deployment=pending)
                 samples.append(sample)
                 print(
-                    f"restart {i + 1:3d}: sessions {sample.sessions * 1000:7.1f} ms"
+                    f"restart {i + 1:3d}: back {sample.back * 1000:7.1f} ms"
+                    f"  sessions {sample.sessions * 1000:7.1f} ms"
                     f"  delivered {sample.delivered * 1000:7.1f} ms"
                     f"  processed {sample.processed * 1000:7.1f} ms",
                     file=sys.stderr,
@@ -54,6 +56,7 @@ def main() -> None:
     args = parser.parse_args()
     samples = anyio.run(bench, args.restarts, args.deployments, args.pending)
     rows = [
+        ("back", [s.back for s in samples]),
         ("sessions", [s.sessions for s in samples]),
         ("delivered", [s.delivered for s in samples]),
         ("processed", [s.processed for s in samples]),
@@ -64,7 +67,8 @@ def main() -> None:
     else:
         print(
             f"{args.restarts} hub restarts, {args.deployments} sidecars,"
-            f" {args.deployments * args.pending} pending dispatches each time (ms):"
+            f" {args.deployments * args.pending} pending dispatches each time"
+            " (ms, from the kill):"
         )
         print(f"{'':10} {'min':>7} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7}")
         for name, values in rows:
