@@ -35,7 +35,9 @@ from runtime import (
     HostPort,
     Subjects,
     Transport,
+    backoff_max_from_env,
     cancel_on_signals,
+    check_failpoints,
     make_private,
     new_id,
     open_nats,
@@ -69,6 +71,9 @@ class HubConfig:
     # None: the state dir's admin-token file, created at the first start.
     admin_token: str | None = field(default=None, repr=False)
     http_limits: HttpLimits = field(default_factory=HttpLimits)
+    backoff_max: float | None = None
+    """Caps the delays of the hub's retry loops (NATS, delivery rounds): how
+    tests and soaks compress time (``MAILRUN_BACKOFF_MAX``)."""
 
 
 class WireSide(Protocol):
@@ -130,7 +135,12 @@ async def serve_hub(
                 # Its own NATS identity, whether or not the server asks for one.
                 seed = await anyio.to_thread.run_sync(hub_seed, config.state_dir)
                 transport = await stack.enter_async_context(
-                    open_nats(config.nats_url, name=f"mailrun-hub-{boot_id}", seed=seed)
+                    open_nats(
+                        config.nats_url,
+                        name=f"mailrun-hub-{boot_id}",
+                        seed=seed,
+                        backoff_max=config.backoff_max,
+                    )
                 )
             async with anyio.create_task_group() as tg:
                 acceptor = Acceptor(store)
@@ -141,7 +151,7 @@ async def serve_hub(
                     transport=transport,
                     subjects=Subjects(config.subject_prefix),
                     boot_id=boot_id,
-                    config=config.wire,
+                    config=_capped(config.wire, config.backoff_max),
                 )
                 side: WireSide = await tg.start(start_wire)
                 acceptor.on_accepted = side.on_accepted
@@ -182,6 +192,11 @@ async def serve_hub(
         log.info("hub stopped boot_id=%s", boot_id)
 
 
+def _capped(wire: WireConfig, backoff_max: float | None) -> WireConfig:
+    dispatch = dataclasses.replace(wire.dispatch, backoff=wire.dispatch.backoff.capped(backoff_max))
+    return dataclasses.replace(wire, dispatch=dispatch)
+
+
 def configure_logging() -> None:
     """One line per event on stderr; level from ``MAILRUN_LOG_LEVEL`` (INFO)."""
     level = os.environ.get(LOG_LEVEL_ENV, DEFAULT_LOG_LEVEL).upper()
@@ -212,8 +227,10 @@ def run_hub_cli(
     configure_logging()
     host, port = parse_host_port(http, allow_port_zero=True)
     try:
+        check_failpoints()
+        backoff_max = backoff_max_from_env(os.environ)
         admin_token = read_token_file(Path(token_file)) if token_file is not None else None
-    except HubError as exc:
+    except (HubError, ValueError) as exc:
         log.error("hub failed: %s", exc)
         raise SystemExit(1) from exc
     config = HubConfig(
@@ -226,6 +243,7 @@ def run_hub_cli(
         domain=domain or DEFAULT_MAIL_DOMAIN,
         max_body=max_body or DEFAULT_MAX_BODY,
         admin_token=admin_token,
+        backoff_max=backoff_max,
     )
     if redeliver_after is not None:
         dispatch = DispatchConfig(redeliver_after=redeliver_after)

@@ -7,11 +7,15 @@ from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef
 from ._actor import RestartPolicy as RestartPolicy
 from ._actor import Supervisor as Supervisor
+from ._backoff import ATTEMPT_LIMIT as ATTEMPT_LIMIT
 from ._backoff import Backoff as Backoff
 from ._backoff import backoff as backoff
+from ._backoff import backoff_max_from_env as backoff_max_from_env
+from ._backoff import next_attempt as next_attempt
 from ._codec import FrameDecoder as FrameDecoder
 from ._codec import Subjects as Subjects
 from ._codec import encode as encode
+from ._config import BACKOFF_MAX_ENV as BACKOFF_MAX_ENV
 from ._config import DEFAULT_HTTP as DEFAULT_HTTP
 from ._config import DEFAULT_HTTP_PORT as DEFAULT_HTTP_PORT
 from ._config import DEFAULT_HUB_URL as DEFAULT_HUB_URL
@@ -42,6 +46,7 @@ from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
 from ._errors import AskTimeout as AskTimeout
 from ._errors import FailpointError as FailpointError
+from ._errors import FailpointSpecError as FailpointSpecError
 from ._errors import FrameDecodeError as FrameDecodeError
 from ._errors import InvalidSources as InvalidSources
 from ._errors import MailboxFull as MailboxFull
@@ -53,6 +58,7 @@ from ._errors import SignatureError as SignatureError
 from ._errors import TransportClosed as TransportClosed
 from ._errors import TransportError as TransportError
 from ._failpoints import afailpoint as afailpoint
+from ._failpoints import check_failpoints as check_failpoints
 from ._failpoints import failpoint as failpoint
 from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
 from ._frames import FORMAT_VERSION as FORMAT_VERSION
@@ -133,6 +139,8 @@ from ._wakeup import Flag as Flag
 from ._wakeup import Wakeup as Wakeup
 
 __all__ = [
+    "ATTEMPT_LIMIT",
+    "BACKOFF_MAX_ENV",
     "BLOB_CHUNK_SIZE",
     "DEFAULT_HTTP",
     "DEFAULT_HTTP_PORT",
@@ -180,6 +188,7 @@ __all__ = [
     "Event",
     "EventsAck",
     "FailpointError",
+    "FailpointSpecError",
     "Fenced",
     "Flag",
     "Frame",
@@ -232,7 +241,9 @@ __all__ = [
     "anchor_is_live",
     "b64url",
     "backoff",
+    "backoff_max_from_env",
     "cancel_on_signals",
+    "check_failpoints",
     "check_layout",
     "decode_restore_record",
     "encode",
@@ -245,6 +256,7 @@ __all__ = [
     "is_terminal",
     "make_private",
     "new_id",
+    "next_attempt",
     "open_nats",
     "parse_host_port",
     "private_umask",

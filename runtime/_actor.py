@@ -22,7 +22,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._backoff import Backoff
+from ._backoff import Backoff, next_attempt
 from ._errors import ActorStopped, AskTimeout, MailboxFull
 
 log = logging.getLogger("mailrun.actor")
@@ -226,11 +226,13 @@ class Supervisor:
                             await actor.started()
                         except Exception as exc:
                             actor = None
-                            streak += 1
+                            streak = next_attempt(streak)
                             if self._over_budget(crashes, policy):
                                 await self._give_up(ref, mailbox, exc)
                                 return
-                            log.warning("actor %s failed to start: %r", ref.name, exc)
+                            log.warning(
+                                "actor %s failed to start: %s", ref.name, _told(exc), exc_info=exc
+                            )
                             continue
                     try:
                         envelope = await mailbox.receive()
@@ -242,11 +244,15 @@ class Supervisor:
                         if envelope.reply is not None:
                             envelope.reply.resolve(error=exc)
                         actor = None
-                        streak += 1
+                        streak = next_attempt(streak)
                         if self._over_budget(crashes, policy):
                             await self._give_up(ref, mailbox, exc)
                             return
-                        log.warning("actor %s crashed, restarting: %r", ref.name, exc)
+                        # With its traceback: a crash (a workflow handler that
+                        # raised, say) is someone's bug to find.
+                        log.warning(
+                            "actor %s crashed, restarting: %s", ref.name, _told(exc), exc_info=exc
+                        )
                         continue
                     streak = 0
                     if envelope.reply is not None:
@@ -272,7 +278,7 @@ class Supervisor:
         mailbox: MemoryObjectReceiveStream[_Envelope[M]],
         exc: BaseException,
     ) -> None:
-        log.error("actor %s gave up after repeated crashes: %r", ref.name, exc)
+        log.error("actor %s gave up after repeated crashes: %s", ref.name, _told(exc))
         ref._mailbox.close()
         while True:
             try:
@@ -283,3 +289,8 @@ class Supervisor:
                 envelope.reply.resolve(error=ActorStopped(f"actor {ref.name} gave up"))
         if self._on_give_up is not None:
             await self._on_give_up(ref.name, exc)
+
+
+def _told(exc: BaseException) -> str:
+    """``Type: message``, the way a run's ``error`` keeps it."""
+    return f"{type(exc).__name__}: {exc}"

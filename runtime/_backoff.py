@@ -1,12 +1,33 @@
-"""Retry delays: exponential, capped, with jitter, shared by every retry loop."""
+"""Retry delays: exponential, capped, with jitter, shared by every retry loop.
+
+A retry loop may run for as long as its peer is away, which may be months:
+its delay stays finite for any attempt (the exponent is clamped) and its
+attempt counter stops growing (:func:`next_attempt`), so nothing about a
+loop changes with the length of an outage except how long it has waited.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
+
+from ._config import BACKOFF_MAX_ENV
 
 _MAX_EXPONENT = 1023
 """2.0 ** 1024 overflows a float; by then every ``maximum`` is long reached."""
+
+ATTEMPT_LIMIT: Final = 10_000
+"""Where attempt counters stop: far past the attempt at which any delay
+reaches its cap, yet a number a health report can show as it is."""
+
+
+def next_attempt(attempt: int) -> int:
+    """``attempt + 1``, saturating at :data:`ATTEMPT_LIMIT`."""
+    return min(attempt + 1, ATTEMPT_LIMIT)
 
 
 @dataclass(frozen=True)
@@ -23,6 +44,14 @@ class Backoff:
     maximum: float = 1.0
     jitter: bool = True
 
+    def __post_init__(self) -> None:
+        # A zero delay would let a retry loop spin; an infinite one would
+        # end it: both are configuration errors, said at once.
+        if not (0 < self.initial < math.inf and 0 < self.maximum < math.inf):
+            raise ValueError(
+                f"backoff needs positive, finite delays, not {self.initial}, {self.maximum}"
+            )
+
     def ceiling(self, attempt: int) -> float:
         """The delay without jitter."""
         exponent = min(max(0, attempt - 1), _MAX_EXPONENT)
@@ -36,7 +65,33 @@ class Backoff:
         draw = rng.random() if rng is not None else random.random()
         return ceiling * (0.5 + 0.5 * draw)
 
+    def capped(self, maximum: float | None) -> Backoff:
+        """This policy with its delays at most ``maximum`` (None: as it is).
+
+        How a process compresses time (``MAILRUN_BACKOFF_MAX``): every retry
+        still happens, each one sooner.
+        """
+        if maximum is None or maximum >= self.maximum:
+            return self
+        return dataclasses.replace(self, initial=min(self.initial, maximum), maximum=maximum)
+
 
 def backoff(attempt: int, *, initial: float = 0.05, maximum: float = 1.0) -> float:
     """``Backoff(initial, maximum).delay(attempt)``: one jittered delay."""
     return Backoff(initial, maximum).delay(attempt)
+
+
+def backoff_max_from_env(environ: Mapping[str, str]) -> float | None:
+    """``MAILRUN_BACKOFF_MAX`` in seconds (None: unset): give it to
+    :meth:`Backoff.capped`. Raises ``ValueError`` naming the variable for
+    anything but a positive number."""
+    text = environ.get(BACKOFF_MAX_ENV, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise ValueError(f"{BACKOFF_MAX_ENV} must be a positive number of seconds, got {text!r}")
+    return value

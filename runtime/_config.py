@@ -37,6 +37,11 @@ REDELIVER_AFTER_ENV: Final = "MAILRUN_REDELIVER_AFTER"
 LOG_LEVEL_ENV: Final = "MAILRUN_LOG_LEVEL"
 DEFAULT_LOG_LEVEL: Final = "INFO"
 
+# Seconds: no retry loop of a hub or sidecar process waits longer than this
+# between attempts (each loop's own cap is 1 or 2 s). Lowered only to compress
+# time in tests and soaks: every attempt still happens, sooner.
+BACKOFF_MAX_ENV: Final = "MAILRUN_BACKOFF_MAX"
+
 
 class SidecarExit(IntEnum):
     """A sidecar process's exit codes that mean something to its supervisor

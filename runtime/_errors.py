@@ -16,6 +16,7 @@ The tree (a second base in parentheses)::
         NoResponders
       SignatureError
       FailpointError
+      FailpointSpecError (ValueError)
       hub.HubError          the hub's tree, drawn in hub/_errors.py
       sidecar.SidecarError  the sidecar's tree, drawn in sidecar/_errors.py
 """
@@ -77,3 +78,7 @@ class SignatureError(MailrunError):
 
 class FailpointError(MailrunError):
     """Raised by a failpoint whose action is ``raise``."""
+
+
+class FailpointSpecError(MailrunError, ValueError):
+    """A ``MAILRUN_FAILPOINTS`` that is malformed or names an unknown failpoint."""

@@ -11,21 +11,60 @@ first file, lets the other party act, and creates the second, so two
 parties interleave deterministically). An action
 may be prefixed ``N*`` to fire only on the first N hits (``1*crash``).
 Unset, a failpoint costs one dict lookup on an empty dict.
+
+Every failpoint in the code is named in :data:`REGISTERED` (a test checks
+that the two agree), and a spec naming any other is refused: a misspelt
+name would otherwise never fire, and the test relying on it would test
+nothing. A malformed ``MAILRUN_FAILPOINTS`` arms nothing at import; each
+process's entry calls :func:`check_failpoints`, which raises its error (the
+process says so in one line and exits) and warns that failpoints are armed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
 
 import anyio
 
-from ._errors import FailpointError
+from ._errors import FailpointError, FailpointSpecError
+
+log = logging.getLogger("mailrun.failpoints")
 
 ENV = "MAILRUN_FAILPOINTS"
 CRASH_EXIT_CODE = 86
+
+REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        # name: where it is (docs/faults.md says what each leaves behind)
+        "hub.accept.before_commit": "hub/store/group_commit.py",
+        "hub.accept.after_commit": "hub/store/group_commit.py",
+        "hub.migration.after_step": "hub/store/schema.py",
+        "hub.dispatch.before_publish": "hub/wire/rounds.py",
+        "hub.dispatch.after_publish": "hub/wire/rounds.py",
+        "hub.dispatch.before_settle": "hub/wire/rounds.py",
+        "hub.redeliver.before_put_back": "hub/wire/redelivery.py",
+        "hub.events.before_commit": "hub/wire/events.py",
+        "hub.events.after_commit": "hub/wire/events.py",
+        "hub.hello.before_claim": "hub/wire/sessions.py",
+        "hub.mint.before_claim": "hub/wire/mint.py",
+        "sidecar.inbox.after_commit": "sidecar/_delivery.py",
+        "sidecar.handler.before": "sidecar/_run_actor.py",
+        "sidecar.handler.after": "sidecar/_run_actor.py",
+        "sidecar.run.before_commit": "sidecar/_run_actor.py",
+        "sidecar.run.after_commit": "sidecar/_run_actor.py",
+        "sidecar.shipper.before_send": "sidecar/_shipper.py",
+        "sidecar.shipper.after_ack": "sidecar/_shipper.py",
+        "sidecar.record.before_rename": "runtime/_restore.py",
+    }
+)
+"""Every failpoint in the code, and the module it is in."""
 _SPEC = re.compile(
     r"^(?:(?P<times>\d+)\*)?(?P<action>crash|raise|sleep|pause)(?:\((?P<arg>[^)]*)\))?$"
 )
@@ -36,28 +75,54 @@ class _Action:
     action: str
     arg: str
     remaining: int | None  # None: every hit
+    spec: str  # as configured, for the warning that names it
 
 
 def parse(spec: str) -> dict[str, _Action]:
-    """Parse ``name=action;...``; a malformed spec is a ValueError, never ignored."""
+    """Parse ``name=action;...``; a malformed spec, or one naming a failpoint
+    that is not in :data:`REGISTERED`, is a :class:`FailpointSpecError`."""
     points: dict[str, _Action] = {}
     for part in filter(None, (p.strip() for p in spec.split(";"))):
-        name, sep, action = part.partition("=")
-        m = _SPEC.match(action.strip())
-        if not sep or not name.strip() or m is None:
-            raise ValueError(f"bad failpoint {part!r} in {ENV}")
+        name, sep, action = (s.strip() for s in part.partition("="))
+        m = _SPEC.match(action)
+        if not sep or not name or m is None:
+            expected = "NAME=[N*]crash|raise|sleep(MS)|pause(PATH)"
+            raise FailpointSpecError(f"{ENV}: bad failpoint {part!r}: expected {expected}")
+        if name not in REGISTERED:
+            raise FailpointSpecError(f"{ENV}: unknown failpoint {name!r} (docs/faults.md)")
         times = m.group("times")
         arg = m.group("arg") or ""
         if m.group("action") == "sleep" and not arg.isdigit():
-            raise ValueError(f"sleep needs milliseconds: {part!r}")
+            raise FailpointSpecError(f"{ENV}: sleep needs milliseconds: {part!r}")
         if m.group("action") == "pause" and not arg:
-            raise ValueError(f"pause needs a file path: {part!r}")
-        points[name.strip()] = _Action(m.group("action"), arg, int(times) if times else None)
+            raise FailpointSpecError(f"{ENV}: pause needs a file path: {part!r}")
+        remaining = int(times) if times else None
+        points[name] = _Action(m.group("action"), arg, remaining, f"{name}={action}")
     return points
 
 
+def _from_env() -> tuple[dict[str, _Action], FailpointSpecError | None]:
+    try:
+        return parse(os.environ.get(ENV, "")), None
+    except FailpointSpecError as exc:
+        return {}, exc  # raised by check_failpoints, where a process can say it
+
+
 # Replaced by runtime.testing.configure_failpoints (tests of one process).
-_points: dict[str, _Action] = parse(os.environ.get(ENV, ""))
+_points, _env_error = _from_env()
+
+
+def check_failpoints(*, warn: bool = True) -> list[str]:
+    """For the start of a process: raise the :class:`FailpointSpecError` of a
+    malformed ``MAILRUN_FAILPOINTS``; with ``warn``, log a warning naming the
+    armed ones (a process that injects faults must never pass for a normal
+    one). Returns the armed specs."""
+    if _env_error is not None:
+        raise _env_error
+    armed = [point.spec for point in _points.values()]
+    if armed and warn:
+        log.warning("failpoints armed (%s): %s", ENV, "; ".join(armed))
+    return armed
 
 
 def _take(name: str) -> _Action | None:

@@ -2,13 +2,24 @@
 
 The first connect is our own loop (backoff with jitter, cancellable), because
 the server may start after us. Once connected, nats-py reconnects by itself
-and replays every subscription; we only pace its attempts with jitter and tell
-``on_reconnect`` callbacks when it is back.
+and replays every subscription; we pace its attempts with our backoff and
+tell ``on_reconnect`` callbacks when it is back.
+
+Whatever the outage, the transport keeps trying and never starves the event
+loop: every attempt, ours or nats-py's, sleeps its backoff first (the delay is
+finite for any attempt and the counter saturates), and nats-py is told never
+to stop. Two ways nats-py can still give up are covered by a keeper task:
+it closes a client for good on some server errors (an authorization
+violation after a configuration reload), and its reconnect task could end
+without reconnecting. Either way the keeper replaces the client with a
+fresh one through our own connect loop, subscribes every subscription on it
+again, and runs the ``on_reconnect`` callbacks, as after any reconnect.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -20,24 +31,21 @@ from nats.aio.client import Client, Server
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription as NatsSub
 
-from ._backoff import Backoff
+from ._backoff import Backoff, next_attempt
 from ._config import redact_url
 from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from ._transport import Message, ReconnectCallback, Transport
-from ._wakeup import Flag
+from ._wakeup import Broadcast, Flag, Wakeup
 
 log = logging.getLogger(__name__)
 
-_RETRY = Backoff(initial=0.05, maximum=1.0)
+DEFAULT_BACKOFF = Backoff(initial=0.05, maximum=1.0)
 """Paces the first connect and nats-py's reconnects alike."""
 _CLOSE_TIMEOUT = 2.0
-
-
-def _pick_server(servers: list[Server], _info: dict[str, Any]) -> tuple[Server | None, float]:
-    # nats-py has no jitter option; its reconnect hook lets us add one (and
-    # prefer the server that failed least when a cluster is known).
-    server = min(servers, key=lambda s: s.reconnects)
-    return server, _RETRY.delay(server.reconnects + 1)
+_FLUSH_AFTER_RECONNECT = 10.0
+"""How long nats-py's reconnect waits for its first PONG (its flush default)."""
+_KEEPER_PERIOD = 1.0
+"""How often the keeper looks whether nats-py's reconnecting still makes progress."""
 
 
 def _check_url(url: str) -> None:
@@ -61,14 +69,17 @@ class _AttemptFailed(Exception):
 
 
 @contextmanager
-def _mapped(what: str) -> Iterator[None]:
+def _mapped(what: str, transport: NatsTransport) -> Iterator[None]:
     """Turn nats-py and socket errors into the runtime's transport errors."""
     try:
         yield
     except nats_errors.NoRespondersError as exc:
         raise NoResponders(f"{what}: no responders") from exc
     except nats_errors.ConnectionClosedError as exc:
-        raise TransportClosed(f"{what}: connection closed") from exc
+        if transport.closed:
+            raise TransportClosed(f"{what}: connection closed") from exc
+        # A client nats-py gave up on, until the keeper has replaced it.
+        raise TransportError(f"{what}: not connected, reconnecting") from exc
     except TimeoutError as exc:  # nats-py's TimeoutError is a builtin TimeoutError
         raise RequestTimeout(f"{what}: timed out") from exc
     except (nats_errors.Error, OSError) as exc:
@@ -102,11 +113,17 @@ class NatsMessage:
 
 
 class NatsSubscription:
-    """One nats-py subscription read through its message iterator."""
+    """One subscription read through nats-py's message iterator, carried over
+    to the new client when the keeper replaces one."""
 
-    def __init__(self, transport: NatsTransport, sub: NatsSub) -> None:
+    def __init__(
+        self, transport: NatsTransport, sub: NatsSub, *, queue: str, max_pending: int
+    ) -> None:
         self._transport = transport
         self._sub = sub
+        self._queue = queue
+        self._max_pending = max_pending
+        self._renewed = Broadcast()
         self._closed = False
         self.dropped = 0
         """Messages the client discarded because this consumer fell behind."""
@@ -119,15 +136,40 @@ class NatsSubscription:
         return self
 
     async def __anext__(self) -> Message:
-        # nats-py ends its iterator when the subscription or connection closes.
-        msg = await self._sub.messages.__anext__()
-        return NatsMessage(self._transport, msg)
+        while True:
+            sub = self._sub
+            try:
+                msg = await sub.messages.__anext__()
+            except StopAsyncIteration:
+                # nats-py ends its iterator when the subscription or the client
+                # closes: for good after unsubscribe or aclose, or until the
+                # keeper has subscribed again on a new client.
+                if self._closed or self._transport.closed:
+                    raise
+                if self._sub is sub:
+                    await self._renewed.wait()
+                continue
+            return NatsMessage(self._transport, msg)
+
+    async def _renew(self, client: Client) -> None:
+        """Subscribe again on ``client`` (the old one is closed)."""
+        sub = await client.subscribe(
+            self.subject, queue=self._queue, pending_msgs_limit=self._max_pending
+        )
+        self._transport._rekey(self._sub, sub, self)
+        self._sub = sub
+        self._renewed.notify()
+
+    def _end(self) -> None:
+        """The transport closed: an iterator waiting for a renewal ends."""
+        self._renewed.notify()
 
     async def unsubscribe(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._transport._forget(self._sub)
+        self._renewed.notify()
         try:
             await self._sub.unsubscribe()
         except (nats_errors.ConnectionClosedError, nats_errors.BadSubscriptionError):
@@ -147,6 +189,7 @@ class NatsTransport:
         connect_timeout: float,
         seed: str | None = None,
         inbox_prefix: str | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
     ) -> None:
         self.url = url
         self.shown_url = redact_url(url)
@@ -155,34 +198,53 @@ class NatsTransport:
         self._connect_timeout = connect_timeout
         self._seed = seed
         self._inbox_prefix = inbox_prefix
+        self._backoff = backoff
         self._refused = False  # the server refused our credentials since the last connect
+        self._warned: set[str] = set()  # error kinds logged at WARNING since the last connect
         self._nc = Client()
         self._connecting_task: int | None = None
         self._closed = False
         self._callbacks: list[ReconnectCallback] = []
         self._subs: dict[NatsSub, NatsSubscription] = {}
         self._up = Flag()  # set while connected
+        self._attempts = 0
+        self._last_try = time.monotonic()
+        self._lost = Wakeup()  # nats-py closed the current client for good
+        self._replacing = False  # the keeper is discarding the current client
+        # An attempt of nats-py's takes at most its delay, a TCP connect, the
+        # INFO and PONG waits and the flush after it; silence past that (and
+        # some slack) means its reconnect task ended without reconnecting.
+        self._stall_after = backoff.maximum + 4 * connect_timeout + _FLUSH_AFTER_RECONNECT + 5.0
 
     @property
     def is_connected(self) -> bool:
         return not self._closed and self._nc.is_connected
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
+    @property
+    def reconnect_attempts(self) -> int:
+        """Connect attempts since the connection was last up (saturating)."""
+        return self._attempts
+
     async def connect(self) -> None:
         """Connect, retrying until the server answers; cancel to give up."""
-        attempt = 0
         self._connecting_task = anyio.get_current_task().id
         try:
             while True:
                 client = Client()
                 try:
-                    await client.connect(**self._options())
+                    await client.connect(**self._options(client))
                 except (_AttemptFailed, nats_errors.Error, OSError, TimeoutError) as exc:
                     cause = exc.__cause__ if isinstance(exc, _AttemptFailed) else exc
                     if not (isinstance(cause, Exception) and self._refusal(cause)):
                         log.debug(
                             "connect to %s failed (attempt %d): %r",
                             self.shown_url,
-                            attempt + 1,
+                            self._attempts + 1,
                             cause,
                         )
                 except BaseException:
@@ -190,32 +252,57 @@ class NatsTransport:
                     raise
                 else:
                     self._nc = client
-                    self._refused = False
-                    self._up.set()
+                    self._connected()
                     log.info("connected to NATS at %s as %s", self.shown_url, self.name)
                     return
                 await self._discard(client)
-                attempt += 1
-                await anyio.sleep(_RETRY.delay(attempt))
+                self._attempts = next_attempt(self._attempts)
+                await anyio.sleep(self._backoff.delay(self._attempts))
         finally:
             self._connecting_task = None
 
-    def _options(self) -> dict[str, Any]:
+    def _connected(self) -> None:
+        self._refused = False
+        self._warned.clear()
+        self._attempts = 0
+        self._up.set()
+
+    def _options(self, client: Client) -> dict[str, Any]:
+        # The callbacks are this client's: a client being discarded (a failed
+        # attempt, one the keeper replaced) must not speak for the current one.
+        async def on_error(exc: Exception) -> None:
+            await self._on_error(client, exc)
+
+        def current() -> bool:
+            return client is self._nc and not self._replacing
+
+        async def on_disconnected() -> None:
+            if current():
+                await self._on_disconnected()
+
+        async def on_reconnected() -> None:
+            if current():
+                await self._on_reconnected()
+
+        async def on_closed() -> None:
+            if current():
+                self._on_closed(client)
+
         # Passed as a dict because nats-py annotates its second counts as int.
         options: dict[str, Any] = {
             "servers": self.url,
             "name": self.name,
             "connect_timeout": self._connect_timeout,
             "allow_reconnect": True,
-            "max_reconnect_attempts": -1,
-            "reconnect_time_wait": 0.2,
-            "reconnect_to_server_handler": _pick_server,
+            "max_reconnect_attempts": -1,  # never give up: an outage may last any time
+            "reconnect_time_wait": 0.2,  # unused: _pick_server returns the delay
+            "reconnect_to_server_handler": self._pick_server,
             "ping_interval": 2,
             "max_outstanding_pings": 2,
-            "error_cb": self._on_error,
-            "disconnected_cb": self._on_disconnected,
-            "reconnected_cb": self._on_reconnected,
-            "closed_cb": self._on_closed,
+            "error_cb": on_error,
+            "disconnected_cb": on_disconnected,
+            "reconnected_cb": on_reconnected,
+            "closed_cb": on_closed,
         }
         if self._seed is not None:
             # nats-py signs the server's nonce with it; a server without
@@ -225,6 +312,21 @@ class NatsTransport:
             options["inbox_prefix"] = self._inbox_prefix
         return options
 
+    def _pick_server(
+        self, servers: list[Server], _info: dict[str, Any]
+    ) -> tuple[Server | None, float]:
+        """nats-py's hook before each reconnect attempt: which server, and the
+        delay to sleep first (nats-py has no jitter of its own).
+
+        It must not raise: nats-py would retry at once, without sleeping or
+        yielding, and spin the event loop for as long as it raised.
+        """
+        self._attempts = next_attempt(self._attempts)
+        self._last_try = time.monotonic()
+        # The server that failed least, when a cluster is known.
+        server = min(servers, key=lambda s: s.reconnects, default=None)
+        return server, self._backoff.delay(self._attempts)
+
     async def _discard(self, client: Client) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
             try:
@@ -232,11 +334,13 @@ class NatsTransport:
             except Exception as exc:  # a half-set-up client; nothing left to save
                 log.debug("closing NATS client failed: %r", exc)
 
-    async def _on_error(self, exc: Exception) -> None:
+    async def _on_error(self, client: Client, exc: Exception) -> None:
         if self._connecting_task == anyio.get_current_task().id:
             # Called from inside our connect attempt: end it here, or nats-py
             # would keep retrying at its own fixed pace.
             raise _AttemptFailed from exc
+        if client is not self._nc or self._replacing:
+            return
         if isinstance(exc, nats_errors.SlowConsumerError):
             sub = self._subs.get(exc.sub)
             if sub is not None:
@@ -248,7 +352,12 @@ class NatsTransport:
         elif self._refusal(exc):
             pass
         else:
-            log.warning("NATS error: %r", exc)
+            # Once per kind of error until the next connect: an error that
+            # comes back at every attempt of a long outage is news only once.
+            kind = type(exc).__name__
+            level = logging.DEBUG if kind in self._warned else logging.WARNING
+            self._warned.add(kind)
+            log.log(level, "NATS error: %r", exc)
 
     def _refusal(self, exc: Exception) -> bool:
         """Log a refusal of our credentials (once until the next connect); False
@@ -266,17 +375,27 @@ class NatsTransport:
 
     async def _on_disconnected(self) -> None:
         self._up.clear()
+        self._last_try = time.monotonic()
         if not self._closed:
             log.info("disconnected from NATS at %s; reconnecting", self.shown_url)
 
-    async def _on_closed(self) -> None:
-        log.debug("NATS connection to %s closed", self.shown_url)
+    def _on_closed(self, client: Client) -> None:
+        self._up.clear()
+        if self._closed:
+            log.debug("NATS connection to %s closed", self.shown_url)
+            return
+        log.warning(
+            "NATS client for %s was closed (%r); connecting again",
+            self.shown_url,
+            client.last_error,
+        )
+        self._lost.set()
 
     async def _on_reconnected(self) -> None:
-        # Runs on nats-py's reconnect task after the subscriptions were replayed.
+        # Runs on nats-py's reconnect task after the subscriptions were
+        # replayed, or on the keeper's after it subscribed them again.
         log.info("reconnected to NATS at %s", self.shown_url)
-        self._refused = False
-        self._up.set()
+        self._connected()
         for callback in list(self._callbacks):
             try:
                 await callback()
@@ -286,18 +405,56 @@ class NatsTransport:
     def on_reconnect(self, callback: ReconnectCallback) -> None:
         self._callbacks.append(callback)
 
+    async def keep(self) -> None:
+        """Replace a client nats-py has given up on; runs until cancelled."""
+        while not self._closed:
+            await self._lost.wait(_KEEPER_PERIOD)
+            client = self._nc
+            stalled = (
+                not client.is_connected and time.monotonic() - self._last_try > self._stall_after
+            )
+            if self._closed or not (client.is_closed or stalled):
+                continue
+            if stalled and not client.is_closed:
+                log.warning(
+                    "NATS at %s: no reconnect attempt for %.0f s; connecting again",
+                    self.shown_url,
+                    self._stall_after,
+                )
+            await self._replace(client)
+
+    async def _replace(self, old: Client) -> None:
+        subs = list(self._subs.values())  # subscribed from now on: on the new client
+        self._up.clear()
+        self._replacing = True
+        try:
+            await self._discard(old)
+            await self.connect()
+        finally:
+            self._replacing = False
+        for sub in subs:
+            if sub._closed:
+                continue
+            try:
+                with _mapped(f"subscribe to {sub.subject}", self):
+                    await sub._renew(self._nc)
+            except TransportError as exc:
+                # Lost again already: the next replacement tries again.
+                log.warning("subscribing again to %s failed: %s", sub.subject, exc)
+        await self._on_reconnected()
+
     def _check_open(self) -> None:
         if self._closed:
             raise TransportClosed(f"transport {self.name!r} is closed")
 
     async def publish(self, subject: str, data: bytes) -> None:
         self._check_open()
-        with _mapped(f"publish to {subject}"):
+        with _mapped(f"publish to {subject}", self):
             await self._nc.publish(subject, data)
 
     async def request(self, subject: str, data: bytes, timeout: float) -> bytes:
         self._check_open()
-        with _mapped(f"request to {subject}"):
+        with _mapped(f"request to {subject}", self):
             msg = await self._nc.request(subject, data, timeout=timeout)
         return msg.data
 
@@ -305,21 +462,25 @@ class NatsTransport:
         self, subject: str, *, queue: str | None = None, max_pending: int = 4096
     ) -> NatsSubscription:
         self._check_open()
-        with _mapped(f"subscribe to {subject}"):
+        with _mapped(f"subscribe to {subject}", self):
             sub = await self._nc.subscribe(
                 subject, queue=queue or "", pending_msgs_limit=max_pending
             )
-        wrapper = NatsSubscription(self, sub)
+        wrapper = NatsSubscription(self, sub, queue=queue or "", max_pending=max_pending)
         self._subs[sub] = wrapper
         return wrapper
 
     def _forget(self, sub: NatsSub) -> None:
         self._subs.pop(sub, None)
 
+    def _rekey(self, old: NatsSub, new: NatsSub, wrapper: NatsSubscription) -> None:
+        self._subs.pop(old, None)
+        self._subs[new] = wrapper
+
     async def flush(self, timeout: float = 2.0) -> None:
         """Wait until the server has everything published so far (reconnecting first)."""
         self._check_open()
-        with _mapped("flush"), anyio.fail_after(timeout):
+        with _mapped("flush", self), anyio.fail_after(timeout):
             await self._flush()
 
     async def _flush(self) -> None:
@@ -343,6 +504,8 @@ class NatsTransport:
                     except (nats_errors.Error, OSError) as exc:
                         log.debug("flush before close failed: %r", exc)
             await self._discard(self._nc)
+        for sub in self._subs.values():
+            sub._end()
         self._subs.clear()
 
 
@@ -354,6 +517,7 @@ async def open_nats(
     connect_timeout: float = 2.0,
     seed: str | None = None,
     inbox_prefix: str | None = None,
+    backoff_max: float | None = None,
 ) -> AsyncIterator[Transport]:
     """Connect to NATS at ``url`` (waiting for the server as long as it takes).
 
@@ -361,6 +525,9 @@ async def open_nats(
     connects anonymously or with the URL's user and password).
     ``inbox_prefix`` replaces ``_INBOX`` in the reply subjects of its
     requests (a sidecar's identity may subscribe only below its own).
+    Every connect attempt, the first ones and those after a lost connection,
+    waits its backoff first (up to 1 s; ``backoff_max`` lowers that cap),
+    however long the server stays away.
     Cancel the surrounding scope to give up waiting: a server that refuses
     the credentials is retried like one that is down, since a config reload
     may admit them. Leaving the block closes the connection within a couple
@@ -368,10 +535,39 @@ async def open_nats(
     """
     _check_url(url)
     transport = NatsTransport(
-        url, name=name, connect_timeout=connect_timeout, seed=seed, inbox_prefix=inbox_prefix
+        url,
+        name=name,
+        connect_timeout=connect_timeout,
+        seed=seed,
+        inbox_prefix=inbox_prefix,
+        backoff=DEFAULT_BACKOFF.capped(backoff_max),
     )
     await transport.connect()
     try:
-        yield transport
+        with _as_raised():
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(transport.keep, name=f"NATS keeper {name}")
+                try:
+                    yield transport
+                finally:
+                    tg.cancel_scope.cancel()
     finally:
         await transport.aclose()
+
+
+@contextmanager
+def _as_raised() -> Iterator[None]:
+    """What the block of ``open_nats`` raised, as it raised it: the keeper's
+    task group wraps it in a group of one (the keeper itself raises nothing
+    but cancellation). One level only: a group the block raised stays one."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        lone = group.exceptions[0]
+        context, suppress = lone.__context__, lone.__suppress_context__
+        try:
+            raise lone
+        finally:
+            lone.__context__, lone.__suppress_context__ = context, suppress

@@ -26,7 +26,9 @@ from runtime import (
     Limits,
     RecordDecodeError,
     SidecarExit,
+    backoff_max_from_env,
     cancel_on_signals,
+    check_failpoints,
     make_private,
     private_umask,
     sidecar_env,
@@ -79,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
+        check_failpoints(warn=False)  # said below, once this is the process that runs
+        backoff_max = backoff_max_from_env(os.environ)
+    except ValueError as exc:  # a FailpointSpecError is one
+        log.error("%s", exc)
+        return SidecarExit.USAGE
+    try:
         if args.join:
             args.deployment = join(args.state_dir, args.join, args.deployment).deployment_id
         deployment_id = locate(args.state_dir, args.deployment).parent.name
@@ -91,11 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, OSError) as exc:
             log.error("cannot contain the sidecar: %s", exc)
             return SidecarExit.USAGE
+    check_failpoints()
     options = SidecarOptions(
         state_dir=args.state_dir,
         deployment_id=deployment_id,
         nats_url=args.nats,
         takeover=args.takeover,
+        backoff_max=backoff_max,
     )
     try:
         anyio.run(_serve, options)

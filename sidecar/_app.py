@@ -32,6 +32,7 @@ from runtime import (
     Transport,
     Welcome,
     new_id,
+    next_attempt,
     open_nats,
     public_key_of,
     read_restore_record,
@@ -60,13 +61,20 @@ class Connect(Protocol):
     ) -> AbstractAsyncContextManager[Transport]: ...
 
 
+_RETRY = Backoff(initial=0.05, maximum=1.0)
+"""Hello and events to the hub: a restarted hub sees its sidecars back within 2 s."""
 _MINT_RETRY = Backoff(initial=0.1, maximum=1.0)
 
 
-def _open_nats(
-    url: str, name: str, *, seed: str | None, inbox_prefix: str
-) -> AbstractAsyncContextManager[Transport]:
-    return open_nats(url, name=name, seed=seed, inbox_prefix=inbox_prefix)
+def _nats(backoff_max: float | None) -> Connect:
+    def connect(
+        url: str, name: str, *, seed: str | None, inbox_prefix: str
+    ) -> AbstractAsyncContextManager[Transport]:
+        return open_nats(
+            url, name=name, seed=seed, inbox_prefix=inbox_prefix, backoff_max=backoff_max
+        )
+
+    return connect
 
 
 @dataclass(frozen=True)
@@ -81,12 +89,15 @@ class SidecarOptions:
     request_timeout: float = 2.0
     mint_patience: float = 30.0
     """How long ``ctx.spawn`` waits for the hub before the handler call fails."""
+    backoff_max: float | None = None
+    """Caps the delays of every retry loop talking to the hub or NATS (1 s
+    each by default): how tests and soaks compress time (``MAILRUN_BACKOFF_MAX``)."""
 
 
 class Sidecar:
-    def __init__(self, options: SidecarOptions, *, connect: Connect = _open_nats) -> None:
+    def __init__(self, options: SidecarOptions, *, connect: Connect | None = None) -> None:
         self.options = options
-        self._connect = connect
+        self._connect = connect or _nats(options.backoff_max)
         self.started = anyio.Event()
         """Set once the inbox is open and the runs are restored."""
         self.inbox: Inbox | None = None
@@ -164,6 +175,7 @@ class Sidecar:
     ) -> None:
         assert record.public_key is not None
         subjects = Subjects(record.subject_prefix, deployment_id=record.deployment_id)
+        retry = _RETRY.capped(self.options.backoff_max)
         link = HubLink(
             transport=transport,
             subjects=subjects,
@@ -178,10 +190,13 @@ class Sidecar:
             takeover=self.options.takeover,
             hello_timeout=self.options.hello_timeout,
             request_timeout=self.options.request_timeout,
+            backoff=retry,
             on_welcome=self._welcomed,
         )
         self.link = link
-        self.shipper = Shipper(inbox=inbox, link=link, timeout=self.options.request_timeout)
+        self.shipper = Shipper(
+            inbox=inbox, link=link, timeout=self.options.request_timeout, backoff=retry
+        )
         delivery = Delivery(
             inbox=inbox, link=link, deployment_id=record.deployment_id, on_stored=self._stored
         )
@@ -235,6 +250,7 @@ class Sidecar:
         waited out (the request id makes retries safe) instead of costing the
         handler an attempt of its retry budget."""
         attempt = 0
+        retry = _MINT_RETRY.capped(self.options.backoff_max)
         with anyio.move_on_after(self.options.mint_patience):
             while True:
                 link = self.link
@@ -243,8 +259,8 @@ class Sidecar:
                         return await link.mint_child(parent_run_id, request_id)
                     except HubUnavailable as exc:
                         log.info("minting a child of %s: %s; retrying", parent_run_id, exc)
-                attempt += 1
-                await anyio.sleep(_MINT_RETRY.delay(attempt))
+                attempt = next_attempt(attempt)
+                await anyio.sleep(retry.delay(attempt))
         raise HubUnavailable(
             f"no hub to mint a child run of {parent_run_id} within {self.options.mint_patience}s"
         )

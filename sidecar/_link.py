@@ -55,6 +55,7 @@ from runtime import (
     Welcome,
     encode,
     hello_message,
+    next_attempt,
     sign,
 )
 
@@ -101,7 +102,7 @@ class HubLink:
         takeover: bool = False,
         hello_timeout: float = 1.0,
         request_timeout: float = 2.0,
-        backoff_cap: float = 1.0,
+        backoff: Backoff = Backoff(),
         on_welcome: Callable[[Welcome], Awaitable[None]] | None = None,
     ) -> None:
         self.transport = transport
@@ -111,7 +112,7 @@ class HubLink:
         self._takeover = takeover
         self._hello_timeout = hello_timeout
         self._request_timeout = request_timeout
-        self._backoff = Backoff(maximum=backoff_cap)
+        self._backoff = backoff
         self._wake = Wakeup()
         self._changed = Broadcast()  # self.session was replaced
         self._on_welcome = on_welcome
@@ -167,7 +168,7 @@ class HubLink:
                 if str(exc) != last_problem:
                     log.warning("hello failed, retrying: %s", exc)
                     last_problem = str(exc)
-                attempt += 1
+                attempt = next_attempt(attempt)
                 await self._wake.wait(self._backoff.delay(attempt))
                 continue
             attempt, last_problem = 0, ""
@@ -187,7 +188,7 @@ class HubLink:
                     # Not the session yet: nothing is shipped under it before
                     # the sidecar is ready to act as the owner.
                     log.exception("handling the welcome failed; saying hello again")
-                    attempt += 1
+                    attempt = next_attempt(attempt)
                     await self._wake.wait(self._backoff.delay(attempt))
                     continue
             if self.session is not None:

@@ -141,7 +141,14 @@ class RunActor(Actor[list[Pending]]):
         )
         await afailpoint("sidecar.handler.before")
         with anyio.move_on_after(runs.handler_timeout) as scope:
-            await runs.handler(ctx, item_of(p.envelope))
+            try:
+                await runs.handler(ctx, item_of(p.envelope))
+            except Exception as exc:
+                # The supervisor logs it with its traceback: say which item it was.
+                exc.add_note(
+                    f"handling dispatch {p.dispatch_id} (seq {p.seq}) of run {self._run_id}"
+                )
+                raise
         # The handler's effects exist only in memory until the commit.
         await afailpoint("sidecar.handler.after")
         if scope.cancelled_caught:

@@ -20,6 +20,7 @@ from runtime import (
     RunEvents,
     Wakeup,
     afailpoint,
+    next_attempt,
 )
 
 from ._errors import HubUnavailable
@@ -31,8 +32,6 @@ log = logging.getLogger("mailrun.sidecar.shipper")
 MAX_BATCH_BYTES = 512 * 1024
 """Keep a RunEvents frame well under NATS' default 1 MiB max payload."""
 
-_RESEND = Backoff(initial=0.05, maximum=1.0)
-
 
 class Shipper:
     def __init__(
@@ -43,12 +42,14 @@ class Shipper:
         batch_limit: int = 256,
         timeout: float = 2.0,
         session_wait: float = 1.0,
+        backoff: Backoff = Backoff(),
     ) -> None:
         self._inbox = inbox
         self._link = link
         self._batch_limit = batch_limit
         self._timeout = timeout
         self._session_wait = session_wait
+        self._backoff = backoff
         self._wake = Wakeup()
         self._events: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
         self._replies: FrameDecoder[EventsAck | Refused] = FrameDecoder(EventsAck | Refused)
@@ -82,23 +83,31 @@ class Shipper:
                     self._link.subjects.events, frame, self._replies, self._timeout
                 )
             except HubUnavailable as exc:
-                log.info("events not acknowledged (%s); saying hello and resending", exc)
+                # Said once per outage, however long: the rest at DEBUG.
+                level = logging.DEBUG if failures else logging.INFO
+                log.log(level, "events not acknowledged (%s); saying hello and resending", exc)
                 self._link.rehello()
                 reply = None
             if isinstance(reply, EventsAck) and reply.ids:
                 # The hub has them; a crash here resends them (they dedupe there).
                 await afailpoint("sidecar.shipper.after_ack")
                 await self._inbox.mark_acked(reply.ids)
+                if failures:
+                    log.info("events acknowledged again after %d failed attempt(s)", failures)
                 failures = 0
                 continue
             if isinstance(reply, Refused):
-                log.warning(
-                    "hub refused %d event(s): %s %s", len(events), reply.reason, reply.detail
+                log.log(
+                    logging.DEBUG if failures else logging.WARNING,
+                    "hub refused %d event(s): %s %s",
+                    len(events),
+                    reply.reason,
+                    reply.detail,
                 )
-            failures += 1
+            failures = next_attempt(failures)
             # A new session (the hub is back, or we are welcome again) ends the
             # wait: the events go out at once.
-            await self._link.wait_new_session(session, _RESEND.delay(failures))
+            await self._link.wait_new_session(session, self._backoff.delay(failures))
 
     def _cut(self, frames: list[bytes]) -> list[Event]:
         """Decode a prefix of ``frames`` that fits one RunEvents frame (at least one)."""

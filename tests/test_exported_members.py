@@ -11,6 +11,8 @@ import pytest
 
 EXPECTED: dict[str, list[str]] = {
     "runtime": [
+        "ATTEMPT_LIMIT",
+        "BACKOFF_MAX_ENV",
         "BLOB_CHUNK_SIZE",
         "DEFAULT_HTTP",
         "DEFAULT_HTTP_PORT",
@@ -59,6 +61,7 @@ EXPECTED: dict[str, list[str]] = {
         "EventsAck",
         "Fenced",
         "FailpointError",
+        "FailpointSpecError",
         "Flag",
         "Frame",
         "FrameDecodeError",
@@ -110,7 +113,9 @@ EXPECTED: dict[str, list[str]] = {
         "anchor_is_live",
         "b64url",
         "backoff",
+        "backoff_max_from_env",
         "cancel_on_signals",
+        "check_failpoints",
         "check_layout",
         "decode_restore_record",
         "encode",
@@ -123,6 +128,7 @@ EXPECTED: dict[str, list[str]] = {
         "is_terminal",
         "make_private",
         "new_id",
+        "next_attempt",
         "open_nats",
         "parse_host_port",
         "private_umask",

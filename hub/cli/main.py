@@ -28,7 +28,9 @@ from runtime import (
     DEFAULT_SUBJECT_PREFIX,
     NATS_URL_ENV,
     REDELIVER_AFTER_ENV,
+    FailpointSpecError,
     cancel_on_signals,
+    check_failpoints,
     parse_host_port,
     private_umask,
     unwrapping_groups,
@@ -68,6 +70,10 @@ def main() -> None:
     # Before anything is written: state is for this user only (runtime._private),
     # and so is whatever the processes started from here write.
     private_umask()
+    try:
+        check_failpoints(warn=False)  # the processes that run them say they are armed
+    except FailpointSpecError as exc:
+        fail(str(exc))
 
 
 # -- running the parts ---------------------------------------------------------
@@ -90,6 +96,8 @@ def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | N
     deployment, each its own process; restarts any that dies, with backoff;
     stops them all on SIGTERM/SIGINT. They die with it even on SIGKILL."""
     from ..up import UpConfig, run_up
+
+    check_failpoints()  # its children get them: said here once, and by each child
 
     def say(line: str) -> None:
         click.echo(line, err=True)

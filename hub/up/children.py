@@ -212,7 +212,7 @@ class Child:
                     return
             if anyio.current_time() - started >= self.backoff.reset_after:
                 attempt = 0
-            attempt += 1
+            attempt = runtime.next_attempt(attempt)
             delay = self.backoff.delay(attempt)
             if self.on_exit is not None:
                 self.on_exit(self.name, code, delay)

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, Wakeup
+from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, Wakeup, next_attempt
 
 from ..store import DispatchStatus, Store
 from .redelivery import Redeliveries, Resent, find_overdue, put_back, still_open
@@ -231,9 +231,17 @@ class Dispatcher:
                     lane.failures = 0
                     await lane.wake.wait()
                     continue
-                result = await send_round(
-                    self._transport, self._subjects, session, rows, config.request_timeout
-                )
+                try:
+                    result = await send_round(
+                        self._transport, self._subjects, session, rows, config.request_timeout
+                    )
+                except Exception as exc:
+                    # One deployment's delivery never takes the hub down: a
+                    # round that fails in an unforeseen way is a failed round.
+                    log.exception("a delivery round of %s failed", dep)
+                    lane.last_error = f"round: {type(exc).__name__}: {exc}"
+                    await self._backoff(lane)
+                    continue
                 if result.acked or result.refused:
                     self._sessions.seen(dep)
                 try:
@@ -254,6 +262,6 @@ class Dispatcher:
             lane.running = False
 
     async def _backoff(self, lane: _Lane) -> None:
-        lane.failures += 1
+        lane.failures = next_attempt(lane.failures)
         # A fresh hello (kick) means the sidecar is back: retry at once.
         await lane.kick.wait(self._delays.delay(lane.failures))

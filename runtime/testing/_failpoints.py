@@ -18,7 +18,8 @@ FAILPOINTS_ENV = ENV
 def configure_failpoints(spec: str) -> None:
     """Replace this process's active failpoints with ``spec`` (``""``: none).
 
-    A malformed spec raises ValueError and leaves the active ones as they were.
+    A malformed spec, or one naming a failpoint not in the registry, raises
+    ``FailpointSpecError`` (a ValueError) and leaves the active ones as they were.
     """
     _failpoints._points = _failpoints.parse(spec)
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 import math
 import random
 
-from runtime import Backoff, RestartPolicy, backoff
+import pytest
+
+from runtime import (
+    ATTEMPT_LIMIT,
+    BACKOFF_MAX_ENV,
+    Backoff,
+    RestartPolicy,
+    backoff,
+    backoff_max_from_env,
+    next_attempt,
+)
 
 
 def test_delays_double_from_initial_to_the_maximum() -> None:
@@ -42,3 +52,44 @@ def test_a_seeded_rng_makes_the_jitter_reproducible() -> None:
 def test_a_restart_policy_backs_off_with_its_own_settings() -> None:
     policy = RestartPolicy(backoff=Backoff(0.01, 0.05))
     assert policy.backoff == Backoff(initial=0.01, maximum=0.05)
+
+
+def test_attempt_ten_thousand_waits_the_cap() -> None:
+    for cap in (0.001, 1.0, 30.0):
+        exact = Backoff(initial=0.05 if cap > 0.05 else cap, maximum=cap, jitter=False)
+        assert exact.ceiling(10_000) == exact.delay(10_000) == cap
+        assert cap / 2 <= Backoff(initial=exact.initial, maximum=cap).delay(10_000) <= cap
+
+
+def test_attempt_counters_saturate() -> None:
+    attempt = 0
+    for _ in range(ATTEMPT_LIMIT + 5):
+        attempt = next_attempt(attempt)
+    assert attempt == ATTEMPT_LIMIT
+    assert next_attempt(ATTEMPT_LIMIT) == ATTEMPT_LIMIT
+    assert Backoff(jitter=False).delay(ATTEMPT_LIMIT) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("initial", "maximum"), [(0.0, 1.0), (-1.0, 1.0), (0.1, 0.0), (0.1, math.inf), (math.nan, 1.0)]
+)
+def test_a_backoff_that_could_spin_or_never_retry_is_refused(
+    initial: float, maximum: float
+) -> None:
+    with pytest.raises(ValueError, match="positive, finite"):
+        Backoff(initial=initial, maximum=maximum)
+
+
+def test_capping_compresses_every_delay_and_keeps_the_rest() -> None:
+    policy = Backoff(initial=0.05, maximum=2.0, jitter=False)
+    fast = policy.capped(0.01)
+    assert (fast.initial, fast.maximum, fast.jitter) == (0.01, 0.01, False)
+    assert policy.capped(None) is policy and policy.capped(5.0) is policy
+
+
+def test_the_cap_comes_from_the_environment() -> None:
+    assert backoff_max_from_env({}) is None
+    assert backoff_max_from_env({BACKOFF_MAX_ENV: " 0.005 "}) == 0.005
+    for bad in ("0", "-1", "inf", "nan", "soon"):
+        with pytest.raises(ValueError, match=f"{BACKOFF_MAX_ENV} must be a positive number"):
+            backoff_max_from_env({BACKOFF_MAX_ENV: bad})

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from runtime import (
+    BACKOFF_MAX_ENV,
     DEFAULT_SIDECAR_MAX_FILES,
     DEFAULT_SIDECAR_MAX_MEMORY,
     NATS_URL_ENV,
@@ -29,6 +30,7 @@ def test_a_sidecar_gets_only_what_it_needs(tmp_path: Path) -> None:
         "PYTHONPATH": "/src/mailrun",
         NATS_URL_ENV: "nats://u:p@h:4222",
         "MAILRUN_LOG_LEVEL": "DEBUG",
+        BACKOFF_MAX_ENV: "0.01",
         "AWS_SECRET_ACCESS_KEY": "secret",
         "MAILRUN_TOKEN": "admin",
         "HOME": "/home/operator",
@@ -42,6 +44,7 @@ def test_a_sidecar_gets_only_what_it_needs(tmp_path: Path) -> None:
         "PYTHONPATH": "/src/mailrun",
         NATS_URL_ENV: "nats://u:p@h:4222",
         "MAILRUN_LOG_LEVEL": "DEBUG",
+        BACKOFF_MAX_ENV: "0.01",
         "HOME": str(tmp_path),
     }
     assert sidecar_env(env, home=tmp_path) == env  # a second pass changes nothing

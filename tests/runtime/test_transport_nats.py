@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -18,7 +19,7 @@ from runtime import (
     TransportError,
     open_nats,
 )
-from runtime._nats import NatsSubscription
+from runtime._nats import NatsSubscription, NatsTransport
 from tests.support import NatsServerProcess, wait_for
 from tests.support.transport import echo, take
 
@@ -236,3 +237,99 @@ async def test_invalid_url_fails_at_once_instead_of_retrying(url: str) -> None:
     with anyio.fail_after(2), pytest.raises(TransportError, match="invalid NATS URL"):
         async with open_nats(url, name="t"):
             pass
+
+
+# --- long outages -------------------------------------------------------------------
+
+
+async def test_5000_reconnect_attempts_keep_the_event_loop_responsive_and_end_in_a_reconnect(
+    nats_server: NatsServerProcess,
+) -> None:
+    # Time compressed by configuration: every attempt still happens, each
+    # after a delay of at most 1 ms instead of 1 s.
+    period = 0.01
+    ticks: list[float] = []
+
+    async def heartbeat() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await anyio.sleep(period)
+
+    async with (
+        open_nats(nats_server.url, name="patient", backoff_max=0.001) as t,
+        open_nats(nats_server.url, name="other") as other,
+        anyio.create_task_group() as tg,
+    ):
+        assert isinstance(t, NatsTransport)
+        sub = await t.subscribe("after.the.outage")
+        await t.flush()
+        tg.start_soon(heartbeat)
+        nats_server.kill()
+        await wait_for(lambda: not t.is_connected)
+        began = time.monotonic()
+        # Past attempt 1025, where 2.0 ** (attempt - 1) once overflowed.
+        await wait_for(lambda: t.reconnect_attempts >= 5000, timeout=90, what="5000 attempts")
+        outage = time.monotonic() - began
+        gaps = [b - a for a, b in itertools.pairwise(ticks) if a >= began]
+        # The heartbeat kept its period all along: no attempt held the loop.
+        assert len(gaps) >= 0.5 * outage / period
+        assert max(gaps) < 0.5
+
+        await nats_server.start()
+        back = time.monotonic()
+        await wait_for(lambda: t.is_connected and other.is_connected, timeout=10)
+        assert time.monotonic() - back < 2.0  # within a step of its (tiny) backoff, and slack
+        assert t.reconnect_attempts == 0
+        await other.publish("after.the.outage", b"hello again")
+        assert await take(sub, 1) == [b"hello again"]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_client_nats_py_closes_for_good_is_replaced(
+    nats_server: NatsServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    reconnects: list[bool] = []
+
+    async def reconnected() -> None:
+        reconnects.append(True)
+
+    async with (
+        open_nats(nats_server.url, name="t", backoff_max=0.01) as t,
+        open_nats(nats_server.url, name="other") as other,
+    ):
+        assert isinstance(t, NatsTransport)
+        t.on_reconnect(reconnected)
+        sub = await t.subscribe("still.here")
+        await t.flush()
+        # The server answers a protocol error with -ERR and a hang-up, and
+        # nats-py takes any -ERR but a few for final: it closes the client
+        # and reconnects no more.
+        closed = t._nc
+        closed._transport.write(b"NONSENSE\r\n")
+        await closed._transport.drain()
+        await wait_for(lambda: closed.is_closed, what="nats-py to close the client")
+        await wait_for(lambda: t.is_connected and reconnects, what="a new client")
+        assert t._nc is not closed
+        await other.publish("still.here", b"on the new client")
+        assert await take(sub, 1) == [b"on the new client"]
+    assert "was closed" in caplog.text
+
+
+async def test_a_reconnect_loop_that_stopped_trying_is_replaced(
+    nats_server: NatsServerProcess,
+) -> None:
+    async with open_nats(nats_server.url, name="t", backoff_max=0.01) as t:
+        assert isinstance(t, NatsTransport)
+        t._stall_after = 0.5  # instead of some 20 s: the longest attempt nats-py makes
+        sub = await t.subscribe("still.here")
+        await t.flush()
+        nats_server.kill()
+        await wait_for(lambda: not t.is_connected)
+        # nats-py's reconnect task ends without reconnecting or closing.
+        stuck = t._nc
+        stuck._reconnection_task.cancel()
+        await nats_server.start()
+        await wait_for(lambda: t.is_connected, what="a new client")
+        assert t._nc is not stuck
+        await t.publish("still.here", b"on the new client")
+        assert await take(sub, 1) == [b"on the new client"]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import shutil
 import stat
 from pathlib import Path
+from traceback import format_exception
 
 import anyio
 import msgspec
@@ -24,6 +26,7 @@ from runtime.testing import MemoryBus
 from sidecar import HomeLocked, Sidecar, SidecarOptions
 from tests.support import wait_for
 from tests.support.sidecar import (
+    FAST_RUNS,
     bus_connect,
     deployed_sidecar,
     fake_hub,
@@ -281,6 +284,30 @@ async def test_a_handler_that_always_raises_fails_the_run_and_does_not_wedge(
         (2, "failed"),
         (3, "refused_terminal"),
     ]
+
+
+@pytest.mark.anyio
+async def test_a_handler_failure_is_logged_with_its_traceback_and_kept_as_the_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    dep = make_deployment(tmp_path)
+    async with deployed_sidecar(dep) as (hub, _):
+        poison = mail(dep, 1, "poison")
+        await hub.deliver(poison)
+        await hub.wait_events(RunFailed, 1)
+    assert hub.of_kind(RunFailed)[0].error == "ValueError: poisoned mail"
+    assert dep.query("SELECT error FROM run") == [("ValueError: poisoned mail",)]
+    crashes = [r for r in caplog.records if "crashed" in r.getMessage()]
+    # Each crash the budget allows a restart after; the one past it gives up.
+    assert len(crashes) == FAST_RUNS.policy.max_restarts
+    for record in crashes:
+        assert record.levelno == logging.WARNING
+        assert record.getMessage().endswith("ValueError: poisoned mail")
+        assert record.exc_info is not None
+        traceback = "".join(format_exception(*record.exc_info))
+        assert 'raise ValueError("poisoned mail")' in traceback  # the handler's own line
+        assert f"handling dispatch {poison.dispatch_id} (seq 1) of run {dep.address}" in traceback
 
 
 @pytest.mark.anyio

@@ -11,20 +11,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import msgspec
 import psutil
 import pytest
 
 from runtime import (
+    BACKOFF_MAX_ENV,
     DEFAULT_SIDECAR_MAX_FILES,
     DEFAULT_SIDECAR_MAX_MEMORY,
+    LOOPBACK,
     NATS_URL_ENV,
     DispatchProcessed,
     b64url,
+    new_id,
     open_nats,
     read_restore_record,
 )
-from tests.support import REPO, NatsServerProcess, wait_for
+from tests.support import REPO, NatsServerProcess, free_port, wait_for
 from tests.support.sidecar import fake_hub_on, mail, make_deployment
 
 
@@ -189,3 +193,113 @@ async def test_a_join_token_naming_a_path_is_refused_with_a_clear_error(tmp_path
     assert "not a join token" in (tmp_path / "sidecar.log").read_text()
     assert "not a deployment id" in (tmp_path / "sidecar.log").read_text()
     assert not (tmp_path / "host").exists() and not (tmp_path / "escaped").exists()
+
+
+async def _published(monitor: int, name: str) -> int:
+    """Messages the named connection has published (nats-server's monitoring)."""
+    async with httpx.AsyncClient() as client:
+        connz = (await client.get(f"http://{LOOPBACK}:{monitor}/connz")).json()
+    return sum(c["in_msgs"] for c in connz["connections"] if c.get("name") == name)
+
+
+@pytest.mark.anyio
+async def test_a_standalone_sidecar_outlives_a_long_hub_outage_and_carries_on(
+    tmp_path: Path,
+) -> None:
+    # Time compressed by configuration: each retry waits at most 5 ms instead
+    # of 1 s, so the thousands of attempts of a long outage take seconds.
+    monitor = free_port()
+    server = NatsServerProcess(monitor_port=monitor, log_file=tmp_path / "nats.log")
+    dep = make_deployment(tmp_path / "state")
+    name = f"sidecar {dep.id}"
+    async with server, open_nats(server.url, name="courier") as courier:
+        with sidecar_process(
+            "--state-dir",
+            str(dep.state_dir),
+            "--nats",
+            server.url,
+            env={BACKOFF_MAX_ENV: "0.005"},
+            log=tmp_path / "sidecar.log",
+        ) as proc:
+            async with (
+                open_nats(server.url, name="fake hub") as transport,
+                fake_hub_on(transport, dep) as hub,
+            ):
+                await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+                assert (await hub.deliver(mail(dep, 1, "before"))).result == "stored"
+                await hub.wait_events(DispatchProcessed, 1)
+            # The hub is gone, with its connection: nobody answers. A mail it
+            # sent just before still comes in, its events find nobody, and a
+            # HubBoot from a hub that died at once sends the sidecar to say
+            # hello to nobody, again and again.
+            hub.transport = courier
+            assert (await hub.deliver(mail(dep, 2, "during"))).result == "stored"
+            await hub.announce(new_id("boot"))
+            before = await _published(monitor, name)
+
+            async def many_attempts() -> bool:
+                assert proc.poll() is None, "the sidecar exited"
+                # Hellos and event batches: each loop far past attempt 1025.
+                return await _published(monitor, name) - before >= 5000
+
+            await wait_for(many_attempts, timeout=90, what="thousands of attempts")
+            async with (
+                open_nats(server.url, name="fake hub again") as transport,
+                fake_hub_on(transport, dep, welcomes=list(hub.welcomes)) as back,
+            ):
+                await back.announce(back.boot_id)
+                await wait_for(lambda: len(back.welcomes) > len(hub.welcomes), timeout=5)
+                await wait_for(lambda: len(back.of_kind(DispatchProcessed)) == 1, timeout=5)
+                assert (await back.deliver(mail(dep, 3, "after"))).result == "stored"
+                await wait_for(lambda: len(back.of_kind(DispatchProcessed)) == 2, timeout=5)
+            assert proc.poll() is None
+    assert dep.query("SELECT seq, outcome FROM inbox ORDER BY seq") == [
+        (1, "processed"),
+        (2, "processed"),
+        (3, "processed"),
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_bad_failpoint_spec_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path / "state")
+    log = tmp_path / "sidecar.log"
+    spec = "sidecar.handler.afterwards=crash"
+    with sidecar_process(
+        "--state-dir", str(dep.state_dir), env={"MAILRUN_FAILPOINTS": spec}, log=log
+    ) as proc:
+        assert await exited(proc) == 2
+    (line,) = log.read_text().splitlines()
+    assert line.endswith(
+        " ERROR mailrun.sidecar: MAILRUN_FAILPOINTS: unknown failpoint"
+        " 'sidecar.handler.afterwards' (docs/faults.md)"
+    )
+
+
+@pytest.mark.anyio
+async def test_a_sidecar_with_failpoints_armed_says_so_at_start(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    log = tmp_path / "sidecar.log"
+    async with (
+        open_nats(nats_server.url, name="fake hub") as transport,
+        fake_hub_on(transport, dep) as hub,
+    ):
+        with sidecar_process(
+            "--state-dir",
+            str(dep.state_dir),
+            "--nats",
+            nats_server.url,
+            env={"MAILRUN_FAILPOINTS": "sidecar.handler.after=1*raise"},
+            log=log,
+        ) as proc:
+            await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+            proc.send_signal(signal.SIGTERM)
+            assert await exited(proc) == 0
+    # Once, although the process re-executed itself (containment) on the way.
+    (line,) = [line for line in log.read_text().splitlines() if "failpoints armed" in line]
+    assert line.endswith(
+        " WARNING mailrun.failpoints: failpoints armed (MAILRUN_FAILPOINTS):"
+        " sidecar.handler.after=1*raise"
+    )

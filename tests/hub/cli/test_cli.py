@@ -8,6 +8,7 @@ renders what it gets; the real hub is exercised in tests/hub/up/test_up.py and e
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import socket
@@ -28,6 +29,7 @@ from hub._client import AsyncHubClient
 from hub._errors import HubResponseError, HubUnreachable
 from hub.cli.main import main
 from runtime import NATS_URL_ENV, REDELIVER_AFTER_ENV
+from tests.support import wait_for
 
 DEP_A = "dep_" + "a" * 26
 DEP_B = "dep_" + "b" * 26
@@ -586,3 +588,58 @@ def test_a_token_file_without_a_token_is_an_error_and_nothing_is_sent(
     assert stub.requests == []
     bad = cli(stub, "deployments", env={"MAILRUN_TOKEN": "a b"})
     assert bad.exit_code == 1 and "MAILRUN_TOKEN does not hold a token" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        ("hub.accept.before_comit=crash", "unknown failpoint 'hub.accept.before_comit'"),
+        ("hub.accept.before_commit=explode", "bad failpoint 'hub.accept.before_commit=explode'"),
+    ],
+)
+@pytest.mark.parametrize("command", [["deployments"], ["up", "--state-dir", "{tmp}"], ["hub"]])
+def test_a_bad_failpoint_spec_is_one_error_line_and_a_non_zero_exit(
+    tmp_path: Path, command: list[str], spec: str, error: str
+) -> None:
+    if command == ["hub"]:  # `python -m hub`, the way `up` starts it
+        argv = [sys.executable, "-m", "hub", "--state-dir", str(tmp_path)]
+    else:
+        mailrun = [sys.executable, "-c", "from hub.cli import main; main()"]
+        argv = [*mailrun, *(a.format(tmp=tmp_path) for a in command)]
+    done = subprocess.run(
+        argv,
+        env={**os.environ, "MAILRUN_FAILPOINTS": spec, "MAILRUN_HUB": "http://127.0.0.1:1"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert f"MAILRUN_FAILPOINTS: {error}" in line
+    assert line.startswith("error: ") or " ERROR mailrun.hub: hub failed: " in line
+    assert list(tmp_path.iterdir()) == []  # it did nothing else
+
+
+def test_a_hub_with_failpoints_armed_says_so_at_start(tmp_path: Path) -> None:
+    log = tmp_path / "hub.log"
+    spec = "hub.accept.before_commit=1*raise;hub.events.after_commit=sleep(5)"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            # No NATS there: the hub waits for it, after its start.
+            [sys.executable, "-m", "hub", "--state-dir", str(tmp_path / "state")],
+            env={**os.environ, "MAILRUN_FAILPOINTS": spec, NATS_URL_ENV: "nats://127.0.0.1:1"},
+            stdout=out,
+            stderr=out,
+        )
+    try:
+
+        async def warned() -> bool:
+            return "failpoints armed" in log.read_text()
+
+        anyio.run(functools.partial(wait_for, warned, timeout=20))
+    finally:
+        proc.kill()
+        proc.wait()
+    (line,) = [line for line in log.read_text().splitlines() if "failpoints armed" in line]
+    assert " WARNING mailrun.failpoints: failpoints armed (MAILRUN_FAILPOINTS): " in line
+    assert line.endswith("hub.accept.before_commit=1*raise; hub.events.after_commit=sleep(5)")

@@ -235,3 +235,31 @@ async def test_over_real_nats_delivery_survives_a_server_restart(
         assert inbox.frames[0].body == b"before"
         assert inbox.frames[-1].body == b"during"
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_a_lane_failing_thousands_of_rounds_keeps_the_hub_up_and_delivers_after(
+    tmp_path: Path,
+) -> None:
+    # Time compressed by configuration: every round still fails and backs
+    # off, after at most half a millisecond instead of 2 s.
+    fast = WireConfig(dispatch=DispatchConfig(request_timeout=0.2, backoff=Backoff(0.0001, 0.0005)))
+    async with running_hub(tmp_path, config=fast) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        await accept(hub, dep, [b"a", b"b"])
+        car = Sidecar(hub, dep)
+        await car.hello()  # a session, and nobody serves the inbound subject
+
+        def failures() -> int:
+            return int(hub.wire.health()["lanes"].get(dep.id, {}).get("failures", 0))
+
+        # Far past round 1025, where the backoff once overflowed and the
+        # exception took the whole hub down.
+        await wait_for(lambda: failures() >= 3000, timeout=90, what="3000 failed rounds")
+        assert await statuses(hub, dep.id) == ["reserved", "reserved"]
+        inbox = Inbox()
+        await tg.start(inbox.serve, car)
+        await car.hello()
+        await wait_for(all_are(hub, dep.id, "delivered", 2), timeout=5)
+        assert failures() == 0
+        tg.cancel_scope.cancel()
