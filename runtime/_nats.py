@@ -23,6 +23,7 @@ from nats.aio.subscription import Subscription as NatsSub
 from ._backoff import Backoff
 from ._config import redact_url
 from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
+from ._limits import WIRE_MAX_PAYLOAD
 from ._transport import Message, ReconnectCallback, Transport
 from ._wakeup import Flag
 
@@ -193,6 +194,14 @@ class NatsTransport:
                     self._refused = False
                     self._up.set()
                     log.info("connected to NATS at %s as %s", self.shown_url, self.name)
+                    if client.max_payload < WIRE_MAX_PAYLOAD:
+                        log.warning(
+                            "NATS at %s takes messages of at most %d bytes; mailrun's frames"
+                            " need %d (the server's default max_payload)",
+                            self.shown_url,
+                            client.max_payload,
+                            WIRE_MAX_PAYLOAD,
+                        )
                     return
                 await self._discard(client)
                 attempt += 1
