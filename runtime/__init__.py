@@ -107,6 +107,19 @@ from ._keys import sign as sign
 from ._keys import unb64url as unb64url
 from ._keys import verify as verify
 from ._layout import check_layout as check_layout
+from ._limits import MAX_ERROR as MAX_ERROR
+from ._limits import MAX_EVENT as MAX_EVENT
+from ._limits import MAX_FRAME_BYTES as MAX_FRAME_BYTES
+from ._limits import MAX_INPUT as MAX_INPUT
+from ._limits import MAX_MAIL as MAX_MAIL
+from ._limits import MAX_PROMPT as MAX_PROMPT
+from ._limits import MAX_RESULT as MAX_RESULT
+from ._limits import MAX_STATE as MAX_STATE
+from ._limits import SIZE_LIMITS as SIZE_LIMITS
+from ._limits import WIRE_MAX_PAYLOAD as WIRE_MAX_PAYLOAD
+from ._limits import SizeLimit as SizeLimit
+from ._limits import clip_text as clip_text
+from ._limits import encoded_size as encoded_size
 from ._nats import open_nats as open_nats
 from ._private import HOME_LOCK_FILE as HOME_LOCK_FILE
 from ._private import make_private as make_private
@@ -160,12 +173,22 @@ __all__ = [
     "INLINE_BODY_LIMIT",
     "LOG_LEVEL_ENV",
     "LOOPBACK",
+    "MAX_ERROR",
+    "MAX_EVENT",
+    "MAX_FRAME_BYTES",
+    "MAX_INPUT",
+    "MAX_MAIL",
+    "MAX_PROMPT",
+    "MAX_RESULT",
+    "MAX_STATE",
     "NATS_URL_ENV",
     "REDELIVER_AFTER_ENV",
     "SIDECAR_MAX_FILES_ENV",
     "SIDECAR_MAX_MEMORY_ENV",
     "SIDECAR_PASS_ENV",
+    "SIZE_LIMITS",
     "SUPPORTED_FORMATS",
+    "WIRE_MAX_PAYLOAD",
     "Ack",
     "AckResult",
     "Actor",
@@ -226,6 +249,7 @@ __all__ = [
     "RunStatus",
     "SidecarExit",
     "SignatureError",
+    "SizeLimit",
     "Sources",
     "StateGet",
     "Subjects",
@@ -245,8 +269,10 @@ __all__ = [
     "cancel_on_signals",
     "check_failpoints",
     "check_layout",
+    "clip_text",
     "decode_restore_record",
     "encode",
+    "encoded_size",
     "failpoint",
     "generate_keypair",
     "hello_message",

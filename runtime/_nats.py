@@ -34,6 +34,7 @@ from nats.aio.subscription import Subscription as NatsSub
 from ._backoff import Backoff, next_attempt
 from ._config import redact_url
 from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
+from ._limits import WIRE_MAX_PAYLOAD
 from ._transport import Message, ReconnectCallback, Transport
 from ._wakeup import Broadcast, Flag, Wakeup
 
@@ -254,6 +255,14 @@ class NatsTransport:
                     self._nc = client
                     self._connected()
                     log.info("connected to NATS at %s as %s", self.shown_url, self.name)
+                    if client.max_payload < WIRE_MAX_PAYLOAD:
+                        log.warning(
+                            "NATS at %s takes messages of at most %d bytes; mailrun's frames"
+                            " need %d (the server's default max_payload)",
+                            self.shown_url,
+                            client.max_payload,
+                            WIRE_MAX_PAYLOAD,
+                        )
                     return
                 await self._discard(client)
                 self._attempts = next_attempt(self._attempts)

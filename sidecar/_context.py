@@ -9,6 +9,11 @@ request id, and the message id of every mail ``send`` writes, are derived
 from the dispatch and the call's index, so the same item processed again (a
 retry, or a new owner after a takeover) gets the same child back and sends
 mail the hub accepts once.
+
+Each value a handler hands over is checked against its size limit
+(runtime._limits) when it is handed over, the state when the handler
+returns: a value too large to ship fails the run (:class:`LimitExceeded`)
+instead of reaching the outbox.
 """
 
 from __future__ import annotations
@@ -20,9 +25,23 @@ from typing import Any, Protocol
 
 import msgspec
 
-from runtime import ApprovalRequested, ChildRunStarted, Event, MailSent, new_id
+from runtime import (
+    MAX_EVENT,
+    MAX_INPUT,
+    MAX_MAIL,
+    MAX_PROMPT,
+    MAX_RESULT,
+    ApprovalRequested,
+    ChildRunStarted,
+    Event,
+    MailSent,
+    SizeLimit,
+    clip_text,
+    encoded_size,
+    new_id,
+)
 
-from ._errors import RunAlreadyEnded, StateNotSerializable
+from ._errors import LimitExceeded, RunAlreadyEnded, StateNotSerializable
 
 log = logging.getLogger("mailrun.workflow")
 
@@ -37,6 +56,23 @@ def to_json(value: Any, what: str) -> bytes:
         return msgspec.json.encode(value)
     except (TypeError, msgspec.EncodeError) as exc:
         raise StateNotSerializable(f"{what} is not JSON-able: {exc}") from exc
+
+
+def check_size(value: Any, limit: SizeLimit, what: str) -> None:
+    """Raise :class:`LimitExceeded` when ``value`` encodes to more than ``limit``."""
+    try:
+        size = encoded_size(value)
+    except (TypeError, OverflowError, msgspec.EncodeError) as exc:
+        raise StateNotSerializable(f"{what} cannot be stored: {exc}") from exc
+    if size > limit.bytes:
+        raise LimitExceeded(what, size, limit)
+
+
+def check_events(events: list[Event]) -> None:
+    """Every event fits one frame: the limits on each value make this hold, so
+    a failure here is a value no other limit covers (a huge address, say)."""
+    for event in events:
+        check_size(event, MAX_EVENT, f"the {type(event).__name__} event")
 
 
 class _RunLog(logging.LoggerAdapter[logging.Logger]):
@@ -80,18 +116,21 @@ class Context:
         """End the run successfully with a JSON-able ``result``."""
         self._end()
         to_json(result, "the run result")
+        check_size(result, MAX_RESULT, "the run result")
         self.completed, self.result = True, result
 
     def fail(self, error: str) -> None:
-        """End the run as failed with ``error`` (no retry: this is the handler's verdict)."""
+        """End the run as failed with ``error`` (no retry: this is the handler's
+        verdict), cut to ``runtime.MAX_ERROR``."""
         self._end()
-        self.failed, self.error = True, str(error)
+        self.failed, self.error = True, clip_text(str(error))
 
     def send(self, to: str, subject: str = "", body: bytes | str = b"") -> None:
         """Send a mail (delivered by the hub once this item is committed)."""
         if not isinstance(to, str) or not to:
             raise ValueError("send() needs a recipient address")
         data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        check_size((subject, data), MAX_MAIL, "the mail's subject and body")
         self._sent += 1
         self.events.append(
             MailSent(
@@ -113,6 +152,7 @@ class Context:
         and its id returned.
         """
         to_json(input, "the child run input")
+        check_size(input, MAX_INPUT, "the child run input")
         if self._minter is None:
             raise RuntimeError("spawn() is not available in this context")
         self._spawned += 1
@@ -131,6 +171,7 @@ class Context:
 
     def request_approval(self, prompt: str) -> str:
         """Ask a human; the decision arrives later as an ApprovalDecision item."""
+        check_size(str(prompt), MAX_PROMPT, "the approval prompt")
         approval_id = new_id("apr")
         self.events.append(
             ApprovalRequested(

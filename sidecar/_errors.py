@@ -14,6 +14,7 @@ The tree (a second base in parentheses)::
         WorkflowLoadError
           EntrypointError
         StateNotSerializable (TypeError)
+        LimitExceeded (ValueError)
         RunAlreadyEnded
         HandlerTimeout (TimeoutError)
         HubUnavailable (TimeoutError)
@@ -27,7 +28,7 @@ The tree (a second base in parentheses)::
 
 from __future__ import annotations
 
-from runtime import MailrunError
+from runtime import MailrunError, SizeLimit
 
 
 class SidecarError(MailrunError):
@@ -72,6 +73,20 @@ class EntrypointError(WorkflowLoadError):
 
 class StateNotSerializable(SidecarError, TypeError):
     """``ctx.state`` (or a run result) is not JSON-able, so it cannot be persisted."""
+
+
+class LimitExceeded(SidecarError, ValueError):
+    """A value the handler made is larger than its size limit (``runtime.SIZE_LIMITS``).
+
+    The run fails at once, not after its retry budget: the same call on the
+    same item makes the same value again, so a retry cannot succeed."""
+
+    def __init__(self, what: str, size: int, limit: SizeLimit) -> None:
+        super().__init__(
+            f"{what} is {size} bytes encoded, over the limit {limit.name} = {limit.bytes} bytes"
+        )
+        self.size = size
+        self.limit = limit
 
 
 class RunAlreadyEnded(SidecarError):

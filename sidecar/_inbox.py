@@ -391,6 +391,16 @@ class Inbox:
                 f"UPDATE outbox SET acked = 1 WHERE event_id IN ({marks})", tuple(event_ids)
             )
 
+    async def set_aside(self, event_id: str, reason: str) -> None:
+        """Move an event that cannot be shipped from the outbox to the dead letters."""
+        async with self._lock, transaction(self.db) as db:
+            await db.execute(
+                "INSERT INTO dead_letter (source, reason, data, at)"
+                " SELECT 'outbox', ?, frame, ? FROM outbox WHERE event_id = ?",
+                (reason, time.time(), event_id),
+            )
+            await db.execute("DELETE FROM outbox WHERE event_id = ?", (event_id,))
+
 
 async def _advance_over_done(db: aiosqlite.Connection, last: int) -> int:
     """Move the processing position over seqs already done (release 1 rows

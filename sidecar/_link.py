@@ -4,7 +4,9 @@ One owned loop keeps a session: it says hello, keeps the Welcome, and then
 sleeps until something says the session may be gone: a HubBoot from a hub
 with another boot id, a transport reconnect, or a Refused{unknown_session |
 stale_epoch} from any request. Failures back off with jitter, capped at
-about a second, so a restarted hub sees its sidecars back well within 2 s.
+about a second, so a restarted hub sees its sidecars back well within 2 s;
+so does a session that ends as soon as it began (refused again at once):
+hellos never come faster than the backoff allows, whatever asks for them.
 The old session is kept until a new Welcome replaces it; a Welcome whose
 handling fails (the sidecar could not adopt the hub's state) does not become
 the session, and the loop says hello again.
@@ -156,7 +158,7 @@ class HubLink:
         """Keep a session forever; raises :class:`FencedOut` when this process may
         no longer act for the deployment."""
         self.transport.on_reconnect(self._on_reconnect)
-        attempt = 0
+        attempt = churn = 0
         last_problem = ""
         while True:
             self._wake.clear()  # this hello answers every request for one so far
@@ -195,7 +197,13 @@ class HubLink:
                 self._earlier.append(self.session)
             self.session = Session(welcome.session_id, welcome.owner_epoch, welcome.hub_boot_id)
             self._changed.notify()
+            began = anyio.current_time()
             await self._wake.wait()
+            if anyio.current_time() - began < self._backoff.maximum:
+                churn += 1
+                await anyio.sleep(self._backoff.delay(churn))
+            else:
+                churn = 0
 
     async def watch_announcements(self) -> None:
         """Re-hello at once when a hub with another boot id announces itself."""

@@ -10,10 +10,12 @@ import anyio
 import msgspec
 
 from runtime import (
+    MAX_STATE,
     Actor,
     DispatchOutcome,
     DispatchProcessed,
     EnvelopeQuarantined,
+    Event,
     RunCompleted,
     RunFailed,
     RunStarted,
@@ -23,7 +25,7 @@ from runtime import (
     new_id,
 )
 
-from ._context import Context, Minter, to_json
+from ._context import Context, Minter, check_events, check_size, to_json
 from ._errors import HandlerTimeout, RunStateUnreadable, StateNotSerializable
 from ._inbox import Commit, Inbox, Pending
 from ._workflow import Handler, item_of
@@ -99,29 +101,22 @@ class RunActor(Actor[list[Pending]]):
                     commit.consumed.append((p.dispatch_id, p.seq, outcome))
                     commit.events.append(self._processed(p, now, snapshot, outcome))
                     continue
-                started = status is None
                 ctx = await self._call(p, snapshot)
-                snapshot = _snapshot_of(ctx.state)
-                if started:
-                    commit.events.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=now))
-                    status = RunStatus.RUNNING
-                commit.events.extend(ctx.events)
-                commit.events.append(self._processed(p, now, snapshot, DispatchOutcome.PROCESSED))
+                after = _snapshot_of(ctx.state)
+                made = self._made(p, now, ctx, after, started=status is None)
+                # Checked before anything joins the commit: a too-large event
+                # fails this item alone, the batch's earlier items commit.
+                check_events(made)
+                snapshot = after
+                commit.events.extend(made)
                 commit.consumed.append((p.dispatch_id, p.seq, DispatchOutcome.PROCESSED))
                 commit.state = msgspec.json.decode(snapshot)
+                status = status or RunStatus.RUNNING
                 if ctx.completed:
                     status = RunStatus.COMPLETED
                     commit.result = to_json(ctx.result, "the run result")
-                    commit.events.append(
-                        RunCompleted(
-                            event_id=new_id("evt"), run_id=run_id, at=now, result=ctx.result
-                        )
-                    )
                 elif ctx.failed:
                     status, commit.error = RunStatus.FAILED, ctx.error
-                    commit.events.append(
-                        RunFailed(event_id=new_id("evt"), run_id=run_id, at=now, error=ctx.error)
-                    )
         except Exception:
             # Keep what the batch achieved before the failing envelope; the
             # exception then crashes this actor and the retry starts there.
@@ -157,6 +152,24 @@ class RunActor(Actor[list[Pending]]):
             )
         return ctx
 
+    def _made(
+        self, p: Pending, now: float, ctx: Context, snapshot: bytes, *, started: bool
+    ) -> list[Event]:
+        """The events one handler call commits, in order."""
+        run_id = self._run_id
+        made: list[Event] = []
+        if started:
+            made.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=now))
+        made.extend(ctx.events)
+        made.append(self._processed(p, now, snapshot, DispatchOutcome.PROCESSED))
+        if ctx.completed:
+            made.append(
+                RunCompleted(event_id=new_id("evt"), run_id=run_id, at=now, result=ctx.result)
+            )
+        elif ctx.failed:
+            made.append(RunFailed(event_id=new_id("evt"), run_id=run_id, at=now, error=ctx.error))
+        return made
+
     def _processed(
         self, p: Pending, now: float, snapshot: bytes, outcome: DispatchOutcome
     ) -> DispatchProcessed:
@@ -185,4 +198,6 @@ class RunActor(Actor[list[Pending]]):
 def _snapshot_of(state: object) -> bytes:
     if not isinstance(state, dict):
         raise StateNotSerializable(f"ctx.state must be a dict, not {type(state).__name__}")
-    return to_json(state, "ctx.state")
+    snapshot = to_json(state, "ctx.state")
+    check_size(state, MAX_STATE, "ctx.state")
+    return snapshot

@@ -8,7 +8,9 @@ The run actor is where supervision applies: a handler that raises crashes
 the actor, the kernel restarts it with backoff and the scheduler's next ask
 retries the same envelope; past the restart budget the actor gives up and
 the scheduler commits RunFailed, consuming the failing envelope as
-``failed`` so that later dispatches are not wedged behind it.
+``failed`` so that later dispatches are not wedged behind it. A value over
+its size limit (:class:`LimitExceeded`) fails the run at once: a retry
+would make it again.
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ from runtime import (
     RunStatus,
     Supervisor,
     Wakeup,
+    clip_text,
     is_terminal,
     new_id,
 )
 
 from ._context import Minter
+from ._errors import LimitExceeded
 from ._inbox import Commit, Inbox, Pending
 from ._run_actor import RunActor
 from ._workflow import Handler
@@ -153,6 +157,11 @@ class Runs:
             if run_id not in self._gave_up:
                 log.warning("run %s stopped while processing; scheduling stops", run_id)
                 return False
+        except LimitExceeded as exc:
+            # Retrying cannot help: the same call makes the same too-large
+            # value again. The run fails now, on this envelope (next step).
+            await ref.stop()
+            self._gave_up[run_id] = exc
         except Exception as exc:
             # The kernel restarts the actor after a backoff and the next ask
             # (queued meanwhile) retries from the first unconsumed envelope;
@@ -183,7 +192,7 @@ class Runs:
         stuck on (``p``, still the next one) is consumed as ``failed``:
         recorded, not dropped, and later seqs are not held behind it."""
         run_id = p.run_id
-        text = f"{type(error).__name__}: {error}"
+        text = clip_text(f"{type(error).__name__}: {error}")
         record = await self.inbox.load_run(run_id)
         now = time.time()
         events: list[Event] = []
@@ -212,4 +221,4 @@ class Runs:
                 events=events,
             )
         )
-        log.error("run %s failed after its retry budget: %s", run_id, text)
+        log.error("run %s failed: %s", run_id, text)

@@ -3,6 +3,14 @@
 Only while a session is established: events are stamped with its id and
 owner epoch. A batch is resent until an EventsAck names its events; the hub
 ingests by event id, so a resend after a lost ack (or a crash) is harmless.
+
+A frame is packed by encoded size, to at most ``MAX_FRAME_BYTES`` (and at
+least one event), so it always fits a NATS message: the size limits checked
+at commit keep every event under ``MAX_EVENT``. An event that alone could
+not fit (none this release commits) is set aside as a dead letter, loudly,
+never resent forever. A failed request is resent with backoff; only the
+hub's session refusals (``unknown_session``, ``stale_epoch``) make the link
+say hello again, never a timeout: a hello cannot make a frame arrive.
 """
 
 from __future__ import annotations
@@ -12,6 +20,8 @@ import logging
 import msgspec
 
 from runtime import (
+    MAX_FRAME_BYTES,
+    WIRE_MAX_PAYLOAD,
     Backoff,
     Event,
     EventsAck,
@@ -20,6 +30,7 @@ from runtime import (
     RunEvents,
     Wakeup,
     afailpoint,
+    encode,
     next_attempt,
 )
 
@@ -29,8 +40,7 @@ from ._link import HubLink
 
 log = logging.getLogger("mailrun.sidecar.shipper")
 
-MAX_BATCH_BYTES = 512 * 1024
-"""Keep a RunEvents frame well under NATS' default 1 MiB max payload."""
+_ARRAY_HEADER = 5  # msgpack's largest array header: the frame's list of events grows by it
 
 
 class Shipper:
@@ -67,16 +77,16 @@ class Shipper:
                 continue
             # Cleared before reading: a commit after the read wakes us.
             self._wake.clear()
-            events = self._cut(await self._inbox.unacked(self._batch_limit))
-            if not events:
-                await self._wake.wait()
-                continue
             frame = RunEvents(
                 deployment_id=self._link.identity.deployment_id,
                 session_id=session.session_id,
                 owner_epoch=session.owner_epoch,
-                events=events,
+                events=[],
             )
+            frame.events = await self._pack(frame)
+            if not frame.events:
+                await self._wake.wait()
+                continue
             await afailpoint("sidecar.shipper.before_send")
             try:
                 reply = await self._link.request(
@@ -85,8 +95,7 @@ class Shipper:
             except HubUnavailable as exc:
                 # Said once per outage, however long: the rest at DEBUG.
                 level = logging.DEBUG if failures else logging.INFO
-                log.log(level, "events not acknowledged (%s); saying hello and resending", exc)
-                self._link.rehello()
+                log.log(level, "events not acknowledged (%s); resending", exc)
                 reply = None
             if isinstance(reply, EventsAck) and reply.ids:
                 # The hub has them; a crash here resends them (they dedupe there).
@@ -100,7 +109,7 @@ class Shipper:
                 log.log(
                     logging.DEBUG if failures else logging.WARNING,
                     "hub refused %d event(s): %s %s",
-                    len(events),
+                    len(frame.events),
                     reply.reason,
                     reply.detail,
                 )
@@ -109,13 +118,33 @@ class Shipper:
             # wait: the events go out at once.
             await self._link.wait_new_session(session, self._backoff.delay(failures))
 
-    def _cut(self, frames: list[bytes]) -> list[Event]:
-        """Decode a prefix of ``frames`` that fits one RunEvents frame (at least one)."""
+    async def _pack(self, frame: RunEvents) -> list[Event]:
+        """The outbox's oldest events that fit ``frame`` (at least one, if any)."""
+        overhead = len(encode(frame)) + _ARRAY_HEADER
+        size = overhead
         events: list[Event] = []
-        size = 0
-        for data in frames:
+        for data in await self._inbox.unacked(self._batch_limit):
+            if overhead + len(data) > WIRE_MAX_PAYLOAD:
+                if events:
+                    break  # the events before it go first, in order
+                await self._set_aside(data, overhead + len(data))
+                continue
             size += len(data)
-            if events and size > MAX_BATCH_BYTES:
+            if events and size > MAX_FRAME_BYTES:
                 break
             events.append(self._events.decode(data))
         return events
+
+    async def _set_aside(self, data: bytes, size: int) -> None:
+        # Resending it would fail the same way forever, and hold back every
+        # later event of the deployment.
+        event = self._events.decode(data)
+        reason = f"unshippable: a frame of {size} bytes, over NATS' {WIRE_MAX_PAYLOAD}"
+        log.error(
+            "%s %s of run %s cannot be shipped (%s); set aside as a dead letter",
+            type(event).__name__,
+            event.event_id,
+            event.run_id,
+            reason,
+        )
+        await self._inbox.set_aside(event.event_id, reason)

@@ -3,9 +3,11 @@
 It keeps the NATS semantics a module can observe: subject wildcards (``*``
 one token, ``>`` the rest), queue groups (one member per group gets each
 message), bounded subscriptions that drop the newest message when full,
-no-responders, and lost connections (``MemoryBus.disconnect``): nothing is
-delivered to a disconnected transport, what it publishes is buffered until
-``MemoryBus.reconnect``, which then runs its ``on_reconnect`` callbacks.
+no-responders, NATS' default ``max_payload`` (a larger message is refused
+before it is sent, as nats-py refuses it), and lost connections
+(``MemoryBus.disconnect``): nothing is delivered to a disconnected
+transport, what it publishes is buffered until ``MemoryBus.reconnect``,
+which then runs its ``on_reconnect`` callbacks.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import anyio
 from anyio.lowlevel import checkpoint
 
 from .._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
+from .._limits import WIRE_MAX_PAYLOAD
 from .._subjects import subject_matches, validate_subject
 from .._transport import Message, ReconnectCallback
 from .._wakeup import Flag, Wakeup
@@ -145,6 +148,8 @@ class MemoryTransport:
     async def _send(self, subject: str, data: bytes, reply: str | None) -> None:
         self._check_open()
         validate_subject(subject, wildcards=False)
+        if len(data) > self._bus.max_payload:
+            raise TransportError(f"publish to {subject}: maximum payload exceeded")
         if self._connected:
             self._bus._route(subject, data, reply)
         elif self._outbox_bytes + len(data) > _PENDING_LIMIT:
@@ -218,7 +223,8 @@ class MemoryTransport:
 class MemoryBus:
     """The in-process "server": transports connect to it by name."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_payload: int = WIRE_MAX_PAYLOAD) -> None:
+        self.max_payload = max_payload
         self._subscriptions: list[MemorySubscription] = []
         self._replies: dict[str, _Reply] = {}
         self._ids = itertools.count(1)

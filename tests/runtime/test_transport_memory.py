@@ -6,6 +6,7 @@ import anyio
 import pytest
 
 from runtime import (
+    WIRE_MAX_PAYLOAD,
     NoResponders,
     RequestTimeout,
     TransportClosed,
@@ -59,6 +60,20 @@ async def test_publish_reaches_matching_subscribers_only() -> None:
     assert isinstance(other, MemorySubscription) and not other._buffer
     with pytest.raises(TransportError):
         await t.publish("orders.*", b"wildcards are for subscribers")
+
+
+@pytest.mark.anyio
+async def test_a_message_over_max_payload_is_refused_before_it_is_sent() -> None:
+    bus = MemoryBus()
+    t = bus.connect("t")
+    sub = await t.subscribe("big")
+    await t.publish("big", bytes(WIRE_MAX_PAYLOAD))
+    with pytest.raises(TransportError, match="maximum payload exceeded"):
+        await t.publish("big", bytes(WIRE_MAX_PAYLOAD + 1))
+    with pytest.raises(TransportError, match="maximum payload exceeded"):
+        await t.request("big", bytes(WIRE_MAX_PAYLOAD + 1), 1.0)
+    assert [len(m) for m in await take(sub, 1)] == [WIRE_MAX_PAYLOAD]
+    assert isinstance(sub, MemorySubscription) and not sub._buffer
 
 
 @pytest.mark.anyio

@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from runtime import (
+    WIRE_MAX_PAYLOAD,
     NoResponders,
     RequestTimeout,
     Transport,
@@ -333,3 +334,24 @@ async def test_a_reconnect_loop_that_stopped_trying_is_replaced(
         assert t._nc is not stuck
         await t.publish("still.here", b"on the new client")
         assert await take(sub, 1) == [b"on the new client"]
+
+
+async def test_a_server_with_a_smaller_max_payload_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = tmp_path / "small.conf"
+    config.write_text("max_payload: 65536\n")
+    with NatsServerProcess(config_file=config, log_file=tmp_path / "nats.log") as server:
+        async with open_nats(server.url, name="t"):
+            pass
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "at most 65536 bytes" in warning.getMessage()
+    assert str(WIRE_MAX_PAYLOAD) in warning.getMessage()
+
+
+async def test_the_default_max_payload_is_what_mailrun_needs(
+    nats_server: NatsServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with open_nats(nats_server.url, name="t") as t:
+        assert t._nc.max_payload == WIRE_MAX_PAYLOAD
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
