@@ -125,6 +125,9 @@ from ._runstate import holds_items as holds_items
 from ._runstate import is_live as is_live
 from ._runstate import is_terminal as is_terminal
 from ._signals import cancel_on_signals as cancel_on_signals
+from ._sqlite import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
+from ._sqlite import configure_sqlite as configure_sqlite
+from ._sqlite import release_free_pages as release_free_pages
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
 from ._transport import Transport as Transport
@@ -150,6 +153,7 @@ __all__ = [
     "HOME_LOCK_FILE",
     "HUB_URL_ENV",
     "INLINE_BODY_LIMIT",
+    "JOURNAL_SIZE_LIMIT",
     "LOG_LEVEL_ENV",
     "LOOPBACK",
     "NATS_URL_ENV",
@@ -234,6 +238,7 @@ __all__ = [
     "backoff",
     "cancel_on_signals",
     "check_layout",
+    "configure_sqlite",
     "decode_restore_record",
     "encode",
     "failpoint",
@@ -252,6 +257,7 @@ __all__ = [
     "read_restore_record",
     "record_path",
     "redact_url",
+    "release_free_pages",
     "remove_sidecar_state",
     "sidecar_env",
     "sign",

@@ -1,6 +1,6 @@
 """The durable inbox: envelopes, run state, run status and the event outbox.
 
-One SQLite file per deployment (``inbox.db``, WAL, ``synchronous=NORMAL``)
+One SQLite file per deployment (``inbox.db``, WAL, ``synchronous=FULL``)
 on one aiosqlite connection. Every operation holds one lock: the writer
 task, the run actors and the shipper share the connection, and statements
 of two tasks must never interleave inside one transaction. Each operation
@@ -21,7 +21,14 @@ import aiosqlite
 import anyio
 import msgspec
 
-from runtime import Event, RecordDecodeError, RunSnapshot, RunStatus, encode
+from runtime import (
+    Event,
+    RecordDecodeError,
+    RunSnapshot,
+    RunStatus,
+    configure_sqlite,
+    encode,
+)
 
 from ._envelope import (
     Envelope,
@@ -86,8 +93,7 @@ class Inbox:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         db = await aiosqlite.connect(path, isolation_level=None)
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=NORMAL")
+            await configure_sqlite(db)  # fsynced: stored Acks, events shipped
             await db.execute("PRAGMA busy_timeout=5000")
             await migrate(db)
             # Acknowledged events are the hub's now; keep the outbox small.
