@@ -28,6 +28,7 @@ from runtime import (
     RunStatus,
     configure_sqlite,
     encode,
+    release_free_pages,
 )
 
 from ._envelope import (
@@ -39,6 +40,25 @@ from ._envelope import (
 )
 from ._errors import InboxConflict
 from ._schema import migrate, transaction
+
+COMPACTED = b""
+"""``inbox.envelope`` of a row whose body is gone: the hub has applied it
+(its DispatchProcessed or EnvelopeQuarantined was acknowledged, or its seq
+is at or below the hub's floor), so it is never processed here again. The
+row stays, so a late copy of the dispatch is still a duplicate."""
+
+FREE_BYTES_KEPT = 8 * 1024 * 1024
+"""Free pages the file keeps for the next envelopes; beyond twice this, the
+rest goes back to the file system."""
+
+GARBAGE_KEPT = 100
+"""Frames that do not decode, kept as dead letters per subject (the latest)."""
+
+GARBAGE_BYTES = 64 * 1024
+"""What is kept of such a frame: enough to tell what it was."""
+
+# The events that settle a dispatch at the hub, by their outbox kind.
+_SETTLING = ("DispatchProcessed", "EnvelopeQuarantined")
 
 ADOPT_MARK = "adopt"
 """Meta key set while the inbox must still take the hub's state (a Welcome
@@ -190,7 +210,13 @@ class Inbox:
             if dead:
                 await self.db.executemany(
                     "INSERT INTO dead_letter (source, reason, data, at) VALUES (?, ?, ?, ?)",
-                    [(source, reason, data, now) for source, reason, data in dead],
+                    [(source, reason, data[:GARBAGE_BYTES], now) for source, reason, data in dead],
+                )
+                # Whoever can publish here could fill the disk otherwise.
+                await self.db.executemany(
+                    "DELETE FROM dead_letter WHERE source = ? AND id <= (SELECT id FROM"
+                    " dead_letter WHERE source = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                    [(source, source, GARBAGE_KEPT) for source in {d[0] for d in dead}],
                 )
         return fresh
 
@@ -220,9 +246,9 @@ class Inbox:
                 return 0
             async with transaction(self.db) as db:
                 cur = await db.execute(
-                    "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?"
-                    " WHERE state = 'pending' AND seq <= ?",
-                    (time.time(), floor),
+                    "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?,"
+                    " envelope = ? WHERE state = 'pending' AND seq <= ?",
+                    (time.time(), COMPACTED, floor),
                 )
                 last = await _advance_over_done(db, floor)
             self._last_seq = last
@@ -235,9 +261,10 @@ class Inbox:
         not the owner's. Every run's state and status become the hub's; the
         unshipped events go (the hub would apply them under the new epoch,
         effects included, though it never saw the items they came from);
-        envelopes up to ``floor`` are done, and those above it are pending
-        again, since the hub delivers them again and they are processed anew
-        from the hub's state. Clears the ``adopt`` mark set when it began.
+        envelopes up to ``floor`` are done (and drop their bodies), and those
+        above it are pending again, since the hub delivers them again and
+        they are processed anew from the hub's state; except a compacted one:
+        the hub applied it. Clears the ``adopt`` mark set when it began.
         """
         now = time.time()
         started = [r for r in runs if r.status != RunStatus.PENDING]
@@ -270,14 +297,21 @@ class Inbox:
                 " WHERE state = 'pending' AND seq <= ?",
                 (now, floor),
             )
+            # Settled at the hub: never processed here again (and the events
+            # that would have said so at the hub are gone).
+            await db.execute(
+                "UPDATE inbox SET envelope = ? WHERE seq <= ? AND envelope != ?",
+                (COMPACTED, floor, COMPACTED),
+            )
+            # A compacted row was applied by the hub: done for good.
             await db.execute(
                 "UPDATE inbox SET state = 'pending', outcome = NULL, processed_at = NULL"
-                " WHERE state = 'done' AND seq > ?",
-                (floor,),
+                " WHERE state = 'done' AND seq > ? AND envelope != ?",
+                (floor, COMPACTED),
             )
-            await db.execute("UPDATE meta SET value = ? WHERE key = 'last_seq'", (floor,))
+            last = await _advance_over_done(db, floor)
             await db.execute("DELETE FROM meta WHERE key = ?", (ADOPT_MARK,))
-            self._last_seq = floor
+            self._last_seq = last
 
     # --- processing -----------------------------------------------------------
 
@@ -389,13 +423,38 @@ class Inbox:
         return [bytes(row[0]) for row in rows]
 
     async def mark_acked(self, event_ids: Sequence[str]) -> None:
+        """The hub has applied these events: they leave the outbox, and the
+        envelopes they settled drop their bodies (:data:`COMPACTED`)."""
         if not event_ids:
             return
-        marks = ",".join("?" * len(event_ids))
+        ids = tuple(event_ids)
+        marks = ",".join("?" * len(ids))
         async with self._lock:
-            await self.db.execute(
-                f"UPDATE outbox SET acked = 1 WHERE event_id IN ({marks})", tuple(event_ids)
-            )
+            async with transaction(self.db) as db:
+                rows = await db.execute_fetchall(
+                    f"SELECT frame FROM outbox WHERE event_id IN ({marks})"
+                    f" AND kind IN ({','.join('?' * len(_SETTLING))})",
+                    ids + _SETTLING,
+                )
+                await db.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", ids)
+                settled = tuple({_settles.decode(row[0]).dispatch_id for row in rows})
+                if settled:
+                    await db.execute(
+                        "UPDATE inbox SET envelope = ? WHERE state = 'done'"
+                        f" AND dispatch_id IN ({','.join('?' * len(settled))})",
+                        (COMPACTED, *settled),
+                    )
+            if settled:
+                await release_free_pages(self.db, FREE_BYTES_KEPT)
+
+
+class _Settles(msgspec.Struct):
+    """What the inbox reads of a settling event: its dispatch."""
+
+    dispatch_id: str = ""
+
+
+_settles = msgspec.msgpack.Decoder(_Settles)
 
 
 async def _advance_over_done(db: aiosqlite.Connection, last: int) -> int:
