@@ -21,12 +21,14 @@ from ._config import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
 from ._config import DEFAULT_NATS_PORT as DEFAULT_NATS_PORT
 from ._config import DEFAULT_NATS_URL as DEFAULT_NATS_URL
 from ._config import DEFAULT_REDELIVER_AFTER as DEFAULT_REDELIVER_AFTER
+from ._config import DEFAULT_RUN_HISTORY as DEFAULT_RUN_HISTORY
 from ._config import DEFAULT_SUBJECT_PREFIX as DEFAULT_SUBJECT_PREFIX
 from ._config import HUB_URL_ENV as HUB_URL_ENV
 from ._config import LOG_LEVEL_ENV as LOG_LEVEL_ENV
 from ._config import LOOPBACK as LOOPBACK
 from ._config import NATS_URL_ENV as NATS_URL_ENV
 from ._config import REDELIVER_AFTER_ENV as REDELIVER_AFTER_ENV
+from ._config import RUN_HISTORY_ENV as RUN_HISTORY_ENV
 from ._config import HostPort as HostPort
 from ._config import SidecarExit as SidecarExit
 from ._config import parse_host_port as parse_host_port
@@ -146,6 +148,7 @@ __all__ = [
     "DEFAULT_NATS_PORT",
     "DEFAULT_NATS_URL",
     "DEFAULT_REDELIVER_AFTER",
+    "DEFAULT_RUN_HISTORY",
     "DEFAULT_SIDECAR_MAX_FILES",
     "DEFAULT_SIDECAR_MAX_MEMORY",
     "DEFAULT_SUBJECT_PREFIX",
@@ -158,6 +161,7 @@ __all__ = [
     "LOOPBACK",
     "NATS_URL_ENV",
     "REDELIVER_AFTER_ENV",
+    "RUN_HISTORY_ENV",
     "SIDECAR_MAX_FILES_ENV",
     "SIDECAR_MAX_MEMORY_ENV",
     "SIDECAR_PASS_ENV",

@@ -36,14 +36,16 @@ async def configure_sqlite(db: aiosqlite.Connection) -> None:
     await db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
 
 
-async def release_free_pages(db: aiosqlite.Connection, keep: int) -> int:
-    """Give free pages beyond ``keep`` bytes back to the file system; the pages released.
+async def release_free_pages(db: aiosqlite.Connection, keep: int, *, slack: int = 0) -> int:
+    """Give free pages beyond ``keep`` bytes back to the file system, once
+    more than ``keep + slack`` bytes are free; the pages released.
 
-    Only once more than twice ``keep`` is free, so a steady load, which
-    frees and reuses about as much as it keeps in flight, does not shrink
-    and regrow the file all the time. Call it outside any transaction, with
-    the connection to oneself. The main file shrinks at the next checkpoint,
-    which this asks for (passive: it never waits for readers).
+    A busy store passes a slack (a steady load frees and reuses about as
+    much as it has in flight: moving pages to shrink a file that regrows at
+    once is wasted work); an idle one none, so it settles at what it holds
+    plus ``keep``. Call it outside any transaction, with the connection to
+    oneself. The main file shrinks at the next checkpoint, which this asks
+    for (passive: it never waits for readers).
     """
     async with db.execute("PRAGMA auto_vacuum") as cur:
         mode = await cur.fetchone()
@@ -53,7 +55,7 @@ async def release_free_pages(db: aiosqlite.Connection, keep: int) -> int:
         free = await cur.fetchone()
     async with db.execute("PRAGMA page_size") as cur:
         size = await cur.fetchone()
-    if free is None or size is None or free[0] * size[0] <= 2 * keep:
+    if free is None or size is None or free[0] * size[0] <= keep + slack:
         return 0
     pages = int(free[0]) - keep // int(size[0])
     # executescript steps the pragma to its end; execute() frees one page.

@@ -48,8 +48,9 @@ is at or below the hub's floor), so it is never processed here again. The
 row stays, so a late copy of the dispatch is still a duplicate."""
 
 FREE_BYTES_KEPT = 8 * 1024 * 1024
-"""Free pages the file keeps for the next envelopes; beyond twice this, the
-rest goes back to the file system."""
+"""Free pages the file keeps for the next envelopes; the rest goes back to
+the file system once nothing is pending (while envelopes are, once twice
+this is free)."""
 
 GARBAGE_KEPT = 100
 """Frames that do not decode, kept as dead letters per subject (the latest)."""
@@ -444,8 +445,12 @@ class Inbox:
                         f" AND dispatch_id IN ({','.join('?' * len(settled))})",
                         (COMPACTED, *settled),
                     )
+                ((busy,),) = await db.execute_fetchall(
+                    "SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'pending')"
+                )
             if settled:
-                await release_free_pages(self.db, FREE_BYTES_KEPT)
+                slack = FREE_BYTES_KEPT if busy else 0
+                await release_free_pages(self.db, FREE_BYTES_KEPT, slack=slack)
 
 
 class _Settles(msgspec.Struct):

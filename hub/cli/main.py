@@ -25,9 +25,11 @@ from runtime import (
     DEFAULT_MAX_BODY,
     DEFAULT_NATS_URL,
     DEFAULT_REDELIVER_AFTER,
+    DEFAULT_RUN_HISTORY,
     DEFAULT_SUBJECT_PREFIX,
     NATS_URL_ENV,
     REDELIVER_AFTER_ENV,
+    RUN_HISTORY_ENV,
     cancel_on_signals,
     parse_host_port,
     private_umask,
@@ -184,6 +186,16 @@ def demo() -> None:
         " which `mailrun up` passes on to its hub)."
     ),
 )
+@click.option(
+    "--run-history",
+    type=click.IntRange(min=0),
+    envvar=RUN_HISTORY_ENV,
+    help=(
+        "Events of each run kept whole (a DispatchProcessed with its state, a MailSent with"
+        " its body); older ones keep only their id (default"
+        f" {DEFAULT_RUN_HISTORY}; env {RUN_HISTORY_ENV}, which `mailrun up` passes on)."
+    ),
+)
 def hub_cmd(
     state_dir: Path,
     http: str,
@@ -194,6 +206,7 @@ def hub_cmd(
     max_body: int | None,
     token_file: Path | None,
     redeliver_after: float | None,
+    run_history: int | None,
 ) -> None:
     """Run the hub alone, in this process.
 
@@ -209,6 +222,7 @@ def hub_cmd(
         domain=domain,
         max_body=max_body,
         redeliver_after=redeliver_after,
+        run_history=run_history,
         token_file=token_file,
     )
 

@@ -71,11 +71,12 @@ class Store:
             raise
         return cls(path, writer, reader)
 
-    async def release_free_pages(self, keep: int) -> int:
-        """Give the file's free pages beyond ``keep`` bytes back (retention
-        freed them); the pages released. Between two write transactions."""
+    async def release_free_pages(self, keep: int, *, slack: int = 0) -> int:
+        """Give the file's free pages beyond ``keep`` bytes back once more than
+        ``keep + slack`` are free (``runtime.release_free_pages``); the pages
+        released. Between two write transactions."""
         async with self._lock:
-            return await release_free_pages(self._writer, keep)
+            return await release_free_pages(self._writer, keep, slack=slack)
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):

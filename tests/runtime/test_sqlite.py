@@ -55,7 +55,7 @@ async def test_freed_pages_go_back_to_the_file_system_beyond_what_is_kept(
     async with aiosqlite.connect(path, isolation_level=None) as db:
         await configure_sqlite(db)
         await fill_and_empty(db, 100)  # about 10 MB freed
-        assert await release_free_pages(db, keep=6_000_000) == 0  # not twice the keep
+        assert await release_free_pages(db, keep=1_000_000, slack=10_000_000) == 0  # busy
         released = await release_free_pages(db, keep=1_000_000)
         assert released > 2000
         async with db.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
