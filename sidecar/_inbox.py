@@ -44,8 +44,12 @@ from ._schema import migrate, transaction
 COMPACTED = b""
 """``inbox.envelope`` of a row whose body is gone: the hub has applied it
 (its DispatchProcessed or EnvelopeQuarantined was acknowledged, or its seq
-is at or below the hub's floor), so it is never processed here again. The
-row stays, so a late copy of the dispatch is still a duplicate."""
+is at or below the hub's floor), so it is never processed here again."""
+
+DONE_KEPT = 1000
+"""Compacted rows kept behind the processing position (for an operator to
+look at); older ones are deleted. A late copy of a deleted one is still a
+duplicate: every seq at or below the position is done."""
 
 FREE_BYTES_KEPT = 8 * 1024 * 1024
 """Free pages the file keeps for the next envelopes; the rest goes back to
@@ -103,14 +107,17 @@ class Commit:
 
 
 class Inbox:
-    def __init__(self, db: aiosqlite.Connection, path: Path, last_seq: int) -> None:
+    def __init__(
+        self, db: aiosqlite.Connection, path: Path, last_seq: int, done_kept: int = DONE_KEPT
+    ) -> None:
         self.db = db
         self.path = path
         self._last_seq = last_seq
+        self._done_kept = done_kept
         self._lock = anyio.Lock()
 
     @classmethod
-    async def open(cls, path: Path) -> Inbox:
+    async def open(cls, path: Path, *, done_kept: int = DONE_KEPT) -> Inbox:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         db = await aiosqlite.connect(path, isolation_level=None)
         try:
@@ -125,7 +132,7 @@ class Inbox:
             with anyio.CancelScope(shield=True):
                 await db.close()
             raise
-        return cls(db, path, int(row[0]) if row is not None else 0)
+        return cls(db, path, int(row[0]) if row is not None else 0, done_kept)
 
     async def aclose(self) -> None:
         # Shielded: closing runs during cancellation, and a dropped connection
@@ -171,7 +178,8 @@ class Inbox:
         self, envelopes: Sequence[Envelope], dead: Sequence[tuple[str, str, bytes]] = ()
     ) -> list[bool]:
         """Persist a batch; per envelope True (stored) or False (a duplicate:
-        already there, or earlier in this batch).
+        already there, earlier in this batch, or at or below the processing
+        position, so done here whether or not its row is still kept).
 
         The envelopes go in as ONE multi-row ``INSERT OR IGNORE ... RETURNING``
         statement: atomic on its own, and it names the rows it inserted, so
@@ -183,10 +191,12 @@ class Inbox:
         now = time.time()
         fresh: list[bool] = []
         async with self._lock:
-            if envelopes:
+            behind = [e.seq is not None and e.seq <= self._last_seq for e in envelopes]
+            if not all(behind):
                 rows = [
                     (e.dispatch_id, encode_envelope(e), e.effective_run_id, e.seq, now)
-                    for e in envelopes
+                    for e, done in zip(envelopes, behind, strict=True)
+                    if not done
                 ]
                 inserted = {
                     row[0]
@@ -198,16 +208,18 @@ class Inbox:
                         [value for row in rows for value in row],
                     )
                 }
-                for e in envelopes:
-                    fresh.append(e.dispatch_id in inserted)
-                    inserted.discard(e.dispatch_id)  # a second copy in the batch is a duplicate
-                learned = [
-                    (e.dispatch_id, e.seq)
-                    for e, new in zip(envelopes, fresh, strict=True)
-                    if not new and e.seq is not None
-                ]
-                if learned:
-                    await self._learn_seqs(learned)
+            else:
+                inserted = set()
+            for e in envelopes:
+                fresh.append(e.dispatch_id in inserted)
+                inserted.discard(e.dispatch_id)  # a second copy in the batch is a duplicate
+            learned = [
+                (e.dispatch_id, e.seq)
+                for e, new, done in zip(envelopes, fresh, behind, strict=True)
+                if not new and not done and e.seq is not None
+            ]
+            if learned:
+                await self._learn_seqs(learned)
             if dead:
                 await self.db.executemany(
                     "INSERT INTO dead_letter (source, reason, data, at) VALUES (?, ?, ?, ?)",
@@ -444,6 +456,10 @@ class Inbox:
                         "UPDATE inbox SET envelope = ? WHERE state = 'done'"
                         f" AND dispatch_id IN ({','.join('?' * len(settled))})",
                         (COMPACTED, *settled),
+                    )
+                    await db.execute(
+                        "DELETE FROM inbox WHERE state = 'done' AND seq <= ? AND envelope = ?",
+                        (self._last_seq - self._done_kept, COMPACTED),
                     )
                 ((busy,),) = await db.execute_fetchall(
                     "SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'pending')"

@@ -217,6 +217,23 @@ async def test_claim_checked_body_is_fetched_and_verified(tmp_path: Path) -> Non
 
 
 @pytest.mark.anyio
+async def test_a_late_copy_of_an_applied_mail_is_a_duplicate_without_its_blob(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    async with deployed_sidecar(dep) as (hub, _):
+        frame = mail(dep, 1, "big", None, claim=hub.claim(b"x" * 70_000))
+        assert (await hub.deliver(frame)).result == "stored"
+        await wait_for(lambda: dep.query(APPLIED) == [(1, 0)])
+        hub.blobs.clear()  # the hub collected it once the dispatch was processed
+        assert (await hub.deliver(frame)).result == "duplicate"
+        # Another copy under an id this inbox never kept: its seq is done here.
+        late = mail(dep, 1, "big", None, claim=frame.claim)
+        assert (await hub.deliver(late)).result == "duplicate"
+    assert dep.query("SELECT count(*), sum(length(envelope)) FROM inbox") == [(1, 0)]
+
+
+@pytest.mark.anyio
 async def test_a_corrupted_blob_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
     async with deployed_sidecar(dep, corrupt_blobs=True) as (hub, _):
