@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import os
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -176,13 +177,22 @@ def _free_bytes(path: Path) -> int:
     return int(row[0]) if row else 0
 
 
-def _checkpoint(path: Path) -> int:
-    """Fold the WAL into the database (it stays, empty); its size before."""
+def _checkpoint(path: Path, timeout: float = 30.0) -> int:
+    """Fold the whole WAL into the database (the file stays, empty); its size before.
+
+    A checkpoint stops short while a reader still uses the WAL: it is tried
+    again until it got through all of it."""
     wal = path.with_name(path.name + "-wal")
     before = wal.stat().st_size if wal.exists() else 0
+    deadline = time.monotonic() + timeout
     db = sqlite3.connect(path, timeout=10)
     try:
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        while True:
+            busy, log, done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy and log == done:
+                return before
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path}: checkpoint stopped at {done} of {log} frames")
+            time.sleep(0.05)
     finally:
         db.close()
-    return before
