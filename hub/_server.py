@@ -51,7 +51,7 @@ from ._token import ensure_admin_token, read_token_file
 from .api import ApiSettings, HttpLimits, HttpServer, bind_socket, create_app
 from .natsauth import hub_seed
 from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store, give_nats_identities
-from .wire import DispatchConfig, WireConfig, run_wire
+from .wire import DispatchConfig, RetentionConfig, WireConfig, run_wire
 
 log = logging.getLogger("mailrun.hub")
 
@@ -217,6 +217,7 @@ def run_hub_cli(
     domain: str | None = None,
     max_body: int | None = None,
     redeliver_after: float | None = None,
+    run_history: int | None = None,
     token_file: Path | None = None,
 ) -> None:
     """Run the hub in this process until SIGTERM/SIGINT (``mailrun hub``, ``python -m hub``).
@@ -248,6 +249,11 @@ def run_hub_cli(
     if redeliver_after is not None:
         dispatch = DispatchConfig(redeliver_after=redeliver_after)
         config = dataclasses.replace(config, wire=WireConfig(dispatch=dispatch))
+    if run_history is not None:
+        retention = RetentionConfig(run_history=run_history)
+        config = dataclasses.replace(
+            config, wire=dataclasses.replace(config.wire, retention=retention)
+        )
     try:
         # An earlier release wrote 0644 files in a 0755 dir; `up` walks the
         # whole state dir, the hub its own top level (hub.db and its WAL).

@@ -25,12 +25,14 @@ from ._config import DEFAULT_MAX_BODY as DEFAULT_MAX_BODY
 from ._config import DEFAULT_NATS_PORT as DEFAULT_NATS_PORT
 from ._config import DEFAULT_NATS_URL as DEFAULT_NATS_URL
 from ._config import DEFAULT_REDELIVER_AFTER as DEFAULT_REDELIVER_AFTER
+from ._config import DEFAULT_RUN_HISTORY as DEFAULT_RUN_HISTORY
 from ._config import DEFAULT_SUBJECT_PREFIX as DEFAULT_SUBJECT_PREFIX
 from ._config import HUB_URL_ENV as HUB_URL_ENV
 from ._config import LOG_LEVEL_ENV as LOG_LEVEL_ENV
 from ._config import LOOPBACK as LOOPBACK
 from ._config import NATS_URL_ENV as NATS_URL_ENV
 from ._config import REDELIVER_AFTER_ENV as REDELIVER_AFTER_ENV
+from ._config import RUN_HISTORY_ENV as RUN_HISTORY_ENV
 from ._config import HostPort as HostPort
 from ._config import SidecarExit as SidecarExit
 from ._config import parse_host_port as parse_host_port
@@ -144,6 +146,9 @@ from ._runstate import holds_items as holds_items
 from ._runstate import is_live as is_live
 from ._runstate import is_terminal as is_terminal
 from ._signals import cancel_on_signals as cancel_on_signals
+from ._sqlite import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
+from ._sqlite import configure_sqlite as configure_sqlite
+from ._sqlite import release_free_pages as release_free_pages
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
 from ._transport import Transport as Transport
@@ -164,6 +169,7 @@ __all__ = [
     "DEFAULT_NATS_PORT",
     "DEFAULT_NATS_URL",
     "DEFAULT_REDELIVER_AFTER",
+    "DEFAULT_RUN_HISTORY",
     "DEFAULT_SIDECAR_MAX_FILES",
     "DEFAULT_SIDECAR_MAX_MEMORY",
     "DEFAULT_SUBJECT_PREFIX",
@@ -171,6 +177,7 @@ __all__ = [
     "HOME_LOCK_FILE",
     "HUB_URL_ENV",
     "INLINE_BODY_LIMIT",
+    "JOURNAL_SIZE_LIMIT",
     "LOG_LEVEL_ENV",
     "LOOPBACK",
     "MAX_ERROR",
@@ -183,6 +190,7 @@ __all__ = [
     "MAX_STATE",
     "NATS_URL_ENV",
     "REDELIVER_AFTER_ENV",
+    "RUN_HISTORY_ENV",
     "SIDECAR_MAX_FILES_ENV",
     "SIDECAR_MAX_MEMORY_ENV",
     "SIDECAR_PASS_ENV",
@@ -270,6 +278,7 @@ __all__ = [
     "check_failpoints",
     "check_layout",
     "clip_text",
+    "configure_sqlite",
     "decode_restore_record",
     "encode",
     "encoded_size",
@@ -290,6 +299,7 @@ __all__ = [
     "read_restore_record",
     "record_path",
     "redact_url",
+    "release_free_pages",
     "remove_sidecar_state",
     "sidecar_env",
     "sign",

@@ -34,6 +34,11 @@ DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
 DEFAULT_REDELIVER_AFTER: Final = 30.0
 REDELIVER_AFTER_ENV: Final = "MAILRUN_REDELIVER_AFTER"
 
+# Events of each run whose payload (a DispatchProcessed's state snapshot, a
+# MailSent's body) the hub keeps; older ones keep only their id.
+DEFAULT_RUN_HISTORY: Final = 16
+RUN_HISTORY_ENV: Final = "MAILRUN_RUN_HISTORY"
+
 LOG_LEVEL_ENV: Final = "MAILRUN_LOG_LEVEL"
 DEFAULT_LOG_LEVEL: Final = "INFO"
 

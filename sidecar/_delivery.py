@@ -207,9 +207,11 @@ class Delivery:
             return
         known = await self._inbox.known([f.frame.dispatch_id for f in claimed])
         for f in claimed:
-            claim = f.frame.claim
+            claim, seq = f.frame.claim, f.frame.seq
             if f.frame.dispatch_id in known or claim is None:
                 continue  # a duplicate: the body is already here
+            if seq is not None and seq <= self._inbox.last_seq:
+                continue  # a duplicate: done here, its row may be gone
             try:
                 f.body = await self._link.fetch_blob(claim)
             except DigestMismatch as exc:

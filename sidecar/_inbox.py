@@ -1,6 +1,6 @@
 """The durable inbox: envelopes, run state, run status and the event outbox.
 
-One SQLite file per deployment (``inbox.db``, WAL, ``synchronous=NORMAL``)
+One SQLite file per deployment (``inbox.db``, WAL, ``synchronous=FULL``)
 on one aiosqlite connection. Every operation holds one lock: the writer
 task, the run actors and the shipper share the connection, and statements
 of two tasks must never interleave inside one transaction. Each operation
@@ -21,7 +21,15 @@ import aiosqlite
 import anyio
 import msgspec
 
-from runtime import Event, RecordDecodeError, RunSnapshot, RunStatus, encode
+from runtime import (
+    Event,
+    RecordDecodeError,
+    RunSnapshot,
+    RunStatus,
+    configure_sqlite,
+    encode,
+    release_free_pages,
+)
 
 from ._envelope import (
     Envelope,
@@ -32,6 +40,30 @@ from ._envelope import (
 )
 from ._errors import InboxConflict
 from ._schema import migrate, transaction
+
+COMPACTED = b""
+"""``inbox.envelope`` of a row whose body is gone: the hub has applied it
+(its DispatchProcessed or EnvelopeQuarantined was acknowledged, or its seq
+is at or below the hub's floor), so it is never processed here again."""
+
+DONE_KEPT = 1000
+"""Compacted rows kept behind the processing position (for an operator to
+look at); older ones are deleted. A late copy of a deleted one is still a
+duplicate: every seq at or below the position is done."""
+
+FREE_BYTES_KEPT = 8 * 1024 * 1024
+"""Free pages the file keeps for the next envelopes; the rest goes back to
+the file system once nothing is pending (while envelopes are, once twice
+this is free)."""
+
+GARBAGE_KEPT = 100
+"""Frames that do not decode, kept as dead letters per subject (the latest)."""
+
+GARBAGE_BYTES = 64 * 1024
+"""What is kept of such a frame: enough to tell what it was."""
+
+# The events that settle a dispatch at the hub, by their outbox kind.
+_SETTLING = ("DispatchProcessed", "EnvelopeQuarantined")
 
 ADOPT_MARK = "adopt"
 """Meta key set while the inbox must still take the hub's state (a Welcome
@@ -75,19 +107,21 @@ class Commit:
 
 
 class Inbox:
-    def __init__(self, db: aiosqlite.Connection, path: Path, last_seq: int) -> None:
+    def __init__(
+        self, db: aiosqlite.Connection, path: Path, last_seq: int, done_kept: int = DONE_KEPT
+    ) -> None:
         self.db = db
         self.path = path
         self._last_seq = last_seq
+        self._done_kept = done_kept
         self._lock = anyio.Lock()
 
     @classmethod
-    async def open(cls, path: Path) -> Inbox:
+    async def open(cls, path: Path, *, done_kept: int = DONE_KEPT) -> Inbox:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         db = await aiosqlite.connect(path, isolation_level=None)
         try:
-            await db.execute("PRAGMA journal_mode=WAL")
-            await db.execute("PRAGMA synchronous=NORMAL")
+            await configure_sqlite(db)  # fsynced: stored Acks, events shipped
             await db.execute("PRAGMA busy_timeout=5000")
             await migrate(db)
             # Acknowledged events are the hub's now; keep the outbox small.
@@ -98,7 +132,7 @@ class Inbox:
             with anyio.CancelScope(shield=True):
                 await db.close()
             raise
-        return cls(db, path, int(row[0]) if row is not None else 0)
+        return cls(db, path, int(row[0]) if row is not None else 0, done_kept)
 
     async def aclose(self) -> None:
         # Shielded: closing runs during cancellation, and a dropped connection
@@ -144,7 +178,8 @@ class Inbox:
         self, envelopes: Sequence[Envelope], dead: Sequence[tuple[str, str, bytes]] = ()
     ) -> list[bool]:
         """Persist a batch; per envelope True (stored) or False (a duplicate:
-        already there, or earlier in this batch).
+        already there, earlier in this batch, or at or below the processing
+        position, so done here whether or not its row is still kept).
 
         The envelopes go in as ONE multi-row ``INSERT OR IGNORE ... RETURNING``
         statement: atomic on its own, and it names the rows it inserted, so
@@ -156,10 +191,12 @@ class Inbox:
         now = time.time()
         fresh: list[bool] = []
         async with self._lock:
-            if envelopes:
+            behind = [e.seq is not None and e.seq <= self._last_seq for e in envelopes]
+            if not all(behind):
                 rows = [
                     (e.dispatch_id, encode_envelope(e), e.effective_run_id, e.seq, now)
-                    for e in envelopes
+                    for e, done in zip(envelopes, behind, strict=True)
+                    if not done
                 ]
                 inserted = {
                     row[0]
@@ -171,20 +208,28 @@ class Inbox:
                         [value for row in rows for value in row],
                     )
                 }
-                for e in envelopes:
-                    fresh.append(e.dispatch_id in inserted)
-                    inserted.discard(e.dispatch_id)  # a second copy in the batch is a duplicate
-                learned = [
-                    (e.dispatch_id, e.seq)
-                    for e, new in zip(envelopes, fresh, strict=True)
-                    if not new and e.seq is not None
-                ]
-                if learned:
-                    await self._learn_seqs(learned)
+            else:
+                inserted = set()
+            for e in envelopes:
+                fresh.append(e.dispatch_id in inserted)
+                inserted.discard(e.dispatch_id)  # a second copy in the batch is a duplicate
+            learned = [
+                (e.dispatch_id, e.seq)
+                for e, new, done in zip(envelopes, fresh, behind, strict=True)
+                if not new and not done and e.seq is not None
+            ]
+            if learned:
+                await self._learn_seqs(learned)
             if dead:
                 await self.db.executemany(
                     "INSERT INTO dead_letter (source, reason, data, at) VALUES (?, ?, ?, ?)",
-                    [(source, reason, data, now) for source, reason, data in dead],
+                    [(source, reason, data[:GARBAGE_BYTES], now) for source, reason, data in dead],
+                )
+                # Whoever can publish here could fill the disk otherwise.
+                await self.db.executemany(
+                    "DELETE FROM dead_letter WHERE source = ? AND id <= (SELECT id FROM"
+                    " dead_letter WHERE source = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                    [(source, source, GARBAGE_KEPT) for source in {d[0] for d in dead}],
                 )
         return fresh
 
@@ -214,9 +259,9 @@ class Inbox:
                 return 0
             async with transaction(self.db) as db:
                 cur = await db.execute(
-                    "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?"
-                    " WHERE state = 'pending' AND seq <= ?",
-                    (time.time(), floor),
+                    "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?,"
+                    " envelope = ? WHERE state = 'pending' AND seq <= ?",
+                    (time.time(), COMPACTED, floor),
                 )
                 last = await _advance_over_done(db, floor)
             self._last_seq = last
@@ -229,9 +274,10 @@ class Inbox:
         not the owner's. Every run's state and status become the hub's; the
         unshipped events go (the hub would apply them under the new epoch,
         effects included, though it never saw the items they came from);
-        envelopes up to ``floor`` are done, and those above it are pending
-        again, since the hub delivers them again and they are processed anew
-        from the hub's state. Clears the ``adopt`` mark set when it began.
+        envelopes up to ``floor`` are done (and drop their bodies), and those
+        above it are pending again, since the hub delivers them again and
+        they are processed anew from the hub's state; except a compacted one:
+        the hub applied it. Clears the ``adopt`` mark set when it began.
         """
         now = time.time()
         started = [r for r in runs if r.status != RunStatus.PENDING]
@@ -264,14 +310,21 @@ class Inbox:
                 " WHERE state = 'pending' AND seq <= ?",
                 (now, floor),
             )
+            # Settled at the hub: never processed here again (and the events
+            # that would have said so at the hub are gone).
+            await db.execute(
+                "UPDATE inbox SET envelope = ? WHERE seq <= ? AND envelope != ?",
+                (COMPACTED, floor, COMPACTED),
+            )
+            # A compacted row was applied by the hub: done for good.
             await db.execute(
                 "UPDATE inbox SET state = 'pending', outcome = NULL, processed_at = NULL"
-                " WHERE state = 'done' AND seq > ?",
-                (floor,),
+                " WHERE state = 'done' AND seq > ? AND envelope != ?",
+                (floor, COMPACTED),
             )
-            await db.execute("UPDATE meta SET value = ? WHERE key = 'last_seq'", (floor,))
+            last = await _advance_over_done(db, floor)
             await db.execute("DELETE FROM meta WHERE key = ?", (ADOPT_MARK,))
-            self._last_seq = floor
+            self._last_seq = last
 
     # --- processing -----------------------------------------------------------
 
@@ -383,13 +436,37 @@ class Inbox:
         return [bytes(row[0]) for row in rows]
 
     async def mark_acked(self, event_ids: Sequence[str]) -> None:
+        """The hub has applied these events: they leave the outbox, and the
+        envelopes they settled drop their bodies (:data:`COMPACTED`)."""
         if not event_ids:
             return
-        marks = ",".join("?" * len(event_ids))
+        ids = tuple(event_ids)
+        marks = ",".join("?" * len(ids))
         async with self._lock:
-            await self.db.execute(
-                f"UPDATE outbox SET acked = 1 WHERE event_id IN ({marks})", tuple(event_ids)
-            )
+            async with transaction(self.db) as db:
+                rows = await db.execute_fetchall(
+                    f"SELECT frame FROM outbox WHERE event_id IN ({marks})"
+                    f" AND kind IN ({','.join('?' * len(_SETTLING))})",
+                    ids + _SETTLING,
+                )
+                await db.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", ids)
+                settled = tuple({_settles.decode(row[0]).dispatch_id for row in rows})
+                if settled:
+                    await db.execute(
+                        "UPDATE inbox SET envelope = ? WHERE state = 'done'"
+                        f" AND dispatch_id IN ({','.join('?' * len(settled))})",
+                        (COMPACTED, *settled),
+                    )
+                    await db.execute(
+                        "DELETE FROM inbox WHERE state = 'done' AND seq <= ? AND envelope = ?",
+                        (self._last_seq - self._done_kept, COMPACTED),
+                    )
+                ((busy,),) = await db.execute_fetchall(
+                    "SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'pending')"
+                )
+            if settled:
+                slack = FREE_BYTES_KEPT if busy else 0
+                await release_free_pages(self.db, FREE_BYTES_KEPT, slack=slack)
 
     async def set_aside(self, event_id: str, reason: str) -> None:
         """Move an event that cannot be shipped from the outbox to the dead letters."""
@@ -400,6 +477,15 @@ class Inbox:
                 (reason, time.time(), event_id),
             )
             await db.execute("DELETE FROM outbox WHERE event_id = ?", (event_id,))
+
+
+class _Settles(msgspec.Struct):
+    """What the inbox reads of a settling event: its dispatch."""
+
+    dispatch_id: str = ""
+
+
+_settles = msgspec.msgpack.Decoder(_Settles)
 
 
 async def _advance_over_done(db: aiosqlite.Connection, last: int) -> int:

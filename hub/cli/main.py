@@ -25,9 +25,11 @@ from runtime import (
     DEFAULT_MAX_BODY,
     DEFAULT_NATS_URL,
     DEFAULT_REDELIVER_AFTER,
+    DEFAULT_RUN_HISTORY,
     DEFAULT_SUBJECT_PREFIX,
     NATS_URL_ENV,
     REDELIVER_AFTER_ENV,
+    RUN_HISTORY_ENV,
     FailpointSpecError,
     cancel_on_signals,
     check_failpoints,
@@ -192,6 +194,16 @@ def demo() -> None:
         " which `mailrun up` passes on to its hub)."
     ),
 )
+@click.option(
+    "--run-history",
+    type=click.IntRange(min=0),
+    envvar=RUN_HISTORY_ENV,
+    help=(
+        "Events of each run kept whole (a DispatchProcessed with its state, a MailSent with"
+        " its body); older ones keep only their id (default"
+        f" {DEFAULT_RUN_HISTORY}; env {RUN_HISTORY_ENV}, which `mailrun up` passes on)."
+    ),
+)
 def hub_cmd(
     state_dir: Path,
     http: str,
@@ -202,6 +214,7 @@ def hub_cmd(
     max_body: int | None,
     token_file: Path | None,
     redeliver_after: float | None,
+    run_history: int | None,
 ) -> None:
     """Run the hub alone, in this process.
 
@@ -217,6 +230,7 @@ def hub_cmd(
         domain=domain,
         max_body=max_body,
         redeliver_after=redeliver_after,
+        run_history=run_history,
         token_file=token_file,
     )
 

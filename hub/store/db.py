@@ -18,6 +18,8 @@ from pathlib import Path
 import aiosqlite
 import anyio
 
+from runtime import configure_sqlite, release_free_pages
+
 from .._errors import StoreUnavailable
 from .migrations import apply_migrations
 
@@ -31,10 +33,11 @@ async def _connect(path: Path, busy_timeout: float, *, reader: bool) -> aiosqlit
     try:
         db.row_factory = sqlite3.Row
         await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        await db.execute("PRAGMA journal_mode = WAL")
-        await db.execute("PRAGMA synchronous = NORMAL")
         if reader:
             await db.execute("PRAGMA query_only = ON")
+        else:
+            # Every write is answered outward (a receipt, an Ack): fsynced.
+            await configure_sqlite(db)
     except BaseException:
         await db.close()
         raise
@@ -67,6 +70,13 @@ class Store:
             await writer.close()
             raise
         return cls(path, writer, reader)
+
+    async def release_free_pages(self, keep: int, *, slack: int = 0) -> int:
+        """Give the file's free pages beyond ``keep`` bytes back once more than
+        ``keep + slack`` are free (``runtime.release_free_pages``); the pages
+        released. Between two write transactions."""
+        async with self._lock:
+            return await release_free_pages(self._writer, keep, slack=slack)
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):

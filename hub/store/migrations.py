@@ -26,6 +26,7 @@ from .schema import (
     add_dead_letter_deployment,
     add_nats_user,
     add_owner_home,
+    add_retention_indexes,
     create_v1,
     migrate_v1_to_v2,
 )
@@ -58,6 +59,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "0003_dead_letter_deployment", add_dead_letter_deployment),
     Migration(4, "0004_owner_home", add_owner_home),
     Migration(5, "0005_nats_user", add_nats_user),
+    Migration(6, "0006_retention_indexes", add_retention_indexes),
 )
 LATEST = MIGRATIONS[-1].version
 

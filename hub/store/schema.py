@@ -248,3 +248,17 @@ async def add_nats_user(db: aiosqlite.Connection) -> None:
         columns = {row[1] for row in await cur.fetchall()}
     if "nats_user" not in columns:
         await db.execute("ALTER TABLE deployment ADD COLUMN nats_user TEXT")
+
+
+async def add_retention_indexes(db: aiosqlite.Connection) -> None:
+    """Migration 6: the indexes retention prunes by. ``run_event_payload``
+    holds only the events that still keep their payload (a run's bounded
+    history), so trimming it costs that history, not the run's whole past;
+    ``dead_letter_by_source`` finds a source's oldest letters. Idempotent."""
+    await db.execute(
+        "CREATE INDEX IF NOT EXISTS run_event_payload ON run_event (run_id)"
+        " WHERE payload IS NOT NULL"
+    )
+    await db.execute(
+        "CREATE INDEX IF NOT EXISTS dead_letter_by_source ON dead_letter (source, deployment_id)"
+    )

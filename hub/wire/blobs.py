@@ -39,19 +39,26 @@ DELETE FROM blob WHERE NOT EXISTS (
 """
 
 
-async def collect_blobs(store: Store) -> int:
-    """Delete every blob no unprocessed dispatch names; return how many."""
+async def collect_blobs(store: Store) -> tuple[int, bool]:
+    """Delete every blob no unprocessed dispatch names; how many, and whether
+    any blob is left."""
     async with store.write() as db:
         cur = await db.execute(_COLLECT, (DispatchStatus.RESERVED, DispatchStatus.DELIVERED))
-        return max(cur.rowcount, 0)
+        async with db.execute("SELECT EXISTS (SELECT 1 FROM blob)") as left:
+            row = await left.fetchone()
+        return max(cur.rowcount, 0), bool(row and row[0])
 
 
 class BlobCollector:
-    """Runs :func:`collect_blobs` every ``interval`` seconds and soon after a poke."""
+    """Runs :func:`collect_blobs` every ``interval`` seconds and soon after a
+    poke, then gives free pages beyond ``free_bytes_kept`` back."""
 
-    def __init__(self, store: Store, *, interval: float = GC_INTERVAL) -> None:
+    def __init__(
+        self, store: Store, *, interval: float = GC_INTERVAL, free_bytes_kept: int | None = None
+    ) -> None:
         self._store = store
         self._interval = interval
+        self._free_bytes_kept = free_bytes_kept
         self._poke = Wakeup()
 
     def poke(self) -> None:
@@ -61,7 +68,11 @@ class BlobCollector:
         while True:
             await self._poke.wait(self._interval)
             try:
-                deleted = await collect_blobs(self._store)
+                deleted, left = await collect_blobs(self._store)
+                if (keep := self._free_bytes_kept) is not None:
+                    # What collection and trimming freed goes back to the file
+                    # system: down to ``keep`` once no body is in flight.
+                    await self._store.release_free_pages(keep, slack=keep if left else 0)
             except Exception:
                 log.exception("blob collection failed")
                 continue

@@ -109,6 +109,16 @@ class Dispatcher:
         lane.wake.set()
         self._ensure_running(lane)
 
+    def forget(self, deployment_id: str) -> None:
+        """The deployment was deleted (its sessions are dropped already): its
+        lane stops and leaves, with what was remembered of its re-sends."""
+        lane = self._lanes.pop(deployment_id, None)
+        if lane is not None:
+            lane.wake.set()  # a sleeping lane looks again, finds no session, ends
+            lane.kick.set()
+        self._pending.pop(deployment_id, None)
+        self._redeliveries.forget(deployment_id)
+
     def answered(self, deployment_id: str) -> None:
         """The deployment's sidecar answered a probe: a lane backing off retries now."""
         lane = self._lanes.get(deployment_id)
@@ -224,6 +234,7 @@ class Dispatcher:
                 if rows is None:
                     log.info("deployment %s is not live: its lane stops", dep)
                     self._sessions.drop(dep)
+                    self.forget(dep)
                     return
                 if not rows:
                     # Nothing left to deliver (it may have been processed from

@@ -6,7 +6,8 @@ nothing; only events inserted now are applied. A DispatchProcessed moves the
 run's state only forward in ``seq``; a terminal status is set only on a run
 that is not terminal yet. Events naming a run outside the sender's
 deployment are acknowledged (so the sidecar's outbox moves on) but kept as
-dead letters, never applied.
+dead letters, never applied. Each run's history is trimmed in the same
+transaction (:mod:`hub.wire.retention`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import aiosqlite
 import msgspec
 
 from runtime import (
+    DEFAULT_RUN_HISTORY,
     ApprovalRequested,
     DispatchOutcome,
     DispatchProcessed,
@@ -52,6 +54,7 @@ from ..store import (
     accept_triggers,
 )
 from .quarantine import ingest_quarantined
+from .retention import DeadLetter, DeadLetters, trim_history
 from .sessions import SessionTable, fence
 
 log = logging.getLogger("mailrun.hub.events")
@@ -73,8 +76,12 @@ class EventsHandler:
         subject: str,
         on_released: Callable[[], None],
         on_accepted: Callable[[set[str]], None],
+        letters: DeadLetters | None = None,
+        history: int = DEFAULT_RUN_HISTORY,
     ) -> None:
         self._store = store
+        self._letters = letters or DeadLetters()
+        self._history = history
         self._subject = subject
         self._on_accepted = on_accepted
         self._sessions = sessions
@@ -89,10 +96,11 @@ class EventsHandler:
         released = False
         async with self._store.write() as db:
             await fence(db, session.deployment_id, frame.owner_epoch)
-            ingest = _Ingest(db, session.deployment_id, self._subject, time.time())
+            ingest = _Ingest(db, session.deployment_id, self._subject, time.time(), self._letters)
             for event in frame.events:
                 released |= await ingest.event(event)
             woken = await ingest.route_mail()
+            await trim_history(db, ingest.runs, self._history)
             await afailpoint("hub.events.before_commit")
         # Ingested, not acknowledged: the sidecar will resend these events.
         await afailpoint("hub.events.after_commit")
@@ -107,20 +115,28 @@ class _Ingest:
     """One frame's events inside one write transaction."""
 
     def __init__(
-        self, db: aiosqlite.Connection, deployment_id: str, subject: str, now: float
+        self,
+        db: aiosqlite.Connection,
+        deployment_id: str,
+        subject: str,
+        now: float,
+        letters: DeadLetters,
     ) -> None:
         self.db = db
         self.deployment_id = deployment_id
         self.subject = subject
         self.now = now
+        self.letters = letters
         self.mail: list[MailSent] = []
+        self.runs: set[str] = set()
+        """Runs that got new events: their history is trimmed."""
 
     async def event(self, event: Event) -> bool:
         """Record and apply ``event`` if new; True when it freed a claim-checked body."""
         if isinstance(event, EnvelopeQuarantined):
             # Found by its dispatch: the sidecar may not have read the run id.
             return await ingest_quarantined(
-                self.db, self.deployment_id, self.subject, event, self.now
+                self.db, self.deployment_id, self.subject, event, self.now, self.letters
             )
         run = await self._one(
             "SELECT status, last_seq FROM workflow_run WHERE id = ? AND deployment_id = ?"
@@ -144,6 +160,7 @@ class _Ingest:
         )
         if cur.rowcount != 1:
             return False
+        self.runs.add(event.run_id)
         if isinstance(event, DispatchProcessed):
             return await self._processed(event, run)
         if isinstance(event, RunStarted):
@@ -275,18 +292,16 @@ class _Ingest:
             event.run_id,
             reason,
         )
-        await self.db.execute(
-            "INSERT INTO dead_letter (source, subject, reason, data, at, deployment_id)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (
+        if self.letters.admit("events", self.deployment_id):
+            letter = DeadLetter(
                 "events",
                 self.subject,
                 f"{reason}: {self.deployment_id}",
                 encode(event),
-                self.now,
                 self.deployment_id,
-            ),
-        )
+                self.now,
+            )
+            await self.letters.keep(self.db, letter)
 
     async def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
         async with self.db.execute(sql, params) as cur:

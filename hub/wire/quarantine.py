@@ -19,6 +19,7 @@ from runtime import EnvelopeQuarantined, encode
 
 from .._errors import UnknownDispatch
 from ..store import QUARANTINE_SOURCE, DispatchStatus
+from .retention import DeadLetter, DeadLetters
 
 log = logging.getLogger("mailrun.hub.events")
 
@@ -31,6 +32,7 @@ async def ingest_quarantined(
     subject: str,
     event: EnvelopeQuarantined,
     now: float,
+    letters: DeadLetters,
 ) -> bool:
     """Apply ``event`` (inside the caller's write transaction) unless it was
     applied before; True when it freed a claim-checked body."""
@@ -42,8 +44,9 @@ async def ingest_quarantined(
     data = encode(event)
     if dispatch is None:
         log.warning("%s quarantined unknown dispatch %s", deployment_id, event.dispatch_id)
-        reason = f"{UnknownDispatch.reason}: {deployment_id}"
-        await _dead_letter(db, "events", subject, reason, data, now, deployment_id)
+        if letters.admit("events", deployment_id):
+            reason = f"{UnknownDispatch.reason}: {deployment_id}"
+            await letters.keep(db, DeadLetter("events", subject, reason, data, deployment_id, now))
         return False
     cur = await db.execute(
         "INSERT OR IGNORE INTO run_event (id, run_id, deployment_id, kind, payload, at)"
@@ -61,7 +64,9 @@ async def ingest_quarantined(
         return False  # a resent event: applied already
     reason = f"quarantined: {event.reason or 'unreadable envelope'}"[:_REASON_LIMIT]
     log.warning("%s dispatch %s %s", deployment_id, event.dispatch_id, reason)
-    await _dead_letter(db, QUARANTINE_SOURCE, subject, reason, data, now, deployment_id)
+    # Not rate limited: each is a dispatch cancelled here, counted on its deployment.
+    letter = DeadLetter(QUARANTINE_SOURCE, subject, reason, data, deployment_id, now)
+    await letters.keep(db, letter)
     cur = await db.execute(
         "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?, last_error = ?"
         " WHERE id = ? AND status IN (?, ?)",
@@ -75,19 +80,3 @@ async def ingest_quarantined(
         ),
     )
     return cur.rowcount == 1 and dispatch["body_digest"] is not None
-
-
-async def _dead_letter(
-    db: aiosqlite.Connection,
-    source: str,
-    subject: str,
-    reason: str,
-    data: bytes,
-    now: float,
-    deployment_id: str,
-) -> None:
-    await db.execute(
-        "INSERT INTO dead_letter (source, subject, reason, data, at, deployment_id)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (source, subject, reason, data, now, deployment_id),
-    )

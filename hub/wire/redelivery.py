@@ -191,6 +191,11 @@ class Redeliveries:
         for dispatch_id in [d for d in self._entries if d not in open_ids]:
             self._forget(dispatch_id)
 
+    def forget(self, deployment_id: str) -> None:
+        """Every entry of a deleted deployment."""
+        for dispatch_id in list(self._by_dep.get(deployment_id, {})):
+            self._forget(dispatch_id)
+
     def of(self, deployment_id: str) -> list[Resent]:
         return list(self._by_dep.get(deployment_id, {}).values())
 

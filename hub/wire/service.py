@@ -43,6 +43,7 @@ from .events import EventsHandler
 from .health import HealthConfig, Prober, health_report, redelivery_metrics, stuck_report
 from .mint import MintHandler
 from .ownership import OWNER_LEASE
+from .retention import DeadLetter, DeadLetters, RetentionConfig
 from .sessions import NONCE_TTL, HelloHandler, SessionTable
 from .state import StateHandler
 
@@ -62,6 +63,7 @@ class WireConfig:
     nonce_ttl: float = NONCE_TTL
     health: HealthConfig = field(default_factory=HealthConfig)
     owner_lease: float = OWNER_LEASE
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
 
 
 class Notices:
@@ -103,11 +105,13 @@ class Wire:
         dispatcher: Dispatcher,
         notices: Notices,
         health: HealthConfig | None = None,
+        letters: DeadLetters | None = None,
     ) -> None:
         self.sessions = sessions
         self.dispatcher = dispatcher
         self._notices = notices
         self._health = health or HealthConfig()
+        self._letters = letters or DeadLetters()
 
     def on_accepted(self, deployment_ids: set[str]) -> None:
         """The acceptor committed dispatches for these deployments."""
@@ -115,8 +119,11 @@ class Wire:
 
     def on_deleted(self, deployment_id: str) -> None:
         """The deployment was deleted (its epoch bumped in that transaction):
-        its sessions end now, and its sidecar is told."""
+        its sessions end now, its sidecar is told, and what memory held for
+        it goes."""
         self.sessions.drop(deployment_id)
+        self.dispatcher.forget(deployment_id)
+        self._letters.forget(deployment_id)
         self._notices.fenced(deployment_id, 0, Reason.DEPLOYMENT_NOT_LIVE)
 
     def health(self) -> dict[str, Any]:
@@ -139,7 +146,11 @@ class Wire:
     def metrics(self) -> str:
         """``GET /metrics``'s wire part (Prometheus text)."""
         stuck = stuck_report(self.dispatcher.redelivered(), self._health)
-        return redelivery_metrics(self.dispatcher.redelivered_total, sum(s["count"] for s in stuck))
+        stuck_count = sum(s["count"] for s in stuck)
+        return (
+            redelivery_metrics(self.dispatcher.redelivered_total, stuck_count)
+            + self._letters.metrics()
+        )
 
 
 async def run_wire(
@@ -162,7 +173,10 @@ async def run_wire(
         sessions=sessions,
         config=config.dispatch,
     )
-    collector = BlobCollector(store, interval=config.gc_interval)
+    letters = DeadLetters(config.retention)
+    collector = BlobCollector(
+        store, interval=config.gc_interval, free_bytes_kept=config.retention.free_bytes_kept
+    )
     prober = Prober(
         transport=transport,
         subjects=subjects,
@@ -197,6 +211,8 @@ async def run_wire(
                 subject=subjects.events,
                 on_released=collector.poke,
                 on_accepted=dispatcher.wake,
+                letters=letters,
+                history=config.retention.run_history,
             ),
         ),
         subjects.blob: ("blob", blobs),
@@ -218,7 +234,13 @@ async def run_wire(
                     sub = await transport.subscribe(f"{subject}.*" if per_deployment else subject)
                     subscriptions.append(sub)
                     tg.start_soon(
-                        _serve, store, sub, source, handler, config.max_in_flight, per_deployment
+                        _serve,
+                        _Garbage(store, letters, config.retention.garbage_bytes),
+                        sub,
+                        source,
+                        handler,
+                        config.max_in_flight,
+                        per_deployment,
                     )
             await transport.flush()
 
@@ -232,7 +254,7 @@ async def run_wire(
             # meant for it: after a reconnect every sidecar says hello again.
             transport.on_reconnect(announce)
             await announce()
-            task_status.started(Wire(sessions, dispatcher, notices, config.health))
+            task_status.started(Wire(sessions, dispatcher, notices, config.health, letters))
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
             for sub in subscriptions:
@@ -242,7 +264,7 @@ async def run_wire(
 
 
 async def _serve(
-    store: Store,
+    garbage: _Garbage,
     sub: Subscription,
     source: str,
     handler: Handler,
@@ -258,7 +280,7 @@ async def _serve(
                 if sender is None:
                     continue
             await slots.acquire()
-            tg.start_soon(_answer, store, message, source, handler, sender, slots)
+            tg.start_soon(_answer, garbage, message, source, handler, sender, slots)
     log.info("subscription %s ended", sub.subject)
 
 
@@ -284,7 +306,7 @@ def _sender(message: Message) -> str | None:
 
 
 async def _answer(
-    store: Store,
+    garbage: _Garbage,
     message: Message,
     source: str,
     handler: Handler,
@@ -292,7 +314,7 @@ async def _answer(
     slots: anyio.Semaphore,
 ) -> None:
     try:
-        reply = await _handle(store, message, source, handler, sender)
+        reply = await _handle(garbage, message, source, handler, sender)
         try:
             await message.respond(encode(reply))
         except TransportError as exc:
@@ -302,13 +324,13 @@ async def _answer(
 
 
 async def _handle(
-    store: Store, message: Message, source: str, handler: Handler, sender: str | None
+    garbage: _Garbage, message: Message, source: str, handler: Handler, sender: str | None
 ) -> msgspec.Struct:
     try:
         return await handler(message.data, sender)
     except FrameDecodeError as exc:
         log.warning("undecodable %s frame on %s: %s", source, message.subject, exc)
-        await _dead_letter(store, source, message, f"{Reason.DECODE_ERROR}: {exc}")
+        await garbage.keep(source, message, sender, f"{Reason.DECODE_ERROR}: {exc}")
         return Refused(reason=Reason.DECODE_ERROR, detail=str(exc))
     except HubError as exc:
         return Refused(reason=exc.reason, detail=exc.detail)
@@ -317,13 +339,24 @@ async def _handle(
         return Refused(reason=Reason.INTERNAL_ERROR, detail=type(exc).__name__)
 
 
-async def _dead_letter(store: Store, source: str, message: Message, reason: str) -> None:
-    try:
-        async with store.write() as db:
-            await db.execute(
-                "INSERT INTO dead_letter (source, subject, reason, data, at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (source, message.subject, reason[:1000], message.data, time.time()),
-            )
-    except Exception:
-        log.exception("cannot keep a dead letter from %s", source)
+@dataclass(frozen=True)
+class _Garbage:
+    """Frames that do not decode, kept as dead letters within the retention
+    limits: anyone who may publish on a subject may send them."""
+
+    store: Store
+    letters: DeadLetters
+    keep_bytes: int
+
+    async def keep(self, source: str, message: Message, sender: str | None, reason: str) -> None:
+        if not self.letters.admit(source, sender):
+            return  # counted; the frame was answered all the same
+        letter = DeadLetter(
+            source, message.subject, reason[:1000], message.data[: self.keep_bytes], sender,
+            time.time(),
+        )  # fmt: skip
+        try:
+            async with self.store.write() as db:
+                await self.letters.keep(db, letter)
+        except Exception:
+            log.exception("cannot keep a dead letter from %s", source)

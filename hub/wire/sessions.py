@@ -94,9 +94,11 @@ class SessionTable:
         return self._current.get(deployment_id)
 
     def drop(self, deployment_id: str) -> None:
-        """Forget a deployment's ownership (it was deleted): its frames turn stale."""
+        """Forget a deployment (it was deleted): its frames name no session now."""
         self._current.pop(deployment_id, None)
         self._seen.pop(deployment_id, None)
+        for session_id in [k for k, s in self._by_id.items() if s.deployment_id == deployment_id]:
+            del self._by_id[session_id]
 
     def all_current(self) -> list[Session]:
         """The current session of every deployment, answering or not."""
@@ -170,7 +172,11 @@ class _Nonces:
 
     def issue(self, deployment_id: str) -> str:
         nonce = secrets.token_urlsafe(24)
-        self._issued[nonce] = (deployment_id, time.monotonic() + self._ttl)
+        now = time.monotonic()
+        # Issued in order with one ttl: the expired ones are at the front.
+        while self._issued and next(iter(self._issued.values()))[1] <= now:
+            self._issued.popitem(last=False)
+        self._issued[nonce] = (deployment_id, now + self._ttl)
         while len(self._issued) > self._limit:
             self._issued.popitem(last=False)
         return nonce

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -147,3 +148,132 @@ async def test_adopting_the_hubs_state_replaces_the_runs_and_drops_the_unshipped
     # seq 3 is processed again from the hub's state, then seq 4.
     assert [p.seq for p in await inbox.next_batch(64)] == [3, 4]
     assert await inbox.get_meta(ADOPT_MARK) is None
+
+
+async def bodies(inbox: Inbox) -> dict[int, bool]:
+    """seq -> whether the row still holds its envelope."""
+    rows = await inbox.db.execute_fetchall("SELECT seq, length(envelope) > 0 FROM inbox")
+    return {r[0]: bool(r[1]) for r in rows}
+
+
+def processed(e: Envelope) -> DispatchProcessed:
+    return DispatchProcessed(
+        event_id=new_id("evt"), run_id="run_a", dispatch_id=e.dispatch_id, seq=e.seq
+    )
+
+
+@pytest.mark.anyio
+async def test_an_envelope_the_hub_applied_drops_its_body_and_stays_a_duplicate(
+    inbox: Inbox,
+) -> None:
+    e1, e2, e3 = (Envelope(dispatch_id=new_id("dsp"), run_id="run_a", seq=s, body=b"x" * 1000)
+                  for s in (1, 2, 3))  # fmt: skip
+    await inbox.store([e1, e2, e3])
+    events = [processed(e1), processed(e2)]
+    await inbox.commit(
+        Commit(run_id="run_a", status="running", consumed=consumed([e1, e2]), events=events)
+    )
+    await inbox.mark_acked([events[0].event_id])
+    assert await bodies(inbox) == {1: False, 2: True, 3: True}  # seq 2: not applied yet
+    assert await inbox.store([e1]) == [False]  # a late copy is still a duplicate
+    assert await inbox.unacked(10) == [encode(events[1])]
+    await inbox.mark_acked([events[1].event_id])
+    assert await bodies(inbox) == {1: False, 2: False, 3: True}  # seq 3: not processed
+    rows = await inbox.db.execute_fetchall("SELECT count(*) FROM outbox")
+    assert [tuple(r) for r in rows] == [(0,)]  # acknowledged events leave at once
+
+
+@pytest.mark.anyio
+async def test_envelopes_at_or_below_the_hubs_floor_drop_their_bodies(inbox: Inbox) -> None:
+    await inbox.store([env(2), env(3), env(5)])
+    await inbox.raise_floor(3)
+    assert await bodies(inbox) == {2: False, 3: False, 5: True}
+
+
+@pytest.mark.anyio
+async def test_adopting_drops_bodies_up_to_the_floor_and_reopens_only_whole_rows(
+    inbox: Inbox,
+) -> None:
+    e1, e2, e3, e4 = env(1), env(2), env(3), env(4)
+    await inbox.store([e1, e2, e3, e4])
+    applied, unshipped = processed(e3), processed(e4)
+    await inbox.commit(Commit(run_id="run_a", status="running", consumed=consumed([e1, e2])))
+    await inbox.commit(
+        Commit(run_id="run_a", status="running", consumed=consumed([e3]), events=[applied])
+    )
+    await inbox.commit(
+        Commit(run_id="run_a", status="running", consumed=consumed([e4]), events=[unshipped])
+    )
+    await inbox.mark_acked([applied.event_id])  # the hub applied seq 3: its body goes
+    await inbox.adopt([RunSnapshot(run_id="run_a", status="running", last_seq=3)], floor=2)
+    assert await bodies(inbox) == {1: False, 2: False, 3: False, 4: True}
+    # Seq 3 was applied by the hub (whatever its floor says): done for good,
+    # and a duplicate; seq 4 is processed again.
+    assert await inbox.store([e3]) == [False]
+    assert inbox.last_seq == 3
+    assert [p.seq for p in await inbox.next_batch(64)] == [4]
+
+
+@pytest.mark.anyio
+async def test_undecodable_frames_are_kept_bounded_per_subject(inbox: Inbox) -> None:
+    from sidecar._inbox import GARBAGE_BYTES, GARBAGE_KEPT
+
+    flood = [("mailrun.mail.inbound.x", f"decode_error: {i}", b"\xc1" * 100_000) for i in range(30)]
+    for _ in range(5):
+        await inbox.store([], flood)
+    await inbox.store([], [("other", "decode_error: once", b"\xc1")])
+    rows = await inbox.db.execute_fetchall(
+        "SELECT source, count(*), max(length(data)), max(reason) FROM dead_letter"
+        " GROUP BY source ORDER BY source"
+    )
+    assert [tuple(r) for r in rows] == [
+        ("mailrun.mail.inbound.x", GARBAGE_KEPT, GARBAGE_BYTES, "decode_error: 9"),
+        ("other", 1, 1, "decode_error: once"),
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_file_gives_back_what_applied_bodies_took(tmp_path: Path) -> None:
+    from sidecar._inbox import FREE_BYTES_KEPT
+
+    path = tmp_path / "inbox.db"
+    inbox = await Inbox.open(path)
+    try:
+        for round_ in range(2):
+            batch = [
+                Envelope(dispatch_id=new_id("dsp"), run_id="run_a", seq=100 * round_ + s,
+                         body=os.urandom(300_000))
+                for s in range(1, 101)
+            ]  # fmt: skip
+            await inbox.store(batch)
+            events = [processed(e) for e in batch]
+            await inbox.commit(
+                Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
+            )
+            await inbox.mark_acked([e.event_id for e in events])
+            await inbox.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # 30 MB went through; what stays is the rows and the free pages kept.
+            assert path.stat().st_size < FREE_BYTES_KEPT + 1_000_000
+    finally:
+        await inbox.aclose()
+
+
+@pytest.mark.anyio
+async def test_applied_rows_far_behind_the_position_go_and_their_late_copies_stay_duplicates(
+    tmp_path: Path,
+) -> None:
+    inbox = await Inbox.open(tmp_path / "inbox.db", done_kept=2)
+    try:
+        batch = [env(s) for s in range(1, 6)]
+        await inbox.store(batch)
+        events = [processed(e) for e in batch]
+        await inbox.commit(
+            Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
+        )
+        await inbox.mark_acked([e.event_id for e in events])
+        assert await bodies(inbox) == {4: False, 5: False}  # 1..3: more than 2 behind
+        # A late copy of a deleted row: done here all the same, nothing stored.
+        assert await inbox.store([batch[0], env(6)]) == [False, True]
+        assert await bodies(inbox) == {4: False, 5: False, 6: True}
+    finally:
+        await inbox.aclose()

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 from hub._client import AsyncHubClient
 from hub._errors import HubResponseError, HubUnreachable
 from hub.cli.main import main
-from runtime import NATS_URL_ENV, REDELIVER_AFTER_ENV
+from runtime import NATS_URL_ENV, REDELIVER_AFTER_ENV, RUN_HISTORY_ENV
 from tests.support import wait_for
 
 DEP_A = "dep_" + "a" * 26
@@ -464,6 +464,7 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
     args = ["hub", "--state-dir", "/srv/hub", "--http", "0.0.0.0:9000", "--nats", "nats://n:4222"]
     args += ["--sidecar-root", "/srv/sc", "--subject-prefix", "mr", "--max-body", "1024"]
     args += ["--redeliver-after", "2.5", "--token-file", "/run/secrets/mailrun"]
+    args += ["--run-history", "4"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert calls == [
@@ -476,6 +477,7 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
             "domain": None,
             "max_body": 1024,
             "redeliver_after": 2.5,
+            "run_history": 4,
             "token_file": Path("/run/secrets/mailrun"),
         }
     ]
@@ -496,6 +498,18 @@ def test_hub_takes_the_redelivery_bound_from_the_environment(
     assert [c["redeliver_after"] for c in calls] == [0.5, None]
     result = CliRunner().invoke(main, [*args, "--redeliver-after", "0"])
     assert result.exit_code == 2 and "not in the range x>0" in result.output
+
+
+def test_hub_takes_the_run_history_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    args = ["hub", "--state-dir", "/srv/hub"]
+    for value in ("0", None):
+        result = CliRunner().invoke(main, args, env={RUN_HISTORY_ENV: value})
+        assert result.exit_code == 0, result.output
+    assert [c["run_history"] for c in calls] == [0, None]
+    result = CliRunner().invoke(main, [*args, "--run-history", "-1"])
+    assert result.exit_code == 2 and "not in the range x>=0" in result.output
 
 
 def test_hub_lets_the_os_choose_port_0_where_up_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,8 +52,11 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
     before = files(v1.state_dir)
     out = migrate("--check", "--state-dir", str(v1.state_dir))
     assert files(v1.state_dir) == before
-    assert "schema version 1 (this release: 5)" in out
-    pending = "0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home, 0005_nats_user"
+    assert "schema version 1 (this release: 6)" in out
+    pending = (
+        "0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home, 0005_nats_user,"
+        " 0006_retention_indexes"
+    )
     assert f"would apply: {pending}" in out
     for dep in v1.deployments.values():
         assert f"{dep.id}  release 1 format: will be migrated" in out
@@ -67,6 +70,7 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
         "0003_dead_letter_deployment",
         "0004_owner_home",
         "0005_nats_user",
+        "0006_retention_indexes",
     ]
     assert {i["deployment_id"]: i["release1"] for i in report["inboxes"]} == {
         d.id: True for d in v1.deployments.values()
@@ -81,7 +85,10 @@ def test_migrate_applies_the_hub_migrations_and_leaves_the_sidecars_theirs(
 ) -> None:
     sidecar_files = files(v1.state_dir / "sidecars")
     out = migrate("--state-dir", str(v1.state_dir))
-    pending = "0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home, 0005_nats_user"
+    pending = (
+        "0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home, 0005_nats_user,"
+        " 0006_retention_indexes"
+    )
     assert f"applied: {pending}" in out
     db = sqlite3.connect(v1.state_dir / "hub.db")
     try:

@@ -181,7 +181,8 @@ async def test_delete_fences_the_owner_in_the_same_step(tmp_path: Path) -> None:
         hub.wire.on_deleted(dep.id)
         await wait_for(lambda: [n.reason for n in inbox.notices] == ["deployment_not_live"])
         assert hub.wire.sessions.current(dep.id) is None
-        assert refused(await processed(car, r1.run_id, r1.dispatch_id, 1, 1), "stale_epoch")
+        # Its sessions are forgotten: every frame of them is refused.
+        assert refused(await processed(car, r1.run_id, r1.dispatch_id, 1, 1), "unknown_session")
         hello = Hello(deployment_id=dep.id, instance_id=car.instance_id, public_key=dep.public_key)
         assert refused(await car.request(hub.subjects.hello, hello), "deployment_not_live")
         instance, _, epoch = await owner(hub, dep.id)

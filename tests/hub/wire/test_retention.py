@@ -1,0 +1,134 @@
+"""Retention at the hub: a bounded history per run, bounded dead letters, and
+no memory kept for a deleted deployment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hub._errors import UnknownSession
+from hub.store.deployments import delete_deployment
+from hub.wire import RetentionConfig, WireConfig
+from hub.wire.sessions import _Nonces
+from runtime import DispatchProcessed, EnvelopeQuarantined, EventsAck, new_id
+from tests.support.wire import Sidecar, accept, owned, refused, running_hub, send
+
+pytestmark = pytest.mark.anyio
+
+
+def config(**retention: int | float) -> WireConfig:
+    return WireConfig(retention=RetentionConfig(**retention))  # type: ignore[arg-type]
+
+
+async def test_each_run_keeps_its_latest_events_whole_and_the_ids_of_the_rest(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path, config=config(run_history=3)) as hub:
+        car, receipts = await owned(hub, 8)
+        events = [
+            DispatchProcessed(
+                event_id=new_id("evt"),
+                run_id=r.run_id,
+                dispatch_id=r.dispatch_id,
+                seq=r.seq,
+                state={"seen": i, "pad": "x" * 10_000},
+            )
+            for i, r in enumerate(receipts, start=1)
+        ]
+        for event in events:
+            assert isinstance(await send(car, event), EventsAck)
+        rows = await hub.all(
+            "SELECT id, payload IS NOT NULL AS whole FROM run_event ORDER BY rowid"
+        )
+        assert [r["id"] for r in rows] == [e.event_id for e in events]
+        assert [r["whole"] for r in rows] == [0] * 5 + [1] * 3
+        # The oldest event again (an ack was lost): recognised by its id,
+        # nothing applied, nothing added.
+        assert isinstance(await send(car, events[0]), EventsAck)
+        assert len(await hub.all("SELECT id FROM run_event")) == 8
+        run_id = receipts[0].run_id
+        run = await hub.one("SELECT state, last_seq FROM workflow_run WHERE id = ?", run_id)
+        assert (json.loads(run["state"])["seen"], run["last_seq"]) == (8, receipts[-1].seq)
+
+
+async def test_the_history_is_per_run(tmp_path: Path) -> None:
+    async with running_hub(tmp_path, config=config(run_history=2)) as hub:
+        first, (a1, a2) = await owned(hub, 2, "first")
+        second, (b1, b2, b3) = await owned(hub, 3, "second")
+        for car, receipt in [(first, a1), (second, b1), (second, b2), (first, a2), (second, b3)]:
+            event = DispatchProcessed(
+                event_id=new_id("evt"),
+                run_id=receipt.run_id,
+                dispatch_id=receipt.dispatch_id,
+                seq=receipt.seq,
+            )
+            assert isinstance(await send(car, event), EventsAck)
+        rows = await hub.all(
+            "SELECT run_id, SUM(payload IS NOT NULL) AS whole, COUNT(*) AS n FROM run_event"
+            " GROUP BY run_id ORDER BY n"
+        )
+        assert [(r["whole"], r["n"]) for r in rows] == [(2, 2), (2, 3)]
+
+
+async def test_garbage_is_answered_but_kept_only_within_rate_and_caps(tmp_path: Path) -> None:
+    limits = config(
+        dead_letter_burst=5,
+        dead_letter_rate=0.001,
+        dead_letters_per_source=3,
+        dead_letters=4,
+        garbage_bytes=100,
+    )
+    async with running_hub(tmp_path, config=limits) as hub:
+        car, (r1,) = await owned(hub, 1)
+        # A quarantined envelope: a dispatch cancelled, never trimmed away.
+        event = EnvelopeQuarantined(
+            event_id=new_id("evt"), run_id="", dispatch_id=r1.dispatch_id, reason="truncated"
+        )
+        assert isinstance(await send(car, event), EventsAck)
+        garbage = b"\xc1" + b"x" * 1000
+        for _ in range(20):  # anyone on the shared subject
+            assert refused(await car.request(hub.subjects.events, garbage), "decode_error")
+        rows = await hub.all(
+            "SELECT source, deployment_id, length(data) AS n FROM dead_letter ORDER BY id"
+        )
+        assert [(r["source"], r["deployment_id"]) for r in rows] == [
+            ("quarantine", car.dep.id),
+            ("events", None),
+            ("events", None),
+            ("events", None),
+        ]
+        assert [r["n"] for r in rows[1:]] == [100] * 3  # what is kept of each
+        # Another source: its own rate, and the total cap.
+        own = Sidecar(hub, car.dep, own=True)
+        for _ in range(3):
+            assert refused(await own.request(own.subjects.events, garbage), "decode_error")
+        rows = await hub.all("SELECT source, deployment_id FROM dead_letter ORDER BY id")
+        kept = [(r["source"], r["deployment_id"]) for r in rows]
+        assert kept.count(("quarantine", car.dep.id)) == 1
+        assert kept.count(("events", car.dep.id)) == 3
+        assert len(kept) == 1 + 4  # the quarantined one is not counted in the cap
+        metrics = hub.wire.metrics()
+        assert 'mailrun_dead_letters_dropped_total{why="rate_limit"} 15' in metrics
+        assert 'mailrun_dead_letters_dropped_total{why="cap"} 4' in metrics
+
+
+async def test_a_deleted_deployment_leaves_nothing_in_memory(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, _ = await owned(hub, 0)
+        await accept(hub, car.dep, [b"x"])  # a lane for it, running
+        assert car.dep.id in hub.wire.dispatcher.stats()["lanes"]
+        session_id, _ = car.session
+        assert await delete_deployment(hub.store, car.dep.id)
+        hub.wire.on_deleted(car.dep.id)
+        assert car.dep.id not in hub.wire.dispatcher.stats()["lanes"]
+        with pytest.raises(UnknownSession):
+            hub.wire.sessions.check(session_id, car.dep.id, sender=None)
+
+
+def test_expired_nonces_are_forgotten_as_new_ones_are_issued() -> None:
+    nonces = _Nonces(ttl=0.0)
+    issued = [nonces.issue("dep_x") for _ in range(50)]
+    assert len(nonces._issued) == 1
+    assert not nonces.take(issued[-1], "dep_x")  # expired, as before
