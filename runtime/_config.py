@@ -34,6 +34,11 @@ DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
 DEFAULT_REDELIVER_AFTER: Final = 30.0
 REDELIVER_AFTER_ENV: Final = "MAILRUN_REDELIVER_AFTER"
 
+# A number in (0, 1] every retry delay is multiplied by: a test of a long
+# outage runs it in compressed time, each retry loop making the attempts it
+# would make in real time (runtime/_backoff.py). Unset in production.
+BACKOFF_SCALE_ENV: Final = "MAILRUN_BACKOFF_SCALE"
+
 LOG_LEVEL_ENV: Final = "MAILRUN_LOG_LEVEL"
 DEFAULT_LOG_LEVEL: Final = "INFO"
 

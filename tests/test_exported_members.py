@@ -141,6 +141,7 @@ EXPECTED: dict[str, list[str]] = {
         "write_restore_record",
     ],
     "runtime.testing": [
+        "BACKOFF_SCALE_ENV",
         "CRASH_EXIT_CODE",
         "FAILPOINTS_ENV",
         "MemoryBus",
