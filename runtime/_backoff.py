@@ -9,6 +9,7 @@ loop changes with the length of an outage except how long it has waited.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import random
 from collections.abc import Mapping
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from ._config import BACKOFF_MAX_ENV
+
+log = logging.getLogger("mailrun.backoff")
 
 _MAX_EXPONENT = 1023
 """2.0 ** 1024 overflows a float; by then every ``maximum`` is long reached."""
@@ -84,7 +87,8 @@ def backoff(attempt: int, *, initial: float = 0.05, maximum: float = 1.0) -> flo
 def backoff_max_from_env(environ: Mapping[str, str]) -> float | None:
     """``MAILRUN_BACKOFF_MAX`` in seconds (None: unset): give it to
     :meth:`Backoff.capped`. Raises ``ValueError`` naming the variable for
-    anything but a positive number."""
+    anything but a positive number. A set cap is logged as a WARNING: a
+    process that compresses time must never pass for a normal one."""
     text = environ.get(BACKOFF_MAX_ENV, "").strip()
     if not text:
         return None
@@ -94,4 +98,5 @@ def backoff_max_from_env(environ: Mapping[str, str]) -> float | None:
         value = math.nan
     if not (0 < value < math.inf):
         raise ValueError(f"{BACKOFF_MAX_ENV} must be a positive number of seconds, got {text!r}")
+    log.warning("%s=%g: every retry delay is capped at it (a test setting)", BACKOFF_MAX_ENV, value)
     return value

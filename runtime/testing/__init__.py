@@ -1,5 +1,5 @@
 """Test tooling for code built on runtime, like ``trio.testing``: an in-memory
-bus behind the Transport seam, and the failpoints of one process.
+bus behind the Transport seam and the failpoints of one process.
 
 Production code never imports this package.
 """

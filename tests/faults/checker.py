@@ -15,12 +15,19 @@ once; the run must process them in the order of their receipts' ``seq``,
 and each client's in the order that client got its receipts. The one
 exception is a dispatch accepted for a run that ended before it came to it
 (``refused``, F14): it is not processed, and the store must say why.
+
+That is safety: nothing bad happened. Liveness is the other half: something
+good did happen. A system that accepts nothing after a fault loses nothing,
+so the checker also demands that every mail of the workload *settles*: its
+client, retrying with the same message id, ends with a receipt (or a
+rejection the fault allows), none stays indeterminate, and, given a
+:class:`Liveness`, each settles within a bound of the fault's end.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +51,29 @@ class HubDispatch:
     refused: str | None = None
     """Why its run refused it after it was accepted (``workflow_run_terminal``:
     the run had ended before it came to it), or None."""
+    open: bool = False
+    """Still ``reserved`` or ``delivered``: not processed yet, nor given up."""
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What "every mail settles" means for one workload.
+
+    Times are seconds on the history's clock (:meth:`History.now`)."""
+
+    healed: float
+    """When the fault ended (see ``Round.over``): from then on the system must
+    serve again by itself."""
+    bound: float
+    """Seconds a mail may take to settle, counted from ``healed`` or from its
+    first attempt, whichever is later."""
+    planned: Collection[str] = ()
+    """Every message id the workload meant to send: one never sent (its
+    client was still retrying an earlier one when the workload was stopped)
+    is unsettled too."""
+    may_reject: Collection[str] = ()
+    """Rejection reasons the fault makes legitimate (F14:
+    ``workflow_run_terminal``); any other 4xx fails the check."""
 
 
 def processed_from_state(state: Mapping[str, Any]) -> list[Processed]:
@@ -69,12 +99,35 @@ class CheckResult:
     and the store says so (every retry of the message id is answered
     ``workflow_run_terminal``). Not lost: reported."""
     runs: dict[str, int] = field(default_factory=dict)
+    unsettled: list[str] = field(default_factory=list)
+    """Mails whose client never got a definite answer (a receipt or a 4xx),
+    or that were never sent at all: the system did not serve them."""
+    late: list[str] = field(default_factory=list)
+    """Settled, but later than the liveness bound after the fault's end."""
+    rejected: dict[str, str] = field(default_factory=dict)
+    """Message id -> the reason of a 4xx the fault does not allow."""
+    stuck: list[str] = field(default_factory=list)
+    """Accepted, not processed, and still open in the hub's store when the
+    check ran: not lost (yet), but not served either."""
+    settle_max: float = 0.0
+    """The longest a mail took to settle after the fault's end (seconds)."""
 
     @property
-    def ok(self) -> bool:
+    def safe(self) -> bool:
+        """Nothing bad happened: nothing lost, duplicated, reordered, made up
+        or contradicted, one top-level run per deployment."""
         return not (
             self.lost or self.duplicated or self.reordered or self.unexpected or self.conflicting
         ) and all(n == 1 for n in self.runs.values())
+
+    @property
+    def live(self) -> bool:
+        """Something good happened: every mail settled, in time, and processed."""
+        return not (self.unsettled or self.late or self.rejected or self.stuck)
+
+    @property
+    def ok(self) -> bool:
+        return self.safe and self.live
 
     def summary(self) -> str:
         runs = ",".join(str(n) for _, n in sorted(self.runs.items())) or "-"
@@ -84,6 +137,9 @@ class CheckResult:
             f" lost={len(self.lost)} duplicated={len(self.duplicated)}"
             f" reordered={len(self.reordered)} unexpected={len(self.unexpected)}"
             f" conflicting={len(self.conflicting)} refused={len(self.refused)} runs={runs}"
+            f" unsettled={len(self.unsettled)} late={len(self.late)}"
+            f" rejected={len(self.rejected)} stuck={len(self.stuck)}"
+            f" settle={self.settle_max:.2f}s"
         )
 
 
@@ -103,8 +159,12 @@ def check(
     *,
     runs: Mapping[str, int],
     hub_accepted: Mapping[str, HubDispatch] | None = None,
+    liveness: Liveness | None = None,
 ) -> CheckResult:
-    """Compare ``history`` with ``processed``; see the module docstring."""
+    """Compare ``history`` with ``processed``; see the module docstring.
+
+    Without ``liveness`` every mail sent must still settle, but with no bound
+    on when, and any 4xx counts as settled."""
     hub_accepted = hub_accepted or {}
     ops: dict[str, list[Op]] = defaultdict(list)
     for op in history.ops:
@@ -116,8 +176,11 @@ def check(
     result.duplicated = {mid: n for mid, n in counts.items() if n > 1}
     in_seq = [a.message_id for a in sorted(accepted.values(), key=lambda a: a.seq)]
     refused = {mid for mid, d in hub_accepted.items() if d.refused is not None}
+    still_open = {mid for mid, d in hub_accepted.items() if d.open}
     result.refused = [mid for mid in in_seq if mid in refused and not counts[mid]]
-    result.lost = [mid for mid in in_seq if not counts[mid] and mid not in refused]
+    unprocessed = [mid for mid in in_seq if not counts[mid] and mid not in refused]
+    result.stuck = [mid for mid in unprocessed if mid in still_open]
+    result.lost = [mid for mid in unprocessed if mid not in still_open]
     result.conflicting += [
         f"{mid}: processed, yet refused" for mid in in_seq if mid in refused and counts[mid]
     ]
@@ -131,7 +194,40 @@ def check(
             )
     firsts = _first_occurrences(p.message_id for p in processed)
     result.reordered = _global_order(firsts, accepted) + _client_order(firsts, accepted)
+    _settling(ops, liveness, result)
     return result
+
+
+def _settling(ops: Mapping[str, list[Op]], live: Liveness | None, result: CheckResult) -> None:
+    """Fill in the liveness fields: every mail settled, in time, as allowed."""
+    planned = list(dict.fromkeys([*(live.planned if live else ()), *ops]))
+    for mid in planned:
+        attempts = ops.get(mid, [])
+        settled = _settled_by(attempts)
+        if settled is None:
+            result.unsettled.append(mid)
+            continue
+        if settled.outcome == "fail" and live is not None:
+            reason = str((settled.receipt or {}).get("reason") or settled.status)
+            if reason not in live.may_reject:
+                result.rejected[mid] = reason
+        if live is None or settled.completed is None:
+            continue
+        since = max(live.healed, min(op.invoked for op in attempts))
+        took = settled.completed - since
+        result.settle_max = max(result.settle_max, took)
+        if took > live.bound:
+            result.late.append(f"{mid}: settled {took:.2f}s after the fault, over {live.bound}s")
+
+
+def _settled_by(attempts: Iterable[Op]) -> Op | None:
+    """The attempt that settled a mail: its first receipt or definite rejection."""
+    final = [
+        op
+        for op in attempts
+        if op.outcome == "ok" or (op.outcome == "fail" and op.status is not None)
+    ]
+    return min(final, key=lambda op: (op.completed or 0.0, op.op_id)) if final else None
 
 
 def _accepted(

@@ -47,12 +47,14 @@ class Proc:
     exit_codes: list[int] = field(default_factory=list)
     failpoints: str = ""
     """Those of the current (or latest) start."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Added to the environment of every start."""
 
     def start(self, *, failpoints: str = "") -> None:
         if self.running:
             raise RuntimeError(f"{self.name} is running already (pid {self.pid})")
         self._reap()
-        env = _base_env()
+        env = {**_base_env(), **self.env}
         if failpoints:
             env[FAILPOINTS_ENV] = failpoints
         self.failpoints = failpoints
@@ -102,10 +104,18 @@ class Cluster(HubClient):
     """What :func:`running_cluster` yields; see the module docstring. Its hub's
     HTTP API: :class:`~tests.support.HubClient`."""
 
-    def __init__(self, root: Path, nats: NatsServerProcess, stack: AsyncExitStack) -> None:
+    def __init__(
+        self,
+        root: Path,
+        nats: NatsServerProcess,
+        stack: AsyncExitStack,
+        env: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(
             f"http://127.0.0.1:{free_port()}", token_file=root / "state" / "admin-token"
         )
+        self.env = dict(env or {})
+        """Added to the environment of the hub and every sidecar."""
         self.root = root
         self.state_dir = root / "state"
         self.sidecar_root = self.state_dir / "sidecars"
@@ -113,8 +123,9 @@ class Cluster(HubClient):
         self.nats = nats
         self.hub_proxy = NatsFaultProxy(nats.url)
         self.sidecars: dict[str, SidecarNode] = {}
-        self.hub = Proc("hub", [], self.logs / "hub.log")
+        self.hub = Proc("hub", [], self.logs / "hub.log", env=self.env)
         self._stack = stack
+        self._moved: list[Proc] = []  # sidecars a takeover replaced
 
     # --- processes ----------------------------------------------------------------
 
@@ -170,10 +181,31 @@ class Cluster(HubClient):
                 "--deployment", deployment_id, "--nats", proxy.url,
             ]  # fmt: skip
             proc = Proc(
-                f"sidecar-{deployment_id}", argv, self.logs / f"sidecar-{deployment_id}.log"
+                f"sidecar-{deployment_id}",
+                argv,
+                self.logs / f"sidecar-{deployment_id}.log",
+                env=self.env,
             )
             node = self.sidecars[deployment_id] = SidecarNode(deployment_id, proc, proxy)
         return node
+
+    def move_sidecar(self, deployment_id: str, state_dir: Path) -> tuple[Proc, SidecarNode]:
+        """Start the deployment's sidecar from ``state_dir`` (another home: a
+        copy of its directory) with ``--takeover``, behind the same proxy.
+
+        The new process becomes the deployment's node; the old one is
+        returned, as it is, for the test to watch being fenced."""
+        old = self.sidecars[deployment_id]
+        argv = [
+            sys.executable, "-m", "sidecar", "--state-dir", str(state_dir),
+            "--deployment", deployment_id, "--nats", old.proxy.url, "--takeover",
+        ]  # fmt: skip
+        name = f"sidecar-{deployment_id}-moved"
+        proc = Proc(name, argv, self.logs / f"{name}.log", env=self.env)
+        proc.start()
+        node = self.sidecars[deployment_id] = SidecarNode(deployment_id, proc, old.proxy)
+        self._moved.append(old.proc)
+        return old.proc, node
 
     async def restart_sidecar(
         self, deployment_id: str, *, failpoints: str = "", sig: int = signal.SIGKILL
@@ -188,8 +220,10 @@ class Cluster(HubClient):
     async def stop_all(self) -> None:
         """Sidecars first (they flush to the hub), then the hub, then NATS."""
         async with anyio.create_task_group() as tg:
-            for node in self.sidecars.values():
-                tg.start_soon(node.proc.stop)
+            for proc in [*self._moved, *(node.proc for node in self.sidecars.values())]:
+                proc.kill(signal.SIGCONT)  # a paused one could not take its SIGTERM
+                tg.start_soon(proc.stop)
+        self.hub.kill(signal.SIGCONT)
         await self.hub.stop()
         await self.nats.stop()
 
@@ -222,18 +256,22 @@ class Cluster(HubClient):
 
 
 @asynccontextmanager
-async def running_cluster(root: Path, *, hub_failpoints: str = "") -> AsyncIterator[Cluster]:
+async def running_cluster(
+    root: Path, *, hub_failpoints: str = "", env: dict[str, str] | None = None
+) -> AsyncIterator[Cluster]:
     """nats-server and the hub (behind ``cluster.hub_proxy``), up and answering.
 
-    Sidecars are started by the test (``start_sidecar``). Leaving the block
-    stops every process and proxy; on an error the logs are printed first.
+    Sidecars are started by the test (``start_sidecar``). ``env`` is added to
+    the environment of the hub and every sidecar (``MAILRUN_BACKOFF_MAX``,
+    say). Leaving the block stops every process and proxy; on an error the
+    logs are printed first.
     """
     (root / "logs").mkdir(parents=True, exist_ok=True)
     nats = NatsServerProcess(log_file=root / "logs" / "nats.log", pdeathsig=True)
     async with AsyncExitStack() as stack:
         await nats.start()
         stack.push_async_callback(nats.stop)
-        cluster = Cluster(root, nats, stack)
+        cluster = Cluster(root, nats, stack, env)
         stack.push_async_callback(cluster.aclose)
         await stack.enter_async_context(cluster.hub_proxy)
         try:

@@ -8,9 +8,24 @@ until the system has quiesced and checks the history. The matrix
 soak (``soak.py``) runs many rounds on a few long-lived clusters, which is
 why a round brings its own deployment and leaves the hub without failpoints.
 
-Recovery time is measured from the moment ``inject`` declares the fault over
-(:meth:`Round.over`: the process is back, the partition healed) until every
-dispatch the hub had accepted by then is processed.
+The verdict has three parts, kept apart because they mean different things:
+
+- safety (the checker, and the fault's own ``r.expect``): nothing accepted
+  was lost, duplicated or reordered;
+- liveness: after the fault, every mail settles (its client, retrying with
+  the same message id, gets a receipt) within ``Fault.settle_within``
+  seconds, and every dispatch accepted by the fault's end is processed
+  within as long; a mail still open past the bound stops the workload;
+- injection: the fault did what it is about (``r.injected``); a round whose
+  fault could not be injected tested nothing, a harness problem the soak
+  retries, not a failure of the system.
+
+The clock of both recovery and the liveness bound starts at
+:meth:`Round.over`, which ``inject`` calls at the kill when the fault kills
+a process (its restart and boot are part of the recovery, as ``mailrun up``
+would start it again at once), or when an outage the test imposes ends (NATS
+started again, a partition healed, a lock released, a paused process
+resumed).
 """
 
 from __future__ import annotations
@@ -22,16 +37,26 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from tests.support import wait_for
 
-from .checker import CheckResult
-from .cluster import Cluster, SidecarNode
+from .checker import CheckResult, Liveness
+from .cluster import Cluster, Proc, SidecarNode
 from .observe import check_deployment
 from .workload import History, Workload, WorkloadConfig
+
+SETTLE_WITHIN = 15.0
+"""Seconds, after a fault's end, for every mail to settle and every accepted
+dispatch to be processed. Recovery takes 0.1-3 s (docs/faults.md); the rest
+is room for a shared, loaded machine, where a timed bound must not flake."""
+
+
+class NotInjected(Exception):
+    """The fault could not be injected: the round tested nothing."""
+
 
 RECORDER = """
 import hashlib
@@ -99,6 +124,18 @@ class Fault:
     verify: Verify | None = None
     ignore: tuple[str, ...] = ()
     """Subjects of mails ``inject`` sends outside the workload."""
+    settle_within: float = SETTLE_WITHIN
+    """The liveness bound, in seconds after the fault's end."""
+    may_reject: tuple[str, ...] = ()
+    """Rejection reasons this fault makes legitimate (the checker's
+    ``Liveness.may_reject``); any other 4xx is a liveness failure."""
+    hub_failpoints_after: str = ""
+    """Armed on every hub the fault's repair starts. Empty but for one test:
+    a hub that refuses every mail after the fault, which the liveness check
+    must fail (tests/faults/test_matrix.py)."""
+    time_scaled: bool = False
+    """Runs on a cluster whose processes cap every retry delay
+    (``MAILRUN_BACKOFF_MAX``): a long outage in compressed time."""
 
 
 @dataclass(eq=False)
@@ -115,7 +152,10 @@ class Round:
     ended: float | None = None
     ended_seq: int = 0
     problems: list[str] = field(default_factory=list)
+    not_injected: list[str] = field(default_factory=list)
+    paused: list[Proc] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
+    said: list[str] = field(default_factory=list)
 
     @property
     def dep_id(self) -> str:
@@ -145,7 +185,15 @@ class Round:
         async def enough() -> bool:
             return self.accepted() >= want
 
-        await wait_for(enough, timeout=self.load.deadline, what=f"{want} mails accepted")
+        await self.waiting(enough, timeout=self.load.deadline, what=f"{want} mails accepted")
+
+    async def waiting(self, condition: Any, *, timeout: float = 20.0, what: str) -> Any:
+        """:func:`wait_for` a state the fault needs; :class:`NotInjected` if it
+        never comes (the checker still judges what the system did meanwhile)."""
+        try:
+            return await wait_for(condition, timeout=timeout, what=what)
+        except AssertionError as exc:
+            raise NotInjected(str(exc)) from None
 
     async def start_sidecar(self, failpoints: str = "") -> SidecarNode:
         return await self.cluster.start_sidecar(self.dep_id, failpoints=failpoints)
@@ -156,10 +204,40 @@ class Round:
         proc.kill(signal.SIGKILL)
         return await proc.wait_exit()
 
+    async def kill_hub(self) -> int:
+        """SIGKILL the hub; its exit code."""
+        self.cluster.hub.kill(signal.SIGKILL)
+        return await self.cluster.hub.wait_exit()
+
+    async def start_hub(self) -> None:
+        """Start the hub again after the fault (with ``Fault.hub_failpoints_after``)."""
+        await self.cluster.start_hub(failpoints=self.fault.hub_failpoints_after)
+
+    def pause(self, proc: Proc) -> None:
+        """SIGSTOP ``proc``: frozen, as by a long GC pause or a stalled VM.
+        The round resumes it, whatever happens, when the fault ends."""
+        proc.kill(signal.SIGSTOP)
+        self.paused.append(proc)
+
+    def resume(self, proc: Proc) -> None:
+        proc.kill(signal.SIGCONT)
+        self.paused.remove(proc)
+
     def expect(self, condition: bool, problem: str) -> None:
         """Record ``problem`` unless ``condition`` holds (the round fails with it)."""
         if not condition:
             self.problems.append(f"{self.fault.key}: {problem}")
+
+    def say(self, text: str) -> None:
+        """A figure for the round's summary (not a verdict)."""
+        self.said.append(text)
+
+    def injected(self, condition: bool, evidence: str) -> None:
+        """Record that the fault was not injected unless ``condition``, the
+        ``evidence`` that it was, holds (a harness problem: the round tested
+        nothing, and the soak retries it)."""
+        if not condition:
+            self.not_injected.append(f"{self.fault.key}: no evidence that {evidence}")
 
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         return self.cluster.query(sql, *args)
@@ -174,7 +252,12 @@ class Round:
             db.close()
 
     def over(self) -> None:
-        """The fault is over: recovery is measured from now."""
+        """The fault is over: recovery and the liveness bound are measured from
+        now. Called at the kill when the fault kills a process (before it is
+        started again), or when an imposed outage ends (see the module
+        docstring); only the first call counts."""
+        if self.ended is not None:
+            return
         self.ended = time.monotonic()
         [(seq,)] = self.query(
             "SELECT COALESCE(MAX(seq), 0) FROM workflow_run_dispatch WHERE deployment_id = ?",
@@ -182,9 +265,10 @@ class Round:
         )
         self.ended_seq = int(seq)
 
-    async def caught_up(self, timeout: float) -> float:
+    async def caught_up(self, timeout: float) -> float | None:
         """Wait until every dispatch accepted when the fault ended is settled;
-        the seconds since it ended."""
+        the seconds since it ended, or None if that took over ``timeout``
+        (a liveness failure, recorded)."""
         assert self.ended is not None
 
         async def settled() -> bool:
@@ -197,8 +281,37 @@ class Round:
             )
             return bool(n == 0)
 
-        await wait_for(settled, timeout=timeout, what="recovery from the fault")
+        left = max(0.0, self.ended + timeout - time.monotonic())
+        try:
+            await wait_for(settled, timeout=left, what="recovery from the fault")
+        except AssertionError:
+            self.expect(False, f"liveness: not recovered {timeout:g}s after the fault")
+            return None
         return time.monotonic() - self.ended
+
+    async def repair(self) -> None:
+        """Undo what an ``inject`` that gave up half-way left broken (paused
+        processes, network faults, NATS, the hub or the sidecar down), so
+        that the system gets its chance to recover and the checker a fair
+        verdict. Never called after a complete ``inject``: a process down
+        then is a finding, not something to mend."""
+        for proc in list(self.paused):
+            self.resume(proc)
+        self.hold.unlink(missing_ok=True)
+        for proxy in (self.cluster.hub_proxy, self.sidecar.proxy):
+            proxy.clear()
+            proxy.heal()
+            await proxy.restore()
+        self.over()
+        if not self.cluster.nats.running:
+            await self.cluster.nats.start()
+        if not self.cluster.hub.running:
+            await self.start_hub()
+        if not self.sidecar.proc.running:
+            await self.start_sidecar()
+
+
+Verdict = Literal["ok", "failed", "not injected"]
 
 
 @dataclass
@@ -206,23 +319,47 @@ class Outcome:
     fault: str
     deployment_id: str
     result: CheckResult
-    recovery: float
+    recovery: float | None
+    """Seconds from the fault's end until every dispatch accepted by then was
+    processed; None: not within the liveness bound."""
     duration: float
     problems: list[str]
+    """What the system did wrong beyond the checker (the fault's own checks)."""
+    not_injected: list[str]
+    """Why the fault could not be injected (a harness problem)."""
     history: History
+    said: list[str] = field(default_factory=list)
+    """Figures ``inject`` reported (``Round.say``)."""
 
     @property
     def ok(self) -> bool:
         return self.result.ok and not self.problems
 
+    @property
+    def injected(self) -> bool:
+        return not self.not_injected
+
+    @property
+    def verdict(self) -> Verdict:
+        """A failure of the system counts whether the fault was injected or
+        not; a round that was safe and live but injected nothing tested nothing."""
+        if not self.ok:
+            return "failed"
+        return "ok" if self.injected else "not injected"
+
     def summary(self) -> str:
-        text = f"{self.fault} {self.result.summary()} recovery={self.recovery:.2f}s"
-        return "; ".join([text, *self.problems])
+        took = "-" if self.recovery is None else f"{self.recovery:.2f}s"
+        text = f"{self.fault} {self.result.summary()} recovery={took}"
+        return "; ".join([text, *self.said, *self.problems, *self.not_injected])
 
 
 async def arm_hub(cluster: Cluster, failpoints: str) -> None:
-    """Make the running hub's failpoints ``failpoints`` (an orderly restart if they differ)."""
-    if cluster.hub.running and cluster.hub.failpoints == failpoints:
+    """Give the round a hub with ``failpoints`` armed afresh (an orderly restart).
+
+    A running hub without failpoints serves a round without them as it is.
+    Any other is restarted, even one armed the same way: counts (``3*raise``)
+    live in the process, and an earlier round may have used them up."""
+    if cluster.hub.running and not failpoints and not cluster.hub.failpoints:
         return
     await cluster.hub.stop()
     await cluster.start_hub(failpoints=failpoints)
@@ -236,7 +373,6 @@ async def run_round(
     scratch: Path,
     name: str,
     load: Load | None = None,
-    recovery_timeout: float = 60.0,
 ) -> Outcome:
     """One round of ``fault`` against a fresh deployment ``name``; see the module docstring."""
     load = load or fault.load
@@ -261,17 +397,59 @@ async def run_round(
         await cluster.wait_connected(r.dep_id)
     started = time.monotonic()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(workload.run)
-        await fault.inject(r)
-        if r.ended is None:
-            r.over()
-        recovery = await r.caught_up(recovery_timeout)
+        tg.start_soon(_serve, r)
+        try:
+            await fault.inject(r)
+        except NotInjected as exc:
+            r.not_injected.append(f"{fault.key}: {exc}")
+            await r.repair()
+        finally:
+            for proc in list(r.paused):  # never leave a process frozen
+                r.resume(proc)
+        r.over()
+        recovery = await r.caught_up(fault.settle_within)
+    history = workload.history
+    liveness = Liveness(
+        healed=(r.ended or started) - history.started,
+        bound=fault.settle_within,
+        planned=workload.planned(),
+        may_reject=fault.may_reject,
+    )
     result = await check_deployment(
-        cluster, workload.history, r.dep_id, timeout=recovery_timeout, ignore=fault.ignore
+        cluster,
+        history,
+        r.dep_id,
+        timeout=fault.settle_within,
+        ignore=fault.ignore,
+        liveness=liveness,
     )
     if fault.verify is not None:
         await fault.verify(r, result)
     r.expect(cluster.hub.running, "the hub is not running at the end")
     r.expect(r.sidecar.proc.running, "the sidecar is not running at the end")
     duration = time.monotonic() - started
-    return Outcome(fault.key, r.dep_id, result, recovery, duration, r.problems, workload.history)
+    return Outcome(
+        fault.key, r.dep_id, result, recovery, duration, r.problems, r.not_injected, history,
+        r.said,
+    )  # fmt: skip
+
+
+async def _serve(r: Round) -> None:
+    """Run the workload; stop it once a mail has stayed unsettled for the
+    liveness bound after the fault: it has failed liveness already, and
+    waiting out the workload's deadline would prove nothing more."""
+    history, bound = r.workload.history, r.fault.settle_within
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            while True:
+                await anyio.sleep(0.1)
+                if r.ended is None:
+                    continue
+                healed, now = r.ended - history.started, history.now()
+                if any(now > max(healed, first) + bound for first in history.unsettled().values()):
+                    tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        await r.workload.run()
+        tg.cancel_scope.cancel()

@@ -1,10 +1,11 @@
-"""The fault checker on hand-made histories: each anomaly is caught, a clean run passes."""
+"""The fault checker on hand-made histories: each anomaly is caught, a clean run
+passes, and so does nothing that stopped serving (liveness)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.faults.checker import HubDispatch, Processed, check, processed_from_state
+from tests.faults.checker import HubDispatch, Liveness, Processed, check, processed_from_state
 from tests.faults.workload import History, Op
 
 DEP = "dep_1"
@@ -103,15 +104,17 @@ def test_indeterminate_mails_are_settled_by_the_hubs_store() -> None:
     # w3-0 reached the hub: it must be processed. w3-1 did not: not a loss.
     result = check(h, done(*ORDER), runs=RUNS, hub_accepted=stored)
     assert result.lost == ["w3-0"] and result.indeterminate == 2
-    # An unanswered mail the run did process was simply accepted.
+    # An unanswered mail the run did process was simply accepted: safe. But
+    # no client ever heard back about these three: not live.
     result = check(h, done(*ORDER, "w3-0", "w3-2"), runs=RUNS, hub_accepted=stored)
-    assert result.ok, result
+    assert result.safe and not result.ok, result
     assert (result.accepted, result.indeterminate) == (10, 2)
+    assert result.unsettled == ["w3-0", "w3-1", "w3-2"]
 
 
 def test_a_second_top_level_run_fails_the_check() -> None:
     result = check(interleaved(), done(*ORDER), runs={DEP: 2})
-    assert not result.ok and result.summary().endswith("runs=2")
+    assert not result.ok and " runs=2 " in result.summary()
     assert not check(interleaved(), done(*ORDER), runs={DEP: 0}).ok
 
 
@@ -152,3 +155,57 @@ def test_a_dispatch_its_ended_run_refused_is_reported_not_lost() -> None:
     # Refused and processed both: the store contradicts the run.
     result = check(h, done(*ORDER), runs=RUNS, hub_accepted=stored)
     assert not result.ok and result.conflicting == ["w2-2: processed, yet refused"]
+
+
+# --- liveness ----------------------------------------------------------------------
+
+
+def refuse_after(h: History, healed: float, *mids: str) -> None:
+    """Each of ``mids`` tried three times after ``healed``: 503, 503, timeout."""
+    for i, mid in enumerate(mids):
+        for k, (status, error) in enumerate([(503, "store_unavailable")] * 2 + [(None, "Timeout")]):
+            op = h.complete(h.invoke(3, mid), "indeterminate", status=status, error=error)
+            op.invoked = op.completed = healed + i + k * 0.3
+
+
+def test_a_system_that_stops_serving_after_the_fault_is_safe_but_not_live() -> None:
+    # What a hub refusing every mail after the fault leaves: nothing lost,
+    # since nothing more was accepted; the check must fail all the same.
+    h = interleaved()
+    refuse_after(h, 5.0, "w3-0")
+    live = Liveness(healed=5.0, bound=10.0, planned=[*ORDER, "w3-0", "w3-1"])
+    result = check(h, done(*ORDER), runs=RUNS, liveness=live)
+    assert result.safe and not result.live and not result.ok
+    assert result.unsettled == ["w3-0", "w3-1"]  # w3-1: never even sent
+    assert result.summary().startswith("FAILED") and "unsettled=2" in result.summary()
+
+
+def test_a_mail_settled_past_the_bound_after_the_fault_is_late() -> None:
+    h = interleaved()  # every op at ~0 s
+    slow = ok(h, 3, "w3-0", 10, at=20.0)
+    slow.invoked = 1.0
+    on_time = ok(h, 4, "w4-0", 11, at=24.0)
+    on_time.invoked = 23.0
+    live = Liveness(healed=5.0, bound=8.0)
+    result = check(h, done(*ORDER, "w3-0", "w4-0"), runs=RUNS, liveness=live)
+    # w3-0: 15 s after the fault's end; w4-0: 1 s after its first attempt.
+    assert result.late == ["w3-0: settled 15.00s after the fault, over 8.0s"]
+    assert result.safe and not result.ok and result.settle_max == 15.0
+    assert check(h, done(*ORDER, "w3-0", "w4-0"), runs=RUNS, liveness=Liveness(5.0, 15.0)).ok
+
+
+def test_a_rejection_fails_liveness_unless_the_fault_allows_it() -> None:
+    h = interleaved()
+    h.complete(h.invoke(3, "w3-0"), "fail", receipt={"reason": "workflow_run_terminal"},
+               status=409)  # fmt: skip
+    result = check(h, done(*ORDER), runs=RUNS, liveness=Liveness(0.0, 10.0))
+    assert result.rejected == {"w3-0": "workflow_run_terminal"} and not result.ok
+    allowed = Liveness(0.0, 10.0, may_reject=["workflow_run_terminal"])
+    assert check(h, done(*ORDER), runs=RUNS, liveness=allowed).ok
+
+
+def test_an_accepted_mail_still_open_at_the_hub_is_stuck_not_lost() -> None:
+    stored = {"w2-2": HubDispatch("dsp_w2-2", 9, open=True)}
+    result = check(interleaved(), done(*ORDER[:-1]), runs=RUNS, hub_accepted=stored)
+    assert (result.lost, result.stuck) == ([], ["w2-2"])
+    assert result.safe and not result.ok and "stuck=1" in result.summary()

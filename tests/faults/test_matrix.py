@@ -1,10 +1,12 @@
-"""The fault matrix of issue 3, once per CI run with one fixed seed.
+"""The fault matrix (docs/faults.md), once per CI run with one fixed seed.
 
 Each case runs nats-server, the hub and a sidecar as real processes (each
 behind its own fault proxy), a workload of clients retrying with the same
 message id, and one fault from ``scenarios.FAULTS``; then it checks the
-history against what the run processed. ``MAILRUN_FAULT_SEED`` picks
-another seed; ``python -m tests.faults.soak`` runs many.
+history against what the run processed: safe (nothing lost, duplicated or
+reordered) and live (every mail settled within the bound after the fault).
+``MAILRUN_FAULT_SEED`` picks another seed; ``python -m tests.faults.soak``
+runs many.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 
 from .cluster import running_cluster
 from .rounds import Fault, Outcome, run_round
-from .scenarios import FAULTS, f17_inject
+from .scenarios import FAULTS, f10_inject, f11_inject, f12_inject, f17_inject
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +36,8 @@ async def _round(tmp_path: Path, fault: Fault) -> Outcome:
 
 
 def _assert_held(out: Outcome, *, refused: bool = False) -> None:
-    """0 lost, 0 duplicated, FIFO kept, one top-level run, and the fault's own checks."""
+    """0 lost, 0 duplicated, FIFO kept, one top-level run; every mail settled
+    in time and processed; the fault injected and its own checks passed."""
     result, why = out.result, f"seed {SEED}: {out.summary()}"
     assert result.lost == [], why
     assert result.duplicated == {}, why
@@ -43,8 +46,14 @@ def _assert_held(out: Outcome, *, refused: bool = False) -> None:
     assert result.runs == {out.deployment_id: 1}, why
     assert out.problems == [], why
     assert bool(result.refused) is refused, why
+    # Liveness: nothing left indeterminate, nothing late, nothing stuck.
+    assert result.unsettled == [] and result.indeterminate == 0, why
+    assert result.late == [] and result.rejected == {} and result.stuck == [], why
+    assert out.recovery is not None, why
+    assert out.injected, why
     assert result.ok and out.ok, why
     assert result.processed + len(result.refused) == result.accepted > 0, why
+    assert refused or result.accepted == result.sent, why
 
 
 async def test_f1_hub_crash_after_dispatch_commit_before_publish(tmp_path: Path) -> None:
@@ -83,6 +92,18 @@ async def test_f9_hub_sigkill_every_few_seconds(tmp_path: Path) -> None:
     _assert_held(await _round(tmp_path, FAULTS["F9"]))
 
 
+async def test_f10_sidecar_cut_from_nats_for_8_s(tmp_path: Path) -> None:
+    _assert_held(await _round(tmp_path, dataclasses.replace(FAULTS["F10"], inject=f10_inject)))
+
+
+async def test_f11_hub_frozen_for_6_s(tmp_path: Path) -> None:
+    _assert_held(await _round(tmp_path, dataclasses.replace(FAULTS["F11"], inject=f11_inject)))
+
+
+async def test_f12_sidecar_frozen_for_5_s(tmp_path: Path) -> None:
+    _assert_held(await _round(tmp_path, dataclasses.replace(FAULTS["F12"], inject=f12_inject)))
+
+
 async def test_f13_store_locked_beyond_busy_timeout(tmp_path: Path) -> None:
     _assert_held(await _round(tmp_path, FAULTS["F13-lock"]))
 
@@ -97,9 +118,29 @@ async def test_f14_trigger_racing_completion(tmp_path: Path) -> None:
     _assert_held(await _round(tmp_path, FAULTS["F14"]), refused=True)
 
 
+async def test_f15_deployment_moved_from_a_frozen_owner_that_wakes_up(tmp_path: Path) -> None:
+    _assert_held(await _round(tmp_path, FAULTS["F15"]))
+
+
 async def test_f16_corrupted_half_fetched_and_orphan_blobs(tmp_path: Path) -> None:
     _assert_held(await _round(tmp_path, FAULTS["F16"]))
 
 
 async def test_f17_hub_cut_from_nats_for_10_s(tmp_path: Path) -> None:
     _assert_held(await _round(tmp_path, dataclasses.replace(FAULTS["F17"], inject=f17_inject)))
+
+
+async def test_the_matrix_fails_a_hub_that_refuses_every_mail_after_the_fault(
+    tmp_path: Path,
+) -> None:
+    """The liveness check bites: F9, but every hub started after a kill
+    refuses every mail (its accepting commit always fails: 503). Nothing
+    accepted is lost, so a safety-only check passes it; the matrix must not."""
+    refusing = dataclasses.replace(
+        FAULTS["F9"], hub_failpoints_after="hub.accept.before_commit=raise", settle_within=5.0
+    )
+    out = await _round(tmp_path, refusing)
+    assert out.result.safe and out.problems == [], out.summary()
+    assert out.result.unsettled and not out.result.live, out.summary()
+    with pytest.raises(AssertionError, match=r"unsettled=[1-9]"):
+        _assert_held(out)

@@ -105,6 +105,17 @@ class History:
         """Message ids with at least one ``ok`` receipt."""
         return {op.message_id for op in self.by_outcome("ok")}
 
+    def unsettled(self) -> dict[str, float]:
+        """Message ids attempted and not settled yet (no receipt, no 4xx) ->
+        when their first attempt began."""
+        first: dict[str, float] = {}
+        settled: set[str] = set()
+        for op in self.ops:
+            first.setdefault(op.message_id, op.invoked)
+            if op.outcome == "ok" or (op.outcome == "fail" and op.status is not None):
+                settled.add(op.message_id)
+        return {mid: at for mid, at in first.items() if mid not in settled}
+
     def dump(self, path: Path) -> None:
         """One JSON object per op, to read a failed run's history afterwards."""
         path.write_text("".join(json.dumps(asdict(op)) + "\n" for op in self.ops))
@@ -168,6 +179,15 @@ class Workload:
 
     def remaining(self) -> float:
         return self._deadline - time.monotonic()
+
+    def planned(self) -> list[str]:
+        """Every message id this workload means to send."""
+        config = self.config
+        return [
+            message_id(client, n, config.prefix)
+            for client in range(config.clients)
+            for n in range(config.mails_per_client)
+        ]
 
     async def _client(self, session: aiohttp.ClientSession, client: int) -> None:
         rng = random.Random(self.config.seed * 1_000_003 + client)

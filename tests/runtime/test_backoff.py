@@ -87,9 +87,15 @@ def test_capping_compresses_every_delay_and_keeps_the_rest() -> None:
     assert policy.capped(None) is policy and policy.capped(5.0) is policy
 
 
-def test_the_cap_comes_from_the_environment() -> None:
+def test_the_cap_comes_from_the_environment_and_is_announced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     assert backoff_max_from_env({}) is None
+    assert not caplog.records
     assert backoff_max_from_env({BACKOFF_MAX_ENV: " 0.005 "}) == 0.005
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{BACKOFF_MAX_ENV}=0.005: every retry delay is capped at it (a test setting)"
+    ]
     for bad in ("0", "-1", "inf", "nan", "soon"):
         with pytest.raises(ValueError, match=f"{BACKOFF_MAX_ENV} must be a positive number"):
             backoff_max_from_env({BACKOFF_MAX_ENV: bad})
