@@ -44,6 +44,7 @@ from runtime import (
     parse_host_port,
     private_umask,
     redact_url,
+    sqlite_synchronous,
 )
 
 from ._errors import HubError
@@ -230,6 +231,7 @@ def run_hub_cli(
     try:
         check_failpoints()
         backoff_max = backoff_max_from_env(os.environ)
+        sqlite_synchronous(os.environ, warn=True)
         admin_token = read_token_file(Path(token_file)) if token_file is not None else None
     except (HubError, ValueError) as exc:
         log.error("hub failed: %s", exc)

@@ -33,6 +33,7 @@ from ._config import LOOPBACK as LOOPBACK
 from ._config import NATS_URL_ENV as NATS_URL_ENV
 from ._config import REDELIVER_AFTER_ENV as REDELIVER_AFTER_ENV
 from ._config import RUN_HISTORY_ENV as RUN_HISTORY_ENV
+from ._config import SQLITE_SYNCHRONOUS_ENV as SQLITE_SYNCHRONOUS_ENV
 from ._config import HostPort as HostPort
 from ._config import SidecarExit as SidecarExit
 from ._config import parse_host_port as parse_host_port
@@ -149,6 +150,7 @@ from ._signals import cancel_on_signals as cancel_on_signals
 from ._sqlite import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
 from ._sqlite import configure_sqlite as configure_sqlite
 from ._sqlite import release_free_pages as release_free_pages
+from ._sqlite import sqlite_synchronous as sqlite_synchronous
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
 from ._transport import Transport as Transport
@@ -195,6 +197,7 @@ __all__ = [
     "SIDECAR_MAX_MEMORY_ENV",
     "SIDECAR_PASS_ENV",
     "SIZE_LIMITS",
+    "SQLITE_SYNCHRONOUS_ENV",
     "SUPPORTED_FORMATS",
     "WIRE_MAX_PAYLOAD",
     "Ack",
@@ -303,6 +306,7 @@ __all__ = [
     "remove_sidecar_state",
     "sidecar_env",
     "sign",
+    "sqlite_synchronous",
     "unb64url",
     "unwrap_group",
     "unwrapping_groups",

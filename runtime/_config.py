@@ -47,6 +47,12 @@ DEFAULT_LOG_LEVEL: Final = "INFO"
 # time in tests and soaks: every attempt still happens, sooner.
 BACKOFF_MAX_ENV: Final = "MAILRUN_BACKOFF_MAX"
 
+# FULL (the default) or NORMAL: how both SQLite stores sync their commits.
+# NORMAL exists only to measure what durable acknowledgements cost
+# (bench/bench_e2e.py --synchronous normal): under it an OS crash or a power
+# cut can take back a 202 receipt or a stored Ack (runtime/_sqlite.py).
+SQLITE_SYNCHRONOUS_ENV: Final = "MAILRUN_SQLITE_SYNCHRONOUS"
+
 
 class SidecarExit(IntEnum):
     """A sidecar process's exit codes that mean something to its supervisor

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ._config import BACKOFF_MAX_ENV, LOG_LEVEL_ENV, NATS_URL_ENV
+from ._config import BACKOFF_MAX_ENV, LOG_LEVEL_ENV, NATS_URL_ENV, SQLITE_SYNCHRONOUS_ENV
 from ._failpoints import ENV as FAILPOINTS_ENV
 
 SIDECAR_MAX_MEMORY_ENV: Final = "MAILRUN_SIDECAR_MAX_MEMORY"
@@ -54,6 +54,7 @@ _KEPT: Final = frozenset(
         NATS_URL_ENV,  # may hold the NATS password: the sidecar's own connection
         FAILPOINTS_ENV,
         BACKOFF_MAX_ENV,
+        SQLITE_SYNCHRONOUS_ENV,
         SIDECAR_MAX_MEMORY_ENV,
         SIDECAR_MAX_FILES_ENV,
         SIDECAR_PASS_ENV,

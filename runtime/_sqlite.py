@@ -6,7 +6,8 @@ connections is told to another party before long (a 202 receipt, a
 queued), and under ``NORMAL`` a WAL commit reaches the disk only at the next
 checkpoint: an OS crash or a power cut could take back what was answered.
 ``FULL`` syncs the WAL at every commit (docs/operations.md, "Durability",
-has the cost).
+has the cost, measured against ``NORMAL`` through ``MAILRUN_SQLITE_SYNCHRONOUS``,
+which exists for that measurement only).
 
 Bounded files: the WAL is truncated back to ``JOURNAL_SIZE_LIMIT`` whenever
 it restarts (SQLite keeps a WAL at its largest size otherwise: one batch of
@@ -19,7 +20,15 @@ before keeps its free pages and reuses them (converting it takes a
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import Mapping
+
 import aiosqlite
+
+from ._config import SQLITE_SYNCHRONOUS_ENV
+
+log = logging.getLogger("mailrun.sqlite")
 
 JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024
 """Bytes a WAL is cut back to when it restarts."""
@@ -27,12 +36,32 @@ JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024
 _INCREMENTAL = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 
 
+def sqlite_synchronous(environ: Mapping[str, str], *, warn: bool = False) -> str:
+    """``MAILRUN_SQLITE_SYNCHRONOUS``: ``FULL`` (unset) or ``NORMAL``; a
+    ``ValueError`` naming the variable for anything else. With ``warn`` (a
+    process's start), ``NORMAL`` is logged as a WARNING: a process whose
+    acknowledgements are not durable must never pass for a normal one."""
+    value = environ.get(SQLITE_SYNCHRONOUS_ENV, "").strip().upper() or "FULL"
+    if value not in ("FULL", "NORMAL"):
+        raise ValueError(
+            f"{SQLITE_SYNCHRONOUS_ENV} must be FULL or NORMAL,"
+            f" got {environ[SQLITE_SYNCHRONOUS_ENV]!r}"
+        )
+    if value == "NORMAL" and warn:
+        log.warning(
+            "%s=NORMAL: commits are not fsynced, acknowledgements are not durable"
+            " (a benchmark setting)",
+            SQLITE_SYNCHRONOUS_ENV,
+        )
+    return value
+
+
 async def configure_sqlite(db: aiosqlite.Connection) -> None:
     """Durable, bounded settings for a connection (the writer's, or the only one)."""
     # Takes effect only while the database has no table yet: a new file.
     await db.execute("PRAGMA auto_vacuum = INCREMENTAL")
     await db.execute("PRAGMA journal_mode = WAL")
-    await db.execute("PRAGMA synchronous = FULL")
+    await db.execute(f"PRAGMA synchronous = {sqlite_synchronous(os.environ)}")
     await db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
 
 

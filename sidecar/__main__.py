@@ -32,6 +32,7 @@ from runtime import (
     make_private,
     private_umask,
     sidecar_env,
+    sqlite_synchronous,
     unwrap_group,
 )
 
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_failpoints(warn=False)  # said below, once this is the process that runs
         backoff_max = backoff_max_from_env(os.environ)
+        sqlite_synchronous(os.environ, warn=True)
     except ValueError as exc:  # a FailpointSpecError is one
         log.error("%s", exc)
         return SidecarExit.USAGE

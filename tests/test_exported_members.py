@@ -13,6 +13,7 @@ EXPECTED: dict[str, list[str]] = {
     "runtime": [
         "ATTEMPT_LIMIT",
         "BACKOFF_MAX_ENV",
+        "SQLITE_SYNCHRONOUS_ENV",
         "BLOB_CHUNK_SIZE",
         "DEFAULT_HTTP",
         "DEFAULT_HTTP_PORT",
@@ -133,6 +134,7 @@ EXPECTED: dict[str, list[str]] = {
         "check_layout",
         "clip_text",
         "configure_sqlite",
+        "sqlite_synchronous",
         "decode_restore_record",
         "encode",
         "encoded_size",

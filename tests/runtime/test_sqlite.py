@@ -11,7 +11,13 @@ import aiosqlite
 import pytest
 
 from hub import Store
-from runtime import JOURNAL_SIZE_LIMIT, configure_sqlite, release_free_pages
+from runtime import (
+    JOURNAL_SIZE_LIMIT,
+    SQLITE_SYNCHRONOUS_ENV,
+    configure_sqlite,
+    release_free_pages,
+    sqlite_synchronous,
+)
 from sidecar import Inbox
 
 pytestmark = pytest.mark.anyio
@@ -75,3 +81,20 @@ async def test_a_database_without_incremental_vacuum_keeps_its_free_pages(
         assert await pragma(db, "auto_vacuum") == 0  # a table existed: no change
         await fill_and_empty(db, 30)
         assert await release_free_pages(db, keep=0) == 0
+
+
+async def test_normal_sync_is_a_benchmark_setting_said_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert sqlite_synchronous({}, warn=True) == "FULL"
+    assert not caplog.records
+    assert sqlite_synchronous({SQLITE_SYNCHRONOUS_ENV: "normal"}, warn=True) == "NORMAL"
+    [warning] = caplog.records
+    assert "acknowledgements are not durable" in warning.getMessage()
+    for bad in ("OFF", "fast", "0"):
+        with pytest.raises(ValueError, match=f"{SQLITE_SYNCHRONOUS_ENV} must be FULL or NORMAL"):
+            sqlite_synchronous({SQLITE_SYNCHRONOUS_ENV: bad})
+    monkeypatch.setenv(SQLITE_SYNCHRONOUS_ENV, "NORMAL")
+    async with aiosqlite.connect(tmp_path / "x.db", isolation_level=None) as db:
+        await configure_sqlite(db)
+        assert await pragma(db, "synchronous") == 1  # NORMAL
