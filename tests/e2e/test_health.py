@@ -81,12 +81,14 @@ async def test_a_stopped_sidecar_is_reported_until_it_drains(tmp_path: Path) -> 
                 assert (await up.send(dep["address"], f"m{i}")).status_code == 202
 
             async def stuck() -> dict[str, Any] | None:
-                """Health once it reports the deployment undeliverable, its sidecar gone."""
+                """Health once it reports the deployment undeliverable, its sidecar
+                gone, with all five mails counted and a failed delivery noted
+                (counts lag by up to a census interval, the error by a round)."""
                 health = await up.healthz()
                 found = [
                     u["deployment_id"]
                     for u in (health or {}).get("undeliverable", [])
-                    if not u["connected"]
+                    if not u["connected"] and u["pending"] == 5 and u["last_error"]
                 ]
                 return health if found == [dep_id] else None
 
@@ -103,10 +105,14 @@ async def test_a_stopped_sidecar_is_reported_until_it_drains(tmp_path: Path) -> 
                     health["undeliverable"][0]["oldest_wait"] > entry["oldest_wait"]
                 )
 
-            shown = await listed(up, dep_id)
-            assert (shown["connected"], shown["pending"]) == (False, 5)
-            assert shown["oldest_wait"] > entry["oldest_wait"] and shown["last_error"]
             await wait_for(waited_longer, what="the oldest wait to grow")
+
+            async def shown_later() -> dict[str, Any] | None:
+                shown = await listed(up, dep_id)
+                return shown if shown["oldest_wait"] > entry["oldest_wait"] else None
+
+            shown = await wait_for(shown_later, what="`mailrun deployments` to show the wait")
+            assert (shown["connected"], shown["pending"]) == (False, 5) and shown["last_error"]
         finally:
             os.kill(pid, signal.SIGCONT)
 

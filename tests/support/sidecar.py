@@ -84,6 +84,13 @@ async def main(ctx, item):
 """
 
 
+# For Deployment.query: envelopes whose body is gone (the hub applied them),
+# and events not acknowledged.
+APPLIED = (
+    "SELECT (SELECT count(*) FROM inbox WHERE length(envelope) = 0), (SELECT count(*) FROM outbox)"
+)
+
+
 @dataclass
 class Deployment:
     id: str
