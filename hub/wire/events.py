@@ -52,6 +52,7 @@ from ..store import (
     Store,
     Trigger,
     accept_triggers,
+    body_digest,
 )
 from .quarantine import ingest_quarantined
 from .retention import DeadLetter, DeadLetters, trim_history
@@ -225,7 +226,7 @@ class _Ingest:
 
     async def _processed(self, event: DispatchProcessed, run: Any) -> bool:
         dispatch = await self._one(
-            "SELECT seq, status, body_digest FROM workflow_run_dispatch"
+            "SELECT seq, status, body, body_digest FROM workflow_run_dispatch"
             " WHERE id = ? AND run_id = ?",
             (event.dispatch_id, event.run_id),
         )
@@ -259,6 +260,14 @@ class _Ingest:
             " last_error = COALESCE(?, last_error) WHERE id = ? AND status IN (?, ?)",
             (new_status, self.now, error, event.dispatch_id, *_OPEN_DISPATCH),
         )
+        if cur.rowcount == 1 and dispatch["body_digest"] is None:
+            # Applied, never sent again: the inline body goes, its digest and
+            # size stay for a retry's same-content check (hub.md, "Retention").
+            await self.db.execute(
+                "UPDATE workflow_run_dispatch SET body = NULL, body_digest = ? WHERE id = ?",
+                (body_digest(bytes(dispatch["body"] or b"")), event.dispatch_id),
+            )
+            return False
         return cur.rowcount == 1 and dispatch["body_digest"] is not None
 
     async def _start(self, run_id: str) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hub._errors import UnknownSession
+from hub.store.accept import Accepted, Rejected, Trigger, accept_triggers
 from hub.store.deployments import delete_deployment
 from hub.wire import RetentionConfig, WireConfig
 from hub.wire.sessions import _Nonces
@@ -51,6 +52,44 @@ async def test_each_run_keeps_its_latest_events_whole_and_the_ids_of_the_rest(
         run_id = receipts[0].run_id
         run = await hub.one("SELECT state, last_seq FROM workflow_run WHERE id = ?", run_id)
         assert (json.loads(run["state"])["seen"], run["last_seq"]) == (8, receipts[-1].seq)
+
+
+async def test_an_applied_dispatch_keeps_the_digest_of_its_body_not_the_bytes(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, _ = await owned(hub)
+
+        def mail(body: bytes) -> Trigger:
+            return Trigger(
+                address=car.dep.address, message_id="m-1", sender="a@b.c", subject="s", body=body
+            )
+
+        async def submit(body: bytes) -> Accepted | Rejected:
+            async with hub.store.write() as db:
+                [outcome], _ = await accept_triggers(db, [mail(body)])
+            return outcome
+
+        body = b"x" * 30_000  # inline (under the claim-check size)
+        first = await submit(body)
+        assert isinstance(first, Accepted)
+        done = DispatchProcessed(
+            event_id=new_id("evt"), run_id=first.run_id, dispatch_id=first.dispatch_id, seq=1
+        )
+        assert isinstance(await send(car, done), EventsAck)
+        row = await hub.one(
+            "SELECT status, body, body_digest, body_size FROM workflow_run_dispatch WHERE id = ?",
+            first.dispatch_id,
+        )
+        assert (row["status"], row["body"], row["body_size"]) == ("processed", None, 30_000)
+        assert row["body_digest"].startswith("sha256:")
+        # A retry still gets its first receipt, and other content under the id
+        # is still refused: the digest and size decide.
+        again = await submit(body)
+        assert isinstance(again, Accepted) and again.duplicate
+        assert again.dispatch_id == first.dispatch_id
+        other = await submit(b"y" * 30_000)
+        assert isinstance(other, Rejected) and other.reason == "message_id_reused"
 
 
 async def test_the_history_is_per_run(tmp_path: Path) -> None:
