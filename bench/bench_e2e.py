@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,20 @@ async def stop_up(up: anyio.abc.Process) -> None:
         if up.returncode is None:
             up.kill()
             await up.wait()
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str, *, keep: bool) -> Iterator[Path]:
+    """A temporary dir for a bench's state and logs: removed afterwards, or
+    kept (and said where) with ``--keep``."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield tmp
+    finally:
+        if keep:
+            print(f"state and logs kept in {tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -206,14 +221,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.mails < 1 or args.senders < 1:
         parser.error("--mails and --senders must be positive")
-    tmp = Path(tempfile.mkdtemp(prefix="mailrun-bench-"))
-    try:
+    with scratch_dir("mailrun-bench-", keep=args.keep) as tmp:
         figures = anyio.run(bench, args.mails, args.senders, args.synchronous, tmp)
-    finally:
-        if args.keep:
-            print(f"state and logs kept in {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps(figures, indent=2))
         return

@@ -26,10 +26,8 @@ import argparse
 import contextlib
 import json
 import resource
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -42,7 +40,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.bench_e2e import COUNTER, mailrun_argv, percentile, stop_up
+from bench.bench_e2e import COUNTER, mailrun_argv, percentile, scratch_dir, stop_up
 from tests.support import free_port, wait_for
 
 
@@ -196,14 +194,8 @@ def main() -> None:
     if soft != resource.RLIM_INFINITY and soft < wanted:
         limit = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
-    tmp = Path(tempfile.mkdtemp(prefix="mailrun-slow-"))
-    try:
+    with scratch_dir("mailrun-slow-", keep=args.keep) as tmp:
         figures = anyio.run(bench, args.slow, args.requests, args.drop_timeout, tmp)
-    finally:
-        if args.keep:
-            print(f"state and logs kept in {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps(figures, indent=2))
         return

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -27,6 +25,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
+from bench.bench_e2e import scratch_dir
 from tests.e2e.storage import Sizes, storage
 
 
@@ -55,15 +54,9 @@ def main() -> None:
     args = parser.parse_args()
     if min(args.rounds, args.mails, args.size) < 1:
         parser.error("--rounds, --mails and --size must be positive")
-    tmp = Path(tempfile.mkdtemp(prefix="mailrun-storage-"))
     figures: list[Sizes] = []
-    try:
+    with scratch_dir("mailrun-storage-", keep=args.keep) as tmp:
         anyio.run(bench, args.rounds, args.mails, args.size, tmp, figures)
-    finally:
-        if args.keep:
-            print(f"state and logs kept in {tmp}", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         print(json.dumps([asdict(f) for f in figures], indent=2))
         return
