@@ -657,14 +657,15 @@ async def nats_down_long(r: Round) -> None:
 
 async def hub_down_long(r: Round) -> None:
     """The hub down for 30 minutes while the sidecar has events to ship: its
-    shipper and its hellos retry all along, and it never exits."""
+    shipper retries them all along (a timeout is no reason for a hello: only
+    the hub's refusals and announcements are), and it never exits."""
     await r.until_accepted(r.rng.uniform(0.2, 0.4))
     # The hub stops hearing events first, so that the sidecar is left with
     # events to ship when the hub dies, and retries them through the outage.
     proxy = r.cluster.hub_proxy
     held = proxy.add_rule("drop", "mailrun.hub.events.*", direction="to_client")
     await r.waiting(lambda: held.hits > 0, what="an events request the hub never hears")
-    counting, hellos = _counter(r.sidecar.proxy, "mailrun.hub.hello.*")
+    counting, resent = _counter(r.sidecar.proxy, "mailrun.hub.events.*")
     await _long_outage(r, HUB_OUTAGE, lambda: r.cluster.hub.kill(signal.SIGKILL))
     proxy.remove_rule(held)
     r.sidecar.proxy.remove_rule(counting)
@@ -673,8 +674,8 @@ async def hub_down_long(r: Round) -> None:
     r.over()
     await r.start_hub()
     r.notes["pids"] = (r.cluster.hub.pid, r.notes["pids"][1])  # a new hub, the same sidecar
-    r.say(f"hello attempts in the outage: {hellos[0]}")
-    r.injected(hellos[0] > 1, "the sidecar kept saying hello to the missing hub")
+    r.say(f"events requests in the outage: {resent[0]}")
+    r.injected(resent[0] > 1, "the sidecar kept resending its events to the missing hub")
 
 
 LOG_LINES_PER_MINUTE = 240
