@@ -222,6 +222,10 @@ class NatsTransport:
         return not self._closed and self._nc.is_connected
 
     @property
+    def credentials_refused(self) -> bool:
+        return self._refused
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`aclose` was called."""
         return self._closed

@@ -159,6 +159,8 @@ class Delivery:
             notice.reason == Reason.DEPLOYMENT_NOT_LIVE or moved_on
         ):
             log.info("hub says %s (epoch %d): saying hello", notice.reason, notice.owner_epoch)
+            if notice.reason == Reason.DEPLOYMENT_NOT_LIVE:
+                self._link.told_gone = True
             self._link.rehello()
 
     def _fence(

@@ -116,6 +116,10 @@ class HubLink:
         self._request_timeout = request_timeout
         self._backoff = backoff
         self._wake = Wakeup()
+        self.told_gone = False
+        """A Fenced notice said the deployment is not live. Alone it only
+        makes a hello (anyone who can publish on the subject could send one);
+        with NATS refusing the identity as well, this process stops."""
         self._changed = Broadcast()  # self.session was replaced
         self._on_welcome = on_welcome
         self._in_flight: set[anyio.CancelScope] = set()
@@ -167,6 +171,14 @@ class HubLink:
             except FencedOut:
                 raise
             except (HubRefused, HubUnavailable) as exc:
+                if self.told_gone and self.transport.credentials_refused:
+                    # The hub said the deployment is gone and NATS no longer
+                    # admits its identity: two signals no third party can
+                    # give together. Its hello would never be answered.
+                    raise DeploymentGone(
+                        Reason.DEPLOYMENT_NOT_LIVE,
+                        "the hub said the deployment was deleted and NATS revoked its identity",
+                    ) from exc
                 if str(exc) != last_problem:
                     log.warning("hello failed, retrying: %s", exc)
                     last_problem = str(exc)
@@ -174,6 +186,7 @@ class HubLink:
                 await self._wake.wait(self._backoff.delay(attempt))
                 continue
             attempt, last_problem = 0, ""
+            self.told_gone = False  # welcome after all: the notice was not the hub's last word
             # Only the first claim may take ownership over; later hellos just
             # renew the session of the owner this instance now is.
             self._takeover = False

@@ -128,6 +128,7 @@ class MemoryTransport:
         self.name = name
         self.inbox_prefix = inbox_prefix
         self._connected = True
+        self._refused = False
         self._closed = False
         self._up = Flag(True)  # flush waits on it while disconnected
         self._outbox: deque[tuple[str, bytes, str | None]] = deque()
@@ -137,6 +138,10 @@ class MemoryTransport:
     @property
     def is_connected(self) -> bool:
         return self._connected and not self._closed
+
+    @property
+    def credentials_refused(self) -> bool:
+        return self._refused
 
     def _check_open(self) -> None:
         if self._closed:
@@ -241,11 +246,18 @@ class MemoryBus:
             transport._up.clear()
         await checkpoint()
 
+    async def revoke(self, transport: MemoryTransport) -> None:
+        """Simulate a server that no longer admits ``transport``'s identity:
+        disconnected, and refused at every attempt until :meth:`reconnect`."""
+        await self.disconnect(transport)
+        transport._refused = True
+
     async def reconnect(self, transport: MemoryTransport) -> None:
         """End a simulated outage: flush what it buffered, then run its callbacks."""
         if transport._connected or transport._closed:
             return
         transport._connected = True
+        transport._refused = False
         while transport._outbox:
             self._route(*transport._outbox.popleft())
         transport._outbox_bytes = 0

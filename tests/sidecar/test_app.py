@@ -15,11 +15,13 @@ import pytest
 
 from runtime import (
     DispatchProcessed,
+    Fenced,
     MailSent,
     RunCompleted,
     RunFailed,
     RunSnapshot,
     RunStarted,
+    encode,
     read_restore_record,
 )
 from runtime.testing import MemoryBus
@@ -436,6 +438,79 @@ async def test_a_transport_reconnect_makes_the_sidecar_say_hello_again(tmp_path:
         await bus.disconnect(transport)  # type: ignore[arg-type]
         await bus.reconnect(transport)  # type: ignore[arg-type]
         await wait_for(lambda: len(hub.welcomes) == 2)
+
+
+async def _deleted_notice_then(tmp_path: Path, *, revoke: bool) -> tuple[list[str], int]:
+    """A Fenced{deployment_not_live} notice; then NATS revokes the sidecar's
+    identity before (``revoke``) or after the hub welcomed the hello the
+    notice asked for. Why the sidecar stopped as deleted (empty: it did
+    not), and the hellos the hub saw."""
+    from sidecar import DeploymentGone, Sidecar, SidecarOptions
+
+    dep = make_deployment(tmp_path)
+    bus = MemoryBus()
+    notice = Fenced(deployment_id=dep.id, reason="deployment_not_live")
+    async with fake_hub(bus, dep) as hub:
+        car = Sidecar(
+            SidecarOptions(state_dir=tmp_path, deployment_id=dep.id, hello_timeout=0.2),
+            connect=bus_connect(bus),
+        )
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                try:
+                    await car.run()
+                except DeploymentGone as exc:
+                    why.append(str(exc))
+                gone.set()
+
+            gone, why = anyio.Event(), list[str]()
+            tg.start_soon(run)
+            await wait_for(lambda: len(hub.welcomes) == 1, what="a session")
+            assert car.link is not None
+            transport = car.link.transport
+            if revoke:
+                # The race an e2e run hit: the notice arrives, and NATS
+                # revokes the identity before the hub answers the hello.
+                hub.silent_hellos = True
+                asked = len(hub.hellos)
+                await hub.transport.publish(hub.subjects.inbound(dep.id), encode(notice))
+                await wait_for(
+                    lambda: len(hub.hellos) > asked, what="the hello the notice asks for"
+                )
+                await bus.revoke(transport)  # type: ignore[arg-type]
+                with anyio.fail_after(10):
+                    await gone.wait()
+                return why, len(hub.welcomes)
+            # A notice alone (anyone able to publish on the subject could send
+            # one) costs a hello; the hub welcomes it, and it carries on.
+            await hub.transport.publish(hub.subjects.inbound(dep.id), encode(notice))
+            await wait_for(lambda: len(hub.welcomes) == 2, what="the hello the notice asks for")
+            await wait_for(lambda: car.link is not None and not car.link.told_gone)
+            await bus.revoke(transport)  # type: ignore[arg-type]
+            await wait_for(lambda: transport.credentials_refused)
+            await bus.reconnect(transport)  # type: ignore[arg-type]
+            await wait_for(lambda: len(hub.welcomes) == 3, what="a hello after the outage")
+            car.stop()
+        return why, len(hub.welcomes)
+
+
+@pytest.mark.anyio
+async def test_a_deleted_notice_with_the_identity_revoked_stops_the_sidecar(
+    tmp_path: Path,
+) -> None:
+    why, welcomes = await _deleted_notice_then(tmp_path, revoke=True)
+    assert why == [
+        "hub refused: deployment_not_live (the hub said the deployment was deleted"
+        " and NATS revoked its identity)"
+    ]
+    assert welcomes == 1  # the hello the notice asked for was never answered
+
+
+@pytest.mark.anyio
+async def test_a_deleted_notice_the_hub_contradicts_is_forgotten(tmp_path: Path) -> None:
+    why, welcomes = await _deleted_notice_then(tmp_path, revoke=False)
+    assert why == [] and welcomes == 3
 
 
 @pytest.mark.anyio

@@ -239,6 +239,9 @@ class FakeHub:
     states: list[RunSnapshot] = field(default_factory=list)
     refuse_state: int = 0
     """How many ``hub.state`` requests (the next ones) are refused."""
+    silent_hellos: bool = False
+    """Hellos are recorded, never answered (a hub too busy, or an answer a
+    revocation cut off)."""
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         # The sidecar asks on its deployment's own request subjects.
@@ -265,6 +268,8 @@ class FakeHub:
     async def _hello(self, data: bytes) -> Any:
         hello = _HELLO.decode(data)
         self.hellos.append(hello)
+        if self.silent_hellos:
+            return None
         if hello.nonce is None:
             return Challenge(nonce=new_id("ses"))
         verify(

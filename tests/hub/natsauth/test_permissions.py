@@ -15,7 +15,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from hub.natsauth import new_user_key
-from runtime import Subjects
+from runtime import Subjects, open_nats
 from tests.support import wait_for
 from tests.support.identities import authorized_server, collector, peer, refusal
 
@@ -156,3 +156,16 @@ async def test_a_removed_identity_is_disconnected_at_the_reload_and_refused_afte
             assert not victim.client.is_connected
             await other.client.flush()  # B's stays
         assert "Authorization Violation" in await refusal(auth.server.url, seed_a)
+
+
+async def test_a_transport_says_when_the_server_refuses_its_identity(tmp_path: Path) -> None:
+    async with authorized_server(tmp_path, "a") as auth:
+        [a] = auth.deployments
+        async with open_nats(
+            auth.server.url, name="a", seed=auth.deployments[a].seed, backoff_max=0.05
+        ) as transport:
+            assert transport.is_connected and not transport.credentials_refused
+            auth.revoke(a)
+            # It keeps trying (a reload may admit it again) and says why it fails.
+            await wait_for(lambda: transport.credentials_refused, what="the refusal noticed")
+            assert not transport.is_connected
