@@ -255,20 +255,17 @@ class _Ingest:
             new_status, error = DispatchStatus.CANCELLED, Reason.WORKFLOW_RUN_TERMINAL
         else:
             new_status, error = DispatchStatus.PROCESSED, None
+        # Applied, never sent again: an inline body goes, its digest and size
+        # stay for a retry's same-content check (hub.md, "Retention").
+        inline = dispatch["body_digest"] is None
+        digest = body_digest(bytes(dispatch["body"] or b"")) if inline else None
         cur = await self.db.execute(
             "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
-            " last_error = COALESCE(?, last_error) WHERE id = ? AND status IN (?, ?)",
-            (new_status, self.now, error, event.dispatch_id, *_OPEN_DISPATCH),
+            " last_error = COALESCE(?, last_error), body = NULL,"
+            " body_digest = COALESCE(body_digest, ?) WHERE id = ? AND status IN (?, ?)",
+            (new_status, self.now, error, digest, event.dispatch_id, *_OPEN_DISPATCH),
         )
-        if cur.rowcount == 1 and dispatch["body_digest"] is None:
-            # Applied, never sent again: the inline body goes, its digest and
-            # size stay for a retry's same-content check (hub.md, "Retention").
-            await self.db.execute(
-                "UPDATE workflow_run_dispatch SET body = NULL, body_digest = ? WHERE id = ?",
-                (body_digest(bytes(dispatch["body"] or b"")), event.dispatch_id),
-            )
-            return False
-        return cur.rowcount == 1 and dispatch["body_digest"] is not None
+        return cur.rowcount == 1 and not inline  # a claim-checked body: its blob may go
 
     async def _start(self, run_id: str) -> None:
         """pending -> running; any later status stays as it is."""
