@@ -32,6 +32,12 @@ class AuthorizedServer:
         assert self.server.config_file is not None
         self.server.config_file.write_text(text)
 
+    def log_tail(self, lines: int = 40) -> str:
+        log = self.server.log_file
+        if log is None or not log.exists():
+            return "(no server log)"
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
     def revoke(self, deployment_id: str) -> None:
         """Remove a deployment's user and reload, as ``up`` does on delete."""
         del self.deployments[deployment_id]
@@ -61,6 +67,23 @@ class Peer:
 
     async def close(self) -> None:
         await self.client.close()
+
+    def describe(self) -> str:
+        c = self.client
+        return (
+            f"connected={c.is_connected} closed={c.is_closed} last_error={c.last_error!r} "
+            f"stats={c.stats} errors={self.errors}"
+        )
+
+
+def explain(auth: AuthorizedServer, **peers: Peer) -> Callable[[], str]:
+    """What a failed wait reports: each client's state and the server's log."""
+
+    def text() -> str:
+        states = [f"{name}: {p.describe()}" for name, p in peers.items()]
+        return "\n".join([*states, "nats-server log:", auth.log_tail()])
+
+    return text
 
 
 @asynccontextmanager

@@ -17,13 +17,16 @@ async def wait_for(
     timeout: float = 20.0,
     interval: float = 0.02,
     what: str = "the condition",
+    explain: Callable[[], str] | None = None,
 ) -> T:
     """Call ``condition`` (plain or async) every ``interval`` seconds until it
     returns something true, and return that.
 
     Past ``timeout`` it fails the test with an AssertionError naming ``what``.
-    The default deadline suits real processes on a loaded machine; in-memory
-    conditions are met in milliseconds, so it only bounds a failing test.
+    ``explain`` adds what the test can tell about the failure (client states,
+    a server's log) to that message. The default deadline suits real processes
+    on a loaded machine; in-memory conditions are met in milliseconds, so it
+    only bounds a failing test.
     """
     try:
         with anyio.fail_after(timeout):
@@ -35,4 +38,5 @@ async def wait_for(
                     return value
                 await anyio.sleep(interval)
     except TimeoutError:
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}") from None
+        detail = f"\n{explain()}" if explain is not None else ""
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}{detail}") from None

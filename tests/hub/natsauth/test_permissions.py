@@ -17,7 +17,7 @@ from nats.aio.msg import Msg
 from hub.natsauth import new_user_key
 from runtime import Subjects, open_nats
 from tests.support import wait_for
-from tests.support.identities import authorized_server, collector, peer, refusal
+from tests.support.identities import authorized_server, collector, explain, peer, refusal
 
 pytestmark = pytest.mark.anyio
 
@@ -57,9 +57,12 @@ async def test_a_deployment_publishes_only_its_own_request_subjects(tmp_path: Pa
             own = Subjects(s.prefix, deployment_id=a).requests()
             for subject in own:
                 await attacker.client.publish(subject, b"own")
-            await wait_for(lambda: len(seen) >= len(own), what="A's own requests")
+            why = explain(auth, hub=hub, attacker=attacker)
+            await wait_for(lambda: len(seen) >= len(own), what="A's own requests", explain=why)
             assert [m.subject for m in seen] == own
-            await wait_for(lambda: len(attacker.errors) >= len(forbidden), what="violations")
+            await wait_for(
+                lambda: len(attacker.errors) >= len(forbidden), what="violations", explain=why
+            )
             assert all("permissions violation" in e.lower() for e in attacker.errors)
 
 
