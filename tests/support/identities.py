@@ -68,6 +68,17 @@ class Peer:
     async def close(self) -> None:
         await self.client.close()
 
+    async def flush(self) -> None:
+        """Return once the server has processed everything sent before.
+
+        nats-py writes a flush's PING straight to the socket, ahead of the
+        commands its flusher task has not written yet (a SUB, say), so one
+        PONG does not prove the server has them; the flusher runs during the
+        first round trip, so the second PING is behind them (as in
+        ``runtime``'s NATS transport)."""
+        await self.client.flush()
+        await self.client.flush()
+
     def describe(self) -> str:
         c = self.client
         return (

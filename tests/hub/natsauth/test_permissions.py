@@ -29,7 +29,7 @@ async def test_a_client_without_credentials_or_with_unknown_ones_is_refused(
         for seed in (None, new_user_key().seed):
             assert "Authorization Violation" in await refusal(auth.server.url, seed)
         async with peer(auth.server.url, auth.hub.seed) as hub:
-            await hub.client.flush()  # the hub's identity is admitted
+            await hub.flush()  # the hub's identity is admitted
 
 
 async def test_a_deployment_publishes_only_its_own_request_subjects(tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ async def test_a_deployment_publishes_only_its_own_request_subjects(tmp_path: Pa
             peer(auth.server.url, auth.deployments[a].seed) as attacker,
         ):
             await hub.client.subscribe(">", cb=collector(seen))
-            await hub.client.flush()
+            await hub.flush()
             forbidden = [
                 *Subjects(s.prefix, deployment_id=b).requests(),  # speaking as B
                 *s.requests(),  # the shared subjects of earlier releases
@@ -90,7 +90,7 @@ async def test_a_deployment_subscribes_only_to_its_own_subjects(tmp_path: Path) 
             for subject in [s.inbound(a), s.announce, f"{inbox}.>"]:
                 await attacker.client.subscribe(subject, cb=collector(got))
             allowed = [s.inbound(a), s.announce, f"{inbox}.x"]
-            await attacker.client.flush()
+            await attacker.flush()
             await wait_for(lambda: len(attacker.errors) >= len(forbidden), what="violations")
             assert all("permissions violation" in e.lower() for e in attacker.errors)
             for subject in [s.inbound(b), Subjects(s.prefix, deployment_id=b).events]:
@@ -122,14 +122,14 @@ async def test_a_deployment_answers_only_the_requests_it_received(tmp_path: Path
 
             await owner.client.subscribe(s.inbound(b), cb=answer)
             await attacker.client.subscribe(s.inbound(a), cb=answer_own)
-            await owner.client.flush()
-            await attacker.client.flush()
+            await owner.flush()
+            await attacker.flush()
             reply = "_INBOX.hub-request-to-b"
             await hub.client.subscribe(reply, cb=collector(answers))
-            await hub.client.flush()
+            await hub.flush()
             # The attacker knows where the hub waits and answers first.
             await attacker.client.publish(reply, b"forged Ack")
-            await attacker.client.flush()
+            await attacker.flush()
             await hub.client.publish(s.inbound(b), b"MailInbound", reply=reply)
             await wait_for(lambda: answers, what="B's answer")
             own = await hub.client.request(s.inbound(a), b"MailInbound", timeout=5)
@@ -157,7 +157,7 @@ async def test_a_removed_identity_is_disconnected_at_the_reload_and_refused_afte
             auth.revoke(a)
             await wait_for(lambda: closed, what="A's connection to be closed by the server")
             assert not victim.client.is_connected
-            await other.client.flush()  # B's stays
+            await other.flush()  # B's stays
         assert "Authorization Violation" in await refusal(auth.server.url, seed_a)
 
 
