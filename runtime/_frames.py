@@ -207,12 +207,20 @@ class RunSnapshot(msgspec.Struct, kw_only=True):
     last_seq: int = 0
     result: Any = None
     error: str | None = None
+    last_step: int = 0
+    """The run's count of processed items as of ``state`` (DispatchProcessed.step)."""
+    approvals: list[str] = msgspec.field(default_factory=list)
+    """The approvals the run waits for (status ``waiting``): their decisions
+    are processed at once, anything else is held until none is left."""
 
 
 class RunStates(_Frame, tag=True, kw_only=True):
     runs: list[RunSnapshot]
     floor_seq: int = 0
     more: bool = False
+    settled: list[int] = msgspec.field(default_factory=list)
+    """Seqs above ``floor_seq`` that are settled all the same (a waiting run
+    held the dispatches before them): the new owner never waits for them."""
 
 
 # --- run events -------------------------------------------------------------
@@ -239,6 +247,11 @@ class DispatchProcessed(_Event, tag=True, kw_only=True):
     seq: int | None = None
     state: dict[str, Any] = msgspec.field(default_factory=dict)
     outcome: str = DispatchOutcome.PROCESSED
+    step: int = 0
+    """The run's count of processed items, this one included: the order the
+    run processed them in, which is seq order except where an approval
+    decision overtook the items its gate held. 0 from an older sidecar (the
+    hub then orders by seq)."""
 
 
 class RunCompleted(_Event, tag=True, kw_only=True):

@@ -219,8 +219,8 @@ class Sidecar:
         if await self.inbox.get_meta(ADOPT_MARK):
             # Raises on any trouble: the welcome is then not taken, the link
             # says hello again, and the mark makes the next welcome adopt.
-            runs, floor = await self.link.fetch_state(welcome)
-            await self.runs.adopt(runs, floor)
+            runs, floor, settled = await self.link.fetch_state(welcome)
+            await self.runs.adopt(runs, floor, settled)
         if self._previous_instance:
             # The hub now knows this home: the id an earlier release kept
             # has served its one purpose.

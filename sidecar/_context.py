@@ -5,10 +5,11 @@ are committed with the state change and the envelope's consumption in one
 inbox transaction, then shipped. A handler that raises therefore leaves no
 effect behind, and its retry starts from the last committed state. Only
 ``spawn`` talks to the hub during the call (the hub mints child runs). Its
-request id, and the message id of every mail ``send`` writes, are derived
-from the dispatch and the call's index, so the same item processed again (a
-retry, or a new owner after a takeover) gets the same child back and sends
-mail the hub accepts once.
+request id, the message id of every mail ``send`` writes and the id of every
+approval ``request_approval`` asks for are derived from the dispatch and the
+call's index, so the same item processed again (a retry, or a new owner
+after a takeover) gets the same child back, sends mail the hub accepts once
+and waits for the same approval.
 
 Each value a handler hands over is checked against its size limit
 (runtime._limits) when it is handed over, the state when the handler
@@ -18,6 +19,7 @@ instead of reaching the outbox.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import MutableMapping
@@ -68,6 +70,11 @@ def check_size(value: Any, limit: SizeLimit, what: str) -> None:
         raise LimitExceeded(what, size, limit)
 
 
+def derived_id(prefix: str, key: str) -> str:
+    """An id of the usual shape (prefix and 26 hex) that ``key`` always yields."""
+    return f"{prefix}_{hashlib.sha256(key.encode()).hexdigest()[:26]}"
+
+
 def check_events(events: list[Event]) -> None:
     """Every event fits one frame: the limits on each value make this hold, so
     a failure here is a value no other limit covers (a huge address, say)."""
@@ -107,6 +114,8 @@ class Context:
         self._minter = minter
         self._spawned = 0
         self._sent = 0
+        self.approvals: list[str] = []
+        """The approvals this call asked for: the run waits for their decisions."""
 
     @property
     def ended(self) -> bool:
@@ -170,9 +179,14 @@ class Context:
         return child
 
     def request_approval(self, prompt: str) -> str:
-        """Ask a human; the decision arrives later as an ApprovalDecision item."""
+        """Ask a human; returns the approval's id.
+
+        Once this item is committed the run is ``waiting``: the decision
+        arrives as the next ``approval`` item, ahead of anything that arrived
+        meanwhile (held until then)."""
         check_size(str(prompt), MAX_PROMPT, "the approval prompt")
-        approval_id = new_id("apr")
+        approval_id = derived_id("apr", f"{self._dispatch_id}:approval:{len(self.approvals) + 1}")
+        self.approvals.append(approval_id)
         self.events.append(
             ApprovalRequested(
                 event_id=new_id("evt"),

@@ -73,7 +73,10 @@ disk standing in for the owner's after a restart in the same home."""
 
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """One pending inbox row; ``envelope`` is None when it cannot be read."""
+    """One pending inbox row; ``envelope`` is None when it cannot be read.
+
+    ``held``: a row its run held while it waited for an approval (behind the
+    processing position, so consuming it does not move the position)."""
 
     dispatch_id: str
     run_id: str
@@ -81,6 +84,7 @@ class Pending:
     envelope: Envelope | None
     raw: bytes
     error: str = ""
+    held: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,8 @@ class RunRecord:
     state: dict[str, Any]
     last_seq: int | None
     state_error: str | None = None  # the stored state is unreadable ({} stands in)
+    steps: int = 0  # items processed so far
+    approvals: list[str] = field(default_factory=list)  # waited for (status waiting)
 
 
 @dataclass(slots=True)
@@ -99,6 +105,12 @@ class Commit:
     run_id: str
     status: str
     consumed: list[tuple[str, int | None, str]]  # (dispatch_id, seq, outcome)
+    """A held row is consumed with seq None: it is behind the position."""
+    held: list[tuple[str, int | None]] = field(default_factory=list)  # (dispatch_id, seq)
+    """Pending rows the run holds now (it waits for an approval): the
+    position moves over them, and they stay for after the decision."""
+    steps: int | None = None  # None: unchanged
+    approvals: list[str] | None = None  # None: unchanged
     state: dict[str, Any] | None = None  # None: unchanged
     result: bytes | None = None  # JSON
     error: str | None = None
@@ -267,7 +279,9 @@ class Inbox:
             self._last_seq = last
             return int(cur.rowcount)
 
-    async def adopt(self, runs: Sequence[RunSnapshot], floor: int) -> None:
+    async def adopt(
+        self, runs: Sequence[RunSnapshot], floor: int, settled: Sequence[int] = ()
+    ) -> None:
         """Become the owner from the hub's state, in one transaction.
 
         Ownership came from another home: what this disk holds of the runs is
@@ -277,7 +291,10 @@ class Inbox:
         envelopes up to ``floor`` are done (and drop their bodies), and those
         above it are pending again, since the hub delivers them again and
         they are processed anew from the hub's state; except a compacted one:
-        the hub applied it. Clears the ``adopt`` mark set when it began.
+        the hub applied it. Rows a run held are pending again too. ``settled``
+        seqs above the floor (processed while a waiting run held earlier ones)
+        are done: a row stands in for each one this disk lacks. Clears the
+        ``adopt`` mark set when it began.
         """
         now = time.time()
         started = [r for r in runs if r.status != RunStatus.PENDING]
@@ -286,7 +303,7 @@ class Inbox:
             await db.execute("DELETE FROM run_state")
             await db.executemany(
                 "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                " updated_at, steps, approvals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         r.run_id,
@@ -296,6 +313,8 @@ class Inbox:
                         r.last_seq,
                         now,
                         now,
+                        r.last_step,
+                        _encode_json(r.approvals),
                     )
                     for r in started
                 ],
@@ -305,6 +324,7 @@ class Inbox:
                 [(r.run_id, encode_run_state(r.state)) for r in started],
             )
             await db.execute("DELETE FROM outbox WHERE acked = 0")
+            await db.execute("UPDATE inbox SET state = 'pending' WHERE state = 'held'")
             await db.execute(
                 "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?"
                 " WHERE state = 'pending' AND seq <= ?",
@@ -322,6 +342,7 @@ class Inbox:
                 " WHERE state = 'done' AND seq > ? AND envelope != ?",
                 (floor, COMPACTED),
             )
+            await _mark_settled(db, [seq for seq in settled if seq > floor], now)
             last = await _advance_over_done(db, floor)
             await db.execute("DELETE FROM meta WHERE key = ?", (ADOPT_MARK,))
             self._last_seq = last
@@ -331,11 +352,29 @@ class Inbox:
     async def next_batch(self, limit: int) -> list[Pending]:
         """The next envelopes in processing order, all of one run.
 
-        Release 1 envelopes (no seq) come first, in arrival order. Then the
-        one whose seq is ``last_seq + 1`` and its consecutive successors: a
-        gap (a frame not delivered yet) stops the batch, it never reorders.
+        First the rows a run held while it waited for an approval, once it
+        no longer waits: they come before anything later of that run. Then
+        release 1 envelopes (no seq), in arrival order. Then the one whose
+        seq is ``last_seq + 1`` and its consecutive successors: a gap (a
+        frame not delivered yet) stops the batch, it never reorders.
         """
         async with self._lock:
+            held = list(
+                await self.db.execute_fetchall(
+                    "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope FROM inbox AS i"
+                    " JOIN run AS r ON r.run_id = i.run_id"
+                    " WHERE i.state = 'held' AND r.status != ?"
+                    " ORDER BY i.seq IS NOT NULL, i.seq, i.rowid LIMIT ?",
+                    (RunStatus.WAITING, limit),
+                )
+            )
+            if held:
+                run_id = held[0][1]
+                return [
+                    _pending(d, r, seq, bytes(data), held=True)
+                    for d, r, seq, data in held
+                    if r == run_id
+                ]
             rows = await self.db.execute_fetchall(
                 "SELECT dispatch_id, run_id, seq, envelope FROM inbox"
                 " WHERE state = 'pending' AND (seq IS NULL OR seq > ?)"
@@ -356,8 +395,9 @@ class Inbox:
 
     async def load_run(self, run_id: str) -> RunRecord:
         async with self._lock:
-            ((status, last_seq, data),) = await self.db.execute_fetchall(
-                "SELECT r.status, r.last_seq, s.state FROM (SELECT ? AS id) AS q"
+            ((status, last_seq, data, steps, approvals),) = await self.db.execute_fetchall(
+                "SELECT r.status, r.last_seq, s.state, r.steps, r.approvals"
+                " FROM (SELECT ? AS id) AS q"
                 " LEFT JOIN run AS r ON r.run_id = q.id"
                 " LEFT JOIN run_state AS s ON s.run_id = q.id",
                 (run_id,),
@@ -369,13 +409,22 @@ class Inbox:
                 state = decode_run_state(bytes(data))
             except RecordDecodeError as exc:
                 error = str(exc)  # reported by the caller; the bytes stay as they are
-        return RunRecord(run_id, status, state, last_seq, state_error=error)
+        return RunRecord(
+            run_id,
+            status,
+            state,
+            last_seq,
+            state_error=error,
+            steps=int(steps or 0),
+            approvals=_approvals.decode(approvals) if approvals else [],
+        )
 
     async def commit(self, c: Commit) -> None:
         """Persist one processing step atomically: state, consumption, run
         status, events (outbox) and dead letters. Raises :class:`InboxConflict`
         (and writes nothing) when the envelopes are no longer the next ones."""
         seqs = [seq for _, seq, _ in c.consumed if seq is not None]
+        seqs += [seq for _, seq in c.held if seq is not None]
         now = time.time()
         async with self._lock:
             new_last = max(seqs) if seqs else self._last_seq
@@ -389,11 +438,19 @@ class Inbox:
                         raise InboxConflict("the processing position moved meanwhile")
                 cur = await db.executemany(
                     "UPDATE inbox SET state = 'done', outcome = ?, processed_at = ?"
-                    " WHERE dispatch_id = ? AND state = 'pending'",
+                    " WHERE dispatch_id = ? AND state IN ('pending', 'held')",
                     [(outcome, now, dispatch_id) for dispatch_id, _, outcome in c.consumed],
                 )
                 if cur.rowcount != len(c.consumed):
                     raise InboxConflict("an envelope was consumed meanwhile")
+                if c.held:
+                    cur = await db.executemany(
+                        "UPDATE inbox SET state = 'held'"
+                        " WHERE dispatch_id = ? AND state = 'pending'",
+                        [(dispatch_id,) for dispatch_id, _ in c.held],
+                    )
+                    if cur.rowcount != len(c.held):
+                        raise InboxConflict("an envelope was consumed meanwhile")
                 # Rows done above the position (set aside, skipped, or release 1
                 # rows that learned their seq while being processed, these ones
                 # included) must not hold the next seq back.
@@ -403,14 +460,29 @@ class Inbox:
                         "INSERT OR REPLACE INTO run_state (run_id, state) VALUES (?, ?)",
                         (c.run_id, encode_run_state(c.state)),
                     )
+                approvals = None if c.approvals is None else _encode_json(c.approvals)
                 await db.execute(
                     "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
-                    " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(run_id) DO UPDATE"
+                    " updated_at, steps, approvals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT(run_id) DO UPDATE"
                     " SET status = excluded.status, result = COALESCE(excluded.result, result),"
                     " error = COALESCE(excluded.error, error),"
                     " last_seq = COALESCE(excluded.last_seq, last_seq),"
-                    " updated_at = excluded.updated_at",
-                    (c.run_id, c.status, c.result, c.error, max(seqs) if seqs else None, now, now),
+                    " updated_at = excluded.updated_at,"
+                    " steps = COALESCE(?, steps),"
+                    " approvals = COALESCE(excluded.approvals, approvals)",
+                    (
+                        c.run_id,
+                        c.status,
+                        c.result,
+                        c.error,
+                        max(seqs) if seqs else None,
+                        now,
+                        now,
+                        c.steps or 0,
+                        approvals,
+                        c.steps,
+                    ),
                 )
                 if c.events:
                     await db.executemany(
@@ -486,6 +558,25 @@ class _Settles(msgspec.Struct):
 
 
 _settles = msgspec.msgpack.Decoder(_Settles)
+_approvals = msgspec.json.Decoder(list[str])
+_encode_json = msgspec.json.encode
+
+
+async def _mark_settled(db: aiosqlite.Connection, seqs: list[int], now: float) -> None:
+    if not seqs:
+        return
+    await db.executemany(
+        "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?, envelope = ?"
+        " WHERE seq = ?",
+        [(now, COMPACTED, seq) for seq in seqs],
+    )
+    # The dispatch id is not known here, and never delivered again: a stand-in.
+    await db.executemany(
+        "INSERT INTO inbox (dispatch_id, envelope, state, run_id, seq, outcome, received_at,"
+        " processed_at) SELECT ?, ?, 'done', '', ?, 'skipped', ?, ? WHERE NOT EXISTS"
+        " (SELECT 1 FROM inbox WHERE seq = ?)",
+        [(f"settled:{seq}", COMPACTED, seq, now, now, seq) for seq in seqs],
+    )
 
 
 async def _advance_over_done(db: aiosqlite.Connection, last: int) -> int:
@@ -501,9 +592,11 @@ async def _advance_over_done(db: aiosqlite.Connection, last: int) -> int:
     return last
 
 
-def _pending(dispatch_id: str, run_id: str, seq: int | None, data: bytes) -> Pending:
+def _pending(
+    dispatch_id: str, run_id: str, seq: int | None, data: bytes, *, held: bool = False
+) -> Pending:
     try:
         envelope = decode_envelope(data)
     except RecordDecodeError as exc:
-        return Pending(dispatch_id, run_id, seq, None, data, str(exc))
-    return Pending(dispatch_id, run_id, seq, envelope, data)
+        return Pending(dispatch_id, run_id, seq, None, data, str(exc), held=held)
+    return Pending(dispatch_id, run_id, seq, envelope, data, held=held)

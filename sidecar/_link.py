@@ -341,10 +341,11 @@ class HubLink:
         run_id: str = reply.run_id
         return run_id
 
-    async def fetch_state(self, welcome: Welcome) -> tuple[list[RunSnapshot], int]:
-        """Every run's state as the hub applied it, and the hub's floor seq,
-        asked under ``welcome``'s session (not the session yet: the sidecar
-        adopts this state before it acts as the owner)."""
+    async def fetch_state(self, welcome: Welcome) -> tuple[list[RunSnapshot], int, list[int]]:
+        """Every run's state as the hub applied it, the hub's floor seq and the
+        seqs above it that are settled (RunStates), asked under ``welcome``'s
+        session (not the session yet: the sidecar adopts this state before it
+        acts as the owner)."""
         decoder: FrameDecoder[RunStates | Refused] = FrameDecoder(RunStates | Refused)
         runs: list[RunSnapshot] = []
         after, floor = "", welcome.floor_seq
@@ -361,5 +362,5 @@ class HubLink:
             runs.extend(reply.runs)
             floor = reply.floor_seq
             if not reply.more or not reply.runs:
-                return runs, floor
+                return runs, floor, reply.settled
             after = reply.runs[-1].run_id

@@ -1,5 +1,13 @@
 """The run actor: calls the handler for a batch of one run's envelopes and
-commits the outcome in one inbox transaction (transactional outbox)."""
+commits the outcome in one inbox transaction (transactional outbox).
+
+An approval gate: once a handler call asked for approvals (and did not end
+the run), the run is ``waiting``. The decision of one of them is processed
+when it comes; anything else is held (an inbox row in state ``held``; the
+processing position moves on, so other runs do not wait). The decision of
+the last one makes the run ``running`` again and ends the batch, so that the
+held rows come next, in their order, before anything later
+(:meth:`Inbox.next_batch`)."""
 
 from __future__ import annotations
 
@@ -60,6 +68,8 @@ class RunActor(Actor[list[Pending]]):
         self._run_id = run_id
         self._status: str | None = None
         self._snapshot = b"{}"
+        self._steps = 0
+        self._approvals: list[str] = []
 
     async def started(self) -> None:
         record = await self._runs.inbox.load_run(self._run_id)
@@ -70,20 +80,24 @@ class RunActor(Actor[list[Pending]]):
             raise RunStateUnreadable(f"run {self._run_id}: {record.state_error}")
         self._status = record.status
         self._snapshot = to_json(record.state, f"stored state of {self._run_id}")
+        self._steps, self._approvals = record.steps, record.approvals
 
     async def receive(self, message: list[Pending]) -> None:
         run_id = self._run_id
         status, snapshot = self._status, self._snapshot
         commit = Commit(run_id=run_id, status=status or RunStatus.RUNNING, consumed=[])
+        commit.steps, commit.approvals = self._steps, list(self._approvals)
         try:
             for p in message:
                 now = time.time()
+                # A held row is behind the processing position: no seq for it.
+                seq = None if p.held else p.seq
                 if p.envelope is None:
                     # Unreadable: set it aside visibly (here, and at the hub,
                     # which cancels the dispatch), consumed with its seq so
                     # that later seqs move on.
                     commit.dead.append((p.error, p.raw))
-                    commit.consumed.append((p.dispatch_id, p.seq, "dead_letter"))
+                    commit.consumed.append((p.dispatch_id, seq, "dead_letter"))
                     commit.events.append(
                         EnvelopeQuarantined(
                             event_id=new_id("evt"),
@@ -98,25 +112,41 @@ class RunActor(Actor[list[Pending]]):
                     # The run has ended: consume it visibly so the hub settles
                     # the dispatch and later seqs move on.
                     outcome = DispatchOutcome.REFUSED_TERMINAL
-                    commit.consumed.append((p.dispatch_id, p.seq, outcome))
-                    commit.events.append(self._processed(p, now, snapshot, outcome))
+                    commit.steps += 1
+                    commit.consumed.append((p.dispatch_id, seq, outcome))
+                    commit.events.append(self._processed(p, now, snapshot, outcome, commit.steps))
+                    continue
+                decision = approval_of(p)
+                if status == RunStatus.WAITING and decision not in commit.approvals:
+                    if not p.held:
+                        commit.held.append((p.dispatch_id, p.seq))
                     continue
                 ctx = await self._call(p, snapshot)
                 after = _snapshot_of(ctx.state)
-                made = self._made(p, now, ctx, after, started=status is None)
+                step = commit.steps + 1
+                made = self._made(p, now, ctx, after, started=status is None, step=step)
                 # Checked before anything joins the commit: a too-large event
                 # fails this item alone, the batch's earlier items commit.
                 check_events(made)
-                snapshot = after
+                snapshot, commit.steps = after, step
                 commit.events.extend(made)
-                commit.consumed.append((p.dispatch_id, p.seq, DispatchOutcome.PROCESSED))
+                commit.consumed.append((p.dispatch_id, seq, DispatchOutcome.PROCESSED))
                 commit.state = msgspec.json.decode(snapshot)
+                waited = status == RunStatus.WAITING
                 status = status or RunStatus.RUNNING
+                approvals = [a for a in commit.approvals if a != decision] + ctx.approvals
                 if ctx.completed:
-                    status = RunStatus.COMPLETED
+                    status, approvals = RunStatus.COMPLETED, []
                     commit.result = to_json(ctx.result, "the run result")
                 elif ctx.failed:
-                    status, commit.error = RunStatus.FAILED, ctx.error
+                    status, approvals, commit.error = RunStatus.FAILED, [], ctx.error
+                elif approvals:
+                    status = RunStatus.WAITING
+                elif waited:
+                    status = RunStatus.RUNNING
+                commit.approvals = approvals
+                if waited and status != RunStatus.WAITING:
+                    break  # the rows the gate held come next, before the rest of this batch
         except Exception:
             # Keep what the batch achieved before the failing envelope; the
             # exception then crashes this actor and the retry starts there.
@@ -153,7 +183,7 @@ class RunActor(Actor[list[Pending]]):
         return ctx
 
     def _made(
-        self, p: Pending, now: float, ctx: Context, snapshot: bytes, *, started: bool
+        self, p: Pending, now: float, ctx: Context, snapshot: bytes, *, started: bool, step: int
     ) -> list[Event]:
         """The events one handler call commits, in order."""
         run_id = self._run_id
@@ -161,7 +191,7 @@ class RunActor(Actor[list[Pending]]):
         if started:
             made.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=now))
         made.extend(ctx.events)
-        made.append(self._processed(p, now, snapshot, DispatchOutcome.PROCESSED))
+        made.append(self._processed(p, now, snapshot, DispatchOutcome.PROCESSED, step))
         if ctx.completed:
             made.append(
                 RunCompleted(event_id=new_id("evt"), run_id=run_id, at=now, result=ctx.result)
@@ -171,7 +201,7 @@ class RunActor(Actor[list[Pending]]):
         return made
 
     def _processed(
-        self, p: Pending, now: float, snapshot: bytes, outcome: DispatchOutcome
+        self, p: Pending, now: float, snapshot: bytes, outcome: DispatchOutcome, step: int
     ) -> DispatchProcessed:
         state: dict[str, Any] = msgspec.json.decode(snapshot)
         return DispatchProcessed(
@@ -182,10 +212,11 @@ class RunActor(Actor[list[Pending]]):
             seq=p.seq,
             state=state,
             outcome=outcome,
+            step=step,
         )
 
     async def _commit(self, commit: Commit, status: str | None, snapshot: bytes) -> None:
-        if not commit.consumed:
+        if not commit.consumed and not commit.held:
             return
         commit.status = status or RunStatus.RUNNING
         await afailpoint("sidecar.run.before_commit")
@@ -193,6 +224,22 @@ class RunActor(Actor[list[Pending]]):
         # Committed to the outbox; the shipper has not been woken yet.
         await afailpoint("sidecar.run.after_commit")
         self._status, self._snapshot = commit.status, snapshot
+        self._steps, self._approvals = commit.steps or 0, list(commit.approvals or [])
+
+
+_Decision = msgspec.json.Decoder(dict[str, object])
+
+
+def approval_of(p: Pending) -> str | None:
+    """The approval an ``approval`` item decides (None for any other item)."""
+    envelope = p.envelope
+    if envelope is None or envelope.kind != "approval" or not envelope.body:
+        return None
+    try:
+        approval_id = _Decision.decode(envelope.body).get("approval_id")
+    except msgspec.DecodeError:
+        return None
+    return approval_id if isinstance(approval_id, str) else None
 
 
 def _snapshot_of(state: object) -> bytes:

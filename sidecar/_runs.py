@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -119,11 +119,11 @@ class Runs:
         """Something may be ready to process (new envelopes, a raised floor)."""
         self._wake.set()
 
-    async def adopt(self, runs: list[RunSnapshot], floor: int) -> None:
+    async def adopt(self, runs: list[RunSnapshot], floor: int, settled: Sequence[int] = ()) -> None:
         """Take the hub's state of every run (see :meth:`Inbox.adopt`) between
         two steps, and restart the run actors, which hold their run's state."""
         async with self._stepping:
-            await self.inbox.adopt(runs, floor)
+            await self.inbox.adopt(runs, floor, settled)
             self._gave_up.clear()
             await self._supervisor.stop_all()
         log.info("adopted the hub's state of %d run(s), up to seq %d", len(runs), floor)
@@ -207,6 +207,7 @@ class Runs:
                 seq=p.seq,
                 state=record.state,
                 outcome=DispatchOutcome.FAILED,
+                step=record.steps + 1,
             )
         )
         ended = record.status is not None and is_terminal(record.status)
@@ -216,9 +217,12 @@ class Runs:
             Commit(
                 run_id=run_id,
                 status=record.status if ended and record.status else RunStatus.FAILED,
-                consumed=[(p.dispatch_id, p.seq, DispatchOutcome.FAILED)],
+                # A held row is behind the processing position: no seq for it.
+                consumed=[(p.dispatch_id, None if p.held else p.seq, DispatchOutcome.FAILED)],
                 error=None if ended else text,
                 events=events,
+                steps=record.steps + 1,
+                approvals=[],
             )
         )
         log.error("run %s failed: %s", run_id, text)

@@ -4,7 +4,8 @@
 migration runs in one transaction together with its version bump, so a crash
 leaves the database either before or after it. Migration 1 creates release
 1's tables verbatim (LEGACY-V1.md) when they are absent, so a fresh inbox
-walks the same path as one release 1 left behind; migration 2 extends them.
+walks the same path as one release 1 left behind; migrations 2 and 3 extend
+them.
 """
 
 from __future__ import annotations
@@ -79,6 +80,15 @@ async def _script(db: aiosqlite.Connection, script: str) -> None:
         await db.execute(statement)
 
 
+# An approval gate: a run counts the items it processed (the order the hub
+# applies its states in) and names the approvals it waits for; the items it
+# holds meanwhile are inbox rows in state 'held'.
+_V3 = """
+ALTER TABLE run ADD COLUMN steps INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE run ADD COLUMN approvals TEXT;
+"""
+
+
 async def _v1(db: aiosqlite.Connection) -> None:
     await _script(db, _V1)
 
@@ -129,6 +139,10 @@ async def _v2(db: aiosqlite.Connection) -> None:
     )
 
 
+async def _v3(db: aiosqlite.Connection) -> None:
+    await _script(db, _V3)
+
+
 @asynccontextmanager
 async def transaction(db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``; ``ROLLBACK`` on any error or cancellation.
@@ -149,7 +163,7 @@ async def transaction(db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Conne
 
 
 Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -27,6 +27,7 @@ from .schema import (
     add_nats_user,
     add_owner_home,
     add_retention_indexes,
+    add_run_step,
     create_v1,
     migrate_v1_to_v2,
 )
@@ -60,6 +61,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "0004_owner_home", add_owner_home),
     Migration(5, "0005_nats_user", add_nats_user),
     Migration(6, "0006_retention_indexes", add_retention_indexes),
+    Migration(7, "0007_run_step", add_run_step),
 )
 LATEST = MIGRATIONS[-1].version
 

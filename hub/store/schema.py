@@ -262,3 +262,15 @@ async def add_retention_indexes(db: aiosqlite.Connection) -> None:
     await db.execute(
         "CREATE INDEX IF NOT EXISTS dead_letter_by_source ON dead_letter (source, deployment_id)"
     )
+
+
+async def add_run_step(db: aiosqlite.Connection) -> None:
+    """Migration 7: ``workflow_run.last_step``, the sidecar's count of the
+    run's processed items as of ``state`` (DispatchProcessed.step). An
+    approval decision overtakes the items its gate held, so processing order
+    is not seq order there, and the state follows the processing order.
+    Idempotent on its own."""
+    async with db.execute("PRAGMA table_info(workflow_run)") as cur:
+        columns = {row[1] for row in await cur.fetchall()}
+    if "last_step" not in columns:
+        await db.execute("ALTER TABLE workflow_run ADD COLUMN last_step INTEGER NOT NULL DEFAULT 0")

@@ -3,8 +3,11 @@
 A RunEvents frame is ingested in ONE write transaction. ``run_event.id`` is
 the sidecar-minted event id, so a resent frame inserts nothing and applies
 nothing; only events inserted now are applied. A DispatchProcessed moves the
-run's state only forward in ``seq``; a terminal status is set only on a run
-that is not terminal yet. Events naming a run outside the sender's
+run's state only forward in the run's processing order (its ``step``; seq
+for an older sidecar's, which has no approval gates); a terminal status is
+set only on a run that is not terminal yet. An ApprovalRequested makes a
+live run ``waiting``; applying the decision of its last pending approval
+makes it ``running`` again. Events naming a run outside the sender's
 deployment are acknowledged (so the sidecar's outbox moves on) but kept as
 dead letters, never applied. Each run's history is trimmed in the same
 transaction (:mod:`hub.wire.retention`).
@@ -140,8 +143,8 @@ class _Ingest:
                 self.db, self.deployment_id, self.subject, event, self.now, self.letters
             )
         run = await self._one(
-            "SELECT status, last_seq FROM workflow_run WHERE id = ? AND deployment_id = ?"
-            " AND is_anchor = 0",
+            "SELECT status, last_seq, last_step FROM workflow_run WHERE id = ?"
+            " AND deployment_id = ? AND is_anchor = 0",
             (event.run_id, self.deployment_id),
         )
         if run is None:
@@ -177,6 +180,11 @@ class _Ingest:
                 "INSERT OR IGNORE INTO approval (id, run_id, prompt, status, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
                 (event.approval_id, event.run_id, event.prompt, ApprovalStatus.PENDING, self.now),
+            )
+            await self.db.execute(
+                "UPDATE workflow_run SET status = ?, updated_at = ?"
+                " WHERE id = ? AND status IN (?, ?)",
+                (RunStatus.WAITING, self.now, event.run_id, RunStatus.PENDING, RunStatus.RUNNING),
             )
         elif isinstance(event, MailSent):
             self.mail.append(event)
@@ -226,7 +234,7 @@ class _Ingest:
 
     async def _processed(self, event: DispatchProcessed, run: Any) -> bool:
         dispatch = await self._one(
-            "SELECT seq, status, body, body_digest FROM workflow_run_dispatch"
+            "SELECT seq, status, kind, body, body_digest FROM workflow_run_dispatch"
             " WHERE id = ? AND run_id = ?",
             (event.dispatch_id, event.run_id),
         )
@@ -237,18 +245,30 @@ class _Ingest:
         # may not carry one).
         seq = int(dispatch["seq"])
         refused = event.outcome == DispatchOutcome.REFUSED_TERMINAL
-        if seq > run["last_seq"]:
+        newer = event.step > run["last_step"] if event.step else seq > run["last_seq"]
+        if newer:
+            last_seq = max(seq, run["last_seq"])
             if refused:
                 await self.db.execute(
-                    "UPDATE workflow_run SET last_seq = ?, updated_at = ? WHERE id = ?",
-                    (seq, self.now, event.run_id),
+                    "UPDATE workflow_run SET last_seq = ?, last_step = ?, updated_at = ?"
+                    " WHERE id = ?",
+                    (last_seq, event.step, self.now, event.run_id),
                 )
             else:
                 await self.db.execute(
-                    "UPDATE workflow_run SET state = ?, last_seq = ?, updated_at = ? WHERE id = ?",
-                    (msgspec.json.encode(event.state).decode(), seq, self.now, event.run_id),
+                    "UPDATE workflow_run SET state = ?, last_seq = ?, last_step = ?,"
+                    " updated_at = ? WHERE id = ?",
+                    (
+                        msgspec.json.encode(event.state).decode(),
+                        last_seq,
+                        event.step,
+                        self.now,
+                        event.run_id,
+                    ),
                 )
                 await self._start(event.run_id)
+        if dispatch["kind"] == "approval":
+            await self._resume(event.run_id)
         # Even an out-of-order event settles its dispatch: the sidecar did
         # process it, and redelivering it would only be refused as duplicate.
         if refused:
@@ -266,6 +286,21 @@ class _Ingest:
             (new_status, self.now, error, digest, event.dispatch_id, *_OPEN_DISPATCH),
         )
         return cur.rowcount == 1 and not inline  # a claim-checked body: its blob may go
+
+    async def _resume(self, run_id: str) -> None:
+        """waiting -> running once no approval of the run is pending."""
+        await self.db.execute(
+            "UPDATE workflow_run SET status = ?, updated_at = ? WHERE id = ? AND status = ?"
+            " AND NOT EXISTS (SELECT 1 FROM approval WHERE run_id = ? AND status = ?)",
+            (
+                RunStatus.RUNNING,
+                self.now,
+                run_id,
+                RunStatus.WAITING,
+                run_id,
+                ApprovalStatus.PENDING,
+            ),
+        )
 
     async def _start(self, run_id: str) -> None:
         """pending -> running; any later status stays as it is."""

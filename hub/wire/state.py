@@ -4,6 +4,12 @@ A sidecar that took a deployment over from another home starts from what
 the hub applied, not from its own disk (``Welcome.from_hub``). It pages
 through every run of the deployment in run id order; a page holds at least
 one run and stays well under NATS' max payload.
+
+A run waiting for approvals names them (its gate is rebuilt from them), and
+each page lists the seqs above the floor that are settled all the same (a
+waiting run held the ones before them), so the new owner does not wait for
+dispatches the hub will never send again: at most ``SETTLED_LIMIT`` of them,
+far more than a deployment settles while one of its runs waits.
 """
 
 from __future__ import annotations
@@ -14,15 +20,16 @@ import msgspec
 
 from runtime import FrameDecoder, RunSnapshot, RunStates, StateGet
 
-from ..store import Store
+from ..store import ApprovalStatus, DispatchStatus, Store
 from .ownership import floor_seq
 from .sessions import SessionTable
 
 PAGE_BYTES = 256 * 1024
 PAGE_RUNS = 500
+SETTLED_LIMIT = 20_000
 
 _RUNS = """
-SELECT id, status, state, last_seq, result, error FROM workflow_run
+SELECT id, status, state, last_seq, result, error, last_step FROM workflow_run
 WHERE deployment_id = ? AND is_anchor = 0 AND id > ?
 ORDER BY id LIMIT ?
 """
@@ -45,6 +52,7 @@ class StateHandler:
         db = self._store.db
         async with db.execute(_RUNS, (dep, req.after_run_id, PAGE_RUNS + 1)) as cur:
             rows = list(await cur.fetchall())
+        waiting = await _approvals(db, [row["id"] for row in rows[:PAGE_RUNS]])
         runs: list[RunSnapshot] = []
         size = 0
         for row in rows[:PAGE_RUNS]:
@@ -55,13 +63,37 @@ class StateHandler:
                 last_seq=int(row["last_seq"] or 0),
                 result=_json(row["result"]),
                 error=row["error"],
+                last_step=int(row["last_step"] or 0),
+                approvals=waiting.get(row["id"], []),
             )
             size += len(msgspec.msgpack.encode(snapshot))
             if runs and size > PAGE_BYTES:
                 break
             runs.append(snapshot)
         more = len(runs) < len(rows)
-        return RunStates(runs=runs, floor_seq=await floor_seq(db, dep), more=more)
+        floor = await floor_seq(db, dep)
+        async with db.execute(
+            "SELECT seq FROM workflow_run_dispatch WHERE deployment_id = ? AND seq > ?"
+            " AND status IN (?, ?) ORDER BY seq LIMIT ?",
+            (dep, floor, DispatchStatus.PROCESSED, DispatchStatus.CANCELLED, SETTLED_LIMIT),
+        ) as cur:
+            settled = [int(row[0]) for row in await cur.fetchall()]
+        return RunStates(runs=runs, floor_seq=floor, more=more, settled=settled)
+
+
+async def _approvals(db: Any, run_ids: list[str]) -> dict[str, list[str]]:
+    """The pending approvals of these runs, in the order they were asked for."""
+    if not run_ids:
+        return {}
+    found: dict[str, list[str]] = {}
+    async with db.execute(
+        f"SELECT run_id, id FROM approval WHERE status = ? AND run_id IN"
+        f" ({','.join('?' * len(run_ids))}) ORDER BY created_at, id",
+        (ApprovalStatus.PENDING, *run_ids),
+    ) as cur:
+        for run_id, approval_id in await cur.fetchall():
+            found.setdefault(run_id, []).append(approval_id)
+    return found
 
 
 def _json(text: str | bytes | None) -> Any:

@@ -11,6 +11,7 @@ import pytest
 from runtime import DispatchProcessed, RunStarted
 from runtime.testing import MemoryBus
 from sidecar import Inbox
+from sidecar._schema import SCHEMA_VERSION
 from tests.support import wait_for
 from tests.support.sidecar import (
     deployed_sidecar,
@@ -70,7 +71,7 @@ async def test_the_v1_migration_is_idempotent_and_keeps_release_1_columns(
     for _ in range(2):
         inbox = await Inbox.open(dep.inbox_file)
         await inbox.aclose()
-    assert dep.query("SELECT version FROM schema_version") == [(2,)]
+    assert dep.query("SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
     assert dep.query("SELECT run_id, status FROM run") == [(dep.address, "running")]
     assert dep.query("SELECT value FROM meta WHERE key = 'last_seq'") == [(0,)]
     # Release 1's columns are intact: its own reader would still find its rows.

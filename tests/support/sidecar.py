@@ -237,6 +237,7 @@ class FakeHub:
     from_hub: int = 0
     """How many welcomes (the next ones) say ``from_hub``."""
     states: list[RunSnapshot] = field(default_factory=list)
+    settled: list[int] = field(default_factory=list)
     refuse_state: int = 0
     """How many ``hub.state`` requests (the next ones) are refused."""
     silent_hellos: bool = False
@@ -320,7 +321,7 @@ class FakeHub:
         if self.refuse_state > 0:
             self.refuse_state -= 1
             return Refused(reason="store_unavailable")
-        return RunStates(runs=self.states, floor_seq=self.floor_seq)
+        return RunStates(runs=self.states, floor_seq=self.floor_seq, settled=self.settled)
 
     async def _mint(self, data: bytes) -> Any:
         mint = _MINTCHILD.decode(data)

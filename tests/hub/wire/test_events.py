@@ -25,13 +25,14 @@ from runtime import (
 from tests.support.wire import Hub, accept, deploy, owned, refused, running_hub, send
 
 
-def processed(receipt: Accepted, **state: object) -> DispatchProcessed:
+def processed(receipt: Accepted, step: int = 0, **state: object) -> DispatchProcessed:
     return DispatchProcessed(
         event_id=new_id("evt"),
         run_id=receipt.run_id,
         dispatch_id=receipt.dispatch_id,
         seq=receipt.seq,
         state=dict(state),
+        step=step,
     )
 
 
@@ -116,6 +117,40 @@ async def test_approval_requested_records_an_approval(tmp_path: Path) -> None:
         assert isinstance(await send(car, event), EventsAck)
         row = await hub.one("SELECT run_id, prompt, status FROM approval WHERE id = ?", approval_id)
         assert (row["run_id"], row["prompt"], row["status"]) == (r1.run_id, "ok?", "pending")
+
+
+@pytest.mark.anyio
+async def test_a_gate_makes_the_run_wait_its_decision_resumes_it_and_steps_order_states(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        approval_id = new_id("apr")
+        asked = ApprovalRequested(event_id=new_id("evt"), run_id=r1.run_id, approval_id=approval_id)
+        assert isinstance(await send(car, asked, processed(r1, step=1, seen=1)), EventsAck)
+        assert (await run_row(hub, r1.run_id))["status"] == "waiting"
+        (held,) = await accept(hub, car.dep, [b"held"])
+        async with hub.store.write() as db:
+            (decision,), _ = await accept_triggers(
+                db, [Trigger(kind="approval", approval_id=approval_id, decision="approve")]
+            )
+        assert isinstance(decision, Accepted) and decision.seq > held.seq
+        # Still waiting until the decision is processed.
+        assert (await run_row(hub, r1.run_id))["status"] == "waiting"
+        # The decision overtakes the mail its gate held: step 2 has the higher seq.
+        assert isinstance(await send(car, processed(decision, step=2, seen=2)), EventsAck)
+        assert (await run_row(hub, r1.run_id))["status"] == "running"
+        assert isinstance(await send(car, processed(held, step=3, seen=3)), EventsAck)
+        run = await run_row(hub, r1.run_id)
+        assert (run["last_step"], run["last_seq"], json.loads(str(run["state"]))) == (
+            3,
+            decision.seq,
+            {"seen": 3},
+        )
+        # An older step arriving late (a new event id) never moves the state back.
+        assert isinstance(await send(car, processed(decision, step=2, seen=2)), EventsAck)
+        run = await run_row(hub, r1.run_id)
+        assert (run["last_step"], json.loads(str(run["state"]))) == (3, {"seen": 3})
 
 
 @pytest.mark.anyio
