@@ -263,6 +263,7 @@ EXPECTED: dict[str, list[str]] = {
     "sidecar": [
         "ApprovalDecision",
         "BlobError",
+        "ChildEnded",
         "Context",
         "DeploymentGone",
         "DigestMismatch",
@@ -287,6 +288,7 @@ EXPECTED: dict[str, list[str]] = {
         "Sidecar",
         "SidecarError",
         "Signal",
+        "Start",
         "StateNotSerializable",
         "WorkflowLoadError",
         "load_workflow",
