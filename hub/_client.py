@@ -94,6 +94,24 @@ class _Endpoints(abc.ABC, Generic[R]):
     def dispatch(self, dispatch_id: str) -> R:
         return self.request("GET", f"/dispatches/{_quote(dispatch_id)}")
 
+    def signal(
+        self, run_id: str, name: str, payload: object = None, *, message_id: str | None = None
+    ) -> R:
+        body: JSON = {"name": name, "payload": payload}
+        if message_id is not None:
+            body["message_id"] = message_id
+        return self.request("POST", f"/runs/{_quote(run_id)}/signals", body)
+
+    def approvals(
+        self, *, run: str | None = None, deployment: str | None = None, status: str | None = None
+    ) -> R:
+        params = {"run": run, "deployment": deployment, "status": status}
+        query = urllib.parse.urlencode({k: v for k, v in params.items() if v})
+        return self.request("GET", f"/approvals{'?' + query if query else ''}")
+
+    def approval(self, approval_id: str) -> R:
+        return self.request("GET", f"/approvals/{_quote(approval_id)}")
+
     def approve(self, approval_id: str, decision: str) -> R:
         return self.request("POST", f"/approvals/{_quote(approval_id)}", {"decision": decision})
 

@@ -16,6 +16,7 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         InvalidName             422
         InvalidDeployment       422
         InvalidMail             422
+        InvalidSignal           422
         InvalidRequest          422
         MalformedJson           400
         Unauthorized            401
@@ -112,6 +113,14 @@ class InvalidDeployment(HubError):
 class InvalidMail(HubError):
     http_status = 422
     reason = "invalid_mail"
+
+
+class InvalidSignal(HubError):
+    """A signal's name or message id is not one line of the allowed length,
+    or its body is not ``{name, payload, message_id}``."""
+
+    http_status = 422
+    reason = "invalid_signal"
 
 
 class InvalidRequest(HubError):

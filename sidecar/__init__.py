@@ -31,14 +31,17 @@ from ._errors import WorkflowLoadError as WorkflowLoadError
 from ._inbox import Inbox as Inbox
 from ._runs import RunsConfig as RunsConfig
 from ._workflow import ApprovalDecision as ApprovalDecision
+from ._workflow import ChildEnded as ChildEnded
 from ._workflow import Item as Item
 from ._workflow import Mail as Mail
 from ._workflow import Signal as Signal
+from ._workflow import Start as Start
 from ._workflow import load_workflow as load_workflow
 
 __all__ = [
     "ApprovalDecision",
     "BlobError",
+    "ChildEnded",
     "Context",
     "DeploymentGone",
     "DigestMismatch",
@@ -63,6 +66,7 @@ __all__ = [
     "Sidecar",
     "SidecarError",
     "Signal",
+    "Start",
     "StateNotSerializable",
     "WorkflowLoadError",
     "load_workflow",

@@ -101,7 +101,7 @@ def _package(src_dir: Path, deployment_id: str) -> str:
 
 
 class Item(msgspec.Struct, frozen=True, kw_only=True):
-    """What a handler receives for one dispatch (base of Mail, Signal, ApprovalDecision)."""
+    """What a handler receives for one dispatch (base of every kind's item)."""
 
     kind: str
     dispatch_id: str
@@ -119,27 +119,120 @@ class Mail(Item, frozen=True, kw_only=True):
 
 
 class Signal(Item, frozen=True, kw_only=True):
+    """``POST /runs/{id}/signals``: ``name`` is the subject, ``payload`` the
+    body's JSON value (``None`` when the body is not JSON)."""
+
     kind: str = "signal"
+    name: str = ""
+    payload: Any = None
 
 
 class ApprovalDecision(Item, frozen=True, kw_only=True):
+    """The decision of an approval this run requested (``approve`` or ``reject``)."""
+
     kind: str = "approval"
+    approval_id: str = ""
+    decision: str = ""
 
 
-_ITEMS: dict[str, type[Item]] = {"mail": Mail, "signal": Signal, "approval": ApprovalDecision}
+class Start(Item, frozen=True, kw_only=True):
+    """A child run's first item: ``input`` is the value its parent gave ``spawn``."""
+
+    kind: str = "start"
+    input: Any = None
+
+
+class ChildEnded(Item, frozen=True, kw_only=True):
+    """A child of this run ended: ``status`` is completed, failed or cancelled."""
+
+    kind: str = "child"
+    child_run_id: str = ""
+    status: str = ""
+    result: Any = None
+    error: str | None = None
+
+
+_NOT_JSON = object()
+
+
+def _json(body: bytes) -> Any:
+    """The body's JSON value, or ``_NOT_JSON``. A hub writes these bodies, but
+    an item must reach the handler whatever the bytes: a body that does not
+    decode leaves the kind's fields empty instead of failing the run."""
+    try:
+        return msgspec.json.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        return _NOT_JSON
+
+
+def _object(body: bytes) -> dict[str, Any]:
+    value = _json(body)
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _signal(common: dict[str, Any], body: bytes) -> Item:
+    payload = _json(body)
+    return Signal(
+        **common, name=common["subject"], payload=None if payload is _NOT_JSON else payload
+    )
+
+
+def _approval(common: dict[str, Any], body: bytes) -> Item:
+    fields = _object(body)
+    return ApprovalDecision(
+        **common,
+        approval_id=_text(fields.get("approval_id")),
+        decision=_text(fields.get("decision")),
+    )
+
+
+def _start(common: dict[str, Any], body: bytes) -> Item:
+    value = _json(body)
+    return Start(**common, input=None if value is _NOT_JSON else value)
+
+
+def _child(common: dict[str, Any], body: bytes) -> Item:
+    fields = _object(body)
+    error = fields.get("error")
+    return ChildEnded(
+        **common,
+        child_run_id=_text(fields.get("child_run_id")),
+        status=_text(fields.get("status")),
+        result=fields.get("result"),
+        error=error if isinstance(error, str) else None,
+    )
+
+
+def _mail(common: dict[str, Any], body: bytes) -> Item:
+    return Mail(**common)
+
+
+# The item of each kind; docs/sidecar.md, "Items", has the body each kind carries.
+_ITEMS: dict[str, Callable[[dict[str, Any], bytes], Item]] = {
+    "mail": _mail,
+    "signal": _signal,
+    "approval": _approval,
+    "start": _start,
+    "child": _child,
+}
 
 
 def item_of(envelope: Envelope) -> Item:
     """The handler's view of an envelope; an unknown kind arrives as Mail with its kind kept."""
     body = envelope.body or b""
-    return _ITEMS.get(envelope.kind, Mail)(
-        kind=envelope.kind,
-        dispatch_id=envelope.dispatch_id,
-        message_id=envelope.message_id,
-        sender=envelope.sender,
-        subject=envelope.subject or "",
-        body=body,
-        text=body.decode("utf-8", errors="replace"),
-        run_id=envelope.effective_run_id,
-        seq=envelope.seq,
-    )
+    common: dict[str, Any] = {
+        "kind": envelope.kind,
+        "dispatch_id": envelope.dispatch_id,
+        "message_id": envelope.message_id,
+        "sender": envelope.sender,
+        "subject": envelope.subject or "",
+        "body": body,
+        "text": body.decode("utf-8", errors="replace"),
+        "run_id": envelope.effective_run_id,
+        "seq": envelope.seq,
+    }
+    return _ITEMS.get(envelope.kind, _mail)(common, body)

@@ -3,17 +3,16 @@
 Every error is ``{"status", "reason", "detail"}`` (``responses``), an
 unexpected one included: a bug answers 500 ``internal_error`` and its
 traceback goes to the log, never to the client. Every route but
-``/healthz`` is the admin's (``auth``).
+``/healthz`` is the admin's (``auth``). The routes that accept triggers
+(``triggers``: mail, signals) and approvals (``approvals``) have modules of
+their own; deployments, runs, dispatches and the hub's health are here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
-import anyio
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -22,17 +21,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from runtime import INLINE_BODY_LIMIT
-
-from .._errors import HubError, InvalidDeployment, InvalidMail, InvalidRequest, error_for
+from .._errors import HubError, InvalidDeployment
 from ..store import (
     LATEST,
     Acceptor,
     DeploymentView,
-    Rejected,
     Store,
-    Trigger,
-    body_digest,
     create_deployment,
     delete_deployment,
     get_deployment,
@@ -42,20 +36,14 @@ from ..store import (
     list_runs,
     resolve_deployment,
 )
+from .approvals import approval_routes
 from .auth import AdminAuth
+from .context import ApiSettings as ApiSettings
+from .context import RouteContext, query_limit
 from .metrics import render_metrics
-from .requests import (
-    ApprovalIn,
-    DeploymentIn,
-    MailIn,
-    is_number,
-    mail_trigger,
-    read_json,
-    single_line,
-)
+from .requests import DeploymentIn
 from .responses import error_response, hub_error_response, json_response
-
-T = TypeVar("T")
+from .triggers import trigger_routes
 
 # Where the web console will be; for now the page a login lands on.
 _CONSOLE_PAGE = """<!doctype html>
@@ -69,23 +57,6 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-
-
-@dataclass(frozen=True)
-class ApiSettings:
-    domain: str
-    nats_url: str
-    subject_prefix: str
-    sidecar_root: Path | None
-    max_body: int
-    body_timeout: float = 60.0  # seconds for a whole request body to arrive
-
-
-def receipt_response(receipt: object) -> Response:
-    if isinstance(receipt, Rejected):
-        error = error_for(receipt.reason)
-        return json_response(receipt, error.http_status if error is not None else 409)
-    return json_response(receipt, 202)
 
 
 def create_app(
@@ -106,14 +77,7 @@ def create_app(
     ``health_extra`` adds to ``/healthz``; ``deployment_extra(id)`` adds the
     wire side's live view (``connected``, ``last_error``) to a deployment;
     ``on_deleted(id)`` ends a deleted deployment's sessions at once."""
-    # JSON escaping and base64 inflate a body: the raw request may be this
-    # much larger than the body it carries before it is refused unread.
-    request_limit = settings.max_body * 2 + 64 * 1024
-
-    def read(request: Request, type_: type[T], invalid: type[HubError], limit: int) -> Awaitable[T]:
-        return read_json(
-            request, type_, limit=limit, invalid=invalid, timeout=settings.body_timeout
-        )
+    ctx = RouteContext(store, acceptor, settings)
 
     async def healthz(request: Request) -> Response:
         extra = dict(health_extra()) if health_extra is not None else {}
@@ -128,16 +92,8 @@ def create_app(
     async def console(request: Request) -> Response:
         return HTMLResponse(_CONSOLE_PAGE, headers=_PAGE_HEADERS)
 
-    async def post_mail(request: Request) -> Response:
-        mail = await read(request, MailIn, InvalidMail, request_limit)
-        trigger = mail_trigger(mail, max_body=settings.max_body)
-        if len(trigger.body) > INLINE_BODY_LIMIT:
-            digest = await anyio.to_thread.run_sync(body_digest, trigger.body)
-            trigger = msgspec.structs.replace(trigger, digest=digest)
-        return receipt_response(await acceptor.accept(trigger))
-
     async def post_deployment(request: Request) -> Response:
-        spec = await read(request, DeploymentIn, InvalidDeployment, request_limit)
+        spec = await ctx.read(request, DeploymentIn, InvalidDeployment)
         created = await create_deployment(
             store,
             name=spec.name,
@@ -174,11 +130,9 @@ def create_app(
         return json_response(live(await get_deployment(store.db, dep_id)))
 
     async def runs(request: Request) -> Response:
-        limit_text = request.query_params.get("limit", "100")
-        if not is_number(limit_text) or not 1 <= int(limit_text) <= 1000:
-            raise InvalidRequest("'limit' must be an integer from 1 to 1000")
+        limit = query_limit(request)
         deployment = request.query_params.get("deployment") or None
-        found = await list_runs(store.db, deployment=deployment, limit=int(limit_text))
+        found = await list_runs(store.db, deployment=deployment, limit=limit)
         return json_response({"runs": found})
 
     async def one_run(request: Request) -> Response:
@@ -186,23 +140,6 @@ def create_app(
 
     async def one_dispatch(request: Request) -> Response:
         return json_response(await get_dispatch(store.db, str(request.path_params["id"])))
-
-    async def approve(request: Request) -> Response:
-        approval_id = str(request.path_params["id"])
-        decision = (await read(request, ApprovalIn, InvalidRequest, 64 * 1024)).decision
-        if not 0 < len(decision) <= 200 or not single_line(decision):
-            raise InvalidRequest("'decision' must be 1 to 200 characters on one line")
-        trigger = Trigger(
-            kind="approval",
-            approval_id=approval_id,
-            decision=decision,
-            # The same decision retried returns the first receipt; a different
-            # one finds the approval decided.
-            message_id=f"approval:{approval_id}:{decision}",
-            subject=decision,
-            body=msgspec.json.encode({"approval_id": approval_id, "decision": decision}),
-        )
-        return receipt_response(await acceptor.accept(trigger))
 
     async def metrics(request: Request) -> Response:
         text = await render_metrics(store.db, acceptor)
@@ -228,14 +165,14 @@ def create_app(
         routes=[
             Route("/", console, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
-            Route("/mail", post_mail, methods=["POST"]),
+            *trigger_routes(ctx),
             Route("/workflows/deployments", post_deployment, methods=["POST"]),
             Route("/workflows/deployments", get_deployments, methods=["GET"]),
             Route("/workflows/deployments/{key}", one_deployment, methods=["GET", "DELETE"]),
             Route("/runs", runs, methods=["GET"]),
             Route("/runs/{id}", one_run, methods=["GET"]),
             Route("/dispatches/{id}", one_dispatch, methods=["GET"]),
-            Route("/approvals/{id}", approve, methods=["POST"]),
+            *approval_routes(ctx),
             Route("/metrics", metrics, methods=["GET"]),
         ],
         middleware=[Middleware(AdminAuth, token=admin_token)],

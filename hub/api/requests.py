@@ -9,7 +9,7 @@ lone surrogates and numbers out of range by itself, and nesting past its
 depth limit with a RecursionError caught here.
 
 Fields that end up in a mail header or a log line (``to``, ``from``,
-``subject``, ``message_id``, a decision) are one line each: a CR or LF
+``subject``, ``message_id``, a signal's name) are one line each: a CR or LF
 there would let a sender forge headers of a mail a run sends on.
 """
 
@@ -18,13 +18,20 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import msgspec
 from starlette.requests import Request
 
-from .._errors import BodyTimeout, HubError, InvalidMail, MalformedJson, PayloadTooLarge
+from .._errors import (
+    BodyTimeout,
+    HubError,
+    InvalidMail,
+    InvalidSignal,
+    MalformedJson,
+    PayloadTooLarge,
+)
 from ..store import DEFAULT_ENTRYPOINT, Trigger
 
 T = TypeVar("T")
@@ -48,8 +55,20 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
     entrypoint: str = DEFAULT_ENTRYPOINT
 
 
+class SignalIn(msgspec.Struct, kw_only=True):
+    name: str
+    payload: Any = None  # any JSON value; absent is null
+    message_id: str | None = None
+
+
 class ApprovalIn(msgspec.Struct, kw_only=True):
+    # Checked after decoding (``DECISIONS``), not as a Literal: a decoder
+    # stops at the first value it refuses, and a body that is malformed
+    # further on must still be 400 malformed_json.
     decision: str
+
+
+DECISIONS = ("approve", "reject")
 
 
 def is_number(text: str) -> bool:
@@ -131,5 +150,32 @@ def mail_trigger(mail: MailIn, *, max_body: int) -> Trigger:
         message_id=mail.message_id,
         sender=mail.sender,
         subject=mail.subject,
+        body=body,
+    )
+
+
+def signal_trigger(signal: SignalIn, *, run_id: str, deployment_id: str, max_body: int) -> Trigger:
+    """Validate a decoded ``POST /runs/{id}/signals`` body (digest is added by
+    the caller).
+
+    The payload is stored as JSON with its object keys sorted: one value has
+    one encoding, so a retry that encodes the same value with another key
+    order is the same content for its message id.
+    """
+    if not 0 < len(signal.name) <= 200 or not single_line(signal.name):
+        raise InvalidSignal("'name' must be 1 to 200 characters on one line")
+    if signal.message_id is not None and not (
+        0 < len(signal.message_id) <= 512 and single_line(signal.message_id)
+    ):
+        raise InvalidSignal("'message_id' must be 1 to 512 characters on one line")
+    body = msgspec.json.encode(signal.payload, order="sorted")
+    if len(body) > max_body:
+        raise PayloadTooLarge(f"signal payload of {len(body)} bytes exceeds {max_body}")
+    return Trigger(
+        deployment_id=deployment_id,
+        run_id=run_id,
+        kind="signal",
+        message_id=signal.message_id,
+        subject=signal.name,
         body=body,
     )

@@ -25,7 +25,14 @@ from runtime import DEFAULT_HUB_URL, HUB_URL_ENV
 from .._client import HubClient
 from .._errors import AdminTokenUnavailable, HubBadResponse, HubResponseError, HubUnreachable
 from .._token import DEFAULT_STATE_DIR, TOKEN_ENV, admin_token_path, find_token
-from .tables import deployment_view, deployments_table, receipt_view, run_view, runs_table
+from .tables import (
+    approvals_table,
+    deployment_view,
+    deployments_table,
+    receipt_view,
+    run_view,
+    runs_table,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -218,15 +225,58 @@ def delete(name: str, *, client: HubClient, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("approval_id", metavar="ID")
+@click.argument("run_id", metavar="RUN")
+@click.argument("name")
+@click.option("--payload", help="A JSON value (default null), e.g. '{\"qty\": 3}'.")
 @click.option(
-    "--decision", type=click.Choice(["approve", "reject"]), default="approve", show_default=True
+    "--message-id",
+    help="Makes the signal idempotent: a retry gets the first receipt; the same id with"
+    " another name or payload is refused (message_id_reused).",
 )
 @hub_command
-def approve(approval_id: str, decision: str, *, client: HubClient, as_json: bool) -> None:
-    """Decide a pending approval.
+def signal(
+    run_id: str,
+    name: str,
+    payload: str | None,
+    message_id: str | None,
+    *,
+    client: HubClient,
+    as_json: bool,
+) -> None:
+    """Send the signal NAME to the run RUN; print the receipt.
 
-    The run gets the decision as its next item."""
+    The run gets it as a `signal` item, after the items accepted before it."""
+    value: object = None
+    if payload is not None:
+        try:
+            value = msgspec.json.decode(payload)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
+    receipt = client.signal(run_id, name, value, message_id=message_id)
+    click.echo(msgspec.json.encode(receipt).decode() if as_json else receipt_view(receipt))
+
+
+@click.command()
+@click.argument("approval_id", metavar="ID")
+@click.option("--reject", is_flag=True, help="Reject (without it: approve).")
+@click.option(
+    "--decision",
+    type=click.Choice(["approve", "reject"]),
+    hidden=True,
+    help="The decision spelled out (--reject is the short way).",
+)
+@hub_command
+def approve(
+    approval_id: str, reject: bool, decision: str | None, *, client: HubClient, as_json: bool
+) -> None:
+    """Approve a pending approval (with --reject: reject it).
+
+    The run gets the decision as an `approval` item. The same decision again
+    is answered with the first receipt; the other one is refused
+    (approval_decided)."""
+    if reject and decision == "approve":
+        raise click.UsageError("--reject contradicts --decision approve")
+    decision = "reject" if reject else decision or "approve"
     answer = client.approve(approval_id, decision)
     if as_json:
         _echo_json(answer)
@@ -234,4 +284,27 @@ def approve(approval_id: str, decision: str, *, client: HubClient, as_json: bool
         click.echo(receipt_view(answer) or f"{approval_id}: {decision}")
 
 
-COMMANDS = (deploy, send, deployments, runs, run, delete, approve)
+@click.command()
+@click.option("--run", "run_id", metavar="RUN", help="Only this run's approvals.")
+@click.option("--deployment", help="Only this deployment's approvals (id or name).")
+@click.option(
+    "--status", type=click.Choice(["pending", "decided"]), help="Only approvals in this status."
+)
+@hub_command
+def approvals(
+    run_id: str | None,
+    deployment: str | None,
+    status: str | None,
+    *,
+    client: HubClient,
+    as_json: bool,
+) -> None:
+    """List approvals (the latest 100, oldest first)."""
+    listing = client.approvals(run=run_id, deployment=deployment, status=status)
+    if as_json:
+        _echo_json(listing)
+    else:
+        click.echo(approvals_table(listing.get("approvals") or []))
+
+
+COMMANDS = (deploy, send, deployments, runs, run, delete, signal, approve, approvals)

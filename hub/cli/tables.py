@@ -102,6 +102,33 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def approvals_table(approvals: Sequence[Mapping[str, Any]]) -> str:
+    """RUN-STATUS: a pending approval of a run that ended is never decided."""
+    return table(
+        ["ID", "RUN", "STATUS", "DECISION", "RUN-STATUS", "CREATED", "PROMPT"],
+        [
+            [
+                a.get("id"),
+                a.get("run_id"),
+                a.get("status"),
+                a.get("decision"),
+                a.get("run_status"),
+                a.get("created_at"),
+                _short(a.get("prompt")),
+            ]
+            for a in approvals
+        ],
+    )
+
+
+def _short(text: object, width: int = 60) -> object:
+    """A long prompt cut to one table cell's width."""
+    if not isinstance(text, str):
+        return text
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def deployment_view(d: Mapping[str, Any]) -> str:
     keys = [
         "id",

@@ -4,6 +4,9 @@ Everything that touches hub.db lives here; the other rooms go through
 these names."""
 
 from .accept import accept_triggers as accept_triggers
+from .approvals import ApprovalView as ApprovalView
+from .approvals import get_approval as get_approval
+from .approvals import list_approvals as list_approvals
 from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
 from .db import Store as Store
 from .deployments import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
@@ -19,6 +22,7 @@ from .queries import DeploymentView as DeploymentView
 from .queries import DispatchView as DispatchView
 from .queries import RunView as RunView
 from .queries import count_by_status as count_by_status
+from .queries import deployment_of_run as deployment_of_run
 from .queries import get_deployment as get_deployment
 from .queries import get_dispatch as get_dispatch
 from .queries import get_run as get_run
@@ -44,6 +48,7 @@ __all__ = [
     "Accepted",
     "Acceptor",
     "ApprovalStatus",
+    "ApprovalView",
     "Created",
     "DeploymentView",
     "DispatchStatus",
@@ -60,10 +65,13 @@ __all__ = [
     "count_by_status",
     "create_deployment",
     "delete_deployment",
+    "deployment_of_run",
+    "get_approval",
     "get_deployment",
     "get_dispatch",
     "get_run",
     "give_nats_identities",
+    "list_approvals",
     "list_deployments",
     "list_runs",
     "pending_migrations",

@@ -192,6 +192,17 @@ async def get_run(db: aiosqlite.Connection, run_id: str) -> RunView:
     return _run(rows[0])
 
 
+async def deployment_of_run(db: aiosqlite.Connection, run_id: str) -> str:
+    """The deployment a run belongs to (a run never moves, so this read may
+    precede the transaction that targets the run)."""
+    rows = await _all(
+        db, "SELECT deployment_id FROM workflow_run WHERE id = ? AND is_anchor = 0", (run_id,)
+    )
+    if not rows:
+        raise UnknownRun(f"no run {run_id!r}")
+    return str(rows[0][0])
+
+
 async def list_runs(
     db: aiosqlite.Connection, *, deployment: str | None = None, limit: int = 100
 ) -> list[RunView]:

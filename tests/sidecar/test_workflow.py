@@ -11,11 +11,13 @@ import pytest
 from runtime import ChildRunStarted, DispatchProcessed, RunFailed, Sources, check_layout
 from sidecar import (
     ApprovalDecision,
+    ChildEnded,
     Context,
     EntrypointError,
     Mail,
     RunAlreadyEnded,
     Signal,
+    Start,
     StateNotSerializable,
     WorkflowLoadError,
     load_workflow,
@@ -101,18 +103,19 @@ def test_bad_sources_raise_typed_errors(
     assert not (tmp_path / "escape.py").exists()
 
 
-def test_items_by_kind_with_text_decoded_leniently() -> None:
-    def envelope(kind: str) -> Envelope:
-        return Envelope(
-            dispatch_id="dsp_1",
-            address="a@x",
-            run_id="run_1",
-            seq=7,
-            kind=kind,
-            subject=None,
-            body=b"caf\xc3\xa9 \xff",
-        )
+def envelope(kind: str, body: bytes = b"caf\xc3\xa9 \xff", subject: str | None = None) -> Envelope:
+    return Envelope(
+        dispatch_id="dsp_1",
+        address="a@x",
+        run_id="run_1",
+        seq=7,
+        kind=kind,
+        subject=subject,
+        body=body,
+    )
 
+
+def test_items_by_kind_with_text_decoded_leniently() -> None:
     assert isinstance(item_of(envelope("mail")), Mail)
     assert isinstance(item_of(envelope("signal")), Signal)
     approval = item_of(envelope("approval"))
@@ -124,8 +127,104 @@ def test_items_by_kind_with_text_decoded_leniently() -> None:
         "",
     )
     assert approval.text == "caf\u00e9 \ufffd"
+    assert isinstance(item_of(envelope("start")), Start)
+    assert isinstance(item_of(envelope("child")), ChildEnded)
     odd = item_of(envelope("carrier-pigeon"))
     assert isinstance(odd, Mail) and odd.kind == "carrier-pigeon"
+
+
+def test_a_signal_is_named_by_its_subject_and_carries_its_json_payload() -> None:
+    body = b'{"sku": "a-1", "qty": [1, 2.5, null]}'
+    signal = item_of(envelope("signal", body, subject="restock"))
+    assert isinstance(signal, Signal)
+    assert (signal.name, signal.subject) == ("restock", "restock")
+    assert signal.payload == {"sku": "a-1", "qty": [1, 2.5, None]}
+    assert (signal.body, signal.text) == (body, body.decode())
+    for payload, value in [(b"null", None), (b"7", 7), (b'"x"', "x"), (b"[]", [])]:
+        item = item_of(envelope("signal", payload, subject="s"))
+        assert isinstance(item, Signal) and item.payload == value
+
+
+def test_an_approval_decision_reads_its_id_and_decision() -> None:
+    body = b'{"approval_id": "apr_1", "decision": "reject", "extra": 1}'
+    decision = item_of(envelope("approval", body, subject="reject"))
+    assert isinstance(decision, ApprovalDecision)
+    assert (decision.approval_id, decision.decision, decision.subject) == (
+        "apr_1",
+        "reject",
+        "reject",
+    )
+
+
+def test_a_start_item_carries_the_spawn_input() -> None:
+    start = item_of(envelope("start", b'{"order": 42, "lines": ["a", "b"]}'))
+    assert isinstance(start, Start) and start.kind == "start"
+    assert start.input == {"order": 42, "lines": ["a", "b"]}
+    for body, value in [(b"null", None), (b"[1]", [1]), (b'"x"', "x")]:
+        item = item_of(envelope("start", body))
+        assert isinstance(item, Start) and item.input == value
+
+
+def test_a_child_item_carries_the_childs_end() -> None:
+    done = item_of(
+        envelope(
+            "child",
+            b'{"child_run_id": "run_2", "status": "completed", "result": {"n": 3}, "error": null}',
+        )
+    )
+    assert isinstance(done, ChildEnded)
+    assert (done.child_run_id, done.status, done.result, done.error) == (
+        "run_2",
+        "completed",
+        {"n": 3},
+        None,
+    )
+    failed = item_of(
+        envelope("child", b'{"child_run_id": "run_3", "status": "failed", "error": "boom"}')
+    )
+    assert isinstance(failed, ChildEnded)
+    assert (failed.status, failed.result, failed.error) == ("failed", None, "boom")
+
+
+# Bodies a hub would never write, and the JSON value each holds (None: none):
+# not JSON, not UTF-8, cut short, deeper than the decoder's limit, a number
+# out of range; JSON of the wrong shape, fields of the wrong type.
+MALFORMED: list[tuple[bytes, object]] = [
+    (b"", None),
+    (b"\xff\xfe", None),
+    (b'{"approval_id": "apr_1"', None),
+    (b"[" * 100_000, None),
+    (b"1e999999", None),
+    (b'"just a string"', "just a string"),
+    (b"[1, 2]", [1, 2]),
+    (
+        b'{"approval_id": 5, "decision": ["approve"], "child_run_id": {}, "status": 1,'
+        b' "error": {"x": 1}}',
+        {
+            "approval_id": 5,
+            "decision": ["approve"],
+            "child_run_id": {},
+            "status": 1,
+            "error": {"x": 1},
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "value"), MALFORMED)
+def test_a_malformed_body_leaves_the_kinds_fields_empty(body: bytes, value: object) -> None:
+    approval = item_of(envelope("approval", body))
+    assert isinstance(approval, ApprovalDecision)
+    assert (approval.approval_id, approval.decision, approval.body) == ("", "", body)
+    child = item_of(envelope("child", body))
+    assert isinstance(child, ChildEnded)
+    assert (child.child_run_id, child.status, child.result, child.error) == ("", "", None, None)
+    signal = item_of(envelope("signal", body, subject="s"))
+    assert isinstance(signal, Signal)
+    assert (signal.name, signal.payload) == ("s", value)
+    assert signal.text == body.decode("utf-8", errors="replace")
+    start = item_of(envelope("start", body))
+    assert isinstance(start, Start) and start.input == value
 
 
 def test_ctx_ends_a_run_once_and_only_with_json_results() -> None:

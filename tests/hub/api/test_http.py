@@ -211,36 +211,6 @@ async def test_deployment_names_and_delete(tmp_path: Path) -> None:
         assert sorted(d["name"] for d in live["deployments"]) == ["orders", "pkg"]
 
 
-async def test_approval_decisions(tmp_path: Path) -> None:
-    async with api(tmp_path) as hub:
-        await hub.deploy("flow")
-        run_id = (await hub.send("flow@mailrun.local")).json()["run_id"]
-        r = await hub.client.post("/approvals/apr_missing", json={"decision": "yes"})
-        assert_error(r, 404, "unknown_approval")
-        async with hub.store.write() as db:  # what an ApprovalRequested event stores
-            await db.execute(
-                "INSERT INTO approval (id, run_id, prompt, status, created_at)"
-                " VALUES ('apr_1', ?, 'ship it?', 'pending', 1)",
-                (run_id,),
-            )
-        assert_error(await hub.client.post("/approvals/apr_1", json={}), 422, "invalid_request")
-        r = await hub.client.post("/approvals/apr_1", json={"decision": "yes"})
-        assert r.status_code == 202, r.text
-        receipt = r.json()
-        assert receipt["run_id"] == run_id and receipt["seq"] == 2
-        retry = await hub.client.post("/approvals/apr_1", json={"decision": "yes"})
-        assert retry.status_code == 202 and retry.json()["dispatch_id"] == receipt["dispatch_id"]
-        assert_error(
-            await hub.client.post("/approvals/apr_1", json={"decision": "no"}),
-            409,
-            "approval_decided",
-        )
-        async with hub.store.db.execute("SELECT status, decision FROM approval") as cur:
-            assert [tuple(row) for row in await cur.fetchall()] == [("decided", "yes")]
-        dsp = (await hub.client.get(f"/dispatches/{receipt['dispatch_id']}")).json()
-        assert dsp["kind"] == "approval"
-
-
 async def test_hub_process_serves_and_stops_on_sigterm(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:

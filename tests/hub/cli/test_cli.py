@@ -369,20 +369,106 @@ def test_delete_of_an_unknown_deployment_exits_1(stub: Stub) -> None:
     assert result.stderr.strip() == "error: unknown_deployment: no deployment 'a/b'"
 
 
-def test_approve_posts_the_decision(stub: Stub) -> None:
-    stub.routes["POST", f"/approvals/{APR_A}"] = (
-        202,
-        {"status": "accepted", "dispatch_id": DSP_A, "run_id": RUN_A},
-    )
-    result = cli(stub, "approve", APR_A, "--decision", "reject")
+def test_approve_approves_and_reject_rejects(stub: Stub) -> None:
+    receipt = {"status": "accepted", "dispatch_id": DSP_A, "run_id": RUN_A, "deployment_id": DEP_A}
+    stub.routes["POST", f"/approvals/{APR_A}"] = (202, receipt)
+    assert cli(stub, "approve", APR_A).exit_code == 0
+    result = cli(stub, "approve", APR_A, "--reject")
     assert result.exit_code == 0, result.output
-    assert stub.requests == [("POST", f"/approvals/{APR_A}", {"decision": "reject"})]
+    assert cli(stub, "approve", APR_A, "--decision", "reject").exit_code == 0  # the long way
+    assert stub.requests == [
+        ("POST", f"/approvals/{APR_A}", {"decision": "approve"}),
+        ("POST", f"/approvals/{APR_A}", {"decision": "reject"}),
+        ("POST", f"/approvals/{APR_A}", {"decision": "reject"}),
+    ]
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert (out["status"], out["dispatch_id"], out["run_id"]) == ("accepted", DSP_A, RUN_A)
 
 
-def test_approve_refuses_an_unknown_decision(stub: Stub) -> None:
-    result = cli(stub, "approve", APR_A, "--decision", "maybe")
-    assert result.exit_code == 2
+def test_approve_refuses_an_unknown_or_contradictory_decision(stub: Stub) -> None:
+    assert cli(stub, "approve", APR_A, "--decision", "maybe").exit_code == 2
+    result = cli(stub, "approve", APR_A, "--reject", "--decision", "approve")
+    assert result.exit_code == 2 and "contradicts" in result.output
     assert stub.requests == []
+
+
+def test_approve_a_decided_approval_exits_1(stub: Stub) -> None:
+    stub.routes["POST", f"/approvals/{APR_A}"] = (
+        409,
+        {"status": "rejected", "reason": "approval_decided", "detail": f"{APR_A} is decided"},
+    )
+    result = cli(stub, "approve", APR_A, "--reject")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"error: approval_decided: {APR_A} is decided"
+
+
+def test_approvals_filters_and_prints_a_table(stub: Stub) -> None:
+    approval = {
+        "id": APR_A,
+        "run_id": RUN_A,
+        "deployment_id": DEP_A,
+        "prompt": "ship\n order 7?" + " x" * 60,
+        "status": "pending",
+        "decision": None,
+        "created_at": 1767225600.0,
+        "decided_at": None,
+        "run_status": "waiting",
+    }
+    stub.routes["GET", f"/approvals?run={RUN_A}&status=pending"] = (
+        200,
+        {"approvals": [approval]},
+    )
+    result = cli(stub, "approvals", "--run", RUN_A, "--status", "pending")
+    assert result.exit_code == 0, result.output
+    header, row = result.stdout.splitlines()
+    assert header.split() == [
+        "ID", "RUN", "STATUS", "DECISION", "RUN-STATUS", "CREATED", "PROMPT",
+    ]  # fmt: skip
+    assert row.split()[:8] == [
+        APR_A, RUN_A, "pending", "-", "waiting", "2026-01-01", "00:00:00", "ship",
+    ]  # fmt: skip
+    assert row.endswith("...") and len(row.split("00:00:00", 1)[1].strip()) == 60
+
+    stub.routes["GET", "/approvals?deployment=counter"] = (200, {"approvals": []})
+    result = cli(stub, "approvals", "--deployment", "counter", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout) == {"approvals": []}
+    assert cli(stub, "approvals", "--status", "maybe").exit_code == 2
+
+
+def test_signal_posts_the_name_and_the_json_payload(stub: Stub) -> None:
+    receipt = {"status": "accepted", "dispatch_id": DSP_A, "run_id": RUN_A, "deployment_id": DEP_A}
+    stub.routes["POST", f"/runs/{RUN_A}/signals"] = (202, receipt)
+    result = cli(
+        stub, "signal", RUN_A, "restock", "--payload", '{"qty": [3]}', "--message-id", "s1"
+    )
+    assert result.exit_code == 0, result.output
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert (out["status"], out["dispatch_id"]) == ("accepted", DSP_A)
+    assert cli(stub, "signal", RUN_A, "ping").exit_code == 0
+    assert stub.requests == [
+        (
+            "POST",
+            f"/runs/{RUN_A}/signals",
+            {"name": "restock", "payload": {"qty": [3]}, "message_id": "s1"},
+        ),
+        ("POST", f"/runs/{RUN_A}/signals", {"name": "ping", "payload": None}),
+    ]
+
+
+def test_signal_refuses_a_payload_that_is_not_json(stub: Stub) -> None:
+    result = cli(stub, "signal", RUN_A, "restock", "--payload", "{qty: 3}")
+    assert result.exit_code == 2 and "--payload" in result.output
+    assert stub.requests == []
+
+
+def test_signal_to_an_ended_run_exits_1(stub: Stub) -> None:
+    stub.routes["POST", f"/runs/{RUN_A}/signals"] = (
+        409,
+        {"status": "rejected", "reason": "workflow_run_terminal", "detail": "run is completed"},
+    )
+    result = cli(stub, "signal", RUN_A, "restock")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: workflow_run_terminal: run is completed"
 
 
 def test_sidecar_execs_python_m_sidecar_with_the_options(monkeypatch: pytest.MonkeyPatch) -> None:

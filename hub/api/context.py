@@ -1,0 +1,83 @@
+"""What every route module of the API is given: the store, the acceptor, the
+settings, and the helpers they share (reading a body, answering a trigger,
+a ``?limit=``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from runtime import INLINE_BODY_LIMIT
+
+from .._errors import HubError, InvalidRequest, error_for
+from ..store import Acceptor, Rejected, Store, Trigger, body_digest
+from .requests import is_number, read_json
+from .responses import json_response
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    domain: str
+    nats_url: str
+    subject_prefix: str
+    sidecar_root: Path | None
+    max_body: int
+    body_timeout: float = 60.0  # seconds for a whole request body to arrive
+
+
+def receipt_response(receipt: object) -> Response:
+    if isinstance(receipt, Rejected):
+        error = error_for(receipt.reason)
+        return json_response(receipt, error.http_status if error is not None else 409)
+    return json_response(receipt, 202)
+
+
+def query_limit(request: Request, default: int = 100, most: int = 1000) -> int:
+    """A listing's ``?limit=``: 1 to ``most``, else 422."""
+    text = request.query_params.get("limit", str(default))
+    if not is_number(text) or not 1 <= int(text) <= most:
+        raise InvalidRequest(f"'limit' must be an integer from 1 to {most}")
+    return int(text)
+
+
+@dataclass(frozen=True)
+class RouteContext:
+    store: Store
+    acceptor: Acceptor
+    settings: ApiSettings
+
+    @property
+    def request_limit(self) -> int:
+        # JSON escaping and base64 inflate a body: the raw request may be this
+        # much larger than the body it carries before it is refused unread.
+        return self.settings.max_body * 2 + 64 * 1024
+
+    def read(
+        self, request: Request, type_: type[T], invalid: type[HubError], limit: int | None = None
+    ) -> Awaitable[T]:
+        """The request's JSON body as ``type_``, within ``limit`` bytes (the
+        request limit by default) and the settings' body timeout."""
+        return read_json(
+            request,
+            type_,
+            limit=self.request_limit if limit is None else limit,
+            invalid=invalid,
+            timeout=self.settings.body_timeout,
+        )
+
+    async def accept(self, trigger: Trigger) -> Response:
+        """Accept ``trigger`` and answer with its receipt (202, or the rejection's status)."""
+        if len(trigger.body) > INLINE_BODY_LIMIT:
+            # A big body's digest is a pass over megabytes: off the event loop.
+            digest = await anyio.to_thread.run_sync(body_digest, trigger.body)
+            trigger = msgspec.structs.replace(trigger, digest=digest)
+        return receipt_response(await self.acceptor.accept(trigger))
