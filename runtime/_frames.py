@@ -212,6 +212,9 @@ class RunSnapshot(msgspec.Struct, kw_only=True):
     approvals: list[str] = msgspec.field(default_factory=list)
     """The approvals the run waits for (status ``waiting``): their decisions
     are processed at once, anything else is held until none is left."""
+    parent_run_id: str | None = None
+    entrypoint: str | None = None
+    """A child run's handler (``module:attr`` in the deployment's sources)."""
 
 
 class RunStates(_Frame, tag=True, kw_only=True):

@@ -16,6 +16,7 @@ hub's state of every run (see ``hub.wire.ownership``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ from ._link import HubLink, Identity
 from ._record import locate
 from ._runs import Runs, RunsConfig
 from ._shipper import Shipper
-from ._workflow import Handler, load_workflow
+from ._workflow import Handler, load_workflow, resolve_entrypoint
 
 log = logging.getLogger("mailrun.sidecar")
 
@@ -135,6 +136,7 @@ class Sidecar:
                 inbox=inbox,
                 deployment_id=record.deployment_id,
                 handler=_load(record, path.parent / "src"),
+                resolve=functools.partial(resolve_entrypoint, record.deployment_id),
                 minter=self,
                 on_commit=self._committed,
                 config=self.options.runs,

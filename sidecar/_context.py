@@ -154,11 +154,13 @@ class Context:
         )
 
     async def spawn(self, entrypoint: str, input: Any = None) -> str:
-        """Start a child run of ``entrypoint`` with ``input``; returns its run id.
+        """Start a child run of ``entrypoint`` (``module:attr`` in the
+        deployment's sources) with ``input``; returns its run id.
 
-        The hub mints the child run first. Executing child runs is not part
-        of this release's sidecar: the child is recorded (ChildRunStarted)
-        and its id returned.
+        The hub mints the child run now (the same one for a retry of this
+        item); once this item is committed, the child gets a ``start`` item
+        carrying ``input`` and runs here as its own run, and when it ends
+        this run gets a ``child`` item.
         """
         to_json(input, "the child run input")
         check_size(input, MAX_INPUT, "the child run input")

@@ -24,10 +24,14 @@ import msgspec
 from runtime import (
     Event,
     RecordDecodeError,
+    RunCancelled,
     RunSnapshot,
     RunStatus,
     configure_sqlite,
     encode,
+    is_live,
+    is_terminal,
+    new_id,
     release_free_pages,
 )
 
@@ -96,6 +100,8 @@ class RunRecord:
     state_error: str | None = None  # the stored state is unreadable ({} stands in)
     steps: int = 0  # items processed so far
     approvals: list[str] = field(default_factory=list)  # waited for (status waiting)
+    parent_run_id: str | None = None  # a child run's parent
+    entrypoint: str | None = None  # a child run's handler
 
 
 @dataclass(slots=True)
@@ -111,6 +117,8 @@ class Commit:
     position moves over them, and they stay for after the decision."""
     steps: int | None = None  # None: unchanged
     approvals: list[str] | None = None  # None: unchanged
+    parent_run_id: str | None = None  # a child run's, set by its start item
+    entrypoint: str | None = None  # a child run's, set by its start item
     state: dict[str, Any] | None = None  # None: unchanged
     result: bytes | None = None  # JSON
     error: str | None = None
@@ -127,6 +135,7 @@ class Inbox:
         self._last_seq = last_seq
         self._done_kept = done_kept
         self._lock = anyio.Lock()
+        self._cancelled: list[str] = []
 
     @classmethod
     async def open(cls, path: Path, *, done_kept: int = DONE_KEPT) -> Inbox:
@@ -303,7 +312,8 @@ class Inbox:
             await db.execute("DELETE FROM run_state")
             await db.executemany(
                 "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
-                " updated_at, steps, approvals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " updated_at, steps, approvals, parent_run_id, entrypoint)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         r.run_id,
@@ -315,6 +325,8 @@ class Inbox:
                         now,
                         r.last_step,
                         _encode_json(r.approvals),
+                        r.parent_run_id,
+                        r.entrypoint,
                     )
                     for r in started
                 ],
@@ -395,13 +407,15 @@ class Inbox:
 
     async def load_run(self, run_id: str) -> RunRecord:
         async with self._lock:
-            ((status, last_seq, data, steps, approvals),) = await self.db.execute_fetchall(
-                "SELECT r.status, r.last_seq, s.state, r.steps, r.approvals"
+            (row,) = await self.db.execute_fetchall(
+                "SELECT r.status, r.last_seq, s.state, r.steps, r.approvals, r.parent_run_id,"
+                " r.entrypoint"
                 " FROM (SELECT ? AS id) AS q"
                 " LEFT JOIN run AS r ON r.run_id = q.id"
                 " LEFT JOIN run_state AS s ON s.run_id = q.id",
                 (run_id,),
             )
+        status, last_seq, data, steps, approvals, parent, entrypoint = row
         state: dict[str, Any] = {}
         error = None
         if data is not None:
@@ -417,7 +431,14 @@ class Inbox:
             state_error=error,
             steps=int(steps or 0),
             approvals=_approvals.decode(approvals) if approvals else [],
+            parent_run_id=parent,
+            entrypoint=entrypoint,
         )
+
+    def take_cancelled(self) -> list[str]:
+        """The runs cancelled since the last call, because a parent ended."""
+        cancelled, self._cancelled = self._cancelled, []
+        return cancelled
 
     async def commit(self, c: Commit) -> None:
         """Persist one processing step atomically: state, consumption, run
@@ -463,7 +484,8 @@ class Inbox:
                 approvals = None if c.approvals is None else _encode_json(c.approvals)
                 await db.execute(
                     "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
-                    " updated_at, steps, approvals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " updated_at, steps, approvals, parent_run_id, entrypoint)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT(run_id) DO UPDATE"
                     " SET status = excluded.status, result = COALESCE(excluded.result, result),"
                     " error = COALESCE(excluded.error, error),"
@@ -481,8 +503,13 @@ class Inbox:
                         now,
                         c.steps or 0,
                         approvals,
+                        c.parent_run_id,
+                        c.entrypoint,
                         c.steps,
                     ),
+                )
+                cancelled = (
+                    await _cancel_children(db, c.run_id, now) if is_terminal(c.status) else []
                 )
                 if c.events:
                     await db.executemany(
@@ -496,6 +523,7 @@ class Inbox:
                         [(reason, data, now) for reason, data in c.dead],
                     )
             self._last_seq = new_last
+            self._cancelled.extend(cancelled)
 
     # --- outbox ---------------------------------------------------------------
 
@@ -558,8 +586,37 @@ class _Settles(msgspec.Struct):
 
 
 _settles = msgspec.msgpack.Decoder(_Settles)
+_LIVE = tuple(s.value for s in RunStatus if is_live(s))
+_LIVE_MARKS = ",".join("?" * len(_LIVE))
+_PARENT_ENDED = "parent run ended"
 _approvals = msgspec.json.Decoder(list[str])
 _encode_json = msgspec.json.encode
+
+
+async def _cancel_children(db: aiosqlite.Connection, run_id: str, now: float) -> list[str]:
+    """A run ended: its live children are cancelled, and theirs, in the
+    ending run's transaction; each sends RunCancelled. Their items that come
+    later are refused as for any ended run, held ones included."""
+    cancelled: list[str] = []
+    parents = [run_id]
+    while parents:
+        rows = await db.execute_fetchall(
+            f"UPDATE run SET status = ?, error = ?, updated_at = ?, approvals = '[]'"
+            f" WHERE parent_run_id IN ({','.join('?' * len(parents))})"
+            f" AND status IN ({_LIVE_MARKS}) RETURNING run_id",
+            (RunStatus.CANCELLED, _PARENT_ENDED, now, *parents, *_LIVE),
+        )
+        parents = [row[0] for row in rows]
+        cancelled += parents
+    events = [
+        RunCancelled(event_id=new_id("evt"), run_id=child, at=now, reason=_PARENT_ENDED)
+        for child in cancelled
+    ]
+    await db.executemany(
+        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
+        [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in events],
+    )
+    return cancelled
 
 
 async def _mark_settled(db: aiosqlite.Connection, seqs: list[int], now: float) -> None:

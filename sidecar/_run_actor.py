@@ -24,6 +24,7 @@ from runtime import (
     DispatchProcessed,
     EnvelopeQuarantined,
     Event,
+    RunCancelled,
     RunCompleted,
     RunFailed,
     RunStarted,
@@ -48,8 +49,9 @@ class RunOwner(Protocol):
     @property
     def deployment_id(self) -> str: ...
 
-    @property
-    def handler(self) -> Handler: ...
+    def handler_for(self, entrypoint: str | None) -> Handler:
+        """A child run's handler by its entrypoint; None: the deployment's."""
+        ...
 
     @property
     def minter(self) -> Minter | None: ...
@@ -70,6 +72,7 @@ class RunActor(Actor[list[Pending]]):
         self._snapshot = b"{}"
         self._steps = 0
         self._approvals: list[str] = []
+        self._entrypoint: str | None = None
 
     async def started(self) -> None:
         record = await self._runs.inbox.load_run(self._run_id)
@@ -81,6 +84,7 @@ class RunActor(Actor[list[Pending]]):
         self._status = record.status
         self._snapshot = to_json(record.state, f"stored state of {self._run_id}")
         self._steps, self._approvals = record.steps, record.approvals
+        self._entrypoint = record.entrypoint
 
     async def receive(self, message: list[Pending]) -> None:
         run_id = self._run_id
@@ -116,6 +120,28 @@ class RunActor(Actor[list[Pending]]):
                     commit.consumed.append((p.dispatch_id, seq, outcome))
                     commit.events.append(self._processed(p, now, snapshot, outcome, commit.steps))
                     continue
+                if status is None and p.envelope.kind == "start":
+                    # A child run's first item: its parent and entrypoint.
+                    commit.parent_run_id = p.envelope.sender
+                    commit.entrypoint = self._entrypoint = p.envelope.subject or None
+                    if await self._parent_ended(commit.parent_run_id):
+                        status = RunStatus.CANCELLED
+                        commit.steps += 1
+                        commit.consumed.append(
+                            (p.dispatch_id, seq, DispatchOutcome.REFUSED_TERMINAL)
+                        )
+                        commit.events += [
+                            self._processed(
+                                p, now, snapshot, DispatchOutcome.REFUSED_TERMINAL, commit.steps
+                            ),
+                            RunCancelled(
+                                event_id=new_id("evt"),
+                                run_id=run_id,
+                                at=now,
+                                reason="parent run ended",
+                            ),
+                        ]
+                        continue
                 decision = approval_of(p)
                 if status == RunStatus.WAITING and decision not in commit.approvals:
                     if not p.held:
@@ -154,9 +180,16 @@ class RunActor(Actor[list[Pending]]):
             raise
         await self._commit(commit, status, snapshot)
 
+    async def _parent_ended(self, parent_run_id: str | None) -> bool:
+        if parent_run_id is None:
+            return False
+        parent = await self._runs.inbox.load_run(parent_run_id)
+        return parent.status is not None and is_terminal(parent.status)
+
     async def _call(self, p: Pending, snapshot: bytes) -> Context:
         assert p.envelope is not None
         runs = self._runs
+        handler = runs.handler_for(self._entrypoint)
         ctx = Context(
             run_id=self._run_id,
             deployment_id=runs.deployment_id,
@@ -167,7 +200,7 @@ class RunActor(Actor[list[Pending]]):
         await afailpoint("sidecar.handler.before")
         with anyio.move_on_after(runs.handler_timeout) as scope:
             try:
-                await runs.handler(ctx, item_of(p.envelope))
+                await handler(ctx, item_of(p.envelope))
             except Exception as exc:
                 # The supervisor logs it with its traceback: say which item it was.
                 exc.add_note(

@@ -44,7 +44,7 @@ from runtime import (
 )
 
 from ._context import Minter
-from ._errors import LimitExceeded
+from ._errors import EntrypointError, LimitExceeded, WorkflowLoadError
 from ._inbox import Commit, Inbox, Pending
 from ._run_actor import RunActor
 from ._workflow import Handler
@@ -72,6 +72,7 @@ class Runs:
         inbox: Inbox,
         deployment_id: str,
         handler: Handler,
+        resolve: Callable[[str], Handler] | None = None,
         minter: Minter | None = None,
         on_commit: Callable[[], None] = lambda: None,
         config: RunsConfig | None = None,
@@ -79,6 +80,8 @@ class Runs:
         self.inbox = inbox
         self.deployment_id = deployment_id
         self.handler = handler
+        self._resolve = resolve
+        self._handlers: dict[str, Handler] = {}
         self.minter = minter
         self.on_commit = on_commit
         self.config = config or RunsConfig()
@@ -115,6 +118,20 @@ class Runs:
     def handler_timeout(self) -> float:
         return self.config.handler_timeout
 
+    def handler_for(self, entrypoint: str | None) -> Handler:
+        """The handler of a run: a child run's entrypoint, else the deployment's.
+
+        Raises :class:`EntrypointError` (or WorkflowLoadError) when the
+        sources do not have it: the child run fails at once."""
+        if entrypoint is None:
+            return self.handler
+        handler = self._handlers.get(entrypoint)
+        if handler is None:
+            if self._resolve is None:
+                raise EntrypointError(f"child run entrypoint {entrypoint!r} cannot be loaded here")
+            handler = self._handlers[entrypoint] = self._resolve(entrypoint)
+        return handler
+
     def kick(self) -> None:
         """Something may be ready to process (new envelopes, a raised floor)."""
         self._wake.set()
@@ -140,6 +157,12 @@ class Runs:
             self.idle.set()
 
     async def _step(self) -> bool:
+        # A run that ended cancelled its live children in its commit: their
+        # actors hold a status from before that.
+        for cancelled in self.inbox.take_cancelled():
+            child = self._supervisor.get(cancelled)
+            if child is not None:
+                await child.stop()
         batch = await self.inbox.next_batch(self.config.batch_limit)
         if not batch:
             return False
@@ -157,9 +180,10 @@ class Runs:
             if run_id not in self._gave_up:
                 log.warning("run %s stopped while processing; scheduling stops", run_id)
                 return False
-        except LimitExceeded as exc:
+        except (LimitExceeded, EntrypointError, WorkflowLoadError) as exc:
             # Retrying cannot help: the same call makes the same too-large
-            # value again. The run fails now, on this envelope (next step).
+            # value again, a child's entrypoint stays missing. The run fails
+            # now, on this envelope (next step).
             await ref.stop()
             self._gave_up[run_id] = exc
         except Exception as exc:

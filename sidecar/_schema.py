@@ -80,12 +80,15 @@ async def _script(db: aiosqlite.Connection, script: str) -> None:
         await db.execute(statement)
 
 
-# An approval gate: a run counts the items it processed (the order the hub
-# applies its states in) and names the approvals it waits for; the items it
-# holds meanwhile are inbox rows in state 'held'.
+# A run counts the items it processed (the order the hub applies its states
+# in) and names the approvals it waits for (the items it holds meanwhile are
+# inbox rows in state 'held'); a child run knows its parent and entrypoint.
 _V3 = """
 ALTER TABLE run ADD COLUMN steps INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE run ADD COLUMN approvals TEXT;
+ALTER TABLE run ADD COLUMN parent_run_id TEXT;
+ALTER TABLE run ADD COLUMN entrypoint TEXT;
+CREATE INDEX run_children ON run (parent_run_id) WHERE parent_run_id IS NOT NULL;
 """
 
 

@@ -35,11 +35,20 @@ def load_workflow(sources: Sources, src_dir: Path, deployment_id: str) -> Handle
     module fails to import) or :class:`EntrypointError` (``module:attr`` is
     malformed or missing, or not an async function).
     """
-    module_name, sep, attr = sources.entrypoint.partition(":")
-    if not sep or not module_name or not attr:
-        raise EntrypointError(f"entrypoint {sources.entrypoint!r} is not 'module:attr'")
+    _split(sources.entrypoint)
     _write_sources(sources.files, src_dir)
-    package = _package(src_dir, deployment_id)
+    _package(src_dir, deployment_id)
+    return resolve_entrypoint(deployment_id, sources.entrypoint)
+
+
+def resolve_entrypoint(deployment_id: str, entrypoint: str) -> Handler:
+    """The handler ``entrypoint`` (``module:attr``) names in the sources
+    :func:`load_workflow` loaded: the deployment's own, or a child run's.
+
+    Raises :class:`EntrypointError` or :class:`WorkflowLoadError` as that does.
+    """
+    module_name, attr = _split(entrypoint)
+    package = _package_name(deployment_id)
     try:
         module = importlib.import_module(f"{package}.{module_name}")
     except ModuleNotFoundError as exc:
@@ -56,15 +65,22 @@ def load_workflow(sources: Sources, src_dir: Path, deployment_id: str) -> Handle
             target = getattr(target, part)
         except AttributeError:
             raise EntrypointError(
-                f"entrypoint {sources.entrypoint!r}: {module_name} has no {attr!r}"
+                f"entrypoint {entrypoint!r}: {module_name} has no {attr!r}"
             ) from None
     if not inspect.iscoroutinefunction(target):
         raise EntrypointError(
-            f"entrypoint {sources.entrypoint!r} is not an async function"
+            f"entrypoint {entrypoint!r} is not an async function"
             " (expected: async def main(ctx, item))"
         )
     handler: Handler = target
     return handler
+
+
+def _split(entrypoint: str) -> tuple[str, str]:
+    module_name, sep, attr = entrypoint.partition(":")
+    if not sep or not module_name or not attr:
+        raise EntrypointError(f"entrypoint {entrypoint!r} is not 'module:attr'")
+    return module_name, attr
 
 
 def _write_sources(files: dict[str, str], src_dir: Path) -> None:
@@ -84,9 +100,13 @@ def _write_sources(files: dict[str, str], src_dir: Path) -> None:
         path.write_text(text, encoding="utf-8")
 
 
+def _package_name(deployment_id: str) -> str:
+    return "mailrun_workflow_" + deployment_id.rpartition("_")[2]
+
+
 def _package(src_dir: Path, deployment_id: str) -> str:
     """Register a fresh package whose submodules are the source files."""
-    name = "mailrun_workflow_" + deployment_id.rpartition("_")[2]
+    name = _package_name(deployment_id)
     for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
         del sys.modules[loaded]
     package = types.ModuleType(name, f"workflow sources of {deployment_id}")

@@ -266,11 +266,14 @@ async def add_retention_indexes(db: aiosqlite.Connection) -> None:
 
 async def add_run_step(db: aiosqlite.Connection) -> None:
     """Migration 7: ``workflow_run.last_step``, the sidecar's count of the
-    run's processed items as of ``state`` (DispatchProcessed.step). An
+    run's processed items as of ``state`` (DispatchProcessed.step): an
     approval decision overtakes the items its gate held, so processing order
-    is not seq order there, and the state follows the processing order.
-    Idempotent on its own."""
+    is not seq order there, and the state follows the processing order. And
+    ``workflow_run.entrypoint``, a child run's handler (from ChildRunStarted),
+    for a new owner. Idempotent on its own."""
     async with db.execute("PRAGMA table_info(workflow_run)") as cur:
         columns = {row[1] for row in await cur.fetchall()}
     if "last_step" not in columns:
         await db.execute("ALTER TABLE workflow_run ADD COLUMN last_step INTEGER NOT NULL DEFAULT 0")
+    if "entrypoint" not in columns:
+        await db.execute("ALTER TABLE workflow_run ADD COLUMN entrypoint TEXT")

@@ -7,10 +7,13 @@ run's state only forward in the run's processing order (its ``step``; seq
 for an older sidecar's, which has no approval gates); a terminal status is
 set only on a run that is not terminal yet. An ApprovalRequested makes a
 live run ``waiting``; applying the decision of its last pending approval
-makes it ``running`` again. Events naming a run outside the sender's
-deployment are acknowledged (so the sidecar's outbox moves on) but kept as
-dead letters, never applied. Each run's history is trimmed in the same
-transaction (:mod:`hub.wire.retention`).
+makes it ``running`` again. A ChildRunStarted gives the child its ``start``
+item (the spawn's input); a child run that ends gives its live parent a
+``child`` item. Both are triggers accepted in the same transaction, with
+message ids derived from the child's id, so a resent event adds nothing.
+Events naming a run outside the sender's deployment are acknowledged (so the
+sidecar's outbox moves on) but kept as dead letters, never applied. Each
+run's history is trimmed in the same transaction (:mod:`hub.wire.retention`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import msgspec
 from runtime import (
     DEFAULT_RUN_HISTORY,
     ApprovalRequested,
+    ChildRunStarted,
     DispatchOutcome,
     DispatchProcessed,
     EnvelopeQuarantined,
@@ -103,7 +107,7 @@ class EventsHandler:
             ingest = _Ingest(db, session.deployment_id, self._subject, time.time(), self._letters)
             for event in frame.events:
                 released |= await ingest.event(event)
-            woken = await ingest.route_mail()
+            woken = await ingest.route()
             await trim_history(db, ingest.runs, self._history)
             await afailpoint("hub.events.before_commit")
         # Ingested, not acknowledged: the sidecar will resend these events.
@@ -132,6 +136,8 @@ class _Ingest:
         self.now = now
         self.letters = letters
         self.mail: list[MailSent] = []
+        self.items: list[Trigger] = []
+        """``start`` and ``child`` items, accepted after the frame's events."""
         self.runs: set[str] = set()
         """Runs that got new events: their history is trimmed."""
 
@@ -143,7 +149,7 @@ class _Ingest:
                 self.db, self.deployment_id, self.subject, event, self.now, self.letters
             )
         run = await self._one(
-            "SELECT status, last_seq, last_step FROM workflow_run WHERE id = ?"
+            "SELECT status, last_seq, last_step, parent_run_id FROM workflow_run WHERE id = ?"
             " AND deployment_id = ? AND is_anchor = 0",
             (event.run_id, self.deployment_id),
         )
@@ -170,11 +176,13 @@ class _Ingest:
         if isinstance(event, RunStarted):
             await self._start(event.run_id)
         elif isinstance(event, RunCompleted):
-            await self._finish(event.run_id, RunStatus.COMPLETED, result=event.result)
+            await self._finish(run, event.run_id, RunStatus.COMPLETED, result=event.result)
         elif isinstance(event, RunFailed):
-            await self._finish(event.run_id, RunStatus.FAILED, error=event.error)
+            await self._finish(run, event.run_id, RunStatus.FAILED, error=event.error)
         elif isinstance(event, RunCancelled):
-            await self._finish(event.run_id, RunStatus.CANCELLED, error=event.reason)
+            await self._finish(run, event.run_id, RunStatus.CANCELLED, error=event.reason)
+        elif isinstance(event, ChildRunStarted):
+            await self._child_started(event)
         elif isinstance(event, ApprovalRequested):
             await self.db.execute(
                 "INSERT OR IGNORE INTO approval (id, run_id, prompt, status, created_at)"
@@ -188,12 +196,29 @@ class _Ingest:
             )
         elif isinstance(event, MailSent):
             self.mail.append(event)
-        # ChildRunStarted is kept as the run's history only (mint made the run).
         return False
 
-    async def route_mail(self) -> set[str]:
-        """Accept the new MailSent events addressed to local deployments, in this
-        transaction; return the deployments that got dispatches."""
+    async def route(self) -> set[str]:
+        """Accept the frame's new items and mail in this transaction; return the
+        deployments that got dispatches."""
+        woken = await self._route_items()
+        return woken | await self._route_mail()
+
+    async def _route_items(self) -> set[str]:
+        if not self.items:
+            return set()
+        outcomes, woken = await accept_triggers(self.db, self.items)
+        for trigger, outcome in zip(self.items, outcomes, strict=True):
+            if not isinstance(outcome, Accepted):
+                # A parent that ended takes no more child items (its children
+                # are cancelled with it): expected, so not a warning.
+                log.info(
+                    "%s item for run %s not delivered: %s", trigger.kind, trigger.run_id, outcome
+                )
+        return woken
+
+    async def _route_mail(self) -> set[str]:
+        """Accept the new MailSent events addressed to local deployments."""
         if not self.mail:
             return set()
         async with self.db.execute(
@@ -309,10 +334,39 @@ class _Ingest:
             (RunStatus.RUNNING, self.now, run_id, RunStatus.PENDING),
         )
 
+    async def _child_started(self, event: ChildRunStarted) -> None:
+        """The child minted for this spawn gets its entrypoint and its ``start``
+        item: sent by the parent, its subject the entrypoint, its body the input."""
+        cur = await self.db.execute(
+            "UPDATE workflow_run SET entrypoint = ? WHERE id = ? AND parent_run_id = ?"
+            " AND deployment_id = ?",
+            (event.entrypoint, event.child_run_id, event.run_id, self.deployment_id),
+        )
+        if cur.rowcount != 1:
+            await self._dead_letter(event, "unknown_child")
+            return
+        self.items.append(
+            Trigger(
+                deployment_id=self.deployment_id,
+                run_id=event.child_run_id,
+                kind="start",
+                message_id=f"start:{event.child_run_id}",
+                sender=event.run_id,
+                subject=event.entrypoint,
+                body=msgspec.json.encode(event.input),
+            )
+        )
+
     async def _finish(
-        self, run_id: str, status: RunStatus, *, result: Any = None, error: str | None = None
+        self,
+        run: Any,
+        run_id: str,
+        status: RunStatus,
+        *,
+        result: Any = None,
+        error: str | None = None,
     ) -> None:
-        await self.db.execute(
+        cur = await self.db.execute(
             f"UPDATE workflow_run SET status = ?, result = ?, error = ?, updated_at = ?"
             f" WHERE id = ? AND status IN ({_NOT_TERMINAL_MARKS})",
             (
@@ -324,6 +378,21 @@ class _Ingest:
                 *_NOT_TERMINAL,
             ),
         )
+        parent = run["parent_run_id"]
+        if cur.rowcount == 1 and parent:
+            body = {"child_run_id": run_id, "status": status.value, "result": result}
+            body["error"] = error or None
+            self.items.append(
+                Trigger(
+                    deployment_id=self.deployment_id,
+                    run_id=parent,
+                    kind="child",
+                    message_id=f"child:{run_id}",
+                    sender=run_id,
+                    subject=status.value,
+                    body=msgspec.json.encode(body),
+                )
+            )
 
     async def _dead_letter(self, event: Event, reason: str) -> None:
         log.warning(

@@ -29,7 +29,8 @@ PAGE_RUNS = 500
 SETTLED_LIMIT = 20_000
 
 _RUNS = """
-SELECT id, status, state, last_seq, result, error, last_step FROM workflow_run
+SELECT id, status, state, last_seq, result, error, last_step, parent_run_id, entrypoint
+FROM workflow_run
 WHERE deployment_id = ? AND is_anchor = 0 AND id > ?
 ORDER BY id LIMIT ?
 """
@@ -65,6 +66,8 @@ class StateHandler:
                 error=row["error"],
                 last_step=int(row["last_step"] or 0),
                 approvals=waiting.get(row["id"], []),
+                parent_run_id=row["parent_run_id"],
+                entrypoint=row["entrypoint"],
             )
             size += len(msgspec.msgpack.encode(snapshot))
             if runs and size > PAGE_BYTES:

@@ -11,18 +11,20 @@ from hub.store.accept import Accepted, Trigger, accept_triggers
 from hub.store.deployments import delete_deployment
 from runtime import (
     ApprovalRequested,
+    ChildRunStarted,
     DispatchProcessed,
     EventsAck,
     FrameDecoder,
     MailSent,
     MintChild,
     Minted,
+    RunCancelled,
     RunCompleted,
     RunFailed,
     RunStarted,
     new_id,
 )
-from tests.support.wire import Hub, accept, deploy, owned, refused, running_hub, send
+from tests.support.wire import Hub, Sidecar, accept, deploy, owned, refused, running_hub, send
 
 
 def processed(receipt: Accepted, step: int = 0, **state: object) -> DispatchProcessed:
@@ -212,6 +214,76 @@ async def test_mint_child_is_deduped_by_request_id(tmp_path: Path) -> None:
         ask.request_id = "spawn-2"
         other = await car.request(hub.subjects.mint, ask)
         assert isinstance(other, Minted) and other.run_id != first.run_id
+
+
+async def mint(car: Sidecar, parent_run_id: str, request_id: str) -> str:
+    session_id, epoch = car.session
+    ask = MintChild(
+        parent_run_id=parent_run_id,
+        request_id=request_id,
+        deployment_id=car.dep.id,
+        session_id=session_id,
+        owner_epoch=epoch,
+    )
+    minted = await car.request(car.subjects.mint, ask)
+    assert isinstance(minted, Minted)
+    return minted.run_id
+
+
+@pytest.mark.anyio
+async def test_a_child_gets_its_start_item_and_its_end_reaches_the_live_parent_once(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        child = await mint(car, r1.run_id, "spawn-1")
+        started = ChildRunStarted(
+            event_id=new_id("evt"),
+            run_id=r1.run_id,
+            child_run_id=child,
+            entrypoint="flow:child",
+            input={"n": 1},
+        )
+        for _ in range(2):  # resent: still one start item
+            assert isinstance(await send(car, started), EventsAck)
+        (start,) = await hub.all("SELECT * FROM workflow_run_dispatch WHERE run_id = ?", child)
+        assert (start["kind"], start["sender"], start["subject"]) == (
+            "start",
+            r1.run_id,
+            "flow:child",
+        )
+        assert json.loads(bytes(start["body"])) == {"n": 1}
+        assert (await run_row(hub, child))["entrypoint"] == "flow:child"
+        done = RunCompleted(event_id=new_id("evt"), run_id=child, result={"ok": True})
+        for _ in range(2):
+            assert isinstance(await send(car, done), EventsAck)
+        (end,) = await hub.all(
+            "SELECT * FROM workflow_run_dispatch WHERE run_id = ? AND kind = 'child'", r1.run_id
+        )
+        assert (end["sender"], end["subject"], end["message_id"]) == (
+            child,
+            "completed",
+            f"child:{child}",
+        )
+        assert json.loads(bytes(end["body"])) == {
+            "child_run_id": child,
+            "status": "completed",
+            "result": {"ok": True},
+            "error": None,
+        }
+
+
+@pytest.mark.anyio
+async def test_an_ended_parent_gets_no_child_item(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        child = await mint(car, r1.run_id, "spawn-1")
+        ended = RunCompleted(event_id=new_id("evt"), run_id=r1.run_id)
+        cancelled = RunCancelled(event_id=new_id("evt"), run_id=child, reason="parent run ended")
+        assert isinstance(await send(car, ended, cancelled), EventsAck)
+        assert (await run_row(hub, child))["status"] == "cancelled"
+        rows = await hub.all("SELECT kind FROM workflow_run_dispatch WHERE run_id = ?", r1.run_id)
+        assert [r["kind"] for r in rows] == ["mail"]
 
 
 @pytest.mark.anyio
