@@ -263,6 +263,15 @@ EXPECTED: dict[str, list[str]] = {
         "render_authorization",
         "users_of",
     ],
+    "hub.outbound": [
+        "CA_FILE_ENV",
+        "PASSWORD_ENV",
+        "STARTTLS_ENV",
+        "USER_ENV",
+        "Outbox",
+        "RelayConfig",
+        "relay_config",
+    ],
     "hub.api": ["ApiSettings", "HttpLimits", "HttpServer", "bind_socket", "create_app"],
     "hub.cli": ["hub_cmd", "main"],
     "hub.up": [
