@@ -29,6 +29,7 @@ from ..store import (
     LATEST,
     Acceptor,
     DeploymentView,
+    OutboundStatus,
     Rejected,
     Store,
     Trigger,
@@ -39,6 +40,7 @@ from ..store import (
     get_dispatch,
     get_run,
     list_deployments,
+    list_outbound,
     list_runs,
     resolve_deployment,
 )
@@ -86,6 +88,13 @@ def receipt_response(receipt: object) -> Response:
         error = error_for(receipt.reason)
         return json_response(receipt, error.http_status if error is not None else 409)
     return json_response(receipt, 202)
+
+
+def _limit(request: Request) -> int:
+    text = request.query_params.get("limit", "100")
+    if not is_number(text) or not 1 <= int(text) <= 1000:
+        raise InvalidRequest("'limit' must be an integer from 1 to 1000")
+    return int(text)
 
 
 def create_app(
@@ -174,12 +183,19 @@ def create_app(
         return json_response(live(await get_deployment(store.db, dep_id)))
 
     async def runs(request: Request) -> Response:
-        limit_text = request.query_params.get("limit", "100")
-        if not is_number(limit_text) or not 1 <= int(limit_text) <= 1000:
-            raise InvalidRequest("'limit' must be an integer from 1 to 1000")
         deployment = request.query_params.get("deployment") or None
-        found = await list_runs(store.db, deployment=deployment, limit=int(limit_text))
+        found = await list_runs(store.db, deployment=deployment, limit=_limit(request))
         return json_response({"runs": found})
+
+    async def outbox(request: Request) -> Response:
+        limit = _limit(request)
+        status = request.query_params.get("status") or None
+        if status is not None and status not in set(OutboundStatus):
+            raise InvalidRequest(f"'status' must be one of {', '.join(OutboundStatus)}")
+        deployment = request.query_params.get("deployment") or None
+        dep_id = await resolve_deployment(store.db, deployment) if deployment else None
+        found = await list_outbound(store.db, status=status, deployment_id=dep_id, limit=limit)
+        return json_response({"outbox": found})
 
     async def one_run(request: Request) -> Response:
         return json_response(await get_run(store.db, str(request.path_params["id"])))
@@ -235,6 +251,7 @@ def create_app(
             Route("/runs", runs, methods=["GET"]),
             Route("/runs/{id}", one_run, methods=["GET"]),
             Route("/dispatches/{id}", one_dispatch, methods=["GET"]),
+            Route("/outbox", outbox, methods=["GET"]),
             Route("/approvals/{id}", approve, methods=["POST"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],

@@ -25,7 +25,14 @@ from runtime import DEFAULT_HUB_URL, HUB_URL_ENV
 from .._client import HubClient
 from .._errors import AdminTokenUnavailable, HubBadResponse, HubResponseError, HubUnreachable
 from .._token import DEFAULT_STATE_DIR, TOKEN_ENV, admin_token_path, find_token
-from .tables import deployment_view, deployments_table, receipt_view, run_view, runs_table
+from .tables import (
+    deployment_view,
+    deployments_table,
+    outbox_table,
+    receipt_view,
+    run_view,
+    runs_table,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -192,6 +199,25 @@ def runs(deployment: str | None, *, client: HubClient, as_json: bool) -> None:
 
 
 @click.command()
+@click.option(
+    "--status",
+    type=click.Choice(["pending", "sending", "sent", "failed", "no_relay"]),
+    help="Only mail in this status.",
+)
+@click.option("--deployment", help="Only this deployment's mail (id or name).")
+@hub_command
+def outbox(status: str | None, deployment: str | None, *, client: HubClient, as_json: bool) -> None:
+    """List mail that runs sent to outside addresses, with its status.
+
+    Sent through the hub's --smtp-relay; without one it stays no_relay."""
+    listing = client.outbox(status, deployment)
+    if as_json:
+        _echo_json(listing)
+    else:
+        click.echo(outbox_table(listing.get("outbox") or []))
+
+
+@click.command()
 @click.argument("run_id", metavar="ID")
 @hub_command
 def run(run_id: str, *, client: HubClient, as_json: bool) -> None:
@@ -234,4 +260,4 @@ def approve(approval_id: str, decision: str, *, client: HubClient, as_json: bool
         click.echo(receipt_view(answer) or f"{approval_id}: {decision}")
 
 
-COMMANDS = (deploy, send, deployments, runs, run, delete, approve)
+COMMANDS = (deploy, send, deployments, runs, run, delete, approve, outbox)

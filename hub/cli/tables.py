@@ -102,6 +102,23 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def outbox_table(mails: Sequence[Mapping[str, Any]]) -> str:
+    return table(
+        ["ID", "TO", "SUBJECT", "STATUS", "ATTEMPTS", "LAST ERROR / RELAY ANSWER"],
+        [
+            [
+                m.get("id"),
+                m.get("to"),
+                m.get("subject"),
+                f"{m.get('status')}{' (in doubt)' if m.get('in_doubt') else ''}",
+                m.get("attempts"),
+                m.get("relay_answer") if m.get("status") == "sent" else m.get("last_error"),
+            ]
+            for m in mails
+        ],
+    )
+
+
 def deployment_view(d: Mapping[str, Any]) -> str:
     keys = [
         "id",
