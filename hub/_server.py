@@ -97,7 +97,7 @@ class WireSide(Protocol):
 
 WireFactory = Callable[..., Coroutine[Any, Any, None]]
 """``run_wire``-shaped: keyword arguments store, transport, subjects, boot_id,
-config, task_status; reports a :class:`WireSide` through ``task_status.started``."""
+config, outbox, task_status; reports a :class:`WireSide` through ``task_status.started``."""
 
 
 @dataclass(frozen=True)

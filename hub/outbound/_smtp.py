@@ -68,11 +68,14 @@ async def relay_session(relay: RelayConfig) -> AsyncIterator[aiosmtplib.SMTP]:
     try:
         yield smtp
     finally:
-        if smtp.is_connected:
-            try:
+        try:
+            if smtp.is_connected:
                 await smtp.quit()
-            except (aiosmtplib.SMTPException, OSError):
-                smtp.close()
+        except (aiosmtplib.SMTPException, OSError):
+            pass  # the mails are recorded already; a QUIT lost is nothing
+        finally:
+            # Also when cancelled inside QUIT: no socket outlives the session.
+            smtp.close()
 
 
 async def transmit(smtp: aiosmtplib.SMTP, mail: DueMail, message: bytes) -> str:
