@@ -91,6 +91,11 @@ class _Endpoints(abc.ABC, Generic[R]):
     def run(self, run_id: str) -> R:
         return self.request("GET", f"/runs/{_quote(run_id)}")
 
+    def outbox(self, status: str | None = None, deployment: str | None = None) -> R:
+        params = {k: v for k, v in (("status", status), ("deployment", deployment)) if v}
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        return self.request("GET", f"/outbox{query}")
+
     def dispatch(self, dispatch_id: str) -> R:
         return self.request("GET", f"/dispatches/{_quote(dispatch_id)}")
 

@@ -46,6 +46,10 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
           HubNotReady (TimeoutError)
         DemoFailed              ``mailrun demo``
           DemoTimeout (TimeoutError)
+        RelayError              the outbound SMTP relay (hub.outbound)
+          RelayConfigError      --smtp-relay and its environment do not make sense
+          RelayUnavailable      not reached, a 4xx answer, TLS or login refused: try later
+          RelayRefused          a 5xx answer to one mail: it is not sent again
         HubClientError          the client of the hub's HTTP API (hub._client)
           HubUnreachable
             HubTimeout (TimeoutError)
@@ -300,6 +304,33 @@ class DemoFailed(HubError):
 
 class DemoTimeout(DemoFailed, TimeoutError):
     reason = "demo_timeout"
+
+
+# --- the outbound relay --------------------------------------------------
+
+
+class RelayError(HubError):
+    reason = "relay_failed"
+
+
+class RelayConfigError(RelayError):
+    reason = "relay_config_invalid"
+
+
+class RelayUnavailable(RelayError):
+    """The relay did not take the mail this time; trying again may work."""
+
+    reason = "relay_unavailable"
+
+
+class RelayRefused(RelayError):
+    """The relay refused the mail for good (a 5xx answer); ``answer`` is its reply."""
+
+    reason = "relay_refused"
+
+    def __init__(self, detail: str, answer: str) -> None:
+        super().__init__(detail)
+        self.answer = answer
 
 
 # --- the client of the hub's HTTP API: the CLI, ``up`` and ``demo`` --------

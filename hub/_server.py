@@ -1,4 +1,5 @@
-"""The hub process: store, acceptor, NATS wire side and HTTP API in one task group.
+"""The hub process: store, acceptor, NATS wire side, outbound relay and HTTP API
+in one task group.
 
 Shutdown is orderly: on SIGTERM/SIGINT (or cancellation) the HTTP server
 stops taking requests and finishes the ones in flight (bounded), then the
@@ -51,6 +52,7 @@ from ._errors import HubError
 from ._token import ensure_admin_token, read_token_file
 from .api import ApiSettings, HttpLimits, HttpServer, bind_socket, create_app
 from .natsauth import hub_seed
+from .outbound import Outbox, RelayConfig, relay_config
 from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store, give_nats_identities
 from .wire import DispatchConfig, RetentionConfig, WireConfig, run_wire
 
@@ -73,8 +75,10 @@ class HubConfig:
     admin_token: str | None = field(default=None, repr=False)
     http_limits: HttpLimits = field(default_factory=HttpLimits)
     backoff_max: float | None = None
-    """Caps the delays of the hub's retry loops (NATS, delivery rounds): how
-    tests and soaks compress time (``MAILRUN_BACKOFF_MAX``)."""
+    """Caps the delays of the hub's retry loops (NATS, delivery rounds, the
+    relay): how tests and soaks compress time (``MAILRUN_BACKOFF_MAX``)."""
+    relay: RelayConfig | None = None
+    """Where mail to outside addresses goes (None: it stays ``no_relay``)."""
 
 
 class WireSide(Protocol):
@@ -93,7 +97,7 @@ class WireSide(Protocol):
 
 WireFactory = Callable[..., Coroutine[Any, Any, None]]
 """``run_wire``-shaped: keyword arguments store, transport, subjects, boot_id,
-config, task_status; reports a :class:`WireSide` through ``task_status.started``."""
+config, outbox, task_status; reports a :class:`WireSide` through ``task_status.started``."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,9 @@ async def serve_hub(
             async with anyio.create_task_group() as tg:
                 acceptor = Acceptor(store)
                 await tg.start(acceptor.run)
+                # Before the wire: what the last hub left is settled before new mail comes.
+                outbox = Outbox(store, config.relay, backoff_max=config.backoff_max)
+                await tg.start(outbox.run)
                 start_wire = functools.partial(
                     wire or run_wire,
                     store=store,
@@ -153,6 +160,7 @@ async def serve_hub(
                     subjects=Subjects(config.subject_prefix),
                     boot_id=boot_id,
                     config=_capped(config.wire, config.backoff_max),
+                    outbox=outbox,
                 )
                 side: WireSide = await tg.start(start_wire)
                 acceptor.on_accepted = side.on_accepted
@@ -220,6 +228,7 @@ def run_hub_cli(
     redeliver_after: float | None = None,
     run_history: int | None = None,
     token_file: Path | None = None,
+    smtp_relay: str | None = None,
 ) -> None:
     """Run the hub in this process until SIGTERM/SIGINT (``mailrun hub``, ``python -m hub``).
 
@@ -233,6 +242,7 @@ def run_hub_cli(
         backoff_max = backoff_max_from_env(os.environ)
         sqlite_synchronous(os.environ, warn=True)
         admin_token = read_token_file(Path(token_file)) if token_file is not None else None
+        relay = relay_config(smtp_relay, os.environ) if smtp_relay else None
     except (HubError, ValueError) as exc:
         log.error("hub failed: %s", exc)
         raise SystemExit(1) from exc
@@ -247,6 +257,7 @@ def run_hub_cli(
         max_body=max_body or DEFAULT_MAX_BODY,
         admin_token=admin_token,
         backoff_max=backoff_max,
+        relay=relay,
     )
     if redeliver_after is not None:
         dispatch = DispatchConfig(redeliver_after=redeliver_after)

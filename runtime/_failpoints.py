@@ -54,6 +54,7 @@ REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
         "hub.events.after_commit": "hub/wire/events.py",
         "hub.hello.before_claim": "hub/wire/sessions.py",
         "hub.mint.before_claim": "hub/wire/mint.py",
+        "hub.relay.after_send": "hub/outbound/_relay.py",
         "sidecar.inbox.after_commit": "sidecar/_delivery.py",
         "sidecar.handler.before": "sidecar/_run_actor.py",
         "sidecar.handler.after": "sidecar/_run_actor.py",

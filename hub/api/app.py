@@ -21,11 +21,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from .._errors import HubError, InvalidDeployment
+from .._errors import HubError, InvalidDeployment, InvalidRequest
 from ..store import (
     LATEST,
     Acceptor,
     DeploymentView,
+    OutboundStatus,
     Store,
     create_deployment,
     delete_deployment,
@@ -33,6 +34,7 @@ from ..store import (
     get_dispatch,
     get_run,
     list_deployments,
+    list_outbound,
     list_runs,
     resolve_deployment,
 )
@@ -135,6 +137,16 @@ def create_app(
         found = await list_runs(store.db, deployment=deployment, limit=limit)
         return json_response({"runs": found})
 
+    async def outbox(request: Request) -> Response:
+        limit = query_limit(request)
+        status = request.query_params.get("status") or None
+        if status is not None and status not in set(OutboundStatus):
+            raise InvalidRequest(f"'status' must be one of {', '.join(OutboundStatus)}")
+        deployment = request.query_params.get("deployment") or None
+        dep_id = await resolve_deployment(store.db, deployment) if deployment else None
+        found = await list_outbound(store.db, status=status, deployment_id=dep_id, limit=limit)
+        return json_response({"outbox": found})
+
     async def one_run(request: Request) -> Response:
         return json_response(await get_run(store.db, str(request.path_params["id"])))
 
@@ -173,6 +185,7 @@ def create_app(
             Route("/runs/{id}", one_run, methods=["GET"]),
             Route("/dispatches/{id}", one_dispatch, methods=["GET"]),
             *approval_routes(ctx),
+            Route("/outbox", outbox, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
         ],
         middleware=[Middleware(AdminAuth, token=admin_token)],

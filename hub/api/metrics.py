@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import aiosqlite
 
-from ..store import Acceptor, count_by_status
+from ..store import Acceptor, count_by_status, count_outbound
 
 
 def _family(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> list[str]:
@@ -20,6 +20,7 @@ def _label(key: str, value: str) -> str:
 
 async def render_metrics(db: aiosqlite.Connection, acceptor: Acceptor) -> str:
     counts = await count_by_status(db)
+    outbound = await count_outbound(db)
     lines: list[str] = []
     lines += _family(
         "mailrun_triggers_accepted_total", "counter",
@@ -53,5 +54,10 @@ async def render_metrics(db: aiosqlite.Connection, acceptor: Acceptor) -> str:
     lines += _family(
         "mailrun_deployments", "gauge", "Deployments in the store, by status.",
         [(_label("status", s), n) for s, n in sorted(counts["deployments"].items())],
+    )  # fmt: skip
+    lines += _family(
+        "mailrun_outbound_mail", "gauge",
+        "Mail runs sent to outside addresses, in the store, by status.",
+        [(_label("status", s), n) for s, n in sorted(outbound.items())],
     )  # fmt: skip
     return "\n".join(lines) + "\n"

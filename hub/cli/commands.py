@@ -29,6 +29,7 @@ from .tables import (
     approvals_table,
     deployment_view,
     deployments_table,
+    outbox_table,
     receipt_view,
     run_view,
     runs_table,
@@ -199,6 +200,25 @@ def runs(deployment: str | None, *, client: HubClient, as_json: bool) -> None:
 
 
 @click.command()
+@click.option(
+    "--status",
+    type=click.Choice(["pending", "sending", "sent", "failed", "no_relay"]),
+    help="Only mail in this status.",
+)
+@click.option("--deployment", help="Only this deployment's mail (id or name).")
+@hub_command
+def outbox(status: str | None, deployment: str | None, *, client: HubClient, as_json: bool) -> None:
+    """List mail that runs sent to outside addresses, with its status.
+
+    Sent through the hub's --smtp-relay; without one it stays no_relay."""
+    listing = client.outbox(status, deployment)
+    if as_json:
+        _echo_json(listing)
+    else:
+        click.echo(outbox_table(listing.get("outbox") or []))
+
+
+@click.command()
 @click.argument("run_id", metavar="ID")
 @hub_command
 def run(run_id: str, *, client: HubClient, as_json: bool) -> None:
@@ -307,4 +327,4 @@ def approvals(
         click.echo(approvals_table(listing.get("approvals") or []))
 
 
-COMMANDS = (deploy, send, deployments, runs, run, delete, signal, approve, approvals)
+COMMANDS = (deploy, send, deployments, runs, run, delete, signal, approve, approvals, outbox)

@@ -40,6 +40,7 @@ from runtime import (
 
 from .._errors import HubError
 from .._token import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR
+from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV
 from .commands import COMMANDS, F, fail
 
 
@@ -53,6 +54,12 @@ def _host_port(
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
     return value
+
+
+def _optional_host_port(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> str | None:
+    return None if value is None else _host_port(ctx, param, value)
 
 
 def _default_state_dir(help_: str) -> Callable[[F], F]:
@@ -91,7 +98,20 @@ def main() -> None:
     help=f"Use this NATS server instead of an embedded one (env {NATS_URL_ENV}).",
 )
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
-def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | None) -> None:
+@click.option(
+    "--smtp-relay",
+    metavar="HOST:PORT",
+    callback=_optional_host_port,
+    help="Send mail that runs address outside this hub through this SMTP relay"
+    f" (STARTTLS and login: env {STARTTLS_ENV}, {USER_ENV}, {PASSWORD_ENV}).",
+)
+def up(
+    state_dir: Path,
+    http: str,
+    nats_url: str | None,
+    subject_prefix: str | None,
+    smtp_relay: str | None,
+) -> None:
     """Run NATS, the hub and the sidecars, supervised.
 
     Starts nats-server (unless --nats), the hub and one sidecar per live
@@ -104,7 +124,9 @@ def up(state_dir: Path, http: str, nats_url: str | None, subject_prefix: str | N
     def say(line: str) -> None:
         click.echo(line, err=True)
 
-    config = UpConfig(state_dir, http, nats_url, subject_prefix=subject_prefix, say=say)
+    config = UpConfig(
+        state_dir, http, nats_url, subject_prefix=subject_prefix, smtp_relay=smtp_relay, say=say
+    )
 
     async def serve() -> None:
         async with cancel_on_signals(), anyio.create_task_group() as tg:
@@ -204,6 +226,13 @@ def demo() -> None:
         f" {DEFAULT_RUN_HISTORY}; env {RUN_HISTORY_ENV}, which `mailrun up` passes on)."
     ),
 )
+@click.option(
+    "--smtp-relay",
+    metavar="HOST:PORT",
+    callback=_optional_host_port,
+    help="Send mail that runs address outside this hub through this SMTP relay"
+    f" (STARTTLS and login: env {STARTTLS_ENV}, {USER_ENV}, {PASSWORD_ENV}).",
+)
 def hub_cmd(
     state_dir: Path,
     http: str,
@@ -215,6 +244,7 @@ def hub_cmd(
     token_file: Path | None,
     redeliver_after: float | None,
     run_history: int | None,
+    smtp_relay: str | None,
 ) -> None:
     """Run the hub alone, in this process.
 
@@ -232,6 +262,7 @@ def hub_cmd(
         redeliver_after=redeliver_after,
         run_history=run_history,
         token_file=token_file,
+        smtp_relay=smtp_relay,
     )
 
 

@@ -121,6 +121,23 @@ def approvals_table(approvals: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def outbox_table(mails: Sequence[Mapping[str, Any]]) -> str:
+    return table(
+        ["ID", "TO", "SUBJECT", "STATUS", "ATTEMPTS", "LAST ERROR / RELAY ANSWER"],
+        [
+            [
+                m.get("id"),
+                m.get("to"),
+                m.get("subject"),
+                f"{m.get('status')}{' (in doubt)' if m.get('in_doubt') else ''}",
+                m.get("attempts"),
+                m.get("relay_answer") if m.get("status") == "sent" else m.get("last_error"),
+            ]
+            for m in mails
+        ],
+    )
+
+
 def _short(text: object, width: int = 60) -> object:
     """A long prompt cut to one table cell's width."""
     if not isinstance(text, str):

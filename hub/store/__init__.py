@@ -18,6 +18,12 @@ from .identities import give_nats_identities as give_nats_identities
 from .migrations import LATEST as LATEST
 from .migrations import pending_migrations as pending_migrations
 from .migrations import read_version as read_version
+from .outbox import OutboundMail as OutboundMail
+from .outbox import OutboundStatus as OutboundStatus
+from .outbox import OutboundView as OutboundView
+from .outbox import count_outbound as count_outbound
+from .outbox import list_outbound as list_outbound
+from .outbox import record_outbound as record_outbound
 from .queries import DeploymentView as DeploymentView
 from .queries import DispatchView as DispatchView
 from .queries import RunView as RunView
@@ -29,6 +35,15 @@ from .queries import get_run as get_run
 from .queries import list_deployments as list_deployments
 from .queries import list_runs as list_runs
 from .queries import resolve_deployment as resolve_deployment
+from .relaying import DueMail as DueMail
+from .relaying import defer as defer
+from .relaying import due_mail as due_mail
+from .relaying import mark_failed as mark_failed
+from .relaying import mark_retry as mark_retry
+from .relaying import mark_sending as mark_sending
+from .relaying import mark_sent as mark_sent
+from .relaying import next_due as next_due
+from .relaying import settle_at_boot as settle_at_boot
 from .schema import QUARANTINE_SOURCE as QUARANTINE_SOURCE
 from .schema import ApprovalStatus as ApprovalStatus
 from .schema import DispatchStatus as DispatchStatus
@@ -53,6 +68,10 @@ __all__ = [
     "DeploymentView",
     "DispatchStatus",
     "DispatchView",
+    "DueMail",
+    "OutboundMail",
+    "OutboundStatus",
+    "OutboundView",
     "Outcome",
     "Receipt",
     "RefusedByRun",
@@ -63,9 +82,12 @@ __all__ = [
     "accept_triggers",
     "body_digest",
     "count_by_status",
+    "count_outbound",
     "create_deployment",
+    "defer",
     "delete_deployment",
     "deployment_of_run",
+    "due_mail",
     "get_approval",
     "get_deployment",
     "get_dispatch",
@@ -73,8 +95,16 @@ __all__ = [
     "give_nats_identities",
     "list_approvals",
     "list_deployments",
+    "list_outbound",
     "list_runs",
+    "mark_failed",
+    "mark_retry",
+    "mark_sending",
+    "mark_sent",
+    "next_due",
     "pending_migrations",
     "read_version",
+    "record_outbound",
     "resolve_deployment",
+    "settle_at_boot",
 ]

@@ -20,6 +20,7 @@ import aiosqlite
 import anyio
 
 from .._errors import MigrationError
+from .outbox import add_outbound_mail
 from .schema import (
     ApprovalStatus,
     DispatchStatus,
@@ -62,6 +63,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "0005_nats_user", add_nats_user),
     Migration(6, "0006_retention_indexes", add_retention_indexes),
     Migration(7, "0007_run_step", add_run_step),
+    Migration(8, "0008_outbound_mail", add_outbound_mail),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -68,6 +68,7 @@ class UpConfig:
     # The embedded server's port: None takes 4222 when free, else any free one.
     nats_port: int | None = None
     subject_prefix: str | None = None
+    smtp_relay: str | None = None  # HOST:PORT, passed on to the hub
     poll_interval: float = 0.5
     stop_grace: float = 5.0
     backoff: Backoff = field(default_factory=Backoff)
@@ -206,6 +207,9 @@ class Up:
         argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
         if self.config.subject_prefix:
             argv += ["--subject-prefix", self.config.subject_prefix]
+        if self.config.smtp_relay:
+            # Its login stays in the environment the hub inherits, out of argv.
+            argv += ["--smtp-relay", self.config.smtp_relay]
         self.hub = self._child("hub", argv)
         tg.start_soon(self.hub.run)
         await self._wait_hub()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import aiosqlite
 import msgspec
@@ -55,11 +55,14 @@ from ..store import (
     Accepted,
     ApprovalStatus,
     DispatchStatus,
+    OutboundMail,
+    OutboundStatus,
     Rejected,
     Store,
     Trigger,
     accept_triggers,
     body_digest,
+    record_outbound,
 )
 from .quarantine import ingest_quarantined
 from .retention import DeadLetter, DeadLetters, trim_history
@@ -71,6 +74,18 @@ log = logging.getLogger("mailrun.hub.events")
 _NOT_TERMINAL = tuple(s.value for s in RunStatus if not is_terminal(s))
 _NOT_TERMINAL_MARKS = ",".join("?" * len(_NOT_TERMINAL))
 _OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
+
+
+class OutboundSink(Protocol):
+    """Where mail to outside addresses goes (``hub.outbound.Outbox``)."""
+
+    @property
+    def status(self) -> OutboundStatus:
+        """What a new row starts as: pending with a relay, no_relay without."""
+        ...
+
+    def wake(self) -> None:
+        """New rows were committed."""
 
 
 class EventsHandler:
@@ -86,8 +101,10 @@ class EventsHandler:
         on_accepted: Callable[[set[str]], None],
         letters: DeadLetters | None = None,
         history: int = DEFAULT_RUN_HISTORY,
+        outbox: OutboundSink | None = None,
     ) -> None:
         self._store = store
+        self._outbox = outbox
         self._letters = letters or DeadLetters()
         self._history = history
         self._subject = subject
@@ -107,7 +124,8 @@ class EventsHandler:
             ingest = _Ingest(db, session.deployment_id, self._subject, time.time(), self._letters)
             for event in frame.events:
                 released |= await ingest.event(event)
-            woken = await ingest.route()
+            status = self._outbox.status if self._outbox else OutboundStatus.NO_RELAY
+            woken = await ingest.route(status)
             await trim_history(db, ingest.runs, self._history)
             await afailpoint("hub.events.before_commit")
         # Ingested, not acknowledged: the sidecar will resend these events.
@@ -116,6 +134,8 @@ class EventsHandler:
             self._on_released()
         if woken:
             self._on_accepted(woken)
+        if ingest.outbound and self._outbox is not None:
+            self._outbox.wake()
         return EventsAck(ids=[e.event_id for e in frame.events])
 
 
@@ -140,6 +160,8 @@ class _Ingest:
         """``start`` and ``child`` items, accepted after the frame's events."""
         self.runs: set[str] = set()
         """Runs that got new events: their history is trimmed."""
+        self.outbound = 0
+        """Outgoing mails recorded for the relay."""
 
     async def event(self, event: Event) -> bool:
         """Record and apply ``event`` if new; True when it freed a claim-checked body."""
@@ -198,11 +220,12 @@ class _Ingest:
             self.mail.append(event)
         return False
 
-    async def route(self) -> set[str]:
+    async def route(self, outbound: OutboundStatus) -> set[str]:
         """Accept the frame's new items and mail in this transaction; return the
-        deployments that got dispatches."""
+        deployments that got dispatches (``outbound``: the first status of mail
+        to an address no deployment holds)."""
         woken = await self._route_items()
-        return woken | await self._route_mail()
+        return woken | await self._route_mail(outbound)
 
     async def _route_items(self) -> set[str]:
         if not self.items:
@@ -217,8 +240,9 @@ class _Ingest:
                 )
         return woken
 
-    async def _route_mail(self) -> set[str]:
-        """Accept the new MailSent events addressed to local deployments."""
+    async def _route_mail(self, outbound: OutboundStatus) -> set[str]:
+        """Accept the new MailSent events addressed to local deployments, and
+        record those to addresses no deployment holds as outgoing mail."""
         if not self.mail:
             return set()
         async with self.db.execute(
@@ -241,20 +265,39 @@ class _Ingest:
             for e in self.mail
         ]
         outcomes, woken = await accept_triggers(self.db, mail)
+        away: list[OutboundMail] = []
         for event, trigger, outcome in zip(self.mail, mail, outcomes, strict=True):
+            if isinstance(outcome, Rejected) and outcome.reason == Reason.UNKNOWN_ADDRESS:
+                # Nobody here holds it: the mail leaves through the relay,
+                # keyed like a local trigger, so a resend is the same mail.
+                away.append(
+                    OutboundMail(
+                        deployment_id=self.deployment_id,
+                        run_id=event.run_id,
+                        event_id=event.event_id,
+                        send_key=trigger.message_id or event.event_id,
+                        sender=sender or "",
+                        recipient=event.to.strip(),
+                        subject=event.subject,
+                        body=event.body,
+                    )
+                )
+                continue
             if isinstance(outcome, Rejected) and outcome.reason == Reason.MESSAGE_ID_REUSED:
                 # Another trigger holds this id: the mail is not delivered, and
                 # the event (acknowledged all the same) is kept where an operator looks.
                 log.warning("mail event %s: %s", event.event_id, outcome.detail)
                 await self._dead_letter(event, outcome.reason)
             elif not isinstance(outcome, Accepted):
-                # Not a local address (or its run ended): the event is the record.
+                # A deleted deployment's address, or its run ended: the event is the record.
                 log.info(
                     "mail from %s to %s not delivered here: %s",
                     self.deployment_id,
                     trigger.address,
                     outcome,
                 )
+        if away:
+            self.outbound = await record_outbound(self.db, away, outbound)
         return woken
 
     async def _processed(self, event: DispatchProcessed, run: Any) -> bool:

@@ -39,7 +39,7 @@ from .._errors import HubError
 from ..store import Store
 from .blobs import GC_INTERVAL, BlobCollector, BlobHandler
 from .dispatcher import DispatchConfig, Dispatcher
-from .events import EventsHandler
+from .events import EventsHandler, OutboundSink
 from .health import HealthConfig, Prober, health_report, redelivery_metrics, stuck_report
 from .mint import MintHandler
 from .ownership import OWNER_LEASE
@@ -160,10 +160,12 @@ async def run_wire(
     subjects: Subjects,
     boot_id: str,
     config: WireConfig | None = None,
+    outbox: OutboundSink | None = None,
     task_status: anyio.abc.TaskStatus[Wire] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hub's subjects until cancelled; ``task_status.started(wire)``
-    once every subscription is up and HubBoot has been announced."""
+    once every subscription is up and HubBoot has been announced. Mail to
+    outside addresses goes to ``outbox`` (None: recorded as ``no_relay``)."""
     config = config or WireConfig()
     sessions = SessionTable()
     dispatcher = Dispatcher(
@@ -213,6 +215,7 @@ async def run_wire(
                 on_accepted=dispatcher.wake,
                 letters=letters,
                 history=config.retention.run_history,
+                outbox=outbox,
             ),
         ),
         subjects.blob: ("blob", blobs),

@@ -15,6 +15,7 @@ import msgspec
 from hub.store.accept import Accepted, Trigger, accept_triggers
 from hub.store.db import Store
 from hub.store.deployments import create_deployment
+from hub.wire.events import OutboundSink
 from hub.wire.service import Wire, WireConfig, run_wire
 from runtime import (
     Ack,
@@ -67,8 +68,10 @@ async def running_hub(
     config: WireConfig | None = None,
     bus: MemoryBus | None = None,
     transport: Transport | None = None,
+    outbox: OutboundSink | None = None,
 ) -> AsyncIterator[Hub]:
-    """The wire side on ``transport`` (default: a connection to ``bus``)."""
+    """The wire side on ``transport`` (default: a connection to ``bus``);
+    outgoing mail to ``outbox`` (default: none, kept as no_relay)."""
     store = await Store.open(tmp_path / "hub.db")
     bus = bus or MemoryBus()
     transport = transport or bus.connect("hub")
@@ -84,6 +87,7 @@ async def running_hub(
                     subjects=subjects,
                     boot_id=boot_id,
                     config=config,
+                    outbox=outbox,
                 )
             )
             yield Hub(store, bus, transport, subjects, wire, boot_id)

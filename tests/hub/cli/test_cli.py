@@ -544,13 +544,45 @@ def test_up_refuses_a_malformed_http_address(bad: str) -> None:
     assert "HOST:PORT" in result.output
 
 
+@pytest.mark.parametrize("command", ["up", "hub"])
+@pytest.mark.parametrize("bad", ["25", "relay", "relay:0", "relay:smtp"])
+def test_a_malformed_smtp_relay_address_is_a_usage_error(command: str, bad: str) -> None:
+    extra = ["--state-dir", "d"] if command == "hub" else []
+    result = CliRunner().invoke(main, [command, *extra, "--smtp-relay", bad])
+    assert result.exit_code == 2
+    assert "HOST:PORT" in result.output
+
+
+def test_outbox_filters_and_prints_a_table(stub: Stub) -> None:
+    mail = {
+        "id": "out_1",
+        "to": "someone@example.org",
+        "subject": "hello",
+        "status": "pending",
+        "in_doubt": True,
+        "attempts": 3,
+        "last_error": "127.0.0.1:2525: SMTPConnectError",
+        "relay_answer": None,
+    }
+    stub.routes["GET", "/outbox?status=pending&deployment=counter"] = (200, {"outbox": [mail]})
+    result = cli(stub, "outbox", "--status", "pending", "--deployment", "counter")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:5] == ["ID", "TO", "SUBJECT", "STATUS", "ATTEMPTS"]
+    assert lines[1].split() == [
+        "out_1", "someone@example.org", "hello", "pending", "(in", "doubt)", "3",
+        "127.0.0.1:2525:", "SMTPConnectError",
+    ]  # fmt: skip
+    assert cli(stub, "outbox", "--status", "lost").exit_code == 2
+
+
 def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
     args = ["hub", "--state-dir", "/srv/hub", "--http", "0.0.0.0:9000", "--nats", "nats://n:4222"]
     args += ["--sidecar-root", "/srv/sc", "--subject-prefix", "mr", "--max-body", "1024"]
     args += ["--redeliver-after", "2.5", "--token-file", "/run/secrets/mailrun"]
-    args += ["--run-history", "4"]
+    args += ["--run-history", "4", "--smtp-relay", "mail.internal:587"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert calls == [
@@ -565,6 +597,7 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
             "redeliver_after": 2.5,
             "run_history": 4,
             "token_file": Path("/run/secrets/mailrun"),
+            "smtp_relay": "mail.internal:587",
         }
     ]
 

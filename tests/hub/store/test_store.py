@@ -118,6 +118,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0005_nats_user",
         "0006_retention_indexes",
         "0007_run_step",
+        "0008_outbound_mail",
     ]
     assert not path.exists()  # checking does not create it
     store = await Store.open(path)
@@ -144,6 +145,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0005_nats_user",
         "0006_retention_indexes",
         "0007_run_step",
+        "0008_outbound_mail",
     ]
     store = await Store.open(path)
     await store.aclose()

@@ -1,0 +1,171 @@
+"""The outbox: mail that runs send to outside addresses, relayed over SMTP.
+
+One loop, owned by the hub's task group, sends the due ``pending`` rows in
+rounds of at most ``batch`` over one connection, then looks again; it sleeps
+until a new row is committed (:meth:`Outbox.wake`) or the earliest retry is
+due. A mail the relay did not take is tried again with the project's backoff
+(per mail, by its attempts), for as long as it takes; a relay that cannot be
+reached at all also holds the loop back by that backoff, so an outage costs
+one connection attempt per delay, not one per mail. A 5xx answer to a mail
+is final: it stays ``failed``, with the answer, and is not sent again.
+
+Exactly once in effect, as far as SMTP allows: each attempt commits
+``sending`` first and ``sent`` after the relay's 2xx, and every attempt
+carries the row's Message-ID. A hub that dies between the relay's 2xx and
+that commit sends the mail again after its restart, marked ``in_doubt``:
+the receiving side can drop the copy by its Message-ID (docs/hub.md,
+"Outbound mail").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import aiosmtplib
+import anyio
+import anyio.abc
+
+from runtime import Wakeup, afailpoint, next_attempt
+
+from .._errors import RelayRefused, RelayUnavailable
+from ..store import (
+    DueMail,
+    OutboundStatus,
+    Store,
+    defer,
+    due_mail,
+    mark_failed,
+    mark_retry,
+    mark_sending,
+    mark_sent,
+    next_due,
+    settle_at_boot,
+)
+from ._config import RelayConfig
+from ._smtp import build_message, relay_session, transmit
+
+log = logging.getLogger("mailrun.hub.outbound")
+
+IDLE_LOOK = 60.0
+"""The longest the loop sleeps without looking at the table (a safety net)."""
+
+
+class Outbox:
+    """Where the wire side hands outgoing mail (``status``, ``wake``), and the
+    loop that relays it (``run``)."""
+
+    def __init__(
+        self, store: Store, relay: RelayConfig | None, *, backoff_max: float | None = None
+    ) -> None:
+        self._store = store
+        self._relay = relay
+        self._backoff = relay.backoff.capped(backoff_max) if relay is not None else None
+        self._wakeup = Wakeup()
+        self.failures = 0
+        """Consecutive rounds that could not reach the relay."""
+        self.last_error: str | None = None
+
+    @property
+    def status(self) -> OutboundStatus:
+        return OutboundStatus.PENDING if self._relay is not None else OutboundStatus.NO_RELAY
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Settle what the previous hub left, then relay until cancelled (without
+        a relay: return once settled; the mail waits as ``no_relay``)."""
+        moved = await settle_at_boot(self._store, relayed=self._relay is not None)
+        if moved["in_doubt"]:
+            log.warning(
+                "%d outgoing mail(s) were being sent when the hub stopped: sending again"
+                " with the same Message-ID (the relay may have them already)",
+                moved["in_doubt"],
+            )
+        task_status.started()
+        if self._relay is None:
+            log.info("no --smtp-relay: mail to outside addresses is kept as no_relay")
+            return
+        log.info("outbound relay %s (starttls=%s)", self._relay.address, self._relay.starttls)
+        while True:
+            # Rows committed after this point wake the next look.
+            self._wakeup.clear()
+            try:
+                mails = await due_mail(self._store, now=time.time(), limit=self._relay.batch)
+                if not mails:
+                    await self._idle()
+                    continue
+                reached = await self._round(self._relay, mails)
+            except Exception as exc:
+                # The store failing (locked, disk full) is a failed round too.
+                log.exception("an outbound round failed")
+                self.last_error, reached = f"{type(exc).__name__}: {exc}", False
+            if reached:
+                self.failures = 0
+            else:
+                await self._hold_back()
+
+    async def _idle(self) -> None:
+        due = await next_due(self._store)
+        wait = IDLE_LOOK if due is None else min(IDLE_LOOK, max(0.0, due - time.time()))
+        await self._wakeup.wait(wait)
+
+    async def _hold_back(self) -> None:
+        assert self._backoff is not None
+        self.failures = next_attempt(self.failures)
+        # Not cut short by new mail: an unreachable relay is not tried faster
+        # for being needed more.
+        await anyio.sleep(self._backoff.delay(self.failures))
+
+    async def _round(self, relay: RelayConfig, mails: list[DueMail]) -> bool:
+        """Send ``mails`` over one connection; False when the relay could not
+        be reached (or the connection broke)."""
+        try:
+            async with relay_session(relay) as smtp:
+                for mail in mails:
+                    if not await self._send(smtp, mail):
+                        return False
+        except RelayUnavailable as exc:
+            self._unreachable(str(exc))
+            await defer(self._store, [m.id for m in mails], str(exc), self._retry_at(0))
+            return False
+        return True
+
+    async def _send(self, smtp: aiosmtplib.SMTP, mail: DueMail) -> bool:
+        """One mail; False when the connection is no good for the next."""
+        try:
+            message = build_message(mail)
+        except (ValueError, TypeError) as exc:
+            if await mark_sending(self._store, mail.id):
+                await mark_failed(self._store, mail.id, f"invalid_mail: {exc}", None)
+            return True
+        if not await mark_sending(self._store, mail.id):
+            return True  # no longer pending
+        try:
+            answer = await transmit(smtp, mail, message)
+        except RelayRefused as exc:
+            log.warning("relay refused %s to %s: %s", mail.message_id, mail.recipient, exc.detail)
+            await mark_failed(self._store, mail.id, exc.detail, exc.answer or None)
+            return True
+        except RelayUnavailable as exc:
+            log.warning("relay did not take %s: %s", mail.message_id, exc.detail)
+            await mark_retry(self._store, mail.id, exc.detail, self._retry_at(mail.attempts + 1))
+            self.last_error = exc.detail
+            return smtp.is_connected
+        # Accepted by the relay, not yet recorded: the window a crash leaves
+        # (the mail goes again, with this Message-ID, marked in_doubt).
+        await afailpoint("hub.relay.after_send")
+        await mark_sent(self._store, mail.id, answer)
+        log.info("relayed %s to %s: %s", mail.message_id, mail.recipient, answer)
+        return True
+
+    def _unreachable(self, error: str) -> None:
+        self.last_error = error
+        log.warning("outbound relay: %s (attempt %d)", error, next_attempt(self.failures))
+
+    def _retry_at(self, attempts: int) -> float:
+        assert self._backoff is not None
+        return time.time() + self._backoff.delay(max(attempts, self.failures + 1))

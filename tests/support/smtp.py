@@ -1,0 +1,177 @@
+"""A real SMTP server for the relay's tests: aiosmtpd on a loopback port,
+recording every message it accepts. It can refuse recipients, ask for a
+login, offer STARTTLS, and be stopped and started again on the same port."""
+
+from __future__ import annotations
+
+import datetime
+import email
+import email.policy
+import ipaddress
+import ssl
+import threading
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword, Session
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from hub.up import free_port
+
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Received:
+    mail_from: str
+    rcpt_tos: list[str]
+    data: bytes
+
+    @property
+    def message(self) -> EmailMessage:
+        parsed = email.message_from_bytes(self.data, policy=email.policy.default)
+        assert isinstance(parsed, EmailMessage)
+        return parsed
+
+    @property
+    def message_id(self) -> str:
+        return str(self.message["Message-ID"])
+
+
+@dataclass
+class Recorder:
+    """The aiosmtpd handler: answers per recipient, records what DATA brings."""
+
+    received: list[Received] = field(default_factory=list)
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    """recipient -> answers to its RCPT, used up one per attempt ("451 ...", ...)."""
+    refused: list[str] = field(default_factory=list)
+    """Every RCPT answered with a refusal, in order."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
+    ) -> str:
+        with self.lock:
+            queue = self.answers.get(address)
+            answer = queue.pop(0) if queue else None
+            if answer is not None:
+                self.refused.append(answer)
+                return answer
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        with self.lock:
+            self.received.append(
+                Received(envelope.mail_from, list(envelope.rcpt_tos), bytes(envelope.content))
+            )
+            return f"250 2.0.0 queued as q{len(self.received)}"
+
+    def copies(self, message_id: str) -> list[Received]:
+        with self.lock:
+            return [r for r in self.received if r.message_id == message_id]
+
+
+class _Session(Session):
+    """aiosmtpd sets its deprecated ``login_data`` after every login, which
+    warns (an error under this suite's filterwarnings) in the server's thread."""
+
+    @property
+    def login_data(self) -> Any:
+        return self._login_data
+
+    @login_data.setter
+    def login_data(self, value: Any) -> None:
+        self._login_data = value
+
+
+class _Smtp(SMTP):
+    def _create_session(self) -> Session:
+        return _Session(self.loop)
+
+
+class _Controller(Controller):
+    def factory(self) -> SMTP:
+        return _Smtp(self.handler, **self.SMTP_kwargs)
+
+
+@dataclass
+class SmtpServer:
+    """One aiosmtpd server on a fixed loopback port (``start`` / ``stop``)."""
+
+    port: int = field(default_factory=free_port)
+    recorder: Recorder = field(default_factory=Recorder)
+    login: tuple[str, str] | None = None
+    tls: ssl.SSLContext | None = None
+    _controller: Controller | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def start(self) -> None:
+        kwargs: dict[str, Any] = {}
+        if self.login is not None:
+            kwargs.update(authenticator=self._authenticate, auth_require_tls=self.tls is not None)
+        if self.tls is not None:
+            kwargs.update(tls_context=self.tls, require_starttls=True)
+        self._controller = _Controller(
+            self.recorder, hostname=HOST, port=self.port, ready_timeout=10, **kwargs
+        )
+        self._controller.start()
+
+    def stop(self) -> None:
+        if self._controller is not None:
+            self._controller.stop()
+            self._controller = None
+
+    def _authenticate(
+        self, server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any
+    ) -> AuthResult:
+        ok = (
+            isinstance(auth_data, LoginPassword)
+            and self.login is not None
+            and (auth_data.login.decode(), auth_data.password.decode()) == self.login
+        )
+        return AuthResult(success=ok, handled=False)
+
+
+def self_signed(directory: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server context for 127.0.0.1 and the CA file a client trusts it by."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mailrun test relay")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(HOST))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "relay.pem", directory / "relay.key"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    return context, cert_file
