@@ -141,11 +141,11 @@ class Cluster(HubClient):
         self.hub.start(failpoints=failpoints)
         if not wait:
             return None
-        old = before["boot_id"] if before is not None else None
+        old = before.get("boot_id") if before is not None else None
 
         async def booted() -> dict[str, Any] | None:
             health = await self.healthz()
-            if health is not None and health["boot_id"] != old:
+            if health is not None and health.get("boot_id", old) != old:
                 return health
             if not self.hub.running:
                 raise AssertionError(f"the hub exited while starting: {self.hub.exit_codes}")

@@ -125,7 +125,11 @@ async def restart_sample(
 
     async def new_boot() -> dict[str, Any] | None:
         health = await cluster.healthz()
-        return health if health is not None and health["boot_id"] != old["boot_id"] else None
+        return (
+            health
+            if health is not None and health.get("boot_id", old["boot_id"]) != old["boot_id"]
+            else None
+        )
 
     health = await wait_for(new_boot, timeout=30, interval=_POLL, what="the new hub's /healthz")
     back = time.monotonic() - start
