@@ -1,0 +1,132 @@
+"""Mail that runs send: a trigger for a deployment here, outgoing mail otherwise.
+
+Mail from a run is accepted by the one accept function, in the events'
+transaction, with a message id derived from the dispatch that sent it; an
+address no deployment holds becomes a row of the outbound relay's table in
+the same transaction (docs/hub.md, "Outbound mail").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiosqlite
+import msgspec
+
+from runtime import ChildRunStarted, Event, MailSent, Reason, RunStatus
+
+from ..store import (
+    Accepted,
+    OutboundMail,
+    OutboundStatus,
+    Rejected,
+    Trigger,
+    accept_triggers,
+    record_outbound,
+)
+
+log = logging.getLogger("mailrun.hub.events")
+
+
+async def route_mail(
+    db: aiosqlite.Connection,
+    deployment_id: str,
+    sent: list[MailSent],
+    outbound: OutboundStatus,
+    dead_letter: Callable[[Event, str], Awaitable[None]],
+) -> tuple[set[str], int]:
+    """Accept the new MailSent events addressed to local deployments, and
+    record those to addresses no deployment holds as outgoing mail."""
+    if not sent:
+        return set(), 0
+    async with db.execute("SELECT address FROM deployment WHERE id = ?", (deployment_id,)) as cur:
+        row = await cur.fetchone()
+    sender = row["address"] if row is not None else None
+    # Mail from a run is a trigger like any other. Its message id comes
+    # from the dispatch that sent it (an older sidecar's: the event id),
+    # so it is accepted once however often it is sent, even when a new
+    # owner processes that dispatch again.
+    mail = [
+        Trigger(
+            address=e.to,
+            sender=sender,
+            subject=e.subject,
+            body=e.body,
+            message_id=e.message_id or e.event_id,
+        )
+        for e in sent
+    ]
+    outcomes, woken = await accept_triggers(db, mail)
+    away: list[OutboundMail] = []
+    for event, trigger, outcome in zip(sent, mail, outcomes, strict=True):
+        if isinstance(outcome, Rejected) and outcome.reason == Reason.UNKNOWN_ADDRESS:
+            # Nobody here holds it: the mail leaves through the relay,
+            # keyed like a local trigger, so a resend is the same mail.
+            away.append(
+                OutboundMail(
+                    deployment_id=deployment_id,
+                    run_id=event.run_id,
+                    event_id=event.event_id,
+                    send_key=trigger.message_id or event.event_id,
+                    sender=sender or "",
+                    recipient=event.to.strip(),
+                    subject=event.subject,
+                    body=event.body,
+                )
+            )
+            continue
+        if isinstance(outcome, Rejected) and outcome.reason == Reason.MESSAGE_ID_REUSED:
+            # Another trigger holds this id: the mail is not delivered, and
+            # the event (acknowledged all the same) is kept where an operator looks.
+            log.warning("mail event %s: %s", event.event_id, outcome.detail)
+            await dead_letter(event, outcome.reason)
+        elif not isinstance(outcome, Accepted):
+            # A deleted deployment's address, or its run ended: the event is the record.
+            log.info(
+                "mail from %s to %s not delivered here: %s",
+                deployment_id,
+                trigger.address,
+                outcome,
+            )
+    recorded = await record_outbound(db, away, outbound) if away else 0
+    return woken, recorded
+
+
+def start_item(deployment_id: str, event: ChildRunStarted) -> Trigger:
+    """A child run's first item: sent by its parent, its subject the entrypoint,
+    its body the spawn's input as JSON."""
+    return Trigger(
+        deployment_id=deployment_id,
+        run_id=event.child_run_id,
+        kind="start",
+        message_id=f"start:{event.child_run_id}",
+        sender=event.run_id,
+        subject=event.entrypoint,
+        body=msgspec.json.encode(event.input),
+    )
+
+
+def child_item(
+    deployment_id: str,
+    parent_run_id: str,
+    child_run_id: str,
+    status: RunStatus,
+    result: Any,
+    error: str | None,
+) -> Trigger:
+    """The item a parent gets when its child ended: sent by the child, its
+    subject the child's status, its body ``{child_run_id, status, result,
+    error}``."""
+    body = {"child_run_id": child_run_id, "status": status.value, "result": result}
+    body["error"] = error or None
+    return Trigger(
+        deployment_id=deployment_id,
+        run_id=parent_run_id,
+        kind="child",
+        message_id=f"child:{child_run_id}",
+        sender=child_run_id,
+        subject=status.value,
+        body=msgspec.json.encode(body),
+    )
