@@ -180,7 +180,7 @@ class Context:
         )
         return child
 
-    def request_approval(self, prompt: str) -> str:
+    async def request_approval(self, prompt: str) -> str:
         """Ask a human; returns the approval's id.
 
         Once this item is committed the run is ``waiting``: the decision

@@ -25,7 +25,7 @@ GATED = """
 async def main(ctx, item):
     ctx.state.setdefault("seen", []).append([item.kind, item.subject])
     if item.subject == "gate":
-        ctx.state["approval"] = ctx.request_approval("ship it?")
+        ctx.state["approval"] = await ctx.request_approval("ship it?")
     if item.subject == "stop":
         ctx.complete(len(ctx.state["seen"]))
 """

@@ -17,12 +17,8 @@ from .harness import MAILRUN, Up, mailrun_up
 
 pytestmark = pytest.mark.anyio
 
-# Records what the handler sees of each item. request_approval is awaited
-# when it is a coroutine, so the workflow runs whichever the sidecar offers.
+# Records what the handler sees of each item.
 RECORDER = """
-import inspect
-
-
 async def main(ctx, item):
     seen = ctx.state.setdefault("seen", [])
     entry = {"kind": item.kind, "dispatch_id": item.dispatch_id, "subject": item.subject}
@@ -32,8 +28,7 @@ async def main(ctx, item):
         entry.update(approval_id=item.approval_id, decision=item.decision)
     seen.append(entry)
     if item.kind == "mail" and item.subject == "ask":
-        asked = ctx.request_approval("ship order 7?")
-        ctx.state["asked"] = await asked if inspect.isawaitable(asked) else asked
+        ctx.state["asked"] = await ctx.request_approval("ship order 7?")
     if item.kind == "mail" and item.subject == "stop":
         ctx.complete({"count": len(seen)})
 """

@@ -19,7 +19,7 @@ GATED = """
 async def main(ctx, item):
     ctx.state.setdefault("seen", []).append(item.subject)
     if item.subject == "gate":
-        ctx.state["approval"] = ctx.request_approval("ship it?")
+        ctx.state["approval"] = await ctx.request_approval("ship it?")
 """
 
 
@@ -57,7 +57,7 @@ async def test_a_waiting_run_holds_items_and_the_decision_overtakes_them(tmp_pat
 
 
 async def test_a_second_request_while_the_gate_is_open_holds_again(tmp_path: Path) -> None:
-    source = GATED + "    if item.subject == 'a':\n        ctx.request_approval('again?')\n"
+    source = GATED + "    if item.subject == 'a':\n        await ctx.request_approval('again?')\n"
     dep = make_deployment(tmp_path, source=source)
     async with deployed_sidecar(dep) as (hub, _):
         await hub.deliver(mail(dep, 1, "gate"))

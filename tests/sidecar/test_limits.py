@@ -70,7 +70,7 @@ async def main(ctx, item):
     elif what == "input":
         await ctx.spawn("flow:child", "x" * n)
     elif what == "prompt":
-        ctx.request_approval("x" * n)
+        await ctx.request_approval("x" * n)
     elif what == "address":
         ctx.send("x" * n + "@example.org")
     elif what == "fail":

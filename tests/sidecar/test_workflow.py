@@ -254,7 +254,7 @@ CALLS = {"n": 0}
 async def main(ctx, item):
     child = await ctx.spawn("flow:child", {"from": item.subject})
     ctx.state.setdefault("children", []).append(child)
-    approval = ctx.request_approval("ship it?")
+    approval = await ctx.request_approval("ship it?")
     ctx.state["approval"] = approval
     CALLS["n"] += 1
     if CALLS["n"] == 1:
