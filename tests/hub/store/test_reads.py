@@ -3,14 +3,22 @@ back what it just committed sees it, however many tasks read meanwhile."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import anyio
 import pytest
 
 from hub.store import Store, fetch_all, fetch_one
+from tests.support import REPO
 
 pytestmark = pytest.mark.anyio
+
+# Every other aiosqlite read under hub/ is one hop, writer's or reader's: a
+# rule with no exception for the reader to slip through. These files read on
+# the writer only: migrations and schema steps inside Store.open (before the
+# reader exists), events.py inside the write transaction of a frame.
+TWO_HOPS_ALLOWED = {"hub/store/migrations.py", "hub/store/schema.py", "hub/wire/events.py"}
 
 ROUNDS = 300
 READERS = 4
@@ -74,3 +82,55 @@ async def test_a_read_back_sees_its_own_commit_while_others_read(tmp_path: Path)
             tg.cancel_scope.cancel()
     assert len(seen) == ROUNDS
     assert [(n, read) for n, read in seen if read != n] == []
+
+
+def _is_call_of(node: ast.AST, *names: str) -> bool:
+    if isinstance(node, ast.Await):
+        node = node.value
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in names
+    )
+
+
+def _two_hops(node: ast.AST) -> bool:
+    if isinstance(node, ast.AsyncWith):
+        return any(_is_call_of(item.context_expr, "execute") for item in node.items)
+    if isinstance(node, ast.AsyncFor):
+        return _is_call_of(node.iter, "execute")
+    return isinstance(node, ast.Await) and _is_call_of(
+        node.value, "fetchone", "fetchall", "fetchmany"
+    )
+
+
+def two_hop_reads(source: str) -> list[int]:
+    """Lines reading through an aiosqlite cursor: ``async with x.execute(...)``,
+    ``async for`` over one, or an awaited ``fetchone/fetchall/fetchmany`` (a
+    sqlite3 cursor's fetch is not awaited, so blocking reads are not caught)."""
+    return sorted(node.lineno for node in ast.walk(ast.parse(source)) if _two_hops(node))
+
+
+def test_the_check_sees_every_two_hop_read() -> None:
+    source = """
+async def f(db, conn):
+    async with db.execute("SELECT 1") as cur:
+        await cur.fetchone()
+    cur = await db.execute("SELECT 1")
+    rows = await cur.fetchall()
+    async for row in await db.execute("SELECT 1"):
+        pass
+    conn.execute("SELECT 1").fetchall()
+    await fetch_all(db, "SELECT 1")
+"""
+    assert two_hop_reads(source) == [3, 4, 6, 7]
+
+
+def test_the_hub_reads_in_one_hop() -> None:
+    found = {
+        f"{path.relative_to(REPO).as_posix()}:{line}"
+        for path in sorted((REPO / "hub").rglob("*.py"))
+        if path.relative_to(REPO).as_posix() not in TWO_HOPS_ALLOWED
+        for line in two_hop_reads(path.read_text())
+    }
+    assert found == set(), "read with fetch_one / fetch_all (hub/store/reads.py)"
