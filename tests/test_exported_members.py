@@ -227,6 +227,8 @@ EXPECTED: dict[str, list[str]] = {
         "delete_deployment",
         "deployment_of_run",
         "due_mail",
+        "fetch_all",
+        "fetch_one",
         "get_approval",
         "get_deployment",
         "get_dispatch",

@@ -35,6 +35,8 @@ from .queries import get_run as get_run
 from .queries import list_deployments as list_deployments
 from .queries import list_runs as list_runs
 from .queries import resolve_deployment as resolve_deployment
+from .reads import fetch_all as fetch_all
+from .reads import fetch_one as fetch_one
 from .relaying import DueMail as DueMail
 from .relaying import defer as defer
 from .relaying import due_mail as due_mail
@@ -88,6 +90,8 @@ __all__ = [
     "delete_deployment",
     "deployment_of_run",
     "due_mail",
+    "fetch_all",
+    "fetch_one",
     "get_approval",
     "get_deployment",
     "get_dispatch",

@@ -22,6 +22,7 @@ import msgspec
 from runtime import INLINE_BODY_LIMIT, Reason, RunStatus, accepts_trigger, anchor_is_live, new_id
 
 from .._errors import AcceptFailed
+from .reads import fetch_all
 from .schema import ApprovalStatus, DispatchStatus
 from .triggers import Accepted, Outcome, Receipt, RefusedByRun, Rejected, Trigger, body_digest
 
@@ -44,11 +45,6 @@ ORDER BY d.deleted_at IS NULL, d.created_at"""  # live rows last: they win per a
 
 def _marks(n: int) -> str:
     return ",".join("?" * n)
-
-
-async def _rows(db: aiosqlite.Connection, sql: str, params: Sequence[object]) -> list[Any]:
-    async with db.execute(sql, params) as cur:
-        return list(await cur.fetchall())
 
 
 @dataclass(frozen=True)
@@ -129,7 +125,7 @@ class _Batch:
     async def load(self, db: aiosqlite.Connection, triggers: Sequence[Trigger]) -> None:
         approval_ids = sorted({t.approval_id for t in triggers if t.approval_id})
         if approval_ids:
-            for approval_id, run_id, dep_id, status in await _rows(
+            for approval_id, run_id, dep_id, status in await fetch_all(
                 db,
                 "SELECT a.id, a.run_id, r.deployment_id, a.status FROM approval a JOIN"
                 f" workflow_run r ON r.id = a.run_id WHERE a.id IN ({_marks(len(approval_ids))})",
@@ -142,7 +138,7 @@ class _Batch:
         for where, values in (("d.address", addresses), ("d.id", sorted(dep_ids))):
             if values:
                 sql = _DEPLOYMENTS.format(where=f"{where} IN ({_marks(len(values))})")
-                for row in await _rows(db, sql, values):
+                for row in await fetch_all(db, sql, values):
                     self.deps[row[0]] = _Deployment(*row)
                     self.addresses[row[1]] = row[0]
         if not self.deps:
@@ -150,7 +146,7 @@ class _Batch:
         deps = sorted(self.deps)
         run_ids = sorted({t.run_id for t in triggers if t.run_id})
         run_ids += [a[0] for a in self.approvals.values()]
-        for run_id, dep_id, status, top in await _rows(
+        for run_id, dep_id, status, top in await fetch_all(
             db,
             "SELECT id, deployment_id, status, is_top_level FROM workflow_run WHERE is_anchor = 0"
             f" AND ((is_top_level = 1 AND deployment_id IN ({_marks(len(deps))}))"
@@ -163,7 +159,7 @@ class _Batch:
         wanted = {(self._deployment_of(t), t.message_id) for t in triggers if t.message_id}
         keys = sorted((d, m) for d, m in wanted if d is not None and m is not None)
         if keys:
-            for dsp, run_id, dep_id, seq, mid, status, error, *content in await _rows(
+            for dsp, run_id, dep_id, seq, mid, status, error, *content in await fetch_all(
                 db,
                 "SELECT id, run_id, deployment_id, seq, message_id, status, last_error,"
                 " kind, sender, subject, body, body_digest, body_size"

@@ -15,6 +15,7 @@ import msgspec
 
 from .._errors import InvalidRequest, UnknownApproval, UnknownRun
 from .queries import resolve_deployment
+from .reads import fetch_all
 from .schema import ApprovalStatus
 
 
@@ -42,13 +43,8 @@ def _approval(row: Any) -> ApprovalView:
     return ApprovalView(**dict(zip(ApprovalView.__struct_fields__, row, strict=True)))
 
 
-async def _all(db: aiosqlite.Connection, sql: str, params: tuple[object, ...]) -> list[Any]:
-    async with db.execute(sql, params) as cur:
-        return list(await cur.fetchall())
-
-
 async def get_approval(db: aiosqlite.Connection, approval_id: str) -> ApprovalView:
-    rows = await _all(db, f"{_APPROVAL} WHERE a.id = ?", (approval_id,))
+    rows = await fetch_all(db, f"{_APPROVAL} WHERE a.id = ?", (approval_id,))
     if not rows:
         raise UnknownApproval(f"no approval {approval_id!r}")
     return _approval(rows[0])
@@ -73,7 +69,9 @@ async def list_approvals(
         where.append("a.status = ?")
         params.append(status)
     if run is not None:
-        known = await _all(db, "SELECT 1 FROM workflow_run WHERE id = ? AND is_anchor = 0", (run,))
+        known = await fetch_all(
+            db, "SELECT 1 FROM workflow_run WHERE id = ? AND is_anchor = 0", (run,)
+        )
         if not known:
             raise UnknownRun(f"no run {run!r}")
         where.append("a.run_id = ?")
@@ -83,4 +81,4 @@ async def list_approvals(
         params.append(await resolve_deployment(db, deployment))
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     sql = f"{_APPROVAL} {clause} ORDER BY a.created_at DESC, a.id DESC LIMIT ?"
-    return [_approval(row) for row in reversed(await _all(db, sql, (*params, limit)))]
+    return [_approval(row) for row in reversed(await fetch_all(db, sql, (*params, limit)))]

@@ -5,7 +5,9 @@ inside this process and ``BEGIN IMMEDIATE`` takes SQLite's write lock up
 front, so a transaction never fails half-way on lock upgrade and never
 interleaves with another. Reads use ``store.db``, a second connection: in
 WAL mode it sees committed data only, so a read running while some task
-holds a write transaction open never observes that transaction's rows.
+holds a write transaction open never observes that transaction's rows. Reads go through
+``fetch_one`` / ``fetch_all`` (``reads.py``): one call each, so no task's
+read snapshot lingers on the shared reader for another task to read in.
 """
 
 from __future__ import annotations

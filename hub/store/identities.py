@@ -22,6 +22,7 @@ from runtime import MailrunError, read_restore_record, record_path, write_restor
 from .._errors import NatsIdentityError
 from ..natsauth import new_user_key, public_key
 from .db import Store
+from .reads import fetch_all
 
 log = logging.getLogger("mailrun.hub.identities")
 
@@ -33,10 +34,11 @@ async def give_nats_identities(store: Store, sidecar_root: Path) -> int:
     The seed is written into the record before the row names its public key,
     and a seed already in the record is taken as it is, so a crash in between
     leaves nothing that a later boot does not finish."""
-    async with store.db.execute(
-        "SELECT id FROM deployment WHERE deleted_at IS NULL AND nats_user IS NULL ORDER BY id"
-    ) as cur:
-        missing = [row[0] for row in await cur.fetchall()]
+    rows = await fetch_all(
+        store.db,
+        "SELECT id FROM deployment WHERE deleted_at IS NULL AND nats_user IS NULL ORDER BY id",
+    )
+    missing = [row[0] for row in rows]
     given = 0
     for dep in missing:
         path = record_path(sidecar_root / dep, dep)

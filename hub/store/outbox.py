@@ -23,6 +23,8 @@ import msgspec
 
 from runtime import new_id
 
+from .reads import fetch_all
+
 
 class OutboundStatus(StrEnum):
     """An outgoing mail's life: pending -> sending -> sent, or failed; no_relay
@@ -184,13 +186,12 @@ async def list_outbound(
         params.append(deployment_id)
     clause = f"WHERE {' AND '.join(where)}" if where else ""
     sql = f"{_VIEW} {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?"
-    async with db.execute(sql, (*params, limit)) as cur:
-        rows = list(await cur.fetchall())
+    rows = await fetch_all(db, sql, (*params, limit))
     return [_view(row) for row in reversed(rows)]
 
 
 async def count_outbound(db: aiosqlite.Connection) -> dict[str, int]:
     """Outgoing mail by status, every status named (0 when none)."""
-    async with db.execute("SELECT status, COUNT(*) FROM outbound_mail GROUP BY 1") as cur:
-        counts = {str(s): int(n) for s, n in await cur.fetchall()}
+    rows = await fetch_all(db, "SELECT status, COUNT(*) FROM outbound_mail GROUP BY 1")
+    counts = {str(s): int(n) for s, n in rows}
     return {s.value: counts.get(s.value, 0) for s in OutboundStatus} | counts

@@ -15,6 +15,7 @@ import msgspec
 from runtime import is_id
 
 from .._errors import UnknownDeployment, UnknownDispatch, UnknownRun
+from .reads import fetch_all
 from .schema import QUARANTINE_SOURCE, DispatchStatus
 
 _OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
@@ -134,17 +135,12 @@ def _dispatch(row: Any) -> DispatchView:
     return DispatchView(**dict(zip(DispatchView.__struct_fields__, row, strict=True)))
 
 
-async def _all(db: aiosqlite.Connection, sql: str, params: tuple[object, ...] = ()) -> list[Any]:
-    async with db.execute(sql, params) as cur:
-        return list(await cur.fetchall())
-
-
 async def resolve_deployment(db: aiosqlite.Connection, key: str) -> str:
     """A deployment id from an id or a name (the live one, else the latest deleted)."""
     if is_id(key, "dep"):
-        rows = await _all(db, "SELECT id FROM deployment WHERE id = ?", (key,))
+        rows = await fetch_all(db, "SELECT id FROM deployment WHERE id = ?", (key,))
     else:
-        rows = await _all(
+        rows = await fetch_all(
             db,
             "SELECT id FROM deployment WHERE name = ?"
             " ORDER BY deleted_at IS NULL DESC, created_at DESC LIMIT 1",
@@ -157,7 +153,7 @@ async def resolve_deployment(db: aiosqlite.Connection, key: str) -> str:
 
 async def get_deployment(db: aiosqlite.Connection, key: str) -> DeploymentView:
     dep_id = await resolve_deployment(db, key)
-    view = _deployment((await _all(db, f"{_DEPLOYMENT} WHERE d.id = ?", (dep_id,)))[0])
+    view = _deployment((await fetch_all(db, f"{_DEPLOYMENT} WHERE d.id = ?", (dep_id,)))[0])
     return (await _with_quarantined(db, [view], dep_id))[0]
 
 
@@ -165,7 +161,7 @@ async def list_deployments(
     db: aiosqlite.Connection, *, status: str | None = None
 ) -> list[DeploymentView]:
     where, params = ("WHERE a.status = ?", (status,)) if status else ("", ())
-    rows = await _all(db, f"{_DEPLOYMENT} {where} ORDER BY d.created_at, d.id", params)
+    rows = await fetch_all(db, f"{_DEPLOYMENT} {where} ORDER BY d.created_at, d.id", params)
     return await _with_quarantined(db, [_deployment(row) for row in rows])
 
 
@@ -174,19 +170,18 @@ async def _with_quarantined(
 ) -> list[DeploymentView]:
     """Fill each view's ``quarantined`` count (one grouped query for the lot)."""
     where, params = ("AND deployment_id = ?", (deployment_id,)) if deployment_id else ("", ())
-    counts = dict(
-        await _all(
-            db,
-            "SELECT deployment_id, COUNT(*) FROM dead_letter WHERE source = ?"
-            f" AND deployment_id IS NOT NULL {where} GROUP BY deployment_id",
-            (QUARANTINE_SOURCE, *params),
-        )
+    rows = await fetch_all(
+        db,
+        "SELECT deployment_id, COUNT(*) FROM dead_letter WHERE source = ?"
+        f" AND deployment_id IS NOT NULL {where} GROUP BY deployment_id",
+        (QUARANTINE_SOURCE, *params),
     )
+    counts = {str(dep): int(n) for dep, n in rows}
     return [msgspec.structs.replace(v, quarantined=counts.get(v.id, 0)) for v in views]
 
 
 async def get_run(db: aiosqlite.Connection, run_id: str) -> RunView:
-    rows = await _all(db, f"{_RUN} AND id = ?", (run_id,))
+    rows = await fetch_all(db, f"{_RUN} AND id = ?", (run_id,))
     if not rows:
         raise UnknownRun(f"no run {run_id!r}")
     return _run(rows[0])
@@ -195,7 +190,7 @@ async def get_run(db: aiosqlite.Connection, run_id: str) -> RunView:
 async def deployment_of_run(db: aiosqlite.Connection, run_id: str) -> str:
     """The deployment a run belongs to (a run never moves, so this read may
     precede the transaction that targets the run)."""
-    rows = await _all(
+    rows = await fetch_all(
         db, "SELECT deployment_id FROM workflow_run WHERE id = ? AND is_anchor = 0", (run_id,)
     )
     if not rows:
@@ -211,11 +206,11 @@ async def list_runs(
     if deployment is not None:
         where, params = "AND deployment_id = ?", (await resolve_deployment(db, deployment),)
     sql = f"{_RUN} {where} ORDER BY created_at DESC, id DESC LIMIT ?"
-    return [_run(row) for row in reversed(await _all(db, sql, (*params, limit)))]
+    return [_run(row) for row in reversed(await fetch_all(db, sql, (*params, limit)))]
 
 
 async def get_dispatch(db: aiosqlite.Connection, dispatch_id: str) -> DispatchView:
-    rows = await _all(db, f"{_DISPATCH} WHERE id = ?", (dispatch_id,))
+    rows = await fetch_all(db, f"{_DISPATCH} WHERE id = ?", (dispatch_id,))
     if not rows:
         raise UnknownDispatch(f"no dispatch {dispatch_id!r}")
     return _dispatch(rows[0])
@@ -223,8 +218,10 @@ async def get_dispatch(db: aiosqlite.Connection, dispatch_id: str) -> DispatchVi
 
 async def count_by_status(db: aiosqlite.Connection) -> dict[str, dict[str, int]]:
     """``{"dispatches": {status: n}, "deployments": {status: n}}`` for metrics."""
-    dispatches = await _all(db, "SELECT status, COUNT(*) FROM workflow_run_dispatch GROUP BY 1")
-    anchors = await _all(
+    dispatches = await fetch_all(
+        db, "SELECT status, COUNT(*) FROM workflow_run_dispatch GROUP BY 1"
+    )
+    anchors = await fetch_all(
         db, "SELECT status, COUNT(*) FROM workflow_run WHERE is_anchor = 1 GROUP BY 1"
     )
     return {

@@ -18,6 +18,7 @@ from runtime import ATTEMPT_LIMIT
 
 from .db import Store
 from .outbox import OutboundStatus
+from .reads import fetch_all, fetch_one
 
 _IN_DOUBT = (
     "the hub stopped during an SMTP transaction: the relay may have this mail already,"
@@ -64,13 +65,13 @@ async def settle_at_boot(store: Store, *, relayed: bool) -> dict[str, int]:
 
 async def due_mail(store: Store, *, now: float, limit: int) -> list[DueMail]:
     """Up to ``limit`` pending mails whose next attempt is due, oldest first."""
-    async with store.db.execute(
+    rows = await fetch_all(
+        store.db,
         "SELECT id, message_id, sender, recipient, subject, body, created_at, attempts, in_doubt"
         " FROM outbound_mail WHERE status = ? AND next_attempt_at <= ?"
         " ORDER BY next_attempt_at, created_at, rowid LIMIT ?",
         (OutboundStatus.PENDING, now, limit),
-    ) as cur:
-        rows = await cur.fetchall()
+    )
     return [
         DueMail(r[0], r[1], r[2], r[3], r[4], bytes(r[5] or b""), r[6], r[7], bool(r[8]))
         for r in rows
@@ -79,11 +80,11 @@ async def due_mail(store: Store, *, now: float, limit: int) -> list[DueMail]:
 
 async def next_due(store: Store) -> float | None:
     """When the earliest pending mail is due (None: none is pending)."""
-    async with store.db.execute(
+    row = await fetch_one(
+        store.db,
         "SELECT MIN(next_attempt_at) FROM outbound_mail WHERE status = ?",
         (OutboundStatus.PENDING,),
-    ) as cur:
-        row = await cur.fetchone()
+    )
     return None if row is None or row[0] is None else float(row[0])
 
 

@@ -25,7 +25,7 @@ from runtime import (
     Wakeup,
 )
 
-from ..store import DispatchStatus, Store
+from ..store import DispatchStatus, Store, fetch_one
 from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.blobs")
@@ -44,8 +44,7 @@ async def collect_blobs(store: Store) -> tuple[int, bool]:
     any blob is left."""
     async with store.write() as db:
         cur = await db.execute(_COLLECT, (DispatchStatus.RESERVED, DispatchStatus.DELIVERED))
-        async with db.execute("SELECT EXISTS (SELECT 1 FROM blob)") as left:
-            row = await left.fetchone()
+        row = await fetch_one(db, "SELECT EXISTS (SELECT 1 FROM blob)")
         return max(cur.rowcount, 0), bool(row and row[0])
 
 
@@ -140,12 +139,12 @@ class BlobHandler:
         if get.offset < 0:
             return Refused(reason=Reason.BAD_OFFSET, detail=f"offset {get.offset}")
         # A sidecar reads only bodies of its own deployment's dispatches.
-        async with self._store.db.execute(
+        named = await fetch_one(
+            self._store.db,
             "SELECT 1 FROM workflow_run_dispatch WHERE body_digest = ? AND deployment_id = ?"
             " LIMIT 1",
             (get.digest, session.deployment_id),
-        ) as cur:
-            named = await cur.fetchone()
+        )
         found = await self._reader.read(get.digest, get.offset, BLOB_CHUNK_SIZE) if named else None
         if found is None:
             return Refused(reason=Reason.UNKNOWN_BLOB, detail=get.digest)

@@ -23,7 +23,7 @@ import anyio.abc
 
 from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, Wakeup, next_attempt
 
-from ..store import DispatchStatus, Store
+from ..store import DispatchStatus, Store, fetch_all
 from .redelivery import Redeliveries, Resent, find_overdue, put_back, still_open
 from .rounds import load_reserved, send_round, settle
 from .sessions import Session, SessionTable
@@ -170,8 +170,7 @@ class Dispatcher:
     async def _census(self) -> None:
         while True:
             try:
-                async with self._store.db.execute(_CENSUS, (DispatchStatus.RESERVED,)) as cur:
-                    rows = await cur.fetchall()
+                rows = await fetch_all(self._store.db, _CENSUS, (DispatchStatus.RESERVED,))
                 self._pending = {r["deployment_id"]: (r["n"], r["oldest"]) for r in rows}
                 # A safety net for wakeups that never came (rows written by
                 # another path): any lane with work and a session runs.

@@ -27,7 +27,7 @@ from runtime import (
     new_id,
 )
 
-from ..store import Store
+from ..store import Store, fetch_one
 from .sessions import SessionTable, fence
 
 # Derived from the classifier, so the SQL condition agrees with it.
@@ -70,12 +70,12 @@ class MintHandler:
         await afailpoint("hub.mint.before_claim")
         async with self._store.write() as db:
             await fence(db, dep, req.owner_epoch)
-            async with db.execute(
+            first = await fetch_one(
+                db,
                 "SELECT id FROM workflow_run WHERE parent_run_id = ? AND start_request_id = ?"
                 " AND deployment_id = ?",
                 (req.parent_run_id, req.request_id, dep),
-            ) as cur:
-                first = await cur.fetchone()
+            )
             if first is not None:
                 return Minted(run_id=first["id"])
             run_id, now = new_id("run"), time.time()
@@ -100,14 +100,14 @@ class MintHandler:
 
 async def _why_not(db: aiosqlite.Connection, parent_run_id: str, deployment_id: str) -> Refused:
     """Name the reason the conditional insert matched nothing."""
-    async with db.execute(
+    row = await fetch_one(
+        db,
         "SELECT p.status, a.status AS anchor, d.deleted_at FROM workflow_run p"
         " JOIN deployment d ON d.id = p.deployment_id"
         " LEFT JOIN workflow_run a ON a.id = p.deployment_id AND a.is_anchor = 1"
         " WHERE p.id = ? AND p.deployment_id = ? AND p.is_anchor = 0",
         (parent_run_id, deployment_id),
-    ) as cur:
-        row = await cur.fetchone()
+    )
     if row is None:
         return Refused(reason=Reason.UNKNOWN_RUN, detail=parent_run_id)
     if row["deleted_at"] is not None or not anchor_is_live(row["anchor"] or ""):

@@ -30,7 +30,7 @@ import aiosqlite
 
 from runtime import Hello, Reason, Refused, anchor_is_live
 
-from ..store import DispatchStatus
+from ..store import DispatchStatus, fetch_one
 
 OWNER_LEASE = 15.0
 """Seconds of silence after which an owner counts as gone: any home may then
@@ -57,8 +57,7 @@ class Claim:
 
 
 async def read_deployment(db: aiosqlite.Connection, deployment_id: str) -> aiosqlite.Row | None:
-    async with db.execute(_DEPLOYMENT, (deployment_id,)) as cur:
-        return await cur.fetchone()
+    return await fetch_one(db, _DEPLOYMENT, (deployment_id,))
 
 
 def not_live(row: aiosqlite.Row | None, deployment_id: str) -> Refused | None:
@@ -132,10 +131,10 @@ async def commit_claim(
 async def floor_seq(db: aiosqlite.Connection, deployment_id: str) -> int:
     """The highest seq up to which every dispatch of the deployment is settled
     (processed or cancelled): the sidecar need not wait for any of those."""
-    async with db.execute(
+    row = await fetch_one(
+        db,
         "SELECT COALESCE((SELECT MIN(seq) FROM workflow_run_dispatch WHERE deployment_id = ?"
         " AND status IN (?, ?)) - 1, (SELECT next_seq - 1 FROM deployment WHERE id = ?), 0)",
         (deployment_id, DispatchStatus.RESERVED, DispatchStatus.DELIVERED, deployment_id),
-    ) as cur:
-        row = await cur.fetchone()
+    )
     return max(0, int(row[0])) if row is not None else 0

@@ -18,7 +18,7 @@ import aiosqlite
 from runtime import EnvelopeQuarantined, encode
 
 from .._errors import UnknownDispatch
-from ..store import QUARANTINE_SOURCE, DispatchStatus
+from ..store import QUARANTINE_SOURCE, DispatchStatus, fetch_one
 from .retention import DeadLetter, DeadLetters
 
 log = logging.getLogger("mailrun.hub.events")
@@ -36,11 +36,11 @@ async def ingest_quarantined(
 ) -> bool:
     """Apply ``event`` (inside the caller's write transaction) unless it was
     applied before; True when it freed a claim-checked body."""
-    async with db.execute(
+    dispatch = await fetch_one(
+        db,
         "SELECT run_id, body_digest FROM workflow_run_dispatch WHERE id = ? AND deployment_id = ?",
         (event.dispatch_id, deployment_id),
-    ) as cur:
-        dispatch = await cur.fetchone()
+    )
     data = encode(event)
     if dispatch is None:
         log.warning("%s quarantined unknown dispatch %s", deployment_id, event.dispatch_id)

@@ -36,7 +36,7 @@ import msgspec
 
 from runtime import RunStatus, afailpoint, holds_items
 
-from ..store import DispatchStatus, Store
+from ..store import DispatchStatus, Store, fetch_all
 
 _HELD = tuple(s.value for s in RunStatus if holds_items(s))
 _HELD_MARKS = ",".join("?" * len(_HELD))
@@ -105,8 +105,7 @@ async def find_overdue(store: Store, *, window: int, before: float) -> list[Over
     """The dispatches delivered before ``before`` and not processed, among the
     ``window`` seqs from each live deployment's lowest open one, in seq order."""
     params = overdue_params(window, before)
-    async with store.db.execute(_OVERDUE, params) as cur:
-        rows = await cur.fetchall()
+    rows = await fetch_all(store.db, _OVERDUE, params)
     return [Overdue(r[0], r[1], r[2], r[3]) for r in rows]
 
 
@@ -139,8 +138,7 @@ async def still_open(store: Store, dispatch_ids: Iterable[str]) -> set[str]:
     """Those of ``dispatch_ids`` not yet processed (nor cancelled)."""
     ids = msgspec.json.encode(list(dispatch_ids)).decode()
     params = (ids, DispatchStatus.RESERVED, DispatchStatus.DELIVERED)
-    async with store.db.execute(_STILL_OPEN, params) as cur:
-        return {r[0] for r in await cur.fetchall()}
+    return {r[0] for r in await fetch_all(store.db, _STILL_OPEN, params)}
 
 
 @dataclass(slots=True)

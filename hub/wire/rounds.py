@@ -35,7 +35,7 @@ from runtime import (
 )
 
 from .._errors import StaleEpoch
-from ..store import DispatchStatus, Store
+from ..store import DispatchStatus, Store, fetch_all, fetch_one
 from .sessions import Session, fence
 
 _RESERVED = """
@@ -66,15 +66,13 @@ class Round:
 
 async def load_reserved(store: Store, deployment_id: str, window: int) -> list[Any] | None:
     """The next reserved dispatches in seq order; None once the deployment is not live."""
-    async with store.db.execute(_ANCHOR, (deployment_id,)) as cur:
-        anchor = await cur.fetchone()
+    anchor = await fetch_one(store.db, _ANCHOR, (deployment_id,))
     if anchor is None or anchor["deleted_at"] is not None:
         return None
     if not anchor_is_live(anchor["status"] or ""):
         return None
     params = (deployment_id, DispatchStatus.RESERVED, window)
-    async with store.db.execute(_RESERVED, params) as cur:
-        return list(await cur.fetchall())
+    return await fetch_all(store.db, _RESERVED, params)
 
 
 def inbound_frame(session: Session, row: Any) -> MailInbound:

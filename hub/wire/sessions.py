@@ -32,7 +32,7 @@ from runtime import (
 )
 
 from .._errors import StaleEpoch, UnknownSession
-from ..store import Store
+from ..store import Store, fetch_one
 from .ownership import (
     OWNER_LEASE,
     commit_claim,
@@ -156,8 +156,7 @@ class SessionTable:
 async def fence(db: aiosqlite.Connection, deployment_id: str, owner_epoch: int) -> None:
     """The durable fence, inside a write transaction: raise :class:`StaleEpoch`
     unless ``owner_epoch`` is the deployment row's current epoch."""
-    async with db.execute("SELECT owner_epoch FROM deployment WHERE id = ?", (deployment_id,)) as c:
-        row = await c.fetchone()
+    row = await fetch_one(db, "SELECT owner_epoch FROM deployment WHERE id = ?", (deployment_id,))
     if row is None or row["owner_epoch"] != owner_epoch:
         raise StaleEpoch(f"epoch {owner_epoch} is not the current owner's")
 

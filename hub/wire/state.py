@@ -20,7 +20,7 @@ import msgspec
 
 from runtime import FrameDecoder, RunSnapshot, RunStates, StateGet
 
-from ..store import ApprovalStatus, DispatchStatus, Store
+from ..store import ApprovalStatus, DispatchStatus, Store, fetch_all
 from .ownership import floor_seq
 from .sessions import SessionTable
 
@@ -51,8 +51,7 @@ class StateHandler:
         )
         dep = session.deployment_id
         db = self._store.db
-        async with db.execute(_RUNS, (dep, req.after_run_id, PAGE_RUNS + 1)) as cur:
-            rows = list(await cur.fetchall())
+        rows = await fetch_all(db, _RUNS, (dep, req.after_run_id, PAGE_RUNS + 1))
         waiting = await _approvals(db, [row["id"] for row in rows[:PAGE_RUNS]])
         runs: list[RunSnapshot] = []
         size = 0
@@ -75,12 +74,13 @@ class StateHandler:
             runs.append(snapshot)
         more = len(runs) < len(rows)
         floor = await floor_seq(db, dep)
-        async with db.execute(
+        rows = await fetch_all(
+            db,
             "SELECT seq FROM workflow_run_dispatch WHERE deployment_id = ? AND seq > ?"
             " AND status IN (?, ?) ORDER BY seq LIMIT ?",
             (dep, floor, DispatchStatus.PROCESSED, DispatchStatus.CANCELLED, SETTLED_LIMIT),
-        ) as cur:
-            settled = [int(row[0]) for row in await cur.fetchall()]
+        )
+        settled = [int(row[0]) for row in rows]
         return RunStates(runs=runs, floor_seq=floor, more=more, settled=settled)
 
 
@@ -89,13 +89,14 @@ async def _approvals(db: Any, run_ids: list[str]) -> dict[str, list[str]]:
     if not run_ids:
         return {}
     found: dict[str, list[str]] = {}
-    async with db.execute(
+    rows = await fetch_all(
+        db,
         f"SELECT run_id, id FROM approval WHERE status = ? AND run_id IN"
         f" ({','.join('?' * len(run_ids))}) ORDER BY created_at, id",
         (ApprovalStatus.PENDING, *run_ids),
-    ) as cur:
-        for run_id, approval_id in await cur.fetchall():
-            found.setdefault(run_id, []).append(approval_id)
+    )
+    for run_id, approval_id in rows:
+        found.setdefault(run_id, []).append(approval_id)
     return found
 
 

@@ -15,6 +15,7 @@ import msgspec
 from hub.store.accept import Accepted, Trigger, accept_triggers
 from hub.store.db import Store
 from hub.store.deployments import create_deployment
+from hub.store.reads import fetch_all, fetch_one
 from hub.wire.events import OutboundSink
 from hub.wire.service import Wire, WireConfig, run_wire
 from runtime import (
@@ -52,13 +53,13 @@ class Hub:
     wire: Wire
     boot_id: str
 
+    # One hop each, like the hub's own reads: the hub reads on this same
+    # connection meanwhile (hub/store/reads.py says why it matters).
     async def one(self, sql: str, *params: Any) -> Any:
-        async with self.store.db.execute(sql, params) as cur:
-            return await cur.fetchone()
+        return await fetch_one(self.store.db, sql, params)
 
     async def all(self, sql: str, *params: Any) -> list[Any]:
-        async with self.store.db.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        return await fetch_all(self.store.db, sql, params)
 
 
 @asynccontextmanager

@@ -15,6 +15,7 @@ from starlette.applications import Starlette
 
 from hub import Acceptor, Store, create_app
 from hub.api.app import ApiSettings
+from hub.store import fetch_one
 
 SOURCE = "async def main(ctx, item):\n    pass\n"
 MAX_BODY = 256 * 1024
@@ -40,8 +41,8 @@ class Api:
         return await self.client.post("/mail", json={"to": to, "subject": "hi", **kw})
 
     async def count(self, sql: str, *params: object) -> int:
-        async with self.store.db.execute(sql, params) as cur:
-            row = await cur.fetchone()
+        # One hop, like the hub's reads on this same connection (hub/store/reads.py).
+        row = await fetch_one(self.store.db, sql, params)
         assert row is not None
         return int(row[0])
 
