@@ -39,6 +39,7 @@ from ..store import (
     Trigger,
     accept_triggers,
     body_digest,
+    fetch_one,
 )
 from .quarantine import ingest_quarantined
 from .retention import DeadLetter, DeadLetters
@@ -294,5 +295,4 @@ class Ingest:
             await self.letters.keep(self.db, letter)
 
     async def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
-        async with self.db.execute(sql, params) as cur:
-            return await cur.fetchone()
+        return await fetch_one(self.db, sql, params)

@@ -24,6 +24,7 @@ from ..store import (
     Rejected,
     Trigger,
     accept_triggers,
+    fetch_one,
     record_outbound,
 )
 
@@ -41,8 +42,7 @@ async def route_mail(
     record those to addresses no deployment holds as outgoing mail."""
     if not sent:
         return set(), 0
-    async with db.execute("SELECT address FROM deployment WHERE id = ?", (deployment_id,)) as cur:
-        row = await cur.fetchone()
+    row = await fetch_one(db, "SELECT address FROM deployment WHERE id = ?", (deployment_id,))
     sender = row["address"] if row is not None else None
     # Mail from a run is a trigger like any other. Its message id comes
     # from the dispatch that sent it (an older sidecar's: the event id),

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.anyio
 # Every other aiosqlite read under hub/ is one hop, writer's or reader's: a
 # rule with no exception for the reader to slip through. These files read on
 # the writer only: migrations and schema steps inside Store.open (before the
-# reader exists), events.py inside the write transaction of a frame.
-TWO_HOPS_ALLOWED = {"hub/store/migrations.py", "hub/store/schema.py", "hub/wire/events.py"}
+# reader exists).
+TWO_HOPS_ALLOWED = {"hub/store/migrations.py", "hub/store/schema.py"}
 
 ROUNDS = 300
 READERS = 4
