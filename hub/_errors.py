@@ -27,6 +27,7 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         ApprovalDecided         409
         DeploymentNotLive       409
         WorkflowRunTerminal     409
+        RunNotStarted           409
         MessageIdReused         409
         UnknownDeployment       404
         UnknownRun              404
@@ -213,6 +214,16 @@ class UnknownDeployment(HubError):
 class UnknownRun(HubError):
     http_status = 404
     reason = Reason.UNKNOWN_RUN
+
+
+class RunNotStarted(HubError):
+    """A child run minted for a spawn whose item has not committed yet: its
+    ``start`` item must be its first, so it takes nothing before that (and
+    nothing ever, if that item never commits)."""
+
+    http_status = 409
+    reason = Reason.RUN_NOT_STARTED
+    kind = "rejected"
 
 
 class UnknownDispatch(HubError):

@@ -49,6 +49,7 @@ class Reason(StrEnum):
     # a receipt; workflow_run_terminal is a dispatch's last_error too).
     UNKNOWN_RUN = "unknown_run"
     WORKFLOW_RUN_TERMINAL = "workflow_run_terminal"
+    RUN_NOT_STARTED = "run_not_started"  # a child run whose parent's item has not committed
     PARENT_NOT_LIVE = "parent_not_live"
     INVALID_REQUEST = "invalid_request"
     # An Ack refusing a MailInbound: the sidecar did not store it.

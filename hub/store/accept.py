@@ -113,6 +113,7 @@ class _Batch:
         self.addresses: dict[str, str] = {}
         self.runs: dict[str, tuple[str, str]] = {}  # run id -> (deployment_id, status)
         self.top_level: dict[str, str] = {}  # deployment id -> run id
+        self.unstarted: set[str] = set()  # child runs whose start item is not accepted yet
         # (deployment id, message id) -> what it was accepted with, and the answer
         self.seen: dict[tuple[str, str], tuple[_Content, Accepted | RefusedByRun]] = {}
         self.approvals: dict[str, list[str]] = {}  # id -> [run_id, deployment_id, status]
@@ -146,14 +147,18 @@ class _Batch:
         deps = sorted(self.deps)
         run_ids = sorted({t.run_id for t in triggers if t.run_id})
         run_ids += [a[0] for a in self.approvals.values()]
-        for run_id, dep_id, status, top in await fetch_all(
+        for run_id, dep_id, status, top, unstarted in await fetch_all(
             db,
-            "SELECT id, deployment_id, status, is_top_level FROM workflow_run WHERE is_anchor = 0"
+            "SELECT id, deployment_id, status, is_top_level,"
+            " parent_run_id IS NOT NULL AND entrypoint IS NULL"
+            " FROM workflow_run WHERE is_anchor = 0"
             f" AND ((is_top_level = 1 AND deployment_id IN ({_marks(len(deps))}))"
             f" OR id IN ({_marks(len(run_ids))}))",
             [*deps, *run_ids],
         ):
             self.runs[run_id] = (dep_id, status)
+            if unstarted:
+                self.unstarted.add(run_id)
             if top:
                 self.top_level[dep_id] = run_id
         wanted = {(self._deployment_of(t), t.message_id) for t in triggers if t.message_id}
@@ -218,6 +223,11 @@ class _Batch:
         elif self.runs.get(run_id, ("",))[0] != dep_id:
             return Rejected(reason=Reason.UNKNOWN_RUN, detail=f"{dep_id} has no run {run_id}")
         status = self.runs[run_id][1] if run_id is not None else None
+        if run_id in self.unstarted and t.kind != "start":
+            # Its start item comes first: nothing may overtake it.
+            return Rejected(
+                reason=Reason.RUN_NOT_STARTED, detail=f"child run {run_id} has not started"
+            )
         if not accepts_trigger(status):
             return Rejected(reason=Reason.WORKFLOW_RUN_TERMINAL, detail=f"run {run_id} is {status}")
         if run_id is None:

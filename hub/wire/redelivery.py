@@ -23,7 +23,8 @@ cheap for a deployment whose handler is merely slow:
   one before is processed.
 
 A run waiting on an approval holds its items on purpose (``holds_items``):
-its dispatches are never overdue.
+its dispatches are never overdue, except an approval decision, which it
+processes at once.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ WHERE dep.deleted_at IS NULL
         COALESCE((SELECT MIN(x.seq) FROM workflow_run_dispatch x
                   WHERE x.deployment_id = dep.id AND x.status = :delivered), {_NO_SEQ}))
   AND d.delivered_at < :before
-  AND (r.status IS NULL OR r.status NOT IN ({_HELD_NAMES}))
+  AND (r.status IS NULL OR r.status NOT IN ({_HELD_NAMES}) OR d.kind = 'approval')
 ORDER BY d.deployment_id, d.seq
 """
 
@@ -71,8 +72,8 @@ ORDER BY d.deployment_id, d.seq
 _PUT_BACK = f"""
 UPDATE workflow_run_dispatch SET status = ?, delivered_at = NULL
 WHERE id = ? AND status = ? AND delivered_at = ?
-  AND NOT EXISTS (SELECT 1 FROM workflow_run r
-                  WHERE r.id = workflow_run_dispatch.run_id AND r.status IN ({_HELD_MARKS}))
+  AND (kind = 'approval' OR NOT EXISTS (SELECT 1 FROM workflow_run r
+                  WHERE r.id = workflow_run_dispatch.run_id AND r.status IN ({_HELD_MARKS})))
 """
 
 _STILL_OPEN = """

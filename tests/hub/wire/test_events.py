@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hub.store.accept import Accepted, Trigger, accept_triggers
+from hub.store.accept import Accepted, Rejected, Trigger, accept_triggers
 from hub.store.deployments import delete_deployment
 from runtime import (
     ApprovalRequested,
@@ -271,6 +271,28 @@ async def test_a_child_gets_its_start_item_and_its_end_reaches_the_live_parent_o
             "result": {"ok": True},
             "error": None,
         }
+
+
+@pytest.mark.anyio
+async def test_a_child_takes_no_trigger_before_its_start_item(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        child = await mint(car, r1.run_id, "spawn-1")
+        early = Trigger(deployment_id=car.dep.id, run_id=child, kind="signal", subject="early")
+        async with hub.store.write() as db:
+            (refused,), _ = await accept_triggers(db, [early])
+        assert isinstance(refused, Rejected) and refused.reason == "run_not_started"
+        started = ChildRunStarted(
+            event_id=new_id("evt"), run_id=r1.run_id, child_run_id=child, entrypoint="flow:c"
+        )
+        assert isinstance(await send(car, started), EventsAck)
+        async with hub.store.write() as db:
+            (accepted,), _ = await accept_triggers(db, [early])
+        assert isinstance(accepted, Accepted)
+        kinds = await hub.all(
+            "SELECT kind FROM workflow_run_dispatch WHERE run_id = ? ORDER BY seq", child
+        )
+        assert [k["kind"] for k in kinds] == ["start", "signal"]
 
 
 @pytest.mark.anyio

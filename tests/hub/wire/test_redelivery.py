@@ -20,7 +20,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from hub.store import Accepted
+from hub.store import Accepted, Trigger, accept_triggers
 from hub.wire.dispatcher import DispatchConfig
 from hub.wire.health import HealthConfig
 from hub.wire.redelivery import _OVERDUE, Overdue, Redeliveries, overdue_params
@@ -244,6 +244,16 @@ async def test_a_run_waiting_on_an_approval_keeps_its_deliveries(
         await wait_for(lambda: sent(clock_inbox)[tick.dispatch_id] >= 3)
         assert sent(held_inbox)[gated.dispatch_id] == 1
         assert await statuses(hub, held.dep.id) == ["delivered"]
+        # Its decision is not held: delivered and never processed, it is overdue.
+        decision = Trigger(
+            deployment_id=held.dep.id, run_id=gated.run_id, kind="approval", subject="approve"
+        )
+        async with hub.store.write() as db:
+            (accepted,), woken = await accept_triggers(db, [decision])
+        hub.wire.on_accepted(woken)
+        assert isinstance(accepted, Accepted)
+        await wait_for(lambda: sent(held_inbox)[accepted.dispatch_id] >= 2)
+        assert sent(held_inbox)[gated.dispatch_id] == 1
 
         # The decision came: the run runs again, and what it holds is overdue.
         async with hub.store.write() as db:
