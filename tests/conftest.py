@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import NatsServerProcess, running_nats_server
+from tests.support.smtp import SmtpServer
 
 
 @pytest.fixture
@@ -20,3 +21,12 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServerProcess]:
     """A fresh nats-server per test (it starts in ~15 ms), free to kill and restart."""
     with running_nats_server(tmp_path) as server:
         yield server
+
+
+@pytest.fixture
+def smtp() -> Iterator[SmtpServer]:
+    """A real SMTP server (aiosmtpd) on a free loopback port, recording what it gets."""
+    server = SmtpServer()
+    server.start()
+    yield server
+    server.stop()

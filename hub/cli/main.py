@@ -62,6 +62,15 @@ def _optional_host_port(
     return None if value is None else _host_port(ctx, param, value)
 
 
+_smtp_relay = click.option(
+    "--smtp-relay",
+    metavar="HOST:PORT",
+    callback=_optional_host_port,
+    help="Send mail that runs address outside this hub through this SMTP relay"
+    f" (STARTTLS and login: env {STARTTLS_ENV}, {USER_ENV}, {PASSWORD_ENV}).",
+)
+
+
 def _default_state_dir(help_: str) -> Callable[[F], F]:
     """``--state-dir``, defaulting to the one the CLI looks in for the token too."""
     return click.option(
@@ -98,13 +107,7 @@ def main() -> None:
     help=f"Use this NATS server instead of an embedded one (env {NATS_URL_ENV}).",
 )
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
-@click.option(
-    "--smtp-relay",
-    metavar="HOST:PORT",
-    callback=_optional_host_port,
-    help="Send mail that runs address outside this hub through this SMTP relay"
-    f" (STARTTLS and login: env {STARTTLS_ENV}, {USER_ENV}, {PASSWORD_ENV}).",
-)
+@_smtp_relay
 def up(
     state_dir: Path,
     http: str,
@@ -226,13 +229,7 @@ def demo() -> None:
         f" {DEFAULT_RUN_HISTORY}; env {RUN_HISTORY_ENV}, which `mailrun up` passes on)."
     ),
 )
-@click.option(
-    "--smtp-relay",
-    metavar="HOST:PORT",
-    callback=_optional_host_port,
-    help="Send mail that runs address outside this hub through this SMTP relay"
-    f" (STARTTLS and login: env {STARTTLS_ENV}, {USER_ENV}, {PASSWORD_ENV}).",
-)
+@_smtp_relay
 def hub_cmd(
     state_dir: Path,
     http: str,

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +31,6 @@ async def main(ctx, item):
 
 # Compressed retry delays (the relay's included): a test waits seconds, not minutes.
 FAST = {"MAILRUN_BACKOFF_MAX": "0.2"}
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpServer]:
-    server = SmtpServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 async def outbox(up: Up) -> list[dict[str, Any]]:

@@ -5,7 +5,6 @@ promises."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +27,6 @@ def recipes() -> dict[str, str]:
 
 def test_the_page_has_the_four_recipes() -> None:
     assert sorted(recipes()) == ["approval", "fan-out", "reply", "signals"]
-
-
-@pytest.fixture
-def smtp() -> Iterator[SmtpServer]:
-    server = SmtpServer()
-    server.start()
-    yield server
-    server.stop()
 
 
 async def _mail(up: Up, to: str, subject: str, body: str = "", **extra: Any) -> str:
