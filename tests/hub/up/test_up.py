@@ -297,7 +297,7 @@ def up(tmp_path: Path) -> Iterator[UpProcess]:
 
 
 async def ready(up: UpProcess) -> dict[str, object]:
-    info = await wait_for(up.up_json, timeout=20, what=f"up.json; log:\n{up.log}")
+    info = await wait_for(up.up_json, timeout=20, what="up.json", explain=up.logs)
     assert await wait_for(up.health, what="/healthz")
     return info
 
