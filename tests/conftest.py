@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.support import NatsServerProcess, running_nats_server
@@ -30,3 +32,35 @@ def smtp() -> Iterator[SmtpServer]:
     server.start()
     yield server
     server.stop()
+
+
+_OURS = ("hub", "sidecar", "mailrun", "nats-server")
+
+
+def _leftovers() -> list[str]:
+    """This pytest process's descendants that are mailrun's processes, alive."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+            argv = child.cmdline()
+        except psutil.Error:
+            continue
+        if any(word in part for part in argv for word in _OURS):
+            found.append(f"{child.pid}: {' '.join(argv)}")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_process_outlives_its_test() -> Iterator[None]:
+    """A test that starts a hub, a sidecar, `up` or a nats-server stops it: one
+    left running reconnects forever (by design) and takes ports, which another
+    test then finds busy."""
+    yield
+    deadline = time.monotonic() + 10
+    left = _leftovers()
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)  # a process told to stop is exiting: poll for it, bounded
+        left = _leftovers()
+    assert not left, "processes outlived their test:\n" + "\n".join(left)
