@@ -37,7 +37,7 @@ from runtime import (
 from ._context import Context, Minter, check_events, check_size, to_json
 from ._errors import HandlerTimeout, RunStateUnreadable, StateNotSerializable
 from ._inbox import Commit, Inbox, Pending
-from ._workflow import Handler, item_of
+from ._workflow import ApprovalDecision, Handler, Item, item_of
 
 
 class RunOwner(Protocol):
@@ -142,12 +142,13 @@ class RunActor(Actor[list[Pending]]):
                             ),
                         ]
                         continue
-                decision = approval_of(p)
+                item = item_of(p.envelope)
+                decision = item.approval_id if isinstance(item, ApprovalDecision) else None
                 if status == RunStatus.WAITING and decision not in commit.approvals:
                     if not p.held:
                         commit.held.append((p.dispatch_id, p.seq))
                     continue
-                ctx = await self._call(p, snapshot)
+                ctx = await self._call(p, item, snapshot)
                 after = _snapshot_of(ctx.state)
                 step = commit.steps + 1
                 made = self._made(p, now, ctx, after, started=status is None, step=step)
@@ -186,7 +187,7 @@ class RunActor(Actor[list[Pending]]):
         parent = await self._runs.inbox.load_run(parent_run_id)
         return parent.status is not None and is_terminal(parent.status)
 
-    async def _call(self, p: Pending, snapshot: bytes) -> Context:
+    async def _call(self, p: Pending, item: Item, snapshot: bytes) -> Context:
         assert p.envelope is not None
         runs = self._runs
         handler = runs.handler_for(self._entrypoint)
@@ -200,7 +201,7 @@ class RunActor(Actor[list[Pending]]):
         await afailpoint("sidecar.handler.before")
         with anyio.move_on_after(runs.handler_timeout) as scope:
             try:
-                await handler(ctx, item_of(p.envelope))
+                await handler(ctx, item)
             except Exception as exc:
                 # The supervisor logs it with its traceback: say which item it was.
                 exc.add_note(
@@ -258,21 +259,6 @@ class RunActor(Actor[list[Pending]]):
         await afailpoint("sidecar.run.after_commit")
         self._status, self._snapshot = commit.status, snapshot
         self._steps, self._approvals = commit.steps or 0, list(commit.approvals or [])
-
-
-_Decision = msgspec.json.Decoder(dict[str, object])
-
-
-def approval_of(p: Pending) -> str | None:
-    """The approval an ``approval`` item decides (None for any other item)."""
-    envelope = p.envelope
-    if envelope is None or envelope.kind != "approval" or not envelope.body:
-        return None
-    try:
-        approval_id = _Decision.decode(envelope.body).get("approval_id")
-    except msgspec.DecodeError:
-        return None
-    return approval_id if isinstance(approval_id, str) else None
 
 
 def _snapshot_of(state: object) -> bytes:
