@@ -296,6 +296,26 @@ async def test_a_child_takes_no_trigger_before_its_start_item(tmp_path: Path) ->
 
 
 @pytest.mark.anyio
+async def test_a_child_started_event_for_a_run_it_did_not_mint_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    # A sidecar naming a run that is not its own child (another top-level
+    # run, a child of another parent) cannot give it a start item.
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1)
+        other, (r2,) = await owned(hub, 1, name="other")
+        stranger = await mint(other, r2.run_id, "spawn-1")
+        for target in (stranger, r1.run_id):
+            forged = ChildRunStarted(
+                event_id=new_id("evt"), run_id=r1.run_id, child_run_id=target, entrypoint="x:y"
+            )
+            assert isinstance(await send(car, forged), EventsAck)
+        starts = await hub.all("SELECT id FROM workflow_run_dispatch WHERE kind = 'start'")
+        assert starts == []
+        assert (await run_row(hub, stranger))["entrypoint"] is None
+
+
+@pytest.mark.anyio
 async def test_an_ended_parent_gets_no_child_item(tmp_path: Path) -> None:
     async with running_hub(tmp_path) as hub:
         car, (r1,) = await owned(hub, 1)
