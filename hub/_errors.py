@@ -15,9 +15,11 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         MigrationError          500
         InvalidName             422
         InvalidDeployment       422
+        VersionRefused          422
         InvalidMail             422
         InvalidSignal           422
         InvalidRequest          422
+        ReplayFailed            422
         MalformedJson           400
         Unauthorized            401
         BodyTimeout             408
@@ -29,9 +31,11 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         WorkflowRunTerminal     409
         RunNotStarted           409
         MessageIdReused         409
+        NothingToReplay         409
         UnknownDeployment       404
         UnknownRun              404
         UnknownDispatch         404
+        UnknownVersion          404
         UnknownApproval         404
         UnknownAddress          404
         AdminTokenUnavailable   the hub's or the CLI's admin token file
@@ -226,6 +230,20 @@ class RunNotStarted(HubError):
     kind = "rejected"
 
 
+class UnknownVersion(HubError):
+    http_status = 404
+    reason = Reason.UNKNOWN_VERSION
+
+
+class VersionRefused(HubError):
+    """The deployment's sidecar could not load the version (it does not
+    import, or lacks its entrypoint): it was not made active."""
+
+    http_status = 422
+    reason = Reason.VERSION_REFUSED
+    kind = "rejected"
+
+
 class UnknownDispatch(HubError):
     http_status = 404
     reason = "unknown_dispatch"
@@ -241,6 +259,23 @@ class UnknownAddress(HubError):
 
     http_status = 404
     reason = Reason.UNKNOWN_ADDRESS
+
+
+class NothingToReplay(HubError):
+    """The store holds no item of the run that replay could call a handler
+    with (none processed yet, or its history was trimmed)."""
+
+    http_status = 409
+    reason = Reason.NOTHING_TO_REPLAY
+    kind = "rejected"
+
+
+class ReplayFailed(HubError):
+    """The replay's scratch process could not run the code (it does not load,
+    migrate_state failed) or crashed; ``detail`` says why."""
+
+    http_status = 422
+    reason = Reason.REPLAY_FAILED
 
 
 class AdminTokenUnavailable(HubError):

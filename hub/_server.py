@@ -88,6 +88,8 @@ class WireSide(Protocol):
 
     def on_deleted(self, deployment_id: str) -> object: ...
 
+    def on_rollout(self, deployment_id: str) -> object: ...
+
     def health(self) -> Mapping[str, Any]: ...
 
     def deployment_health(self, deployment_id: str) -> Mapping[str, Any]: ...
@@ -182,6 +184,7 @@ async def serve_hub(
                     health_extra=side.health,
                     deployment_extra=side.deployment_health,
                     on_deleted=side.on_deleted,
+                    on_rollout=side.on_rollout,
                     metrics_extra=side.metrics,
                 )
                 http = HttpServer(app, sock, config.http_limits)

@@ -82,6 +82,7 @@ from ._frames import Fenced as Fenced
 from ._frames import Frame as Frame
 from ._frames import Hello as Hello
 from ._frames import HubBoot as HubBoot
+from ._frames import LoadVersion as LoadVersion
 from ._frames import MailInbound as MailInbound
 from ._frames import MailSent as MailSent
 from ._frames import MintChild as MintChild
@@ -97,6 +98,7 @@ from ._frames import RunSnapshot as RunSnapshot
 from ._frames import RunStarted as RunStarted
 from ._frames import RunStates as RunStates
 from ._frames import StateGet as StateGet
+from ._frames import VersionLoaded as VersionLoaded
 from ._frames import Welcome as Welcome
 from ._groups import unwrap_group as unwrap_group
 from ._groups import unwrapping_groups as unwrapping_groups
@@ -234,6 +236,7 @@ __all__ = [
     "HubKey",
     "InvalidSources",
     "Limits",
+    "LoadVersion",
     "MailInbound",
     "MailSent",
     "MailboxFull",
@@ -269,6 +272,7 @@ __all__ = [
     "Transport",
     "TransportClosed",
     "TransportError",
+    "VersionLoaded",
     "Wakeup",
     "Welcome",
     "accepts_trigger",

@@ -126,6 +126,12 @@ class MailInbound(_Frame, tag=True, kw_only=True):
     start_request_id: str | None = None
     owner_epoch: int = 0
     session_id: str | None = None
+    version: int = 0
+    """The workflow version that processes this dispatch (0 from an older hub:
+    the deployment's first). ``code`` is the claim check of its sources
+    (``Sources`` as JSON, kept by the hub as a blob), for a sidecar that does
+    not hold them yet."""
+    code: Claim | None = None
 
     @property
     def effective_run_id(self) -> str:
@@ -145,6 +151,24 @@ class Ping(_Frame, tag=True, kw_only=True):
 
 class Pong(_Frame, tag=True, kw_only=True):
     deployment_id: str = ""
+
+
+class LoadVersion(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar on its inbound subject, answered by VersionLoaded: load
+    ``version`` (its sources fetched by the ``code`` claim check) and say
+    whether it imports and has its entrypoint, before the hub makes it active."""
+
+    session_id: str = ""
+    version: int
+    code: Claim
+
+
+class VersionLoaded(_Frame, tag=True, kw_only=True):
+    """``error`` is empty when the version loaded and is kept, else why not."""
+
+    deployment_id: str = ""
+    version: int
+    error: str = ""
 
 
 class Ack(_Frame, tag=True, kw_only=True):
@@ -215,6 +239,8 @@ class RunSnapshot(msgspec.Struct, kw_only=True):
     parent_run_id: str | None = None
     entrypoint: str | None = None
     """A child run's handler (``module:attr`` in the deployment's sources)."""
+    version: int = 0
+    """The workflow version that processed the run's latest item (0: none yet)."""
 
 
 class RunStates(_Frame, tag=True, kw_only=True):
@@ -255,6 +281,8 @@ class DispatchProcessed(_Event, tag=True, kw_only=True):
     run processed them in, which is seq order except where an approval
     decision overtook the items its gate held. 0 from an older sidecar (the
     hub then orders by seq)."""
+    version: int = 0
+    """The workflow version that processed it (0 from an older sidecar)."""
 
 
 class RunCompleted(_Event, tag=True, kw_only=True):
@@ -339,6 +367,8 @@ Frame = (
     | MailInbound
     | Ping
     | Pong
+    | LoadVersion
+    | VersionLoaded
     | Ack
     | BlobGet
     | BlobChunk

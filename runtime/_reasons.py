@@ -63,6 +63,12 @@ class Reason(StrEnum):
     UNKNOWN_APPROVAL = "unknown_approval"
     APPROVAL_DECIDED = "approval_decided"
     MESSAGE_ID_REUSED = "message_id_reused"  # the id was accepted with other content
+    # Workflow versions (HTTP).
+    UNKNOWN_VERSION = "unknown_version"
+    VERSION_REFUSED = "version_refused"  # the sidecar could not load it
+    # Replay (HTTP).
+    NOTHING_TO_REPLAY = "nothing_to_replay"  # the store holds no item to replay
+    REPLAY_FAILED = "replay_failed"  # the scratch process could not replay
 
 
 class AckResult(StrEnum):

@@ -16,7 +16,6 @@ hub's state of every run (see ``hub.wire.ownership``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
@@ -49,7 +48,8 @@ from ._link import HubLink, Identity
 from ._record import locate
 from ._runs import Runs, RunsConfig
 from ._shipper import Shipper
-from ._workflow import Handler, load_workflow, resolve_entrypoint
+from ._versions import Versions
+from ._workflow import Handler, load_workflow
 
 log = logging.getLogger("mailrun.sidecar")
 
@@ -105,6 +105,7 @@ class Sidecar:
         self.runs: Runs | None = None
         self.link: HubLink | None = None
         self.shipper: Shipper | None = None
+        self.versions: Versions | None = None
         self.record: RestoreRecord | None = None
         self._record_path: Path | None = None
         self.instance_id = new_id("ins")
@@ -132,14 +133,21 @@ class Sidecar:
             stack.push_async_callback(inbox.aclose)
             self.inbox = inbox
             self._previous_instance = record.instance_id or await inbox.get_meta("instance_id")
+            self.versions = Versions(
+                inbox=inbox,
+                deployment_id=record.deployment_id,
+                home=path.parent,
+                first=_load(record, path.parent / "src"),
+                first_entrypoint=record.sources.entrypoint,
+            )
             runs = Runs(
                 inbox=inbox,
                 deployment_id=record.deployment_id,
-                handler=_load(record, path.parent / "src"),
-                resolve=functools.partial(resolve_entrypoint, record.deployment_id),
+                handler=self.versions.first,
                 minter=self,
                 on_commit=self._committed,
                 config=self.options.runs,
+                versions=self.versions,
             )
             self.runs = await stack.enter_async_context(runs)
             self.record = msgspec.structs.replace(
@@ -200,7 +208,11 @@ class Sidecar:
             inbox=inbox, link=link, timeout=self.options.request_timeout, backoff=retry
         )
         delivery = Delivery(
-            inbox=inbox, link=link, deployment_id=record.deployment_id, on_stored=self._stored
+            inbox=inbox,
+            link=link,
+            deployment_id=record.deployment_id,
+            on_stored=self._stored,
+            versions=self.versions,
         )
         inbound = await transport.subscribe(subjects.inbound(record.deployment_id))
         async with anyio.create_task_group() as tg:

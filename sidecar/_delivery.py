@@ -23,6 +23,7 @@ from runtime import (
     Fenced,
     FrameDecodeError,
     FrameDecoder,
+    LoadVersion,
     MailInbound,
     Message,
     Ping,
@@ -30,6 +31,7 @@ from runtime import (
     Reason,
     Subscription,
     TransportError,
+    VersionLoaded,
     afailpoint,
     encode,
 )
@@ -38,6 +40,7 @@ from ._envelope import Envelope
 from ._errors import BlobError, DigestMismatch, SidecarError
 from ._inbox import Inbox
 from ._link import HubLink, Session
+from ._versions import Versions
 
 log = logging.getLogger("mailrun.sidecar.delivery")
 
@@ -58,6 +61,7 @@ class Delivery:
         link: HubLink,
         deployment_id: str,
         on_stored: Callable[[], None],
+        versions: Versions | None = None,
         batch_limit: int = 256,
         queue_size: int = 1024,
         session_wait: float = 1.0,
@@ -66,11 +70,12 @@ class Delivery:
         self._link = link
         self._deployment_id = deployment_id
         self._on_stored = on_stored
+        self._versions = versions
         self._batch_limit = batch_limit
         self._queue_size = queue_size
         self._session_wait = session_wait
-        self._decoder: FrameDecoder[MailInbound | Ping | Fenced] = FrameDecoder(
-            MailInbound | Ping | Fenced
+        self._decoder: FrameDecoder[MailInbound | Ping | LoadVersion | Fenced] = FrameDecoder(
+            MailInbound | Ping | LoadVersion | Fenced
         )
 
     async def run(self, subscription: Subscription) -> None:
@@ -109,6 +114,9 @@ class Delivery:
             if isinstance(frame, Fenced):
                 self._fenced(frame)
                 continue
+            if isinstance(frame, LoadVersion):
+                await self._load(message, frame)
+                continue
             if frame.deployment_id != self._deployment_id:
                 replies.append((message, _refusal(frame.dispatch_id, Reason.WRONG_DEPLOYMENT)))
                 continue
@@ -121,6 +129,7 @@ class Delivery:
                 await self._link.wait_new_session(session, self._session_wait)
                 session = self._link.session
             frames = self._fence(frames, session, replies)
+            await self._fetch_code(frames)
             await self._fetch_claims(frames)
         stored = [f for f in frames if f.ack is None]
         fresh = await self._inbox.store(
@@ -149,6 +158,39 @@ class Delivery:
             return
         with contextlib.suppress(TransportError):  # a lost Pong is just silence
             await message.respond(encode(Pong(deployment_id=self._deployment_id)))
+
+    async def _load(self, message: Message, frame: LoadVersion) -> None:
+        """Load a version the hub is about to make active, and say how it went.
+        Only the session the hub stamped answers (as for a Ping)."""
+        if not self._link.holds(frame.session_id) or self._versions is None:
+            return
+        error = await self._versions.load(frame.version, frame.code, self._link.fetch_blob)
+        reply = VersionLoaded(deployment_id=self._deployment_id, version=frame.version, error=error)
+        try:
+            await message.respond(encode(reply))
+        except TransportError as exc:
+            log.warning("could not answer the load of version %d: %s", frame.version, exc)
+
+    async def _fetch_code(self, frames: list[_Frame]) -> None:
+        """Keep the sources of every version these frames name (fetched from
+        the hub once per version) before any of them is stored: an envelope
+        stored here always has its code here. Frames whose version cannot be
+        had are refused; the hub sends them again."""
+        if self._versions is None:
+            return
+        errors: dict[int, str] = {}  # version -> why its code cannot be had ("": here)
+        for f in frames:
+            version = f.frame.version
+            if version > 1 and version not in errors:
+                try:
+                    await self._versions.ensure(version, f.frame.code, self._link.fetch_blob)
+                    errors[version] = ""
+                except (SidecarError, TransportError) as exc:
+                    log.warning("cannot fetch the code of version %d: %s", version, exc)
+                    errors[version] = str(exc)
+            if errors.get(version):
+                reason = Reason.BLOB_UNAVAILABLE
+                f.ack = _refusal(f.frame.dispatch_id, reason, f"code of version {version}")
 
     def _fenced(self, notice: Fenced) -> None:
         """The hub says the deployment was deleted or moved: a hello, whose

@@ -37,6 +37,7 @@ class Envelope(msgspec.Struct, kw_only=True):
     body_digest: str | None = None
     start_request_id: str | None = None
     owner_epoch: int = 0
+    version: int = 0  # the workflow version that processes it (0: the first)
 
     @property
     def effective_run_id(self) -> str:
@@ -59,6 +60,7 @@ class Envelope(msgspec.Struct, kw_only=True):
             body_digest=frame.claim.digest if frame.claim is not None else None,
             start_request_id=frame.start_request_id,
             owner_epoch=frame.owner_epoch,
+            version=frame.version,
         )
 
 

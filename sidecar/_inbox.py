@@ -102,6 +102,7 @@ class RunRecord:
     approvals: list[str] = field(default_factory=list)  # waited for (status waiting)
     parent_run_id: str | None = None  # a child run's parent
     entrypoint: str | None = None  # a child run's handler
+    version: int = 0  # the workflow version of its latest item (0: none yet)
 
 
 @dataclass(slots=True)
@@ -119,6 +120,7 @@ class Commit:
     approvals: list[str] | None = None  # None: unchanged
     parent_run_id: str | None = None  # a child run's, set by its start item
     entrypoint: str | None = None  # a child run's, set by its start item
+    version: int | None = None  # the workflow version of its latest item; None: unchanged
     state: dict[str, Any] | None = None  # None: unchanged
     result: bytes | None = None  # JSON
     error: str | None = None
@@ -180,6 +182,24 @@ class Inbox:
                 "INSERT INTO meta (key, value) VALUES (?, ?)"
                 " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 (key, value),
+            )
+
+    # --- workflow versions ----------------------------------------------------
+
+    async def get_version(self, version: int) -> tuple[str, bytes] | None:
+        """``(digest, sources JSON)`` of a version kept here, or None."""
+        async with self._lock:
+            rows = await self.db.execute_fetchall(
+                "SELECT digest, sources FROM version WHERE version = ?", (version,)
+            )
+        return next(((str(d), bytes(s)) for d, s in rows), None)
+
+    async def put_version(self, version: int, digest: str, sources: bytes) -> None:
+        async with self._lock:
+            await self.db.execute(
+                "INSERT OR REPLACE INTO version (version, digest, sources, stored_at)"
+                " VALUES (?, ?, ?, ?)",
+                (version, digest, sources, time.time()),
             )
 
     # --- delivery -------------------------------------------------------------
@@ -312,8 +332,8 @@ class Inbox:
             await db.execute("DELETE FROM run_state")
             await db.executemany(
                 "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
-                " updated_at, steps, approvals, parent_run_id, entrypoint)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " updated_at, steps, approvals, parent_run_id, entrypoint, version)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         r.run_id,
@@ -327,6 +347,7 @@ class Inbox:
                         _encode_json(r.approvals),
                         r.parent_run_id,
                         r.entrypoint,
+                        r.version,
                     )
                     for r in started
                 ],
@@ -409,13 +430,13 @@ class Inbox:
         async with self._lock:
             (row,) = await self.db.execute_fetchall(
                 "SELECT r.status, r.last_seq, s.state, r.steps, r.approvals, r.parent_run_id,"
-                " r.entrypoint"
+                " r.entrypoint, r.version"
                 " FROM (SELECT ? AS id) AS q"
                 " LEFT JOIN run AS r ON r.run_id = q.id"
                 " LEFT JOIN run_state AS s ON s.run_id = q.id",
                 (run_id,),
             )
-        status, last_seq, data, steps, approvals, parent, entrypoint = row
+        status, last_seq, data, steps, approvals, parent, entrypoint, version = row
         state: dict[str, Any] = {}
         error = None
         if data is not None:
@@ -433,6 +454,7 @@ class Inbox:
             approvals=_approvals.decode(approvals) if approvals else [],
             parent_run_id=parent,
             entrypoint=entrypoint,
+            version=int(version or 0),
         )
 
     def take_cancelled(self) -> list[str]:
@@ -484,15 +506,16 @@ class Inbox:
                 approvals = None if c.approvals is None else _encode_json(c.approvals)
                 await db.execute(
                     "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
-                    " updated_at, steps, approvals, parent_run_id, entrypoint)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " updated_at, steps, approvals, parent_run_id, entrypoint, version)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT(run_id) DO UPDATE"
                     " SET status = excluded.status, result = COALESCE(excluded.result, result),"
                     " error = COALESCE(excluded.error, error),"
                     " last_seq = COALESCE(excluded.last_seq, last_seq),"
                     " updated_at = excluded.updated_at,"
                     " steps = COALESCE(?, steps),"
-                    " approvals = COALESCE(excluded.approvals, approvals)",
+                    " approvals = COALESCE(excluded.approvals, approvals),"
+                    " version = COALESCE(?, version)",
                     (
                         c.run_id,
                         c.status,
@@ -505,7 +528,9 @@ class Inbox:
                         approvals,
                         c.parent_run_id,
                         c.entrypoint,
+                        c.version or 0,
                         c.steps,
+                        c.version,
                     ),
                 )
                 cancelled = (

@@ -37,7 +37,7 @@ from runtime import (
 from ._context import Context, Minter, check_events, check_size, to_json
 from ._errors import HandlerTimeout, RunStateUnreadable, StateNotSerializable
 from ._inbox import Commit, Inbox, Pending
-from ._workflow import ApprovalDecision, Handler, Item, item_of
+from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
 
 
 class RunOwner(Protocol):
@@ -49,8 +49,13 @@ class RunOwner(Protocol):
     @property
     def deployment_id(self) -> str: ...
 
-    def handler_for(self, entrypoint: str | None) -> Handler:
-        """A child run's handler by its entrypoint; None: the deployment's."""
+    async def handler_for(self, entrypoint: str | None, version: int = 1) -> Handler:
+        """The handler of an item of ``version``: a child run's by its
+        entrypoint; None: the deployment's."""
+        ...
+
+    async def migration_for(self, entrypoint: str | None, version: int) -> StateMigration | None:
+        """``migrate_state`` of the module an item of ``version`` runs in."""
         ...
 
     @property
@@ -73,6 +78,8 @@ class RunActor(Actor[list[Pending]]):
         self._steps = 0
         self._approvals: list[str] = []
         self._entrypoint: str | None = None
+        self._version = 0
+        """The workflow version that processed the run's latest item (0: none)."""
 
     async def started(self) -> None:
         record = await self._runs.inbox.load_run(self._run_id)
@@ -85,12 +92,15 @@ class RunActor(Actor[list[Pending]]):
         self._snapshot = to_json(record.state, f"stored state of {self._run_id}")
         self._steps, self._approvals = record.steps, record.approvals
         self._entrypoint = record.entrypoint
+        # A run that processed items before versions were recorded ran version 1.
+        self._version = record.version or (1 if record.status is not None else 0)
 
     async def receive(self, message: list[Pending]) -> None:
         run_id = self._run_id
         status, snapshot = self._status, self._snapshot
         commit = Commit(run_id=run_id, status=status or RunStatus.RUNNING, consumed=[])
         commit.steps, commit.approvals = self._steps, list(self._approvals)
+        ran = self._version
         try:
             for p in message:
                 now = time.time()
@@ -148,7 +158,8 @@ class RunActor(Actor[list[Pending]]):
                     if not p.held:
                         commit.held.append((p.dispatch_id, p.seq))
                     continue
-                ctx = await self._call(p, item, snapshot)
+                version = max(p.envelope.version, 1)
+                ctx = await self._call(p, item, snapshot, version, ran)
                 after = _snapshot_of(ctx.state)
                 step = commit.steps + 1
                 made = self._made(p, now, ctx, after, started=status is None, step=step)
@@ -156,6 +167,7 @@ class RunActor(Actor[list[Pending]]):
                 # fails this item alone, the batch's earlier items commit.
                 check_events(made)
                 snapshot, commit.steps = after, step
+                ran = commit.version = version
                 commit.events.extend(made)
                 commit.consumed.append((p.dispatch_id, seq, DispatchOutcome.PROCESSED))
                 commit.state = msgspec.json.decode(snapshot)
@@ -187,10 +199,15 @@ class RunActor(Actor[list[Pending]]):
         parent = await self._runs.inbox.load_run(parent_run_id)
         return parent.status is not None and is_terminal(parent.status)
 
-    async def _call(self, p: Pending, item: Item, snapshot: bytes) -> Context:
+    async def _call(
+        self, p: Pending, item: Item, snapshot: bytes, version: int, ran: int
+    ) -> Context:
+        """The handler call of ``version`` on one item; first, when the run's
+        previous item was processed by another version, its ``migrate_state``."""
         assert p.envelope is not None
         runs = self._runs
-        handler = runs.handler_for(self._entrypoint)
+        handler = await runs.handler_for(self._entrypoint, version)
+        migrate = await runs.migration_for(self._entrypoint, version) if ran != version else None
         ctx = Context(
             run_id=self._run_id,
             deployment_id=runs.deployment_id,
@@ -201,6 +218,9 @@ class RunActor(Actor[list[Pending]]):
         await afailpoint("sidecar.handler.before")
         with anyio.move_on_after(runs.handler_timeout) as scope:
             try:
+                if migrate is not None and ran:
+                    ctx.state = await migrate(ctx.state, ran)
+                    _snapshot_of(ctx.state)  # a dict, JSON-able, within its limit
                 await handler(ctx, item)
             except Exception as exc:
                 # The supervisor logs it with its traceback: say which item it was.
@@ -238,6 +258,7 @@ class RunActor(Actor[list[Pending]]):
         self, p: Pending, now: float, snapshot: bytes, outcome: DispatchOutcome, step: int
     ) -> DispatchProcessed:
         state: dict[str, Any] = msgspec.json.decode(snapshot)
+        version = max(p.envelope.version, 1) if p.envelope is not None else 0
         return DispatchProcessed(
             event_id=new_id("evt"),
             run_id=self._run_id,
@@ -247,6 +268,7 @@ class RunActor(Actor[list[Pending]]):
             state=state,
             outcome=outcome,
             step=step,
+            version=version,
         )
 
     async def _commit(self, commit: Commit, status: str | None, snapshot: bytes) -> None:
@@ -259,6 +281,7 @@ class RunActor(Actor[list[Pending]]):
         await afailpoint("sidecar.run.after_commit")
         self._status, self._snapshot = commit.status, snapshot
         self._steps, self._approvals = commit.steps or 0, list(commit.approvals or [])
+        self._version = commit.version or self._version
 
 
 def _snapshot_of(state: object) -> bytes:

@@ -47,7 +47,8 @@ from ._context import Minter
 from ._errors import EntrypointError, LimitExceeded, WorkflowLoadError
 from ._inbox import Commit, Inbox, Pending
 from ._run_actor import RunActor
-from ._workflow import Handler
+from ._versions import Versions
+from ._workflow import Handler, StateMigration
 
 log = logging.getLogger("mailrun.sidecar.runs")
 
@@ -76,12 +77,14 @@ class Runs:
         minter: Minter | None = None,
         on_commit: Callable[[], None] = lambda: None,
         config: RunsConfig | None = None,
+        versions: Versions | None = None,
     ) -> None:
         self.inbox = inbox
         self.deployment_id = deployment_id
         self.handler = handler
         self._resolve = resolve
         self._handlers: dict[str, Handler] = {}
+        self.versions = versions
         self.minter = minter
         self.on_commit = on_commit
         self.config = config or RunsConfig()
@@ -118,11 +121,14 @@ class Runs:
     def handler_timeout(self) -> float:
         return self.config.handler_timeout
 
-    def handler_for(self, entrypoint: str | None) -> Handler:
-        """The handler of a run: a child run's entrypoint, else the deployment's.
+    async def handler_for(self, entrypoint: str | None, version: int = 1) -> Handler:
+        """The handler of an item of ``version`` of the code: a child run's
+        entrypoint, else the deployment's.
 
         Raises :class:`EntrypointError` (or WorkflowLoadError) when the
         sources do not have it: the child run fails at once."""
+        if self.versions is not None:
+            return await self.versions.handler(version, entrypoint)
         if entrypoint is None:
             return self.handler
         handler = self._handlers.get(entrypoint)
@@ -131,6 +137,13 @@ class Runs:
                 raise EntrypointError(f"child run entrypoint {entrypoint!r} cannot be loaded here")
             handler = self._handlers[entrypoint] = self._resolve(entrypoint)
         return handler
+
+    async def migration_for(self, entrypoint: str | None, version: int) -> StateMigration | None:
+        """The ``migrate_state`` hook an item of ``version`` runs first when
+        the run's previous item was processed by another version."""
+        if self.versions is None:
+            return None
+        return await self.versions.migration(version, entrypoint)
 
     def kick(self) -> None:
         """Something may be ready to process (new envelopes, a raised floor)."""
@@ -232,6 +245,7 @@ class Runs:
                 state=record.state,
                 outcome=DispatchOutcome.FAILED,
                 step=record.steps + 1,
+                version=max(p.envelope.version, 1) if p.envelope is not None else 0,
             )
         )
         ended = record.status is not None and is_terminal(record.status)

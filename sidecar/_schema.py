@@ -92,6 +92,20 @@ CREATE INDEX run_children ON run (parent_run_id) WHERE parent_run_id IS NOT NULL
 """
 
 
+# Workflow versions: the sources of each version this sidecar was given
+# (the restore record holds version 1's), and the version that processed
+# each run's latest item (a new one upgrades the state first: migrate_state).
+_V4 = """
+CREATE TABLE version (
+  version   INTEGER PRIMARY KEY,
+  digest    TEXT NOT NULL,
+  sources   BLOB NOT NULL,
+  stored_at REAL NOT NULL
+);
+ALTER TABLE run ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+"""
+
+
 async def _v1(db: aiosqlite.Connection) -> None:
     await _script(db, _V1)
 
@@ -146,6 +160,10 @@ async def _v3(db: aiosqlite.Connection) -> None:
     await _script(db, _V3)
 
 
+async def _v4(db: aiosqlite.Connection) -> None:
+    await _script(db, _V4)
+
+
 @asynccontextmanager
 async def transaction(db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
     """``BEGIN IMMEDIATE`` ... ``COMMIT``; ``ROLLBACK`` on any error or cancellation.
@@ -166,7 +184,7 @@ async def transaction(db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Conne
 
 
 Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

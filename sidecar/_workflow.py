@@ -28,8 +28,9 @@ from ._errors import EntrypointError, WorkflowLoadError
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
 
-def load_workflow(sources: Sources, src_dir: Path, deployment_id: str) -> Handler:
-    """Write ``sources`` to ``src_dir`` and resolve the entrypoint.
+def load_workflow(sources: Sources, src_dir: Path, deployment_id: str, version: int = 1) -> Handler:
+    """Write ``sources`` (``version`` of the deployment's code) to ``src_dir``
+    and resolve the entrypoint.
 
     Raises :class:`WorkflowLoadError` (a file path escapes ``src_dir``, the
     module fails to import) or :class:`EntrypointError` (``module:attr`` is
@@ -37,28 +38,17 @@ def load_workflow(sources: Sources, src_dir: Path, deployment_id: str) -> Handle
     """
     _split(sources.entrypoint)
     _write_sources(sources.files, src_dir)
-    _package(src_dir, deployment_id)
-    return resolve_entrypoint(deployment_id, sources.entrypoint)
+    _package(src_dir, deployment_id, version)
+    return resolve_entrypoint(deployment_id, sources.entrypoint, version)
 
 
-def resolve_entrypoint(deployment_id: str, entrypoint: str) -> Handler:
+def resolve_entrypoint(deployment_id: str, entrypoint: str, version: int = 1) -> Handler:
     """The handler ``entrypoint`` (``module:attr``) names in the sources
     :func:`load_workflow` loaded: the deployment's own, or a child run's.
 
     Raises :class:`EntrypointError` or :class:`WorkflowLoadError` as that does.
     """
-    module_name, attr = _split(entrypoint)
-    package = _package_name(deployment_id)
-    try:
-        module = importlib.import_module(f"{package}.{module_name}")
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and exc.name.startswith(f"{package}.{module_name}"):
-            raise EntrypointError(
-                f"entrypoint module {module_name!r} is not in the sources"
-            ) from exc
-        raise WorkflowLoadError(f"importing {module_name!r} failed: {exc!r}") from exc
-    except Exception as exc:
-        raise WorkflowLoadError(f"importing {module_name!r} failed: {exc!r}") from exc
+    module, module_name, attr = _module(deployment_id, entrypoint, version)
     target: Any = module
     for part in attr.split("."):
         try:
@@ -74,6 +64,41 @@ def resolve_entrypoint(deployment_id: str, entrypoint: str) -> Handler:
         )
     handler: Handler = target
     return handler
+
+
+StateMigration = Callable[[dict[str, Any], int], Awaitable[Any]]
+
+
+def state_migration(deployment_id: str, entrypoint: str, version: int) -> StateMigration | None:
+    """The ``async def migrate_state(state, from_version)`` of the entrypoint's
+    module in ``version``, if it has one."""
+    module, module_name, _ = _module(deployment_id, entrypoint, version)
+    hook = getattr(module, "migrate_state", None)
+    if hook is None:
+        return None
+    if not inspect.iscoroutinefunction(hook):
+        raise EntrypointError(
+            f"{module_name}.migrate_state is not an async function"
+            " (expected: async def migrate_state(state, from_version))"
+        )
+    migrate: StateMigration = hook
+    return migrate
+
+
+def _module(deployment_id: str, entrypoint: str, version: int) -> tuple[types.ModuleType, str, str]:
+    module_name, attr = _split(entrypoint)
+    package = _package_name(deployment_id, version)
+    try:
+        module = importlib.import_module(f"{package}.{module_name}")
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.startswith(f"{package}.{module_name}"):
+            raise EntrypointError(
+                f"entrypoint module {module_name!r} is not in the sources"
+            ) from exc
+        raise WorkflowLoadError(f"importing {module_name!r} failed: {exc!r}") from exc
+    except Exception as exc:
+        raise WorkflowLoadError(f"importing {module_name!r} failed: {exc!r}") from exc
+    return module, module_name, attr
 
 
 def _split(entrypoint: str) -> tuple[str, str]:
@@ -100,13 +125,16 @@ def _write_sources(files: dict[str, str], src_dir: Path) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def _package_name(deployment_id: str) -> str:
-    return "mailrun_workflow_" + deployment_id.rpartition("_")[2]
+def _package_name(deployment_id: str, version: int = 1) -> str:
+    # Each version is a package of its own: both run side by side while the
+    # items stamped with the older one are still being processed.
+    suffix = f"_v{version}" if version > 1 else ""
+    return "mailrun_workflow_" + deployment_id.rpartition("_")[2] + suffix
 
 
-def _package(src_dir: Path, deployment_id: str) -> str:
+def _package(src_dir: Path, deployment_id: str, version: int) -> str:
     """Register a fresh package whose submodules are the source files."""
-    name = _package_name(deployment_id)
+    name = _package_name(deployment_id, version)
     for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
         del sys.modules[loaded]
     package = types.ModuleType(name, f"workflow sources of {deployment_id}")

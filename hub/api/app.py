@@ -46,6 +46,7 @@ from .metrics import render_metrics
 from .requests import DeploymentIn
 from .responses import error_response, hub_error_response, json_response
 from .triggers import trigger_routes
+from .versions import version_routes
 
 # Where the web console will be; for now the page a login lands on.
 _CONSOLE_PAGE = """<!doctype html>
@@ -71,6 +72,7 @@ def create_app(
     health_extra: Callable[[], Mapping[str, Any]] | None = None,
     deployment_extra: Callable[[str], Mapping[str, Any]] | None = None,
     on_deleted: Callable[[str], object] | None = None,
+    on_rollout: Callable[[str], object] | None = None,
     metrics_extra: Callable[[], str] | None = None,
 ) -> Starlette:
     """The HTTP API over ``store``, for holders of ``admin_token``; triggers go
@@ -78,7 +80,8 @@ def create_app(
 
     ``health_extra`` adds to ``/healthz``; ``deployment_extra(id)`` adds the
     wire side's live view (``connected``, ``last_error``) to a deployment;
-    ``on_deleted(id)`` ends a deleted deployment's sessions at once."""
+    ``on_deleted(id)`` ends a deleted deployment's sessions at once;
+    ``on_rollout(id)`` has its sidecar load a version asked for at once."""
     ctx = RouteContext(store, acceptor, settings)
 
     async def healthz(request: Request) -> Response:
@@ -181,6 +184,7 @@ def create_app(
             Route("/workflows/deployments", post_deployment, methods=["POST"]),
             Route("/workflows/deployments", get_deployments, methods=["GET"]),
             Route("/workflows/deployments/{key}", one_deployment, methods=["GET", "DELETE"]),
+            *version_routes(ctx, on_rollout or (lambda dep_id: None)),
             Route("/runs", runs, methods=["GET"]),
             Route("/runs/{id}", one_run, methods=["GET"]),
             Route("/dispatches/{id}", one_dispatch, methods=["GET"]),

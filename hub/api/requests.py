@@ -55,6 +55,12 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
     entrypoint: str = DEFAULT_ENTRYPOINT
 
 
+class VersionIn(msgspec.Struct, kw_only=True):
+    source: str | None = None
+    files: dict[str, str] | None = None
+    entrypoint: str | None = None  # None: the active version's
+
+
 class SignalIn(msgspec.Struct, kw_only=True):
     name: str
     payload: Any = None  # any JSON value; absent is null

@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 
-_DEPLOYMENTS = """SELECT d.id, d.address, a.status, d.next_seq FROM deployment d
+_DEPLOYMENTS = """SELECT d.id, d.address, a.status, d.next_seq, d.version FROM deployment d
 JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE {where}
 ORDER BY d.deleted_at IS NULL, d.created_at"""  # live rows last: they win per address
 
@@ -102,6 +102,7 @@ class _Deployment:
     address: str
     anchor_status: str
     next_seq: int
+    version: int  # the active workflow version, stamped on each dispatch
 
 
 class _Batch:
@@ -258,6 +259,7 @@ class _Batch:
                 len(t.body),
                 DispatchStatus.RESERVED.value,
                 self.now,
+                dep.version,
             )
         )
         if t.message_id:
@@ -280,8 +282,8 @@ class _Batch:
         )
         await db.executemany(
             "INSERT INTO workflow_run_dispatch (id, deployment_id, run_id, seq, kind, message_id,"
-            " sender, subject, body, body_digest, body_size, status, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " sender, subject, body, body_digest, body_size, status, created_at, version)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             self.dispatches,
         )
         await db.executemany(

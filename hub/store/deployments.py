@@ -39,6 +39,7 @@ from .._errors import InvalidDeployment, InvalidName, NameTaken
 from ..natsauth import new_user_key
 from .db import Store
 from .schema import DispatchStatus
+from .versions import insert_first_version
 
 log = logging.getLogger("mailrun.hub.deploy")
 
@@ -136,6 +137,7 @@ async def create_deployment(
             " updated_at) VALUES (?, ?, 1, ?, ?, ?)",
             (dep_id, dep_id, DeploymentStatus.DEPLOYED.value, now, now),
         )
+        await insert_first_version(db, dep_id, sources, now)
     log.info("deployment created id=%s name=%s address=%s", dep_id, name, address)
     record = RestoreRecord(
         deployment_id=dep_id,

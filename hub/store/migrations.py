@@ -32,6 +32,7 @@ from .schema import (
     create_v1,
     migrate_v1_to_v2,
 )
+from .versions import add_workflow_versions
 
 __all__ = [
     "LATEST",
@@ -64,6 +65,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "0006_retention_indexes", add_retention_indexes),
     Migration(7, "0007_run_step", add_run_step),
     Migration(8, "0008_outbound_mail", add_outbound_mail),
+    Migration(9, "0009_workflow_versions", add_workflow_versions),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -43,6 +43,8 @@ class DeploymentView(msgspec.Struct, kw_only=True):
     last_error: str | None = None
     stuck: int = 0  # dispatches sent again for not being processed, still unprocessed
     nats_user: str | None = None  # its NATS identity's public nkey (None: from before them)
+    version: int = 1  # the active workflow version
+    rollout_version: int | None = None  # a version being loaded by the sidecar, to become active
 
 
 class RunView(msgspec.Struct, kw_only=True):
@@ -58,6 +60,7 @@ class RunView(msgspec.Struct, kw_only=True):
     start_request_id: str | None
     created_at: float
     updated_at: float
+    version: int = 0  # the workflow version that processed its latest item (0: none yet)
 
 
 class DispatchView(msgspec.Struct, kw_only=True):
@@ -77,6 +80,7 @@ class DispatchView(msgspec.Struct, kw_only=True):
     created_at: float
     delivered_at: float | None
     processed_at: float | None
+    version: int  # the workflow version that processes (processed) it
 
 
 _DEPLOYMENT = f"""
@@ -89,17 +93,18 @@ SELECT d.id, d.name, d.address, d.public_key, a.status, d.entrypoint, d.created_
           AND x.status = '{_OPEN[0]}'),
        (SELECT MIN(x.created_at) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
           AND x.status = '{_OPEN[0]}'),
-       d.nats_user
+       d.nats_user, d.version, d.rollout_version
 FROM deployment d JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1"""
 
 _RUN = """
 SELECT id, deployment_id, parent_run_id, is_top_level, status, result, error, state, last_seq,
-       start_request_id, created_at, updated_at
+       start_request_id, created_at, updated_at, version
 FROM workflow_run WHERE is_anchor = 0"""
 
 _DISPATCH = """
 SELECT id, deployment_id, run_id, seq, kind, message_id, sender, subject, status, body_size,
-       body_digest, attempts, last_error, created_at, delivered_at, processed_at
+       body_digest, attempts, last_error, created_at, delivered_at, processed_at,
+       COALESCE(version, 1)
 FROM workflow_run_dispatch"""
 
 
@@ -119,7 +124,7 @@ def _deployment(row: Any) -> DeploymentView:
         owner_epoch=row[9], next_seq=row[10], top_level_run_id=row[11],
         pending_dispatches=row[12], pending=row[13],
         oldest_wait=0.0 if row[14] is None else round(max(0.0, time.time() - row[14]), 3),
-        nats_user=row[15],
+        nats_user=row[15], version=row[16], rollout_version=row[17],
     )  # fmt: skip
 
 
@@ -128,6 +133,7 @@ def _run(row: Any) -> RunView:
         id=row[0], deployment_id=row[1], parent_run_id=row[2], is_top_level=bool(row[3]),
         status=row[4], result=_json(row[5]), error=row[6], state=_json(row[7]),
         last_seq=row[8], start_request_id=row[9], created_at=row[10], updated_at=row[11],
+        version=row[12],
     )  # fmt: skip
 
 

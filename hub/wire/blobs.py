@@ -1,4 +1,5 @@
-"""Claim-checked bodies: chunked reads (``hub.blob``) and garbage collection.
+"""Claim-checked bodies and version sources: chunked reads (``hub.blob``) and
+garbage collection.
 
 Chunks are read with SQLite's incremental blob I/O on a read-only
 connection of its own, so serving one 512 KiB chunk of a 16 MiB body reads
@@ -36,6 +37,7 @@ _COLLECT = """
 DELETE FROM blob WHERE NOT EXISTS (
   SELECT 1 FROM workflow_run_dispatch d
   WHERE d.body_digest = blob.digest AND d.status IN (?, ?))
+AND NOT EXISTS (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest)
 """
 
 
@@ -138,13 +140,16 @@ class BlobHandler:
         session = self._sessions.check(get.session_id, get.deployment_id, sender=sender)
         if get.offset < 0:
             return Refused(reason=Reason.BAD_OFFSET, detail=f"offset {get.offset}")
-        # A sidecar reads only bodies of its own deployment's dispatches.
-        named = await fetch_one(
+        # A sidecar reads only bodies of its own deployment's dispatches,
+        # and the code of its own deployment's versions.
+        row = await fetch_one(
             self._store.db,
-            "SELECT 1 FROM workflow_run_dispatch WHERE body_digest = ? AND deployment_id = ?"
-            " LIMIT 1",
-            (get.digest, session.deployment_id),
+            "SELECT EXISTS (SELECT 1 FROM workflow_run_dispatch WHERE body_digest = ?"
+            " AND deployment_id = ?) OR EXISTS (SELECT 1 FROM deployment_version"
+            " WHERE digest = ? AND deployment_id = ?)",
+            (get.digest, session.deployment_id, get.digest, session.deployment_id),
         )
+        named = row is not None and bool(row[0])
         found = await self._reader.read(get.digest, get.offset, BLOB_CHUNK_SIZE) if named else None
         if found is None:
             return Refused(reason=Reason.UNKNOWN_BLOB, detail=get.digest)

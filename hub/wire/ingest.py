@@ -185,11 +185,12 @@ class Ingest:
             else:
                 await self.db.execute(
                     "UPDATE workflow_run SET state = ?, last_seq = ?, last_step = ?,"
-                    " updated_at = ? WHERE id = ?",
+                    " version = COALESCE(NULLIF(?, 0), version), updated_at = ? WHERE id = ?",
                     (
                         msgspec.json.encode(event.state).decode(),
                         last_seq,
                         event.step,
+                        event.version,
                         self.now,
                         event.run_id,
                     ),
@@ -210,8 +211,17 @@ class Ingest:
         cur = await self.db.execute(
             "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
             " last_error = COALESCE(?, last_error), body = NULL,"
+            " version = COALESCE(NULLIF(?, 0), version),"
             " body_digest = COALESCE(body_digest, ?) WHERE id = ? AND status IN (?, ?)",
-            (new_status, self.now, error, digest, event.dispatch_id, *_OPEN_DISPATCH),
+            (
+                new_status,
+                self.now,
+                error,
+                event.version,
+                digest,
+                event.dispatch_id,
+                *_OPEN_DISPATCH,
+            ),
         )
         return cur.rowcount == 1 and not inline  # a claim-checked body: its blob may go
 

@@ -40,10 +40,13 @@ from .sessions import Session, fence
 
 _RESERVED = """
 SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,
-       d.body_digest, d.body_size, r.start_request_id, dep.address
+       d.body_digest, d.body_size, r.start_request_id, dep.address,
+       COALESCE(d.version, 1) AS version, v.digest AS code_digest, v.size AS code_size
 FROM workflow_run_dispatch d
 JOIN deployment dep ON dep.id = d.deployment_id
 LEFT JOIN workflow_run r ON r.id = d.run_id
+LEFT JOIN deployment_version v ON v.deployment_id = d.deployment_id
+  AND v.version = COALESCE(d.version, 1)
 WHERE d.deployment_id = ? AND d.status = ?
 ORDER BY d.seq LIMIT ?
 """
@@ -94,6 +97,11 @@ def inbound_frame(session: Session, row: Any) -> MailInbound:
         start_request_id=row["start_request_id"],
         owner_epoch=session.owner_epoch,
         session_id=session.session_id,
+        version=row["version"],
+        # Version 1 is the restore record's code: every sidecar has it.
+        code=Claim(digest=row["code_digest"], size=row["code_size"])
+        if row["version"] > 1 and row["code_digest"] is not None
+        else None,
     )
 
 

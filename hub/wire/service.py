@@ -44,6 +44,7 @@ from .health import HealthConfig, Prober, health_report, redelivery_metrics, stu
 from .mint import MintHandler
 from .ownership import OWNER_LEASE
 from .retention import DeadLetter, DeadLetters, RetentionConfig
+from .rollout import RolloutDriver
 from .sessions import NONCE_TTL, HelloHandler, SessionTable
 from .state import StateHandler
 
@@ -106,9 +107,11 @@ class Wire:
         notices: Notices,
         health: HealthConfig | None = None,
         letters: DeadLetters | None = None,
+        rollouts: RolloutDriver | None = None,
     ) -> None:
         self.sessions = sessions
         self.dispatcher = dispatcher
+        self._rollouts = rollouts
         self._notices = notices
         self._health = health or HealthConfig()
         self._letters = letters or DeadLetters()
@@ -116,6 +119,11 @@ class Wire:
     def on_accepted(self, deployment_ids: set[str]) -> None:
         """The acceptor committed dispatches for these deployments."""
         self.dispatcher.wake(deployment_ids)
+
+    def on_rollout(self, deployment_id: str) -> None:
+        """A version was asked for: its sidecar is asked to load it now."""
+        if self._rollouts is not None:
+            self._rollouts.poke()
 
     def on_deleted(self, deployment_id: str) -> None:
         """The deployment was deleted (its epoch bumped in that transaction):
@@ -188,6 +196,7 @@ async def run_wire(
     )
     blobs = BlobHandler(store=store, sessions=sessions)
     notices = Notices(transport, subjects)
+    rollouts = RolloutDriver(store=store, transport=transport, subjects=subjects, sessions=sessions)
 
     def moved(deployment_id: str, owner_epoch: int) -> None:
         notices.fenced(deployment_id, owner_epoch, Reason.OWNER_CONFLICT)
@@ -229,6 +238,7 @@ async def run_wire(
             tg.start_soon(collector.run)
             tg.start_soon(prober.run)
             tg.start_soon(notices.run)
+            tg.start_soon(rollouts.run)
             for subject, (source, handler) in handlers.items():
                 # <subject>.<dep>: sidecars of this release, each on its own
                 # (the permissions let only its identity publish there);
@@ -257,7 +267,9 @@ async def run_wire(
             # meant for it: after a reconnect every sidecar says hello again.
             transport.on_reconnect(announce)
             await announce()
-            task_status.started(Wire(sessions, dispatcher, notices, config.health, letters))
+            task_status.started(
+                Wire(sessions, dispatcher, notices, config.health, letters, rollouts)
+            )
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
             for sub in subscriptions:

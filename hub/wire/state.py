@@ -29,7 +29,8 @@ PAGE_RUNS = 500
 SETTLED_LIMIT = 20_000
 
 _RUNS = """
-SELECT id, status, state, last_seq, result, error, last_step, parent_run_id, entrypoint
+SELECT id, status, state, last_seq, result, error, last_step, parent_run_id, entrypoint,
+       version
 FROM workflow_run
 WHERE deployment_id = ? AND is_anchor = 0 AND id > ?
 ORDER BY id LIMIT ?
@@ -67,6 +68,7 @@ class StateHandler:
                 approvals=waiting.get(row["id"], []),
                 parent_run_id=row["parent_run_id"],
                 entrypoint=row["entrypoint"],
+                version=int(row["version"] or 0),
             )
             size += len(msgspec.msgpack.encode(snapshot))
             if runs and size > PAGE_BYTES:

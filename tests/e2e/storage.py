@@ -97,7 +97,8 @@ class Storage:
                 self.hub_db,
                 "SELECT (SELECT COUNT(*) FROM workflow_run_dispatch"
                 "        WHERE status IN ('reserved', 'delivered')),"
-                " (SELECT COUNT(*) FROM blob),"
+                " (SELECT COUNT(*) FROM blob"
+                "  WHERE digest NOT IN (SELECT digest FROM deployment_version)),"
                 " (SELECT COALESCE(MAX(json_extract(state, '$.count')), 0) FROM workflow_run"
                 "  WHERE deployment_id = ?)",
                 self.deployment["id"],

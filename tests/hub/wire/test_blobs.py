@@ -31,7 +31,14 @@ def get(car: Sidecar, digest: str, offset: int = 0) -> BlobGet:
 
 
 async def blob_count(hub: Hub) -> int:
-    return int((await hub.one("SELECT COUNT(*) AS n FROM blob"))["n"])
+    return int(
+        (
+            await hub.one(
+                "SELECT COUNT(*) AS n FROM blob"
+                " WHERE digest NOT IN (SELECT digest FROM deployment_version)"
+            )
+        )["n"]
+    )
 
 
 @pytest.mark.anyio

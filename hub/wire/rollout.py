@@ -1,0 +1,121 @@
+"""Rollouts: a requested version becomes active once its sidecar has loaded it.
+
+The request is a row (``deployment.rollout_version``), so the driver only
+has to look: every ``interval``, and at once when poked (a new request). For
+each rollout whose deployment has a current session, it sends ``LoadVersion``
+on the sidecar's inbound subject: only the owner answers (it checks the
+session id the hub stamped), after it has fetched the sources, kept them in
+its inbox and imported them. Its answer settles the rollout in one
+transaction (:func:`hub.store.versions.finish_rollout`): active, or refused
+with the sidecar's reason. No answer (no sidecar, a timeout, a hub or
+sidecar restart in between) leaves the row as it is, and the next look
+tries again; loading twice is harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from runtime import (
+    Ack,
+    FrameDecodeError,
+    FrameDecoder,
+    LoadVersion,
+    Reason,
+    Subjects,
+    Transport,
+    TransportError,
+    VersionLoaded,
+    Wakeup,
+    encode,
+)
+
+from ..store import Store
+from ..store.versions import Rollout, finish_rollout, pending_rollouts
+from .sessions import SessionTable
+
+log = logging.getLogger("mailrun.hub.rollout")
+
+_replies: FrameDecoder[VersionLoaded | Ack] = FrameDecoder(VersionLoaded | Ack)
+
+
+class RolloutDriver:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        transport: Transport,
+        subjects: Subjects,
+        sessions: SessionTable,
+        interval: float = 1.0,
+        timeout: float = 30.0,
+    ) -> None:
+        self._store = store
+        self._transport = transport
+        self._subjects = subjects
+        self._sessions = sessions
+        self._interval = interval
+        self._timeout = timeout
+        """How long a sidecar may take to fetch and import a version."""
+        self._wake = Wakeup()
+        self._busy: set[str] = set()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        async with anyio.create_task_group() as tg:
+            while True:
+                await self._wake.wait(self._interval)
+                try:
+                    rollouts = await pending_rollouts(self._store.db)
+                except Exception:
+                    log.exception("cannot read the pending rollouts")
+                    continue
+                for rollout in rollouts:
+                    if rollout.deployment_id not in self._busy:
+                        self._busy.add(rollout.deployment_id)
+                        tg.start_soon(self._roll, rollout)
+
+    async def _roll(self, rollout: Rollout) -> None:
+        try:
+            await self._try(rollout)
+        except Exception:
+            log.exception("rollout of %s v%d failed", rollout.deployment_id, rollout.version)
+        finally:
+            self._busy.discard(rollout.deployment_id)
+
+    async def _try(self, rollout: Rollout) -> None:
+        dep = rollout.deployment_id
+        session = self._sessions.current(dep)
+        if session is None:
+            return  # its sidecar is not here: looked at again when it is
+        frame = LoadVersion(
+            session_id=session.session_id, version=rollout.version, code=rollout.code
+        )
+        try:
+            data = await self._transport.request(
+                self._subjects.inbound(dep), encode(frame), self._timeout
+            )
+            reply = _replies.decode(data)
+        except (TimeoutError, TransportError, FrameDecodeError) as exc:
+            log.info("rollout of %s v%d: no answer yet (%s)", dep, rollout.version, exc)
+            return
+        error: str | None
+        if isinstance(reply, Ack):
+            # An older sidecar refuses a frame it does not know.
+            if reply.reason != Reason.DECODE_ERROR:
+                return
+            error = "the sidecar's release cannot load workflow versions: upgrade it first"
+        elif reply.deployment_id not in ("", dep):
+            return
+        else:
+            error = reply.error or None
+        async with self._store.write() as db:
+            settled = await finish_rollout(db, dep, rollout.version, error)
+        if settled and error is None:
+            log.info("deployment %s runs version %d from now on", dep, rollout.version)
+        elif settled:
+            log.warning("version %d of %s refused: %s", rollout.version, dep, error)
