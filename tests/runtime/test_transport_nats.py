@@ -272,9 +272,11 @@ async def test_5000_reconnect_attempts_keep_the_event_loop_responsive_and_end_in
         await wait_for(lambda: t.reconnect_attempts >= 5000, timeout=90, what="5000 attempts")
         outage = time.monotonic() - began
         gaps = [b - a for a, b in itertools.pairwise(ticks) if a >= began]
-        # The heartbeat kept its period all along: no attempt held the loop.
-        assert len(gaps) >= 0.5 * outage / period
-        assert max(gaps) < 0.5
+        # The heartbeat kept beating all along: no attempt held the loop. (A
+        # loop that spins holds it for the whole outage, seconds; the bounds
+        # leave room for a machine busy with other processes.)
+        assert len(gaps) >= 0.25 * outage / period
+        assert max(gaps) < 1.5
 
         await nats_server.start()
         back = time.monotonic()
