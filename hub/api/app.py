@@ -43,6 +43,7 @@ from .auth import AdminAuth
 from .context import ApiSettings as ApiSettings
 from .context import RouteContext, query_limit
 from .metrics import render_metrics
+from .replay import replay_routes
 from .requests import DeploymentIn
 from .responses import error_response, hub_error_response, json_response
 from .triggers import trigger_routes
@@ -187,6 +188,7 @@ def create_app(
             *version_routes(ctx, on_rollout or (lambda dep_id: None)),
             Route("/runs", runs, methods=["GET"]),
             Route("/runs/{id}", one_run, methods=["GET"]),
+            *replay_routes(ctx),
             Route("/dispatches/{id}", one_dispatch, methods=["GET"]),
             *approval_routes(ctx),
             Route("/outbox", outbox, methods=["GET"]),

@@ -42,6 +42,7 @@ from .._errors import HubError
 from .._token import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR
 from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV
 from .commands import COMMANDS, F, fail
+from .replay import replay
 
 
 def _host_port(
@@ -361,6 +362,7 @@ def sidecar(
 
 for _command in COMMANDS:
     main.add_command(_command)
+main.add_command(replay)
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m hub.cli.main`

@@ -11,9 +11,13 @@ from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
 from .db import Store as Store
 from .deployments import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
 from .deployments import Created as Created
+from .deployments import build_sources as build_sources
 from .deployments import create_deployment as create_deployment
 from .deployments import delete_deployment as delete_deployment
 from .group_commit import Acceptor as Acceptor
+from .history import HistoryItem as HistoryItem
+from .history import RunHistory as RunHistory
+from .history import read_history as read_history
 from .identities import give_nats_identities as give_nats_identities
 from .migrations import LATEST as LATEST
 from .migrations import pending_migrations as pending_migrations
@@ -71,6 +75,7 @@ __all__ = [
     "DispatchStatus",
     "DispatchView",
     "DueMail",
+    "HistoryItem",
     "OutboundMail",
     "OutboundStatus",
     "OutboundView",
@@ -78,11 +83,13 @@ __all__ = [
     "Receipt",
     "RefusedByRun",
     "Rejected",
+    "RunHistory",
     "RunView",
     "Store",
     "Trigger",
     "accept_triggers",
     "body_digest",
+    "build_sources",
     "count_by_status",
     "count_outbound",
     "create_deployment",
@@ -107,6 +114,7 @@ __all__ = [
     "mark_sent",
     "next_due",
     "pending_migrations",
+    "read_history",
     "read_version",
     "record_outbound",
     "resolve_deployment",

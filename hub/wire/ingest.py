@@ -204,13 +204,15 @@ class Ingest:
             new_status, error = DispatchStatus.CANCELLED, Reason.WORKFLOW_RUN_TERMINAL
         else:
             new_status, error = DispatchStatus.PROCESSED, None
-        # Applied, never sent again: an inline body goes, its digest and size
-        # stay for a retry's same-content check (hub.md, "Retention").
+        # Applied, never sent again: an inline body stays while the run's
+        # history holds this item (replay reads it; retention.trim_history
+        # drops it after), its digest and size for good, for a retry's
+        # same-content check (hub.md, "Retention").
         inline = dispatch["body_digest"] is None
         digest = body_digest(bytes(dispatch["body"] or b"")) if inline else None
         cur = await self.db.execute(
             "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
-            " last_error = COALESCE(?, last_error), body = NULL,"
+            " last_error = COALESCE(?, last_error),"
             " version = COALESCE(NULLIF(?, 0), version),"
             " body_digest = COALESCE(body_digest, ?) WHERE id = ? AND status IN (?, ?)",
             (

@@ -10,6 +10,9 @@ besides is history, and history is bounded:
   event is still recognised by its id and applies nothing. Trimmed in the
   ingest transaction, for the runs it touched, through an index of the rows
   that still hold a payload, so the cost is that history, not the run's past.
+  A processed dispatch keeps its inline body while its DispatchProcessed
+  keeps its payload (replay calls the handler with it, docs/replay.md), and
+  loses it with that payload.
 - ``dead_letter``: what could not be used, kept where an operator looks.
   Each source (``source`` and the deployment that sent it; NULL on a shared
   subject, where anyone may publish) is rate limited (a token bucket in
@@ -27,10 +30,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import aiosqlite
+import msgspec
 
 from runtime import DEFAULT_RUN_HISTORY
 
-from ..store import QUARANTINE_SOURCE
+from ..store import QUARANTINE_SOURCE, DispatchStatus, fetch_all
 
 
 @dataclass(frozen=True)
@@ -50,21 +54,48 @@ class RetentionConfig:
     given back to the file system (after each blob collection)."""
 
 
+class _ProcessedId(msgspec.Struct, tag="DispatchProcessed", tag_field="t"):
+    """What trimming reads of a DispatchProcessed: the rest is skipped unread."""
+
+    dispatch_id: str
+
+
+_processed_id = msgspec.msgpack.Decoder(_ProcessedId)
+_SETTLED = (DispatchStatus.PROCESSED.value, DispatchStatus.CANCELLED.value)
+
+
 async def trim_history(db: aiosqlite.Connection, run_ids: Iterable[str], keep: int) -> None:
     """Inside the caller's write transaction: every event of ``run_ids`` but
-    the ``keep`` latest (in ingestion order) loses its payload."""
+    the ``keep`` latest (in ingestion order) loses its payload, and the
+    dispatch of a DispatchProcessed among them its inline body."""
     for run_id in run_ids:
+        params: tuple[object, ...]
         if keep <= 0:
-            await db.execute(
-                "UPDATE run_event SET payload = NULL WHERE run_id = ? AND payload IS NOT NULL",
-                (run_id,),
+            trimmed, params = "run_id = ? AND payload IS NOT NULL", (run_id,)
+        else:
+            trimmed = (
+                "run_id = ? AND payload IS NOT NULL AND rowid < (SELECT rowid FROM run_event"
+                " WHERE run_id = ? AND payload IS NOT NULL ORDER BY rowid DESC LIMIT 1 OFFSET ?)"
             )
-            continue
-        await db.execute(
-            "UPDATE run_event SET payload = NULL WHERE run_id = ? AND payload IS NOT NULL"
-            " AND rowid < (SELECT rowid FROM run_event WHERE run_id = ?"
-            " AND payload IS NOT NULL ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
-            (run_id, run_id, keep - 1),
+            params = (run_id, run_id, keep - 1)
+        leaving = await fetch_all(
+            db,
+            f"SELECT payload FROM run_event WHERE {trimmed} AND kind = ?",
+            (*params, "DispatchProcessed"),
+        )
+        await db.execute(f"UPDATE run_event SET payload = NULL WHERE {trimmed}", params)
+        dispatch_ids: list[str] = []
+        for row in leaving:
+            try:
+                dispatch_ids.append(_processed_id.decode(row["payload"]).dispatch_id)
+            except msgspec.DecodeError:  # ValidationError included
+                continue  # not one this hub wrote: it names no dispatch to trim
+        # Settled dispatches of this run only: an open one's body is still to
+        # be delivered, whatever an event claims.
+        await db.executemany(
+            "UPDATE workflow_run_dispatch SET body = NULL WHERE id = ? AND run_id = ?"
+            " AND status IN (?, ?) AND body IS NOT NULL",
+            [(dispatch_id, run_id, *_SETTLED) for dispatch_id in dispatch_ids],
         )
 
 

@@ -54,35 +54,64 @@ async def test_each_run_keeps_its_latest_events_whole_and_the_ids_of_the_rest(
         assert (json.loads(run["state"])["seen"], run["last_seq"]) == (8, receipts[-1].seq)
 
 
-async def test_an_applied_dispatch_keeps_the_digest_of_its_body_not_the_bytes(
+async def test_an_applied_dispatch_keeps_its_body_while_its_history_does_and_its_digest_always(
     tmp_path: Path,
 ) -> None:
-    async with running_hub(tmp_path) as hub:
+    async with running_hub(tmp_path, config=config(run_history=2)) as hub:
         car, _ = await owned(hub)
 
-        def mail(body: bytes) -> Trigger:
+        def mail(body: bytes, message_id: str = "m-1") -> Trigger:
             return Trigger(
-                address=car.dep.address, message_id="m-1", sender="a@b.c", subject="s", body=body
+                address=car.dep.address,
+                message_id=message_id,
+                sender="a@b.c",
+                subject="s",
+                body=body,
             )
 
-        async def submit(body: bytes) -> Accepted | Rejected:
+        async def submit(body: bytes, message_id: str = "m-1") -> Accepted | Rejected:
             async with hub.store.write() as db:
-                [outcome], _ = await accept_triggers(db, [mail(body)])
+                [outcome], _ = await accept_triggers(db, [mail(body, message_id)])
             return outcome
+
+        async def process(receipt: Accepted) -> None:
+            done = DispatchProcessed(
+                event_id=new_id("evt"),
+                run_id=receipt.run_id,
+                dispatch_id=receipt.dispatch_id,
+                seq=receipt.seq,
+            )
+            assert isinstance(await send(car, done), EventsAck)
+
+        async def row(dispatch_id: str) -> dict[str, object]:
+            found = await hub.one(
+                "SELECT status, body, body_digest, body_size FROM workflow_run_dispatch"
+                " WHERE id = ?",
+                dispatch_id,
+            )
+            return dict(found)
 
         body = b"x" * 30_000  # inline (under the claim-check size)
         first = await submit(body)
         assert isinstance(first, Accepted)
-        done = DispatchProcessed(
-            event_id=new_id("evt"), run_id=first.run_id, dispatch_id=first.dispatch_id, seq=1
+        await process(first)
+        # Within the run's history: replay can call the handler with it.
+        kept = await row(first.dispatch_id)
+        assert (kept["status"], kept["body"], kept["body_size"]) == ("processed", body, 30_000)
+        assert str(kept["body_digest"]).startswith("sha256:")
+        later: list[Accepted] = []
+        for n in (2, 3):  # two more items push the first one's event out of the history
+            receipt = await submit(b"later", f"m-{n}")
+            assert isinstance(receipt, Accepted)
+            await process(receipt)
+            later.append(receipt)
+        gone = await row(first.dispatch_id)
+        assert (gone["body"], gone["body_size"], gone["body_digest"]) == (
+            None,
+            30_000,
+            kept["body_digest"],
         )
-        assert isinstance(await send(car, done), EventsAck)
-        row = await hub.one(
-            "SELECT status, body, body_digest, body_size FROM workflow_run_dispatch WHERE id = ?",
-            first.dispatch_id,
-        )
-        assert (row["status"], row["body"], row["body_size"]) == ("processed", None, 30_000)
-        assert row["body_digest"].startswith("sha256:")
+        assert (await row(later[-1].dispatch_id))["body"] == b"later"
         # A retry still gets its first receipt, and other content under the id
         # is still refused: the digest and size decide.
         again = await submit(body)

@@ -1,0 +1,419 @@
+"""Replay: a run's recorded items through new workflow code, without effects.
+
+The hub gathers what it holds of a run's history (hub/store/history.py) and
+starts ``python -m sidecar.replay`` (:mod:`sidecar.replay`), a scratch
+process, with one :class:`Job` as JSON on stdin. The job's sources are
+written to a temporary directory and loaded like a sidecar loads them; each
+item is built and handed to the handler with the code a sidecar uses
+(``item_of``, :class:`Context`), starting from the recorded start state.
+Effects are never performed: a handler's sends, spawns and approval
+requests only become events in ``ctx.events`` (a sidecar ships them after
+its commit, and there is none here), and ``spawn`` gets the child ids the
+run recorded, in order, instead of asking the hub.
+
+After each item its state, its effects and the run's end are compared with
+what the run recorded; the first item where they differ ends the replay.
+The answer is one JSON document on stdout: a :class:`Report` (exit 0), or a
+:class:`Failure` (exit 1) when the code does not load, ``migrate_state``
+fails, or the job is unreadable. Whatever the workflow code prints goes to
+stderr, so it cannot garble the answer.
+
+This is no sandbox: the code runs as the hub's user, with the environment a
+sidecar gets (less the NATS URL) and a temporary working directory
+(docs/replay.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from runtime import (
+    MAX_STATE,
+    ApprovalRequested,
+    ChildRunStarted,
+    DispatchOutcome,
+    Event,
+    Limits,
+    MailSent,
+    Sources,
+)
+
+from ._context import Context, check_events, check_size, derived_id, to_json
+from ._envelope import Envelope
+from ._errors import EntrypointError, StateNotSerializable, WorkflowLoadError
+from ._workflow import Handler, StateMigration, item_of, load_workflow, state_migration
+
+log = logging.getLogger("mailrun.replay")
+
+SCRATCH_DEPLOYMENT = "scratch_replay"
+"""Names the package the sources load as (``mailrun_workflow_replay``):
+not the deployment's, this is no sidecar."""
+ITEM_TIMEOUT = 30.0
+"""Seconds one handler call may take before it counts as raised."""
+EXIT_REPORT = 0
+EXIT_FAILURE = 1
+
+# --- the job (written by the hub: hub/api/scratch.py) -------------------------
+
+
+class Effect(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One effect of a handler call: ``mail`` (ctx.send), ``spawn``, or
+    ``approval`` (ctx.request_approval)."""
+
+    kind: str
+    to: str = ""
+    subject: str = ""
+    body: bytes = b""
+    entrypoint: str = ""
+    input: Any = None
+    prompt: str = ""
+    child_run_id: str = ""
+
+
+class End(msgspec.Struct, kw_only=True):
+    kind: str  # "completed", "failed" or "cancelled"
+    result: Any = None
+    error: str = ""
+
+
+class Recorded(msgspec.Struct, kw_only=True):
+    state: dict[str, Any]
+    outcome: str = DispatchOutcome.PROCESSED
+    effects: list[Effect] = msgspec.field(default_factory=list)
+    end: End | None = None
+
+
+class JobItem(msgspec.Struct, kw_only=True):
+    dispatch_id: str
+    seq: int
+    kind: str = "mail"
+    message_id: str | None = None
+    sender: str | None = None
+    subject: str | None = None
+    body: bytes | None = None
+    """None: the hub no longer holds it; the item's recorded state is taken
+    instead of a handler call."""
+    step: int = 0
+    version: int = 0
+    recorded: Recorded
+
+
+class Job(msgspec.Struct, kw_only=True):
+    files: dict[str, str]
+    entrypoint: str
+    deployment_id: str
+    run_id: str
+    start_state: dict[str, Any] = msgspec.field(default_factory=dict)
+    start: str = "beginning"
+    items: list[JobItem] = msgspec.field(default_factory=list)
+    skipped: list[str] = msgspec.field(default_factory=list)
+    item_timeout: float = ITEM_TIMEOUT
+
+
+# --- the answer ---------------------------------------------------------------
+
+
+class Difference(msgspec.Struct, kw_only=True):
+    step: int
+    seq: int
+    dispatch_id: str
+    kind: str
+    what: str
+    """``state``, ``effects``, ``end`` or ``error`` (one side raised)."""
+    recorded: dict[str, Any]
+    replayed: dict[str, Any]
+
+
+class Report(msgspec.Struct, kw_only=True):
+    run_id: str
+    differs: bool
+    replayed: int
+    """Handler calls made."""
+    start: str
+    first_step: int | None = None
+    last_step: int | None = None
+    skipped: list[str] = msgspec.field(default_factory=list)
+    difference: Difference | None = None
+
+
+class Failure(msgspec.Struct, kw_only=True):
+    error: str  # "load_failed", "migrate_failed" or "bad_job"
+    detail: str
+
+
+class ReplayFailure(Exception):
+    """The replay cannot be made (not a difference): answered as a Failure."""
+
+    def __init__(self, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.error = error
+        self.detail = detail
+
+
+# --- one handler call -----------------------------------------------------------
+
+
+class _RecordedChildren:
+    """``spawn`` gets the child ids the run recorded for the item, in order, so
+    a state holding one compares equal; past them, an id of the usual shape."""
+
+    def __init__(self, effects: list[Effect]) -> None:
+        self._ids = [e.child_run_id for e in effects if e.kind == "spawn" and e.child_run_id]
+
+    async def mint_child(self, parent_run_id: str, request_id: str) -> str:
+        if self._ids:
+            return self._ids.pop(0)
+        return derived_id("run", f"replay:{request_id}")
+
+
+class _Call(msgspec.Struct, kw_only=True):
+    """What one handler call did."""
+
+    state: dict[str, Any]
+    effects: list[Effect]
+    end: End | None
+    raised: str | None = None
+
+
+def _canonical(value: Any) -> bytes:
+    """One encoding per JSON value (keys sorted), so equal values compare equal
+    however the handler ordered them, and ``True`` never equals ``1``."""
+    return msgspec.json.encode(value, order="sorted")
+
+
+def _effect_of(event: Event) -> Effect | None:
+    if isinstance(event, MailSent):
+        return Effect(kind="mail", to=event.to, subject=event.subject, body=event.body)
+    if isinstance(event, ChildRunStarted):
+        return Effect(
+            kind="spawn",
+            entrypoint=event.entrypoint,
+            input=event.input,
+            child_run_id=event.child_run_id,
+        )
+    if isinstance(event, ApprovalRequested):
+        return Effect(kind="approval", prompt=event.prompt)
+    return None
+
+
+def _effect_key(effect: Effect) -> tuple[Any, ...]:
+    """What makes two effects the same (event ids, times and child ids aside)."""
+    if effect.kind == "mail":
+        return ("mail", effect.to, effect.subject, effect.body)
+    if effect.kind == "spawn":
+        return ("spawn", effect.entrypoint, _canonical(effect.input))
+    return (effect.kind, effect.prompt)
+
+
+def _effect_view(effect: Effect) -> dict[str, Any]:
+    """An effect as the report shows it: a mail body as text."""
+    if effect.kind == "mail":
+        body = effect.body.decode("utf-8", errors="replace")
+        return {"kind": "mail", "to": effect.to, "subject": effect.subject, "body": body}
+    if effect.kind == "spawn":
+        return {"kind": "spawn", "entrypoint": effect.entrypoint, "input": effect.input}
+    return {"kind": effect.kind, "prompt": effect.prompt}
+
+
+def _end_view(end: End | None) -> dict[str, Any] | None:
+    if end is None:
+        return None
+    if end.kind == "completed":
+        return {"kind": "completed", "result": end.result}
+    return {"kind": end.kind, "error": end.error}
+
+
+async def _call(job: Job, handler: Handler, item: JobItem, state: dict[str, Any]) -> _Call:
+    assert item.body is not None
+    envelope = Envelope(
+        dispatch_id=item.dispatch_id,
+        deployment_id=job.deployment_id,
+        run_id=job.run_id,
+        seq=item.seq,
+        kind=item.kind,
+        message_id=item.message_id,
+        sender=item.sender,
+        subject=item.subject,
+        body=item.body,
+    )
+    ctx = Context(
+        run_id=job.run_id,
+        deployment_id=job.deployment_id,
+        dispatch_id=item.dispatch_id,
+        # A copy: the handler may change it in place and still raise.
+        state=msgspec.json.decode(msgspec.json.encode(state)),
+        minter=_RecordedChildren(item.recorded.effects),
+    )
+    raised: str | None = None
+    with anyio.move_on_after(job.item_timeout) as scope:
+        try:
+            await handler(ctx, item_of(envelope))
+            after = _checked_state(ctx.state)
+            check_events(ctx.events)
+        except Exception as exc:
+            raised = f"{type(exc).__name__}: {exc}"
+    if scope.cancelled_caught:
+        raised = f"HandlerTimeout: handler did not return within {job.item_timeout:g}s"
+    if raised is not None:
+        return _Call(state=state, effects=[], end=None, raised=raised)
+    effects = [e for e in map(_effect_of, ctx.events) if e is not None]
+    end = None
+    if ctx.completed:
+        end = End(kind="completed", result=ctx.result)
+    elif ctx.failed:
+        end = End(kind="failed", error=ctx.error)
+    return _Call(state=after, effects=effects, end=end)
+
+
+def _checked_state(state: object) -> dict[str, Any]:
+    """The state as the sidecar would commit it: a JSON-able dict within its
+    limit (else the call fails, as it does in a sidecar)."""
+    if not isinstance(state, dict):
+        raise StateNotSerializable(f"ctx.state must be a dict, not {type(state).__name__}")
+    snapshot = to_json(state, "ctx.state")
+    check_size(state, MAX_STATE, "ctx.state")
+    decoded: dict[str, Any] = msgspec.json.decode(snapshot)
+    return decoded
+
+
+def _difference(item: JobItem, call: _Call) -> Difference | None:
+    recorded = item.recorded
+    what: str | None = None
+    before: dict[str, Any] = {}
+    after: dict[str, Any] = {}
+    failed = recorded.outcome == DispatchOutcome.FAILED
+    if call.raised is not None:
+        if not failed:
+            what = "error"
+            before = {"outcome": recorded.outcome, "state": recorded.state}
+            after = {"raised": call.raised}
+    elif failed:
+        what = "error"
+        before = {"outcome": recorded.outcome, "error": recorded.end.error if recorded.end else ""}
+        after = {"outcome": DispatchOutcome.PROCESSED.value, "state": call.state}
+    elif _canonical(call.state) != _canonical(recorded.state):
+        what, before, after = "state", {"state": recorded.state}, {"state": call.state}
+    elif [_effect_key(e) for e in call.effects] != [_effect_key(e) for e in recorded.effects]:
+        what = "effects"
+        before = {"effects": [_effect_view(e) for e in recorded.effects]}
+        after = {"effects": [_effect_view(e) for e in call.effects]}
+    else:
+        # A cancellation is not the handler's doing (a parent ended): not compared.
+        end = recorded.end if recorded.end and recorded.end.kind != "cancelled" else None
+        if _canonical(_end_view(call.end)) != _canonical(_end_view(end)):
+            what, before, after = "end", {"end": _end_view(end)}, {"end": _end_view(call.end)}
+    if what is None:
+        return None
+    return Difference(
+        step=item.step,
+        seq=item.seq,
+        dispatch_id=item.dispatch_id,
+        kind=item.kind,
+        what=what,
+        recorded=before,
+        replayed=after,
+    )
+
+
+# --- the replay ---------------------------------------------------------------
+
+
+def _load(job: Job, src_dir: Path) -> tuple[Handler, StateMigration | None]:
+    """The handler and the entrypoint module's ``migrate_state`` (or None)."""
+    sources = Sources(entrypoint=job.entrypoint, files=job.files)
+    try:
+        handler = load_workflow(sources, src_dir, SCRATCH_DEPLOYMENT)
+        return handler, state_migration(SCRATCH_DEPLOYMENT, job.entrypoint, 1)
+    except (WorkflowLoadError, EntrypointError) as exc:
+        raise ReplayFailure("load_failed", str(exc)) from exc
+
+
+async def _migrated(job: Job, migrate: StateMigration, state: dict[str, Any]) -> dict[str, Any]:
+    """``migrate_state(state, from_version)`` on the start state, as a sidecar
+    calls it when a new version takes a run over: ``from_version`` is the
+    version that recorded the first item (1 for one from before versions),
+    and the hook returns the state."""
+    from_version = max(job.items[0].version if job.items else 0, 1)
+    try:
+        with anyio.fail_after(job.item_timeout):
+            migrated = await migrate(state, from_version)
+        return _checked_state(migrated)
+    except Exception as exc:
+        raise ReplayFailure("migrate_failed", f"migrate_state raised {exc!r}") from exc
+
+
+async def replay(job: Job, src_dir: Path) -> Report:
+    """Replay ``job``'s items through its sources (written under ``src_dir``).
+
+    Raises :class:`ReplayFailure` when the code does not load or
+    ``migrate_state`` fails."""
+    handler, migrate = _load(job, src_dir)
+    state = msgspec.json.decode(msgspec.json.encode(job.start_state))
+    if migrate is not None and job.start != "beginning":
+        # A recorded state, which the new code takes over. From the beginning
+        # there is none: a sidecar calls no hook before a run's first item.
+        state = await _migrated(job, migrate, state)
+    report = Report(run_id=job.run_id, differs=False, replayed=0, start=job.start)
+    report.skipped = list(job.skipped)
+    for item in job.items:
+        if item.body is None:
+            state = item.recorded.state  # not replayable: go on from what it recorded
+            continue
+        call = await _call(job, handler, item, state)
+        report.replayed += 1
+        report.first_step = item.step if report.first_step is None else report.first_step
+        report.last_step = item.step
+        difference = _difference(item, call)
+        if difference is not None:
+            report.differs, report.difference = True, difference
+            break
+        state = call.state
+    return report
+
+
+_job_decoder = msgspec.json.Decoder(Job)
+
+
+def run_job(raw: bytes, src_dir: Path) -> tuple[int, bytes]:
+    """The exit status and stdout of the scratch process for the job ``raw``."""
+    try:
+        job = _job_decoder.decode(raw)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        failure = Failure(error="bad_job", detail=f"unreadable replay job: {exc}")
+        return EXIT_FAILURE, msgspec.json.encode(failure)
+    try:
+        report = anyio.run(replay, job, src_dir)
+    except ReplayFailure as exc:
+        return EXIT_FAILURE, msgspec.json.encode(Failure(error=exc.error, detail=exc.detail))
+    return EXIT_REPORT, msgspec.json.encode(report)
+
+
+def main() -> int:
+    """``python -m sidecar.replay``: a job on stdin, the answer on stdout."""
+    raw = sys.stdin.buffer.read()
+    # Only the answer goes to stdout: the workflow's prints (fd 1 included)
+    # go to stderr, and it reads no stdin.
+    answer = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    with open(os.devnull, "rb") as devnull:
+        os.dup2(devnull.fileno(), 0)
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        Limits.from_env(os.environ).apply()  # a sidecar's limits
+    except (ValueError, OSError) as exc:
+        log.warning("resource limits not applied: %s", exc)
+    with tempfile.TemporaryDirectory(prefix="replay-") as scratch:
+        code, out = run_job(raw, Path(scratch) / "src")
+    with answer:
+        answer.write(out)
+    return code

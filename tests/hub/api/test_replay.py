@@ -1,0 +1,150 @@
+"""``POST /runs/{id}/replay`` against a real store and a real scratch process
+(``python -m sidecar.replay``): the report, and each way it is refused. The
+run's history is written the way ingestion writes it (``record``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from hub.api.scratch import ReplayJob, ReplayReport, scratch_env
+from hub.store import read_history
+from runtime import (
+    NATS_URL_ENV,
+    SIDECAR_PASS_ENV,
+    DispatchProcessed,
+    Event,
+    RunStarted,
+    Sources,
+    encode,
+    new_id,
+)
+from sidecar._replay import Job, Report
+
+from .harness import Api, api, assert_error
+
+pytestmark = pytest.mark.anyio
+
+V1 = """
+async def main(ctx, item):
+    ctx.state.setdefault("subjects", []).append(item.subject)
+"""
+
+
+async def record(hub: Api, run_id: str, *events: Event) -> None:
+    async with hub.store.write() as db:
+        for event in events:
+            await db.execute(
+                "INSERT INTO run_event (id, run_id, deployment_id, kind, payload, at)"
+                " SELECT ?, id, deployment_id, ?, ?, 1.0 FROM workflow_run WHERE id = ?",
+                (event.event_id, type(event).__name__, encode(event), run_id),
+            )
+
+
+async def recorded_run(hub: Api, subjects: list[str]) -> str:
+    """A run of V1 that processed a mail per subject; its id."""
+    await hub.deploy("flow", source=V1)
+    receipts = []
+    for subject in subjects:
+        r = await hub.send("flow@mailrun.local", subject=subject)
+        assert r.status_code == 202, r.text
+        receipts.append(r.json())
+    run_id = str(receipts[0]["run_id"])
+    events: list[Event] = [RunStarted(event_id=new_id("evt"), run_id=run_id)]
+    for step, receipt in enumerate(receipts, start=1):
+        state = {"subjects": subjects[:step]}
+        events.append(
+            DispatchProcessed(
+                event_id=new_id("evt"),
+                run_id=run_id,
+                dispatch_id=receipt["dispatch_id"],
+                seq=receipt["seq"],
+                step=step,
+                state=state,
+            )
+        )
+    await record(hub, run_id, *events)
+    return run_id
+
+
+async def replay(hub: Api, run_id: str, **body: Any) -> Any:
+    return await hub.client.post(f"/runs/{run_id}/replay", json=body, timeout=120)
+
+
+async def test_a_replay_reports_no_difference_or_the_first_one(tmp_path: Path) -> None:
+    async with api(tmp_path) as hub:
+        run_id = await recorded_run(hub, ["s1", "s2", "s3"])
+        same = await replay(hub, run_id, source=V1)
+        assert same.status_code == 200, same.text
+        assert same.json() == {
+            "run_id": run_id,
+            "differs": False,
+            "replayed": 3,
+            "start": "beginning",
+            "first_step": 1,
+            "last_step": 3,
+            "skipped": [],
+            "difference": None,
+        }
+        v2 = V1 + '    if item.subject == "s2":\n        ctx.state["late"] = True\n'
+        other = await replay(hub, run_id, source=v2, entrypoint="flow:main")
+        assert other.status_code == 200, other.text
+        report = other.json()
+        assert report["differs"] is True and report["replayed"] == 2
+        difference = report["difference"]
+        assert (difference["step"], difference["seq"], difference["what"]) == (2, 2, "state")
+        assert difference["recorded"] == {"state": {"subjects": ["s1", "s2"]}}
+        assert difference["replayed"] == {"state": {"subjects": ["s1", "s2"], "late": True}}
+
+
+async def test_a_replay_is_refused_for_a_run_code_or_history_it_cannot_use(
+    tmp_path: Path,
+) -> None:
+    async with api(tmp_path) as hub:
+        run_id = await recorded_run(hub, ["s1"])
+        assert_error(await replay(hub, "run_nope", source=V1), 404, "unknown_run")
+        bad = await replay(hub, run_id, source=V1, entrypoint="not an entrypoint")
+        assert_error(bad, 422, "invalid_deployment")
+        assert_error(await replay(hub, run_id), 422, "invalid_deployment")  # no code at all
+        broken = await replay(hub, run_id, source="async def main(ctx, item)\n")
+        assert_error(broken, 422, "replay_failed")
+        assert "SyntaxError" in broken.json()["detail"]
+        # A run that has processed nothing yet.
+        await hub.deploy("idle", source=V1)
+        fresh = (await hub.send("idle@mailrun.local")).json()["run_id"]
+        assert_error(await replay(hub, fresh, source=V1), 409, "nothing_to_replay")
+
+
+async def test_the_job_and_the_report_are_what_the_other_side_reads(tmp_path: Path) -> None:
+    async with api(tmp_path) as hub:
+        run_id = await recorded_run(hub, ["s1", "s2"])
+        history = await read_history(hub.store.db, run_id)
+    job = ReplayJob.of(history, Sources(entrypoint="flow:main", files={"flow.py": V1}))
+    read = msgspec.json.decode(msgspec.json.encode(job), type=Job)
+    assert [(i.dispatch_id, i.body, i.recorded.state) for i in read.items] == [
+        (i.dispatch_id, i.body, i.recorded.state) for i in history.items
+    ]
+    assert (read.run_id, read.deployment_id, read.entrypoint) == (
+        run_id,
+        history.deployment_id,
+        "flow:main",
+    )
+    report = Report(run_id=run_id, differs=False, replayed=2, start="beginning")
+    assert msgspec.json.decode(msgspec.json.encode(report), type=ReplayReport).replayed == 2
+
+
+def test_the_scratch_process_gets_no_secrets(tmp_path: Path) -> None:
+    environ = {
+        "PATH": "/usr/bin",
+        NATS_URL_ENV: "nats://hub:secret@host:4222",
+        SIDECAR_PASS_ENV: "API_KEY",
+        "API_KEY": "k",
+        "MAILRUN_TOKEN": "t",
+        "AWS_SECRET_ACCESS_KEY": "s",
+    }
+    env = scratch_env(environ, tmp_path)
+    assert env["PATH"] == "/usr/bin" and env["HOME"] == str(tmp_path)
+    assert not {NATS_URL_ENV, "API_KEY", "MAILRUN_TOKEN", "AWS_SECRET_ACCESS_KEY"} & set(env)
