@@ -55,6 +55,29 @@ class _Endpoints(abc.ABC, Generic[R]):
             body["entrypoint"] = entrypoint
         return self.request("POST", "/workflows/deployments", body)
 
+    def add_version(self, deployment: str, source: str, entrypoint: str | None = None) -> R:
+        """A new version of a live deployment; the hub answers once its sidecar
+        has loaded it (or after a wait within this client's timeout)."""
+        body: JSON = {"source": source}
+        if entrypoint:
+            body["entrypoint"] = entrypoint
+        path = f"/workflows/deployments/{_quote(deployment)}/versions?wait={self._wait()}"
+        return self.request("POST", path, body)
+
+    def versions(self, deployment: str) -> R:
+        return self.request("GET", f"/workflows/deployments/{_quote(deployment)}/versions")
+
+    def activate_version(self, deployment: str, version: int) -> R:
+        path = (
+            f"/workflows/deployments/{_quote(deployment)}/versions/{version}/activate"
+            f"?wait={self._wait()}"
+        )
+        return self.request("POST", path)
+
+    def _wait(self) -> int:
+        # The hub answers within this, so the request does not time out first.
+        return max(0, int(self.timeout) - 2)
+
     def deployments(self) -> R:
         return self.request("GET", "/workflows/deployments")
 

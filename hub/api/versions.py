@@ -20,15 +20,16 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import InvalidDeployment, InvalidRequest, VersionRefused
-from ..store import fetch_one, resolve_deployment
-from ..store.deployments import build_sources
-from ..store.versions import (
+from ..store import (
     VersionStatus,
     VersionView,
     add_version,
+    build_sources,
+    fetch_one,
     get_version,
     list_versions,
     request_rollout,
+    resolve_deployment,
 )
 from .context import RouteContext
 from .requests import VersionIn, is_number

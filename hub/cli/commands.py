@@ -33,6 +33,8 @@ from .tables import (
     receipt_view,
     run_view,
     runs_table,
+    version_line,
+    versions_table,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -112,12 +114,18 @@ def hub_command(fn: F) -> F:
     is_flag=True,
     help="Also print the join token (it holds the deployment's private key).",
 )
+@click.option(
+    "--update",
+    is_flag=True,
+    help="Add FILE as a new version of the live deployment NAME (same id, address and runs).",
+)
 @hub_command
 def deploy(
     file: Path,
     name: str,
     entrypoint: str | None,
     show_token: bool,
+    update: bool,
     *,
     client: HubClient,
     as_json: bool,
@@ -126,11 +134,21 @@ def deploy(
 
     FILE is saved as the entrypoint's module (flow.py unless --entrypoint).
     Under `mailrun up` the sidecar starts by itself; the join token is only
-    for a sidecar on another host, so it is printed only when asked for."""
+    for a sidecar on another host, so it is printed only when asked for.
+    With --update, FILE becomes the next version of deployment NAME once its
+    sidecar has loaded it (a version that does not load is refused, and the
+    active one keeps running)."""
     try:
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         fail(f"cannot read {file}: {exc}")
+    if update:
+        version = client.add_version(name, source, entrypoint)
+        if as_json:
+            _echo_json(version)
+        else:
+            click.echo(version_line(version))
+        return
     dep = client.deploy(name, source, entrypoint)
     token = dep.pop("join_token", None)
     if as_json:
@@ -327,4 +345,45 @@ def approvals(
         click.echo(approvals_table(listing.get("approvals") or []))
 
 
-COMMANDS = (deploy, send, deployments, runs, run, delete, signal, approve, approvals, outbox)
+@click.command()
+@click.argument("deployment")
+@click.option("--to", "version", type=int, required=True, help="The version to make active.")
+@hub_command
+def rollback(deployment: str, version: int, *, client: HubClient, as_json: bool) -> None:
+    """Make an earlier version of DEPLOYMENT (id or name) active again.
+
+    Like an update: items accepted from now on are processed by it, those
+    accepted before by the version they were stamped with."""
+    answer = client.activate_version(deployment, version)
+    if as_json:
+        _echo_json(answer)
+    else:
+        click.echo(version_line(answer))
+
+
+@click.command()
+@click.argument("deployment")
+@hub_command
+def versions(deployment: str, *, client: HubClient, as_json: bool) -> None:
+    """List the versions of DEPLOYMENT (id or name)."""
+    listing = client.versions(deployment)
+    if as_json:
+        _echo_json(listing)
+    else:
+        click.echo(versions_table(listing.get("versions") or []))
+
+
+COMMANDS = (
+    deploy,
+    send,
+    deployments,
+    runs,
+    run,
+    delete,
+    signal,
+    approve,
+    approvals,
+    outbox,
+    rollback,
+    versions,
+)

@@ -153,6 +153,8 @@ def deployment_view(d: Mapping[str, Any]) -> str:
         "address",
         "status",
         "entrypoint",
+        "version",
+        "rollout_version",
         "top_level_run_id",
         "connected",
         "pending",
@@ -165,6 +167,36 @@ def deployment_view(d: Mapping[str, Any]) -> str:
         "deleted_at",
     ]
     return key_values([(k, d.get(k)) for k in keys if k in d])
+
+
+def version_line(v: Mapping[str, Any]) -> str:
+    """One version: what an update or a rollback printed."""
+    state = "active" if v.get("active") else v.get("status")
+    text = f"{v.get('deployment_id')} version {v.get('version')}: {state}"
+    if v.get("status") == "loading":
+        text += " (its sidecar has not loaded it yet; it becomes active once it has)"
+    return text
+
+
+def versions_table(versions: Sequence[Mapping[str, Any]]) -> str:
+    """STATUS: loading (asked for), ready (loaded), refused (ERROR says why),
+    superseded (another version was asked for first); ACTIVE marks the one
+    new items are stamped with."""
+    return table(
+        ["VERSION", "ACTIVE", "STATUS", "ENTRYPOINT", "DIGEST", "CREATED", "ERROR"],
+        [
+            [
+                v.get("version"),
+                "*" if v.get("active") else "",
+                v.get("status"),
+                v.get("entrypoint"),
+                str(v.get("digest") or "")[:19],
+                v.get("created_at"),
+                v.get("error"),
+            ]
+            for v in versions
+        ],
+    )
 
 
 def run_view(r: Mapping[str, Any]) -> str:

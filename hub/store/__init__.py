@@ -60,6 +60,15 @@ from .triggers import RefusedByRun as RefusedByRun
 from .triggers import Rejected as Rejected
 from .triggers import Trigger as Trigger
 from .triggers import body_digest as body_digest
+from .versions import Rollout as Rollout
+from .versions import VersionStatus as VersionStatus
+from .versions import VersionView as VersionView
+from .versions import add_version as add_version
+from .versions import finish_rollout as finish_rollout
+from .versions import get_version as get_version
+from .versions import list_versions as list_versions
+from .versions import pending_rollouts as pending_rollouts
+from .versions import request_rollout as request_rollout
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
@@ -83,11 +92,15 @@ __all__ = [
     "Receipt",
     "RefusedByRun",
     "Rejected",
+    "Rollout",
     "RunHistory",
     "RunView",
     "Store",
     "Trigger",
+    "VersionStatus",
+    "VersionView",
     "accept_triggers",
+    "add_version",
     "body_digest",
     "build_sources",
     "count_by_status",
@@ -99,24 +112,29 @@ __all__ = [
     "due_mail",
     "fetch_all",
     "fetch_one",
+    "finish_rollout",
     "get_approval",
     "get_deployment",
     "get_dispatch",
     "get_run",
+    "get_version",
     "give_nats_identities",
     "list_approvals",
     "list_deployments",
     "list_outbound",
     "list_runs",
+    "list_versions",
     "mark_failed",
     "mark_retry",
     "mark_sending",
     "mark_sent",
     "next_due",
     "pending_migrations",
+    "pending_rollouts",
     "read_history",
     "read_version",
     "record_outbound",
+    "request_rollout",
     "resolve_deployment",
     "settle_at_boot",
 ]

@@ -42,11 +42,15 @@ AND NOT EXISTS (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest)
 
 
 async def collect_blobs(store: Store) -> tuple[int, bool]:
-    """Delete every blob no unprocessed dispatch names; how many, and whether
-    any blob is left."""
+    """Delete every body no unprocessed dispatch names; how many, and whether
+    any body is left (the sources of versions stay, and are not in flight)."""
     async with store.write() as db:
         cur = await db.execute(_COLLECT, (DispatchStatus.RESERVED, DispatchStatus.DELIVERED))
-        row = await fetch_one(db, "SELECT EXISTS (SELECT 1 FROM blob)")
+        row = await fetch_one(
+            db,
+            "SELECT EXISTS (SELECT 1 FROM blob WHERE NOT EXISTS"
+            " (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest))",
+        )
         return max(cur.rowcount, 0), bool(row and row[0])
 
 

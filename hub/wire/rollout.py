@@ -32,8 +32,7 @@ from runtime import (
     encode,
 )
 
-from ..store import Store
-from ..store.versions import Rollout, finish_rollout, pending_rollouts
+from ..store import Rollout, Store, finish_rollout, pending_rollouts
 from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.rollout")
@@ -50,7 +49,7 @@ class RolloutDriver:
         subjects: Subjects,
         sessions: SessionTable,
         interval: float = 1.0,
-        timeout: float = 30.0,
+        timeout: float = 10.0,
     ) -> None:
         self._store = store
         self._transport = transport

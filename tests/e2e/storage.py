@@ -124,7 +124,10 @@ class Storage:
             "hub dispatches": _count(self.hub_db, "workflow_run_dispatch"),
             "hub events": _count(self.hub_db, "run_event"),
             "hub events whole": _count(self.hub_db, "run_event", "payload IS NOT NULL"),
-            "hub blobs": _count(self.hub_db, "blob"),
+            # Bodies: a version's sources are a blob for as long as it exists.
+            "hub blobs": _count(
+                self.hub_db, "blob", "digest NOT IN (SELECT digest FROM deployment_version)"
+            ),
             "inbox rows": _count(self.inbox, "inbox"),
         }
         hub = sum(f.stat().st_size for f in self.up.state_dir.glob("hub.db*"))

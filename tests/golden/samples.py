@@ -33,6 +33,7 @@ from runtime import (
     Hello,
     HubBoot,
     HubKey,
+    LoadVersion,
     MailInbound,
     MailSent,
     MintChild,
@@ -50,6 +51,7 @@ from runtime import (
     RunStates,
     Sources,
     StateGet,
+    VersionLoaded,
     Welcome,
     b64url,
     encode,
@@ -103,17 +105,30 @@ _ADDED_IN_FORMAT_2 = {
     "Hello": ("home", "previous_instance"),
     "Welcome": ("from_hub",),
     "MailSent": ("message_id",),
+    "MailInbound": ("version", "code"),
+    "DispatchProcessed": ("step", "version"),
+    "RunStates": ("settled",),
+    "RunSnapshot": ("last_step", "approvals", "parent_run_id", "entrypoint", "version"),
+    "Envelope": ("version",),
 }
-"""Fields added to a format 2 frame after its golden file was written."""
+"""Fields added to a format 2 frame (or record) after its golden file was written."""
+
+
+def _strip(data: dict[str, Any], name: str) -> dict[str, Any]:
+    for field in _ADDED_IN_FORMAT_2.get(name, ()):
+        data.pop(field, None)
+    for event in data.get("events") or ():  # RunEvents
+        _strip(event, event.get("t", ""))
+    for run in data.get("runs") or ():  # RunStates
+        _strip(run, "RunSnapshot")
+    return data
 
 
 def _as_first_written(value: msgspec.Struct) -> bytes:
     """``value`` as format 2 wrote it before the fields added since (their
     defaults decode the same): how its golden file was made."""
     data = msgspec.msgpack.decode(encode(value))
-    for name in _ADDED_IN_FORMAT_2.get(type(value).__name__, ()):
-        data.pop(name, None)
-    return msgspec.msgpack.encode(data)
+    return msgspec.msgpack.encode(_strip(data, type(value).__name__))
 
 
 def _frame(name: str, value: msgspec.Struct) -> Golden:
@@ -150,6 +165,18 @@ _EVENTS_V2: list[Event] = [
         event_id=EVT, run_id="", at=AT, dispatch_id=DSP, reason="unreadable inbox envelope"
     ),
 ]
+
+_PROCESSED_V2 = DispatchProcessed(
+    event_id=EVT,
+    run_id=RUN,
+    at=AT,
+    dispatch_id=DSP,
+    seq=9,
+    state=STATE,
+    outcome="processed",
+    step=3,
+    version=2,
+)
 
 _RECORD_V2 = RestoreRecord(
     version=2,
@@ -328,6 +355,36 @@ V2 = [
     ),
     _frame("EventsAck", EventsAck(v=2, ids=[EVT])),
     *(_event(e) for e in _EVENTS_V2),
+    # Workflow versions (added within format 2).
+    _whole(
+        "MailInbound.version",
+        MailInbound(
+            v=2,
+            dispatch_id=DSP,
+            deployment_id=DEP,
+            run_id=RUN,
+            address=ADDRESS,
+            seq=9,
+            body=b"hello",
+            owner_epoch=3,
+            session_id=SES,
+            version=2,
+            code=Claim(digest="sha256:" + "cd" * 32, size=120),
+        ),
+    ),
+    _whole(
+        "LoadVersion",
+        LoadVersion(
+            v=2, session_id=SES, version=2, code=Claim(digest="sha256:" + "cd" * 32, size=120)
+        ),
+    ),
+    _whole("VersionLoaded", VersionLoaded(v=2, deployment_id=DEP, version=2, error="")),
+    Golden(
+        "v2/DispatchProcessed.version.msgpack",
+        "event",
+        _PROCESSED_V2,
+        lambda: encode(_PROCESSED_V2),
+    ),
     Golden(
         "v2/MailSent.message_id.msgpack",
         "event",
@@ -348,7 +405,12 @@ V2 = [
         lambda: _record_json(_RECORD_V2_NATS),
     ),
     Golden(
-        "v2/inbox_envelope.msgpack", "envelope", _ENVELOPE_V2, lambda: encode_envelope(_ENVELOPE_V2)
+        "v2/inbox_envelope.msgpack",
+        "envelope",
+        _ENVELOPE_V2,
+        lambda: msgspec.msgpack.encode(
+            _strip(msgspec.msgpack.decode(encode_envelope(_ENVELOPE_V2)), "Envelope")
+        ),
     ),
     Golden("v2/run_state.msgpack", "run_state", STATE, lambda: encode_run_state(STATE)),
 ]
