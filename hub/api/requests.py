@@ -36,6 +36,17 @@ from ..store import DEFAULT_ENTRYPOINT, Trigger
 
 T = TypeVar("T")
 _ADDRESS = re.compile(r"[^@\s]+@[^@\s]+")
+# The message ids the hub and sidecars derive for their own items (a child's
+# start and end, an approval's decision, mail a run sends): a client's must
+# not take one first, or the item it stands for would be answered as a retry
+# of the client's and never stored.
+_RESERVED_MESSAGE_ID = re.compile(r"(start|child|approval):|dsp_\w+:mail:")
+
+
+def _reserved(message_id: str | None) -> bool:
+    return message_id is not None and _RESERVED_MESSAGE_ID.match(message_id) is not None
+
+
 _LINE_BREAKS = re.compile(r"[\r\n\x00]")
 
 
@@ -145,6 +156,8 @@ def mail_trigger(mail: MailIn, *, max_body: int) -> Trigger:
         raise InvalidMail("give 'body' or 'body_b64', not both")
     if mail.message_id is not None and not 0 < len(mail.message_id) <= 512:
         raise InvalidMail("'message_id' must be 1 to 512 characters")
+    if _reserved(mail.message_id):
+        raise InvalidMail(f"'message_id' {mail.message_id[:80]!r} has a prefix the hub reserves")
     if len(mail.subject) > 4096 or len(mail.sender or "") > 512:
         raise InvalidMail("'subject' (4096) or 'from' (512) is too long")
     body = _b64decode(mail.body_b64) if mail.body_b64 is not None else (mail.body or "").encode()
@@ -174,6 +187,8 @@ def signal_trigger(signal: SignalIn, *, run_id: str, deployment_id: str, max_bod
         0 < len(signal.message_id) <= 512 and single_line(signal.message_id)
     ):
         raise InvalidSignal("'message_id' must be 1 to 512 characters on one line")
+    if _reserved(signal.message_id):
+        raise InvalidSignal(f"'message_id' {signal.message_id!r} has a prefix the hub reserves")
     body = msgspec.json.encode(signal.payload, order="sorted")
     if len(body) > max_body:
         raise PayloadTooLarge(f"signal payload of {len(body)} bytes exceeds {max_body}")

@@ -169,3 +169,18 @@ async def test_a_payload_is_held_to_the_body_limit(tmp_path: Path) -> None:
         too_big = await signal(hub, run_id, name="big", payload=big + "x")
         assert_error(too_big, 413, "payload_too_large")
         assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 2
+
+
+async def test_message_ids_the_hub_derives_for_its_own_items_are_refused(tmp_path: Path) -> None:
+    async with api(tmp_path) as hub:
+        _, run_id = await first_run(hub)
+        reserved = ["start:run_1", "child:run_1", "approval:apr_1:approve", "dsp_0a1b:mail:1"]
+        for message_id in reserved:
+            r = await hub.send("flow@mailrun.local", message_id=message_id)
+            assert_error(r, 422, "invalid_mail")
+            r = await signal(hub, run_id, name="s", message_id=message_id)
+            assert_error(r, 422, "invalid_signal")
+        # Only as a prefix: the same words elsewhere are a client's to use.
+        r = await hub.send("flow@mailrun.local", message_id="<start:1@example.org>")
+        assert r.status_code == 202, r.text
+        assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 2
