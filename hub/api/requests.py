@@ -157,7 +157,7 @@ def mail_trigger(mail: MailIn, *, max_body: int) -> Trigger:
     if mail.message_id is not None and not 0 < len(mail.message_id) <= 512:
         raise InvalidMail("'message_id' must be 1 to 512 characters")
     if _reserved(mail.message_id):
-        raise InvalidMail(f"'message_id' {mail.message_id[:80]!r} has a prefix the hub reserves")
+        raise InvalidMail(f"'message_id' {mail.message_id!r} has a prefix the hub reserves")
     if len(mail.subject) > 4096 or len(mail.sender or "") > 512:
         raise InvalidMail("'subject' (4096) or 'from' (512) is too long")
     body = _b64decode(mail.body_b64) if mail.body_b64 is not None else (mail.body or "").encode()
