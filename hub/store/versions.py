@@ -212,10 +212,13 @@ async def finish_rollout(
 ) -> bool:
     """Inside a write transaction: the sidecar's answer to a rollout. False
     when that rollout is no longer the one asked for (superseded meanwhile)."""
+    # ``deployment.entrypoint`` follows the active version (the deployment view's).
     cur = await db.execute(
         "UPDATE deployment SET rollout_version = NULL, version = CASE WHEN ? THEN version"
-        " ELSE ? END WHERE id = ? AND rollout_version = ? AND deleted_at IS NULL",
-        (error is not None, version, deployment_id, version),
+        " ELSE ? END, entrypoint = CASE WHEN ? THEN entrypoint ELSE (SELECT v.entrypoint"
+        " FROM deployment_version v WHERE v.deployment_id = deployment.id AND v.version = ?)"
+        " END WHERE id = ? AND rollout_version = ? AND deleted_at IS NULL",
+        (error is not None, version, error is not None, version, deployment_id, version),
     )
     if cur.rowcount != 1:
         return False

@@ -99,6 +99,20 @@ async def test_a_newer_request_supersedes_an_unfinished_rollout(tmp_path: Path) 
         assert await pending_rollouts(store.db) == []
 
 
+async def test_the_deployment_names_its_active_versions_entrypoint(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, _):
+        dep = await deploy(store, "flow")
+        other = Sources(entrypoint="app:handle", files={"app.py": "async def handle(c, i): pass\n"})
+        async with store.write() as db:
+            await add_version(db, dep, other)
+            await finish_rollout(db, dep, 2, None)
+        assert await query(store, "SELECT entrypoint FROM deployment") == [("app:handle",)]
+        async with store.write() as db:
+            await request_rollout(db, dep, 1)
+            await finish_rollout(db, dep, 1, None)
+        assert await query(store, "SELECT entrypoint FROM deployment") == [("flow:main",)]
+
+
 async def test_rollback_is_a_rollout_of_an_earlier_version(tmp_path: Path) -> None:
     async with running(tmp_path) as (store, acceptor):
         dep = await deploy(store, "flow")
