@@ -74,24 +74,29 @@ def _reporting(as_json: bool) -> Iterator[None]:
         fail(f"{exc.reason}: {exc.detail}")
 
 
-def hub_command(fn: F) -> F:
-    """``--hub``, ``--token-file`` and ``--json`` for every command that talks to a hub."""
-
-    @click.option(
+def hub_options(fn: F) -> F:
+    """``--hub``, ``--token-file`` and ``--json``: every command that talks to a hub has them."""
+    fn = click.option("--json", "as_json", is_flag=True, help="Print the hub's JSON as is.")(fn)
+    fn = click.option(
+        "--token-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=f"The hub's admin token; else env {TOKEN_ENV}, else"
+        f" {admin_token_path(DEFAULT_STATE_DIR)} if it exists.",
+    )(fn)
+    return click.option(
         "--hub",
         "hub_url",
         envvar=HUB_URL_ENV,
         default=DEFAULT_HUB_URL,
         show_default=True,
         help=f"The hub's base URL (env {HUB_URL_ENV}).",
-    )
-    @click.option(
-        "--token-file",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help=f"The hub's admin token; else env {TOKEN_ENV}, else"
-        f" {admin_token_path(DEFAULT_STATE_DIR)} if it exists.",
-    )
-    @click.option("--json", "as_json", is_flag=True, help="Print the hub's JSON as is.")
+    )(fn)
+
+
+def hub_command(fn: F) -> F:
+    """:func:`hub_options`, a client on the hub, and the CLI's error contract."""
+
+    @hub_options
     @functools.wraps(fn)
     def wrapper(
         *args: Any, hub_url: str, token_file: Path | None, as_json: bool, **kwargs: Any

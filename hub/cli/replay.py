@@ -18,11 +18,10 @@ from typing import Any, NoReturn
 import click
 import msgspec
 
-from runtime import DEFAULT_HUB_URL, HUB_URL_ENV
-
 from .._client import HubClient
 from .._errors import HubError, HubResponseError
-from .._token import DEFAULT_STATE_DIR, TOKEN_ENV, admin_token_path, find_token
+from .._token import find_token
+from .commands import hub_options
 
 EXIT_SAME = 0
 EXIT_DIFFERS = 1
@@ -94,21 +93,7 @@ def render(report: dict[str, Any]) -> str:
     help="The new code: one module, saved as the entrypoint's.",
 )
 @click.option("--entrypoint", help="module:attr (default: the run's own handler).")
-@click.option(
-    "--hub",
-    "hub_url",
-    envvar=HUB_URL_ENV,
-    default=DEFAULT_HUB_URL,
-    show_default=True,
-    help=f"The hub's base URL (env {HUB_URL_ENV}).",
-)
-@click.option(
-    "--token-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help=f"The hub's admin token; else env {TOKEN_ENV}, else"
-    f" {admin_token_path(DEFAULT_STATE_DIR)} if it exists.",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print the hub's report as JSON.")
+@hub_options
 def replay(
     run_id: str,
     file: Path,
