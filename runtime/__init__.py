@@ -133,6 +133,15 @@ from ._private import remove_sidecar_state as remove_sidecar_state
 from ._reasons import AckResult as AckResult
 from ._reasons import DispatchOutcome as DispatchOutcome
 from ._reasons import Reason as Reason
+from ._replay import REPLAY_ITEM_TIMEOUT as REPLAY_ITEM_TIMEOUT
+from ._replay import Recorded as Recorded
+from ._replay import RecordedEffect as RecordedEffect
+from ._replay import RecordedEnd as RecordedEnd
+from ._replay import ReplayDifference as ReplayDifference
+from ._replay import ReplayFailureReport as ReplayFailureReport
+from ._replay import ReplayItem as ReplayItem
+from ._replay import ReplayJob as ReplayJob
+from ._replay import ReplayReport as ReplayReport
 from ._restore import HubKey as HubKey
 from ._restore import RestoreRecord as RestoreRecord
 from ._restore import Sources as Sources
@@ -194,6 +203,7 @@ __all__ = [
     "MAX_STATE",
     "NATS_URL_ENV",
     "REDELIVER_AFTER_ENV",
+    "REPLAY_ITEM_TIMEOUT",
     "RUN_HISTORY_ENV",
     "SIDECAR_MAX_FILES_ENV",
     "SIDECAR_MAX_MEMORY_ENV",
@@ -249,7 +259,15 @@ __all__ = [
     "Pong",
     "Reason",
     "RecordDecodeError",
+    "Recorded",
+    "RecordedEffect",
+    "RecordedEnd",
     "Refused",
+    "ReplayDifference",
+    "ReplayFailureReport",
+    "ReplayItem",
+    "ReplayJob",
+    "ReplayReport",
     "RequestTimeout",
     "RestartPolicy",
     "RestoreRecord",

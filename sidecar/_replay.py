@@ -2,7 +2,7 @@
 
 The hub gathers what it holds of a run's history (hub/store/history.py) and
 starts ``python -m sidecar.replay`` (:mod:`sidecar.replay`), a scratch
-process, with one :class:`Job` as JSON on stdin. The job's sources are
+process, with one :class:`ReplayJob` as JSON on stdin. The job's sources are
 written to a temporary directory and loaded like a sidecar loads them; each
 item is built and handed to the handler with the code a sidecar uses
 (``item_of``, :class:`Context`), starting from the recorded start state.
@@ -13,8 +13,8 @@ run recorded, in order, instead of asking the hub.
 
 After each item its state, its effects and the run's end are compared with
 what the run recorded; the first item where they differ ends the replay.
-The answer is one JSON document on stdout: a :class:`Report` (exit 0), or a
-:class:`Failure` (exit 1) when the code does not load, ``migrate_state``
+The answer is one JSON document on stdout: a :class:`ReplayReport` (exit 0), or a
+:class:`ReplayFailureReport` (exit 1) when the code does not load, ``migrate_state``
 fails, or the job is unreadable. Whatever the workflow code prints goes to
 stderr, so it cannot garble the answer.
 
@@ -43,6 +43,13 @@ from runtime import (
     Event,
     Limits,
     MailSent,
+    RecordedEffect,
+    RecordedEnd,
+    ReplayDifference,
+    ReplayFailureReport,
+    ReplayItem,
+    ReplayJob,
+    ReplayReport,
     Sources,
 )
 
@@ -56,101 +63,12 @@ log = logging.getLogger("mailrun.replay")
 SCRATCH_DEPLOYMENT = "scratch_replay"
 """Names the package the sources load as (``mailrun_workflow_replay``):
 not the deployment's, this is no sidecar."""
-ITEM_TIMEOUT = 30.0
-"""Seconds one handler call may take before it counts as raised."""
 EXIT_REPORT = 0
 EXIT_FAILURE = 1
 
-# --- the job (written by the hub: hub/api/scratch.py) -------------------------
-
-
-class Effect(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One effect of a handler call: ``mail`` (ctx.send), ``spawn``, or
-    ``approval`` (ctx.request_approval)."""
-
-    kind: str
-    to: str = ""
-    subject: str = ""
-    body: bytes = b""
-    entrypoint: str = ""
-    input: Any = None
-    prompt: str = ""
-    child_run_id: str = ""
-
-
-class End(msgspec.Struct, kw_only=True):
-    kind: str  # "completed", "failed" or "cancelled"
-    result: Any = None
-    error: str = ""
-
-
-class Recorded(msgspec.Struct, kw_only=True):
-    state: dict[str, Any]
-    outcome: str = DispatchOutcome.PROCESSED
-    effects: list[Effect] = msgspec.field(default_factory=list)
-    end: End | None = None
-
-
-class JobItem(msgspec.Struct, kw_only=True):
-    dispatch_id: str
-    seq: int
-    kind: str = "mail"
-    message_id: str | None = None
-    sender: str | None = None
-    subject: str | None = None
-    body: bytes | None = None
-    """None: the hub no longer holds it; the item's recorded state is taken
-    instead of a handler call."""
-    step: int = 0
-    version: int = 0
-    recorded: Recorded
-
-
-class Job(msgspec.Struct, kw_only=True):
-    files: dict[str, str]
-    entrypoint: str
-    deployment_id: str
-    run_id: str
-    start_state: dict[str, Any] = msgspec.field(default_factory=dict)
-    start: str = "beginning"
-    items: list[JobItem] = msgspec.field(default_factory=list)
-    skipped: list[str] = msgspec.field(default_factory=list)
-    item_timeout: float = ITEM_TIMEOUT
-
-
-# --- the answer ---------------------------------------------------------------
-
-
-class Difference(msgspec.Struct, kw_only=True):
-    step: int
-    seq: int
-    dispatch_id: str
-    kind: str
-    what: str
-    """``state``, ``effects``, ``end`` or ``error`` (one side raised)."""
-    recorded: dict[str, Any]
-    replayed: dict[str, Any]
-
-
-class Report(msgspec.Struct, kw_only=True):
-    run_id: str
-    differs: bool
-    replayed: int
-    """Handler calls made."""
-    start: str
-    first_step: int | None = None
-    last_step: int | None = None
-    skipped: list[str] = msgspec.field(default_factory=list)
-    difference: Difference | None = None
-
-
-class Failure(msgspec.Struct, kw_only=True):
-    error: str  # "load_failed", "migrate_failed" or "bad_job"
-    detail: str
-
 
 class ReplayFailure(Exception):
-    """The replay cannot be made (not a difference): answered as a Failure."""
+    """The replay cannot be made (not a difference): answered as a ReplayFailureReport."""
 
     def __init__(self, error: str, detail: str) -> None:
         super().__init__(detail)
@@ -165,7 +83,7 @@ class _RecordedChildren:
     """``spawn`` gets the child ids the run recorded for the item, in order, so
     a state holding one compares equal; past them, an id of the usual shape."""
 
-    def __init__(self, effects: list[Effect]) -> None:
+    def __init__(self, effects: list[RecordedEffect]) -> None:
         self._ids = [e.child_run_id for e in effects if e.kind == "spawn" and e.child_run_id]
 
     async def mint_child(self, parent_run_id: str, request_id: str) -> str:
@@ -178,8 +96,8 @@ class _Call(msgspec.Struct, kw_only=True):
     """What one handler call did."""
 
     state: dict[str, Any]
-    effects: list[Effect]
-    end: End | None
+    effects: list[RecordedEffect]
+    end: RecordedEnd | None
     raised: str | None = None
 
 
@@ -189,22 +107,22 @@ def _canonical(value: Any) -> bytes:
     return msgspec.json.encode(value, order="sorted")
 
 
-def _effect_of(event: Event) -> Effect | None:
+def _effect_of(event: Event) -> RecordedEffect | None:
     if isinstance(event, MailSent):
-        return Effect(kind="mail", to=event.to, subject=event.subject, body=event.body)
+        return RecordedEffect(kind="mail", to=event.to, subject=event.subject, body=event.body)
     if isinstance(event, ChildRunStarted):
-        return Effect(
+        return RecordedEffect(
             kind="spawn",
             entrypoint=event.entrypoint,
             input=event.input,
             child_run_id=event.child_run_id,
         )
     if isinstance(event, ApprovalRequested):
-        return Effect(kind="approval", prompt=event.prompt)
+        return RecordedEffect(kind="approval", prompt=event.prompt)
     return None
 
 
-def _effect_key(effect: Effect) -> tuple[Any, ...]:
+def _effect_key(effect: RecordedEffect) -> tuple[Any, ...]:
     """What makes two effects the same (event ids, times and child ids aside)."""
     if effect.kind == "mail":
         return ("mail", effect.to, effect.subject, effect.body)
@@ -213,7 +131,7 @@ def _effect_key(effect: Effect) -> tuple[Any, ...]:
     return (effect.kind, effect.prompt)
 
 
-def _effect_view(effect: Effect) -> dict[str, Any]:
+def _effect_view(effect: RecordedEffect) -> dict[str, Any]:
     """An effect as the report shows it: a mail body as text."""
     if effect.kind == "mail":
         body = effect.body.decode("utf-8", errors="replace")
@@ -223,7 +141,7 @@ def _effect_view(effect: Effect) -> dict[str, Any]:
     return {"kind": effect.kind, "prompt": effect.prompt}
 
 
-def _end_view(end: End | None) -> dict[str, Any] | None:
+def _end_view(end: RecordedEnd | None) -> dict[str, Any] | None:
     if end is None:
         return None
     if end.kind == "completed":
@@ -231,7 +149,7 @@ def _end_view(end: End | None) -> dict[str, Any] | None:
     return {"kind": end.kind, "error": end.error}
 
 
-async def _call(job: Job, handler: Handler, item: JobItem, state: dict[str, Any]) -> _Call:
+async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[str, Any]) -> _Call:
     assert item.body is not None
     envelope = Envelope(
         dispatch_id=item.dispatch_id,
@@ -267,9 +185,9 @@ async def _call(job: Job, handler: Handler, item: JobItem, state: dict[str, Any]
     effects = [e for e in map(_effect_of, ctx.events) if e is not None]
     end = None
     if ctx.completed:
-        end = End(kind="completed", result=ctx.result)
+        end = RecordedEnd(kind="completed", result=ctx.result)
     elif ctx.failed:
-        end = End(kind="failed", error=ctx.error)
+        end = RecordedEnd(kind="failed", error=ctx.error)
     return _Call(state=after, effects=effects, end=end)
 
 
@@ -284,7 +202,7 @@ def _checked_state(state: object) -> dict[str, Any]:
     return decoded
 
 
-def _difference(item: JobItem, call: _Call) -> Difference | None:
+def _difference(item: ReplayItem, call: _Call) -> ReplayDifference | None:
     recorded = item.recorded
     what: str | None = None
     before: dict[str, Any] = {}
@@ -312,7 +230,7 @@ def _difference(item: JobItem, call: _Call) -> Difference | None:
             what, before, after = "end", {"end": _end_view(end)}, {"end": _end_view(call.end)}
     if what is None:
         return None
-    return Difference(
+    return ReplayDifference(
         step=item.step,
         seq=item.seq,
         dispatch_id=item.dispatch_id,
@@ -326,7 +244,7 @@ def _difference(item: JobItem, call: _Call) -> Difference | None:
 # --- the replay ---------------------------------------------------------------
 
 
-def _load(job: Job, src_dir: Path) -> tuple[Handler, StateMigration | None]:
+def _load(job: ReplayJob, src_dir: Path) -> tuple[Handler, StateMigration | None]:
     """The handler and the entrypoint module's ``migrate_state`` (or None)."""
     sources = Sources(entrypoint=job.entrypoint, files=job.files)
     try:
@@ -336,7 +254,9 @@ def _load(job: Job, src_dir: Path) -> tuple[Handler, StateMigration | None]:
         raise ReplayFailure("load_failed", str(exc)) from exc
 
 
-async def _migrated(job: Job, migrate: StateMigration, state: dict[str, Any]) -> dict[str, Any]:
+async def _migrated(
+    job: ReplayJob, migrate: StateMigration, state: dict[str, Any]
+) -> dict[str, Any]:
     """``migrate_state(state, from_version)`` on the start state, as a sidecar
     calls it when a new version takes a run over: ``from_version`` is the
     version that recorded the first item (1 for one from before versions),
@@ -350,7 +270,7 @@ async def _migrated(job: Job, migrate: StateMigration, state: dict[str, Any]) ->
         raise ReplayFailure("migrate_failed", f"migrate_state raised {exc!r}") from exc
 
 
-async def replay(job: Job, src_dir: Path) -> Report:
+async def replay(job: ReplayJob, src_dir: Path) -> ReplayReport:
     """Replay ``job``'s items through its sources (written under ``src_dir``).
 
     Raises :class:`ReplayFailure` when the code does not load or
@@ -361,7 +281,7 @@ async def replay(job: Job, src_dir: Path) -> Report:
         # A recorded state, which the new code takes over. From the beginning
         # there is none: a sidecar calls no hook before a run's first item.
         state = await _migrated(job, migrate, state)
-    report = Report(run_id=job.run_id, differs=False, replayed=0, start=job.start)
+    report = ReplayReport(run_id=job.run_id, differs=False, replayed=0, start=job.start)
     report.skipped = list(job.skipped)
     for item in job.items:
         if item.body is None:
@@ -379,7 +299,7 @@ async def replay(job: Job, src_dir: Path) -> Report:
     return report
 
 
-_job_decoder = msgspec.json.Decoder(Job)
+_job_decoder = msgspec.json.Decoder(ReplayJob)
 
 
 def run_job(raw: bytes, src_dir: Path) -> tuple[int, bytes]:
@@ -387,12 +307,14 @@ def run_job(raw: bytes, src_dir: Path) -> tuple[int, bytes]:
     try:
         job = _job_decoder.decode(raw)
     except (msgspec.DecodeError, RecursionError) as exc:
-        failure = Failure(error="bad_job", detail=f"unreadable replay job: {exc}")
+        failure = ReplayFailureReport(error="bad_job", detail=f"unreadable replay job: {exc}")
         return EXIT_FAILURE, msgspec.json.encode(failure)
     try:
         report = anyio.run(replay, job, src_dir)
     except ReplayFailure as exc:
-        return EXIT_FAILURE, msgspec.json.encode(Failure(error=exc.error, detail=exc.detail))
+        return EXIT_FAILURE, msgspec.json.encode(
+            ReplayFailureReport(error=exc.error, detail=exc.detail)
+        )
     return EXIT_REPORT, msgspec.json.encode(report)
 
 

@@ -20,7 +20,7 @@ from .._errors import InvalidDeployment, NothingToReplay
 from ..store import build_sources, read_history
 from .context import RouteContext
 from .responses import json_response
-from .scratch import ReplayJob, run_scratch
+from .scratch import replay_job, run_scratch
 
 REPLAYS_AT_ONCE = 2
 """Scratch processes at once (each a Python process running user code);
@@ -45,7 +45,7 @@ def replay_routes(ctx: RouteContext) -> list[Route]:
             why = "; ".join(history.skipped) or "it has processed no item yet"
             raise NothingToReplay(f"run {run_id}: no item the store holds can be replayed: {why}")
         async with turns:
-            report = await run_scratch(ReplayJob.of(history, sources))
+            report = await run_scratch(replay_job(history, sources))
         return json_response(report)
 
     return [Route("/runs/{id}/replay", replay, methods=["POST"])]

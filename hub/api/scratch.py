@@ -18,69 +18,42 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream
 
-from runtime import NATS_URL_ENV, SIDECAR_PASS_ENV, Sources, sidecar_env
+from runtime import (
+    NATS_URL_ENV,
+    SIDECAR_PASS_ENV,
+    ReplayFailureReport,
+    ReplayJob,
+    ReplayReport,
+    Sources,
+    sidecar_env,
+)
 
 from .._errors import ReplayFailed
-from ..store import HistoryItem, RunHistory
+from ..store import RunHistory
 
 REPLAY_TIMEOUT = 120.0
 """Seconds a whole replay may take."""
-ITEM_TIMEOUT = 30.0
-"""Seconds one handler call may take (the scratch process enforces it)."""
 _MAX_ANSWER = 64 * 1024 * 1024  # a report holds two states, or two items' effects
 _STDERR_TAIL = 4096
 
 
-class ReplayJob(msgspec.Struct, kw_only=True):
-    """What the scratch process reads (``sidecar._replay.Job``)."""
-
-    files: dict[str, str]
-    entrypoint: str
-    deployment_id: str
-    run_id: str
-    start_state: dict[str, Any]
-    start: str
-    items: list[HistoryItem]
-    skipped: list[str]
-    item_timeout: float = ITEM_TIMEOUT
-
-    @classmethod
-    def of(cls, history: RunHistory, sources: Sources) -> ReplayJob:
-        return cls(
-            files=sources.files,
-            entrypoint=sources.entrypoint,
-            deployment_id=history.deployment_id,
-            run_id=history.run_id,
-            start_state=history.start_state,
-            start=history.start,
-            items=history.items,
-            skipped=history.skipped,
-        )
-
-
-class ReplayReport(msgspec.Struct, kw_only=True):
-    """What it answers (``sidecar._replay.Report``); the difference is passed
-    on as it came."""
-
-    run_id: str
-    differs: bool
-    replayed: int
-    start: str
-    first_step: int | None = None
-    last_step: int | None = None
-    skipped: list[str] = msgspec.field(default_factory=list)
-    difference: dict[str, Any] | None = None
-
-
-class _Failure(msgspec.Struct, kw_only=True):
-    error: str
-    detail: str = ""
+def replay_job(history: RunHistory, sources: Sources) -> ReplayJob:
+    """What the scratch process reads: ``history`` through ``sources``."""
+    return ReplayJob(
+        files=sources.files,
+        entrypoint=sources.entrypoint,
+        deployment_id=history.deployment_id,
+        run_id=history.run_id,
+        start_state=history.start_state,
+        start=history.start,
+        items=history.items,
+        skipped=history.skipped,
+    )
 
 
 def scratch_env(environ: Mapping[str, str], home: Path) -> dict[str, str]:
@@ -111,7 +84,7 @@ async def run_scratch(job: ReplayJob, *, timeout: float = REPLAY_TIMEOUT) -> Rep
         except msgspec.DecodeError as exc:
             raise ReplayFailed(f"the replay answered no report ({exc}): {tail}") from None
     try:
-        failure = msgspec.json.decode(out, type=_Failure)
+        failure = msgspec.json.decode(out, type=ReplayFailureReport)
     except msgspec.DecodeError:
         raise ReplayFailed(f"the replay process exited with status {code}: {tail}") from None
     raise ReplayFailed(f"{failure.error}: {failure.detail}")

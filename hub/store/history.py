@@ -43,6 +43,10 @@ from runtime import (
     FrameDecodeError,
     FrameDecoder,
     MailSent,
+    Recorded,
+    RecordedEffect,
+    RecordedEnd,
+    ReplayItem,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -58,51 +62,6 @@ log = logging.getLogger("mailrun.hub.history")
 _CHUNK = 500
 
 
-class RecordedEffect(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One effect a handler call asked for: ``mail`` (ctx.send), ``spawn`` or
-    ``approval`` (ctx.request_approval)."""
-
-    kind: str
-    to: str = ""
-    subject: str = ""
-    body: bytes = b""
-    entrypoint: str = ""
-    input: Any = None
-    prompt: str = ""
-    child_run_id: str = ""
-    """The child the hub minted: replay hands the same ids out again, so a
-    state that holds one compares equal."""
-
-
-class RecordedEnd(msgspec.Struct, kw_only=True):
-    kind: str  # "completed", "failed" or "cancelled"
-    result: Any = None
-    error: str = ""
-
-
-class Recorded(msgspec.Struct, kw_only=True):
-    state: dict[str, Any]
-    """The run's state after the item."""
-    outcome: str = DispatchOutcome.PROCESSED
-    effects: list[RecordedEffect] = msgspec.field(default_factory=list)
-    end: RecordedEnd | None = None
-
-
-class HistoryItem(msgspec.Struct, kw_only=True):
-    dispatch_id: str
-    seq: int
-    kind: str
-    message_id: str | None = None
-    sender: str | None = None
-    subject: str | None = None
-    body: bytes | None = None
-    """None: the store no longer holds the body, so the handler cannot be
-    called with it; replay takes its recorded state and goes on after it."""
-    step: int = 0
-    version: int = 0
-    recorded: Recorded
-
-
 class RunHistory(msgspec.Struct, kw_only=True):
     run_id: str
     deployment_id: str
@@ -111,7 +70,7 @@ class RunHistory(msgspec.Struct, kw_only=True):
     start_state: dict[str, Any]
     start: str
     """``beginning``, or ``after step K`` when the run's first events are gone."""
-    items: list[HistoryItem]
+    items: list[ReplayItem]
     skipped: list[str]
     """What the history leaves out, and why (for the report)."""
 
@@ -298,7 +257,7 @@ def _arrange(history: RunHistory, grouped: _Grouped, dispatches: dict[str, sqlit
                 f"step {step} (seq {row['seq']}): {why}; replay goes on from the state it recorded"
             )
         history.items.append(
-            HistoryItem(
+            ReplayItem(
                 dispatch_id=processed.dispatch_id,
                 seq=int(row["seq"]),
                 kind=str(row["kind"]),

@@ -14,17 +14,12 @@ from typing import Any
 import msgspec
 import pytest
 
+from runtime import Recorded, RecordedEffect, RecordedEnd, ReplayItem, ReplayJob, ReplayReport
 from sidecar._context import derived_id
 from sidecar._replay import (
     EXIT_FAILURE,
     EXIT_REPORT,
-    Effect,
-    End,
-    Job,
-    JobItem,
-    Recorded,
     ReplayFailure,
-    Report,
     replay,
 )
 
@@ -49,32 +44,36 @@ SUBJECTS = ["a", "notify", "ask", "spawn", "stop"]
 CHILD = "run_00000000000000000000000042"
 
 
-def recorded_items(subjects: list[str] = SUBJECTS) -> list[JobItem]:
+def recorded_items(subjects: list[str] = SUBJECTS) -> list[ReplayItem]:
     """The items V1 recorded for ``subjects``, as the hub hands them over."""
-    items: list[JobItem] = []
+    items: list[ReplayItem] = []
     seen: list[str] = []
     state: dict[str, Any] = {}
     for step, subject in enumerate(subjects, start=1):
         seen = [*seen, subject]
         state = {**state, "subjects": seen}
-        effects: list[Effect] = []
+        effects: list[RecordedEffect] = []
         end = None
         dispatch_id = f"dsp_{step:026x}"
         if subject == "notify":
-            effects = [Effect(kind="mail", to="ops@example.org", subject="seen notify", body=b"hi")]
+            effects = [
+                RecordedEffect(kind="mail", to="ops@example.org", subject="seen notify", body=b"hi")
+            ]
         if subject == "ask":
             # The approval id is derived from the dispatch, as in a sidecar.
             state["approval"] = derived_id("apr", f"{dispatch_id}:approval:1")
-            effects = [Effect(kind="approval", prompt="ship it?")]
+            effects = [RecordedEffect(kind="approval", prompt="ship it?")]
         if subject == "spawn":
             state["child"] = CHILD
             effects = [
-                Effect(kind="spawn", entrypoint="flow:child", input={"n": 1}, child_run_id=CHILD)
+                RecordedEffect(
+                    kind="spawn", entrypoint="flow:child", input={"n": 1}, child_run_id=CHILD
+                )
             ]
         if subject == "stop":
-            end = End(kind="completed", result={"count": len(seen)})
+            end = RecordedEnd(kind="completed", result={"count": len(seen)})
         items.append(
-            JobItem(
+            ReplayItem(
                 dispatch_id=dispatch_id,
                 seq=step,
                 subject=subject,
@@ -88,8 +87,8 @@ def recorded_items(subjects: list[str] = SUBJECTS) -> list[JobItem]:
     return items
 
 
-def job(source: str, items: list[JobItem] | None = None, **kw: Any) -> Job:
-    return Job(
+def job(source: str, items: list[ReplayItem] | None = None, **kw: Any) -> ReplayJob:
+    return ReplayJob(
         files={"flow.py": source},
         entrypoint="flow:main",
         deployment_id="dep_00000000000000000000000001",
@@ -99,7 +98,7 @@ def job(source: str, items: list[JobItem] | None = None, **kw: Any) -> Job:
     )
 
 
-async def run(tmp_path: Path, the_job: Job) -> Report:
+async def run(tmp_path: Path, the_job: ReplayJob) -> ReplayReport:
     return await replay(the_job, tmp_path / "src")
 
 
@@ -181,7 +180,7 @@ async def test_a_recorded_failure_is_matched_by_a_raise_and_not_by_a_success(
     items[1].recorded = Recorded(
         state=items[0].recorded.state,
         outcome="failed",
-        end=End(kind="failed", error="ValueError: boom"),
+        end=RecordedEnd(kind="failed", error="ValueError: boom"),
     )
     raising = V1.replace(
         "async def main(ctx, item):\n",
@@ -258,7 +257,7 @@ def test_the_scratch_process_answers_on_stdout_whatever_the_code_prints(tmp_path
 
     done = scratch(noisy)
     assert done.returncode == EXIT_REPORT, done.stderr.decode()
-    report = msgspec.json.decode(done.stdout, type=Report)
+    report = msgspec.json.decode(done.stdout, type=ReplayReport)
     assert report.differs is False and report.replayed == 5
     assert done.stderr.count(b"x\n") == 5
     broken = scratch("def (")
