@@ -76,8 +76,12 @@ class RouteContext:
 
     async def accept(self, trigger: Trigger) -> Response:
         """Accept ``trigger`` and answer with its receipt (202, or the rejection's status)."""
-        if len(trigger.body) > INLINE_BODY_LIMIT:
-            # A big body's digest is a pass over megabytes: off the event loop.
-            digest = await anyio.to_thread.run_sync(body_digest, trigger.body)
-            trigger = msgspec.structs.replace(trigger, digest=digest)
-        return receipt_response(await self.acceptor.accept(trigger))
+        return receipt_response(await self.acceptor.accept(await with_digest(trigger)))
+
+
+async def with_digest(trigger: Trigger) -> Trigger:
+    """A big body's digest is a pass over megabytes: taken off the event loop."""
+    if len(trigger.body) <= INLINE_BODY_LIMIT:
+        return trigger
+    digest = await anyio.to_thread.run_sync(body_digest, trigger.body)
+    return msgspec.structs.replace(trigger, digest=digest)

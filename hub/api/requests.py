@@ -72,6 +72,11 @@ class VersionIn(msgspec.Struct, kw_only=True):
     entrypoint: str | None = None  # None: the active version's
 
 
+class MailBatchIn(msgspec.Struct, kw_only=True):
+    mails: list[msgspec.Raw]
+    """Each decoded on its own: one malformed mail is that mail's error."""
+
+
 class SignalIn(msgspec.Struct, kw_only=True):
     name: str
     payload: Any = None  # any JSON value; absent is null

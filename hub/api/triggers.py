@@ -1,21 +1,32 @@
-"""The routes that hand a run something to process: a mail (``POST /mail``)
-and a signal (``POST /runs/{id}/signals``).
+"""The routes that hand a run something to process: a mail (``POST /mail``),
+up to 500 mails (``POST /mail/batch``) and a signal (``POST /runs/{id}/signals``).
 
-Both end in the one accept function (through the acceptor), so a signal has
+All end in the one accept function (through the acceptor), so a signal has
 what a mail has: message id idempotency, seq order with the run's other
-items, and the same receipt.
+items, and the same receipt. A batch is one ``accept_triggers`` call, in one
+transaction: its mails are accepted in their order, each as one ``POST
+/mail`` would be, and none is accepted when the transaction fails.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._errors import InvalidMail, InvalidSignal
-from ..store import deployment_of_run
-from .context import RouteContext
-from .requests import MailIn, SignalIn, mail_trigger, signal_trigger
+from .._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
+from ..store import Trigger, deployment_of_run
+from .context import RouteContext, with_digest
+from .requests import MailBatchIn, MailIn, SignalIn, mail_trigger, signal_trigger
+from .responses import json_response
+
+MAX_BATCH = 500
+"""Mails per ``POST /mail/batch``."""
+
+_mail = msgspec.json.Decoder(MailIn)
 
 
 def trigger_routes(ctx: RouteContext) -> list[Route]:
@@ -35,7 +46,40 @@ def trigger_routes(ctx: RouteContext) -> list[Route]:
         )
         return await ctx.accept(trigger)
 
+    async def post_batch(request: Request) -> Response:
+        batch = await ctx.read(request, MailBatchIn, InvalidRequest)
+        if not 0 < len(batch.mails) <= MAX_BATCH:
+            raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
+        answers: list[Any] = [None] * len(batch.mails)
+        triggers: list[tuple[int, Trigger]] = []
+        for at, raw in enumerate(batch.mails):
+            try:
+                mail = _decode_mail(raw)
+                trigger = await with_digest(mail_trigger(mail, max_body=ctx.settings.max_body))
+            except HubError as exc:
+                answers[at] = _error(exc)
+                continue
+            triggers.append((at, trigger))
+        if triggers:
+            outcomes = await ctx.acceptor.accept_many([t for _, t in triggers])
+            for (at, _), outcome in zip(triggers, outcomes, strict=True):
+                answers[at] = _error(outcome) if isinstance(outcome, HubError) else outcome
+        return json_response({"receipts": answers})
+
     return [
+        Route("/mail/batch", post_batch, methods=["POST"]),
         Route("/mail", post_mail, methods=["POST"]),
         Route("/runs/{id}/signals", post_signal, methods=["POST"]),
     ]
+
+
+def _decode_mail(raw: msgspec.Raw) -> MailIn:
+    try:
+        return _mail.decode(raw)
+    except (msgspec.DecodeError, RecursionError) as exc:  # ValidationError included
+        raise InvalidMail(str(exc)) from None
+
+
+def _error(exc: HubError) -> dict[str, str]:
+    """One mail's error, as ``POST /mail`` would have answered it."""
+    return {"status": exc.kind, "reason": exc.reason, "detail": exc.detail}
