@@ -1,7 +1,7 @@
 """End-to-end throughput of a real `mailrun up` (nats-server, hub, sidecar processes).
 
-    .venv/bin/python bench/bench_e2e.py [--mails 5000] [--senders 64] [--json]
-        [--synchronous full|normal]
+    .venv/bin/python bench/bench_e2e.py [--mails 5000] [--senders 64] [--batch N]
+        [--json] [--synchronous full|normal]
 
 Starts `mailrun up` in a temporary dir on free loopback ports, deploys a
 workflow that only counts, sends one warm-up mail (so the sidecar is up and
@@ -11,7 +11,9 @@ processed. Prints accepted triggers/s, processed/s end to end, p50/p99
 accept latency and the idle sidecar's RSS; stops everything at the end.
 ``--synchronous normal`` runs the stores without an fsync per commit
 (``MAILRUN_SQLITE_SYNCHRONOUS``): what durable acknowledgements cost is the
-difference from the default, ``full``.
+difference from the default, ``full``. ``--batch N`` sends N mails per
+request through ``POST /mail/batch`` (the latency figures are then per
+request).
 """
 
 from __future__ import annotations
@@ -110,7 +112,9 @@ def sidecar_process(up_pid: int, deployment_id: str) -> psutil.Process | None:
     return None
 
 
-async def bench(mails: int, senders: int, synchronous: str, tmp: Path) -> dict[str, Any]:
+async def bench(
+    mails: int, senders: int, synchronous: str, tmp: Path, batch: int = 0
+) -> dict[str, Any]:
     state, http = tmp / "state", f"127.0.0.1:{free_port()}"
     log = (tmp / "up.log").open("wb")
     up = await anyio.open_process(
@@ -167,17 +171,27 @@ async def bench(mails: int, senders: int, synchronous: str, tmp: Path) -> dict[s
             async def sender() -> None:
                 nonlocal remaining
                 while remaining > 0:
-                    remaining -= 1
-                    n = mails - remaining
+                    take = min(remaining, batch or 1)
+                    remaining -= take
+                    first = mails - remaining - take + 1
+                    batch_mails = [
+                        {"to": dep["address"], "subject": f"m{n}", "body": "x"}
+                        for n in range(first, first + take)
+                    ]
                     started = time.perf_counter()
-                    status, body = await call(
-                        "POST",
-                        "/mail",
-                        json={"to": dep["address"], "subject": f"m{n}", "body": "x"},
-                    )
+                    if batch:
+                        status, body = await call(
+                            "POST", "/mail/batch", json={"mails": batch_mails}
+                        )
+                        ok = status == 200 and all(
+                            r["status"] == "accepted" for r in body["receipts"]
+                        )
+                    else:
+                        status, body = await call("POST", "/mail", json=batch_mails[0])
+                        ok = status == 202
                     latencies.append(time.perf_counter() - started)
-                    if status != 202:
-                        raise RuntimeError(f"mail {n}: HTTP {status} {body}")
+                    if not ok:
+                        raise RuntimeError(f"mail {first}: HTTP {status} {body}")
 
             began = time.perf_counter()
             async with anyio.create_task_group() as tg:
@@ -198,6 +212,7 @@ async def bench(mails: int, senders: int, synchronous: str, tmp: Path) -> dict[s
     return {
         "mails": mails,
         "senders": senders,
+        "batch": batch,
         "synchronous": synchronous,
         "accepted_per_s": mails / accepted_in,
         "processed_per_s": mails / processed_in,
@@ -213,23 +228,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mails", type=int, default=5000)
     parser.add_argument("--senders", type=int, default=64)
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        help="mails per POST /mail/batch request (0: one POST /mail each)",
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the state dir and logs")
     parser.add_argument("--synchronous", choices=("full", "normal"), default="full",
                         help="full: every commit fsynced (mailrun's setting); normal: to"
                              " measure what that costs")  # fmt: skip
     args = parser.parse_args()
-    if args.mails < 1 or args.senders < 1:
-        parser.error("--mails and --senders must be positive")
+    if args.mails < 1 or args.senders < 1 or not 0 <= args.batch <= 500:
+        parser.error("--mails and --senders must be positive, --batch from 0 to 500")
     with scratch_dir("mailrun-bench-", keep=args.keep) as tmp:
-        figures = anyio.run(bench, args.mails, args.senders, args.synchronous, tmp)
+        figures = anyio.run(bench, args.mails, args.senders, args.synchronous, tmp, args.batch)
     if args.json:
         print(json.dumps(figures, indent=2))
         return
     rss = figures["idle_sidecar_rss_mib"]
+    per = f", {figures['batch']} per request" if figures["batch"] else ""
     print(
         f"mails                      {figures['mails']} from {figures['senders']} senders"
-        f" (synchronous={figures['synchronous']})"
+        f"{per} (synchronous={figures['synchronous']})"
     )
     print(f"accepted triggers/s        {figures['accepted_per_s']:.0f}")
     print(f"processed/s (end to end)   {figures['processed_per_s']:.0f}")
