@@ -33,6 +33,7 @@ from runtime import (
     MAX_MAIL,
     MAX_PROMPT,
     MAX_RESULT,
+    MAX_STATE,
     ApprovalRequested,
     ChildRunStarted,
     Event,
@@ -68,6 +69,16 @@ def check_size(value: Any, limit: SizeLimit, what: str) -> None:
         raise StateNotSerializable(f"{what} cannot be stored: {exc}") from exc
     if size > limit.bytes:
         raise LimitExceeded(what, size, limit)
+
+
+def state_snapshot(state: object) -> bytes:
+    """``ctx.state`` as a run commits it: a JSON-able dict within its limit,
+    encoded; else :class:`StateNotSerializable` or :class:`LimitExceeded`."""
+    if not isinstance(state, dict):
+        raise StateNotSerializable(f"ctx.state must be a dict, not {type(state).__name__}")
+    snapshot = to_json(state, "ctx.state")
+    check_size(state, MAX_STATE, "ctx.state")
+    return snapshot
 
 
 def derived_id(prefix: str, key: str) -> str:

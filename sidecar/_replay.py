@@ -36,7 +36,6 @@ import anyio
 import msgspec
 
 from runtime import (
-    MAX_STATE,
     ApprovalRequested,
     ChildRunStarted,
     DispatchOutcome,
@@ -53,9 +52,9 @@ from runtime import (
     Sources,
 )
 
-from ._context import Context, check_events, check_size, derived_id, to_json
+from ._context import Context, check_events, derived_id, state_snapshot
 from ._envelope import Envelope
-from ._errors import EntrypointError, StateNotSerializable, WorkflowLoadError
+from ._errors import EntrypointError, WorkflowLoadError
 from ._workflow import Handler, StateMigration, item_of, load_workflow, state_migration
 
 log = logging.getLogger("mailrun.replay")
@@ -192,13 +191,9 @@ async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[
 
 
 def _checked_state(state: object) -> dict[str, Any]:
-    """The state as the sidecar would commit it: a JSON-able dict within its
-    limit (else the call fails, as it does in a sidecar)."""
-    if not isinstance(state, dict):
-        raise StateNotSerializable(f"ctx.state must be a dict, not {type(state).__name__}")
-    snapshot = to_json(state, "ctx.state")
-    check_size(state, MAX_STATE, "ctx.state")
-    decoded: dict[str, Any] = msgspec.json.decode(snapshot)
+    """The state as the sidecar would commit it (else the call fails, as it
+    does in a sidecar), decoded back: a copy the next item may change."""
+    decoded: dict[str, Any] = msgspec.json.decode(state_snapshot(state))
     return decoded
 
 

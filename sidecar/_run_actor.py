@@ -18,7 +18,6 @@ import anyio
 import msgspec
 
 from runtime import (
-    MAX_STATE,
     Actor,
     DispatchOutcome,
     DispatchProcessed,
@@ -34,8 +33,8 @@ from runtime import (
     new_id,
 )
 
-from ._context import Context, Minter, check_events, check_size, to_json
-from ._errors import HandlerTimeout, RunStateUnreadable, StateNotSerializable
+from ._context import Context, Minter, check_events, state_snapshot, to_json
+from ._errors import HandlerTimeout, RunStateUnreadable
 from ._inbox import Commit, Inbox, Pending
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
 
@@ -160,7 +159,7 @@ class RunActor(Actor[list[Pending]]):
                     continue
                 version = max(p.envelope.version, 1)
                 ctx = await self._call(p, item, snapshot, version, ran)
-                after = _snapshot_of(ctx.state)
+                after = state_snapshot(ctx.state)
                 step = commit.steps + 1
                 made = self._made(p, now, ctx, after, started=status is None, step=step)
                 # Checked before anything joins the commit: a too-large event
@@ -220,7 +219,7 @@ class RunActor(Actor[list[Pending]]):
             try:
                 if migrate is not None and ran:
                     ctx.state = await migrate(ctx.state, ran)
-                    _snapshot_of(ctx.state)  # a dict, JSON-able, within its limit
+                    state_snapshot(ctx.state)  # a dict, JSON-able, within its limit
                 await handler(ctx, item)
             except Exception as exc:
                 # The supervisor logs it with its traceback: say which item it was.
@@ -282,11 +281,3 @@ class RunActor(Actor[list[Pending]]):
         self._status, self._snapshot = commit.status, snapshot
         self._steps, self._approvals = commit.steps or 0, list(commit.approvals or [])
         self._version = commit.version or self._version
-
-
-def _snapshot_of(state: object) -> bytes:
-    if not isinstance(state, dict):
-        raise StateNotSerializable(f"ctx.state must be a dict, not {type(state).__name__}")
-    snapshot = to_json(state, "ctx.state")
-    check_size(state, MAX_STATE, "ctx.state")
-    return snapshot
