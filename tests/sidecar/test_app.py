@@ -21,6 +21,7 @@ from runtime import (
     RunFailed,
     RunSnapshot,
     RunStarted,
+    Sources,
     encode,
     read_restore_record,
 )
@@ -578,3 +579,29 @@ async def test_a_takeover_starts_from_the_hubs_state_even_after_a_failed_first_t
         assert [s["subject"] for s in latest.state["seen"]] == ["one", "two", "three"]
         # What this disk did that the hub never applied was dropped, not sent.
         assert stale and not stale & hub.events.keys()
+
+
+VERSION_2 = """
+async def main(ctx, item):
+    ctx.state.setdefault("v2", []).append(item.subject)
+"""
+
+
+@pytest.mark.anyio
+async def test_an_item_of_a_later_version_is_stored_once_its_code_is_here(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    sources = msgspec.json.encode(Sources(entrypoint="flow:main", files={"flow.py": VERSION_2}))
+    async with deployed_sidecar(dep) as (hub, _):
+        code = hub.claim(sources)
+        hub.blobs.clear()  # the hub cannot give the code yet
+        frame = mail(dep, 1, "first", version=2, code=code)
+        ack = await hub.deliver(frame)
+        assert (ack.result, ack.reason) == ("refused", "blob_unavailable")
+        assert dep.query("SELECT count(*) FROM inbox") == [(0,)]
+        hub.claim(sources)  # now it can: the hub's next round stores it
+        assert (await hub.deliver(frame)).result == "stored"
+        await hub.wait_events(DispatchProcessed, 1)
+    [processed] = hub.of_kind(DispatchProcessed)
+    assert (processed.version, processed.state) == (2, {"v2": ["first"]})
