@@ -26,6 +26,7 @@ from runtime import (
     Frame,
     FrameDecoder,
     Hello,
+    LoadVersion,
     MailInbound,
     Ping,
     Pong,
@@ -33,6 +34,7 @@ from runtime import (
     RunEvents,
     Subjects,
     Transport,
+    VersionLoaded,
     Welcome,
     decode_restore_record,
     encode,
@@ -216,22 +218,29 @@ class Inbox:
     pings: list[Ping] = field(default_factory=list)
     ping_answer: Callable[[Ping], Pong | None] = lambda p: Pong()
     notices: list[Fenced] = field(default_factory=list)
+    loads: list[LoadVersion] = field(default_factory=list)
+    load_answer: Callable[[LoadVersion], VersionLoaded | Ack | None] = lambda f: VersionLoaded(
+        version=f.version
+    )
 
     async def serve(
         self, sidecar: Sidecar, *, task_status: Any = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        decoder: FrameDecoder[MailInbound | Ping | Fenced] = FrameDecoder(
-            MailInbound | Ping | Fenced
+        decoder: FrameDecoder[MailInbound | Ping | LoadVersion | Fenced] = FrameDecoder(
+            MailInbound | Ping | LoadVersion | Fenced
         )
         sub = await sidecar.bus.subscribe(sidecar.hub.subjects.inbound(sidecar.dep.id))
         task_status.started()
         async for message in sub:
             frame = decoder.decode(message.data)
-            answer: Ack | Pong | None
+            answer: Ack | Pong | VersionLoaded | None
             if isinstance(frame, Fenced):
                 self.notices.append(frame)  # a notice: nothing to answer
                 continue
-            if isinstance(frame, Ping):
+            if isinstance(frame, LoadVersion):
+                self.loads.append(frame)
+                answer = self.load_answer(frame)
+            elif isinstance(frame, Ping):
                 self.pings.append(frame)
                 answer = self.ping_answer(frame)
             else:
