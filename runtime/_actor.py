@@ -1,10 +1,10 @@
 """The actor kernel: bounded mailboxes, tell/ask, supervision with a budget.
 
-An actor handles one message at a time from a bounded mailbox (an anyio memory
-object stream), so a slow actor pushes back on its senders instead of growing
-a queue. A supervisor owns every actor's task in one task group; a crash
-restarts the actor with backoff, and a crash loop past the restart budget
-makes the actor give up visibly instead of spinning.
+An actor handles one message at a time from a bounded mailbox (``_mailbox``),
+so a slow actor pushes back on its senders instead of growing a queue. A
+supervisor owns every actor's task in one task group; a crash restarts the
+actor with backoff, and a crash loop past the restart budget makes the actor
+give up visibly instead of spinning.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._backoff import Backoff, next_attempt
 from ._errors import ActorStopped, AskTimeout, MailboxFull
+from ._mailbox import Mailbox
 
 log = logging.getLogger("mailrun.actor")
 
@@ -76,7 +76,7 @@ class _Envelope(Generic[M]):
 class ActorRef(Generic[M]):
     """The only handle to an actor: send to it, ask it, stop it."""
 
-    def __init__(self, name: str, mailbox: MemoryObjectSendStream[_Envelope[M]]) -> None:
+    def __init__(self, name: str, mailbox: Mailbox[_Envelope[M]]) -> None:
         self.name = name
         self._mailbox = mailbox
         self._finished = anyio.Event()
@@ -89,7 +89,7 @@ class ActorRef(Generic[M]):
         """Queue ``message``; waits while the mailbox is full (backpressure)."""
         try:
             await self._mailbox.send(_Envelope(message, None))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        except anyio.ClosedResourceError:
             raise ActorStopped(f"actor {self.name} is stopped") from None
 
     def tell_nowait(self, message: M) -> None:
@@ -98,7 +98,7 @@ class ActorRef(Generic[M]):
             self._mailbox.send_nowait(_Envelope(message, None))
         except anyio.WouldBlock:
             raise MailboxFull(f"mailbox of {self.name} is full") from None
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        except anyio.ClosedResourceError:
             raise ActorStopped(f"actor {self.name} is stopped") from None
 
     async def ask(self, message: M, *, timeout: float) -> Any:
@@ -114,7 +114,7 @@ class ActorRef(Generic[M]):
                 await reply.done.wait()
         except TimeoutError:
             raise AskTimeout(f"{self.name} did not answer within {timeout}s") from None
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        except anyio.ClosedResourceError:
             raise ActorStopped(f"actor {self.name} is stopped") from None
         if reply.error is not None:
             raise reply.error
@@ -181,10 +181,10 @@ class Supervisor:
             raise RuntimeError("Supervisor must be entered before spawning")
         if name in self._refs:
             raise ValueError(f"an actor named {name!r} is already running")
-        send, receive = anyio.create_memory_object_stream[_Envelope[M]](mailbox_size)
-        ref = ActorRef(name, send)
+        mailbox: Mailbox[_Envelope[M]] = Mailbox(mailbox_size)
+        ref = ActorRef(name, mailbox)
         self._refs[name] = ref
-        self._tg.start_soon(self._run, ref, factory, receive, policy or RestartPolicy())
+        self._tg.start_soon(self._run, ref, factory, mailbox, policy or RestartPolicy())
         return ref
 
     async def stop_all(self) -> None:
@@ -209,58 +209,69 @@ class Supervisor:
         self,
         ref: ActorRef[M],
         factory: Callable[[], Actor[M]],
-        mailbox: MemoryObjectReceiveStream[_Envelope[M]],
+        mailbox: Mailbox[_Envelope[M]],
         policy: RestartPolicy,
     ) -> None:
         crashes: deque[float] = deque()
         streak = 0
         actor: Actor[M] | None = None
+        envelope: _Envelope[M] | None = None  # the one being handled
         try:
-            async with mailbox:
-                while True:
-                    if actor is None:
-                        if streak:
-                            await anyio.sleep(policy.backoff.delay(streak))
-                        try:
-                            actor = factory()
-                            await actor.started()
-                        except Exception as exc:
-                            actor = None
-                            streak = next_attempt(streak)
-                            if self._over_budget(crashes, policy):
-                                await self._give_up(ref, mailbox, exc)
-                                return
-                            log.warning(
-                                "actor %s failed to start: %s", ref.name, _told(exc), exc_info=exc
-                            )
-                            continue
+            while True:
+                if actor is None:
+                    if streak:
+                        await anyio.sleep(policy.backoff.delay(streak))
                     try:
-                        envelope = await mailbox.receive()
-                    except anyio.EndOfStream:
-                        break
-                    try:
-                        result = await actor.receive(envelope.message)
+                        actor = factory()
+                        await actor.started()
                     except Exception as exc:
-                        if envelope.reply is not None:
-                            envelope.reply.resolve(error=exc)
                         actor = None
                         streak = next_attempt(streak)
                         if self._over_budget(crashes, policy):
                             await self._give_up(ref, mailbox, exc)
                             return
-                        # With its traceback: a crash (a workflow handler that
-                        # raised, say) is someone's bug to find.
                         log.warning(
-                            "actor %s crashed, restarting: %s", ref.name, _told(exc), exc_info=exc
+                            "actor %s failed to start: %s", ref.name, _told(exc), exc_info=exc
                         )
                         continue
-                    streak = 0
+                try:
+                    envelope = await mailbox.receive()
+                except anyio.EndOfStream:
+                    break
+                try:
+                    result = await actor.receive(envelope.message)
+                except Exception as exc:
                     if envelope.reply is not None:
-                        envelope.reply.resolve(result)
-                if actor is not None:
-                    await actor.stopped()
+                        envelope.reply.resolve(error=exc)
+                    envelope = None
+                    actor = None
+                    streak = next_attempt(streak)
+                    if self._over_budget(crashes, policy):
+                        await self._give_up(ref, mailbox, exc)
+                        return
+                    # With its traceback: a crash (a workflow handler that
+                    # raised, say) is someone's bug to find.
+                    log.warning(
+                        "actor %s crashed, restarting: %s", ref.name, _told(exc), exc_info=exc
+                    )
+                    continue
+                streak = 0
+                if envelope.reply is not None:
+                    envelope.reply.resolve(result)
+                envelope = None
+            if actor is not None:
+                await actor.stopped()
         finally:
             ref._mailbox.close()
+            # Cancelled mid-message, or with messages queued: whoever asks
+            # learns it now, not at the end of its timeout.
+            if (
+                envelope is not None
+                and envelope.reply is not None
+                and not envelope.reply.done.is_set()
+            ):
+                envelope.reply.resolve(error=ActorStopped(f"actor {ref.name} is stopped"))
+            _refuse_queued(ref, mailbox, "is stopped")
             self._refs.pop(ref.name, None)
             ref._finished.set()
 
@@ -275,18 +286,12 @@ class Supervisor:
     async def _give_up(
         self,
         ref: ActorRef[M],
-        mailbox: MemoryObjectReceiveStream[_Envelope[M]],
+        mailbox: Mailbox[_Envelope[M]],
         exc: BaseException,
     ) -> None:
         log.error("actor %s gave up after repeated crashes: %s", ref.name, _told(exc))
         ref._mailbox.close()
-        while True:
-            try:
-                envelope = mailbox.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream):
-                break
-            if envelope.reply is not None:
-                envelope.reply.resolve(error=ActorStopped(f"actor {ref.name} gave up"))
+        _refuse_queued(ref, mailbox, "gave up")
         if self._on_give_up is not None:
             await self._on_give_up(ref.name, exc)
 
@@ -294,3 +299,15 @@ class Supervisor:
 def _told(exc: BaseException) -> str:
     """``Type: message``, the way a run's ``error`` keeps it."""
     return f"{type(exc).__name__}: {exc}"
+
+
+def _refuse_queued(ref: ActorRef[M], mailbox: Mailbox[_Envelope[M]], why: str) -> None:
+    """Answer what is still queued for an actor that will not handle it: an
+    ``ask`` learns at once instead of at its timeout."""
+    while True:
+        try:
+            envelope = mailbox.receive_nowait()
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            return
+        if envelope.reply is not None:
+            envelope.reply.resolve(error=ActorStopped(f"actor {ref.name} {why}"))

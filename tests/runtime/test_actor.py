@@ -7,6 +7,7 @@ import pytest
 
 from runtime import (
     Actor,
+    ActorRef,
     ActorStopped,
     AskTimeout,
     Backoff,
@@ -244,3 +245,26 @@ def test_backoff_doubles_to_its_cap_with_jitter_in_the_upper_half() -> None:
         assert all(ceiling / 2 <= d <= ceiling for d in delays)
         assert len(set(delays)) > 1, "jitter: two clients must not retry in lockstep"
     assert backoff(1, initial=1.0, maximum=0.3) <= 0.3
+
+
+async def test_asks_in_flight_or_queued_when_an_actor_is_cancelled_learn_it_at_once() -> None:
+    class Stuck(Actor[int]):
+        async def receive(self, message: int) -> None:
+            await anyio.sleep_forever()
+
+    answers: dict[int, str] = {}
+
+    async def ask(ref: ActorRef[int], n: int) -> None:
+        try:
+            await ref.ask(n, timeout=60)
+        except ActorStopped as exc:
+            answers[n] = str(exc)
+
+    with anyio.fail_after(10):  # far below the asks' own timeout
+        async with anyio.create_task_group() as tg, Supervisor(stop_grace=0.05) as sup:
+            ref = await sup.spawn(Stuck, name="stuck")
+            tg.start_soon(ask, ref, 1)  # taken, never answered
+            tg.start_soon(ask, ref, 2)  # queued behind it
+            await anyio.wait_all_tasks_blocked()
+            # Leaving: past the grace, the busy actor is cancelled.
+    assert answers == {1: "actor stuck is stopped", 2: "actor stuck is stopped"}
