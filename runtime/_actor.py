@@ -9,6 +9,7 @@ give up visibly instead of spinning.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import deque
@@ -55,16 +56,30 @@ class RestartPolicy:
 
 
 class _Reply:
-    __slots__ = ("done", "error", "value")
+    """An ask's answer: an asyncio future (the cheapest thing to wait on; the
+    runtime runs on anyio's asyncio backend, as hub/api/server.py assumes).
+    Awaited inside anyio, it is cancelled like any other wait."""
+
+    __slots__ = ("future",)
 
     def __init__(self) -> None:
-        self.done = anyio.Event()
-        self.value: object = None
-        self.error: BaseException | None = None
+        self.future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+
+    @property
+    def answered(self) -> bool:
+        return self.future.done()
 
     def resolve(self, value: object = None, error: BaseException | None = None) -> None:
-        self.value, self.error = value, error
-        self.done.set()
+        """The first answer stands (an ask that timed out stays timed out)."""
+        if self.future.done():
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(value)
+
+    async def wait(self) -> object:
+        return await self.future
 
 
 @dataclass(slots=True)
@@ -108,17 +123,35 @@ class ActorRef(Generic[M]):
         by the actor's ``receive`` is raised here.
         """
         reply = _Reply()
+        envelope = _Envelope(message, reply)
+        try:
+            self._mailbox.send_nowait(envelope)
+        except anyio.WouldBlock:
+            await self._ask_when_there_is_room(envelope, timeout)
+        except anyio.ClosedResourceError:
+            raise ActorStopped(f"actor {self.name} is stopped") from None
+        else:
+            # A timer, not a cancel scope: entering and leaving one cost a
+            # third of an ask (bench/actor_kernel.py). The runtime runs on
+            # asyncio (anyio's default backend, as hub/api/server.py assumes).
+            expire = AskTimeout(f"{self.name} did not answer within {timeout}s")
+            timer = asyncio.get_running_loop().call_later(timeout, reply.resolve, None, expire)
+            try:
+                return await reply.wait()
+            finally:
+                timer.cancel()
+        return await reply.wait()
+
+    async def _ask_when_there_is_room(self, envelope: _Envelope[M], timeout: float) -> None:
+        assert envelope.reply is not None
         try:
             with anyio.fail_after(timeout):
-                await self._mailbox.send(_Envelope(message, reply))
-                await reply.done.wait()
+                await self._mailbox.send(envelope)
+                await envelope.reply.future
         except TimeoutError:
             raise AskTimeout(f"{self.name} did not answer within {timeout}s") from None
         except anyio.ClosedResourceError:
             raise ActorStopped(f"actor {self.name} is stopped") from None
-        if reply.error is not None:
-            raise reply.error
-        return reply.value
 
     async def stop(self) -> None:
         """Close the mailbox; the actor handles what is queued, then stops."""
@@ -265,11 +298,7 @@ class Supervisor:
             ref._mailbox.close()
             # Cancelled mid-message, or with messages queued: whoever asks
             # learns it now, not at the end of its timeout.
-            if (
-                envelope is not None
-                and envelope.reply is not None
-                and not envelope.reply.done.is_set()
-            ):
+            if envelope is not None and envelope.reply is not None and not envelope.reply.answered:
                 envelope.reply.resolve(error=ActorStopped(f"actor {ref.name} is stopped"))
             _refuse_queued(ref, mailbox, "is stopped")
             self._refs.pop(ref.name, None)
