@@ -234,6 +234,7 @@ EXPECTED: dict[str, list[str]] = {
         "VersionStatus",
         "VersionView",
         "accept_triggers",
+        "active_entrypoint",
         "add_version",
         "body_digest",
         "build_sources",

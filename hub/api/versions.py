@@ -23,9 +23,9 @@ from .._errors import InvalidDeployment, InvalidRequest, VersionRefused
 from ..store import (
     VersionStatus,
     VersionView,
+    active_entrypoint,
     add_version,
     build_sources,
-    fetch_one,
     get_version,
     list_versions,
     request_rollout,
@@ -50,15 +50,7 @@ def version_routes(ctx: RouteContext, on_rollout: Callable[[str], object]) -> li
         dep_id = await resolve_deployment(db, str(request.path_params["key"]))
         wait = _wait(request)
         spec = await ctx.read(request, VersionIn, InvalidDeployment)
-        entrypoint = spec.entrypoint
-        if entrypoint is None:
-            row = await fetch_one(
-                db,
-                "SELECT v.entrypoint FROM deployment d JOIN deployment_version v"
-                " ON v.deployment_id = d.id AND v.version = d.version WHERE d.id = ?",
-                (dep_id,),
-            )
-            entrypoint = str(row[0]) if row is not None else "flow:main"
+        entrypoint = spec.entrypoint or await active_entrypoint(db, dep_id)
         sources = build_sources(entrypoint, spec.source, spec.files)
         async with ctx.store.write() as conn:
             version = await add_version(conn, dep_id, sources)

@@ -62,6 +62,7 @@ from .triggers import body_digest as body_digest
 from .versions import Rollout as Rollout
 from .versions import VersionStatus as VersionStatus
 from .versions import VersionView as VersionView
+from .versions import active_entrypoint as active_entrypoint
 from .versions import add_version as add_version
 from .versions import finish_rollout as finish_rollout
 from .versions import get_version as get_version
@@ -98,6 +99,7 @@ __all__ = [
     "VersionStatus",
     "VersionView",
     "accept_triggers",
+    "active_entrypoint",
     "add_version",
     "body_digest",
     "build_sources",

@@ -237,6 +237,14 @@ async def finish_rollout(
     return True
 
 
+async def active_entrypoint(db: aiosqlite.Connection, deployment_id: str) -> str:
+    """The active version's entrypoint (``deployment.entrypoint`` follows it)."""
+    row = await fetch_one(db, "SELECT entrypoint FROM deployment WHERE id = ?", (deployment_id,))
+    if row is None:
+        raise DeploymentNotLive(f"no deployment {deployment_id}")
+    return str(row[0])
+
+
 async def pending_rollouts(db: aiosqlite.Connection) -> list[Rollout]:
     rows = await fetch_all(
         db,
