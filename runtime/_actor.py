@@ -260,12 +260,10 @@ class Supervisor:
                     except Exception as exc:
                         actor = None
                         streak = next_attempt(streak)
-                        if self._over_budget(crashes, policy):
-                            await self._give_up(ref, mailbox, exc)
+                        if await self._crashed(
+                            ref, mailbox, crashes, policy, exc, "failed to start"
+                        ):
                             return
-                        log.warning(
-                            "actor %s failed to start: %s", ref.name, _told(exc), exc_info=exc
-                        )
                         continue
                 try:
                     envelope = await mailbox.receive()
@@ -279,14 +277,8 @@ class Supervisor:
                     envelope = None
                     actor = None
                     streak = next_attempt(streak)
-                    if self._over_budget(crashes, policy):
-                        await self._give_up(ref, mailbox, exc)
+                    if await self._crashed(ref, mailbox, crashes, policy, exc, "crashed"):
                         return
-                    # With its traceback: a crash (a workflow handler that
-                    # raised, say) is someone's bug to find.
-                    log.warning(
-                        "actor %s crashed, restarting: %s", ref.name, _told(exc), exc_info=exc
-                    )
                     continue
                 streak = 0
                 if envelope.reply is not None:
@@ -303,6 +295,24 @@ class Supervisor:
             _refuse_queued(ref, mailbox, "is stopped")
             self._refs.pop(ref.name, None)
             ref._finished.set()
+
+    async def _crashed(
+        self,
+        ref: ActorRef[M],
+        mailbox: Mailbox[_Envelope[M]],
+        crashes: deque[float],
+        policy: RestartPolicy,
+        exc: Exception,
+        what: str,
+    ) -> bool:
+        """Count a crash; past the budget give up (True), else log it for a restart."""
+        if self._over_budget(crashes, policy):
+            await self._give_up(ref, mailbox, exc)
+            return True
+        # With its traceback: a crash (a workflow handler that raised, say)
+        # is someone's bug to find.
+        log.warning("actor %s %s, restarting: %s", ref.name, what, _told(exc), exc_info=exc)
+        return False
 
     @staticmethod
     def _over_budget(crashes: deque[float], policy: RestartPolicy) -> bool:
