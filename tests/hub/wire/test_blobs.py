@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hub.store import add_version, pending_rollouts
 from hub.wire.blobs import collect_blobs
 from runtime import (
     BLOB_CHUNK_SIZE,
@@ -17,6 +18,7 @@ from runtime import (
     DispatchProcessed,
     EventsAck,
     RunEvents,
+    Sources,
     Welcome,
     new_id,
 )
@@ -119,3 +121,23 @@ async def test_a_body_is_collected_once_its_dispatches_are_processed(tmp_path: P
             return await blob_count(hub) == 0
 
         await wait_for(collected)
+
+
+@pytest.mark.anyio
+async def test_a_versions_sources_go_only_to_its_own_deployments_sidecar(tmp_path: Path) -> None:
+    sources = Sources(
+        entrypoint="flow:main", files={"flow.py": "async def main(c, i): pass  # 2\n"}
+    )
+    async with running_hub(tmp_path) as hub:
+        owner, other = await deploy(hub.store, "owner"), await deploy(hub.store, "other")
+        async with hub.store.write() as db:
+            await add_version(db, owner.id, sources)
+        [rollout] = await pending_rollouts(hub.store.db)
+        digest = rollout.code.digest
+        mine = Sidecar(hub, owner)
+        assert isinstance(await mine.hello(), Welcome)
+        chunk = await mine.request(hub.subjects.blob, get(mine, digest))
+        assert isinstance(chunk, BlobChunk) and chunk.size == rollout.code.size
+        car = Sidecar(hub, other)
+        assert isinstance(await car.hello(), Welcome)
+        assert refused(await car.request(hub.subjects.blob, get(car, digest)), "unknown_blob")
