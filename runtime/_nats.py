@@ -26,15 +26,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-from nats import errors as nats_errors
-from nats.aio.client import Client, Server
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription as NatsSub
 
 from ._backoff import Backoff, next_attempt
 from ._config import redact_url
 from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from ._limits import WIRE_MAX_PAYLOAD
+from ._natspy import Client, Msg, Server
+from ._natspy import Subscription as NatsSub
+from ._natspy import errors as nats_errors
 from ._transport import Message, ReconnectCallback, Transport
 from ._wakeup import Broadcast, Flag, Wakeup
 

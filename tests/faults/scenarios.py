@@ -472,7 +472,7 @@ async def f17_hub_partition(r: Round, seconds: float | None = None) -> None:
 
 
 async def f17_inject(r: Round) -> None:
-    await f17_hub_partition(r, 10.0)
+    await f17_hub_partition(r, 7.0)
 
 
 # --- F10: a sidecar cut from NATS while the hub stays connected ------------------------
@@ -492,7 +492,7 @@ async def f10_sidecar_partition(r: Round, seconds: float | None = None) -> None:
 
 
 async def f10_inject(r: Round) -> None:
-    await f10_sidecar_partition(r, 8.0)
+    await f10_sidecar_partition(r, 6.0)
 
 
 # --- F11, F12: a process frozen (SIGSTOP), then resumed --------------------------------
@@ -516,7 +516,7 @@ async def f11_hub_paused(r: Round, seconds: float | None = None) -> None:
 
 
 async def f11_inject(r: Round) -> None:
-    await f11_hub_paused(r, 6.0)
+    await f11_hub_paused(r, 5.0)
 
 
 async def f11_verify(r: Round, result: CheckResult) -> None:
@@ -542,7 +542,7 @@ async def f12_sidecar_paused(r: Round, seconds: float | None = None) -> None:
 
 
 async def f12_inject(r: Round) -> None:
-    await f12_sidecar_paused(r, 5.0)
+    await f12_sidecar_paused(r, 4.0)
 
 
 async def f12_verify(r: Round, result: CheckResult) -> None:
