@@ -1,7 +1,7 @@
 """End-to-end throughput of a real `mailrun up` (nats-server, hub, sidecar processes).
 
     .venv/bin/python bench/bench_e2e.py [--mails 5000] [--senders 64] [--batch N]
-        [--json] [--synchronous full|normal]
+        [--deployments N] [--rate R] [--json] [--synchronous full|normal]
 
 Starts `mailrun up` in a temporary dir on free loopback ports, deploys a
 workflow that only counts, sends one warm-up mail (so the sidecar is up and
@@ -13,7 +13,11 @@ accept latency and the idle sidecar's RSS; stops everything at the end.
 (``MAILRUN_SQLITE_SYNCHRONOUS``): what durable acknowledgements cost is the
 difference from the default, ``full``. ``--batch N`` sends N mails per
 request through ``POST /mail/batch`` (the latency figures are then per
-request).
+request). ``--deployments N`` spreads the mails over N deployments (one
+sidecar each). ``--rate R`` is an open loop: R requests start each second,
+answered or not, and a latency counts from when its request was due. CPU
+per mail counts hub and sidecars (all of them) from the first mail sent to
+the last one processed.
 """
 
 from __future__ import annotations
@@ -84,20 +88,21 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def cpu_seconds(up_pid: int) -> dict[str, float]:
-    """CPU time (user + system) so far of each part, to see where the time goes."""
-    parts = {"bench": psutil.Process(), "up": psutil.Process(up_pid)}
+    """CPU time (user + system) so far of each part (every sidecar together),
+    to see where the time goes."""
+    parts = [("bench", psutil.Process()), ("up", psutil.Process(up_pid))]
     for child in psutil.Process(up_pid).children():
         try:
             argv = child.cmdline()
         except psutil.Error:
             continue
         name = "hub" if "hub" in argv else "sidecar" if "sidecar" in argv else child.name()
-        parts[name] = child
-    out = {}
-    for name, proc in parts.items():
+        parts.append((name, child))
+    out: dict[str, float] = {}
+    for name, proc in parts:
         with contextlib.suppress(psutil.Error):
             times = proc.cpu_times()
-            out[name] = round(times.user + times.system, 2)
+            out[name] = round(out.get(name, 0.0) + times.user + times.system, 3)
     return out
 
 
@@ -112,8 +117,23 @@ def sidecar_process(up_pid: int, deployment_id: str) -> psutil.Process | None:
     return None
 
 
+def cpu_per_mail(before: dict[str, float], after: dict[str, float], mails: int) -> dict[str, float]:
+    """Milliseconds of CPU per mail of each part over the measured interval."""
+    return {
+        name: round((after[name] - before.get(name, 0.0)) * 1000 / mails, 3)
+        for name in after
+        if name in ("hub", "sidecar")
+    }
+
+
 async def bench(
-    mails: int, senders: int, synchronous: str, tmp: Path, batch: int = 0
+    mails: int,
+    senders: int,
+    synchronous: str,
+    tmp: Path,
+    batch: int = 0,
+    deployments: int = 1,
+    rate: float = 0.0,
 ) -> dict[str, Any]:
     state, http = tmp / "state", f"127.0.0.1:{free_port()}"
     log = (tmp / "up.log").open("wb")
@@ -126,7 +146,8 @@ async def bench(
     )
     # aiohttp, not httpx: at 64 requests in flight httpx spends ~6 ms of CPU
     # per request on this machine and becomes the bottleneck being measured.
-    connector = aiohttp.TCPConnector(limit=senders)
+    # An open loop (--rate) must not queue for a connection: no limit then.
+    connector = aiohttp.TCPConnector(limit=0 if rate else senders)
     try:
         async with aiohttp.ClientSession(
             f"http://{http}", connector=connector, timeout=aiohttp.ClientTimeout(total=60)
@@ -145,27 +166,51 @@ async def bench(
 
             await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
             auth["Authorization"] = f"Bearer {(state / 'admin-token').read_text().strip()}"
-            status, dep = await call(
-                "POST",
-                "/workflows/deployments",
-                json={"name": "bench", "source": COUNTER, "entrypoint": "flow:main"},
-            )
-            assert status == 201, dep
+            deps = []
+            for n in range(deployments):
+                status, dep = await call(
+                    "POST",
+                    "/workflows/deployments",
+                    json={"name": f"bench{n}", "source": COUNTER, "entrypoint": "flow:main"},
+                )
+                assert status == 201, dep
+                deps.append(dep)
 
             async def count() -> int:
-                _, runs = await call("GET", "/runs", params={"deployment": dep["id"]})
+                _, runs = await call("GET", "/runs", params={"limit": "1000"})
                 states = [run.get("state") or {} for run in runs["runs"]]
-                return max((int(s.get("count", 0)) for s in states), default=0)
+                return sum(int(s.get("count", 0)) for s in states)
 
-            status, warm = await call(
-                "POST", "/mail", json={"to": dep["address"], "subject": "warm-up"}
-            )
-            assert status == 202, warm
-            await wait_for(count, timeout=30, interval=0.05, what="the warm-up mail processed")
-            sidecar = sidecar_process(up.pid, dep["id"])
+            for dep in deps:
+                status, warm = await call(
+                    "POST", "/mail", json={"to": dep["address"], "subject": "warm-up"}
+                )
+                assert status == 202, warm
+
+            async def warm() -> bool:
+                return await count() >= deployments
+
+            await wait_for(warm, timeout=120, interval=0.05, what="the warm-up mails processed")
+            sidecar = sidecar_process(up.pid, deps[0]["id"])
             idle_rss = sidecar.memory_info().rss if sidecar is not None else None
 
             latencies: list[float] = []
+
+            async def send(first: int, take: int, started: float) -> None:
+                to = deps[first % deployments]["address"]
+                batch_mails = [
+                    {"to": to, "subject": f"m{n}", "body": "x"} for n in range(first, first + take)
+                ]
+                if batch:
+                    status, body = await call("POST", "/mail/batch", json={"mails": batch_mails})
+                    ok = status == 200 and all(r["status"] == "accepted" for r in body["receipts"])
+                else:
+                    status, body = await call("POST", "/mail", json=batch_mails[0])
+                    ok = status == 202
+                latencies.append(time.perf_counter() - started)
+                if not ok:
+                    raise RuntimeError(f"mail {first}: HTTP {status} {body}")
+
             remaining = mails
 
             async def sender() -> None:
@@ -173,34 +218,30 @@ async def bench(
                 while remaining > 0:
                     take = min(remaining, batch or 1)
                     remaining -= take
-                    first = mails - remaining - take + 1
-                    batch_mails = [
-                        {"to": dep["address"], "subject": f"m{n}", "body": "x"}
-                        for n in range(first, first + take)
-                    ]
-                    started = time.perf_counter()
-                    if batch:
-                        status, body = await call(
-                            "POST", "/mail/batch", json={"mails": batch_mails}
-                        )
-                        ok = status == 200 and all(
-                            r["status"] == "accepted" for r in body["receipts"]
-                        )
-                    else:
-                        status, body = await call("POST", "/mail", json=batch_mails[0])
-                        ok = status == 202
-                    latencies.append(time.perf_counter() - started)
-                    if not ok:
-                        raise RuntimeError(f"mail {first}: HTTP {status} {body}")
+                    await send(mails - remaining - take + 1, take, time.perf_counter())
 
+            async def open_loop(tg: anyio.abc.TaskGroup) -> None:
+                # Each request starts on its schedule, answered or not: a
+                # latency counts from when the request was due.
+                step, take = (batch or 1) / rate, batch or 1
+                due = time.perf_counter()
+                for first in range(1, mails + 1, take):
+                    await anyio.sleep(max(0.0, due - time.perf_counter()))
+                    tg.start_soon(send, first, min(take, mails - first + 1), due)
+                    due += step
+
+            cpu_before = cpu_seconds(up.pid)
             began = time.perf_counter()
             async with anyio.create_task_group() as tg:
-                for _ in range(senders):
-                    tg.start_soon(sender)
+                if rate:
+                    await open_loop(tg)
+                else:
+                    for _ in range(senders):
+                        tg.start_soon(sender)
             accepted_in = time.perf_counter() - began
 
             async def all_processed() -> bool:
-                return await count() >= mails + 1
+                return await count() >= mails + deployments
 
             await wait_for(all_processed, timeout=600, interval=0.05, what="every mail processed")
             processed_in = time.perf_counter() - began
@@ -213,6 +254,8 @@ async def bench(
         "mails": mails,
         "senders": senders,
         "batch": batch,
+        "deployments": deployments,
+        "offered_per_s": rate or None,
         "synchronous": synchronous,
         "accepted_per_s": mails / accepted_in,
         "processed_per_s": mails / processed_in,
@@ -220,6 +263,7 @@ async def bench(
         "accept_p99_ms": percentile(latencies, 0.99) * 1000,
         "idle_sidecar_rss_mib": idle_rss / 2**20 if idle_rss is not None else None,
         "cpu_seconds": cpu,
+        "cpu_ms_per_mail": cpu_per_mail(cpu_before, cpu, mails),
         "up_exit_code": up.returncode,
     }
 
@@ -234,24 +278,45 @@ def main() -> None:
         default=0,
         help="mails per POST /mail/batch request (0: one POST /mail each)",
     )
+    parser.add_argument("--deployments", type=int, default=1,
+                        help="deployments the mails are spread over, in turn")  # fmt: skip
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="an open loop: requests started per second, answered or not"
+                             " (--senders is then ignored)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the state dir and logs")
     parser.add_argument("--synchronous", choices=("full", "normal"), default="full",
                         help="full: every commit fsynced (mailrun's setting); normal: to"
                              " measure what that costs")  # fmt: skip
     args = parser.parse_args()
-    if args.mails < 1 or args.senders < 1 or not 0 <= args.batch <= 500:
-        parser.error("--mails and --senders must be positive, --batch from 0 to 500")
+    if args.mails < 1 or args.senders < 1 or args.deployments < 1 or args.rate < 0:
+        parser.error("--mails, --senders and --deployments must be positive, --rate not negative")
+    if not 0 <= args.batch <= 500:
+        parser.error("--batch must be from 0 to 500")
     with scratch_dir("mailrun-bench-", keep=args.keep) as tmp:
-        figures = anyio.run(bench, args.mails, args.senders, args.synchronous, tmp, args.batch)
+        figures = anyio.run(
+            bench,
+            args.mails,
+            args.senders,
+            args.synchronous,
+            tmp,
+            args.batch,
+            args.deployments,
+            args.rate,
+        )
     if args.json:
         print(json.dumps(figures, indent=2))
         return
     rss = figures["idle_sidecar_rss_mib"]
     per = f", {figures['batch']} per request" if figures["batch"] else ""
+    source = (
+        f"offered at {figures['offered_per_s']:.0f}/s"
+        if figures["offered_per_s"]
+        else f"from {figures['senders']} senders"
+    )
     print(
-        f"mails                      {figures['mails']} from {figures['senders']} senders"
-        f"{per} (synchronous={figures['synchronous']})"
+        f"mails                      {figures['mails']} {source}{per}, to"
+        f" {figures['deployments']} deployment(s) (synchronous={figures['synchronous']})"
     )
     print(f"accepted triggers/s        {figures['accepted_per_s']:.0f}")
     print(f"processed/s (end to end)   {figures['processed_per_s']:.0f}")
@@ -262,6 +327,8 @@ def main() -> None:
     print(f"idle sidecar RSS           {f'{rss:.1f} MiB' if rss is not None else 'n/a'}")
     cpu = ", ".join(f"{name} {secs:.1f}" for name, secs in figures["cpu_seconds"].items())
     print(f"CPU seconds                {cpu}")
+    per_mail = ", ".join(f"{name} {ms:.3f}" for name, ms in figures["cpu_ms_per_mail"].items())
+    print(f"CPU ms per mail            {per_mail}")
 
 
 if __name__ == "__main__":

@@ -39,12 +39,14 @@ from runtime import (
     backoff_max_from_env,
     cancel_on_signals,
     check_failpoints,
+    loop_options,
     make_private,
     new_id,
     open_nats,
     parse_host_port,
     private_umask,
     redact_url,
+    running_loop,
     sqlite_synchronous,
 )
 
@@ -190,7 +192,13 @@ async def serve_hub(
                 http = HttpServer(app, sock, config.http_limits)
                 await tg.start(http.run)
                 nats = redact_url(config.nats_url)
-                log.info("hub ready boot_id=%s http=%s nats=%s", boot_id, http_url, nats)
+                log.info(
+                    "hub ready boot_id=%s http=%s nats=%s loop=%s",
+                    boot_id,
+                    http_url,
+                    nats,
+                    running_loop(),
+                )
                 task_status.started(HubHandle(boot_id, http_url, store, acceptor))
                 # Serve until a signal (with handle_signals) or the caller cancels.
                 async with cancel_on_signals() if handle_signals else nullcontext():
@@ -244,6 +252,7 @@ def run_hub_cli(
         check_failpoints()
         backoff_max = backoff_max_from_env(os.environ)
         sqlite_synchronous(os.environ, warn=True)
+        loop = loop_options(os.environ)
         admin_token = read_token_file(Path(token_file)) if token_file is not None else None
         relay = relay_config(smtp_relay, os.environ) if smtp_relay else None
     except (HubError, ValueError) as exc:
@@ -275,7 +284,7 @@ def run_hub_cli(
         # whole state dir, the hub its own top level (hub.db and its WAL).
         config.state_dir.mkdir(parents=True, exist_ok=True)
         make_private(config.state_dir, recursive=False)
-        anyio.run(functools.partial(serve_hub, config, handle_signals=True))
+        anyio.run(functools.partial(serve_hub, config, handle_signals=True), backend_options=loop)
     except (HubError, OSError) as exc:
         log.error("hub failed: %s", exc)
         raise SystemExit(1) from exc

@@ -29,6 +29,7 @@ from ._config import DEFAULT_RUN_HISTORY as DEFAULT_RUN_HISTORY
 from ._config import DEFAULT_SUBJECT_PREFIX as DEFAULT_SUBJECT_PREFIX
 from ._config import HUB_URL_ENV as HUB_URL_ENV
 from ._config import LOG_LEVEL_ENV as LOG_LEVEL_ENV
+from ._config import LOOP_ENV as LOOP_ENV
 from ._config import LOOPBACK as LOOPBACK
 from ._config import NATS_URL_ENV as NATS_URL_ENV
 from ._config import REDELIVER_AFTER_ENV as REDELIVER_AFTER_ENV
@@ -60,6 +61,8 @@ from ._errors import RequestTimeout as RequestTimeout
 from ._errors import SignatureError as SignatureError
 from ._errors import TransportClosed as TransportClosed
 from ._errors import TransportError as TransportError
+from ._eventloop import loop_options as loop_options
+from ._eventloop import running_loop as running_loop
 from ._failpoints import afailpoint as afailpoint
 from ._failpoints import check_failpoints as check_failpoints
 from ._failpoints import failpoint as failpoint
@@ -193,6 +196,7 @@ __all__ = [
     "JOURNAL_SIZE_LIMIT",
     "LOG_LEVEL_ENV",
     "LOOPBACK",
+    "LOOP_ENV",
     "MAX_ERROR",
     "MAX_EVENT",
     "MAX_FRAME_BYTES",
@@ -314,6 +318,7 @@ __all__ = [
     "is_id",
     "is_live",
     "is_terminal",
+    "loop_options",
     "make_private",
     "new_id",
     "next_attempt",
@@ -326,6 +331,7 @@ __all__ = [
     "redact_url",
     "release_free_pages",
     "remove_sidecar_state",
+    "running_loop",
     "sidecar_env",
     "sign",
     "sqlite_synchronous",

@@ -53,6 +53,10 @@ BACKOFF_MAX_ENV: Final = "MAILRUN_BACKOFF_MAX"
 # cut can take back a 202 receipt or a stored Ack (runtime/_sqlite.py).
 SQLITE_SYNCHRONOUS_ENV: Final = "MAILRUN_SQLITE_SYNCHRONOUS"
 
+# uvloop (the default) or asyncio: the event loop of hub, sidecar and `up`
+# processes (runtime/_eventloop.py).
+LOOP_ENV: Final = "MAILRUN_LOOP"
+
 
 class SidecarExit(IntEnum):
     """A sidecar process's exit codes that mean something to its supervisor

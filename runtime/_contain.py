@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ._config import BACKOFF_MAX_ENV, LOG_LEVEL_ENV, NATS_URL_ENV, SQLITE_SYNCHRONOUS_ENV
+from ._config import (
+    BACKOFF_MAX_ENV,
+    LOG_LEVEL_ENV,
+    LOOP_ENV,
+    NATS_URL_ENV,
+    SQLITE_SYNCHRONOUS_ENV,
+)
 from ._failpoints import ENV as FAILPOINTS_ENV
 
 SIDECAR_MAX_MEMORY_ENV: Final = "MAILRUN_SIDECAR_MAX_MEMORY"
@@ -55,6 +61,7 @@ _KEPT: Final = frozenset(
         FAILPOINTS_ENV,
         BACKOFF_MAX_ENV,
         SQLITE_SYNCHRONOUS_ENV,
+        LOOP_ENV,
         SIDECAR_MAX_MEMORY_ENV,
         SIDECAR_MAX_FILES_ENV,
         SIDECAR_PASS_ENV,

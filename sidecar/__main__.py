@@ -29,6 +29,7 @@ from runtime import (
     backoff_max_from_env,
     cancel_on_signals,
     check_failpoints,
+    loop_options,
     make_private,
     private_umask,
     sidecar_env,
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         check_failpoints(warn=False)  # said below, once this is the process that runs
         backoff_max = backoff_max_from_env(os.environ)
         sqlite_synchronous(os.environ, warn=True)
+        loop = loop_options(os.environ)
     except ValueError as exc:  # a FailpointSpecError is one
         log.error("%s", exc)
         return SidecarExit.USAGE
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         backoff_max=backoff_max,
     )
     try:
-        anyio.run(_serve, options)
+        anyio.run(_serve, options, backend_options=loop)
     except Exception as exc:
         cause = unwrap_group(exc)
         if isinstance(cause, OwnerConflict):

@@ -36,6 +36,7 @@ from runtime import (
     open_nats,
     public_key_of,
     read_restore_record,
+    running_loop,
     unwrap_group,
     write_restore_record,
 )
@@ -157,11 +158,12 @@ class Sidecar:
                 await self._persist()
             self.started.set()
             log.info(
-                "deployment %s restored (instance %s, %s, processed up to seq %d)",
+                "deployment %s restored (instance %s, %s, processed up to seq %d, loop %s)",
                 record.deployment_id,
                 self.instance_id,
                 home.id,
                 inbox.last_seq,
+                running_loop(),
             )
             with self._serving:
                 url = self.options.nats_url or record.nats_url

@@ -5,13 +5,16 @@ fails at once, and port 0 gives a known port). uvicorn's own signal handlers
 are disabled: the hub process owns SIGTERM/SIGINT and stops the server by
 setting ``should_exit``, which lets requests in flight finish (bounded).
 
-What one client may hold is bounded (``HttpLimits``; figures in
-docs/operations.md, "Security"): the size of a request's head (h11), the
+HTTP/1.1 is parsed by httptools (llhttp; about half the server CPU per
+request of pure-Python h11, docs/performance.md). What one client
+may hold is bounded (``HttpLimits``; figures in docs/operations.md,
+"Security"): the size of a request's head, the
 idle time between requests (uvicorn's keep-alive), the connections and
 requests at once (uvicorn's ``limit_concurrency``: past it, 503 at once),
 and the time a request's head may take to arrive. uvicorn has no bound for
-that last one: a client that sends a head byte by byte, or a connection that
-never sends one, would hold its connection for ever. ``_HeadDeadline`` adds it.
+the first and the last: a client that sends a head byte by byte, or a
+connection that never sends one, would hold its connection for ever, and an
+endless header line would grow in memory. ``_Guarded`` adds both.
 """
 
 from __future__ import annotations
@@ -27,9 +30,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger("mailrun.hub.http")
 
@@ -44,16 +46,25 @@ class HttpLimits:
     max_connections: int = 2048  # open connections, or requests in flight; past it: 503
 
 
-class _HeadDeadline(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on each request's head.
+class _Guarded(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline on each request's head and
+    a bound on its size.
 
     The deadline starts when the connection is made and again when an answer
-    is complete; it is met once the whole head of the next request arrived
-    (h11 has left IDLE). A connection that misses it is closed, whatever it
-    sent meanwhile: trickling bytes does not extend it."""
+    is complete; when it passes with no request in progress (the next head
+    has not fully arrived), the connection is closed, whatever it sent
+    meanwhile: trickling bytes does not extend it. A head (request line and
+    headers) larger than ``max_head_bytes`` gets 431 and the connection is
+    closed: counted as it arrives, since httptools would buffer an unfinished
+    header line without limit."""
 
     head_timeout = HttpLimits.head_timeout
+    max_head_bytes = HttpLimits.max_head_bytes
     _head_timer: asyncio.TimerHandle | None = None
+    _in_head = False
+    _received = 0  # bytes of an unfinished head
+    _parsed = 0  # bytes of its request line and headers parsed so far
+    _too_large = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -67,6 +78,54 @@ class _HeadDeadline(H11Protocol):
         self._disarm_head_deadline()
         super().connection_lost(exc)
 
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._in_head and not self.transport.is_closing():
+            # The head is unfinished after this chunk: the chunk is head
+            # (from the head's first byte on; a pipelined body's tail before
+            # it counts too, erring on the side of refusing).
+            self._received += len(data)
+            if self._received > self.max_head_bytes:
+                self._refuse_head()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head, self._received, self._parsed = True, 0, 0
+
+    # A head that arrives whole in one chunk is measured as it is parsed.
+    def on_url(self, url: bytes) -> None:
+        self._parse(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._parse(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        super().on_headers_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        if self._too_large:
+            self._refuse_head()
+        else:
+            super().send_400_response(msg)
+
+    def _parse(self, size: int) -> None:
+        self._parsed += size
+        if self._parsed > self.max_head_bytes:
+            self._too_large = True
+            raise _HeadTooLarge  # the parser's error path answers: send_400_response
+
+    def _refuse_head(self) -> None:
+        body = b"Request head too large."
+        self.transport.write(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+            b"content-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+        )
+        self.transport.close()
+
     def _arm_head_deadline(self) -> None:
         self._disarm_head_deadline()
         if not self.transport.is_closing():
@@ -79,12 +138,18 @@ class _HeadDeadline(H11Protocol):
 
     def _head_overdue(self) -> None:
         self._head_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        idle = (self.cycle is None or self.cycle.response_complete) and not self.pipeline
+        if idle and not self.transport.is_closing():
             self.transport.close()
 
 
-def _guarded_h11(head_timeout: float) -> type[asyncio.Protocol]:
-    return type("GuardedH11Protocol", (_HeadDeadline,), {"head_timeout": head_timeout})
+class _HeadTooLarge(Exception):
+    pass
+
+
+def _guarded(limits: HttpLimits) -> type[asyncio.Protocol]:
+    attributes = {"head_timeout": limits.head_timeout, "max_head_bytes": limits.max_head_bytes}
+    return type("GuardedHttpToolsProtocol", (_Guarded,), attributes)
 
 
 def _allow_open_files(needed: int) -> None:
@@ -124,14 +189,13 @@ class HttpServer:
         limits = limits or HttpLimits()
         config = uvicorn.Config(
             app,
-            http=_guarded_h11(limits.head_timeout),
+            http=_guarded(limits),
             log_config=None,  # keep the hub's logging setup
             log_level="warning",
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=2,
             timeout_keep_alive=limits.keep_alive,
-            h11_max_incomplete_event_size=limits.max_head_bytes,
             limit_concurrency=limits.max_connections,
         )
         # The store, NATS, logs and the listening socket need a few more.

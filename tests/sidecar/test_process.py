@@ -20,6 +20,7 @@ from runtime import (
     BACKOFF_MAX_ENV,
     DEFAULT_SIDECAR_MAX_FILES,
     DEFAULT_SIDECAR_MAX_MEMORY,
+    LOOP_ENV,
     LOOPBACK,
     NATS_URL_ENV,
     DispatchProcessed,
@@ -59,8 +60,9 @@ async def exited(proc: subprocess.Popen[bytes], timeout: float = 8.0) -> int:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 async def test_boots_names_itself_serves_and_stops_on_sigterm(
-    tmp_path: Path, nats_server: NatsServerProcess
+    tmp_path: Path, nats_server: NatsServerProcess, loop: str
 ) -> None:
     dep = make_deployment(tmp_path / "state")
     async with (
@@ -73,6 +75,7 @@ async def test_boots_names_itself_serves_and_stops_on_sigterm(
             "--nats",
             nats_server.url,
             log=tmp_path / "sidecar.log",
+            env={LOOP_ENV: loop},
         ) as proc:
             await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
             # Started without --deployment, it names its deployment in argv.
@@ -84,6 +87,7 @@ async def test_boots_names_itself_serves_and_stops_on_sigterm(
             assert await exited(proc) == 0
     log = (tmp_path / "sidecar.log").read_text()
     assert "SIGTERM: stopping" in log
+    assert f", loop {loop})" in log  # on the event loop asked for
     assert dep.query("SELECT state FROM inbox") == [("done",)]
 
 
@@ -258,6 +262,20 @@ async def test_a_standalone_sidecar_outlives_a_long_hub_outage_and_carries_on(
         (2, "processed"),
         (3, "processed"),
     ]
+
+
+@pytest.mark.anyio
+async def test_an_unknown_event_loop_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
+    dep = make_deployment(tmp_path / "state")
+    log = tmp_path / "sidecar.log"
+    with sidecar_process(
+        "--state-dir", str(dep.state_dir), env={LOOP_ENV: "trio"}, log=log
+    ) as proc:
+        assert await exited(proc) == 2
+    (line,) = log.read_text().splitlines()
+    assert line.endswith(
+        " ERROR mailrun.sidecar: MAILRUN_LOOP must be uvloop or asyncio, got 'trio'"
+    )
 
 
 @pytest.mark.anyio

@@ -248,4 +248,5 @@ async def test_hub_process_serves_and_stops_on_sigterm(
                     proc.kill()
                     await proc.wait()
     assert returncode == 0, log_path.read_text()
-    assert "hub ready" in log_path.read_text()
+    (ready,) = [line for line in log_path.read_text().splitlines() if "hub ready" in line]
+    assert ready.endswith(" loop=uvloop"), ready  # the default event loop

@@ -31,11 +31,17 @@ async def hello(request: Request) -> PlainTextResponse:
     return PlainTextResponse("hello")
 
 
+async def size(request: Request) -> PlainTextResponse:
+    return PlainTextResponse(str(len(await request.body())))
+
+
 @asynccontextmanager
 async def serving(limits: HttpLimits) -> AsyncIterator[tuple[str, int]]:
     sock = bind_socket("127.0.0.1", 0)
     address = sock.getsockname()[:2]
-    server = HttpServer(Starlette(routes=[Route("/", hello)]), sock, limits)
+    server = HttpServer(
+        Starlette(routes=[Route("/", hello), Route("/size", size, methods=["POST"])]), sock, limits
+    )
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(server.run)
@@ -108,13 +114,37 @@ async def test_past_the_connection_limit_requests_get_503_at_once() -> None:
         await wait_for(served, timeout=5, what="a request served once the idle ones left")
 
 
-async def test_a_head_that_grows_past_its_size_unfinished_is_refused() -> None:
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        [b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 8192],  # one line, unfinished
+        [b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: ", b"a" * 3000, b"a" * 3000],  # in pieces
+        [b"GET / HTTP/1.1\r\n" + b"X-Many: aaaaaaaa\r\n" * 400 + b"\r\n"],  # whole, at once
+    ],
+    ids=["unfinished", "trickled", "whole"],
+)
+async def test_a_head_past_its_size_is_refused_431(chunks: list[bytes]) -> None:
     async with serving(HttpLimits(max_head_bytes=4096)) as address:
         stream = await anyio.connect_tcp(*address)
-        await stream.send(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 8192)
-        assert (await closed_by_server(stream)).startswith(b"HTTP/1.1 400")
+        for chunk in chunks:
+            await stream.send(chunk)
+        assert (await closed_by_server(stream)).startswith(b"HTTP/1.1 431")
         await stream.aclose()
         assert (await get(address)).text == "hello"
+
+
+async def test_a_head_within_its_size_and_a_big_body_are_served() -> None:
+    async with serving(HttpLimits(max_head_bytes=4096)) as address:
+        stream = await anyio.connect_tcp(*address)
+        body = b"b" * 100_000  # a body is not head: only the head's size is bounded
+        head = b"POST /size HTTP/1.1\r\nHost: x\r\n" + b"X-Some: aaaaaaaa\r\n" * 150
+        await stream.send(head + b"Content-Length: %d\r\n\r\n" % len(body))
+        for at in range(0, len(body), 7000):
+            await stream.send(body[at : at + 7000])
+        with anyio.fail_after(5):
+            answer = await stream.receive()
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\r\n\r\n100000"), answer
+        await stream.aclose()
 
 
 async def test_a_body_that_does_not_arrive_in_time_is_408(tmp_path: Path) -> None:

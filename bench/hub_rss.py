@@ -1,0 +1,96 @@
+"""The hub's resident memory with many deployments.
+
+    .venv/bin/python bench/hub_rss.py [--deployments 1000] [--json]
+
+Starts nats-server and `mailrun hub` alone (no sidecars: their memory is
+each its own process's, see the idle sidecar RSS of bench_e2e.py) on free
+loopback ports, deploys ``--deployments`` workflows through the HTTP API,
+and prints the hub's RSS before the first and after the last, with the
+time the deploys took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+
+from bench.bench_e2e import COUNTER, mailrun_argv, stop_up
+from tests.support import NatsServerProcess, free_port, wait_for
+
+
+async def bench(deployments: int, tmp: Path) -> dict[str, Any]:
+    async with NatsServerProcess(log_file=tmp / "nats.log") as nats:
+        state, http = tmp / "state", f"127.0.0.1:{free_port()}"
+        with (tmp / "hub.log").open("wb") as log:
+            hub = await anyio.open_process(
+                [*mailrun_argv(), "hub", "--state-dir", str(state), "--http", http,
+                 "--nats", nats.url],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            async with httpx.AsyncClient(base_url=f"http://{http}", timeout=30) as client:
+
+                async def healthy() -> bool:
+                    try:
+                        return (await client.get("/healthz")).status_code == 200
+                    except httpx.HTTPError:
+                        return False
+
+                await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
+                token = (state / "admin-token").read_text().strip()
+                client.headers["Authorization"] = f"Bearer {token}"
+                proc = psutil.Process(hub.pid)
+                before = proc.memory_info().rss
+                began = time.perf_counter()
+                for n in range(deployments):
+                    r = await client.post(
+                        "/workflows/deployments",
+                        json={"name": f"rss{n}", "source": COUNTER, "entrypoint": "flow:main"},
+                    )
+                    assert r.status_code == 201, r.text
+                took = time.perf_counter() - began
+                assert (await client.get("/healthz")).status_code == 200
+                after = proc.memory_info().rss
+        finally:
+            await stop_up(hub)
+    return {
+        "deployments": deployments,
+        "hub_rss_before_mib": before / 2**20,
+        "hub_rss_after_mib": after / 2**20,
+        "deploys_per_s": deployments / took,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--deployments", type=int, default=1000)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    if args.deployments < 1:
+        parser.error("--deployments must be positive")
+    with tempfile.TemporaryDirectory(prefix="mailrun-hub-rss-") as tmp:
+        figures = anyio.run(bench, args.deployments, Path(tmp))
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    print(f"deployments           {figures['deployments']} ({figures['deploys_per_s']:.0f}/s)")
+    print(
+        f"hub RSS before/after  {figures['hub_rss_before_mib']:.1f} /"
+        f" {figures['hub_rss_after_mib']:.1f} MiB"
+    )
+
+
+if __name__ == "__main__":
+    main()

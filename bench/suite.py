@@ -1,0 +1,185 @@
+"""Every benchmark of docs/performance.md in one run, medians of several.
+
+    .venv/bin/python bench/suite.py [--runs 3] [--quick] [--write docs/performance.md]
+
+Runs each bench script (as an operator would: `mailrun up` and its children
+are real processes) ``--runs`` times, in turn, so that a slow moment of the
+machine touches every figure alike; prints the median of each figure, its
+spread and, where the project has a target, the ratio or bound and whether it
+is met. ``--write FILE`` also puts the table, with the command, the machine
+and the date, between the file's two markers (BEGIN and END below).
+``--quick`` uses small counts: a smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+BEGIN, END = "<!-- bench/suite.py -->", "<!-- end of bench/suite.py -->"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    argv: list[str]
+    quick: list[str]
+
+
+CASES = [
+    Case("reference", ["reference.py", "--messages", "20000"], ["--messages", "2000"]),
+    Case("single", ["bench_e2e.py", "--mails", "5000", "--senders", "64"], ["--mails", "500"]),
+    Case(
+        "batch",
+        ["bench_e2e.py", "--mails", "20000", "--senders", "8", "--batch", "100"],
+        ["--mails", "2000"],
+    ),
+    Case(
+        "fifty",
+        ["bench_e2e.py", "--mails", "5000", "--senders", "64", "--deployments", "50"],
+        ["--mails", "500", "--deployments", "5"],
+    ),
+    Case("open", ["bench_e2e.py", "--mails", "10000", "--rate", "1000"], ["--mails", "1000"]),
+    Case("kernel", ["actor_kernel.py", "--messages", "100000"], ["--messages", "20000"]),
+    Case(
+        "restart",
+        ["hub_restart.py", "--restarts", "3", "--deployments", "100", "--pending", "1"],
+        ["--restarts", "1", "--deployments", "10"],
+    ),
+    Case("rss", ["hub_rss.py", "--deployments", "1000"], ["--deployments", "100"]),
+]
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    unit: str
+    value: Callable[[dict[str, Any]], float]
+    target: str = ""
+    met: Callable[[float], bool] | None = None
+
+
+def _ratio(case: str) -> Callable[[dict[str, Any]], float]:
+    """Processed/s of ``case`` over the reference's, from the same round."""
+    return lambda runs: runs[case]["processed_per_s"] / runs["reference"]["per_s"]
+
+
+FIGURES = [
+    Figure("reference durable hand-off", "/s", lambda r: r["reference"]["per_s"]),
+    Figure("e2e, single POSTs, 64 senders, 1 deployment", "/s",
+           lambda r: r["single"]["processed_per_s"]),
+    Figure("  ratio to the reference", "x", _ratio("single"), ">= 0.5",
+           lambda v: v >= 0.5),
+    Figure("e2e, /mail/batch of 100, 8 senders", "/s", lambda r: r["batch"]["processed_per_s"]),
+    Figure("  ratio to the reference", "x", _ratio("batch"), ">= 1.0",
+           lambda v: v >= 1.0),
+    Figure("e2e, single POSTs, 50 deployments", "/s", lambda r: r["fifty"]["processed_per_s"]),
+    Figure("accept p50 at 1,000/s offered", "ms", lambda r: r["open"]["accept_p50_ms"]),
+    Figure("accept p99 at 1,000/s offered", "ms", lambda r: r["open"]["accept_p99_ms"],
+           "<= 20", lambda v: v <= 20),
+    Figure("hub CPU per mail (single POSTs)", "ms",
+           lambda r: r["single"]["cpu_ms_per_mail"]["hub"], "<= 0.25", lambda v: v <= 0.25),
+    Figure("sidecar CPU per mail (single POSTs)", "ms",
+           lambda r: r["single"]["cpu_ms_per_mail"]["sidecar"], "<= 0.12",
+           lambda v: v <= 0.12),
+    Figure("actor ask ping-pong / asyncio.Queue", "x",
+           lambda r: r["kernel"]["ping_pong"]["ratio"], ">= 0.7", lambda v: v >= 0.7),
+    Figure("actor tell fan-in / asyncio.Queue", "x",
+           lambda r: r["kernel"]["fan_in"]["ratio"], ">= 0.5", lambda v: v >= 0.5),
+    Figure("hub restart, 100 deployments: all back and processed", "ms",
+           lambda r: r["restart"]["processed"]["max"] * 1000, "< 2000",
+           lambda v: v < 2000),
+    Figure("idle sidecar RSS", "MiB", lambda r: r["single"]["idle_sidecar_rss_mib"]),
+    Figure("hub RSS with 1,000 deployments", "MiB", lambda r: r["rss"]["hub_rss_after_mib"]),
+]  # fmt: skip
+
+
+def run_case(case: Case, quick: bool) -> dict[str, Any]:
+    argv = [sys.executable, str(BENCH / case.argv[0]), *case.argv[1:], "--json"]
+    if quick:
+        argv += case.quick
+    out = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{case.name} failed ({out.returncode}):\n{out.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(out.stdout)
+    return result
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return (
+        f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, {platform.system()}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="small counts: a smoke run")
+    parser.add_argument("--write", type=Path, help="also write the table as Markdown here")
+    args = parser.parse_args()
+    rounds: list[dict[str, dict[str, Any]]] = []
+    for n in range(args.runs):
+        results = {}
+        for case in CASES:
+            began = time.monotonic()
+            results[case.name] = run_case(case, args.quick)
+            print(f"run {n + 1}: {case.name} in {time.monotonic() - began:.0f} s", file=sys.stderr)
+        rounds.append(results)
+    rows = []
+    for figure in FIGURES:
+        values = [figure.value(r) for r in rounds]
+        median = statistics.median(values)
+        met = "" if figure.met is None else ("yes" if figure.met(median) else "no")
+        rows.append((figure, median, min(values), max(values), met))
+    lines = [
+        "| figure | median | min - max | target | met |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {f.label.strip()} | {_fmt(m)} {f.unit} | {_fmt(lo)} - {_fmt(hi)}"
+            f" | {f.target} | {met} |"
+            for f, m, lo, hi, met in rows
+        ),
+    ]
+    print("\n".join(lines))
+    if args.write:
+        command = " ".join(["python bench/suite.py", *sys.argv[1:]])
+        block = (
+            f"Measured {time.strftime('%Y-%m-%d')} on {machine()}, median of"
+            f" {args.runs} run(s){' (--quick)' if args.quick else ''}:\n\n"
+            f"    {command}\n\n" + "\n".join(lines) + "\n"
+        )
+        replace_block(args.write, block)
+
+
+def replace_block(path: Path, block: str) -> None:
+    """Put ``block`` between the file's markers, leaving its prose alone."""
+    text = path.read_text()
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    path.write_text(text[:start] + "\n" + block + text[end:])
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.2f}" if abs(value) < 10 else f"{value:.0f}"
+
+
+if __name__ == "__main__":
+    main()
