@@ -29,13 +29,10 @@ from runtime import (
     FrameDecoder,
     Refused,
     RunEvents,
-    RunStatus,
     afailpoint,
-    is_terminal,
 )
 
 from ..store import (
-    DispatchStatus,
     OutboundStatus,
     Store,
 )
@@ -44,11 +41,6 @@ from .retention import DeadLetters, trim_history
 from .sessions import SessionTable, fence
 
 log = logging.getLogger("mailrun.hub.events")
-
-# Derived from the classifier, so SQL conditions agree with it.
-_NOT_TERMINAL = tuple(s.value for s in RunStatus if not is_terminal(s))
-_NOT_TERMINAL_MARKS = ",".join("?" * len(_NOT_TERMINAL))
-_OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
 
 
 class OutboundSink(Protocol):
@@ -93,12 +85,10 @@ class EventsHandler:
         session = self._sessions.check(
             frame.session_id, frame.deployment_id, frame.owner_epoch, sender=sender
         )
-        released = False
         async with self._store.write() as db:
             await fence(db, session.deployment_id, frame.owner_epoch)
             ingest = Ingest(db, session.deployment_id, self._subject, time.time(), self._letters)
-            for event in frame.events:
-                released |= await ingest.event(event)
+            released = await ingest.events(frame.events)
             status = self._outbox.status if self._outbox else OutboundStatus.NO_RELAY
             woken = await ingest.route(status)
             await trim_history(db, ingest.runs, self._history)

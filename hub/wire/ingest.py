@@ -7,7 +7,9 @@ mail the events send into triggers or outgoing mail.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Sequence
+from itertools import groupby
+from typing import Any, cast
 
 import aiosqlite
 import msgspec
@@ -15,12 +17,10 @@ import msgspec
 from runtime import (
     ApprovalRequested,
     ChildRunStarted,
-    DispatchOutcome,
     DispatchProcessed,
     EnvelopeQuarantined,
     Event,
     MailSent,
-    Reason,
     RunCancelled,
     RunCompleted,
     RunFailed,
@@ -30,17 +30,15 @@ from runtime import (
     is_terminal,
 )
 
-from .._errors import UnknownDispatch
 from ..store import (
     Accepted,
     ApprovalStatus,
-    DispatchStatus,
     OutboundStatus,
     Trigger,
     accept_triggers,
-    body_digest,
     fetch_one,
 )
+from .processed import ProcessedBatch
 from .quarantine import ingest_quarantined
 from .retention import DeadLetter, DeadLetters
 from .routing import child_item, route_mail, start_item
@@ -50,7 +48,6 @@ log = logging.getLogger("mailrun.hub.events")
 # Derived from the classifier, so SQL conditions agree with it.
 _NOT_TERMINAL = tuple(s.value for s in RunStatus if not is_terminal(s))
 _NOT_TERMINAL_MARKS = ",".join("?" * len(_NOT_TERMINAL))
-_OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
 
 
 class Ingest:
@@ -77,8 +74,24 @@ class Ingest:
         self.outbound = 0
         """Outgoing mails recorded for the relay."""
 
+    async def events(self, events: Sequence[Event]) -> bool:
+        """Record and apply each new event in order; True when one freed a
+        claim-checked body. Consecutive DispatchProcessed events go as one
+        batch (:mod:`hub.wire.processed`), with the same outcome."""
+        released = False
+        for processed, run in groupby(events, key=lambda e: isinstance(e, DispatchProcessed)):
+            if processed:
+                batch = ProcessedBatch(self.db, self.deployment_id, self.now, self._dead_letter)
+                released |= await batch.apply(cast(list[DispatchProcessed], list(run)))
+                self.runs |= batch.runs_with_events
+            else:
+                for event in run:
+                    released |= await self.event(event)
+        return released
+
     async def event(self, event: Event) -> bool:
-        """Record and apply ``event`` if new; True when it freed a claim-checked body."""
+        """Record and apply ``event`` (any but a DispatchProcessed) if new;
+        True when it freed a claim-checked body."""
         if isinstance(event, EnvelopeQuarantined):
             # Found by its dispatch: the sidecar may not have read the run id.
             return await ingest_quarantined(
@@ -107,8 +120,6 @@ class Ingest:
         if cur.rowcount != 1:
             return False
         self.runs.add(event.run_id)
-        if isinstance(event, DispatchProcessed):
-            return await self._processed(event, run)
         if isinstance(event, RunStarted):
             await self._start(event.run_id)
         elif isinstance(event, RunCompleted):
@@ -159,88 +170,6 @@ class Ingest:
             self.db, self.deployment_id, self.mail, outbound, self._dead_letter
         )
         return woken
-
-    async def _processed(self, event: DispatchProcessed, run: Any) -> bool:
-        dispatch = await self._one(
-            "SELECT seq, status, kind, body, body_digest FROM workflow_run_dispatch"
-            " WHERE id = ? AND run_id = ?",
-            (event.dispatch_id, event.run_id),
-        )
-        if dispatch is None:
-            await self._dead_letter(event, UnknownDispatch.reason)
-            return False
-        # The hub's own seq for the dispatch is authoritative (a v1-era event
-        # may not carry one).
-        seq = int(dispatch["seq"])
-        refused = event.outcome == DispatchOutcome.REFUSED_TERMINAL
-        newer = event.step > run["last_step"] if event.step else seq > run["last_seq"]
-        if newer:
-            last_seq = max(seq, run["last_seq"])
-            if refused:
-                await self.db.execute(
-                    "UPDATE workflow_run SET last_seq = ?, last_step = ?, updated_at = ?"
-                    " WHERE id = ?",
-                    (last_seq, event.step, self.now, event.run_id),
-                )
-            else:
-                await self.db.execute(
-                    "UPDATE workflow_run SET state = ?, last_seq = ?, last_step = ?,"
-                    " version = COALESCE(NULLIF(?, 0), version), updated_at = ? WHERE id = ?",
-                    (
-                        msgspec.json.encode(event.state).decode(),
-                        last_seq,
-                        event.step,
-                        event.version,
-                        self.now,
-                        event.run_id,
-                    ),
-                )
-                await self._start(event.run_id)
-        if dispatch["kind"] == "approval":
-            await self._resume(event.run_id)
-        # Even an out-of-order event settles its dispatch: the sidecar did
-        # process it, and redelivering it would only be refused as duplicate.
-        if refused:
-            new_status, error = DispatchStatus.CANCELLED, Reason.WORKFLOW_RUN_TERMINAL
-        else:
-            new_status, error = DispatchStatus.PROCESSED, None
-        # Applied, never sent again: an inline body stays while the run's
-        # history holds this item (replay reads it; retention.trim_history
-        # drops it after), its digest and size for good, for a retry's
-        # same-content check (hub.md, "Retention").
-        inline = dispatch["body_digest"] is None
-        digest = body_digest(bytes(dispatch["body"] or b"")) if inline else None
-        cur = await self.db.execute(
-            "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
-            " last_error = COALESCE(?, last_error),"
-            " version = COALESCE(NULLIF(?, 0), version),"
-            " body_digest = COALESCE(body_digest, ?) WHERE id = ? AND status IN (?, ?)",
-            (
-                new_status,
-                self.now,
-                error,
-                event.version,
-                digest,
-                event.dispatch_id,
-                *_OPEN_DISPATCH,
-            ),
-        )
-        return cur.rowcount == 1 and not inline  # a claim-checked body: its blob may go
-
-    async def _resume(self, run_id: str) -> None:
-        """waiting -> running once no approval of the run is pending."""
-        await self.db.execute(
-            "UPDATE workflow_run SET status = ?, updated_at = ? WHERE id = ? AND status = ?"
-            " AND NOT EXISTS (SELECT 1 FROM approval WHERE run_id = ? AND status = ?)",
-            (
-                RunStatus.RUNNING,
-                self.now,
-                run_id,
-                RunStatus.WAITING,
-                run_id,
-                ApprovalStatus.PENDING,
-            ),
-        )
 
     async def _start(self, run_id: str) -> None:
         """pending -> running; any later status stays as it is."""

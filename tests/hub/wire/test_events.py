@@ -423,3 +423,68 @@ async def test_mail_sent_under_a_reused_message_id_is_dead_lettered(tmp_path: Pa
         # The frame again (a lost ack): acknowledged, nothing more stored.
         assert isinstance(await send(car, mail), EventsAck)
         assert len(await hub.all("SELECT id FROM dead_letter")) == 1
+
+
+def _mixed(rs: list[Accepted]) -> list[DispatchProcessed]:
+    """Every case the batched path decides in memory, in one run of events."""
+    r1, r2, r3, r4 = rs
+    first = processed(r1, 1, a=1)
+    refused_late = processed(r4, 4)
+    refused_late.outcome = "refused_terminal"
+    versioned = processed(r2, 6, v=2)
+    versioned.version = 2
+    return [
+        first,
+        processed(r3, 3, c=3),  # ahead of r2: moves the run on
+        processed(r2, 2, b=2),  # behind: settles its dispatch, moves nothing
+        first,  # the same event again in the frame
+        DispatchProcessed(  # a dispatch the hub does not have
+            event_id=new_id("evt"), run_id=r1.run_id, dispatch_id=new_id("dsp"), step=9
+        ),
+        refused_late,  # newer, but no state
+        processed(r3, 5, again=3),  # a second report of a settled dispatch, newer
+        versioned,
+    ]
+
+
+async def _outcome(hub: Hub, run_id: str) -> tuple[object, ...]:
+    run = await run_row(hub, run_id)
+    dispatches = await hub.all(
+        "SELECT seq, status, last_error, version, body_digest IS NOT NULL"
+        " FROM workflow_run_dispatch ORDER BY seq"
+    )
+    (events,) = await hub.one("SELECT COUNT(*) FROM run_event")
+    (letters,) = await hub.one("SELECT COUNT(*) FROM dead_letter")
+    return (
+        {k: run[k] for k in ("status", "state", "last_seq", "last_step", "version")},
+        [tuple(d) for d in dispatches],
+        events,
+        letters,
+    )
+
+
+@pytest.mark.anyio
+async def test_a_frame_of_many_processed_events_ends_as_one_event_a_frame_does(
+    tmp_path: Path,
+) -> None:
+    outcomes = []
+    for one_a_frame in (False, True):
+        async with running_hub(tmp_path / str(one_a_frame)) as hub:
+            car, receipts = await owned(hub, 4)
+            events = _mixed(receipts)
+            frames = [[e] for e in events] if one_a_frame else [events]
+            for frame in frames:
+                assert isinstance(await send(car, *frame), EventsAck)
+            outcomes.append(await _outcome(hub, receipts[0].run_id))
+    batched, one_by_one = outcomes
+    assert batched == one_by_one
+    run, dispatches, events, letters = batched
+    assert (run["status"], json.loads(str(run["state"]))) == ("running", {"v": 2})
+    assert (run["last_seq"], run["last_step"], run["version"]) == (4, 6, 2)
+    assert [d[1:3] for d in dispatches] == [
+        ("processed", None),
+        ("processed", None),
+        ("processed", None),
+        ("cancelled", "workflow_run_terminal"),
+    ]
+    assert (events, letters) == (7, 1)  # the unknown dispatch's event kept, and dead-lettered
