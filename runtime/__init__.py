@@ -66,11 +66,13 @@ from ._eventloop import running_loop as running_loop
 from ._failpoints import afailpoint as afailpoint
 from ._failpoints import check_failpoints as check_failpoints
 from ._failpoints import failpoint as failpoint
+from ._frames import BATCH_FORMAT as BATCH_FORMAT
 from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
 from ._frames import FORMAT_VERSION as FORMAT_VERSION
 from ._frames import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
 from ._frames import SUPPORTED_FORMATS as SUPPORTED_FORMATS
 from ._frames import Ack as Ack
+from ._frames import AckBatch as AckBatch
 from ._frames import ApprovalRequested as ApprovalRequested
 from ._frames import BlobChunk as BlobChunk
 from ._frames import BlobGet as BlobGet
@@ -86,6 +88,7 @@ from ._frames import Frame as Frame
 from ._frames import Hello as Hello
 from ._frames import HubBoot as HubBoot
 from ._frames import LoadVersion as LoadVersion
+from ._frames import MailBatch as MailBatch
 from ._frames import MailInbound as MailInbound
 from ._frames import MailSent as MailSent
 from ._frames import MintChild as MintChild
@@ -175,6 +178,7 @@ from ._wakeup import Wakeup as Wakeup
 __all__ = [
     "ATTEMPT_LIMIT",
     "BACKOFF_MAX_ENV",
+    "BATCH_FORMAT",
     "BLOB_CHUNK_SIZE",
     "DEFAULT_HTTP",
     "DEFAULT_HTTP_PORT",
@@ -217,6 +221,7 @@ __all__ = [
     "SUPPORTED_FORMATS",
     "WIRE_MAX_PAYLOAD",
     "Ack",
+    "AckBatch",
     "AckResult",
     "Actor",
     "ActorError",
@@ -251,6 +256,7 @@ __all__ = [
     "InvalidSources",
     "Limits",
     "LoadVersion",
+    "MailBatch",
     "MailInbound",
     "MailSent",
     "MailboxFull",

@@ -7,7 +7,10 @@ default is always compatible; renaming or removing one is not.
 
 Format history:
   1  release 1: MailInbound had no ``run_id`` (the run id was the address).
-  2  this release.
+  2  release 2.
+  3  MailBatch and AckBatch: several dispatches in one frame. A sidecar that
+     lists 3 in ``Hello.formats`` gets them; the hub sends an older one single
+     MailInbound frames. Every other frame is still written as format 2.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import msgspec
 from ._reasons import AckResult, DispatchOutcome
 
 FORMAT_VERSION = 2
-SUPPORTED_FORMATS = (1, 2)
+BATCH_FORMAT = 3
+SUPPORTED_FORMATS = (1, 2, BATCH_FORMAT)
 INLINE_BODY_LIMIT = 64 * 1024
 """Bodies above this size travel as a claim check; the hub keeps the blob."""
 BLOB_CHUNK_SIZE = 512 * 1024
@@ -138,6 +142,15 @@ class MailInbound(_Frame, tag=True, kw_only=True):
         return self.run_id if self.run_id is not None else self.address
 
 
+class MailBatch(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar (``mail.inbound.<deployment_id>``, format 3): dispatches
+    of the deployment in seq order, all stamped with one session, answered by
+    one AckBatch. Each item means what it would alone."""
+
+    v: int = BATCH_FORMAT
+    items: list[MailInbound]
+
+
 class Ping(_Frame, tag=True, kw_only=True):
     """hub -> sidecar on its inbound subject: a liveness probe, answered by Pong.
 
@@ -180,6 +193,15 @@ class Ack(_Frame, tag=True, kw_only=True):
     result: AckResult
     reason: str = ""
     detail: str = ""
+
+
+class AckBatch(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub: the answer to a MailBatch, one Ack per item, in order.
+    A batch with an item the sidecar leaves unanswered (not its owner's) is
+    not answered at all: the hub sends it again."""
+
+    v: int = BATCH_FORMAT
+    acks: list[Ack]
 
 
 class BlobGet(_Frame, tag=True, kw_only=True):
@@ -365,11 +387,13 @@ Frame = (
     | HubBoot
     | Fenced
     | MailInbound
+    | MailBatch
     | Ping
     | Pong
     | LoadVersion
     | VersionLoaded
     | Ack
+    | AckBatch
     | BlobGet
     | BlobChunk
     | MintChild

@@ -1,10 +1,13 @@
 """Delivery: ``mail.inbound.<dep>`` frames into the inbox, then their Acks.
 
 The subscription pumps messages into a bounded memory stream; one writer
-task drains everything waiting (up to ``batch_limit``), persists the batch
-in one transaction, answers each frame, and wakes the scheduler. An Ack of
-``stored`` or ``duplicate`` is only ever sent after the commit, so the hub
-never takes a frame for delivered that a crash could lose.
+task drains everything waiting (up to ``batch_limit`` messages), persists
+every dispatch they carry in one transaction, answers each message, and
+wakes the scheduler. An Ack of ``stored`` or ``duplicate`` is only ever sent
+after the commit, so the hub never takes a frame for delivered that a crash
+could lose. A MailBatch is answered by one AckBatch once every item has its
+answer; an item left unanswered (not this owner's) leaves the whole batch
+unanswered, and the hub sends it again.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from runtime import (
     Ack,
+    AckBatch,
     AckResult,
     Fenced,
     FrameDecodeError,
     FrameDecoder,
     LoadVersion,
+    MailBatch,
     MailInbound,
     Message,
     Ping,
@@ -47,10 +52,28 @@ log = logging.getLogger("mailrun.sidecar.delivery")
 
 @dataclass(slots=True)
 class _Frame:
-    message: Message
     frame: MailInbound
     body: bytes | None
     ack: Ack | None = None
+
+
+@dataclass(slots=True)
+class _Answer:
+    """What one message gets: an Ack for its one frame, or an AckBatch."""
+
+    message: Message
+    frames: list[_Frame]
+    batched: bool = False
+    refusal: Ack | None = None
+    """The whole message refused (it could not be decoded)."""
+
+    def reply(self) -> bytes | None:
+        if self.refusal is not None:
+            return encode(self.refusal)
+        acks = [f.ack for f in self.frames if f.ack is not None]
+        if len(acks) < len(self.frames):
+            return None  # left for the hub to send again
+        return encode(AckBatch(acks=acks) if self.batched else acks[0])
 
 
 class Delivery:
@@ -74,8 +97,8 @@ class Delivery:
         self._batch_limit = batch_limit
         self._queue_size = queue_size
         self._session_wait = session_wait
-        self._decoder: FrameDecoder[MailInbound | Ping | LoadVersion | Fenced] = FrameDecoder(
-            MailInbound | Ping | LoadVersion | Fenced
+        self._decoder: FrameDecoder[MailInbound | MailBatch | Ping | LoadVersion | Fenced] = (
+            FrameDecoder(MailInbound | MailBatch | Ping | LoadVersion | Fenced)
         )
 
     async def run(self, subscription: Subscription) -> None:
@@ -99,28 +122,28 @@ class Delivery:
 
     async def _handle(self, messages: list[Message]) -> None:
         dead: list[tuple[str, str, bytes]] = []
-        replies: list[tuple[Message, Ack]] = []
+        answers: list[_Answer] = []
         frames: list[_Frame] = []
         for message in messages:
             try:
                 frame = self._decoder.decode(message.data)
             except FrameDecodeError as exc:
                 dead.append((message.subject, f"{Reason.DECODE_ERROR}: {exc}", message.data))
-                replies.append((message, _refusal("", Reason.DECODE_ERROR, str(exc))))
+                refusal = _refusal("", Reason.DECODE_ERROR, str(exc))
+                answers.append(_Answer(message, [], refusal=refusal))
                 continue
-            if isinstance(frame, Ping):
-                await self._pong(message, frame)
-                continue
-            if isinstance(frame, Fenced):
-                self._fenced(frame)
-                continue
-            if isinstance(frame, LoadVersion):
-                await self._load(message, frame)
-                continue
-            if frame.deployment_id != self._deployment_id:
-                replies.append((message, _refusal(frame.dispatch_id, Reason.WRONG_DEPLOYMENT)))
-                continue
-            frames.append(_Frame(message, frame, frame.body))
+            match frame:
+                case Ping():
+                    await self._pong(message, frame)
+                case Fenced():
+                    self._fenced(frame)
+                case LoadVersion():
+                    await self._load(message, frame)
+                case MailInbound():
+                    answers.append(_Answer(message, [self._take(frame, frames)]))
+                case MailBatch():
+                    items = [self._take(item, frames) for item in frame.items]
+                    answers.append(_Answer(message, items, batched=True))
         if frames:
             session = self._link.session or await self._link.wait_session(self._session_wait)
             if session is not None and any(self._foreign(f, session) for f in frames):
@@ -128,7 +151,7 @@ class Delivery:
                 # may not have been taken here yet.
                 await self._link.wait_new_session(session, self._session_wait)
                 session = self._link.session
-            frames = self._fence(frames, session, replies)
+            frames = self._fence(frames, session)
             await self._fetch_code(frames)
             await self._fetch_claims(frames)
         stored = [f for f in frames if f.ack is None]
@@ -141,15 +164,27 @@ class Delivery:
         for f, new in zip(stored, fresh, strict=True):
             result = AckResult.STORED if new else AckResult.DUPLICATE
             f.ack = Ack(dispatch_id=f.frame.dispatch_id, result=result)
-        replies.extend((f.message, f.ack) for f in frames if f.ack is not None)
-        for message, ack in replies:
+        for answer in answers:
+            if (reply := answer.reply()) is None:
+                continue
             try:
-                await message.respond(encode(ack))
+                await answer.message.respond(reply)
             except TransportError as exc:
                 # The hub retries an unanswered frame; a duplicate is harmless.
-                log.warning("could not answer %s: %s", ack.dispatch_id or "a frame", exc)
+                log.warning(
+                    "could not answer %s: %s", answer.frames[0].frame.dispatch_id or "a frame", exc
+                )
         if any(fresh):
             self._on_stored()
+
+    def _take(self, frame: MailInbound, frames: list[_Frame]) -> _Frame:
+        """``frame`` to store if it is this deployment's, else refused."""
+        taken = _Frame(frame, frame.body)
+        if frame.deployment_id != self._deployment_id:
+            taken.ack = _refusal(frame.dispatch_id, Reason.WRONG_DEPLOYMENT)
+        else:
+            frames.append(taken)
+        return taken
 
     async def _pong(self, message: Message, ping: Ping) -> None:
         # Only the session the hub probes answers: a fenced process that has
@@ -205,9 +240,7 @@ class Delivery:
                 self._link.told_gone = True
             self._link.rehello()
 
-    def _fence(
-        self, frames: list[_Frame], session: Session | None, replies: list[tuple[Message, Ack]]
-    ) -> list[_Frame]:
+    def _fence(self, frames: list[_Frame], session: Session | None) -> list[_Frame]:
         """Keep the frames this instance may accept as the deployment's owner.
 
         Without a session, or with a frame from a newer owner epoch, the frame
@@ -223,7 +256,6 @@ class Delivery:
             epoch = f.frame.owner_epoch
             if epoch < session.owner_epoch:
                 f.ack = _refusal(f.frame.dispatch_id, Reason.STALE_EPOCH)
-                replies.append((f.message, f.ack))
             elif epoch > session.owner_epoch:
                 self._link.rehello()
             elif self._foreign(f, session):

@@ -1,11 +1,16 @@
 """One delivery round of a deployment: load, send, settle.
 
 A round loads the first ``window`` reserved dispatches in ``seq`` order,
-sends them all at once as ``MailInbound`` requests, waits for every answer
-(or its timeout), and then settles in one write transaction: acknowledged
-ones become ``delivered``, refused ones keep their reason. Nothing else
-changes a row, so whatever was not acknowledged is simply loaded again by
-the next round: the table is the only queue.
+sends them all at once, waits for every answer (or its timeout), and then
+settles in one write transaction: acknowledged ones become ``delivered``,
+refused ones keep their reason. Nothing else changes a row, so whatever was
+not acknowledged is simply loaded again by the next round: the table is the
+only queue.
+
+A sidecar that takes them (format 3) gets the round as MailBatch frames of
+up to ``MAX_FRAME_BYTES`` each, answered by one AckBatch apiece: one request
+and one answer for what was one each per dispatch. An older sidecar gets one
+MailInbound request per dispatch.
 """
 
 from __future__ import annotations
@@ -18,11 +23,14 @@ import aiosqlite
 import anyio
 
 from runtime import (
+    MAX_FRAME_BYTES,
     Ack,
+    AckBatch,
     AckResult,
     Claim,
     FrameDecodeError,
     FrameDecoder,
+    MailBatch,
     MailInbound,
     Reason,
     Refused,
@@ -56,6 +64,7 @@ LEFT JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE d.id = ?
 """
 
 _acks: FrameDecoder[Ack | Refused] = FrameDecoder(Ack | Refused)
+_batch_acks: FrameDecoder[AckBatch | Ack | Refused] = FrameDecoder(AckBatch | Ack | Refused)
 
 
 @dataclass
@@ -65,6 +74,17 @@ class Round:
     failed: int = 0
     """Frames without a usable answer (timeout, no responders, garbage, fenced)."""
     last_error: str = ""
+
+    def count(self, frame: MailInbound, reply: Ack | Refused) -> None:
+        """One dispatch's answer."""
+        if isinstance(reply, Refused):
+            self.refused.append((frame.dispatch_id, reply.reason))
+        elif reply.dispatch_id != frame.dispatch_id:
+            self.refused.append((frame.dispatch_id, Reason.ACK_MISMATCH))
+        elif reply.result in (AckResult.STORED, AckResult.DUPLICATE):
+            self.acked.append(frame.dispatch_id)
+        else:
+            self.refused.append((frame.dispatch_id, _refusal(reply)))
 
 
 async def load_reserved(store: Store, deployment_id: str, window: int) -> list[Any] | None:
@@ -111,32 +131,68 @@ async def send_round(
     """Send every row at once; return when each is answered or timed out."""
     result = Round()
     subject = subjects.inbound(session.deployment_id)
+    frames = [inbound_frame(session, row) for row in rows]
 
-    async def send(frame: MailInbound) -> None:
-        # The dispatch is committed (reserved) but not on the wire yet.
+    async def request(frame: MailInbound | MailBatch) -> AckBatch | Ack | Refused | None:
+        # The dispatches are committed (reserved) but not on the wire yet.
         await afailpoint("hub.dispatch.before_publish")
         try:
             data = await transport.request(subject, encode(frame), timeout)
             # The sidecar has answered; the hub has not counted the answer yet.
             await afailpoint("hub.dispatch.after_publish")
-            reply = _acks.decode(data)
+            if isinstance(frame, MailBatch):
+                return _batch_acks.decode(data)
+            return _acks.decode(data)
         except (TimeoutError, TransportError, FrameDecodeError) as exc:
             result.failed += 1
             result.last_error = f"{type(exc).__name__}: {exc}"
-            return
-        if isinstance(reply, Refused):
-            result.refused.append((frame.dispatch_id, reply.reason))
-        elif reply.dispatch_id != frame.dispatch_id:
-            result.refused.append((frame.dispatch_id, Reason.ACK_MISMATCH))
-        elif reply.result in (AckResult.STORED, AckResult.DUPLICATE):
-            result.acked.append(frame.dispatch_id)
-        else:
-            result.refused.append((frame.dispatch_id, _refusal(reply)))
+            return None
+
+    async def send(frame: MailInbound) -> None:
+        reply = await request(frame)
+        if isinstance(reply, Ack | Refused):
+            result.count(frame, reply)
+
+    async def send_batch(batch: MailBatch) -> None:
+        reply = await request(batch)
+        if isinstance(reply, AckBatch) and len(reply.acks) == len(batch.items):
+            for frame, ack in zip(batch.items, reply.acks, strict=True):
+                result.count(frame, ack)
+        elif isinstance(reply, Ack | Refused) and not _accepts(reply):
+            # The whole frame refused (a decode error, say): each for that reason.
+            reason = reply.reason if isinstance(reply, Refused) else _refusal(reply)
+            result.refused.extend((frame.dispatch_id, reason) for frame in batch.items)
+        elif reply is not None:  # an answer that is not to this frame
+            for frame in batch.items:
+                result.refused.append((frame.dispatch_id, Reason.ACK_MISMATCH))
 
     async with anyio.create_task_group() as tg:
-        for row in rows:
-            tg.start_soon(send, inbound_frame(session, row))
+        if session.batches:
+            for batch in batches(frames):
+                tg.start_soon(send_batch, batch)
+        else:
+            for frame in frames:
+                tg.start_soon(send, frame)
     return result
+
+
+def batches(frames: list[MailInbound]) -> list[MailBatch]:
+    """``frames`` in order, as MailBatch frames of at most ``MAX_FRAME_BYTES``
+    (one frame larger than that alone: it is within NATS' payload anyway)."""
+    out: list[MailBatch] = []
+    size = 0
+    for frame in frames:
+        length = len(encode(frame))
+        if not out or size + length > MAX_FRAME_BYTES:
+            out.append(MailBatch(items=[]))
+            size = 0
+        out[-1].items.append(frame)
+        size += length
+    return out
+
+
+def _accepts(reply: Ack | Refused) -> bool:
+    return isinstance(reply, Ack) and reply.result in (AckResult.STORED, AckResult.DUPLICATE)
 
 
 def _refusal(ack: Ack) -> str:

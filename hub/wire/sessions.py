@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import aiosqlite
 
 from runtime import (
+    BATCH_FORMAT,
     Challenge,
     FrameDecoder,
     Hello,
@@ -60,6 +61,8 @@ class Session:
     """Its hello came on the deployment's own subject (a sidecar of this
     release): every request under it must too. An unbound session is a
     sidecar of an earlier release, on the shared subjects."""
+    batches: bool = False
+    """Its sidecar takes MailBatch frames (format 3 in its hello)."""
 
 
 class SessionTable:
@@ -74,10 +77,16 @@ class SessionTable:
         self._max = max_sessions
 
     def open(
-        self, deployment_id: str, instance_id: str, owner_epoch: int, *, bound: bool = False
+        self,
+        deployment_id: str,
+        instance_id: str,
+        owner_epoch: int,
+        *,
+        bound: bool = False,
+        batches: bool = False,
     ) -> Session:
         session = Session(
-            new_id("ses"), deployment_id, instance_id, owner_epoch, time.time(), bound
+            new_id("ses"), deployment_id, instance_id, owner_epoch, time.time(), bound, batches
         )
         self._by_id[session.session_id] = session
         while len(self._by_id) > self._max:
@@ -265,7 +274,13 @@ class HelloHandler:
             if not await commit_claim(db, row, hello, claim):
                 return Refused(reason=Reason.OWNER_CONFLICT, detail="ownership moved meanwhile")
             floor = await floor_seq(db, dep)
-        session = self._sessions.open(dep, hello.instance_id, claim.owner_epoch, bound=bound)
+        session = self._sessions.open(
+            dep,
+            hello.instance_id,
+            claim.owner_epoch,
+            bound=bound,
+            batches=BATCH_FORMAT in hello.formats,
+        )
         log.info(
             "welcome %s instance %s epoch %d session %s%s",
             dep,

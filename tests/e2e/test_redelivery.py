@@ -20,8 +20,10 @@ import pytest
 from runtime import (
     REDELIVER_AFTER_ENV,
     Ack,
+    AckBatch,
     AckResult,
     FrameDecoder,
+    MailBatch,
     MailInbound,
     Ping,
     Transport,
@@ -45,8 +47,11 @@ async def forge_acks(
     *,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Answer every frame of the mail ``LOST`` with ``stored``, in the sidecar's place."""
-    decoder: FrameDecoder[MailInbound | Ping] = FrameDecoder(MailInbound | Ping)
+    """Answer every frame of the mail ``LOST`` with ``stored``, in the sidecar's place
+    (a batch that holds it: every item ``stored``)."""
+    decoder: FrameDecoder[MailInbound | MailBatch | Ping] = FrameDecoder(
+        MailInbound | MailBatch | Ping
+    )
     sub = await bus.subscribe(subject)
     try:
         await bus.flush()
@@ -57,6 +62,12 @@ async def forge_acks(
                 forged.append(frame.dispatch_id)
                 ack = Ack(dispatch_id=frame.dispatch_id, result=AckResult.STORED)
                 await message.respond(encode(ack))
+            elif isinstance(frame, MailBatch) and any(f.message_id == LOST for f in frame.items):
+                forged.extend(f.dispatch_id for f in frame.items)
+                acks = [
+                    Ack(dispatch_id=f.dispatch_id, result=AckResult.STORED) for f in frame.items
+                ]
+                await message.respond(encode(AckBatch(acks=acks)))
     finally:
         with anyio.CancelScope(shield=True):
             await sub.unsubscribe()

@@ -19,6 +19,7 @@ import msgspec
 
 from runtime import (
     Ack,
+    AckBatch,
     ApprovalRequested,
     BlobChunk,
     BlobGet,
@@ -34,6 +35,7 @@ from runtime import (
     HubBoot,
     HubKey,
     LoadVersion,
+    MailBatch,
     MailInbound,
     MailSent,
     MintChild,
@@ -322,6 +324,7 @@ V2 = [
             public_key=PUBLIC_KEY,
             nonce="n-2",
             signature=b"\x02" * 64,
+            formats=[1, 2],
             home="home_" + "4c" * 13,
             previous_instance="ins_" + "5d" * 13,
         ),
@@ -505,4 +508,73 @@ V1 = [
     ),
 ]
 
-GOLDEN = [*V1, *V2]
+
+def _v3(name: str, value: msgspec.Struct) -> Golden:
+    return Golden(f"v3/{name}.msgpack", "frame", value, lambda: encode(value))
+
+
+_MAIL_V2 = MailInbound(
+    v=2,
+    dispatch_id=DSP,
+    deployment_id=DEP,
+    run_id=RUN,
+    address=ADDRESS,
+    seq=7,
+    message_id="m-1",
+    sender="a@example.org",
+    subject="hello",
+    body=b"hello",
+    owner_epoch=3,
+    session_id=SES,
+    version=1,
+)
+
+V3 = [
+    _v3(
+        "MailBatch",
+        MailBatch(
+            v=3,
+            items=[
+                _MAIL_V2,
+                msgspec.structs.replace(
+                    _MAIL_V2,
+                    dispatch_id=DSP[:-1] + "9",
+                    seq=8,
+                    body=None,
+                    claim=Claim(digest="sha256:" + "cd" * 32, size=70_000),
+                ),
+            ],
+        ),
+    ),
+    _v3(
+        "Hello",
+        Hello(
+            v=2,
+            deployment_id=DEP,
+            instance_id=INS,
+            public_key=PUBLIC_KEY,
+            nonce="n-3",
+            signature=b"\x03" * 64,
+            formats=[1, 2, 3],
+            home="home_" + "4c" * 13,
+        ),
+    ),
+    _v3(
+        "AckBatch",
+        AckBatch(
+            v=3,
+            acks=[
+                Ack(v=2, dispatch_id=DSP, result="stored"),
+                Ack(
+                    v=2,
+                    dispatch_id=DSP[:-1] + "9",
+                    result="refused",
+                    reason="blob_unavailable",
+                    detail="no such blob",
+                ),
+            ],
+        ),
+    ),
+]
+
+GOLDEN = [*V1, *V2, *V3]

@@ -7,6 +7,7 @@ import pytest
 
 from runtime import (
     Ack,
+    AckBatch,
     AckResult,
     ApprovalRequested,
     BlobChunk,
@@ -23,6 +24,7 @@ from runtime import (
     Hello,
     HubBoot,
     LoadVersion,
+    MailBatch,
     MailInbound,
     MailSent,
     MintChild,
@@ -102,6 +104,9 @@ FRAMES: list[msgspec.Struct] = [
     Ack(dispatch_id="dsp_1", result="stored"),
     Ack(dispatch_id="", result="refused", reason="decode_error"),
     Ack(dispatch_id="dsp_1", result="refused", reason="digest_mismatch", detail="3 bytes short"),
+    MailBatch(items=[MailInbound(dispatch_id="dsp_1", deployment_id="dep_1", address="a@x")]),
+    MailBatch(items=[]),
+    AckBatch(acks=[Ack(dispatch_id="dsp_1", result="stored")]),
     BlobGet(digest="sha256:00", offset=512, deployment_id="dep_1", session_id="ses_1"),
     BlobChunk(digest="sha256:00", offset=0, size=3, data=b"abc"),
     MintChild(parent_run_id="run_1", request_id="r1", deployment_id="dep_1", owner_epoch=1),

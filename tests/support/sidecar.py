@@ -18,6 +18,7 @@ import msgspec
 
 from runtime import (
     Ack,
+    AckBatch,
     Backoff,
     BlobChunk,
     BlobGet,
@@ -29,6 +30,7 @@ from runtime import (
     Hello,
     HubBoot,
     HubKey,
+    MailBatch,
     MailInbound,
     MintChild,
     Minted,
@@ -340,6 +342,18 @@ class FakeHub:
         data = frame if isinstance(frame, bytes) else encode(frame)
         reply = await self.transport.request(self.subjects.inbound(self.dep.id), data, timeout)
         return FrameDecoder(Ack).decode(reply)
+
+    async def deliver_batch(self, frames: list[MailInbound], timeout: float = 5.0) -> AckBatch:
+        """``frames`` in one MailBatch, stamped as :meth:`deliver` stamps one."""
+        if self.welcomes:
+            session = self.welcomes[-1].session_id
+            frames = [
+                f if f.session_id is not None else msgspec.structs.replace(f, session_id=session)
+                for f in frames
+            ]
+        data = encode(MailBatch(items=frames))
+        reply = await self.transport.request(self.subjects.inbound(self.dep.id), data, timeout)
+        return FrameDecoder(AckBatch).decode(reply)
 
     async def announce(self, boot_id: str) -> None:
         self.boot_id = boot_id

@@ -19,7 +19,9 @@ from hub.store.reads import fetch_all, fetch_one
 from hub.wire.events import OutboundSink
 from hub.wire.service import Wire, WireConfig, run_wire
 from runtime import (
+    SUPPORTED_FORMATS,
     Ack,
+    AckBatch,
     Challenge,
     Event,
     Fenced,
@@ -27,6 +29,7 @@ from runtime import (
     FrameDecoder,
     Hello,
     LoadVersion,
+    MailBatch,
     MailInbound,
     Ping,
     Pong,
@@ -153,6 +156,8 @@ class Sidecar:
     """Speak as this release's sidecar: on the deployment's own request
     subjects, with replies to its own inbox. False: as an earlier release's,
     on the shared subjects."""
+    formats: tuple[int, ...] = SUPPORTED_FORMATS
+    """What its hello lists: without 3 it gets single MailInbound frames."""
 
     def __post_init__(self) -> None:
         if self.transport is None:
@@ -183,6 +188,7 @@ class Sidecar:
             instance_id=self.instance_id,
             public_key=self.dep.public_key,
             home=self.home,
+            formats=list(self.formats),
             **kw,
         )
 
@@ -208,10 +214,13 @@ class Sidecar:
 @dataclass
 class Inbox:
     """A fake sidecar inbox on ``mail.inbound.<dep>``: records every frame and
-    answers it with ``answer(frame)`` (None: stay silent, as if lost); health
-    probes go to ``pings`` and are answered by ``ping_answer``."""
+    answers it with ``answer(frame)`` (None: stay silent, as if lost); the
+    items of a MailBatch likewise, with one AckBatch (silent if any item is);
+    ``batches`` counts those. Health probes go to ``pings`` and are answered by
+    ``ping_answer``."""
 
     frames: list[MailInbound] = field(default_factory=list)
+    batches: int = 0
     answer: Callable[[MailInbound], Ack | None] = lambda f: Ack(
         dispatch_id=f.dispatch_id, result="stored"
     )
@@ -226,18 +235,24 @@ class Inbox:
     async def serve(
         self, sidecar: Sidecar, *, task_status: Any = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        decoder: FrameDecoder[MailInbound | Ping | LoadVersion | Fenced] = FrameDecoder(
-            MailInbound | Ping | LoadVersion | Fenced
+        decoder: FrameDecoder[MailInbound | MailBatch | Ping | LoadVersion | Fenced] = FrameDecoder(
+            MailInbound | MailBatch | Ping | LoadVersion | Fenced
         )
         sub = await sidecar.bus.subscribe(sidecar.hub.subjects.inbound(sidecar.dep.id))
         task_status.started()
         async for message in sub:
             frame = decoder.decode(message.data)
-            answer: Ack | Pong | VersionLoaded | None
-            if isinstance(frame, Fenced):
+            answer: Ack | AckBatch | Pong | VersionLoaded | None
+            if isinstance(frame, MailBatch):
+                self.batches += 1
+                self.frames.extend(frame.items)
+                acks = [self.answer(item) for item in frame.items]
+                answered = [a for a in acks if a is not None]
+                answer = AckBatch(acks=answered) if len(answered) == len(acks) else None
+            elif isinstance(frame, Fenced):
                 self.notices.append(frame)  # a notice: nothing to answer
                 continue
-            if isinstance(frame, LoadVersion):
+            elif isinstance(frame, LoadVersion):
                 self.loads.append(frame)
                 answer = self.load_answer(frame)
             elif isinstance(frame, Ping):

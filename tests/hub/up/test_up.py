@@ -81,13 +81,15 @@ async def test_the_backoff_starts_over_after_the_child_stayed_up(tmp_path: Path)
         n = int(p.read_text()) + 1 if p.exists() else 1
         p.write_text(str(n))
         if n == 3:
-            time.sleep(0.5)  # healthy for longer than reset_after
+            time.sleep(2.0)  # healthy for longer than reset_after
         sys.exit(1)
     """
     delays: list[float] = []
+    # reset_after well above a Python start on a loaded machine: the uptime
+    # of a child that exits at once includes its interpreter's start.
     child = Child(
         ChildSpec("flaky", py(code)),
-        backoff=Backoff(initial=0.05, maximum=1.0, reset_after=0.3),
+        backoff=Backoff(initial=0.05, maximum=1.0, reset_after=1.5),
         on_exit=lambda name, code, delay: delays.append(delay),
     )
     async with anyio.create_task_group() as tg:

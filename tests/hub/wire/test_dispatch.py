@@ -8,14 +8,17 @@ import anyio
 import pytest
 
 from hub.wire.dispatcher import DispatchConfig
+from hub.wire.rounds import batches
 from hub.wire.service import WireConfig
 from runtime import (
     INLINE_BODY_LIMIT,
+    MAX_FRAME_BYTES,
     Ack,
     Backoff,
     MailInbound,
     TransportError,
     Welcome,
+    encode,
     open_nats,
 )
 from tests.support import NatsServerProcess, wait_for
@@ -66,6 +69,62 @@ async def test_delivers_reserved_dispatches_in_seq_order(tmp_path: Path) -> None
         rows = await hub.all("SELECT delivered_at FROM workflow_run_dispatch")
         assert all(r["delivered_at"] is not None for r in rows)
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("formats", [(1, 2, 3), (1, 2)], ids=["batches", "older-sidecar"])
+async def test_a_sidecar_gets_batches_only_when_its_hello_lists_format_3(
+    tmp_path: Path, formats: tuple[int, ...]
+) -> None:
+    async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        receipts = await accept(hub, dep, [f"body {i}".encode() for i in range(10)])
+        car, inbox = Sidecar(hub, dep, formats=formats), Inbox()
+        await tg.start(inbox.serve, car)
+        assert isinstance(await car.hello(), Welcome)
+        await wait_for(all_are(hub, dep.id, "delivered", 10))
+        assert [f.dispatch_id for f in inbox.frames] == [r.dispatch_id for r in receipts]
+        if 3 in formats:
+            assert 1 <= inbox.batches < 10  # a round or two, not a frame a dispatch
+        else:
+            assert inbox.batches == 0
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_an_answer_that_does_not_fit_the_batch_delivers_nothing(tmp_path: Path) -> None:
+    async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        await accept(hub, dep, [b"a", b"b", b"c"])
+        # Acks for other dispatches: a forged or confused answer.
+        car, inbox = (
+            Sidecar(hub, dep),
+            Inbox(answer=lambda f: Ack(dispatch_id="dsp_x", result="stored")),
+        )
+        await tg.start(inbox.serve, car)
+        await car.hello()
+
+        async def mismatched() -> bool:
+            rows = await hub.all("SELECT last_error FROM workflow_run_dispatch")
+            return all(r["last_error"] == "ack_mismatch" for r in rows)
+
+        await wait_for(mismatched, what="every dispatch refused ack_mismatch")
+        assert await statuses(hub, dep.id) == ["reserved"] * 3
+        inbox.answer = lambda f: Ack(dispatch_id=f.dispatch_id, result="stored")
+        await wait_for(all_are(hub, dep.id, "delivered", 3))
+        tg.cancel_scope.cancel()
+
+
+def test_a_round_is_packed_into_batches_within_the_frame_limit() -> None:
+    frames = [
+        MailInbound(dispatch_id=f"dsp_{i}", deployment_id="dep", address="a", body=b"x" * 60_000)
+        for i in range(30)
+    ]
+    packed = batches(frames)
+    assert [f for b in packed for f in b.items] == frames  # all, in order
+    assert len(packed) == 3
+    assert all(len(encode(b)) <= MAX_FRAME_BYTES for b in packed)
+    assert batches([]) == []
 
 
 @pytest.mark.anyio
