@@ -110,9 +110,12 @@ def run_case(case: Case, quick: bool) -> dict[str, Any]:
     if quick:
         argv += case.quick
     out = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"{case.name} failed ({out.returncode}):\n{out.stderr[-4000:]}")
-    result: dict[str, Any] = json.loads(out.stdout)
+    try:
+        # A bench that measured but missed its own bound (hub_restart.py
+        # exits 1 past 2 s) still printed its figures: the table says "no".
+        result: dict[str, Any] = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        raise SystemExit(f"{case.name} failed ({out.returncode}):\n{out.stderr[-4000:]}") from None
     return result
 
 
