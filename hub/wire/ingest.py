@@ -79,13 +79,13 @@ class Ingest:
         claim-checked body. Consecutive DispatchProcessed events go as one
         batch (:mod:`hub.wire.processed`), with the same outcome."""
         released = False
-        for processed, run in groupby(events, key=lambda e: isinstance(e, DispatchProcessed)):
+        for processed, group in groupby(events, key=lambda e: isinstance(e, DispatchProcessed)):
             if processed:
                 batch = ProcessedBatch(self.db, self.deployment_id, self.now, self._dead_letter)
-                released |= await batch.apply(cast(list[DispatchProcessed], list(run)))
+                released |= await batch.apply(cast(list[DispatchProcessed], list(group)))
                 self.runs |= batch.runs_with_events
             else:
-                for event in run:
+                for event in group:
                     released |= await self.event(event)
         return released
 
