@@ -40,7 +40,7 @@ class _Run:
     last_seq: int
     last_step: int
     moved: bool = False  # last_seq/last_step changed
-    state: DispatchProcessed | None = None  # the last event that set the state
+    state: dict[str, Any] | None = None  # set by the last event that moved it
     version: int = 0  # the last non-zero version among those events
     resume: bool = False  # it processed an approval decision
 
@@ -164,7 +164,7 @@ class ProcessedBatch:
             run.last_step = event.step
             run.moved = True
             if not refused:
-                run.state = event
+                run.state = event.state
                 run.version = event.version or run.version
         if dispatch.kind == "approval":
             run.resume = True
@@ -199,7 +199,14 @@ class ProcessedBatch:
             "UPDATE workflow_run SET state = ?, last_seq = ?, last_step = ?,"
             " version = COALESCE(NULLIF(?, 0), version), updated_at = ? WHERE id = ?",
             [
-                (_json(r.state), r.last_seq, r.last_step, r.version, self.now, i)
+                (
+                    msgspec.json.encode(r.state).decode(),
+                    r.last_seq,
+                    r.last_step,
+                    r.version,
+                    self.now,
+                    i,
+                )
                 for i, r in with_state
             ],
         )
@@ -219,8 +226,3 @@ class ProcessedBatch:
                 if r.resume
             ],
         )
-
-
-def _json(event: DispatchProcessed | None) -> str:
-    assert event is not None
-    return msgspec.json.encode(event.state).decode()

@@ -81,7 +81,7 @@ class Round:
             self.refused.append((frame.dispatch_id, reply.reason))
         elif reply.dispatch_id != frame.dispatch_id:
             self.refused.append((frame.dispatch_id, Reason.ACK_MISMATCH))
-        elif reply.result in (AckResult.STORED, AckResult.DUPLICATE):
+        elif _accepts(reply):
             self.acked.append(frame.dispatch_id)
         else:
             self.refused.append((frame.dispatch_id, _refusal(reply)))
