@@ -59,6 +59,9 @@ from ._errors import NoResponders as NoResponders
 from ._errors import RecordDecodeError as RecordDecodeError
 from ._errors import RequestTimeout as RequestTimeout
 from ._errors import SignatureError as SignatureError
+from ._errors import TransactionError as TransactionError
+from ._errors import TransactionFailed as TransactionFailed
+from ._errors import TransactionSuspended as TransactionSuspended
 from ._errors import TransportClosed as TransportClosed
 from ._errors import TransportError as TransportError
 from ._eventloop import loop_options as loop_options
@@ -168,6 +171,11 @@ from ._sqlite import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
 from ._sqlite import configure_sqlite as configure_sqlite
 from ._sqlite import release_free_pages as release_free_pages
 from ._sqlite import sqlite_synchronous as sqlite_synchronous
+from ._transact import Body as Body
+from ._transact import Connection as Connection
+from ._transact import Cursor as Cursor
+from ._transact import Params as Params
+from ._transact import transact as transact
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
 from ._transport import Transport as Transport
@@ -232,10 +240,13 @@ __all__ = [
     "Backoff",
     "BlobChunk",
     "BlobGet",
+    "Body",
     "Broadcast",
     "Challenge",
     "ChildRunStarted",
     "Claim",
+    "Connection",
+    "Cursor",
     "DeploymentStatus",
     "DispatchOutcome",
     "DispatchProcessed",
@@ -265,6 +276,7 @@ __all__ = [
     "MintChild",
     "Minted",
     "NoResponders",
+    "Params",
     "Ping",
     "Pong",
     "Reason",
@@ -297,6 +309,9 @@ __all__ = [
     "Subjects",
     "Subscription",
     "Supervisor",
+    "TransactionError",
+    "TransactionFailed",
+    "TransactionSuspended",
     "Transport",
     "TransportClosed",
     "TransportError",
@@ -341,6 +356,7 @@ __all__ = [
     "sidecar_env",
     "sign",
     "sqlite_synchronous",
+    "transact",
     "unb64url",
     "unwrap_group",
     "unwrapping_groups",

@@ -17,6 +17,9 @@ The tree (a second base in parentheses)::
       SignatureError
       FailpointError
       FailpointSpecError (ValueError)
+      TransactionError
+        TransactionFailed
+        TransactionSuspended (RuntimeError)
       hub.HubError          the hub's tree, drawn in hub/_errors.py
       sidecar.SidecarError  the sidecar's tree, drawn in sidecar/_errors.py
 """
@@ -82,3 +85,15 @@ class FailpointError(MailrunError):
 
 class FailpointSpecError(MailrunError, ValueError):
     """A ``MAILRUN_FAILPOINTS`` that is malformed or names an unknown failpoint."""
+
+
+class TransactionError(MailrunError):
+    """A write transaction that did not commit."""
+
+
+class TransactionFailed(TransactionError):
+    """Beginning or committing a write transaction failed: nothing of it is stored."""
+
+
+class TransactionSuspended(TransactionError, RuntimeError):
+    """A transaction body awaited something other than its connection (a bug)."""

@@ -22,6 +22,7 @@ import anyio
 import msgspec
 
 from runtime import (
+    Connection,
     Event,
     RecordDecodeError,
     RunCancelled,
@@ -33,6 +34,7 @@ from runtime import (
     is_terminal,
     new_id,
     release_free_pages,
+    transact,
 )
 
 from ._envelope import (
@@ -470,12 +472,14 @@ class Inbox:
         seqs += [seq for _, seq in c.held if seq is not None]
         now = time.time()
         async with self._lock:
-            new_last = max(seqs) if seqs else self._last_seq
-            async with transaction(self.db) as db:
+            last_seq = self._last_seq
+
+            async def body(db: Connection) -> tuple[int, list[str]]:
+                new_last = max(seqs) if seqs else last_seq
                 if seqs:
                     cur = await db.execute(
                         "UPDATE meta SET value = ? WHERE key = 'last_seq' AND value = ?",
-                        (new_last, self._last_seq),
+                        (new_last, last_seq),
                     )
                     if cur.rowcount != 1:
                         raise InboxConflict("the processing position moved meanwhile")
@@ -547,6 +551,9 @@ class Inbox:
                         " VALUES ('inbox', ?, ?, ?)",
                         [(reason, data, now) for reason, data in c.dead],
                     )
+                return new_last, cancelled
+
+            new_last, cancelled = await transact(self.db, body)
             self._last_seq = new_last
             self._cancelled.extend(cancelled)
 
@@ -568,7 +575,9 @@ class Inbox:
         ids = tuple(event_ids)
         marks = ",".join("?" * len(ids))
         async with self._lock:
-            async with transaction(self.db) as db:
+            keep_above = self._last_seq - self._done_kept
+
+            async def body(db: Connection) -> tuple[tuple[str, ...], bool]:
                 rows = await db.execute_fetchall(
                     f"SELECT frame FROM outbox WHERE event_id IN ({marks})"
                     f" AND kind IN ({','.join('?' * len(_SETTLING))})",
@@ -584,11 +593,14 @@ class Inbox:
                     )
                     await db.execute(
                         "DELETE FROM inbox WHERE state = 'done' AND seq <= ? AND envelope = ?",
-                        (self._last_seq - self._done_kept, COMPACTED),
+                        (keep_above, COMPACTED),
                     )
                 ((busy,),) = await db.execute_fetchall(
                     "SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'pending')"
                 )
+                return settled, bool(busy)
+
+            settled, busy = await transact(self.db, body)
             if settled:
                 slack = FREE_BYTES_KEPT if busy else 0
                 await release_free_pages(self.db, FREE_BYTES_KEPT, slack=slack)
@@ -618,7 +630,7 @@ _approvals = msgspec.json.Decoder(list[str])
 _encode_json = msgspec.json.encode
 
 
-async def _cancel_children(db: aiosqlite.Connection, run_id: str, now: float) -> list[str]:
+async def _cancel_children(db: Connection, run_id: str, now: float) -> list[str]:
     """A run ended: its live children are cancelled, and theirs, in the
     ending run's transaction; each sends RunCancelled. Their items that come
     later are refused as for any ended run, held ones included."""
@@ -644,7 +656,7 @@ async def _cancel_children(db: aiosqlite.Connection, run_id: str, now: float) ->
     return cancelled
 
 
-async def _mark_settled(db: aiosqlite.Connection, seqs: list[int], now: float) -> None:
+async def _mark_settled(db: Connection, seqs: list[int], now: float) -> None:
     if not seqs:
         return
     await db.executemany(
@@ -661,7 +673,7 @@ async def _mark_settled(db: aiosqlite.Connection, seqs: list[int], now: float) -
     )
 
 
-async def _advance_over_done(db: aiosqlite.Connection, last: int) -> int:
+async def _advance_over_done(db: Connection, last: int) -> int:
     """Move the processing position over seqs already done (release 1 rows
     that learned their seq after being processed)."""
     for (seq,) in await db.execute_fetchall(

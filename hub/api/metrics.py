@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import aiosqlite
+from runtime import Connection
 
 from ..store import Acceptor, count_by_status, count_outbound
 
@@ -18,7 +18,7 @@ def _label(key: str, value: str) -> str:
     return f'{{{key}="{escaped}"}}'
 
 
-async def render_metrics(db: aiosqlite.Connection, acceptor: Acceptor) -> str:
+async def render_metrics(db: Connection, acceptor: Acceptor) -> str:
     counts = await count_by_status(db)
     outbound = await count_outbound(db)
     lines: list[str] = []

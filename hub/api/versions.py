@@ -13,6 +13,7 @@ is a row, so it survives restarts of hub and sidecar).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import anyio
 from starlette.requests import Request
@@ -52,8 +53,9 @@ def version_routes(ctx: RouteContext, on_rollout: Callable[[str], object]) -> li
         spec = await ctx.read(request, VersionIn, InvalidDeployment)
         entrypoint = spec.entrypoint or await active_entrypoint(db, dep_id)
         sources = build_sources(entrypoint, spec.source, spec.files)
-        async with ctx.store.write() as conn:
-            version = await add_version(conn, dep_id, sources)
+        version = await ctx.store.transact(
+            partial(add_version, deployment_id=dep_id, sources=sources)
+        )
         on_rollout(dep_id)
         return await _outcome(dep_id, version, wait, 201)
 
@@ -63,8 +65,9 @@ def version_routes(ctx: RouteContext, on_rollout: Callable[[str], object]) -> li
         if not is_number(text):
             raise InvalidRequest(f"version {text[:20]!r} is not a number")
         wait = _wait(request)
-        async with ctx.store.write() as conn:
-            asked = await request_rollout(conn, dep_id, int(text))
+        asked = await ctx.store.transact(
+            partial(request_rollout, deployment_id=dep_id, version=int(text))
+        )
         if asked:
             on_rollout(dep_id)
         return await _outcome(dep_id, int(text), wait, 200)

@@ -16,10 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
 import msgspec
 
-from runtime import INLINE_BODY_LIMIT, Reason, RunStatus, accepts_trigger, anchor_is_live, new_id
+from runtime import (
+    INLINE_BODY_LIMIT,
+    Connection,
+    Reason,
+    RunStatus,
+    accepts_trigger,
+    anchor_is_live,
+    new_id,
+)
 
 from .._errors import AcceptFailed
 from .reads import fetch_all
@@ -124,7 +131,7 @@ class _Batch:
         self.dispatches: list[tuple[object, ...]] = []
         self.decided: list[tuple[object, ...]] = []
 
-    async def load(self, db: aiosqlite.Connection, triggers: Sequence[Trigger]) -> None:
+    async def load(self, db: Connection, triggers: Sequence[Trigger]) -> None:
         approval_ids = sorted({t.approval_id for t in triggers if t.approval_id})
         if approval_ids:
             for approval_id, run_id, dep_id, status in await fetch_all(
@@ -270,7 +277,7 @@ class _Batch:
         self.woken.add(dep_id)
         return receipt
 
-    async def write(self, db: aiosqlite.Connection) -> None:
+    async def write(self, db: Connection) -> None:
         await db.executemany(
             "INSERT INTO workflow_run (id, deployment_id, is_anchor, is_top_level, status,"
             " created_at, updated_at) VALUES (?, ?, 0, 1, ?, ?, ?)",
@@ -317,9 +324,7 @@ def _refused(first: Accepted, status: str, error: str | None) -> RefusedByRun | 
     )
 
 
-async def _attempt(
-    db: aiosqlite.Connection, triggers: Sequence[Trigger]
-) -> tuple[list[Receipt], set[str]]:
+async def _attempt(db: Connection, triggers: Sequence[Trigger]) -> tuple[list[Receipt], set[str]]:
     batch = _Batch(time.time())
     await db.execute("SAVEPOINT accept")
     try:
@@ -335,7 +340,7 @@ async def _attempt(
 
 
 async def accept_triggers(
-    db: aiosqlite.Connection, triggers: Sequence[Trigger]
+    db: Connection, triggers: Sequence[Trigger]
 ) -> tuple[list[Outcome], set[str]]:
     """Accept or reject each trigger in order, inside the caller's write transaction.
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiosqlite
 import msgspec
+
+from runtime import Connection
 
 from .._errors import InvalidRequest, UnknownApproval, UnknownRun
 from .queries import resolve_deployment
@@ -43,7 +44,7 @@ def _approval(row: Any) -> ApprovalView:
     return ApprovalView(**dict(zip(ApprovalView.__struct_fields__, row, strict=True)))
 
 
-async def get_approval(db: aiosqlite.Connection, approval_id: str) -> ApprovalView:
+async def get_approval(db: Connection, approval_id: str) -> ApprovalView:
     rows = await fetch_all(db, f"{_APPROVAL} WHERE a.id = ?", (approval_id,))
     if not rows:
         raise UnknownApproval(f"no approval {approval_id!r}")
@@ -51,7 +52,7 @@ async def get_approval(db: aiosqlite.Connection, approval_id: str) -> ApprovalVi
 
 
 async def list_approvals(
-    db: aiosqlite.Connection,
+    db: Connection,
     *,
     run: str | None = None,
     deployment: str | None = None,

@@ -1,9 +1,15 @@
 """The hub's SQLite store: one writer connection, one reader connection.
 
-Writes go through :meth:`Store.write` only: an ``anyio.Lock`` serialises them
+Writes go through :meth:`Store.transact`: an ``anyio.Lock`` serialises them
 inside this process and ``BEGIN IMMEDIATE`` takes SQLite's write lock up
 front, so a transaction never fails half-way on lock upgrade and never
-interleaves with another. Reads use ``store.db``, a second connection: in
+interleaves with another. The body of a transaction runs whole on the
+writer's thread (``runtime.transact``): the lock is held for the time the
+statements take, not for a round trip through the event loop per
+statement. :meth:`Store.write` is the same transaction with the body on the
+loop, one round trip a statement, for code that must await other things
+inside it (tests that stage a crash's leftovers, say); the hub itself does
+not use it. Reads use ``store.db``, a second connection: in
 WAL mode it sees committed data only, so a read running while some task
 holds a write transaction open never observes that transaction's rows. Reads go through
 ``fetch_one`` / ``fetch_all`` (``reads.py``): one call each, so no task's
@@ -16,14 +22,17 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
+from typing import TypeVar
 
 import aiosqlite
 import anyio
 
-from runtime import configure_sqlite, release_free_pages
+from runtime import Body, TransactionFailed, configure_sqlite, release_free_pages, transact
 
 from .._errors import StoreUnavailable
 from .migrations import apply_migrations
+
+T = TypeVar("T")
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 
@@ -92,9 +101,21 @@ class Store:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    async def transact(self, body: Body[T]) -> T:
+        """One write transaction, ``body`` run whole on the writer's thread
+        (``runtime.transact``); its result. Failure to begin or to commit is
+        :class:`StoreUnavailable`, so a caller never mistakes an uncommitted
+        change for a committed one."""
+        async with self._lock:
+            try:
+                return await transact(self._writer, body)
+            except TransactionFailed as exc:
+                raise StoreUnavailable(str(exc)) from exc
+
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``.
+        """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, its
+        body on the loop (prefer :meth:`transact`).
 
         The body runs with the writer connection; any exception (including
         cancellation) rolls back. Failure to begin or to commit is raised as

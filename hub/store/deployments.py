@@ -19,6 +19,7 @@ import anyio
 import msgspec
 
 from runtime import (
+    Connection,
     DeploymentStatus,
     HubKey,
     InvalidSources,
@@ -112,7 +113,8 @@ async def create_deployment(
     # Its NATS identity: the seed goes only where the deployment key goes.
     nats = new_user_key()
     now = time.time()
-    async with store.write() as db:
+
+    async def body(db: Connection) -> None:
         try:
             await db.execute(
                 "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
@@ -138,6 +140,8 @@ async def create_deployment(
             (dep_id, dep_id, DeploymentStatus.DEPLOYED.value, now, now),
         )
         await insert_first_version(db, dep_id, sources, now)
+
+    await store.transact(body)
     log.info("deployment created id=%s name=%s address=%s", dep_id, name, address)
     record = RestoreRecord(
         deployment_id=dep_id,
@@ -174,7 +178,8 @@ async def delete_deployment(
     sidecar still runs from it: then whoever stops it removes it (``mailrun
     up`` does, once its sidecar has stopped)."""
     now = time.time()
-    async with store.write() as db:
+
+    async def body(db: Connection) -> bool:
         cur = await db.execute(
             "UPDATE workflow_run SET status = ?, updated_at = ?"
             " WHERE id = ? AND is_anchor = 1 AND status = ?",
@@ -210,6 +215,11 @@ async def delete_deployment(
             f" AND d.status IN ({marks}))",
             (deployment_id, *_OPEN_DISPATCH),
         )
+        return True
+
+    if not await store.transact(body):
+        return False
+
     log.info("deployment deleted id=%s", deployment_id)
     if sidecar_root is not None:
         await _remove_local_sidecar(sidecar_root / deployment_id, deployment_id)

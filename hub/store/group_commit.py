@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
-from runtime import afailpoint
+from runtime import Connection, afailpoint, failpoint
 
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
 from .accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
@@ -116,10 +116,14 @@ class Acceptor:
 
     async def _commit(self, batch: list[_Request]) -> None:
         triggers = [t for request in batch for t in request.triggers]
+
+        async def body(db: Connection) -> tuple[list[Outcome], set[str]]:
+            accepted = await accept_triggers(db, triggers)
+            failpoint("hub.accept.before_commit")
+            return accepted
+
         try:
-            async with self._store.write() as db:
-                outcomes, woken = await accept_triggers(db, triggers)
-                await afailpoint("hub.accept.before_commit")
+            outcomes, woken = await self._store.transact(body)
         except Exception as exc:
             # Whatever broke the transaction, it rolled back: nobody in this
             # batch is accepted, and the loop lives on for the next batch.

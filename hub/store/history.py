@@ -30,13 +30,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiosqlite
 import msgspec
 
 from runtime import (
     INLINE_BODY_LIMIT,
     ApprovalRequested,
     ChildRunStarted,
+    Connection,
     DispatchOutcome,
     DispatchProcessed,
     Event,
@@ -98,7 +98,7 @@ class _Grouped:
 _decoder: FrameDecoder[Event] = FrameDecoder(Event)
 
 
-async def read_history(db: aiosqlite.Connection, run_id: str) -> RunHistory:
+async def read_history(db: Connection, run_id: str) -> RunHistory:
     """The recorded history of ``run_id`` that the store still holds.
 
     Raises :class:`UnknownRun` for an id that is no run (an anchor row included).
@@ -196,9 +196,7 @@ def _end(event: RunCompleted | RunFailed | RunCancelled) -> RecordedEnd:
     return RecordedEnd(kind="cancelled", error=event.reason)
 
 
-async def _dispatches(
-    db: aiosqlite.Connection, run_id: str, ids: list[str]
-) -> dict[str, sqlite3.Row]:
+async def _dispatches(db: Connection, run_id: str, ids: list[str]) -> dict[str, sqlite3.Row]:
     found: dict[str, sqlite3.Row] = {}
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]

@@ -12,12 +12,13 @@ whose sidecar runs elsewhere keeps none (docs/security.md).
 from __future__ import annotations
 
 import logging
+from functools import partial
 from pathlib import Path
 
 import anyio
 import msgspec
 
-from runtime import MailrunError, read_restore_record, record_path, write_restore_record
+from runtime import Connection, MailrunError, read_restore_record, record_path, write_restore_record
 
 from .._errors import NatsIdentityError
 from ..natsauth import new_user_key, public_key
@@ -49,14 +50,17 @@ async def give_nats_identities(store: Store, sidecar_root: Path) -> int:
         except (OSError, MailrunError) as exc:
             log.error("cannot give %s a NATS identity (record %s): %s", dep, path, exc)
             continue
-        async with store.write() as db:
-            cur = await db.execute(
-                "UPDATE deployment SET nats_user = ? WHERE id = ? AND nats_user IS NULL",
-                (user, dep),
-            )
-            given += cur.rowcount
+        given += await store.transact(partial(_give, user=user, deployment_id=dep))
         log.info("deployment %s has a NATS identity now (%s)", dep, user)
     return given
+
+
+async def _give(db: Connection, *, user: str, deployment_id: str) -> int:
+    cur = await db.execute(
+        "UPDATE deployment SET nats_user = ? WHERE id = ? AND nats_user IS NULL",
+        (user, deployment_id),
+    )
+    return int(cur.rowcount)
 
 
 def _seed_record(path: Path) -> str:

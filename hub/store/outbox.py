@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-import aiosqlite
 import msgspec
 
-from runtime import new_id
+from runtime import Connection, new_id
 
 from .reads import fetch_all
 
@@ -68,7 +67,7 @@ CREATE INDEX IF NOT EXISTS outbound_mail_by_deployment ON outbound_mail (deploym
 _ADDRESS = re.compile(r"[^@\s<>,;\"()]+@[^@\s<>,;\"()]+")
 
 
-async def add_outbound_mail(db: aiosqlite.Connection) -> None:
+async def add_outbound_mail(db: Connection) -> None:
     """Migration 8: the table of outgoing mail. Idempotent on its own."""
     for statement in filter(None, (s.strip() for s in OUTBOUND_SCHEMA.split(";"))):
         await db.execute(statement)
@@ -106,7 +105,7 @@ def unsendable(mail: OutboundMail) -> str | None:
 
 
 async def record_outbound(
-    db: aiosqlite.Connection, mails: Sequence[OutboundMail], status: OutboundStatus
+    db: Connection, mails: Sequence[OutboundMail], status: OutboundStatus
 ) -> int:
     """Insert each mail not recorded yet (inside the caller's transaction), as
     ``status`` or, for a mail no relay could take, ``failed``; return how many
@@ -169,7 +168,7 @@ def _view(row: Any) -> OutboundView:
 
 
 async def list_outbound(
-    db: aiosqlite.Connection,
+    db: Connection,
     *,
     status: str | None = None,
     deployment_id: str | None = None,
@@ -190,7 +189,7 @@ async def list_outbound(
     return [_view(row) for row in reversed(rows)]
 
 
-async def count_outbound(db: aiosqlite.Connection) -> dict[str, int]:
+async def count_outbound(db: Connection) -> dict[str, int]:
     """Outgoing mail by status, every status named (0 when none)."""
     rows = await fetch_all(db, "SELECT status, COUNT(*) FROM outbound_mail GROUP BY 1")
     counts = {str(s): int(n) for s, n in rows}

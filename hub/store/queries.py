@@ -9,10 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import aiosqlite
 import msgspec
 
-from runtime import is_id
+from runtime import Connection, is_id
 
 from .._errors import UnknownDeployment, UnknownDispatch, UnknownRun
 from .reads import fetch_all
@@ -141,7 +140,7 @@ def _dispatch(row: Any) -> DispatchView:
     return DispatchView(**dict(zip(DispatchView.__struct_fields__, row, strict=True)))
 
 
-async def resolve_deployment(db: aiosqlite.Connection, key: str) -> str:
+async def resolve_deployment(db: Connection, key: str) -> str:
     """A deployment id from an id or a name (the live one, else the latest deleted)."""
     if is_id(key, "dep"):
         rows = await fetch_all(db, "SELECT id FROM deployment WHERE id = ?", (key,))
@@ -157,22 +156,20 @@ async def resolve_deployment(db: aiosqlite.Connection, key: str) -> str:
     return str(rows[0][0])
 
 
-async def get_deployment(db: aiosqlite.Connection, key: str) -> DeploymentView:
+async def get_deployment(db: Connection, key: str) -> DeploymentView:
     dep_id = await resolve_deployment(db, key)
     view = _deployment((await fetch_all(db, f"{_DEPLOYMENT} WHERE d.id = ?", (dep_id,)))[0])
     return (await _with_quarantined(db, [view], dep_id))[0]
 
 
-async def list_deployments(
-    db: aiosqlite.Connection, *, status: str | None = None
-) -> list[DeploymentView]:
+async def list_deployments(db: Connection, *, status: str | None = None) -> list[DeploymentView]:
     where, params = ("WHERE a.status = ?", (status,)) if status else ("", ())
     rows = await fetch_all(db, f"{_DEPLOYMENT} {where} ORDER BY d.created_at, d.id", params)
     return await _with_quarantined(db, [_deployment(row) for row in rows])
 
 
 async def _with_quarantined(
-    db: aiosqlite.Connection, views: list[DeploymentView], deployment_id: str | None = None
+    db: Connection, views: list[DeploymentView], deployment_id: str | None = None
 ) -> list[DeploymentView]:
     """Fill each view's ``quarantined`` count (one grouped query for the lot)."""
     where, params = ("AND deployment_id = ?", (deployment_id,)) if deployment_id else ("", ())
@@ -186,14 +183,14 @@ async def _with_quarantined(
     return [msgspec.structs.replace(v, quarantined=counts.get(v.id, 0)) for v in views]
 
 
-async def get_run(db: aiosqlite.Connection, run_id: str) -> RunView:
+async def get_run(db: Connection, run_id: str) -> RunView:
     rows = await fetch_all(db, f"{_RUN} AND id = ?", (run_id,))
     if not rows:
         raise UnknownRun(f"no run {run_id!r}")
     return _run(rows[0])
 
 
-async def deployment_of_run(db: aiosqlite.Connection, run_id: str) -> str:
+async def deployment_of_run(db: Connection, run_id: str) -> str:
     """The deployment a run belongs to (a run never moves, so this read may
     precede the transaction that targets the run)."""
     rows = await fetch_all(
@@ -205,7 +202,7 @@ async def deployment_of_run(db: aiosqlite.Connection, run_id: str) -> str:
 
 
 async def list_runs(
-    db: aiosqlite.Connection, *, deployment: str | None = None, limit: int = 100
+    db: Connection, *, deployment: str | None = None, limit: int = 100
 ) -> list[RunView]:
     """The latest ``limit`` runs (of one deployment: id or name), oldest first."""
     where, params = "", tuple[str, ...]()
@@ -215,14 +212,14 @@ async def list_runs(
     return [_run(row) for row in reversed(await fetch_all(db, sql, (*params, limit)))]
 
 
-async def get_dispatch(db: aiosqlite.Connection, dispatch_id: str) -> DispatchView:
+async def get_dispatch(db: Connection, dispatch_id: str) -> DispatchView:
     rows = await fetch_all(db, f"{_DISPATCH} WHERE id = ?", (dispatch_id,))
     if not rows:
         raise UnknownDispatch(f"no dispatch {dispatch_id!r}")
     return _dispatch(rows[0])
 
 
-async def count_by_status(db: aiosqlite.Connection) -> dict[str, dict[str, int]]:
+async def count_by_status(db: Connection) -> dict[str, dict[str, int]]:
     """``{"dispatches": {status: n}, "deployments": {status: n}}`` for metrics."""
     dispatches = await fetch_all(
         db, "SELECT status, COUNT(*) FROM workflow_run_dispatch GROUP BY 1"

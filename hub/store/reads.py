@@ -22,22 +22,17 @@ they merely save hops.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
-from typing import TypeAlias
 
-import aiosqlite
-
-Params: TypeAlias = Sequence[object] | Mapping[str, object]
-"""Positional (``?``) or named (``:name``) parameters, as sqlite3 takes them."""
+from runtime import Connection, Params
 
 
-async def fetch_all(db: aiosqlite.Connection, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+async def fetch_all(db: Connection, sql: str, params: Params = ()) -> list[sqlite3.Row]:
     """Every row ``sql`` yields (``sqlite3.Row``, the store's row factory),
     executed and fetched in one call on the connection's thread."""
     return list(await db.execute_fetchall(sql, params))
 
 
-async def fetch_one(db: aiosqlite.Connection, sql: str, params: Params = ()) -> sqlite3.Row | None:
+async def fetch_one(db: Connection, sql: str, params: Params = ()) -> sqlite3.Row | None:
     """The first row ``sql`` yields, or None; like :func:`fetch_all`, in one
     call. Every row is fetched (that is what ends the statement within the
     call), so ``sql`` should yield one row or a few: a key lookup, an

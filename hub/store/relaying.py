@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from runtime import ATTEMPT_LIMIT
+from runtime import ATTEMPT_LIMIT, Connection, Params
 
 from .db import Store
 from .outbox import OutboundStatus
@@ -49,18 +49,21 @@ async def settle_at_boot(store: Store, *, relayed: bool) -> dict[str, int]:
     mail waiting for a relay becomes ``no_relay``. Returns the counts moved."""
     now = time.time()
     waiting = OutboundStatus.PENDING if relayed else OutboundStatus.NO_RELAY
-    async with store.write() as db:
+    parked = OutboundStatus.NO_RELAY if relayed else OutboundStatus.PENDING
+
+    async def body(db: Connection) -> dict[str, int]:
         interrupted = await db.execute(
             "UPDATE outbound_mail SET status = ?, in_doubt = 1, last_error = ?,"
             " next_attempt_at = ? WHERE status = ?",
             (waiting, _IN_DOUBT, now, OutboundStatus.SENDING),
         )
-        parked = OutboundStatus.NO_RELAY if relayed else OutboundStatus.PENDING
         moved = await db.execute(
             "UPDATE outbound_mail SET status = ?, next_attempt_at = ? WHERE status = ?",
             (waiting, now, parked),
         )
-    return {"in_doubt": interrupted.rowcount, str(waiting): moved.rowcount}
+        return {"in_doubt": interrupted.rowcount, str(waiting): moved.rowcount}
+
+    return await store.transact(body)
 
 
 async def due_mail(store: Store, *, now: float, limit: int) -> list[DueMail]:
@@ -91,50 +94,63 @@ async def next_due(store: Store) -> float | None:
 async def mark_sending(store: Store, mail_id: str) -> bool:
     """Claim one pending mail for an SMTP transaction (one attempt more);
     False when it is not pending any more."""
-    async with store.write() as db:
-        cur = await db.execute(
-            f"UPDATE outbound_mail SET status = ?, {_ATTEMPT} WHERE id = ? AND status = ?",
-            (OutboundStatus.SENDING, mail_id, OutboundStatus.PENDING),
-        )
-    return cur.rowcount == 1
+    claimed = await _update(
+        store,
+        f"UPDATE outbound_mail SET status = ?, {_ATTEMPT} WHERE id = ? AND status = ?",
+        (OutboundStatus.SENDING, mail_id, OutboundStatus.PENDING),
+    )
+    return claimed == 1
 
 
 async def mark_sent(store: Store, mail_id: str, answer: str) -> None:
     """The relay accepted it: the body goes (it is the relay's now)."""
-    async with store.write() as db:
-        await db.execute(
-            "UPDATE outbound_mail SET status = ?, relay_answer = ?, sent_at = ?, body = NULL"
-            " WHERE id = ? AND status = ?",
-            (OutboundStatus.SENT, answer, time.time(), mail_id, OutboundStatus.SENDING),
-        )
+    await _update(
+        store,
+        "UPDATE outbound_mail SET status = ?, relay_answer = ?, sent_at = ?, body = NULL"
+        " WHERE id = ? AND status = ?",
+        (OutboundStatus.SENT, answer, time.time(), mail_id, OutboundStatus.SENDING),
+    )
 
 
 async def mark_failed(store: Store, mail_id: str, error: str, answer: str | None) -> None:
     """Refused for good: kept, with the refusal, and never sent again."""
-    async with store.write() as db:
-        await db.execute(
-            "UPDATE outbound_mail SET status = ?, last_error = ?, relay_answer = ?"
-            " WHERE id = ? AND status = ?",
-            (OutboundStatus.FAILED, error, answer, mail_id, OutboundStatus.SENDING),
-        )
+    await _update(
+        store,
+        "UPDATE outbound_mail SET status = ?, last_error = ?, relay_answer = ?"
+        " WHERE id = ? AND status = ?",
+        (OutboundStatus.FAILED, error, answer, mail_id, OutboundStatus.SENDING),
+    )
 
 
 async def mark_retry(store: Store, mail_id: str, error: str, at: float) -> None:
     """This attempt failed for now: pending again, due at ``at``."""
-    async with store.write() as db:
-        await db.execute(
-            "UPDATE outbound_mail SET status = ?, last_error = ?, next_attempt_at = ?"
-            " WHERE id = ? AND status = ?",
-            (OutboundStatus.PENDING, error, at, mail_id, OutboundStatus.SENDING),
-        )
+    await _update(
+        store,
+        "UPDATE outbound_mail SET status = ?, last_error = ?, next_attempt_at = ?"
+        " WHERE id = ? AND status = ?",
+        (OutboundStatus.PENDING, error, at, mail_id, OutboundStatus.SENDING),
+    )
 
 
 async def defer(store: Store, mail_ids: Sequence[str], error: str, at: float) -> None:
     """The relay could not be reached for these pending mails: one attempt
     more each, due again at ``at``."""
-    async with store.write() as db:
+    rows = [(error, at, mail_id, OutboundStatus.PENDING) for mail_id in mail_ids]
+
+    async def body(db: Connection) -> None:
         await db.executemany(
             f"UPDATE outbound_mail SET {_ATTEMPT}, last_error = ?, next_attempt_at = ?"
             " WHERE id = ? AND status = ?",
-            [(error, at, mail_id, OutboundStatus.PENDING) for mail_id in mail_ids],
+            rows,
         )
+
+    await store.transact(body)
+
+
+async def _update(store: Store, sql: str, params: Params) -> int:
+    """One UPDATE as a write transaction; the rows it changed."""
+
+    async def body(db: Connection) -> int:
+        return (await db.execute(sql, params)).rowcount
+
+    return await store.transact(body)

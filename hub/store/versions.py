@@ -18,13 +18,13 @@ requested rollout survives a hub restart.
 from __future__ import annotations
 
 import hashlib
+import sqlite3
 import time
 from enum import StrEnum
 
-import aiosqlite
 import msgspec
 
-from runtime import Claim, DeploymentStatus, Sources
+from runtime import Claim, Connection, DeploymentStatus, Sources
 
 from .._errors import DeploymentNotLive, UnknownVersion
 from .reads import fetch_all, fetch_one
@@ -64,7 +64,7 @@ def encode_sources(sources: Sources) -> tuple[bytes, str]:
     return data, "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-async def add_workflow_versions(db: aiosqlite.Connection) -> None:
+async def add_workflow_versions(db: Connection) -> None:
     """Migration 9: versions. Every deployment's code so far becomes its
     version 1 (active), its blob written from ``deployment.sources``; older
     dispatches keep a NULL version, read as 1. Idempotent on its own."""
@@ -103,7 +103,7 @@ async def add_workflow_versions(db: aiosqlite.Connection) -> None:
 
 
 async def _insert(
-    db: aiosqlite.Connection,
+    db: Connection,
     deployment_id: str,
     version: int,
     data: bytes,
@@ -123,7 +123,7 @@ async def _insert(
 
 
 async def insert_first_version(
-    db: aiosqlite.Connection, deployment_id: str, sources: Sources, now: float
+    db: Connection, deployment_id: str, sources: Sources, now: float
 ) -> None:
     """Inside the create transaction: the deployment's version 1, active."""
     data, digest = encode_sources(sources)
@@ -135,7 +135,7 @@ async def insert_first_version(
     )
 
 
-async def add_version(db: aiosqlite.Connection, deployment_id: str, sources: Sources) -> int:
+async def add_version(db: Connection, deployment_id: str, sources: Sources) -> int:
     """Inside a write transaction: the next version of a live deployment,
     asked for as its rollout (superseding one still in progress)."""
     await _live(db, deployment_id)
@@ -152,7 +152,7 @@ async def add_version(db: aiosqlite.Connection, deployment_id: str, sources: Sou
     return version
 
 
-async def request_rollout(db: aiosqlite.Connection, deployment_id: str, version: int) -> bool:
+async def request_rollout(db: Connection, deployment_id: str, version: int) -> bool:
     """Inside a write transaction: ask for ``version`` to become active again
     (a rollback, or a retry of a refused one). False when it already is."""
     active = await _live(db, deployment_id)
@@ -179,14 +179,14 @@ async def request_rollout(db: aiosqlite.Connection, deployment_id: str, version:
     return True
 
 
-async def _request(db: aiosqlite.Connection, deployment_id: str, version: int) -> None:
+async def _request(db: Connection, deployment_id: str, version: int) -> None:
     await _supersede(db, deployment_id)
     await db.execute(
         "UPDATE deployment SET rollout_version = ? WHERE id = ?", (version, deployment_id)
     )
 
 
-async def _supersede(db: aiosqlite.Connection, deployment_id: str) -> None:
+async def _supersede(db: Connection, deployment_id: str) -> None:
     await db.execute(
         "UPDATE deployment_version SET status = ? WHERE deployment_id = ? AND status = ?"
         " AND version = (SELECT rollout_version FROM deployment WHERE id = ?)",
@@ -194,7 +194,7 @@ async def _supersede(db: aiosqlite.Connection, deployment_id: str) -> None:
     )
 
 
-async def _live(db: aiosqlite.Connection, deployment_id: str) -> int:
+async def _live(db: Connection, deployment_id: str) -> int:
     """The active version of a live deployment; raises for any other."""
     row = await fetch_one(
         db,
@@ -208,7 +208,7 @@ async def _live(db: aiosqlite.Connection, deployment_id: str) -> int:
 
 
 async def finish_rollout(
-    db: aiosqlite.Connection, deployment_id: str, version: int, error: str | None
+    db: Connection, deployment_id: str, version: int, error: str | None
 ) -> bool:
     """Inside a write transaction: the sidecar's answer to a rollout. False
     when that rollout is no longer the one asked for (superseded meanwhile)."""
@@ -237,7 +237,7 @@ async def finish_rollout(
     return True
 
 
-async def active_entrypoint(db: aiosqlite.Connection, deployment_id: str) -> str:
+async def active_entrypoint(db: Connection, deployment_id: str) -> str:
     """The active version's entrypoint (``deployment.entrypoint`` follows it)."""
     row = await fetch_one(db, "SELECT entrypoint FROM deployment WHERE id = ?", (deployment_id,))
     if row is None:
@@ -245,7 +245,7 @@ async def active_entrypoint(db: aiosqlite.Connection, deployment_id: str) -> str
     return str(row[0])
 
 
-async def pending_rollouts(db: aiosqlite.Connection) -> list[Rollout]:
+async def pending_rollouts(db: Connection) -> list[Rollout]:
     rows = await fetch_all(
         db,
         "SELECT d.id, v.version, v.digest, v.size FROM deployment d JOIN deployment_version v"
@@ -269,14 +269,14 @@ _VIEW = (
 )
 
 
-async def list_versions(db: aiosqlite.Connection, deployment_id: str) -> list[VersionView]:
+async def list_versions(db: Connection, deployment_id: str) -> list[VersionView]:
     rows = await fetch_all(
         db, _VIEW + " WHERE v.deployment_id = ? ORDER BY v.version", (deployment_id,)
     )
     return [_view(r) for r in rows]
 
 
-async def get_version(db: aiosqlite.Connection, deployment_id: str, version: int) -> VersionView:
+async def get_version(db: Connection, deployment_id: str, version: int) -> VersionView:
     row = await fetch_one(
         db, _VIEW + " WHERE v.deployment_id = ? AND v.version = ?", (deployment_id, version)
     )
@@ -285,7 +285,7 @@ async def get_version(db: aiosqlite.Connection, deployment_id: str, version: int
     return _view(row)
 
 
-def _view(row: aiosqlite.Row) -> VersionView:
+def _view(row: sqlite3.Row) -> VersionView:
     fields = dict(zip(row.keys(), row, strict=True))
     fields["active"] = bool(fields["active"])
     return VersionView(**fields)

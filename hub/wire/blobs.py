@@ -20,6 +20,7 @@ from runtime import (
     BLOB_CHUNK_SIZE,
     BlobChunk,
     BlobGet,
+    Connection,
     FrameDecoder,
     Reason,
     Refused,
@@ -44,7 +45,8 @@ AND NOT EXISTS (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest)
 async def collect_blobs(store: Store) -> tuple[int, bool]:
     """Delete every body no unprocessed dispatch names; how many, and whether
     any body is left (the sources of versions stay, and are not in flight)."""
-    async with store.write() as db:
+
+    async def body(db: Connection) -> tuple[int, bool]:
         cur = await db.execute(_COLLECT, (DispatchStatus.RESERVED, DispatchStatus.DELIVERED))
         row = await fetch_one(
             db,
@@ -52,6 +54,8 @@ async def collect_blobs(store: Store) -> tuple[int, bool]:
             " (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest))",
         )
         return max(cur.rowcount, 0), bool(row and row[0])
+
+    return await store.transact(body)
 
 
 class BlobCollector:

@@ -25,11 +25,13 @@ from typing import Protocol
 
 from runtime import (
     DEFAULT_RUN_HISTORY,
+    Connection,
     EventsAck,
     FrameDecoder,
     Refused,
     RunEvents,
     afailpoint,
+    failpoint,
 )
 
 from ..store import (
@@ -85,14 +87,18 @@ class EventsHandler:
         session = self._sessions.check(
             frame.session_id, frame.deployment_id, frame.owner_epoch, sender=sender
         )
-        async with self._store.write() as db:
+        status = self._outbox.status if self._outbox else OutboundStatus.NO_RELAY
+
+        async def body(db: Connection) -> tuple[Ingest, bool, set[str]]:
             await fence(db, session.deployment_id, frame.owner_epoch)
             ingest = Ingest(db, session.deployment_id, self._subject, time.time(), self._letters)
             released = await ingest.events(frame.events)
-            status = self._outbox.status if self._outbox else OutboundStatus.NO_RELAY
             woken = await ingest.route(status)
             await trim_history(db, ingest.runs, self._history)
-            await afailpoint("hub.events.before_commit")
+            failpoint("hub.events.before_commit")
+            return ingest, released, woken
+
+        ingest, released, woken = await self._store.transact(body)
         # Ingested, not acknowledged: the sidecar will resend these events.
         await afailpoint("hub.events.after_commit")
         if released:

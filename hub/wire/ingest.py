@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from itertools import groupby
 from typing import Any, cast
 
-import aiosqlite
 import msgspec
 
 from runtime import (
     ApprovalRequested,
     ChildRunStarted,
+    Connection,
     DispatchProcessed,
     EnvelopeQuarantined,
     Event,
@@ -55,7 +55,7 @@ class Ingest:
 
     def __init__(
         self,
-        db: aiosqlite.Connection,
+        db: Connection,
         deployment_id: str,
         subject: str,
         now: float,

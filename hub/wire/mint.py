@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import time
 
-import aiosqlite
-
 from runtime import (
+    Connection,
     DeploymentStatus,
     FrameDecoder,
     MintChild,
@@ -68,7 +67,8 @@ class MintHandler:
         # Admitted, not created: the parent may end or its deployment be
         # deleted here; the fence and the conditional INSERT see to that.
         await afailpoint("hub.mint.before_claim")
-        async with self._store.write() as db:
+
+        async def body(db: Connection) -> Minted | Refused:
             await fence(db, dep, req.owner_epoch)
             first = await fetch_one(
                 db,
@@ -97,8 +97,10 @@ class MintHandler:
                 return Minted(run_id=run_id)
             return await _why_not(db, req.parent_run_id, dep)
 
+        return await self._store.transact(body)
 
-async def _why_not(db: aiosqlite.Connection, parent_run_id: str, deployment_id: str) -> Refused:
+
+async def _why_not(db: Connection, parent_run_id: str, deployment_id: str) -> Refused:
     """Name the reason the conditional insert matched nothing."""
     row = await fetch_one(
         db,

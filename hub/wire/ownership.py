@@ -24,11 +24,10 @@ claim committed meanwhile makes it match nothing.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 
-import aiosqlite
-
-from runtime import Hello, Reason, Refused, anchor_is_live
+from runtime import Connection, Hello, Reason, Refused, anchor_is_live
 
 from ..store import DispatchStatus, fetch_one
 
@@ -56,11 +55,11 @@ class Claim:
     """The owner changed: the previous one is fenced and told."""
 
 
-async def read_deployment(db: aiosqlite.Connection, deployment_id: str) -> aiosqlite.Row | None:
+async def read_deployment(db: Connection, deployment_id: str) -> sqlite3.Row | None:
     return await fetch_one(db, _DEPLOYMENT, (deployment_id,))
 
 
-def not_live(row: aiosqlite.Row | None, deployment_id: str) -> Refused | None:
+def not_live(row: sqlite3.Row | None, deployment_id: str) -> Refused | None:
     """The refusal for a deployment that is unknown or deleted; None when live."""
     if row is None:
         return Refused(reason=Reason.UNKNOWN_DEPLOYMENT, detail=deployment_id)
@@ -74,7 +73,7 @@ def home_of(hello: Hello) -> str:
     return hello.home or hello.instance_id
 
 
-def decide(row: aiosqlite.Row, hello: Hello, *, owner_live: bool) -> Claim | Refused:
+def decide(row: sqlite3.Row, hello: Hello, *, owner_live: bool) -> Claim | Refused:
     """The claim ``hello`` may make on the deployment as ``row`` shows it."""
     owner, home, epoch = row["owner_instance"], row["owner_home"], int(row["owner_epoch"])
     mine = home_of(hello)
@@ -94,9 +93,7 @@ def decide(row: aiosqlite.Row, hello: Hello, *, owner_live: bool) -> Claim | Ref
     )
 
 
-async def commit_claim(
-    db: aiosqlite.Connection, row: aiosqlite.Row, hello: Hello, claim: Claim
-) -> bool:
+async def commit_claim(db: Connection, row: sqlite3.Row, hello: Hello, claim: Claim) -> bool:
     """Make ``claim`` inside the caller's write transaction; False when the row
     changed since it was read (another claim, a deletion): nothing written."""
     dep = hello.deployment_id
@@ -128,7 +125,7 @@ async def commit_claim(
     return True
 
 
-async def floor_seq(db: aiosqlite.Connection, deployment_id: str) -> int:
+async def floor_seq(db: Connection, deployment_id: str) -> int:
     """The highest seq up to which every dispatch of the deployment is settled
     (processed or cancelled): the sidecar need not wait for any of those."""
     row = await fetch_one(

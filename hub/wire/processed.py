@@ -21,10 +21,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
 import msgspec
 
-from runtime import DispatchOutcome, DispatchProcessed, Event, Reason, RunStatus, encode
+from runtime import Connection, DispatchOutcome, DispatchProcessed, Event, Reason, RunStatus, encode
 
 from .._errors import UnknownDispatch
 from ..store import ApprovalStatus, DispatchStatus, body_digest, fetch_all
@@ -55,9 +54,7 @@ class _Dispatch:
     body_digest: str | None
 
 
-async def _rows(
-    db: aiosqlite.Connection, sql: str, ids: Sequence[str], *params: object
-) -> list[Any]:
+async def _rows(db: Connection, sql: str, ids: Sequence[str], *params: object) -> list[Any]:
     """``sql`` (with ``{marks}`` for the ids) over ``ids`` in chunks."""
     rows: list[Any] = []
     for at in range(0, len(ids), _CHUNK):
@@ -71,7 +68,7 @@ class ProcessedBatch:
     """One run of consecutive DispatchProcessed events of a frame."""
 
     def __init__(
-        self, db: aiosqlite.Connection, deployment_id: str, now: float, dead_letter: DeadLetter
+        self, db: Connection, deployment_id: str, now: float, dead_letter: DeadLetter
     ) -> None:
         self.db = db
         self.deployment_id = deployment_id

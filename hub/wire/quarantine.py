@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import logging
 
-import aiosqlite
-
-from runtime import EnvelopeQuarantined, encode
+from runtime import Connection, EnvelopeQuarantined, encode
 
 from .._errors import UnknownDispatch
 from ..store import QUARANTINE_SOURCE, DispatchStatus, fetch_one
@@ -27,7 +25,7 @@ _REASON_LIMIT = 1000
 
 
 async def ingest_quarantined(
-    db: aiosqlite.Connection,
+    db: Connection,
     deployment_id: str,
     subject: str,
     event: EnvelopeQuarantined,

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from runtime import RunStatus, afailpoint, holds_items
+from runtime import Connection, RunStatus, afailpoint, holds_items
 
 from ..store import DispatchStatus, Store, fetch_all
 
@@ -117,8 +117,9 @@ async def put_back(store: Store, overdue: list[Overdue]) -> list[Overdue]:
         return []
     # Read, not yet written: a dispatch processed now must be left alone.
     await afailpoint("hub.redeliver.before_put_back")
-    done: list[Overdue] = []
-    async with store.write() as db:
+
+    async def body(db: Connection) -> list[Overdue]:
+        done: list[Overdue] = []
         for row in overdue:
             cur = await db.execute(
                 _PUT_BACK,
@@ -132,7 +133,9 @@ async def put_back(store: Store, overdue: list[Overdue]) -> list[Overdue]:
             )
             if cur.rowcount == 1:
                 done.append(row)
-    return done
+        return done
+
+    return await store.transact(body)
 
 
 async def still_open(store: Store, dispatch_ids: Iterable[str]) -> set[str]:

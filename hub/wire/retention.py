@@ -24,15 +24,15 @@ besides is history, and history is bounded:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import aiosqlite
 import msgspec
 
-from runtime import DEFAULT_RUN_HISTORY
+from runtime import DEFAULT_RUN_HISTORY, Connection
 
 from ..store import QUARANTINE_SOURCE, DispatchStatus, fetch_all
 
@@ -64,7 +64,7 @@ _processed_id = msgspec.msgpack.Decoder(_ProcessedId)
 _SETTLED = (DispatchStatus.PROCESSED.value, DispatchStatus.CANCELLED.value)
 
 
-async def trim_history(db: aiosqlite.Connection, run_ids: Iterable[str], keep: int) -> None:
+async def trim_history(db: Connection, run_ids: Iterable[str], keep: int) -> None:
     """Inside the caller's write transaction: every event of ``run_ids`` but
     the ``keep`` latest (in ingestion order) loses its payload, and the
     dispatch of a DispatchProcessed among them its inline body."""
@@ -129,6 +129,9 @@ class DeadLetters:
     def __init__(self, config: RetentionConfig | None = None) -> None:
         self._config = config or RetentionConfig()
         self._buckets: OrderedDict[tuple[str, str | None], _Bucket] = OrderedDict()
+        # admit() runs on the loop and inside write transactions, which run
+        # on the database thread (runtime.transact).
+        self._guard = threading.Lock()
         self.rate_limited = 0
         """Letters not kept because their source was over its rate (a metric)."""
         self.trimmed = 0
@@ -136,6 +139,10 @@ class DeadLetters:
 
     def admit(self, source: str, deployment_id: str | None) -> bool:
         """Whether a letter of this source may be kept now; counts a refusal."""
+        with self._guard:
+            return self._admit(source, deployment_id)
+
+    def _admit(self, source: str, deployment_id: str | None) -> bool:
         config, now = self._config, time.monotonic()
         key = (source, deployment_id)
         bucket = self._buckets.pop(key, None)
@@ -155,7 +162,7 @@ class DeadLetters:
         bucket.tokens -= 1.0
         return True
 
-    async def keep(self, db: aiosqlite.Connection, letter: DeadLetter) -> None:
+    async def keep(self, db: Connection, letter: DeadLetter) -> None:
         """Inside the caller's write transaction: keep ``letter`` (admitted
         already) and trim its source and the table to their caps."""
         config = self._config
@@ -186,7 +193,8 @@ class DeadLetters:
             "SELECT id FROM dead_letter WHERE source != ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
             (QUARANTINE_SOURCE, QUARANTINE_SOURCE, config.dead_letters),
         )
-        self.trimmed += trimmed + max(cur.rowcount, 0)
+        with self._guard:
+            self.trimmed += trimmed + max(cur.rowcount, 0)
 
     def forget(self, deployment_id: str) -> None:
         """A deleted deployment's sources are not tracked any longer."""

@@ -15,6 +15,7 @@ tries again; loading twice is harmless.
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import anyio
 
@@ -112,8 +113,9 @@ class RolloutDriver:
             return
         else:
             error = reply.error or None
-        async with self._store.write() as db:
-            settled = await finish_rollout(db, dep, rollout.version, error)
+        settled = await self._store.transact(
+            partial(finish_rollout, deployment_id=dep, version=rollout.version, error=error)
+        )
         if settled and error is None:
             log.info("deployment %s runs version %d from now on", dep, rollout.version)
         elif settled:

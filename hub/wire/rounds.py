@@ -19,7 +19,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiosqlite
 import anyio
 
 from runtime import (
@@ -28,6 +27,7 @@ from runtime import (
     AckBatch,
     AckResult,
     Claim,
+    Connection,
     FrameDecodeError,
     FrameDecoder,
     MailBatch,
@@ -211,18 +211,21 @@ async def settle(store: Store, session: Session, result: Round) -> None:
     # Acks are in, none recorded: a crash here redelivers them all.
     await afailpoint("hub.dispatch.before_settle")
     try:
-        async with store.write() as db:
+
+        async def body(db: Connection) -> None:
             # Acks count only while the epoch they were sent under is current:
             # a takeover committed meanwhile has reset these rows for the new
             # owner, and the old owner's ack must not mark them delivered.
             await fence(db, session.deployment_id, session.owner_epoch)
             await _mark(db, result, time.time())
+
+        await store.transact(body)
     except StaleEpoch:
         result.failed += len(result.acked)
         result.last_error = "ownership moved during the round"
 
 
-async def _mark(db: aiosqlite.Connection, result: Round, now: float) -> None:
+async def _mark(db: Connection, result: Round, now: float) -> None:
     if result.acked:
         marks = ",".join("?" * len(result.acked))
         await db.execute(

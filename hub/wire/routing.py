@@ -12,10 +12,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiosqlite
 import msgspec
 
-from runtime import ChildRunStarted, Event, MailSent, Reason, RunStatus
+from runtime import ChildRunStarted, Connection, Event, MailSent, Reason, RunStatus
 
 from ..store import (
     Accepted,
@@ -32,7 +31,7 @@ log = logging.getLogger("mailrun.hub.events")
 
 
 async def route_mail(
-    db: aiosqlite.Connection,
+    db: Connection,
     deployment_id: str,
     sent: list[MailSent],
     outbound: OutboundStatus,

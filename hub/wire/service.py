@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import anyio
@@ -371,7 +372,6 @@ class _Garbage:
             time.time(),
         )  # fmt: skip
         try:
-            async with self.store.write() as db:
-                await self.letters.keep(db, letter)
+            await self.store.transact(partial(self.letters.keep, letter=letter))
         except Exception:
             log.exception("cannot keep a dead letter from %s", source)

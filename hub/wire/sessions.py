@@ -15,11 +15,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import aiosqlite
-
 from runtime import (
     BATCH_FORMAT,
     Challenge,
+    Connection,
     FrameDecoder,
     Hello,
     Reason,
@@ -36,6 +35,7 @@ from .._errors import StaleEpoch, UnknownSession
 from ..store import Store, fetch_one
 from .ownership import (
     OWNER_LEASE,
+    Claim,
     commit_claim,
     decide,
     floor_seq,
@@ -44,6 +44,8 @@ from .ownership import (
 )
 
 log = logging.getLogger("mailrun.hub.sessions")
+
+_ANY_OWNER = "*"  # just after a restart: whoever is recorded may still be running
 
 NONCE_TTL = 30.0
 MAX_NONCES = 10_000
@@ -162,7 +164,7 @@ class SessionTable:
         return session
 
 
-async def fence(db: aiosqlite.Connection, deployment_id: str, owner_epoch: int) -> None:
+async def fence(db: Connection, deployment_id: str, owner_epoch: int) -> None:
     """The durable fence, inside a write transaction: raise :class:`StaleEpoch`
     unless ``owner_epoch`` is the deployment row's current epoch."""
     row = await fetch_one(db, "SELECT owner_epoch FROM deployment WHERE id = ?", (deployment_id,))
@@ -245,35 +247,41 @@ class HelloHandler:
         await afailpoint("hub.hello.before_claim")
         return await self._claim(hello, bound=sender is not None)
 
-    def _owner_live(self, deployment_id: str, owner: str | None) -> bool:
-        """Whether the recorded owner may still be running. A restarted hub
-        knows no session: it gives every owner one lease to say hello again."""
-        if owner is None:
-            return False
+    def _live_owner(self, deployment_id: str) -> str | None:
+        """The instance that may still be running as the owner, if any (a
+        snapshot for the claim's transaction, which runs off the loop). A
+        restarted hub knows no session: it gives every owner one lease to say
+        hello again."""
         if time.monotonic() - self._booted < self._lease:
-            return True
+            return _ANY_OWNER
         current = self._sessions.current(deployment_id)
         silence = self._sessions.silence(deployment_id)
-        return (
-            current is not None
-            and current.instance_id == owner
-            and silence is not None
-            and silence < self._lease
-        )
+        if current is None or silence is None or silence >= self._lease:
+            return None
+        return current.instance_id
 
     async def _claim(self, hello: Hello, *, bound: bool) -> Welcome | Refused:
         dep = hello.deployment_id
-        async with self._store.write() as db:
+        live_owner = self._live_owner(dep)
+
+        async def body(db: Connection) -> tuple[Claim, int] | Refused:
             row = await read_deployment(db, dep)
             if (refused := not_live(row, dep)) is not None:
                 return refused
             assert row is not None
-            claim = decide(row, hello, owner_live=self._owner_live(dep, row["owner_instance"]))
+            owner = row["owner_instance"]
+            owner_live = owner is not None and live_owner in (_ANY_OWNER, owner)
+            claim = decide(row, hello, owner_live=owner_live)
             if isinstance(claim, Refused):
                 return claim
             if not await commit_claim(db, row, hello, claim):
                 return Refused(reason=Reason.OWNER_CONFLICT, detail="ownership moved meanwhile")
-            floor = await floor_seq(db, dep)
+            return claim, await floor_seq(db, dep)
+
+        claimed = await self._store.transact(body)
+        if isinstance(claimed, Refused):
+            return claimed
+        claim, floor = claimed
         session = self._sessions.open(
             dep,
             hello.instance_id,

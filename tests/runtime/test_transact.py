@@ -1,0 +1,119 @@
+"""runtime.transact: a whole write transaction in one trip to the database
+thread, all or nothing, and never a cancelled caller whose change committed."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Generator
+from pathlib import Path
+
+import aiosqlite
+import anyio
+import pytest
+
+from runtime import Connection, TransactionFailed, TransactionSuspended, transact
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[aiosqlite.Connection]:
+    async with aiosqlite.connect(tmp_path / "t.db", isolation_level=None) as conn:
+        await conn.execute("PRAGMA journal_mode = WAL")
+        await conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
+        yield conn
+
+
+async def rows(db: aiosqlite.Connection) -> list[tuple[str, int]]:
+    return [(k, v) for k, v in await db.execute_fetchall("SELECT k, v FROM t ORDER BY k")]
+
+
+async def test_a_body_commits_whole_and_its_result_comes_back(db: aiosqlite.Connection) -> None:
+    seen: list[int] = []
+
+    async def body(conn: Connection) -> int:
+        seen.append(threading.get_ident())
+        await conn.execute("INSERT INTO t VALUES ('a', 1)")
+        cur = await conn.executemany("INSERT INTO t VALUES (?, ?)", [("b", 2), ("c", 3)])
+        assert cur.rowcount == 2
+        ((total,),) = await conn.execute_fetchall("SELECT SUM(v) FROM t")
+        return int(total)
+
+    assert await transact(db, body) == 6
+    assert await rows(db) == [("a", 1), ("b", 2), ("c", 3)]
+    assert seen != [threading.get_ident()]  # it ran on the connection's thread
+    assert not db.in_transaction
+
+
+async def test_an_error_in_the_body_rolls_everything_back(db: aiosqlite.Connection) -> None:
+    async def body(conn: Connection) -> None:
+        await conn.execute("INSERT INTO t VALUES ('a', 1)")
+        await conn.execute("INSERT INTO t VALUES ('a', 2)")  # the primary key refuses
+
+    with pytest.raises(sqlite3.IntegrityError):
+        await transact(db, body)
+    assert await rows(db) == []
+    assert not db.in_transaction
+
+
+class _Suspend:
+    """What awaiting anything but the connection comes to: the coroutine yields."""
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield
+
+
+async def test_a_body_that_awaits_anything_else_is_refused(db: aiosqlite.Connection) -> None:
+    async def body(conn: Connection) -> None:
+        await conn.execute("INSERT INTO t VALUES ('a', 1)")
+        await _Suspend()
+
+    with pytest.raises(TransactionSuspended):
+        await transact(db, body)
+    assert await rows(db) == []
+
+
+async def test_a_database_locked_by_another_writer_fails_to_begin(
+    db: aiosqlite.Connection, tmp_path: Path
+) -> None:
+    await db.execute("PRAGMA busy_timeout = 50")
+    other = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+
+        async def body(conn: Connection) -> None:
+            raise AssertionError("must not run")
+
+        with pytest.raises(TransactionFailed, match="cannot begin"):
+            await transact(db, body)
+    finally:
+        other.close()
+    assert await rows(db) == []
+
+
+async def test_a_caller_cancelled_meanwhile_learns_of_it_only_after_the_commit(
+    db: aiosqlite.Connection,
+) -> None:
+    inside, release = threading.Event(), threading.Event()
+    returned = False
+
+    async def body(conn: Connection) -> None:
+        await conn.execute("INSERT INTO t VALUES ('a', 1)")
+        inside.set()
+        release.wait(10)  # holds the database thread, as a slow fsync would
+
+    async def caller() -> None:
+        nonlocal returned
+        await transact(db, body)
+        returned = True  # the cancellation is delivered at the next checkpoint
+        await anyio.sleep_forever()
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(caller)
+            await anyio.to_thread.run_sync(inside.wait, 10)
+            tg.cancel_scope.cancel()
+            release.set()
+    assert returned
+    assert await rows(db) == [("a", 1)]
