@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 
 from ._backoff import Backoff, next_attempt
+from ._deadlines import Deadlines
 from ._errors import ActorStopped, AskTimeout, MailboxFull
 from ._mailbox import Mailbox
 
@@ -55,37 +56,23 @@ class RestartPolicy:
     """The delay before a restart, doubling per consecutive crash."""
 
 
-class _Reply:
-    """An ask's answer: an asyncio future (the cheapest thing to wait on; the
-    runtime runs on anyio's asyncio backend, as hub/api/server.py assumes).
-    Awaited inside anyio, it is cancelled like any other wait."""
-
-    __slots__ = ("future",)
-
-    def __init__(self) -> None:
-        self.future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-
-    @property
-    def answered(self) -> bool:
-        return self.future.done()
-
-    def resolve(self, value: object = None, error: BaseException | None = None) -> None:
-        """The first answer stands (an ask that timed out stays timed out)."""
-        if self.future.done():
-            return
-        if error is not None:
-            self.future.set_exception(error)
-        else:
-            self.future.set_result(value)
-
-    async def wait(self) -> object:
-        return await self.future
+def _answer(
+    reply: asyncio.Future[object], value: object = None, error: BaseException | None = None
+) -> None:
+    """The first answer stands (an ask that timed out, or whose asker was
+    cancelled, stays so)."""
+    if reply.done():
+        return
+    if error is not None:
+        reply.set_exception(error)
+    else:
+        reply.set_result(value)
 
 
 @dataclass(slots=True)
 class _Envelope(Generic[M]):
     message: M
-    reply: _Reply | None
+    reply: asyncio.Future[object] | None
 
 
 class ActorRef(Generic[M]):
@@ -95,6 +82,7 @@ class ActorRef(Generic[M]):
         self.name = name
         self._mailbox = mailbox
         self._finished = anyio.Event()
+        self._deadlines = Deadlines(self._timed_out)
 
     @property
     def alive(self) -> bool:
@@ -122,36 +110,39 @@ class ActorRef(Generic[M]):
         The timeout covers waiting for mailbox room too. An exception raised
         by the actor's ``receive`` is raised here.
         """
-        reply = _Reply()
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[object] = loop.create_future()
         envelope = _Envelope(message, reply)
         try:
             self._mailbox.send_nowait(envelope)
         except anyio.WouldBlock:
-            await self._ask_when_there_is_room(envelope, timeout)
+            return await self._ask_when_there_is_room(envelope, reply, timeout)
         except anyio.ClosedResourceError:
             raise ActorStopped(f"actor {self.name} is stopped") from None
-        else:
-            # A timer, not a cancel scope: entering and leaving one cost a
-            # third of an ask (bench/actor_kernel.py). The runtime runs on
-            # asyncio (anyio's default backend, as hub/api/server.py assumes).
-            expire = AskTimeout(f"{self.name} did not answer within {timeout}s")
-            timer = asyncio.get_running_loop().call_later(timeout, reply.resolve, None, expire)
-            try:
-                return await reply.wait()
-            finally:
-                timer.cancel()
-        return await reply.wait()
-
-    async def _ask_when_there_is_room(self, envelope: _Envelope[M], timeout: float) -> None:
-        assert envelope.reply is not None
+        # A shared timer (_deadlines), not a cancel scope or a timer per ask:
+        # entering and leaving a scope cost a third of an ask, arming and
+        # cancelling a timer a sixth (bench/actor_kernel.py). A cancelled
+        # asker's task cancels the future it waits on; the actor's answer,
+        # when it comes, is dropped.
+        self._deadlines.add(loop, reply, timeout)
         try:
-            with anyio.fail_after(timeout):
+            return await reply
+        finally:
+            self._deadlines.discard(reply)
+
+    def _timed_out(self, timeout: float) -> AskTimeout:
+        return AskTimeout(f"{self.name} did not answer within {timeout}s")
+
+    async def _ask_when_there_is_room(
+        self, envelope: _Envelope[M], reply: asyncio.Future[object], timeout: float
+    ) -> object:
+        with anyio.move_on_after(timeout):
+            try:
                 await self._mailbox.send(envelope)
-                await envelope.reply.future
-        except TimeoutError:
-            raise AskTimeout(f"{self.name} did not answer within {timeout}s") from None
-        except anyio.ClosedResourceError:
-            raise ActorStopped(f"actor {self.name} is stopped") from None
+            except anyio.ClosedResourceError:
+                raise ActorStopped(f"actor {self.name} is stopped") from None
+            return await reply
+        raise self._timed_out(timeout)
 
     async def stop(self) -> None:
         """Close the mailbox; the actor handles what is queued, then stops."""
@@ -273,7 +264,7 @@ class Supervisor:
                     result = await actor.receive(envelope.message)
                 except Exception as exc:
                     if envelope.reply is not None:
-                        envelope.reply.resolve(error=exc)
+                        _answer(envelope.reply, error=exc)
                     envelope = None
                     actor = None
                     streak = next_attempt(streak)
@@ -282,7 +273,7 @@ class Supervisor:
                     continue
                 streak = 0
                 if envelope.reply is not None:
-                    envelope.reply.resolve(result)
+                    _answer(envelope.reply, result)
                 envelope = None
             if actor is not None:
                 await actor.stopped()
@@ -290,8 +281,8 @@ class Supervisor:
             ref._mailbox.close()
             # Cancelled mid-message, or with messages queued: whoever asks
             # learns it now, not at the end of its timeout.
-            if envelope is not None and envelope.reply is not None and not envelope.reply.answered:
-                envelope.reply.resolve(error=ActorStopped(f"actor {ref.name} is stopped"))
+            if envelope is not None and envelope.reply is not None and not envelope.reply.done():
+                _answer(envelope.reply, error=ActorStopped(f"actor {ref.name} is stopped"))
             _refuse_queued(ref, mailbox, "is stopped")
             self._refs.pop(ref.name, None)
             ref._finished.set()
@@ -349,4 +340,4 @@ def _refuse_queued(ref: ActorRef[M], mailbox: Mailbox[_Envelope[M]], why: str) -
         except (anyio.WouldBlock, anyio.EndOfStream):
             return
         if envelope.reply is not None:
-            envelope.reply.resolve(error=ActorStopped(f"actor {ref.name} {why}"))
+            _answer(envelope.reply, error=ActorStopped(f"actor {ref.name} {why}"))

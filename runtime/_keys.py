@@ -1,15 +1,17 @@
-"""Deployment keys: Ed25519 via ``cryptography``; text form is base64url, no padding."""
+"""Deployment keys: Ed25519; text form is base64url, no padding.
+
+Ed25519 through PyNaCl (libsodium), which NATS identities load anyway
+(nats-py signs the server's nonce with ``nkeys``, built on it).
+``cryptography``'s bindings cost each idle sidecar about 7.5 MiB of RSS for
+the one signature it makes per connect (docs/performance.md).
+"""
 
 from __future__ import annotations
 
 import base64
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import (
-    Ed25519PrivateKey,
-    Ed25519PublicKey,
-)
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from nacl.exceptions import CryptoError
+from nacl.signing import SigningKey, VerifyKey
 
 from ._errors import SignatureError
 
@@ -27,24 +29,23 @@ def unb64url(text: str) -> bytes:
 
 def generate_keypair() -> tuple[str, str]:
     """Return ``(seed, public_key)``, each base64url of 32 bytes."""
-    key = Ed25519PrivateKey.generate()
-    return b64url(key.private_bytes_raw()), public_key_of(b64url(key.private_bytes_raw()))
+    key = SigningKey.generate()
+    return b64url(bytes(key)), b64url(bytes(key.verify_key))
 
 
 def public_key_of(seed: str) -> str:
-    key = _private(seed)
-    return b64url(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    return b64url(bytes(_private(seed).verify_key))
 
 
 def sign(seed: str, message: bytes) -> bytes:
-    return _private(seed).sign(message)
+    return _private(seed).sign(message).signature
 
 
 def verify(public_key: str, message: bytes, signature: bytes) -> None:
     """Raise :class:`SignatureError` unless ``signature`` is valid."""
     try:
-        Ed25519PublicKey.from_public_bytes(unb64url(public_key)).verify(signature, message)
-    except (InvalidSignature, ValueError) as exc:
+        VerifyKey(unb64url(public_key)).verify(message, signature)
+    except (CryptoError, ValueError, TypeError) as exc:
         raise SignatureError("signature does not verify") from exc
 
 
@@ -55,8 +56,8 @@ def hello_message(nonce: str, deployment_id: str, instance_id: str) -> bytes:
     )
 
 
-def _private(seed: str) -> Ed25519PrivateKey:
+def _private(seed: str) -> SigningKey:
     raw = unb64url(seed)
     if len(raw) != 32:
         raise SignatureError("a deployment key seed is 32 bytes")
-    return Ed25519PrivateKey.from_private_bytes(raw)
+    return SigningKey(raw)

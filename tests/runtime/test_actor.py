@@ -268,3 +268,114 @@ async def test_asks_in_flight_or_queued_when_an_actor_is_cancelled_learn_it_at_o
             await anyio.wait_all_tasks_blocked()
             # Leaving: past the grace, the busy actor is cancelled.
     assert answers == {1: "actor stuck is stopped", 2: "actor stuck is stopped"}
+
+
+async def test_a_cancelled_asker_loses_nothing_and_the_actor_goes_on() -> None:
+    gate = Gate()
+    log: list[object] = []
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Recorder(log, []), name="rec")
+
+        async def ask(message: object) -> None:
+            await ref.ask(message, timeout=60)
+
+        with anyio.CancelScope() as taken:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, gate)
+                with anyio.fail_after(5):
+                    await gate.entered.wait()  # the actor holds it: an answer is owed
+                tg.start_soon(ask, "queued")  # behind it in the mailbox
+                await anyio.wait_all_tasks_blocked()
+                taken.cancel()
+        assert taken.cancelled_caught
+        gate.set()
+        assert await ref.ask("after", timeout=5) == "got after"
+    # The cancelled asks' messages were still handled, in order; their
+    # answers were dropped.
+    assert log == ["queued", "after"]
+
+
+async def test_an_answer_that_came_before_the_askers_cancellation_is_not_lost() -> None:
+    scope = anyio.CancelScope()
+
+    async def on_give_up(name: str, exc: BaseException) -> None:
+        # Runs right after the actor answered the ask with its error, before
+        # the asker wakes.
+        scope.cancel()
+
+    policy = RestartPolicy(max_restarts=0, backoff=Backoff(0.001, 0.001))
+    async with Supervisor(on_give_up=on_give_up) as sup:
+        ref = await sup.spawn(lambda: Recorder([], []), name="once", policy=policy)
+        with scope, anyio.fail_after(5), pytest.raises(RuntimeError, match="boom"):
+            await ref.ask("boom", timeout=60)
+
+
+async def test_a_short_ask_times_out_on_its_own_behind_a_long_one() -> None:
+    gate = Gate()
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Recorder([], []), name="rec")
+        answers: list[object] = []
+
+        async def long_ask() -> None:
+            answers.append(await ref.ask(gate, timeout=60))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long_ask)
+            with anyio.fail_after(5):
+                await gate.entered.wait()
+                with pytest.raises(AskTimeout, match=r"within 0\.05s"):
+                    await ref.ask("short", timeout=0.05)
+            gate.set()
+        assert answers == ["released"]
+        assert await ref.ask("again", timeout=0.05) == "got again"
+
+
+async def test_an_ask_waiting_for_room_that_times_out_or_is_cancelled_adds_nothing() -> None:
+    gate = Gate()
+    log: list[object] = []
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Recorder(log, []), name="rec", mailbox_size=1)
+        await ref.tell(gate)
+        with anyio.fail_after(5):
+            await gate.entered.wait()
+        await ref.tell("queued")  # the mailbox is full now
+        with pytest.raises(AskTimeout):
+            await ref.ask("timed out", timeout=0.05)
+        with anyio.move_on_after(0.05) as scope:
+            await ref.ask("cancelled", timeout=60)
+        assert scope.cancelled_caught
+        gate.set()
+        assert await ref.ask("after", timeout=5) == "got after"
+    assert log == ["queued", "after"]
+
+
+async def test_an_ask_that_waited_for_room_gets_the_actors_own_error() -> None:
+    class Raises(Actor[object]):
+        async def receive(self, message: object) -> object:
+            if isinstance(message, Gate):
+                message.entered.set()
+                await message.release.wait()
+                return None
+            raise TimeoutError("the actor's own")
+
+    gate = Gate()
+    async with Supervisor() as sup:
+        ref = await sup.spawn(Raises, name="raises", mailbox_size=1, policy=FAST)
+        await ref.tell(gate)
+        with anyio.fail_after(5):
+            await gate.entered.wait()
+        await ref.tell("fills the mailbox")
+        errors: list[BaseException] = []
+
+        async def asker() -> None:
+            try:
+                await ref.ask("waits for room", timeout=60)
+            except TimeoutError as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(asker)
+            await anyio.wait_all_tasks_blocked()
+            gate.set()
+    assert [str(e) for e in errors] == ["the actor's own"]
+    assert not isinstance(errors[0], AskTimeout)

@@ -3,6 +3,8 @@ cancellation of a waiting sender or receiver that loses nothing."""
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
 import pytest
 
@@ -103,3 +105,55 @@ async def test_waiting_senders_get_room_in_turn_and_a_cancelled_one_leaves_the_q
         gone.cancel()
         got = [await box.receive() for _ in range(3)]
     assert got == ["first", "b", "c"]
+
+
+async def test_a_receiver_woken_then_cancelled_passes_the_message_on() -> None:
+    # A cancel scope lets a task already woken run on (the cancellation
+    # lands at its next wait); asyncio's own cancel (asyncio.timeout,
+    # wait_for) does not: the woken receiver leaves without the message.
+    box: Mailbox[int] = Mailbox(4)
+    first: list[asyncio.Task[object]] = []
+    got: list[int] = []
+    left: list[str] = []
+
+    async def cancelled() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        first.append(task)
+        try:
+            got.append(await box.receive())
+        except asyncio.CancelledError:
+            left.append("cancelled")
+            task.uncancel()
+
+    async def second() -> None:
+        got.append(await box.receive())
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancelled)  # first in the queue of receivers
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(second)
+            await anyio.wait_all_tasks_blocked()
+            box.send_nowait(7)  # wakes the first receiver...
+            first[0].cancel()  # ...which is cancelled before it runs
+    assert left == ["cancelled"]
+    assert got == [7]
+
+
+async def test_closing_wakes_every_waiting_receiver() -> None:
+    box: Mailbox[int] = Mailbox(1)
+    ended: list[str] = []
+
+    async def receiver(name: str) -> None:
+        with pytest.raises(anyio.EndOfStream):
+            await box.receive()
+        ended.append(name)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(receiver, "a")
+            tg.start_soon(receiver, "b")
+            await anyio.wait_all_tasks_blocked()
+            box.close()
+    assert sorted(ended) == ["a", "b"]

@@ -18,6 +18,7 @@ from runtime import (
     Sources,
     accepts_trigger,
     anchor_is_live,
+    b64url,
     decode_restore_record,
     generate_keypair,
     hello_message,
@@ -30,6 +31,7 @@ from runtime import (
     read_restore_record,
     record_path,
     sign,
+    unb64url,
     verify,
     write_restore_record,
 )
@@ -57,6 +59,24 @@ def test_keys_sign_and_verify() -> None:
         verify(other, msg, sign(seed, msg))
     with pytest.raises(SignatureError):
         sign("c2hvcnQ", msg)
+
+
+def test_keys_are_standard_ed25519() -> None:
+    # RFC 8032, 7.1, test 1: hubs and sidecars of any release, whatever
+    # library each signs and verifies with, agree on keys and signatures.
+    seed = b64url(bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"))
+    public = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
+    signature = bytes.fromhex(
+        "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555"
+        "fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"
+    )
+    assert unb64url(public_key_of(seed)).hex() == public
+    assert sign(seed, b"") == signature
+    verify(public_key_of(seed), b"", signature)
+    with pytest.raises(SignatureError):
+        verify(public_key_of(seed), b"", signature[:-1])
+    with pytest.raises(SignatureError):
+        verify("c2hvcnQ", b"", signature)  # not 32 bytes
 
 
 def test_classifier() -> None:
