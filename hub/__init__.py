@@ -1,8 +1,14 @@
-"""The control plane: store, deployments, mail acceptance, dispatch, HTTP API."""
+"""The control plane: store, deployments, mail acceptance, dispatch, HTTP API;
+and the producers' client of its NATS mail ingress (``IngressClient``)."""
 
 from ._errors import HubError as HubError
+from ._errors import IngressError as IngressError
+from ._errors import IngressRefused as IngressRefused
+from ._errors import IngressUnavailable as IngressUnavailable
 from ._errors import MigrationError as MigrationError
 from ._errors import StoreUnavailable as StoreUnavailable
+from ._ingress import IngressClient as IngressClient
+from ._ingress import ingress_mail as ingress_mail
 from ._server import HubConfig as HubConfig
 from ._server import HubHandle as HubHandle
 from ._server import serve_hub as serve_hub
@@ -27,6 +33,10 @@ __all__ = [
     "HubConfig",
     "HubError",
     "HubHandle",
+    "IngressClient",
+    "IngressError",
+    "IngressRefused",
+    "IngressUnavailable",
     "MigrationError",
     "Rejected",
     "Store",
@@ -36,6 +46,7 @@ __all__ = [
     "create_app",
     "create_deployment",
     "delete_deployment",
+    "ingress_mail",
     "pending_migrations",
     "serve_hub",
 ]

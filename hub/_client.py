@@ -143,6 +143,17 @@ class _Endpoints(abc.ABC, Generic[R]):
     def approve(self, approval_id: str, decision: str) -> R:
         return self.request("POST", f"/approvals/{_quote(approval_id)}", {"decision": decision})
 
+    def add_producer(self, name: str) -> R:
+        """A new producer of the NATS mail ingress, with its identity's seed (shown once)."""
+        return self.request("POST", "/producers", {"name": name})
+
+    def producers(self, status: str | None = None) -> R:
+        query = f"?{urllib.parse.urlencode({'status': status})}" if status else ""
+        return self.request("GET", f"/producers{query}")
+
+    def remove_producer(self, producer: str) -> R:
+        return self.request("DELETE", f"/producers/{_quote(producer)}")
+
     # -- what both clients share around the actual I/O ---------------------------
 
     def _http_options(self) -> dict[str, Any]:

@@ -38,6 +38,7 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         UnknownVersion          404
         UnknownApproval         404
         UnknownAddress          404
+        UnknownProducer         404
         AdminTokenUnavailable   the hub's or the CLI's admin token file
         UnknownSession          a sidecar's frame: say hello again
         StaleEpoch              a sidecar's frame: fenced
@@ -60,6 +61,9 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
             HubTimeout (TimeoutError)
           HubBadResponse
           HubResponseError      the hub's own error answer, as it came
+        IngressError            the producers' client of the NATS mail ingress (hub.IngressClient)
+          IngressUnavailable    no answer: no hub serving, not connected, timed out
+          IngressRefused        the hub refused the request whole (a Refused frame)
 """
 
 from __future__ import annotations
@@ -261,6 +265,14 @@ class UnknownAddress(HubError):
     reason = Reason.UNKNOWN_ADDRESS
 
 
+class UnknownProducer(HubError):
+    """No producer has that id or name, or (on the NATS ingress) the
+    producer of that subject was removed."""
+
+    http_status = 404
+    reason = Reason.UNKNOWN_PRODUCER
+
+
 class NothingToReplay(HubError):
     """The store holds no item of the run that replay could call a handler
     with (none processed yet, or its history was trimmed)."""
@@ -418,6 +430,32 @@ class HubResponseError(HubClientError):
         self.detail = detail
         self.status = str(body.get("status") or "error")
         self.body = body
+
+
+# --- the producers' client of the NATS mail ingress ----------------------
+
+
+class IngressError(HubError):
+    """Root of the ingress client's errors."""
+
+    reason = "ingress_error"
+
+
+class IngressUnavailable(IngressError):
+    """The request got no answer (no hub serves the ingress, the connection
+    is down, or the answer did not come in time): whether it was accepted is
+    unknown, so send it again, with its message ids."""
+
+    reason = "ingress_unavailable"
+
+
+class IngressRefused(IngressError):
+    """The hub refused the whole request; ``reason`` is its code as it came."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail or reason)
+        self.reason = reason
+        self.detail = detail or reason
 
 
 def error_for(reason: str) -> type[HubError] | None:

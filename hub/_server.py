@@ -1,5 +1,5 @@
-"""The hub process: store, acceptor, NATS wire side, outbound relay and HTTP API
-in one task group.
+"""The hub process: store, acceptor, NATS wire side and mail ingress, outbound
+relay and HTTP API in one task group.
 
 Shutdown is orderly: on SIGTERM/SIGINT (or cancellation) the HTTP server
 stops taking requests and finishes the ones in flight (bounded), then the
@@ -52,11 +52,18 @@ from runtime import (
 
 from ._errors import HubError
 from ._token import ensure_admin_token, read_token_file
-from .api import ApiSettings, HttpLimits, HttpServer, bind_socket, create_app
+from .api import ApiSettings, HttpLimits, HttpServer, accept_mails, bind_socket, create_app
 from .natsauth import hub_seed
 from .outbound import Outbox, RelayConfig, relay_config
 from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store, give_nats_identities
-from .wire import DispatchConfig, RetentionConfig, WireConfig, run_wire
+from .wire import (
+    DispatchConfig,
+    IngressConfig,
+    RetentionConfig,
+    WireConfig,
+    run_ingress,
+    run_wire,
+)
 
 log = logging.getLogger("mailrun.hub")
 
@@ -168,6 +175,16 @@ async def serve_hub(
                 )
                 side: WireSide = await tg.start(start_wire)
                 acceptor.on_accepted = side.on_accepted
+                # Producers' mail over NATS: POST /mail/batch's semantics, same acceptor.
+                ingress = functools.partial(
+                    run_ingress,
+                    store=store,
+                    transport=transport,
+                    subjects=Subjects(config.subject_prefix),
+                    intake=functools.partial(accept_mails, acceptor, max_body=config.max_body),
+                    config=IngressConfig(retention=config.wire.retention),
+                )
+                await tg.start(ingress)
                 settings = ApiSettings(
                     domain=config.domain,
                     # Shown (/healthz) and handed out (join tokens): never

@@ -90,6 +90,10 @@ from ._frames import Fenced as Fenced
 from ._frames import Frame as Frame
 from ._frames import Hello as Hello
 from ._frames import HubBoot as HubBoot
+from ._frames import IngressBatch as IngressBatch
+from ._frames import IngressMail as IngressMail
+from ._frames import IngressReceipt as IngressReceipt
+from ._frames import IngressReceipts as IngressReceipts
 from ._frames import LoadVersion as LoadVersion
 from ._frames import MailBatch as MailBatch
 from ._frames import MailInbound as MailInbound
@@ -264,6 +268,10 @@ __all__ = [
     "HostPort",
     "HubBoot",
     "HubKey",
+    "IngressBatch",
+    "IngressMail",
+    "IngressReceipt",
+    "IngressReceipts",
     "InvalidSources",
     "Limits",
     "LoadVersion",

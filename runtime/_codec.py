@@ -75,6 +75,14 @@ class Subjects:
     def inbound(self, deployment_id: str) -> str:
         return f"{self.prefix}.mail.inbound.{deployment_id}"
 
+    def ingress(self, producer: str = "*") -> str:
+        """A producer's mail ingress subject (``<prefix>.ingress.<producer id>``);
+        only that producer's identity may publish on it, so the subject tells
+        the hub who sent a batch. ``ingress()`` is the hub's subscription to all."""
+        if producer != "*" and not _is_token(producer):
+            raise ValueError(f"invalid producer id {producer!r} for a subject")
+        return f"{self.prefix}.ingress.{producer}"
+
     def requests(self) -> list[str]:
         """The request subjects of this view, in :attr:`REQUESTS` order."""
         return [getattr(self, name) for name in self.REQUESTS]

@@ -9,7 +9,7 @@ equals its string), never a literal.
 =============================  ===============  =====================
 field                          direction        codes
 =============================  ===============  =====================
-``Refused.reason``             hub -> sidecar   :class:`Reason`
+``Refused.reason``             hub -> peer      :class:`Reason`
 ``Ack.result``                 sidecar -> hub   :class:`AckResult`
 ``Ack.reason``                 sidecar -> hub   :class:`Reason`
 ``DispatchProcessed.outcome``  sidecar -> hub   :class:`DispatchOutcome`
@@ -63,6 +63,8 @@ class Reason(StrEnum):
     UNKNOWN_APPROVAL = "unknown_approval"
     APPROVAL_DECIDED = "approval_decided"
     MESSAGE_ID_REUSED = "message_id_reused"  # the id was accepted with other content
+    # Refused to a mail ingress request (NATS): no live producer has that subject.
+    UNKNOWN_PRODUCER = "unknown_producer"
     # Workflow versions (HTTP).
     UNKNOWN_VERSION = "unknown_version"
     VERSION_REFUSED = "version_refused"  # the sidecar could not load it

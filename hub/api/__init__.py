@@ -6,5 +6,13 @@ from .app import create_app as create_app
 from .server import HttpLimits as HttpLimits
 from .server import HttpServer as HttpServer
 from .server import bind_socket as bind_socket
+from .triggers import accept_mails as accept_mails
 
-__all__ = ["ApiSettings", "HttpLimits", "HttpServer", "bind_socket", "create_app"]
+__all__ = [
+    "ApiSettings",
+    "HttpLimits",
+    "HttpServer",
+    "accept_mails",
+    "bind_socket",
+    "create_app",
+]

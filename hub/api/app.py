@@ -43,6 +43,7 @@ from .auth import AdminAuth
 from .context import ApiSettings as ApiSettings
 from .context import RouteContext, query_limit
 from .metrics import render_metrics
+from .producers import producer_routes
 from .replay import replay_routes
 from .requests import DeploymentIn
 from .responses import error_response, hub_error_response, json_response
@@ -192,6 +193,7 @@ def create_app(
             Route("/dispatches/{id}", one_dispatch, methods=["GET"]),
             *approval_routes(ctx),
             Route("/outbox", outbox, methods=["GET"]),
+            *producer_routes(ctx),
             Route("/metrics", metrics, methods=["GET"]),
         ],
         middleware=[Middleware(AdminAuth, token=admin_token)],

@@ -24,6 +24,8 @@ import anyio
 import msgspec
 from starlette.requests import Request
 
+from runtime import IngressMail
+
 from .._errors import (
     BodyTimeout,
     HubError,
@@ -148,8 +150,9 @@ def _b64decode(text: str) -> bytes:
     raise InvalidMail("'body_b64' is not base64")
 
 
-def mail_trigger(mail: MailIn, *, max_body: int) -> Trigger:
-    """Validate a decoded ``POST /mail`` body (digest is added by the caller)."""
+def mail_trigger(mail: MailIn | IngressMail, *, max_body: int) -> Trigger:
+    """Validate a decoded ``POST /mail`` body, or a mail of the NATS ingress
+    (the same fields); the caller adds the digest."""
     address = mail.to.strip().lower()
     if len(address) > 512 or not _ADDRESS.fullmatch(address) or not single_line(mail.to):
         raise InvalidMail(f"'to' is not a mail address: {mail.to[:100]!r}")

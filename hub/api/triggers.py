@@ -6,10 +6,13 @@ what a mail has: message id idempotency, seq order with the run's other
 items, and the same receipt. A batch is one ``accept_triggers`` call, in one
 transaction: its mails are accepted in their order, each as one ``POST
 /mail`` would be, and none is accepted when the transaction fails.
+:func:`accept_mails` is that batch's semantics, which the NATS mail ingress
+(``hub.wire.ingress``) shares.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -17,8 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from runtime import IngressMail
+
 from .._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
-from ..store import Trigger, deployment_of_run
+from ..store import Acceptor, Receipt, Trigger, deployment_of_run
 from .context import RouteContext, with_digest
 from .requests import MailBatchIn, MailIn, SignalIn, mail_trigger, signal_trigger
 from .responses import json_response
@@ -50,20 +55,9 @@ def trigger_routes(ctx: RouteContext) -> list[Route]:
         batch = await ctx.read(request, MailBatchIn, InvalidRequest)
         if not 0 < len(batch.mails) <= MAX_BATCH:
             raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
-        answers: list[Any] = [None] * len(batch.mails)
-        triggers: list[tuple[int, Trigger]] = []
-        for at, raw in enumerate(batch.mails):
-            try:
-                mail = _decode_mail(raw)
-                trigger = await with_digest(mail_trigger(mail, max_body=ctx.settings.max_body))
-            except HubError as exc:
-                answers[at] = _error(exc)
-                continue
-            triggers.append((at, trigger))
-        if triggers:
-            outcomes = await ctx.acceptor.accept_many([t for _, t in triggers])
-            for (at, _), outcome in zip(triggers, outcomes, strict=True):
-                answers[at] = _error(outcome) if isinstance(outcome, HubError) else outcome
+        mails = [_decode_mail(raw) for raw in batch.mails]
+        outcomes = await accept_mails(ctx.acceptor, mails, max_body=ctx.settings.max_body)
+        answers: list[Any] = [_error(o) if isinstance(o, HubError) else o for o in outcomes]
         return json_response({"receipts": answers})
 
     return [
@@ -73,11 +67,41 @@ def trigger_routes(ctx: RouteContext) -> list[Route]:
     ]
 
 
-def _decode_mail(raw: msgspec.Raw) -> MailIn:
+async def accept_mails(
+    acceptor: Acceptor, mails: Sequence[MailIn | IngressMail | HubError], *, max_body: int
+) -> list[Receipt | HubError]:
+    """``POST /mail/batch`` for decoded mails (or the error a mail failed to
+    decode with): one outcome per mail, in order, each what ``POST /mail``
+    would have answered; the valid mails accepted in their order in one
+    transaction. Raises a HubError when the batch is refused whole: not 1 to
+    ``MAX_BATCH`` mails, or the transaction failed (nothing accepted)."""
+    if not 0 < len(mails) <= MAX_BATCH:
+        raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
+    outcomes: list[Receipt | HubError | None] = [None] * len(mails)
+    triggers: list[tuple[int, Trigger]] = []
+    for at, mail in enumerate(mails):
+        try:
+            if isinstance(mail, HubError):
+                raise mail
+            trigger = await with_digest(mail_trigger(mail, max_body=max_body))
+        except HubError as exc:
+            outcomes[at] = exc
+            continue
+        triggers.append((at, trigger))
+    if triggers:
+        accepted = await acceptor.accept_many([t for _, t in triggers])
+        for (at, _), outcome in zip(triggers, accepted, strict=True):
+            outcomes[at] = outcome
+    answered = [o for o in outcomes if o is not None]
+    assert len(answered) == len(mails)  # every mail has its outcome
+    return answered
+
+
+def _decode_mail(raw: msgspec.Raw) -> MailIn | HubError:
     try:
         return _mail.decode(raw)
     except (msgspec.DecodeError, RecursionError) as exc:  # ValidationError included
-        raise InvalidMail(str(exc)) from None
+        return InvalidMail(str(exc))
 
 
 def _error(exc: HubError) -> dict[str, str]:

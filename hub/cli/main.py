@@ -42,6 +42,7 @@ from .._errors import HubError
 from .._token import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR
 from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV
 from .commands import COMMANDS, F, fail
+from .producers import producer
 from .replay import replay
 
 
@@ -303,11 +304,12 @@ def migrate(state_dir: Path, sidecar_root: Path | None, check: bool, as_json: bo
 def nats_config_cmd(state_dir: Path, subject_prefix: str) -> None:
     """Print the authorization config for an external NATS server.
 
-    One nkey user for the hub (every subject) and one per live deployment
-    (its own subjects only), from the hub's state; only public keys. Install
-    it in the server's config and reload the server (nats-server --signal
-    reload) after every deploy and delete. `mailrun up` does this by itself
-    for its embedded server."""
+    One nkey user for the hub (every subject), one per live deployment (its
+    own subjects only) and one per producer (its own ingress subject only),
+    from the hub's state; only public keys. Install it in the server's
+    config and reload the server (nats-server --signal reload) after every
+    deploy, delete, producer add and producer remove. `mailrun up` does this
+    by itself for its embedded server."""
     from .natsconfig import nats_config
 
     try:
@@ -363,6 +365,7 @@ def sidecar(
 for _command in COMMANDS:
     main.add_command(_command)
 main.add_command(replay)
+main.add_command(producer)
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m hub.cli.main`

@@ -16,10 +16,11 @@ from pathlib import Path
 from runtime import Subjects
 
 from .._errors import MigrationError
-from ..natsauth import hub_seed, public_key, render_authorization, users_of
+from ..natsauth import hub_seed, producer_users_of, public_key, render_authorization, users_of
 
 HUB_DB = "hub.db"
 _IDENTITIES_SINCE = 5  # the migration that added deployment.nats_user
+_PRODUCERS_SINCE = 10  # the migration that added the producer table
 
 
 @dataclass(frozen=True)
@@ -30,15 +31,20 @@ class NatsConfig:
 
 def nats_config(state_dir: Path, subject_prefix: str) -> NatsConfig:
     seed = hub_seed(state_dir)
-    rows = _live_deployments(state_dir / HUB_DB)
+    rows, producer_rows = _live_identities(state_dir / HUB_DB)
     users = users_of({"id": dep, "nats_user": user} for dep, user in rows)
-    text = render_authorization(public_key(seed), users, Subjects(subject_prefix))
+    producers = producer_users_of({"id": prd, "nats_user": user} for prd, user in producer_rows)
+    text = render_authorization(public_key(seed), users, Subjects(subject_prefix), producers)
     return NatsConfig(text, [dep for dep, user in rows if user is None])
 
 
-def _live_deployments(path: Path) -> list[tuple[str, str | None]]:
+Rows = list[tuple[str, str | None]]
+
+
+def _live_identities(path: Path) -> tuple[Rows, Rows]:
+    """The live deployments' and the active producers' ``(id, nats_user)``."""
     if not path.exists():
-        return []  # the hub never ran: it alone, for a start
+        return [], []  # the hub never ran: it alone, for a start
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -51,8 +57,13 @@ def _live_deployments(path: Path) -> list[tuple[str, str | None]]:
             rows = db.execute(
                 "SELECT id, nats_user FROM deployment WHERE deleted_at IS NULL ORDER BY id"
             ).fetchall()
+            producers = []
+            if (version or 0) >= _PRODUCERS_SINCE:
+                producers = db.execute(
+                    "SELECT id, nats_user FROM producer WHERE removed_at IS NULL ORDER BY id"
+                ).fetchall()
         finally:
             db.close()
     except sqlite3.Error as exc:
         raise MigrationError(f"cannot read {path}: {exc}") from exc
-    return [(str(dep), user) for dep, user in rows]
+    return [(str(dep), user) for dep, user in rows], [(str(p), user) for p, user in producers]

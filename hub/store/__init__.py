@@ -27,6 +27,15 @@ from .outbox import OutboundView as OutboundView
 from .outbox import count_outbound as count_outbound
 from .outbox import list_outbound as list_outbound
 from .outbox import record_outbound as record_outbound
+from .producers import NewProducer as NewProducer
+from .producers import ProducerStatus as ProducerStatus
+from .producers import ProducerView as ProducerView
+from .producers import get_producer as get_producer
+from .producers import insert_producer as insert_producer
+from .producers import is_active_producer as is_active_producer
+from .producers import list_producers as list_producers
+from .producers import remove_producer as remove_producer
+from .producers import resolve_producer as resolve_producer
 from .queries import DeploymentView as DeploymentView
 from .queries import DispatchView as DispatchView
 from .queries import RunView as RunView
@@ -84,10 +93,13 @@ __all__ = [
     "DispatchStatus",
     "DispatchView",
     "DueMail",
+    "NewProducer",
     "OutboundMail",
     "OutboundStatus",
     "OutboundView",
     "Outcome",
+    "ProducerStatus",
+    "ProducerView",
     "Receipt",
     "RefusedByRun",
     "Rejected",
@@ -116,12 +128,16 @@ __all__ = [
     "get_approval",
     "get_deployment",
     "get_dispatch",
+    "get_producer",
     "get_run",
     "get_version",
     "give_nats_identities",
+    "insert_producer",
+    "is_active_producer",
     "list_approvals",
     "list_deployments",
     "list_outbound",
+    "list_producers",
     "list_runs",
     "list_versions",
     "mark_failed",
@@ -134,7 +150,9 @@ __all__ = [
     "read_history",
     "read_version",
     "record_outbound",
+    "remove_producer",
     "request_rollout",
     "resolve_deployment",
+    "resolve_producer",
     "settle_at_boot",
 ]

@@ -21,6 +21,7 @@ import anyio
 
 from .._errors import MigrationError
 from .outbox import add_outbound_mail
+from .producers import add_producers
 from .schema import (
     ApprovalStatus,
     DispatchStatus,
@@ -66,6 +67,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "0007_run_step", add_run_step),
     Migration(8, "0008_outbound_mail", add_outbound_mail),
     Migration(9, "0009_workflow_versions", add_workflow_versions),
+    Migration(10, "0010_producers", add_producers),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -24,7 +24,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from runtime import LOOPBACK, Subjects, write_atomic
 
 from .._errors import NatsServerNotFound
-from ..natsauth import DeploymentUser, render_authorization
+from ..natsauth import DeploymentUser, ProducerUser, render_authorization
 from .children import Child
 
 
@@ -121,11 +121,11 @@ class EmbeddedConfig:
     It holds the whole configuration (address, name, authorization), because
     a reload re-reads the file and refuses a server name that only the
     command line gave. It admits the hub from the start and then the live
-    deployments ``up`` learns from the hub's listing; ``admit`` rewrites it
-    and has the server reload it (SIGHUP: no restart, connections stay)
-    whenever that set changes. A user removed at a reload is disconnected by
-    the server at once (tests/hub/up/test_nats_auth.py): that is how a
-    deleted deployment's identity is revoked."""
+    deployments and the active producers ``up`` learns from the hub's
+    listings; ``admit`` rewrites it and has the server reload it (SIGHUP: no
+    restart, connections stay) whenever that set changes. A user removed at
+    a reload is disconnected by the server at once (tests/hub/up/test_nats_auth.py):
+    that is how a deleted deployment's or a removed producer's identity is revoked."""
 
     def __init__(
         self,
@@ -144,17 +144,26 @@ class EmbeddedConfig:
         self._hub_user = hub_user
         self._subjects = subjects
         self.users: frozenset[DeploymentUser] = frozenset()
+        self.producers: frozenset[ProducerUser] = frozenset()
 
     def write(self) -> None:
-        text = self._head + render_authorization(self._hub_user, self.users, self._subjects)
+        text = self._head + render_authorization(
+            self._hub_user, self.users, self._subjects, self.producers
+        )
         write_atomic(self.path, text.encode(), mode=0o600)
 
-    def admit(self, users: Iterable[DeploymentUser], server: Child | None) -> bool:
-        """Admit exactly ``users`` (besides the hub); True when that changed."""
-        users = frozenset(users)
-        if users == self.users:
+    def admit(
+        self,
+        users: Iterable[DeploymentUser],
+        server: Child | None,
+        producers: Iterable[ProducerUser] = (),
+    ) -> bool:
+        """Admit exactly ``users`` and ``producers`` (besides the hub); True
+        when that changed."""
+        users, producers = frozenset(users), frozenset(producers)
+        if (users, producers) == (self.users, self.producers):
             return False
-        self.users = users
+        self.users, self.producers = users, producers
         self.write()
         if server is not None:
             server.send_signal(signal.SIGHUP)

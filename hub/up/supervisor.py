@@ -51,7 +51,7 @@ from runtime import (
 from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunning
 from .._token import ensure_admin_token
-from ..natsauth import hub_seed, public_key, users_of
+from ..natsauth import hub_seed, producer_users_of, public_key, users_of
 from .children import Backoff, Child, ChildSpec
 from .nats import EmbeddedConfig, find_nats_server, free_port, greets
 
@@ -275,13 +275,17 @@ class Up:
         while True:
             try:
                 listing = await self.client.deployments()
+                producers = await self.client.producers("active")
             except HubClientError:
                 pass  # hub down or restarting: keep every sidecar as it is
             else:
-                self._reconcile(tg, listing.get("deployments") or [])
+                deployments = listing.get("deployments") or []
+                self._reconcile(tg, deployments, producers.get("producers") or [])
             await anyio.sleep(self.config.poll_interval)
 
-    def _reconcile(self, tg: anyio.abc.TaskGroup, deployments: list[Any]) -> None:
+    def _reconcile(
+        self, tg: anyio.abc.TaskGroup, deployments: list[Any], producers: list[Any]
+    ) -> None:
         # Ids become path components below: only well-formed ones count.
         listed = {
             d["id"]: str(d.get("status", ""))
@@ -293,7 +297,8 @@ class Up:
             # Before any sidecar starts: a new one is admitted by this reload
             # (and retries its connect until then); a deleted one is revoked.
             live_items = [d for d in deployments if isinstance(d, dict) and d.get("id") in live]
-            self.nats_config.admit(users_of(live_items), self.nats)
+            active = [p for p in producers if isinstance(p, dict)]
+            self.nats_config.admit(users_of(live_items), self.nats, producer_users_of(active))
         for dep in sorted(live - self.sidecars.keys()):
             state = self.sidecar_root / dep
             if record_path(state, dep).exists():

@@ -1,11 +1,23 @@
 """The hub's NATS side: sessions, dispatch rounds, event ingestion, child
-minting, claim-check blobs, quarantine, sidecar health and retention."""
+minting, claim-check blobs, quarantine, sidecar health, retention and the
+producers' mail ingress."""
 
 from .dispatcher import DispatchConfig as DispatchConfig
 from .health import HealthConfig as HealthConfig
+from .ingress import IngressConfig as IngressConfig
+from .ingress import run_ingress as run_ingress
 from .retention import RetentionConfig as RetentionConfig
 from .service import Wire as Wire
 from .service import WireConfig as WireConfig
 from .service import run_wire as run_wire
 
-__all__ = ["DispatchConfig", "HealthConfig", "RetentionConfig", "Wire", "WireConfig", "run_wire"]
+__all__ = [
+    "DispatchConfig",
+    "HealthConfig",
+    "IngressConfig",
+    "RetentionConfig",
+    "Wire",
+    "WireConfig",
+    "run_ingress",
+    "run_wire",
+]

@@ -34,6 +34,10 @@ from runtime import (
     Hello,
     HubBoot,
     HubKey,
+    IngressBatch,
+    IngressMail,
+    IngressReceipt,
+    IngressReceipts,
     LoadVersion,
     MailBatch,
     MailInbound,
@@ -382,6 +386,44 @@ V2 = [
         ),
     ),
     _whole("VersionLoaded", VersionLoaded(v=2, deployment_id=DEP, version=2, error="")),
+    _whole(
+        "IngressBatch",
+        IngressBatch(
+            v=2,
+            mails=[
+                msgspec.Raw(msgspec.msgpack.encode(mail))
+                for mail in (
+                    IngressMail(
+                        to=ADDRESS,
+                        subject="hello",
+                        body="hello",
+                        message_id="m-1",
+                        sender="a@example.org",
+                    ),
+                    IngressMail(to=ADDRESS, body_b64="aGVsbG8="),
+                    5,  # not a mail: that item's error, not the frame's
+                )
+            ],
+        ),
+    ),
+    _whole(
+        "IngressReceipts",
+        IngressReceipts(
+            v=2,
+            receipts=[
+                IngressReceipt(
+                    status="accepted",
+                    dispatch_id=DSP,
+                    run_id=RUN,
+                    deployment_id=DEP,
+                    seq=7,
+                    duplicate=False,
+                ),
+                IngressReceipt(status="rejected", reason="unknown_address", detail="no such"),
+                IngressReceipt(status="error", reason="invalid_mail", detail="not a mail"),
+            ],
+        ),
+    ),
     Golden(
         "v2/DispatchProcessed.version.msgpack",
         "event",

@@ -23,6 +23,10 @@ from runtime import (
     FrameDecoder,
     Hello,
     HubBoot,
+    IngressBatch,
+    IngressMail,
+    IngressReceipt,
+    IngressReceipts,
     LoadVersion,
     MailBatch,
     MailInbound,
@@ -120,6 +124,25 @@ FRAMES: list[msgspec.Struct] = [
     ),
     RunEvents(deployment_id="dep_1", session_id="ses_1", owner_epoch=1, events=list(EVENTS)),
     EventsAck(ids=["evt_1", "evt_2"]),
+    IngressBatch(
+        mails=[
+            msgspec.Raw(msgspec.msgpack.encode(IngressMail(to="a@x", subject="s", body="b"))),
+            msgspec.Raw(msgspec.msgpack.encode({"subject": "no recipient"})),
+        ]
+    ),
+    IngressReceipts(
+        receipts=[
+            IngressReceipt(
+                status="accepted",
+                dispatch_id="dsp_1",
+                run_id="run_1",
+                deployment_id="dep_1",
+                seq=1,
+                duplicate=False,
+            ),
+            IngressReceipt(status="error", reason="invalid_mail", detail="no 'to'"),
+        ]
+    ),
 ]
 
 
@@ -223,6 +246,9 @@ def test_subjects() -> None:
     s = Subjects("acme")
     assert s.hello == "acme.hub.hello"
     assert s.inbound("dep_1") == "acme.mail.inbound.dep_1"
+    assert s.ingress("prd_1") == "acme.ingress.prd_1" and s.ingress() == "acme.ingress.*"
+    with pytest.raises(ValueError):
+        s.ingress("prd.1")
     for bad in ("", "a b", "x.>", "y.*", "z."):
         with pytest.raises(ValueError):
             Subjects(bad)

@@ -13,7 +13,13 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
-from hub.natsauth import DeploymentUser, UserKey, new_user_key, render_authorization
+from hub.natsauth import (
+    DeploymentUser,
+    ProducerUser,
+    UserKey,
+    new_user_key,
+    render_authorization,
+)
 from runtime import Subjects, new_id
 
 from .nats import NatsServerProcess
@@ -25,10 +31,13 @@ class AuthorizedServer:
     hub: UserKey
     deployments: dict[str, UserKey]
     subjects: Subjects = field(default_factory=Subjects)
+    producers: dict[str, UserKey] = field(default_factory=dict)
+    """Producers admitted, by id (``admit_producer``)."""
 
     def write(self) -> None:
         users = [DeploymentUser(dep, key.public) for dep, key in self.deployments.items()]
-        text = render_authorization(self.hub.public, users, self.subjects)
+        producers = [ProducerUser(prd, key.public) for prd, key in self.producers.items()]
+        text = render_authorization(self.hub.public, users, self.subjects, producers)
         assert self.server.config_file is not None
         self.server.config_file.write_text(text)
 
@@ -44,15 +53,35 @@ class AuthorizedServer:
         self.write()
         self.server.reload()
 
+    def admit_producer(self, producer_id: str, key: UserKey) -> None:
+        """Add a producer's user and reload, as ``up`` does when one is added."""
+        self.producers[producer_id] = key
+        self.write()
+        self.server.reload()
+
+    def revoke_producer(self, producer_id: str) -> None:
+        """Remove a producer's user and reload, as ``up`` does when one is removed."""
+        del self.producers[producer_id]
+        self.write()
+        self.server.reload()
+
 
 @asynccontextmanager
-async def authorized_server(tmp_path: Path, *names: str) -> AsyncIterator[AuthorizedServer]:
-    """A server admitting the hub and one deployment per name (its id is
-    ``AuthorizedServer.deployments``' key, in the order of ``names``)."""
+async def authorized_server(
+    tmp_path: Path, *names: str, producers: int = 0
+) -> AsyncIterator[AuthorizedServer]:
+    """A server admitting the hub, one deployment per name (its id is
+    ``AuthorizedServer.deployments``' key, in the order of ``names``) and
+    ``producers`` producers (``AuthorizedServer.producers``)."""
     server = NatsServerProcess(
         config_file=tmp_path / "authorization.conf", log_file=tmp_path / "nats.log"
     )
-    auth = AuthorizedServer(server, new_user_key(), {new_id("dep"): new_user_key() for _ in names})
+    auth = AuthorizedServer(
+        server,
+        new_user_key(),
+        {new_id("dep"): new_user_key() for _ in names},
+        producers={new_id("prd"): new_user_key() for _ in range(producers)},
+    )
     auth.write()
     async with server:
         yield auth
@@ -127,6 +156,15 @@ async def refusal(url: str, seed: str | None) -> str:
             return ""
     except nats.errors.Error as exc:
         return str(exc)
+
+
+async def admitted(url: str, seed: str) -> bool:
+    """Whether the server admits these credentials now: False while it
+    refuses them, or closes the connection because a reload is under way."""
+    try:
+        return not await refusal(url, seed)
+    except OSError:
+        return False
 
 
 def collector(into: list[Msg]) -> Callable[[Msg], Awaitable[None]]:

@@ -120,6 +120,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0007_run_step",
         "0008_outbound_mail",
         "0009_workflow_versions",
+        "0010_producers",
     ]
     assert not path.exists()  # checking does not create it
     store = await Store.open(path)
@@ -148,6 +149,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0007_run_step",
         "0008_outbound_mail",
         "0009_workflow_versions",
+        "0010_producers",
     ]
     store = await Store.open(path)
     await store.aclose()

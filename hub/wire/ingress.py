@@ -1,0 +1,218 @@
+"""The NATS mail ingress: producers inside the cluster send mail in batches.
+
+A producer sends an IngressBatch on ``<prefix>.ingress.<producer id>`` and
+gets IngressReceipts: one receipt or error per mail, in order, with the
+semantics of ``POST /mail/batch`` (the batch goes through the same
+``intake``: the acceptor, one transaction). A request refused whole gets
+Refused: ``unknown_producer``, ``decode_error``, ``invalid_request`` (not
+1 to 500 mails), ``store_unavailable``, ``shutting_down``.
+
+Who sent a batch is its subject's last token: the NATS permissions let only
+that producer's identity publish there (``hub.natsauth.producer_permissions``),
+and the hub serves it only while the producer is active in the store (a
+removed one's identity may still connect until the server's next reload).
+The answer goes only to a reply subject in that producer's own inbox
+(``_INBOX_<producer id>.``): answered anywhere else, a request could make the
+hub publish where its sender may not, so such a request is neither served
+nor answered.
+
+Requests are served by a bounded number of tasks (``max_in_flight``); past
+that the subscription buffers (``max_pending``), then the server drops, and
+the producer, with no answer, sends again (its message ids make that safe).
+Several hubs on one NATS share the subject as a queue group: each batch is
+served once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import anyio
+import anyio.abc
+import msgspec
+
+from runtime import (
+    FrameDecodeError,
+    FrameDecoder,
+    IngressBatch,
+    IngressMail,
+    IngressReceipt,
+    IngressReceipts,
+    Message,
+    Reason,
+    Refused,
+    Subjects,
+    Transport,
+    TransportError,
+    encode,
+    is_id,
+)
+
+from .._errors import HubError, InvalidMail, UnknownProducer
+from ..store import Receipt, Store, is_active_producer
+from .retention import DeadLetter, DeadLetters, RetentionConfig
+
+log = logging.getLogger("mailrun.hub.ingress")
+
+SOURCE = "ingress"
+"""The dead letters' source of what the ingress could not decode; their
+sender column names the producer."""
+
+MailIntake = Callable[[Sequence[IngressMail | HubError]], Awaitable[Sequence[Receipt | HubError]]]
+"""``POST /mail/batch``'s semantics (``hub.api.accept_mails``): each mail, or
+the error it failed to decode with, to one outcome in order; raises a
+HubError when the batch is refused whole."""
+
+
+@dataclass(frozen=True)
+class IngressConfig:
+    max_in_flight: int = 16
+    """Batches served at once."""
+    max_pending: int = 256
+    """Batches the subscription buffers beyond those."""
+    queue: str = "mailrun-hub-ingress"
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+
+
+_batch: FrameDecoder[IngressBatch] = FrameDecoder(IngressBatch)
+_mail = msgspec.msgpack.Decoder(IngressMail)
+
+
+class IngressHandler:
+    """Serves one IngressBatch of a producer; raises what is refused whole."""
+
+    def __init__(self, store: Store, intake: MailIntake) -> None:
+        self._store = store
+        self._intake = intake
+
+    async def __call__(self, data: bytes, producer: str) -> IngressReceipts:
+        # Before decoding: a producer that is not (or no longer) one gets
+        # nothing served, not even a dead letter kept.
+        if not await is_active_producer(self._store.db, producer):
+            raise UnknownProducer(f"no active producer {producer}")
+        batch = _batch.decode(data)
+        outcomes = await self._intake([_decode_mail(raw) for raw in batch.mails])
+        return IngressReceipts(receipts=[_receipt(outcome) for outcome in outcomes])
+
+
+def _decode_mail(raw: msgspec.Raw) -> IngressMail | HubError:
+    try:
+        return _mail.decode(raw)
+    except (msgspec.DecodeError, RecursionError) as exc:  # ValidationError included
+        return InvalidMail(str(exc))
+
+
+def _receipt(outcome: Receipt | HubError) -> IngressReceipt:
+    """One mail's answer, with the keys ``POST /mail/batch`` gives it."""
+    if isinstance(outcome, HubError):
+        return IngressReceipt(status=outcome.kind, reason=outcome.reason, detail=outcome.detail)
+    return msgspec.convert(msgspec.to_builtins(outcome), IngressReceipt)
+
+
+async def run_ingress(
+    *,
+    store: Store,
+    transport: Transport,
+    subjects: Subjects,
+    intake: MailIntake,
+    config: IngressConfig | None = None,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``<prefix>.ingress.*`` until cancelled; ``task_status.started()``
+    once the subscription is up."""
+    config = config or IngressConfig()
+    handler = IngressHandler(store, intake)
+    garbage = _Garbage(store, DeadLetters(config.retention), config.retention.garbage_bytes)
+    sub = await transport.subscribe(
+        subjects.ingress(), queue=config.queue, max_pending=config.max_pending
+    )
+    try:
+        await transport.flush()
+        task_status.started()
+        slots = anyio.Semaphore(config.max_in_flight)
+        async with anyio.create_task_group() as tg:
+            async for message in sub:
+                producer = _producer(message)
+                if producer is None:
+                    continue
+                await slots.acquire()
+                tg.start_soon(_answer, garbage, handler, message, producer, slots)
+    finally:
+        shielded = anyio.CancelScope(shield=True)
+        with shielded, anyio.move_on_after(2.0), contextlib.suppress(TransportError):
+            await sub.unsubscribe()
+
+
+def _producer(message: Message) -> str | None:
+    """The producer a request came from, or None to drop it unanswered."""
+    producer = message.subject.rpartition(".")[2]
+    if is_id(producer, "prd") and (message.reply or "").startswith(
+        f"{Subjects.inbox_prefix(producer)}."
+    ):
+        return producer
+    log.warning(
+        "dropped a request on %s: its reply subject %r is not its producer's inbox",
+        message.subject,
+        message.reply,
+    )
+    return None
+
+
+async def _answer(
+    garbage: _Garbage,
+    handler: IngressHandler,
+    message: Message,
+    producer: str,
+    slots: anyio.Semaphore,
+) -> None:
+    try:
+        reply = await _handle(garbage, handler, message, producer)
+        try:
+            await message.respond(encode(reply))
+        except TransportError as exc:
+            log.warning("cannot answer %s: %s", message.subject, exc)
+    finally:
+        slots.release()
+
+
+async def _handle(
+    garbage: _Garbage, handler: IngressHandler, message: Message, producer: str
+) -> msgspec.Struct:
+    try:
+        return await handler(message.data, producer)
+    except FrameDecodeError as exc:
+        log.warning("undecodable ingress frame on %s: %s", message.subject, exc)
+        await garbage.keep(message, producer, f"{Reason.DECODE_ERROR}: {exc}")
+        return Refused(reason=Reason.DECODE_ERROR, detail=str(exc))
+    except HubError as exc:
+        return Refused(reason=exc.reason, detail=exc.detail)
+    except Exception as exc:
+        log.exception("ingress request on %s failed", message.subject)
+        return Refused(reason=Reason.INTERNAL_ERROR, detail=type(exc).__name__)
+
+
+@dataclass(frozen=True)
+class _Garbage:
+    """Batches that do not decode, kept as dead letters within the retention
+    limits (as the wire side keeps its own)."""
+
+    store: Store
+    letters: DeadLetters
+    keep_bytes: int
+
+    async def keep(self, message: Message, producer: str, reason: str) -> None:
+        if not self.letters.admit(SOURCE, producer):
+            return  # counted; the request was answered all the same
+        letter = DeadLetter(
+            SOURCE, message.subject, reason[:1000], message.data[: self.keep_bytes], producer,
+            time.time(),
+        )  # fmt: skip
+        try:
+            await self.store.transact(partial(self.letters.keep, letter=letter))
+        except Exception:
+            log.exception("cannot keep a dead letter from %s", message.subject)
