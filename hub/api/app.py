@@ -42,6 +42,7 @@ from .approvals import approval_routes
 from .auth import AdminAuth
 from .context import ApiSettings as ApiSettings
 from .context import RouteContext, query_limit
+from .lane import MailLane
 from .metrics import render_metrics
 from .producers import producer_routes
 from .replay import replay_routes
@@ -196,7 +197,7 @@ def create_app(
             *producer_routes(ctx),
             Route("/metrics", metrics, methods=["GET"]),
         ],
-        middleware=[Middleware(AdminAuth, token=admin_token)],
+        middleware=[Middleware(AdminAuth, token=admin_token), Middleware(MailLane, ctx=ctx)],
         exception_handlers={
             HubError: hub_error,
             HTTPException: http_error,

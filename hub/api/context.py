@@ -34,11 +34,16 @@ class ApiSettings:
     body_timeout: float = 60.0  # seconds for a whole request body to arrive
 
 
-def receipt_response(receipt: object) -> Response:
+def receipt_status(receipt: object) -> int:
+    """A trigger's HTTP status: 202, or its rejection's."""
     if isinstance(receipt, Rejected):
         error = error_for(receipt.reason)
-        return json_response(receipt, error.http_status if error is not None else 409)
-    return json_response(receipt, 202)
+        return error.http_status if error is not None else 409
+    return 202
+
+
+def receipt_response(receipt: object) -> Response:
+    return json_response(receipt, receipt_status(receipt))
 
 
 def query_limit(request: Request, default: int = 100, most: int = 1000) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 import anyio
@@ -117,17 +118,32 @@ async def read_json(
     """Read at most ``limit`` bytes of body within ``timeout`` seconds and
     decode them as ``type_``."""
     declared = request.headers.get("content-length")
+    raw = await read_body(request.stream(), declared, limit=limit, timeout=timeout)
+    return decode_json(raw, type_, invalid)
+
+
+async def read_body(
+    chunks: AsyncIterator[bytes], declared: str | None, *, limit: int, timeout: float
+) -> bytes:
+    """A request body of at most ``limit`` bytes (``declared``: its
+    Content-Length, if any), arrived within ``timeout`` seconds."""
     if declared is not None and is_number(declared) and int(declared) > limit:
         raise PayloadTooLarge(f"request body of {declared} bytes exceeds {limit}")
     raw = bytearray()
     try:
         with anyio.fail_after(timeout):
-            async for chunk in request.stream():
+            async for chunk in chunks:
                 raw += chunk
                 if len(raw) > limit:
                     raise PayloadTooLarge(f"request body exceeds {limit} bytes")
     except TimeoutError:
         raise BodyTimeout(f"the request body did not arrive within {timeout:g} s") from None
+    return bytes(raw)
+
+
+def decode_json(raw: bytes, type_: type[T], invalid: type[HubError]) -> T:
+    """``raw`` as ``type_``: ``invalid`` when it does not fit, MalformedJson
+    when it is not JSON."""
     try:
         return msgspec.json.decode(raw, type=type_)
     except msgspec.ValidationError as exc:

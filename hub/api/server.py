@@ -193,6 +193,9 @@ class HttpServer:
             log_config=None,  # keep the hub's logging setup
             log_level="warning",
             access_log=False,
+            # Nothing in the hub reads the client's address, and a header must
+            # not be able to say what it is.
+            proxy_headers=False,
             lifespan="off",
             timeout_graceful_shutdown=2,
             timeout_keep_alive=limits.keep_alive,

@@ -26,7 +26,6 @@ from .._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
 from ..store import Acceptor, Receipt, Trigger, deployment_of_run
 from .context import RouteContext, with_digest
 from .requests import MailBatchIn, MailIn, SignalIn, mail_trigger, signal_trigger
-from .responses import json_response
 
 MAX_BATCH = 500
 """Mails per ``POST /mail/batch``."""
@@ -35,9 +34,8 @@ _mail = msgspec.json.Decoder(MailIn)
 
 
 def trigger_routes(ctx: RouteContext) -> list[Route]:
-    async def post_mail(request: Request) -> Response:
-        mail = await ctx.read(request, MailIn, InvalidMail)
-        return await ctx.accept(mail_trigger(mail, max_body=ctx.settings.max_body))
+    """``POST /runs/{id}/signals``; ``/mail`` and ``/mail/batch`` are
+    answered by the mail lane (``lane.py``), ahead of the router."""
 
     async def post_signal(request: Request) -> Response:
         run_id = str(request.path_params["id"])
@@ -51,20 +49,24 @@ def trigger_routes(ctx: RouteContext) -> list[Route]:
         )
         return await ctx.accept(trigger)
 
-    async def post_batch(request: Request) -> Response:
-        batch = await ctx.read(request, MailBatchIn, InvalidRequest)
-        if not 0 < len(batch.mails) <= MAX_BATCH:
-            raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
-        mails = [_decode_mail(raw) for raw in batch.mails]
-        outcomes = await accept_mails(ctx.acceptor, mails, max_body=ctx.settings.max_body)
-        answers: list[Any] = [_error(o) if isinstance(o, HubError) else o for o in outcomes]
-        return json_response({"receipts": answers})
+    return [Route("/runs/{id}/signals", post_signal, methods=["POST"])]
 
-    return [
-        Route("/mail/batch", post_batch, methods=["POST"]),
-        Route("/mail", post_mail, methods=["POST"]),
-        Route("/runs/{id}/signals", post_signal, methods=["POST"]),
-    ]
+
+async def post_mail(ctx: RouteContext, mail: MailIn) -> Receipt:
+    """``POST /mail``: the mail's receipt; raises the HubError it is refused with."""
+    return await ctx.acceptor.accept(
+        await with_digest(mail_trigger(mail, max_body=ctx.settings.max_body))
+    )
+
+
+async def post_batch(ctx: RouteContext, batch: MailBatchIn) -> dict[str, list[Any]]:
+    """``POST /mail/batch``: ``{"receipts": [...]}``, one per mail in order;
+    raises the HubError the batch is refused whole with."""
+    if not 0 < len(batch.mails) <= MAX_BATCH:
+        raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
+    mails = [_decode_mail(raw) for raw in batch.mails]
+    outcomes = await accept_mails(ctx.acceptor, mails, max_body=ctx.settings.max_body)
+    return {"receipts": [_error(o) if isinstance(o, HubError) else o for o in outcomes]}
 
 
 async def accept_mails(
