@@ -3,20 +3,33 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from importlib.util import find_spec
+from pathlib import Path
 
+import pytest
+
+from bench.dbos_peer import NOT_INSTALLED
 from tests.support import REPO
 
 
-def bench(script: str, *args: str) -> dict[str, object]:
-    out = subprocess.run(
+def run_bench(
+    script: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, str(REPO / "bench" / script), *args, "--json"],
         capture_output=True,
         text=True,
         timeout=100,
         check=False,
+        env=env,
     )
+
+
+def bench(script: str, *args: str) -> dict[str, object]:
+    out = run_bench(script, *args)
     assert out.returncode == 0, out.stderr[-3000:]
     figures: dict[str, object] = json.loads(out.stdout)
     return figures
@@ -31,9 +44,36 @@ def test_the_reference_hand_off_moves_every_message() -> None:
     assert isinstance(rows, float) and rows > 1
 
 
+def test_the_e2e_bench_sends_through_the_nats_ingress() -> None:
+    figures = bench("bench_e2e.py", "--mails", "60", "--senders", "2", "--nats")
+    assert (figures["mails"], figures["batch"], figures["nats"]) == (60, 100, True)
+    assert figures["up_exit_code"] == 0
+    assert isinstance(figures["processed_per_s"], float) and figures["processed_per_s"] > 0
+
+
 def test_the_e2e_bench_spreads_an_open_loop_over_deployments() -> None:
     figures = bench("bench_e2e.py", "--mails", "40", "--deployments", "2", "--rate", "200")
     assert (figures["mails"], figures["deployments"], figures["offered_per_s"]) == (40, 2, 200)
     assert figures["up_exit_code"] == 0
     cpu = figures["cpu_ms_per_mail"]
     assert isinstance(cpu, dict) and cpu["hub"] > 0 and cpu["sidecar"] > 0
+
+
+def test_the_dbos_peer_says_so_when_dbos_is_not_installed(tmp_path: Path) -> None:
+    # A dbos that fails to import stands for the missing extra, installed or not.
+    (tmp_path / "dbos.py").write_text("raise ImportError('not installed')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    out = run_bench("dbos_peer.py", "--workflows", "5", env=env)
+    assert out.returncode == NOT_INSTALLED, out.stderr[-3000:]
+    assert out.stdout == ""
+    assert out.stderr.splitlines() == ["dbos is not installed: pip install -e '.[bench]'"]
+
+
+@pytest.mark.skipif(find_spec("dbos") is None, reason="the bench extra (dbos) is not installed")
+def test_the_dbos_peer_completes_every_workflow() -> None:
+    figures = bench("dbos_peer.py", "--workflows", "20", "--concurrency", "4", "--steps", "2")
+    assert (figures["workflows"], figures["concurrency"], figures["steps"]) == (20, 4, 2)
+    assert figures["journal_mode"] == "wal"
+    # DBOS's own records: the 20 and the warm-up succeeded, each with its two steps.
+    assert (figures["succeeded"], figures["step_outputs"]) == (21, 42)
+    assert isinstance(figures["workflows_per_s"], float) and figures["workflows_per_s"] > 0
