@@ -47,6 +47,16 @@ from ._envelope import (
 from ._errors import InboxConflict
 from ._schema import migrate, transaction
 
+NEXT_PENDING = (
+    "SELECT dispatch_id, run_id, seq, envelope FROM inbox"
+    " WHERE state = 'pending' AND (seq IS NULL OR seq > ?) ORDER BY seq, rowid LIMIT ?"
+)
+"""The next pending envelopes: release 1's (no seq: NULL sorts first) in
+arrival order, then by seq. The index ``(state, seq)`` holds its rows in
+``(seq, rowid)`` order, so this walks it from the first pending row and stops
+at the limit, however many wait behind (an order the index cannot give made
+SQLite sort every pending row for each batch)."""
+
 COMPACTED = b""
 """``inbox.envelope`` of a row whose body is gone: the hub has applied it
 (its DispatchProcessed or EnvelopeQuarantined was acknowledged, or its seq
@@ -399,7 +409,7 @@ class Inbox:
                     "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope FROM inbox AS i"
                     " JOIN run AS r ON r.run_id = i.run_id"
                     " WHERE i.state = 'held' AND r.status != ?"
-                    " ORDER BY i.seq IS NOT NULL, i.seq, i.rowid LIMIT ?",
+                    " ORDER BY i.seq, i.rowid LIMIT ?",
                     (RunStatus.WAITING, limit),
                 )
             )
@@ -410,12 +420,7 @@ class Inbox:
                     for d, r, seq, data in held
                     if r == run_id
                 ]
-            rows = await self.db.execute_fetchall(
-                "SELECT dispatch_id, run_id, seq, envelope FROM inbox"
-                " WHERE state = 'pending' AND (seq IS NULL OR seq > ?)"
-                " ORDER BY seq IS NOT NULL, seq, rowid LIMIT ?",
-                (self._last_seq, limit),
-            )
+            rows = await self.db.execute_fetchall(NEXT_PENDING, (self._last_seq, limit))
         batch: list[Pending] = []
         expected = self._last_seq + 1
         for dispatch_id, run_id, seq, data in rows:

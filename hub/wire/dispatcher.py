@@ -38,7 +38,11 @@ FROM workflow_run_dispatch WHERE status = ? GROUP BY deployment_id
 
 @dataclass(frozen=True)
 class DispatchConfig:
-    window: int = 64
+    window: int = 512
+    """Dispatches a delivery round loads and sends at most. Rounds wait for
+    their answers, so this is what a lane has in flight: at 64 a deployment
+    getting batches of mail was held to about 5,000 a second
+    (docs/performance.md)."""
     request_timeout: float = 1.0
     backoff: Backoff = Backoff(0.05, 2.0)
     """Between rounds of a lane whose last round failed."""
@@ -47,8 +51,11 @@ class DispatchConfig:
     and overdue deliveries looked for."""
     redeliver_after: float = DEFAULT_REDELIVER_AFTER
     """A dispatch delivered this long ago (seconds) and not processed is sent
-    again; only the ``window`` seqs from each deployment's lowest open one are
-    looked at (:mod:`hub.wire.redelivery`)."""
+    again; only the ``redeliver_window`` seqs from each deployment's lowest
+    open one are looked at (:mod:`hub.wire.redelivery`)."""
+    redeliver_window: int = 64
+    """What a slow handler's head costs per bound: at most this many frames
+    sent again."""
     redelivery_memory: int = 10_000
     """Re-sent, unprocessed dispatches remembered for health (oldest forgotten first)."""
 
@@ -194,7 +201,7 @@ class Dispatcher:
     async def _redeliver(self) -> None:
         config, now = self._config, time.time()
         overdue = await find_overdue(
-            self._store, window=config.window, before=now - config.redeliver_after
+            self._store, window=config.redeliver_window, before=now - config.redeliver_after
         )
         resent = await put_back(self._store, overdue)
         if resent:

@@ -11,7 +11,7 @@ import pytest
 from runtime import DispatchProcessed, RunSnapshot, encode, new_id
 from sidecar import Inbox, InboxConflict
 from sidecar._envelope import Envelope
-from sidecar._inbox import ADOPT_MARK, Commit
+from sidecar._inbox import ADOPT_MARK, NEXT_PENDING, Commit
 
 
 @pytest.fixture
@@ -68,6 +68,28 @@ async def test_next_batch_is_consecutive_of_one_run_and_stops_at_a_gap(inbox: In
     )
     assert await inbox.next_batch(64) == []  # seq 5 has not arrived
     assert inbox.last_seq == 4
+
+
+@pytest.mark.anyio
+async def test_release_1_envelopes_come_first_in_arrival_order_then_by_seq(
+    inbox: Inbox,
+) -> None:
+    late, early, one = env(None), env(None), env(1)
+    await inbox.store([one])
+    await inbox.store([late])
+    await inbox.store([early])
+    batch = await inbox.next_batch(64)
+    assert [p.dispatch_id for p in batch] == [late.dispatch_id, early.dispatch_id]
+
+
+@pytest.mark.anyio
+async def test_the_next_batch_walks_the_index_and_never_sorts_the_backlog(inbox: Inbox) -> None:
+    plan = " ".join(
+        str(row[-1])
+        for row in await inbox.db.execute_fetchall(f"EXPLAIN QUERY PLAN {NEXT_PENDING}", (0, 64))
+    )
+    assert "inbox_pending" in plan
+    assert "TEMP B-TREE" not in plan
 
 
 @pytest.mark.anyio

@@ -105,7 +105,8 @@ async def test_bad_requests_get_typed_errors(tmp_path: Path) -> None:
         assert_error(await hub.client.put("/mail"), 405, "method_not_allowed")
         assert_error(await hub.client.get("/mail/batch"), 405, "method_not_allowed")
         assert_error(await hub.client.get("/mail/"), 404, "not_found")
-        r = await hub.client.post("/mail", content=b"{" * 10, headers={"Content-Type": "text/plain"})
+        plain = {"Content-Type": "text/plain"}
+        r = await hub.client.post("/mail", content=b"{" * 10, headers=plain)
         assert_error(r, 415, "unsupported_media_type")
         assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 0
 

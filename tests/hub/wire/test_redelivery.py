@@ -52,6 +52,7 @@ def config(
     return WireConfig(
         dispatch=DispatchConfig(
             window=window,
+            redeliver_window=window,
             request_timeout=1.0,
             backoff=Backoff(0.05, 0.2),
             census_interval=0.05,
