@@ -57,6 +57,11 @@ class Connection:
             response.parser.feed_data(data)
         return response.parser.get_status_code(), b"".join(response.body)
 
+    @property
+    def closed(self) -> bool:
+        """The server closed it (a keep-alive that idled past its timeout)."""
+        return self._reader.at_eof() or self._writer.is_closing()
+
     def close(self) -> None:
         self._writer.close()
 
@@ -71,6 +76,8 @@ class Pool:
     async def request(
         self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
     ) -> tuple[int, bytes]:
+        while self._idle and self._idle[-1].closed:
+            self._idle.pop().close()
         conn = self._idle.pop() if self._idle else await Connection.open(self._host, self._port)
         try:
             answer = await conn.request(method, path, body, headers)
