@@ -124,6 +124,7 @@ class HubLink:
         self._on_welcome = on_welcome
         self._in_flight: set[anyio.CancelScope] = set()
         self._earlier: deque[Session] = deque(maxlen=8)  # sessions this process had before
+        self._helloing = False  # a hello is in flight: it answers every refusal meanwhile
 
     # --- session --------------------------------------------------------------
 
@@ -167,7 +168,11 @@ class HubLink:
         while True:
             self._wake.clear()  # this hello answers every request for one so far
             try:
-                welcome = await self._hello()
+                self._helloing = True
+                try:
+                    welcome = await self._hello()
+                finally:
+                    self._helloing = False
             except FencedOut:
                 raise
             except (HubRefused, HubUnavailable) as exc:
@@ -289,9 +294,21 @@ class HubLink:
             reply = decoder.decode(data)
         except FrameDecodeError as exc:
             raise HubUnavailable(f"{subject}: {type(exc).__name__}: {exc}") from exc
-        if isinstance(reply, Refused) and reply.reason in REHELLO_REASONS:
+        if isinstance(reply, Refused) and reply.reason in REHELLO_REASONS and self._current(frame):
             self.rehello()
         return reply
+
+    def _current(self, frame: Any) -> bool:
+        """Whether a refusal of ``frame`` is news: it went under the session
+        this process holds, and no hello is on its way already. After a hub
+        restart the frames in flight to the old hub come back refused while
+        the new hello is in flight or just after its welcome; a hello for
+        each replaced a session that was fine (a second round of hellos from
+        every sidecar; the resends go under the new session anyway)."""
+        if self._helloing:
+            return False
+        stamped = getattr(frame, "session_id", None)
+        return stamped is None or self.session is None or stamped == self.session.session_id
 
     def _require_session(self) -> Session:
         if self.session is None:

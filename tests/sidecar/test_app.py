@@ -8,6 +8,7 @@ import shutil
 import stat
 from pathlib import Path
 from traceback import format_exception
+from typing import Any
 
 import anyio
 import msgspec
@@ -15,14 +16,19 @@ import pytest
 
 from runtime import (
     DispatchProcessed,
+    EventsAck,
     Fenced,
+    FrameDecoder,
     MailSent,
+    Refused,
     RunCompleted,
+    RunEvents,
     RunFailed,
     RunSnapshot,
     RunStarted,
     Sources,
     encode,
+    new_id,
     read_restore_record,
 )
 from runtime.testing import MemoryBus
@@ -390,6 +396,39 @@ async def test_unknown_session_on_events_makes_the_sidecar_say_hello_again(
         await wait_for(lambda: len(hub.welcomes) == 2, what="a second hello")
         await hub.wait_events(DispatchProcessed, 1)
         await wait_for(lambda: dep.query(APPLIED) == [(1, 0)], what="the events acknowledged")
+
+
+@pytest.mark.anyio
+async def test_a_refusal_of_a_frame_from_an_earlier_session_brings_no_hello(
+    tmp_path: Path,
+) -> None:
+    # After a hub restart, events in flight to the old hub come back refused
+    # just after the new session began: a hello for each replaced a session
+    # that was fine (and cost a hub restart with 100 sidecars half a second).
+    dep = make_deployment(tmp_path)
+    refusals = ["unknown_session", "stale_epoch", "unknown_session", "unknown_session"]
+    async with deployed_sidecar(dep, refuse_events=list(refusals)) as (_, car):
+        link = car.link
+        assert link is not None and link.session is not None
+        current = link.session
+        asked: list[str] = []
+        link.rehello = lambda: asked.append("hello")  # type: ignore[method-assign]
+        replies: FrameDecoder[Any] = FrameDecoder(EventsAck | Refused)
+
+        async def refuse(session_id: str) -> None:
+            frame = RunEvents(session_id=session_id, owner_epoch=current.owner_epoch, events=[])
+            reply = await link.request(link.subjects.events, frame, replies, 5.0)
+            assert isinstance(reply, Refused)
+
+        await refuse(new_id("ses"))
+        await refuse(new_id("ses"))
+        assert asked == []
+        link._helloing = True  # a hello on its way answers a refusal meanwhile
+        await refuse(current.session_id)
+        assert asked == []
+        link._helloing = False
+        await refuse(current.session_id)
+        assert asked == ["hello"]
 
 
 @pytest.mark.anyio
