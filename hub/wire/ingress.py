@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 import anyio
 import anyio.abc
@@ -55,7 +53,7 @@ from runtime import (
 
 from .._errors import HubError, InvalidMail, UnknownProducer
 from ..store import Receipt, Store, is_active_producer
-from .retention import DeadLetter, DeadLetters, RetentionConfig
+from .retention import DeadLetters, Garbage, RetentionConfig
 
 log = logging.getLogger("mailrun.hub.ingress")
 
@@ -127,7 +125,7 @@ async def run_ingress(
     once the subscription is up."""
     config = config or IngressConfig()
     handler = IngressHandler(store, intake)
-    garbage = _Garbage(store, DeadLetters(config.retention), config.retention.garbage_bytes)
+    garbage = Garbage(store, DeadLetters(config.retention), config.retention.garbage_bytes)
     sub = await transport.subscribe(
         subjects.ingress(), queue=config.queue, max_pending=config.max_pending
     )
@@ -164,7 +162,7 @@ def _producer(message: Message) -> str | None:
 
 
 async def _answer(
-    garbage: _Garbage,
+    garbage: Garbage,
     handler: IngressHandler,
     message: Message,
     producer: str,
@@ -181,38 +179,16 @@ async def _answer(
 
 
 async def _handle(
-    garbage: _Garbage, handler: IngressHandler, message: Message, producer: str
+    garbage: Garbage, handler: IngressHandler, message: Message, producer: str
 ) -> msgspec.Struct:
     try:
         return await handler(message.data, producer)
     except FrameDecodeError as exc:
         log.warning("undecodable ingress frame on %s: %s", message.subject, exc)
-        await garbage.keep(message, producer, f"{Reason.DECODE_ERROR}: {exc}")
+        await garbage.keep(SOURCE, message, producer, f"{Reason.DECODE_ERROR}: {exc}")
         return Refused(reason=Reason.DECODE_ERROR, detail=str(exc))
     except HubError as exc:
         return Refused(reason=exc.reason, detail=exc.detail)
     except Exception as exc:
         log.exception("ingress request on %s failed", message.subject)
         return Refused(reason=Reason.INTERNAL_ERROR, detail=type(exc).__name__)
-
-
-@dataclass(frozen=True)
-class _Garbage:
-    """Batches that do not decode, kept as dead letters within the retention
-    limits (as the wire side keeps its own)."""
-
-    store: Store
-    letters: DeadLetters
-    keep_bytes: int
-
-    async def keep(self, message: Message, producer: str, reason: str) -> None:
-        if not self.letters.admit(SOURCE, producer):
-            return  # counted; the request was answered all the same
-        letter = DeadLetter(
-            SOURCE, message.subject, reason[:1000], message.data[: self.keep_bytes], producer,
-            time.time(),
-        )  # fmt: skip
-        try:
-            await self.store.transact(partial(self.letters.keep, letter=letter))
-        except Exception:
-            log.exception("cannot keep a dead letter from %s", message.subject)

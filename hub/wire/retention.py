@@ -24,17 +24,19 @@ besides is history, and history is bounded:
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 
 import msgspec
 
-from runtime import DEFAULT_RUN_HISTORY, Connection
+from runtime import DEFAULT_RUN_HISTORY, Connection, Message
 
-from ..store import QUARANTINE_SOURCE, DispatchStatus, fetch_all
+from ..store import QUARANTINE_SOURCE, DispatchStatus, Store, fetch_all
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class _ProcessedId(msgspec.Struct, tag="DispatchProcessed", tag_field="t"):
 
 
 _processed_id = msgspec.msgpack.Decoder(_ProcessedId)
+log = logging.getLogger("mailrun.hub.retention")
+
 _SETTLED = (DispatchStatus.PROCESSED.value, DispatchStatus.CANCELLED.value)
 
 
@@ -211,3 +215,25 @@ class DeadLetters:
             f'{name}{{why="rate_limit"}} {self.rate_limited}\n'
             f'{name}{{why="cap"}} {self.trimmed}\n'
         )
+
+
+@dataclass(frozen=True)
+class Garbage:
+    """Frames that do not decode, kept as dead letters within the retention
+    limits: anyone who may publish on a subject may send them."""
+
+    store: Store
+    letters: DeadLetters
+    keep_bytes: int
+
+    async def keep(self, source: str, message: Message, sender: str | None, reason: str) -> None:
+        if not self.letters.admit(source, sender):
+            return  # counted; the frame was answered all the same
+        letter = DeadLetter(
+            source, message.subject, reason[:1000], message.data[: self.keep_bytes], sender,
+            time.time(),
+        )  # fmt: skip
+        try:
+            await self.store.transact(partial(self.letters.keep, letter=letter))
+        except Exception:
+            log.exception("cannot keep a dead letter from %s", source)

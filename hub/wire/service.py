@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import anyio
@@ -44,7 +42,7 @@ from .events import EventsHandler, OutboundSink
 from .health import HealthConfig, Prober, health_report, redelivery_metrics, stuck_report
 from .mint import MintHandler
 from .ownership import OWNER_LEASE
-from .retention import DeadLetter, DeadLetters, RetentionConfig
+from .retention import DeadLetters, Garbage, RetentionConfig
 from .rollout import RolloutDriver
 from .sessions import NONCE_TTL, HelloHandler, SessionTable
 from .state import StateHandler
@@ -249,7 +247,7 @@ async def run_wire(
                     subscriptions.append(sub)
                     tg.start_soon(
                         _serve,
-                        _Garbage(store, letters, config.retention.garbage_bytes),
+                        Garbage(store, letters, config.retention.garbage_bytes),
                         sub,
                         source,
                         handler,
@@ -280,7 +278,7 @@ async def run_wire(
 
 
 async def _serve(
-    garbage: _Garbage,
+    garbage: Garbage,
     sub: Subscription,
     source: str,
     handler: Handler,
@@ -322,7 +320,7 @@ def _sender(message: Message) -> str | None:
 
 
 async def _answer(
-    garbage: _Garbage,
+    garbage: Garbage,
     message: Message,
     source: str,
     handler: Handler,
@@ -340,7 +338,7 @@ async def _answer(
 
 
 async def _handle(
-    garbage: _Garbage, message: Message, source: str, handler: Handler, sender: str | None
+    garbage: Garbage, message: Message, source: str, handler: Handler, sender: str | None
 ) -> msgspec.Struct:
     try:
         return await handler(message.data, sender)
@@ -353,25 +351,3 @@ async def _handle(
     except Exception as exc:
         log.exception("%s request failed", source)
         return Refused(reason=Reason.INTERNAL_ERROR, detail=type(exc).__name__)
-
-
-@dataclass(frozen=True)
-class _Garbage:
-    """Frames that do not decode, kept as dead letters within the retention
-    limits: anyone who may publish on a subject may send them."""
-
-    store: Store
-    letters: DeadLetters
-    keep_bytes: int
-
-    async def keep(self, source: str, message: Message, sender: str | None, reason: str) -> None:
-        if not self.letters.admit(source, sender):
-            return  # counted; the frame was answered all the same
-        letter = DeadLetter(
-            source, message.subject, reason[:1000], message.data[: self.keep_bytes], sender,
-            time.time(),
-        )  # fmt: skip
-        try:
-            await self.store.transact(partial(self.letters.keep, letter=letter))
-        except Exception:
-            log.exception("cannot keep a dead letter from %s", source)
