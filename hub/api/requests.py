@@ -53,13 +53,10 @@ def _reserved(message_id: str | None) -> bool:
 _LINE_BREAKS = re.compile(r"[\r\n\x00]")
 
 
-class MailIn(msgspec.Struct, kw_only=True):
-    to: str
-    subject: str = ""
-    body: str | None = None
-    body_b64: str | None = None
-    message_id: str | None = None
-    sender: str | None = msgspec.field(default=None, name="from")
+MailIn = IngressMail
+"""A ``POST /mail`` body: the fields, names and rules of a mail of the NATS
+ingress (``to``, ``from``, ``subject``, ``body`` or ``body_b64``,
+``message_id``), as JSON."""
 
 
 class DeploymentIn(msgspec.Struct, kw_only=True):
@@ -166,7 +163,7 @@ def _b64decode(text: str) -> bytes:
     raise InvalidMail("'body_b64' is not base64")
 
 
-def mail_trigger(mail: MailIn | IngressMail, *, max_body: int) -> Trigger:
+def mail_trigger(mail: MailIn, *, max_body: int) -> Trigger:
     """Validate a decoded ``POST /mail`` body, or a mail of the NATS ingress
     (the same fields); the caller adds the digest."""
     address = mail.to.strip().lower()

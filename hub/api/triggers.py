@@ -20,8 +20,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from runtime import IngressMail
-
 from .._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
 from ..store import Acceptor, Receipt, Trigger, deployment_of_run
 from .context import RouteContext, with_digest
@@ -70,7 +68,7 @@ async def post_batch(ctx: RouteContext, batch: MailBatchIn) -> dict[str, list[An
 
 
 async def accept_mails(
-    acceptor: Acceptor, mails: Sequence[MailIn | IngressMail | HubError], *, max_body: int
+    acceptor: Acceptor, mails: Sequence[MailIn | HubError], *, max_body: int
 ) -> list[Receipt | HubError]:
     """``POST /mail/batch`` for decoded mails (or the error a mail failed to
     decode with): one outcome per mail, in order, each what ``POST /mail``
