@@ -35,25 +35,20 @@ import anyio.abc
 import msgspec
 
 from runtime import (
-    FrameDecodeError,
     FrameDecoder,
     IngressBatch,
     IngressMail,
     IngressReceipt,
     IngressReceipts,
-    Message,
-    Reason,
-    Refused,
     Subjects,
     Transport,
     TransportError,
-    encode,
-    is_id,
 )
 
 from .._errors import HubError, InvalidMail, UnknownProducer
 from ..store import Receipt, Store, is_active_producer
 from .retention import DeadLetters, Garbage, RetentionConfig
+from .serving import serve
 
 log = logging.getLogger("mailrun.hub.ingress")
 
@@ -88,10 +83,10 @@ class IngressHandler:
         self._store = store
         self._intake = intake
 
-    async def __call__(self, data: bytes, producer: str) -> IngressReceipts:
+    async def __call__(self, data: bytes, producer: str | None) -> IngressReceipts:
         # Before decoding: a producer that is not (or no longer) one gets
         # nothing served, not even a dead letter kept.
-        if not await is_active_producer(self._store.db, producer):
+        if producer is None or not await is_active_producer(self._store.db, producer):
             raise UnknownProducer(f"no active producer {producer}")
         batch = _batch.decode(data)
         outcomes = await self._intake([_decode_mail(raw) for raw in batch.mails])
@@ -132,63 +127,8 @@ async def run_ingress(
     try:
         await transport.flush()
         task_status.started()
-        slots = anyio.Semaphore(config.max_in_flight)
-        async with anyio.create_task_group() as tg:
-            async for message in sub:
-                producer = _producer(message)
-                if producer is None:
-                    continue
-                await slots.acquire()
-                tg.start_soon(_answer, garbage, handler, message, producer, slots)
+        await serve(garbage, sub, SOURCE, handler, config.max_in_flight, "prd")
     finally:
         shielded = anyio.CancelScope(shield=True)
         with shielded, anyio.move_on_after(2.0), contextlib.suppress(TransportError):
             await sub.unsubscribe()
-
-
-def _producer(message: Message) -> str | None:
-    """The producer a request came from, or None to drop it unanswered."""
-    producer = message.subject.rpartition(".")[2]
-    if is_id(producer, "prd") and (message.reply or "").startswith(
-        f"{Subjects.inbox_prefix(producer)}."
-    ):
-        return producer
-    log.warning(
-        "dropped a request on %s: its reply subject %r is not its producer's inbox",
-        message.subject,
-        message.reply,
-    )
-    return None
-
-
-async def _answer(
-    garbage: Garbage,
-    handler: IngressHandler,
-    message: Message,
-    producer: str,
-    slots: anyio.Semaphore,
-) -> None:
-    try:
-        reply = await _handle(garbage, handler, message, producer)
-        try:
-            await message.respond(encode(reply))
-        except TransportError as exc:
-            log.warning("cannot answer %s: %s", message.subject, exc)
-    finally:
-        slots.release()
-
-
-async def _handle(
-    garbage: Garbage, handler: IngressHandler, message: Message, producer: str
-) -> msgspec.Struct:
-    try:
-        return await handler(message.data, producer)
-    except FrameDecodeError as exc:
-        log.warning("undecodable ingress frame on %s: %s", message.subject, exc)
-        await garbage.keep(SOURCE, message, producer, f"{Reason.DECODE_ERROR}: {exc}")
-        return Refused(reason=Reason.DECODE_ERROR, detail=str(exc))
-    except HubError as exc:
-        return Refused(reason=exc.reason, detail=exc.detail)
-    except Exception as exc:
-        log.exception("ingress request on %s failed", message.subject)
-        return Refused(reason=Reason.INTERNAL_ERROR, detail=type(exc).__name__)

@@ -11,30 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.abc
-import msgspec
 
 from runtime import (
     Fenced,
-    FrameDecodeError,
     HubBoot,
-    Message,
     Reason,
-    Refused,
     Subjects,
     Subscription,
     Transport,
     TransportError,
     encode,
-    is_id,
 )
 
-from .._errors import HubError
 from ..store import Store
 from .blobs import GC_INTERVAL, BlobCollector, BlobHandler
 from .dispatcher import DispatchConfig, Dispatcher
@@ -44,12 +37,12 @@ from .mint import MintHandler
 from .ownership import OWNER_LEASE
 from .retention import DeadLetters, Garbage, RetentionConfig
 from .rollout import RolloutDriver
+from .serving import Handler, serve
 from .sessions import NONCE_TTL, HelloHandler, SessionTable
 from .state import StateHandler
 
 log = logging.getLogger("mailrun.hub.wire")
 
-Handler = Callable[[bytes, str | None], Awaitable[msgspec.Struct]]
 """``handler(data, sender)``: ``sender`` is the deployment whose identity sent
 the frame, as its subject proves, or None on a shared subject."""
 
@@ -246,13 +239,13 @@ async def run_wire(
                     sub = await transport.subscribe(f"{subject}.*" if per_deployment else subject)
                     subscriptions.append(sub)
                     tg.start_soon(
-                        _serve,
+                        serve,
                         Garbage(store, letters, config.retention.garbage_bytes),
                         sub,
                         source,
                         handler,
                         config.max_in_flight,
-                        per_deployment,
+                        "dep" if per_deployment else None,
                     )
             await transport.flush()
 
@@ -275,79 +268,3 @@ async def run_wire(
                 with contextlib.suppress(TransportError):
                     await sub.unsubscribe()
         blobs.close()
-
-
-async def _serve(
-    garbage: Garbage,
-    sub: Subscription,
-    source: str,
-    handler: Handler,
-    limit: int,
-    per_deployment: bool,
-) -> None:
-    slots = anyio.Semaphore(limit)
-    async with anyio.create_task_group() as tg:
-        async for message in sub:
-            sender: str | None = None
-            if per_deployment:
-                sender = _sender(message)
-                if sender is None:
-                    continue
-            await slots.acquire()
-            tg.start_soon(_answer, garbage, message, source, handler, sender, slots)
-    log.info("subscription %s ended", sub.subject)
-
-
-def _sender(message: Message) -> str | None:
-    """The deployment a per-deployment request came from, or None to drop it.
-
-    The server checks who publishes on a subject, not the reply subject a
-    publisher names: answered anywhere else than the sender's own inbox, a
-    request could make the hub publish on a subject its sender may not
-    (another deployment's inbound subject, say). So such a request is
-    neither served nor answered."""
-    sender = message.subject.rpartition(".")[2]
-    if is_id(sender, "dep") and (message.reply or "").startswith(
-        f"{Subjects.inbox_prefix(sender)}."
-    ):
-        return sender
-    log.warning(
-        "dropped a request on %s: its reply subject %r is not its sender's inbox",
-        message.subject,
-        message.reply,
-    )
-    return None
-
-
-async def _answer(
-    garbage: Garbage,
-    message: Message,
-    source: str,
-    handler: Handler,
-    sender: str | None,
-    slots: anyio.Semaphore,
-) -> None:
-    try:
-        reply = await _handle(garbage, message, source, handler, sender)
-        try:
-            await message.respond(encode(reply))
-        except TransportError as exc:
-            log.warning("cannot answer %s request: %s", source, exc)
-    finally:
-        slots.release()
-
-
-async def _handle(
-    garbage: Garbage, message: Message, source: str, handler: Handler, sender: str | None
-) -> msgspec.Struct:
-    try:
-        return await handler(message.data, sender)
-    except FrameDecodeError as exc:
-        log.warning("undecodable %s frame on %s: %s", source, message.subject, exc)
-        await garbage.keep(source, message, sender, f"{Reason.DECODE_ERROR}: {exc}")
-        return Refused(reason=Reason.DECODE_ERROR, detail=str(exc))
-    except HubError as exc:
-        return Refused(reason=exc.reason, detail=exc.detail)
-    except Exception as exc:
-        log.exception("%s request failed", source)
-        return Refused(reason=Reason.INTERNAL_ERROR, detail=type(exc).__name__)
