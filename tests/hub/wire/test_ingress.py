@@ -41,6 +41,7 @@ from runtime import (
     encode,
     new_id,
 )
+from runtime.testing import configure_failpoints
 from tests.support import wait_for
 from tests.support.identities import AuthorizedServer, admitted, authorized_server, peer
 
@@ -262,3 +263,42 @@ async def test_no_hub_serving_is_no_answer(tmp_path: Path) -> None:
         ) as client:
             with pytest.raises(IngressUnavailable):
                 await client.send([ingress_mail("one@mailrun.local", "m")])
+
+
+async def test_a_failed_commit_and_a_lost_answer_end_in_each_mail_accepted_once(
+    tmp_path: Path,
+) -> None:
+    # The first batch's transaction fails: refused whole, nothing stored. The
+    # next one commits but its answer comes too late: the producer cannot tell,
+    # sends again with the same message ids, and gets the first receipts.
+    configure_failpoints("hub.accept.before_commit=1*raise;hub.accept.after_commit=1*sleep(1500)")
+    try:
+        async with running_hub(tmp_path) as hub:
+            await hub.deploy("one")
+            added, key = await hub.add_producer("orders")
+            mails = [
+                ingress_mail("one@mailrun.local", f"m{i}", message_id=f"<{i}@x>") for i in range(3)
+            ]
+            async with hub.producer(added["id"], key) as client:
+                with pytest.raises(IngressRefused) as refused:
+                    await client.send(mails)
+                assert refused.value.reason == Reason.STORE_UNAVAILABLE
+                assert await hub.dispatches() == 0
+                client.timeout = 0.5
+                with pytest.raises(IngressUnavailable):
+                    await client.send(mails)
+
+                async def stored() -> bool:
+                    return await hub.dispatches() == 3
+
+                await wait_for(stored, what="the unanswered batch committed")
+                client.timeout = 10.0
+                receipts = await client.send(mails)
+            assert [(r.status, r.duplicate, r.seq) for r in receipts] == [
+                ("accepted", True, 1),
+                ("accepted", True, 2),
+                ("accepted", True, 3),
+            ]
+            assert await hub.dispatches() == 3
+    finally:
+        configure_failpoints("")
