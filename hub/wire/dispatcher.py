@@ -1,9 +1,10 @@
 """The outbox sender: one lane per deployment with a sidecar session.
 
-A lane repeats delivery rounds (:mod:`hub.wire.rounds`) while its deployment has
-reserved dispatches, sleeps on a :class:`~runtime.Wakeup` when it has none
-(bursts of wakeups coalesce into one round), and backs off with jitter after
-a round with failures. A new hello cuts the backoff short: the sidecar is back.
+A lane keeps a sliding window of frames on the wire (:mod:`hub.wire.window`)
+while its deployment has reserved dispatches, sleeps on a
+:class:`~runtime.Wakeup` when it has none (bursts of wakeups coalesce into
+one load), and backs off with jitter after a frame fails. A new hello cuts
+the backoff short: the sidecar is back.
 Rows are never removed from the queue by the sender, only marked, so a
 dispatch is never skipped or lost whatever the bus does. A sweep
 (:mod:`hub.wire.redelivery`) puts a dispatch delivered but not processed
@@ -15,18 +16,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.abc
 
-from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, Wakeup, next_attempt
+from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, next_attempt
 
 from ..store import DispatchStatus, Store, fetch_all
 from .redelivery import Redeliveries, Resent, find_overdue, put_back, still_open
-from .rounds import load_reserved, send_round, settle
 from .sessions import Session, SessionTable
+from .window import Lane, PassEnd, Sending, Window
 
 log = logging.getLogger("mailrun.hub.dispatch")
 
@@ -39,13 +40,13 @@ FROM workflow_run_dispatch WHERE status = ? GROUP BY deployment_id
 @dataclass(frozen=True)
 class DispatchConfig:
     window: int = 512
-    """Dispatches a delivery round loads and sends at most. Rounds wait for
-    their answers, so this is what a lane has in flight: at 64 a deployment
-    getting batches of mail was held to about 5,000 a second
-    (docs/performance.md)."""
+    """Dispatches a lane has sent and not settled at most (docs/performance.md)."""
+    frame_items: int = 128
+    """Dispatches per MailBatch frame at most: a window is several frames,
+    so that each settled one makes room for the next."""
     request_timeout: float = 1.0
     backoff: Backoff = Backoff(0.05, 2.0)
-    """Between rounds of a lane whose last round failed."""
+    """Between passes of a lane whose last frame failed."""
     census_interval: float = 1.0
     """How often pending counts are refreshed (and idle lanes with work woken),
     and overdue deliveries looked for."""
@@ -58,16 +59,6 @@ class DispatchConfig:
     sent again."""
     redelivery_memory: int = 10_000
     """Re-sent, unprocessed dispatches remembered for health (oldest forgotten first)."""
-
-
-@dataclass(eq=False)
-class _Lane:
-    deployment_id: str
-    wake: Wakeup = field(default_factory=Wakeup)
-    kick: Wakeup = field(default_factory=Wakeup)
-    running: bool = False
-    failures: int = 0
-    last_error: str = ""
 
 
 class Dispatcher:
@@ -86,7 +77,16 @@ class Dispatcher:
         self._sessions = sessions
         self._config = config = config or DispatchConfig()
         self._delays = config.backoff
-        self._lanes: dict[str, _Lane] = {}
+        self._lanes: dict[str, Lane] = {}
+        self._sending = Sending(
+            store=store,
+            transport=transport,
+            subjects=subjects,
+            sessions=sessions,
+            window=config.window,
+            frame_items=config.frame_items,
+            request_timeout=config.request_timeout,
+        )
         self._pending: dict[str, tuple[int, float]] = {}
         self._redeliveries = Redeliveries(config.redelivery_memory)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -110,7 +110,7 @@ class Dispatcher:
 
     def session_opened(self, session: Session) -> None:
         """A sidecar said hello: send at once, cutting any backoff short."""
-        lane = self._lanes.setdefault(session.deployment_id, _Lane(session.deployment_id))
+        lane = self._lanes.setdefault(session.deployment_id, Lane(session.deployment_id))
         lane.failures = 0
         lane.kick.set()
         lane.wake.set()
@@ -169,7 +169,7 @@ class Dispatcher:
             },
         }
 
-    def _ensure_running(self, lane: _Lane) -> None:
+    def _ensure_running(self, lane: Lane) -> None:
         if not lane.running and self._tg is not None:
             lane.running = True
             self._tg.start_soon(self._drive, lane, name=f"dispatch {lane.deployment_id}")
@@ -185,7 +185,7 @@ class Dispatcher:
                     lane = self._lanes.get(dep)
                     if lane is not None and self._sessions.current(dep) is not None:
                         self._ensure_running(lane)
-                        lane.wake.set()
+                        lane.rewind()
             except Exception:
                 log.exception("dispatch census failed")
             await anyio.sleep(self._config.census_interval)
@@ -219,66 +219,36 @@ class Dispatcher:
                     seqs[0],
                     seqs[-1],
                 )
-            self.wake(by_dep)
+            for dep in by_dep:
+                if (lane := self._lanes.get(dep)) is not None:
+                    lane.rewind()  # below what the lane has sent
         if len(self._redeliveries):
             self._redeliveries.keep(await still_open(self._store, self._redeliveries.ids()))
 
-    async def _drive(self, lane: _Lane) -> None:
-        dep, config = lane.deployment_id, self._config
+    async def _drive(self, lane: Lane) -> None:
+        dep = lane.deployment_id
         try:
             while (session := self._sessions.current(dep)) is not None:
-                # Wakeups from before this look are answered by it.
-                lane.wake.clear()
                 lane.kick.clear()
                 try:
-                    rows = await load_reserved(self._store, dep, config.window)
+                    end = await Window(self._sending, lane, session).run()
                 except Exception as exc:
-                    log.exception("loading dispatches of %s failed", dep)
-                    lane.last_error = f"load: {exc}"
-                    await self._backoff(lane)
-                    continue
-                if rows is None:
+                    # One deployment's delivery never takes the hub down: a
+                    # pass that fails in an unforeseen way is a failed pass.
+                    log.exception("delivering to %s failed", dep)
+                    lane.last_error = f"round: {type(exc).__name__}: {exc}"
+                    end = PassEnd.FAILED
+                if end is PassEnd.NOT_LIVE:
                     log.info("deployment %s is not live: its lane stops", dep)
                     self._sessions.drop(dep)
                     self.forget(dep)
                     return
-                if not rows:
-                    # Nothing left to deliver (it may have been processed from
-                    # an ack that came too late to count): nothing is failing.
-                    lane.failures = 0
-                    await lane.wake.wait()
-                    continue
-                try:
-                    result = await send_round(
-                        self._transport, self._subjects, session, rows, config.request_timeout
-                    )
-                except Exception as exc:
-                    # One deployment's delivery never takes the hub down: a
-                    # round that fails in an unforeseen way is a failed round.
-                    log.exception("a delivery round of %s failed", dep)
-                    lane.last_error = f"round: {type(exc).__name__}: {exc}"
+                if end is PassEnd.FAILED:
                     await self._backoff(lane)
-                    continue
-                if result.acked or result.refused:
-                    self._sessions.seen(dep)
-                try:
-                    await settle(self._store, session, result)
-                except Exception as exc:
-                    log.exception("settling a round of %s failed", dep)
-                    result.failed, result.last_error = result.failed + 1, f"settle: {exc}"
-                if result.refused:
-                    log.warning("sidecar of %s refused: %s", dep, result.refused[:5])
-                    lane.last_error = f"refused: {result.refused[0][1]}"
-                if result.failed:
-                    lane.last_error = result.last_error
-                if result.failed or result.refused:
-                    await self._backoff(lane)
-                else:
-                    lane.failures = 0
         finally:
             lane.running = False
 
-    async def _backoff(self, lane: _Lane) -> None:
+    async def _backoff(self, lane: Lane) -> None:
         lane.failures = next_attempt(lane.failures)
         # A fresh hello (kick) means the sidecar is back: retry at once.
         await lane.kick.wait(self._delays.delay(lane.failures))

@@ -58,7 +58,8 @@ class HealthConfig:
     undeliverable_after: float = 10.0
     """A deployment whose oldest undelivered dispatch waited this long is undeliverable."""
     failed_rounds: int = 3
-    """... and so is one whose last this many delivery rounds all failed."""
+    """... and so is one whose last this many delivery passes all failed
+    (a pass ends at its first failed frame, docs/wire.md)."""
     max_probes: int = 64
     """Probes in flight at once."""
     stuck_resends: int = 3

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
 from hub.wire.dispatcher import DispatchConfig
-from hub.wire.rounds import batches
+from hub.wire.sending import batches
 from hub.wire.service import WireConfig
 from runtime import (
     INLINE_BODY_LIMIT,
     MAX_FRAME_BYTES,
     Ack,
+    AckBatch,
     Backoff,
+    FrameDecoder,
+    MailBatch,
     MailInbound,
+    Ping,
+    Pong,
     TransportError,
     Welcome,
     encode,
@@ -144,6 +151,96 @@ async def test_window_bounds_frames_in_flight(tmp_path: Path) -> None:
         # Nothing acked: the same three go out again, nothing past them.
         assert sorted(f.seq for f in inbox.frames[:6]) == [1, 1, 2, 2, 3, 3]
         assert await statuses(hub, dep.id) == ["reserved"] * 7
+        tg.cancel_scope.cancel()
+
+
+Answerer = Callable[[MailBatch], Awaitable[AckBatch]]
+
+
+async def serve_each(
+    car: Sidecar, answer: Answerer, *, task_status: Any = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """A sidecar inbox that answers each MailBatch in its own task, so one
+    answer may wait while later frames are answered."""
+    decoder: FrameDecoder[MailBatch | Ping] = FrameDecoder(MailBatch | Ping)
+    sub = await car.bus.subscribe(car.hub.subjects.inbound(car.dep.id))
+    task_status.started()
+
+    async def one(message: Any) -> None:
+        frame = decoder.decode(message.data)
+        reply = Pong() if isinstance(frame, Ping) else await answer(frame)
+        if reply is not None:
+            await message.respond(encode(reply))
+
+    async with anyio.create_task_group() as tg:
+        async for message in sub:
+            tg.start_soon(one, message)
+
+
+def stored(batch: MailBatch) -> AckBatch:
+    return AckBatch(acks=[Ack(dispatch_id=f.dispatch_id, result="stored") for f in batch.items])
+
+
+@pytest.mark.anyio
+async def test_a_slow_answer_holds_only_its_own_frame(tmp_path: Path) -> None:
+    # The first frame is answered only once seq 5 has arrived, which can
+    # only be sent in the room the second frame's settled answer leaves.
+    config = WireConfig(dispatch=DispatchConfig(window=4, frame_items=2, request_timeout=30))
+    async with running_hub(tmp_path, config=config) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        await accept(hub, dep, [f"m{i}".encode() for i in range(8)])
+        sent: list[list[int | None]] = []
+        five = anyio.Event()
+
+        async def answer(batch: MailBatch) -> AckBatch:
+            seqs = [f.seq for f in batch.items]
+            sent.append(seqs)
+            if 5 in seqs:
+                five.set()
+            if 1 in seqs:
+                await five.wait()
+            return stored(batch)
+
+        car = Sidecar(hub, dep)
+        await tg.start(serve_each, car, answer)
+        await car.hello()
+        await wait_for(all_are(hub, dep.id, "delivered", 8))
+        assert sent[:3] == [[1, 2], [3, 4], [5, 6]]
+        assert sorted(s for seqs in sent for s in seqs if s is not None) == list(range(1, 9))
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_a_dispatch_put_back_below_the_window_goes_out_while_frames_are_out(
+    tmp_path: Path,
+) -> None:
+    # Seq 3's answer waits for seq 1 to come again: only the redelivery
+    # sweep's rewind sends it while seq 3 is out (a request times out in 30 s).
+    dispatch = DispatchConfig(
+        window=4, frame_items=1, request_timeout=30, redeliver_after=0.3, census_interval=0.05
+    )
+    config = WireConfig(dispatch=dispatch)
+    async with running_hub(tmp_path, config=config) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        await accept(hub, dep, [b"a", b"b", b"c"])
+        seen: list[int | None] = []
+        again = anyio.Event()
+
+        async def answer(batch: MailBatch) -> AckBatch:
+            (frame,) = batch.items
+            seen.append(frame.seq)
+            if frame.seq == 1 and seen.count(1) == 2:
+                again.set()
+            if frame.seq == 3:
+                await again.wait()
+            return stored(batch)
+
+        car = Sidecar(hub, dep)
+        await tg.start(serve_each, car, answer)
+        await car.hello()
+        await wait_for(all_are(hub, dep.id, "delivered", 3))
+        assert seen.count(1) >= 2 and seen.count(3) == 1
+        assert seen.index(3) < len(seen) - 1 - seen[::-1].index(1)  # 1 again after 3 went
         tg.cancel_scope.cancel()
 
 

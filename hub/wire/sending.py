@@ -1,16 +1,15 @@
-"""One delivery round of a deployment: load, send, settle.
+"""The steps of delivery: load reserved dispatches, frame them, send, settle.
 
-A round loads the first ``window`` reserved dispatches in ``seq`` order,
-sends them all at once, waits for every answer (or its timeout), and then
-settles in one write transaction: acknowledged ones become ``delivered``,
+Rows are loaded in ``seq`` order, framed, sent as requests, and their answers
+settled in one write transaction: acknowledged ones become ``delivered``,
 refused ones keep their reason. Nothing else changes a row, so whatever was
-not acknowledged is simply loaded again by the next round: the table is the
-only queue.
+not acknowledged is simply loaded again: the table is the only queue.
+:mod:`hub.wire.window` decides when each step runs.
 
-A sidecar that takes them (format 3) gets the round as MailBatch frames of
-up to ``MAX_FRAME_BYTES`` each, answered by one AckBatch apiece: one request
-and one answer for what was one each per dispatch. An older sidecar gets one
-MailInbound request per dispatch.
+A sidecar that takes them (format 3) gets MailBatch frames of up to
+``MAX_FRAME_BYTES`` and ``max_items`` dispatches each, answered by one
+AckBatch apiece: one request and one answer for what was one each per
+dispatch. An older sidecar gets one MailInbound request per dispatch.
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
-
-import anyio
 
 from runtime import (
     MAX_FRAME_BYTES,
@@ -34,7 +31,6 @@ from runtime import (
     MailInbound,
     Reason,
     Refused,
-    Subjects,
     Transport,
     TransportError,
     afailpoint,
@@ -55,7 +51,7 @@ JOIN deployment dep ON dep.id = d.deployment_id
 LEFT JOIN workflow_run r ON r.id = d.run_id
 LEFT JOIN deployment_version v ON v.deployment_id = d.deployment_id
   AND v.version = COALESCE(d.version, 1)
-WHERE d.deployment_id = ? AND d.status = ?
+WHERE d.deployment_id = ? AND d.status = ? AND d.seq > ?
 ORDER BY d.seq LIMIT ?
 """
 _ANCHOR = """
@@ -68,7 +64,9 @@ _batch_acks: FrameDecoder[AckBatch | Ack | Refused] = FrameDecoder(AckBatch | Ac
 
 
 @dataclass
-class Round:
+class Answers:
+    """What frames' answers say, to settle together."""
+
     acked: list[str] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)  # (dispatch id, reason)
     failed: int = 0
@@ -86,15 +84,24 @@ class Round:
         else:
             self.refused.append((frame.dispatch_id, _refusal(reply)))
 
+    def add(self, other: Answers) -> None:
+        self.acked += other.acked
+        self.refused += other.refused
+        self.failed += other.failed
+        self.last_error = other.last_error or self.last_error
 
-async def load_reserved(store: Store, deployment_id: str, window: int) -> list[Any] | None:
-    """The next reserved dispatches in seq order; None once the deployment is not live."""
+
+async def load_reserved(
+    store: Store, deployment_id: str, limit: int, after: int = 0
+) -> list[Any] | None:
+    """The first ``limit`` reserved dispatches past seq ``after``, in seq
+    order; None once the deployment is not live."""
     anchor = await fetch_one(store.db, _ANCHOR, (deployment_id,))
     if anchor is None or anchor["deleted_at"] is not None:
         return None
     if not anchor_is_live(anchor["status"] or ""):
         return None
-    params = (deployment_id, DispatchStatus.RESERVED, window)
+    params = (deployment_id, DispatchStatus.RESERVED, after, limit)
     return await fetch_all(store.db, _RESERVED, params)
 
 
@@ -125,65 +132,62 @@ def inbound_frame(session: Session, row: Any) -> MailInbound:
     )
 
 
-async def send_round(
-    transport: Transport, subjects: Subjects, session: Session, rows: list[Any], timeout: float
-) -> Round:
-    """Send every row at once; return when each is answered or timed out."""
-    result = Round()
-    subject = subjects.inbound(session.deployment_id)
+def frames_of(session: Session, rows: list[Any], max_items: int) -> list[MailInbound | MailBatch]:
+    """The requests that carry ``rows``: batches if the session's sidecar
+    takes them, else one MailInbound each."""
     frames = [inbound_frame(session, row) for row in rows]
+    if not session.batches:
+        return list(frames)
+    return list(batches(frames, max_items))
 
-    async def request(frame: MailInbound | MailBatch) -> AckBatch | Ack | Refused | None:
-        # The dispatches are committed (reserved) but not on the wire yet.
-        await afailpoint("hub.dispatch.before_publish")
-        try:
-            data = await transport.request(subject, encode(frame), timeout)
-            # The sidecar has answered; the hub has not counted the answer yet.
-            await afailpoint("hub.dispatch.after_publish")
-            if isinstance(frame, MailBatch):
-                return _batch_acks.decode(data)
-            return _acks.decode(data)
-        except (TimeoutError, TransportError, FrameDecodeError) as exc:
-            result.failed += 1
-            result.last_error = f"{type(exc).__name__}: {exc}"
-            return None
 
-    async def send(frame: MailInbound) -> None:
-        reply = await request(frame)
-        if isinstance(reply, Ack | Refused):
-            result.count(frame, reply)
+def items(frame: MailInbound | MailBatch) -> list[MailInbound]:
+    return frame.items if isinstance(frame, MailBatch) else [frame]
 
-    async def send_batch(batch: MailBatch) -> None:
-        reply = await request(batch)
-        if isinstance(reply, AckBatch) and len(reply.acks) == len(batch.items):
-            for frame, ack in zip(batch.items, reply.acks, strict=True):
-                result.count(frame, ack)
-        elif isinstance(reply, Ack | Refused) and not _accepts(reply):
-            # The whole frame refused (a decode error, say): each for that reason.
-            reason = reply.reason if isinstance(reply, Refused) else _refusal(reply)
-            result.refused.extend((frame.dispatch_id, reason) for frame in batch.items)
-        elif reply is not None:  # an answer that is not to this frame
-            for frame in batch.items:
-                result.refused.append((frame.dispatch_id, Reason.ACK_MISMATCH))
 
-    async with anyio.create_task_group() as tg:
-        if session.batches:
-            for batch in batches(frames):
-                tg.start_soon(send_batch, batch)
-        else:
-            for frame in frames:
-                tg.start_soon(send, frame)
+async def send(
+    transport: Transport, subject: str, frame: MailInbound | MailBatch, timeout: float
+) -> Answers:
+    """One request, and what its answer says of each dispatch it carries."""
+    result = Answers()
+    # The dispatches are committed (reserved) but not on the wire yet.
+    await afailpoint("hub.dispatch.before_publish")
+    try:
+        data = await transport.request(subject, encode(frame), timeout)
+        # The sidecar has answered; the hub has not counted the answer yet.
+        await afailpoint("hub.dispatch.after_publish")
+        reply = (_batch_acks if isinstance(frame, MailBatch) else _acks).decode(data)
+    except (TimeoutError, TransportError, FrameDecodeError) as exc:
+        result.failed += 1
+        result.last_error = f"{type(exc).__name__}: {exc}"
+        return result
+    sent = items(frame)
+    if isinstance(reply, AckBatch):
+        if isinstance(frame, MailBatch) and len(reply.acks) == len(sent):
+            for item, ack in zip(sent, reply.acks, strict=True):
+                result.count(item, ack)
+        else:  # an answer that is not to this frame
+            result.refused += [(item.dispatch_id, Reason.ACK_MISMATCH) for item in sent]
+    elif isinstance(frame, MailInbound):
+        result.count(frame, reply)
+    elif not _accepts(reply):
+        # The whole batch refused (a decode error, say): each for that reason.
+        reason = reply.reason if isinstance(reply, Refused) else _refusal(reply)
+        result.refused += [(item.dispatch_id, reason) for item in sent]
+    else:  # one Ack for a whole batch: not an answer to it
+        result.refused += [(item.dispatch_id, Reason.ACK_MISMATCH) for item in sent]
     return result
 
 
-def batches(frames: list[MailInbound]) -> list[MailBatch]:
-    """``frames`` in order, as MailBatch frames of at most ``MAX_FRAME_BYTES``
-    (one frame larger than that alone: it is within NATS' payload anyway)."""
+def batches(frames: list[MailInbound], max_items: int = 2**31) -> list[MailBatch]:
+    """``frames`` in order, as MailBatch frames of at most ``max_items`` and
+    ``MAX_FRAME_BYTES`` (one frame larger than that alone: it is within NATS'
+    payload anyway)."""
     out: list[MailBatch] = []
     size = 0
     for frame in frames:
         length = len(encode(frame))
-        if not out or size + length > MAX_FRAME_BYTES:
+        if not out or size + length > MAX_FRAME_BYTES or len(out[-1].items) >= max_items:
             out.append(MailBatch(items=[]))
             size = 0
         out[-1].items.append(frame)
@@ -204,8 +208,8 @@ def _refusal(ack: Ack) -> str:
     return f"{reason}: {ack.detail}" if ack.detail else reason
 
 
-async def settle(store: Store, session: Session, result: Round) -> None:
-    """Record a round's answers in one transaction, under the round's epoch."""
+async def settle(store: Store, session: Session, result: Answers) -> None:
+    """Record answers in one transaction, under the epoch they were sent in."""
     if not result.acked and not result.refused:
         return
     # Acks are in, none recorded: a crash here redelivers them all.
@@ -222,10 +226,10 @@ async def settle(store: Store, session: Session, result: Round) -> None:
         await store.transact(body)
     except StaleEpoch:
         result.failed += len(result.acked)
-        result.last_error = "ownership moved during the round"
+        result.last_error = "ownership moved while the frames were out"
 
 
-async def _mark(db: Connection, result: Round, now: float) -> None:
+async def _mark(db: Connection, result: Answers, now: float) -> None:
     if result.acked:
         marks = ",".join("?" * len(result.acked))
         await db.execute(

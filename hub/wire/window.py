@@ -1,0 +1,195 @@
+"""A lane's sliding window: the next frames go out as soon as there is room.
+
+Within one session a lane keeps up to ``window`` dispatches on the wire. It
+loads the reserved rows past the highest seq it has sent (the cursor), sends
+them as frames of up to ``frame_items`` dispatches, each request in its own
+task, and one settler records the answers as they come: all that arrived
+meanwhile in one transaction. A settled frame makes room, and the lane loads
+again at once: a slow answer holds its own frame, never the ones behind it.
+A sidecar stores frames whatever order they land in and processes its inbox
+in seq order (a gap waits), so frames overtaking each other is harmless.
+
+A dispatch stays in the window from its send until its answer is settled, so
+a load never sends what is already out. Rows below the cursor become
+reserved again only by a failure, a redelivery or a takeover:
+
+- a frame that fails (no answer, a refusal, a fenced settle) ends the pass:
+  nothing more goes out, what is out drains and settles, and the lane backs
+  off and starts a new pass from the lowest reserved seq;
+- :meth:`Window.rewind` (the redelivery sweep, the census) makes the next
+  load start from the lowest reserved seq too, skipping what is in flight;
+- a takeover comes with a new session, which is a new pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from runtime import MailBatch, MailInbound, Subjects, Transport, Wakeup
+
+from ..store import Store
+from .sending import Answers, frames_of, items, load_reserved, send, settle
+from .sessions import Session, SessionTable
+
+log = logging.getLogger("mailrun.hub.dispatch")
+
+
+class PassEnd(Enum):
+    SESSION = "session"
+    """The session is no longer the deployment's current one."""
+    FAILED = "failed"
+    """A frame failed: back off before the next pass."""
+    NOT_LIVE = "not_live"
+    """The deployment was deleted or its anchor is not live."""
+
+
+@dataclass(frozen=True)
+class Sending:
+    store: Store
+    transport: Transport
+    subjects: Subjects
+    sessions: SessionTable
+    window: int
+    frame_items: int
+    request_timeout: float
+
+
+@dataclass(eq=False)
+class Lane:
+    """A deployment's delivery: its wakeups and how its frames fare."""
+
+    deployment_id: str
+    wake: Wakeup = field(default_factory=Wakeup)
+    """Look again: set by accepts, settles, hellos, rewinds."""
+    kick: Wakeup = field(default_factory=Wakeup)
+    """Cut a backoff short: the sidecar is back."""
+    running: bool = False
+    failures: int = 0
+    last_error: str = ""
+    rewound: bool = False
+
+    def rewind(self) -> None:
+        """Rows below the cursor may be reserved again: look from the lowest."""
+        self.rewound = True
+        self.wake.set()
+
+
+@dataclass(eq=False)
+class Window:
+    """One pass of a lane: its session's frames, until that session ends or
+    a frame fails."""
+
+    sending: Sending
+    lane: Lane
+    session: Session
+    out: dict[str, int] = field(default_factory=dict)
+    """Dispatch id -> seq of every dispatch sent and not settled yet."""
+    cursor: int = 0
+    answers: Answers = field(default_factory=Answers)
+    answered: list[str] = field(default_factory=list)
+    ready: Wakeup = field(default_factory=Wakeup)
+    """Answers wait for the settler."""
+    error: str | None = None
+    """Why the pass failed; None while it has not."""
+
+    async def run(self) -> PassEnd:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._settler)
+            end = await self._feed(tg)
+            # Each request ends within its timeout; its answer is settled.
+            while self.out:
+                await self.lane.wake.wait()
+            tg.cancel_scope.cancel()
+        if self.error is not None:
+            self.lane.last_error = self.error
+        return end
+
+    async def _feed(self, tg: anyio.abc.TaskGroup) -> PassEnd:
+        sending, lane, dep = self.sending, self.lane, self.session.deployment_id
+        subject = sending.subjects.inbound(dep)
+        while True:
+            # Wakeups from before this look are answered by it.
+            lane.wake.clear()
+            if self.error is not None:
+                return PassEnd.FAILED
+            if sending.sessions.current(dep) is not self.session:
+                return PassEnd.SESSION
+            room = sending.window - len(self.out)
+            if room > 0:
+                rows = await self._load(room)
+                if rows is None:
+                    return PassEnd.NOT_LIVE
+                if rows:
+                    for frame in frames_of(self.session, rows, sending.frame_items):
+                        tg.start_soon(self._send, subject, frame)
+                    continue
+                if not self.out and self.error is None:
+                    # Nothing left to deliver (it may have been processed
+                    # from an ack that came too late to count): nothing fails.
+                    lane.failures = 0
+            await lane.wake.wait()
+
+    async def _load(self, room: int) -> list[Any] | None:
+        """Up to ``room`` reserved rows not out yet, past the cursor unless rewound."""
+        if self.lane.rewound or not self.out:
+            # From the lowest reserved seq: what is out is among the first
+            # ``len(out) + room`` of them, and is skipped.
+            self.lane.rewound = False
+            limit, after = room + len(self.out), 0
+        else:
+            limit, after = room, self.cursor
+        rows = await load_reserved(self.sending.store, self.session.deployment_id, limit, after)
+        if rows is None:
+            return None
+        rows = [row for row in rows if row["id"] not in self.out]
+        for row in rows:
+            self.out[row["id"]] = row["seq"]
+        if rows:
+            self.cursor = max(self.cursor, rows[-1]["seq"])
+        return rows
+
+    async def _send(self, subject: str, frame: MailInbound | MailBatch) -> None:
+        result = await send(self.sending.transport, subject, frame, self.sending.request_timeout)
+        # A failure stops the pass at once; the frames out still finish.
+        self.error = self.error or _why(result)
+        self.answers.add(result)
+        self.answered += [item.dispatch_id for item in items(frame)]
+        self.ready.set()
+
+    async def _settler(self) -> None:
+        sending, lane, dep = self.sending, self.lane, self.session.deployment_id
+        while True:
+            await self.ready.wait()
+            answers, answered = self.answers, self.answered
+            self.answers, self.answered = Answers(), []
+            if answers.acked or answers.refused:
+                sending.sessions.seen(dep)
+            try:
+                await settle(sending.store, self.session, answers)
+            except Exception as exc:
+                log.exception("settling answers of %s failed", dep)
+                answers.failed, answers.last_error = answers.failed + 1, f"settle: {exc}"
+            if answers.refused:
+                log.warning("sidecar of %s refused: %s", dep, answers.refused[:5])
+            why = _why(answers)
+            self.error = self.error or why
+            if why is None and answers.acked:
+                lane.failures = 0
+            for dispatch_id in answered:
+                self.out.pop(dispatch_id, None)
+            lane.wake.set()
+
+
+def _why(answers: Answers) -> str | None:
+    """Why these answers fail their frames; None when they do not."""
+    if answers.failed:
+        return answers.last_error or "no answer"
+    if answers.refused:
+        return f"refused: {answers.refused[0][1]}"
+    return None
