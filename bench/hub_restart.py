@@ -32,7 +32,7 @@ async def bench(restarts: int, deployments: int, pending: int) -> list[Sample]:
     samples: list[Sample] = []
     with tempfile.TemporaryDirectory(prefix="mailrun-hub-restart-") as tmp:
         root = Path(tmp)
-        async with running_cluster(root) as cluster:
+        async with running_cluster(root, sidecar_proxies=False) as cluster:
             deps = await deploy_many(cluster, deployments)
             for i in range(restarts):
                 sample = await restart_sample(cluster, deps, per_deployment=pending)

@@ -30,6 +30,7 @@ from runtime import (
     RestoreRecord,
     Subjects,
     Transport,
+    Wakeup,
     Welcome,
     new_id,
     next_attempt,
@@ -109,6 +110,8 @@ class Sidecar:
         self.versions: Versions | None = None
         self.record: RestoreRecord | None = None
         self._record_path: Path | None = None
+        self._record_lock = anyio.Lock()  # one writer: the temp file is per process
+        self._record_stale = Wakeup()
         self.instance_id = new_id("ins")
         """This process: every start is a new incarnation."""
         self._previous_instance: str | None = None
@@ -221,11 +224,22 @@ class Sidecar:
             tg.start_soon(delivery.run, inbound)
             tg.start_soon(link.watch_announcements)
             tg.start_soon(self.shipper.run)
+            tg.start_soon(self._keep_record)
             tg.start_soon(link.run)
 
     async def _persist(self) -> None:
         assert self.record is not None and self._record_path is not None
-        await anyio.to_thread.run_sync(write_restore_record, self._record_path, self.record)
+        async with self._record_lock:
+            await anyio.to_thread.run_sync(write_restore_record, self._record_path, self.record)
+
+    async def _keep_record(self) -> None:
+        """Write the latest session id back to the record, off the welcome's
+        path: nothing reads it to act, and after a hub restart a hundred
+        sidecars syncing a file each before taking their session held back
+        the frames the hub sent them meanwhile."""
+        while True:
+            await self._record_stale.wait()
+            await self._persist()
 
     async def _welcomed(self, welcome: Welcome) -> None:
         assert self.inbox is not None and self.runs is not None and self.record is not None
@@ -251,7 +265,7 @@ class Sidecar:
         self.runs.kick()
         if self.record.session_id != welcome.session_id:
             self.record = msgspec.structs.replace(self.record, session_id=welcome.session_id)
-            await self._persist()
+            self._record_stale.set()
 
     def _committed(self) -> None:
         if self.shipper is not None:

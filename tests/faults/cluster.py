@@ -110,12 +110,17 @@ class Cluster(HubClient):
         nats: NatsServerProcess,
         stack: AsyncExitStack,
         env: dict[str, str] | None = None,
+        sidecar_proxies: bool = True,
     ) -> None:
         super().__init__(
             f"http://127.0.0.1:{free_port()}", token_file=root / "state" / "admin-token"
         )
         self.env = dict(env or {})
         """Added to the environment of the hub and every sidecar."""
+        self.sidecar_proxies = sidecar_proxies
+        """False: sidecars talk to nats-server itself, and their nodes'
+        proxies carry nothing (what a measurement of the sidecars wants: a
+        proxy is a Python process in every message's path)."""
         self.root = root
         self.state_dir = root / "state"
         self.sidecar_root = self.state_dir / "sidecars"
@@ -129,13 +134,17 @@ class Cluster(HubClient):
 
     # --- processes ----------------------------------------------------------------
 
-    async def start_hub(self, *, failpoints: str = "", wait: bool = True) -> dict[str, Any] | None:
-        """Start the hub behind ``hub_proxy``; with ``wait``, return its /healthz
+    async def start_hub(
+        self, *, failpoints: str = "", wait: bool = True, direct: bool = False
+    ) -> dict[str, Any] | None:
+        """Start the hub behind ``hub_proxy`` (``direct``: on nats-server itself,
+        out of reach of the proxy's rules); with ``wait``, return its /healthz
         once it answers as a new boot."""
         before = await self.healthz()
         self.hub.argv = [
             sys.executable, "-m", "hub", "--state-dir", str(self.state_dir),
-            "--http", self.url.removeprefix("http://"), "--nats", self.hub_proxy.url,
+            "--http", self.url.removeprefix("http://"),
+            "--nats", self.nats.url if direct else self.hub_proxy.url,
             "--sidecar-root", str(self.sidecar_root),
         ]  # fmt: skip
         self.hub.start(failpoints=failpoints)
@@ -153,8 +162,13 @@ class Cluster(HubClient):
 
         return await wait_for(booted, timeout=30, what="the hub's /healthz")
 
+    @property
+    def hub_behind_proxy(self) -> bool:
+        return self.hub_proxy.url in self.hub.argv
+
     async def restart_hub(self, *, failpoints: str = "", sig: int = signal.SIGKILL) -> Any:
-        """Kill the hub (SIGKILL by default), wait for it, start it again; its /healthz."""
+        """Kill the hub (SIGKILL by default), wait for it, start it again
+        behind the proxy; its /healthz."""
         self.hub.kill(sig)
         if self.hub.popen is not None:
             await self.hub.wait_exit()
@@ -178,7 +192,8 @@ class Cluster(HubClient):
             argv = [
                 sys.executable, "-m", "sidecar",
                 "--state-dir", str(self.sidecar_root / deployment_id),
-                "--deployment", deployment_id, "--nats", proxy.url,
+                "--deployment", deployment_id,
+                "--nats", proxy.url if self.sidecar_proxies else self.nats.url,
             ]  # fmt: skip
             proc = Proc(
                 f"sidecar-{deployment_id}",
@@ -257,7 +272,11 @@ class Cluster(HubClient):
 
 @asynccontextmanager
 async def running_cluster(
-    root: Path, *, hub_failpoints: str = "", env: dict[str, str] | None = None
+    root: Path,
+    *,
+    hub_failpoints: str = "",
+    env: dict[str, str] | None = None,
+    sidecar_proxies: bool = True,
 ) -> AsyncIterator[Cluster]:
     """nats-server and the hub (behind ``cluster.hub_proxy``), up and answering.
 
@@ -271,7 +290,7 @@ async def running_cluster(
     async with AsyncExitStack() as stack:
         await nats.start()
         stack.push_async_callback(nats.stop)
-        cluster = Cluster(root, nats, stack, env)
+        cluster = Cluster(root, nats, stack, env, sidecar_proxies)
         stack.push_async_callback(cluster.aclose)
         await stack.enter_async_context(cluster.hub_proxy)
         try:

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 async def test_sidecars_and_pending_dispatches_are_back_within_2_s_of_a_hub_restart(
     tmp_path: Path,
 ) -> None:
-    async with running_cluster(tmp_path) as cluster:
+    async with running_cluster(tmp_path, sidecar_proxies=False) as cluster:
         deployments = await deploy_many(cluster, 5)
         sample = await restart_sample(cluster, deployments, per_deployment=3)
         sidecars = [cluster.sidecars[dep].proc for dep in deployments]
