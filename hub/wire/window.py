@@ -97,6 +97,9 @@ class Window:
     """Answers wait for the settler."""
     error: str | None = None
     """Why the pass failed; None while it has not."""
+    small: set[str] = field(default_factory=set)
+    """The dispatches of a load that did not fill a frame, while they are
+    out: no load until they are settled (below)."""
 
     async def run(self) -> PassEnd:
         async with anyio.create_task_group() as tg:
@@ -121,11 +124,17 @@ class Window:
             if sending.sessions.current(dep) is not self.session:
                 return PassEnd.SESSION
             room = sending.window - len(self.out)
-            if room > 0:
+            # A load that does not fill a frame waits for the last one that
+            # did not to be settled (Nagle's rule): a trickle of mail goes in
+            # one frame per round trip, not one per accept; a flood fills
+            # frames, which go out as soon as there is room.
+            if room > 0 and not self.small:
                 rows = await self._load(room)
                 if rows is None:
                     return PassEnd.NOT_LIVE
                 if rows:
+                    if len(rows) < sending.frame_items:
+                        self.small = {row["id"] for row in rows}
                     for frame in frames_of(self.session, rows, sending.frame_items):
                         tg.start_soon(self._send, subject, frame)
                     continue
@@ -183,6 +192,7 @@ class Window:
                 lane.failures = 0
             for dispatch_id in answered:
                 self.out.pop(dispatch_id, None)
+            self.small.difference_update(answered)
             lane.wake.set()
 
 

@@ -211,6 +211,36 @@ async def test_a_slow_answer_holds_only_its_own_frame(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_a_trickle_goes_in_one_frame_per_round_trip(tmp_path: Path) -> None:
+    # A frame that is not full holds the next load until it is settled:
+    # mails accepted meanwhile go together in the next frame.
+    config = WireConfig(dispatch=DispatchConfig(window=64, frame_items=8, request_timeout=30))
+    async with running_hub(tmp_path, config=config) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        sent: list[list[int | None]] = []
+        release = anyio.Event()
+
+        async def answer(batch: MailBatch) -> AckBatch:
+            sent.append([f.seq for f in batch.items])
+            if len(sent) == 1:
+                await release.wait()
+            return stored(batch)
+
+        car = Sidecar(hub, dep)
+        await tg.start(serve_each, car, answer)
+        await car.hello()
+        await accept(hub, dep, [b"first"])
+        await wait_for(lambda: sent == [[1]])
+        for i in range(5):  # one at a time: five accepts, five wakeups
+            await accept(hub, dep, [f"m{i}".encode()])
+        assert sent == [[1]]
+        release.set()
+        await wait_for(all_are(hub, dep.id, "delivered", 6))
+        assert sent == [[1], [2, 3, 4, 5, 6]]
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
 async def test_a_dispatch_put_back_below_the_window_goes_out_while_frames_are_out(
     tmp_path: Path,
 ) -> None:
