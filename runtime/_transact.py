@@ -72,9 +72,15 @@ class Direct:
         return self._conn.execute(sql, parameters).fetchall()
 
 
-async def transact(db: aiosqlite.Connection, body: Body[T]) -> T:
+async def transact(db: aiosqlite.Connection, body: Body[T], *, durable: bool = True) -> T:
     """``BEGIN IMMEDIATE``, ``body``, ``COMMIT`` on ``db``'s thread, in one
     trip; the body's result. The caller serialises writers.
+
+    ``durable=False`` commits without waiting for the disk (``synchronous =
+    NORMAL`` for this transaction alone): for a change nobody is told about
+    and that is safe to lose in a power failure, which WAL then rolls back
+    whole; the next durable commit makes it durable too. A crash of the
+    process loses nothing either way.
 
     Any exception rolls back and is raised as it is, except that failing to
     begin or to commit is :class:`TransactionFailed`. Once handed over, the
@@ -84,7 +90,8 @@ async def transact(db: aiosqlite.Connection, body: Body[T]) -> T:
     with anyio.CancelScope(shield=True):
         # aiosqlite's public calls are one statement each; _execute is how they
         # reach the connection's thread, in order with every other call.
-        result: T = await db._execute(partial(_run, body=body), db._conn)  # type: ignore[no-untyped-call]
+        run = partial(_run if durable else _run_lazily, body=body)
+        result: T = await db._execute(run, db._conn)  # type: ignore[no-untyped-call]
     return result
 
 
@@ -104,6 +111,15 @@ def _run(conn: sqlite3.Connection, body: Body[T]) -> T:
         _rollback(conn)
         raise TransactionFailed(f"commit failed: {exc}") from exc
     return result
+
+
+def _run_lazily(conn: sqlite3.Connection, body: Body[T]) -> T:
+    (level,) = conn.execute("PRAGMA synchronous").fetchone()
+    conn.execute("PRAGMA synchronous = NORMAL")
+    try:
+        return _run(conn, body)
+    finally:
+        conn.execute(f"PRAGMA synchronous = {int(level)}")
 
 
 def _drive(coro: Coroutine[Any, Any, T]) -> T:

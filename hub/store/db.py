@@ -101,14 +101,14 @@ class Store:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def transact(self, body: Body[T]) -> T:
+    async def transact(self, body: Body[T], *, durable: bool = True) -> T:
         """One write transaction, ``body`` run whole on the writer's thread
-        (``runtime.transact``); its result. Failure to begin or to commit is
-        :class:`StoreUnavailable`, so a caller never mistakes an uncommitted
-        change for a committed one."""
+        (``runtime.transact``, whose ``durable`` it passes on); its result.
+        Failure to begin or to commit is :class:`StoreUnavailable`, so a
+        caller never mistakes an uncommitted change for a committed one."""
         async with self._lock:
             try:
-                return await transact(self._writer, body)
+                return await transact(self._writer, body, durable=durable)
             except TransactionFailed as exc:
                 raise StoreUnavailable(str(exc)) from exc
 

@@ -223,7 +223,10 @@ async def settle(store: Store, session: Session, result: Answers) -> None:
             await fence(db, session.deployment_id, session.owner_epoch)
             await _mark(db, result, time.time())
 
-        await store.transact(body)
+        # Not durable: a mark lost to a power failure is a dispatch sent
+        # again, which the sidecar answers "duplicate". Waiting for the disk
+        # here held the write lock that accepts wait on.
+        await store.transact(body, durable=False)
     except StaleEpoch:
         result.failed += len(result.acked)
         result.last_error = "ownership moved while the frames were out"

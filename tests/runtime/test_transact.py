@@ -46,6 +46,31 @@ async def test_a_body_commits_whole_and_its_result_comes_back(db: aiosqlite.Conn
     assert not db.in_transaction
 
 
+async def test_a_lazy_transaction_runs_at_normal_and_leaves_the_level_as_it_was(
+    db: aiosqlite.Connection,
+) -> None:
+    await db.execute("PRAGMA synchronous = FULL")
+    levels: list[int] = []
+
+    async def body(conn: Connection) -> None:
+        ((level,),) = await conn.execute_fetchall("PRAGMA synchronous")
+        levels.append(int(level))
+        await conn.execute("INSERT INTO t VALUES (?, ?)", (f"k{len(levels)}", level))
+
+    async def failing(conn: Connection) -> None:
+        await conn.execute("INSERT INTO t VALUES ('b', 2)")
+        raise LookupError("no")
+
+    await transact(db, body, durable=False)
+    with pytest.raises(LookupError):
+        await transact(db, failing, durable=False)
+    await transact(db, body)
+    assert levels == [1, 2]  # NORMAL for the lazy one alone, FULL again after
+    ((level,),) = await db.execute_fetchall("PRAGMA synchronous")
+    assert level == 2  # restored after a rollback too
+    assert await rows(db) == [("k1", 1), ("k2", 2)]  # the failed one left nothing
+
+
 async def test_an_error_in_the_body_rolls_everything_back(db: aiosqlite.Connection) -> None:
     async def body(conn: Connection) -> None:
         await conn.execute("INSERT INTO t VALUES ('a', 1)")
