@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.suppor
 
 from bench._http import Pool
 from hub import IngressClient, ingress_mail
+from hub.cli.progress import Progress
 from runtime import SQLITE_SYNCHRONOUS_ENV, loop_options
 from tests.support import free_port, wait_for
 
@@ -285,10 +286,16 @@ async def bench(
                         tg.start_soon(sender)
             accepted_in = time.perf_counter() - began
 
-            async def all_processed() -> bool:
-                return await count() >= mails + deployments
+            with Progress("processed", mails) as progress:
 
-            await wait_for(all_processed, timeout=600, interval=0.05, what="every mail processed")
+                async def all_processed() -> bool:
+                    done = await count() - deployments
+                    progress.advance_to(done)
+                    return done >= mails
+
+                await wait_for(
+                    all_processed, timeout=600, interval=0.05, what="every mail processed"
+                )
             processed_in = time.perf_counter() - began
             cpu = cpu_seconds(up.pid)
             senders_pool.close()

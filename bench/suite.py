@@ -29,6 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.dbos_peer import NOT_INSTALLED
+from hub.cli.progress import Progress
 
 BENCH = Path(__file__).resolve().parent
 BEGIN, END = "<!-- bench/suite.py -->", "<!-- end of bench/suite.py -->"
@@ -169,13 +170,15 @@ def main() -> None:
     parser.add_argument("--write", type=Path, help="also write the table as Markdown here")
     args = parser.parse_args()
     rounds: list[dict[str, dict[str, Any] | None]] = []
-    for n in range(args.runs):
-        results = {}
-        for case in CASES:
-            began = time.monotonic()
-            results[case.name] = run_case(case, args.quick)
-            print(f"run {n + 1}: {case.name} in {time.monotonic() - began:.0f} s", file=sys.stderr)
-        rounds.append(results)
+    with Progress("cases", args.runs * len(CASES), every=0) as progress:
+        for n in range(args.runs):
+            results = {}
+            for case in CASES:
+                began = time.monotonic()
+                results[case.name] = run_case(case, args.quick)
+                took = time.monotonic() - began
+                progress.advance_to(progress.done + 1, f"run {n + 1}: {case.name} in {took:.0f} s")
+            rounds.append(results)
     lines = ["| figure | median | min - max | target | met |", "|---|---|---|---|---|"]
     install = {case.name: case.optional for case in CASES}
     for f in FIGURES:

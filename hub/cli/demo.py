@@ -53,7 +53,13 @@ def _processed(run: dict[str, Any]) -> int:
     return int(run.get("last_seq") or 0)
 
 
-async def _drive(client: AsyncHubClient, say: Callable[[str], None]) -> dict[str, Any]:
+Advance = Callable[[int, str], None]
+"""``advance(done, note)``: ``done`` mails processed; ``note`` says how the run stands."""
+
+
+async def _drive(
+    client: AsyncHubClient, say: Callable[[str], None], advance: Advance
+) -> dict[str, Any]:
     dep = await client.deploy("counter", example_source(), ENTRYPOINT)
     say(f"deployed {dep['name']} ({dep['id']}) at {dep['address']}")
     # One mail at a time, each followed until processed, so every step of the
@@ -68,21 +74,23 @@ async def _drive(client: AsyncHubClient, say: Callable[[str], None]) -> dict[str
             if _processed(run) >= n:
                 break
             await anyio.sleep(0.05)
-        say(f"processed {n} of {len(SUBJECTS)}: run {run['id']} is {run['status']}")
+        advance(n, f"run {run['id']} is {run['status']}")
     while not is_terminal(str(run.get("status"))):
         await anyio.sleep(0.05)
         run = await client.run(run["id"])
     return run
 
 
-async def _demo_in_up(config: UpConfig, say: Callable[[str], None]) -> dict[str, Any]:
+async def _demo_in_up(
+    config: UpConfig, say: Callable[[str], None], advance: Advance
+) -> dict[str, Any]:
     try:
         async with anyio.create_task_group() as tg:
             say(f"starting nats-server, hub and sidecars in {config.state_dir}")
             info = await tg.start(run_up, config)
             say(f"hub {info.http}, nats {info.nats_url}")
             async with AsyncHubClient(info.http, timeout=5.0, token=info.admin_token) as client:
-                run = await _drive(client, say)
+                run = await _drive(client, say, advance)
             tg.cancel_scope.cancel()
         return run
     except ExceptionGroup as group:
@@ -90,9 +98,16 @@ async def _demo_in_up(config: UpConfig, say: Callable[[str], None]) -> dict[str,
         raise unwrap_group(group.exceptions[0]) from None
 
 
-async def run_demo(say: Callable[[str], None], *, deadline: float = DEADLINE) -> dict[str, Any]:
+async def run_demo(
+    say: Callable[[str], None], *, advance: Advance | None = None, deadline: float = DEADLINE
+) -> dict[str, Any]:
     """Run the demo; the completed run's JSON. ``DemoFailed`` if it does not
-    complete within ``deadline`` seconds (the state dir is then kept for its logs)."""
+    complete within ``deadline`` seconds (the state dir is then kept for its logs).
+    Each mail processed goes to ``advance`` (default: a line to ``say``)."""
+
+    def said(done: int, note: str) -> None:
+        say(f"processed {done} of {len(SUBJECTS)}: {note}")
+
     tmp = Path(tempfile.mkdtemp(prefix="mailrun-demo-"))
     config = UpConfig(
         state_dir=tmp / "state",
@@ -106,7 +121,7 @@ async def run_demo(say: Callable[[str], None], *, deadline: float = DEADLINE) ->
     try:
         try:
             with anyio.fail_after(deadline):
-                run = await _demo_in_up(config, say)
+                run = await _demo_in_up(config, say, advance or said)
         except HubError as exc:
             keep = True
             raise DemoFailed(f"{exc}; logs in {logs}") from exc

@@ -158,14 +158,18 @@ def demo() -> None:
 
     Starts `up` in a temporary dir on free ports, deploys the counter example,
     mails it, shows the run's progress and result, and stops everything."""
-    from .demo import DemoFailed, run_demo
-
-    def say(line: str) -> None:
-        click.echo(f"mailrun demo: {line}")
+    from .demo import SUBJECTS, DemoFailed, run_demo
+    from .progress import Progress
 
     async def go() -> list[signal.Signals]:
-        async with cancel_on_signals() as received:
-            await run_demo(say)
+        # A bar on a terminal, the same lines as ever elsewhere.
+        with Progress("mailrun demo: processed", len(SUBJECTS), file=sys.stdout) as progress:
+
+            def say(line: str) -> None:
+                progress.echo(f"mailrun demo: {line}")
+
+            async with cancel_on_signals() as received:
+                await run_demo(say, advance=progress.advance_to)
         return received
 
     try:
