@@ -11,6 +11,7 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
       HubError                  500 internal_error
         StoreUnavailable        503
         HubShuttingDown         503
+        TooManyStreams          503
         AcceptFailed            500
         MigrationError          500
         InvalidName             422
@@ -56,6 +57,8 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
           RelayConfigError      --smtp-relay and its environment do not make sense
           RelayUnavailable      not reached, a 4xx answer, TLS or login refused: try later
           RelayRefused          a 5xx answer to one mail: it is not sent again
+        SmtpError               the SMTP ingress (hub.smtp)
+          SmtpConfigError       --smtp, its certificate and its login do not make sense
         HubClientError          the client of the hub's HTTP API (hub._client)
           HubUnreachable
             HubTimeout (TimeoutError)
@@ -99,6 +102,13 @@ class HubShuttingDown(HubError):
 
     http_status = 503
     reason = "shutting_down"
+
+
+class TooManyStreams(HubError):
+    """``GET /events``: as many streams are open as the hub serves at once."""
+
+    http_status = 503
+    reason = "too_many_streams"
 
 
 class AcceptFailed(HubError):
@@ -389,6 +399,20 @@ class RelayRefused(RelayError):
     def __init__(self, detail: str, answer: str) -> None:
         super().__init__(detail)
         self.answer = answer
+
+
+# --- the SMTP ingress ----------------------------------------------------
+
+
+class SmtpError(HubError):
+    reason = "smtp_failed"
+
+
+class SmtpConfigError(SmtpError):
+    """``--smtp`` cannot start as given: a bad address, a certificate that
+    does not load, or a bind that others can reach without a login."""
+
+    reason = "smtp_config_invalid"
 
 
 # --- the client of the hub's HTTP API: the CLI, ``up`` and ``demo`` --------

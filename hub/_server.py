@@ -1,8 +1,9 @@
 """The hub process: store, acceptor, NATS wire side and mail ingress, outbound
-relay and HTTP API in one task group.
+relay, SMTP ingress and HTTP API in one task group.
 
 Shutdown is orderly: on SIGTERM/SIGINT (or cancellation) the HTTP server
-stops taking requests and finishes the ones in flight (bounded), then the
+stops taking requests and finishes the ones in flight (bounded), the SMTP
+server answers the messages it is accepting (bounded) and closes, then the
 acceptor and the wire side are cancelled and the store is closed. Nothing
 accepted is lost at any point: an answer "accepted" is only ever sent after
 its transaction committed.
@@ -52,11 +53,22 @@ from runtime import (
 
 from ._errors import HubError
 from ._token import ensure_admin_token, read_token_file
-from .api import ApiSettings, HttpLimits, HttpServer, accept_mails, bind_socket, create_app
+from .api import (
+    ApiSettings,
+    ChangeFeed,
+    EventLimits,
+    HttpLimits,
+    HttpServer,
+    accept_mails,
+    bind_socket,
+    create_app,
+)
 from .natsauth import hub_seed
 from .outbound import Outbox, RelayConfig, relay_config
+from .smtp import SmtpConfig, SmtpServer, smtp_config
 from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store, give_nats_identities
 from .wire import (
+    DeadLetters,
     DispatchConfig,
     IngressConfig,
     RetentionConfig,
@@ -83,11 +95,15 @@ class HubConfig:
     # None: the state dir's admin-token file, created at the first start.
     admin_token: str | None = field(default=None, repr=False)
     http_limits: HttpLimits = field(default_factory=HttpLimits)
+    events: EventLimits = field(default_factory=EventLimits)
+    """``GET /events``: streams at once, each one's buffer, the poll interval."""
     backoff_max: float | None = None
     """Caps the delays of the hub's retry loops (NATS, delivery rounds, the
     relay): how tests and soaks compress time (``MAILRUN_BACKOFF_MAX``)."""
     relay: RelayConfig | None = None
     """Where mail to outside addresses goes (None: it stays ``no_relay``)."""
+    smtp: SmtpConfig | None = None
+    """The SMTP ingress (``--smtp``); None: no SMTP server."""
 
 
 class WireSide(Protocol):
@@ -108,7 +124,8 @@ class WireSide(Protocol):
 
 WireFactory = Callable[..., Coroutine[Any, Any, None]]
 """``run_wire``-shaped: keyword arguments store, transport, subjects, boot_id,
-config, outbox, task_status; reports a :class:`WireSide` through ``task_status.started``."""
+config, outbox, letters, task_status; reports a :class:`WireSide` through
+``task_status.started``."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +136,7 @@ class HubHandle:
     http_url: str
     store: Store
     acceptor: Acceptor
+    smtp_address: str | None = None  # HOST:PORT of the SMTP ingress, when it runs
 
 
 async def serve_hub(
@@ -141,7 +159,11 @@ async def serve_hub(
     sock = bind_socket(config.http_host, config.http_port)
     host, port = sock.getsockname()[:2]
     http_url = f"http://{HostPort(host, port)}"
+    smtp_sock = None
     try:
+        if config.smtp is not None:
+            # Bound up front too: a port clash stops the hub before it starts anything.
+            smtp_sock = bind_socket(config.smtp.host, config.smtp.port)
         async with AsyncExitStack() as stack:
             store = await Store.open(config.state_dir / "hub.db", busy_timeout=config.busy_timeout)
             stack.push_async_callback(store.aclose)
@@ -164,6 +186,9 @@ async def serve_hub(
                 # Before the wire: what the last hub left is settled before new mail comes.
                 outbox = Outbox(store, config.relay, backoff_max=config.backoff_max)
                 await tg.start(outbox.run)
+                # One keeper of dead letters for the wire side and the mail
+                # ingress: one table, one set of caps, counted in /metrics.
+                letters = DeadLetters(config.wire.retention)
                 start_wire = functools.partial(
                     wire or run_wire,
                     store=store,
@@ -172,6 +197,7 @@ async def serve_hub(
                     boot_id=boot_id,
                     config=_capped(config.wire, config.backoff_max),
                     outbox=outbox,
+                    letters=letters,
                 )
                 side: WireSide = await tg.start(start_wire)
                 acceptor.on_accepted = side.on_accepted
@@ -183,8 +209,19 @@ async def serve_hub(
                     subjects=Subjects(config.subject_prefix),
                     intake=functools.partial(accept_mails, acceptor, max_body=config.max_body),
                     config=IngressConfig(retention=config.wire.retention),
+                    letters=letters,
                 )
                 await tg.start(ingress)
+                smtp = None
+                if config.smtp is not None:
+                    smtp = SmtpServer(
+                        config.smtp,
+                        smtp_sock,
+                        store=store,
+                        acceptor=acceptor,
+                        max_body=config.max_body,
+                    )
+                    await tg.start(smtp.run)
                 settings = ApiSettings(
                     domain=config.domain,
                     # Shown (/healthz) and handed out (join tokens): never
@@ -194,6 +231,10 @@ async def serve_hub(
                     sidecar_root=config.sidecar_root,
                     max_body=config.max_body,
                 )
+                # The live event stream's reader; closed before the HTTP server
+                # stops, so open streams end at once instead of holding it.
+                feed = ChangeFeed(store, config.events, deployment_extra=side.deployment_health)
+                await tg.start(feed.run)
                 app = create_app(
                     store=store,
                     acceptor=acceptor,
@@ -205,27 +246,35 @@ async def serve_hub(
                     on_deleted=side.on_deleted,
                     on_rollout=side.on_rollout,
                     metrics_extra=side.metrics,
+                    events=feed,
                 )
                 http = HttpServer(app, sock, config.http_limits)
                 await tg.start(http.run)
                 nats = redact_url(config.nats_url)
+                smtp_address = str(smtp.address) if smtp is not None else None
                 log.info(
-                    "hub ready boot_id=%s http=%s nats=%s loop=%s",
+                    "hub ready boot_id=%s http=%s nats=%s smtp=%s loop=%s",
                     boot_id,
                     http_url,
                     nats,
+                    smtp_address or "-",
                     running_loop(),
                 )
-                task_status.started(HubHandle(boot_id, http_url, store, acceptor))
+                task_status.started(HubHandle(boot_id, http_url, store, acceptor, smtp_address))
                 # Serve until a signal (with handle_signals) or the caller cancels.
                 async with cancel_on_signals() if handle_signals else nullcontext():
                     await anyio.sleep_forever()
                 # Stop intake first, so requests in flight still find the
                 # acceptor; then everything else.
+                feed.close()
                 await http.shutdown()
+                if smtp is not None:
+                    await smtp.shutdown()
                 tg.cancel_scope.cancel()
     finally:
         sock.close()
+        if smtp_sock is not None:
+            smtp_sock.close()
         log.info("hub stopped boot_id=%s", boot_id)
 
 
@@ -257,6 +306,9 @@ def run_hub_cli(
     run_history: int | None = None,
     token_file: Path | None = None,
     smtp_relay: str | None = None,
+    smtp: str | None = None,
+    smtp_cert: Path | None = None,
+    smtp_key: Path | None = None,
 ) -> None:
     """Run the hub in this process until SIGTERM/SIGINT (``mailrun hub``, ``python -m hub``).
 
@@ -272,6 +324,13 @@ def run_hub_cli(
         loop = loop_options(os.environ)
         admin_token = read_token_file(Path(token_file)) if token_file is not None else None
         relay = relay_config(smtp_relay, os.environ) if smtp_relay else None
+        ingress_smtp = (
+            smtp_config(
+                smtp, os.environ, cert_file=smtp_cert, key_file=smtp_key, allow_port_zero=True
+            )
+            if smtp
+            else None
+        )
     except (HubError, ValueError) as exc:
         log.error("hub failed: %s", exc)
         raise SystemExit(1) from exc
@@ -287,6 +346,7 @@ def run_hub_cli(
         admin_token=admin_token,
         backoff_max=backoff_max,
         relay=relay,
+        smtp=ingress_smtp,
     )
     if redeliver_after is not None:
         dispatch = DispatchConfig(redeliver_after=redeliver_after)

@@ -1,8 +1,10 @@
-"""The hub's HTTP API: the Starlette app, request bodies, metrics, and the
-uvicorn server it runs on."""
+"""The hub's HTTP API: the Starlette app, request bodies, metrics, the live
+event stream (``GET /events``), and the uvicorn server it runs on."""
 
 from .app import ApiSettings as ApiSettings
 from .app import create_app as create_app
+from .feed import ChangeFeed as ChangeFeed
+from .feed import EventLimits as EventLimits
 from .server import HttpLimits as HttpLimits
 from .server import HttpServer as HttpServer
 from .server import bind_socket as bind_socket
@@ -10,6 +12,8 @@ from .triggers import accept_mails as accept_mails
 
 __all__ = [
     "ApiSettings",
+    "ChangeFeed",
+    "EventLimits",
     "HttpLimits",
     "HttpServer",
     "accept_mails",

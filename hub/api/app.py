@@ -42,6 +42,8 @@ from .approvals import approval_routes
 from .auth import AdminAuth
 from .context import ApiSettings as ApiSettings
 from .context import RouteContext, query_limit
+from .events import event_routes
+from .feed import ChangeFeed
 from .lane import MailLane
 from .metrics import render_metrics
 from .producers import producer_routes
@@ -77,6 +79,7 @@ def create_app(
     on_deleted: Callable[[str], object] | None = None,
     on_rollout: Callable[[str], object] | None = None,
     metrics_extra: Callable[[], str] | None = None,
+    events: ChangeFeed | None = None,
 ) -> Starlette:
     """The HTTP API over ``store``, for holders of ``admin_token``; triggers go
     through ``acceptor``.
@@ -84,7 +87,8 @@ def create_app(
     ``health_extra`` adds to ``/healthz``; ``deployment_extra(id)`` adds the
     wire side's live view (``connected``, ``last_error``) to a deployment;
     ``on_deleted(id)`` ends a deleted deployment's sessions at once;
-    ``on_rollout(id)`` has its sidecar load a version asked for at once."""
+    ``on_rollout(id)`` has its sidecar load a version asked for at once;
+    ``events`` serves ``GET /events`` (None: it answers 503)."""
     ctx = RouteContext(store, acceptor, settings)
 
     async def healthz(request: Request) -> Response:
@@ -163,6 +167,8 @@ def create_app(
         text = await render_metrics(store.db, acceptor)
         if metrics_extra is not None:
             text += metrics_extra()
+        if events is not None:
+            text += events.metrics()
         return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def hub_error(request: Request, exc: Exception) -> Response:
@@ -196,6 +202,7 @@ def create_app(
             Route("/outbox", outbox, methods=["GET"]),
             *producer_routes(ctx),
             Route("/metrics", metrics, methods=["GET"]),
+            *event_routes(ctx, events),
         ],
         middleware=[Middleware(AdminAuth, token=admin_token), Middleware(MailLane, ctx=ctx)],
         exception_handlers={

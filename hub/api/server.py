@@ -15,6 +15,12 @@ and the time a request's head may take to arrive. uvicorn has no bound for
 the first and the last: a client that sends a head byte by byte, or a
 connection that never sends one, would hold its connection for ever, and an
 endless header line would grow in memory. ``_Guarded`` adds both.
+
+``_Guarded`` also offers each request ``scope["extensions"][ABORT_EXTENSION]``,
+which closes its connection at once: an event stream whose client stopped
+reading is cut off with it (``events.py``). Without it the stream could
+only return unfinished, and uvicorn would close the connection gracefully,
+waiting to flush to a client that does not read.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import contextlib
 import logging
 import resource
 import socket
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +41,8 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger("mailrun.hub.http")
+
+ABORT_EXTENSION = "mailrun.abort"
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,8 @@ class _Guarded(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head, self._received, self._parsed = True, 0, 0
+        extensions: dict[str, Any] = {ABORT_EXTENSION: self._abort}
+        self.scope["extensions"] = extensions
 
     # A head that arrives whole in one chunk is measured as it is parsed.
     def on_url(self, url: bytes) -> None:
@@ -110,6 +121,16 @@ class _Guarded(HttpToolsProtocol):
             self._refuse_head()
         else:
             super().send_400_response(msg)
+
+    def _abort(self) -> None:
+        """Close the connection now, dropping what is queued for it: with
+        SO_LINGER 0 the kernel resets it instead of sending its queue (which
+        may be megabytes for a client that does not read) before the FIN."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
 
     def _parse(self, size: int) -> None:
         self._parsed += size

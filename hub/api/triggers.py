@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
-from ..store import Acceptor, Receipt, Trigger, deployment_of_run
+from ..store import WITH_OTHERS, Acceptor, Receipt, Rejected, Trigger, deployment_of_run
 from .context import RouteContext, with_digest
 from .requests import MailBatchIn, MailIn, SignalIn, mail_trigger, signal_trigger
 
@@ -68,13 +68,16 @@ async def post_batch(ctx: RouteContext, batch: MailBatchIn) -> dict[str, list[An
 
 
 async def accept_mails(
-    acceptor: Acceptor, mails: Sequence[MailIn | HubError], *, max_body: int
+    acceptor: Acceptor, mails: Sequence[MailIn | HubError], *, max_body: int, whole: bool = False
 ) -> list[Receipt | HubError]:
     """``POST /mail/batch`` for decoded mails (or the error a mail failed to
     decode with): one outcome per mail, in order, each what ``POST /mail``
     would have answered; the valid mails accepted in their order in one
     transaction. Raises a HubError when the batch is refused whole: not 1 to
-    ``MAX_BATCH`` mails, or the transaction failed (nothing accepted)."""
+    ``MAX_BATCH`` mails, or the transaction failed (nothing accepted).
+
+    With ``whole``, all of them or none (``Acceptor.accept_many``): a mail
+    that is invalid stops the others too."""
     if not 0 < len(mails) <= MAX_BATCH:
         raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
     outcomes: list[Receipt | HubError | None] = [None] * len(mails)
@@ -88,8 +91,12 @@ async def accept_mails(
             outcomes[at] = exc
             continue
         triggers.append((at, trigger))
-    if triggers:
-        accepted = await acceptor.accept_many([t for _, t in triggers])
+    if whole and len(triggers) < len(mails):
+        with_others = Rejected(reason=WITH_OTHERS, detail="not accepted: another mail was invalid")
+        for at, _ in triggers:
+            outcomes[at] = with_others
+    elif triggers:
+        accepted = await acceptor.accept_many([t for _, t in triggers], whole=whole)
         for (at, _), outcome in zip(triggers, accepted, strict=True):
             outcomes[at] = outcome
     answered = [o for o in outcomes if o is not None]

@@ -41,9 +41,13 @@ from runtime import (
 from .._errors import HubError
 from .._token import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR
 from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV
+from ..smtp import PASSWORD_ENV as SMTP_PASSWORD_ENV
+from ..smtp import USER_ENV as SMTP_USER_ENV
+from ..smtp import smtp_config
 from .commands import COMMANDS, F, fail
 from .producers import producer
 from .replay import replay
+from .watch import watch
 
 
 def _host_port(
@@ -71,6 +75,49 @@ _smtp_relay = click.option(
     help="Send mail that runs address outside this hub through this SMTP relay"
     f" (STARTTLS and login: env {STARTTLS_ENV}, {USER_ENV}, {PASSWORD_ENV}).",
 )
+
+
+def _smtp_options(*, allow_port_zero: bool) -> Callable[[F], F]:
+    """``--smtp``, ``--smtp-cert``, ``--smtp-key`` (hub.smtp; the login is
+    read from the environment, out of argv)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return _host_port(ctx, param, value, allow_port_zero=allow_port_zero)
+
+    file = click.Path(dir_okay=False, exists=True, resolve_path=True, path_type=Path)
+    options = [
+        click.option(
+            "--smtp",
+            metavar="HOST:PORT",
+            callback=check,
+            help="Take mail over SMTP here: each recipient a mail trigger (login: env"
+            f" {SMTP_USER_ENV}, {SMTP_PASSWORD_ENV}; required unless HOST is loopback).",
+        ),
+        click.option("--smtp-cert", type=file, help="PEM certificate chain for STARTTLS."),
+        click.option("--smtp-key", type=file, help="PEM private key of --smtp-cert."),
+    ]
+
+    def decorate(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def _check_smtp(smtp: str | None, cert: Path | None, key: Path | None) -> None:
+    """Refuse, before anything starts, what the hub would refuse (``up`` would
+    otherwise restart a hub that cannot start, for ever)."""
+    if smtp is None:
+        if cert is not None or key is not None:
+            fail("--smtp-cert and --smtp-key need --smtp")
+        return
+    try:
+        smtp_config(smtp, os.environ, cert_file=cert, key_file=key, allow_port_zero=True)
+    except HubError as exc:
+        fail(f"{exc.reason}: {exc.detail}")
 
 
 def _default_state_dir(help_: str) -> Callable[[F], F]:
@@ -110,12 +157,16 @@ def main() -> None:
 )
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
 @_smtp_relay
+@_smtp_options(allow_port_zero=False)
 def up(
     state_dir: Path,
     http: str,
     nats_url: str | None,
     subject_prefix: str | None,
     smtp_relay: str | None,
+    smtp: str | None,
+    smtp_cert: Path | None,
+    smtp_key: Path | None,
 ) -> None:
     """Run NATS, the hub and the sidecars, supervised.
 
@@ -125,18 +176,29 @@ def up(
     from ..up import UpConfig, run_up
 
     check_failpoints()  # its children get them: said here once, and by each child
+    _check_smtp(smtp, smtp_cert, smtp_key)
 
     def say(line: str) -> None:
         click.echo(line, err=True)
 
     config = UpConfig(
-        state_dir, http, nats_url, subject_prefix=subject_prefix, smtp_relay=smtp_relay, say=say
+        state_dir,
+        http,
+        nats_url,
+        subject_prefix=subject_prefix,
+        smtp_relay=smtp_relay,
+        smtp=smtp,
+        smtp_cert=smtp_cert,
+        smtp_key=smtp_key,
+        say=say,
     )
 
     async def serve() -> None:
         async with cancel_on_signals(), anyio.create_task_group() as tg:
             info = await tg.start(run_up, config)
             click.echo(f"mailrun up: hub http://{http} nats {info.nats_url} state {info.state_dir}")
+            if smtp is not None:
+                click.echo(f"mailrun up: smtp {smtp}")
             token_file = info.state_dir / ADMIN_TOKEN_FILE
             if info.token_created:
                 # Once: later starts print where the token is, not the token.
@@ -236,6 +298,7 @@ def demo() -> None:
     ),
 )
 @_smtp_relay
+@_smtp_options(allow_port_zero=True)
 def hub_cmd(
     state_dir: Path,
     http: str,
@@ -248,12 +311,17 @@ def hub_cmd(
     redeliver_after: float | None,
     run_history: int | None,
     smtp_relay: str | None,
+    smtp: str | None,
+    smtp_cert: Path | None,
+    smtp_key: Path | None,
 ) -> None:
     """Run the hub alone, in this process.
 
     Runs until SIGTERM/SIGINT; `mailrun up` runs it as a supervised child."""
     from .._server import run_hub_cli
 
+    if smtp is None and (smtp_cert is not None or smtp_key is not None):
+        fail("--smtp-cert and --smtp-key need --smtp")
     run_hub_cli(
         state_dir=state_dir,
         http=http,
@@ -266,6 +334,9 @@ def hub_cmd(
         run_history=run_history,
         token_file=token_file,
         smtp_relay=smtp_relay,
+        smtp=smtp,
+        smtp_cert=smtp_cert,
+        smtp_key=smtp_key,
     )
 
 
@@ -369,6 +440,7 @@ def sidecar(
 for _command in COMMANDS:
     main.add_command(_command)
 main.add_command(replay)
+main.add_command(watch)
 main.add_command(producer)
 
 

@@ -4,9 +4,18 @@ Everything that touches hub.db lives here; the other rooms go through
 these names."""
 
 from .accept import accept_triggers as accept_triggers
+from .addresses import AddressStatus as AddressStatus
+from .addresses import address_status as address_status
 from .approvals import ApprovalView as ApprovalView
 from .approvals import get_approval as get_approval
 from .approvals import list_approvals as list_approvals
+from .change_views import change_views as change_views
+from .changes import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
+from .changes import Change as Change
+from .changes import ChangeKind as ChangeKind
+from .changes import last_change_id as last_change_id
+from .changes import read_changes as read_changes
+from .changes import trim_changes as trim_changes
 from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
 from .db import Store as Store
 from .deployments import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
@@ -61,6 +70,7 @@ from .relaying import settle_at_boot as settle_at_boot
 from .schema import QUARANTINE_SOURCE as QUARANTINE_SOURCE
 from .schema import ApprovalStatus as ApprovalStatus
 from .schema import DispatchStatus as DispatchStatus
+from .triggers import WITH_OTHERS as WITH_OTHERS
 from .triggers import Accepted as Accepted
 from .triggers import Outcome as Outcome
 from .triggers import Receipt as Receipt
@@ -81,13 +91,18 @@ from .versions import request_rollout as request_rollout
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
+    "DEFAULT_CHANGES_KEPT",
     "DEFAULT_ENTRYPOINT",
     "LATEST",
     "QUARANTINE_SOURCE",
+    "WITH_OTHERS",
     "Accepted",
     "Acceptor",
+    "AddressStatus",
     "ApprovalStatus",
     "ApprovalView",
+    "Change",
+    "ChangeKind",
     "Created",
     "DeploymentView",
     "DispatchStatus",
@@ -113,8 +128,10 @@ __all__ = [
     "accept_triggers",
     "active_entrypoint",
     "add_version",
+    "address_status",
     "body_digest",
     "build_sources",
+    "change_views",
     "count_by_status",
     "count_outbound",
     "create_deployment",
@@ -134,6 +151,7 @@ __all__ = [
     "give_nats_identities",
     "insert_producer",
     "is_active_producer",
+    "last_change_id",
     "list_approvals",
     "list_deployments",
     "list_outbound",
@@ -147,6 +165,7 @@ __all__ = [
     "next_due",
     "pending_migrations",
     "pending_rollouts",
+    "read_changes",
     "read_history",
     "read_version",
     "record_outbound",
@@ -155,4 +174,5 @@ __all__ = [
     "resolve_deployment",
     "resolve_producer",
     "settle_at_boot",
+    "trim_changes",
 ]

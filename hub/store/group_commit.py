@@ -25,6 +25,7 @@ from runtime import Connection, afailpoint, failpoint
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
 from .accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
 from .db import Store
+from .triggers import WITH_OTHERS
 
 log = logging.getLogger("mailrun.hub.accept")
 
@@ -36,6 +37,7 @@ may return an awaitable. Keep it quick: the next batch waits for it."""
 @dataclass(eq=False)
 class _Request:
     triggers: Sequence[Trigger]
+    whole: bool = False
     done: anyio.Event = field(default_factory=anyio.Event)
     outcomes: list[Outcome] | None = None
     error: HubError | None = None
@@ -71,9 +73,15 @@ class Acceptor:
             raise outcome
         return outcome
 
-    async def accept_many(self, triggers: Sequence[Trigger]) -> list[Outcome]:
-        """Accept triggers in order, in one transaction; one outcome per trigger."""
-        request = _Request(triggers)
+    async def accept_many(
+        self, triggers: Sequence[Trigger], *, whole: bool = False
+    ) -> list[Outcome]:
+        """Accept triggers in order, in one transaction; one outcome per trigger.
+
+        With ``whole``, all of them or none (the recipients of one SMTP
+        message): if any is not accepted, none is stored, and those that
+        would have been are answered ``Rejected(reason=WITH_OTHERS)``."""
+        request = _Request(triggers, whole)
         try:
             await self._send.send(request)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
@@ -118,7 +126,10 @@ class Acceptor:
         triggers = [t for request in batch for t in request.triggers]
 
         async def body(db: Connection) -> tuple[list[Outcome], set[str]]:
-            accepted = await accept_triggers(db, triggers)
+            if any(request.whole for request in batch):
+                accepted = await _accept_wholes(db, batch)
+            else:
+                accepted = await accept_triggers(db, triggers)
             failpoint("hub.accept.before_commit")
             return accepted
 
@@ -165,3 +176,30 @@ class Acceptor:
                 self.rejected[outcome.reason] += 1
             else:
                 self.counts["failed"] += 1
+
+
+async def _accept_wholes(db: Connection, batch: list[_Request]) -> tuple[list[Outcome], set[str]]:
+    """``accept_triggers`` per request, each whole one under a savepoint that
+    is rolled back unless every trigger of it is accepted."""
+    outcomes: list[Outcome] = []
+    woken: set[str] = set()
+    for request in batch:
+        if not request.whole:
+            got, more = await accept_triggers(db, request.triggers)
+        else:
+            await db.execute("SAVEPOINT whole")
+            got, more = await accept_triggers(db, request.triggers)
+            if all(isinstance(o, Accepted) for o in got):
+                await db.execute("RELEASE whole")
+            else:
+                await db.execute("ROLLBACK TO whole")
+                await db.execute("RELEASE whole")
+                more = set()
+                detail = "not accepted: another of the same message was not"
+                got = [
+                    Rejected(reason=WITH_OTHERS, detail=detail) if isinstance(o, Accepted) else o
+                    for o in got
+                ]
+        outcomes += got
+        woken |= more
+    return outcomes, woken

@@ -20,6 +20,7 @@ import aiosqlite
 import anyio
 
 from .._errors import MigrationError
+from .changes import add_change_feed
 from .outbox import add_outbound_mail
 from .producers import add_producers
 from .schema import (
@@ -68,6 +69,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "0008_outbound_mail", add_outbound_mail),
     Migration(9, "0009_workflow_versions", add_workflow_versions),
     Migration(10, "0010_producers", add_producers),
+    Migration(11, "0011_change_feed", add_change_feed),
 )
 LATEST = MIGRATIONS[-1].version
 

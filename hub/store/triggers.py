@@ -48,6 +48,11 @@ class Rejected(msgspec.Struct, kw_only=True):
     detail: str
 
 
+WITH_OTHERS = "not_accepted_with_others"
+"""The reason of a trigger that would have been accepted, answered for one
+of a whole (``Acceptor.accept_many(whole=True)``) of which another was not."""
+
+
 class RefusedByRun(Rejected, kw_only=True):
     """The answer to a retry of a trigger that was accepted, and then refused
     by its run because the run had ended before it came to that dispatch

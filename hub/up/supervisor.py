@@ -69,6 +69,9 @@ class UpConfig:
     nats_port: int | None = None
     subject_prefix: str | None = None
     smtp_relay: str | None = None  # HOST:PORT, passed on to the hub
+    smtp: str | None = None  # HOST:PORT of the hub's SMTP ingress
+    smtp_cert: Path | None = None  # its STARTTLS certificate and key (absolute), passed on
+    smtp_key: Path | None = None
     poll_interval: float = 0.5
     stop_grace: float = 5.0
     backoff: Backoff = field(default_factory=Backoff)
@@ -210,6 +213,15 @@ class Up:
         if self.config.smtp_relay:
             # Its login stays in the environment the hub inherits, out of argv.
             argv += ["--smtp-relay", self.config.smtp_relay]
+        if self.config.smtp:
+            # Its login, too, stays in the environment.
+            argv += ["--smtp", self.config.smtp]
+            for flag, path in (
+                ("--smtp-cert", self.config.smtp_cert),
+                ("--smtp-key", self.config.smtp_key),
+            ):
+                if path is not None:
+                    argv += [flag, str(path)]
         self.hub = self._child("hub", argv)
         tg.start_soon(self.hub.run)
         await self._wait_hub()

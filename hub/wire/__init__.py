@@ -6,12 +6,14 @@ from .dispatcher import DispatchConfig as DispatchConfig
 from .health import HealthConfig as HealthConfig
 from .ingress import IngressConfig as IngressConfig
 from .ingress import run_ingress as run_ingress
+from .retention import DeadLetters as DeadLetters
 from .retention import RetentionConfig as RetentionConfig
 from .service import Wire as Wire
 from .service import WireConfig as WireConfig
 from .service import run_wire as run_wire
 
 __all__ = [
+    "DeadLetters",
     "DispatchConfig",
     "HealthConfig",
     "IngressConfig",

@@ -27,7 +27,7 @@ from runtime import (
     Wakeup,
 )
 
-from ..store import DispatchStatus, Store, fetch_one
+from ..store import DispatchStatus, Store, fetch_one, trim_changes
 from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.blobs")
@@ -60,14 +60,21 @@ async def collect_blobs(store: Store) -> tuple[int, bool]:
 
 class BlobCollector:
     """Runs :func:`collect_blobs` every ``interval`` seconds and soon after a
-    poke, then gives free pages beyond ``free_bytes_kept`` back."""
+    poke, trims the change feed to its newest ``changes_kept`` rows (None:
+    not at all), then gives free pages beyond ``free_bytes_kept`` back."""
 
     def __init__(
-        self, store: Store, *, interval: float = GC_INTERVAL, free_bytes_kept: int | None = None
+        self,
+        store: Store,
+        *,
+        interval: float = GC_INTERVAL,
+        free_bytes_kept: int | None = None,
+        changes_kept: int | None = None,
     ) -> None:
         self._store = store
         self._interval = interval
         self._free_bytes_kept = free_bytes_kept
+        self._changes_kept = changes_kept
         self._poke = Wakeup()
 
     def poke(self) -> None:
@@ -78,6 +85,8 @@ class BlobCollector:
             await self._poke.wait(self._interval)
             try:
                 deleted, left = await collect_blobs(self._store)
+                if self._changes_kept is not None:
+                    await trim_changes(self._store, self._changes_kept)
                 if (keep := self._free_bytes_kept) is not None:
                     # What collection and trimming freed goes back to the file
                     # system: down to ``keep`` once no body is in flight.

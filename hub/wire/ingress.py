@@ -114,13 +114,16 @@ async def run_ingress(
     subjects: Subjects,
     intake: MailIntake,
     config: IngressConfig | None = None,
+    letters: DeadLetters | None = None,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``<prefix>.ingress.*`` until cancelled; ``task_status.started()``
-    once the subscription is up."""
+    once the subscription is up. Frames that do not decode go to ``letters``
+    (the wire side's, so that ``/metrics`` counts them)."""
     config = config or IngressConfig()
     handler = IngressHandler(store, intake)
-    garbage = Garbage(store, DeadLetters(config.retention), config.retention.garbage_bytes)
+    letters = letters or DeadLetters(config.retention)
+    garbage = Garbage(store, letters, config.retention.garbage_bytes)
     sub = await transport.subscribe(
         subjects.ingress(), queue=config.queue, max_pending=config.max_pending
     )

@@ -20,6 +20,9 @@ besides is history, and history is bounded:
   ``total`` latest. What a limit drops is counted (``GET /metrics``).
   Quarantined envelopes are exempt: each is a dispatch the hub cancelled,
   bounded by the mail a deployment got, and counted on the deployment.
+- ``change``: the feed ``GET /events`` streams keeps its ``changes`` newest
+  rows, trimmed by the blob collector's loop (every ``gc_interval``), in
+  short transactions; a client that fell further behind is told (``reset``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import msgspec
 
 from runtime import DEFAULT_RUN_HISTORY, Connection, Message
 
-from ..store import QUARANTINE_SOURCE, DispatchStatus, Store, fetch_all
+from ..store import DEFAULT_CHANGES_KEPT, QUARANTINE_SOURCE, DispatchStatus, Store, fetch_all
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class RetentionConfig:
     free_bytes_kept: int = 16 * 1024 * 1024
     """Free pages hub.db keeps for new blobs; beyond twice this the rest is
     given back to the file system (after each blob collection)."""
+    changes: int = DEFAULT_CHANGES_KEPT
+    """Rows of the change feed kept (``GET /events``; the oldest go first)."""
 
 
 class _ProcessedId(msgspec.Struct, tag="DispatchProcessed", tag_field="t"):

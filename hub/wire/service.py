@@ -161,11 +161,14 @@ async def run_wire(
     boot_id: str,
     config: WireConfig | None = None,
     outbox: OutboundSink | None = None,
+    letters: DeadLetters | None = None,
     task_status: anyio.abc.TaskStatus[Wire] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hub's subjects until cancelled; ``task_status.started(wire)``
     once every subscription is up and HubBoot has been announced. Mail to
-    outside addresses goes to ``outbox`` (None: recorded as ``no_relay``)."""
+    outside addresses goes to ``outbox`` (None: recorded as ``no_relay``).
+    ``letters`` keeps the dead letters (shared with the mail ingress: one
+    table, one set of caps and counters)."""
     config = config or WireConfig()
     sessions = SessionTable()
     dispatcher = Dispatcher(
@@ -175,9 +178,12 @@ async def run_wire(
         sessions=sessions,
         config=config.dispatch,
     )
-    letters = DeadLetters(config.retention)
+    letters = letters or DeadLetters(config.retention)
     collector = BlobCollector(
-        store, interval=config.gc_interval, free_bytes_kept=config.retention.free_bytes_kept
+        store,
+        interval=config.gc_interval,
+        free_bytes_kept=config.retention.free_bytes_kept,
+        changes_kept=config.retention.changes,
     )
     prober = Prober(
         transport=transport,

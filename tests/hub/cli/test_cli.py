@@ -598,6 +598,9 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
             "run_history": 4,
             "token_file": Path("/run/secrets/mailrun"),
             "smtp_relay": "mail.internal:587",
+            "smtp": None,
+            "smtp_cert": None,
+            "smtp_key": None,
         }
     ]
 

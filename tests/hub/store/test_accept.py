@@ -14,6 +14,7 @@ import msgspec
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
+from hub.store import WITH_OTHERS
 from hub.store.accept import RefusedByRun
 from hub.store.deployments import create_deployment
 from runtime import INLINE_BODY_LIMIT
@@ -320,6 +321,34 @@ async def test_unknown_and_deleted_addresses_are_rejected(tmp_path: Path) -> Non
         assert isinstance(gone, Rejected) and gone.reason == "deployment_not_live"
         assert isinstance(unknown, Rejected) and unknown.reason == "unknown_address"
         assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(0,)]
+
+
+async def test_a_whole_is_accepted_for_all_or_none_beside_others(tmp_path: Path) -> None:
+    async with running(tmp_path) as (store, acceptor):
+        await deploy(store, "a")
+        await deploy(store, "b")
+        # Two requests in one transaction: a whole with one refusal, and a
+        # plain request that goes on regardless.
+        async with anyio.create_task_group() as tg:
+            results: dict[str, list[Any]] = {}
+
+            async def ask(name: str, triggers: list[Trigger], whole: bool) -> None:
+                results[name] = await acceptor.accept_many(triggers, whole=whole)
+
+            tg.start_soon(ask, "whole", [mail("a"), mail("nobody"), mail("b")], True)
+            tg.start_soon(ask, "plain", [mail("b", subject="plain")], False)
+        first, unknown, last = results["whole"]
+        assert isinstance(unknown, Rejected) and unknown.reason == "unknown_address"
+        assert isinstance(first, Rejected) and first.reason == WITH_OTHERS
+        assert isinstance(last, Rejected) and last.reason == WITH_OTHERS
+        (plain,) = results["plain"]
+        assert isinstance(plain, Accepted) and plain.seq == 1
+        assert acceptor.counts["batches"] == 1  # both were waiting: one transaction
+        stored = await query(store, "SELECT subject, seq FROM workflow_run_dispatch")
+        assert stored == [("plain", 1)]  # nothing of the whole, not even a seq
+        # Without the refusal, the whole is accepted, in order.
+        both = await acceptor.accept_many([mail("a"), mail("b")], whole=True)
+        assert [(type(o).__name__, o.seq) for o in both] == [("Accepted", 1), ("Accepted", 2)]
 
 
 async def test_large_bodies_are_stored_once_as_blobs(tmp_path: Path) -> None:

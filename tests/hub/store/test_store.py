@@ -121,6 +121,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0008_outbound_mail",
         "0009_workflow_versions",
         "0010_producers",
+        "0011_change_feed",
     ]
     assert not path.exists()  # checking does not create it
     store = await Store.open(path)
@@ -150,6 +151,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0008_outbound_mail",
         "0009_workflow_versions",
         "0010_producers",
+        "0011_change_feed",
     ]
     store = await Store.open(path)
     await store.aclose()
@@ -209,7 +211,14 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
                 " 'flow:main', 30.0)"
             )
     await store.aclose()
-    assert len(dump(path)) == len(before) + 1
+    added = sorted(set(dump(path)) - set(before))
+    assert len(dump(path)) == len(before) + len(added)
+    # The deployment, and what the change feed recorded of it (its row, its id counter).
+    assert [line.split(" VALUES")[0] for line in added] == [
+        'INSERT INTO "change"',
+        'INSERT INTO "deployment"',
+        'INSERT INTO "sqlite_sequence"',
+    ]
 
 
 async def test_a_second_top_level_run_fails_loudly(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from hub import (
 )
 from hub.natsauth import HUB_SEED_FILE, UserKey, new_user_key
 from hub.store import fetch_one
+from hub.wire import RetentionConfig, WireConfig
 from runtime import (
     FrameDecoder,
     IngressBatch,
@@ -88,7 +89,7 @@ class Hub:
 
 
 @asynccontextmanager
-async def running_hub(tmp_path: Path) -> AsyncIterator[Hub]:
+async def running_hub(tmp_path: Path, wire: WireConfig | None = None) -> AsyncIterator[Hub]:
     async with authorized_server(tmp_path) as auth:
         state = tmp_path / "state"
         state.mkdir(mode=0o700)
@@ -101,6 +102,7 @@ async def running_hub(tmp_path: Path) -> AsyncIterator[Hub]:
             max_body=MAX_BODY,
             admin_token=TOKEN,
             backoff_max=0.05,
+            **({"wire": wire} if wire is not None else {}),
         )
         async with anyio.create_task_group() as tg:
             handle = await tg.start(serve_hub, config)
@@ -208,6 +210,24 @@ async def test_a_batch_refused_whole(tmp_path: Path) -> None:
             receipts = await client.send([ingress_mail("one@mailrun.local", "fine")])
             assert [x.status for x in receipts] == ["accepted"]
         assert await hub.dispatches() == 1
+
+
+async def test_garbage_past_its_rate_is_counted_in_the_hubs_metrics(tmp_path: Path) -> None:
+    # The ingress keeps dead letters with the wire side's keeper: one table,
+    # one set of caps, and what it drops shows in /metrics.
+    retention = RetentionConfig(dead_letter_burst=1, dead_letter_rate=0.001)
+    async with running_hub(tmp_path, WireConfig(retention=retention)) as hub:
+        added, key = await hub.add_producer("orders")
+        inbox = Subjects.inbox_prefix(added["id"])
+        async with peer(hub.auth.server.url, key.seed, inbox_prefix=inbox) as raw:
+            subject = Subjects("mailrun").ingress(added["id"])
+            for _ in range(3):
+                answer = await raw.client.request(subject, b"\x93garbage", timeout=10)
+                assert _REFUSED.decode(answer.data).reason == Reason.DECODE_ERROR
+        kept = await fetch_one(hub.db, "SELECT COUNT(*) FROM dead_letter WHERE source = 'ingress'")
+        assert kept is not None and kept[0] == 1
+        metrics = (await hub.http.get("/metrics")).text
+        assert 'mailrun_dead_letters_dropped_total{why="rate_limit"} 2' in metrics
 
 
 async def test_a_producer_the_hub_does_not_know_or_removed_is_refused(tmp_path: Path) -> None:

@@ -1,0 +1,178 @@
+"""What the hub answers to RCPT and DATA: aiosmtpd's handler hooks.
+
+RCPT looks the address up (committed data, ``address_status``): an
+address no live deployment holds is refused there, 550 5.1.1, before the
+client sends the message. DATA parses the message once and makes one mail
+per recipient, and all of them go through ``accept_mails``, the batch path
+of ``POST /mail/batch`` and the NATS ingress, as a whole: one transaction,
+and every recipient accepted or none (a deployment deleted between RCPT and
+DATA refuses the message, not one copy of it). ``250`` is written only
+after that returned; a failure of the transaction (store unavailable, hub
+stopping) is a 451 that the client retries, and a retry with the same
+``Message-ID`` is answered by the first receipt, so it counts once.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+from runtime import IngressMail
+
+from .._errors import HubError
+from ..api import accept_mails
+from ..store import (
+    WITH_OTHERS,
+    Accepted,
+    Acceptor,
+    AddressStatus,
+    Receipt,
+    Store,
+    address_status,
+)
+from ._config import SmtpConfig
+from ._message import parse_message
+from ._replies import NotTaken, ok_reply, outcome_reply, refusal_reply
+
+log = logging.getLogger("mailrun.hub.smtp")
+
+_RCPT_REFUSAL = {
+    AddressStatus.UNKNOWN: "550 5.1.1 <{}>: no deployment has this address",
+    AddressStatus.DELETED: "550 5.1.1 <{}>: its deployment is deleted",
+    AddressStatus.ENDED: "550 5.2.1 <{}>: its deployment's run has ended",
+}
+
+
+class IngressHandler:
+    """One per server; aiosmtpd calls the ``handle_*`` hooks per session."""
+
+    def __init__(
+        self, store: Store, acceptor: Acceptor, config: SmtpConfig, *, max_body: int
+    ) -> None:
+        self._store = store
+        self._acceptor = acceptor
+        self._config = config
+        self._max_body = max_body
+        self.stopping = False  # the server is closing: no message is taken any more
+        self._in_data = 0  # messages between their "." and their answer
+        self.idle = anyio.Event()  # set while _in_data is 0
+        self.idle.set()
+
+    async def handle_EHLO(
+        self, server: SMTP, session: Session, envelope: Envelope, hostname: str, lines: list[str]
+    ) -> list[str]:
+        # aiosmtpd sets the host name only when no hook answers EHLO.
+        session.host_name = hostname
+        if not self._config.auth:
+            # Nothing to log in with: an advertised AUTH could only fail.
+            lines = [line for line in lines if not line[4:].startswith("AUTH")]
+        return lines
+
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str:
+        wanted = address.strip().lower()
+        if wanted in (r.lower() for r in envelope.rcpt_tos):
+            return "250 2.1.5 OK (already a recipient)"  # one trigger per deployment
+        if len(envelope.rcpt_tos) >= self._config.max_recipients:
+            # 452: the client sends the rest in another transaction.
+            return f"452 4.5.3 Too many recipients (at most {self._config.max_recipients})"
+        try:
+            status = await address_status(self._store.db, wanted)
+        except Exception:
+            log.exception("RCPT lookup of %r failed", wanted)
+            return "451 4.3.0 Cannot look the address up now, try again later"
+        if status is not AddressStatus.LIVE:
+            return _RCPT_REFUSAL[status].format(_printable(address))
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        if self.stopping:
+            return "451 4.3.2 Service shutting down, try again later"
+        if self._in_data == 0:
+            self.idle = anyio.Event()
+        self._in_data += 1
+        try:
+            return await self._deliver(envelope)
+        finally:
+            self._in_data -= 1
+            if self._in_data == 0:
+                self.idle.set()
+
+    async def _deliver(self, envelope: Envelope) -> str:
+        raw = envelope.original_content or b""
+        parsed = parse_message(raw, envelope.mail_from)
+        body = parsed.text.encode("utf-8")
+        if len(body) > self._max_body:
+            return f"552 5.3.4 Message text of {len(body)} bytes exceeds {self._max_body}"
+        mails: Sequence[IngressMail] = [
+            IngressMail(
+                to=rcpt,
+                sender=parsed.sender,
+                subject=parsed.subject,
+                body=parsed.text,
+                message_id=parsed.message_id,
+            )
+            for rcpt in envelope.rcpt_tos
+        ]
+        try:
+            outcomes = await accept_mails(
+                self._acceptor, mails, max_body=self._max_body, whole=True
+            )
+        except HubError as exc:
+            # Nothing committed: the client keeps the message and retries.
+            log.warning("SMTP message not accepted: %s: %s", exc.reason, exc.detail)
+            return f"451 4.3.0 Not accepted, try again later ({exc.reason})"
+        except Exception:
+            log.exception("SMTP message not accepted")
+            return "451 4.3.0 Not accepted, try again later"
+        return _answer(envelope.rcpt_tos, outcomes)
+
+    def authenticate(
+        self, server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any
+    ) -> AuthResult:
+        """aiosmtpd's authenticator (PLAIN, LOGIN): the configured login, compared
+        in constant time."""
+        config = self._config
+        ok = (
+            isinstance(data, LoginPassword)
+            and config.username is not None
+            and config.password is not None
+            and hmac.compare_digest(data.login, config.username.encode())
+            and hmac.compare_digest(data.password, config.password.encode())
+        )
+        if not ok:
+            log.warning("SMTP login refused from %s", session.peer)
+        return AuthResult(success=ok, handled=False)
+
+
+def _answer(rcpts: list[str], outcomes: list[Receipt | HubError]) -> str:
+    """250 when the message was accepted for every recipient; else (nothing
+    accepted) the refusals, one that may pass (4xx) first: the client then
+    keeps the whole message and sends it again."""
+    accepted = [o for o in outcomes if isinstance(o, Accepted)]
+    if len(accepted) == len(outcomes):
+        return ok_reply(accepted)
+    refused = [
+        NotTaken(rcpt, *outcome_reply(o))
+        for rcpt, o in zip(rcpts, outcomes, strict=True)
+        if not isinstance(o, Accepted) and o.reason != WITH_OTHERS
+    ]
+    refused.sort(key=lambda r: not r.code.startswith("4"))
+    log.warning(
+        "SMTP message refused for %d of %d recipients: %s",
+        len(refused),
+        len(rcpts),
+        ", ".join(f"{r.rcpt} ({r.reason})" for r in refused),
+    )
+    return refusal_reply(refused)
+
+
+def _printable(address: str) -> str:
+    return address.encode("ascii", "replace").decode()[:200]

@@ -1,0 +1,182 @@
+"""The change feed: one ``change`` row per change of a dispatch, a run or a
+deployment, written by SQLite triggers (``GET /events`` streams it).
+
+Triggers, not Python: every write path (the acceptor, the wire side, a
+deletion, a migration tool) records its changes in the transaction that
+makes them, without knowing the feed exists, and a rolled-back transaction
+leaves no row. A row is a few columns (no copy of the changed row: the
+stream reads its current view when it sends); ``status`` is the one field
+copied, so a client that catches up sees each step (reserved, delivered,
+processed) and not the latest status three times.
+
+Ids come from AUTOINCREMENT: never reused, even after the newest rows are
+trimmed, so an id a client holds (``Last-Event-ID``) means the same change
+across hub restarts. A migration that rebuilds one of the three tables
+drops its triggers with it and must create them again (:func:`add_change_feed`
+is idempotent).
+
+Retention keeps the newest ``keep`` rows (:func:`trim_changes`, from the
+wire side's maintenance loop), in short transactions.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Protocol, TypeVar
+
+import msgspec
+
+from runtime import Body, Connection, DeploymentStatus
+
+from .reads import fetch_all, fetch_one
+from .schema import statements
+
+DEFAULT_CHANGES_KEPT = 100_000
+TRIM_CHUNK = 5_000
+"""Rows deleted per transaction: the writer lock is held for a few ms each."""
+
+
+T = TypeVar("T")
+
+
+class _Writer(Protocol):
+    """What trimming needs of a ``Store`` (``db.py`` imports the migrations,
+    which import this module: the type is named by its shape)."""
+
+    @property
+    def db(self) -> Connection: ...
+
+    async def transact(self, body: Body[T]) -> T: ...
+
+
+class ChangeKind(StrEnum):
+    DISPATCH = "dispatch"
+    RUN = "run"
+    DEPLOYMENT = "deployment"
+
+
+class Change(msgspec.Struct, frozen=True):
+    id: int
+    kind: str
+    row_id: str
+    deployment_id: str
+    status: str | None  # the row's status as this change left it
+    at: float
+
+
+# julianday('now') is fixed for one statement and available on every SQLite
+# (unixepoch('subsec') needs 3.42).
+_NOW = "(julianday('now') - 2440587.5) * 86400.0"
+
+
+def _record(kind: ChangeKind, deployment_id: str, status: str) -> str:
+    return (
+        f"INSERT INTO change (kind, row_id, deployment_id, status, at)"
+        f" VALUES ('{kind.value}', NEW.id, {deployment_id}, {status}, {_NOW});"
+    )
+
+
+_DEPLOYMENT_STATUS = (
+    f"CASE WHEN NEW.deleted_at IS NULL THEN '{DeploymentStatus.DEPLOYED.value}'"
+    f" ELSE '{DeploymentStatus.DELETED.value}' END"
+)
+_DISPATCH = _record(ChangeKind.DISPATCH, "NEW.deployment_id", "NEW.status")
+_RUN = _record(ChangeKind.RUN, "NEW.deployment_id", "NEW.status")
+_DEPLOYMENT = _record(ChangeKind.DEPLOYMENT, "NEW.id", _DEPLOYMENT_STATUS)
+
+# UPDATE OF fires whenever a column is named in SET, changed or not (a run's
+# every DispatchProcessed sets its state and status): the WHEN clauses keep
+# only real changes. Anchor runs stand for their deployment, not a run.
+_FEED = f"""
+CREATE TABLE IF NOT EXISTS change (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind          TEXT NOT NULL,
+  row_id        TEXT NOT NULL,
+  deployment_id TEXT NOT NULL,
+  status        TEXT,
+  at            REAL NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS change_dispatch_new AFTER INSERT ON workflow_run_dispatch
+BEGIN {_DISPATCH} END;
+CREATE TRIGGER IF NOT EXISTS change_dispatch_status
+AFTER UPDATE OF status ON workflow_run_dispatch WHEN NEW.status IS NOT OLD.status
+BEGIN {_DISPATCH} END;
+CREATE TRIGGER IF NOT EXISTS change_run_new AFTER INSERT ON workflow_run WHEN NEW.is_anchor = 0
+BEGIN {_RUN} END;
+CREATE TRIGGER IF NOT EXISTS change_run_status
+AFTER UPDATE OF status, result, error ON workflow_run
+WHEN NEW.is_anchor = 0 AND (NEW.status IS NOT OLD.status OR NEW.result IS NOT OLD.result
+                            OR NEW.error IS NOT OLD.error)
+BEGIN {_RUN} END;
+CREATE TRIGGER IF NOT EXISTS change_deployment_new AFTER INSERT ON deployment
+BEGIN {_DEPLOYMENT} END;
+CREATE TRIGGER IF NOT EXISTS change_deployment_status
+AFTER UPDATE OF deleted_at, version, rollout_version ON deployment
+WHEN NEW.deleted_at IS NOT OLD.deleted_at OR NEW.version IS NOT OLD.version
+     OR NEW.rollout_version IS NOT OLD.rollout_version
+BEGIN {_DEPLOYMENT} END;
+"""
+
+
+def _feed_statements() -> list[str]:
+    # A trigger's body holds ';': split at "END;" for triggers, at ';' before them.
+    table, _, triggers = _FEED.partition("CREATE TRIGGER")
+    bodies = ("CREATE TRIGGER" + triggers).split("END;")
+    return [*statements(table), *(f"{b.strip()} END" for b in bodies if b.strip())]
+
+
+async def add_change_feed(db: Connection) -> None:
+    """Migration 11: the ``change`` table and the triggers that fill it.
+    Changes made before it are not in the feed. Idempotent on its own."""
+    for statement in _feed_statements():
+        await db.execute(statement)
+
+
+_COLUMNS = "id, kind, row_id, deployment_id, status, at"
+
+
+async def read_changes(
+    db: Connection, after: int, limit: int, *, upto: int | None = None
+) -> list[Change]:
+    """Up to ``limit`` changes with ids above ``after`` (and at most ``upto``),
+    oldest first: a range read of the primary key."""
+    bound, params = ("AND id <= ?", (upto,)) if upto is not None else ("", ())
+    rows = await fetch_all(
+        db,
+        f"SELECT {_COLUMNS} FROM change WHERE id > ? {bound} ORDER BY id LIMIT ?",
+        (after, *params, limit),
+    )
+    return [Change(*row) for row in rows]
+
+
+async def last_change_id(db: Connection) -> int:
+    """The highest id ever given to a change (0: none yet), trimmed or not."""
+    row = await fetch_one(db, "SELECT seq FROM sqlite_sequence WHERE name = 'change'")
+    return int(row[0]) if row is not None and row[0] is not None else 0
+
+
+async def trim_changes(store: _Writer, keep: int, *, chunk: int = TRIM_CHUNK) -> int:
+    """Delete all but the newest ``keep`` changes; how many went. Each chunk
+    is its own short transaction, so trimming a backlog never holds the
+    writer for long."""
+    row = await fetch_one(store.db, "SELECT MIN(id), MAX(id) FROM change")
+    if row is None or row[0] is None:
+        return 0
+    cutoff = int(row[1]) - max(keep, 0)  # ids have no gaps: rolled-back ones are reused
+    if int(row[0]) > cutoff:
+        return 0  # within bounds: no write transaction at all
+    deleted = 0
+    while True:
+
+        async def body(db: Connection) -> int:
+            cur = await db.execute(
+                "DELETE FROM change WHERE id IN"
+                " (SELECT id FROM change WHERE id <= ? ORDER BY id LIMIT ?)",
+                (cutoff, chunk),
+            )
+            return max(cur.rowcount, 0)
+
+        gone = await store.transact(body)
+        deleted += gone
+        if gone < chunk:
+            return deleted

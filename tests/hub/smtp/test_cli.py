@@ -1,0 +1,59 @@
+"""``--smtp``, ``--smtp-cert`` and ``--smtp-key`` on ``mailrun up`` and ``mailrun hub``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from hub.cli import main
+from tests.support.smtp import self_signed
+
+
+def test_hub_passes_the_smtp_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    _, cert = self_signed(tmp_path)
+    key = tmp_path / "relay.key"
+    args = ["hub", "--state-dir", str(tmp_path / "s"), "--smtp", "127.0.0.1:0"]
+    result = CliRunner().invoke(main, [*args, "--smtp-cert", str(cert), "--smtp-key", str(key)])
+    assert result.exit_code == 0, result.output
+    (call,) = calls
+    assert (call["smtp"], call["smtp_cert"], call["smtp_key"]) == ("127.0.0.1:0", cert, key)
+
+
+@pytest.mark.parametrize("command", ["up", "hub"])
+@pytest.mark.parametrize("bad", ["2525", "localhost", "h:70000"])
+def test_a_malformed_smtp_address_is_a_usage_error(command: str, bad: str) -> None:
+    extra = ["--state-dir", "d"] if command == "hub" else []
+    result = CliRunner().invoke(main, [command, *extra, "--smtp", bad])
+    assert result.exit_code == 2
+    assert "HOST:PORT" in result.output
+
+
+def test_up_takes_no_port_zero_since_it_announces_the_address() -> None:
+    assert CliRunner().invoke(main, ["up", "--smtp", "127.0.0.1:0"]).exit_code == 2
+
+
+@pytest.mark.parametrize("command", ["up", "hub"])
+def test_a_certificate_without_smtp_is_refused(command: str, tmp_path: Path) -> None:
+    _, cert = self_signed(tmp_path)
+    extra = ["--state-dir", str(tmp_path / "s")] if command == "hub" else []
+    args = [command, *extra, "--smtp-cert", str(cert), "--smtp-key", str(tmp_path / "relay.key")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert "need --smtp" in result.output
+
+
+def test_up_refuses_a_reachable_bind_without_login_before_starting_anything(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("MAILRUN_SMTP_USER", raising=False)
+    monkeypatch.delenv("MAILRUN_SMTP_PASSWORD", raising=False)
+    state = tmp_path / "state"
+    result = CliRunner().invoke(main, ["up", "--state-dir", str(state), "--smtp", "0.0.0.0:2525"])
+    assert result.exit_code == 1
+    assert "smtp_config_invalid" in result.output and "MAILRUN_SMTP_USER" in result.output
+    assert not state.exists()

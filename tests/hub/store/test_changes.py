@@ -1,0 +1,158 @@
+"""The change feed's table (migration 11): triggers record every change of a
+dispatch, a run and a deployment in the changing transaction, and nothing
+else; trimming keeps the newest rows; ids never go back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from hub import Accepted, Store, Trigger, accept_triggers
+from hub.store import (
+    change_views,
+    create_deployment,
+    delete_deployment,
+    get_deployment,
+    get_dispatch,
+    get_run,
+    last_change_id,
+    read_changes,
+    trim_changes,
+)
+from hub.store.changes import add_change_feed
+
+pytestmark = pytest.mark.anyio
+
+
+async def deploy(store: Store, name: str = "orders") -> str:
+    created = await create_deployment(
+        store, name=name, source="async def main(ctx, item): pass\n",
+        domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
+    )  # fmt: skip
+    return created.deployment_id
+
+
+async def accept(store: Store, address: str, subject: str) -> Accepted:
+    async with store.write() as db:
+        outcomes, _ = await accept_triggers(
+            db, [Trigger(address=address, subject=subject, sender="a@b.c", body=b"x")]
+        )
+    (outcome,) = outcomes
+    assert isinstance(outcome, Accepted), outcome
+    return outcome
+
+
+async def feed(store: Store, after: int = 0) -> list[tuple[str, str, str | None]]:
+    return [(c.kind, c.row_id, c.status) for c in await read_changes(store.db, after, 1000)]
+
+
+async def test_a_dispatch_run_and_deployment_are_recorded_step_by_step(tmp_path: Path) -> None:
+    async with await Store.open(tmp_path / "hub.db") as store:
+        dep = await deploy(store)
+        first = await accept(store, "orders@mailrun.local", "one")
+        async with store.write() as db:
+            for status in ("delivered", "delivered", "processed"):  # the repeat is no change
+                await db.execute(
+                    "UPDATE workflow_run_dispatch SET status = ? WHERE id = ?",
+                    (status, first.dispatch_id),
+                )
+            # A run's state moves with every item; only status, result and error count.
+            await db.execute(
+                "UPDATE workflow_run SET state = '{\"n\": 1}', status = status WHERE id = ?",
+                (first.run_id,),
+            )
+            await db.execute(
+                "UPDATE workflow_run SET status = 'completed', result = '{\"n\": 1}' WHERE id = ?",
+                (first.run_id,),
+            )
+        assert await feed(store) == [
+            ("deployment", dep, "deployed"),
+            ("run", first.run_id, "running"),
+            ("dispatch", first.dispatch_id, "reserved"),
+            ("dispatch", first.dispatch_id, "delivered"),
+            ("dispatch", first.dispatch_id, "processed"),
+            ("run", first.run_id, "completed"),
+        ]
+        changes = await read_changes(store.db, 0, 100)
+        assert [c.id for c in changes] == list(range(1, 7))
+        assert {c.deployment_id for c in changes} == {dep}
+
+        # A deletion: the deployment, and what it cancels, in its transaction.
+        other = await deploy(store, "billing")
+        second = await accept(store, "billing@mailrun.local", "two")
+        mark = await last_change_id(store.db)
+        assert await delete_deployment(store, other)
+        after = await feed(store, mark)
+        assert ("deployment", other, "deleted") in after
+        assert ("dispatch", second.dispatch_id, "cancelled") in after
+        assert ("run", second.run_id, "cancelled") in after
+
+
+async def test_the_views_are_the_rows_current_json_with_each_changes_status(
+    tmp_path: Path,
+) -> None:
+    async with await Store.open(tmp_path / "hub.db") as store:
+        dep = await deploy(store)
+        got = await accept(store, "orders@mailrun.local", "one")
+        async with store.write() as db:
+            await db.execute(
+                "UPDATE workflow_run_dispatch SET status = 'delivered' WHERE id = ?",
+                (got.dispatch_id,),
+            )
+        views = await change_views(store.db, await read_changes(store.db, 0, 100))
+        dispatch = msgspec.to_builtins(await get_dispatch(store.db, got.dispatch_id))
+        run = msgspec.to_builtins(await get_run(store.db, got.run_id))
+        deployment = msgspec.to_builtins(await get_deployment(store.db, dep))
+        deployment.pop("oldest_wait")  # seconds waited: it grows between two reads
+        assert [(c.kind, c.status) for c, _ in views] == [
+            ("deployment", "deployed"), ("run", "running"),
+            ("dispatch", "reserved"), ("dispatch", "delivered"),
+        ]  # fmt: skip
+        assert {k: v for k, v in views[0][1].items() if k != "oldest_wait"} == deployment
+        assert views[1][1] == run
+        assert views[2][1] == views[3][1] == dispatch  # current: delivered, both times
+
+
+async def test_a_rolled_back_transaction_leaves_no_change(tmp_path: Path) -> None:
+    async with await Store.open(tmp_path / "hub.db") as store:
+        await deploy(store)
+        before = await last_change_id(store.db)
+        with pytest.raises(RuntimeError):
+            async with store.write() as db:
+                await accept_triggers(
+                    db, [Trigger(address="orders@mailrun.local", subject="x", sender="a@b.c")]
+                )
+                raise RuntimeError("the crash before the commit")
+        assert await last_change_id(store.db) == before
+        assert await feed(store, before) == []
+        got = await accept(store, "orders@mailrun.local", "y")
+        # The next change takes the next id: no gap for a reader to mistake for trimming.
+        assert [c.id for c in await read_changes(store.db, before, 10)] == [before + 1, before + 2]
+        assert (await read_changes(store.db, before, 10))[-1].row_id == got.dispatch_id
+
+
+async def test_trimming_keeps_the_newest_and_ids_keep_growing(tmp_path: Path) -> None:
+    async with await Store.open(tmp_path / "hub.db") as store:
+        await deploy(store)
+        for i in range(20):
+            await accept(store, "orders@mailrun.local", f"m{i}")
+        last = await last_change_id(store.db)
+        assert last == 22  # the deployment, its run, 20 dispatches
+        assert await trim_changes(store, 10, chunk=3) == 12
+        assert [c.id for c in await read_changes(store.db, 0, 100)] == list(range(13, 23))
+        assert await trim_changes(store, 10) == 0  # within bounds: nothing to do
+        assert await trim_changes(store, 0) == 10
+        assert await read_changes(store.db, 0, 100) == []
+        assert await last_change_id(store.db) == 22  # never reused
+        await accept(store, "orders@mailrun.local", "after")
+        assert [c.id for c in await read_changes(store.db, 0, 100)] == [23]
+
+
+async def test_the_migration_is_idempotent_on_its_own(tmp_path: Path) -> None:
+    async with await Store.open(tmp_path / "hub.db") as store:
+        async with store.write() as db:
+            await add_change_feed(db)
+        await deploy(store)
+        assert len(await feed(store)) == 1  # one trigger each, not two
