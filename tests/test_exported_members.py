@@ -233,6 +233,7 @@ EXPECTED: dict[str, list[str]] = {
         "DEFAULT_CHANGES_KEPT",
         "DEFAULT_ENTRYPOINT",
         "LATEST",
+        "OnStep",
         "QUARANTINE_SOURCE",
         "WITH_OTHERS",
         "Accepted",

@@ -355,13 +355,21 @@ def migrate(state_dir: Path, sidecar_root: Path | None, check: bool, as_json: bo
     Applies the hub database's pending migrations (`up` and `hub` also do at
     boot). Sidecar inboxes and restore records are listed: each sidecar
     migrates its own when it starts. With --check nothing is changed."""
+    from .progress import Steps
     from .upgrade import inspect_state, migrate_state, render
 
-    step = inspect_state if check else migrate_state
+    # Each migration applied: a bar on a terminal, a line otherwise (on
+    # stderr: stdout is the report).
+    steps = Steps("mailrun migrate: applied", file=sys.stderr)
     try:
-        report = anyio.run(step, state_dir, sidecar_root)
+        if check:
+            report = anyio.run(inspect_state, state_dir, sidecar_root)
+        else:
+            report = anyio.run(migrate_state, state_dir, sidecar_root, None if as_json else steps)
     except HubError as exc:
         fail(f"{exc.reason}: {exc.detail}")
+    finally:
+        steps.close()
     if as_json:
         click.echo(msgspec.json.encode(report).decode())
     else:

@@ -76,3 +76,22 @@ class Progress:
             return
         click.echo(_CLEAR_LINE + line, file=self._file)
         self._bar.render_progress()
+
+
+class Steps:
+    """A :class:`Progress` whose total is known only at the first step
+    (``steps(done, total, name)``, as migrations report); :meth:`close` it."""
+
+    def __init__(self, label: str, *, file: TextIO | None = None) -> None:
+        self._label = label
+        self._file = file
+        self._progress: Progress | None = None
+
+    def __call__(self, done: int, total: int, name: str) -> None:
+        if self._progress is None:
+            self._progress = Progress(self._label, total, file=self._file).__enter__()
+        self._progress.advance_to(done, name)
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(None, None, None)

@@ -20,7 +20,7 @@ import msgspec
 from runtime import RecordDecodeError, read_restore_record
 
 from .._errors import MigrationError
-from ..store import LATEST, Store, pending_migrations, read_version
+from ..store import LATEST, OnStep, Store, pending_migrations, read_version
 
 HUB_DB = "hub.db"
 SIDECARS = "sidecars"
@@ -76,13 +76,16 @@ async def inspect_state(state_dir: Path, sidecar_root: Path | None = None) -> Up
     )
 
 
-async def migrate_state(state_dir: Path, sidecar_root: Path | None = None) -> UpgradeReport:
-    """Apply the hub's pending migrations (never creating a database); report the rest."""
+async def migrate_state(
+    state_dir: Path, sidecar_root: Path | None = None, on_migration: OnStep | None = None
+) -> UpgradeReport:
+    """Apply the hub's pending migrations (never creating a database), each
+    one told to ``on_migration``; report the rest."""
     before = await inspect_state(state_dir, sidecar_root)
     if not before.hub.exists or not before.hub.pending:
         return before
     try:
-        store = await Store.open(Path(before.hub.path))
+        store = await Store.open(Path(before.hub.path), on_migration=on_migration)
     except sqlite3.Error as exc:
         raise MigrationError(f"cannot migrate {before.hub.path}: {exc}") from exc
     await store.aclose()

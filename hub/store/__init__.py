@@ -28,6 +28,7 @@ from .history import RunHistory as RunHistory
 from .history import read_history as read_history
 from .identities import give_nats_identities as give_nats_identities
 from .migrations import LATEST as LATEST
+from .migrations import OnStep as OnStep
 from .migrations import pending_migrations as pending_migrations
 from .migrations import read_version as read_version
 from .outbox import OutboundMail as OutboundMail
@@ -109,6 +110,7 @@ __all__ = [
     "DispatchView",
     "DueMail",
     "NewProducer",
+    "OnStep",
     "OutboundMail",
     "OutboundStatus",
     "OutboundView",

@@ -30,7 +30,7 @@ import anyio
 from runtime import Body, TransactionFailed, configure_sqlite, release_free_pages, transact
 
 from .._errors import StoreUnavailable
-from .migrations import apply_migrations
+from .migrations import OnStep, apply_migrations
 
 T = TypeVar("T")
 
@@ -65,8 +65,15 @@ class Store:
         self._lock = anyio.Lock()
 
     @classmethod
-    async def open(cls, path: Path, *, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> Store:
-        """Open (creating if needed) the database at ``path`` and migrate it."""
+    async def open(
+        cls,
+        path: Path,
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        on_migration: OnStep | None = None,
+    ) -> Store:
+        """Open (creating if needed) the database at ``path`` and migrate it
+        (each migration applied told to ``on_migration``)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         writer = await _connect(path, busy_timeout, reader=False)
@@ -74,7 +81,7 @@ class Store:
             # Table rebuilds in migrations need foreign keys off, and the
             # pragma is a no-op inside a transaction: set it around them.
             await writer.execute("PRAGMA foreign_keys = OFF")
-            await apply_migrations(writer)
+            await apply_migrations(writer, on_migration)
             await writer.execute("PRAGMA foreign_keys = ON")
             reader = await _connect(path, busy_timeout, reader=True)
         except BaseException:

@@ -95,9 +95,17 @@ async def _set_version(db: aiosqlite.Connection, version: int) -> None:
     await db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
 
-async def apply_migrations(db: aiosqlite.Connection) -> list[str]:
-    """Apply every pending migration on ``db`` (autocommit mode); return their names."""
+OnStep = Callable[[int, int, str], object]
+"""``on_step(done, total, name)``: migration ``name`` was committed, the
+``done``-th of ``total`` pending ones."""
+
+
+async def apply_migrations(db: aiosqlite.Connection, on_step: OnStep | None = None) -> list[str]:
+    """Apply every pending migration on ``db`` (autocommit mode); return their
+    names. Each one committed is told to ``on_step``."""
     applied: list[str] = []
+    start = await current_version(db)
+    total = sum(m.version > start for m in MIGRATIONS)
     for migration in MIGRATIONS:
         await db.execute("BEGIN IMMEDIATE")
         try:
@@ -116,6 +124,8 @@ async def apply_migrations(db: aiosqlite.Connection) -> list[str]:
                 if db.in_transaction:
                     await db.execute("ROLLBACK")
             raise
+        if on_step is not None and applied and applied[-1] == migration.name:
+            on_step(len(applied), max(total, len(applied)), migration.name)
     return applied
 
 

@@ -107,6 +107,17 @@ def test_migrate_applies_the_hub_migrations_and_leaves_the_sidecars_theirs(
     assert "up to date" in again and "applied" not in again
 
 
+def test_migrate_says_each_migration_as_it_is_applied(v1: V1State) -> None:
+    # Not a terminal here: a plain line on stderr per migration (stdout is the report).
+    result = CliRunner().invoke(main, ["migrate", "--state-dir", str(v1.state_dir)])
+    assert result.exit_code == 0, result.output
+    pending = MIGRATIONS[1:]
+    assert result.stderr.splitlines() == [
+        f"mailrun migrate: applied {n} of {len(pending)}: {m.name}"
+        for n, m in enumerate(pending, start=1)
+    ]
+
+
 def test_migrate_without_a_hub_database_creates_none(tmp_path: Path) -> None:
     out = migrate("--state-dir", str(tmp_path))
     assert "none yet" in out
