@@ -63,6 +63,7 @@ from .api import (
     bind_socket,
     create_app,
 )
+from .metrics import HubMetrics
 from .natsauth import hub_seed
 from .outbound import Outbox, RelayConfig, relay_config
 from .smtp import SmtpConfig, SmtpServer, smtp_config
@@ -124,7 +125,7 @@ class WireSide(Protocol):
 
 WireFactory = Callable[..., Coroutine[Any, Any, None]]
 """``run_wire``-shaped: keyword arguments store, transport, subjects, boot_id,
-config, outbox, letters, task_status; reports a :class:`WireSide` through
+config, outbox, letters, metrics, task_status; reports a :class:`WireSide` through
 ``task_status.started``."""
 
 
@@ -180,8 +181,14 @@ async def serve_hub(
                         backoff_max=config.backoff_max,
                     )
                 )
+            metrics = HubMetrics()
+
+            async def reconnected() -> None:
+                metrics.nats_reconnects.inc()
+
+            transport.on_reconnect(reconnected)
             async with anyio.create_task_group() as tg:
-                acceptor = Acceptor(store)
+                acceptor = Acceptor(store, metrics=metrics)
                 await tg.start(acceptor.run)
                 # Before the wire: what the last hub left is settled before new mail comes.
                 outbox = Outbox(store, config.relay, backoff_max=config.backoff_max)
@@ -198,6 +205,7 @@ async def serve_hub(
                     config=_capped(config.wire, config.backoff_max),
                     outbox=outbox,
                     letters=letters,
+                    metrics=metrics,
                 )
                 side: WireSide = await tg.start(start_wire)
                 acceptor.on_accepted = side.on_accepted
@@ -243,9 +251,9 @@ async def serve_hub(
                     boot_id=boot_id,
                     health_extra=side.health,
                     deployment_extra=side.deployment_health,
-                    on_deleted=side.on_deleted,
+                    on_deleted=functools.partial(_deleted, side, metrics),
                     on_rollout=side.on_rollout,
-                    metrics_extra=side.metrics,
+                    metrics_extra=lambda: side.metrics() + metrics.render(),
                     events=feed,
                 )
                 http = HttpServer(app, sock, config.http_limits)
@@ -276,6 +284,11 @@ async def serve_hub(
         if smtp_sock is not None:
             smtp_sock.close()
         log.info("hub stopped boot_id=%s", boot_id)
+
+
+def _deleted(side: WireSide, metrics: HubMetrics, deployment_id: str) -> object:
+    metrics.forget(deployment_id)
+    return side.on_deleted(deployment_id)
 
 
 def _capped(wire: WireConfig, backoff_max: float | None) -> WireConfig:

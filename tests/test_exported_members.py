@@ -351,6 +351,14 @@ EXPECTED: dict[str, list[str]] = {
         "RelayConfig",
         "relay_config",
     ],
+    "hub.metrics": [
+        "LATENCY_BUCKETS",
+        "Counter",
+        "Histogram",
+        "HubMetrics",
+        "family",
+        "label",
+    ],
     "hub.smtp": [
         "MAX_RECIPIENTS",
         "PASSWORD_ENV",

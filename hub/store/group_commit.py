@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import anyio.abc
 from runtime import Connection, afailpoint, failpoint
 
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
+from ..metrics import HubMetrics
 from .accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
 from .db import Store
 from .triggers import WITH_OTHERS
@@ -58,8 +60,10 @@ class Acceptor:
         on_accepted: OnAccepted | None = None,
         max_batch: int = 256,
         queue_size: int = 1024,
+        metrics: HubMetrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics
         self.on_accepted = on_accepted
         self._max_batch = max_batch
         self._send, self._receive = anyio.create_memory_object_stream[_Request](queue_size)
@@ -82,6 +86,7 @@ class Acceptor:
         message): if any is not accepted, none is stored, and those that
         would have been are answered ``Rejected(reason=WITH_OTHERS)``."""
         request = _Request(triggers, whole)
+        began = time.monotonic()
         try:
             await self._send.send(request)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
@@ -90,6 +95,8 @@ class Acceptor:
         if request.error is not None:
             raise request.error
         assert request.outcomes is not None
+        if self._metrics is not None:
+            self._metrics.accept_seconds.observe(time.monotonic() - began)
         return request.outcomes
 
     async def run(
@@ -172,6 +179,8 @@ class Acceptor:
         for outcome in outcomes:
             if isinstance(outcome, Accepted):
                 self.counts["duplicate" if outcome.duplicate else "accepted"] += 1
+                if self._metrics is not None and not outcome.duplicate:
+                    self._metrics.accepted.inc(outcome.deployment_id)
             elif isinstance(outcome, Rejected):
                 self.rejected[outcome.reason] += 1
             else:

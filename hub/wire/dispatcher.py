@@ -24,6 +24,7 @@ import anyio.abc
 
 from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, next_attempt
 
+from ..metrics import HubMetrics
 from ..store import DispatchStatus, Store, fetch_all
 from .redelivery import Redeliveries, Resent, find_overdue, put_back, still_open
 from .sessions import Session, SessionTable
@@ -70,8 +71,10 @@ class Dispatcher:
         subjects: Subjects,
         sessions: SessionTable,
         config: DispatchConfig | None = None,
+        metrics: HubMetrics | None = None,
     ) -> None:
         self._store = store
+        self._metrics = metrics
         self._transport = transport
         self._subjects = subjects
         self._sessions = sessions
@@ -86,6 +89,7 @@ class Dispatcher:
             window=config.window,
             frame_items=config.frame_items,
             request_timeout=config.request_timeout,
+            metrics=metrics,
         )
         self._pending: dict[str, tuple[int, float]] = {}
         self._redeliveries = Redeliveries(config.redelivery_memory)
@@ -219,9 +223,11 @@ class Dispatcher:
                     seqs[0],
                     seqs[-1],
                 )
-            for dep in by_dep:
+            for dep, seqs in by_dep.items():
                 if (lane := self._lanes.get(dep)) is not None:
                     lane.rewind()  # below what the lane has sent
+                if self._metrics is not None:
+                    self._metrics.redelivered.inc(dep, len(seqs))
         if len(self._redeliveries):
             self._redeliveries.keep(await still_open(self._store, self._redeliveries.ids()))
 

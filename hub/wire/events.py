@@ -34,6 +34,7 @@ from runtime import (
     failpoint,
 )
 
+from ..metrics import HubMetrics
 from ..store import (
     OutboundStatus,
     Store,
@@ -71,9 +72,11 @@ class EventsHandler:
         letters: DeadLetters | None = None,
         history: int = DEFAULT_RUN_HISTORY,
         outbox: OutboundSink | None = None,
+        metrics: HubMetrics | None = None,
     ) -> None:
         self._store = store
         self._outbox = outbox
+        self._metrics = metrics
         self._letters = letters or DeadLetters()
         self._history = history
         self._subject = subject
@@ -101,6 +104,10 @@ class EventsHandler:
         ingest, released, woken = await self._store.transact(body)
         # Ingested, not acknowledged: the sidecar will resend these events.
         await afailpoint("hub.events.after_commit")
+        if self._metrics is not None and ingest.settled_after:
+            self._metrics.processed.inc(session.deployment_id, len(ingest.settled_after))
+            for seconds in ingest.settled_after:
+                self._metrics.end_to_end_seconds.observe(seconds)
         if released:
             self._on_released()
         if woken:

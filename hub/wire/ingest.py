@@ -71,6 +71,8 @@ class Ingest:
         """``start`` and ``child`` items, accepted after the frame's events."""
         self.runs: set[str] = set()
         """Runs that got new events: their history is trimmed."""
+        self.settled_after: list[float] = []
+        """Seconds from acceptance of each dispatch the frame settled (metrics)."""
         self.outbound = 0
         """Outgoing mails recorded for the relay."""
 
@@ -84,6 +86,7 @@ class Ingest:
                 batch = ProcessedBatch(self.db, self.deployment_id, self.now, self._dead_letter)
                 released |= await batch.apply(cast(list[DispatchProcessed], list(group)))
                 self.runs |= batch.runs_with_events
+                self.settled_after += batch.settled_after
             else:
                 for event in group:
                     released |= await self.event(event)

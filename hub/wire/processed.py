@@ -52,6 +52,7 @@ class _Dispatch:
     kind: str
     body: bytes | None
     body_digest: str | None
+    created_at: float
 
 
 async def _rows(db: Connection, sql: str, ids: Sequence[str], *params: object) -> list[Any]:
@@ -76,6 +77,8 @@ class ProcessedBatch:
         self.dead_letter = dead_letter
         self.runs_with_events: set[str] = set()
         """Runs that got new events: their history is trimmed."""
+        self.settled_after: list[float] = []
+        """Seconds from acceptance of each dispatch this batch settled."""
 
     async def apply(self, events: Sequence[DispatchProcessed]) -> bool:
         """Record and apply the new ones; True when one freed a claim-checked body."""
@@ -98,7 +101,7 @@ class ProcessedBatch:
             row[0]: _Dispatch(*row[1:])
             for row in await _rows(
                 self.db,
-                "SELECT id, run_id, seq, status, kind, body, body_digest"
+                "SELECT id, run_id, seq, status, kind, body, body_digest, created_at"
                 " FROM workflow_run_dispatch WHERE id IN ({marks})",
                 sorted({e.dispatch_id for e in events}),
             )
@@ -174,6 +177,7 @@ class ProcessedBatch:
         else:
             status, error = DispatchStatus.PROCESSED.value, None
         dispatch.status = status
+        self.settled_after.append(max(0.0, self.now - float(dispatch.created_at)))
         # Applied, never sent again: an inline body stays while the run's
         # history holds this item (replay reads it; retention.trim_history
         # drops it after), its digest and size for good, for a retry's

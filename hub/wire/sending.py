@@ -208,10 +208,11 @@ def _refusal(ack: Ack) -> str:
     return f"{reason}: {ack.detail}" if ack.detail else reason
 
 
-async def settle(store: Store, session: Session, result: Answers) -> None:
-    """Record answers in one transaction, under the epoch they were sent in."""
+async def settle(store: Store, session: Session, result: Answers) -> bool:
+    """Record answers in one transaction, under the epoch they were sent in;
+    False when the epoch moved meanwhile and nothing was recorded."""
     if not result.acked and not result.refused:
-        return
+        return True
     # Acks are in, none recorded: a crash here redelivers them all.
     await afailpoint("hub.dispatch.before_settle")
     try:
@@ -230,6 +231,8 @@ async def settle(store: Store, session: Session, result: Answers) -> None:
     except StaleEpoch:
         result.failed += len(result.acked)
         result.last_error = "ownership moved while the frames were out"
+        return False
+    return True
 
 
 async def _mark(db: Connection, result: Answers, now: float) -> None:

@@ -28,6 +28,7 @@ from runtime import (
     encode,
 )
 
+from ..metrics import HubMetrics, family, label
 from ..store import Store
 from .blobs import GC_INTERVAL, BlobCollector, BlobHandler
 from .dispatcher import DispatchConfig, Dispatcher
@@ -150,7 +151,36 @@ class Wire:
         return (
             redelivery_metrics(self.dispatcher.redelivered_total, stuck_count)
             + self._letters.metrics()
+            + self._gauges()
         )
+
+    def _gauges(self) -> str:
+        """Per deployment: what waits (the census's, at most a second old) and
+        whether its sidecar answers."""
+        pending = self.dispatcher.stats()["pending"]
+        stale = self._health.stale_after
+        sidecars = {
+            session.deployment_id: (silence := self.sessions.silence(session.deployment_id))
+            is not None
+            and silence < stale
+            for session in self.sessions.all_current()
+        }
+        dep = [("{" + label("deployment", d) + "}", p) for d, p in sorted(pending.items())]
+        lines = family(
+            "mailrun_deployment_pending", "gauge", "Dispatches reserved, not yet delivered.",
+            [(labels, p["count"]) for labels, p in dep],
+        )  # fmt: skip
+        lines += family(
+            "mailrun_deployment_oldest_pending_seconds", "gauge",
+            "Age of the deployment's oldest reserved dispatch.",
+            [(labels, p["oldest_age"]) for labels, p in dep],
+        )  # fmt: skip
+        lines += family(
+            "mailrun_sidecar_connected", "gauge",
+            "1 while the deployment's sidecar session answers, else 0.",
+            [("{" + label("deployment", d) + "}", int(up)) for d, up in sorted(sidecars.items())],
+        )  # fmt: skip
+        return "\n".join(lines) + "\n"
 
 
 async def run_wire(
@@ -162,6 +192,7 @@ async def run_wire(
     config: WireConfig | None = None,
     outbox: OutboundSink | None = None,
     letters: DeadLetters | None = None,
+    metrics: HubMetrics | None = None,
     task_status: anyio.abc.TaskStatus[Wire] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hub's subjects until cancelled; ``task_status.started(wire)``
@@ -177,6 +208,7 @@ async def run_wire(
         subjects=subjects,
         sessions=sessions,
         config=config.dispatch,
+        metrics=metrics,
     )
     letters = letters or DeadLetters(config.retention)
     collector = BlobCollector(
@@ -223,6 +255,7 @@ async def run_wire(
                 letters=letters,
                 history=config.retention.run_history,
                 outbox=outbox,
+                metrics=metrics,
             ),
         ),
         subjects.blob: ("blob", blobs),

@@ -33,6 +33,7 @@ import anyio.abc
 
 from runtime import MailBatch, MailInbound, Subjects, Transport, Wakeup
 
+from ..metrics import HubMetrics
 from ..store import Store
 from .sending import Answers, frames_of, items, load_reserved, send, settle
 from .sessions import Session, SessionTable
@@ -58,6 +59,7 @@ class Sending:
     window: int
     frame_items: int
     request_timeout: float
+    metrics: HubMetrics | None = None
 
 
 @dataclass(eq=False)
@@ -180,7 +182,8 @@ class Window:
             if answers.acked or answers.refused:
                 sending.sessions.seen(dep)
             try:
-                await settle(sending.store, self.session, answers)
+                if await settle(sending.store, self.session, answers) and sending.metrics:
+                    sending.metrics.delivered.inc(dep, len(answers.acked))
             except Exception as exc:
                 log.exception("settling answers of %s failed", dep)
                 answers.failed, answers.last_error = answers.failed + 1, f"settle: {exc}"
