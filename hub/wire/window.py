@@ -8,6 +8,9 @@ meanwhile in one transaction. A settled frame makes room, and the lane loads
 again at once: a slow answer holds its own frame, never the ones behind it.
 A sidecar stores frames whatever order they land in and processes its inbox
 in seq order (a gap waits), so frames overtaking each other is harmless.
+One rule keeps a trickle cheap (Nagle's): a load that did not fill a frame
+holds the next load until it is settled, so mail accepted meanwhile goes in
+one frame rather than one frame per accept.
 
 A dispatch stays in the window from its send until its answer is settled, so
 a load never sends what is already out. Rows below the cursor become
