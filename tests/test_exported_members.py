@@ -294,6 +294,7 @@ EXPECTED: dict[str, list[str]] = {
         "last_change_id",
         "list_approvals",
         "list_deployments",
+        "list_dispatches",
         "list_outbound",
         "list_producers",
         "list_runs",

@@ -5,7 +5,8 @@ unexpected one included: a bug answers 500 ``internal_error`` and its
 traceback goes to the log, never to the client. Every route but
 ``/healthz`` is the admin's (``auth``). The routes that accept triggers
 (``triggers``: mail, signals) and approvals (``approvals``) have modules of
-their own; deployments, runs, dispatches and the hub's health are here.
+their own, as does the web console at ``/`` (``console``); deployments,
+runs, dispatches and the hub's health are here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import HubError, InvalidDeployment, InvalidRequest
@@ -40,6 +41,7 @@ from ..store import (
 )
 from .approvals import approval_routes
 from .auth import AdminAuth
+from .console import console_routes
 from .context import ApiSettings as ApiSettings
 from .context import RouteContext, query_limit
 from .events import event_routes
@@ -52,19 +54,6 @@ from .requests import DeploymentIn
 from .responses import error_response, hub_error_response, json_response
 from .triggers import trigger_routes
 from .versions import version_routes
-
-# Where the web console will be; for now the page a login lands on.
-_CONSOLE_PAGE = """<!doctype html>
-<meta charset="utf-8"><title>mailrun</title>
-<p>Signed in to this mailrun hub. The web console is not part of this release;
-the HTTP API (README, "HTTP") answers with this session.</p>
-"""
-_PAGE_HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "no-referrer",
-    "Cache-Control": "no-store",
-}
 
 
 def create_app(
@@ -100,9 +89,6 @@ def create_app(
             # whether the hub is well, nothing about what it runs.
             health = {"status": health["status"]}
         return json_response(health)
-
-    async def console(request: Request) -> Response:
-        return HTMLResponse(_CONSOLE_PAGE, headers=_PAGE_HEADERS)
 
     async def post_deployment(request: Request) -> Response:
         spec = await ctx.read(request, DeploymentIn, InvalidDeployment)
@@ -187,7 +173,7 @@ def create_app(
 
     return Starlette(
         routes=[
-            Route("/", console, methods=["GET"]),
+            *console_routes(ctx, live),
             Route("/healthz", healthz, methods=["GET"]),
             *trigger_routes(ctx),
             Route("/workflows/deployments", post_deployment, methods=["POST"]),

@@ -55,6 +55,7 @@ from .queries import get_deployment as get_deployment
 from .queries import get_dispatch as get_dispatch
 from .queries import get_run as get_run
 from .queries import list_deployments as list_deployments
+from .queries import list_dispatches as list_dispatches
 from .queries import list_runs as list_runs
 from .queries import resolve_deployment as resolve_deployment
 from .reads import fetch_all as fetch_all
@@ -156,6 +157,7 @@ __all__ = [
     "last_change_id",
     "list_approvals",
     "list_deployments",
+    "list_dispatches",
     "list_outbound",
     "list_producers",
     "list_runs",

@@ -219,6 +219,12 @@ async def get_dispatch(db: Connection, dispatch_id: str) -> DispatchView:
     return _dispatch(rows[0])
 
 
+async def list_dispatches(db: Connection, run_id: str, *, limit: int = 100) -> list[DispatchView]:
+    """A run's latest ``limit`` dispatches, in its order (seq, oldest first)."""
+    sql = f"{_DISPATCH} WHERE run_id = ? ORDER BY seq DESC LIMIT ?"
+    return [_dispatch(row) for row in reversed(await fetch_all(db, sql, (run_id, limit)))]
+
+
 async def count_by_status(db: Connection) -> dict[str, dict[str, int]]:
     """``{"dispatches": {status: n}, "deployments": {status: n}}`` for metrics."""
     dispatches = await fetch_all(

@@ -219,10 +219,13 @@ async def test_garbage_past_its_rate_is_counted_in_the_hubs_metrics(tmp_path: Pa
     async with running_hub(tmp_path, WireConfig(retention=retention)) as hub:
         added, key = await hub.add_producer("orders")
         inbox = Subjects.inbox_prefix(added["id"])
-        async with peer(hub.auth.server.url, key.seed, inbox_prefix=inbox) as raw:
-            subject = Subjects("mailrun").ingress(added["id"])
+        # The client waits until the server admits the new identity.
+        async with (
+            hub.producer(added["id"], key) as client,
+            peer(hub.auth.server.url, key.seed, inbox_prefix=inbox) as raw,
+        ):
             for _ in range(3):
-                answer = await raw.client.request(subject, b"\x93garbage", timeout=10)
+                answer = await raw.client.request(client.subject, b"\x93garbage", timeout=10)
                 assert _REFUSED.decode(answer.data).reason == Reason.DECODE_ERROR
         kept = await fetch_one(hub.db, "SELECT COUNT(*) FROM dead_letter WHERE source = 'ingress'")
         assert kept is not None and kept[0] == 1
