@@ -136,6 +136,10 @@ class MailInbound(_Frame, tag=True, kw_only=True):
     (``Sources`` as JSON, kept by the hub as a blob), for a sidecar that does
     not hold them yet."""
     code: Claim | None = None
+    raw: Claim | None = None
+    """The message as it came over SMTP, always claim-checked (never inline:
+    it repeats the body, and a frame of a hundred of them must stay small).
+    An older sidecar ignores it; its handler has no ``item.raw``."""
 
     @property
     def effective_run_id(self) -> str:

@@ -55,6 +55,7 @@ class _Frame:
     frame: MailInbound
     body: bytes | None
     ack: Ack | None = None
+    raw: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -156,7 +157,7 @@ class Delivery:
             await self._fetch_claims(frames)
         stored = [f for f in frames if f.ack is None]
         fresh = await self._inbox.store(
-            [Envelope.from_frame(f.frame, f.body) for f in stored], dead
+            [Envelope.from_frame(f.frame, f.body, f.raw) for f in stored], dead
         )
         if stored:
             # Stored, not acknowledged: the hub will send these frames again.
@@ -278,26 +279,37 @@ class Delivery:
         )
 
     async def _fetch_claims(self, frames: list[_Frame]) -> None:
-        claimed = [f for f in frames if f.frame.claim is not None and f.body is None]
+        """Fetch the claim-checked body and the raw message of every new
+        dispatch before it is stored; one that cannot be had is refused, and
+        the hub sends it again."""
+        claimed = [f for f in frames if _claims(f)]
         if not claimed:
             return
         known = await self._inbox.known([f.frame.dispatch_id for f in claimed])
         for f in claimed:
-            claim, seq = f.frame.claim, f.frame.seq
-            if f.frame.dispatch_id in known or claim is None:
+            frame, seq = f.frame, f.frame.seq
+            if frame.dispatch_id in known:
                 continue  # a duplicate: the body is already here
             if seq is not None and seq <= self._inbox.last_seq:
                 continue  # a duplicate: done here, its row may be gone
             try:
-                f.body = await self._link.fetch_blob(claim)
+                if frame.claim is not None and f.body is None:
+                    f.body = await self._link.fetch_blob(frame.claim)
+                if frame.raw is not None:
+                    f.raw = await self._link.fetch_blob(frame.raw)
             except DigestMismatch as exc:
-                log.warning("refusing %s: %s", f.frame.dispatch_id, exc)
-                f.ack = _refusal(f.frame.dispatch_id, Reason.DIGEST_MISMATCH, str(exc))
+                log.warning("refusing %s: %s", frame.dispatch_id, exc)
+                f.ack = _refusal(frame.dispatch_id, Reason.DIGEST_MISMATCH, str(exc))
             except SidecarError as exc:
                 reason = (
                     Reason.BLOB_REFUSED if isinstance(exc, BlobError) else Reason.BLOB_UNAVAILABLE
                 )
-                f.ack = _refusal(f.frame.dispatch_id, reason, str(exc))
+                f.ack = _refusal(frame.dispatch_id, reason, str(exc))
+
+
+def _claims(f: _Frame) -> bool:
+    """Whether ``f`` names a blob to fetch before it is stored."""
+    return (f.frame.claim is not None and f.body is None) or f.frame.raw is not None
 
 
 def _refusal(dispatch_id: str, reason: Reason, detail: str = "") -> Ack:

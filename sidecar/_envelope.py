@@ -4,6 +4,8 @@ An envelope is stored as a msgpack map in ``inbox.envelope``. Release 1 wrote
 ``{"v": 1, dispatch_id, deployment_id, address, kind, message_id, sender,
 subject, body}`` with no ``run_id`` (the run id was the address); this
 release writes ``"v": 2`` with the MailInbound fields. One reader takes both.
+Fields added since (``raw``) have defaults: an envelope written before them
+reads as without them, and an older reader skips them.
 A run's state (``run_state.state``) is the handler's ``ctx.state`` as a
 msgpack map, unchanged since release 1.
 
@@ -38,14 +40,18 @@ class Envelope(msgspec.Struct, kw_only=True):
     start_request_id: str | None = None
     owner_epoch: int = 0
     version: int = 0  # the workflow version that processes it (0: the first)
+    raw: bytes | None = None  # the message as it came over SMTP (None: not SMTP)
 
     @property
     def effective_run_id(self) -> str:
         return self.run_id if self.run_id is not None else self.address
 
     @classmethod
-    def from_frame(cls, frame: MailInbound, body: bytes | None) -> Envelope:
-        """The envelope of a delivered frame; ``body`` is inline or already fetched."""
+    def from_frame(
+        cls, frame: MailInbound, body: bytes | None, raw: bytes | None = None
+    ) -> Envelope:
+        """The envelope of a delivered frame; ``body`` is inline or already
+        fetched, ``raw`` the fetched raw message."""
         return cls(
             dispatch_id=frame.dispatch_id,
             deployment_id=frame.deployment_id,
@@ -61,6 +67,7 @@ class Envelope(msgspec.Struct, kw_only=True):
             start_request_id=frame.start_request_id,
             owner_epoch=frame.owner_epoch,
             version=frame.version,
+            raw=raw,
         )
 
 

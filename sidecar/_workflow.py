@@ -163,7 +163,12 @@ class Item(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Mail(Item, frozen=True, kw_only=True):
+    """A mail. ``raw`` is the whole message as it came over SMTP (headers,
+    every part, as sent: parse it with ``email.message_from_bytes``); None
+    for a mail from HTTP, NATS or ``ctx.send``."""
+
     kind: str = "mail"
+    raw: bytes | None = None
 
 
 class Signal(Item, frozen=True, kw_only=True):
@@ -255,13 +260,9 @@ def _child(common: dict[str, Any], body: bytes) -> Item:
     )
 
 
-def _mail(common: dict[str, Any], body: bytes) -> Item:
-    return Mail(**common)
-
-
-# The item of each kind; docs/sidecar.md, "Items", has the body each kind carries.
+# The item of each kind but mail (an unknown kind arrives as Mail); docs/sidecar.md,
+# "Items", has the body each kind carries.
 _ITEMS: dict[str, Callable[[dict[str, Any], bytes], Item]] = {
-    "mail": _mail,
     "signal": _signal,
     "approval": _approval,
     "start": _start,
@@ -283,4 +284,5 @@ def item_of(envelope: Envelope) -> Item:
         "run_id": envelope.effective_run_id,
         "seq": envelope.seq,
     }
-    return _ITEMS.get(envelope.kind, _mail)(common, body)
+    make = _ITEMS.get(envelope.kind)
+    return make(common, body) if make is not None else Mail(**common, raw=envelope.raw)

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from .._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
 from ..store import WITH_OTHERS, Acceptor, Receipt, Rejected, Trigger, deployment_of_run
-from .context import RouteContext, with_digest
+from .context import RouteContext, digest_of, with_digest
 from .requests import MailBatchIn, MailIn, SignalIn, mail_trigger, signal_trigger
 
 MAX_BATCH = 500
@@ -68,7 +68,12 @@ async def post_batch(ctx: RouteContext, batch: MailBatchIn) -> dict[str, list[An
 
 
 async def accept_mails(
-    acceptor: Acceptor, mails: Sequence[MailIn | HubError], *, max_body: int, whole: bool = False
+    acceptor: Acceptor,
+    mails: Sequence[MailIn | HubError],
+    *,
+    max_body: int,
+    whole: bool = False,
+    raw: bytes | None = None,
 ) -> list[Receipt | HubError]:
     """``POST /mail/batch`` for decoded mails (or the error a mail failed to
     decode with): one outcome per mail, in order, each what ``POST /mail``
@@ -77,16 +82,22 @@ async def accept_mails(
     ``MAX_BATCH`` mails, or the transaction failed (nothing accepted).
 
     With ``whole``, all of them or none (``Acceptor.accept_many``): a mail
-    that is invalid stops the others too."""
+    that is invalid stops the others too. ``raw``, the message they were all
+    made of (SMTP), goes with each of them for the handler's ``item.raw``."""
     if not 0 < len(mails) <= MAX_BATCH:
         raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
     outcomes: list[Receipt | HubError | None] = [None] * len(mails)
     triggers: list[tuple[int, Trigger]] = []
+    # One digest for every recipient's copy.
+    raw_digest = None if raw is None else await digest_of(raw)
     for at, mail in enumerate(mails):
         try:
             if isinstance(mail, HubError):
                 raise mail
-            trigger = await with_digest(mail_trigger(mail, max_body=max_body))
+            trigger = mail_trigger(mail, max_body=max_body)
+            if raw is not None:
+                trigger = msgspec.structs.replace(trigger, raw=raw, raw_digest=raw_digest)
+            trigger = await with_digest(trigger)
         except HubError as exc:
             outcomes[at] = exc
             continue

@@ -123,7 +123,7 @@ class IngressHandler:
         ]
         try:
             outcomes = await accept_mails(
-                self._acceptor, mails, max_body=self._max_body, whole=True
+                self._acceptor, mails, max_body=self._max_body, whole=True, raw=raw
             )
         except HubError as exc:
             # Nothing committed: the client keeps the message and retries.

@@ -14,7 +14,7 @@ apart. What reaches the trigger:
   ``text/html`` part's source, decoded by its transfer encoding and charset;
   "" when the message has neither. Line ends become ``\\n``.
 
-Only the text travels: the raw message is not kept (docs/smtp.md says why).
+The raw message itself goes with the trigger as it is, for ``item.raw``.
 """
 
 from __future__ import annotations

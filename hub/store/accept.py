@@ -250,6 +250,10 @@ class _Batch:
         if len(t.body) > INLINE_BODY_LIMIT:
             body, digest = None, t.digest or body_digest(t.body)
             self.blobs.append((digest, len(t.body), t.body, self.now))
+        raw_digest = None
+        if t.raw is not None:
+            raw_digest = t.raw_digest or body_digest(t.raw)
+            self.blobs.append((raw_digest, len(t.raw), t.raw, self.now))
         receipt = Accepted(dispatch_id=new_id("dsp"), run_id=run_id, deployment_id=dep_id, seq=seq)
         self.dispatches.append(
             (
@@ -267,6 +271,8 @@ class _Batch:
                 DispatchStatus.RESERVED.value,
                 self.now,
                 dep.version,
+                raw_digest,
+                None if t.raw is None else len(t.raw),
             )
         )
         if t.message_id:
@@ -289,8 +295,8 @@ class _Batch:
         )
         await db.executemany(
             "INSERT INTO workflow_run_dispatch (id, deployment_id, run_id, seq, kind, message_id,"
-            " sender, subject, body, body_digest, body_size, status, created_at, version)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " sender, subject, body, body_digest, body_size, status, created_at, version,"
+            " raw_digest, raw_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             self.dispatches,
         )
         await db.executemany(

@@ -52,6 +52,15 @@ MAX_ENTRYPOINT = 255
 DEFAULT_ENTRYPOINT = "flow:main"
 _LIVE_RUN = tuple(s.value for s in RunStatus if is_live(s))
 _OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
+_DROP_BLOBS = """
+DELETE FROM blob WHERE digest IN (
+  SELECT body_digest FROM workflow_run_dispatch
+  WHERE deployment_id = ?1 AND body_digest IS NOT NULL
+  UNION SELECT raw_digest FROM workflow_run_dispatch
+  WHERE deployment_id = ?1 AND raw_digest IS NOT NULL)
+AND NOT EXISTS (SELECT 1 FROM workflow_run_dispatch d
+  WHERE (d.body_digest = blob.digest OR d.raw_digest = blob.digest) AND d.status IN (?2, ?3))
+"""
 
 
 class Created(msgspec.Struct, kw_only=True):
@@ -206,15 +215,9 @@ async def delete_deployment(
             f" AND is_anchor = 0 AND status IN ({marks})",
             (RunStatus.CANCELLED.value, now, deployment_id, *_LIVE_RUN),
         )
-        # Bodies only this deployment's now-cancelled dispatches named.
-        marks = ",".join("?" * len(_OPEN_DISPATCH))
-        await db.execute(
-            "DELETE FROM blob WHERE digest IN (SELECT body_digest FROM workflow_run_dispatch"
-            " WHERE deployment_id = ? AND body_digest IS NOT NULL) AND NOT EXISTS (SELECT 1"
-            " FROM workflow_run_dispatch d WHERE d.body_digest = blob.digest"
-            f" AND d.status IN ({marks}))",
-            (deployment_id, *_OPEN_DISPATCH),
-        )
+        # Bodies and raw messages only this deployment's now-cancelled
+        # dispatches named.
+        await db.execute(_DROP_BLOBS, (deployment_id, *_OPEN_DISPATCH))
         return True
 
     if not await store.transact(body):

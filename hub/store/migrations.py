@@ -29,6 +29,7 @@ from .schema import (
     add_dead_letter_deployment,
     add_nats_user,
     add_owner_home,
+    add_raw_message,
     add_retention_indexes,
     add_run_step,
     create_v1,
@@ -70,6 +71,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "0009_workflow_versions", add_workflow_versions),
     Migration(10, "0010_producers", add_producers),
     Migration(11, "0011_change_feed", add_change_feed),
+    Migration(12, "0012_raw_message", add_raw_message),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -277,3 +277,20 @@ async def add_run_step(db: aiosqlite.Connection) -> None:
         await db.execute("ALTER TABLE workflow_run ADD COLUMN last_step INTEGER NOT NULL DEFAULT 0")
     if "entrypoint" not in columns:
         await db.execute("ALTER TABLE workflow_run ADD COLUMN entrypoint TEXT")
+
+
+async def add_raw_message(db: aiosqlite.Connection) -> None:
+    """Migration 12: ``workflow_run_dispatch.raw_digest`` and ``raw_size``, the
+    claim check of the message as it came over SMTP (its bytes in ``blob``
+    until the dispatch is settled), and the index blob collection finds
+    them by. Idempotent on its own."""
+    async with db.execute("PRAGMA table_info(workflow_run_dispatch)") as cur:
+        columns = {row[1] for row in await cur.fetchall()}
+    if "raw_digest" not in columns:
+        await db.execute("ALTER TABLE workflow_run_dispatch ADD COLUMN raw_digest TEXT")
+    if "raw_size" not in columns:
+        await db.execute("ALTER TABLE workflow_run_dispatch ADD COLUMN raw_size INTEGER")
+    await db.execute(
+        "CREATE INDEX IF NOT EXISTS dispatch_by_raw ON workflow_run_dispatch (raw_digest)"
+        " WHERE raw_digest IS NOT NULL"
+    )

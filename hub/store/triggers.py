@@ -18,6 +18,11 @@ class Trigger(msgspec.Struct, kw_only=True, frozen=True):
     it the trigger goes to the top-level run, minted on first use. With
     ``approval_id`` the trigger goes to the approval's run, and the approval
     is marked decided (``decision``) in the same transaction.
+
+    ``raw`` is the message as it came over SMTP. It is kept as a blob until
+    the dispatch is settled, for the handler's ``item.raw``, and is not part
+    of what a message id stands for: the same message relayed again with
+    other trace headers is still a retry.
     """
 
     address: str | None = None
@@ -31,6 +36,8 @@ class Trigger(msgspec.Struct, kw_only=True, frozen=True):
     digest: str | None = None  # body_digest(body); precompute it off-loop for big bodies
     approval_id: str | None = None
     decision: str | None = None
+    raw: bytes | None = None
+    raw_digest: str | None = None  # body_digest(raw), precomputed like ``digest``
 
 
 class Accepted(msgspec.Struct, kw_only=True):

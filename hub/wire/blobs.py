@@ -37,14 +37,18 @@ GC_INTERVAL = 30.0
 _COLLECT = """
 DELETE FROM blob WHERE NOT EXISTS (
   SELECT 1 FROM workflow_run_dispatch d
-  WHERE d.body_digest = blob.digest AND d.status IN (?, ?))
+  WHERE d.body_digest = blob.digest AND d.status IN (?1, ?2))
+AND NOT EXISTS (
+  SELECT 1 FROM workflow_run_dispatch d
+  WHERE d.raw_digest = blob.digest AND d.status IN (?1, ?2))
 AND NOT EXISTS (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest)
 """
 
 
 async def collect_blobs(store: Store) -> tuple[int, bool]:
-    """Delete every body no unprocessed dispatch names; how many, and whether
-    any body is left (the sources of versions stay, and are not in flight)."""
+    """Delete every body and raw message no unprocessed dispatch names; how
+    many, and whether any is left (the sources of versions stay, and are not
+    in flight)."""
 
     async def body(db: Connection) -> tuple[int, bool]:
         cur = await db.execute(_COLLECT, (DispatchStatus.RESERVED, DispatchStatus.DELIVERED))
@@ -161,10 +165,11 @@ class BlobHandler:
         # and the code of its own deployment's versions.
         row = await fetch_one(
             self._store.db,
-            "SELECT EXISTS (SELECT 1 FROM workflow_run_dispatch WHERE body_digest = ?"
-            " AND deployment_id = ?) OR EXISTS (SELECT 1 FROM deployment_version"
-            " WHERE digest = ? AND deployment_id = ?)",
-            (get.digest, session.deployment_id, get.digest, session.deployment_id),
+            "SELECT EXISTS (SELECT 1 FROM workflow_run_dispatch WHERE body_digest = ?1"
+            " AND deployment_id = ?2) OR EXISTS (SELECT 1 FROM workflow_run_dispatch"
+            " WHERE raw_digest = ?1 AND deployment_id = ?2) OR EXISTS (SELECT 1 FROM"
+            " deployment_version WHERE digest = ?1 AND deployment_id = ?2)",
+            (get.digest, session.deployment_id),
         )
         named = row is not None and bool(row[0])
         found = await self._reader.read(get.digest, get.offset, BLOB_CHUNK_SIZE) if named else None

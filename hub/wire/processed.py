@@ -53,6 +53,7 @@ class _Dispatch:
     body: bytes | None
     body_digest: str | None
     created_at: float
+    raw_digest: str | None
 
 
 async def _rows(db: Connection, sql: str, ids: Sequence[str], *params: object) -> list[Any]:
@@ -101,7 +102,7 @@ class ProcessedBatch:
             row[0]: _Dispatch(*row[1:])
             for row in await _rows(
                 self.db,
-                "SELECT id, run_id, seq, status, kind, body, body_digest, created_at"
+                "SELECT id, run_id, seq, status, kind, body, body_digest, created_at, raw_digest"
                 " FROM workflow_run_dispatch WHERE id IN ({marks})",
                 sorted({e.dispatch_id for e in events}),
             )
@@ -187,7 +188,8 @@ class ProcessedBatch:
         settled.append(
             (status, self.now, error, event.version, digest, event.dispatch_id, *_OPEN_DISPATCH)
         )
-        return not inline  # a claim-checked body: its blob may go
+        # A claim-checked body or a raw message: its blob may go.
+        return not inline or dispatch.raw_digest is not None
 
     async def _write_runs(self, runs: dict[str, _Run]) -> None:
         moved = [(run_id, run) for run_id, run in runs.items() if run.moved]

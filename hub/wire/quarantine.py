@@ -33,10 +33,11 @@ async def ingest_quarantined(
     letters: DeadLetters,
 ) -> bool:
     """Apply ``event`` (inside the caller's write transaction) unless it was
-    applied before; True when it freed a claim-checked body."""
+    applied before; True when it freed a claim-checked body or raw message."""
     dispatch = await fetch_one(
         db,
-        "SELECT run_id, body_digest FROM workflow_run_dispatch WHERE id = ? AND deployment_id = ?",
+        "SELECT run_id, body_digest, raw_digest FROM workflow_run_dispatch"
+        " WHERE id = ? AND deployment_id = ?",
         (event.dispatch_id, deployment_id),
     )
     data = encode(event)
@@ -77,4 +78,5 @@ async def ingest_quarantined(
             DispatchStatus.DELIVERED,
         ),
     )
-    return cur.rowcount == 1 and dispatch["body_digest"] is not None
+    held_blob = dispatch["body_digest"] is not None or dispatch["raw_digest"] is not None
+    return cur.rowcount == 1 and held_blob

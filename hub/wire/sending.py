@@ -44,7 +44,7 @@ from .sessions import Session, fence
 
 _RESERVED = """
 SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,
-       d.body_digest, d.body_size, r.start_request_id, dep.address,
+       d.body_digest, d.body_size, d.raw_digest, d.raw_size, r.start_request_id, dep.address,
        COALESCE(d.version, 1) AS version, v.digest AS code_digest, v.size AS code_size
 FROM workflow_run_dispatch d
 JOIN deployment dep ON dep.id = d.deployment_id
@@ -128,6 +128,9 @@ def inbound_frame(session: Session, row: Any) -> MailInbound:
         # Version 1 is the restore record's code: every sidecar has it.
         code=Claim(digest=row["code_digest"], size=row["code_size"])
         if row["version"] > 1 and row["code_digest"] is not None
+        else None,
+        raw=Claim(digest=row["raw_digest"], size=row["raw_size"])
+        if row["raw_digest"] is not None
         else None,
     )
 

@@ -3,14 +3,17 @@ sidecars as OS processes), with ``smtplib`` as the mail client."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import smtplib
 import ssl
 from collections.abc import Callable
 from email.message import EmailMessage
+from email.mime.application import MIMEApplication
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
+from email.policy import SMTP
 from email.utils import make_msgid
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +21,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
+from runtime import BLOB_CHUNK_SIZE
 from tests.support import free_port, wait_for
 from tests.support.smtp import self_signed
 
@@ -30,6 +34,22 @@ T = TypeVar("T")
 RECORDER = """
 async def main(ctx, item):
     ctx.state.setdefault("seen", []).append([item.sender, item.subject, item.text])
+"""
+# Records, besides, what the raw message says that the trigger's fields do
+# not: a header of its own, its attachments, and its digest.
+RAW_RECORDER = """
+import email
+import email.policy
+import hashlib
+
+
+async def main(ctx, item):
+    message = email.message_from_bytes(item.raw, policy=email.policy.default)
+    attachments = [[p.get_filename(), len(p.get_content())] for p in message.iter_attachments()]
+    ctx.state.setdefault("seen", []).append([
+        item.sender, item.subject, item.text,
+        str(message["X-Order"]), attachments, hashlib.sha256(item.raw).hexdigest(),
+    ])
 """
 LOGIN = {"MAILRUN_SMTP_USER": "robot", "MAILRUN_SMTP_PASSWORD": "s3cret"}
 
@@ -82,7 +102,7 @@ async def test_mail_over_smtp_reaches_the_run_once_each_in_order(tmp_path: Path)
     port = free_port()
     async with mailrun_up(tmp_path, "--smtp", f"127.0.0.1:{port}") as up:
         dep = await up.deploy("orders", RECORDER)
-        mime = await up.deploy("mime", RECORDER)
+        mime = await up.deploy("mime", RAW_RECORDER)
         announced = f"mailrun up: smtp 127.0.0.1:{port}"
         await wait_for(lambda: announced in (tmp_path / "up.log").read_text(), what=announced)
 
@@ -104,17 +124,38 @@ async def test_mail_over_smtp_reaches_the_run_once_each_in_order(tmp_path: Path)
             ["carol@example.com", "third", "three\nlines\n"],
         ]
 
-        # Multipart, an RFC 2047 subject, a base64 text/plain part.
-        message = MIMEMultipart("alternative")
+        # Multipart, an RFC 2047 subject, a base64 text/plain part, and an
+        # attachment that makes the raw message span several blob chunks.
+        text = MIMEMultipart("alternative")
+        text.attach(MIMEText("Grüße aus Köln ✓", "plain", "utf-8"))
+        text.attach(MIMEText("<p>Grüße</p>", "html", "utf-8"))
+        message = MIMEMultipart("mixed")
         message["From"] = "=?utf-8?q?J=C3=B6rg?= <jorg@example.com>"
         message["Subject"] = "=?utf-8?b?w5xiZXJzaWNodCDinJM=?="
-        message.attach(MIMEText("Grüße aus Köln ✓", "plain", "utf-8"))
-        message.attach(MIMEText("<p>Grüße</p>", "html", "utf-8"))
-        assert b"Content-Transfer-Encoding: base64" in message.as_bytes()
-        await send(port, message, mime["address"])
+        message["X-Order"] = "7"
+        message.attach(text)
+        invoice = MIMEApplication(bytes(range(256)) * 3000, Name="invoice.pdf")
+        invoice["Content-Disposition"] = 'attachment; filename="invoice.pdf"'
+        message.attach(invoice)
+        # As smtplib sends it (CRLF line ends; aiosmtpd undoes dot-stuffing).
+        raw = message.as_bytes(policy=SMTP)
+        assert b"Content-Transfer-Encoding: base64" in raw and len(raw) > BLOB_CHUNK_SIZE
+        await client(port, lambda s: s.sendmail("jorg@example.com", [mime["address"]], raw))
         assert await seen(up, mime["id"], 1) == [
-            ["jorg@example.com", "Übersicht ✓", "Grüße aus Köln ✓"]
+            [
+                "jorg@example.com",
+                "Übersicht ✓",
+                "Grüße aus Köln ✓",
+                "7",
+                [["invoice.pdf", 256 * 3000]],
+                hashlib.sha256(raw).hexdigest(),
+            ]
         ]
+        # Kept until the dispatch was settled, then collected with it.
+        await wait_for(
+            lambda: up.query("SELECT count(*) FROM blob WHERE size = ?", len(raw)) == [(0,)],
+            what="the raw message's blob collected",
+        )
 
 
 async def test_starttls_and_auth_through_mailrun_up(tmp_path: Path) -> None:

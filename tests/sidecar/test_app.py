@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import shutil
 import stat
@@ -222,6 +223,27 @@ async def test_claim_checked_body_is_fetched_and_verified(tmp_path: Path) -> Non
         assert ack.result == "stored"
         await hub.wait_events(DispatchProcessed, 1)
     assert seen(hub.of_kind(DispatchProcessed))[0]["size"] == len(body)
+
+
+@pytest.mark.anyio
+async def test_a_raw_message_is_fetched_and_given_to_the_handler_as_item_raw(
+    tmp_path: Path,
+) -> None:
+    dep = make_deployment(tmp_path)
+    raw = b"From: a@b.c\r\nSubject: big\r\n\r\n" + bytes(range(256)) * 700
+    digest = hashlib.sha256(raw).hexdigest()
+    async with deployed_sidecar(dep, chunk_size=100_000, corrupt_blobs=True) as (hub, _):
+        frame = mail(dep, 1, "big", b"text", raw=hub.claim(raw))
+        ack = await hub.deliver(frame)
+        # The raw message is part of the dispatch: one that does not arrive
+        # intact refuses it, and the hub sends it again.
+        assert (ack.result, ack.reason) == ("refused", "digest_mismatch")
+        assert dep.query("SELECT count(*) FROM inbox") == [(0,)]
+        hub.corrupt_blobs = False
+        assert (await hub.deliver(frame)).result == "stored"
+        await hub.wait_events(DispatchProcessed, 1)
+    [item] = seen(hub.of_kind(DispatchProcessed))
+    assert (item["text"], item["raw"]) == ("text", digest)
 
 
 @pytest.mark.anyio

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from runtime import ChildRunStarted, DispatchProcessed, RunFailed, Sources, check_layout
@@ -22,7 +23,7 @@ from sidecar import (
     WorkflowLoadError,
     load_workflow,
 )
-from sidecar._envelope import Envelope
+from sidecar._envelope import Envelope, decode_envelope, encode_envelope
 from sidecar._workflow import item_of
 from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 
@@ -131,6 +132,17 @@ def test_items_by_kind_with_text_decoded_leniently() -> None:
     assert isinstance(item_of(envelope("child")), ChildEnded)
     odd = item_of(envelope("carrier-pigeon"))
     assert isinstance(odd, Mail) and odd.kind == "carrier-pigeon"
+
+
+def test_a_mail_carries_its_raw_message_and_an_envelope_without_one_reads_as_none() -> None:
+    raw = b"Subject: hi\r\nX-Order: 7\r\n\r\nhi\r\n"
+    sent = msgspec.structs.replace(envelope("mail"), raw=raw)
+    mail = item_of(decode_envelope(encode_envelope(sent)))
+    assert isinstance(mail, Mail) and mail.raw == raw
+    # Written before the field existed (release 1 or 2): no raw message.
+    older = msgspec.msgpack.encode({"v": 2, "dispatch_id": "dsp_1", "kind": "mail"})
+    plain = item_of(decode_envelope(older))
+    assert isinstance(plain, Mail) and plain.raw is None
 
 
 def test_a_signal_is_named_by_its_subject_and_carries_its_json_payload() -> None:

@@ -60,6 +60,8 @@ from sidecar._app import Connect
 from .waiting import wait_for
 
 RECORDER = """
+import hashlib
+
 import anyio
 
 CALLS = {"flaky": 0}
@@ -76,6 +78,8 @@ async def main(ctx, item):
     text = item.text if len(item.body) <= 1024 else None
     seen.append({"subject": item.subject, "text": text, "seq": item.seq,
                  "kind": item.kind, "size": len(item.body), "run_id": item.run_id})
+    if getattr(item, "raw", None) is not None:  # a message that came over SMTP
+        seen[-1]["raw"] = hashlib.sha256(item.raw).hexdigest()
     if item.subject == "flaky" and CALLS["flaky"] == 0:
         CALLS["flaky"] += 1
         raise RuntimeError("flaky once")

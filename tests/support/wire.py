@@ -125,9 +125,12 @@ async def deploy(store: Store, name: str = "flow") -> Dep:
     return Dep(created.deployment_id, record.address, record.hub_key.seed, record.public_key)
 
 
-async def accept(hub: Hub, dep: Dep, bodies: list[bytes]) -> list[Accepted]:
+async def accept(
+    hub: Hub, dep: Dep, bodies: list[bytes], *, raw: bytes | None = None
+) -> list[Accepted]:
+    """Accept a mail per body, each with the raw message ``raw`` if given."""
     triggers = [
-        Trigger(address=dep.address, subject=f"m{i}", sender="a@b.c", body=body)
+        Trigger(address=dep.address, subject=f"m{i}", sender="a@b.c", body=body, raw=raw)
         for i, body in enumerate(bodies)
     ]
     async with hub.store.write() as db:

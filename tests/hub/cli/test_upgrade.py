@@ -74,6 +74,7 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
         "0009_workflow_versions",
         "0010_producers",
         "0011_change_feed",
+        "0012_raw_message",
     ]
     assert {i["deployment_id"]: i["release1"] for i in report["inboxes"]} == {
         d.id: True for d in v1.deployments.values()
@@ -91,7 +92,7 @@ def test_migrate_applies_the_hub_migrations_and_leaves_the_sidecars_theirs(
     pending = (
         "0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home, 0005_nats_user,"
         " 0006_retention_indexes, 0007_run_step, 0008_outbound_mail,"
-        " 0009_workflow_versions, 0010_producers, 0011_change_feed"
+        " 0009_workflow_versions, 0010_producers, 0011_change_feed, 0012_raw_message"
     )
     assert f"applied: {pending}" in out
     db = sqlite3.connect(v1.state_dir / "hub.db")

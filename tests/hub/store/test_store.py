@@ -122,6 +122,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0009_workflow_versions",
         "0010_producers",
         "0011_change_feed",
+        "0012_raw_message",
     ]
     assert not path.exists()  # checking does not create it
     store = await Store.open(path)
@@ -152,6 +153,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0009_workflow_versions",
         "0010_producers",
         "0011_change_feed",
+        "0012_raw_message",
     ]
     store = await Store.open(path)
     await store.aclose()

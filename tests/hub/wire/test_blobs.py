@@ -1,4 +1,5 @@
-"""Claim-checked bodies: chunked fetch, access by deployment, garbage collection."""
+"""Claim-checked bodies and raw messages: chunked fetch, access by
+deployment, garbage collection."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import hashlib
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 
-from hub.store import add_version, pending_rollouts
+from hub.store import Accepted, add_version, pending_rollouts
 from hub.wire.blobs import collect_blobs
 from runtime import (
     BLOB_CHUNK_SIZE,
@@ -23,7 +25,31 @@ from runtime import (
     new_id,
 )
 from tests.support import wait_for
-from tests.support.wire import Hub, Sidecar, accept, deploy, refused, running_hub
+from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
+
+
+async def processed(car: Sidecar, receipt: Accepted) -> None:
+    """Tell the hub, as ``car``, that the dispatch of ``receipt`` is processed."""
+    event = DispatchProcessed(
+        event_id=new_id("evt"),
+        run_id=receipt.run_id,
+        dispatch_id=receipt.dispatch_id,
+        seq=receipt.seq,
+    )
+    session_id, epoch = car.session
+    frame = RunEvents(session_id=session_id, owner_epoch=epoch, events=[event])
+    assert isinstance(await car.request(car.hub.subjects.events, frame), EventsAck)
+
+
+async def fetch(car: Sidecar, digest: str) -> bytes:
+    """A blob, chunk by chunk, as the sidecar's link fetches it."""
+    data = b""
+    while True:
+        chunk = await car.request(car.hub.subjects.blob, get(car, digest, len(data)))
+        assert isinstance(chunk, BlobChunk), chunk
+        data += chunk.data
+        if len(data) >= chunk.size:
+            return data
 
 
 def get(car: Sidecar, digest: str, offset: int = 0) -> BlobGet:
@@ -98,17 +124,9 @@ async def test_a_body_is_collected_once_its_dispatches_are_processed(tmp_path: P
         assert await blob_count(hub) == 1
         car = Sidecar(hub, dep)
         assert isinstance(await car.hello(), Welcome)
-        session_id, epoch = car.session
 
-        async def process(receipt: object) -> None:
-            event = DispatchProcessed(
-                event_id=new_id("evt"),
-                run_id=receipt.run_id,  # type: ignore[attr-defined]
-                dispatch_id=receipt.dispatch_id,  # type: ignore[attr-defined]
-                seq=receipt.seq,  # type: ignore[attr-defined]
-            )
-            frame = RunEvents(session_id=session_id, owner_epoch=epoch, events=[event])
-            assert isinstance(await car.request(hub.subjects.events, frame), EventsAck)
+        async def process(receipt: Accepted) -> None:
+            await processed(car, receipt)
 
         assert await collect_blobs(hub.store) == (0, True)  # both dispatches need it
         await process(first)
@@ -141,3 +159,58 @@ async def test_a_versions_sources_go_only_to_its_own_deployments_sidecar(tmp_pat
         car = Sidecar(hub, other)
         assert isinstance(await car.hello(), Welcome)
         assert refused(await car.request(hub.subjects.blob, get(car, digest)), "unknown_blob")
+
+
+@pytest.mark.anyio
+async def test_a_raw_message_is_claim_checked_served_to_its_deployment_and_collected(
+    tmp_path: Path,
+) -> None:
+    # Bigger than a chunk, as a message with an attachment is; the body is
+    # the text alone, inline.
+    raw = b"Subject: hi\r\n\r\n" + os.urandom(BLOB_CHUNK_SIZE + 99)
+    digest = "sha256:" + hashlib.sha256(raw).hexdigest()
+    async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
+        owner, other = await deploy(hub.store, "owner"), await deploy(hub.store, "other")
+        # Two recipients of one message: one blob, a claim on each dispatch.
+        [mine] = await accept(hub, owner, [b"hi"], raw=raw)
+        [theirs] = await accept(hub, other, [b"hi"], raw=raw)
+        assert await blob_count(hub) == 1
+        row = await hub.one(
+            "SELECT body, body_digest, raw_digest, raw_size FROM workflow_run_dispatch"
+            " WHERE id = ?",
+            mine.dispatch_id,
+        )
+        assert (bytes(row["body"]), row["body_digest"]) == (b"hi", None)
+        assert (row["raw_digest"], row["raw_size"]) == (digest, len(raw))
+
+        car = Sidecar(hub, owner)
+        assert isinstance(await car.hello(), Welcome)
+        inbox = Inbox()
+        await tg.start(inbox.serve, car)
+        hub.wire.on_accepted({owner.id})
+        await wait_for(lambda: inbox.frames, what="the dispatch")
+        [frame] = inbox.frames
+        assert frame.body == b"hi" and frame.claim is None
+        assert frame.raw is not None and (frame.raw.digest, frame.raw.size) == (digest, len(raw))
+        assert await fetch(car, digest) == raw
+
+        # A sidecar reads only the raw messages of its own deployment's
+        # dispatches: content addressing would otherwise let any sidecar
+        # read any message whose digest it learns.
+        stranger = Sidecar(hub, await deploy(hub.store, "stranger"))
+        assert isinstance(await stranger.hello(), Welcome)
+        assert refused(
+            await stranger.request(hub.subjects.blob, get(stranger, digest)), "unknown_blob"
+        )
+
+        await processed(car, mine)
+        assert await collect_blobs(hub.store) == (0, True)  # the other dispatch holds it
+        their_car = Sidecar(hub, other)
+        assert isinstance(await their_car.hello(), Welcome)
+        await processed(their_car, theirs)
+
+        async def collected() -> bool:
+            return await blob_count(hub) == 0
+
+        await wait_for(collected)
+        tg.cancel_scope.cancel()
