@@ -11,7 +11,7 @@ COPY pyproject.toml README.md ./
 COPY runtime ./runtime
 COPY hub ./hub
 COPY sidecar ./sidecar
-RUN pip install . && rm -rf /src
+RUN pip install ".[postgres]" && rm -rf /src
 
 RUN useradd --system --uid 10001 --create-home --home-dir /home/mailrun mailrun \
     && mkdir /data && chown mailrun:mailrun /data

@@ -42,6 +42,7 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
         UnknownProducer         404
         AdminTokenUnavailable   the hub's or the CLI's admin token file
         UnknownSession          a sidecar's frame: say hello again
+          LeaseLost             another hub serves the deployment now
         StaleEpoch              a sidecar's frame: fenced
         NatsIdentityError       a NATS identity (nkey seed) that cannot be read or made
         NatsServerError         the embedded nats-server (hub.up)
@@ -319,6 +320,12 @@ class StaleEpoch(HubError):
     """The frame's owner epoch is not the deployment's current one: fenced."""
 
     reason = Reason.STALE_EPOCH
+
+
+class LeaseLost(UnknownSession):
+    """This hub no longer serves the deployment (several hubs: another holds
+    its lease, or none does yet). Nothing was written; to the sidecar it is
+    an unknown session, so it says hello again and reaches the holder."""
 
 
 # --- processes: the embedded nats-server, ``mailrun up`` and ``demo`` -------

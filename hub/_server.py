@@ -67,11 +67,12 @@ from .metrics import HubMetrics
 from .natsauth import hub_seed
 from .outbound import Outbox, RelayConfig, relay_config
 from .smtp import SmtpConfig, SmtpServer, smtp_config
-from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store, give_nats_identities
+from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store, give_nats_identities, open_store
 from .wire import (
     DeadLetters,
     DispatchConfig,
     IngressConfig,
+    LeaseKeeper,
     RetentionConfig,
     WireConfig,
     run_ingress,
@@ -105,6 +106,9 @@ class HubConfig:
     """Where mail to outside addresses goes (None: it stays ``no_relay``)."""
     smtp: SmtpConfig | None = None
     """The SMTP ingress (``--smtp``); None: no SMTP server."""
+    database: str | None = field(default=None, repr=False)
+    """A ``postgresql://`` URL (``--database``); None: ``state_dir/hub.db``.
+    Not in ``repr``: it may carry a password."""
 
 
 class WireSide(Protocol):
@@ -166,7 +170,9 @@ async def serve_hub(
             # Bound up front too: a port clash stops the hub before it starts anything.
             smtp_sock = bind_socket(config.smtp.host, config.smtp.port)
         async with AsyncExitStack() as stack:
-            store = await Store.open(config.state_dir / "hub.db", busy_timeout=config.busy_timeout)
+            store = await open_store(
+                config.database or config.state_dir / "hub.db", busy_timeout=config.busy_timeout
+            )
             stack.push_async_callback(store.aclose)
             if config.sidecar_root is not None:
                 await give_nats_identities(store, config.sidecar_root)
@@ -196,6 +202,11 @@ async def serve_hub(
                 # One keeper of dead letters for the wire side and the mail
                 # ingress: one table, one set of caps, counted in /metrics.
                 letters = DeadLetters(config.wire.retention)
+                # On PostgreSQL, hubs share the deployments by lease: a second
+                # hub on the same database joins by starting (docs/scaling.md).
+                shared: dict[str, Any] = {}
+                if store.dialect == "postgresql":
+                    shared["leases"] = LeaseKeeper(store, boot_id, http_url=http_url)
                 start_wire = functools.partial(
                     wire or run_wire,
                     store=store,
@@ -206,6 +217,7 @@ async def serve_hub(
                     outbox=outbox,
                     letters=letters,
                     metrics=metrics,
+                    **shared,
                 )
                 side: WireSide = await tg.start(start_wire)
                 acceptor.on_accepted = side.on_accepted
@@ -322,6 +334,7 @@ def run_hub_cli(
     smtp: str | None = None,
     smtp_cert: Path | None = None,
     smtp_key: Path | None = None,
+    database: str | None = None,
 ) -> None:
     """Run the hub in this process until SIGTERM/SIGINT (``mailrun hub``, ``python -m hub``).
 
@@ -360,6 +373,7 @@ def run_hub_cli(
         backoff_max=backoff_max,
         relay=relay,
         smtp=ingress_smtp,
+        database=database,
     )
     if redeliver_after is not None:
         dispatch = DispatchConfig(redeliver_after=redeliver_after)

@@ -41,15 +41,17 @@ class Cursor(Protocol):
 
 
 class Connection(Protocol):
-    """What store code calls on a connection: aiosqlite's and :class:`Direct` fit."""
+    """What store code calls on a connection: aiosqlite's and :class:`Direct`
+    fit, and the hub's PostgreSQL connections."""
 
     def execute(self, sql: str, parameters: Params = ...) -> Awaitable[Cursor]: ...
 
     def executemany(self, sql: str, parameters: Iterable[Params]) -> Awaitable[Cursor]: ...
 
-    def execute_fetchall(
-        self, sql: str, parameters: Params = ...
-    ) -> Awaitable[Iterable[sqlite3.Row]]: ...
+    def execute_fetchall(self, sql: str, parameters: Params = ...) -> Awaitable[Iterable[Any]]:
+        """Rows read by position and by column name: ``sqlite3.Row``, or a
+        row of another database's connection that reads the same."""
+        ...
 
 
 Body: TypeAlias = Callable[[Connection], Coroutine[Any, Any, T]]
@@ -101,7 +103,7 @@ def _run(conn: sqlite3.Connection, body: Body[T]) -> T:
     except sqlite3.Error as exc:
         raise TransactionFailed(f"cannot begin a write transaction: {exc}") from exc
     try:
-        result = _drive(body(Direct(conn)))
+        result = drive(body(Direct(conn)))
     except BaseException:
         _rollback(conn)
         raise
@@ -122,7 +124,11 @@ def _run_lazily(conn: sqlite3.Connection, body: Body[T]) -> T:
         conn.execute(f"PRAGMA synchronous = {int(level)}")
 
 
-def _drive(coro: Coroutine[Any, Any, T]) -> T:
+def drive(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a transaction body that awaits only a connection whose calls
+    finish at once (:class:`Direct`, or a PostgreSQL one on its thread) to its
+    end, without an event loop; :class:`TransactionSuspended` if it awaits
+    anything else."""
     try:
         coro.send(None)
     except StopIteration as done:

@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from tests.support import NatsServerProcess, running_nats_server
+from tests.support.postgres import PostgresServer
 from tests.support.smtp import SmtpServer
 
 
@@ -23,6 +24,24 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServerProcess]:
     """A fresh nats-server per test (it starts in ~15 ms), free to kill and restart."""
     with running_nats_server(tmp_path) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the session (started in about a second)."""
+    server = PostgresServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's hub store lives: a SQLite file, then a fresh PostgreSQL
+    database (the test runs once on each)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "hub.db")
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.new_database()
 
 
 @pytest.fixture

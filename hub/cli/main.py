@@ -44,6 +44,7 @@ from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV
 from ..smtp import PASSWORD_ENV as SMTP_PASSWORD_ENV
 from ..smtp import USER_ENV as SMTP_USER_ENV
 from ..smtp import smtp_config
+from ..store import DATABASE_ENV, is_database_url
 from .commands import COMMANDS, F, fail
 from .producers import producer
 from .replay import replay
@@ -120,6 +121,23 @@ def _check_smtp(smtp: str | None, cert: Path | None, key: Path | None) -> None:
         fail(f"{exc.reason}: {exc.detail}")
 
 
+def _check_database(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not is_database_url(value):
+        raise click.BadParameter("a postgresql:// URL (without it: the state dir's SQLite file)")
+    return value
+
+
+_database = click.option(
+    "--database",
+    metavar="URL",
+    envvar=DATABASE_ENV,
+    callback=_check_database,
+    help="Keep the hub's data in this PostgreSQL database (postgresql://...) instead of"
+    f" STATE_DIR/hub.db (env {DATABASE_ENV}: a URL with a password belongs there, not in"
+    " argv).",
+)
+
+
 def _default_state_dir(help_: str) -> Callable[[F], F]:
     """``--state-dir``, defaulting to the one the CLI looks in for the token too."""
     return click.option(
@@ -156,6 +174,7 @@ def main() -> None:
     help=f"Use this NATS server instead of an embedded one (env {NATS_URL_ENV}).",
 )
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
+@_database
 @_smtp_relay
 @_smtp_options(allow_port_zero=False)
 def up(
@@ -163,6 +182,7 @@ def up(
     http: str,
     nats_url: str | None,
     subject_prefix: str | None,
+    database: str | None,
     smtp_relay: str | None,
     smtp: str | None,
     smtp_cert: Path | None,
@@ -190,6 +210,7 @@ def up(
         smtp=smtp,
         smtp_cert=smtp_cert,
         smtp_key=smtp_key,
+        database=database,
         say=say,
     )
 
@@ -297,6 +318,7 @@ def demo() -> None:
         f" {DEFAULT_RUN_HISTORY}; env {RUN_HISTORY_ENV}, which `mailrun up` passes on)."
     ),
 )
+@_database
 @_smtp_relay
 @_smtp_options(allow_port_zero=True)
 def hub_cmd(
@@ -310,6 +332,7 @@ def hub_cmd(
     token_file: Path | None,
     redeliver_after: float | None,
     run_history: int | None,
+    database: str | None,
     smtp_relay: str | None,
     smtp: str | None,
     smtp_cert: Path | None,
@@ -337,6 +360,7 @@ def hub_cmd(
         smtp=smtp,
         smtp_cert=smtp_cert,
         smtp_key=smtp_key,
+        database=database,
     )
 
 

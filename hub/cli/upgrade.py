@@ -20,7 +20,7 @@ import msgspec
 from runtime import RecordDecodeError, read_restore_record
 
 from .._errors import MigrationError
-from ..store import LATEST, OnStep, Store, pending_migrations, read_version
+from ..store import LATEST, OnStep, open_store, pending_migrations, read_version
 
 HUB_DB = "hub.db"
 SIDECARS = "sidecars"
@@ -85,7 +85,7 @@ async def migrate_state(
     if not before.hub.exists or not before.hub.pending:
         return before
     try:
-        store = await Store.open(Path(before.hub.path), on_migration=on_migration)
+        store = await open_store(Path(before.hub.path), on_migration=on_migration)
     except sqlite3.Error as exc:
         raise MigrationError(f"cannot migrate {before.hub.path}: {exc}") from exc
     await store.aclose()

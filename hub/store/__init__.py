@@ -9,6 +9,7 @@ from .addresses import address_status as address_status
 from .approvals import ApprovalView as ApprovalView
 from .approvals import get_approval as get_approval
 from .approvals import list_approvals as list_approvals
+from .base import Store as Store
 from .change_views import change_views as change_views
 from .changes import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
 from .changes import Change as Change
@@ -17,7 +18,7 @@ from .changes import last_change_id as last_change_id
 from .changes import read_changes as read_changes
 from .changes import trim_changes as trim_changes
 from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
-from .db import Store as Store
+from .db import SqliteStore as SqliteStore
 from .deployments import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
 from .deployments import Created as Created
 from .deployments import build_sources as build_sources
@@ -27,10 +28,17 @@ from .group_commit import Acceptor as Acceptor
 from .history import RunHistory as RunHistory
 from .history import read_history as read_history
 from .identities import give_nats_identities as give_nats_identities
+from .leases import LeaseRound as LeaseRound
+from .leases import check_lease as check_lease
+from .leases import release_all as release_all
+from .leases import renew_and_take as renew_and_take
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import pending_migrations as pending_migrations
 from .migrations import read_version as read_version
+from .opening import DATABASE_ENV as DATABASE_ENV
+from .opening import is_database_url as is_database_url
+from .opening import open_store as open_store
 from .outbox import OutboundMail as OutboundMail
 from .outbox import OutboundStatus as OutboundStatus
 from .outbox import OutboundView as OutboundView
@@ -92,6 +100,7 @@ from .versions import pending_rollouts as pending_rollouts
 from .versions import request_rollout as request_rollout
 
 __all__ = [
+    "DATABASE_ENV",
     "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CHANGES_KEPT",
     "DEFAULT_ENTRYPOINT",
@@ -110,6 +119,7 @@ __all__ = [
     "DispatchStatus",
     "DispatchView",
     "DueMail",
+    "LeaseRound",
     "NewProducer",
     "OnStep",
     "OutboundMail",
@@ -124,6 +134,7 @@ __all__ = [
     "Rollout",
     "RunHistory",
     "RunView",
+    "SqliteStore",
     "Store",
     "Trigger",
     "VersionStatus",
@@ -135,6 +146,7 @@ __all__ = [
     "body_digest",
     "build_sources",
     "change_views",
+    "check_lease",
     "count_by_status",
     "count_outbound",
     "create_deployment",
@@ -154,6 +166,7 @@ __all__ = [
     "give_nats_identities",
     "insert_producer",
     "is_active_producer",
+    "is_database_url",
     "last_change_id",
     "list_approvals",
     "list_deployments",
@@ -167,13 +180,16 @@ __all__ = [
     "mark_sending",
     "mark_sent",
     "next_due",
+    "open_store",
     "pending_migrations",
     "pending_rollouts",
     "read_changes",
     "read_history",
     "read_version",
     "record_outbound",
+    "release_all",
     "remove_producer",
+    "renew_and_take",
     "request_rollout",
     "resolve_deployment",
     "resolve_producer",

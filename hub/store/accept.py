@@ -29,7 +29,7 @@ from runtime import (
 )
 
 from .._errors import AcceptFailed
-from .reads import fetch_all
+from .reads import fetch_all, is_postgres
 from .schema import ApprovalStatus, DispatchStatus
 from .triggers import Accepted, Outcome, Receipt, RefusedByRun, Rejected, Trigger, body_digest
 
@@ -47,7 +47,13 @@ __all__ = [
 
 _DEPLOYMENTS = """SELECT d.id, d.address, a.status, d.next_seq, d.version FROM deployment d
 JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE {where}
-ORDER BY d.deleted_at IS NULL, d.created_at"""  # live rows last: they win per address
+ORDER BY d.deleted_at IS NULL, d.created_at, d.id"""  # live rows last: they win per address
+# The anchor lock on PostgreSQL, where hubs accept at once: the deployment
+# rows, locked in one order (no deadlock between two batches), read as the
+# last commit left them; what the batch reads next (the top-level run, the
+# message ids) is read after the lock, so it is the last commit's too. On
+# SQLite, BEGIN IMMEDIATE already holds every row.
+_LOCKED = " FOR UPDATE OF d"
 
 
 def _marks(n: int) -> str:
@@ -133,23 +139,20 @@ class _Batch:
 
     async def load(self, db: Connection, triggers: Sequence[Trigger]) -> None:
         approval_ids = sorted({t.approval_id for t in triggers if t.approval_id})
-        if approval_ids:
-            for approval_id, run_id, dep_id, status in await fetch_all(
-                db,
-                "SELECT a.id, a.run_id, r.deployment_id, a.status FROM approval a JOIN"
-                f" workflow_run r ON r.id = a.run_id WHERE a.id IN ({_marks(len(approval_ids))})",
-                approval_ids,
-            ):
-                self.approvals[approval_id] = [run_id, dep_id, status]
+        await self._load_approvals(db, approval_ids)
         addresses = sorted({t.address for t in triggers if t.address and not t.deployment_id})
-        dep_ids = {t.deployment_id for t in triggers if t.deployment_id}
-        dep_ids |= {a[1] for a in self.approvals.values()}
-        for where, values in (("d.address", addresses), ("d.id", sorted(dep_ids))):
-            if values:
-                sql = _DEPLOYMENTS.format(where=f"{where} IN ({_marks(len(values))})")
-                for row in await fetch_all(db, sql, values):
-                    self.deps[row[0]] = _Deployment(*row)
-                    self.addresses[row[1]] = row[0]
+        dep_ids = sorted({t.deployment_id for t in triggers if t.deployment_id}
+                         | {a[1] for a in self.approvals.values()})  # fmt: skip
+        if addresses or dep_ids:
+            where = f"d.address IN ({_marks(len(addresses))}) OR d.id IN ({_marks(len(dep_ids))})"
+            sql = _DEPLOYMENTS.format(where=where)
+            locking = is_postgres(db)
+            for row in await fetch_all(db, sql + (_LOCKED if locking else ""), addresses + dep_ids):
+                self.deps[row[0]] = _Deployment(*row)
+                self.addresses[row[1]] = row[0]
+            if locking:
+                # Decided by another hub while this batch waited for the lock?
+                await self._load_approvals(db, approval_ids)
         if not self.deps:
             return
         deps = sorted(self.deps)
@@ -185,6 +188,16 @@ class _Batch:
                 )
                 answer = _refused(first, status, error) or first
                 self.seen[(dep_id, mid)] = (_Content.stored(content), answer)
+
+    async def _load_approvals(self, db: Connection, approval_ids: list[str]) -> None:
+        if approval_ids:
+            for approval_id, run_id, dep_id, status in await fetch_all(
+                db,
+                "SELECT a.id, a.run_id, r.deployment_id, a.status FROM approval a JOIN"
+                f" workflow_run r ON r.id = a.run_id WHERE a.id IN ({_marks(len(approval_ids))})",
+                approval_ids,
+            ):
+                self.approvals[approval_id] = [run_id, dep_id, status]
 
     def _deployment_of(self, t: Trigger) -> str | None:
         if t.approval_id:

@@ -1,12 +1,12 @@
-"""The hub's SQLite store: one writer connection, one reader connection.
+"""The hub's store on SQLite: one writer connection, one reader connection.
 
-Writes go through :meth:`Store.transact`: an ``anyio.Lock`` serialises them
+Writes go through :meth:`SqliteStore.transact`: an ``anyio.Lock`` serialises them
 inside this process and ``BEGIN IMMEDIATE`` takes SQLite's write lock up
 front, so a transaction never fails half-way on lock upgrade and never
 interleaves with another. The body of a transaction runs whole on the
 writer's thread (``runtime.transact``): the lock is held for the time the
 statements take, not for a round trip through the event loop per
-statement. :meth:`Store.write` is the same transaction with the body on the
+statement. :meth:`SqliteStore.write` is the same transaction with the body on the
 loop, one round trip a statement, for code that must await other things
 inside it (tests that stage a crash's leftovers, say); the hub itself does
 not use it. Reads use ``store.db``, a second connection: in
@@ -27,9 +27,17 @@ from typing import TypeVar
 import aiosqlite
 import anyio
 
-from runtime import Body, TransactionFailed, configure_sqlite, release_free_pages, transact
+from runtime import (
+    Body,
+    TransactionFailed,
+    configure_sqlite,
+    release_free_pages,
+    transact,
+)
 
 from .._errors import StoreUnavailable
+from .base import Store
+from .blob_io import BlobReader, SqliteBlobReader
 from .migrations import OnStep, apply_migrations
 
 T = TypeVar("T")
@@ -55,23 +63,26 @@ async def _connect(path: Path, busy_timeout: float, *, reader: bool) -> aiosqlit
     return db
 
 
-class Store:
-    """The hub database. Use :meth:`open`; close with :meth:`aclose`."""
+class SqliteStore(Store):
+    """The hub database in a SQLite file. Use :meth:`open` (or ``open_store``)."""
+
+    dialect = "sqlite"
 
     def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
-        self.path = path
+        self.path = self._file = path
         self.db = reader
+        self._reader = reader
         self._writer = writer
         self._lock = anyio.Lock()
 
     @classmethod
     async def open(
         cls,
-        path: Path,
+        path: Path | str,
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         on_migration: OnStep | None = None,
-    ) -> Store:
+    ) -> SqliteStore:
         """Open (creating if needed) the database at ``path`` and migrate it
         (each migration applied told to ``on_migration``)."""
         path = Path(path)
@@ -89,6 +100,9 @@ class Store:
             raise
         return cls(path, writer, reader)
 
+    def blob_reader(self) -> BlobReader:
+        return SqliteBlobReader(self._file)
+
     async def release_free_pages(self, keep: int, *, slack: int = 0) -> int:
         """Give the file's free pages beyond ``keep`` bytes back once more than
         ``keep + slack`` are free (``runtime.release_free_pages``); the pages
@@ -99,14 +113,8 @@ class Store:
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             async with self._lock:
-                await self.db.close()
+                await self._reader.close()
                 await self._writer.close()
-
-    async def __aenter__(self) -> Store:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     async def transact(self, body: Body[T], *, durable: bool = True) -> T:
         """One write transaction, ``body`` run whole on the writer's thread

@@ -38,7 +38,7 @@ from runtime import (
 
 from .._errors import InvalidDeployment, InvalidName, NameTaken
 from ..natsauth import new_user_key
-from .db import Store
+from .base import Store
 from .schema import DispatchStatus
 from .versions import insert_first_version
 

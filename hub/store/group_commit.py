@@ -26,7 +26,7 @@ from runtime import Connection, afailpoint, failpoint
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
 from ..metrics import HubMetrics
 from .accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
-from .db import Store
+from .base import Store
 from .triggers import WITH_OTHERS
 
 log = logging.getLogger("mailrun.hub.accept")

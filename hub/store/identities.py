@@ -22,7 +22,7 @@ from runtime import Connection, MailrunError, read_restore_record, record_path, 
 
 from .._errors import NatsIdentityError
 from ..natsauth import new_user_key, public_key
-from .db import Store
+from .base import Store
 from .reads import fetch_all
 
 log = logging.getLogger("mailrun.hub.identities")

@@ -21,6 +21,7 @@ import anyio
 
 from .._errors import MigrationError
 from .changes import add_change_feed
+from .leases import LEASES_SCHEMA
 from .outbox import add_outbound_mail
 from .producers import add_producers
 from .schema import (
@@ -35,6 +36,7 @@ from .schema import (
     create_v1,
     migrate_v1_to_v2,
 )
+from .schema_pg import BASELINE
 from .versions import add_workflow_versions
 
 __all__ = [
@@ -54,13 +56,23 @@ Step = Callable[[aiosqlite.Connection], Awaitable[None]]
 
 @dataclass(frozen=True)
 class Migration:
+    """One step of the schema: ``step`` on SQLite, the ``postgres`` script on
+    PostgreSQL ("": nothing to do there)."""
+
     version: int
     name: str
     step: Step
+    postgres: str = ""
 
 
+async def nothing(db: aiosqlite.Connection) -> None:
+    """A migration with nothing to do on SQLite (one file has one hub: no leases)."""
+
+
+# PostgreSQL begins at schema 12: its migration 1 is the whole schema 12, and
+# 2-12 are in it (schema_pg.py). Later migrations give both.
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "0001_release1_schema", create_v1),
+    Migration(1, "0001_release1_schema", create_v1, postgres=BASELINE),
     Migration(2, "0002_release2_schema", migrate_v1_to_v2),
     Migration(3, "0003_dead_letter_deployment", add_dead_letter_deployment),
     Migration(4, "0004_owner_home", add_owner_home),
@@ -72,6 +84,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "0010_producers", add_producers),
     Migration(11, "0011_change_feed", add_change_feed),
     Migration(12, "0012_raw_message", add_raw_message),
+    Migration(13, "0013_hub_leases", nothing, postgres=LEASES_SCHEMA),
 )
 LATEST = MIGRATIONS[-1].version
 

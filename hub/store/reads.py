@@ -26,6 +26,13 @@ import sqlite3
 from runtime import Connection, Params
 
 
+def is_postgres(db: Connection) -> bool:
+    """Whether ``db`` is a PostgreSQL connection (``hub.store.pg``): the few
+    statements that lock rows there (SQLite's ``BEGIN IMMEDIATE`` holds the
+    whole database) ask."""
+    return getattr(db, "dialect", "sqlite") == "postgresql"
+
+
 async def fetch_all(db: Connection, sql: str, params: Params = ()) -> list[sqlite3.Row]:
     """Every row ``sql`` yields (``sqlite3.Row``, the store's row factory),
     executed and fetched in one call on the connection's thread."""

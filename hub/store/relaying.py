@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from runtime import ATTEMPT_LIMIT, Connection, Params
 
-from .db import Store
+from .base import Store
 from .outbox import OutboundStatus
 from .reads import fetch_all, fetch_one
 

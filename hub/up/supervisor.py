@@ -52,6 +52,7 @@ from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunning
 from .._token import ensure_admin_token
 from ..natsauth import hub_seed, producer_users_of, public_key, users_of
+from ..store import DATABASE_ENV
 from .children import Backoff, Child, ChildSpec
 from .nats import EmbeddedConfig, find_nats_server, free_port, greets
 
@@ -72,6 +73,7 @@ class UpConfig:
     smtp: str | None = None  # HOST:PORT of the hub's SMTP ingress
     smtp_cert: Path | None = None  # its STARTTLS certificate and key (absolute), passed on
     smtp_key: Path | None = None
+    database: str | None = field(default=None, repr=False)  # the hub's, via its environment
     poll_interval: float = 0.5
     stop_grace: float = 5.0
     backoff: Backoff = field(default_factory=Backoff)
@@ -206,6 +208,8 @@ class Up:
         # The URL may carry a password: children get it in their environment,
         # which only this user can read, never in argv, which anyone can.
         self.env[NATS_URL_ENV] = nats_url
+        if self.config.database is not None:
+            self.env[DATABASE_ENV] = self.config.database
         argv = [sys.executable, "-m", "hub", "--state-dir", str(self.state_dir)]
         argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
         if self.config.subject_prefix:

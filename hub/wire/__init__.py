@@ -1,11 +1,13 @@
 """The hub's NATS side: sessions, dispatch rounds, event ingestion, child
-minting, claim-check blobs, quarantine, sidecar health, retention and the
-producers' mail ingress."""
+minting, claim-check blobs, quarantine, sidecar health, retention, the
+producers' mail ingress, and the leases by which several hubs share the
+deployments."""
 
 from .dispatcher import DispatchConfig as DispatchConfig
 from .health import HealthConfig as HealthConfig
 from .ingress import IngressConfig as IngressConfig
 from .ingress import run_ingress as run_ingress
+from .leasing import LeaseKeeper as LeaseKeeper
 from .retention import DeadLetters as DeadLetters
 from .retention import RetentionConfig as RetentionConfig
 from .service import Wire as Wire
@@ -17,6 +19,7 @@ __all__ = [
     "DispatchConfig",
     "HealthConfig",
     "IngressConfig",
+    "LeaseKeeper",
     "RetentionConfig",
     "Wire",
     "WireConfig",

@@ -207,6 +207,9 @@ class Dispatcher:
         overdue = await find_overdue(
             self._store, window=config.redeliver_window, before=now - config.redeliver_after
         )
+        # Several hubs: each sends again only what it delivers.
+        serves = self._sessions.leases.serves
+        overdue = [row for row in overdue if serves(row.deployment_id)]
         resent = await put_back(self._store, overdue)
         if resent:
             self._redeliveries.record(resent, now)

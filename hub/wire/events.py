@@ -41,7 +41,7 @@ from ..store import (
 )
 from .ingest import Ingest
 from .retention import DeadLetters, trim_history
-from .sessions import SessionTable, fence
+from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.events")
 
@@ -93,7 +93,7 @@ class EventsHandler:
         status = self._outbox.status if self._outbox else OutboundStatus.NO_RELAY
 
         async def body(db: Connection) -> tuple[Ingest, bool, set[str]]:
-            await fence(db, session.deployment_id, frame.owner_epoch)
+            await self._sessions.fence(db, session.deployment_id, frame.owner_epoch)
             ingest = Ingest(db, session.deployment_id, self._subject, time.time(), self._letters)
             released = await ingest.events(frame.events)
             woken = await ingest.route(status)

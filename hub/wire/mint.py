@@ -27,7 +27,7 @@ from runtime import (
 )
 
 from ..store import Store, fetch_one
-from .sessions import SessionTable, fence
+from .sessions import SessionTable
 
 # Derived from the classifier, so the SQL condition agrees with it.
 _LIVE_RUN = tuple(s.value for s in RunStatus if is_live(s))
@@ -69,7 +69,7 @@ class MintHandler:
         await afailpoint("hub.mint.before_claim")
 
         async def body(db: Connection) -> Minted | Refused:
-            await fence(db, dep, req.owner_epoch)
+            await self._sessions.fence(db, dep, req.owner_epoch)
             first = await fetch_one(
                 db,
                 "SELECT id FROM workflow_run WHERE parent_run_id = ? AND start_request_id = ?"

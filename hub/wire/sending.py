@@ -38,9 +38,9 @@ from runtime import (
     encode,
 )
 
-from .._errors import StaleEpoch
+from .._errors import LeaseLost, StaleEpoch
 from ..store import DispatchStatus, Store, fetch_all, fetch_one
-from .sessions import Session, fence
+from .sessions import Session, SessionTable
 
 _RESERVED = """
 SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,
@@ -211,9 +211,10 @@ def _refusal(ack: Ack) -> str:
     return f"{reason}: {ack.detail}" if ack.detail else reason
 
 
-async def settle(store: Store, session: Session, result: Answers) -> bool:
-    """Record answers in one transaction, under the epoch they were sent in;
-    False when the epoch moved meanwhile and nothing was recorded."""
+async def settle(store: Store, sessions: SessionTable, session: Session, result: Answers) -> bool:
+    """Record answers in one transaction, under the epoch they were sent in
+    and while this hub serves the deployment; False when the epoch moved (or
+    the lease) meanwhile and nothing was recorded."""
     if not result.acked and not result.refused:
         return True
     # Acks are in, none recorded: a crash here redelivers them all.
@@ -224,16 +225,20 @@ async def settle(store: Store, session: Session, result: Answers) -> bool:
             # Acks count only while the epoch they were sent under is current:
             # a takeover committed meanwhile has reset these rows for the new
             # owner, and the old owner's ack must not mark them delivered.
-            await fence(db, session.deployment_id, session.owner_epoch)
+            await sessions.fence(db, session.deployment_id, session.owner_epoch)
             await _mark(db, result, time.time())
 
         # Not durable: a mark lost to a power failure is a dispatch sent
         # again, which the sidecar answers "duplicate". Waiting for the disk
         # here held the write lock that accepts wait on.
         await store.transact(body, durable=False)
-    except StaleEpoch:
+    except (StaleEpoch, LeaseLost) as exc:
         result.failed += len(result.acked)
-        result.last_error = "ownership moved while the frames were out"
+        result.last_error = (
+            "ownership moved while the frames were out"
+            if isinstance(exc, StaleEpoch)
+            else "another hub serves the deployment now"
+        )
         return False
     return True
 

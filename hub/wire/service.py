@@ -25,6 +25,7 @@ from runtime import (
     Subscription,
     Transport,
     TransportError,
+    Wakeup,
     encode,
 )
 
@@ -34,6 +35,7 @@ from .blobs import GC_INTERVAL, BlobCollector, BlobHandler
 from .dispatcher import DispatchConfig, Dispatcher
 from .events import EventsHandler, OutboundSink
 from .health import HealthConfig, Prober, health_report, redelivery_metrics, stuck_report
+from .leasing import LeaseKeeper
 from .mint import MintHandler
 from .ownership import OWNER_LEASE
 from .retention import DeadLetters, Garbage, RetentionConfig
@@ -193,15 +195,18 @@ async def run_wire(
     outbox: OutboundSink | None = None,
     letters: DeadLetters | None = None,
     metrics: HubMetrics | None = None,
+    leases: LeaseKeeper | None = None,
     task_status: anyio.abc.TaskStatus[Wire] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hub's subjects until cancelled; ``task_status.started(wire)``
     once every subscription is up and HubBoot has been announced. Mail to
     outside addresses goes to ``outbox`` (None: recorded as ``no_relay``).
     ``letters`` keeps the dead letters (shared with the mail ingress: one
-    table, one set of caps and counters)."""
+    table, one set of caps and counters). With ``leases`` (several hubs on
+    one PostgreSQL), this hub serves only the deployments it holds a lease
+    on, and only on their own subjects (sidecars of this release)."""
     config = config or WireConfig()
-    sessions = SessionTable()
+    sessions = SessionTable(leases=leases)
     dispatcher = Dispatcher(
         store=store,
         transport=transport,
@@ -263,8 +268,20 @@ async def run_wire(
         subjects.state: ("state", StateHandler(store=store, sessions=sessions)),
     }
     subscriptions: list[Subscription] = []
+    announcing = Wakeup()
     try:
         async with anyio.create_task_group() as tg:
+            if leases is not None:
+
+                def lost(deployment_ids: set[str]) -> None:
+                    for dep in deployment_ids:
+                        sessions.drop(dep)
+                        dispatcher.forget(dep)
+
+                # A deployment taken over: its sidecar says hello to this hub.
+                leases.on_gained = lambda deployment_ids: announcing.set()
+                leases.on_lost = lost
+                await tg.start(leases.run)
             await tg.start(dispatcher.run)
             tg.start_soon(collector.run)
             tg.start_soon(prober.run)
@@ -274,7 +291,7 @@ async def run_wire(
                 # <subject>.<dep>: sidecars of this release, each on its own
                 # (the permissions let only its identity publish there);
                 # <subject>: sidecars of an earlier release.
-                for per_deployment in (True, False):
+                for per_deployment in (True, False) if leases is None else (True,):
                     sub = await transport.subscribe(f"{subject}.*" if per_deployment else subject)
                     subscriptions.append(sub)
                     tg.start_soon(
@@ -285,6 +302,7 @@ async def run_wire(
                         handler,
                         config.max_in_flight,
                         "dep" if per_deployment else None,
+                        None if leases is None else leases.serves,
                     )
             await transport.flush()
 
@@ -298,6 +316,13 @@ async def run_wire(
             # meant for it: after a reconnect every sidecar says hello again.
             transport.on_reconnect(announce)
             await announce()
+
+            async def announce_takeovers() -> None:
+                while True:
+                    await announcing.wait()
+                    await announce()
+
+            tg.start_soon(announce_takeovers)
             task_status.started(
                 Wire(sessions, dispatcher, notices, config.health, letters, rollouts)
             )

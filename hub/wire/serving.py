@@ -44,17 +44,19 @@ async def serve(
     handler: Handler,
     limit: int,
     sender_kind: str | None,
+    serves: Callable[[str], bool] | None = None,
 ) -> None:
     """Serve ``sub`` until it ends. ``sender_kind``: the id prefix (``dep``,
     ``prd``) of the sender the subject's last token names; None on a shared
-    subject, whose requests have no sender."""
+    subject, whose requests have no sender. With ``serves``, a request of a
+    sender it refuses is left unanswered: another hub serves that sender."""
     slots = anyio.Semaphore(limit)
     async with anyio.create_task_group() as tg:
         async for message in sub:
             sender: str | None = None
             if sender_kind is not None:
                 sender = _sender(message, sender_kind)
-                if sender is None:
+                if sender is None or (serves is not None and not serves(sender)):
                     continue
             await slots.acquire()
             tg.start_soon(_answer, garbage, message, source, handler, sender, slots)

@@ -33,6 +33,7 @@ from runtime import (
 
 from .._errors import StaleEpoch, UnknownSession
 from ..store import Store, fetch_one
+from .leasing import Everything, Leases
 from .ownership import (
     OWNER_LEASE,
     Claim,
@@ -72,7 +73,9 @@ class SessionTable:
     deployment. A frame is valid when it names a known session of its
     deployment and carries the epoch of that deployment's current session."""
 
-    def __init__(self, *, max_sessions: int = MAX_SESSIONS) -> None:
+    def __init__(self, *, max_sessions: int = MAX_SESSIONS, leases: Leases | None = None) -> None:
+        self.leases: Leases = leases or Everything()
+        """Which deployments this hub serves (several hubs: by lease)."""
         self._by_id: OrderedDict[str, Session] = OrderedDict()
         self._current: dict[str, Session] = {}
         self._seen: dict[str, float] = {}  # deployment id -> monotonic time
@@ -162,6 +165,12 @@ class SessionTable:
             raise StaleEpoch(f"epoch {epoch} is not the current owner's")
         self.seen(session.deployment_id)
         return session
+
+    async def fence(self, db: Connection, deployment_id: str, owner_epoch: int) -> None:
+        """Inside a write transaction: :func:`fence`, and this hub still
+        serves the deployment (``LeaseLost`` else)."""
+        await fence(db, deployment_id, owner_epoch)
+        await self.leases.check(db, deployment_id)
 
 
 async def fence(db: Connection, deployment_id: str, owner_epoch: int) -> None:

@@ -185,7 +185,10 @@ class Window:
             if answers.acked or answers.refused:
                 sending.sessions.seen(dep)
             try:
-                if await settle(sending.store, self.session, answers) and sending.metrics:
+                if (
+                    await settle(sending.store, sending.sessions, self.session, answers)
+                    and sending.metrics
+                ):
                     sending.metrics.delivered.inc(dep, len(answers.acked))
             except Exception as exc:
                 log.exception("settling answers of %s failed", dep)

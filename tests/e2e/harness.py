@@ -15,8 +15,11 @@ from typing import Any
 
 import anyio
 import psutil
+import psycopg
 
 from hub.natsauth import HUB_SEED_FILE
+from hub.store import is_database_url
+from hub.store.pg import translate
 from runtime import RestoreRecord, read_restore_record, record_path
 from tests.support import HubClient, free_port, wait_for
 
@@ -62,10 +65,17 @@ class Up(HubClient):
     """One `mailrun up` process with its state dir, and helpers to inspect it
     (its HTTP API: :class:`~tests.support.HubClient`)."""
 
-    def __init__(self, state_dir: Path, proc: subprocess.Popen[bytes], http: str) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        proc: subprocess.Popen[bytes],
+        http: str,
+        database: str | None = None,
+    ) -> None:
         super().__init__(f"http://{http}", token_file=state_dir / "admin-token")
         self.state_dir = state_dir
         self.proc = proc
+        self.database = database  # a PostgreSQL URL; None: the state dir's hub.db
 
     @property
     def hub_options(self) -> list[str]:
@@ -120,6 +130,11 @@ class Up(HubClient):
         return sqlite3.connect(f"file:{self.state_dir / 'hub.db'}?mode=ro", uri=True)
 
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+        """``sql`` (SQLite's spelling) on the hub's database, whichever it is."""
+        if self.database is not None:
+            text, reorder = translate(sql)
+            with psycopg.connect(self.database, cursor_factory=psycopg.ClientCursor) as pg:
+                return [tuple(row) for row in pg.execute(text, reorder(args)).fetchall()]
         with self.hub_db() as db:
             return db.execute(sql, args).fetchall()
 
@@ -148,13 +163,21 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @asynccontextmanager
 async def mailrun_up(
-    tmp_path: Path, *extra: str, env: Mapping[str, str] | None = None
+    tmp_path: Path,
+    *extra: str,
+    env: Mapping[str, str] | None = None,
+    database: str | None = None,
 ) -> AsyncIterator[Up]:
     """Run `mailrun up` in ``tmp_path/state`` on a free HTTP port until the block
-    ends; ``env`` adds to (or overrides) the environment it inherits."""
+    ends; ``env`` adds to (or overrides) the environment it inherits. With
+    ``database`` (the ``database`` fixture's value), the hub keeps its data
+    there: a PostgreSQL URL is passed as ``--database``."""
     http = f"127.0.0.1:{free_port()}"
+    url = database if database is not None and is_database_url(database) else None
+    if url is not None:
+        extra = ("--database", url, *extra)
     proc = _spawn_up(tmp_path, http, *extra, env=env)
-    up = Up(tmp_path / "state", proc, http)
+    up = Up(tmp_path / "state", proc, http, database=url)
     try:
         await wait_for(up.healthz, timeout=30, what="hub /healthz")
         yield up

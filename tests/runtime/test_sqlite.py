@@ -10,7 +10,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from hub import Store
+from hub.store import open_store
 from runtime import (
     JOURNAL_SIZE_LIMIT,
     SQLITE_SYNCHRONOUS_ENV,
@@ -33,7 +33,7 @@ async def pragma(db: aiosqlite.Connection, name: str) -> object:
 
 
 async def test_the_hub_writer_and_the_inbox_fsync_every_commit(tmp_path: Path) -> None:
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         writer = store._writer
         assert await pragma(writer, "synchronous") == FULL
         assert await pragma(writer, "journal_mode") == "wal"

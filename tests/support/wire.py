@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import msgspec
 
+from hub.store import open_store
 from hub.store.accept import Accepted, Trigger, accept_triggers
 from hub.store.db import Store
 from hub.store.deployments import create_deployment
@@ -78,7 +79,7 @@ async def running_hub(
 ) -> AsyncIterator[Hub]:
     """The wire side on ``transport`` (default: a connection to ``bus``);
     outgoing mail to ``outbox`` (default: none, kept as no_relay)."""
-    store = await Store.open(tmp_path / "hub.db")
+    store = await open_store(tmp_path / "hub.db")
     bus = bus or MemoryBus()
     transport = transport or bus.connect("hub")
     subjects = Subjects()

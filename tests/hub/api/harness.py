@@ -15,7 +15,7 @@ from starlette.applications import Starlette
 
 from hub import Acceptor, Store, create_app
 from hub.api.app import ApiSettings
-from hub.store import fetch_one
+from hub.store import fetch_one, open_store
 
 SOURCE = "async def main(ctx, item):\n    pass\n"
 MAX_BODY = 256 * 1024
@@ -59,7 +59,7 @@ async def api(
         domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
         sidecar_root=sidecar_root, max_body=MAX_BODY, body_timeout=body_timeout,
     )  # fmt: skip
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         acceptor = Acceptor(store)
         app = create_app(
             store=store, acceptor=acceptor, settings=settings, admin_token=TOKEN,

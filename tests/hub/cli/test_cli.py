@@ -28,6 +28,7 @@ from click.testing import CliRunner
 from hub._client import AsyncHubClient
 from hub._errors import HubResponseError, HubUnreachable
 from hub.cli.main import main
+from hub.store import DATABASE_ENV
 from runtime import NATS_URL_ENV, REDELIVER_AFTER_ENV, RUN_HISTORY_ENV
 from tests.support import wait_for
 
@@ -601,8 +602,24 @@ def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.Monkey
             "smtp": None,
             "smtp_cert": None,
             "smtp_key": None,
+            "database": None,
         }
     ]
+
+
+def test_hub_and_up_take_a_postgresql_database_from_the_environment_or_refuse_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    url = "postgresql://mailrun:secret@db.internal/mailrun"
+    args = ["hub", "--state-dir", "/srv/hub"]
+    result = CliRunner().invoke(main, args, env={DATABASE_ENV: url})
+    assert result.exit_code == 0, result.output
+    assert calls[-1]["database"] == url
+    for command in (args, ["up"]):
+        result = CliRunner().invoke(main, [*command, "--database", "/srv/hub/other.db"])
+        assert result.exit_code == 2 and "a postgresql:// URL" in result.output
 
 
 def test_hub_takes_the_redelivery_bound_from_the_environment(

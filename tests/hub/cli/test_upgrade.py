@@ -12,8 +12,8 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
-from hub import Store
 from hub.cli.main import main
+from hub.store import open_store
 from hub.store.migrations import LATEST, MIGRATIONS
 from hub.store.schema import add_dead_letter_deployment
 from runtime import FailpointError
@@ -75,6 +75,7 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
         "0010_producers",
         "0011_change_feed",
         "0012_raw_message",
+        "0013_hub_leases",
     ]
     assert {i["deployment_id"]: i["release1"] for i in report["inboxes"]} == {
         d.id: True for d in v1.deployments.values()
@@ -92,7 +93,8 @@ def test_migrate_applies_the_hub_migrations_and_leaves_the_sidecars_theirs(
     pending = (
         "0002_release2_schema, 0003_dead_letter_deployment, 0004_owner_home, 0005_nats_user,"
         " 0006_retention_indexes, 0007_run_step, 0008_outbound_mail,"
-        " 0009_workflow_versions, 0010_producers, 0011_change_feed, 0012_raw_message"
+        " 0009_workflow_versions, 0010_producers, 0011_change_feed, 0012_raw_message,"
+        " 0013_hub_leases"
     )
     assert f"applied: {pending}" in out
     db = sqlite3.connect(v1.state_dir / "hub.db")
@@ -132,10 +134,10 @@ def test_a_migration_cut_short_leaves_release_1_data_and_the_next_boot_finishes(
     before = dump(path)
     configure_failpoints("hub.migration.after_step=raise")
     with pytest.raises(FailpointError):
-        anyio.run(Store.open, path)
+        anyio.run(open_store, path)
     assert dump(path) == before  # release 1's tables, rows and version 1, as they were
     configure_failpoints("")
-    store = anyio.run(Store.open, path)
+    store = anyio.run(open_store, path)
     anyio.run(store.aclose)
     db = sqlite3.connect(path)
     try:
@@ -150,7 +152,7 @@ def test_migration_3_is_idempotent_on_its_own(tmp_path: Path) -> None:
     before = dump(path)
 
     async def again() -> None:
-        store = await Store.open(path)
+        store = await open_store(path)
         try:
             async with store.write() as db:
                 await add_dead_letter_deployment(db)
@@ -162,7 +164,7 @@ def test_migration_3_is_idempotent_on_its_own(tmp_path: Path) -> None:
 
 
 async def _open_close(path: Path) -> None:
-    store = await Store.open(path)
+    store = await open_store(path)
     await store.aclose()
 
 

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from hub.outbound import Outbox, RelayConfig, relay_config
-from hub.store import OutboundMail, OutboundStatus, Store, record_outbound
+from hub.store import OutboundMail, OutboundStatus, Store, open_store, record_outbound
 from runtime import new_id
 from tests.support import wait_for
 from tests.support.smtp import SmtpServer, self_signed
@@ -28,7 +28,7 @@ SENDER = "flow@mailrun.local"
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         yield store
 
 

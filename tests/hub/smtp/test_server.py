@@ -18,7 +18,7 @@ import pytest
 
 from hub import Acceptor, Store
 from hub.smtp import PASSWORD_ENV, USER_ENV, SmtpConfig, SmtpServer, smtp_config
-from hub.store import Accepted, Trigger, delete_deployment
+from hub.store import Accepted, Trigger, delete_deployment, open_store
 from hub.store.deployments import create_deployment
 from runtime.testing import configure_failpoints
 from tests.support import wait_for
@@ -87,7 +87,7 @@ async def ingress(
             allow_port_zero=True,
         )
     smtp: SmtpConfig = dataclasses.replace(base, hostname="mailrun.test", **config)
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         for name in ("orders", "audit"):
             await create_deployment(
                 store, name=name, source="async def main(ctx, item): pass\n",

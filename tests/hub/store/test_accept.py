@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sqlite3
 from collections.abc import AsyncIterator
@@ -11,20 +12,23 @@ from typing import Any
 
 import anyio
 import msgspec
+import psycopg
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
-from hub.store import WITH_OTHERS
+from hub.store import WITH_OTHERS, fetch_all, open_store
 from hub.store.accept import RefusedByRun
 from hub.store.deployments import create_deployment
 from runtime import INLINE_BODY_LIMIT
+from tests.support import wait_for
+from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
 
 
 @asynccontextmanager
-async def running(tmp_path: Path, **store_kw: Any) -> AsyncIterator[tuple[Store, Acceptor]]:
-    async with await Store.open(tmp_path / "hub.db", **store_kw) as store:
+async def running(database: str, **store_kw: Any) -> AsyncIterator[tuple[Store, Acceptor]]:
+    async with await open_store(database, **store_kw) as store:
         acceptor = Acceptor(store)
         async with anyio.create_task_group() as tg:
             await tg.start(acceptor.run)
@@ -41,16 +45,15 @@ async def deploy(store: Store, name: str) -> str:
 
 
 async def query(store: Store, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    async with store.db.execute(sql, params) as cur:
-        return [tuple(r) for r in await cur.fetchall()]
+    return [tuple(r) for r in await fetch_all(store.db, sql, params)]
 
 
 def mail(name: str, **kw: Any) -> Trigger:
     return Trigger(address=f"{name}@mailrun.local", **{"sender": "a@b.c", "subject": "s", **kw})
 
 
-async def test_concurrent_first_triggers_mint_one_run(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_concurrent_first_triggers_mint_one_run(database: str) -> None:
+    async with running(database) as (store, acceptor):
         dep = await deploy(store, "flow")
         receipts: list[Any] = []
 
@@ -71,8 +74,85 @@ async def test_concurrent_first_triggers_mint_one_run(tmp_path: Path) -> None:
         assert acceptor.counts["batches"] < 50  # they were group-committed
 
 
-async def test_seq_follows_acceptance_order_per_deployment(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_two_hubs_on_one_postgresql_mint_one_run_with_gap_free_seqs(
+    postgres_server: PostgresServer,
+) -> None:
+    """Two stores on one database, as two hubs have: each with its own
+    connections and acceptor, so their transactions do run at once and only
+    the anchor lock keeps them apart. Each mail also names a message id its
+    twin sends through the other hub."""
+    url = postgres_server.new_database()
+    async with running(url) as (one, first), running(url) as (_, second):
+        dep = await deploy(one, "flow")
+        receipts: list[Any] = []
+
+        async def send(i: int, acceptor: Acceptor) -> None:
+            trigger = mail("flow", body=b"%d" % (i // 2), message_id=f"m{i // 2}")
+            receipts.append(await acceptor.accept(trigger))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(100):
+                tg.start_soon(send, i, (first, second)[i % 2])
+
+        assert all(isinstance(r, Accepted) for r in receipts), receipts
+        assert len({r.run_id for r in receipts}) == 1
+        firsts = [r for r in receipts if not r.duplicate]
+        assert sorted(r.seq for r in firsts) == list(range(1, 51))
+        assert len({r.dispatch_id for r in receipts}) == 50
+        assert await query(one, "SELECT COUNT(*) FROM workflow_run WHERE is_anchor = 0") == [(1,)]
+        assert await query(one, "SELECT next_seq FROM deployment WHERE id = ?", dep) == [(51,)]
+
+
+async def test_on_postgresql_a_batch_waits_for_the_anchor_lock_and_reads_what_it_guarded(
+    postgres_server: PostgresServer,
+) -> None:
+    """Another hub's transaction holds the deployment row locked and mints
+    the top-level run meanwhile: this hub's batch waits for the lock (seen in
+    pg_stat_activity), then takes the next seq of that run, without a retry."""
+    url = postgres_server.new_database()
+    async with running(url) as (store, acceptor):
+        dep = await deploy(store, "flow")
+        other = await anyio.to_thread.run_sync(functools.partial(psycopg.connect, url))
+        try:
+            other.execute("SELECT id FROM deployment WHERE id = %s FOR UPDATE", [dep])
+            receipts: list[Any] = []
+
+            async def send() -> None:
+                receipts.append(await acceptor.accept(mail("flow")))
+
+            async def waiting() -> bool:
+                rows = await query(
+                    store,
+                    "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND datname = current_database()",
+                )
+                return rows == [(1,)]
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(send)
+                await wait_for(waiting, what="the batch to wait for the anchor lock")
+                run_id = "run_" + "0" * 26
+                other.execute(
+                    "INSERT INTO workflow_run (id, deployment_id, status, is_top_level,"
+                    " created_at, updated_at) VALUES (%s, %s, 'running', 1, 0, 0)",
+                    [run_id, dep],
+                )
+                other.execute(
+                    "INSERT INTO workflow_run_dispatch (id, deployment_id, run_id, seq, kind,"
+                    " status, created_at) VALUES ('dsp_x', %s, %s, 1, 'mail', 'reserved', 0)",
+                    [dep, run_id],
+                )
+                other.execute("UPDATE deployment SET next_seq = 2 WHERE id = %s", [dep])
+                other.commit()
+        finally:
+            await anyio.to_thread.run_sync(other.close)
+        [receipt] = receipts
+        assert isinstance(receipt, Accepted) and (receipt.run_id, receipt.seq) == (run_id, 2)
+        assert acceptor.counts["batches"] == 1
+
+
+async def test_seq_follows_acceptance_order_per_deployment(database: str) -> None:
+    async with running(database) as (store, acceptor):
         await deploy(store, "one")
         await deploy(store, "two")
         batch = [mail("one" if i % 3 else "two", body=b"%d" % i) for i in range(12)]
@@ -94,8 +174,8 @@ async def test_seq_follows_acceptance_order_per_deployment(tmp_path: Path) -> No
         ] + [b"late"]
 
 
-async def test_message_id_makes_a_trigger_idempotent(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_message_id_makes_a_trigger_idempotent(database: str) -> None:
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         first = await acceptor.accept(mail("flow", message_id="m-1", body=b"x"))
         again = await acceptor.accept(mail("flow", message_id="m-1", body=b"x"))
@@ -122,21 +202,21 @@ async def stored_counts(store: Store) -> tuple[Any, ...]:
         store,
         "SELECT (SELECT COUNT(*) FROM workflow_run_dispatch), (SELECT COUNT(*) FROM blob"
         "  WHERE digest NOT IN (SELECT digest FROM deployment_version)),"
-        " (SELECT COUNT(*) FROM workflow_run WHERE is_anchor = 0),"
-        " (SELECT group_concat(next_seq) FROM deployment)",
+        " (SELECT COUNT(*) FROM workflow_run WHERE is_anchor = 0)",
     )
-    return counts
+    seqs = await query(store, "SELECT next_seq FROM deployment ORDER BY id")
+    return (*counts, [seq for (seq,) in seqs])
 
 
 def reused(outcome: object) -> bool:
     return isinstance(outcome, Rejected) and outcome.reason == "message_id_reused"
 
 
-async def test_a_reused_message_id_with_other_content_fails_closed(tmp_path: Path) -> None:
+async def test_a_reused_message_id_with_other_content_fails_closed(database: str) -> None:
     """Guarantee 3: the same id with another body, subject, sender or kind is
     refused (409 message_id_reused) and stores nothing; an exact retry is the
     first receipt."""
-    async with running(tmp_path) as (store, acceptor):
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         first = await acceptor.accept(mail("flow", message_id="m-1", body=b"x"))
         assert isinstance(first, Accepted)
@@ -162,8 +242,8 @@ async def test_a_reused_message_id_with_other_content_fails_closed(tmp_path: Pat
         assert await stored_counts(store) == before
 
 
-async def test_a_claim_checked_body_is_compared_by_digest_and_size(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_a_claim_checked_body_is_compared_by_digest_and_size(database: str) -> None:
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         big = bytes(range(256)) * (INLINE_BODY_LIMIT // 256 + 1)
         first = await acceptor.accept(mail("flow", message_id="big", body=big))
@@ -177,10 +257,10 @@ async def test_a_claim_checked_body_is_compared_by_digest_and_size(tmp_path: Pat
         assert isinstance(again, Accepted) and again.dispatch_id == first.dispatch_id
 
 
-async def test_a_reused_message_id_within_one_batch(tmp_path: Path) -> None:
+async def test_a_reused_message_id_within_one_batch(database: str) -> None:
     """The first of a batch is accepted; a later one with other content is
     refused, an exact one is its duplicate; another deployment's id is its own."""
-    async with running(tmp_path) as (store, acceptor):
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         await deploy(store, "other")
         outcomes = await acceptor.accept_many(
@@ -203,10 +283,10 @@ async def test_a_reused_message_id_within_one_batch(tmp_path: Path) -> None:
         assert sorted(rows) == [(b"a", 1), (b"b", 1)]
 
 
-async def test_a_retry_matches_a_release_1_row_with_nulls(tmp_path: Path) -> None:
+async def test_a_retry_matches_a_release_1_row_with_nulls(database: str) -> None:
     """Release 1 stored NULL where this release stores "" (no sender, no
     subject, no body): a retry without them is the same content."""
-    async with running(tmp_path) as (store, acceptor):
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         first = await acceptor.accept(Trigger(address="flow@mailrun.local", message_id="v1"))
         assert isinstance(first, Accepted)
@@ -221,10 +301,10 @@ async def test_a_retry_matches_a_release_1_row_with_nulls(tmp_path: Path) -> Non
         assert reused(await acceptor.accept(mail("flow", message_id="v1")))
 
 
-async def test_an_approval_decision_cannot_take_a_mails_message_id(tmp_path: Path) -> None:
+async def test_an_approval_decision_cannot_take_a_mails_message_id(database: str) -> None:
     """An approval's id is ``approval:<id>:<decision>``: a mail that took it
     first does not make the decision a duplicate; the approval stays pending."""
-    async with running(tmp_path) as (store, acceptor):
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         first = await acceptor.accept(mail("flow"))
         assert isinstance(first, Accepted)
@@ -257,8 +337,8 @@ async def test_an_approval_decision_cannot_take_a_mails_message_id(tmp_path: Pat
         ]
 
 
-async def test_a_refused_dispatchs_id_with_other_content_is_reuse(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_a_refused_dispatchs_id_with_other_content_is_reuse(database: str) -> None:
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         first = await acceptor.accept(mail("flow", message_id="late", body=b"x"))
         assert isinstance(first, Accepted)
@@ -272,8 +352,8 @@ async def test_a_refused_dispatchs_id_with_other_content_is_reuse(tmp_path: Path
         assert isinstance(exact, RefusedByRun) and exact.dispatch_id == first.dispatch_id
 
 
-async def test_terminal_run_rejects_and_starts_nothing(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_terminal_run_rejects_and_starts_nothing(database: str) -> None:
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         first = await acceptor.accept(mail("flow"))
         assert isinstance(first, Accepted)
@@ -287,10 +367,10 @@ async def test_terminal_run_rejects_and_starts_nothing(tmp_path: Path) -> None:
         assert acceptor.rejected["workflow_run_terminal"] == 1
 
 
-async def test_a_retry_learns_that_the_run_refused_its_accepted_dispatch(tmp_path: Path) -> None:
+async def test_a_retry_learns_that_the_run_refused_its_accepted_dispatch(database: str) -> None:
     """F14: accepted while the hub thought the run live, refused by the run
     (it had completed first): a retry is told so, never "accepted" again."""
-    async with running(tmp_path) as (store, acceptor):
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         first = await acceptor.accept(mail("flow", message_id="racing"))
         open_ = await acceptor.accept(mail("flow", message_id="still-open"))
@@ -311,8 +391,8 @@ async def test_a_retry_learns_that_the_run_refused_its_accepted_dispatch(tmp_pat
         assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(2,)]
 
 
-async def test_unknown_and_deleted_addresses_are_rejected(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_unknown_and_deleted_addresses_are_rejected(database: str) -> None:
+    async with running(database) as (store, acceptor):
         dep = await deploy(store, "flow")
         from hub import delete_deployment
 
@@ -323,8 +403,8 @@ async def test_unknown_and_deleted_addresses_are_rejected(tmp_path: Path) -> Non
         assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(0,)]
 
 
-async def test_a_whole_is_accepted_for_all_or_none_beside_others(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_a_whole_is_accepted_for_all_or_none_beside_others(database: str) -> None:
+    async with running(database) as (store, acceptor):
         await deploy(store, "a")
         await deploy(store, "b")
         # Two requests in one transaction: a whole with one refusal, and a
@@ -351,8 +431,8 @@ async def test_a_whole_is_accepted_for_all_or_none_beside_others(tmp_path: Path)
         assert [(type(o).__name__, o.seq) for o in both] == [("Accepted", 1), ("Accepted", 2)]
 
 
-async def test_large_bodies_are_stored_once_as_blobs(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_large_bodies_are_stored_once_as_blobs(database: str) -> None:
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
         big = bytes(range(256)) * (INLINE_BODY_LIMIT // 256 + 1)
         edge = b"e" * INLINE_BODY_LIMIT
@@ -371,8 +451,8 @@ async def test_large_bodies_are_stored_once_as_blobs(tmp_path: Path) -> None:
         ) == [(digest, len(big), 1)]
 
 
-async def test_one_broken_trigger_does_not_fail_its_batch(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_one_broken_trigger_does_not_fail_its_batch(database: str) -> None:
+    async with running(database) as (store, acceptor):
         await deploy(store, "good")
         bad = await deploy(store, "bad")
         assert isinstance(await acceptor.accept(mail("bad")), Accepted)
@@ -390,7 +470,7 @@ async def test_one_broken_trigger_does_not_fail_its_batch(tmp_path: Path) -> Non
 
 
 async def test_a_failed_transaction_answers_no_one_accepted(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+    async with running(str(tmp_path / "hub.db")) as (store, acceptor):
         await deploy(store, "flow")
         async with store.db.execute("PRAGMA page_count") as cur:
             (pages,) = await cur.fetchone()  # type: ignore[misc]
@@ -420,7 +500,7 @@ async def test_a_failed_transaction_answers_no_one_accepted(tmp_path: Path) -> N
 
 
 async def test_a_locked_store_answers_store_unavailable(tmp_path: Path) -> None:
-    async with running(tmp_path, busy_timeout=0.1) as (store, acceptor):
+    async with running(str(tmp_path / "hub.db"), busy_timeout=0.1) as (store, acceptor):
         await deploy(store, "flow")
         other = sqlite3.connect(tmp_path / "hub.db", isolation_level=None)
         other.execute("BEGIN IMMEDIATE")  # holds the write lock past busy_timeout
@@ -435,17 +515,17 @@ async def test_a_locked_store_answers_store_unavailable(tmp_path: Path) -> None:
         assert isinstance(retry, Accepted) and not retry.duplicate
 
 
-async def test_callers_get_shutting_down_after_the_acceptor_stops(tmp_path: Path) -> None:
+async def test_callers_get_shutting_down_after_the_acceptor_stops(database: str) -> None:
     from hub._errors import HubShuttingDown
 
-    async with running(tmp_path) as (store, acceptor):
+    async with running(database) as (store, acceptor):
         await deploy(store, "flow")
     with pytest.raises(HubShuttingDown):
         await acceptor.accept(mail("flow"))
 
 
-async def test_on_accepted_is_told_which_deployments_got_work(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_on_accepted_is_told_which_deployments_got_work(database: str) -> None:
+    async with running(database) as (store, acceptor):
         woken: list[set[str]] = []
         acceptor.on_accepted = woken.append
         dep = await deploy(store, "flow")

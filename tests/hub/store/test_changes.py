@@ -18,6 +18,7 @@ from hub.store import (
     get_dispatch,
     get_run,
     last_change_id,
+    open_store,
     read_changes,
     trim_changes,
 )
@@ -49,7 +50,7 @@ async def feed(store: Store, after: int = 0) -> list[tuple[str, str, str | None]
 
 
 async def test_a_dispatch_run_and_deployment_are_recorded_step_by_step(tmp_path: Path) -> None:
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         dep = await deploy(store)
         first = await accept(store, "orders@mailrun.local", "one")
         async with store.write() as db:
@@ -93,7 +94,7 @@ async def test_a_dispatch_run_and_deployment_are_recorded_step_by_step(tmp_path:
 async def test_the_views_are_the_rows_current_json_with_each_changes_status(
     tmp_path: Path,
 ) -> None:
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         dep = await deploy(store)
         got = await accept(store, "orders@mailrun.local", "one")
         async with store.write() as db:
@@ -116,7 +117,7 @@ async def test_the_views_are_the_rows_current_json_with_each_changes_status(
 
 
 async def test_a_rolled_back_transaction_leaves_no_change(tmp_path: Path) -> None:
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         await deploy(store)
         before = await last_change_id(store.db)
         with pytest.raises(RuntimeError):
@@ -134,7 +135,7 @@ async def test_a_rolled_back_transaction_leaves_no_change(tmp_path: Path) -> Non
 
 
 async def test_trimming_keeps_the_newest_and_ids_keep_growing(tmp_path: Path) -> None:
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         await deploy(store)
         for i in range(20):
             await accept(store, "orders@mailrun.local", f"m{i}")
@@ -151,7 +152,7 @@ async def test_trimming_keeps_the_newest_and_ids_keep_growing(tmp_path: Path) ->
 
 
 async def test_the_migration_is_idempotent_on_its_own(tmp_path: Path) -> None:
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         async with store.write() as db:
             await add_change_feed(db)
         await deploy(store)

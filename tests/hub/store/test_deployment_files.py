@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hub import Store, delete_deployment
+from hub.store import open_store
 from hub.store.deployments import create_deployment
 from runtime import record_path
 from sidecar._home import Home
@@ -25,7 +26,7 @@ async def deploy(store: Store, root: Path, name: str) -> str:
 
 async def test_delete_removes_the_local_sidecar_dir_and_its_key(tmp_path: Path) -> None:
     root = tmp_path / "sidecars"
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         dep = await deploy(store, root, "flow")
         other = await deploy(store, root, "other")
         assert record_path(root / dep, dep).is_file()
@@ -36,7 +37,7 @@ async def test_delete_removes_the_local_sidecar_dir_and_its_key(tmp_path: Path) 
 
 async def test_a_running_sidecars_dir_is_left_to_whoever_stops_it(tmp_path: Path) -> None:
     root = tmp_path / "sidecars"
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
         dep = await deploy(store, root, "flow")
         with Home(record_path(root / dep, dep).parent):  # the sidecar runs
             assert await delete_deployment(store, dep, sidecar_root=root)

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from hub.natsauth import new_user_key, public_key
-from hub.store import Store, create_deployment, give_nats_identities
+from hub.store import Store, create_deployment, give_nats_identities, open_store
 from runtime import decode_restore_record, read_restore_record, record_path, unb64url
 from runtime import write_restore_record as write_record
 
@@ -43,7 +43,7 @@ def record_file(root: Path, dep: str) -> Path:
 async def test_a_new_deployment_has_its_own_identity_and_only_its_record_has_the_seed(
     tmp_path: Path,
 ) -> None:
-    store = await Store.open(tmp_path / "hub.db")
+    store = await open_store(tmp_path / "hub.db")
     try:
         made = await create_deployment(
             store,
@@ -68,7 +68,7 @@ async def test_a_new_deployment_has_its_own_identity_and_only_its_record_has_the
 
 async def test_older_local_deployments_get_an_identity_at_boot_once(tmp_path: Path) -> None:
     root = tmp_path / "sidecars"
-    store = await Store.open(tmp_path / "hub.db")
+    store = await open_store(tmp_path / "hub.db")
     try:
         local, remote, crashed, deleted = [
             await created(store, root, n) for n in ("local", "remote", "crashed", "deleted")

@@ -9,14 +9,14 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.store import Store, fetch_all, fetch_one
+from hub.store import Store, fetch_all, fetch_one, open_store
 from tests.support import REPO
 
 pytestmark = pytest.mark.anyio
 
 # Every other aiosqlite read under hub/ is one hop, writer's or reader's: a
 # rule with no exception for the reader to slip through. These files read on
-# the writer only: migrations and schema steps inside Store.open (before the
+# the writer only: migrations and schema steps inside SqliteStore.open (before the
 # reader exists).
 TWO_HOPS_ALLOWED = {"hub/store/migrations.py", "hub/store/schema.py"}
 
@@ -25,7 +25,7 @@ READERS = 4
 
 
 async def _store_with_counter(tmp_path: Path) -> Store:
-    store = await Store.open(tmp_path / "hub.db")
+    store = await open_store(tmp_path / "hub.db")
     async with store.write() as db:
         await db.execute("CREATE TABLE counter (n INTEGER NOT NULL)")
         await db.execute("INSERT INTO counter (n) VALUES (0), (0)")

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from hub import MigrationError, Store, pending_migrations
+from hub import MigrationError, pending_migrations
+from hub.store import open_store
 from hub.store.migrations import LATEST
 from tests.support.sqlite import dump
 
@@ -123,9 +124,10 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0010_producers",
         "0011_change_feed",
         "0012_raw_message",
+        "0013_hub_leases",
     ]
     assert not path.exists()  # checking does not create it
-    store = await Store.open(path)
+    store = await open_store(path)
     await store.aclose()
     assert await pending_migrations(path) == []
     assert rows(path, "SELECT version FROM schema_version") == [{"version": LATEST}]
@@ -134,7 +136,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
     assert {"deployment", "workflow_run", "workflow_run_dispatch", "blob", "run_event",
             "approval", "dead_letter", "schema_version"} <= tables  # fmt: skip
     before = dump(path)
-    store = await Store.open(path)
+    store = await open_store(path)
     await store.aclose()
     assert dump(path) == before
 
@@ -154,8 +156,9 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0010_producers",
         "0011_change_feed",
         "0012_raw_message",
+        "0013_hub_leases",
     ]
-    store = await Store.open(path)
+    store = await open_store(path)
     await store.aclose()
 
     runs = {r["id"]: r for r in rows(path, "SELECT * FROM workflow_run")}
@@ -197,7 +200,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
 
     # Migrating again changes nothing; the deleted deployment's name is free.
     before = dump(path)
-    store = await Store.open(path)
+    store = await open_store(path)
     assert await pending_migrations(path) == []
     async with store.write() as db:
         await db.execute(
@@ -226,7 +229,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
 async def test_a_second_top_level_run_fails_loudly(tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
     build_v1(path)
-    async with await Store.open(path) as store:
+    async with await open_store(path) as store:
         with pytest.raises(sqlite3.IntegrityError):
             async with store.write() as db:
                 await db.execute(
@@ -246,11 +249,11 @@ async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(MigrationError):
         await pending_migrations(path)
     with pytest.raises(MigrationError):
-        await Store.open(path)
+        await open_store(path)
 
 
 async def test_write_rolls_back_and_reads_see_only_commits(tmp_path: Path) -> None:
-    async with await Store.open(tmp_path / "hub.db") as store:
+    async with await open_store(tmp_path / "hub.db") as store:
 
         async def names() -> list[str]:
             async with store.db.execute("SELECT name FROM deployment ORDER BY name") as cur:

@@ -42,10 +42,8 @@ async def stamped(store: Store) -> list[tuple[str, int]]:
     ]
 
 
-async def test_each_dispatch_carries_the_version_active_when_it_was_accepted(
-    tmp_path: Path,
-) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_each_dispatch_carries_the_version_active_when_it_was_accepted(database: str) -> None:
+    async with running(database) as (store, acceptor):
         dep = await deploy(store, "flow")
         await acceptor.accept(mail("flow", subject="a"))
         async with store.write() as db:
@@ -63,8 +61,8 @@ async def test_each_dispatch_carries_the_version_active_when_it_was_accepted(
         assert await pending_rollouts(store.db) == []
 
 
-async def test_a_refused_version_never_becomes_active(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_a_refused_version_never_becomes_active(database: str) -> None:
+    async with running(database) as (store, acceptor):
         dep = await deploy(store, "flow")
         async with store.write() as db:
             await add_version(db, dep, V2)
@@ -78,8 +76,8 @@ async def test_a_refused_version_never_becomes_active(tmp_path: Path) -> None:
         )
 
 
-async def test_a_newer_request_supersedes_an_unfinished_rollout(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, _):
+async def test_a_newer_request_supersedes_an_unfinished_rollout(database: str) -> None:
+    async with running(database) as (store, _):
         dep = await deploy(store, "flow")
         v3 = Sources(entrypoint="flow:main", files={"flow.py": "async def main(c, i): pass  # 3\n"})
         async with store.write() as db:
@@ -99,8 +97,8 @@ async def test_a_newer_request_supersedes_an_unfinished_rollout(tmp_path: Path) 
         assert await pending_rollouts(store.db) == []
 
 
-async def test_the_deployment_names_its_active_versions_entrypoint(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, _):
+async def test_the_deployment_names_its_active_versions_entrypoint(database: str) -> None:
+    async with running(database) as (store, _):
         dep = await deploy(store, "flow")
         other = Sources(entrypoint="app:handle", files={"app.py": "async def handle(c, i): pass\n"})
         async with store.write() as db:
@@ -113,8 +111,8 @@ async def test_the_deployment_names_its_active_versions_entrypoint(tmp_path: Pat
         assert await query(store, "SELECT entrypoint FROM deployment") == [("flow:main",)]
 
 
-async def test_rollback_is_a_rollout_of_an_earlier_version(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, acceptor):
+async def test_rollback_is_a_rollout_of_an_earlier_version(database: str) -> None:
+    async with running(database) as (store, acceptor):
         dep = await deploy(store, "flow")
         async with store.write() as db:
             await add_version(db, dep, V2)
@@ -134,8 +132,8 @@ async def test_rollback_is_a_rollout_of_an_earlier_version(tmp_path: Path) -> No
                 await add_version(db, dep, V2)
 
 
-async def test_sources_are_kept_once_and_outlive_blob_collection(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, _):
+async def test_sources_are_kept_once_and_outlive_blob_collection(database: str) -> None:
+    async with running(database) as (store, _):
         one, two = await deploy(store, "one"), await deploy(store, "two")
         async with store.write() as db:
             await add_version(db, one, V2)
@@ -150,7 +148,7 @@ async def test_sources_are_kept_once_and_outlive_blob_collection(tmp_path: Path)
 
 
 async def test_the_migration_makes_each_deployments_code_its_version_1(tmp_path: Path) -> None:
-    async with running(tmp_path) as (store, _):
+    async with running(str(tmp_path / "hub.db")) as (store, _):
         dep = await deploy(store, "flow")
         [(sources,)] = await query(store, "SELECT sources FROM deployment")
         async with store.write() as db:

@@ -1,0 +1,158 @@
+"""Which deployments this hub serves: all of them, or those it holds a lease on.
+
+One hub (SQLite, or PostgreSQL with ``--hubs`` left at one) serves every
+deployment: :class:`Everything`. Several hubs on one PostgreSQL share them
+by lease (``hub.store.leases``): :class:`LeaseKeeper` renews this hub's
+leases every ``every`` seconds, takes free and expired ones up to its fair
+share, and tells the wire side what it gained and lost.
+
+What serving means: only the holder answers a deployment's sidecar (its
+hello, events, blob, mint and state requests come on subjects named after
+the deployment; every hub hears them, the others stay silent), only the
+holder has a session for it, and so only the holder delivers its
+dispatches. Every delivery write checks the lease in its transaction
+(:meth:`LeaseKeeper.check`), so a hub that lost a lease without noticing
+(paused past the lease's life) writes nothing for that deployment.
+
+A hub that cannot renew (its database unreachable) stops serving what it
+held once the leases would have expired, whether or not another hub took
+them: the holder is whoever the database says.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import anyio
+
+from runtime import Connection, Wakeup
+
+from ..store import LeaseRound, Store, check_lease, release_all, renew_and_take
+
+log = logging.getLogger("mailrun.hub.leases")
+
+LEASE_TTL = 3.0
+"""A lease's life past its last renewal: a dead hub's deployments are taken
+over within this plus one renewal period."""
+LEASE_EVERY = 1.0
+
+
+class Leases(Protocol):
+    def serves(self, deployment_id: str) -> bool:
+        """Whether this hub answers the deployment's sidecar now."""
+        ...
+
+    async def check(self, db: Connection, deployment_id: str) -> None:
+        """Inside a write transaction: raise ``LeaseLost`` unless this hub
+        still serves the deployment."""
+        ...
+
+
+class Everything:
+    """One hub: every deployment is its own."""
+
+    def serves(self, deployment_id: str) -> bool:
+        return True
+
+    async def check(self, db: Connection, deployment_id: str) -> None:
+        return None
+
+
+class LeaseKeeper:
+    """This hub's leases, renewed by :meth:`run`."""
+
+    def __init__(
+        self,
+        store: Store,
+        hub_id: str,
+        *,
+        http_url: str = "",
+        ttl: float = LEASE_TTL,
+        every: float = LEASE_EVERY,
+    ) -> None:
+        self._store = store
+        self.hub_id = hub_id
+        self._http_url = http_url
+        self._ttl = ttl
+        self._every = every
+        self._held: dict[str, int] = {}
+        self._valid_until = 0.0  # monotonic: past it, nothing is served
+        self.hubs = 1
+        self.on_gained: Callable[[set[str]], object] = lambda deps: None
+        self.on_lost: Callable[[set[str]], object] = lambda deps: None
+        self._poke = Wakeup()
+
+    def serves(self, deployment_id: str) -> bool:
+        return deployment_id in self._held and time.monotonic() < self._valid_until
+
+    def held(self) -> set[str]:
+        return set(self._held) if time.monotonic() < self._valid_until else set()
+
+    async def check(self, db: Connection, deployment_id: str) -> None:
+        await check_lease(db, deployment_id, self.hub_id, self._held.get(deployment_id, 0))
+
+    def poke(self) -> None:
+        """Renew now (a deployment was created or deleted)."""
+        self._poke.set()
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Renew until cancelled; started once the first round is done (or
+        failed: a hub whose database is down serves nothing until it is back)."""
+        started = False
+        try:
+            while True:
+                await self._round()
+                if not started:
+                    task_status.started()
+                    started = True
+                await self._poke.wait(self._every)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
+                await self._release()
+
+    async def _round(self) -> None:
+        began = time.monotonic()
+
+        async def body(db: Connection) -> LeaseRound:
+            return await renew_and_take(db, self.hub_id, self._http_url, self._ttl)
+
+        try:
+            result = await self._store.transact(body)
+        except Exception as exc:
+            log.warning("cannot renew leases: %s", exc)
+            if self._held and time.monotonic() >= self._valid_until:
+                lost, self._held = set(self._held), {}
+                log.warning("leases of %d deployment(s) expired unrenewed", len(lost))
+                self.on_lost(lost)
+            return
+        # Valid for the ttl from when the renewal began, not when it returned.
+        self._valid_until = began + self._ttl
+        self.hubs = result.hubs
+        before = self._held
+        self._held = result.held
+        lost = {d for d, t in before.items() if result.held.get(d) != t}
+        gained = {d for d, t in result.held.items() if before.get(d) != t}
+        if lost:
+            log.info("gave up or lost %d lease(s)", len(lost))
+            self.on_lost(lost)
+        if gained:
+            log.info("took %d lease(s) (%d hub(s) live)", len(gained), result.hubs)
+            self.on_gained(gained)
+
+    async def _release(self) -> None:
+        held, self._held = set(self._held), {}
+
+        async def body(db: Connection) -> None:
+            await release_all(db, self.hub_id)
+
+        try:
+            await self._store.transact(body)
+        except Exception as exc:
+            log.warning("cannot release leases: %s", exc)
+        if held:
+            self.on_lost(held)
