@@ -196,17 +196,21 @@ async def serve_hub(
             async with anyio.create_task_group() as tg:
                 acceptor = Acceptor(store, metrics=metrics)
                 await tg.start(acceptor.run)
-                # Before the wire: what the last hub left is settled before new mail comes.
                 outbox = Outbox(store, config.relay, backoff_max=config.backoff_max)
-                await tg.start(outbox.run)
-                # One keeper of dead letters for the wire side and the mail
-                # ingress: one table, one set of caps, counted in /metrics.
-                letters = DeadLetters(config.wire.retention)
                 # On PostgreSQL, hubs share the deployments by lease: a second
                 # hub on the same database joins by starting (docs/scaling.md).
                 shared: dict[str, Any] = {}
                 if store.dialect == "postgresql":
-                    shared["leases"] = LeaseKeeper(store, boot_id, http_url=http_url)
+                    leases = shared["leases"] = LeaseKeeper(store, boot_id, http_url=http_url)
+                    # One hub at a time relays: another's "sending" rows are
+                    # not left over from a crash.
+                    tg.start_soon(leases.with_role, "relay", outbox.run)
+                else:
+                    # Before the wire: what the last hub left is settled before new mail comes.
+                    await tg.start(outbox.run)
+                # One keeper of dead letters for the wire side and the mail
+                # ingress: one table, one set of caps, counted in /metrics.
+                letters = DeadLetters(config.wire.retention)
                 start_wire = functools.partial(
                     wire or run_wire,
                     store=store,

@@ -30,6 +30,7 @@ from .history import read_history as read_history
 from .identities import give_nats_identities as give_nats_identities
 from .leases import LeaseRound as LeaseRound
 from .leases import check_lease as check_lease
+from .leases import hold_role as hold_role
 from .leases import release_all as release_all
 from .leases import renew_and_take as renew_and_take
 from .migrations import LATEST as LATEST
@@ -68,6 +69,7 @@ from .queries import list_runs as list_runs
 from .queries import resolve_deployment as resolve_deployment
 from .reads import fetch_all as fetch_all
 from .reads import fetch_one as fetch_one
+from .reads import is_postgres as is_postgres
 from .relaying import DueMail as DueMail
 from .relaying import defer as defer
 from .relaying import due_mail as due_mail
@@ -164,9 +166,11 @@ __all__ = [
     "get_run",
     "get_version",
     "give_nats_identities",
+    "hold_role",
     "insert_producer",
     "is_active_producer",
     "is_database_url",
+    "is_postgres",
     "last_change_id",
     "list_approvals",
     "list_deployments",

@@ -55,6 +55,15 @@ ORDER BY d.deleted_at IS NULL, d.created_at, d.id"""  # live rows last: they win
 # SQLite, BEGIN IMMEDIATE already holds every row.
 _LOCKED = " FOR UPDATE OF d"
 
+_BLOB = "INSERT OR IGNORE INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)"
+# With several hubs, another hub's blob collection may be deciding that a
+# blob is unused while this batch names it again: the upsert locks the row
+# and makes it new, and collection spares new blobs (hub/wire/blobs.py).
+_BLOB_PG = (
+    "INSERT INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (digest) DO UPDATE SET created_at = EXCLUDED.created_at"
+)
+
 
 def _marks(n: int) -> str:
     return ",".join("?" * n)
@@ -302,10 +311,7 @@ class _Batch:
             " created_at, updated_at) VALUES (?, ?, 0, 1, ?, ?, ?)",
             self.new_runs,
         )
-        await db.executemany(
-            "INSERT OR IGNORE INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)",
-            self.blobs,
-        )
+        await db.executemany(_BLOB_PG if is_postgres(db) else _BLOB, self.blobs)
         await db.executemany(
             "INSERT INTO workflow_run_dispatch (id, deployment_id, run_id, seq, kind, message_id,"
             " sender, subject, body, body_digest, body_size, status, created_at, version,"

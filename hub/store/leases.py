@@ -9,6 +9,10 @@ delivery write checks it (:func:`check_lease`), so a hub that lost its
 lease (paused past the ttl, cut off) changes nothing any more even before
 it notices.
 
+A role (``hub_role``) is a lease on a job only one hub may do at a time,
+whichever: the outbound relay (``relay``), which must never send a mail
+that another hub is sending.
+
 ``hub_node`` lists the live hubs, each renewed with its leases, so a hub
 takes only its fair share of the deployments and gives back what is above
 it when another hub joins.
@@ -41,6 +45,12 @@ CREATE TABLE hub_lease (
   expires_at    DOUBLE PRECISION NOT NULL
 );
 CREATE INDEX hub_lease_by_hub ON hub_lease (hub_id);
+CREATE TABLE hub_role (
+  name       TEXT PRIMARY KEY,
+  hub_id     TEXT NOT NULL,
+  token      BIGINT NOT NULL,
+  expires_at DOUBLE PRECISION NOT NULL
+);
 """
 """Migration 13 on PostgreSQL (nothing on SQLite)."""
 
@@ -53,6 +63,7 @@ class LeaseRound:
 
     held: dict[str, int]  # deployment id -> token
     hubs: int  # live hubs, this one included
+    roles: frozenset[str] = frozenset()  # filled in by the caller (hold_role)
 
 
 async def renew_and_take(db: Connection, hub_id: str, http_url: str, ttl: float) -> LeaseRound:
@@ -110,6 +121,21 @@ async def renew_and_take(db: Connection, hub_id: str, http_url: str, ttl: float)
     return LeaseRound(await _held(db, hub_id), hubs)
 
 
+async def hold_role(db: Connection, name: str, hub_id: str, ttl: float) -> bool:
+    """Inside a write transaction: renew role ``name`` if this hub has it,
+    take it if it is free or expired; whether this hub has it now."""
+    await db.execute(
+        "INSERT INTO hub_role (name, hub_id, token, expires_at)"
+        f" VALUES (?, ?, 1, {_NOW} + ?) ON CONFLICT (name) DO UPDATE"
+        " SET hub_id = EXCLUDED.hub_id, expires_at = EXCLUDED.expires_at,"
+        " token = hub_role.token + (hub_role.hub_id <> EXCLUDED.hub_id)::int"
+        f" WHERE hub_role.hub_id = EXCLUDED.hub_id OR hub_role.expires_at < {_NOW}",
+        (name, hub_id, ttl),
+    )
+    row = await fetch_one(db, "SELECT hub_id FROM hub_role WHERE name = ?", (name,))
+    return row is not None and row[0] == hub_id
+
+
 async def _held(db: Connection, hub_id: str) -> dict[str, int]:
     rows = await fetch_all(
         db,
@@ -122,6 +148,7 @@ async def _held(db: Connection, hub_id: str) -> dict[str, int]:
 async def release_all(db: Connection, hub_id: str) -> None:
     """A hub stopping: its leases free at once, and it is no longer live."""
     await db.execute(f"UPDATE hub_lease SET expires_at = {_NOW} - 1 WHERE hub_id = ?", (hub_id,))
+    await db.execute(f"UPDATE hub_role SET expires_at = {_NOW} - 1 WHERE hub_id = ?", (hub_id,))
     await db.execute("DELETE FROM hub_node WHERE id = ?", (hub_id,))
 
 

@@ -4,6 +4,7 @@ through the store's blob reader, ``store/blob_io.py``) and garbage collection.""
 from __future__ import annotations
 
 import logging
+import time
 
 from runtime import (
     BLOB_CHUNK_SIZE,
@@ -16,7 +17,7 @@ from runtime import (
     Wakeup,
 )
 
-from ..store import DispatchStatus, Store, fetch_one, trim_changes
+from ..store import DispatchStatus, Store, fetch_one, is_postgres, trim_changes
 from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.blobs")
@@ -31,7 +32,12 @@ AND NOT EXISTS (
   SELECT 1 FROM workflow_run_dispatch d
   WHERE d.raw_digest = blob.digest AND d.status IN (?1, ?2))
 AND NOT EXISTS (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest)
+AND blob.created_at < ?3
 """
+SHARED_GRACE = 300.0
+"""On PostgreSQL, where another hub may be naming a blob again in a
+transaction this one cannot see yet, only blobs older than this are
+collected (an accept makes a blob it names new again)."""
 
 
 async def collect_blobs(store: Store) -> tuple[int, bool]:
@@ -40,7 +46,9 @@ async def collect_blobs(store: Store) -> tuple[int, bool]:
     in flight)."""
 
     async def body(db: Connection) -> tuple[int, bool]:
-        cur = await db.execute(_COLLECT, (DispatchStatus.RESERVED, DispatchStatus.DELIVERED))
+        grace = SHARED_GRACE if is_postgres(db) else 0.0
+        params = (DispatchStatus.RESERVED, DispatchStatus.DELIVERED, time.time() - grace)
+        cur = await db.execute(_COLLECT, params)
         row = await fetch_one(
             db,
             "SELECT EXISTS (SELECT 1 FROM blob WHERE NOT EXISTS"

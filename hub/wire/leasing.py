@@ -21,16 +21,17 @@ them: the holder is whoever the database says.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import anyio
 
-from runtime import Connection, Wakeup
+from runtime import Connection, Flag, Wakeup
 
-from ..store import LeaseRound, Store, check_lease, release_all, renew_and_take
+from ..store import LeaseRound, Store, check_lease, hold_role, release_all, renew_and_take
 
 log = logging.getLogger("mailrun.hub.leases")
 
@@ -84,6 +85,8 @@ class LeaseKeeper:
         self.on_gained: Callable[[set[str]], object] = lambda deps: None
         self.on_lost: Callable[[set[str]], object] = lambda deps: None
         self._poke = Wakeup()
+        self._roles: dict[str, Flag] = {}  # the roles this hub asks for -> held now
+        self._role_scopes: dict[str, set[anyio.CancelScope]] = {}
 
     def serves(self, deployment_id: str) -> bool:
         return deployment_id in self._held and time.monotonic() < self._valid_until
@@ -97,6 +100,23 @@ class LeaseKeeper:
     def poke(self) -> None:
         """Renew now (a deployment was created or deleted)."""
         self._poke.set()
+
+    async def with_role(self, name: str, job: Callable[[], Awaitable[object]]) -> None:
+        """Run ``job`` whenever this hub holds role ``name`` (``hub_role``),
+        cancelled when the role is lost; until cancelled itself."""
+        held = self._roles.setdefault(name, Flag())
+        self._poke.set()
+        while True:
+            await held.wait()
+            with anyio.CancelScope() as scope:
+                self._role_scopes.setdefault(name, set()).add(scope)
+                try:
+                    log.info("holding role %s", name)
+                    await job()
+                    await anyio.sleep_forever()  # a job that ends keeps the role
+                finally:
+                    self._role_scopes[name].discard(scope)
+            log.info("role %s lost", name)
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -119,20 +139,27 @@ class LeaseKeeper:
         began = time.monotonic()
 
         async def body(db: Connection) -> LeaseRound:
-            return await renew_and_take(db, self.hub_id, self._http_url, self._ttl)
+            result = await renew_and_take(db, self.hub_id, self._http_url, self._ttl)
+            roles = {r for r in self._roles if await hold_role(db, r, self.hub_id, self._ttl)}
+            return dataclasses.replace(result, roles=frozenset(roles))
 
         try:
             result = await self._store.transact(body)
         except Exception as exc:
             log.warning("cannot renew leases: %s", exc)
-            if self._held and time.monotonic() >= self._valid_until:
-                lost, self._held = set(self._held), {}
-                log.warning("leases of %d deployment(s) expired unrenewed", len(lost))
-                self.on_lost(lost)
+            if time.monotonic() >= self._valid_until:
+                self._drop_roles(set(self._roles))
+                if self._held:
+                    lost, self._held = set(self._held), {}
+                    log.warning("leases of %d deployment(s) expired unrenewed", len(lost))
+                    self.on_lost(lost)
             return
         # Valid for the ttl from when the renewal began, not when it returned.
         self._valid_until = began + self._ttl
         self.hubs = result.hubs
+        for role in result.roles:
+            self._roles[role].set()
+        self._drop_roles(set(self._roles) - result.roles)
         before = self._held
         self._held = result.held
         lost = {d for d, t in before.items() if result.held.get(d) != t}
@@ -144,7 +171,14 @@ class LeaseKeeper:
             log.info("took %d lease(s) (%d hub(s) live)", len(gained), result.hubs)
             self.on_gained(gained)
 
+    def _drop_roles(self, roles: set[str]) -> None:
+        for role in roles:
+            self._roles[role].clear()
+            for scope in self._role_scopes.get(role, ()):
+                scope.cancel()
+
     async def _release(self) -> None:
+        self._drop_roles(set(self._roles))
         held, self._held = set(self._held), {}
 
         async def body(db: Connection) -> None:

@@ -1,0 +1,128 @@
+"""Leases and roles of several hubs on one PostgreSQL (hub/store/leases.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import pytest
+
+from hub._errors import LeaseLost
+from hub.store import (
+    LeaseRound,
+    Store,
+    Trigger,
+    accept_triggers,
+    check_lease,
+    fetch_all,
+    hold_role,
+    open_store,
+    release_all,
+    renew_and_take,
+)
+from hub.store.deployments import create_deployment
+from hub.wire.blobs import collect_blobs
+from runtime import INLINE_BODY_LIMIT, Connection
+from tests.support.postgres import PostgresServer
+
+pytestmark = pytest.mark.anyio
+T = TypeVar("T")
+
+
+async def deploy(store: Store, name: str) -> str:
+    created = await create_deployment(
+        store, name=name, source="async def main(ctx, item): pass\n",
+        domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
+    )  # fmt: skip
+    return created.deployment_id
+
+
+def in_tx(store: Store, step: Callable[[Connection], Awaitable[T]]) -> Awaitable[T]:
+    async def body(db: Connection) -> T:
+        return await step(db)
+
+    return store.transact(body)
+
+
+def take(store: Store, hub: str, ttl: float = 30.0) -> Awaitable[LeaseRound]:
+    return in_tx(store, lambda db: renew_and_take(db, hub, "", ttl))
+
+
+async def test_hubs_share_the_deployments_and_take_over_expired_leases_with_a_new_token(
+    postgres_server: PostgresServer,
+) -> None:
+    async with await open_store(postgres_server.new_database()) as store:
+        deps = [await deploy(store, f"d{i}") for i in range(4)]
+        first = await take(store, "hub-a")
+        assert set(first.held) == set(deps) and first.hubs == 1  # alone: all of them
+        second = await take(store, "hub-b")
+        assert second.held == {} and second.hubs == 2  # none free yet
+        first = await take(store, "hub-a")  # above its share of 2: lets 2 expire
+        assert len(first.held) == 2
+        second = await take(store, "hub-b")
+        assert set(second.held) == set(deps) - set(first.held)
+        assert all(token == 2 for token in second.held.values())  # a new holder: a new token
+        assert (await take(store, "hub-a")).held == first.held
+        taken = next(iter(second.held))
+
+        # The old holder's token no longer passes the fence; the new one's does.
+        with pytest.raises(LeaseLost):
+            await in_tx(store, lambda db: check_lease(db, taken, "hub-a", 1))
+        await in_tx(store, lambda db: check_lease(db, taken, "hub-b", 2))
+
+        # A hub that stops frees its leases at once.
+        await in_tx(store, lambda db: release_all(db, "hub-b"))
+        first = await take(store, "hub-a")
+        assert set(first.held) == set(deps) and first.hubs == 1
+
+
+async def test_a_role_is_one_hubs_until_it_expires(postgres_server: PostgresServer) -> None:
+    async with await open_store(postgres_server.new_database()) as store:
+
+        def hold(hub: str, ttl: float = 30.0) -> Awaitable[bool]:
+            return in_tx(store, lambda db: hold_role(db, "relay", hub, ttl))
+
+        assert await hold("hub-a")
+        assert not await hold("hub-b")
+        assert await hold("hub-a")  # renewed
+        await in_tx(store, lambda db: db.execute("UPDATE hub_role SET expires_at = 0"))
+        assert await hold("hub-b")
+        assert not await hold("hub-a")
+        rows = await fetch_all(store.db, "SELECT hub_id, token FROM hub_role")
+        assert [tuple(r) for r in rows] == [("hub-b", 2)]
+
+
+async def test_on_postgresql_a_blob_named_again_is_spared_by_collection(
+    postgres_server: PostgresServer,
+) -> None:
+    """Another hub may name a blob again while this one collects it: an
+    accept makes the blob new again, and only old blobs are collected."""
+    async with await open_store(postgres_server.new_database()) as store:
+        await deploy(store, "flow")
+
+        async def accept(body: bytes) -> None:
+            trigger = Trigger(address="flow@mailrun.local", sender="a@b.c", body=body)
+            await in_tx(store, lambda db: accept_triggers(db, [trigger]))
+
+        async def settle(*, age: bool) -> None:
+            async def body(db: Connection) -> None:
+                await db.execute("UPDATE workflow_run_dispatch SET status = 'processed'")
+                if age:
+                    await db.execute("UPDATE blob SET created_at = 0")
+
+            await store.transact(body)
+
+        await accept(b"a" * (INLINE_BODY_LIMIT + 1))
+        await settle(age=True)
+        assert (await collect_blobs(store))[0] == 1  # old and unnamed: collected
+        reused = b"b" * (INLINE_BODY_LIMIT + 1)
+        await accept(reused)
+        await settle(age=True)
+        await accept(reused)  # named again, as by another hub: new again
+        await settle(age=False)
+        assert (await collect_blobs(store))[0] == 0
+        bodies = await fetch_all(
+            store.db,
+            "SELECT size FROM blob WHERE digest NOT IN (SELECT digest FROM deployment_version)",
+        )
+        assert [row[0] for row in bodies] == [len(reused)]
