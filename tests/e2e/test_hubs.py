@@ -164,3 +164,26 @@ async def test_two_hubs_lose_nothing_when_each_is_killed_under_load(
             assert all(code == -signal.SIGKILL for p in hubs.procs for code in p.exit_codes)
         finally:
             await side.stop()
+
+
+async def test_fifty_first_triggers_split_across_two_hubs_mint_one_run(
+    tmp_path: Path, nats_server: NatsServerProcess, postgres_server: PostgresServer
+) -> None:
+    async with two_hubs(tmp_path, nats_server, postgres_server.new_database()) as hubs:
+        dep = await hubs.clients[0].deploy("first", RECORDER)
+        receipts: list[Any] = []
+
+        async def send(i: int) -> None:
+            r = await hubs.clients[i % 2].send(dep["address"], f"m{i}", message_id=f"m{i}")
+            assert r.status_code == 202, r.text
+            receipts.append(r.json())
+
+        async with anyio.create_task_group() as tg:
+            for i in range(50):
+                tg.start_soon(send, i)
+        assert len({r["run_id"] for r in receipts}) == 1
+        assert sorted(r["seq"] for r in receipts) == list(range(1, 51))
+        runs = hubs.query(
+            "SELECT id FROM workflow_run WHERE deployment_id = ? AND is_anchor = 0", dep["id"]
+        )
+        assert runs == [(receipts[0]["run_id"],)]
