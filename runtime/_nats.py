@@ -48,15 +48,27 @@ _KEEPER_PERIOD = 1.0
 """How often the keeper looks whether nats-py's reconnecting still makes progress."""
 
 
+def servers_of(url: str) -> list[str]:
+    """The servers of ``url``: one, or a cluster's, comma-separated
+    (``nats://a:4222,nats://b:4222``)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
 def _check_url(url: str) -> None:
     # Checked once up front: the connect loop would otherwise retry a typo forever.
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parsing the port is the check
-    except ValueError as exc:
-        raise TransportError(f"invalid NATS URL {redact_url(url)!r}: {exc}") from exc
-    if parts.scheme not in ("nats", "tls", "ws", "wss") or not parts.hostname:
-        raise TransportError(f"invalid NATS URL {redact_url(url)!r}: expected nats://host:port")
+    servers = servers_of(url)
+    if not servers:
+        raise TransportError("invalid NATS URL '': expected nats://host:port")
+    for server in servers:
+        try:
+            parts = urlsplit(server)
+            parts.port  # noqa: B018 - parsing the port is the check
+        except ValueError as exc:
+            raise TransportError(f"invalid NATS URL {redact_url(server)!r}: {exc}") from exc
+        if parts.scheme not in ("nats", "tls", "ws", "wss") or not parts.hostname:
+            raise TransportError(
+                f"invalid NATS URL {redact_url(server)!r}: expected nats://host:port"
+            )
 
 
 def _is_auth_error(exc: Exception) -> bool:
@@ -302,7 +314,8 @@ class NatsTransport:
 
         # Passed as a dict because nats-py annotates its second counts as int.
         options: dict[str, Any] = {
-            "servers": self.url,
+            # A cluster: "nats://a:4222,nats://b:4222"; nats-py takes a list.
+            "servers": servers_of(self.url),
             "name": self.name,
             "connect_timeout": self._connect_timeout,
             "allow_reconnect": True,

@@ -233,7 +233,17 @@ async def test_close_flushes_and_ends_iteration(nats_server: NatsServerProcess) 
         await sub.unsubscribe()  # idempotent
 
 
-@pytest.mark.parametrize("url", ["", "localhost:4222", "http://127.0.0.1:4222", "nats://h:port"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        ",",
+        "localhost:4222",
+        "http://127.0.0.1:4222",
+        "nats://h:port",
+        "nats://127.0.0.1:4222,nats://h:port",  # a cluster: every server is checked
+    ],
+)
 async def test_invalid_url_fails_at_once_instead_of_retrying(url: str) -> None:
     with anyio.fail_after(2), pytest.raises(TransportError, match="invalid NATS URL"):
         async with open_nats(url, name="t"):

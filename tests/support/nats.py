@@ -54,6 +54,7 @@ class NatsServerProcess:
         start_timeout: float = 10.0,
         server_name: str | None = None,
         config_file: Path | None = None,
+        extra_args: list[str] | None = None,
     ) -> None:
         self.host = host
         self.port = port if port is not None else free_port(host)
@@ -67,6 +68,8 @@ class NatsServerProcess:
         self.config_file = config_file
         """A configuration (an ``authorization`` block, say) the server
         includes; :meth:`reload` makes it read the file again."""
+        self.extra_args = list(extra_args or [])
+        """Added to the command line (a cluster's ``--cluster`` and ``--routes``)."""
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -91,7 +94,7 @@ class NatsServerProcess:
             argv += ["--jetstream", "--store_dir", str(self.store_dir)]
         if self.monitor_port is not None:
             argv += ["-m", str(self.monitor_port)]
-        return argv
+        return argv + self.extra_args
 
     def _wrapper(self) -> Path:
         # Address and name in a file, not on the command line: a reload
