@@ -326,6 +326,7 @@ EXPECTED: dict[str, list[str]] = {
         "resolve_deployment",
         "resolve_producer",
         "settle_at_boot",
+        "transfer",
         "trim_changes",
     ],
     "hub.wire": [

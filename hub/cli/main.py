@@ -35,6 +35,7 @@ from runtime import (
     check_failpoints,
     parse_host_port,
     private_umask,
+    redact_url,
     unwrapping_groups,
 )
 
@@ -373,14 +374,44 @@ def hub_cmd(
 )
 @click.option("--check", is_flag=True, help="Only report what would change; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def migrate(state_dir: Path, sidecar_root: Path | None, check: bool, as_json: bool) -> None:
+@click.option(
+    "--to",
+    "to_url",
+    metavar="URL",
+    envvar="MAILRUN_MIGRATE_TO",
+    callback=_check_database,
+    help="Then copy the hub's data into this empty PostgreSQL database (env"
+    " MAILRUN_MIGRATE_TO keeps a password out of argv); stop the hub first.",
+)
+def migrate(
+    state_dir: Path, sidecar_root: Path | None, check: bool, as_json: bool, to_url: str | None
+) -> None:
     """Upgrade a state dir written by an earlier release.
 
     Applies the hub database's pending migrations (`up` and `hub` also do at
     boot). Sidecar inboxes and restore records are listed: each sidecar
-    migrates its own when it starts. With --check nothing is changed."""
+    migrates its own when it starts. With --check nothing is changed. With
+    --to, the hub's database is then copied into PostgreSQL, whole or not at
+    all; start the hub with --database URL afterwards."""
     from .progress import Steps
-    from .upgrade import inspect_state, migrate_state, render
+    from .upgrade import inspect_state, migrate_state, move_state, render
+
+    if to_url is not None:
+        if check:
+            fail("--to copies; --check changes nothing: one or the other")
+
+        def copied(table: str, rows: int) -> None:
+            click.echo(f"mailrun migrate: copied {rows} row(s) of {table}", err=True)
+
+        try:
+            counts = anyio.run(move_state, state_dir, to_url, None, copied)
+        except HubError as exc:
+            fail(f"{exc.reason}: {exc.detail}")
+        if as_json:
+            click.echo(msgspec.json.encode({"copied": counts}).decode())
+        else:
+            click.echo(f"copied {sum(counts.values())} rows into {redact_url(to_url)}")
+        return
 
     # Each migration applied: a bar on a terminal, a line otherwise (on
     # stderr: stdout is the report).

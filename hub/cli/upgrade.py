@@ -12,15 +12,16 @@ database read-only and changes nothing.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import msgspec
 
-from runtime import RecordDecodeError, read_restore_record
+from runtime import RecordDecodeError, read_restore_record, redact_url
 
 from .._errors import MigrationError
-from ..store import LATEST, OnStep, open_store, pending_migrations, read_version
+from ..store import LATEST, OnStep, open_store, pending_migrations, read_version, transfer
 
 HUB_DB = "hub.db"
 SIDECARS = "sidecars"
@@ -165,3 +166,31 @@ def render(report: UpgradeReport, *, check: bool) -> str:
             state = f"version {record.version}"
         lines.append(f"  {record.deployment_id}  {state}")
     return "\n".join(lines)
+
+
+async def move_state(
+    state_dir: Path,
+    url: str,
+    on_migration: OnStep | None = None,
+    on_table: Callable[[str, int], object] | None = None,
+) -> dict[str, int]:
+    """``mailrun migrate --to URL``: the state dir's hub database, migrated,
+    copied into the PostgreSQL database at ``url`` (migrated first, and
+    empty of hub data); the rows copied per table."""
+    path = state_dir / HUB_DB
+    if not path.exists():
+        raise MigrationError(f"no hub database at {path}")
+    await migrate_state(state_dir, None, on_migration)
+    target = await open_store(url, on_migration=on_migration)
+    await target.aclose()
+
+    def copy() -> dict[str, int]:
+        import psycopg
+
+        try:
+            with psycopg.connect(url) as conn:
+                return transfer(path, conn, on_table)
+        except psycopg.Error as exc:
+            raise MigrationError(f"cannot copy into {redact_url(url)}: {exc}") from exc
+
+    return await anyio.to_thread.run_sync(copy)

@@ -82,6 +82,7 @@ from .relaying import settle_at_boot as settle_at_boot
 from .schema import QUARANTINE_SOURCE as QUARANTINE_SOURCE
 from .schema import ApprovalStatus as ApprovalStatus
 from .schema import DispatchStatus as DispatchStatus
+from .transfer import transfer as transfer
 from .triggers import WITH_OTHERS as WITH_OTHERS
 from .triggers import Accepted as Accepted
 from .triggers import Outcome as Outcome
@@ -198,5 +199,6 @@ __all__ = [
     "resolve_deployment",
     "resolve_producer",
     "settle_at_boot",
+    "transfer",
     "trim_changes",
 ]
