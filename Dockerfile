@@ -14,7 +14,7 @@ COPY sidecar ./sidecar
 RUN pip install ".[postgres]" && rm -rf /src
 
 RUN useradd --system --uid 10001 --create-home --home-dir /home/mailrun mailrun \
-    && mkdir /data && chown mailrun:mailrun /data
+    && mkdir /data /data2 && chown mailrun:mailrun /data /data2
 USER mailrun
 WORKDIR /home/mailrun
 VOLUME /data

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from hub.cli.main import main
+from hub.store import DATABASE_ENV
 from tests.support import REPO
 
 
@@ -36,8 +37,32 @@ def parse_mailrun(argv: list[str]) -> click.Context:
     return command.make_context(argv[1], argv[2:])
 
 
-def test_services_are_nats_and_hub(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"nats", "hub"}
+def test_services_are_nats_postgres_and_two_hubs(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {"nats", "postgres", "hub", "hub2"}
+
+
+def test_both_hubs_share_one_postgresql_database_and_one_token(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    postgres = services["postgres"]
+    assert postgres["image"].startswith("postgres:16")
+    env = postgres["environment"]
+    urls = {services[h]["environment"][DATABASE_ENV] for h in ("hub", "hub2")}
+    assert len(urls) == 1
+    url = urlparse(urls.pop())
+    assert (url.scheme, url.hostname, url.port) == ("postgresql", "postgres", 5432)
+    assert (url.username, url.password) == (env["POSTGRES_USER"], env["POSTGRES_PASSWORD"])
+    assert url.path.lstrip("/") == env["POSTGRES_DB"]
+    # hub2: `mailrun hub` with the first hub's admin token, from its volume.
+    hub2 = services["hub2"]
+    ctx = parse_mailrun(command_of(hub2))
+    assert ctx.info_name == "hub"
+    hub_state = str(parse_mailrun(command_of(services["hub"])).params["state_dir"])
+    assert str(ctx.params["token_file"]) == f"{hub_state}/admin-token"
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in hub2["volumes"]}
+    assert mounts[hub_state] == "mailrun-data" and str(ctx.params["state_dir"]) in mounts
+    assert str(ctx.params["nats_url"]) == str(
+        parse_mailrun(command_of(services["hub"])).params["nats_url"]
+    )
 
 
 def test_nats_runs_2_10_with_jetstream(compose: dict[str, Any]) -> None:
@@ -55,7 +80,7 @@ def test_the_hub_command_is_a_valid_mailrun_invocation(compose: dict[str, Any]) 
     # The NATS URL names the nats service on its default port.
     url = urlparse(params["nats_url"])
     assert (url.scheme, url.hostname, url.port) == ("nats", "nats", 4222)
-    assert "nats" in hub["depends_on"]
+    assert {"nats", "postgres"} <= set(hub["depends_on"])
     # The hub listens on all interfaces on the port compose publishes.
     host, _, port = params["http"].rpartition(":")
     assert host == "0.0.0.0"
@@ -80,7 +105,7 @@ def test_the_dockerfile_installs_the_project_as_a_non_root_user(
     text = (REPO / "Dockerfile").read_text()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     assert lines[0] == "FROM python:3.11-slim"
-    assert re.search(r"^RUN pip install \.(\s|$)", text, re.M), "the image installs the project"
+    assert re.search(r'^RUN pip install "?\.(\[postgres\])?"?(\s|$)', text, re.M), "the project"
     for part in ("pyproject.toml", "runtime", "hub", "sidecar"):
         assert re.search(rf"^COPY .*\b{re.escape(part)}\b", text, re.M), part
     users = [ln.split()[1] for ln in lines if ln.startswith("USER ")]
