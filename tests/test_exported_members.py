@@ -321,6 +321,7 @@ EXPECTED: dict[str, list[str]] = {
         "record_outbound",
         "release_all",
         "renew_and_take",
+        "share_health",
         "remove_producer",
         "request_rollout",
         "resolve_deployment",

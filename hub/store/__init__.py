@@ -33,6 +33,7 @@ from .leases import check_lease as check_lease
 from .leases import hold_role as hold_role
 from .leases import release_all as release_all
 from .leases import renew_and_take as renew_and_take
+from .leases import share_health as share_health
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import pending_migrations as pending_migrations
@@ -199,6 +200,7 @@ __all__ = [
     "resolve_deployment",
     "resolve_producer",
     "settle_at_boot",
+    "share_health",
     "transfer",
     "trim_changes",
 ]

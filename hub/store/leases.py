@@ -17,6 +17,10 @@ that another hub is sending.
 takes only its fair share of the deployments and gives back what is above
 it when another hub joins.
 
+The holder also writes, with each renewal, what only it knows of the
+deployment (``health``: whether its sidecar answers, the last delivery
+error, the stuck dispatches) for the other hubs to answer with.
+
 Times are the database's clock (``clock_timestamp()``), the one clock every
 hub shares.
 """
@@ -42,7 +46,8 @@ CREATE TABLE hub_lease (
   deployment_id TEXT PRIMARY KEY,
   hub_id        TEXT NOT NULL,
   token         BIGINT NOT NULL,
-  expires_at    DOUBLE PRECISION NOT NULL
+  expires_at    DOUBLE PRECISION NOT NULL,
+  health        TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX hub_lease_by_hub ON hub_lease (hub_id);
 CREATE TABLE hub_role (
@@ -134,6 +139,19 @@ async def hold_role(db: Connection, name: str, hub_id: str, ttl: float) -> bool:
     )
     row = await fetch_one(db, "SELECT hub_id FROM hub_role WHERE name = ?", (name,))
     return row is not None and row[0] == hub_id
+
+
+async def share_health(db: Connection, hub_id: str, health: dict[str, str]) -> dict[str, str]:
+    """Inside a write transaction: record this hub's view (JSON text per
+    deployment it holds); every live lease's view, this hub's included."""
+    await db.executemany(
+        "UPDATE hub_lease SET health = ? WHERE deployment_id = ? AND hub_id = ?",
+        [(view, dep, hub_id) for dep, view in sorted(health.items())],
+    )
+    rows = await fetch_all(
+        db, f"SELECT deployment_id, health FROM hub_lease WHERE expires_at >= {_NOW}"
+    )
+    return {str(dep): str(view) for dep, view in rows}
 
 
 async def _held(db: Connection, hub_id: str) -> dict[str, int]:

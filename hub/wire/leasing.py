@@ -24,14 +24,23 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 import anyio
+import msgspec
 
 from runtime import Connection, Flag, Wakeup
 
-from ..store import LeaseRound, Store, check_lease, hold_role, release_all, renew_and_take
+from ..store import (
+    LeaseRound,
+    Store,
+    check_lease,
+    hold_role,
+    release_all,
+    renew_and_take,
+    share_health,
+)
 
 log = logging.getLogger("mailrun.hub.leases")
 
@@ -86,6 +95,9 @@ class LeaseKeeper:
         self.on_lost: Callable[[set[str]], object] = lambda deps: None
         self._poke = Wakeup()
         self._roles: dict[str, Flag] = {}  # the roles this hub asks for -> held now
+        self.report: Callable[[str], Mapping[str, Any]] = lambda dep: {}
+        """What this hub knows of a deployment it serves (the wire side's health)."""
+        self._health: dict[str, Mapping[str, Any]] = {}  # every held deployment's, any hub
         self._role_scopes: dict[str, set[anyio.CancelScope]] = {}
 
     def serves(self, deployment_id: str) -> bool:
@@ -100,6 +112,11 @@ class LeaseKeeper:
     def poke(self) -> None:
         """Renew now (a deployment was created or deleted)."""
         self._poke.set()
+
+    def health_of(self, deployment_id: str) -> Mapping[str, Any] | None:
+        """The holder's view of a deployment this hub does not serve, as of
+        the last round (None: no hub serves it)."""
+        return self._health.get(deployment_id)
 
     async def with_role(self, name: str, job: Callable[[], Awaitable[object]]) -> None:
         """Run ``job`` whenever this hub holds role ``name`` (``hub_role``),
@@ -138,13 +155,16 @@ class LeaseKeeper:
     async def _round(self) -> None:
         began = time.monotonic()
 
-        async def body(db: Connection) -> LeaseRound:
+        mine = {dep: _encode(self.report(dep)) for dep in self._held}
+
+        async def body(db: Connection) -> tuple[LeaseRound, dict[str, str]]:
             result = await renew_and_take(db, self.hub_id, self._http_url, self._ttl)
             roles = {r for r in self._roles if await hold_role(db, r, self.hub_id, self._ttl)}
-            return dataclasses.replace(result, roles=frozenset(roles))
+            health = await share_health(db, self.hub_id, mine)
+            return dataclasses.replace(result, roles=frozenset(roles)), health
 
         try:
-            result = await self._store.transact(body)
+            result, health = await self._store.transact(body)
         except Exception as exc:
             log.warning("cannot renew leases: %s", exc)
             if time.monotonic() >= self._valid_until:
@@ -157,6 +177,7 @@ class LeaseKeeper:
         # Valid for the ttl from when the renewal began, not when it returned.
         self._valid_until = began + self._ttl
         self.hubs = result.hubs
+        self._health = {dep: _decode(view) for dep, view in health.items()}
         for role in result.roles:
             self._roles[role].set()
         self._drop_roles(set(self._roles) - result.roles)
@@ -190,3 +211,15 @@ class LeaseKeeper:
             log.warning("cannot release leases: %s", exc)
         if held:
             self.on_lost(held)
+
+
+def _encode(view: Mapping[str, Any]) -> str:
+    return msgspec.json.encode(dict(view)).decode()
+
+
+def _decode(text: str) -> Mapping[str, Any]:
+    try:
+        view = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return {}
+    return view if isinstance(view, dict) else {}

@@ -103,8 +103,10 @@ class Wire:
         health: HealthConfig | None = None,
         letters: DeadLetters | None = None,
         rollouts: RolloutDriver | None = None,
+        leases: LeaseKeeper | None = None,
     ) -> None:
         self.sessions = sessions
+        self._leases = leases
         self.dispatcher = dispatcher
         self._rollouts = rollouts
         self._notices = notices
@@ -137,7 +139,21 @@ class Wire:
 
     def deployment_health(self, deployment_id: str) -> dict[str, Any]:
         """What a deployment's JSON adds from memory: ``connected``,
-        ``last_error``, ``stuck`` (its dispatches that stay unprocessed)."""
+        ``last_error``, ``stuck`` (its dispatches that stay unprocessed).
+        Several hubs: the view of the hub that serves the deployment, as its
+        last lease round recorded it (at most a second old)."""
+        leases = self._leases
+        if leases is not None and not leases.serves(deployment_id):
+            view = leases.health_of(deployment_id) or {}
+            return {
+                "connected": bool(view.get("connected", False)),
+                "last_error": view.get("last_error"),
+                "stuck": int(view.get("stuck", 0)),
+            }
+        return self.local_health(deployment_id)
+
+    def local_health(self, deployment_id: str) -> dict[str, Any]:
+        """:meth:`deployment_health` from this hub's own memory."""
         silence = self.sessions.silence(deployment_id)
         stuck = stuck_report(self.dispatcher.redelivered(deployment_id), self._health)
         return {
@@ -323,9 +339,12 @@ async def run_wire(
                     await announce()
 
             tg.start_soon(announce_takeovers)
-            task_status.started(
-                Wire(sessions, dispatcher, notices, config.health, letters, rollouts)
+            wire_side = Wire(
+                sessions, dispatcher, notices, config.health, letters, rollouts, leases
             )
+            if leases is not None:
+                leases.report = wire_side.local_health
+            task_status.started(wire_side)
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
             for sub in subscriptions:

@@ -162,6 +162,16 @@ async def test_two_hubs_lose_nothing_when_each_is_killed_under_load(
                 mine = [int(s.split("-")[1]) for s in seen if s.startswith(f"{c}-")]
                 assert mine == list(range(per_client)), c  # each client's order kept
             assert all(code == -signal.SIGKILL for p in hubs.procs for code in p.exit_codes)
+
+            # Both hubs tell the sidecar's health, whichever of them serves it.
+            async def connected_everywhere() -> bool:
+                for client in hubs.clients:
+                    r = await client.http.get(f"/workflows/deployments/{dep['id']}")
+                    if r.status_code != 200 or r.json().get("connected") is not True:
+                        return False
+                return True
+
+            await wait_for(connected_everywhere, timeout=20, what="both hubs to see the sidecar")
         finally:
             await side.stop()
 
