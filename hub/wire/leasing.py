@@ -44,10 +44,10 @@ from ..store import (
 
 log = logging.getLogger("mailrun.hub.leases")
 
-LEASE_TTL = 3.0
+LEASE_TTL = 2.5
 """A lease's life past its last renewal: a dead hub's deployments are taken
 over within this plus one renewal period."""
-LEASE_EVERY = 1.0
+LEASE_EVERY = 0.5
 
 
 class Leases(Protocol):
