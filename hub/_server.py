@@ -75,6 +75,7 @@ from .wire import (
     LeaseKeeper,
     RetentionConfig,
     WireConfig,
+    hub_identity,
     run_ingress,
     run_wire,
 )
@@ -201,7 +202,8 @@ async def serve_hub(
                 # hub on the same database joins by starting (docs/scaling.md).
                 shared: dict[str, Any] = {}
                 if store.dialect == "postgresql":
-                    leases = shared["leases"] = LeaseKeeper(store, boot_id, http_url=http_url)
+                    hub_id = await anyio.to_thread.run_sync(hub_identity, config.state_dir)
+                    leases = shared["leases"] = LeaseKeeper(store, hub_id, http_url=http_url)
                     # One hub at a time relays: another's "sending" rows are
                     # not left over from a crash.
                     tg.start_soon(leases.with_role, "relay", outbox.run)

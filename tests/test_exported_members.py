@@ -339,6 +339,7 @@ EXPECTED: dict[str, list[str]] = {
         "RetentionConfig",
         "Wire",
         "WireConfig",
+        "hub_identity",
         "run_ingress",
         "run_wire",
     ],

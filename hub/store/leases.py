@@ -71,10 +71,17 @@ class LeaseRound:
     roles: frozenset[str] = frozenset()  # filled in by the caller (hold_role)
 
 
-async def renew_and_take(db: Connection, hub_id: str, http_url: str, ttl: float) -> LeaseRound:
+async def renew_and_take(
+    db: Connection, hub_id: str, http_url: str, ttl: float, *, restarted: bool = False
+) -> LeaseRound:
     """Inside a write transaction: say this hub is alive, renew its leases,
     take the free or expired leases of live deployments up to its fair share,
-    and give back what it holds above that share (to hubs that hold less)."""
+    and give back what it holds above that share (to hubs that hold less).
+
+    ``restarted``: the first round of a new process of this hub (same state
+    dir, same ``hub_id``): it takes back at once the leases its previous
+    process held, expired or not, each with a new token, so that process,
+    were it still running somewhere, writes nothing any more."""
     await db.execute(
         "INSERT INTO hub_node (id, http_url, started_at, expires_at)"
         f" VALUES (?, ?, {_NOW}, {_NOW} + ?) ON CONFLICT (id) DO UPDATE"
@@ -82,6 +89,11 @@ async def renew_and_take(db: Connection, hub_id: str, http_url: str, ttl: float)
         (hub_id, http_url, ttl),
     )
     await db.execute(f"DELETE FROM hub_node WHERE expires_at < {_NOW} - 60")
+    if restarted:
+        await db.execute(
+            f"UPDATE hub_lease SET token = token + 1, expires_at = {_NOW} + ? WHERE hub_id = ?",
+            (ttl, hub_id),
+        )
     row = await fetch_one(db, f"SELECT COUNT(*) FROM hub_node WHERE expires_at >= {_NOW}")
     hubs = max(int(row[0]) if row else 1, 1)
     await db.execute(

@@ -8,6 +8,7 @@ from .health import HealthConfig as HealthConfig
 from .ingress import IngressConfig as IngressConfig
 from .ingress import run_ingress as run_ingress
 from .leasing import LeaseKeeper as LeaseKeeper
+from .leasing import hub_identity as hub_identity
 from .retention import DeadLetters as DeadLetters
 from .retention import RetentionConfig as RetentionConfig
 from .service import Wire as Wire
@@ -23,6 +24,7 @@ __all__ = [
     "RetentionConfig",
     "Wire",
     "WireConfig",
+    "hub_identity",
     "run_ingress",
     "run_wire",
 ]

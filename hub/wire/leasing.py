@@ -25,12 +25,13 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 import msgspec
 
-from runtime import Connection, Flag, Wakeup
+from runtime import Connection, Flag, Wakeup, is_id, new_id
 
 from ..store import (
     LeaseRound,
@@ -94,6 +95,7 @@ class LeaseKeeper:
         self.on_gained: Callable[[set[str]], object] = lambda deps: None
         self.on_lost: Callable[[set[str]], object] = lambda deps: None
         self._poke = Wakeup()
+        self._restarted = True  # until the first round is done
         self._roles: dict[str, Flag] = {}  # the roles this hub asks for -> held now
         self.report: Callable[[str], Mapping[str, Any]] = lambda dep: {}
         """What this hub knows of a deployment it serves (the wire side's health)."""
@@ -156,9 +158,12 @@ class LeaseKeeper:
         began = time.monotonic()
 
         mine = {dep: _encode(self.report(dep)) for dep in self._held}
+        restarted = self._restarted
 
         async def body(db: Connection) -> tuple[LeaseRound, dict[str, str]]:
-            result = await renew_and_take(db, self.hub_id, self._http_url, self._ttl)
+            result = await renew_and_take(
+                db, self.hub_id, self._http_url, self._ttl, restarted=restarted
+            )
             roles = {r for r in self._roles if await hold_role(db, r, self.hub_id, self._ttl)}
             health = await share_health(db, self.hub_id, mine)
             return dataclasses.replace(result, roles=frozenset(roles)), health
@@ -176,6 +181,7 @@ class LeaseKeeper:
             return
         # Valid for the ttl from when the renewal began, not when it returned.
         self._valid_until = began + self._ttl
+        self._restarted = False
         self.hubs = result.hubs
         self._health = {dep: _decode(view) for dep, view in health.items()}
         for role in result.roles:
@@ -223,3 +229,25 @@ def _decode(text: str) -> Mapping[str, Any]:
     except msgspec.DecodeError:
         return {}
     return view if isinstance(view, dict) else {}
+
+
+HUB_ID_FILE = "hub-id"
+
+
+def hub_identity(state_dir: Path) -> str:
+    """This hub's id among several (``<state-dir>/hub-id``, created at the
+    first start): the same across restarts, so a restarted hub takes back
+    its own leases at once instead of waiting for them to expire."""
+    path = state_dir / HUB_ID_FILE
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        text = ""
+    if is_id(text, "hub"):
+        return text
+    hub_id = new_id("hub")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{hub_id}.tmp")
+    tmp.write_text(hub_id + "\n", encoding="ascii")
+    tmp.replace(path)
+    return hub_id

@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psycopg
 
+from hub.store import DATABASE_ENV
+from hub.store.pg import translate
 from hub.up.children import ChildSpec, spawn, terminate, wait_exit
 from runtime.testing import FAILPOINTS_ENV
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
@@ -111,6 +114,7 @@ class Cluster(HubClient):
         stack: AsyncExitStack,
         env: dict[str, str] | None = None,
         sidecar_proxies: bool = True,
+        database: str | None = None,
     ) -> None:
         super().__init__(
             f"http://127.0.0.1:{free_port()}", token_file=root / "state" / "admin-token"
@@ -128,7 +132,10 @@ class Cluster(HubClient):
         self.nats = nats
         self.hub_proxy = NatsFaultProxy(nats.url)
         self.sidecars: dict[str, SidecarNode] = {}
-        self.hub = Proc("hub", [], self.logs / "hub.log", env=self.env)
+        self.database = database
+        """The hub's PostgreSQL database (None: hub.db in the state dir)."""
+        hub_env = self.env if database is None else {**self.env, DATABASE_ENV: database}
+        self.hub = Proc("hub", [], self.logs / "hub.log", env=hub_env)
         self._stack = stack
         self._moved: list[Proc] = []  # sidecars a takeover replaced
 
@@ -256,6 +263,10 @@ class Cluster(HubClient):
 
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         """Read the hub's database directly (read-only; WAL lets it run beside the hub)."""
+        if self.database is not None:
+            text, reorder = translate(sql)
+            with psycopg.connect(self.database, cursor_factory=psycopg.ClientCursor) as pg:
+                return [tuple(row) for row in pg.execute(text, reorder(args)).fetchall()]
         db = sqlite3.connect(f"file:{self.state_dir / 'hub.db'}?mode=ro", uri=True, timeout=10)
         try:
             return db.execute(sql, args).fetchall()
@@ -277,20 +288,22 @@ async def running_cluster(
     hub_failpoints: str = "",
     env: dict[str, str] | None = None,
     sidecar_proxies: bool = True,
+    database: str | None = None,
 ) -> AsyncIterator[Cluster]:
     """nats-server and the hub (behind ``cluster.hub_proxy``), up and answering.
 
     Sidecars are started by the test (``start_sidecar``). ``env`` is added to
     the environment of the hub and every sidecar (``MAILRUN_BACKOFF_MAX``,
-    say). Leaving the block stops every process and proxy; on an error the
-    logs are printed first.
+    say). ``database``: the hub's PostgreSQL URL (default: SQLite). Leaving
+    the block stops every process and proxy; on an error the logs are
+    printed first.
     """
     (root / "logs").mkdir(parents=True, exist_ok=True)
     nats = NatsServerProcess(log_file=root / "logs" / "nats.log", pdeathsig=True)
     async with AsyncExitStack() as stack:
         await nats.start()
         stack.push_async_callback(nats.stop)
-        cluster = Cluster(root, nats, stack, env, sidecar_proxies)
+        cluster = Cluster(root, nats, stack, env, sidecar_proxies, database)
         stack.push_async_callback(cluster.aclose)
         await stack.enter_async_context(cluster.hub_proxy)
         try:

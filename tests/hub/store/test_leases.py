@@ -70,6 +70,15 @@ async def test_hubs_share_the_deployments_and_take_over_expired_leases_with_a_ne
             await in_tx(store, lambda db: check_lease(db, taken, "hub-a", 1))
         await in_tx(store, lambda db: check_lease(db, taken, "hub-b", 2))
 
+        # A new process of a hub (its state dir's hub id) takes its leases
+        # back at once, expired or not, with new tokens: its previous
+        # process, were it still running, no longer passes the fence.
+        await in_tx(store, lambda db: db.execute("UPDATE hub_lease SET expires_at = 0"))
+        back = await in_tx(store, lambda db: renew_and_take(db, "hub-b", "", 30.0, restarted=True))
+        assert back.held == {dep: token + 1 for dep, token in second.held.items()}
+        with pytest.raises(LeaseLost):
+            await in_tx(store, lambda db: check_lease(db, taken, "hub-b", 2))
+
         # A hub that stops frees its leases at once.
         await in_tx(store, lambda db: release_all(db, "hub-b"))
         first = await take(store, "hub-a")
