@@ -34,7 +34,10 @@ def parse_mailrun(argv: list[str]) -> click.Context:
     assert isinstance(main, click.Group)
     command = main.commands.get(argv[1])
     assert command is not None, f"unknown mailrun command {argv[1]!r}"
-    return command.make_context(argv[1], argv[2:])
+    # Under the group's context, as `mailrun` runs it: a command parsed alone
+    # would build (and click keep) a help option without the group's "-h".
+    parent = click.Context(main, info_name="mailrun", **main.context_settings)
+    return command.make_context(argv[1], argv[2:], parent=parent)
 
 
 def test_services_are_nats_postgres_and_two_hubs(compose: dict[str, Any]) -> None:
