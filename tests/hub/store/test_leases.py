@@ -20,21 +20,14 @@ from hub.store import (
     release_all,
     renew_and_take,
 )
-from hub.store.deployments import create_deployment
 from hub.wire.blobs import collect_blobs
 from runtime import INLINE_BODY_LIMIT, Connection
 from tests.support.postgres import PostgresServer
 
+from .test_accept import deploy
+
 pytestmark = pytest.mark.anyio
 T = TypeVar("T")
-
-
-async def deploy(store: Store, name: str) -> str:
-    created = await create_deployment(
-        store, name=name, source="async def main(ctx, item): pass\n",
-        domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
-    )  # fmt: skip
-    return created.deployment_id
 
 
 def in_tx(store: Store, step: Callable[[Connection], Awaitable[T]]) -> Awaitable[T]:
