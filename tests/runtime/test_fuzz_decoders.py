@@ -79,19 +79,19 @@ def check_frames(data: bytes) -> None:
             assert encode(FrameDecoder().decode(again)) == again
 
 
-@fuzz(3500)
+@fuzz(1750)
 @given(st.binary(max_size=512))
 def test_frames_from_arbitrary_bytes(data: bytes) -> None:
     check_frames(data)
 
 
-@fuzz(2000)
+@fuzz(1000)
 @given(near_valid_frames())
 def test_frames_with_fields_replaced_dropped_or_added(data: bytes) -> None:
     check_frames(data)
 
 
-@fuzz(1500)
+@fuzz(750)
 @given(damaged(st.sampled_from(FRAMES)))
 def test_frames_cut_short_or_changed(data: bytes) -> None:
     check_frames(data)
@@ -136,19 +136,19 @@ def check_record(data: bytes) -> None:
         msgspec.json.encode(record)
 
 
-@fuzz(2000)
+@fuzz(1000)
 @given(st.binary(max_size=512))
 def test_restore_records_from_arbitrary_bytes(data: bytes) -> None:
     check_record(data)
 
 
-@fuzz(1200)
+@fuzz(600)
 @given(near_valid_records())
 def test_restore_records_with_fields_replaced_dropped_or_added(data: bytes) -> None:
     check_record(data)
 
 
-@fuzz(1000)
+@fuzz(500)
 @given(damaged(st.sampled_from(RECORDS)))
 def test_restore_records_cut_short_or_changed(data: bytes) -> None:
     check_record(data)

@@ -57,7 +57,7 @@ def check_envelope(data: bytes) -> None:
     assert isinstance(salvage_run_id(data), str)
 
 
-@fuzz(2000)
+@fuzz(1000)
 @given(st.binary(max_size=512))
 def test_envelopes_from_arbitrary_bytes(data: bytes) -> None:
     check_envelope(data)
@@ -69,13 +69,13 @@ def near_valid_envelopes(draw: st.DrawFn) -> bytes:
     return msgspec.msgpack.encode(draw(mutated_map(base, msgpack_values())))
 
 
-@fuzz(1200)
+@fuzz(600)
 @given(near_valid_envelopes())
 def test_envelopes_with_fields_replaced_dropped_or_added(data: bytes) -> None:
     check_envelope(data)
 
 
-@fuzz(1000)
+@fuzz(500)
 @given(damaged(st.sampled_from(ENVELOPES)))
 def test_envelopes_cut_short_or_changed(data: bytes) -> None:
     check_envelope(data)
@@ -91,7 +91,7 @@ def check_state(data: bytes) -> None:
         msgspec.json.encode(state)  # JSON-able, as ctx.state must be
 
 
-@fuzz(1500)
+@fuzz(750)
 @given(st.binary(max_size=512))
 def test_run_state_from_arbitrary_bytes(data: bytes) -> None:
     check_state(data)
@@ -103,7 +103,7 @@ def near_valid_states(draw: st.DrawFn) -> bytes:
     return msgspec.msgpack.encode(draw(mutated_map(base, msgpack_values())))
 
 
-@fuzz(1000)
+@fuzz(500)
 @given(near_valid_states() | damaged(st.sampled_from(STATES)))
 def test_run_state_near_valid(data: bytes) -> None:
     check_state(data)
@@ -132,7 +132,7 @@ def check_token(token: str) -> None:
         assert is_id(record.deployment_id, "dep")
 
 
-@fuzz(1500)
+@fuzz(750)
 @given(st.text(max_size=300) | st.binary(max_size=300).map(b64url))
 def test_join_tokens_from_arbitrary_text(token: str) -> None:
     check_token(token)
@@ -144,7 +144,7 @@ def near_valid_tokens(draw: st.DrawFn) -> str:
     return b64url(msgspec.json.encode(draw(mutated_map(base, json_values()))))
 
 
-@fuzz(1000)
+@fuzz(500)
 @given(near_valid_tokens() | damaged(st.sampled_from(RECORDS)).map(b64url))
 def test_join_tokens_near_valid(token: str) -> None:
     check_token(token)
