@@ -36,16 +36,14 @@ from typing import Any
 
 import anyio
 import httpx
-import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
 from bench._http import Pool
 from hub.store import DATABASE_ENV
-from hub.store.pg import translate
 from tests.faults.cluster import Proc
 from tests.support import HubClient, NatsServerProcess, free_port, wait_for
-from tests.support.postgres import PostgresServer
+from tests.support.postgres import PostgresServer, query
 
 COUNTER = """
 async def main(ctx, item):
@@ -67,10 +65,8 @@ class Setup:
 
             with sqlite3.connect(f"file:{self.root / 'hub0' / 'hub.db'}?mode=ro", uri=True) as db:
                 return int(db.execute(sql, args).fetchone()[0])
-        text, reorder = translate(sql)
-        with psycopg.connect(self.database, cursor_factory=psycopg.ClientCursor) as pg:
-            row = pg.execute(text, reorder(args)).fetchone()
-            return int(row[0]) if row else 0
+        rows = query(self.database, sql, *args)
+        return int(rows[0][0]) if rows else 0
 
 
 @asynccontextmanager

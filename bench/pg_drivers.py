@@ -5,10 +5,12 @@ the deployment row, read the top-level run, insert dispatches, bump the
 seq), N times through each candidate, with 8 writers at once each on its own
 connection (as several hubs would be), against a fresh pgserver database:
 
+- asyncpg, one await per statement on the event loop: what ``hub.store.pg``
+  uses;
 - psycopg3, synchronous, the whole transaction on a worker thread (one
-  hand-off per transaction): what ``hub.store.pg`` does;
-- psycopg3 async, one await per statement on the event loop;
-- asyncpg, one await per statement on the event loop.
+  hand-off per transaction, as the SQLite store does), and psycopg3 async,
+  one await per statement: when psycopg is installed (it is not a
+  dependency: ``pip install 'psycopg[binary]'``).
 
 Prints the medians of ``--runs`` runs: transactions per second, and this
 process's CPU per transaction (the database server's is not counted).
@@ -32,7 +34,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import psycopg
+import asyncpg
 
 _SCHEMA = """
 CREATE TABLE dep (id TEXT PRIMARY KEY, next_seq BIGINT NOT NULL);
@@ -49,7 +51,7 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _sync_body(conn: psycopg.Connection[Any], dep: str, n: int) -> None:
+def _sync_body(conn: Any, dep: str, n: int) -> None:
     with conn.transaction():
         (seq,) = conn.execute("SELECT next_seq FROM dep WHERE id = %s FOR UPDATE", [dep]).fetchone()  # type: ignore[misc]
         conn.execute("SELECT id FROM run WHERE dep = %s", [dep]).fetchall()
@@ -61,6 +63,8 @@ def _sync_body(conn: psycopg.Connection[Any], dep: str, n: int) -> None:
 
 
 async def _psycopg_thread(url: str, writer: int, count: int) -> None:
+    import psycopg
+
     conn = await anyio.to_thread.run_sync(lambda: psycopg.connect(url, autocommit=True))
     try:
         for n in range(count):
@@ -70,6 +74,8 @@ async def _psycopg_thread(url: str, writer: int, count: int) -> None:
 
 
 async def _psycopg_async(url: str, writer: int, count: int) -> None:
+    import psycopg
+
     conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
     try:
         for n in range(count):
@@ -88,8 +94,6 @@ async def _psycopg_async(url: str, writer: int, count: int) -> None:
 
 
 async def _asyncpg(url: str, writer: int, count: int) -> None:
-    import asyncpg  # type: ignore[import-not-found]
-
     conn = await asyncpg.connect(url)
     try:
         for n in range(count):
@@ -112,16 +116,20 @@ async def _asyncpg(url: str, writer: int, count: int) -> None:
 Writer = Callable[[str, int, int], Awaitable[None]]
 
 
-def _reset(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS dispatch, run, dep")
-        conn.execute(_SCHEMA)
-        for i in range(_DEPLOYMENTS):
-            conn.execute("INSERT INTO dep VALUES (%s, 1)", [f"d{i}"])
+async def _reset(url: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("DROP TABLE IF EXISTS dispatch, run, dep")
+        await conn.execute(_SCHEMA)
+        await conn.executemany(
+            "INSERT INTO dep VALUES ($1, 1)", [(f"d{i}",) for i in range(_DEPLOYMENTS)]
+        )
+    finally:
+        await conn.close()
 
 
 async def _measure(url: str, writer: Writer, total: int, writers: int) -> tuple[float, float]:
-    _reset(url)
+    await _reset(url)
     each = total // writers
     cpu, start = _cpu(), time.perf_counter()
     async with anyio.create_task_group() as tg:
@@ -145,17 +153,18 @@ def main() -> None:
 
         server = pgserver.get_server(directory, cleanup_mode=None)
     url = server.get_uri()
-    candidates: list[tuple[str, Writer]] = [
-        ("psycopg3 sync, a thread per transaction", _psycopg_thread),
-        ("psycopg3 async, an await per statement", _psycopg_async),
-    ]
+    candidates: list[tuple[str, Writer]] = [("asyncpg, an await per statement", _asyncpg)]
     try:
-        import asyncpg  # noqa: F401
+        import psycopg  # noqa: F401 - not a dependency: the comparison only
 
-        # asyncpg speaks TCP or a socket directory given as host=.
-        candidates.append(("asyncpg, an await per statement", _asyncpg))
+        candidates += [
+            ("psycopg3 sync, a thread per transaction", _psycopg_thread),
+            ("psycopg3 async, an await per statement", _psycopg_async),
+        ]
     except ImportError:
-        print("asyncpg not installed: skipped", file=sys.stderr)
+        print(
+            "psycopg not installed (pip install 'psycopg[binary]'): asyncpg alone", file=sys.stderr
+        )
     try:
         for writers in args.writers:
             print(f"{args.transactions} accept-shaped transactions, {writers} writer(s) at once")

@@ -179,7 +179,6 @@ from ._transact import Body as Body
 from ._transact import Connection as Connection
 from ._transact import Cursor as Cursor
 from ._transact import Params as Params
-from ._transact import drive as drive
 from ._transact import transact as transact
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
@@ -339,7 +338,6 @@ __all__ = [
     "clip_text",
     "configure_sqlite",
     "decode_restore_record",
-    "drive",
     "encode",
     "encoded_size",
     "failpoint",

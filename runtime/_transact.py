@@ -42,7 +42,7 @@ class Cursor(Protocol):
 
 class Connection(Protocol):
     """What store code calls on a connection: aiosqlite's and :class:`Direct`
-    fit, and the hub's PostgreSQL connections."""
+    fit, and the hub's PostgreSQL ones (asyncpg's, behind an adapter)."""
 
     def execute(self, sql: str, parameters: Params = ...) -> Awaitable[Cursor]: ...
 
@@ -103,7 +103,7 @@ def _run(conn: sqlite3.Connection, body: Body[T]) -> T:
     except sqlite3.Error as exc:
         raise TransactionFailed(f"cannot begin a write transaction: {exc}") from exc
     try:
-        result = drive(body(Direct(conn)))
+        result = _drive(body(Direct(conn)))
     except BaseException:
         _rollback(conn)
         raise
@@ -124,11 +124,10 @@ def _run_lazily(conn: sqlite3.Connection, body: Body[T]) -> T:
         conn.execute(f"PRAGMA synchronous = {int(level)}")
 
 
-def drive(coro: Coroutine[Any, Any, T]) -> T:
+def _drive(coro: Coroutine[Any, Any, T]) -> T:
     """Run a transaction body that awaits only a connection whose calls
-    finish at once (:class:`Direct`, or a PostgreSQL one on its thread) to its
-    end, without an event loop; :class:`TransactionSuspended` if it awaits
-    anything else."""
+    finish at once (:class:`Direct`) to its end, without an event loop;
+    :class:`TransactionSuspended` if it awaits anything else."""
     try:
         coro.send(None)
     except StopIteration as done:

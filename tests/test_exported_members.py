@@ -162,7 +162,6 @@ EXPECTED: dict[str, list[str]] = {
         "configure_sqlite",
         "transact",
         "decode_restore_record",
-        "drive",
         "encode",
         "encoded_size",
         "failpoint",

@@ -184,13 +184,13 @@ async def move_state(
     target = await open_store(url, on_migration=on_migration)
     await target.aclose()
 
-    def copy() -> dict[str, int]:
-        import psycopg
+    try:
+        import asyncpg
 
+        conn = await asyncpg.connect(url)
         try:
-            with psycopg.connect(url) as conn:
-                return transfer(path, conn, on_table)
-        except psycopg.Error as exc:
-            raise MigrationError(f"cannot copy into {redact_url(url)}: {exc}") from exc
-
-    return await anyio.to_thread.run_sync(copy)
+            return await transfer(path, conn, on_table)
+        finally:
+            await conn.close()
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise MigrationError(f"cannot copy into {redact_url(url)}: {exc}") from exc

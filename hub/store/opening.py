@@ -35,8 +35,8 @@ async def open_store(
         )
     try:
         from .pg import PgStore
-    except ImportError as exc:  # psycopg comes with the "postgres" extra
+    except ImportError as exc:  # asyncpg comes with the "postgres" extra
         raise StoreUnavailable(
-            f"a PostgreSQL database needs psycopg: pip install 'mailrun[postgres]' ({exc})"
+            f"a PostgreSQL database needs asyncpg: pip install 'mailrun[postgres]' ({exc})"
         ) from exc
     return await PgStore.open(str(target), on_migration=on_migration)

@@ -60,10 +60,10 @@ OnTable = Callable[[str, int], object]
 """``on_table(name, rows)``: a table was copied."""
 
 
-def transfer(source: Path, target: Any, on_table: OnTable | None = None) -> dict[str, int]:
+async def transfer(source: Path, target: Any, on_table: OnTable | None = None) -> dict[str, int]:
     """Copy the hub database at ``source`` (SQLite, at this release's schema)
-    into ``target`` (an open psycopg connection to a migrated, empty
-    PostgreSQL database); the rows copied per table."""
+    into ``target`` (an asyncpg connection to a migrated, empty PostgreSQL
+    database); the rows copied per table."""
     src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
     try:
         (version,) = src.execute("SELECT MAX(version) FROM schema_version").fetchone()
@@ -72,14 +72,14 @@ def transfer(source: Path, target: Any, on_table: OnTable | None = None) -> dict
                 f"{source} is at schema version {version}, not {LATEST}: migrate it first"
             )
         counts: dict[str, int] = {}
-        with target.transaction():
-            (busy,) = target.execute(
+        async with target.transaction():
+            busy = await target.fetchval(
                 "SELECT (SELECT COUNT(*) FROM deployment) + (SELECT COUNT(*) FROM workflow_run)"
-            ).fetchone()
+            )
             if busy:
                 raise MigrationError("the target database holds hub data already")
             for table in TABLES:
-                counts[table] = _copy(src, target, table)
+                counts[table] = await _copy(src, target, table)
                 if on_table is not None:
                     on_table(table, counts[table])
         return counts
@@ -87,32 +87,32 @@ def transfer(source: Path, target: Any, on_table: OnTable | None = None) -> dict
         src.close()
 
 
-def _copy(src: sqlite3.Connection, target: Any, table: str) -> int:
+async def _copy(src: sqlite3.Connection, target: Any, table: str) -> int:
     columns = [row[1] for row in src.execute(f"PRAGMA table_info({table})")]
     order = " ORDER BY rowid" if table in _ORDERED else ""
     if table == "change":
-        target.execute("DELETE FROM change")  # what the copy's triggers wrote
+        await target.execute("DELETE FROM change")  # what the copy's triggers wrote
     names = ", ".join(columns)
-    insert = f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
+    marks = ", ".join(f"${at}" for at in range(1, len(columns) + 1))
+    insert = f"INSERT INTO {table} ({names}) VALUES ({marks})"
     cursor = src.execute(f"SELECT {names} FROM {table}{order}")
     # SQLite keeps what it is given: an early release's text in a BLOB column.
     binary = [at for at, name in enumerate(columns) if name in _BINARY]
     copied = 0
-    with target.cursor() as out:
-        while rows := cursor.fetchmany(_CHUNK):
-            if binary:
-                rows = [_as_bytes(row, binary) for row in rows]
-            out.executemany(insert, rows)
-            copied += len(rows)
+    while rows := cursor.fetchmany(_CHUNK):
+        if binary:
+            rows = [_as_bytes(row, binary) for row in rows]
+        await target.executemany(insert, rows)
+        copied += len(rows)
     if (column := _SEQUENCES.get(table)) is not None:
         highest = 0
         if table == "change":
             row = src.execute("SELECT seq FROM sqlite_sequence WHERE name = 'change'").fetchone()
             highest = int(row[0]) if row and row[0] is not None else 0
-        target.execute(
+        await target.execute(
             f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
-            f" GREATEST((SELECT MAX({column}) FROM {table}), %s, 1),"
-            f" GREATEST((SELECT MAX({column}) FROM {table}), %s) > 0)",
-            [highest, highest],
+            f" GREATEST((SELECT MAX({column}) FROM {table}), $1::bigint, 1),"
+            f" GREATEST((SELECT MAX({column}) FROM {table}), $1::bigint) > 0)",
+            highest,
         )
     return copied

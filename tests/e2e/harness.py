@@ -15,13 +15,12 @@ from typing import Any
 
 import anyio
 import psutil
-import psycopg
 
 from hub.natsauth import HUB_SEED_FILE
 from hub.store import is_database_url
-from hub.store.pg import translate
 from runtime import RestoreRecord, read_restore_record, record_path
 from tests.support import HubClient, free_port, wait_for
+from tests.support.postgres import query
 
 MAILRUN = str(Path(sys.executable).with_name("mailrun"))
 
@@ -132,9 +131,7 @@ class Up(HubClient):
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         """``sql`` (SQLite's spelling) on the hub's database, whichever it is."""
         if self.database is not None:
-            text, reorder = translate(sql)
-            with psycopg.connect(self.database, cursor_factory=psycopg.ClientCursor) as pg:
-                return [tuple(row) for row in pg.execute(text, reorder(args)).fetchall()]
+            return query(self.database, sql, *args)
         with self.hub_db() as db:
             return db.execute(sql, args).fetchall()
 

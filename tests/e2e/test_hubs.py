@@ -15,14 +15,12 @@ from typing import Any
 
 import anyio
 import httpx
-import psycopg
 import pytest
 
 from hub.store import DATABASE_ENV
-from hub.store.pg import translate
 from tests.faults.cluster import Proc
 from tests.support import HubClient, NatsServerProcess, free_port, wait_for
-from tests.support.postgres import PostgresServer
+from tests.support.postgres import PostgresServer, query
 
 pytestmark = pytest.mark.anyio
 
@@ -44,9 +42,7 @@ class Hubs:
     nats: NatsServerProcess
 
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-        text, reorder = translate(sql)
-        with psycopg.connect(self.database, cursor_factory=psycopg.ClientCursor) as pg:
-            return [tuple(row) for row in pg.execute(text, reorder(args)).fetchall()]
+        return query(self.database, sql, *args)
 
     async def up(self, at: int) -> None:
         await wait_for(self.clients[at].healthz, timeout=30, what=f"hub {at} /healthz")

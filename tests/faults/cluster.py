@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import psycopg
 
 from hub.store import DATABASE_ENV
-from hub.store.pg import translate
 from hub.up.children import ChildSpec, spawn, terminate, wait_exit
 from runtime.testing import FAILPOINTS_ENV
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
+from tests.support.postgres import query
 
 from .proxy import NatsFaultProxy
 
@@ -264,9 +263,7 @@ class Cluster(HubClient):
     def query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         """Read the hub's database directly (read-only; WAL lets it run beside the hub)."""
         if self.database is not None:
-            text, reorder = translate(sql)
-            with psycopg.connect(self.database, cursor_factory=psycopg.ClientCursor) as pg:
-                return [tuple(row) for row in pg.execute(text, reorder(args)).fetchall()]
+            return query(self.database, sql, *args)
         db = sqlite3.connect(f"file:{self.state_dir / 'hub.db'}?mode=ro", uri=True, timeout=10)
         try:
             return db.execute(sql, args).fetchall()

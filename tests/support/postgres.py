@@ -4,13 +4,41 @@ there), and a fresh database per test."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import shutil
 import tempfile
 import warnings
-from typing import Any
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
-import psycopg
+import asyncpg
+
+from hub.store.pg import translate
+
+T = TypeVar("T")
+
+
+def run_apart(coro: Coroutine[Any, Any, T]) -> T:
+    """``coro`` to its end on an event loop of its own, in a thread: for
+    synchronous helpers that tests call from inside their own loop."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def query(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    """``sql`` (SQLite's spelling, as the store's) on the database at ``url``."""
+
+    async def run() -> list[tuple[Any, ...]]:
+        statement = translate(sql)
+        conn = await asyncpg.connect(url)
+        try:
+            return [tuple(row) for row in await conn.fetch(statement.text, *statement.args(args))]
+        finally:
+            await conn.close()
+
+    return run_apart(run())
 
 
 class PostgresServer:
@@ -28,14 +56,21 @@ class PostgresServer:
         self._uri: str = self._server.get_uri()
 
     def url(self, database: str = "postgres") -> str:
-        base, _, query = self._uri.partition("?")
-        return f"{base.rsplit('/', 1)[0]}/{database}?{query}"
+        base, _, query_string = self._uri.partition("?")
+        return f"{base.rsplit('/', 1)[0]}/{database}?{query_string}"
 
     def new_database(self) -> str:
         """The URL of a new, empty database."""
         name = f"t_{secrets.token_hex(6)}"
-        with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
+
+        async def create() -> None:
+            conn = await asyncpg.connect(self.url())
+            try:
+                await conn.execute(f"CREATE DATABASE {name}")
+            finally:
+                await conn.close()
+
+        run_apart(create())
         return self.url(name)
 
     def stop(self) -> None:

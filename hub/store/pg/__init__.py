@@ -1,10 +1,10 @@
 """The hub's store on PostgreSQL (``--database postgresql://...``): the
-SQLite store's interface over psycopg, the schema in PostgreSQL's spelling,
-and the translation of the store's SQL."""
+SQLite store's interface over asyncpg, and the translation of the store's
+SQL (the schema is ``schema_pg.py``)."""
 
-from ._conn import Row as Row
+from ._sql import Statement as Statement
 from ._sql import translate as translate
 from ._store import PgStore as PgStore
 from ._store import redact as redact
 
-__all__ = ["PgStore", "Row", "redact", "translate"]
+__all__ = ["PgStore", "Statement", "redact", "translate"]

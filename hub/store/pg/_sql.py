@@ -4,9 +4,9 @@ Store code is written once, in the SQL both databases share; this module
 turns the few spellings that differ at the time a statement runs (each
 statement once, then cached):
 
-- parameters: ``?`` and ``?N`` (SQLite) -> ``%s`` (psycopg), the
-  parameters reordered for ``?N``; ``:name`` -> ``%(name)s``; a literal
-  ``%`` -> ``%%``;
+- parameters: ``?`` and ``?N`` (SQLite) -> ``$n`` (asyncpg), ``?N`` as
+  ``$N``; ``:name`` -> ``$n``, one per name, the mapping's values in that
+  order;
 - ``INSERT OR IGNORE INTO ...`` -> ``INSERT INTO ... ON CONFLICT DO NOTHING``;
 - an empty list, ``IN ()`` (SQLite takes it, PostgreSQL does not) -> ``IN
   (SELECT NULL WHERE FALSE)``: no row, so ``IN`` is false and ``NOT IN``
@@ -20,8 +20,7 @@ statement once, then cached):
 - a few whole statements that have no shared spelling (the change feed's
   sequence): :data:`_STATEMENTS`.
 
-Text inside quotes ('...' and "...") is kept as it is, but for ``%``, which
-psycopg reads everywhere. Anything else is
+Text inside quotes ('...' and "...") is kept as it is. Anything else is
 left as it is: a statement using a SQLite-only function fails on
 PostgreSQL at once, and the store's tests run on both.
 """
@@ -29,19 +28,18 @@ PostgreSQL at once, and the store's tests run on both.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 from runtime import Params
-
-Reorder = Callable[[Params], Params]
 
 _STATEMENTS = {
     "SELECT seq FROM sqlite_sequence WHERE name = 'change'": (
         "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM change_id_seq"
     ),
 }
-_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\?\d*|:[A-Za-z_]\w*|%|::")
+_TOKENS = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\?\d*|:[A-Za-z_]\w*|::")
 _INSERT_OR_IGNORE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO\b", re.IGNORECASE)
 _JSON_EACH = re.compile(r"\bjson_each\(\s*\?(\d*)\s*\)", re.IGNORECASE)
 _EMPTY_IN = re.compile(r"\bIN\s*\(\s*\)", re.IGNORECASE)
@@ -50,16 +48,34 @@ _IS_PARAM = re.compile(r"\bIS\s+(?=\?)", re.IGNORECASE)
 _MIN_MAX = re.compile(r"\b(MIN|MAX)\s*\(", re.IGNORECASE)
 
 
-def _same(params: Params) -> Params:
-    return params
+@dataclass(frozen=True)
+class Statement:
+    """A statement in PostgreSQL's spelling, and how the caller's parameters
+    (a sequence for ``?``/``?N``, a mapping for ``:name``) become its ``$n``
+    arguments; ``returns_rows``: a query (or DML with RETURNING), not a
+    command whose result is a count of rows."""
+
+    text: str
+    names: tuple[str, ...] | None = None  # :name: which key each $n is
+    returns_rows: bool = True
+
+    def args(self, params: Params) -> list[object]:
+        if self.names is not None:
+            assert isinstance(params, Mapping), self.text
+            return [params[name] for name in self.names]
+        return list(params.values() if isinstance(params, Mapping) else params)
+
+
+_DML = re.compile(r"^\s*(INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
+_RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+_QUERY = re.compile(r"^\s*(SELECT|WITH|VALUES|SHOW|TABLE)\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=4096)
-def translate(sql: str) -> tuple[str, Reorder]:
-    """``sql`` in PostgreSQL's spelling, and what turns its parameters into
-    psycopg's (a function of the parameters as the caller passes them)."""
+def translate(sql: str) -> Statement:
+    """``sql`` in PostgreSQL's spelling (cached: each text is translated once)."""
     if (whole := _STATEMENTS.get(sql.strip())) is not None:
-        return whole, _same
+        return Statement(whole)
     text = _JSON_EACH.sub(r"json_array_elements_text(CAST(?\1 AS json))", sql)
     text = _EMPTY_IN.sub("IN (SELECT NULL WHERE FALSE)", text)
     text = _IS_NOT_PARAM.sub("IS DISTINCT FROM ", text)
@@ -68,37 +84,34 @@ def translate(sql: str) -> tuple[str, Reorder]:
     ignore = _INSERT_OR_IGNORE.match(text) is not None
     if ignore:
         text = _INSERT_OR_IGNORE.sub("INSERT INTO", text, count=1)
-    order: list[int] = []
-    numbered = False
+    count = 0
+    names: list[str] = []
     out: list[str] = []
     at = 0
     for token in _TOKENS.finditer(text):
         out.append(text[at : token.start()])
         at = token.end()
         value = token.group()
-        if value[0] in "'\"":
-            out.append(value.replace("%", "%%"))  # psycopg reads % even inside quotes
-        elif value == "::":
+        if value[0] in "'\"" or value == "::":
             out.append(value)
-        elif value == "%":
-            out.append("%%")
         elif value[0] == ":":
-            out.append(f"%({value[1:]})s")
+            name = value[1:]
+            if name not in names:
+                names.append(name)
+            out.append(f"${names.index(name) + 1}")
         elif value == "?":
-            order.append(len(order))
-            out.append("%s")
-        else:  # ?N, 1-based
-            numbered = True
-            order.append(int(value[1:]) - 1)
-            out.append("%s")
+            count += 1
+            out.append(f"${count}")
+        else:  # ?N, 1-based: $N, the same parameter
+            out.append(f"${int(value[1:])}")
     out.append(text[at:])
     result = "".join(out).rstrip().rstrip(";")
     if ignore:
         result += " ON CONFLICT DO NOTHING"
-    if not numbered:
-        return result, _same
-    picks = tuple(order)
-    return result, lambda params: _pick(params, picks)
+    rows = bool(_QUERY.match(result)) or (
+        bool(_DML.match(result)) and bool(_RETURNING.search(result))
+    )
+    return Statement(result, names=tuple(names) if names else None, returns_rows=rows)
 
 
 def _scalar_min_max(sql: str) -> str:
@@ -125,16 +138,3 @@ def _scalar_min_max(sql: str) -> str:
             at = match.end()
     out.append(sql[at:])
     return "".join(out)
-
-
-def _pick(params: Params, picks: Sequence[int]) -> Params:
-    if isinstance(params, Mapping):
-        return params
-    values = list(params)
-    return [values[i] for i in picks]
-
-
-def translate_many(sql: str, rows: Iterable[Params]) -> tuple[str, list[Params]]:
-    """:func:`translate` for ``executemany``."""
-    text, reorder = translate(sql)
-    return text, [reorder(row) for row in rows]

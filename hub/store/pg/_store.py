@@ -1,13 +1,14 @@
-"""The hub's store on PostgreSQL: the same interface as the SQLite ``Store``.
+"""The hub's store on PostgreSQL: the same interface as the SQLite store.
 
-One writer connection, on a thread of its own: :meth:`PgStore.transact`
-runs a body whole there (``BEGIN`` ... ``COMMIT``), one hand-off per
-transaction as on SQLite, and an ``anyio.Lock`` keeps this process's
-writes one at a time. One reader connection in autocommit mode
-(``store.db``): each read sees what was committed when it ran. A
+One writer connection: :meth:`PgStore.transact` runs a body inside one
+transaction on it, one body at a time in this process (an ``anyio.Lock``),
+each statement awaited on the event loop (asyncpg). Reads go to a small
+pool (``store.db``): each read sees what was committed when it ran. A writer
 connection that broke (PostgreSQL restarted, the network went) is opened
-again at its next use; the call that found it broken fails as the store
-being unavailable, as SQLite's "database is locked" does.
+again at its next use; the transaction that found it broken fails as the
+store being unavailable, as SQLite's "database is locked" does. Every
+statement has a deadline (``COMMAND_TIMEOUT``), so a wedged server fails a
+transaction instead of holding the writer for ever.
 
 ``durable=False`` is ``SET LOCAL synchronous_commit = off``: the commit
 returns before the WAL is flushed, and a crash of the server (not of the
@@ -21,27 +22,28 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
 import anyio
-import anyio.to_thread
-import psycopg
+import asyncpg
 
-from runtime import Body, TransactionFailed, drive
+from runtime import Body
 
 from ..._errors import MigrationError, StoreUnavailable
 from ..base import Store
 from ..blob_io import BlobReader
 from ..migrations import LATEST, MIGRATIONS, OnStep
-from ._conn import PgAsync, PgDirect
+from ._conn import CONNECTION_ERRORS, PgConnection, PgPool
 
 T = TypeVar("T")
 
+COMMAND_TIMEOUT = 30.0
+READERS = 4
 _MIGRATION_LOCK = 0x6D61696C72756E  # "mailrun": pg_advisory_xact_lock's key for migrations
 
 
-def connect(url: str) -> psycopg.Connection[Any]:
-    """An autocommit connection (transactions are explicit) with client-side binding."""
+async def connect(url: str) -> asyncpg.Connection:
+    """One connection to ``url``; ``StoreUnavailable`` when there is none to be had."""
     try:
-        return psycopg.connect(url, autocommit=True, cursor_factory=psycopg.ClientCursor)
-    except psycopg.Error as exc:
+        return await asyncpg.connect(url, command_timeout=COMMAND_TIMEOUT)
+    except (asyncpg.PostgresError, *CONNECTION_ERRORS) as exc:
         raise StoreUnavailable(f"cannot connect to {redact(url)}: {exc}") from exc
 
 
@@ -54,88 +56,38 @@ def redact(url: str) -> str:
     return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
 
 
-class _Link:
-    """One psycopg connection, reopened when it broke."""
-
-    def __init__(self, url: str) -> None:
-        self._url = url
-        self._conn: psycopg.Connection[Any] | None = None
-
-    def get(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.broken or self._conn.closed:
-            if self._conn is not None:
-                with suppress(psycopg.Error):
-                    self._conn.close()
-            self._conn = connect(self._url)
-        return self._conn
-
-    def close(self) -> None:
-        if self._conn is not None:
-            with suppress(psycopg.Error):
-                self._conn.close()
-            self._conn = None
-
-
-class _Reader(PgDirect):
-    """A ``PgDirect`` over a link that reopens: for ``store.db``."""
-
-    def __init__(self, link: _Link) -> None:
-        self._link = link
-
-    def connection(self) -> psycopg.Connection[Any]:
-        return self._link.get()
-
-
 class PgStore(Store):
     """The hub database on PostgreSQL. Use :meth:`open` (or ``open_store``)."""
 
     dialect = "postgresql"
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pool: asyncpg.Pool) -> None:
         self.url = url
         self.path = None
-        self._pg_writer = _Link(url)
-        self._pg_reader = _Link(url)
+        self._pool = pool
+        self._writer: asyncpg.Connection | None = None
         self._lock = anyio.Lock()
-        self.db = PgAsync(_Reader(self._pg_reader))
+        self.db = PgPool(pool)
 
     @classmethod
     async def open(cls, url: str, *, on_migration: OnStep | None = None) -> PgStore:
         """Connect to the database at ``url`` and migrate it (each migration
         applied told to ``on_migration``)."""
-        store = cls(url)
+        conn = await connect(url)
         try:
-            await anyio.to_thread.run_sync(store._migrate, on_migration)
-        except BaseException:
-            await store.aclose()
-            raise
-        return store
-
-    def _migrate(self, on_step: OnStep | None) -> None:
-        conn = self._pg_writer.get()
-        with conn.transaction():
-            conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
-            exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
-            version = 0
-            if exists and exists[0]:
-                row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-                version = int(row[0]) if row and row[0] is not None else 0
-            if version > LATEST:
-                raise MigrationError(
-                    f"database schema version {version} is newer than this release ({LATEST})"
-                )
-            pending = [m for m in MIGRATIONS if m.version > version]
-            for done, migration in enumerate(pending, 1):
-                if migration.postgres:
-                    conn.execute(migration.postgres)
-                if on_step is not None:
-                    on_step(done, len(pending), migration.name)
-            if pending:
-                conn.execute("DELETE FROM schema_version")
-                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [LATEST])
+            await _migrate(conn, on_migration)
+        finally:
+            await conn.close()
+        try:
+            pool = await asyncpg.create_pool(
+                url, min_size=1, max_size=READERS, command_timeout=COMMAND_TIMEOUT
+            )
+        except (asyncpg.PostgresError, *CONNECTION_ERRORS) as exc:
+            raise StoreUnavailable(f"cannot connect to {redact(url)}: {exc}") from exc
+        return cls(url, pool)
 
     def blob_reader(self) -> BlobReader:
-        return PgBlobReader(self.url)
+        return PgBlobReader(self._pool)
 
     async def release_free_pages(self, keep: int, *, slack: int = 0) -> int:
         """Nothing to do: PostgreSQL's autovacuum reuses what was freed."""
@@ -144,111 +96,107 @@ class PgStore(Store):
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             async with self._lock:
-                await anyio.to_thread.run_sync(self._close)
+                if self._writer is not None:
+                    with suppress(Exception):
+                        await self._writer.close(timeout=2)
+                    self._writer = None
+                with anyio.move_on_after(5):
+                    await self._pool.close()
 
-    def _close(self) -> None:
-        self._pg_reader.close()
-        self._pg_writer.close()
+    async def _connection(self) -> asyncpg.Connection:
+        if self._writer is None or self._writer.is_closed():
+            self._writer = await connect(self.url)
+        return self._writer
 
     async def transact(self, body: Body[T], *, durable: bool = True) -> T:
-        """One write transaction, ``body`` run whole on the writer's thread;
-        its result. Failure to begin or to commit is :class:`StoreUnavailable`."""
+        """One write transaction, ``body`` run whole in it; its result.
+        Failure to begin or to commit is :class:`StoreUnavailable`. Once
+        begun, it runs to its end whatever happens to the caller: no caller
+        is cancelled while its change may have committed."""
         async with self._lock:
-            try:
-                # Shielded: once handed over, the transaction runs to its end,
-                # so no caller is cancelled while its change may have committed.
-                with anyio.CancelScope(shield=True):
-                    result = await anyio.to_thread.run_sync(self._run, body, durable)
-            except TransactionFailed as exc:
-                raise StoreUnavailable(str(exc)) from exc
-        return result
-
-    def _run(self, body: Body[T], durable: bool) -> T:
-        try:
-            conn = self._pg_writer.get()
-            conn.execute("BEGIN")
-            if not durable:
-                conn.execute("SET LOCAL synchronous_commit = off")
-        except (psycopg.Error, StoreUnavailable) as exc:
-            raise TransactionFailed(f"cannot begin a write transaction: {exc}") from exc
-        try:
-            result = drive(body(PgDirect(conn)))
-        except BaseException:
-            _rollback(conn)
-            raise
-        try:
-            conn.execute("COMMIT")
-        except psycopg.Error as exc:
-            _rollback(conn)
-            raise TransactionFailed(f"commit failed: {exc}") from exc
+            with anyio.CancelScope(shield=True):
+                async with self._transaction(durable) as conn:
+                    result = await body(conn)
         return result
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[PgAsync]:
-        """One write transaction with its body on the loop (prefer :meth:`transact`)."""
-        async with self._lock:
-            try:
-                conn = await anyio.to_thread.run_sync(self._begin)
-            except (psycopg.Error, StoreUnavailable) as exc:
-                raise StoreUnavailable(f"cannot begin a write transaction: {exc}") from exc
-            try:
-                yield PgAsync(PgDirect(conn), _NoLock())
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(_rollback, conn)
-                raise
-            with anyio.CancelScope(shield=True):
-                try:
-                    await anyio.to_thread.run_sync(conn.execute, "COMMIT")
-                except psycopg.Error as exc:
-                    await anyio.to_thread.run_sync(_rollback, conn)
-                    raise StoreUnavailable(f"commit failed: {exc}") from exc
+    async def _transaction(self, durable: bool) -> AsyncIterator[PgConnection]:
+        try:
+            conn = await self._connection()
+            transaction = conn.transaction()
+            await transaction.start()
+            if not durable:
+                await conn.execute("SET LOCAL synchronous_commit = off")
+        except (asyncpg.PostgresError, *CONNECTION_ERRORS) as exc:
+            self._drop_broken()
+            raise StoreUnavailable(f"cannot begin a write transaction: {exc}") from exc
+        try:
+            yield PgConnection(conn)
+        except BaseException:
+            with anyio.CancelScope(shield=True), suppress(Exception):
+                await transaction.rollback()
+            self._drop_broken()
+            raise
+        try:
+            await transaction.commit()
+        except (asyncpg.PostgresError, *CONNECTION_ERRORS) as exc:
+            with suppress(Exception):
+                await transaction.rollback()
+            self._drop_broken()
+            raise StoreUnavailable(f"commit failed: {exc}") from exc
 
-    def _begin(self) -> psycopg.Connection[Any]:
-        conn = self._pg_writer.get()
-        conn.execute("BEGIN")
-        return conn
+    def _drop_broken(self) -> None:
+        if self._writer is not None and self._writer.is_closed():
+            self._writer = None
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[PgConnection]:
+        """One write transaction with its body in the caller's block (prefer
+        :meth:`transact`)."""
+        async with self._lock, self._transaction(durable=True) as conn:
+            yield conn
 
 
-class _NoLock:
-    """The write transaction's lock is already held: calls go straight on."""
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-def _rollback(conn: psycopg.Connection[Any]) -> None:
-    if not conn.closed:
-        with suppress(psycopg.Error):
-            conn.execute("ROLLBACK")
+async def _migrate(conn: asyncpg.Connection, on_step: OnStep | None) -> None:
+    async with conn.transaction():
+        await conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+        exists = await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+        version = 0
+        if exists:
+            version = int(
+                await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+            )
+        if version > LATEST:
+            raise MigrationError(
+                f"database schema version {version} is newer than this release ({LATEST})"
+            )
+        pending = [m for m in MIGRATIONS if m.version > version]
+        for done, migration in enumerate(pending, 1):
+            if migration.postgres:
+                await conn.execute(migration.postgres)
+            if on_step is not None:
+                on_step(done, len(pending), migration.name)
+        if pending:
+            await conn.execute("DELETE FROM schema_version")
+            await conn.execute("INSERT INTO schema_version (version) VALUES ($1)", LATEST)
 
 
 class PgBlobReader:
-    """Chunks of a blob by ``substring``, on a connection of its own."""
+    """Chunks of a blob by ``substring``, on the store's pool."""
 
-    def __init__(self, url: str) -> None:
-        self._link = _Link(url)
-        self._lock = anyio.Lock()
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
 
     async def read(self, digest: str, offset: int, length: int) -> tuple[int, bytes] | None:
-        async with self._lock:
-            return await anyio.to_thread.run_sync(self._read, digest, offset, length)
-
-    def _read(self, digest: str, offset: int, length: int) -> tuple[int, bytes] | None:
-        row = (
-            self._link.get()
-            .execute(
-                "SELECT size, substring(data FROM %s FOR %s) FROM blob WHERE digest = %s",
-                [offset + 1, length, digest],
-            )
-            .fetchone()
+        row: Any = await self._pool.fetchrow(
+            "SELECT size, substring(data FROM $1 FOR $2) FROM blob WHERE digest = $3",
+            offset + 1,
+            length,
+            digest,
         )
         if row is None:
             return None
         return int(row[0]), bytes(row[1] or b"")
 
     def close(self) -> None:
-        self._link.close()
+        return None

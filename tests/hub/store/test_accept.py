@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import sqlite3
 from collections.abc import AsyncIterator
@@ -11,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import asyncpg
 import msgspec
-import psycopg
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
@@ -112,9 +111,11 @@ async def test_on_postgresql_a_batch_waits_for_the_anchor_lock_and_reads_what_it
     url = postgres_server.new_database()
     async with running(url) as (store, acceptor):
         dep = await deploy(store, "flow")
-        other = await anyio.to_thread.run_sync(functools.partial(psycopg.connect, url))
+        other = await asyncpg.connect(url)
         try:
-            other.execute("SELECT id FROM deployment WHERE id = %s FOR UPDATE", [dep])
+            transaction = other.transaction()
+            await transaction.start()
+            await other.execute("SELECT id FROM deployment WHERE id = $1 FOR UPDATE", dep)
             receipts: list[Any] = []
 
             async def send() -> None:
@@ -132,20 +133,22 @@ async def test_on_postgresql_a_batch_waits_for_the_anchor_lock_and_reads_what_it
                 tg.start_soon(send)
                 await wait_for(waiting, what="the batch to wait for the anchor lock")
                 run_id = "run_" + "0" * 26
-                other.execute(
+                await other.execute(
                     "INSERT INTO workflow_run (id, deployment_id, status, is_top_level,"
-                    " created_at, updated_at) VALUES (%s, %s, 'running', 1, 0, 0)",
-                    [run_id, dep],
+                    " created_at, updated_at) VALUES ($1, $2, 'running', 1, 0, 0)",
+                    run_id,
+                    dep,
                 )
-                other.execute(
+                await other.execute(
                     "INSERT INTO workflow_run_dispatch (id, deployment_id, run_id, seq, kind,"
-                    " status, created_at) VALUES ('dsp_x', %s, %s, 1, 'mail', 'reserved', 0)",
-                    [dep, run_id],
+                    " status, created_at) VALUES ('dsp_x', $1, $2, 1, 'mail', 'reserved', 0)",
+                    dep,
+                    run_id,
                 )
-                other.execute("UPDATE deployment SET next_seq = 2 WHERE id = %s", [dep])
-                other.commit()
+                await other.execute("UPDATE deployment SET next_seq = 2 WHERE id = $1", dep)
+                await transaction.commit()
         finally:
-            await anyio.to_thread.run_sync(other.close)
+            await other.close()
         [receipt] = receipts
         assert isinstance(receipt, Accepted) and (receipt.run_id, receipt.seq) == (run_id, 2)
         assert acceptor.counts["batches"] == 1
