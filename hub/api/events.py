@@ -79,7 +79,9 @@ async def pump(feed: ChangeFeed, sub: Subscription, since: int, emit: Emit) -> N
         changes = await read_changes(db, cursor, batch, upto=sub.live_from)
         first = changes[0].id if changes else sub.live_from + 1
         if first > cursor + 1 and not told:
-            # Ids have no gaps: what is missing was trimmed (retention).
+            # What is missing was trimmed (retention). On PostgreSQL it may
+            # also be an id a rolled-back transaction took: a reset then asks
+            # the client to re-read for nothing, never hides a change.
             await emit(_reset(since, changes[0].id if changes else None))
             told = True
         if not changes:

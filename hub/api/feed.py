@@ -36,7 +36,19 @@ import msgspec
 from runtime import Flag
 
 from .._errors import HubShuttingDown, TooManyStreams
-from ..store import Change, DeploymentView, Store, change_views, last_change_id, read_changes
+from ..store import (
+    FEED_HOLD,
+    Change,
+    DeploymentView,
+    Store,
+    change_views,
+    database_now,
+    is_postgres,
+    last_change_id,
+    read_changes,
+    settled_changes,
+    settled_horizon,
+)
 
 log = logging.getLogger("mailrun.hub.events")
 
@@ -170,7 +182,9 @@ class ChangeFeed:
                 f"{self.limits.max_streams} event streams are open; try again later"
             )
         async with self._batch_lock:
-            newest = await last_change_id(self.store.db)
+            db = self.store.db
+            # PostgreSQL: not past a change still in an open transaction.
+            newest = await (settled_horizon(db) if is_postgres(db) else last_change_id(db))
             if self._closed:
                 raise HubShuttingDown("the hub is stopping")
             if self._parked:
@@ -209,6 +223,11 @@ class ChangeFeed:
         async with self._batch_lock:
             closed, after, batch = self._closed, self._position, self.limits.batch
             changes = [] if closed else await read_changes(self.store.db, after, batch)
+            full = len(changes) == batch
+            if changes and is_postgres(self.store.db):
+                now = await database_now(self.store.db)
+                changes = settled_changes(changes, after, now, FEED_HOLD)
+                full = full and len(changes) == batch
             if not changes:
                 return False
             streams = list(self._streams)
@@ -222,7 +241,7 @@ class ChangeFeed:
                         self._cut_off(sub)
                         break
             self._position = changes[-1].id
-            return len(changes) == self.limits.batch
+            return full
 
     def _cut_off(self, sub: Subscription) -> None:
         self.cut_off_total += 1

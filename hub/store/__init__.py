@@ -12,10 +12,14 @@ from .approvals import list_approvals as list_approvals
 from .base import Store as Store
 from .change_views import change_views as change_views
 from .changes import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
+from .changes import FEED_HOLD as FEED_HOLD
 from .changes import Change as Change
 from .changes import ChangeKind as ChangeKind
+from .changes import database_now as database_now
 from .changes import last_change_id as last_change_id
 from .changes import read_changes as read_changes
+from .changes import settled_changes as settled_changes
+from .changes import settled_horizon as settled_horizon
 from .changes import trim_changes as trim_changes
 from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
 from .db import SqliteStore as SqliteStore
@@ -108,6 +112,7 @@ __all__ = [
     "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CHANGES_KEPT",
     "DEFAULT_ENTRYPOINT",
+    "FEED_HOLD",
     "LATEST",
     "QUARANTINE_SOURCE",
     "WITH_OTHERS",
@@ -154,6 +159,7 @@ __all__ = [
     "count_by_status",
     "count_outbound",
     "create_deployment",
+    "database_now",
     "defer",
     "delete_deployment",
     "deployment_of_run",
@@ -200,6 +206,8 @@ __all__ = [
     "resolve_deployment",
     "resolve_producer",
     "settle_at_boot",
+    "settled_changes",
+    "settled_horizon",
     "share_health",
     "transfer",
     "trim_changes",

@@ -149,6 +149,49 @@ async def read_changes(
     return [Change(*row) for row in rows]
 
 
+FEED_HOLD = 5.0
+"""PostgreSQL: how long a reader waits at a gap in the ids (seconds)."""
+
+
+def settled_changes(changes: list[Change], after: int, now: float, hold: float) -> list[Change]:
+    """Of ``changes`` (ids above ``after``, in order), those a reader may pass
+    on now: on PostgreSQL a change's id is given when its row is inserted,
+    not when its transaction commits, so while a transaction that took a
+    lower id is still open, a higher id may already be visible. A reader
+    stops at the first gap, unless the change after it was written more
+    than ``hold`` seconds ago (``now`` is the database's clock): by then the
+    missing id's transaction, which took its id earlier still, rolled back
+    (every write transaction is bounded far below that). On SQLite there
+    are no gaps: one writer, and a rolled-back id is given again."""
+    passed: list[Change] = []
+    expected = after + 1
+    for change in changes:
+        if change.id != expected and now - change.at < hold:
+            break
+        passed.append(change)
+        expected = change.id + 1
+    return passed
+
+
+async def database_now(db: Connection) -> float:
+    """The database's clock, which stamps ``change.at`` (PostgreSQL)."""
+    row = await fetch_one(db, "SELECT extract(epoch FROM clock_timestamp())")
+    return float(row[0]) if row is not None else 0.0
+
+
+async def settled_horizon(db: Connection, hold: float = FEED_HOLD) -> int:
+    """PostgreSQL: an id below which no change can still appear (every one
+    written more than ``hold`` ago, or after that), for a reader that starts
+    from now."""
+    row = await fetch_one(
+        db,
+        "SELECT COALESCE(MAX(id), 0) FROM change"
+        " WHERE at < extract(epoch FROM clock_timestamp()) - ?",
+        (hold,),
+    )
+    return int(row[0]) if row is not None else 0
+
+
 async def last_change_id(db: Connection) -> int:
     """The highest id ever given to a change (0: none yet), trimmed or not."""
     row = await fetch_one(db, "SELECT seq FROM sqlite_sequence WHERE name = 'change'")

@@ -1,24 +1,32 @@
-"""Leases and roles of several hubs on one PostgreSQL (hub/store/leases.py)."""
+"""What several hubs on one PostgreSQL share: leases and roles
+(hub/store/leases.py), blobs, and the change feed's order."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import asyncpg
 import pytest
 
 from hub._errors import LeaseLost
 from hub.store import (
+    FEED_HOLD,
     LeaseRound,
     Store,
     Trigger,
     accept_triggers,
     check_lease,
+    database_now,
     fetch_all,
     hold_role,
+    last_change_id,
     open_store,
+    read_changes,
     release_all,
     renew_and_take,
+    settled_changes,
+    settled_horizon,
 )
 from hub.wire.blobs import collect_blobs
 from runtime import INLINE_BODY_LIMIT, Connection
@@ -128,3 +136,52 @@ async def test_on_postgresql_a_blob_named_again_is_spared_by_collection(
             "SELECT size FROM blob WHERE digest NOT IN (SELECT digest FROM deployment_version)",
         )
         assert [row[0] for row in bodies] == [len(reused)]
+
+
+async def test_on_postgresql_the_feed_never_passes_a_change_still_being_committed(
+    postgres_server: PostgresServer,
+) -> None:
+    """Two hubs' transactions: the one that took the lower change id commits
+    last. A reader must not pass its id before it commits (or it would never
+    send it), nor wait at the gap a rolled-back id leaves for longer than
+    ``FEED_HOLD``."""
+    url = postgres_server.new_database()
+    async with await open_store(url) as store:
+        dep = await deploy(store, "flow")
+        start = await last_change_id(store.db)
+        slow, fast = await asyncpg.connect(url), await asyncpg.connect(url)
+        try:
+            slow_tx, fast_tx = slow.transaction(), fast.transaction()
+            await slow_tx.start()
+            await fast_tx.start()
+            insert = (
+                "INSERT INTO workflow_run_dispatch (id, deployment_id, run_id, seq, kind, status,"
+                " created_at) VALUES ($1, $2, 'run_x', $3, 'mail', 'reserved', 0)"
+            )
+            await slow.execute(insert, "dsp_slow", dep, 1)  # takes change id start+1
+            await fast.execute(insert, "dsp_fast", dep, 2)  # takes start+2
+            await fast_tx.commit()
+
+            async def readable(hold: float = FEED_HOLD) -> list[str]:
+                changes = await read_changes(store.db, start, 100)
+                now = await database_now(store.db)
+                return [c.row_id for c in settled_changes(changes, start, now, hold)]
+
+            assert await readable() == []  # start+1 is still open: held
+            assert await settled_horizon(store.db) <= start
+            await slow_tx.commit()
+            assert await readable() == ["dsp_slow", "dsp_fast"]  # in id order, none lost
+
+            # A rolled-back transaction's id is a gap for good: passed once
+            # the change after it is older than the hold.
+            rolled = slow.transaction()
+            await rolled.start()
+            await slow.execute(insert, "dsp_gone", dep, 3)
+            await rolled.rollback()
+            await fast.execute(insert, "dsp_after", dep, 4)
+            start += 2
+            assert await readable() == []
+            assert await readable(hold=0.0) == ["dsp_after"]
+        finally:
+            await slow.close()
+            await fast.close()
