@@ -15,10 +15,9 @@ from .harness import MAILRUN, mailrun_up, recorder_source
 pytestmark = pytest.mark.anyio
 
 
-async def test_four_mails_in_order_then_stop_completes_the_run(
-    tmp_path: Path, database: str
-) -> None:
-    async with mailrun_up(tmp_path, database=database) as up:
+async def test_four_mails_in_order_then_stop_completes_the_run(tmp_path: Path) -> None:
+    # On PostgreSQL: tests/e2e/test_move_to_postgresql.py and test_hubs.py.
+    async with mailrun_up(tmp_path) as up:
         dep = await up.deploy("orders", recorder_source())
         assert dep["status"] == "deployed"
         assert dep["address"] == "orders@mailrun.local"
