@@ -45,7 +45,7 @@ from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV
 from ..smtp import PASSWORD_ENV as SMTP_PASSWORD_ENV
 from ..smtp import USER_ENV as SMTP_USER_ENV
 from ..smtp import smtp_config
-from ..store import DATABASE_ENV, is_database_url
+from ..store import DATABASE_ENV, LATEST, is_database_url
 from .commands import COMMANDS, F, fail
 from .producers import producer
 from .replay import replay
@@ -383,8 +383,14 @@ def hub_cmd(
     help="Then copy the hub's data into this empty PostgreSQL database (env"
     " MAILRUN_MIGRATE_TO keeps a password out of argv); stop the hub first.",
 )
+@_database
 def migrate(
-    state_dir: Path, sidecar_root: Path | None, check: bool, as_json: bool, to_url: str | None
+    state_dir: Path,
+    sidecar_root: Path | None,
+    check: bool,
+    as_json: bool,
+    to_url: str | None,
+    database: str | None,
 ) -> None:
     """Upgrade a state dir written by an earlier release.
 
@@ -392,9 +398,48 @@ def migrate(
     boot). Sidecar inboxes and restore records are listed: each sidecar
     migrates its own when it starts. With --check nothing is changed. With
     --to, the hub's database is then copied into PostgreSQL, whole or not at
-    all; start the hub with --database URL afterwards."""
+    all; start the hub with --database URL afterwards. With --database (or
+    MAILRUN_DATABASE), the hub's PostgreSQL database is migrated instead."""
     from .progress import Steps
-    from .upgrade import inspect_state, migrate_state, move_state, render
+    from .upgrade import (
+        database_state,
+        inspect_state,
+        migrate_database,
+        migrate_state,
+        move_state,
+        render,
+    )
+
+    if database is not None and to_url is None:
+        shown = redact_url(database)
+        steps = Steps("mailrun migrate: applied", file=sys.stderr)
+        try:
+            if check:
+                version, pending = anyio.run(database_state, database)
+                applied: list[str] = []
+            else:
+                pending = []
+                applied = anyio.run(migrate_database, database, None if as_json else steps)
+                version = LATEST
+        except HubError as exc:
+            fail(f"{exc.reason}: {exc.detail}")
+        finally:
+            steps.close()
+        if as_json:
+            click.echo(
+                msgspec.json.encode(
+                    {"database": shown, "pending": pending, "applied": applied}
+                ).decode()
+            )
+        elif check:
+            click.echo(f"hub database {shown}: schema version {version} (this release: {LATEST})")
+            click.echo(f"  pending: {', '.join(pending)}" if pending else "  nothing to migrate")
+        else:
+            click.echo(
+                f"hub database {shown}: "
+                + (f"applied: {', '.join(applied)}" if applied else "nothing to migrate")
+            )
+        return
 
     if to_url is not None:
         if check:

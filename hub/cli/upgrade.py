@@ -22,6 +22,7 @@ from runtime import RecordDecodeError, read_restore_record, redact_url
 
 from .._errors import MigrationError
 from ..store import LATEST, OnStep, open_store, pending_migrations, read_version, transfer
+from ..store.migrations import MIGRATIONS
 
 HUB_DB = "hub.db"
 SIDECARS = "sidecars"
@@ -194,3 +195,33 @@ async def move_state(
             await conn.close()
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise MigrationError(f"cannot copy into {redact_url(url)}: {exc}") from exc
+
+
+async def database_state(url: str) -> tuple[int, list[str]]:
+    """A PostgreSQL hub database's schema version and the migrations opening
+    it would apply (read-only)."""
+    import asyncpg
+
+    try:
+        conn = await asyncpg.connect(url)
+        try:
+            version = 0
+            if await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL"):
+                version = int(
+                    await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")
+                )
+        finally:
+            await conn.close()
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise MigrationError(f"cannot read {redact_url(url)}: {exc}") from exc
+    if version > LATEST:
+        raise MigrationError(f"database schema version {version} is newer than {LATEST}")
+    return version, [m.name for m in MIGRATIONS if m.version > version]
+
+
+async def migrate_database(url: str, on_migration: OnStep | None = None) -> list[str]:
+    """Apply a PostgreSQL hub database's pending migrations; their names."""
+    _, pending = await database_state(url)
+    store = await open_store(url, on_migration=on_migration)
+    await store.aclose()
+    return pending

@@ -13,12 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from hub.cli.main import main
-from hub.store import open_store
+from hub.store import DATABASE_ENV, open_store
 from hub.store.migrations import LATEST, MIGRATIONS
 from hub.store.schema import add_dead_letter_deployment
 from runtime import FailpointError
 from runtime.testing import configure_failpoints
 from tests.legacy.v1fixture import V1State, write_v1_state
+from tests.support.postgres import PostgresServer
 from tests.support.sqlite import dump
 
 
@@ -179,3 +180,18 @@ def test_a_database_newer_than_this_release_is_refused(tmp_path: Path) -> None:
         assert result.exit_code == 1
         assert "migration_failed" in result.stderr and "99" in result.stderr
     assert files(tmp_path) == before
+
+
+def test_migrate_checks_and_applies_a_postgresql_databases_migrations(
+    postgres_server: PostgresServer,
+) -> None:
+    url = postgres_server.new_database()
+    check = CliRunner().invoke(main, ["migrate", "--check"], env={DATABASE_ENV: url})
+    assert check.exit_code == 0, check.output
+    assert f"schema version 0 (this release: {LATEST})" in check.output
+    assert "0001_release1_schema" in check.output and "0013_hub_leases" in check.output
+    applied = CliRunner().invoke(main, ["migrate", "--database", url, "--json"])
+    assert applied.exit_code == 0, applied.output
+    assert json.loads(applied.output)["applied"] == [m.name for m in MIGRATIONS]
+    again = CliRunner().invoke(main, ["migrate", "--check"], env={DATABASE_ENV: url})
+    assert again.exit_code == 0 and "nothing to migrate" in again.output
