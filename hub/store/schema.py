@@ -264,6 +264,16 @@ async def add_retention_indexes(db: aiosqlite.Connection) -> None:
     )
 
 
+async def add_columns(db: aiosqlite.Connection, table: str, columns: dict[str, str]) -> None:
+    """``ALTER TABLE table ADD COLUMN`` each of ``columns`` (name -> type and
+    constraints) the table lacks: a migration that can run twice."""
+    async with db.execute(f"PRAGMA table_info({table})") as cur:
+        present = {row[1] for row in await cur.fetchall()}
+    for name, definition in columns.items():
+        if name not in present:
+            await db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
+
+
 async def add_run_step(db: aiosqlite.Connection) -> None:
     """Migration 7: ``workflow_run.last_step``, the sidecar's count of the
     run's processed items as of ``state`` (DispatchProcessed.step): an
@@ -271,12 +281,11 @@ async def add_run_step(db: aiosqlite.Connection) -> None:
     is not seq order there, and the state follows the processing order. And
     ``workflow_run.entrypoint``, a child run's handler (from ChildRunStarted),
     for a new owner. Idempotent on its own."""
-    async with db.execute("PRAGMA table_info(workflow_run)") as cur:
-        columns = {row[1] for row in await cur.fetchall()}
-    if "last_step" not in columns:
-        await db.execute("ALTER TABLE workflow_run ADD COLUMN last_step INTEGER NOT NULL DEFAULT 0")
-    if "entrypoint" not in columns:
-        await db.execute("ALTER TABLE workflow_run ADD COLUMN entrypoint TEXT")
+    await add_columns(
+        db,
+        "workflow_run",
+        {"last_step": "INTEGER NOT NULL DEFAULT 0", "entrypoint": "TEXT"},
+    )
 
 
 async def add_raw_message(db: aiosqlite.Connection) -> None:
@@ -284,12 +293,7 @@ async def add_raw_message(db: aiosqlite.Connection) -> None:
     claim check of the message as it came over SMTP (its bytes in ``blob``
     until the dispatch is settled), and the index blob collection finds
     them by. Idempotent on its own."""
-    async with db.execute("PRAGMA table_info(workflow_run_dispatch)") as cur:
-        columns = {row[1] for row in await cur.fetchall()}
-    if "raw_digest" not in columns:
-        await db.execute("ALTER TABLE workflow_run_dispatch ADD COLUMN raw_digest TEXT")
-    if "raw_size" not in columns:
-        await db.execute("ALTER TABLE workflow_run_dispatch ADD COLUMN raw_size INTEGER")
+    await add_columns(db, "workflow_run_dispatch", {"raw_digest": "TEXT", "raw_size": "INTEGER"})
     await db.execute(
         "CREATE INDEX IF NOT EXISTS dispatch_by_raw ON workflow_run_dispatch (raw_digest)"
         " WHERE raw_digest IS NOT NULL"
