@@ -305,6 +305,7 @@ EXPECTED: dict[str, list[str]] = {
         "list_deployments",
         "list_dispatches",
         "list_outbound",
+        "migrations_after",
         "open_store",
         "list_producers",
         "list_runs",

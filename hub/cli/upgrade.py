@@ -21,8 +21,15 @@ import msgspec
 from runtime import RecordDecodeError, read_restore_record, redact_url
 
 from .._errors import MigrationError
-from ..store import LATEST, OnStep, open_store, pending_migrations, read_version, transfer
-from ..store.migrations import MIGRATIONS
+from ..store import (
+    LATEST,
+    OnStep,
+    migrations_after,
+    open_store,
+    pending_migrations,
+    read_version,
+    transfer,
+)
 
 HUB_DB = "hub.db"
 SIDECARS = "sidecars"
@@ -216,7 +223,7 @@ async def database_state(url: str) -> tuple[int, list[str]]:
         raise MigrationError(f"cannot read {redact_url(url)}: {exc}") from exc
     if version > LATEST:
         raise MigrationError(f"database schema version {version} is newer than {LATEST}")
-    return version, [m.name for m in MIGRATIONS if m.version > version]
+    return version, migrations_after(version)
 
 
 async def migrate_database(url: str, on_migration: OnStep | None = None) -> list[str]:

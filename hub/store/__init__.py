@@ -40,6 +40,7 @@ from .leases import renew_and_take as renew_and_take
 from .leases import share_health as share_health
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
+from .migrations import migrations_after as migrations_after
 from .migrations import pending_migrations as pending_migrations
 from .migrations import read_version as read_version
 from .opening import DATABASE_ENV as DATABASE_ENV
@@ -191,6 +192,7 @@ __all__ = [
     "mark_retry",
     "mark_sending",
     "mark_sent",
+    "migrations_after",
     "next_due",
     "open_store",
     "pending_migrations",

@@ -46,6 +46,7 @@ __all__ = [
     "DispatchStatus",
     "apply_migrations",
     "current_version",
+    "migrations_after",
     "pending_migrations",
     "read_version",
 ]
@@ -154,6 +155,11 @@ async def read_version(path: Path) -> int:
             return await current_version(db)
     except sqlite3.Error as exc:
         raise MigrationError(f"cannot read {path}: {exc}") from exc
+
+
+def migrations_after(version: int) -> list[str]:
+    """The names of the migrations a database at ``version`` has yet to apply."""
+    return [m.name for m in MIGRATIONS if m.version > version]
 
 
 async def pending_migrations(path: Path) -> list[str]:
