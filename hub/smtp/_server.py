@@ -33,9 +33,11 @@ _BUSY = b"421 4.7.0 Too many connections, try again later\r\n"
 _STOPPING = b"421 4.3.2 Service shutting down, try again later\r\n"
 
 
-class _Session(Session):
-    # aiosmtpd reads and writes its deprecated login_data after every login,
-    # and logs a deprecation warning each time; nothing here uses it.
+class QuietSession(Session):
+    """aiosmtpd's Session without the deprecation warning its ``login_data``
+    gives after every login (aiosmtpd itself reads and writes it; nothing
+    here uses it). The test suite's SMTP server uses it too."""
+
     @property
     def login_data(self) -> Any:
         return self._login_data
@@ -55,7 +57,7 @@ class _Protocol(SMTP):
         self._refused = False
 
     def _create_session(self) -> Session:
-        return _Session(self.loop)
+        return QuietSession(self.loop)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Called again, with the TLS transport, after STARTTLS: admitted once.

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from hub.smtp import QuietSession
 from hub.up import free_port
 
 HOST = "127.0.0.1"
@@ -79,22 +80,9 @@ class Recorder:
             return [r for r in self.received if r.message_id == message_id]
 
 
-class _Session(Session):
-    """aiosmtpd sets its deprecated ``login_data`` after every login, which
-    warns (an error under this suite's filterwarnings) in the server's thread."""
-
-    @property
-    def login_data(self) -> Any:
-        return self._login_data
-
-    @login_data.setter
-    def login_data(self, value: Any) -> None:
-        self._login_data = value
-
-
 class _Smtp(SMTP):
     def _create_session(self) -> Session:
-        return _Session(self.loop)
+        return QuietSession(self.loop)
 
 
 class _Controller(Controller):

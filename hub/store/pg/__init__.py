@@ -5,6 +5,5 @@ SQL (the schema is ``schema_pg.py``)."""
 from ._sql import Statement as Statement
 from ._sql import translate as translate
 from ._store import PgStore as PgStore
-from ._store import redact as redact
 
-__all__ = ["PgStore", "Statement", "redact", "translate"]
+__all__ = ["PgStore", "Statement", "translate"]

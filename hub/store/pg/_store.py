@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import anyio
 import asyncpg
 
-from runtime import Body
+from runtime import Body, redact_url
 
 from ..._errors import MigrationError, StoreUnavailable
 from ..base import Store
@@ -44,16 +44,7 @@ async def connect(url: str) -> asyncpg.Connection:
     try:
         return await asyncpg.connect(url, command_timeout=COMMAND_TIMEOUT)
     except (asyncpg.PostgresError, *CONNECTION_ERRORS) as exc:
-        raise StoreUnavailable(f"cannot connect to {redact(url)}: {exc}") from exc
-
-
-def redact(url: str) -> str:
-    """``url`` without its password, for messages and logs."""
-    scheme, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in credentials:
-        return url
-    return f"{scheme}://{credentials.split(':', 1)[0]}:***@{host}"
+        raise StoreUnavailable(f"cannot connect to {redact_url(url)}: {exc}") from exc
 
 
 class PgStore(Store):
@@ -83,7 +74,7 @@ class PgStore(Store):
                 url, min_size=1, max_size=READERS, command_timeout=COMMAND_TIMEOUT
             )
         except (asyncpg.PostgresError, *CONNECTION_ERRORS) as exc:
-            raise StoreUnavailable(f"cannot connect to {redact(url)}: {exc}") from exc
+            raise StoreUnavailable(f"cannot connect to {redact_url(url)}: {exc}") from exc
         return cls(url, pool)
 
     def blob_reader(self) -> BlobReader:
