@@ -77,3 +77,17 @@ def test_the_dbos_peer_completes_every_workflow() -> None:
     # DBOS's own records: the 20 and the warm-up succeeded, each with its two steps.
     assert (figures["succeeded"], figures["step_outputs"]) == (21, 42)
     assert isinstance(figures["workflows_per_s"], float) and figures["workflows_per_s"] > 0
+
+
+def test_the_http_server_bench_measures_every_installed_server() -> None:
+    figures = bench("http_servers.py", "--requests", "200", "--senders", "4")
+    assert "uvicorn httptools, uvloop, bare ASGI" in figures
+    granian = find_spec("granian") is not None
+    for name, got in figures.items():
+        if name.startswith("granian") and not granian:
+            assert got is None
+            continue
+        assert isinstance(got, dict), name
+        # Every request was answered 202 (the bench raises otherwise); 200
+        # requests may take less CPU than the clock ticks of a process.
+        assert got["per_s"] > 0 and got["cpu_ms"] >= 0, name
