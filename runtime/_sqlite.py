@@ -63,6 +63,12 @@ async def configure_sqlite(db: aiosqlite.Connection) -> None:
     await db.execute("PRAGMA journal_mode = WAL")
     await db.execute(f"PRAGMA synchronous = {sqlite_synchronous(os.environ)}")
     await db.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
+    # A savepoint (every accept batch has one) or a statement that may fail
+    # half-way keeps the original of each page it changes in a statement
+    # journal, a temp file by default: a pwrite per page, which made up most
+    # of an accept's insert. In memory it is bounded by one transaction's
+    # pages and never needed after a crash (the WAL is what recovers).
+    await db.execute("PRAGMA temp_store = MEMORY")
 
 
 async def release_free_pages(db: aiosqlite.Connection, keep: int, *, slack: int = 0) -> int:

@@ -22,7 +22,7 @@ from sidecar import Inbox
 
 pytestmark = pytest.mark.anyio
 
-FULL, INCREMENTAL = 2, 2
+FULL, INCREMENTAL, MEMORY = 2, 2, 2
 
 
 async def pragma(db: aiosqlite.Connection, name: str) -> object:
@@ -39,11 +39,14 @@ async def test_the_hub_writer_and_the_inbox_fsync_every_commit(tmp_path: Path) -
         assert await pragma(writer, "journal_mode") == "wal"
         assert await pragma(writer, "auto_vacuum") == INCREMENTAL
         assert await pragma(writer, "journal_size_limit") == JOURNAL_SIZE_LIMIT
+        # Statement journals (an accept's savepoint) in memory, not a temp file.
+        assert await pragma(writer, "temp_store") == MEMORY
     inbox = await Inbox.open(tmp_path / "inbox.db")
     try:
         assert await pragma(inbox.db, "synchronous") == FULL
         assert await pragma(inbox.db, "journal_mode") == "wal"
         assert await pragma(inbox.db, "auto_vacuum") == INCREMENTAL
+        assert await pragma(inbox.db, "temp_store") == MEMORY
     finally:
         await inbox.aclose()
 
