@@ -40,71 +40,21 @@ ROOT = Path(__file__).resolve().parents[1]
 BODY = b'{"to":"flow@mailrun.local","subject":"m","body":"x"}'
 HEADERS = {"Content-Type": "application/json"}
 
-_UVICORN = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--log-level", "warning"]
+APPS = {"Starlette": "bench._asgi_apps:starlette", "bare ASGI": "bench._asgi_apps:bare"}
 
 
 def servers(port: int) -> dict[str, list[str]]:
-    p = ["--port", str(port)]
-    found = {
-        "uvicorn h11, asyncio, Starlette": [
-            *_UVICORN,
-            *p,
-            "--http",
-            "h11",
-            "--loop",
-            "asyncio",
-            "bench._asgi_apps:starlette",
-        ],
-        "uvicorn h11, asyncio, bare ASGI": [
-            *_UVICORN,
-            *p,
-            "--http",
-            "h11",
-            "--loop",
-            "asyncio",
-            "bench._asgi_apps:bare",
-        ],
-        "uvicorn httptools, uvloop, Starlette": [
-            *_UVICORN,
-            *p,
-            "--http",
-            "httptools",
-            "--loop",
-            "uvloop",
-            "bench._asgi_apps:starlette",
-        ],
-        "uvicorn httptools, uvloop, bare ASGI": [
-            *_UVICORN,
-            *p,
-            "--http",
-            "httptools",
-            "--loop",
-            "uvloop",
-            "bench._asgi_apps:bare",
-        ],
-    }
+    """Each server's command line, serving on ``port``; [] if not installed."""
+    at = ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     granian = shutil.which("granian", path=str(Path(sys.executable).parent))
-    for app in ("Starlette", "bare ASGI"):
-        name = "starlette" if app == "Starlette" else "bare"
-        found[f"granian, uvloop, {app}"] = (
-            [
-                granian,
-                "--interface",
-                "asgi",
-                "--host",
-                "127.0.0.1",
-                *p,
-                "--workers",
-                "1",
-                "--loop",
-                "uvloop",
-                "--log-level",
-                "warning",
-                f"bench._asgi_apps:{name}",
-            ]
-            if granian
-            else []
-        )
+    found: dict[str, list[str]] = {}
+    for http, loop in (("h11", "asyncio"), ("httptools", "uvloop")):
+        for name, app in APPS.items():
+            argv = [sys.executable, "-m", "uvicorn", *at, "--http", http, "--loop", loop, app]
+            found[f"uvicorn {http}, {loop}, {name}"] = argv
+    for name, app in APPS.items():
+        argv = ["--interface", "asgi", "--workers", "1", "--loop", "uvloop", *at, app]
+        found[f"granian, uvloop, {name}"] = [granian, *argv] if granian else []
     found["bare asyncio protocol + httptools, uvloop (no ASGI)"] = [
         sys.executable,
         "-c",
