@@ -16,6 +16,10 @@ created with incremental auto-vacuum, so :func:`release_free_pages` can give
 the pages that retention freed back to the file system. A database created
 before keeps its free pages and reuses them (converting it takes a
 ``VACUUM``, which rewrites the whole file: left to the operator).
+
+Speed: statement journals (what a savepoint or a statement that may fail
+half-way keeps to undo itself) are kept in memory, not in a temp file
+(docs/performance.md, "Statement journals in memory").
 """
 
 from __future__ import annotations
