@@ -24,34 +24,46 @@ def test_placeholders_become_numbered_and_named_ones_take_the_mappings_values() 
     assert translate("WITH x AS (SELECT 1) SELECT * FROM x").returns_rows
 
 
-def test_quoted_text_and_casts_are_left_alone() -> None:
-    statement = translate("SELECT '?:x', \"a?\", b::text FROM t WHERE c LIKE 'x%' AND d = ?")
-    assert statement.text == "SELECT '?:x', \"a?\", b::text FROM t WHERE c LIKE 'x%' AND d = $1"
-
-
-def test_null_safe_comparisons_and_scalar_min_max() -> None:
-    statement = translate("UPDATE t SET a = 1 WHERE b IS ? AND c IS NOT ? AND d IS NULL")
-    assert statement.text == (
-        "UPDATE t SET a = 1 WHERE b IS NOT DISTINCT FROM $1 AND c IS DISTINCT FROM $2 AND d IS NULL"
-    )
-    statement = translate("SELECT MIN(seq), MAX(a, (SELECT MIN(x) FROM y), 'a,b'), min(b + 1, 3)")
-    assert statement.text == (
-        "SELECT MIN(seq), GREATEST(a, (SELECT MIN(x) FROM y), 'a,b'), LEAST(b + 1, 3)"
-    )
-
-
-def test_insert_or_ignore_empty_lists_and_json_each() -> None:
-    statement = translate("INSERT OR IGNORE INTO blob (digest) VALUES (?);")
-    assert statement.text == "INSERT INTO blob (digest) VALUES ($1) ON CONFLICT DO NOTHING"
-    statement = translate("SELECT 1 FROM t WHERE a IN () OR b NOT IN ( )")
-    assert statement.text == (
-        "SELECT 1 FROM t WHERE a IN (SELECT NULL WHERE FALSE) OR b NOT IN (SELECT NULL WHERE FALSE)"
-    )
-    statement = translate("SELECT id FROM t WHERE id IN (SELECT value FROM json_each(?))")
-    assert statement.text == (
-        "SELECT id FROM t WHERE id IN"
-        " (SELECT value FROM json_array_elements_text(CAST($1 AS json)))"
-    )
+@pytest.mark.parametrize(
+    ("sqlite", "postgres"),
+    [
+        pytest.param(
+            "SELECT '?:x', \"a?\", b::text FROM t WHERE c LIKE 'x%' AND d = ?",
+            "SELECT '?:x', \"a?\", b::text FROM t WHERE c LIKE 'x%' AND d = $1",
+            id="quoted text and casts are left alone",
+        ),
+        pytest.param(
+            "UPDATE t SET a = 1 WHERE b IS ? AND c IS NOT ? AND d IS NULL",
+            "UPDATE t SET a = 1 WHERE b IS NOT DISTINCT FROM $1 AND c IS DISTINCT FROM $2"
+            " AND d IS NULL",
+            id="null-safe comparisons",
+        ),
+        pytest.param(
+            "SELECT MIN(seq), MAX(a, (SELECT MIN(x) FROM y), 'a,b'), min(b + 1, 3)",
+            "SELECT MIN(seq), GREATEST(a, (SELECT MIN(x) FROM y), 'a,b'), LEAST(b + 1, 3)",
+            id="scalar min and max",
+        ),
+        pytest.param(
+            "INSERT OR IGNORE INTO blob (digest) VALUES (?);",
+            "INSERT INTO blob (digest) VALUES ($1) ON CONFLICT DO NOTHING",
+            id="insert or ignore",
+        ),
+        pytest.param(
+            "SELECT 1 FROM t WHERE a IN () OR b NOT IN ( )",
+            "SELECT 1 FROM t WHERE a IN (SELECT NULL WHERE FALSE)"
+            " OR b NOT IN (SELECT NULL WHERE FALSE)",
+            id="empty lists",
+        ),
+        pytest.param(
+            "SELECT id FROM t WHERE id IN (SELECT value FROM json_each(?))",
+            "SELECT id FROM t WHERE id IN"
+            " (SELECT value FROM json_array_elements_text(CAST($1 AS json)))",
+            id="json_each",
+        ),
+    ],
+)
+def test_sqlite_spellings_become_postgresql_ones(sqlite: str, postgres: str) -> None:
+    assert translate(sqlite).text == postgres
 
 
 @pytest.mark.anyio
