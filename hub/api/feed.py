@@ -36,19 +36,7 @@ import msgspec
 from runtime import Flag
 
 from .._errors import HubShuttingDown, TooManyStreams
-from ..store import (
-    FEED_HOLD,
-    Change,
-    DeploymentView,
-    Store,
-    change_views,
-    database_now,
-    is_postgres,
-    last_change_id,
-    read_changes,
-    settled_changes,
-    settled_horizon,
-)
+from ..store import Change, DeploymentView, Store, change_views, feed_start, read_feed
 
 log = logging.getLogger("mailrun.hub.events")
 
@@ -156,7 +144,7 @@ class ChangeFeed:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        self._position = await last_change_id(self.store.db)
+        self._position = await feed_start(self.store.db)
         self._running = True
         task_status.started()
         try:
@@ -182,9 +170,7 @@ class ChangeFeed:
                 f"{self.limits.max_streams} event streams are open; try again later"
             )
         async with self._batch_lock:
-            db = self.store.db
-            # PostgreSQL: not past a change still in an open transaction.
-            newest = await (settled_horizon(db) if is_postgres(db) else last_change_id(db))
+            newest = await feed_start(self.store.db)
             if self._closed:
                 raise HubShuttingDown("the hub is stopping")
             if self._parked:
@@ -222,13 +208,7 @@ class ChangeFeed:
         """Read, render and offer one batch; whether it was a full one."""
         async with self._batch_lock:
             closed, after, batch = self._closed, self._position, self.limits.batch
-            changes = [] if closed else await read_changes(self.store.db, after, batch)
-            full = len(changes) == batch
-            if changes and changes[-1].id - after != len(changes) and is_postgres(self.store.db):
-                # A gap in the ids (the usual case has none: no query more).
-                now = await database_now(self.store.db)
-                changes = settled_changes(changes, after, now, FEED_HOLD)
-                full = full and len(changes) == batch
+            changes, full = ([], False) if closed else await read_feed(self.store.db, after, batch)
             if not changes:
                 return False
             streams = list(self._streams)

@@ -15,11 +15,10 @@ from .changes import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
 from .changes import FEED_HOLD as FEED_HOLD
 from .changes import Change as Change
 from .changes import ChangeKind as ChangeKind
-from .changes import database_now as database_now
+from .changes import feed_start as feed_start
 from .changes import last_change_id as last_change_id
 from .changes import read_changes as read_changes
-from .changes import settled_changes as settled_changes
-from .changes import settled_horizon as settled_horizon
+from .changes import read_feed as read_feed
 from .changes import trim_changes as trim_changes
 from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
 from .db import SqliteStore as SqliteStore
@@ -160,11 +159,11 @@ __all__ = [
     "count_by_status",
     "count_outbound",
     "create_deployment",
-    "database_now",
     "defer",
     "delete_deployment",
     "deployment_of_run",
     "due_mail",
+    "feed_start",
     "fetch_all",
     "fetch_one",
     "finish_rollout",
@@ -198,6 +197,7 @@ __all__ = [
     "pending_migrations",
     "pending_rollouts",
     "read_changes",
+    "read_feed",
     "read_history",
     "read_version",
     "record_outbound",
@@ -208,8 +208,6 @@ __all__ = [
     "resolve_deployment",
     "resolve_producer",
     "settle_at_boot",
-    "settled_changes",
-    "settled_horizon",
     "share_health",
     "transfer",
     "trim_changes",

@@ -28,7 +28,7 @@ import msgspec
 
 from runtime import Body, Connection, DeploymentStatus
 
-from .reads import fetch_all, fetch_one
+from .reads import fetch_all, fetch_one, is_postgres
 from .schema import statements
 
 DEFAULT_CHANGES_KEPT = 100_000
@@ -190,6 +190,28 @@ async def settled_horizon(db: Connection, hold: float = FEED_HOLD) -> int:
         (hold,),
     )
     return int(row[0]) if row is not None else 0
+
+
+async def feed_start(db: Connection) -> int:
+    """Where a reader that starts now begins: after the highest id given
+    (SQLite), or on PostgreSQL after :func:`settled_horizon`, not past a
+    change still in an open transaction."""
+    return await (settled_horizon(db) if is_postgres(db) else last_change_id(db))
+
+
+async def read_feed(
+    db: Connection, after: int, limit: int, *, hold: float = FEED_HOLD
+) -> tuple[list[Change], bool]:
+    """Up to ``limit`` changes after ``after`` that a reader may pass on now
+    (:func:`settled_changes`), and whether the read was full: more may be
+    waiting. Only a gap in the ids, which SQLite never leaves, costs a
+    second query."""
+    changes = await read_changes(db, after, limit)
+    full = len(changes) == limit
+    if changes and changes[-1].id - after != len(changes) and is_postgres(db):
+        changes = settled_changes(changes, after, await database_now(db), hold)
+        full = full and len(changes) == limit
+    return changes, full
 
 
 async def last_change_id(db: Connection) -> int:

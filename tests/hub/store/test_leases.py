@@ -17,16 +17,14 @@ from hub.store import (
     Trigger,
     accept_triggers,
     check_lease,
-    database_now,
+    feed_start,
     fetch_all,
     hold_role,
     last_change_id,
     open_store,
-    read_changes,
+    read_feed,
     release_all,
     renew_and_take,
-    settled_changes,
-    settled_horizon,
 )
 from hub.wire.blobs import collect_blobs
 from runtime import INLINE_BODY_LIMIT, Connection
@@ -163,12 +161,11 @@ async def test_on_postgresql_the_feed_never_passes_a_change_still_being_committe
             await fast_tx.commit()
 
             async def readable(hold: float = FEED_HOLD) -> list[str]:
-                changes = await read_changes(store.db, start, 100)
-                now = await database_now(store.db)
-                return [c.row_id for c in settled_changes(changes, start, now, hold)]
+                changes, _ = await read_feed(store.db, start, 100, hold=hold)
+                return [c.row_id for c in changes]
 
             assert await readable() == []  # start+1 is still open: held
-            assert await settled_horizon(store.db) <= start
+            assert await feed_start(store.db) <= start
             await slow_tx.commit()
             assert await readable() == ["dsp_slow", "dsp_fast"]  # in id order, none lost
 
