@@ -91,3 +91,12 @@ def test_the_http_server_bench_measures_every_installed_server() -> None:
         # Every request was answered 202 (the bench raises otherwise); 200
         # requests may take less CPU than the clock ticks of a process.
         assert got["per_s"] > 0 and got["cpu_ms"] >= 0, name
+
+
+def test_the_store_bench_accepts_and_ingests_every_mail() -> None:
+    figures = bench("hub_store.py", "--rows", "300", "--batch", "60", "--message-ids")
+    assert (figures["rows"], figures["message_ids"]) == (300, True)
+    fifths = figures["accept_us_per_mail"]
+    assert isinstance(fifths, list) and [f["rows"] for f in fifths] == [60, 120, 180, 240, 300]
+    assert all(f["us"] > 0 for f in fifths)
+    assert isinstance(figures["ingest_us_per_mail"], float) and figures["ingest_us_per_mail"] > 0

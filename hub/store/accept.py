@@ -69,6 +69,20 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+def prior_dispatches_sql(n: int) -> str:
+    """The dispatches of one deployment (the first parameter) with any of
+    ``n`` message ids (the rest): what a retry is answered from.
+
+    One deployment at a time, so that SQLite searches the (deployment_id,
+    message_id) index; a row-value ``IN (VALUES ...)`` over several
+    deployments read the whole table for every batch."""
+    return (
+        "SELECT id, run_id, deployment_id, seq, message_id, status, last_error,"
+        " kind, sender, subject, body, body_digest, body_size"
+        f" FROM workflow_run_dispatch WHERE deployment_id = ? AND message_id IN ({_marks(n)})"
+    )
+
+
 @dataclass(frozen=True)
 class _Content:
     """What a message id stands for: a retry must bring the same.
@@ -181,16 +195,13 @@ class _Batch:
                 self.unstarted.add(run_id)
             if top:
                 self.top_level[dep_id] = run_id
-        wanted = {(self._deployment_of(t), t.message_id) for t in triggers if t.message_id}
-        keys = sorted((d, m) for d, m in wanted if d is not None and m is not None)
-        if keys:
-            for dsp, run_id, dep_id, seq, mid, status, error, *content in await fetch_all(
-                db,
-                "SELECT id, run_id, deployment_id, seq, message_id, status, last_error,"
-                " kind, sender, subject, body, body_digest, body_size"
-                " FROM workflow_run_dispatch WHERE (deployment_id, message_id) IN"
-                f" (VALUES {','.join(['(?,?)'] * len(keys))})",
-                [x for key in keys for x in key],
+        wanted: dict[str, set[str]] = {}
+        for t in triggers:
+            if t.message_id and (dep_id := self._deployment_of(t)) is not None:
+                wanted.setdefault(dep_id, set()).add(t.message_id)
+        for dep_id, message_ids in sorted(wanted.items()):
+            for dsp, run_id, _, seq, mid, status, error, *content in await fetch_all(
+                db, prior_dispatches_sql(len(message_ids)), [dep_id, *sorted(message_ids)]
             ):
                 first = Accepted(
                     dispatch_id=dsp, run_id=run_id, deployment_id=dep_id, seq=seq, duplicate=True

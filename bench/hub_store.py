@@ -1,0 +1,122 @@
+"""The hub's writer alone: CPU per mail of the accept and of the ingestion, as
+the dispatch table grows.
+
+    .venv/bin/python bench/hub_store.py [--rows 100000] [--batch 100] [--message-ids] [--json]
+
+Opens a real hub store (SQLite, as the hub configures it) in a temporary
+dir, deploys one workflow and accepts ``--rows`` mails in transactions of
+``--batch`` (``hub.store.accept_triggers``, as the Acceptor runs it), then
+applies a DispatchProcessed for each, in frames of 70 (as
+``hub.wire.events`` does, history trimmed). It prints the accept's CPU per
+mail for each fifth of the rows (the table grows under it) and the
+ingestion's. No NATS, no HTTP, no other process: what the hub's one writer
+spends, without the rest of the system on the same cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+
+from hub.store import Accepted, Outcome, Trigger, accept_triggers, open_store
+from hub.wire.processed import ProcessedBatch
+from hub.wire.retention import trim_history
+from runtime import DEFAULT_RUN_HISTORY, Connection, DispatchProcessed, Event, new_id
+from tests.support.wire import deploy
+
+FRAME = 70  # events per frame, about what a sidecar under load sends
+
+
+async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, object]) -> None:
+    with tempfile.TemporaryDirectory(prefix="mailrun-store-") as tmp:
+        async with await open_store(Path(tmp) / "hub.db") as store:
+            dep = await deploy(store)
+            receipts: list[Accepted] = []
+            fifths: list[dict[str, float]] = []
+            marks = [rows * k // 5 for k in range(1, 6)]  # each fifth of the rows
+            began, last = time.process_time(), 0
+            for at in range(0, rows, batch):
+                triggers = [
+                    Trigger(
+                        address=dep.address,
+                        sender="a@b.c",
+                        subject=f"m{n}",
+                        body=b"x",
+                        message_id=f"<{n}@bench.example>" if message_ids else None,
+                    )
+                    for n in range(at, min(at + batch, rows))
+                ]
+
+                async def accept(
+                    db: Connection, triggers: list[Trigger] = triggers
+                ) -> list[Outcome]:
+                    outcomes, _ = await accept_triggers(db, triggers)
+                    return outcomes
+
+                receipts += [o for o in await store.transact(accept) if isinstance(o, Accepted)]
+                if marks and len(receipts) >= marks[0]:
+                    marks = [m for m in marks if m > len(receipts)]
+                    now, done = time.process_time(), len(receipts)
+                    fifths.append({"rows": done, "us": 1e6 * (now - began) / (done - last)})
+                    began, last = now, done
+            figures["accept_us_per_mail"] = fifths
+
+            async def dead_letter(event: Event, reason: str) -> None:
+                raise RuntimeError(f"{event} dead-lettered: {reason}")
+
+            began = time.process_time()
+            for at in range(0, len(receipts), FRAME):
+                events = [
+                    DispatchProcessed(
+                        event_id=new_id("evt"),
+                        run_id=r.run_id,
+                        dispatch_id=r.dispatch_id,
+                        seq=r.seq,
+                        state={"count": at + n},
+                        step=at + n + 1,
+                        version=1,
+                        at=time.time(),
+                    )
+                    for n, r in enumerate(receipts[at : at + FRAME])
+                ]
+
+                async def ingest(db: Connection, events: list[DispatchProcessed] = events) -> None:
+                    batch_ = ProcessedBatch(db, dep.id, time.time(), dead_letter)
+                    await batch_.apply(events)
+                    await trim_history(db, batch_.runs_with_events, DEFAULT_RUN_HISTORY)
+
+                await store.transact(ingest)
+            figures["ingest_us_per_mail"] = 1e6 * (time.process_time() - began) / len(receipts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=100, help="mails per accept transaction")
+    parser.add_argument("--message-ids", action="store_true", help="each mail names a message id")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    if min(args.rows, args.batch) < 1:
+        parser.error("--rows and --batch must be positive")
+    figures: dict[str, object] = {"rows": args.rows, "message_ids": args.message_ids}
+    anyio.run(bench, args.rows, args.batch, args.message_ids, figures)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    ids = "with" if args.message_ids else "without"
+    print(f"{args.rows} mails {ids} message ids, {args.batch} per accept transaction")
+    for fifth in figures["accept_us_per_mail"]:  # type: ignore[attr-defined]
+        print(f"accept, up to {fifth['rows']:>7} rows   {fifth['us']:6.1f} us CPU per mail")
+    print(f"ingestion                      {figures['ingest_us_per_mail']:6.1f} us CPU per mail")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""The statements a mail goes through search an index; none reads a table
+that grows with mail from end to end.
+
+Dispatch rows and run events are kept for good (docs/hub.md, "Retention"),
+so a statement of the accept or the ingestion that scans them costs more
+with every mail the hub ever took: the flow runs on a real store with a
+trace of every statement, and each is checked with EXPLAIN QUERY PLAN.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+import aiosqlite
+import pytest
+
+from hub.store import Accepted, Outcome, SqliteStore, Trigger, accept_triggers
+from hub.store.accept import prior_dispatches_sql
+from hub.wire.processed import ProcessedBatch
+from hub.wire.retention import trim_history
+from hub.wire.sending import Answers, _mark, load_reserved
+from runtime import Connection, DispatchProcessed, Event, new_id
+from tests.support.wire import deploy
+
+pytestmark = pytest.mark.anyio
+
+# Tables whose rows grow with the mail taken: no statement of a mail's path
+# may read one whole.
+GROWING = ("workflow_run_dispatch", "run_event", "change", "blob", "dead_letter")
+_SCAN = re.compile(r"\bSCAN (\w+)")
+_PLANNED = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
+
+
+async def _traced(db: aiosqlite.Connection, into: list[str]) -> None:
+    conn: sqlite3.Connection = db._conn
+    await db._execute(conn.set_trace_callback, into.append)  # type: ignore[no-untyped-call]
+
+
+def _scans(path: Path, statements: list[str]) -> dict[str, list[str]]:
+    """Each statement that scans a growing table, with the tables it scans."""
+    found: dict[str, list[str]] = {}
+    with sqlite3.connect(path) as conn:
+        for sql in dict.fromkeys(s.strip() for s in statements):
+            if not sql.upper().startswith(_PLANNED):
+                continue
+            plan = " ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+            scanned = [t for t in _SCAN.findall(plan) if t in GROWING]
+            if scanned:
+                found[sql[:200]] = scanned
+    return found
+
+
+async def test_a_mails_statements_search_indexes(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    async with await SqliteStore.open(path) as store:
+        deps = [await deploy(store, name) for name in ("one", "two")]
+        statements: list[str] = []
+        await _traced(store._writer, statements)
+        await _traced(store._reader, statements)
+
+        def mails(at: int) -> list[Trigger]:
+            return [
+                Trigger(
+                    address=d.address,
+                    sender="a@b.c",
+                    subject="s",
+                    body=b"x",
+                    message_id=f"<{at + n}@b.c>",
+                )
+                for n in range(20)
+                for d in deps
+            ]
+
+        async def accept(triggers: list[Trigger]) -> list[Accepted]:
+            async def body(db: Connection) -> list[Outcome]:
+                outcomes, _ = await accept_triggers(db, triggers)
+                return outcomes
+
+            return [o for o in await store.transact(body) if isinstance(o, Accepted)]
+
+        receipts = await accept(mails(0))
+        retried = await accept(mails(10))  # half of them retries
+        assert len(receipts) == 40 and sum(r.duplicate for r in retried) == 20
+
+        one = deps[0].id
+        rows = await load_reserved(store, one, 64)
+        assert rows is not None and len(rows) == 30
+
+        async def settle(db: Connection) -> None:
+            await _mark(db, Answers(acked=[r["id"] for r in rows]), time.time())
+
+        await store.transact(settle)
+
+        async def dead_letter(event: Event, reason: str) -> None:
+            raise AssertionError(reason)
+
+        processed = [
+            DispatchProcessed(
+                event_id=new_id("evt"),
+                run_id=row["run_id"],
+                dispatch_id=row["id"],
+                seq=row["seq"],
+                state={"n": step},
+                step=step,
+                version=1,
+                at=time.time(),
+            )
+            for step, row in enumerate(rows, 1)
+        ]
+
+        async def ingest(db: Connection) -> None:
+            batch = ProcessedBatch(db, one, time.time(), dead_letter)
+            await batch.apply(processed)
+            await trim_history(db, batch.runs_with_events, 10)
+
+        await store.transact(ingest)
+    with sqlite3.connect(path) as conn:
+        sql = "SELECT status, count(*) FROM workflow_run_dispatch GROUP BY status"
+        assert dict(conn.execute(sql)) == {"processed": 30, "reserved": 30}
+    assert _scans(path, statements) == {}
+    assert any("message_id IN" in s for s in statements)  # the retries' lookup was traced
+
+
+async def test_the_guard_sees_a_scan(tmp_path: Path) -> None:
+    """What the check above would say of the row-value lookup it replaced."""
+    path = tmp_path / "hub.db"
+    async with await SqliteStore.open(path):
+        pass
+    scanning = (
+        "SELECT id FROM workflow_run_dispatch WHERE (deployment_id, message_id)"
+        " IN (VALUES ('a', 'b'), ('c', 'd'))"
+    )
+    searching = prior_dispatches_sql(2).replace("?", "'x'")
+    assert _scans(path, [scanning, searching]) == {scanning: ["workflow_run_dispatch"]}
