@@ -69,6 +69,13 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
+def _any_of(*columns: tuple[str, Sequence[object]]) -> str:
+    """``column IN (?, ...)`` for each column with values, joined by OR. An
+    empty ``IN ()`` beside an OR keeps SQLite from searching the indexes of
+    the others: it read the whole table instead."""
+    return " OR ".join(f"{name} IN ({_marks(len(values))})" for name, values in columns if values)
+
+
 def prior_dispatches_sql(n: int) -> str:
     """The dispatches of one deployment (the first parameter) with any of
     ``n`` message ids (the rest): what a retry is answered from.
@@ -167,7 +174,7 @@ class _Batch:
         dep_ids = sorted({t.deployment_id for t in triggers if t.deployment_id}
                          | {a[1] for a in self.approvals.values()})  # fmt: skip
         if addresses or dep_ids:
-            where = f"d.address IN ({_marks(len(addresses))}) OR d.id IN ({_marks(len(dep_ids))})"
+            where = _any_of(("d.address", addresses), ("d.id", dep_ids))
             sql = _DEPLOYMENTS.format(where=where)
             locking = is_postgres(db)
             for row in await fetch_all(db, sql + (_LOCKED if locking else ""), addresses + dep_ids):
@@ -181,13 +188,13 @@ class _Batch:
         deps = sorted(self.deps)
         run_ids = sorted({t.run_id for t in triggers if t.run_id})
         run_ids += [a[0] for a in self.approvals.values()]
+        top_level = f"(is_top_level = 1 AND deployment_id IN ({_marks(len(deps))}))"
+        named = f" OR id IN ({_marks(len(run_ids))})" if run_ids else ""
         for run_id, dep_id, status, top, unstarted in await fetch_all(
             db,
             "SELECT id, deployment_id, status, is_top_level,"
             " parent_run_id IS NOT NULL AND entrypoint IS NULL"
-            " FROM workflow_run WHERE is_anchor = 0"
-            f" AND ((is_top_level = 1 AND deployment_id IN ({_marks(len(deps))}))"
-            f" OR id IN ({_marks(len(run_ids))}))",
+            f" FROM workflow_run WHERE is_anchor = 0 AND ({top_level}{named})",
             [*deps, *run_ids],
         ):
             self.runs[run_id] = (dep_id, status)

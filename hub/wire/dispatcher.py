@@ -25,17 +25,13 @@ import anyio.abc
 from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, next_attempt
 
 from ..metrics import HubMetrics
-from ..store import DispatchStatus, Store, fetch_all
+from ..store import Store
 from .redelivery import Redeliveries, Resent, find_overdue, put_back, still_open
+from .sending import count_reserved
 from .sessions import Session, SessionTable
 from .window import Lane, PassEnd, Sending, Window
 
 log = logging.getLogger("mailrun.hub.dispatch")
-
-_CENSUS = """
-SELECT deployment_id, COUNT(*) AS n, MIN(created_at) AS oldest
-FROM workflow_run_dispatch WHERE status = ? GROUP BY deployment_id
-"""
 
 
 @dataclass(frozen=True)
@@ -181,8 +177,7 @@ class Dispatcher:
     async def _census(self) -> None:
         while True:
             try:
-                rows = await fetch_all(self._store.db, _CENSUS, (DispatchStatus.RESERVED,))
-                self._pending = {r["deployment_id"]: (r["n"], r["oldest"]) for r in rows}
+                self._pending = await count_reserved(self._store)
                 # A safety net for wakeups that never came (rows written by
                 # another path): any lane with work and a session runs.
                 for dep in self._pending:

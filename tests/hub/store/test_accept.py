@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,6 +19,7 @@ from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
 from hub.store import WITH_OTHERS, fetch_all, open_store
 from hub.store.accept import RefusedByRun
 from hub.store.deployments import create_deployment
+from hub.wire.sending import count_reserved
 from runtime import INLINE_BODY_LIMIT
 from tests.support import wait_for
 from tests.support.postgres import PostgresServer
@@ -535,3 +537,23 @@ async def test_on_accepted_is_told_which_deployments_got_work(database: str) -> 
         await acceptor.accept_many([mail("flow"), mail("nobody")])
         await acceptor.accept(mail("nobody"))
         assert woken == [{dep}]
+
+
+async def test_the_census_counts_what_waits_per_deployment(database: str) -> None:
+    async with running(database) as (store, acceptor):
+        one, two = await deploy(store, "one"), await deploy(store, "two")
+        assert await count_reserved(store) == {}
+        before = time.time()
+        for name, n in (("one", 3), ("two", 2)):
+            for i in range(n):
+                await acceptor.accept(mail(name, body=b"%d" % i))
+        await store.transact(
+            lambda db: db.execute(
+                "UPDATE workflow_run_dispatch SET status = 'delivered'"
+                " WHERE deployment_id = ? AND seq = 1",
+                (one,),
+            )
+        )
+        counts = await count_reserved(store)
+        assert {d: n for d, (n, _) in counts.items()} == {one: 2, two: 2}
+        assert all(before - 1 <= oldest <= time.time() for _, oldest in counts.values())

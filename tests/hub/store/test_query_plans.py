@@ -21,15 +21,15 @@ from hub.store import Accepted, Outcome, SqliteStore, Trigger, accept_triggers
 from hub.store.accept import prior_dispatches_sql
 from hub.wire.processed import ProcessedBatch
 from hub.wire.retention import trim_history
-from hub.wire.sending import Answers, _mark, load_reserved
+from hub.wire.sending import Answers, _mark, count_reserved, load_reserved
 from runtime import Connection, DispatchProcessed, Event, new_id
 from tests.support.wire import deploy
 
 pytestmark = pytest.mark.anyio
 
-# Tables whose rows grow with the mail taken: no statement of a mail's path
-# may read one whole.
-GROWING = ("workflow_run_dispatch", "run_event", "change", "blob", "dead_letter")
+# Tables whose rows grow with the mail taken (runs too: a workflow may start
+# a child run per mail): no statement of a mail's path may read one whole.
+GROWING = ("workflow_run_dispatch", "workflow_run", "run_event", "change", "blob", "dead_letter")
 _SCAN = re.compile(r"\bSCAN (\w+)")
 _PLANNED = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
 
@@ -85,7 +85,8 @@ async def test_a_mails_statements_search_indexes(tmp_path: Path) -> None:
         retried = await accept(mails(10))  # half of them retries
         assert len(receipts) == 40 and sum(r.duplicate for r in retried) == 20
 
-        one = deps[0].id
+        one, two = deps[0].id, deps[1].id
+        assert {d: n for d, (n, _) in (await count_reserved(store)).items()} == {one: 30, two: 30}
         rows = await load_reserved(store, one, 64)
         assert rows is not None and len(rows) == 30
 
@@ -117,6 +118,7 @@ async def test_a_mails_statements_search_indexes(tmp_path: Path) -> None:
             await trim_history(db, batch.runs_with_events, 10)
 
         await store.transact(ingest)
+        assert {d: n for d, (n, _) in (await count_reserved(store)).items()} == {two: 30}
     with sqlite3.connect(path) as conn:
         sql = "SELECT status, count(*) FROM workflow_run_dispatch GROUP BY status"
         assert dict(conn.execute(sql)) == {"processed": 30, "reserved": 30}
