@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
-from hub.store import WITH_OTHERS, fetch_all, open_store
+from hub.store import WITH_OTHERS, count_by_status, fetch_all, open_store
 from hub.store.accept import RefusedByRun
 from hub.store.deployments import create_deployment
 from hub.wire.sending import count_reserved
@@ -557,3 +557,32 @@ async def test_the_census_counts_what_waits_per_deployment(database: str) -> Non
         counts = await count_reserved(store)
         assert {d: n for d, (n, _) in counts.items()} == {one: 2, two: 2}
         assert all(before - 1 <= oldest <= time.time() for _, oldest in counts.values())
+
+
+async def test_dispatch_counts_by_status_match_a_count_of_the_rows(database: str) -> None:
+    async with running(database) as (store, acceptor):
+        one, two = await deploy(store, "one"), await deploy(store, "two")
+        for name, n in (("one", 6), ("two", 3)):
+            for i in range(n):
+                await acceptor.accept(mail(name, body=b"%d" % i))
+        for status, dep, seqs in (
+            ("delivered", one, (1, 2)),
+            ("processed", one, (3, 4)),
+            ("cancelled", one, (5,)),
+            ("processed", two, (1,)),
+        ):
+            for seq in seqs:
+                await store.transact(
+                    lambda db, status=status, dep=dep, seq=seq: db.execute(
+                        "UPDATE workflow_run_dispatch SET status = ?"
+                        " WHERE deployment_id = ? AND seq = ?",
+                        (status, dep, seq),
+                    )
+                )
+        rows = await query(store, "SELECT status, COUNT(*) FROM workflow_run_dispatch GROUP BY 1")
+        counts = await count_by_status(store.db)
+        assert counts["dispatches"] == {"reserved": 0, "cancelled": 0, **dict(rows)}
+        assert counts["dispatches"] == {
+            "reserved": 3, "delivered": 2, "processed": 3, "cancelled": 1,
+        }  # fmt: skip
+        assert counts["deployments"] == {"deployed": 2}

@@ -17,7 +17,15 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from hub.store import Accepted, Outcome, SqliteStore, Trigger, accept_triggers
+from hub.store import (
+    Accepted,
+    Outcome,
+    SqliteStore,
+    Trigger,
+    accept_triggers,
+    count_by_status,
+    trim_changes,
+)
 from hub.store.accept import prior_dispatches_sql
 from hub.wire.processed import ProcessedBatch
 from hub.wire.retention import trim_history
@@ -118,6 +126,9 @@ async def test_a_mails_statements_search_indexes(tmp_path: Path) -> None:
             await trim_history(db, batch.runs_with_events, 10)
 
         await store.transact(ingest)
+        counts = await count_by_status(store.db)
+        assert counts["dispatches"]["processed"] == 30
+        assert await trim_changes(store, keep=10) > 0
         assert {d: n for d, (n, _) in (await count_reserved(store)).items()} == {two: 30}
     with sqlite3.connect(path) as conn:
         sql = "SELECT status, count(*) FROM workflow_run_dispatch GROUP BY status"
