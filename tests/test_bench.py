@@ -100,3 +100,10 @@ def test_the_store_bench_accepts_and_ingests_every_mail() -> None:
     assert isinstance(fifths, list) and [f["rows"] for f in fifths] == [60, 120, 180, 240, 300]
     assert all(f["us"] > 0 for f in fifths)
     assert isinstance(figures["ingest_us_per_mail"], float) and figures["ingest_us_per_mail"] > 0
+
+
+def test_the_lane_bench_posts_every_mail() -> None:
+    figures = bench("mail_lane.py", "--mails", "64", "--senders", "4", "--message-ids")
+    assert (figures["mails"], figures["message_ids"]) == (64, True)
+    assert isinstance(figures["per_s"], float) and figures["per_s"] > 0
+    assert isinstance(figures["loop_us_per_mail"], float) and figures["loop_us_per_mail"] > 0

@@ -120,21 +120,28 @@ async def read_json(
 
 
 async def read_body(
-    chunks: AsyncIterator[bytes], declared: str | None, *, limit: int, timeout: float
+    chunks: AsyncIterator[bytes], declared: str | None, *, limit: int, timeout: float | None
 ) -> bytes:
     """A request body of at most ``limit`` bytes (``declared``: its
-    Content-Length, if any), arrived within ``timeout`` seconds."""
+    Content-Length, if any), arrived within ``timeout`` seconds (None: no
+    deadline, for a body that has arrived whole)."""
     if declared is not None and is_number(declared) and int(declared) > limit:
         raise PayloadTooLarge(f"request body of {declared} bytes exceeds {limit}")
-    raw = bytearray()
+    if timeout is None:
+        return await _read(chunks, limit)
     try:
         with anyio.fail_after(timeout):
-            async for chunk in chunks:
-                raw += chunk
-                if len(raw) > limit:
-                    raise PayloadTooLarge(f"request body exceeds {limit} bytes")
+            return await _read(chunks, limit)
     except TimeoutError:
         raise BodyTimeout(f"the request body did not arrive within {timeout:g} s") from None
+
+
+async def _read(chunks: AsyncIterator[bytes], limit: int) -> bytes:
+    raw = bytearray()
+    async for chunk in chunks:
+        raw += chunk
+        if len(raw) > limit:
+            raise PayloadTooLarge(f"request body exceeds {limit} bytes")
     return bytes(raw)
 
 

@@ -16,6 +16,10 @@ the first and the last: a client that sends a head byte by byte, or a
 connection that never sends one, would hold its connection for ever, and an
 endless header line would grow in memory. ``_Guarded`` adds both.
 
+``scope["extensions"][BODY_ARRIVED_EXTENSION]`` tells whether a request's
+body has arrived whole: the mail lane then reads it without arming the body
+deadline, which is most requests (a client writes head and body at once).
+
 ``_Guarded`` also offers each request ``scope["extensions"][ABORT_EXTENSION]``,
 which closes its connection at once: an event stream whose client stopped
 reading is cut off with it (``events.py``). Without it the stream could
@@ -33,16 +37,18 @@ import socket
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
 import anyio.abc
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 log = logging.getLogger("mailrun.hub.http")
 
 ABORT_EXTENSION = "mailrun.abort"
+BODY_ARRIVED_EXTENSION = "mailrun.body_arrived"
 
 
 @dataclass(frozen=True)
@@ -100,8 +106,8 @@ class _Guarded(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._in_head, self._received, self._parsed = True, 0, 0
-        extensions: dict[str, Any] = {ABORT_EXTENSION: self._abort}
-        self.scope["extensions"] = extensions
+        self._extensions: dict[str, Any] = {ABORT_EXTENSION: self._abort}
+        self.scope["extensions"] = self._extensions
 
     # A head that arrives whole in one chunk is measured as it is parsed.
     def on_url(self, url: bytes) -> None:
@@ -115,6 +121,8 @@ class _Guarded(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         super().on_headers_complete()
+        if self.cycle is not None:
+            self._extensions[BODY_ARRIVED_EXTENSION] = partial(_body_arrived, self.cycle)
 
     def send_400_response(self, msg: str) -> None:
         if self._too_large:
@@ -166,6 +174,10 @@ class _Guarded(HttpToolsProtocol):
 
 class _HeadTooLarge(Exception):
     pass
+
+
+def _body_arrived(cycle: RequestResponseCycle) -> bool:
+    return not cycle.more_body
 
 
 def _guarded(limits: HttpLimits) -> type[asyncio.Protocol]:

@@ -18,11 +18,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from hub.api import HttpLimits, HttpServer, bind_socket
+from hub.api.server import BODY_ARRIVED_EXTENSION
 from tests.support import wait_for
 
-from .harness import api, assert_error
+from .harness import TOKEN, api, assert_error
 
 pytestmark = pytest.mark.anyio
 
@@ -175,3 +177,61 @@ def test_the_server_raises_its_open_files_limit_to_hold_its_connections() -> Non
     finally:
         sock.close()
         resource.setrlimit(resource.RLIMIT_NOFILE, (before, hard))
+
+
+async def test_the_server_says_whether_a_body_has_arrived_whole() -> None:
+    """A body written with its head has arrived when the app is called; one
+    still on its way has not (the mail lane then keeps the body deadline)."""
+    seen: list[bool] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(scope["extensions"][BODY_ARRIVED_EXTENSION]())
+        while (await receive()).get("more_body"):
+            pass
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    sock = bind_socket("127.0.0.1", 0)
+    address = sock.getsockname()[:2]
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(HttpServer(app, sock, HttpLimits()).run)
+            stream = await anyio.connect_tcp(*address)
+            head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n"
+            await stream.send(head + b"body")
+            with anyio.fail_after(5):
+                assert (await stream.receive()).startswith(b"HTTP/1.1 204")
+            await stream.send(head + b"bo")
+            await wait_for(lambda: len(seen) == 2)
+            await stream.send(b"dy")
+            with anyio.fail_after(5):
+                assert (await stream.receive()).startswith(b"HTTP/1.1 204")
+            await stream.aclose()
+            tg.cancel_scope.cancel()
+    finally:
+        sock.close()
+    assert seen == [True, False]
+
+
+async def test_a_mail_whose_body_comes_late_over_a_socket_is_408(tmp_path: Path) -> None:
+    async with api(tmp_path, body_timeout=0.3) as hub:
+        sock = bind_socket("127.0.0.1", 0)
+        address = sock.getsockname()[:2]
+        try:
+            async with anyio.create_task_group() as tg:
+                await tg.start(HttpServer(hub.app, sock, HttpLimits()).run)
+                stream = await anyio.connect_tcp(*address)
+                body = b'{"to": "flow@mailrun.local", "subject": "late"}'
+                await stream.send(
+                    b"POST /mail HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Authorization: Bearer " + TOKEN.encode() + b"\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(body), body[:10])
+                )
+                answer = await closed_by_server(stream)
+                await stream.aclose()
+                tg.cancel_scope.cancel()
+        finally:
+            sock.close()
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert b'"reason":"request_timeout"' in answer
+        assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 0
