@@ -73,3 +73,17 @@ def floor(port: int) -> None:
         await server.serve_forever()
 
     uvloop.run(serve())
+
+
+def hub_server(port: int) -> None:
+    """The bare app behind the hub's own server (``hub.api.HttpServer``: uvicorn,
+    httptools, its guarded protocol and coalesced writes) on uvloop."""
+    import anyio
+
+    from hub.api import HttpLimits, HttpServer, bind_socket
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tg:
+            await tg.start(HttpServer(bare, bind_socket("127.0.0.1", port), HttpLimits()).run)
+
+    anyio.run(serve, backend_options={"use_uvloop": True})

@@ -10,7 +10,8 @@ requests/s and the server's CPU per request (its children included: granian
 serves from a worker process). The servers:
 
 - uvicorn with h11 on asyncio's loop (uvicorn's pure-Python defaults);
-- uvicorn with httptools on uvloop (what the hub runs);
+- uvicorn with httptools on uvloop (what the hub runs), and the hub's own
+  ``HttpServer`` on it (its guarded protocol, a response in one write);
 - granian (Rust HTTP, ASGI, one worker on uvloop), when installed: it is in
   the ``bench`` extra, not a dependency of mailrun;
 - a bare asyncio protocol on uvloop that parses with httptools and writes a
@@ -55,6 +56,11 @@ def servers(port: int) -> dict[str, list[str]]:
     for name, app in APPS.items():
         argv = ["--interface", "asgi", "--workers", "1", "--loop", "uvloop", *at, app]
         found[f"granian, uvloop, {name}"] = [granian, *argv] if granian else []
+    found["the hub's HttpServer (uvicorn, httptools, uvloop), bare ASGI"] = [
+        sys.executable,
+        "-c",
+        f"from bench._asgi_apps import hub_server; hub_server({port})",
+    ]
     found["bare asyncio protocol + httptools, uvloop (no ASGI)"] = [
         sys.executable,
         "-c",

@@ -38,7 +38,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -123,6 +123,7 @@ class _Guarded(HttpToolsProtocol):
         super().on_headers_complete()
         if self.cycle is not None:
             self._extensions[BODY_ARRIVED_EXTENSION] = partial(_body_arrived, self.cycle)
+            self.cycle.transport = cast(asyncio.Transport, Coalesced(self.transport, self.loop))
 
     def send_400_response(self, msg: str) -> None:
         if self._too_large:
@@ -170,6 +171,44 @@ class _Guarded(HttpToolsProtocol):
         idle = (self.cycle is None or self.cycle.response_complete) and not self.pipeline
         if idle and not self.transport.is_closing():
             self.transport.close()
+
+
+class Coalesced:
+    """A response's writes within one turn of the loop, as one write.
+
+    uvicorn writes a response's head and its body apart: two segments on
+    the wire (the socket has TCP_NODELAY) and, as often as not, two wakes
+    of the client for one answer. The head is held until the body follows
+    in the same turn, as it does for every answer of known length, or until
+    the turn ends (a stream's head goes out alone, as before). The server's
+    CPU per request fell by a tenth to a quarter, the load client's by a
+    tenth (docs/performance.md)."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+
+    def write(self, data: bytes) -> None:
+        if self._held is None:
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+        else:
+            self._transport.write(self._held + data)
+            self._held = None
+
+    def flush(self) -> None:
+        if self._held is not None:
+            data, self._held = self._held, None
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class _HeadTooLarge(Exception):

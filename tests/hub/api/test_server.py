@@ -4,6 +4,7 @@ the limit get 503 at once, a huge head is refused, a slow body times out."""
 
 from __future__ import annotations
 
+import asyncio
 import resource
 import time
 from collections.abc import AsyncIterator
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -21,7 +23,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from hub.api import HttpLimits, HttpServer, bind_socket
-from hub.api.server import BODY_ARRIVED_EXTENSION
+from hub.api.server import BODY_ARRIVED_EXTENSION, Coalesced
 from tests.support import wait_for
 
 from .harness import TOKEN, api, assert_error
@@ -235,3 +237,42 @@ async def test_a_mail_whose_body_comes_late_over_a_socket_is_408(tmp_path: Path)
         assert answer.startswith(b"HTTP/1.1 408"), answer
         assert b'"reason":"request_timeout"' in answer
         assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == 0
+
+
+class _Recorder:
+    """A transport that records each write (a unit test of Coalesced alone)."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str) -> str:
+        return f"info {name}"
+
+
+async def test_a_head_and_its_body_go_out_as_one_write() -> None:
+    loop = asyncio.get_running_loop()
+    recorder = _Recorder()
+    transport = Coalesced(recorder, loop)  # type: ignore[arg-type]
+    transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    transport.write(b"body")
+    assert recorder.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+    # A head alone (a stream's) goes out when the loop's turn ends.
+    transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    assert len(recorder.writes) == 1
+    await anyio.lowlevel.checkpoint()  # the flush was queued before this task's turn
+    assert recorder.writes[1:] == [b"HTTP/1.1 200 OK\r\n\r\n"]
+    # Closing sends what is held first; the rest is the transport's own.
+    transport.write(b"last")
+    transport.close()
+    assert recorder.writes[2:] == [b"last"] and recorder.closed
+    assert transport.get_extra_info("peername") == "info peername"
