@@ -408,6 +408,7 @@ def migrate(
         migrate_state,
         move_state,
         render,
+        render_database,
     )
 
     if database is not None and to_url is None:
@@ -426,19 +427,10 @@ def migrate(
         finally:
             steps.close()
         if as_json:
-            click.echo(
-                msgspec.json.encode(
-                    {"database": shown, "pending": pending, "applied": applied}
-                ).decode()
-            )
-        elif check:
-            click.echo(f"hub database {shown}: schema version {version} (this release: {LATEST})")
-            click.echo(f"  pending: {', '.join(pending)}" if pending else "  nothing to migrate")
+            answer = {"database": shown, "pending": pending, "applied": applied}
+            click.echo(msgspec.json.encode(answer).decode())
         else:
-            click.echo(
-                f"hub database {shown}: "
-                + (f"applied: {', '.join(applied)}" if applied else "nothing to migrate")
-            )
+            click.echo(render_database(shown, version, pending, applied, check=check))
         return
 
     if to_url is not None:

@@ -176,6 +176,19 @@ def render(report: UpgradeReport, *, check: bool) -> str:
     return "\n".join(lines)
 
 
+def render_database(
+    shown: str, version: int, pending: list[str], applied: list[str], *, check: bool
+) -> str:
+    """The human report of ``mailrun migrate --database URL [--check]``
+    (``shown``: the URL without its password)."""
+    if check:
+        return f"hub database {shown}: schema version {version} (this release: {LATEST})\n" + (
+            f"  pending: {', '.join(pending)}" if pending else "  nothing to migrate"
+        )
+    done = f"applied: {', '.join(applied)}" if applied else "nothing to migrate"
+    return f"hub database {shown}: {done}"
+
+
 async def move_state(
     state_dir: Path,
     url: str,
