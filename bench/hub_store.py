@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpe
 from hub.store import Accepted, Outcome, Trigger, accept_triggers, open_store
 from hub.wire.processed import ProcessedBatch
 from hub.wire.retention import trim_history
-from runtime import DEFAULT_RUN_HISTORY, Connection, DispatchProcessed, Event, new_id
-from tests.support.wire import deploy
+from runtime import DEFAULT_RUN_HISTORY, Connection, DispatchProcessed, Event
+from tests.support.wire import deploy, processed
 
 FRAME = 70  # events per frame, about what a sidecar under load sends
 
@@ -75,15 +75,8 @@ async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, obj
             began = time.process_time()
             for at in range(0, len(receipts), FRAME):
                 events = [
-                    DispatchProcessed(
-                        event_id=new_id("evt"),
-                        run_id=r.run_id,
-                        dispatch_id=r.dispatch_id,
-                        seq=r.seq,
-                        state={"count": at + n},
-                        step=at + n + 1,
-                        version=1,
-                        at=time.time(),
+                    processed(
+                        r, state={"count": at + n}, step=at + n + 1, version=1, at=time.time()
                     )
                     for n, r in enumerate(receipts[at : at + FRAME])
                 ]

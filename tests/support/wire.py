@@ -24,6 +24,7 @@ from runtime import (
     Ack,
     AckBatch,
     Challenge,
+    DispatchProcessed,
     Event,
     Fenced,
     Frame,
@@ -267,6 +268,18 @@ class Inbox:
                 answer = self.answer(frame)
             if answer is not None:
                 await message.respond(encode(answer))
+
+
+def processed(receipt: Accepted, **fields: Any) -> DispatchProcessed:
+    """The sidecar's report that it processed ``receipt``'s dispatch (a new
+    event id; ``fields`` are the rest: state, step, version, at...)."""
+    return DispatchProcessed(
+        event_id=new_id("evt"),
+        run_id=receipt.run_id,
+        dispatch_id=receipt.dispatch_id,
+        seq=receipt.seq,
+        **fields,
+    )
 
 
 def refused(reply: Frame, reason: str) -> bool:

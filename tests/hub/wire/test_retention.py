@@ -13,8 +13,8 @@ from hub.store.accept import Accepted, Rejected, Trigger, accept_triggers
 from hub.store.deployments import delete_deployment
 from hub.wire import RetentionConfig, WireConfig
 from hub.wire.sessions import _Nonces
-from runtime import DispatchProcessed, EnvelopeQuarantined, EventsAck, new_id
-from tests.support.wire import Sidecar, accept, owned, refused, running_hub, send
+from runtime import EnvelopeQuarantined, EventsAck, new_id
+from tests.support.wire import Sidecar, accept, owned, processed, refused, running_hub, send
 
 pytestmark = pytest.mark.anyio
 
@@ -29,13 +29,7 @@ async def test_each_run_keeps_its_latest_events_whole_and_the_ids_of_the_rest(
     async with running_hub(tmp_path, config=config(run_history=3)) as hub:
         car, receipts = await owned(hub, 8)
         events = [
-            DispatchProcessed(
-                event_id=new_id("evt"),
-                run_id=r.run_id,
-                dispatch_id=r.dispatch_id,
-                seq=r.seq,
-                state={"seen": i, "pad": "x" * 10_000},
-            )
+            processed(r, state={"seen": i, "pad": "x" * 10_000})
             for i, r in enumerate(receipts, start=1)
         ]
         for event in events:
@@ -75,13 +69,7 @@ async def test_an_applied_dispatch_keeps_its_body_while_its_history_does_and_its
             return outcome
 
         async def process(receipt: Accepted) -> None:
-            done = DispatchProcessed(
-                event_id=new_id("evt"),
-                run_id=receipt.run_id,
-                dispatch_id=receipt.dispatch_id,
-                seq=receipt.seq,
-            )
-            assert isinstance(await send(car, done), EventsAck)
+            assert isinstance(await send(car, processed(receipt)), EventsAck)
 
         async def row(dispatch_id: str) -> dict[str, object]:
             found = await hub.one(
@@ -126,13 +114,7 @@ async def test_the_history_is_per_run(tmp_path: Path) -> None:
         first, (a1, a2) = await owned(hub, 2, "first")
         second, (b1, b2, b3) = await owned(hub, 3, "second")
         for car, receipt in [(first, a1), (second, b1), (second, b2), (first, a2), (second, b3)]:
-            event = DispatchProcessed(
-                event_id=new_id("evt"),
-                run_id=receipt.run_id,
-                dispatch_id=receipt.dispatch_id,
-                seq=receipt.seq,
-            )
-            assert isinstance(await send(car, event), EventsAck)
+            assert isinstance(await send(car, processed(receipt)), EventsAck)
         rows = await hub.all(
             "SELECT run_id, SUM(payload IS NOT NULL) AS whole, COUNT(*) AS n FROM run_event"
             " GROUP BY run_id ORDER BY n"
