@@ -42,10 +42,11 @@ from runtime import (
     write_restore_record,
 )
 
+from ._adopt import ADOPT_MARK
 from ._delivery import Delivery
 from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home
-from ._inbox import ADOPT_MARK, Inbox
+from ._inbox import Inbox
 from ._link import HubLink, Identity
 from ._record import locate
 from ._runs import Runs, RunsConfig

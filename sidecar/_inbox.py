@@ -6,7 +6,9 @@ task, the run actors and the shipper share the connection, and statements
 of two tasks must never interleave inside one transaction. Each operation
 is a handful of calls at most (each aiosqlite call is a thread hop), and
 batched work (a batch of frames, a batch of processed envelopes, one ack)
-is one transaction.
+is one transaction. What a processing step writes is in ``_step.py``, what
+a takeover from the hub's state writes in ``_adopt.py``, and the processing
+position they move in ``_position.py``.
 """
 
 from __future__ import annotations
@@ -23,29 +25,24 @@ import msgspec
 
 from runtime import (
     Connection,
-    Event,
     RecordDecodeError,
-    RunCancelled,
     RunSnapshot,
     RunStatus,
     configure_sqlite,
-    encode,
-    is_live,
-    is_terminal,
-    new_id,
     release_free_pages,
     transact,
 )
 
+from ._adopt import adopt_hub_state
 from ._envelope import (
     Envelope,
     decode_envelope,
     decode_run_state,
     encode_envelope,
-    encode_run_state,
 )
-from ._errors import InboxConflict
+from ._position import COMPACTED, advance_over_done
 from ._schema import migrate, transaction
+from ._step import Commit, write_step
 
 NEXT_PENDING = (
     "SELECT dispatch_id, run_id, seq, envelope FROM inbox"
@@ -56,11 +53,6 @@ arrival order, then by seq. The index ``(state, seq)`` holds its rows in
 ``(seq, rowid)`` order, so this walks it from the first pending row and stops
 at the limit, however many wait behind (an order the index cannot give made
 SQLite sort every pending row for each batch)."""
-
-COMPACTED = b""
-"""``inbox.envelope`` of a row whose body is gone: the hub has applied it
-(its DispatchProcessed or EnvelopeQuarantined was acknowledged, or its seq
-is at or below the hub's floor), so it is never processed here again."""
 
 DONE_KEPT = 1000
 """Compacted rows kept behind the processing position (for an operator to
@@ -80,11 +72,6 @@ GARBAGE_BYTES = 64 * 1024
 
 # The events that settle a dispatch at the hub, by their outbox kind.
 _SETTLING = ("DispatchProcessed", "EnvelopeQuarantined")
-
-ADOPT_MARK = "adopt"
-"""Meta key set while the inbox must still take the hub's state (a Welcome
-said ``from_hub``): durable, so a crash in between cannot leave a foreign
-disk standing in for the owner's after a restart in the same home."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,29 +102,6 @@ class RunRecord:
     parent_run_id: str | None = None  # a child run's parent
     entrypoint: str | None = None  # a child run's handler
     version: int = 0  # the workflow version of its latest item (0: none yet)
-
-
-@dataclass(slots=True)
-class Commit:
-    """Everything one processing step persists, in one transaction."""
-
-    run_id: str
-    status: str
-    consumed: list[tuple[str, int | None, str]]  # (dispatch_id, seq, outcome)
-    """A held row is consumed with seq None: it is behind the position."""
-    held: list[tuple[str, int | None]] = field(default_factory=list)  # (dispatch_id, seq)
-    """Pending rows the run holds now (it waits for an approval): the
-    position moves over them, and they stay for after the decision."""
-    steps: int | None = None  # None: unchanged
-    approvals: list[str] | None = None  # None: unchanged
-    parent_run_id: str | None = None  # a child run's, set by its start item
-    entrypoint: str | None = None  # a child run's, set by its start item
-    version: int | None = None  # the workflow version of its latest item; None: unchanged
-    state: dict[str, Any] | None = None  # None: unchanged
-    result: bytes | None = None  # JSON
-    error: str | None = None
-    events: list[Event] = field(default_factory=list)
-    dead: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, data)
 
 
 class Inbox:
@@ -298,7 +262,7 @@ class Inbox:
         )
         if updated:
             async with transaction(self.db) as db:
-                last = await _advance_over_done(db, self._last_seq)
+                last = await advance_over_done(db, self._last_seq)
             self._last_seq = last
 
     async def raise_floor(self, floor: int) -> int:
@@ -316,81 +280,17 @@ class Inbox:
                     " envelope = ? WHERE state = 'pending' AND seq <= ?",
                     (time.time(), COMPACTED, floor),
                 )
-                last = await _advance_over_done(db, floor)
+                last = await advance_over_done(db, floor)
             self._last_seq = last
             return int(cur.rowcount)
 
     async def adopt(
         self, runs: Sequence[RunSnapshot], floor: int, settled: Sequence[int] = ()
     ) -> None:
-        """Become the owner from the hub's state, in one transaction.
-
-        Ownership came from another home: what this disk holds of the runs is
-        not the owner's. Every run's state and status become the hub's; the
-        unshipped events go (the hub would apply them under the new epoch,
-        effects included, though it never saw the items they came from);
-        envelopes up to ``floor`` are done (and drop their bodies), and those
-        above it are pending again, since the hub delivers them again and
-        they are processed anew from the hub's state; except a compacted one:
-        the hub applied it. Rows a run held are pending again too. ``settled``
-        seqs above the floor (processed while a waiting run held earlier ones)
-        are done: a row stands in for each one this disk lacks. Clears the
-        ``adopt`` mark set when it began.
-        """
-        now = time.time()
-        started = [r for r in runs if r.status != RunStatus.PENDING]
+        """Become the owner from the hub's state, in one transaction
+        (:func:`~sidecar._adopt.adopt_hub_state`); clears the ``adopt`` mark."""
         async with self._lock, transaction(self.db) as db:
-            await db.execute("DELETE FROM run")
-            await db.execute("DELETE FROM run_state")
-            await db.executemany(
-                "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
-                " updated_at, steps, approvals, parent_run_id, entrypoint, version)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        r.run_id,
-                        r.status,
-                        None if r.result is None else msgspec.json.encode(r.result),
-                        r.error,
-                        r.last_seq,
-                        now,
-                        now,
-                        r.last_step,
-                        _encode_json(r.approvals),
-                        r.parent_run_id,
-                        r.entrypoint,
-                        r.version,
-                    )
-                    for r in started
-                ],
-            )
-            await db.executemany(
-                "INSERT INTO run_state (run_id, state) VALUES (?, ?)",
-                [(r.run_id, encode_run_state(r.state)) for r in started],
-            )
-            await db.execute("DELETE FROM outbox WHERE acked = 0")
-            await db.execute("UPDATE inbox SET state = 'pending' WHERE state = 'held'")
-            await db.execute(
-                "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?"
-                " WHERE state = 'pending' AND seq <= ?",
-                (now, floor),
-            )
-            # Settled at the hub: never processed here again (and the events
-            # that would have said so at the hub are gone).
-            await db.execute(
-                "UPDATE inbox SET envelope = ? WHERE seq <= ? AND envelope != ?",
-                (COMPACTED, floor, COMPACTED),
-            )
-            # A compacted row was applied by the hub: done for good.
-            await db.execute(
-                "UPDATE inbox SET state = 'pending', outcome = NULL, processed_at = NULL"
-                " WHERE state = 'done' AND seq > ? AND envelope != ?",
-                (floor, COMPACTED),
-            )
-            await _mark_settled(db, [seq for seq in settled if seq > floor], now)
-            last = await _advance_over_done(db, floor)
-            await db.execute("DELETE FROM meta WHERE key = ?", (ADOPT_MARK,))
-            self._last_seq = last
+            self._last_seq = await adopt_hub_state(db, runs, floor, settled, time.time())
 
     # --- processing -----------------------------------------------------------
 
@@ -470,93 +370,15 @@ class Inbox:
         return cancelled
 
     async def commit(self, c: Commit) -> None:
-        """Persist one processing step atomically: state, consumption, run
-        status, events (outbox) and dead letters. Raises :class:`InboxConflict`
-        (and writes nothing) when the envelopes are no longer the next ones."""
-        seqs = [seq for _, seq, _ in c.consumed if seq is not None]
-        seqs += [seq for _, seq in c.held if seq is not None]
-        now = time.time()
+        """Persist one processing step atomically (:func:`~sidecar._step.write_step`):
+        state, consumption, run status, events (outbox) and dead letters.
+        Raises :class:`InboxConflict` (and writes nothing) when the envelopes
+        are no longer the next ones."""
         async with self._lock:
-            last_seq = self._last_seq
+            last_seq, now = self._last_seq, time.time()
 
             async def body(db: Connection) -> tuple[int, list[str]]:
-                new_last = max(seqs) if seqs else last_seq
-                if seqs:
-                    cur = await db.execute(
-                        "UPDATE meta SET value = ? WHERE key = 'last_seq' AND value = ?",
-                        (new_last, last_seq),
-                    )
-                    if cur.rowcount != 1:
-                        raise InboxConflict("the processing position moved meanwhile")
-                cur = await db.executemany(
-                    "UPDATE inbox SET state = 'done', outcome = ?, processed_at = ?"
-                    " WHERE dispatch_id = ? AND state IN ('pending', 'held')",
-                    [(outcome, now, dispatch_id) for dispatch_id, _, outcome in c.consumed],
-                )
-                if cur.rowcount != len(c.consumed):
-                    raise InboxConflict("an envelope was consumed meanwhile")
-                if c.held:
-                    cur = await db.executemany(
-                        "UPDATE inbox SET state = 'held'"
-                        " WHERE dispatch_id = ? AND state = 'pending'",
-                        [(dispatch_id,) for dispatch_id, _ in c.held],
-                    )
-                    if cur.rowcount != len(c.held):
-                        raise InboxConflict("an envelope was consumed meanwhile")
-                # Rows done above the position (set aside, skipped, or release 1
-                # rows that learned their seq while being processed, these ones
-                # included) must not hold the next seq back.
-                new_last = await _advance_over_done(db, new_last)
-                if c.state is not None:
-                    await db.execute(
-                        "INSERT OR REPLACE INTO run_state (run_id, state) VALUES (?, ?)",
-                        (c.run_id, encode_run_state(c.state)),
-                    )
-                approvals = None if c.approvals is None else _encode_json(c.approvals)
-                await db.execute(
-                    "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
-                    " updated_at, steps, approvals, parent_run_id, entrypoint, version)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT(run_id) DO UPDATE"
-                    " SET status = excluded.status, result = COALESCE(excluded.result, result),"
-                    " error = COALESCE(excluded.error, error),"
-                    " last_seq = COALESCE(excluded.last_seq, last_seq),"
-                    " updated_at = excluded.updated_at,"
-                    " steps = COALESCE(?, steps),"
-                    " approvals = COALESCE(excluded.approvals, approvals),"
-                    " version = COALESCE(?, version)",
-                    (
-                        c.run_id,
-                        c.status,
-                        c.result,
-                        c.error,
-                        max(seqs) if seqs else None,
-                        now,
-                        now,
-                        c.steps or 0,
-                        approvals,
-                        c.parent_run_id,
-                        c.entrypoint,
-                        c.version or 0,
-                        c.steps,
-                        c.version,
-                    ),
-                )
-                cancelled = (
-                    await _cancel_children(db, c.run_id, now) if is_terminal(c.status) else []
-                )
-                if c.events:
-                    await db.executemany(
-                        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
-                        [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in c.events],
-                    )
-                if c.dead:
-                    await db.executemany(
-                        "INSERT INTO dead_letter (source, reason, data, at)"
-                        " VALUES ('inbox', ?, ?, ?)",
-                        [(reason, data, now) for reason, data in c.dead],
-                    )
-                return new_last, cancelled
+                return await write_step(db, c, last_seq, now)
 
             new_last, cancelled = await transact(self.db, body)
             self._last_seq = new_last
@@ -628,67 +450,7 @@ class _Settles(msgspec.Struct):
 
 
 _settles = msgspec.msgpack.Decoder(_Settles)
-_LIVE = tuple(s.value for s in RunStatus if is_live(s))
-_LIVE_MARKS = ",".join("?" * len(_LIVE))
-_PARENT_ENDED = "parent run ended"
 _approvals = msgspec.json.Decoder(list[str])
-_encode_json = msgspec.json.encode
-
-
-async def _cancel_children(db: Connection, run_id: str, now: float) -> list[str]:
-    """A run ended: its live children are cancelled, and theirs, in the
-    ending run's transaction; each sends RunCancelled. Their items that come
-    later are refused as for any ended run, held ones included."""
-    cancelled: list[str] = []
-    parents = [run_id]
-    while parents:
-        rows = await db.execute_fetchall(
-            f"UPDATE run SET status = ?, error = ?, updated_at = ?, approvals = '[]'"
-            f" WHERE parent_run_id IN ({','.join('?' * len(parents))})"
-            f" AND status IN ({_LIVE_MARKS}) RETURNING run_id",
-            (RunStatus.CANCELLED, _PARENT_ENDED, now, *parents, *_LIVE),
-        )
-        parents = [row[0] for row in rows]
-        cancelled += parents
-    events = [
-        RunCancelled(event_id=new_id("evt"), run_id=child, at=now, reason=_PARENT_ENDED)
-        for child in cancelled
-    ]
-    await db.executemany(
-        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
-        [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in events],
-    )
-    return cancelled
-
-
-async def _mark_settled(db: Connection, seqs: list[int], now: float) -> None:
-    if not seqs:
-        return
-    await db.executemany(
-        "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?, envelope = ?"
-        " WHERE seq = ?",
-        [(now, COMPACTED, seq) for seq in seqs],
-    )
-    # The dispatch id is not known here, and never delivered again: a stand-in.
-    await db.executemany(
-        "INSERT INTO inbox (dispatch_id, envelope, state, run_id, seq, outcome, received_at,"
-        " processed_at) SELECT ?, ?, 'done', '', ?, 'skipped', ?, ? WHERE NOT EXISTS"
-        " (SELECT 1 FROM inbox WHERE seq = ?)",
-        [(f"settled:{seq}", COMPACTED, seq, now, now, seq) for seq in seqs],
-    )
-
-
-async def _advance_over_done(db: Connection, last: int) -> int:
-    """Move the processing position over seqs already done (release 1 rows
-    that learned their seq after being processed)."""
-    for (seq,) in await db.execute_fetchall(
-        "SELECT seq FROM inbox WHERE state = 'done' AND seq > ? ORDER BY seq", (last,)
-    ):
-        if seq != last + 1:
-            break
-        last = seq
-    await db.execute("UPDATE meta SET value = ? WHERE key = 'last_seq'", (last,))
-    return last
 
 
 def _pending(

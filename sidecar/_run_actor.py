@@ -35,7 +35,8 @@ from runtime import (
 
 from ._context import Context, Minter, check_events, state_snapshot, to_json
 from ._errors import HandlerTimeout, RunStateUnreadable
-from ._inbox import Commit, Inbox, Pending
+from ._inbox import Inbox, Pending
+from ._step import Commit
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
 
 

@@ -45,8 +45,9 @@ from runtime import (
 
 from ._context import Minter
 from ._errors import EntrypointError, LimitExceeded, WorkflowLoadError
-from ._inbox import Commit, Inbox, Pending
+from ._inbox import Inbox, Pending
 from ._run_actor import RunActor
+from ._step import Commit
 from ._versions import Versions
 from ._workflow import Handler, StateMigration
 

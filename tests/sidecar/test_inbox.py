@@ -10,8 +10,10 @@ import pytest
 
 from runtime import DispatchProcessed, RunSnapshot, encode, new_id
 from sidecar import Inbox, InboxConflict
+from sidecar._adopt import ADOPT_MARK
 from sidecar._envelope import Envelope
-from sidecar._inbox import ADOPT_MARK, NEXT_PENDING, Commit
+from sidecar._inbox import NEXT_PENDING
+from sidecar._step import Commit
 
 
 @pytest.fixture

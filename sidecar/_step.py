@@ -1,0 +1,157 @@
+"""One processing step of a run, persisted in one transaction.
+
+A run actor processes a batch of its run's envelopes and hands the outcome
+over as a :class:`Commit`: the envelopes consumed (or held while the run
+waits for an approval), the run's new state and status, the events for the
+outbox and the dead letters. :func:`write_step` writes it all or nothing,
+and only while the envelopes are still the next ones. A run that ends
+cancels its live children, and theirs, in the same transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from runtime import Connection, Event, RunCancelled, RunStatus, encode, is_live, is_terminal, new_id
+
+from ._envelope import encode_run_state
+from ._errors import InboxConflict
+from ._position import advance_over_done
+
+_LIVE = tuple(s.value for s in RunStatus if is_live(s))
+_LIVE_MARKS = ",".join("?" * len(_LIVE))
+_PARENT_ENDED = "parent run ended"
+_encode_json = msgspec.json.encode
+
+
+@dataclass(slots=True)
+class Commit:
+    """Everything one processing step persists, in one transaction."""
+
+    run_id: str
+    status: str
+    consumed: list[tuple[str, int | None, str]]  # (dispatch_id, seq, outcome)
+    """A held row is consumed with seq None: it is behind the position."""
+    held: list[tuple[str, int | None]] = field(default_factory=list)  # (dispatch_id, seq)
+    """Pending rows the run holds now (it waits for an approval): the
+    position moves over them, and they stay for after the decision."""
+    steps: int | None = None  # None: unchanged
+    approvals: list[str] | None = None  # None: unchanged
+    parent_run_id: str | None = None  # a child run's, set by its start item
+    entrypoint: str | None = None  # a child run's, set by its start item
+    version: int | None = None  # the workflow version of its latest item; None: unchanged
+    state: dict[str, Any] | None = None  # None: unchanged
+    result: bytes | None = None  # JSON
+    error: str | None = None
+    events: list[Event] = field(default_factory=list)
+    dead: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, data)
+
+
+async def write_step(db: Connection, c: Commit, last_seq: int, now: float) -> tuple[int, list[str]]:
+    """``c`` inside the caller's transaction, the position at ``last_seq``;
+    the new position and the runs cancelled because a parent ended. Raises
+    :class:`InboxConflict` when the envelopes are no longer the next ones."""
+    seqs = [seq for _, seq, _ in c.consumed if seq is not None]
+    seqs += [seq for _, seq in c.held if seq is not None]
+    new_last = max(seqs) if seqs else last_seq
+    if seqs:
+        cur = await db.execute(
+            "UPDATE meta SET value = ? WHERE key = 'last_seq' AND value = ?",
+            (new_last, last_seq),
+        )
+        if cur.rowcount != 1:
+            raise InboxConflict("the processing position moved meanwhile")
+    cur = await db.executemany(
+        "UPDATE inbox SET state = 'done', outcome = ?, processed_at = ?"
+        " WHERE dispatch_id = ? AND state IN ('pending', 'held')",
+        [(outcome, now, dispatch_id) for dispatch_id, _, outcome in c.consumed],
+    )
+    if cur.rowcount != len(c.consumed):
+        raise InboxConflict("an envelope was consumed meanwhile")
+    if c.held:
+        cur = await db.executemany(
+            "UPDATE inbox SET state = 'held' WHERE dispatch_id = ? AND state = 'pending'",
+            [(dispatch_id,) for dispatch_id, _ in c.held],
+        )
+        if cur.rowcount != len(c.held):
+            raise InboxConflict("an envelope was consumed meanwhile")
+    # Rows done above the position (set aside, skipped, or release 1
+    # rows that learned their seq while being processed, these ones
+    # included) must not hold the next seq back.
+    new_last = await advance_over_done(db, new_last)
+    if c.state is not None:
+        await db.execute(
+            "INSERT OR REPLACE INTO run_state (run_id, state) VALUES (?, ?)",
+            (c.run_id, encode_run_state(c.state)),
+        )
+    approvals = None if c.approvals is None else _encode_json(c.approvals)
+    await db.execute(
+        "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
+        " updated_at, steps, approvals, parent_run_id, entrypoint, version)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT(run_id) DO UPDATE"
+        " SET status = excluded.status, result = COALESCE(excluded.result, result),"
+        " error = COALESCE(excluded.error, error),"
+        " last_seq = COALESCE(excluded.last_seq, last_seq),"
+        " updated_at = excluded.updated_at,"
+        " steps = COALESCE(?, steps),"
+        " approvals = COALESCE(excluded.approvals, approvals),"
+        " version = COALESCE(?, version)",
+        (
+            c.run_id,
+            c.status,
+            c.result,
+            c.error,
+            max(seqs) if seqs else None,
+            now,
+            now,
+            c.steps or 0,
+            approvals,
+            c.parent_run_id,
+            c.entrypoint,
+            c.version or 0,
+            c.steps,
+            c.version,
+        ),
+    )
+    cancelled = await _cancel_children(db, c.run_id, now) if is_terminal(c.status) else []
+    if c.events:
+        await db.executemany(
+            "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
+            [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in c.events],
+        )
+    if c.dead:
+        await db.executemany(
+            "INSERT INTO dead_letter (source, reason, data, at) VALUES ('inbox', ?, ?, ?)",
+            [(reason, data, now) for reason, data in c.dead],
+        )
+    return new_last, cancelled
+
+
+async def _cancel_children(db: Connection, run_id: str, now: float) -> list[str]:
+    """A run ended: its live children are cancelled, and theirs, in the
+    ending run's transaction; each sends RunCancelled. Their items that come
+    later are refused as for any ended run, held ones included."""
+    cancelled: list[str] = []
+    parents = [run_id]
+    while parents:
+        rows = await db.execute_fetchall(
+            f"UPDATE run SET status = ?, error = ?, updated_at = ?, approvals = '[]'"
+            f" WHERE parent_run_id IN ({','.join('?' * len(parents))})"
+            f" AND status IN ({_LIVE_MARKS}) RETURNING run_id",
+            (RunStatus.CANCELLED, _PARENT_ENDED, now, *parents, *_LIVE),
+        )
+        parents = [row[0] for row in rows]
+        cancelled += parents
+    events = [
+        RunCancelled(event_id=new_id("evt"), run_id=child, at=now, reason=_PARENT_ENDED)
+        for child in cancelled
+    ]
+    await db.executemany(
+        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
+        [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in events],
+    )
+    return cancelled
