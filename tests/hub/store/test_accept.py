@@ -288,6 +288,34 @@ async def test_a_reused_message_id_within_one_batch(database: str) -> None:
         assert sorted(rows) == [(b"a", 1), (b"b", 1)]
 
 
+async def test_retries_are_answered_from_their_own_deployment(database: str) -> None:
+    """One message id at two deployments is two mails: a later batch's
+    retries each get their own deployment's receipt, and content that only
+    the other deployment took under that id is refused as reuse."""
+    async with running(database) as (store, acceptor):
+        await deploy(store, "flow")
+        await deploy(store, "other")
+        first = await acceptor.accept_many(
+            [mail("flow", message_id="m", body=b"a"), mail("other", message_id="m", body=b"b")]
+        )
+        again = await acceptor.accept_many(
+            [
+                mail("other", message_id="m", body=b"b"),
+                mail("flow", message_id="m", body=b"a"),
+                mail("flow", message_id="m", body=b"b"),
+            ]
+        )
+        assert all(isinstance(o, Accepted) and not o.duplicate for o in first)
+        other, flow, crossed = again
+        assert isinstance(other, Accepted) and other.duplicate
+        assert isinstance(flow, Accepted) and flow.duplicate
+        assert (flow.dispatch_id, other.dispatch_id) == tuple(
+            o.dispatch_id for o in first if isinstance(o, Accepted)
+        )
+        assert reused(crossed)
+        assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(2,)]
+
+
 async def test_a_retry_matches_a_release_1_row_with_nulls(database: str) -> None:
     """Release 1 stored NULL where this release stores "" (no sender, no
     subject, no body): a retry without them is the same content."""
