@@ -173,6 +173,7 @@ from ._runstate import is_terminal as is_terminal
 from ._signals import cancel_on_signals as cancel_on_signals
 from ._sqlite import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
 from ._sqlite import configure_sqlite as configure_sqlite
+from ._sqlite import connect_sqlite as connect_sqlite
 from ._sqlite import release_free_pages as release_free_pages
 from ._sqlite import sqlite_synchronous as sqlite_synchronous
 from ._transact import Body as Body
@@ -337,6 +338,7 @@ __all__ = [
     "check_layout",
     "clip_text",
     "configure_sqlite",
+    "connect_sqlite",
     "decode_restore_record",
     "encode",
     "encoded_size",

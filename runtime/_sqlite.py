@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import aiosqlite
 
@@ -58,6 +59,18 @@ def sqlite_synchronous(environ: Mapping[str, str], *, warn: bool = False) -> str
             SQLITE_SYNCHRONOUS_ENV,
         )
     return value
+
+
+async def connect_sqlite(path: str | Path) -> aiosqlite.Connection:
+    """An aiosqlite connection to ``path`` for :func:`runtime.transact`.
+
+    ``isolation_level=None``: the sqlite3 module must not open transactions
+    behind our back; every transaction here is explicit. Shared across
+    threads (``check_same_thread=False``): its calls run on its own thread,
+    and a transaction may run on the event loop's; its users serialise them,
+    so the two never overlap.
+    """
+    return await aiosqlite.connect(path, isolation_level=None, check_same_thread=False)
 
 
 async def configure_sqlite(db: aiosqlite.Connection) -> None:

@@ -1,4 +1,5 @@
-"""A write transaction in one trip to the database thread.
+"""A write transaction in one go: on the event loop's thread when it can,
+else in one trip to the database thread.
 
 aiosqlite runs each call of a connection on that connection's own thread,
 and every call is a round trip: the loop hands the statement over, the
@@ -7,13 +8,15 @@ statements holds SQLite's write lock (and, in the hub, every other writer)
 across ten such trips, and under load each wake waits its turn behind
 whatever else the loop is doing.
 
-So a write transaction's body runs on the database thread, whole. Bodies
-stay coroutines over a :class:`Connection`, so they read as every other
-store function does and work on an aiosqlite connection as well; on the
-thread they get a :class:`Direct` connection whose calls finish at once,
-and the body is driven to its end without an event loop. A body that awaits
-anything other than its connection would need the loop: that is a bug, and
-raises :class:`TransactionSuspended`.
+So a write transaction's body runs whole, without a round trip per
+statement: on the loop's own thread when SQLite's write lock is free (no
+hand-off at all), on the database thread otherwise. Bodies stay coroutines
+over a :class:`Connection`, so they read as every other store function does
+and work on an aiosqlite connection as well; here they get a
+:class:`Direct` connection whose calls finish at once, and the body is
+driven to its end without an event loop. A body that awaits anything other
+than its connection would need the loop: that is a bug, and raises
+:class:`TransactionSuspended`.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, TypeAlias, TypeVar
+from weakref import WeakKeyDictionary
 
 import aiosqlite
 import anyio
@@ -30,6 +35,8 @@ import anyio
 from ._errors import TransactionFailed, TransactionSuspended
 
 T = TypeVar("T")
+
+_NORMAL = 1  # PRAGMA synchronous's value for NORMAL
 
 Params: TypeAlias = Sequence[object] | Mapping[str, object]
 """Positional (``?``) or named (``:name``) parameters, as sqlite3 takes them."""
@@ -74,9 +81,21 @@ class Direct:
         return self._conn.execute(sql, parameters).fetchall()
 
 
-async def transact(db: aiosqlite.Connection, body: Body[T], *, durable: bool = True) -> T:
-    """``BEGIN IMMEDIATE``, ``body``, ``COMMIT`` on ``db``'s thread, in one
-    trip; the body's result. The caller serialises writers.
+async def transact(
+    db: aiosqlite.Connection, body: Body[T], *, durable: bool = True, heavy: bool = False
+) -> T:
+    """``BEGIN IMMEDIATE``, ``body``, ``COMMIT``, in one go; the body's result.
+    The caller serialises writers, and ``db`` comes from :func:`connect_sqlite`.
+
+    Where it runs: on the calling thread (the event loop's) when SQLite's
+    write lock is free at once, else on ``db``'s thread, which waits for the
+    lock up to the connection's busy timeout while the loop serves on. A
+    ``heavy`` transaction (large bodies, say: tens of milliseconds) always
+    goes to the thread, so the loop is never held that long. On the loop
+    there is no hand-off to the thread and back, and no wait for the GIL,
+    which the loop holds whenever it runs Python and which a thread wants
+    back after every statement (docs/performance.md, "Transactions on the
+    loop").
 
     ``durable=False`` commits without waiting for the disk (``synchronous =
     NORMAL`` for this transaction alone): for a change nobody is told about
@@ -85,43 +104,94 @@ async def transact(db: aiosqlite.Connection, body: Body[T], *, durable: bool = T
     process loses nothing either way.
 
     Any exception rolls back and is raised as it is, except that failing to
-    begin or to commit is :class:`TransactionFailed`. Once handed over, the
-    transaction runs to its end whatever happens to the caller: the wait is
-    shielded, so no caller is cancelled while its change may have committed.
+    begin or to commit is :class:`TransactionFailed`. Once started, the
+    transaction runs to its end whatever happens to the caller: on the loop
+    it never yields, and the wait for the thread is shielded, so no caller
+    is cancelled while its change may have committed.
     """
+    conn = db._conn
+    settings = _settings(db, conn)
+    if not heavy:
+        now = _transaction(conn, body, settings, durable=durable, wait=False)
+        if not isinstance(now, _Busy):
+            return now
     with anyio.CancelScope(shield=True):
         # aiosqlite's public calls are one statement each; _execute is how they
         # reach the connection's thread, in order with every other call.
-        run = partial(_run if durable else _run_lazily, body=body)
-        result: T = await db._execute(run, db._conn)  # type: ignore[no-untyped-call]
+        run = partial(_transaction, body=body, settings=settings, durable=durable, wait=True)
+        result: T = await db._execute(run, conn)  # type: ignore[no-untyped-call]
     return result
 
 
-def _run(conn: sqlite3.Connection, body: Body[T]) -> T:
+@dataclass(frozen=True)
+class _Settings:
+    busy_timeout: int  # ms, PRAGMA busy_timeout as the connection had it
+    synchronous: int  # PRAGMA synchronous as the connection had it
+
+
+# Read once per connection, on its first transaction: a transaction sets
+# both pragmas and puts them back, and reading them each time is two more
+# statements a transaction.
+_known: WeakKeyDictionary[aiosqlite.Connection, _Settings] = WeakKeyDictionary()
+
+
+def _settings(db: aiosqlite.Connection, conn: sqlite3.Connection) -> _Settings:
+    known = _known.get(db)
+    if known is None:
+        (busy,) = conn.execute("PRAGMA busy_timeout").fetchone()
+        (level,) = conn.execute("PRAGMA synchronous").fetchone()
+        known = _known[db] = _Settings(int(busy), int(level))
+    return known
+
+
+class _Busy:
+    """Another connection holds the write lock: nothing was begun."""
+
+
+def _transaction(
+    conn: sqlite3.Connection, body: Body[T], settings: _Settings, *, durable: bool, wait: bool
+) -> T | _Busy:
+    lazy = not durable and settings.synchronous > _NORMAL
+    if lazy:
+        conn.execute(f"PRAGMA synchronous = {_NORMAL}")
+    try:
+        if not _begin(conn, settings, wait=wait):
+            return _Busy()
+        try:
+            result = _drive(body(Direct(conn)))
+        except BaseException:
+            _rollback(conn)
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _rollback(conn)
+            raise TransactionFailed(f"commit failed: {exc}") from exc
+        return result
+    finally:
+        if lazy:
+            conn.execute(f"PRAGMA synchronous = {settings.synchronous}")
+
+
+def _begin(conn: sqlite3.Connection, settings: _Settings, *, wait: bool) -> bool:
+    """``BEGIN IMMEDIATE``; without ``wait``, False at once (and nothing
+    begun) if another connection holds the write lock."""
+    if not wait:
+        conn.execute("PRAGMA busy_timeout = 0")
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error as exc:
+        # The low byte is the primary code of an extended one (BUSY_RECOVERY...).
+        busy = isinstance(exc, sqlite3.OperationalError) and (
+            exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+        )
+        if busy and not wait:
+            return False
         raise TransactionFailed(f"cannot begin a write transaction: {exc}") from exc
-    try:
-        result = _drive(body(Direct(conn)))
-    except BaseException:
-        _rollback(conn)
-        raise
-    try:
-        conn.execute("COMMIT")
-    except sqlite3.Error as exc:
-        _rollback(conn)
-        raise TransactionFailed(f"commit failed: {exc}") from exc
-    return result
-
-
-def _run_lazily(conn: sqlite3.Connection, body: Body[T]) -> T:
-    (level,) = conn.execute("PRAGMA synchronous").fetchone()
-    conn.execute("PRAGMA synchronous = NORMAL")
-    try:
-        return _run(conn, body)
     finally:
-        conn.execute(f"PRAGMA synchronous = {int(level)}")
+        if not wait:
+            conn.execute(f"PRAGMA busy_timeout = {settings.busy_timeout}")
+    return True
 
 
 def _drive(coro: Coroutine[Any, Any, T]) -> T:

@@ -29,6 +29,7 @@ from runtime import (
     RunSnapshot,
     RunStatus,
     configure_sqlite,
+    connect_sqlite,
     release_free_pages,
     transact,
 )
@@ -118,7 +119,7 @@ class Inbox:
     @classmethod
     async def open(cls, path: Path, *, done_kept: int = DONE_KEPT) -> Inbox:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        db = await aiosqlite.connect(path, isolation_level=None)
+        db = await connect_sqlite(path)
         try:
             await configure_sqlite(db)  # fsynced: stored Acks, events shipped
             await db.execute("PRAGMA busy_timeout=5000")

@@ -160,6 +160,7 @@ EXPECTED: dict[str, list[str]] = {
         "check_layout",
         "clip_text",
         "configure_sqlite",
+        "connect_sqlite",
         "transact",
         "decode_restore_record",
         "encode",

@@ -34,12 +34,15 @@ class Store(ABC):
     db: Connection
 
     @abstractmethod
-    async def transact(self, body: Body[T], *, durable: bool = True) -> T:
-        """One write transaction, ``body`` run whole off the event loop; its
-        result. ``durable=False`` may return before the commit is on disk
-        (for a change that is safe to lose in a power failure). Failure to
-        begin or to commit is ``StoreUnavailable``, so a caller never mistakes
-        an uncommitted change for a committed one."""
+    async def transact(self, body: Body[T], *, durable: bool = True, heavy: bool = False) -> T:
+        """One write transaction, ``body`` run whole, without a round trip
+        through the event loop per statement; its result. ``durable=False``
+        may return before the commit is on disk (for a change that is safe
+        to lose in a power failure). ``heavy`` says it may take long (large
+        bodies): SQLite then runs it off the event loop's thread even when
+        it could run on it (``runtime.transact``). Failure to begin or to
+        commit is ``StoreUnavailable``, so a caller never mistakes an
+        uncommitted change for a committed one."""
 
     @abstractmethod
     def write(self) -> AbstractAsyncContextManager[Connection]:

@@ -3,8 +3,9 @@
 Writes go through :meth:`SqliteStore.transact`: an ``anyio.Lock`` serialises them
 inside this process and ``BEGIN IMMEDIATE`` takes SQLite's write lock up
 front, so a transaction never fails half-way on lock upgrade and never
-interleaves with another. The body of a transaction runs whole on the
-writer's thread (``runtime.transact``): the lock is held for the time the
+interleaves with another. The body of a transaction runs whole
+(``runtime.transact``): on the event loop's thread when SQLite's lock is
+free, else on the writer's thread; the lock is held for the time the
 statements take, not for a round trip through the event loop per
 statement. :meth:`SqliteStore.write` is the same transaction with the body on the
 loop, one round trip a statement, for code that must await other things
@@ -31,6 +32,7 @@ from runtime import (
     Body,
     TransactionFailed,
     configure_sqlite,
+    connect_sqlite,
     release_free_pages,
     transact,
 )
@@ -46,9 +48,7 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 
 
 async def _connect(path: Path, busy_timeout: float, *, reader: bool) -> aiosqlite.Connection:
-    # isolation_level=None: the sqlite3 module must not open transactions
-    # behind our back; every transaction here is explicit.
-    db = await aiosqlite.connect(path, isolation_level=None)
+    db = await connect_sqlite(path)
     try:
         db.row_factory = sqlite3.Row
         await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
@@ -116,14 +116,14 @@ class SqliteStore(Store):
                 await self._reader.close()
                 await self._writer.close()
 
-    async def transact(self, body: Body[T], *, durable: bool = True) -> T:
-        """One write transaction, ``body`` run whole on the writer's thread
-        (``runtime.transact``, whose ``durable`` it passes on); its result.
+    async def transact(self, body: Body[T], *, durable: bool = True, heavy: bool = False) -> T:
+        """One write transaction, ``body`` run whole (``runtime.transact``,
+        whose ``durable`` and ``heavy`` it passes on); its result.
         Failure to begin or to commit is :class:`StoreUnavailable`, so a
         caller never mistakes an uncommitted change for a committed one."""
         async with self._lock:
             try:
-                return await transact(self._writer, body, durable=durable)
+                return await transact(self._writer, body, durable=durable, heavy=heavy)
             except TransactionFailed as exc:
                 raise StoreUnavailable(str(exc)) from exc
 

@@ -31,6 +31,11 @@ from .triggers import WITH_OTHERS
 
 log = logging.getLogger("mailrun.hub.accept")
 
+HEAVY_BYTES = 1 << 20
+"""A batch carrying more bytes of bodies than this commits off the event
+loop's thread (``Store.transact``'s ``heavy``): writing it takes long enough
+to hold up every request meanwhile."""
+
 OnAccepted = Callable[[set[str]], object]
 """Called after each commit with the deployments that got new dispatches;
 may return an awaitable. Keep it quick: the next batch waits for it."""
@@ -146,7 +151,8 @@ class Acceptor:
             return accepted
 
         try:
-            outcomes, woken = await self._store.transact(body)
+            heavy = sum(len(t.body) + len(t.raw or b"") for t in triggers) > HEAVY_BYTES
+            outcomes, woken = await self._store.transact(body, heavy=heavy)
         except Exception as exc:
             # Whatever broke the transaction, it rolled back: nobody in this
             # batch is accepted, and the loop lives on for the next batch.

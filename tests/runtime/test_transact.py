@@ -1,5 +1,6 @@
-"""runtime.transact: a whole write transaction in one trip to the database
-thread, all or nothing, and never a cancelled caller whose change committed."""
+"""runtime.transact: a whole write transaction in one go, on the loop's thread
+while SQLite's lock is free and on the database thread otherwise, all or
+nothing, and never a cancelled caller whose change committed."""
 
 from __future__ import annotations
 
@@ -12,17 +13,26 @@ import aiosqlite
 import anyio
 import pytest
 
-from runtime import Connection, TransactionFailed, TransactionSuspended, transact
+from runtime import (
+    Connection,
+    TransactionFailed,
+    TransactionSuspended,
+    connect_sqlite,
+    transact,
+)
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 async def db(tmp_path: Path) -> AsyncIterator[aiosqlite.Connection]:
-    async with aiosqlite.connect(tmp_path / "t.db", isolation_level=None) as conn:
+    conn = await connect_sqlite(tmp_path / "t.db")
+    try:
         await conn.execute("PRAGMA journal_mode = WAL")
         await conn.execute("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
         yield conn
+    finally:
+        await conn.close()
 
 
 async def rows(db: aiosqlite.Connection) -> list[tuple[str, int]]:
@@ -42,8 +52,57 @@ async def test_a_body_commits_whole_and_its_result_comes_back(db: aiosqlite.Conn
 
     assert await transact(db, body) == 6
     assert await rows(db) == [("a", 1), ("b", 2), ("c", 3)]
-    assert seen != [threading.get_ident()]  # it ran on the connection's thread
+    assert seen == [threading.get_ident()]  # the lock was free: on the loop's thread
     assert not db.in_transaction
+
+
+async def test_a_heavy_transaction_runs_on_the_connections_thread(
+    db: aiosqlite.Connection,
+) -> None:
+    seen: list[int] = []
+
+    async def body(conn: Connection) -> None:
+        seen.append(threading.get_ident())
+        await conn.execute("INSERT INTO t VALUES ('a', 1)")
+
+    await transact(db, body, heavy=True)
+    assert len(seen) == 1 and seen[0] != threading.get_ident()
+    assert await rows(db) == [("a", 1)]
+
+
+async def test_a_lock_held_elsewhere_is_waited_for_off_the_loop(
+    db: aiosqlite.Connection, tmp_path: Path
+) -> None:
+    await db.execute("PRAGMA busy_timeout = 10000")
+    other = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    threads: list[int] = []
+    served = anyio.Event()
+
+    async def body(conn: Connection) -> None:
+        threads.append(threading.get_ident())
+        await conn.execute("INSERT INTO t VALUES ('a', 1)")
+
+    async def timers() -> None:
+        # Timers firing while the transaction waits: the loop is not held.
+        for _ in range(20):
+            await anyio.sleep(0.005)
+        served.set()
+
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(transact, db, body)
+                tg.start_soon(timers)
+                await served.wait()
+                assert threads == []
+                other.rollback()
+    finally:
+        other.close()
+    assert threads and threads[0] != threading.get_ident()
+    assert await rows(db) == [("a", 1)]
+    ((timeout,),) = await db.execute_fetchall("PRAGMA busy_timeout")
+    assert timeout == 10000  # the attempt on the loop put it back
 
 
 async def test_a_lazy_transaction_runs_at_normal_and_leaves_the_level_as_it_was(
@@ -130,7 +189,9 @@ async def test_a_caller_cancelled_meanwhile_learns_of_it_only_after_the_commit(
 
     async def caller() -> None:
         nonlocal returned
-        await transact(db, body)
+        # Heavy: on the thread, where a cancellation can arrive meanwhile
+        # (on the loop's thread nothing else runs until the commit).
+        await transact(db, body, heavy=True)
         returned = True  # the cancellation is delivered at the next checkpoint
         await anyio.sleep_forever()
 

@@ -99,8 +99,9 @@ class PgStore(Store):
             self._writer = await connect(self.url)
         return self._writer
 
-    async def transact(self, body: Body[T], *, durable: bool = True) -> T:
-        """One write transaction, ``body`` run whole in it; its result.
+    async def transact(self, body: Body[T], *, durable: bool = True, heavy: bool = False) -> T:
+        """One write transaction, ``body`` run whole in it; its result
+        (``heavy`` changes nothing here: the server does the work).
         Failure to begin or to commit is :class:`StoreUnavailable`. Once
         begun, it runs to its end whatever happens to the caller: no caller
         is cancelled while its change may have committed."""
