@@ -54,7 +54,8 @@ def version_routes(ctx: RouteContext, on_rollout: Callable[[str], object]) -> li
         entrypoint = spec.entrypoint or await active_entrypoint(db, dep_id)
         sources = build_sources(entrypoint, spec.source, spec.files)
         version = await ctx.store.transact(
-            partial(add_version, deployment_id=dep_id, sources=sources)
+            partial(add_version, deployment_id=dep_id, sources=sources),
+            heavy=True,  # the sources may be megabytes
         )
         on_rollout(dep_id)
         return await _outcome(dep_id, version, wait, 201)

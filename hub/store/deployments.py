@@ -150,7 +150,7 @@ async def create_deployment(
         )
         await insert_first_version(db, dep_id, sources, now)
 
-    await store.transact(body)
+    await store.transact(body, heavy=True)  # the sources may be megabytes
     log.info("deployment created id=%s name=%s address=%s", dep_id, name, address)
     record = RestoreRecord(
         deployment_id=dep_id,

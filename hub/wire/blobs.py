@@ -56,7 +56,9 @@ async def collect_blobs(store: Store) -> tuple[int, bool]:
         )
         return max(cur.rowcount, 0), bool(row and row[0])
 
-    return await store.transact(body)
+    # Heavy: deleting large blobs (zeroed as they go, secure_delete) may take
+    # long enough to hold up every request if it ran on the loop.
+    return await store.transact(body, heavy=True)
 
 
 class BlobCollector:

@@ -532,6 +532,29 @@ async def test_a_failed_transaction_answers_no_one_accepted(tmp_path: Path) -> N
         assert isinstance(await acceptor.accept(mail("flow")), Accepted)  # it recovers
 
 
+async def test_a_batch_of_large_bodies_commits_as_heavy(tmp_path: Path) -> None:
+    from hub.store.group_commit import HEAVY_BYTES
+
+    async with running(str(tmp_path / "hub.db")) as (store, acceptor):
+        await deploy(store, "flow")
+        heavy: list[bool] = []
+        transact = store.transact
+
+        async def record(body: Any, **kw: Any) -> Any:
+            heavy.append(kw.get("heavy", False))
+            return await transact(body, **kw)
+
+        store.transact = record  # type: ignore[method-assign]
+        small = await acceptor.accept(mail("flow", body=b"small"))
+        big = await acceptor.accept_many(
+            [mail("flow", body=b"x" * (HEAVY_BYTES // 2 + 1)) for _ in range(2)]
+        )
+        assert heavy == [False, True]  # off the loop's thread: it holds the loop no longer
+        stored = {d for (d,) in await query(store, "SELECT id FROM workflow_run_dispatch")}
+        assert isinstance(small, Accepted) and small.dispatch_id in stored
+        assert all(isinstance(b, Accepted) and b.dispatch_id in stored for b in big)
+
+
 async def test_a_locked_store_answers_store_unavailable(tmp_path: Path) -> None:
     async with running(str(tmp_path / "hub.db"), busy_timeout=0.1) as (store, acceptor):
         await deploy(store, "flow")
