@@ -66,7 +66,8 @@ Body: TypeAlias = Callable[[Connection], Coroutine[Any, Any, T]]
 
 
 class Direct:
-    """A :class:`Connection` on the database thread: each call runs there and then."""
+    """A :class:`Connection` whose calls run at once, on the thread that
+    drives the body (the loop's or the database thread)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
