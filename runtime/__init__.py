@@ -176,6 +176,7 @@ from ._sqlite import configure_sqlite as configure_sqlite
 from ._sqlite import connect_sqlite as connect_sqlite
 from ._sqlite import release_free_pages as release_free_pages
 from ._sqlite import sqlite_synchronous as sqlite_synchronous
+from ._transact import SLOW_TRANSACTION as SLOW_TRANSACTION
 from ._transact import Body as Body
 from ._transact import Connection as Connection
 from ._transact import Cursor as Cursor
@@ -230,6 +231,7 @@ __all__ = [
     "SIDECAR_MAX_MEMORY_ENV",
     "SIDECAR_PASS_ENV",
     "SIZE_LIMITS",
+    "SLOW_TRANSACTION",
     "SQLITE_SYNCHRONOUS_ENV",
     "SUPPORTED_FORMATS",
     "WIRE_MAX_PAYLOAD",

@@ -22,6 +22,7 @@ than its connection would need the loop: that is a bug, and raises
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -91,12 +92,14 @@ async def transact(
     Where it runs: on the calling thread (the event loop's) when SQLite's
     write lock is free at once, else on ``db``'s thread, which waits for the
     lock up to the connection's busy timeout while the loop serves on. A
-    ``heavy`` transaction (large bodies, say: tens of milliseconds) always
-    goes to the thread, so the loop is never held that long. On the loop
-    there is no hand-off to the thread and back, and no wait for the GIL,
-    which the loop holds whenever it runs Python and which a thread wants
-    back after every statement (docs/performance.md, "Transactions on the
-    loop").
+    ``heavy`` transaction (large bodies, say: tens of milliseconds) goes to
+    the thread, and so does every transaction for :data:`SLOW_PAUSE`
+    seconds after one held the loop longer than :data:`SLOW_TRANSACTION`
+    (a slow disk's fsync): on such a disk the loop is held that long once
+    a second at most. On the loop there is no hand-off to the thread and back, and no
+    wait for the GIL, which the loop holds whenever it runs Python and
+    which a thread wants back after every statement (docs/performance.md,
+    "Transactions on the loop").
 
     ``durable=False`` commits without waiting for the disk (``synchronous =
     NORMAL`` for this transaction alone): for a change nobody is told about
@@ -112,7 +115,7 @@ async def transact(
     """
     conn = db._conn
     settings = _settings(db, conn)
-    if not heavy:
+    if not heavy and time.monotonic() >= settings.off_loop_until:
         now = _transaction(conn, body, settings, durable=durable, wait=False)
         if not isinstance(now, _Busy):
             return now
@@ -124,10 +127,20 @@ async def transact(
     return result
 
 
-@dataclass(frozen=True)
+SLOW_TRANSACTION = 0.050
+"""Seconds: a transaction that held the loop longer, from BEGIN to COMMIT
+(ten times an accept's on a local disk, more than a checkpoint's), sends
+the connection's transactions off the loop's thread for :data:`SLOW_PAUSE`."""
+
+SLOW_PAUSE = 1.0
+"""Seconds the connection's transactions stay off the loop after a slow one."""
+
+
+@dataclass
 class _Settings:
     busy_timeout: int  # ms, PRAGMA busy_timeout as the connection had it
     synchronous: int  # PRAGMA synchronous as the connection had it
+    off_loop_until: float = 0.0  # time.monotonic() after a slow one on the loop
 
 
 # Read once per connection, on its first transaction: a transaction sets
@@ -158,6 +171,7 @@ def _transaction(
     try:
         if not _begin(conn, settings, wait=wait):
             return _Busy()
+        began = time.perf_counter()
         try:
             result = _drive(body(Direct(conn)))
         except BaseException:
@@ -168,6 +182,8 @@ def _transaction(
         except sqlite3.Error as exc:
             _rollback(conn)
             raise TransactionFailed(f"commit failed: {exc}") from exc
+        if not wait and time.perf_counter() - began > SLOW_TRANSACTION:  # on the loop
+            settings.off_loop_until = time.monotonic() + SLOW_PAUSE
         return result
     finally:
         if lazy:

@@ -52,6 +52,7 @@ EXPECTED: dict[str, list[str]] = {
         "SIDECAR_MAX_MEMORY_ENV",
         "SIDECAR_PASS_ENV",
         "SIZE_LIMITS",
+        "SLOW_TRANSACTION",
         "SQLITE_SYNCHRONOUS_ENV",
         "SUPPORTED_FORMATS",
         "WIRE_MAX_PAYLOAD",

@@ -7,13 +7,16 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Generator
+from functools import partial
 from pathlib import Path
 
 import aiosqlite
 import anyio
 import pytest
 
+import runtime._transact as _transact
 from runtime import (
+    SLOW_TRANSACTION,
     Connection,
     TransactionFailed,
     TransactionSuspended,
@@ -68,6 +71,31 @@ async def test_a_heavy_transaction_runs_on_the_connections_thread(
     await transact(db, body, heavy=True)
     assert len(seen) == 1 and seen[0] != threading.get_ident()
     assert await rows(db) == [("a", 1)]
+
+
+async def test_after_a_slow_transaction_on_the_loop_the_next_ones_run_off_it_a_while(
+    db: aiosqlite.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_transact, "SLOW_PAUSE", 0.2)
+    threads: list[int] = []
+
+    async def body(conn: Connection, *, pause: float = 0.0) -> None:
+        threads.append(threading.get_ident())
+        await conn.execute("INSERT INTO t VALUES (?, ?)", (f"k{len(threads)}", len(threads)))
+        threading.Event().wait(pause)  # holds the thread driving it, as a slow fsync would
+
+    loop = threading.get_ident()
+    slow = partial(body, pause=SLOW_TRANSACTION * 2)
+    await transact(db, slow, heavy=True)  # a heavy one's time says nothing
+    await transact(db, body)
+    await transact(db, slow)  # on the loop, and slow
+    await transact(db, slow)  # so this one goes to the thread
+    assert [t == loop for t in threads] == [False, True, True, False]
+    with anyio.fail_after(5):
+        while threads[-1] != loop:  # back on the loop once the pause is over
+            await anyio.sleep(0.02)
+            await transact(db, body)
+    assert len(await rows(db)) == len(threads)
 
 
 async def test_a_lock_held_elsewhere_is_waited_for_off_the_loop(
