@@ -1,5 +1,5 @@
 """The hub's HTTP app alone: CPU per ``POST /mail`` on the event loop's thread
-and on the store's writer thread, without sockets or other processes.
+and on the process's other threads, without sockets or other processes.
 
     .venv/bin/python bench/mail_lane.py [--mails 20000] [--senders 64] [--message-ids] [--json]
 
@@ -7,9 +7,11 @@ Builds the hub's ASGI app over a real store (as the API tests do, on uvloop
 as the hub runs), deploys one workflow and has ``--senders`` tasks call the
 app with ``POST /mail`` requests, ``--mails`` in all, each body whole at the
 call (as a client writes head and body at once). It prints mails/s and the
-CPU seconds per mail of each of the process's threads: the loop (the app:
-auth, the mail lane, the acceptor) and the writer (the accept
-transactions). HTTP parsing, delivery and ingestion are not in it.
+CPU seconds per mail of the loop's thread (the app: auth, the mail lane,
+the acceptor, and the accept transactions, which run there: docs/hub.md,
+"Store") and of the others (the store's connection threads, which a
+transaction uses only when SQLite's lock is held elsewhere or it is
+heavy). HTTP parsing, delivery and ingestion are not in it.
 """
 
 from __future__ import annotations
@@ -103,7 +105,8 @@ def main() -> None:
     print(f"{figures['mails']} POST /mail from {args.senders} senders: {figures['per_s']:.0f}/s")
     print(f"loop thread      {figures['loop_us_per_mail']:6.1f} us CPU per mail")
     print(
-        f"other threads    {figures['other_threads_us_per_mail']:6.1f} us CPU per mail (the writer)"
+        f"other threads    {figures['other_threads_us_per_mail']:6.1f} us CPU per mail"
+        " (the store's)"
     )
 
 

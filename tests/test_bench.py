@@ -107,3 +107,10 @@ def test_the_lane_bench_posts_every_mail() -> None:
     assert (figures["mails"], figures["message_ids"]) == (64, True)
     assert isinstance(figures["per_s"], float) and figures["per_s"] > 0
     assert isinstance(figures["loop_us_per_mail"], float) and figures["loop_us_per_mail"] > 0
+
+
+def test_the_gil_bench_times_a_transaction_each_way() -> None:
+    figures = bench("gil_handoff.py", "--rows", "5", "--transactions", "3")
+    assert (figures["rows"], figures["transactions"]) == (5, 3)
+    for key in ("thread_alone_ms", "thread_beside_python_ms", "calling_thread_ms"):
+        assert isinstance(figures[key], float) and figures[key] > 0
