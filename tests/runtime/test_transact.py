@@ -76,7 +76,9 @@ async def test_a_heavy_transaction_runs_on_the_connections_thread(
 async def test_after_a_slow_transaction_on_the_loop_the_next_ones_run_off_it_a_while(
     db: aiosqlite.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_transact, "SLOW_PAUSE", 0.2)
+    # Shorter than the slow body's own pause: the transaction that runs off
+    # the loop outlasts it, so the one after it is back on the loop.
+    monkeypatch.setattr(_transact, "SLOW_PAUSE", SLOW_TRANSACTION * 1.5)
     threads: list[int] = []
 
     async def body(conn: Connection, *, pause: float = 0.0) -> None:
@@ -89,13 +91,10 @@ async def test_after_a_slow_transaction_on_the_loop_the_next_ones_run_off_it_a_w
     await transact(db, slow, heavy=True)  # a heavy one's time says nothing
     await transact(db, body)
     await transact(db, slow)  # on the loop, and slow
-    await transact(db, slow)  # so this one goes to the thread
-    assert [t == loop for t in threads] == [False, True, True, False]
-    with anyio.fail_after(5):
-        while threads[-1] != loop:  # back on the loop once the pause is over
-            await anyio.sleep(0.02)
-            await transact(db, body)
-    assert len(await rows(db)) == len(threads)
+    await transact(db, slow)  # so this one goes to the thread (slow there: not counted)
+    await transact(db, body)  # the pause is over: back on the loop
+    assert [t == loop for t in threads] == [False, True, True, False, True]
+    assert len(await rows(db)) == 5
 
 
 async def test_a_lock_held_elsewhere_is_waited_for_off_the_loop(
@@ -111,17 +110,16 @@ async def test_a_lock_held_elsewhere_is_waited_for_off_the_loop(
         threads.append(threading.get_ident())
         await conn.execute("INSERT INTO t VALUES ('a', 1)")
 
-    async def timers() -> None:
-        # Timers firing while the transaction waits: the loop is not held.
-        for _ in range(20):
-            await anyio.sleep(0.005)
+    async def other_task() -> None:
+        # Runs while the transaction waits: the loop is not held.
+        await anyio.lowlevel.checkpoint()
         served.set()
 
     try:
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(transact, db, body)
-                tg.start_soon(timers)
+                tg.start_soon(other_task)
                 await served.wait()
                 assert threads == []
                 other.rollback()
