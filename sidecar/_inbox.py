@@ -387,13 +387,15 @@ class Inbox:
 
     # --- outbox ---------------------------------------------------------------
 
-    async def unacked(self, limit: int) -> list[bytes]:
-        """Encoded events not yet acknowledged by the hub, in outbox order."""
+    async def unacked(self, limit: int, *, after: int = 0) -> list[tuple[int, bytes]]:
+        """Encoded events not yet acknowledged by the hub, in outbox order,
+        with their positions: those after position ``after`` (0: all)."""
         async with self._lock:
             rows = await self.db.execute_fetchall(
-                "SELECT frame FROM outbox WHERE acked = 0 ORDER BY pos LIMIT ?", (limit,)
+                "SELECT pos, frame FROM outbox WHERE acked = 0 AND pos > ? ORDER BY pos LIMIT ?",
+                (after, limit),
             )
-        return [bytes(row[0]) for row in rows]
+        return [(int(row[0]), bytes(row[1])) for row in rows]
 
     async def mark_acked(self, event_ids: Sequence[str]) -> None:
         """The hub has applied these events: they leave the outbox, and the

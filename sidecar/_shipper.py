@@ -3,6 +3,10 @@
 Only while a session is established: events are stamped with its id and
 owner epoch. A batch is resent until an EventsAck names its events; the hub
 ingests by event id, so a resend after a lost ack (or a crash) is harmless.
+One frame is in flight at a time, so the hub applies them in outbox order;
+an acknowledged frame's commit (the outbox rows leave, fsynced) runs beside
+the next frame's round trip, which starts after the acknowledged one's
+outbox position instead of waiting for that commit to say what is left.
 
 A frame is packed by encoded size, to at most ``MAX_FRAME_BYTES`` (and at
 least one event), so it always fits a NATS message: the size limits checked
@@ -17,7 +21,9 @@ from __future__ import annotations
 
 import logging
 
+import anyio
 import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from runtime import (
     MAX_FRAME_BYTES,
@@ -41,6 +47,7 @@ from ._link import HubLink
 log = logging.getLogger("mailrun.sidecar.shipper")
 
 _ARRAY_HEADER = 5  # msgpack's largest array header: the frame's list of events grows by it
+_ACKS_QUEUED = 4  # acknowledged frames waiting for their commit before the shipper waits too
 
 
 class Shipper:
@@ -69,7 +76,17 @@ class Shipper:
         self._wake.set()
 
     async def run(self) -> None:
+        acked, to_mark = anyio.create_memory_object_stream[list[str]](_ACKS_QUEUED)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._mark, to_mark)
+            with acked:
+                await self._ship(acked)
+
+    async def _ship(self, acked: MemoryObjectSendStream[list[str]]) -> None:
         failures = 0
+        # The outbox position of the last event the hub has acknowledged; 0
+        # after a failure, so that everything unacknowledged goes again.
+        after = 0
         while True:
             session = self._link.session
             if session is None:
@@ -83,9 +100,10 @@ class Shipper:
                 owner_epoch=session.owner_epoch,
                 events=[],
             )
-            frame.events = await self._pack(frame)
+            frame.events, last = await self._pack(frame, after)
             if not frame.events:
-                await self._wake.wait()
+                if last == 0:  # else only events set aside: read on
+                    await self._wake.wait()
                 continue
             await afailpoint("sidecar.shipper.before_send")
             try:
@@ -98,9 +116,9 @@ class Shipper:
                 log.log(level, "events not acknowledged (%s); resending", exc)
                 reply = None
             if isinstance(reply, EventsAck) and reply.ids:
-                # The hub has them; a crash here resends them (they dedupe there).
-                await afailpoint("sidecar.shipper.after_ack")
-                await self._inbox.mark_acked(reply.ids)
+                await acked.send(reply.ids)
+                whole = set(reply.ids).issuperset(e.event_id for e in frame.events)
+                after = last if whole else 0
                 if failures:
                     log.info("events acknowledged again after %d failed attempt(s)", failures)
                 failures = 0
@@ -113,27 +131,47 @@ class Shipper:
                     reply.reason,
                     reply.detail,
                 )
+            after = 0
             failures = next_attempt(failures)
             # A new session (the hub is back, or we are welcome again) ends the
             # wait: the events go out at once.
             await self._link.wait_new_session(session, self._backoff.delay(failures))
 
-    async def _pack(self, frame: RunEvents) -> list[Event]:
-        """The outbox's oldest events that fit ``frame`` (at least one, if any)."""
+    async def _mark(self, acked: MemoryObjectReceiveStream[list[str]]) -> None:
+        """Commit the hub's acknowledgements while the next frame is out; the
+        acknowledgements that came in meanwhile go in one commit."""
+        with acked:
+            async for ids in acked:
+                while True:
+                    try:
+                        ids = ids + acked.receive_nowait()
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                # The hub has them; a crash here resends them (they dedupe there).
+                await afailpoint("sidecar.shipper.after_ack")
+                await self._inbox.mark_acked(ids)
+
+    async def _pack(self, frame: RunEvents, after: int) -> tuple[list[Event], int]:
+        """The oldest events after outbox position ``after`` that fit
+        ``frame`` (at least one, if any), and the position of the last event
+        taken or set aside (0: none was there)."""
         overhead = len(encode(frame)) + _ARRAY_HEADER
         size = overhead
         events: list[Event] = []
-        for data in await self._inbox.unacked(self._batch_limit):
+        last = 0
+        for pos, data in await self._inbox.unacked(self._batch_limit, after=after):
             if overhead + len(data) > WIRE_MAX_PAYLOAD:
                 if events:
                     break  # the events before it go first, in order
                 await self._set_aside(data, overhead + len(data))
+                last = pos
                 continue
             size += len(data)
             if events and size > MAX_FRAME_BYTES:
                 break
             events.append(self._events.decode(data))
-        return events
+            last = pos
+        return events, last
 
     async def _set_aside(self, data: bytes, size: int) -> None:
         # Resending it would fail the same way forever, and hold back every

@@ -28,9 +28,9 @@ from runtime import (
     read_restore_record,
     write_restore_record,
 )
-from runtime.testing import CRASH_EXIT_CODE, configure_failpoints
+from runtime.testing import CRASH_EXIT_CODE, configure_failpoints, failpoint_spent
 from tests.support import REPO, wait_for
-from tests.support.sidecar import deployed_sidecar, mail, make_deployment
+from tests.support.sidecar import APPLIED, deployed_sidecar, mail, make_deployment
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
 
 pytestmark = pytest.mark.anyio
@@ -151,6 +151,26 @@ async def test_a_crash_window_between_store_and_ack_ends_in_a_duplicate(tmp_path
         assert (await hub.deliver(frame)).result == "duplicate"
         await hub.wait_events(DispatchProcessed, 1)
     assert dep.query("SELECT count(*) FROM inbox") == [(1,)]
+
+
+async def test_the_next_events_ship_while_an_acknowledgement_is_being_committed(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "gate"
+    configure_failpoints(f"sidecar.shipper.after_ack=1*pause({gate})")
+    dep = make_deployment(tmp_path)
+    async with deployed_sidecar(dep) as (hub, _):
+        await hub.deliver(mail(dep, 1, "one"))
+        await wait_for(
+            lambda: failpoint_spent("sidecar.shipper.after_ack"), what="the first ack held"
+        )
+        await hub.deliver(mail(dep, 2, "two"))
+        await hub.wait_events(DispatchProcessed, 2)
+        # Every event the hub has is still in the outbox: the first commit is held.
+        assert dep.query("SELECT count(*) FROM outbox") == [(len(hub.events),)]
+        gate.touch()
+        await wait_for(lambda: dep.query(APPLIED) == [(2, 0)], what="both acks committed")
+    assert hub.of_kind(DispatchProcessed)[1].seq == 2
 
 
 @pytest.mark.parametrize("point", ["sidecar.handler.after", "sidecar.run.before_commit"])

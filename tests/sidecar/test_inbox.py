@@ -29,6 +29,10 @@ def env(seq: int | None, run_id: str = "run_a", dispatch_id: str | None = None) 
     return Envelope(dispatch_id=dispatch_id or new_id("dsp"), run_id=run_id, seq=seq)
 
 
+async def frames(inbox: Inbox, after: int = 0) -> list[bytes]:
+    return [frame for _, frame in await inbox.unacked(10, after=after)]
+
+
 def consumed(batch: list[Envelope]) -> list[tuple[str, int | None, str]]:
     return [(e.dispatch_id, e.seq, "processed") for e in batch]
 
@@ -107,9 +111,9 @@ async def test_a_commit_that_raced_writes_nothing(inbox: Inbox) -> None:
         await inbox.commit(step)  # the same envelopes again: no longer next
     rows = await inbox.db.execute_fetchall("SELECT count(*) FROM outbox")
     assert [tuple(r) for r in rows] == [(1,)]
-    assert await inbox.unacked(10) == [encode(event)]
+    assert await frames(inbox) == [encode(event)]
     await inbox.mark_acked([event.event_id])
-    assert await inbox.unacked(10) == []
+    assert await frames(inbox) == []
 
 
 @pytest.mark.anyio
@@ -167,7 +171,7 @@ async def test_adopting_the_hubs_state_replaces_the_runs_and_drops_the_unshipped
     record = await inbox.load_run("run_a")
     assert (record.status, record.state, record.last_seq) == ("running", {"n": 2}, 2)
     assert (await inbox.load_run("run_b")).status is None  # not started anywhere
-    assert await inbox.unacked(10) == []
+    assert await frames(inbox) == []
     assert inbox.last_seq == 2
     # seq 3 is processed again from the hub's state, then seq 4.
     assert [p.seq for p in await inbox.next_batch(64)] == [3, 4]
@@ -187,6 +191,27 @@ def processed(e: Envelope) -> DispatchProcessed:
 
 
 @pytest.mark.anyio
+async def test_unacknowledged_events_are_read_in_order_after_a_position(inbox: Inbox) -> None:
+    e1, e2, e3 = env(1), env(2), env(3)
+    await inbox.store([e1, e2, e3])
+    events = [processed(e) for e in (e1, e2, e3)]
+    for e, event in zip((e1, e2), events, strict=False):
+        await inbox.commit(
+            Commit(run_id="run_a", status="running", consumed=consumed([e]), events=[event])
+        )
+    (first, _), (second, _) = await inbox.unacked(10)
+    assert await frames(inbox, after=first) == [encode(events[1])]
+    assert await frames(inbox, after=second) == []
+    # A later commit comes after every position read before it.
+    await inbox.commit(
+        Commit(run_id="run_a", status="running", consumed=consumed([e3]), events=events[2:])
+    )
+    assert await frames(inbox, after=second) == [encode(events[2])]
+    await inbox.mark_acked([events[0].event_id])
+    assert await frames(inbox) == [encode(e) for e in events[1:]]
+
+
+@pytest.mark.anyio
 async def test_an_envelope_the_hub_applied_drops_its_body_and_stays_a_duplicate(
     inbox: Inbox,
 ) -> None:
@@ -200,7 +225,7 @@ async def test_an_envelope_the_hub_applied_drops_its_body_and_stays_a_duplicate(
     await inbox.mark_acked([events[0].event_id])
     assert await bodies(inbox) == {1: False, 2: True, 3: True}  # seq 2: not applied yet
     assert await inbox.store([e1]) == [False]  # a late copy is still a duplicate
-    assert await inbox.unacked(10) == [encode(events[1])]
+    assert await frames(inbox) == [encode(events[1])]
     await inbox.mark_acked([events[1].event_id])
     assert await bodies(inbox) == {1: False, 2: False, 3: True}  # seq 3: not processed
     rows = await inbox.db.execute_fetchall("SELECT count(*) FROM outbox")
