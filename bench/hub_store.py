@@ -82,7 +82,9 @@ async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, obj
                 ]
 
                 async def ingest(db: Connection, events: list[DispatchProcessed] = events) -> None:
-                    batch_ = ProcessedBatch(db, dep.id, time.time(), dead_letter)
+                    batch_ = ProcessedBatch(
+                        db, dep.id, time.time(), dead_letter, keep=DEFAULT_RUN_HISTORY
+                    )
                     await batch_.apply(events)
                     await trim_history(db, batch_.runs_with_events, DEFAULT_RUN_HISTORY)
 

@@ -94,7 +94,14 @@ class EventsHandler:
 
         async def body(db: Connection) -> tuple[Ingest, bool, set[str]]:
             await self._sessions.fence(db, session.deployment_id, frame.owner_epoch)
-            ingest = Ingest(db, session.deployment_id, self._subject, time.time(), self._letters)
+            ingest = Ingest(
+                db,
+                session.deployment_id,
+                self._subject,
+                time.time(),
+                self._letters,
+                self._history,
+            )
             released = await ingest.events(frame.events)
             woken = await ingest.route(status)
             await trim_history(db, ingest.runs, self._history)

@@ -14,6 +14,7 @@ from typing import Any, cast
 import msgspec
 
 from runtime import (
+    DEFAULT_RUN_HISTORY,
     ApprovalRequested,
     ChildRunStarted,
     Connection,
@@ -60,8 +61,10 @@ class Ingest:
         subject: str,
         now: float,
         letters: DeadLetters,
+        history: int = DEFAULT_RUN_HISTORY,
     ) -> None:
         self.db = db
+        self.history = history
         self.deployment_id = deployment_id
         self.subject = subject
         self.now = now
@@ -83,7 +86,9 @@ class Ingest:
         released = False
         for processed, group in groupby(events, key=lambda e: isinstance(e, DispatchProcessed)):
             if processed:
-                batch = ProcessedBatch(self.db, self.deployment_id, self.now, self._dead_letter)
+                batch = ProcessedBatch(
+                    self.db, self.deployment_id, self.now, self._dead_letter, keep=self.history
+                )
                 released |= await batch.apply(cast(list[DispatchProcessed], list(group)))
                 self.runs |= batch.runs_with_events
                 self.settled_after += batch.settled_after

@@ -17,13 +17,23 @@ what was read stays true until the writes.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from runtime import Connection, DispatchOutcome, DispatchProcessed, Event, Reason, RunStatus, encode
+from runtime import (
+    DEFAULT_RUN_HISTORY,
+    Connection,
+    DispatchOutcome,
+    DispatchProcessed,
+    Event,
+    Reason,
+    RunStatus,
+    encode,
+)
 
 from .._errors import UnknownDispatch
 from ..store import ApprovalStatus, DispatchStatus, body_digest, fetch_all
@@ -70,12 +80,20 @@ class ProcessedBatch:
     """One run of consecutive DispatchProcessed events of a frame."""
 
     def __init__(
-        self, db: Connection, deployment_id: str, now: float, dead_letter: DeadLetter
+        self,
+        db: Connection,
+        deployment_id: str,
+        now: float,
+        dead_letter: DeadLetter,
+        *,
+        keep: int = DEFAULT_RUN_HISTORY,
     ) -> None:
         self.db = db
         self.deployment_id = deployment_id
         self.now = now
         self.dead_letter = dead_letter
+        self.keep = keep
+        """The run history's length (``trim_history``'s ``keep``)."""
         self.runs_with_events: set[str] = set()
         """Runs that got new events: their history is trimmed."""
         self.settled_after: list[float] = []
@@ -107,33 +125,43 @@ class ProcessedBatch:
                 sorted({e.dispatch_id for e in events}),
             )
         }
+        fresh: list[DispatchProcessed] = []
+        for event in events:
+            if event.run_id not in runs:
+                await self.dead_letter(event, "foreign_run")
+            elif event.event_id not in recorded:
+                recorded.add(event.event_id)
+                fresh.append(event)
+        # A run's history keeps its ``keep`` latest events: the batch's new
+        # events before its run's last ``keep`` are recorded without their
+        # payload (and settle without their inline body) rather than written
+        # whole and trimmed in the same transaction (trim_history).
+        later = Counter(event.run_id for event in fresh)
         new_events: list[tuple[object, ...]] = []
         settled: list[tuple[object, ...]] = []
         released = False
-        for event in events:
-            run = runs.get(event.run_id)
-            if run is None:
-                await self.dead_letter(event, "foreign_run")
-                continue
-            if event.event_id in recorded:
-                continue
-            recorded.add(event.event_id)
+        for event in fresh:
+            later[event.run_id] -= 1
+            trimmed = later[event.run_id] >= self.keep
+            self.runs_with_events.add(event.run_id)
+            dispatch = dispatches.get(event.dispatch_id)
+            if dispatch is None or dispatch.run_id != event.run_id:
+                await self.dead_letter(event, UnknownDispatch.reason)
+            else:
+                # An event of a dispatch settled before is recorded whole:
+                # trim_history takes its payload and the dispatch's body.
+                trimmed = trimmed and dispatch.status in _OPEN_DISPATCH
+                released |= self._decide(event, runs[event.run_id], dispatch, settled, trimmed)
             new_events.append(
                 (
                     event.event_id,
                     event.run_id,
                     self.deployment_id,
                     "DispatchProcessed",
-                    encode(event),
+                    None if trimmed else encode(event),
                     event.at or self.now,
                 )
             )
-            self.runs_with_events.add(event.run_id)
-            dispatch = dispatches.get(event.dispatch_id)
-            if dispatch is None or dispatch.run_id != event.run_id:
-                await self.dead_letter(event, UnknownDispatch.reason)
-                continue
-            released |= self._decide(event, run, dispatch, settled)
         await self.db.executemany(
             "INSERT OR IGNORE INTO run_event (id, run_id, deployment_id, kind, payload, at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
@@ -144,7 +172,8 @@ class ProcessedBatch:
             "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
             " last_error = COALESCE(?, last_error),"
             " version = COALESCE(NULLIF(?, 0), version),"
-            " body_digest = COALESCE(body_digest, ?) WHERE id = ? AND status IN (?, ?)",
+            " body_digest = COALESCE(body_digest, ?),"
+            " body = CASE WHEN ? = 1 THEN NULL ELSE body END WHERE id = ? AND status IN (?, ?)",
             settled,
         )
         return released
@@ -155,6 +184,7 @@ class ProcessedBatch:
         run: _Run,
         dispatch: _Dispatch,
         settled: list[tuple[object, ...]],
+        trimmed: bool,
     ) -> bool:
         # The hub's own seq for the dispatch is authoritative (a v1-era event
         # may not carry one).
@@ -186,7 +216,16 @@ class ProcessedBatch:
         inline = dispatch.body_digest is None
         digest = body_digest(bytes(dispatch.body or b"")) if inline else None
         settled.append(
-            (status, self.now, error, event.version, digest, event.dispatch_id, *_OPEN_DISPATCH)
+            (
+                status,
+                self.now,
+                error,
+                event.version,
+                digest,
+                int(trimmed),
+                event.dispatch_id,
+                *_OPEN_DISPATCH,
+            )
         )
         # A claim-checked body or a raw message: its blob may go.
         return not inline or dispatch.raw_digest is not None

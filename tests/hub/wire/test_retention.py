@@ -13,7 +13,7 @@ from hub.store.accept import Accepted, Rejected, Trigger, accept_triggers
 from hub.store.deployments import delete_deployment
 from hub.wire import RetentionConfig, WireConfig
 from hub.wire.sessions import _Nonces
-from runtime import EnvelopeQuarantined, EventsAck, new_id
+from runtime import DispatchProcessed, EnvelopeQuarantined, EventsAck, new_id
 from tests.support.wire import Sidecar, accept, owned, processed, refused, running_hub, send
 
 pytestmark = pytest.mark.anyio
@@ -46,6 +46,59 @@ async def test_each_run_keeps_its_latest_events_whole_and_the_ids_of_the_rest(
         run_id = receipts[0].run_id
         run = await hub.one("SELECT state, last_seq FROM workflow_run WHERE id = ?", run_id)
         assert (json.loads(run["state"])["seen"], run["last_seq"]) == (8, receipts[-1].seq)
+
+
+async def test_a_frame_longer_than_the_history_ends_as_its_events_sent_one_by_one(
+    tmp_path: Path,
+) -> None:
+    # The frame's events before the history's last ones are recorded without
+    # their payload at once: the outcome must be that of trimming afterwards.
+    async with running_hub(tmp_path, config=config(run_history=3)) as hub:
+
+        def script(receipts: list[Accepted]) -> list[DispatchProcessed]:
+            events = [processed(r, state={"seen": i}, step=i) for i, r in enumerate(receipts, 1)]
+            # Seq 2 reported again under a new id (its dispatch settled by
+            # then), and two copies of events already recorded.
+            again = processed(receipts[1], state={"seen": 2}, step=2)
+            return [events[0], *events, again, events[4]]
+
+        async def outcome(car: Sidecar) -> tuple[list[int], list[tuple[object, ...]]]:
+            history = await hub.all(
+                "SELECT payload IS NOT NULL AS whole FROM run_event WHERE deployment_id = ?"
+                " ORDER BY rowid",
+                car.dep.id,
+            )
+            dispatches = await hub.all(
+                "SELECT status, body IS NULL AS gone, body_digest, body_size"
+                " FROM workflow_run_dispatch WHERE deployment_id = ? ORDER BY seq",
+                car.dep.id,
+            )
+            return [r["whole"] for r in history], [tuple(r) for r in dispatches]
+
+        framed, framed_receipts = await owned(hub, 8, "framed")
+        single, single_receipts = await owned(hub, 8, "single")
+        # Seq 3 settled without an event (as a refusal cancels it): its late
+        # event is trimmed as any other, and takes the body with it.
+        async with hub.store.write() as db:
+            await db.execute(
+                "UPDATE workflow_run_dispatch SET status = 'cancelled' WHERE id IN (?, ?)",
+                (framed_receipts[2].dispatch_id, single_receipts[2].dispatch_id),
+            )
+        first, *rest = script(framed_receipts)
+        assert isinstance(await send(framed, first), EventsAck)
+        assert isinstance(await send(framed, *rest), EventsAck)
+        for event in script(single_receipts):
+            assert isinstance(await send(single, event), EventsAck)
+        whole, dispatches = await outcome(framed)
+        assert (whole, dispatches) == await outcome(single)
+        assert whole == [0] * 6 + [1] * 3  # seqs 7 and 8, and seq 2 again
+        gone, cancelled, kept = ("processed", 1), ("cancelled", 1), ("processed", 0)
+        assert [d[:2] for d in dispatches] == [gone] * 2 + [cancelled] + [gone] * 3 + [kept] * 2
+        assert all(str(d[2]).startswith("sha256:") for d in dispatches if d[0] == "processed")
+        run = await hub.one(
+            "SELECT state FROM workflow_run WHERE id = ?", framed_receipts[0].run_id
+        )
+        assert json.loads(run["state"]) == {"seen": 8}
 
 
 async def test_an_applied_dispatch_keeps_its_body_while_its_history_does_and_its_digest_always(
