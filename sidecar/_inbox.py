@@ -113,6 +113,9 @@ class Inbox:
         self.path = path
         self._last_seq = last_seq
         self._done_kept = done_kept
+        self._swept = 0
+        """Compacted rows at or below this seq are deleted: the next sweep
+        starts above it (0: from the start)."""
         self._lock = anyio.Lock()
         self._cancelled: list[str] = []
 
@@ -292,6 +295,7 @@ class Inbox:
         (:func:`~sidecar._adopt.adopt_hub_state`); clears the ``adopt`` mark."""
         async with self._lock, transaction(self.db) as db:
             self._last_seq = await adopt_hub_state(db, runs, floor, settled, time.time())
+            self._swept = 0  # the position may have moved back: sweep from the start
 
     # --- processing -----------------------------------------------------------
 
@@ -416,14 +420,23 @@ class Inbox:
                 await db.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", ids)
                 settled = tuple({_settles.decode(row[0]).dispatch_id for row in rows})
                 if settled:
+                    among = f"dispatch_id IN ({','.join('?' * len(settled))})"
+                    # Rows already past the kept ones go at once, not compacted first.
                     await db.execute(
-                        "UPDATE inbox SET envelope = ? WHERE state = 'done'"
-                        f" AND dispatch_id IN ({','.join('?' * len(settled))})",
-                        (COMPACTED, *settled),
+                        f"DELETE FROM inbox WHERE state = 'done' AND seq <= ? AND {among}",
+                        (keep_above, *settled),
                     )
                     await db.execute(
-                        "DELETE FROM inbox WHERE state = 'done' AND seq <= ? AND envelope = ?",
-                        (keep_above, COMPACTED),
+                        f"UPDATE inbox SET envelope = ? WHERE state = 'done' AND {among}",
+                        (COMPACTED, *settled),
+                    )
+                    # Only the rows the position has left behind since the last
+                    # sweep: below them, the done rows still waiting for their
+                    # events' acks are many under load, and none is compacted.
+                    await db.execute(
+                        "DELETE FROM inbox WHERE state = 'done' AND seq > ? AND seq <= ?"
+                        " AND envelope = ?",
+                        (self._swept, keep_above, COMPACTED),
                     )
                 ((busy,),) = await db.execute_fetchall(
                     "SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'pending')"
@@ -432,6 +445,7 @@ class Inbox:
 
             settled, busy = await transact(self.db, body)
             if settled:
+                self._swept = max(self._swept, keep_above)
                 slack = FREE_BYTES_KEPT if busy else 0
                 await release_free_pages(self.db, FREE_BYTES_KEPT, slack=slack)
 
