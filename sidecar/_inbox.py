@@ -420,16 +420,10 @@ class Inbox:
                 await db.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", ids)
                 settled = tuple({_settles.decode(row[0]).dispatch_id for row in rows})
                 if settled:
-                    among = f"dispatch_id IN ({','.join('?' * len(settled))})"
                     # Rows already past the kept ones go at once, not compacted first.
-                    await db.execute(
-                        f"DELETE FROM inbox WHERE state = 'done' AND seq <= ? AND {among}",
-                        (keep_above, *settled),
-                    )
-                    await db.execute(
-                        f"UPDATE inbox SET envelope = ? WHERE state = 'done' AND {among}",
-                        (COMPACTED, *settled),
-                    )
+                    forget, compact = settled_statements(len(settled))
+                    await db.execute(forget, (keep_above, *settled))
+                    await db.execute(compact, (COMPACTED, *settled))
                     # Only the rows the position has left behind since the last
                     # sweep: below them, the done rows still waiting for their
                     # events' acks are many under load, and none is compacted.
@@ -458,6 +452,18 @@ class Inbox:
                 (reason, time.time(), event_id),
             )
             await db.execute("DELETE FROM outbox WHERE event_id = ?", (event_id,))
+
+
+def settled_statements(n: int) -> tuple[str, str]:
+    """A mark's statements over ``n`` settled dispatch ids: delete those at
+    or below a seq, compact the rest. Both find the rows by dispatch id: the
+    ``+`` keeps SQLite off the (state, seq) index, whose range would hold
+    every done row still waiting for its events' acks."""
+    among = f"dispatch_id IN ({','.join('?' * n)})"
+    return (
+        f"DELETE FROM inbox WHERE +state = 'done' AND +seq <= ? AND {among}",
+        f"UPDATE inbox SET envelope = ? WHERE +state = 'done' AND {among}",
+    )
 
 
 class _Settles(msgspec.Struct):

@@ -12,7 +12,7 @@ from runtime import DispatchProcessed, RunSnapshot, encode, new_id
 from sidecar import Inbox, InboxConflict
 from sidecar._adopt import ADOPT_MARK
 from sidecar._envelope import Envelope
-from sidecar._inbox import NEXT_PENDING
+from sidecar._inbox import NEXT_PENDING, settled_statements
 from sidecar._step import Commit
 
 
@@ -96,6 +96,18 @@ async def test_the_next_batch_walks_the_index_and_never_sorts_the_backlog(inbox:
     )
     assert "inbox_pending" in plan
     assert "TEMP B-TREE" not in plan
+
+
+@pytest.mark.anyio
+async def test_acknowledged_rows_are_found_by_dispatch_id_not_by_scanning_the_done_ones(
+    inbox: Inbox,
+) -> None:
+    # Thousands of done rows wait for their acks under load: an ack must not
+    # walk them all.
+    for sql, params in zip(settled_statements(2), [(5, "a", "b"), (b"", "a", "b")], strict=True):
+        rows = await inbox.db.execute_fetchall(f"EXPLAIN QUERY PLAN {sql}", params)
+        plan = " ".join(str(row[-1]) for row in rows)
+        assert "(dispatch_id=?)" in plan and "inbox_pending" not in plan, plan
 
 
 @pytest.mark.anyio
