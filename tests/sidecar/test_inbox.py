@@ -340,26 +340,27 @@ async def test_applied_rows_far_behind_the_position_go_and_their_late_copies_sta
         await inbox.aclose()
 
 
+async def process(inbox: Inbox, seqs: range) -> list[DispatchProcessed]:
+    """Store and process ``seqs`` of run_a; their events."""
+    batch = [env(s) for s in seqs]
+    await inbox.store(batch)
+    events = [processed(e) for e in batch]
+    await inbox.commit(
+        Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
+    )
+    return events
+
+
 @pytest.mark.anyio
 async def test_applied_rows_go_as_the_position_leaves_them_behind_over_many_acks(
     tmp_path: Path,
 ) -> None:
     inbox = await Inbox.open(tmp_path / "inbox.db", done_kept=2)
-
-    async def process(seqs: range) -> list[DispatchProcessed]:
-        batch = [env(s) for s in seqs]
-        await inbox.store(batch)
-        events = [processed(e) for e in batch]
-        await inbox.commit(
-            Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
-        )
-        return events
-
     try:
-        first = await process(range(1, 4))
+        first = await process(inbox, range(1, 4))
         await inbox.mark_acked([e.event_id for e in first])
         assert await bodies(inbox) == {2: False, 3: False}
-        later = await process(range(4, 7))
+        later = await process(inbox, range(4, 7))
         # Only seq 6's event acknowledged: 2 and 3 are left behind now, and go;
         # 4 and 5 wait for their acks, bodies and all.
         await inbox.mark_acked([later[2].event_id])
@@ -369,8 +370,30 @@ async def test_applied_rows_go_as_the_position_leaves_them_behind_over_many_acks
         # Rows the hub's floor compacted are swept once the position leaves them.
         await inbox.store([env(s) for s in range(7, 10)])
         assert await inbox.raise_floor(9) == 3
-        tail = await process(range(10, 12))
+        tail = await process(inbox, range(10, 12))
         await inbox.mark_acked([e.event_id for e in tail])
         assert await bodies(inbox) == {10: False, 11: False}
+    finally:
+        await inbox.aclose()
+
+
+@pytest.mark.anyio
+async def test_rows_compacted_after_an_adoption_moved_the_position_back_are_swept(
+    tmp_path: Path,
+) -> None:
+    inbox = await Inbox.open(tmp_path / "inbox.db", done_kept=2)
+    try:
+        await inbox.mark_acked([e.event_id for e in await process(inbox, range(1, 11))])
+        assert await bodies(inbox) == {9: False, 10: False}
+        await inbox.set_meta(ADOPT_MARK, 1)
+        snapshot = RunSnapshot(run_id="run_a", status="running", state={}, last_seq=4)
+        await inbox.adopt([snapshot], floor=4)
+        assert inbox.last_seq == 4
+        # Compacted while the position is low again, swept once it has passed them.
+        await inbox.mark_acked([e.event_id for e in await process(inbox, range(5, 7))])
+        assert await bodies(inbox) == {5: False, 6: False, 9: False, 10: False}
+        await inbox.mark_acked([e.event_id for e in await process(inbox, range(7, 9))])
+        assert inbox.last_seq == 10
+        assert await bodies(inbox) == {9: False, 10: False}
     finally:
         await inbox.aclose()
