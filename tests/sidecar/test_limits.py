@@ -270,6 +270,17 @@ async def test_events_the_hub_does_not_answer_are_resent_without_saying_hello(
 
 
 @pytest.mark.anyio
+async def test_events_a_reply_leaves_out_are_sent_again(tmp_path: Path) -> None:
+    dep = sized(tmp_path)
+    async with deployed_sidecar(dep, partial_acks=1) as (hub, _):
+        await hub.deliver(mail(dep, 1, "ok"))
+        # The first frame's reply names one of its events: the rest go again,
+        # and the outbox drains.
+        await wait_for(lambda: dep.query(APPLIED) == [(1, 0)], what="the events acknowledged")
+        assert hub.batches >= 2 and hub.partial_acks == 0
+
+
+@pytest.mark.anyio
 async def test_a_session_refused_again_and_again_is_not_a_hello_storm(tmp_path: Path) -> None:
     dep = sized(tmp_path)
     refusals: Any = ["unknown_session"] * 1000

@@ -229,6 +229,8 @@ class FakeHub:
     floor_seq: int = 0
     refuse_hello: str | None = None
     drop_acks: int = 0
+    partial_acks: int = 0
+    """Frames answered with an EventsAck naming only their first event."""
     refuse_events: list[str] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)
     corrupt_blobs: bool = False
@@ -309,6 +311,9 @@ class FakeHub:
         if self.drop_acks > 0:
             self.drop_acks -= 1
             return None
+        if self.partial_acks > 0:
+            self.partial_acks -= 1
+            return EventsAck(ids=[frame.events[0].event_id])
         return EventsAck(ids=[e.event_id for e in frame.events])
 
     async def _blob(self, data: bytes) -> Any:
