@@ -437,7 +437,12 @@ class Inbox:
                 )
                 return settled, bool(busy)
 
-            settled, busy = await transact(self.db, body)
+            # Not durable: these rows only say what the hub already holds. A
+            # mark lost to a power failure is a frame sent again, which the
+            # hub acknowledges without applying anything; the next durable
+            # commit makes this one durable too. Waiting for the disk here
+            # held the sidecar's loop that processing and deliveries wait on.
+            settled, busy = await transact(self.db, body, durable=False)
             if settled:
                 self._swept = max(self._swept, keep_above)
                 slack = FREE_BYTES_KEPT if busy else 0

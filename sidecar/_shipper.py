@@ -4,7 +4,7 @@ Only while a session is established: events are stamped with its id and
 owner epoch. A batch is resent until an EventsAck names its events; the hub
 ingests by event id, so a resend after a lost ack (or a crash) is harmless.
 One frame is in flight at a time, so the hub applies them in outbox order;
-an acknowledged frame's commit (the outbox rows leave, fsynced) runs beside
+an acknowledged frame's commit (the outbox rows leave) runs beside
 the next frame's round trip, which starts after the acknowledged one's
 outbox position instead of waiting for that commit to say what is left.
 
