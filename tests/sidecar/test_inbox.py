@@ -25,6 +25,16 @@ async def inbox(tmp_path: Path) -> AsyncIterator[Inbox]:
         await box.aclose()
 
 
+@pytest.fixture
+async def two_kept(tmp_path: Path) -> AsyncIterator[Inbox]:
+    """An inbox that keeps 2 done rows behind its position."""
+    box = await Inbox.open(tmp_path / "inbox.db", done_kept=2)
+    try:
+        yield box
+    finally:
+        await box.aclose()
+
+
 def env(seq: int | None, run_id: str = "run_a", dispatch_id: str | None = None) -> Envelope:
     return Envelope(dispatch_id=dispatch_id or new_id("dsp"), run_id=run_id, seq=seq)
 
@@ -202,6 +212,17 @@ def processed(e: Envelope) -> DispatchProcessed:
     )
 
 
+async def process(inbox: Inbox, seqs: range) -> list[DispatchProcessed]:
+    """Store and process ``seqs`` of run_a; their events."""
+    batch = [env(s) for s in seqs]
+    await inbox.store(batch)
+    events = [processed(e) for e in batch]
+    await inbox.commit(
+        Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
+    )
+    return events
+
+
 @pytest.mark.anyio
 async def test_unacknowledged_events_are_read_in_order_after_a_position(inbox: Inbox) -> None:
     e1, e2, e3 = env(1), env(2), env(3)
@@ -321,79 +342,55 @@ async def test_the_file_gives_back_what_applied_bodies_took(tmp_path: Path) -> N
 
 @pytest.mark.anyio
 async def test_applied_rows_far_behind_the_position_go_and_their_late_copies_stay_duplicates(
-    tmp_path: Path,
+    two_kept: Inbox,
 ) -> None:
-    inbox = await Inbox.open(tmp_path / "inbox.db", done_kept=2)
-    try:
-        batch = [env(s) for s in range(1, 6)]
-        await inbox.store(batch)
-        events = [processed(e) for e in batch]
-        await inbox.commit(
-            Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
-        )
-        await inbox.mark_acked([e.event_id for e in events])
-        assert await bodies(inbox) == {4: False, 5: False}  # 1..3: more than 2 behind
-        # A late copy of a deleted row: done here all the same, nothing stored.
-        assert await inbox.store([batch[0], env(6)]) == [False, True]
-        assert await bodies(inbox) == {4: False, 5: False, 6: True}
-    finally:
-        await inbox.aclose()
-
-
-async def process(inbox: Inbox, seqs: range) -> list[DispatchProcessed]:
-    """Store and process ``seqs`` of run_a; their events."""
-    batch = [env(s) for s in seqs]
-    await inbox.store(batch)
-    events = [processed(e) for e in batch]
-    await inbox.commit(
-        Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
-    )
-    return events
+    inbox = two_kept
+    events = await process(inbox, range(1, 6))
+    await inbox.mark_acked([e.event_id for e in events])
+    assert await bodies(inbox) == {4: False, 5: False}  # 1..3: more than 2 behind
+    # A late copy of a deleted row: done here all the same, nothing stored.
+    first = Envelope(dispatch_id=events[0].dispatch_id, run_id="run_a", seq=1)
+    assert await inbox.store([first, env(6)]) == [False, True]
+    assert await bodies(inbox) == {4: False, 5: False, 6: True}
 
 
 @pytest.mark.anyio
 async def test_applied_rows_go_as_the_position_leaves_them_behind_over_many_acks(
-    tmp_path: Path,
+    two_kept: Inbox,
 ) -> None:
-    inbox = await Inbox.open(tmp_path / "inbox.db", done_kept=2)
-    try:
-        first = await process(inbox, range(1, 4))
-        await inbox.mark_acked([e.event_id for e in first])
-        assert await bodies(inbox) == {2: False, 3: False}
-        later = await process(inbox, range(4, 7))
-        # Only seq 6's event acknowledged: 2 and 3 are left behind now, and go;
-        # 4 and 5 wait for their acks, bodies and all.
-        await inbox.mark_acked([later[2].event_id])
-        assert await bodies(inbox) == {4: True, 5: True, 6: False}
-        await inbox.mark_acked([e.event_id for e in later[:2]])
-        assert await bodies(inbox) == {5: False, 6: False}
-        # Rows the hub's floor compacted are swept once the position leaves them.
-        await inbox.store([env(s) for s in range(7, 10)])
-        assert await inbox.raise_floor(9) == 3
-        tail = await process(inbox, range(10, 12))
-        await inbox.mark_acked([e.event_id for e in tail])
-        assert await bodies(inbox) == {10: False, 11: False}
-    finally:
-        await inbox.aclose()
+    inbox = two_kept
+    first = await process(inbox, range(1, 4))
+    await inbox.mark_acked([e.event_id for e in first])
+    assert await bodies(inbox) == {2: False, 3: False}
+    later = await process(inbox, range(4, 7))
+    # Only seq 6's event acknowledged: 2 and 3 are left behind now, and go;
+    # 4 and 5 wait for their acks, bodies and all.
+    await inbox.mark_acked([later[2].event_id])
+    assert await bodies(inbox) == {4: True, 5: True, 6: False}
+    await inbox.mark_acked([e.event_id for e in later[:2]])
+    assert await bodies(inbox) == {5: False, 6: False}
+    # Rows the hub's floor compacted are swept once the position leaves them.
+    await inbox.store([env(s) for s in range(7, 10)])
+    assert await inbox.raise_floor(9) == 3
+    tail = await process(inbox, range(10, 12))
+    await inbox.mark_acked([e.event_id for e in tail])
+    assert await bodies(inbox) == {10: False, 11: False}
 
 
 @pytest.mark.anyio
 async def test_rows_compacted_after_an_adoption_moved_the_position_back_are_swept(
-    tmp_path: Path,
+    two_kept: Inbox,
 ) -> None:
-    inbox = await Inbox.open(tmp_path / "inbox.db", done_kept=2)
-    try:
-        await inbox.mark_acked([e.event_id for e in await process(inbox, range(1, 11))])
-        assert await bodies(inbox) == {9: False, 10: False}
-        await inbox.set_meta(ADOPT_MARK, 1)
-        snapshot = RunSnapshot(run_id="run_a", status="running", state={}, last_seq=4)
-        await inbox.adopt([snapshot], floor=4)
-        assert inbox.last_seq == 4
-        # Compacted while the position is low again, swept once it has passed them.
-        await inbox.mark_acked([e.event_id for e in await process(inbox, range(5, 7))])
-        assert await bodies(inbox) == {5: False, 6: False, 9: False, 10: False}
-        await inbox.mark_acked([e.event_id for e in await process(inbox, range(7, 9))])
-        assert inbox.last_seq == 10
-        assert await bodies(inbox) == {9: False, 10: False}
-    finally:
-        await inbox.aclose()
+    inbox = two_kept
+    await inbox.mark_acked([e.event_id for e in await process(inbox, range(1, 11))])
+    assert await bodies(inbox) == {9: False, 10: False}
+    await inbox.set_meta(ADOPT_MARK, 1)
+    snapshot = RunSnapshot(run_id="run_a", status="running", state={}, last_seq=4)
+    await inbox.adopt([snapshot], floor=4)
+    assert inbox.last_seq == 4
+    # Compacted while the position is low again, swept once it has passed them.
+    await inbox.mark_acked([e.event_id for e in await process(inbox, range(5, 7))])
+    assert await bodies(inbox) == {5: False, 6: False, 9: False, 10: False}
+    await inbox.mark_acked([e.event_id for e in await process(inbox, range(7, 9))])
+    assert inbox.last_seq == 10
+    assert await bodies(inbox) == {9: False, 10: False}
