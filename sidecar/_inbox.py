@@ -25,6 +25,9 @@ import msgspec
 
 from runtime import (
     Connection,
+    DispatchProcessed,
+    EnvelopeQuarantined,
+    Event,
     RecordDecodeError,
     RunSnapshot,
     RunStatus,
@@ -70,9 +73,6 @@ GARBAGE_KEPT = 100
 
 GARBAGE_BYTES = 64 * 1024
 """What is kept of such a frame: enough to tell what it was."""
-
-# The events that settle a dispatch at the hub, by their outbox kind.
-_SETTLING = ("DispatchProcessed", "EnvelopeQuarantined")
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,24 +401,21 @@ class Inbox:
             )
         return [(int(row[0]), bytes(row[1])) for row in rows]
 
-    async def mark_acked(self, event_ids: Sequence[str]) -> None:
+    async def mark_acked(self, events: Sequence[Event]) -> None:
         """The hub has applied these events: they leave the outbox, and the
         envelopes they settled drop their bodies (:data:`COMPACTED`)."""
-        if not event_ids:
+        if not events:
             return
-        ids = tuple(event_ids)
+        ids = tuple(e.event_id for e in events)
         marks = ",".join("?" * len(ids))
+        # The events that settle a dispatch, the only ones that name one.
+        settling = (e for e in events if isinstance(e, DispatchProcessed | EnvelopeQuarantined))
+        settled = tuple({e.dispatch_id for e in settling})
         async with self._lock:
             keep_above = self._last_seq - self._done_kept
 
-            async def body(db: Connection) -> tuple[tuple[str, ...], bool]:
-                rows = await db.execute_fetchall(
-                    f"SELECT frame FROM outbox WHERE event_id IN ({marks})"
-                    f" AND kind IN ({','.join('?' * len(_SETTLING))})",
-                    ids + _SETTLING,
-                )
+            async def body(db: Connection) -> bool:
                 await db.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", ids)
-                settled = tuple({_settles.decode(row[0]).dispatch_id for row in rows})
                 if settled:
                     # Rows already past the kept ones go at once, not compacted first.
                     forget, compact = settled_statements(len(settled))
@@ -435,14 +432,14 @@ class Inbox:
                 ((busy,),) = await db.execute_fetchall(
                     "SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'pending')"
                 )
-                return settled, bool(busy)
+                return bool(busy)
 
             # Not durable: these rows only say what the hub already holds. A
             # mark lost to a power failure is a frame sent again, which the
             # hub acknowledges without applying anything; the next durable
             # commit makes this one durable too. Waiting for the disk here
             # held the sidecar's loop that processing and deliveries wait on.
-            settled, busy = await transact(self.db, body, durable=False)
+            busy = await transact(self.db, body, durable=False)
             if settled:
                 self._swept = max(self._swept, keep_above)
                 slack = FREE_BYTES_KEPT if busy else 0
@@ -471,13 +468,6 @@ def settled_statements(n: int) -> tuple[str, str]:
     )
 
 
-class _Settles(msgspec.Struct):
-    """What the inbox reads of a settling event: its dispatch."""
-
-    dispatch_id: str = ""
-
-
-_settles = msgspec.msgpack.Decoder(_Settles)
 _approvals = msgspec.json.Decoder(list[str])
 
 

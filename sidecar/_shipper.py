@@ -76,13 +76,13 @@ class Shipper:
         self._wake.set()
 
     async def run(self) -> None:
-        acked, to_mark = anyio.create_memory_object_stream[list[str]](_ACKS_QUEUED)
+        acked, to_mark = anyio.create_memory_object_stream[list[Event]](_ACKS_QUEUED)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._mark, to_mark)
             with acked:
                 await self._ship(acked)
 
-    async def _ship(self, acked: MemoryObjectSendStream[list[str]]) -> None:
+    async def _ship(self, acked: MemoryObjectSendStream[list[Event]]) -> None:
         failures = 0
         # The outbox position of the last event the hub has acknowledged; 0
         # after a failure, so that everything unacknowledged goes again.
@@ -116,9 +116,10 @@ class Shipper:
                 log.log(level, "events not acknowledged (%s); resending", exc)
                 reply = None
             if isinstance(reply, EventsAck) and reply.ids:
-                await acked.send(reply.ids)
-                whole = set(reply.ids).issuperset(e.event_id for e in frame.events)
-                after = last if whole else 0
+                ids = set(reply.ids)
+                named = [e for e in frame.events if e.event_id in ids]
+                await acked.send(named)
+                after = last if len(named) == len(frame.events) else 0
                 if failures:
                     log.info("events acknowledged again after %d failed attempt(s)", failures)
                 failures = 0
@@ -137,19 +138,19 @@ class Shipper:
             # wait: the events go out at once.
             await self._link.wait_new_session(session, self._backoff.delay(failures))
 
-    async def _mark(self, acked: MemoryObjectReceiveStream[list[str]]) -> None:
+    async def _mark(self, acked: MemoryObjectReceiveStream[list[Event]]) -> None:
         """Commit the hub's acknowledgements while the next frame is out; the
         acknowledgements that came in meanwhile go in one commit."""
         with acked:
-            async for ids in acked:
+            async for events in acked:
                 while True:
                     try:
-                        ids = ids + acked.receive_nowait()
+                        events = events + acked.receive_nowait()
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 # The hub has them; a crash here resends them (they dedupe there).
                 await afailpoint("sidecar.shipper.after_ack")
-                await self._inbox.mark_acked(ids)
+                await self._inbox.mark_acked(events)
 
     async def _pack(self, frame: RunEvents, after: int) -> tuple[list[Event], int]:
         """The oldest events after outbox position ``after`` that fit

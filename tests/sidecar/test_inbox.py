@@ -134,7 +134,7 @@ async def test_a_commit_that_raced_writes_nothing(inbox: Inbox) -> None:
     rows = await inbox.db.execute_fetchall("SELECT count(*) FROM outbox")
     assert [tuple(r) for r in rows] == [(1,)]
     assert await frames(inbox) == [encode(event)]
-    await inbox.mark_acked([event.event_id])
+    await inbox.mark_acked([event])
     assert await frames(inbox) == []
 
 
@@ -240,7 +240,7 @@ async def test_unacknowledged_events_are_read_in_order_after_a_position(inbox: I
         Commit(run_id="run_a", status="running", consumed=consumed([e3]), events=events[2:])
     )
     assert await frames(inbox, after=second) == [encode(events[2])]
-    await inbox.mark_acked([events[0].event_id])
+    await inbox.mark_acked(events[:1])
     assert await frames(inbox) == [encode(e) for e in events[1:]]
 
 
@@ -255,11 +255,11 @@ async def test_an_envelope_the_hub_applied_drops_its_body_and_stays_a_duplicate(
     await inbox.commit(
         Commit(run_id="run_a", status="running", consumed=consumed([e1, e2]), events=events)
     )
-    await inbox.mark_acked([events[0].event_id])
+    await inbox.mark_acked(events[:1])
     assert await bodies(inbox) == {1: False, 2: True, 3: True}  # seq 2: not applied yet
     assert await inbox.store([e1]) == [False]  # a late copy is still a duplicate
     assert await frames(inbox) == [encode(events[1])]
-    await inbox.mark_acked([events[1].event_id])
+    await inbox.mark_acked(events[1:2])
     assert await bodies(inbox) == {1: False, 2: False, 3: True}  # seq 3: not processed
     rows = await inbox.db.execute_fetchall("SELECT count(*) FROM outbox")
     assert [tuple(r) for r in rows] == [(0,)]  # acknowledged events leave at once
@@ -286,7 +286,7 @@ async def test_adopting_drops_bodies_up_to_the_floor_and_reopens_only_whole_rows
     await inbox.commit(
         Commit(run_id="run_a", status="running", consumed=consumed([e4]), events=[unshipped])
     )
-    await inbox.mark_acked([applied.event_id])  # the hub applied seq 3: its body goes
+    await inbox.mark_acked([applied])  # the hub applied seq 3: its body goes
     await inbox.adopt([RunSnapshot(run_id="run_a", status="running", last_seq=3)], floor=2)
     assert await bodies(inbox) == {1: False, 2: False, 3: False, 4: True}
     # Seq 3 was applied by the hub (whatever its floor says): done for good,
@@ -332,7 +332,7 @@ async def test_the_file_gives_back_what_applied_bodies_took(tmp_path: Path) -> N
             await inbox.commit(
                 Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
             )
-            await inbox.mark_acked([e.event_id for e in events])
+            await inbox.mark_acked(events)
             await inbox.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             # 30 MB went through; what stays is the rows and the free pages kept.
             assert path.stat().st_size < FREE_BYTES_KEPT + 1_000_000
@@ -346,7 +346,7 @@ async def test_applied_rows_far_behind_the_position_go_and_their_late_copies_sta
 ) -> None:
     inbox = two_kept
     events = await process(inbox, range(1, 6))
-    await inbox.mark_acked([e.event_id for e in events])
+    await inbox.mark_acked(events)
     assert await bodies(inbox) == {4: False, 5: False}  # 1..3: more than 2 behind
     # A late copy of a deleted row: done here all the same, nothing stored.
     first = Envelope(dispatch_id=events[0].dispatch_id, run_id="run_a", seq=1)
@@ -360,20 +360,20 @@ async def test_applied_rows_go_as_the_position_leaves_them_behind_over_many_acks
 ) -> None:
     inbox = two_kept
     first = await process(inbox, range(1, 4))
-    await inbox.mark_acked([e.event_id for e in first])
+    await inbox.mark_acked(first)
     assert await bodies(inbox) == {2: False, 3: False}
     later = await process(inbox, range(4, 7))
     # Only seq 6's event acknowledged: 2 and 3 are left behind now, and go;
     # 4 and 5 wait for their acks, bodies and all.
-    await inbox.mark_acked([later[2].event_id])
+    await inbox.mark_acked(later[2:])
     assert await bodies(inbox) == {4: True, 5: True, 6: False}
-    await inbox.mark_acked([e.event_id for e in later[:2]])
+    await inbox.mark_acked(later[:2])
     assert await bodies(inbox) == {5: False, 6: False}
     # Rows the hub's floor compacted are swept once the position leaves them.
     await inbox.store([env(s) for s in range(7, 10)])
     assert await inbox.raise_floor(9) == 3
     tail = await process(inbox, range(10, 12))
-    await inbox.mark_acked([e.event_id for e in tail])
+    await inbox.mark_acked(tail)
     assert await bodies(inbox) == {10: False, 11: False}
 
 
@@ -382,15 +382,15 @@ async def test_rows_compacted_after_an_adoption_moved_the_position_back_are_swep
     two_kept: Inbox,
 ) -> None:
     inbox = two_kept
-    await inbox.mark_acked([e.event_id for e in await process(inbox, range(1, 11))])
+    await inbox.mark_acked(await process(inbox, range(1, 11)))
     assert await bodies(inbox) == {9: False, 10: False}
     await inbox.set_meta(ADOPT_MARK, 1)
     snapshot = RunSnapshot(run_id="run_a", status="running", state={}, last_seq=4)
     await inbox.adopt([snapshot], floor=4)
     assert inbox.last_seq == 4
     # Compacted while the position is low again, swept once it has passed them.
-    await inbox.mark_acked([e.event_id for e in await process(inbox, range(5, 7))])
+    await inbox.mark_acked(await process(inbox, range(5, 7)))
     assert await bodies(inbox) == {5: False, 6: False, 9: False, 10: False}
-    await inbox.mark_acked([e.event_id for e in await process(inbox, range(7, 9))])
+    await inbox.mark_acked(await process(inbox, range(7, 9)))
     assert inbox.last_seq == 10
     assert await bodies(inbox) == {9: False, 10: False}
