@@ -95,11 +95,13 @@ async def transact(
     ``heavy`` transaction (large bodies, say: tens of milliseconds) goes to
     the thread, and so does every transaction for :data:`SLOW_PAUSE`
     seconds after one held the loop longer than :data:`SLOW_TRANSACTION`
-    (a slow disk's fsync): on such a disk the loop is held that long once
-    a second at most. On the loop there is no hand-off to the thread and back, and no
-    wait for the GIL, which the loop holds whenever it runs Python and
-    which a thread wants back after every statement (docs/performance.md,
-    "Transactions on the loop").
+    waiting (a slow disk's fsync): on such a disk the loop is held that
+    long once a second at most. Time the transaction spent running does
+    not count: a large batch or a checkpoint's copying would take longer
+    on the thread, not less. On the loop there is no hand-off to the
+    thread and back, and no wait for the GIL, which the loop holds
+    whenever it runs Python and which a thread wants back after every
+    statement (docs/performance.md, "Transactions on the loop").
 
     ``durable=False`` commits without waiting for the disk (``synchronous =
     NORMAL`` for this transaction alone): for a change nobody is told about
@@ -128,9 +130,12 @@ async def transact(
 
 
 SLOW_TRANSACTION = 0.050
-"""Seconds: a transaction that held the loop longer, from BEGIN to COMMIT
-(ten times an accept's on a local disk, more than a checkpoint's), sends
-the connection's transactions off the loop's thread for :data:`SLOW_PAUSE`."""
+"""Seconds: a transaction that held the loop longer than this from BEGIN to
+COMMIT without running (ten times an accept's fsync on a local disk) sends
+the connection's transactions off the loop's thread for :data:`SLOW_PAUSE`.
+Its CPU time does not count: under load a large batch or a checkpoint can
+take that long, and the thread, waiting for the GIL after every statement,
+would make it longer."""
 
 SLOW_PAUSE = 1.0
 """Seconds the connection's transactions stay off the loop after a slow one."""
@@ -171,7 +176,7 @@ def _transaction(
     try:
         if not _begin(conn, settings, wait=wait):
             return _Busy()
-        began = time.perf_counter()
+        began, ran = time.perf_counter(), time.thread_time()
         try:
             result = _drive(body(Direct(conn)))
         except BaseException:
@@ -182,12 +187,18 @@ def _transaction(
         except sqlite3.Error as exc:
             _rollback(conn)
             raise TransactionFailed(f"commit failed: {exc}") from exc
-        if not wait and time.perf_counter() - began > SLOW_TRANSACTION:  # on the loop
+        if not wait and _waited(began, ran) > SLOW_TRANSACTION:  # on the loop
             settings.off_loop_until = time.monotonic() + SLOW_PAUSE
         return result
     finally:
         if lazy:
             conn.execute(f"PRAGMA synchronous = {settings.synchronous}")
+
+
+def _waited(began: float, ran: float) -> float:
+    """Seconds since ``began`` (``perf_counter``) this thread did not run
+    since ``ran`` (``thread_time``): its waits for the disk, for a lock."""
+    return (time.perf_counter() - began) - (time.thread_time() - ran)
 
 
 def _begin(conn: sqlite3.Connection, settings: _Settings, *, wait: bool) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Generator
 from functools import partial
 from pathlib import Path
@@ -95,6 +96,27 @@ async def test_after_a_slow_transaction_on_the_loop_the_next_ones_run_off_it_a_w
     await transact(db, body)  # the pause is over: back on the loop
     assert [t == loop for t in threads] == [False, True, True, False, True]
     assert len(await rows(db)) == 5
+
+
+async def test_a_transaction_long_with_its_own_work_keeps_the_next_ones_on_the_loop(
+    db: aiosqlite.Connection,
+) -> None:
+    # A large batch under load, a checkpoint's copying: on the thread it
+    # would only take longer, waiting for the GIL after every statement.
+    threads: list[int] = []
+
+    async def body(conn: Connection, *, busy: float = 0.0) -> None:
+        threads.append(threading.get_ident())
+        await conn.execute("INSERT INTO t VALUES (?, ?)", (f"k{len(threads)}", len(threads)))
+        until = time.thread_time() + busy
+        while time.thread_time() < until:  # CPU, not a wait
+            pass
+
+    loop = threading.get_ident()
+    await transact(db, partial(body, busy=SLOW_TRANSACTION * 2))
+    await transact(db, body)
+    assert [t == loop for t in threads] == [True, True]
+    assert len(await rows(db)) == 2
 
 
 async def test_a_lock_held_elsewhere_is_waited_for_off_the_loop(
