@@ -7,6 +7,9 @@ One frame is in flight at a time, so the hub applies them in outbox order;
 an acknowledged frame's commit (the outbox rows leave) runs beside
 the next frame's round trip, which starts after the acknowledged one's
 outbox position instead of waiting for that commit to say what is left.
+While a full frame is out, the next one is read (it is full too: there is
+a backlog), so that it goes as soon as the ack comes; a frame that was not
+full is read again after the ack, to take what was committed meanwhile.
 
 A frame is packed by encoded size, to at most ``MAX_FRAME_BYTES`` (and at
 least one event), so it always fits a NATS message: the size limits checked
@@ -20,6 +23,7 @@ say hello again, never a timeout: a hello cannot make a frame arrive.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import anyio
 import msgspec
@@ -48,6 +52,19 @@ log = logging.getLogger("mailrun.sidecar.shipper")
 
 _ARRAY_HEADER = 5  # msgpack's largest array header: the frame's list of events grows by it
 _ACKS_QUEUED = 4  # acknowledged frames waiting for their commit before the shipper waits too
+
+
+@dataclass
+class _Packed:
+    """Events read for a frame, oldest first."""
+
+    events: list[Event]
+    last: int
+    """Outbox position of the last event taken or set aside (0: none was there)."""
+    full: bool
+    """Stopped by the frame's limits, not by the end of the outbox."""
+    after: int = 0
+    """The position they were read after."""
 
 
 class Shipper:
@@ -87,34 +104,31 @@ class Shipper:
         # The outbox position of the last event the hub has acknowledged; 0
         # after a failure, so that everything unacknowledged goes again.
         after = 0
+        ahead: _Packed | None = None  # read while the frame before was out
         while True:
             session = self._link.session
             if session is None:
                 await self._link.wait_session(self._session_wait)
                 continue
-            # Cleared before reading: a commit after the read wakes us.
-            self._wake.clear()
             frame = RunEvents(
                 deployment_id=self._link.identity.deployment_id,
                 session_id=session.session_id,
                 owner_epoch=session.owner_epoch,
                 events=[],
             )
-            frame.events, last = await self._pack(frame, after)
+            if ahead is not None and ahead.full and ahead.after == after:
+                packed = ahead
+            else:
+                # Cleared before reading: a commit after the read wakes us.
+                self._wake.clear()
+                packed = await self._pack(frame, after)
+            frame.events, last = packed.events, packed.last
             if not frame.events:
                 if last == 0:  # else only events set aside: read on
                     await self._wake.wait()
                 continue
             await afailpoint("sidecar.shipper.before_send")
-            try:
-                reply = await self._link.request(
-                    self._link.subjects.events, frame, self._replies, self._timeout
-                )
-            except HubUnavailable as exc:
-                # Said once per outage, however long: the rest at DEBUG.
-                level = logging.DEBUG if failures else logging.INFO
-                log.log(level, "events not acknowledged (%s); resending", exc)
-                reply = None
+            reply, ahead = await self._send(frame, packed, failures)
             if isinstance(reply, EventsAck) and reply.ids:
                 ids = set(reply.ids)
                 named = [e for e in frame.events if e.event_id in ids]
@@ -138,6 +152,33 @@ class Shipper:
             # wait: the events go out at once.
             await self._link.wait_new_session(session, self._backoff.delay(failures))
 
+    async def _send(
+        self, frame: RunEvents, packed: _Packed, failures: int
+    ) -> tuple[EventsAck | Refused | None, _Packed | None]:
+        """The request for ``frame`` (None: no answer) and, when ``frame`` is
+        full, the next frame's events, read meanwhile."""
+        ahead: _Packed | None = None
+
+        # Packed for this frame's session: a new one's header may differ by a
+        # few bytes, far inside the margin MAX_FRAME_BYTES leaves.
+        async def read_ahead() -> None:
+            nonlocal ahead
+            ahead = await self._pack(frame, packed.last)
+
+        reply: EventsAck | Refused | None = None
+        async with anyio.create_task_group() as tg:
+            if packed.full:
+                tg.start_soon(read_ahead)
+            try:
+                reply = await self._link.request(
+                    self._link.subjects.events, frame, self._replies, self._timeout
+                )
+            except HubUnavailable as exc:
+                # Said once per outage, however long: the rest at DEBUG.
+                level = logging.DEBUG if failures else logging.INFO
+                log.log(level, "events not acknowledged (%s); resending", exc)
+        return reply, ahead
+
     async def _mark(self, acked: MemoryObjectReceiveStream[list[Event]]) -> None:
         """Commit the hub's acknowledgements while the next frame is out; the
         acknowledgements that came in meanwhile go in one commit."""
@@ -152,27 +193,27 @@ class Shipper:
                 await afailpoint("sidecar.shipper.after_ack")
                 await self._inbox.mark_acked(events)
 
-    async def _pack(self, frame: RunEvents, after: int) -> tuple[list[Event], int]:
+    async def _pack(self, frame: RunEvents, after: int) -> _Packed:
         """The oldest events after outbox position ``after`` that fit
-        ``frame`` (at least one, if any), and the position of the last event
-        taken or set aside (0: none was there)."""
-        overhead = len(encode(frame)) + _ARRAY_HEADER
+        ``frame``'s header (at least one, if any)."""
+        overhead = len(encode(msgspec.structs.replace(frame, events=[]))) + _ARRAY_HEADER
         size = overhead
         events: list[Event] = []
         last = 0
-        for pos, data in await self._inbox.unacked(self._batch_limit, after=after):
+        rows = await self._inbox.unacked(self._batch_limit, after=after)
+        for pos, data in rows:
             if overhead + len(data) > WIRE_MAX_PAYLOAD:
                 if events:
-                    break  # the events before it go first, in order
+                    return _Packed(events, last, full=True, after=after)  # they go first
                 await self._set_aside(data, overhead + len(data))
                 last = pos
                 continue
             size += len(data)
             if events and size > MAX_FRAME_BYTES:
-                break
+                return _Packed(events, last, full=True, after=after)
             events.append(self._events.decode(data))
             last = pos
-        return events, last
+        return _Packed(events, last, full=len(rows) == self._batch_limit, after=after)
 
     async def _set_aside(self, data: bytes, size: int) -> None:
         # Resending it would fail the same way forever, and hold back every

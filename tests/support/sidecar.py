@@ -231,6 +231,8 @@ class FakeHub:
     drop_acks: int = 0
     partial_acks: int = 0
     """Frames answered with an EventsAck naming only their first event."""
+    holds: dict[int, anyio.Event] = field(default_factory=dict)
+    """The n-th RunEvents frame (from 1) is answered once its event is set."""
     refuse_events: list[str] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)
     corrupt_blobs: bool = False
@@ -241,6 +243,8 @@ class FakeHub:
     batches: int = 0
     frame_sizes: list[int] = field(default_factory=list)
     """The size of every RunEvents frame that came in, in order."""
+    frames: list[list[str]] = field(default_factory=list)
+    """The event ids of every RunEvents frame that came in, in order."""
     minted: dict[str, str] = field(default_factory=dict)
     from_hub: int = 0
     """How many welcomes (the next ones) say ``from_hub``."""
@@ -303,11 +307,15 @@ class FakeHub:
         frame = _RUNEVENTS.decode(data)
         self.batches += 1
         self.frame_sizes.append(len(data))
+        self.frames.append([e.event_id for e in frame.events])
         if self.refuse_events:
             return Refused(reason=self.refuse_events.pop(0))
         assert frame.session_id in {w.session_id for w in self.welcomes}
         for event in frame.events:
             self.events.setdefault(event.event_id, event)
+        hold = self.holds.get(self.batches)
+        if hold is not None:
+            await hold.wait()
         if self.drop_acks > 0:
             self.drop_acks -= 1
             return None
