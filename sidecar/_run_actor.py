@@ -66,6 +66,11 @@ class RunOwner(Protocol):
         """Seconds a handler call may run before it fails (and is retried)."""
         ...
 
+    @property
+    def step_budget(self) -> float:
+        """Seconds of handling after which a batch stops and commits."""
+        ...
+
 
 class RunActor(Actor[list[Pending]]):
     """One instance per (re)start; its state is always the last committed one."""
@@ -101,8 +106,11 @@ class RunActor(Actor[list[Pending]]):
         commit = Commit(run_id=run_id, status=status or RunStatus.RUNNING, consumed=[])
         commit.steps, commit.approvals = self._steps, list(self._approvals)
         ran = self._version
+        began = time.monotonic()
         try:
             for p in message:
+                if commit.consumed and time.monotonic() - began >= self._runs.step_budget:
+                    break  # the rest comes next step, after this one's commit
                 now = time.time()
                 # A held row is behind the processing position: no seq for it.
                 seq = None if p.held else p.seq

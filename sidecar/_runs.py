@@ -56,8 +56,12 @@ log = logging.getLogger("mailrun.sidecar.runs")
 
 @dataclass(frozen=True)
 class RunsConfig:
-    batch_limit: int = 64
+    batch_limit: int = 256
     """Consecutive envelopes of one run handled per step (one commit)."""
+    step_budget: float = 0.1
+    """Seconds of handling after which a step takes no further envelope and
+    commits: a backlog of quick items goes ``batch_limit`` to an fsync, slow
+    ones still commit (and their events ship) about this often."""
     policy: RestartPolicy = field(default_factory=lambda: RestartPolicy(max_restarts=5, window=60))
     handler_timeout: float = 300.0
     """A handler call running longer than this fails (and is retried)."""
@@ -121,6 +125,10 @@ class Runs:
     @property
     def handler_timeout(self) -> float:
         return self.config.handler_timeout
+
+    @property
+    def step_budget(self) -> float:
+        return self.config.step_budget
 
     async def handler_for(self, entrypoint: str | None, version: int = 1) -> Handler:
         """The handler of an item of ``version`` of the code: a child run's

@@ -33,7 +33,7 @@ from runtime import (
     read_restore_record,
 )
 from runtime.testing import MemoryBus
-from sidecar import HomeLocked, Sidecar, SidecarOptions
+from sidecar import HomeLocked, RunsConfig, Sidecar, SidecarOptions
 from tests.support import wait_for
 from tests.support.sidecar import (
     APPLIED,
@@ -158,6 +158,39 @@ async def test_the_handler_sees_items_in_order_with_bodies(tmp_path: Path) -> No
     run_started = hub.of_kind(RunStarted)
     assert len(run_started) == 1
     assert {i["run_id"] for i in items} == {run_started[0].run_id}
+
+
+@pytest.mark.anyio
+async def test_a_step_that_ran_past_its_budget_commits_before_the_next_envelope(
+    tmp_path: Path,
+) -> None:
+    # m1 takes longer than a step's budget, m2 waits for the gate: m1's
+    # commit (and its event) must not wait for m2, though both came in one
+    # frame and are read in one batch.
+    gate, calls = tmp_path / "gate", tmp_path / "calls"
+    source = f"""
+import os, anyio
+async def main(ctx, item):
+    with open({str(calls)!r}, "a") as f:
+        f.write(item.subject + "\\n")
+    if item.subject == "m1":
+        await anyio.sleep({RunsConfig().step_budget * 1.5})  # a slow item
+    while item.subject == "m2" and not os.path.exists({str(gate)!r}):
+        await anyio.sleep(0.005)
+    ctx.state.setdefault("seen", []).append({{"subject": item.subject}})
+"""
+    dep = make_deployment(tmp_path / "state", source=source)
+    async with deployed_sidecar(dep) as (hub, _):
+        frames = [mail(dep, seq, f"m{seq}") for seq in (1, 2, 3)]
+        assert [a.result for a in (await hub.deliver_batch(frames)).acks] == ["stored"] * 3
+        await hub.wait_events(DispatchProcessed, 1)
+        assert dep.query("SELECT seq FROM inbox WHERE outcome = 'processed'") == [(1,)]
+        gate.touch()
+        await hub.wait_events(DispatchProcessed, 3)
+    assert [s["subject"] for s in seen(hub.of_kind(DispatchProcessed))] == ["m1", "m2", "m3"]
+    # Not m1 committed by m2's failing (a handler timeout keeps what the
+    # batch did before it): each handler ran once.
+    assert calls.read_text().split() == ["m1", "m2", "m3"]
 
 
 @pytest.mark.anyio
