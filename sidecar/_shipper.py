@@ -117,7 +117,7 @@ class Shipper:
                 events=[],
             )
             if ahead is not None and ahead.full and ahead.after == after:
-                packed = ahead
+                packed, ahead = ahead, None
             else:
                 # Cleared before reading: a commit after the read wakes us.
                 self._wake.clear()
