@@ -99,10 +99,14 @@ async def test_after_a_slow_transaction_on_the_loop_the_next_ones_run_off_it_a_w
 
 
 async def test_a_transaction_long_with_its_own_work_keeps_the_next_ones_on_the_loop(
-    db: aiosqlite.Connection,
+    db: aiosqlite.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A large batch under load, a checkpoint's copying: on the thread it
     # would only take longer, waiting for the GIL after every statement.
+    # A bound that leaves the loop's thread room to be descheduled a while
+    # on a busy machine (that counts as waiting) without crossing it.
+    slow = 0.2
+    monkeypatch.setattr(_transact, "SLOW_TRANSACTION", slow)
     threads: list[int] = []
 
     async def body(conn: Connection, *, busy: float = 0.0) -> None:
@@ -113,7 +117,7 @@ async def test_a_transaction_long_with_its_own_work_keeps_the_next_ones_on_the_l
             pass
 
     loop = threading.get_ident()
-    await transact(db, partial(body, busy=SLOW_TRANSACTION * 2))
+    await transact(db, partial(body, busy=slow * 1.25))
     await transact(db, body)
     assert [t == loop for t in threads] == [True, True]
     assert len(await rows(db)) == 2
