@@ -240,7 +240,6 @@ class FakeHub:
     hellos: list[Hello] = field(default_factory=list)
     welcomes: list[Welcome] = field(default_factory=list)
     events: dict[str, Event] = field(default_factory=dict)
-    batches: int = 0
     frame_sizes: list[int] = field(default_factory=list)
     """The size of every RunEvents frame that came in, in order."""
     frames: list[list[str]] = field(default_factory=list)
@@ -255,6 +254,11 @@ class FakeHub:
     silent_hellos: bool = False
     """Hellos are recorded, never answered (a hub too busy, or an answer a
     revocation cut off)."""
+
+    @property
+    def batches(self) -> int:
+        """How many RunEvents frames came in."""
+        return len(self.frames)
 
     async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         # The sidecar asks on its deployment's own request subjects.
@@ -305,7 +309,6 @@ class FakeHub:
 
     async def _events(self, data: bytes) -> Any:
         frame = _RUNEVENTS.decode(data)
-        self.batches += 1
         self.frame_sizes.append(len(data))
         self.frames.append([e.event_id for e in frame.events])
         if self.refuse_events:
