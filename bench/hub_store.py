@@ -49,7 +49,7 @@ async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, obj
                         address=dep.address,
                         sender="a@b.c",
                         subject=f"m{n}",
-                        body=b"x",
+                        body=f"body of mail {n}".encode(),
                         message_id=f"<{n}@bench.example>" if message_ids else None,
                     )
                     for n in range(at, min(at + batch, rows))

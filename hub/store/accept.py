@@ -85,7 +85,7 @@ def prior_dispatches_sql(n: int) -> str:
     deployments read the whole table for every batch."""
     return (
         "SELECT id, run_id, deployment_id, seq, message_id, status, last_error,"
-        " kind, sender, subject, body, body_digest, body_size"
+        " kind, sender, subject, body, COALESCE(body_digest, inline_digest), body_size"
         f" FROM workflow_run_dispatch WHERE deployment_id = ? AND message_id IN ({_marks(n)})"
     )
 
@@ -114,7 +114,8 @@ class _Content:
 
     @classmethod
     def stored(cls, row: Sequence[Any]) -> _Content:
-        """From a dispatch's ``kind, sender, subject, body, body_digest, body_size``."""
+        """From a dispatch's ``kind, sender, subject, body``, its digest (a
+        claim check's, or a processed inline body's) and ``body_size``."""
         kind, sender, subject, body, digest, size = row
         inline = bytes(body or b"") if digest is None else None
         return cls(kind, sender or "", subject or "", inline, digest, size)

@@ -25,9 +25,11 @@ from .leases import LEASES_SCHEMA
 from .outbox import add_outbound_mail
 from .producers import add_producers
 from .schema import (
+    INLINE_DIGEST_PG,
     ApprovalStatus,
     DispatchStatus,
     add_dead_letter_deployment,
+    add_inline_digest,
     add_nats_user,
     add_owner_home,
     add_raw_message,
@@ -86,6 +88,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "0011_change_feed", add_change_feed),
     Migration(12, "0012_raw_message", add_raw_message),
     Migration(13, "0013_hub_leases", nothing, postgres=LEASES_SCHEMA),
+    Migration(14, "0014_inline_digest", add_inline_digest, postgres=INLINE_DIGEST_PG),
 )
 LATEST = MIGRATIONS[-1].version
 

@@ -102,8 +102,8 @@ FROM workflow_run WHERE is_anchor = 0"""
 
 _DISPATCH = """
 SELECT id, deployment_id, run_id, seq, kind, message_id, sender, subject, status, body_size,
-       body_digest, attempts, last_error, created_at, delivered_at, processed_at,
-       COALESCE(version, 1)
+       COALESCE(body_digest, inline_digest), attempts, last_error, created_at, delivered_at,
+       processed_at, COALESCE(version, 1)
 FROM workflow_run_dispatch"""
 
 

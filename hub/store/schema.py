@@ -298,3 +298,18 @@ async def add_raw_message(db: aiosqlite.Connection) -> None:
         "CREATE INDEX IF NOT EXISTS dispatch_by_raw ON workflow_run_dispatch (raw_digest)"
         " WHERE raw_digest IS NOT NULL"
     )
+
+
+async def add_inline_digest(db: aiosqlite.Connection) -> None:
+    """Migration 14: ``workflow_run_dispatch.inline_digest``, the sha256 of an
+    inline body, written when its dispatch is processed (a retry's
+    same-content check once the body is trimmed). From here on
+    ``body_digest`` names claim-checked bodies only, so its index (which
+    blob collection searches) no longer takes a random key for every
+    processed mail. Rows processed before keep their digest in
+    ``body_digest``. Idempotent on its own."""
+    await add_columns(db, "workflow_run_dispatch", {"inline_digest": "TEXT"})
+
+
+INLINE_DIGEST_PG = "ALTER TABLE workflow_run_dispatch ADD COLUMN IF NOT EXISTS inline_digest TEXT"
+"""Migration 14 on PostgreSQL."""

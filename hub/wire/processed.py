@@ -172,7 +172,7 @@ class ProcessedBatch:
             "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
             " last_error = COALESCE(?, last_error),"
             " version = COALESCE(NULLIF(?, 0), version),"
-            " body_digest = COALESCE(body_digest, ?),"
+            " inline_digest = COALESCE(inline_digest, ?),"
             " body = CASE WHEN ? = 1 THEN NULL ELSE body END WHERE id = ? AND status IN (?, ?)",
             settled,
         )
@@ -212,7 +212,9 @@ class ProcessedBatch:
         # Applied, never sent again: an inline body stays while the run's
         # history holds this item (replay reads it; retention.trim_history
         # drops it after), its digest and size for good, for a retry's
-        # same-content check (hub.md, "Retention").
+        # same-content check (hub.md, "Retention"). The digest goes in a
+        # column of its own: body_digest's index is for claim checks, and a
+        # random key per processed mail would cost each settle a page.
         inline = dispatch.body_digest is None
         digest = body_digest(bytes(dispatch.body or b"")) if inline else None
         settled.append(

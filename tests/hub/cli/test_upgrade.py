@@ -77,6 +77,7 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
         "0011_change_feed",
         "0012_raw_message",
         "0013_hub_leases",
+        "0014_inline_digest",
     ]
     assert {i["deployment_id"]: i["release1"] for i in report["inboxes"]} == {
         d.id: True for d in v1.deployments.values()

@@ -125,6 +125,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0011_change_feed",
         "0012_raw_message",
         "0013_hub_leases",
+        "0014_inline_digest",
     ]
     assert not path.exists()  # checking does not create it
     store = await open_store(path)
@@ -157,6 +158,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0011_change_feed",
         "0012_raw_message",
         "0013_hub_leases",
+        "0014_inline_digest",
     ]
     store = await open_store(path)
     await store.aclose()

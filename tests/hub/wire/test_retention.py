@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hub._errors import UnknownSession
+from hub.store import get_dispatch
 from hub.store.accept import Accepted, Rejected, Trigger, accept_triggers
 from hub.store.deployments import delete_deployment
 from hub.wire import RetentionConfig, WireConfig
@@ -69,7 +70,7 @@ async def test_a_frame_longer_than_the_history_ends_as_its_events_sent_one_by_on
                 car.dep.id,
             )
             dispatches = await hub.all(
-                "SELECT status, body IS NULL AS gone, body_digest, body_size"
+                "SELECT status, body IS NULL AS gone, inline_digest, body_size, body_digest"
                 " FROM workflow_run_dispatch WHERE deployment_id = ? ORDER BY seq",
                 car.dep.id,
             )
@@ -95,6 +96,8 @@ async def test_a_frame_longer_than_the_history_ends_as_its_events_sent_one_by_on
         gone, cancelled, kept = ("processed", 1), ("cancelled", 1), ("processed", 0)
         assert [d[:2] for d in dispatches] == [gone] * 2 + [cancelled] + [gone] * 3 + [kept] * 2
         assert all(str(d[2]).startswith("sha256:") for d in dispatches if d[0] == "processed")
+        # body_digest names claim checks only: an inline body's digest has its own column.
+        assert {d[4] for d in dispatches} == {None}
         run = await hub.one(
             "SELECT state FROM workflow_run WHERE id = ?", framed_receipts[0].run_id
         )
@@ -126,8 +129,8 @@ async def test_an_applied_dispatch_keeps_its_body_while_its_history_does_and_its
 
         async def row(dispatch_id: str) -> dict[str, object]:
             found = await hub.one(
-                "SELECT status, body, body_digest, body_size FROM workflow_run_dispatch"
-                " WHERE id = ?",
+                "SELECT status, body, inline_digest AS digest, body_digest, body_size"
+                " FROM workflow_run_dispatch WHERE id = ?",
                 dispatch_id,
             )
             return dict(found)
@@ -139,7 +142,10 @@ async def test_an_applied_dispatch_keeps_its_body_while_its_history_does_and_its
         # Within the run's history: replay can call the handler with it.
         kept = await row(first.dispatch_id)
         assert (kept["status"], kept["body"], kept["body_size"]) == ("processed", body, 30_000)
-        assert str(kept["body_digest"]).startswith("sha256:")
+        assert str(kept["digest"]).startswith("sha256:")
+        assert kept["body_digest"] is None  # the claim checks' column, and its index
+        view = await get_dispatch(hub.store.db, first.dispatch_id)
+        assert view.body_digest == kept["digest"]  # GET /dispatches/{id} shows it as before
         later: list[Accepted] = []
         for n in (2, 3):  # two more items push the first one's event out of the history
             receipt = await submit(b"later", f"m-{n}")
@@ -147,11 +153,7 @@ async def test_an_applied_dispatch_keeps_its_body_while_its_history_does_and_its
             await process(receipt)
             later.append(receipt)
         gone = await row(first.dispatch_id)
-        assert (gone["body"], gone["body_size"], gone["body_digest"]) == (
-            None,
-            30_000,
-            kept["body_digest"],
-        )
+        assert (gone["body"], gone["body_size"], gone["digest"]) == (None, 30_000, kept["digest"])
         assert (await row(later[-1].dispatch_id))["body"] == b"later"
         # A retry still gets its first receipt, and other content under the id
         # is still refused: the digest and size decide.
