@@ -37,6 +37,7 @@ from ._context import Context, Minter, check_events, state_snapshot, to_json
 from ._errors import HandlerTimeout, RunStateUnreadable
 from ._inbox import Inbox, Pending
 from ._step import Commit
+from ._watch import HandlerWatch
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
 
 
@@ -108,92 +109,100 @@ class RunActor(Actor[list[Pending]]):
         ran = self._version
         began = time.monotonic()
         try:
-            for p in message:
-                if commit.consumed and time.monotonic() - began >= self._runs.step_budget:
-                    break  # the rest comes next step, after this one's commit
-                now = time.time()
-                # A held row is behind the processing position: no seq for it.
-                seq = None if p.held else p.seq
-                if p.envelope is None:
-                    # Unreadable: set it aside visibly (here, and at the hub,
-                    # which cancels the dispatch), consumed with its seq so
-                    # that later seqs move on.
-                    commit.dead.append((p.error, p.raw))
-                    commit.consumed.append((p.dispatch_id, seq, "dead_letter"))
-                    commit.events.append(
-                        EnvelopeQuarantined(
-                            event_id=new_id("evt"),
-                            run_id=run_id,
-                            at=now,
-                            dispatch_id=p.dispatch_id,
-                            reason=p.error,
-                        )
-                    )
-                    continue
-                if status is not None and is_terminal(status):
-                    # The run has ended: consume it visibly so the hub settles
-                    # the dispatch and later seqs move on.
-                    outcome = DispatchOutcome.REFUSED_TERMINAL
-                    commit.steps += 1
-                    commit.consumed.append((p.dispatch_id, seq, outcome))
-                    commit.events.append(self._processed(p, now, snapshot, outcome, commit.steps))
-                    continue
-                if status is None and p.envelope.kind == "start":
-                    # A child run's first item: its parent and entrypoint.
-                    commit.parent_run_id = p.envelope.sender
-                    commit.entrypoint = self._entrypoint = p.envelope.subject or None
-                    if await self._parent_ended(commit.parent_run_id):
-                        status = RunStatus.CANCELLED
-                        commit.steps += 1
-                        commit.consumed.append(
-                            (p.dispatch_id, seq, DispatchOutcome.REFUSED_TERMINAL)
-                        )
-                        commit.events += [
-                            self._processed(
-                                p, now, snapshot, DispatchOutcome.REFUSED_TERMINAL, commit.steps
-                            ),
-                            RunCancelled(
+            with (
+                anyio.CancelScope() as scope,
+                HandlerWatch(scope, self._runs.handler_timeout) as watch,
+            ):
+                for p in message:
+                    if commit.consumed and time.monotonic() - began >= self._runs.step_budget:
+                        break  # the rest comes next step, after this one's commit
+                    now = time.time()
+                    # A held row is behind the processing position: no seq for it.
+                    seq = None if p.held else p.seq
+                    if p.envelope is None:
+                        # Unreadable: set it aside visibly (here, and at the hub,
+                        # which cancels the dispatch), consumed with its seq so
+                        # that later seqs move on.
+                        commit.dead.append((p.error, p.raw))
+                        commit.consumed.append((p.dispatch_id, seq, "dead_letter"))
+                        commit.events.append(
+                            EnvelopeQuarantined(
                                 event_id=new_id("evt"),
                                 run_id=run_id,
                                 at=now,
-                                reason="parent run ended",
-                            ),
-                        ]
+                                dispatch_id=p.dispatch_id,
+                                reason=p.error,
+                            )
+                        )
                         continue
-                item = item_of(p.envelope)
-                decision = item.approval_id if isinstance(item, ApprovalDecision) else None
-                if status == RunStatus.WAITING and decision not in commit.approvals:
-                    if not p.held:
-                        commit.held.append((p.dispatch_id, p.seq))
-                    continue
-                version = max(p.envelope.version, 1)
-                ctx = await self._call(p, item, snapshot, version, ran)
-                after = state_snapshot(ctx.state)
-                step = commit.steps + 1
-                made = self._made(p, now, ctx, after, started=status is None, step=step)
-                # Checked before anything joins the commit: a too-large event
-                # fails this item alone, the batch's earlier items commit.
-                check_events(made)
-                snapshot, commit.steps = after, step
-                ran = commit.version = version
-                commit.events.extend(made)
-                commit.consumed.append((p.dispatch_id, seq, DispatchOutcome.PROCESSED))
-                commit.state = msgspec.json.decode(snapshot)
-                waited = status == RunStatus.WAITING
-                status = status or RunStatus.RUNNING
-                approvals = [a for a in commit.approvals if a != decision] + ctx.approvals
-                if ctx.completed:
-                    status, approvals = RunStatus.COMPLETED, []
-                    commit.result = to_json(ctx.result, "the run result")
-                elif ctx.failed:
-                    status, approvals, commit.error = RunStatus.FAILED, [], ctx.error
-                elif approvals:
-                    status = RunStatus.WAITING
-                elif waited:
-                    status = RunStatus.RUNNING
-                commit.approvals = approvals
-                if waited and status != RunStatus.WAITING:
-                    break  # the rows the gate held come next, before the rest of this batch
+                    if status is not None and is_terminal(status):
+                        # The run has ended: consume it visibly so the hub settles
+                        # the dispatch and later seqs move on.
+                        outcome = DispatchOutcome.REFUSED_TERMINAL
+                        commit.steps += 1
+                        commit.consumed.append((p.dispatch_id, seq, outcome))
+                        commit.events.append(
+                            self._processed(p, now, snapshot, outcome, commit.steps)
+                        )
+                        continue
+                    if status is None and p.envelope.kind == "start":
+                        # A child run's first item: its parent and entrypoint.
+                        commit.parent_run_id = p.envelope.sender
+                        commit.entrypoint = self._entrypoint = p.envelope.subject or None
+                        if await self._parent_ended(commit.parent_run_id):
+                            status = RunStatus.CANCELLED
+                            commit.steps += 1
+                            commit.consumed.append(
+                                (p.dispatch_id, seq, DispatchOutcome.REFUSED_TERMINAL)
+                            )
+                            commit.events += [
+                                self._processed(
+                                    p, now, snapshot, DispatchOutcome.REFUSED_TERMINAL, commit.steps
+                                ),
+                                RunCancelled(
+                                    event_id=new_id("evt"),
+                                    run_id=run_id,
+                                    at=now,
+                                    reason="parent run ended",
+                                ),
+                            ]
+                            continue
+                    item = item_of(p.envelope)
+                    decision = item.approval_id if isinstance(item, ApprovalDecision) else None
+                    if status == RunStatus.WAITING and decision not in commit.approvals:
+                        if not p.held:
+                            commit.held.append((p.dispatch_id, p.seq))
+                        continue
+                    version = max(p.envelope.version, 1)
+                    ctx = await self._call(p, item, snapshot, version, ran, watch)
+                    after = state_snapshot(ctx.state)
+                    step = commit.steps + 1
+                    made = self._made(p, now, ctx, after, started=status is None, step=step)
+                    # Checked before anything joins the commit: a too-large event
+                    # fails this item alone, the batch's earlier items commit.
+                    check_events(made)
+                    snapshot, commit.steps = after, step
+                    ran = commit.version = version
+                    commit.events.extend(made)
+                    commit.consumed.append((p.dispatch_id, seq, DispatchOutcome.PROCESSED))
+                    commit.state = msgspec.json.decode(snapshot)
+                    waited = status == RunStatus.WAITING
+                    status = status or RunStatus.RUNNING
+                    approvals = [a for a in commit.approvals if a != decision] + ctx.approvals
+                    if ctx.completed:
+                        status, approvals = RunStatus.COMPLETED, []
+                        commit.result = to_json(ctx.result, "the run result")
+                    elif ctx.failed:
+                        status, approvals, commit.error = RunStatus.FAILED, [], ctx.error
+                    elif approvals:
+                        status = RunStatus.WAITING
+                    elif waited:
+                        status = RunStatus.RUNNING
+                    commit.approvals = approvals
+                    if waited and status != RunStatus.WAITING:
+                        break  # the rows the gate held come next, before the rest of this batch
+            if watch.overran is not None:
+                raise self._timed_out(watch.overran)
         except Exception:
             # Keep what the batch achieved before the failing envelope; the
             # exception then crashes this actor and the retry starts there.
@@ -208,10 +217,11 @@ class RunActor(Actor[list[Pending]]):
         return parent.status is not None and is_terminal(parent.status)
 
     async def _call(
-        self, p: Pending, item: Item, snapshot: bytes, version: int, ran: int
+        self, p: Pending, item: Item, snapshot: bytes, version: int, ran: int, watch: HandlerWatch
     ) -> Context:
-        """The handler call of ``version`` on one item; first, when the run's
-        previous item was processed by another version, its ``migrate_state``."""
+        """The handler call of ``version`` on one item, timed by ``watch``;
+        first, when the run's previous item was processed by another
+        version, its ``migrate_state``."""
         assert p.envelope is not None
         runs = self._runs
         handler = await runs.handler_for(self._entrypoint, version)
@@ -224,25 +234,28 @@ class RunActor(Actor[list[Pending]]):
             minter=runs.minter,
         )
         await afailpoint("sidecar.handler.before")
-        with anyio.move_on_after(runs.handler_timeout) as scope:
-            try:
-                if migrate is not None and ran:
-                    ctx.state = await migrate(ctx.state, ran)
-                    state_snapshot(ctx.state)  # a dict, JSON-able, within its limit
-                await handler(ctx, item)
-            except Exception as exc:
-                # The supervisor logs it with its traceback: say which item it was.
-                exc.add_note(
-                    f"handling dispatch {p.dispatch_id} (seq {p.seq}) of run {self._run_id}"
-                )
-                raise
+        watch.begin(p.dispatch_id)
+        try:
+            if migrate is not None and ran:
+                ctx.state = await migrate(ctx.state, ran)
+                state_snapshot(ctx.state)  # a dict, JSON-able, within its limit
+            await handler(ctx, item)
+        except Exception as exc:
+            # The supervisor logs it with its traceback: say which item it was.
+            exc.add_note(f"handling dispatch {p.dispatch_id} (seq {p.seq}) of run {self._run_id}")
+            raise
+        finally:
+            watch.end()
+        # A handler that swallowed its cancellation still timed out.
+        if watch.overran is not None:
+            raise self._timed_out(watch.overran)
         # The handler's effects exist only in memory until the commit.
         await afailpoint("sidecar.handler.after")
-        if scope.cancelled_caught:
-            raise HandlerTimeout(
-                f"handler did not return within {runs.handler_timeout}s (dispatch {p.dispatch_id})"
-            )
         return ctx
+
+    def _timed_out(self, dispatch_id: str) -> HandlerTimeout:
+        timeout = self._runs.handler_timeout
+        return HandlerTimeout(f"handler did not return within {timeout}s (dispatch {dispatch_id})")
 
     def _made(
         self, p: Pending, now: float, ctx: Context, snapshot: bytes, *, started: bool, step: int

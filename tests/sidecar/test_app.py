@@ -194,6 +194,34 @@ async def main(ctx, item):
 
 
 @pytest.mark.anyio
+async def test_a_handler_past_its_timeout_fails_alone_and_its_item_is_retried(
+    tmp_path: Path,
+) -> None:
+    # m2 hangs on its first call, in the step that began with m1: the step
+    # commits m1, m2's call is cancelled at its timeout, the actor restarts
+    # and its retry processes m2, then m3.
+    calls, hung = tmp_path / "calls", tmp_path / "hung"
+    source = f"""
+import os, anyio
+async def main(ctx, item):
+    with open({str(calls)!r}, "a") as f:
+        f.write(item.subject + "\\n")
+    if item.subject == "m2" and not os.path.exists({str(hung)!r}):
+        open({str(hung)!r}, "w").close()
+        await anyio.sleep(3600)  # only its timeout ends it
+    ctx.state.setdefault("seen", []).append({{"subject": item.subject}})
+"""
+    dep = make_deployment(tmp_path / "state", source=source)
+    runs = dataclasses.replace(FAST_RUNS, handler_timeout=0.5)
+    async with deployed_sidecar(dep, runs=runs) as (hub, _):
+        frames = [mail(dep, seq, f"m{seq}") for seq in (1, 2, 3)]
+        assert [a.result for a in (await hub.deliver_batch(frames)).acks] == ["stored"] * 3
+        await hub.wait_events(DispatchProcessed, 3)
+    assert [s["subject"] for s in seen(hub.of_kind(DispatchProcessed))] == ["m1", "m2", "m3"]
+    assert calls.read_text().split() == ["m1", "m2", "m2", "m3"]
+
+
+@pytest.mark.anyio
 async def test_state_survives_a_restart_and_nothing_is_processed_twice(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
     bus = MemoryBus()

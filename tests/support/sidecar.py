@@ -416,13 +416,14 @@ async def running_sidecar(
     takeover: bool = False,
     request_timeout: float = 2.0,
     wait_session: bool = True,
+    runs: RunsConfig = FAST_RUNS,
 ) -> AsyncIterator[Sidecar]:
     """A Sidecar on ``bus``, stopped in order on exit (like SIGTERM)."""
     options = SidecarOptions(
         state_dir=dep.state_dir,
         deployment_id=dep.id,
         takeover=takeover,
-        runs=FAST_RUNS,
+        runs=runs,
         hello_timeout=1.0,
         request_timeout=request_timeout,
     )
@@ -456,13 +457,21 @@ async def fake_hub(bus: MemoryBus, dep: Deployment, **kw: Any) -> AsyncIterator[
 
 @asynccontextmanager
 async def deployed_sidecar(
-    dep: Deployment, *, takeover: bool = False, request_timeout: float = 2.0, **hub: Any
+    dep: Deployment,
+    *,
+    takeover: bool = False,
+    request_timeout: float = 2.0,
+    runs: RunsConfig = FAST_RUNS,
+    **hub: Any,
 ) -> AsyncIterator[tuple[FakeHub, Sidecar]]:
-    """``dep``'s Sidecar in session with a FakeHub (``hub``: its fields) on a
-    fresh in-memory bus: the setup most sidecar tests share. Yields both."""
+    """``dep``'s Sidecar (``runs``: its run settings) in session with a
+    FakeHub (``hub``: its fields) on a fresh in-memory bus: the setup most
+    sidecar tests share. Yields both."""
     bus = MemoryBus()
     async with (
         fake_hub(bus, dep, **hub) as fake,
-        running_sidecar(bus, dep, takeover=takeover, request_timeout=request_timeout) as car,
+        running_sidecar(
+            bus, dep, takeover=takeover, request_timeout=request_timeout, runs=runs
+        ) as car,
     ):
         yield fake, car
