@@ -338,9 +338,21 @@ async def test_a_reconnect_loop_that_stopped_trying_is_replaced(
         await t.flush()
         nats_server.kill()
         await wait_for(lambda: not t.is_connected)
-        # nats-py's reconnect task ends without reconnecting or closing.
+        # nats-py's reconnect task ends without reconnecting or closing. One
+        # cancel is not always enough: an attempt under way may swallow it
+        # (asyncio.wait_for's race) or start a task of its own, which would
+        # reconnect this client once the server is back. So each task is
+        # cancelled until none is left.
         stuck = t._nc
-        stuck._reconnection_task.cancel()
+
+        def given_up() -> bool:
+            task = stuck._reconnection_task
+            if task is not None and not task.done():
+                task.cancel()
+                return False
+            return True
+
+        await wait_for(given_up, what="nats-py's reconnect task to end")
         await nats_server.start()
         await wait_for(lambda: t.is_connected, what="a new client")
         assert t._nc is not stuck
