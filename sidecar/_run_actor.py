@@ -12,6 +12,7 @@ held rows come next, in their order, before anything later
 from __future__ import annotations
 
 import time
+from contextlib import closing
 from typing import Any, Protocol
 
 import anyio
@@ -111,7 +112,7 @@ class RunActor(Actor[list[Pending]]):
         try:
             with (
                 anyio.CancelScope() as scope,
-                HandlerWatch(scope, self._runs.handler_timeout) as watch,
+                closing(HandlerWatch(scope, self._runs.handler_timeout)) as watch,
             ):
                 for p in message:
                     if commit.consumed and time.monotonic() - began >= self._runs.step_budget:

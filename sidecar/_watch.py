@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 from math import inf
-from types import TracebackType
 
 import anyio
 
@@ -40,15 +39,8 @@ class HandlerWatch:
         self._timer: asyncio.TimerHandle | None = None
         self._when = inf  # when the timer fires
 
-    def __enter__(self) -> HandlerWatch:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """Stop timing (``contextlib.closing``): the timer goes."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

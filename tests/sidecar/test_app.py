@@ -38,6 +38,8 @@ from tests.support import wait_for
 from tests.support.sidecar import (
     APPLIED,
     FAST_RUNS,
+    Deployment,
+    FakeHub,
     bus_connect,
     deployed_sidecar,
     fake_hub,
@@ -160,6 +162,24 @@ async def test_the_handler_sees_items_in_order_with_bodies(tmp_path: Path) -> No
     assert {i["run_id"] for i in items} == {run_started[0].run_id}
 
 
+async def deliver_in_one_frame(hub: FakeHub, dep: Deployment, n: int) -> None:
+    """Mails m1..mn to ``dep`` in one MailBatch frame, each stored."""
+    frames = [mail(dep, seq, f"m{seq}") for seq in range(1, n + 1)]
+    assert [a.result for a in (await hub.deliver_batch(frames)).acks] == ["stored"] * n
+
+
+def recording(calls: Path, middle: str) -> str:
+    """A workflow's source that writes each item's subject to ``calls``, then
+    runs ``middle`` (lines of its handler), then records the item in its state."""
+    return f"""
+import os, anyio
+async def main(ctx, item):
+    with open({str(calls)!r}, "a") as f:
+        f.write(item.subject + "\\n"){middle}
+    ctx.state.setdefault("seen", []).append({{"subject": item.subject}})
+"""
+
+
 @pytest.mark.anyio
 async def test_a_step_that_ran_past_its_budget_commits_before_the_next_envelope(
     tmp_path: Path,
@@ -168,21 +188,17 @@ async def test_a_step_that_ran_past_its_budget_commits_before_the_next_envelope(
     # commit (and its event) must not wait for m2, though both came in one
     # frame and are read in one batch.
     gate, calls = tmp_path / "gate", tmp_path / "calls"
-    source = f"""
-import os, anyio
-async def main(ctx, item):
-    with open({str(calls)!r}, "a") as f:
-        f.write(item.subject + "\\n")
+    source = recording(
+        calls,
+        f"""
     if item.subject == "m1":
         await anyio.sleep({RunsConfig().step_budget * 1.5})  # a slow item
     while item.subject == "m2" and not os.path.exists({str(gate)!r}):
-        await anyio.sleep(0.005)
-    ctx.state.setdefault("seen", []).append({{"subject": item.subject}})
-"""
+        await anyio.sleep(0.005)""",
+    )
     dep = make_deployment(tmp_path / "state", source=source)
     async with deployed_sidecar(dep) as (hub, _):
-        frames = [mail(dep, seq, f"m{seq}") for seq in (1, 2, 3)]
-        assert [a.result for a in (await hub.deliver_batch(frames)).acks] == ["stored"] * 3
+        await deliver_in_one_frame(hub, dep, 3)
         await hub.wait_events(DispatchProcessed, 1)
         assert dep.query("SELECT seq FROM inbox WHERE outcome = 'processed'") == [(1,)]
         gate.touch()
@@ -201,21 +217,17 @@ async def test_a_handler_past_its_timeout_fails_alone_and_its_item_is_retried(
     # commits m1, m2's call is cancelled at its timeout, the actor restarts
     # and its retry processes m2, then m3.
     calls, hung = tmp_path / "calls", tmp_path / "hung"
-    source = f"""
-import os, anyio
-async def main(ctx, item):
-    with open({str(calls)!r}, "a") as f:
-        f.write(item.subject + "\\n")
+    source = recording(
+        calls,
+        f"""
     if item.subject == "m2" and not os.path.exists({str(hung)!r}):
         open({str(hung)!r}, "w").close()
-        await anyio.sleep(3600)  # only its timeout ends it
-    ctx.state.setdefault("seen", []).append({{"subject": item.subject}})
-"""
+        await anyio.sleep(3600)  # only its timeout ends it""",
+    )
     dep = make_deployment(tmp_path / "state", source=source)
     runs = dataclasses.replace(FAST_RUNS, handler_timeout=0.5)
     async with deployed_sidecar(dep, runs=runs) as (hub, _):
-        frames = [mail(dep, seq, f"m{seq}") for seq in (1, 2, 3)]
-        assert [a.result for a in (await hub.deliver_batch(frames)).acks] == ["stored"] * 3
+        await deliver_in_one_frame(hub, dep, 3)
         await hub.wait_events(DispatchProcessed, 3)
     assert [s["subject"] for s in seen(hub.of_kind(DispatchProcessed))] == ["m1", "m2", "m3"]
     assert calls.read_text().split() == ["m1", "m2", "m2", "m3"]

@@ -4,6 +4,8 @@ The handlers here sleep: how long a call runs is what is under test."""
 
 from __future__ import annotations
 
+from contextlib import closing
+
 import anyio
 import pytest
 
@@ -16,7 +18,7 @@ TIMEOUT = 0.5
 
 async def test_a_call_past_its_deadline_is_cancelled_and_named() -> None:
     began = anyio.current_time()
-    with anyio.CancelScope() as scope, HandlerWatch(scope, TIMEOUT) as watch:
+    with anyio.CancelScope() as scope, closing(HandlerWatch(scope, TIMEOUT)) as watch:
         watch.begin("m1")
         await anyio.sleep(TIMEOUT * 10)
         pytest.fail("the call ran past its deadline")
@@ -30,7 +32,7 @@ async def test_each_call_has_its_whole_timeout_though_the_timer_was_set_for_an_e
 ):
     # The timer is armed for m1's deadline and fires while m2 runs: m2
     # started later, so it has time left and the timer moves to its deadline.
-    with anyio.CancelScope() as scope, HandlerWatch(scope, TIMEOUT) as watch:
+    with anyio.CancelScope() as scope, closing(HandlerWatch(scope, TIMEOUT)) as watch:
         for label in ("m1", "m2"):
             watch.begin(label)
             await anyio.sleep(TIMEOUT * 0.6)
@@ -45,7 +47,7 @@ async def test_each_call_has_its_whole_timeout_though_the_timer_was_set_for_an_e
 
 async def test_leaving_the_watch_stops_its_timer() -> None:
     with anyio.CancelScope() as scope:
-        with HandlerWatch(scope, TIMEOUT) as watch:
+        with closing(HandlerWatch(scope, TIMEOUT)) as watch:
             watch.begin("m1")
         await anyio.sleep(TIMEOUT * 2)  # past m1's deadline, outside the watch
     assert not scope.cancelled_caught
