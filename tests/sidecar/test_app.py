@@ -168,16 +168,19 @@ async def deliver_in_one_frame(hub: FakeHub, dep: Deployment, n: int) -> None:
     assert [a.result for a in (await hub.deliver_batch(frames)).acks] == ["stored"] * n
 
 
-def recording(calls: Path, middle: str) -> str:
-    """A workflow's source that writes each item's subject to ``calls``, then
-    runs ``middle`` (lines of its handler), then records the item in its state."""
-    return f"""
+def recording(tmp_path: Path, middle: str) -> tuple[Deployment, Path]:
+    """A deployment whose handler writes each item's subject to the file it
+    returns beside it, runs ``middle`` (lines of the handler), then records
+    the item in the run's state."""
+    calls = tmp_path / "calls"
+    source = f"""
 import os, anyio
 async def main(ctx, item):
     with open({str(calls)!r}, "a") as f:
         f.write(item.subject + "\\n"){middle}
     ctx.state.setdefault("seen", []).append({{"subject": item.subject}})
 """
+    return make_deployment(tmp_path / "state", source=source), calls
 
 
 @pytest.mark.anyio
@@ -187,16 +190,15 @@ async def test_a_step_that_ran_past_its_budget_commits_before_the_next_envelope(
     # m1 takes longer than a step's budget, m2 waits for the gate: m1's
     # commit (and its event) must not wait for m2, though both came in one
     # frame and are read in one batch.
-    gate, calls = tmp_path / "gate", tmp_path / "calls"
-    source = recording(
-        calls,
+    gate = tmp_path / "gate"
+    dep, calls = recording(
+        tmp_path,
         f"""
     if item.subject == "m1":
         await anyio.sleep({RunsConfig().step_budget * 1.5})  # a slow item
     while item.subject == "m2" and not os.path.exists({str(gate)!r}):
         await anyio.sleep(0.005)""",
     )
-    dep = make_deployment(tmp_path / "state", source=source)
     async with deployed_sidecar(dep) as (hub, _):
         await deliver_in_one_frame(hub, dep, 3)
         await hub.wait_events(DispatchProcessed, 1)
@@ -216,15 +218,14 @@ async def test_a_handler_past_its_timeout_fails_alone_and_its_item_is_retried(
     # m2 hangs on its first call, in the step that began with m1: the step
     # commits m1, m2's call is cancelled at its timeout, the actor restarts
     # and its retry processes m2, then m3.
-    calls, hung = tmp_path / "calls", tmp_path / "hung"
-    source = recording(
-        calls,
+    hung = tmp_path / "hung"
+    dep, calls = recording(
+        tmp_path,
         f"""
     if item.subject == "m2" and not os.path.exists({str(hung)!r}):
         open({str(hung)!r}, "w").close()
         await anyio.sleep(3600)  # only its timeout ends it""",
     )
-    dep = make_deployment(tmp_path / "state", source=source)
     runs = dataclasses.replace(FAST_RUNS, handler_timeout=0.5)
     async with deployed_sidecar(dep, runs=runs) as (hub, _):
         await deliver_in_one_frame(hub, dep, 3)

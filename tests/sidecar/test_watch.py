@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from sidecar._watch import HandlerWatch
+from tests.support import wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -37,8 +38,9 @@ async def test_each_call_has_its_whole_timeout_though_the_timer_was_set_for_an_e
             watch.begin(label)
             await anyio.sleep(TIMEOUT * 0.6)
             watch.end()
-        # Between calls nothing is timed: the timer, when it fires, leaves it.
-        await anyio.sleep(TIMEOUT * 1.2)
+        # Between calls nothing is timed: the timer fires (at m2's deadline)
+        # and is not set again.
+        await wait_for(lambda: watch._timer is None, what="the timer to fire between calls")
         watch.begin("m3")
         await anyio.sleep(TIMEOUT * 10)
     assert scope.cancelled_caught
@@ -49,6 +51,8 @@ async def test_leaving_the_watch_stops_its_timer() -> None:
     with anyio.CancelScope() as scope:
         with closing(HandlerWatch(scope, TIMEOUT)) as watch:
             watch.begin("m1")
-        await anyio.sleep(TIMEOUT * 2)  # past m1's deadline, outside the watch
+        assert watch._timer is None
+        # Nothing may happen: only time passing past m1's deadline shows it.
+        await anyio.sleep(TIMEOUT * 2)
     assert not scope.cancelled_caught
     assert watch.overran is None
