@@ -398,9 +398,11 @@ EXPECTED: dict[str, list[str]] = {
         "EventLimits",
         "HttpLimits",
         "HttpServer",
+        "MailAnswers",
         "accept_mails",
         "bind_socket",
         "create_app",
+        "mail_answers",
     ],
     "hub.cli": ["hub_cmd", "main"],
     "hub.up": [

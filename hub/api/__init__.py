@@ -5,6 +5,8 @@ from .app import ApiSettings as ApiSettings
 from .app import create_app as create_app
 from .feed import ChangeFeed as ChangeFeed
 from .feed import EventLimits as EventLimits
+from .lane import MailAnswers as MailAnswers
+from .lane import mail_answers as mail_answers
 from .server import HttpLimits as HttpLimits
 from .server import HttpServer as HttpServer
 from .server import bind_socket as bind_socket
@@ -16,7 +18,9 @@ __all__ = [
     "EventLimits",
     "HttpLimits",
     "HttpServer",
+    "MailAnswers",
     "accept_mails",
     "bind_socket",
     "create_app",
+    "mail_answers",
 ]

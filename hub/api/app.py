@@ -46,7 +46,7 @@ from .context import ApiSettings as ApiSettings
 from .context import RouteContext, query_limit
 from .events import event_routes
 from .feed import ChangeFeed
-from .lane import MailLane
+from .lane import MailAnswers, MailLane
 from .metrics import render_metrics
 from .producers import producer_routes
 from .replay import replay_routes
@@ -79,6 +79,7 @@ def create_app(
     ``on_rollout(id)`` has its sidecar load a version asked for at once;
     ``events`` serves ``GET /events`` (None: it answers 503)."""
     ctx = RouteContext(store, acceptor, settings)
+    answers = MailAnswers(ctx, token=admin_token)
 
     async def healthz(request: Request) -> Response:
         extra = dict(health_extra()) if health_extra is not None else {}
@@ -171,7 +172,7 @@ def create_app(
         reason = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, "error", reason, str(exc.detail))
 
-    return Starlette(
+    app = Starlette(
         routes=[
             *console_routes(ctx, live),
             Route("/healthz", healthz, methods=["GET"]),
@@ -190,10 +191,16 @@ def create_app(
             Route("/metrics", metrics, methods=["GET"]),
             *event_routes(ctx, events),
         ],
-        middleware=[Middleware(AdminAuth, token=admin_token), Middleware(MailLane, ctx=ctx)],
+        middleware=[
+            Middleware(AdminAuth, token=admin_token),
+            Middleware(MailLane, answers=answers),
+        ],
         exception_handlers={
             HubError: hub_error,
             HTTPException: http_error,
             Exception: unexpected,
         },
     )
+    # The HTTP server answers most mail itself, with these (lane.py).
+    app.state.mail_answers = answers
+    return app

@@ -98,8 +98,7 @@ class AdminAuth:
         anything); ``Unauthorized`` for wrong credentials."""
         authorization = headers.get("authorization")
         if authorization is not None:
-            scheme, _, credentials = authorization.partition(" ")
-            if scheme.lower() != "bearer" or not self._matches(credentials.strip()):
+            if not bearer_is(self._token, authorization):
                 raise Unauthorized("the bearer token is not this hub's admin token")
             return True
         cookie = _cookie(headers)
@@ -123,6 +122,19 @@ class AdminAuth:
         response = RedirectResponse(LOGIN_PATH, status_code=303, headers=_LOGIN_HEADERS)
         response.set_cookie(COOKIE, token, path="/", httponly=True, samesite="strict")
         return response
+
+
+def bearer_is(token: bytes, authorization: str) -> bool:
+    """Whether an ``Authorization`` header's value is ``Bearer <token>``."""
+    scheme, _, credentials = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        credentials.strip().encode("utf-8", "replace"), token
+    )
+
+
+def is_json(content_type: str) -> bool:
+    """Whether a ``Content-Type`` header's value names JSON (parameters aside)."""
+    return content_type.partition(";")[0].strip().lower() == "application/json"
 
 
 def _cookie(headers: Headers) -> str | None:
@@ -151,8 +163,9 @@ def _check_content_type(headers: Headers) -> None:
     has_body = headers.get("content-length", "0") != "0" or "transfer-encoding" in headers
     if not has_body:
         return
-    media_type = headers.get("content-type", "").partition(";")[0].strip().lower()
-    if media_type != "application/json":
+    media_type = headers.get("content-type", "")
+    if not is_json(media_type):
+        media_type = media_type.partition(";")[0].strip().lower()
         raise UnsupportedMediaType(
             f"a request body must be 'application/json', not {media_type or 'unlabelled'!r}"
         )

@@ -20,6 +20,13 @@ endless header line would grow in memory. ``_Guarded`` adds both.
 body has arrived whole: the mail lane then reads it without arming the body
 deadline, which is most requests (a client writes head and body at once).
 
+``_Guarded`` answers the requests a :class:`Lane` takes itself, with no
+ASGI cycle: the hub's mail (``lane.py``), where the ASGI cycle and the
+middleware around the app cost about a third of the hub's CPU per mail
+(docs/performance.md). It keeps uvicorn's order of answers on a
+connection: a lane request stands where uvicorn keeps its current request
+(``_LaneCycle``), so a request pipelined behind it waits in uvicorn's queue.
+
 ``_Guarded`` also offers each request ``scope["extensions"][ABORT_EXTENSION]``,
 which closes its connection at once: an event stream whose client stopped
 reading is cut off with it (``events.py``). Without it the stream could
@@ -35,15 +42,19 @@ import logging
 import resource
 import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.abc
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 log = logging.getLogger("mailrun.hub.http")
 
@@ -61,6 +72,49 @@ class HttpLimits:
     max_connections: int = 2048  # open connections, or requests in flight; past it: 503
 
 
+class Lane(Protocol):
+    """Requests the HTTP protocol answers itself, with a JSON body."""
+
+    body_timeout: float
+    """Seconds a taken request's body may take to arrive after its head."""
+
+    def takes(self, target: bytes, headers: Sequence[tuple[bytes, bytes]]) -> str | None:
+        """The route of a POST to ``target`` (lowercased ``headers``) if the
+        lane answers it; None sends it to the app."""
+        ...
+
+    async def answer(self, route: str, body: bytes) -> tuple[int, bytes]:
+        """The status and body of the answer; never raises."""
+        ...
+
+    def late(self) -> tuple[int, bytes]:
+        """The answer to a body that did not arrive within ``body_timeout``."""
+        ...
+
+
+class _LaneCycle:
+    """A request the lane answers, where uvicorn keeps its current request's
+    cycle: uvicorn reads and sets these attributes of it (its shutdown asks
+    for the connection to close after the answer; a lost connection marks
+    it disconnected and wakes its reader, which a lane request has not)."""
+
+    response_complete = False
+    disconnected = False
+
+    def __init__(
+        self, lane: Lane, route: str, keep_alive: bool, timer: asyncio.TimerHandle
+    ) -> None:
+        self.lane = lane
+        self.route = route
+        self.keep_alive = keep_alive
+        self.timer = timer
+        self.chunks: list[bytes] | None = []  # None once the body is whole
+        self.message_event = self
+
+    def set(self) -> None:
+        pass
+
+
 class _Guarded(HttpToolsProtocol):
     """uvicorn's httptools protocol with a deadline on each request's head and
     a bound on its size.
@@ -75,6 +129,7 @@ class _Guarded(HttpToolsProtocol):
 
     head_timeout = HttpLimits.head_timeout
     max_head_bytes = HttpLimits.max_head_bytes
+    lane: Lane | None = None
     _head_timer: asyncio.TimerHandle | None = None
     _in_head = False
     _received = 0  # bytes of an unfinished head
@@ -91,6 +146,8 @@ class _Guarded(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_deadline()
+        if isinstance(self.cycle, _LaneCycle):
+            self.cycle.timer.cancel()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -120,10 +177,72 @@ class _Guarded(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head = False
+        lane = self.lane
+        route = self._lane_route(lane)
+        if lane is not None and route is not None:
+            keep_alive = self.parser.get_http_version() != "1.0" and self.parser.should_keep_alive()
+            timer = self.loop.call_later(lane.body_timeout, self._lane_late)
+            self.cycle = cast(RequestResponseCycle, _LaneCycle(lane, route, keep_alive, timer))
+            return
         super().on_headers_complete()
         if self.cycle is not None:
             self._extensions[BODY_ARRIVED_EXTENSION] = partial(_body_arrived, self.cycle)
             self.cycle.transport = cast(asyncio.Transport, Coalesced(self.transport, self.loop))
+
+    def on_body(self, body: bytes) -> None:
+        cycle = self.cycle
+        if isinstance(cycle, _LaneCycle):
+            if cycle.chunks is not None:
+                cycle.chunks.append(body)
+            return
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        cycle = self.cycle
+        if not isinstance(cycle, _LaneCycle):
+            super().on_message_complete()
+        elif cycle.chunks is not None:
+            cycle.timer.cancel()
+            body, cycle.chunks = b"".join(cycle.chunks), None
+            # Owned as uvicorn owns its requests' tasks: its shutdown waits for
+            # them, then cancels what is left.
+            task = self.loop.create_task(self._lane_answer(cycle, body))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    def _lane_route(self, lane: Lane | None) -> str | None:
+        """The lane's route for the request whose head just arrived, if it takes it."""
+        if lane is None or self.parser.get_method() != b"POST" or self.parser.should_upgrade():
+            return None
+        if self.cycle is not None and not self.cycle.response_complete:
+            return None  # pipelined behind another: it waits in uvicorn's queue
+        limit = self.limit_concurrency
+        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+            return None  # uvicorn answers 503
+        return lane.takes(self.url, self.headers)
+
+    async def _lane_answer(self, cycle: _LaneCycle, body: bytes) -> None:
+        self._lane_write(cycle, *await cycle.lane.answer(cycle.route, body))
+
+    def _lane_late(self) -> None:
+        cycle = self.cycle
+        if isinstance(cycle, _LaneCycle) and cycle.chunks is not None:
+            cycle.chunks, cycle.keep_alive = None, False
+            self._lane_write(cycle, *cycle.lane.late())
+
+    def _lane_write(self, cycle: _LaneCycle, status: int, body: bytes) -> None:
+        cycle.response_complete = True
+        if self.transport.is_closing():
+            return  # the client left: the outcome stands, unanswered
+        head = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % len(body))
+        head.append(b"\r\n" if cycle.keep_alive else b"connection: close\r\n\r\n")
+        self.transport.write(b"".join(head) + body)
+        if not cycle.keep_alive:
+            self.transport.close()
+        self.on_response_complete()
 
     def send_400_response(self, msg: str) -> None:
         if self._too_large:
@@ -219,8 +338,12 @@ def _body_arrived(cycle: RequestResponseCycle) -> bool:
     return not cycle.more_body
 
 
-def _guarded(limits: HttpLimits) -> type[asyncio.Protocol]:
-    attributes = {"head_timeout": limits.head_timeout, "max_head_bytes": limits.max_head_bytes}
+def _guarded(limits: HttpLimits, lane: Lane | None) -> type[asyncio.Protocol]:
+    attributes = {
+        "head_timeout": limits.head_timeout,
+        "max_head_bytes": limits.max_head_bytes,
+        "lane": lane,
+    }
     return type("GuardedHttpToolsProtocol", (_Guarded,), attributes)
 
 
@@ -255,13 +378,21 @@ class _Uvicorn(uvicorn.Server):
 
 
 class HttpServer:
-    """uvicorn on a socket bound beforehand, stopped by :meth:`stop` or cancellation."""
+    """uvicorn on a socket bound beforehand, stopped by :meth:`stop` or
+    cancellation; ``lane`` answers the requests it takes without ``app``."""
 
-    def __init__(self, app: Any, sock: socket.socket, limits: HttpLimits | None = None) -> None:
+    def __init__(
+        self,
+        app: Any,
+        sock: socket.socket,
+        limits: HttpLimits | None = None,
+        *,
+        lane: Lane | None = None,
+    ) -> None:
         limits = limits or HttpLimits()
         config = uvicorn.Config(
             app,
-            http=_guarded(limits),
+            http=_guarded(limits, lane),
             log_config=None,  # keep the hub's logging setup
             log_level="warning",
             access_log=False,
