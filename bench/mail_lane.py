@@ -11,7 +11,9 @@ CPU seconds per mail of the loop's thread (the app: auth, the mail lane,
 the acceptor, and the accept transactions, which run there: docs/hub.md,
 "Store") and of the others (the store's connection threads, which a
 transaction uses only when SQLite's lock is held elsewhere or it is
-heavy). HTTP parsing, delivery and ingestion are not in it.
+heavy). HTTP parsing, delivery and ingestion are not in it. This is the
+long way: the hub's HTTP server answers most mail in its protocol, without
+the app (docs/hub.md, "HTTP"); ``bench/bench_e2e.py`` measures that.
 """
 
 from __future__ import annotations

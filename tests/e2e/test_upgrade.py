@@ -56,7 +56,10 @@ async def settled(up: Up, v1: V1State) -> None:
     is settled at the hub, every event is acknowledged, every record rewritten,
     and every deleted deployment's directory removed."""
 
+    unmet: list[str] = []
+
     def done() -> bool:
+        unmet.clear()
         open_ = up.query(
             "SELECT COUNT(*) FROM workflow_run_dispatch WHERE status IN ('reserved', 'delivered')"
         )
@@ -64,19 +67,30 @@ async def settled(up: Up, v1: V1State) -> None:
             "SELECT COUNT(*) FROM deployment WHERE deleted_at IS NULL AND owner_instance IS NULL"
         )
         if open_ != [(0,)] or unowned != [(0,)]:
+            unmet.append(f"open dispatches {open_}, unowned deployments {unowned}")
             return False
         for dep in live(v1):
             inbox = dep.inbox_file(v1.state_dir)
-            if _rows(inbox, "SELECT COUNT(*) FROM outbox WHERE acked = 0") != [(0,)]:
-                return False
-            if read_restore_record(dep.record_file(v1.state_dir))[1] != 2:
-                return False
-        return not any(sidecar_dir(v1.state_dir, d).exists() for d in deleted(v1))
+            unacked = _rows(inbox, "SELECT COUNT(*) FROM outbox WHERE acked = 0")
+            version = read_restore_record(dep.record_file(v1.state_dir))[1]
+            if unacked != [(0,)] or version != 2:
+                unmet.append(f"{dep.name}: unacked events {unacked}, record version {version}")
+        unmet.extend(
+            f"{dep.name}: its directory is still there"
+            for dep in deleted(v1)
+            if sidecar_dir(v1.state_dir, dep).exists()
+        )
+        return not unmet
 
     async def probe() -> bool:
         return await anyio.to_thread.run_sync(done)
 
-    await wait_for(probe, timeout=20, what="every dispatch settled and every event acked")
+    await wait_for(
+        probe,
+        timeout=20,
+        what="every dispatch settled and every event acked",
+        explain=lambda: "; ".join(unmet),
+    )
 
 
 Snapshot = dict[str, Any]
