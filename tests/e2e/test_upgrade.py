@@ -61,12 +61,13 @@ async def settled(up: Up, v1: V1State) -> None:
     def done() -> bool:
         unmet.clear()
         open_ = up.query(
-            "SELECT COUNT(*) FROM workflow_run_dispatch WHERE status IN ('reserved', 'delivered')"
+            "SELECT subject, status, seq, attempts FROM workflow_run_dispatch"
+            " WHERE status IN ('reserved', 'delivered') ORDER BY seq"
         )
         unowned = up.query(
             "SELECT COUNT(*) FROM deployment WHERE deleted_at IS NULL AND owner_instance IS NULL"
         )
-        if open_ != [(0,)] or unowned != [(0,)]:
+        if open_ or unowned != [(0,)]:
             unmet.append(f"open dispatches {open_}, unowned deployments {unowned}")
             return False
         for dep in live(v1):
