@@ -437,6 +437,12 @@ class RunEvents(_Frame, tag=True, kw_only=True):
 
 class EventsAck(_Frame, tag=True, kw_only=True):
     ids: list[str]
+    floor_seq: int = 0
+    """As a Welcome's: every dispatch with ``seq <= floor_seq`` is settled at
+    the hub once these events are applied (0: no claim). The sidecar raises
+    its position to it: a release 1 envelope processed before the hub's frame
+    could tell its seq leaves a gap nothing else would close until the next
+    session. Added within format 2; an older reader ignores it."""
 
 
 Frame = (

@@ -211,7 +211,11 @@ class Sidecar:
         )
         self.link = link
         self.shipper = Shipper(
-            inbox=inbox, link=link, timeout=self.options.request_timeout, backoff=retry
+            inbox=inbox,
+            link=link,
+            timeout=self.options.request_timeout,
+            backoff=retry,
+            on_floor=self._raise_floor,
         )
         delivery = Delivery(
             inbox=inbox,
@@ -260,13 +264,19 @@ class Sidecar:
             await self._persist()
             self._previous_instance = None
             self.link.identity = dataclasses.replace(self.link.identity, previous_instance="")
-        skipped = await self.inbox.raise_floor(welcome.floor_seq)
-        if skipped:
-            log.warning("hub settled %d pending envelope(s) elsewhere; skipped them", skipped)
-        self.runs.kick()
+        await self._raise_floor(welcome.floor_seq)
         if self.record.session_id != welcome.session_id:
             self.record = msgspec.structs.replace(self.record, session_id=welcome.session_id)
             self._record_stale.set()
+
+    async def _raise_floor(self, floor: int) -> None:
+        """The hub settled every dispatch up to ``floor`` (a Welcome, an
+        EventsAck): nothing at or below it is waited for or processed here."""
+        assert self.inbox is not None and self.runs is not None
+        skipped = await self.inbox.raise_floor(floor)
+        if skipped:
+            log.warning("hub settled %d pending envelope(s) elsewhere; skipped them", skipped)
+        self.runs.kick()
 
     def _committed(self) -> None:
         if self.shipper is not None:

@@ -18,11 +18,16 @@ not fit (none this release commits) is set aside as a dead letter, loudly,
 never resent forever. A failed request is resent with backoff; only the
 hub's session refusals (``unknown_session``, ``stale_epoch``) make the link
 say hello again, never a timeout: a hello cannot make a frame arrive.
+
+An EventsAck also says up to which seq the hub has settled everything
+(``floor_seq``); one above the inbox's position goes to ``on_floor``, which
+raises it (the app: ``Inbox.raise_floor``, then the runs look again).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
@@ -77,6 +82,7 @@ class Shipper:
         timeout: float = 2.0,
         session_wait: float = 1.0,
         backoff: Backoff = Backoff(),
+        on_floor: Callable[[int], Awaitable[object]] | None = None,
     ) -> None:
         self._inbox = inbox
         self._link = link
@@ -84,6 +90,7 @@ class Shipper:
         self._timeout = timeout
         self._session_wait = session_wait
         self._backoff = backoff
+        self._on_floor = on_floor
         self._wake = Wakeup()
         self._events: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
         self._replies: FrameDecoder[EventsAck | Refused] = FrameDecoder(EventsAck | Refused)
@@ -133,6 +140,8 @@ class Shipper:
                 ids = set(reply.ids)
                 named = [e for e in frame.events if e.event_id in ids]
                 await acked.send(named)
+                if reply.floor_seq > self._inbox.last_seq and self._on_floor is not None:
+                    await self._on_floor(reply.floor_seq)
                 after = last if len(named) == len(frame.events) else 0
                 if failures:
                     log.info("events acknowledged again after %d failed attempt(s)", failures)

@@ -40,6 +40,7 @@ from ..store import (
     Store,
 )
 from .ingest import Ingest
+from .ownership import floor_seq
 from .retention import DeadLetters, trim_history
 from .sessions import SessionTable
 
@@ -92,7 +93,7 @@ class EventsHandler:
         )
         status = self._outbox.status if self._outbox else OutboundStatus.NO_RELAY
 
-        async def body(db: Connection) -> tuple[Ingest, bool, set[str]]:
+        async def body(db: Connection) -> tuple[Ingest, bool, set[str], int]:
             await self._sessions.fence(db, session.deployment_id, frame.owner_epoch)
             ingest = Ingest(
                 db,
@@ -105,10 +106,11 @@ class EventsHandler:
             released = await ingest.events(frame.events)
             woken = await ingest.route(status)
             await trim_history(db, ingest.runs, self._history)
+            floor = await floor_seq(db, session.deployment_id)
             failpoint("hub.events.before_commit")
-            return ingest, released, woken
+            return ingest, released, woken, floor
 
-        ingest, released, woken = await self._store.transact(body)
+        ingest, released, woken, floor = await self._store.transact(body)
         # Ingested, not acknowledged: the sidecar will resend these events.
         await afailpoint("hub.events.after_commit")
         if self._metrics is not None and ingest.settled_after:
@@ -121,4 +123,4 @@ class EventsHandler:
             self._on_accepted(woken)
         if ingest.outbound and self._outbox is not None:
             self._outbox.wake()
-        return EventsAck(ids=[e.event_id for e in frame.events])
+        return EventsAck(ids=[e.event_id for e in frame.events], floor_seq=floor)

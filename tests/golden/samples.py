@@ -97,6 +97,14 @@ class Golden:
         return ROOT / self.path
 
 
+class EventsAckBeforeFloor(msgspec.Struct, tag_field="t", tag="EventsAck", kw_only=True):
+    """An EventsAck as format 2 wrote it before ``floor_seq`` was added: how
+    v2/EventsAck.msgpack was written, and how an older reader reads one."""
+
+    v: int = 2
+    ids: list[str]
+
+
 class AckBeforeDetail(msgspec.Struct, tag_field="t", tag="Ack", kw_only=True):
     """An Ack as format 2 wrote it before ``detail`` was added: how
     v2/Ack.msgpack was written, and how an older reader reads an Ack."""
@@ -360,7 +368,13 @@ V2 = [
         "RunEvents",
         RunEvents(v=2, deployment_id=DEP, session_id=SES, owner_epoch=3, events=_EVENTS_V2[:2]),
     ),
-    _frame("EventsAck", EventsAck(v=2, ids=[EVT])),
+    Golden(
+        "v2/EventsAck.msgpack",
+        "frame",
+        EventsAck(v=2, ids=[EVT]),
+        lambda: encode(EventsAckBeforeFloor(ids=[EVT])),
+    ),
+    _frame("EventsAck.floor", EventsAck(v=2, ids=[EVT], floor_seq=4)),
     *(_event(e) for e in _EVENTS_V2),
     # Workflow versions (added within format 2).
     _whole(

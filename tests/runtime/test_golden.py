@@ -12,13 +12,14 @@ from runtime import (
     FORMAT_VERSION,
     Ack,
     Event,
+    EventsAck,
     Frame,
     FrameDecoder,
     MailInbound,
     decode_restore_record,
 )
 from sidecar._envelope import decode_envelope, decode_run_state
-from tests.golden.samples import GOLDEN, ROOT, AckBeforeDetail, Golden
+from tests.golden.samples import GOLDEN, ROOT, AckBeforeDetail, EventsAckBeforeFloor, Golden
 
 _frames: FrameDecoder[Any] = FrameDecoder()
 _events: FrameDecoder[Any] = FrameDecoder(Event)
@@ -78,3 +79,11 @@ def test_ack_detail_was_added_within_format_2_both_ways() -> None:
     after = (ROOT / "v2/Ack.detail.msgpack").read_bytes()
     old = msgspec.msgpack.Decoder(AckBeforeDetail).decode(after)
     assert (old.v, old.result, old.reason) == (2, "refused", "digest_mismatch")
+
+
+def test_events_ack_floor_was_added_within_format_2_both_ways() -> None:
+    before = _frames.decode((ROOT / "v2/EventsAck.msgpack").read_bytes())
+    assert isinstance(before, EventsAck) and before.floor_seq == 0  # no claim
+    after = (ROOT / "v2/EventsAck.floor.msgpack").read_bytes()
+    old = msgspec.msgpack.Decoder(EventsAckBeforeFloor).decode(after)
+    assert (old.v, len(old.ids)) == (2, 1)

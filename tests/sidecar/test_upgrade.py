@@ -11,6 +11,7 @@ import pytest
 from runtime import DispatchProcessed, EnvelopeQuarantined, RunFailed
 from sidecar import Inbox
 from sidecar._envelope import Envelope, encode_envelope
+from tests.support import wait_for
 from tests.support.sidecar import (
     RECORDER,
     Deployment,
@@ -66,6 +67,25 @@ async def test_release_1_rows_that_learn_their_seq_while_processed_do_not_hold_b
             assert (await hub.deliver(again)).result == "duplicate"
         assert (await hub.deliver(mail(dep, 4, "four"))).result == "stored"
         gate.touch()
+        await hub.wait_events(DispatchProcessed, 3)
+    assert subjects(hub.of_kind(DispatchProcessed)) == ["one", "two", "four"]
+    assert dep.query("SELECT value FROM meta WHERE key = 'last_seq'") == [(4,)]
+
+
+async def test_release_1_rows_processed_before_the_hub_said_their_seqs_do_not_leave_a_gap(
+    tmp_path: Path,
+) -> None:
+    # The v1 envelopes (seqs 2 and 3 at the hub) are processed before the hub
+    # delivers anything, and the hub applies their events: it never sends
+    # them again, so they never learn their seqs. Mail 4 must come next all
+    # the same: the EventsAck's floor (3) closes the gap.
+    dep = make_deployment(tmp_path, version=1)
+    first, second = v1_envelope(dep, "one"), v1_envelope(dep, "two")
+    v1_inbox(dep, [(first, "pending"), (second, "pending")], state={"seen": []})
+    async with deployed_sidecar(dep, floor_seq=1, events_floor=3) as (hub, _):
+        await hub.wait_events(DispatchProcessed, 2)
+        await wait_for(lambda: not dep.query("SELECT 1 FROM outbox WHERE acked = 0"))
+        assert (await hub.deliver(mail(dep, 4, "four"))).result == "stored"
         await hub.wait_events(DispatchProcessed, 3)
     assert subjects(hub.of_kind(DispatchProcessed)) == ["one", "two", "four"]
     assert dep.query("SELECT value FROM meta WHERE key = 'last_seq'") == [(4,)]

@@ -227,6 +227,8 @@ class FakeHub:
     boot_id: str = field(default_factory=lambda: new_id("boot"))
     epoch: int = 1
     floor_seq: int = 0
+    events_floor: int = 0
+    """The ``floor_seq`` every EventsAck claims."""
     refuse_hello: str | None = None
     drop_acks: int = 0
     partial_acks: int = 0
@@ -324,8 +326,8 @@ class FakeHub:
             return None
         if self.partial_acks > 0:
             self.partial_acks -= 1
-            return EventsAck(ids=[frame.events[0].event_id])
-        return EventsAck(ids=[e.event_id for e in frame.events])
+            return EventsAck(ids=[frame.events[0].event_id], floor_seq=self.events_floor)
+        return EventsAck(ids=[e.event_id for e in frame.events], floor_seq=self.events_floor)
 
     async def _blob(self, data: bytes) -> Any:
         get = _BLOBGET.decode(data)

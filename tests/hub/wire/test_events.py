@@ -50,13 +50,15 @@ async def test_a_resent_frame_is_acked_again_and_applied_once(tmp_path: Path) ->
         first = [RunStarted(event_id=new_id("evt"), run_id=r1.run_id), processed(r1, seen=1)]
         ack = await send(car, *first)
         assert isinstance(ack, EventsAck) and ack.ids == [e.event_id for e in first]
+        assert ack.floor_seq == r1.seq  # r2 is still open
         run = await run_row(hub, r1.run_id)
         assert (run["status"], run["last_seq"], json.loads(str(run["state"]))) == (
             "running",
             r1.seq,
             {"seen": 1},
         )
-        assert isinstance(await send(car, processed(r2, seen=2)), EventsAck)
+        second = await send(car, processed(r2, seen=2))
+        assert isinstance(second, EventsAck) and second.floor_seq == r2.seq
         # The first frame again (a sidecar resending after a lost ack).
         again = await send(car, *first)
         assert isinstance(again, EventsAck) and again.ids == ack.ids
