@@ -131,11 +131,19 @@ def snapshot(state_dir: Path, v1: V1State) -> Snapshot:
     for dep in live(v1):
         inbox = dep.inbox_file(state_dir)
         record, version = read_restore_record(dep.record_file(state_dir))
+        # A row release 1 left pending learns its seq only if the hub's frame
+        # comes before its handler ran: either order is right (the floor in
+        # the EventsAck moves the position past it; docs/sidecar.md, "Floor").
+        untold = {m.dispatch_id for m in dep.mail if m.inbox_state == "pending"}
         out[dep.name] = {
-            "inbox": _rows(
-                inbox,
-                "SELECT dispatch_id, run_id, seq, state, outcome FROM inbox ORDER BY dispatch_id",
-            ),
+            "inbox": [
+                (dispatch_id, run_id, None if dispatch_id in untold else seq, state, outcome)
+                for dispatch_id, run_id, seq, state, outcome in _rows(
+                    inbox,
+                    "SELECT dispatch_id, run_id, seq, state, outcome FROM inbox"
+                    " ORDER BY dispatch_id",
+                )
+            ],
             "run_state": [
                 (run_id, msgspec.msgpack.decode(state))
                 for run_id, state in _rows(inbox, "SELECT run_id, state FROM run_state")
