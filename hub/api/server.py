@@ -26,6 +26,10 @@ middleware around the app cost about a third of the hub's CPU per mail
 (docs/performance.md). It keeps uvicorn's order of answers on a
 connection: a lane request stands where uvicorn keeps its current request
 (``_LaneCycle``), so a request pipelined behind it waits in uvicorn's queue.
+Its answers are tasks of the server's own task group: uvicorn's graceful
+shutdown waits for them through their connections, which stay open until
+answered; what outlives it is cancelled and its connection closed, as is an
+answer that fails.
 
 ``_Guarded`` also offers each request ``scope["extensions"][ABORT_EXTENSION]``,
 which closes its connection at once: an event stream whose client stopped
@@ -130,6 +134,7 @@ class _Guarded(HttpToolsProtocol):
     head_timeout = HttpLimits.head_timeout
     max_head_bytes = HttpLimits.max_head_bytes
     lane: Lane | None = None
+    answers: anyio.abc.TaskGroup  # owns the lane's answers; set by HttpServer while it serves
     _head_timer: asyncio.TimerHandle | None = None
     _in_head = False
     _received = 0  # bytes of an unfinished head
@@ -204,11 +209,7 @@ class _Guarded(HttpToolsProtocol):
         elif cycle.chunks is not None:
             cycle.timer.cancel()
             body, cycle.chunks = b"".join(cycle.chunks), None
-            # Owned as uvicorn owns its requests' tasks: its shutdown waits for
-            # them, then cancels what is left.
-            task = self.loop.create_task(self._lane_answer(cycle, body))
-            self.tasks.add(task)
-            task.add_done_callback(self.tasks.discard)
+            self.answers.start_soon(self._lane_answer, cycle, body)
 
     def _lane_route(self, lane: Lane | None) -> str | None:
         """The lane's route for the request whose head just arrived, if it takes it."""
@@ -222,7 +223,15 @@ class _Guarded(HttpToolsProtocol):
         return lane.takes(self.url, self.headers)
 
     async def _lane_answer(self, cycle: _LaneCycle, body: bytes) -> None:
-        self._lane_write(cycle, *await cycle.lane.answer(cycle.route, body))
+        try:
+            self._lane_write(cycle, *await cycle.lane.answer(cycle.route, body))
+        except Exception:
+            # A fault in one answer must not take the server (and every other
+            # answer in its task group) down with it: its connection goes.
+            log.exception("the answer to a %s failed", cycle.route)
+        finally:
+            if not cycle.response_complete:  # failed, or cancelled at shutdown
+                self.transport.close()
 
     def _lane_late(self) -> None:
         cycle = self.cycle
@@ -338,7 +347,7 @@ def _body_arrived(cycle: RequestResponseCycle) -> bool:
     return not cycle.more_body
 
 
-def _guarded(limits: HttpLimits, lane: Lane | None) -> type[asyncio.Protocol]:
+def _guarded(limits: HttpLimits, lane: Lane | None) -> type[_Guarded]:
     attributes = {
         "head_timeout": limits.head_timeout,
         "max_head_bytes": limits.max_head_bytes,
@@ -390,9 +399,10 @@ class HttpServer:
         lane: Lane | None = None,
     ) -> None:
         limits = limits or HttpLimits()
+        self._protocol = _guarded(limits, lane)
         config = uvicorn.Config(
             app,
-            http=_guarded(limits, lane),
+            http=self._protocol,
             log_config=None,  # keep the hub's logging setup
             log_level="warning",
             access_log=False,
@@ -436,7 +446,14 @@ class HttpServer:
         # shutdown (should_exit) instead of tearing it down mid-response.
         try:
             with anyio.CancelScope(shield=True):
-                await self._server.serve(sockets=[self._sock])
+                async with anyio.create_task_group() as answers:
+                    self._protocol.answers = answers
+                    await self._server.serve(sockets=[self._sock])
+                    # uvicorn waited (bounded) for every connection to close,
+                    # and a lane request holds its connection open until it is
+                    # answered: what is left outlived the graceful shutdown, as
+                    # the requests uvicorn cancels did.
+                    answers.cancel_scope.cancel()
         finally:
             self._done.set()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import resource
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -279,3 +279,116 @@ async def test_a_head_and_its_body_go_out_as_one_write() -> None:
     transport.close()
     assert recorder.writes[2:] == [b"last"] and recorder.closed
     assert transport.get_extra_info("peername") == "info peername"
+
+
+class _HeldLane:
+    """A lane (a fake of the hub's mail answers) whose answers wait for
+    ``release``; ``/broken`` fails as a bug would."""
+
+    body_timeout = 5.0
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+        self.cancelled = False
+
+    def takes(self, target: bytes, headers: object) -> str | None:
+        return {b"/held": "held", b"/broken": "broken"}.get(target)
+
+    async def answer(self, route: str, body: bytes) -> tuple[int, bytes]:
+        if route == "broken":
+            raise RuntimeError("a bug in an answer")
+        self.started.set()
+        try:
+            await self.release.wait()
+        except anyio.get_cancelled_exc_class():
+            self.cancelled = True
+            raise
+        return 200, b'{"body":"%s"}' % body
+
+    def late(self) -> tuple[int, bytes]:
+        return 408, b"{}"
+
+
+@asynccontextmanager
+async def lane_serving(lane: _HeldLane) -> AsyncIterator[tuple[HttpServer, tuple[str, int]]]:
+    sock = bind_socket("127.0.0.1", 0)
+    server = HttpServer(Starlette(routes=[Route("/", hello)]), sock, HttpLimits(), lane=lane)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(server.run)
+            yield server, sock.getsockname()[:2]
+            tg.cancel_scope.cancel()
+    finally:
+        sock.close()
+
+
+def refuses(address: tuple[str, int]) -> Callable[[], Awaitable[bool]]:
+    async def refused() -> bool:
+        try:
+            await (await anyio.connect_tcp(*address)).aclose()
+        except OSError:
+            return True
+        return False
+
+    return refused
+
+
+def _post(target: bytes, body: bytes) -> bytes:
+    return b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (
+        target,
+        len(body),
+        body,
+    )
+
+
+async def test_a_shutdown_waits_for_the_lane_answers_in_flight() -> None:
+    lane = _HeldLane()
+    async with lane_serving(lane) as (server, address):
+        stream = await anyio.connect_tcp(*address)
+        await stream.send(_post(b"/held", b"x"))
+        with anyio.fail_after(5):
+            await lane.started.wait()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.shutdown)
+            # uvicorn closes its listener and asks each connection to close
+            # after its answer in one step: once it refuses, it has asked.
+            await wait_for(refuses(address))
+            lane.release.set()
+            answer = await closed_by_server(stream)
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        # Asked to stop, the server closes the connection after its answer.
+        assert b"connection: close\r\n" in answer and answer.endswith(b'{"body":"x"}')
+        assert not lane.cancelled
+        await stream.aclose()
+
+
+async def test_a_lane_answer_past_the_graceful_shutdown_is_cancelled() -> None:
+    lane = _HeldLane()
+    async with lane_serving(lane) as (server, address):
+        stream = await anyio.connect_tcp(*address)
+        await stream.send(_post(b"/held", b"x"))
+        with anyio.fail_after(5):
+            await lane.started.wait()
+        with anyio.fail_after(10):
+            await server.shutdown()  # uvicorn's graceful shutdown: 2 s
+        assert lane.cancelled
+        assert await closed_by_server(stream) == b""  # unanswered, and closed
+        await stream.aclose()
+
+
+async def test_a_lane_answer_that_fails_closes_its_connection_and_not_the_server() -> None:
+    lane = _HeldLane()
+    lane.release.set()
+    async with lane_serving(lane) as (_, address):
+        broken = await anyio.connect_tcp(*address)
+        await broken.send(_post(b"/broken", b"x"))
+        assert await closed_by_server(broken) == b""
+        await broken.aclose()
+        stream = await anyio.connect_tcp(*address)
+        await stream.send(_post(b"/held", b"y"))
+        with anyio.fail_after(5):
+            answer = await stream.receive()
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"body":"y"}'), answer
+        assert (await get(address)).text == "hello"
+        await stream.aclose()
