@@ -342,13 +342,19 @@ def _post(target: bytes, body: bytes) -> bytes:
     )
 
 
+async def held(lane: _HeldLane, address: tuple[str, int]) -> anyio.abc.SocketStream:
+    """A connection whose request's answer has begun, and waits for ``lane.release``."""
+    stream = await anyio.connect_tcp(*address)
+    await stream.send(_post(b"/held", b"x"))
+    with anyio.fail_after(5):
+        await lane.started.wait()
+    return stream
+
+
 async def test_a_shutdown_waits_for_the_lane_answers_in_flight() -> None:
     lane = _HeldLane()
     async with lane_serving(lane) as (server, address):
-        stream = await anyio.connect_tcp(*address)
-        await stream.send(_post(b"/held", b"x"))
-        with anyio.fail_after(5):
-            await lane.started.wait()
+        stream = await held(lane, address)
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.shutdown)
             # uvicorn closes its listener and asks each connection to close
@@ -366,10 +372,7 @@ async def test_a_shutdown_waits_for_the_lane_answers_in_flight() -> None:
 async def test_a_lane_answer_past_the_graceful_shutdown_is_cancelled() -> None:
     lane = _HeldLane()
     async with lane_serving(lane) as (server, address):
-        stream = await anyio.connect_tcp(*address)
-        await stream.send(_post(b"/held", b"x"))
-        with anyio.fail_after(5):
-            await lane.started.wait()
+        stream = await held(lane, address)
         with anyio.fail_after(10):
             await server.shutdown()  # uvicorn's graceful shutdown: 2 s
         assert lane.cancelled
