@@ -299,6 +299,7 @@ EXPECTED: dict[str, list[str]] = {
         "give_nats_identities",
         "hold_role",
         "insert_producer",
+        "insert_rows",
         "is_active_producer",
         "is_database_url",
         "is_postgres",
@@ -334,6 +335,7 @@ EXPECTED: dict[str, list[str]] = {
         "settle_at_boot",
         "transfer",
         "trim_changes",
+        "update_rows",
     ],
     "hub.wire": [
         "DeadLetters",

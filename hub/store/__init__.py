@@ -10,6 +10,8 @@ from .approvals import ApprovalView as ApprovalView
 from .approvals import get_approval as get_approval
 from .approvals import list_approvals as list_approvals
 from .base import Store as Store
+from .bulk import insert_rows as insert_rows
+from .bulk import update_rows as update_rows
 from .change_views import change_views as change_views
 from .changes import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
 from .changes import FEED_HOLD as FEED_HOLD
@@ -176,6 +178,7 @@ __all__ = [
     "give_nats_identities",
     "hold_role",
     "insert_producer",
+    "insert_rows",
     "is_active_producer",
     "is_database_url",
     "is_postgres",
@@ -211,4 +214,5 @@ __all__ = [
     "share_health",
     "transfer",
     "trim_changes",
+    "update_rows",
 ]

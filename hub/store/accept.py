@@ -3,9 +3,9 @@
 :func:`accept_triggers` runs inside a write transaction its caller holds
 (``BEGIN IMMEDIATE``: no other writer exists until it commits). It reads
 what a batch needs in a handful of queries, decides each trigger in order in
-memory, then writes the outcome with ``executemany``. A trigger that trips
-an unexpected constraint is retried alone under a SAVEPOINT, so it fails by
-itself and never takes its batch mates with it.
+memory, then writes the outcome in a few statements (:mod:`hub.store.bulk`).
+A trigger that trips an unexpected constraint is retried alone under a
+SAVEPOINT, so it fails by itself and never takes its batch mates with it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from runtime import (
 )
 
 from .._errors import AcceptFailed
+from .bulk import insert_rows
 from .reads import fetch_all, is_postgres
 from .schema import ApprovalStatus, DispatchStatus
 from .triggers import Accepted, Outcome, Receipt, RefusedByRun, Rejected, Trigger, body_digest
@@ -283,7 +284,9 @@ class _Batch:
             run_id = new_id("run")
             self.runs[run_id] = (dep_id, RunStatus.RUNNING.value)
             self.top_level[dep_id] = run_id
-            self.new_runs.append((run_id, dep_id, RunStatus.RUNNING.value, self.now, self.now))
+            self.new_runs.append(
+                (run_id, dep_id, 0, 1, RunStatus.RUNNING.value, self.now, self.now)
+            )
         seq = dep.next_seq
         dep.next_seq += 1
         body: bytes | None = t.body
@@ -325,16 +328,18 @@ class _Batch:
         return receipt
 
     async def write(self, db: Connection) -> None:
-        await db.executemany(
+        await insert_rows(
+            db,
             "INSERT INTO workflow_run (id, deployment_id, is_anchor, is_top_level, status,"
-            " created_at, updated_at) VALUES (?, ?, 0, 1, ?, ?, ?)",
+            " created_at, updated_at)",
             self.new_runs,
         )
         await db.executemany(_BLOB_PG if is_postgres(db) else _BLOB, self.blobs)
-        await db.executemany(
+        await insert_rows(
+            db,
             "INSERT INTO workflow_run_dispatch (id, deployment_id, run_id, seq, kind, message_id,"
             " sender, subject, body, body_digest, body_size, status, created_at, version,"
-            " raw_digest, raw_size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " raw_digest, raw_size)",
             self.dispatches,
         )
         await db.executemany(

@@ -5,7 +5,8 @@ frame is mostly a run of them. Applied one at a time they cost six
 statements each on the hub's only writer, every one a thread hand-off while
 the write lock is held; applied as a batch, a run of them costs a few
 statements in all: one read each of the events already recorded, the runs
-and the dispatches they name, then ``executemany`` writes.
+and the dispatches they name, then writes of many rows a statement
+(:mod:`hub.store.bulk`).
 
 The outcome is that of applying them one at a time in frame order (the
 rules are in :mod:`hub.wire.events`): every decision is made in memory, in
@@ -36,12 +37,40 @@ from runtime import (
 )
 
 from .._errors import UnknownDispatch
-from ..store import ApprovalStatus, DispatchStatus, body_digest, fetch_all
+from ..store import (
+    ApprovalStatus,
+    DispatchStatus,
+    body_digest,
+    fetch_all,
+    insert_rows,
+    is_postgres,
+    update_rows,
+)
 
 _OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
 _CHUNK = 500  # ids per IN (...): far below SQLite's limit on parameters
 
 DeadLetter = Callable[[Event, str], Awaitable[None]]
+
+# Settling a dispatch: its new status, when, an error, the sidecar's version,
+# the digest of its inline body, whether to drop that body, its id.
+_SETTLED = "s_status, s_at, s_error, s_version, s_digest, s_trim, s_id"
+_SETTLE = (
+    "UPDATE workflow_run_dispatch SET status = v.s_status, processed_at = v.s_at,"
+    " last_error = COALESCE(v.s_error, last_error),"
+    " version = COALESCE(NULLIF(v.s_version, 0), version),"
+    " inline_digest = COALESCE(inline_digest, v.s_digest),"
+    " body = CASE WHEN v.s_trim = 1 THEN NULL ELSE body END"
+    " FROM v WHERE id = v.s_id AND status IN (?, ?)"
+)
+# The same, a row a statement (PostgreSQL: see hub.store.bulk.update_rows).
+_SETTLE_ONE = (
+    "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
+    " last_error = COALESCE(?, last_error),"
+    " version = COALESCE(NULLIF(?, 0), version),"
+    " inline_digest = COALESCE(inline_digest, ?),"
+    " body = CASE WHEN ? = 1 THEN NULL ELSE body END WHERE id = ? AND status IN (?, ?)"
+)
 
 
 @dataclass
@@ -162,21 +191,20 @@ class ProcessedBatch:
                     event.at or self.now,
                 )
             )
-        await self.db.executemany(
-            "INSERT OR IGNORE INTO run_event (id, run_id, deployment_id, kind, payload, at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
+        await insert_rows(
+            self.db,
+            "INSERT OR IGNORE INTO run_event (id, run_id, deployment_id, kind, payload, at)",
             new_events,
         )
         await self._write_runs(runs)
-        await self.db.executemany(
-            "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
-            " last_error = COALESCE(?, last_error),"
-            " version = COALESCE(NULLIF(?, 0), version),"
-            " inline_digest = COALESCE(inline_digest, ?),"
-            " body = CASE WHEN ? = 1 THEN NULL ELSE body END WHERE id = ? AND status IN (?, ?)",
-            settled,
-        )
+        await self._settle(settled)
         return released
+
+    async def _settle(self, settled: list[tuple[object, ...]]) -> None:
+        if is_postgres(self.db):
+            await self.db.executemany(_SETTLE_ONE, [(*row, *_OPEN_DISPATCH) for row in settled])
+        else:
+            await update_rows(self.db, _SETTLED, _SETTLE, settled, _OPEN_DISPATCH)
 
     def _decide(
         self,
@@ -226,7 +254,6 @@ class ProcessedBatch:
                 digest,
                 int(trimmed),
                 event.dispatch_id,
-                *_OPEN_DISPATCH,
             )
         )
         # A claim-checked body or a raw message: its blob may go.
