@@ -102,6 +102,18 @@ def test_the_store_bench_accepts_and_ingests_every_mail() -> None:
     assert isinstance(figures["ingest_us_per_mail"], float) and figures["ingest_us_per_mail"] > 0
 
 
+def test_the_trigger_bench_measures_each_way_of_writing() -> None:
+    # The script itself exits non-zero when a row or a change went missing.
+    figures = bench("trigger_statements.py", "--rows", "400", "--repeat", "1")
+    cases = figures["cases"]
+    assert isinstance(cases, list)
+    assert [(c["statements"], c["triggers"]) for c in cases] == [
+        ("executemany", False), ("executemany", True),
+        ("groups of 32", False), ("groups of 32", True),
+    ]  # fmt: skip
+    assert all(c["insert_us"] > 0 and c["update_us"] > 0 for c in cases)
+
+
 def test_the_lane_bench_posts_every_mail() -> None:
     figures = bench("mail_lane.py", "--mails", "64", "--senders", "4", "--message-ids")
     assert (figures["mails"], figures["message_ids"]) == (64, True)

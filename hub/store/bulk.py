@@ -3,10 +3,11 @@
 ``executemany`` runs its statement once per row. On a table with a trigger
 (the change feed's, :mod:`hub.store.changes`) every execution also opens a
 statement journal and sets up the trigger's program, and that costs about
-as much as the row itself: on the dispatch table, 8-9 µs a row against
-4.6-5.6 µs in statements of 32 rows (docs/performance.md, "Triggers and
-statements"). The triggers stay (every write path records its changes);
-the hot paths write rows in fixed-size groups instead.
+as much as the row itself: on a table shaped like the dispatch table, an
+insert takes 7.8 µs a row one statement a row and 4.7-4.9 in statements of
+32, an update 4.9 against 2.6-2.8 (``bench/trigger_statements.py``;
+docs/performance.md, "Triggers and statements"). The triggers stay (every
+write path records its changes); the hot paths write rows in groups.
 
 Groups are of :data:`GROUP` rows, the rest in one smaller statement, so a
 connection's statement cache holds a few shapes of each statement, not one
