@@ -9,9 +9,10 @@ insert takes 7.8 µs a row one statement a row and 4.7-4.9 in statements of
 docs/performance.md, "Triggers and statements"). The triggers stay (every
 write path records its changes); the hot paths write rows in groups.
 
-Groups are of :data:`GROUP` rows, the rest in one smaller statement, so a
-connection's statement cache holds a few shapes of each statement, not one
-per batch size.
+Groups are of :data:`GROUP` rows, the rest in halves of that (16, 8, 4,
+2, 1), so each statement has at most six shapes in a connection's statement
+cache (sqlite3 keeps 128 a connection), not one per batch size: a statement
+prepared anew for every batch would cost what grouping saves.
 """
 
 from __future__ import annotations
@@ -28,8 +29,12 @@ Row = Sequence[object]
 
 
 def _groups(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
-    for at in range(0, len(rows), GROUP):
-        yield rows[at : at + GROUP]
+    at, size = 0, GROUP
+    while at < len(rows):
+        while size > len(rows) - at:
+            size //= 2
+        yield rows[at : at + size]
+        at += size
 
 
 def _values(group: Sequence[Row]) -> str:

@@ -1,6 +1,7 @@
 """Writes of many rows a statement (hub.store.bulk): every row lands, in
-order, with its own values, across groups and a remainder, and the change
-feed's triggers record each row as a statement a row would."""
+order, with its own values, across groups and a remainder, the statements
+take few shapes, and the change feed's triggers record each row as a
+statement a row would."""
 
 from __future__ import annotations
 
@@ -10,11 +11,20 @@ import pytest
 
 from hub import Accepted, Trigger, accept_triggers
 from hub.store import create_deployment, open_store, read_changes, update_rows
-from hub.store.bulk import GROUP
+from hub.store.bulk import GROUP, _groups
 
 pytestmark = pytest.mark.anyio
 
 N = 2 * GROUP + 5  # two full groups and a remainder
+
+
+def test_a_remainder_goes_in_halves_so_a_statement_has_few_shapes() -> None:
+    assert [len(g) for g in _groups(list(range(N)))] == [32, 32, 4, 1]
+    assert [len(g) for g in _groups(list(range(31)))] == [16, 8, 4, 2, 1]
+    shapes = {len(g) for n in range(1, 300) for g in _groups(list(range(n)))}
+    assert shapes == {1, 2, 4, 8, 16, 32}
+    rows = list(range(1000))
+    assert [r for g in _groups(rows) for r in g] == rows
 
 
 async def test_rows_across_groups_keep_their_order_and_values(tmp_path: Path) -> None:
