@@ -23,6 +23,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Sequence
 
 SCHEMA = """
 CREATE TABLE d (id TEXT PRIMARY KEY, deployment_id TEXT NOT NULL, run_id TEXT NOT NULL,
@@ -53,6 +54,15 @@ def _values(width: int, rows: int) -> str:
     return ", ".join(["(" + ", ".join("?" * width) + ")"] * rows)
 
 
+def _in_groups(
+    db: sqlite3.Connection, statement: Callable[[int], str], rows: Sequence[Sequence[object]]
+) -> None:
+    """``rows`` in statements of :data:`GROUP`, ``statement(n)`` the SQL for n rows."""
+    for at in range(0, len(rows), GROUP):
+        part = rows[at : at + GROUP]
+        db.execute(statement(len(part)), [v for row in part for v in row])
+
+
 def one_run(path: str, rows: int, grouped: bool, triggers: bool) -> tuple[float, float]:
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
@@ -78,11 +88,7 @@ def one_run(path: str, rows: int, grouped: bool, triggers: bool) -> tuple[float,
         db.execute("BEGIN IMMEDIATE")
         started = time.perf_counter()
         if grouped:
-            for at in range(0, BATCH, GROUP):
-                part = batch[at : at + GROUP]
-                db.execute(
-                    f"INSERT INTO d VALUES {_values(12, len(part))}", [v for r in part for v in r]
-                )
+            _in_groups(db, lambda n: f"INSERT INTO d VALUES {_values(12, n)}", batch)
         else:
             db.executemany(f"INSERT INTO d VALUES {_values(12, 1)}", batch)
         inserting += time.perf_counter() - started
@@ -90,14 +96,15 @@ def one_run(path: str, rows: int, grouped: bool, triggers: bool) -> tuple[float,
         db.execute("BEGIN IMMEDIATE")
         started = time.perf_counter()
         if grouped:
-            for at in range(0, BATCH, GROUP):
-                chunk = settle[at : at + GROUP]
-                db.execute(
-                    f"WITH v(v_id, v_status, v_at) AS (VALUES {_values(3, len(chunk))}) UPDATE d"
+            _in_groups(
+                db,
+                lambda n: (
+                    f"WITH v(v_id, v_status, v_at) AS (VALUES {_values(3, n)}) UPDATE d"
                     " SET status = v.v_status, processed_at = v.v_at FROM v"
-                    " WHERE id = v.v_id AND status = 'reserved'",
-                    [v for r in chunk for v in r],
-                )
+                    " WHERE id = v.v_id AND status = 'reserved'"
+                ),
+                settle,
+            )
         else:
             db.executemany(
                 "UPDATE d SET status = ?, processed_at = ? WHERE id = ? AND status = 'reserved'",
