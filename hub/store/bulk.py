@@ -18,8 +18,11 @@ prepared anew for every batch would cost what grouping saves.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from string import Formatter
 
 from runtime import Connection
+
+from .reads import is_postgres
 
 GROUP = 32
 """Rows per statement: past this the gain flattens, and a statement of 32
@@ -54,16 +57,29 @@ async def insert_rows(db: Connection, head: str, rows: Sequence[Row]) -> None:
 
 
 async def update_rows(
-    db: Connection, columns: str, update: str, rows: Sequence[Row], params: Row = ()
+    db: Connection, update: str, columns: Sequence[str], rows: Sequence[Row], params: Row = ()
 ) -> None:
-    """``WITH v({columns}) AS (VALUES ...) {update}``: one ``UPDATE ... FROM
-    v`` per :data:`GROUP` rows, ``update`` reading each row's values as
-    ``v.<column>`` (names the table has not, or they are ambiguous) and
-    taking ``params`` after them. SQLite only (>= 3.33, for ``UPDATE ...
-    FROM``): PostgreSQL types ``VALUES`` parameters as text, so there the
-    caller keeps its one-row statement."""
+    """``update`` for each of ``rows``, its values named ``{column}`` in it
+    (``UPDATE t SET a = {a} WHERE id = {id} AND status = ?``) and ``params``
+    for its ``?`` marks.
+
+    On SQLite, one ``WITH v(...) AS (VALUES ...) UPDATE ... FROM v`` per
+    group, ``{column}`` read as ``v.column``: ``update``'s ``WHERE`` must
+    match each row to one row of the table, and no column of the table may
+    share a name with one of ``columns``. On PostgreSQL, which types the
+    parameters of a ``VALUES`` list as text, a statement a row (asyncpg
+    pipelines them), ``{column}`` as a parameter."""
+    if is_postgres(db):
+        names = [name for _, name, _, _ in Formatter().parse(update) if name]
+        at = {column: i for i, column in enumerate(columns)}
+        one_row = update.format_map({c: "?" for c in columns})
+        await db.executemany(one_row, [(*(row[at[n]] for n in names), *params) for row in rows])
+        return
+    from_v = update.format_map({c: f"v.{c}" for c in columns}).replace(
+        " WHERE ", " FROM v WHERE ", 1
+    )
     for group in _groups(rows):
         await db.execute(
-            f"WITH v({columns}) AS (VALUES {_values(group)}) {update}",
+            f"WITH v({', '.join(columns)}) AS (VALUES {_values(group)}) {from_v}",
             [*(v for row in group for v in row), *params],
         )

@@ -43,7 +43,6 @@ from ..store import (
     body_digest,
     fetch_all,
     insert_rows,
-    is_postgres,
     update_rows,
 )
 
@@ -54,22 +53,14 @@ DeadLetter = Callable[[Event, str], Awaitable[None]]
 
 # Settling a dispatch: its new status, when, an error, the sidecar's version,
 # the digest of its inline body, whether to drop that body, its id.
-_SETTLED = "s_status, s_at, s_error, s_version, s_digest, s_trim, s_id"
+_SETTLED = ("s_status", "s_at", "s_error", "s_version", "s_digest", "s_trim", "s_id")
 _SETTLE = (
-    "UPDATE workflow_run_dispatch SET status = v.s_status, processed_at = v.s_at,"
-    " last_error = COALESCE(v.s_error, last_error),"
-    " version = COALESCE(NULLIF(v.s_version, 0), version),"
-    " inline_digest = COALESCE(inline_digest, v.s_digest),"
-    " body = CASE WHEN v.s_trim = 1 THEN NULL ELSE body END"
-    " FROM v WHERE id = v.s_id AND status IN (?, ?)"
-)
-# The same, a row a statement (PostgreSQL: see hub.store.bulk.update_rows).
-_SETTLE_ONE = (
-    "UPDATE workflow_run_dispatch SET status = ?, processed_at = ?,"
-    " last_error = COALESCE(?, last_error),"
-    " version = COALESCE(NULLIF(?, 0), version),"
-    " inline_digest = COALESCE(inline_digest, ?),"
-    " body = CASE WHEN ? = 1 THEN NULL ELSE body END WHERE id = ? AND status IN (?, ?)"
+    "UPDATE workflow_run_dispatch SET status = {s_status}, processed_at = {s_at},"
+    " last_error = COALESCE({s_error}, last_error),"
+    " version = COALESCE(NULLIF({s_version}, 0), version),"
+    " inline_digest = COALESCE(inline_digest, {s_digest}),"
+    " body = CASE WHEN {s_trim} = 1 THEN NULL ELSE body END"
+    " WHERE id = {s_id} AND status IN (?, ?)"
 )
 
 
@@ -197,14 +188,8 @@ class ProcessedBatch:
             new_events,
         )
         await self._write_runs(runs)
-        await self._settle(settled)
+        await update_rows(self.db, _SETTLE, _SETTLED, settled, _OPEN_DISPATCH)
         return released
-
-    async def _settle(self, settled: list[tuple[object, ...]]) -> None:
-        if is_postgres(self.db):
-            await self.db.executemany(_SETTLE_ONE, [(*row, *_OPEN_DISPATCH) for row in settled])
-        else:
-            await update_rows(self.db, _SETTLED, _SETTLE, settled, _OPEN_DISPATCH)
 
     def _decide(
         self,

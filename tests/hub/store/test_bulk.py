@@ -5,8 +5,6 @@ statement a row would."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from hub import Accepted, Trigger, accept_triggers
@@ -27,8 +25,9 @@ def test_a_remainder_goes_in_halves_so_a_statement_has_few_shapes() -> None:
     assert [r for g in _groups(rows) for r in g] == rows
 
 
-async def test_rows_across_groups_keep_their_order_and_values(tmp_path: Path) -> None:
-    async with await open_store(tmp_path / "hub.db") as store:
+async def test_rows_across_groups_keep_their_order_and_values(database: str) -> None:
+    # PostgreSQL updates a row a statement (bulk.update_rows): the same outcome.
+    async with await open_store(database) as store:
         await create_deployment(
             store, name="orders", source="async def main(ctx, item): pass\n",
             domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
@@ -57,9 +56,9 @@ async def test_rows_across_groups_keep_their_order_and_values(tmp_path: Path) ->
             )
             await update_rows(
                 db,
-                "u_id, u_status, u_error",
-                "UPDATE workflow_run_dispatch SET status = v.u_status, last_error = v.u_error"
-                " FROM v WHERE id = v.u_id AND status = ?",
+                "UPDATE workflow_run_dispatch SET status = {u_status}, last_error = {u_error}"
+                " WHERE id = {u_id} AND status = ?",
+                ("u_id", "u_status", "u_error"),
                 [(r.dispatch_id, "processed", f"e{r.seq}") for r in receipts],
                 ("reserved",),
             )
