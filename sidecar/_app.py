@@ -42,17 +42,12 @@ from runtime import (
     write_restore_record,
 )
 
-from ._adopt import ADOPT_MARK
-from ._delivery import Delivery
 from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home
-from ._inbox import Inbox
-from ._link import HubLink, Identity
 from ._record import locate
-from ._runs import Runs, RunsConfig
-from ._shipper import Shipper
-from ._versions import Versions
-from ._workflow import Handler, load_workflow
+from .execution import Handler, Runs, RunsConfig, Versions, load_workflow
+from .link import Delivery, HubLink, Identity, Shipper
+from .storage import ADOPT_MARK, Inbox
 
 log = logging.getLogger("mailrun.sidecar")
 

@@ -10,10 +10,8 @@ import pytest
 
 from runtime import DispatchProcessed, RunSnapshot, encode, new_id
 from sidecar import Inbox, InboxConflict
-from sidecar._adopt import ADOPT_MARK
-from sidecar._envelope import Envelope
-from sidecar._inbox import NEXT_PENDING, settled_statements
-from sidecar._step import Commit
+from sidecar.storage import ADOPT_MARK, Commit, Envelope
+from sidecar.storage._inbox import NEXT_PENDING, settled_statements
 
 
 @pytest.fixture
@@ -298,7 +296,7 @@ async def test_adopting_drops_bodies_up_to_the_floor_and_reopens_only_whole_rows
 
 @pytest.mark.anyio
 async def test_undecodable_frames_are_kept_bounded_per_subject(inbox: Inbox) -> None:
-    from sidecar._inbox import GARBAGE_BYTES, GARBAGE_KEPT
+    from sidecar.storage._inbox import GARBAGE_BYTES, GARBAGE_KEPT
 
     flood = [("mailrun.mail.inbound.x", f"decode_error: {i}", b"\xc1" * 100_000) for i in range(30)]
     for _ in range(5):
@@ -316,7 +314,7 @@ async def test_undecodable_frames_are_kept_bounded_per_subject(inbox: Inbox) -> 
 
 @pytest.mark.anyio
 async def test_the_file_gives_back_what_applied_bodies_took(tmp_path: Path) -> None:
-    from sidecar._inbox import FREE_BYTES_KEPT
+    from sidecar.storage._inbox import FREE_BYTES_KEPT
 
     path = tmp_path / "inbox.db"
     inbox = await Inbox.open(path)

@@ -17,8 +17,8 @@ import msgspec
 
 from runtime import Connection, Event, RunCancelled, RunStatus, encode, is_live, is_terminal, new_id
 
+from .._errors import InboxConflict
 from ._envelope import encode_run_state
-from ._errors import InboxConflict
 from ._position import advance_over_done
 
 _LIVE = tuple(s.value for s in RunStatus if is_live(s))

@@ -44,7 +44,7 @@ from runtime import (
     new_id,
 )
 
-from ._errors import LimitExceeded, RunAlreadyEnded, StateNotSerializable
+from .._errors import LimitExceeded, RunAlreadyEnded, StateNotSerializable
 
 log = logging.getLogger("mailrun.workflow")
 

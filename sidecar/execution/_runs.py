@@ -43,11 +43,10 @@ from runtime import (
     new_id,
 )
 
+from .._errors import EntrypointError, LimitExceeded, WorkflowLoadError
+from ..storage import Commit, Inbox, Pending
 from ._context import Minter
-from ._errors import EntrypointError, LimitExceeded, WorkflowLoadError
-from ._inbox import Inbox, Pending
 from ._run_actor import RunActor
-from ._step import Commit
 from ._versions import Versions
 from ._workflow import Handler, StateMigration
 

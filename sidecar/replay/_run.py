@@ -52,10 +52,19 @@ from runtime import (
     Sources,
 )
 
-from ._context import Context, check_events, derived_id, state_snapshot
-from ._envelope import Envelope
-from ._errors import EntrypointError, WorkflowLoadError
-from ._workflow import Handler, StateMigration, item_of, load_workflow, state_migration
+from .._errors import EntrypointError, WorkflowLoadError
+from ..execution import (
+    Context,
+    Handler,
+    StateMigration,
+    check_events,
+    derived_id,
+    item_of,
+    load_workflow,
+    state_migration,
+    state_snapshot,
+)
+from ..storage import Envelope
 
 log = logging.getLogger("mailrun.replay")
 

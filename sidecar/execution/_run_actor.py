@@ -34,10 +34,9 @@ from runtime import (
     new_id,
 )
 
+from .._errors import HandlerTimeout, RunStateUnreadable
+from ..storage import Commit, Inbox, Pending
 from ._context import Context, Minter, check_events, state_snapshot, to_json
-from ._errors import HandlerTimeout, RunStateUnreadable
-from ._inbox import Inbox, Pending
-from ._step import Commit
 from ._watch import HandlerWatch
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
 

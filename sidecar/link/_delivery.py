@@ -41,11 +41,10 @@ from runtime import (
     encode,
 )
 
-from ._envelope import Envelope
-from ._errors import BlobError, DigestMismatch, SidecarError
-from ._inbox import Inbox
-from ._link import HubLink, Session
-from ._versions import Versions
+from .._errors import BlobError, DigestMismatch, SidecarError
+from ..execution import Versions
+from ..storage import Envelope, Inbox
+from ._session import HubLink, Session
 
 log = logging.getLogger("mailrun.sidecar.delivery")
 

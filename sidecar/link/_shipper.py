@@ -49,9 +49,9 @@ from runtime import (
     next_attempt,
 )
 
-from ._errors import HubUnavailable
-from ._inbox import Inbox
-from ._link import HubLink
+from .._errors import HubUnavailable
+from ..storage import Inbox
+from ._session import HubLink
 
 log = logging.getLogger("mailrun.sidecar.shipper")
 

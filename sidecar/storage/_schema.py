@@ -20,8 +20,8 @@ import anyio
 
 from runtime import EnvelopeQuarantined, RecordDecodeError, RunStatus, encode, new_id
 
+from .._errors import InboxSchemaTooNew
 from ._envelope import decode_envelope, salvage_run_id
-from ._errors import InboxSchemaTooNew
 
 log = logging.getLogger("mailrun.sidecar.inbox")
 
