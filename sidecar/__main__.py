@@ -33,9 +33,9 @@ from runtime import (
     make_private,
     private_umask,
     sidecar_env,
-    sqlite_synchronous,
     unwrap_group,
 )
+from runtime.sqlite import sqlite_synchronous
 
 from ._app import Sidecar, SidecarOptions
 from ._errors import (

@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runtime import DispatchProcessed, RunSnapshot, encode, new_id
 from sidecar import Inbox, InboxConflict
-from sidecar.storage import ADOPT_MARK, Commit, Envelope
-from sidecar.storage._inbox import NEXT_PENDING, settled_statements
+from sidecar.storage import ADOPT_MARK, FREE_BYTES_KEPT, Commit, Envelope
+from sidecar.storage._outbox import settled_statements
+from sidecar.storage._queue import NEXT_PENDING
 
 
 @pytest.fixture
@@ -41,6 +43,10 @@ async def frames(inbox: Inbox, after: int = 0) -> list[bytes]:
     return [frame for _, frame in await inbox.unacked(10, after=after)]
 
 
+async def query(inbox: Inbox, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    return await inbox.db.read(lambda conn: [tuple(r) for r in conn.execute(sql, params)])
+
+
 def consumed(batch: list[Envelope]) -> list[tuple[str, int | None, str]]:
     return [(e.dispatch_id, e.seq, "processed") for e in batch]
 
@@ -53,7 +59,7 @@ async def test_a_batch_reports_stored_and_duplicates_including_within_itself(
     assert await inbox.store([first]) == [True]
     second = env(2)
     assert await inbox.store([first, second, second]) == [False, True, False]
-    rows = await inbox.db.execute_fetchall("SELECT dispatch_id FROM inbox ORDER BY seq")
+    rows = await query(inbox, "SELECT dispatch_id FROM inbox ORDER BY seq")
     assert [r[0] for r in rows] == [first.dispatch_id, second.dispatch_id]
 
 
@@ -99,8 +105,7 @@ async def test_release_1_envelopes_come_first_in_arrival_order_then_by_seq(
 @pytest.mark.anyio
 async def test_the_next_batch_walks_the_index_and_never_sorts_the_backlog(inbox: Inbox) -> None:
     plan = " ".join(
-        str(row[-1])
-        for row in await inbox.db.execute_fetchall(f"EXPLAIN QUERY PLAN {NEXT_PENDING}", (0, 64))
+        str(row[-1]) for row in await query(inbox, f"EXPLAIN QUERY PLAN {NEXT_PENDING}", 0, 64)
     )
     assert "inbox_pending" in plan
     assert "TEMP B-TREE" not in plan
@@ -113,7 +118,7 @@ async def test_acknowledged_rows_are_found_by_dispatch_id_not_by_scanning_the_do
     # Thousands of done rows wait for their acks under load: an ack must not
     # walk them all.
     for sql, params in zip(settled_statements(2), [(5, "a", "b"), (b"", "a", "b")], strict=True):
-        rows = await inbox.db.execute_fetchall(f"EXPLAIN QUERY PLAN {sql}", params)
+        rows = await query(inbox, f"EXPLAIN QUERY PLAN {sql}", *params)
         plan = " ".join(str(row[-1]) for row in rows)
         assert "(dispatch_id=?)" in plan and "inbox_pending" not in plan, plan
 
@@ -129,8 +134,7 @@ async def test_a_commit_that_raced_writes_nothing(inbox: Inbox) -> None:
     await inbox.commit(step)
     with pytest.raises(InboxConflict):
         await inbox.commit(step)  # the same envelopes again: no longer next
-    rows = await inbox.db.execute_fetchall("SELECT count(*) FROM outbox")
-    assert [tuple(r) for r in rows] == [(1,)]
+    assert await query(inbox, "SELECT count(*) FROM outbox") == [(1,)]
     assert await frames(inbox) == [encode(event)]
     await inbox.mark_acked([event])
     assert await frames(inbox) == []
@@ -200,7 +204,7 @@ async def test_adopting_the_hubs_state_replaces_the_runs_and_drops_the_unshipped
 
 async def bodies(inbox: Inbox) -> dict[int, bool]:
     """seq -> whether the row still holds its envelope."""
-    rows = await inbox.db.execute_fetchall("SELECT seq, length(envelope) > 0 FROM inbox")
+    rows = await query(inbox, "SELECT seq, length(envelope) > 0 FROM inbox")
     return {r[0]: bool(r[1]) for r in rows}
 
 
@@ -259,8 +263,9 @@ async def test_an_envelope_the_hub_applied_drops_its_body_and_stays_a_duplicate(
     assert await frames(inbox) == [encode(events[1])]
     await inbox.mark_acked(events[1:2])
     assert await bodies(inbox) == {1: False, 2: False, 3: True}  # seq 3: not processed
-    rows = await inbox.db.execute_fetchall("SELECT count(*) FROM outbox")
-    assert [tuple(r) for r in rows] == [(0,)]  # acknowledged events leave at once
+    assert await query(inbox, "SELECT count(*) FROM outbox") == [
+        (0,)
+    ]  # acknowledged events leave at once
 
 
 @pytest.mark.anyio
@@ -296,17 +301,18 @@ async def test_adopting_drops_bodies_up_to_the_floor_and_reopens_only_whole_rows
 
 @pytest.mark.anyio
 async def test_undecodable_frames_are_kept_bounded_per_subject(inbox: Inbox) -> None:
-    from sidecar.storage._inbox import GARBAGE_BYTES, GARBAGE_KEPT
+    from sidecar.storage._intake import GARBAGE_BYTES, GARBAGE_KEPT
 
     flood = [("mailrun.mail.inbound.x", f"decode_error: {i}", b"\xc1" * 100_000) for i in range(30)]
     for _ in range(5):
         await inbox.store([], flood)
     await inbox.store([], [("other", "decode_error: once", b"\xc1")])
-    rows = await inbox.db.execute_fetchall(
+    rows = await query(
+        inbox,
         "SELECT source, count(*), max(length(data)), max(reason) FROM dead_letter"
-        " GROUP BY source ORDER BY source"
+        " GROUP BY source ORDER BY source",
     )
-    assert [tuple(r) for r in rows] == [
+    assert rows == [
         ("mailrun.mail.inbound.x", GARBAGE_KEPT, GARBAGE_BYTES, "decode_error: 9"),
         ("other", 1, 1, "decode_error: once"),
     ]
@@ -314,8 +320,6 @@ async def test_undecodable_frames_are_kept_bounded_per_subject(inbox: Inbox) -> 
 
 @pytest.mark.anyio
 async def test_the_file_gives_back_what_applied_bodies_took(tmp_path: Path) -> None:
-    from sidecar.storage._inbox import FREE_BYTES_KEPT
-
     path = tmp_path / "inbox.db"
     inbox = await Inbox.open(path)
     try:
@@ -331,7 +335,7 @@ async def test_the_file_gives_back_what_applied_bodies_took(tmp_path: Path) -> N
                 Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
             )
             await inbox.mark_acked(events)
-            await inbox.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            await query(inbox, "PRAGMA wal_checkpoint(TRUNCATE)")
             # 30 MB went through; what stays is the rows and the free pages kept.
             assert path.stat().st_size < FREE_BYTES_KEPT + 1_000_000
     finally:
