@@ -46,7 +46,7 @@ from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home
 from ._record import locate
 from .execution import Handler, Runs, RunsConfig, Versions, load_workflow
-from .link import Delivery, HubLink, Identity, Shipper
+from .link import Control, Delivery, HubLink, Identity, Shipper
 from .storage import ADOPT_MARK, Inbox
 
 log = logging.getLogger("mailrun.sidecar")
@@ -212,15 +212,19 @@ class Sidecar:
             backoff=retry,
             on_floor=self._raise_floor,
         )
+        # Its own task: a rollout (a blob fetch, an import) never holds mail.
+        control = Control(link=link, deployment_id=record.deployment_id, versions=self.versions)
         delivery = Delivery(
             inbox=inbox,
             link=link,
             deployment_id=record.deployment_id,
             on_stored=self._stored,
+            control=control,
             versions=self.versions,
         )
         inbound = await transport.subscribe(subjects.inbound(record.deployment_id))
         async with anyio.create_task_group() as tg:
+            tg.start_soon(control.run)
             tg.start_soon(delivery.run, inbound)
             tg.start_soon(link.watch_announcements)
             tg.start_soon(self.shipper.run)
