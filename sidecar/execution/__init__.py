@@ -9,9 +9,9 @@ from ._context import Context as Context
 from ._context import Minter as Minter
 from ._context import check_events as check_events
 from ._context import derived_id as derived_id
-from ._context import state_snapshot as state_snapshot
 from ._runs import Runs as Runs
 from ._runs import RunsConfig as RunsConfig
+from ._state import state_snapshot as state_snapshot
 from ._versions import Versions as Versions
 from ._workflow import ApprovalDecision as ApprovalDecision
 from ._workflow import ChildEnded as ChildEnded

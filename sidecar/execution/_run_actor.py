@@ -7,27 +7,24 @@ when it comes; anything else is held (an inbox row in state ``held``; the
 processing position moves on, so other runs do not wait). The decision of
 the last one makes the run ``running`` again and ends the batch, so that the
 held rows come next, in their order, before anything later
-(:meth:`Inbox.next_batch`)."""
+(:meth:`Inbox.next_batch`).
+
+:meth:`RunActor.receive` takes a batch's items in order, each by one of
+the ways :class:`~sidecar.execution._batch.Step` names, and commits what
+they made in one transaction."""
 
 from __future__ import annotations
 
 import time
 from contextlib import closing
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
-import msgspec
 
 from runtime import (
     Actor,
-    DispatchOutcome,
-    DispatchProcessed,
     EnvelopeQuarantined,
-    Event,
     RunCancelled,
-    RunCompleted,
-    RunFailed,
-    RunStarted,
     RunStatus,
     afailpoint,
     is_terminal,
@@ -35,8 +32,10 @@ from runtime import (
 )
 
 from .._errors import HandlerTimeout, RunStateUnreadable
-from ..storage import Commit, Inbox, Pending
-from ._context import Context, Minter, check_events, state_snapshot, to_json
+from ..storage import Commit, Envelope, Inbox, Pending, outgoing
+from ._batch import Batch, Step
+from ._context import Context, Minter
+from ._state import Snapshot, snapshot_of, state_snapshot
 from ._watch import HandlerWatch
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
 
@@ -80,7 +79,7 @@ class RunActor(Actor[list[Pending]]):
         self._runs = runs
         self._run_id = run_id
         self._status: str | None = None
-        self._snapshot = b"{}"
+        self._state = Snapshot(b"\x80", {})  # msgpack's empty map
         self._steps = 0
         self._approvals: list[str] = []
         self._entrypoint: str | None = None
@@ -95,134 +94,109 @@ class RunActor(Actor[list[Pending]]):
             # reason (after the usual retries); the stored bytes stay.
             raise RunStateUnreadable(f"run {self._run_id}: {record.state_error}")
         self._status = record.status
-        self._snapshot = to_json(record.state, f"stored state of {self._run_id}")
+        self._state = snapshot_of(record.state, f"stored state of {self._run_id}")
         self._steps, self._approvals = record.steps, record.approvals
         self._entrypoint = record.entrypoint
         # A run that processed items before versions were recorded ran version 1.
         self._version = record.version or (1 if record.status is not None else 0)
 
     async def receive(self, message: list[Pending]) -> None:
-        run_id = self._run_id
-        status, snapshot = self._status, self._snapshot
-        commit = Commit(run_id=run_id, status=status or RunStatus.RUNNING, consumed=[])
+        commit = Commit(run_id=self._run_id, status=self._status or RunStatus.RUNNING, consumed=[])
         commit.steps, commit.approvals = self._steps, list(self._approvals)
-        ran = self._version
-        began = time.monotonic()
+        batch = Batch(commit, self._status, self._state, self._version)
         try:
             with (
                 anyio.CancelScope() as scope,
                 closing(HandlerWatch(scope, self._runs.handler_timeout)) as watch,
             ):
                 for p in message:
-                    if commit.consumed and time.monotonic() - began >= self._runs.step_budget:
+                    if batch.over_budget(self._runs.step_budget):
                         break  # the rest comes next step, after this one's commit
-                    now = time.time()
-                    # A held row is behind the processing position: no seq for it.
-                    seq = None if p.held else p.seq
-                    if p.envelope is None:
-                        # Unreadable: set it aside visibly (here, and at the hub,
-                        # which cancels the dispatch), consumed with its seq so
-                        # that later seqs move on.
-                        commit.dead.append((p.error, p.raw))
-                        commit.consumed.append((p.dispatch_id, seq, "dead_letter"))
-                        commit.events.append(
-                            EnvelopeQuarantined(
-                                event_id=new_id("evt"),
-                                run_id=run_id,
-                                at=now,
-                                dispatch_id=p.dispatch_id,
-                                reason=p.error,
-                            )
-                        )
-                        continue
-                    if status is not None and is_terminal(status):
-                        # The run has ended: consume it visibly so the hub settles
-                        # the dispatch and later seqs move on.
-                        outcome = DispatchOutcome.REFUSED_TERMINAL
-                        commit.steps += 1
-                        commit.consumed.append((p.dispatch_id, seq, outcome))
-                        commit.events.append(
-                            self._processed(p, now, snapshot, outcome, commit.steps)
-                        )
-                        continue
-                    if status is None and p.envelope.kind == "start":
-                        # A child run's first item: its parent and entrypoint.
-                        commit.parent_run_id = p.envelope.sender
-                        commit.entrypoint = self._entrypoint = p.envelope.subject or None
-                        if await self._parent_ended(commit.parent_run_id):
-                            status = RunStatus.CANCELLED
-                            commit.steps += 1
-                            commit.consumed.append(
-                                (p.dispatch_id, seq, DispatchOutcome.REFUSED_TERMINAL)
-                            )
-                            commit.events += [
-                                self._processed(
-                                    p, now, snapshot, DispatchOutcome.REFUSED_TERMINAL, commit.steps
-                                ),
-                                RunCancelled(
-                                    event_id=new_id("evt"),
-                                    run_id=run_id,
-                                    at=now,
-                                    reason="parent run ended",
-                                ),
-                            ]
-                            continue
-                    item = item_of(p.envelope)
-                    decision = item.approval_id if isinstance(item, ApprovalDecision) else None
-                    if status == RunStatus.WAITING and decision not in commit.approvals:
-                        if not p.held:
-                            commit.held.append((p.dispatch_id, p.seq))
-                        continue
-                    version = max(p.envelope.version, 1)
-                    ctx = await self._call(p, item, snapshot, version, ran, watch)
-                    after = state_snapshot(ctx.state)
-                    step = commit.steps + 1
-                    made = self._made(p, now, ctx, after, started=status is None, step=step)
-                    # Checked before anything joins the commit: a too-large event
-                    # fails this item alone, the batch's earlier items commit.
-                    check_events(made)
-                    snapshot, commit.steps = after, step
-                    ran = commit.version = version
-                    commit.events.extend(made)
-                    commit.consumed.append((p.dispatch_id, seq, DispatchOutcome.PROCESSED))
-                    commit.state = msgspec.json.decode(snapshot)
-                    waited = status == RunStatus.WAITING
-                    status = status or RunStatus.RUNNING
-                    approvals = [a for a in commit.approvals if a != decision] + ctx.approvals
-                    if ctx.completed:
-                        status, approvals = RunStatus.COMPLETED, []
-                        commit.result = to_json(ctx.result, "the run result")
-                    elif ctx.failed:
-                        status, approvals, commit.error = RunStatus.FAILED, [], ctx.error
-                    elif approvals:
-                        status = RunStatus.WAITING
-                    elif waited:
-                        status = RunStatus.RUNNING
-                    commit.approvals = approvals
-                    if waited and status != RunStatus.WAITING:
-                        break  # the rows the gate held come next, before the rest of this batch
+                    if await self._take(p, batch, watch) is Step.GATE_OPENED:
+                        break  # the rows the gate held come next, before the rest
             if watch.overran is not None:
                 raise self._timed_out(watch.overran)
         except Exception:
             # Keep what the batch achieved before the failing envelope; the
             # exception then crashes this actor and the retry starts there.
-            await self._commit(commit, status, snapshot)
+            await self._commit(batch)
             raise
-        await self._commit(commit, status, snapshot)
+        await self._commit(batch)
 
-    async def _parent_ended(self, parent_run_id: str | None) -> bool:
-        if parent_run_id is None:
+    async def _take(self, p: Pending, batch: Batch, watch: HandlerWatch) -> Step:
+        """Take one item of the batch, the one way that fits it."""
+        envelope = p.envelope
+        if envelope is None:
+            return self._quarantine(p, batch)
+        if batch.ended:
+            return self._refuse(p, batch)
+        if (
+            batch.status is None
+            and envelope.kind == "start"
+            and await self._orphan(envelope, batch)
+        ):
+            return self._cancel(p, batch)
+        item = item_of(envelope)
+        decision = item.approval_id if isinstance(item, ApprovalDecision) else None
+        if batch.waiting and decision not in (batch.commit.approvals or []):
+            batch.hold(p)
+            return Step.HELD
+        return await self._process(p, item, decision, batch, watch)
+
+    def _quarantine(self, p: Pending, batch: Batch) -> Step:
+        event = EnvelopeQuarantined(
+            event_id=new_id("evt"),
+            run_id=self._run_id,
+            at=time.time(),
+            dispatch_id=p.dispatch_id,
+            reason=p.error,
+        )
+        batch.quarantine(p, outgoing(event))
+        return Step.QUARANTINED
+
+    def _refuse(self, p: Pending, batch: Batch) -> Step:
+        batch.refuse(p, time.time())
+        return Step.REFUSED
+
+    async def _orphan(self, start: Envelope, batch: Batch) -> bool:
+        """A child run's first item: its parent and entrypoint are recorded;
+        whether that parent has ended (the child never runs then)."""
+        batch.commit.parent_run_id = start.sender
+        batch.commit.entrypoint = self._entrypoint = start.subject or None
+        if start.sender is None:
             return False
-        parent = await self._runs.inbox.load_run(parent_run_id)
+        parent = await self._runs.inbox.load_run(start.sender)
         return parent.status is not None and is_terminal(parent.status)
 
+    def _cancel(self, p: Pending, batch: Batch) -> Step:
+        now = time.time()
+        cancelled = RunCancelled(
+            event_id=new_id("evt"), run_id=self._run_id, at=now, reason="parent run ended"
+        )
+        batch.status = RunStatus.CANCELLED
+        batch.refuse(p, now, outgoing(cancelled))
+        return Step.CANCELLED
+
+    async def _process(
+        self, p: Pending, item: Item, decision: str | None, batch: Batch, watch: HandlerWatch
+    ) -> Step:
+        """The handler's call on one item, and what it made: the run's new
+        state and status, the events. Nothing joins the commit unless all of
+        it is within its limits: a too-large value fails this item alone,
+        and the batch's earlier items commit."""
+        assert p.envelope is not None
+        now, version = time.time(), max(p.envelope.version, 1)
+        ctx = await self._call(p, item, batch.state, version, batch.ran, watch)
+        after = state_snapshot(ctx.state)
+        made = batch.made(p, now, ctx, after)
+        return batch.handled(p, ctx, decision, after, version, made)
+
     async def _call(
-        self, p: Pending, item: Item, snapshot: bytes, version: int, ran: int, watch: HandlerWatch
+        self, p: Pending, item: Item, state: Snapshot, version: int, ran: int, watch: HandlerWatch
     ) -> Context:
         """The handler call of ``version`` on one item, timed by ``watch``;
         first, when the run's previous item was processed by another
         version, its ``migrate_state``."""
-        assert p.envelope is not None
         runs = self._runs
         handler = await runs.handler_for(self._entrypoint, version)
         migrate = await runs.migration_for(self._entrypoint, version) if ran != version else None
@@ -230,7 +204,7 @@ class RunActor(Actor[list[Pending]]):
             run_id=self._run_id,
             deployment_id=runs.deployment_id,
             dispatch_id=p.dispatch_id,
-            state=msgspec.json.decode(snapshot),
+            state=state.take(),
             minter=runs.minter,
         )
         await afailpoint("sidecar.handler.before")
@@ -257,49 +231,15 @@ class RunActor(Actor[list[Pending]]):
         timeout = self._runs.handler_timeout
         return HandlerTimeout(f"handler did not return within {timeout}s (dispatch {dispatch_id})")
 
-    def _made(
-        self, p: Pending, now: float, ctx: Context, snapshot: bytes, *, started: bool, step: int
-    ) -> list[Event]:
-        """The events one handler call commits, in order."""
-        run_id = self._run_id
-        made: list[Event] = []
-        if started:
-            made.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=now))
-        made.extend(ctx.events)
-        made.append(self._processed(p, now, snapshot, DispatchOutcome.PROCESSED, step))
-        if ctx.completed:
-            made.append(
-                RunCompleted(event_id=new_id("evt"), run_id=run_id, at=now, result=ctx.result)
-            )
-        elif ctx.failed:
-            made.append(RunFailed(event_id=new_id("evt"), run_id=run_id, at=now, error=ctx.error))
-        return made
-
-    def _processed(
-        self, p: Pending, now: float, snapshot: bytes, outcome: DispatchOutcome, step: int
-    ) -> DispatchProcessed:
-        state: dict[str, Any] = msgspec.json.decode(snapshot)
-        version = max(p.envelope.version, 1) if p.envelope is not None else 0
-        return DispatchProcessed(
-            event_id=new_id("evt"),
-            run_id=self._run_id,
-            at=now,
-            dispatch_id=p.dispatch_id,
-            seq=p.seq,
-            state=state,
-            outcome=outcome,
-            step=step,
-            version=version,
-        )
-
-    async def _commit(self, commit: Commit, status: str | None, snapshot: bytes) -> None:
+    async def _commit(self, batch: Batch) -> None:
+        commit = batch.commit
         if not commit.consumed and not commit.held:
             return
-        commit.status = status or RunStatus.RUNNING
+        commit.status = batch.status or RunStatus.RUNNING
         await afailpoint("sidecar.run.before_commit")
         await self._runs.inbox.commit(commit)
         # Committed to the outbox; the shipper has not been woken yet.
         await afailpoint("sidecar.run.after_commit")
-        self._status, self._snapshot = commit.status, snapshot
+        self._status, self._state = commit.status, batch.state
         self._steps, self._approvals = commit.steps or 0, list(commit.approvals or [])
         self._version = commit.version or self._version

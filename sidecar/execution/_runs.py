@@ -44,7 +44,7 @@ from runtime import (
 )
 
 from .._errors import EntrypointError, LimitExceeded, WorkflowLoadError
-from ..storage import Commit, Inbox, Pending
+from ..storage import Commit, Inbox, Pending, outgoing
 from ._context import Minter
 from ._run_actor import RunActor
 from ._versions import Versions
@@ -266,7 +266,7 @@ class Runs:
                 # A held row is behind the processing position: no seq for it.
                 consumed=[(p.dispatch_id, None if p.held else p.seq, DispatchOutcome.FAILED)],
                 error=None if ended else text,
-                events=events,
+                events=[outgoing(e) for e in events],
                 steps=record.steps + 1,
                 approvals=[],
             )

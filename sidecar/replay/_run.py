@@ -202,8 +202,7 @@ async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[
 def _checked_state(state: object) -> dict[str, Any]:
     """The state as the sidecar would commit it (else the call fails, as it
     does in a sidecar), decoded back: a copy the next item may change."""
-    decoded: dict[str, Any] = msgspec.json.decode(state_snapshot(state))
-    return decoded
+    return state_snapshot(state).take()
 
 
 def _difference(item: ReplayItem, call: _Call) -> ReplayDifference | None:

@@ -26,17 +26,12 @@ from typing import Any
 import anyio
 import msgspec
 
-from runtime import (
-    DispatchProcessed,
-    EnvelopeQuarantined,
-    Event,
-    RecordDecodeError,
-    RunSnapshot,
-)
+from runtime import RecordDecodeError, RunSnapshot
 from runtime.sqlite import Database, release_free_pages, sqlite_synchronous
 
 from ._adopt import adopt_hub_state
 from ._envelope import Envelope, decode_envelope, decode_run_state, encode_envelope
+from ._events import Outgoing, settled_dispatch
 from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dispatches, learn_seqs
 from ._meta import keep_version, read_meta, read_version, write_meta
 from ._outbox import (
@@ -309,21 +304,19 @@ class Inbox:
 
     # --- outbox ---------------------------------------------------------------
 
-    async def unacked(self, limit: int, *, after: int = 0) -> list[tuple[int, bytes]]:
-        """Encoded events not yet acknowledged by the hub, in outbox order,
-        with their positions: those after position ``after`` (0: all)."""
+    async def unacked(self, limit: int, *, after: int = 0) -> list[tuple[int, Outgoing]]:
+        """Events not yet acknowledged by the hub, in outbox order, with
+        their positions: those after position ``after`` (0: all)."""
         async with self._lock:
             return await self.db.read(partial(unacked_events, limit=limit, after=after))
 
-    async def mark_acked(self, events: Sequence[Event]) -> None:
+    async def mark_acked(self, events: Sequence[Outgoing]) -> None:
         """The hub has applied these events: they leave the outbox, and the
         envelopes they settled drop their bodies (:data:`COMPACTED`)."""
         if not events:
             return
         ids = [e.event_id for e in events]
-        # The events that settle a dispatch, the only ones that name one.
-        settling = (e for e in events if isinstance(e, DispatchProcessed | EnvelopeQuarantined))
-        settled = list({e.dispatch_id for e in settling})
+        settled = list({d for d in map(settled_dispatch, events) if d is not None})
         async with self._lock:
             keep_above = self._last_seq - self._done_kept
             body = partial(

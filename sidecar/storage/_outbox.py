@@ -11,27 +11,26 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from runtime import Event, encode
-
+from ._events import Outgoing
 from ._position import COMPACTED
 
 
-def add_events(conn: sqlite3.Connection, events: Iterable[Event]) -> None:
+def add_events(conn: sqlite3.Connection, events: Iterable[Outgoing]) -> None:
     """Append ``events`` to the outbox, in order."""
     conn.executemany(
-        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
-        [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in events],
+        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)", events
     )
 
 
-def unacked_events(conn: sqlite3.Connection, limit: int, after: int) -> list[tuple[int, bytes]]:
-    """Encoded events the hub has not acknowledged, after outbox position
-    ``after``, in order, with their positions."""
+def unacked_events(conn: sqlite3.Connection, limit: int, after: int) -> list[tuple[int, Outgoing]]:
+    """Events the hub has not acknowledged, after outbox position ``after``,
+    in order, with their positions."""
     rows = conn.execute(
-        "SELECT pos, frame FROM outbox WHERE acked = 0 AND pos > ? ORDER BY pos LIMIT ?",
+        "SELECT pos, event_id, run_id, kind, frame FROM outbox"
+        " WHERE acked = 0 AND pos > ? ORDER BY pos LIMIT ?",
         (after, limit),
     )
-    return [(int(pos), bytes(frame)) for pos, frame in rows]
+    return [(int(pos), Outgoing(e, r, k, bytes(f))) for pos, e, r, k, f in rows]
 
 
 def drop_acknowledged(conn: sqlite3.Connection) -> None:

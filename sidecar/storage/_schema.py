@@ -22,6 +22,7 @@ from runtime.sqlite import Database
 
 from .._errors import InboxSchemaTooNew
 from ._envelope import decode_envelope, salvage_run_id
+from ._events import outgoing
 from ._outbox import add_events
 
 log = logging.getLogger("mailrun.sidecar.inbox")
@@ -140,7 +141,7 @@ def _v2(conn: sqlite3.Connection) -> None:
         )
         for dispatch_id, reason, data, at in dead
     ]
-    add_events(conn, quarantined)
+    add_events(conn, map(outgoing, quarantined))
     conn.executemany(
         "UPDATE inbox SET state = 'done', outcome = 'dead_letter' WHERE dispatch_id = ?",
         [(d[0],) for d in dead],

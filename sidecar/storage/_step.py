@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
-from runtime import Event, RunCancelled, RunStatus, is_live, is_terminal, new_id
+from runtime import RunCancelled, RunStatus, is_live, is_terminal, new_id
 
 from .._errors import InboxConflict
-from ._envelope import encode_run_state
+from ._events import Outgoing, outgoing
 from ._outbox import add_events
 from ._position import advance_over_done
+
+DEAD_LETTER = "dead_letter"
+"""The outcome of a row that cannot be read: its bytes went to ``dead_letter``."""
 
 _LIVE = tuple(s.value for s in RunStatus if is_live(s))
 _LIVE_MARKS = ",".join("?" * len(_LIVE))
@@ -45,10 +47,10 @@ class Commit:
     parent_run_id: str | None = None  # a child run's, set by its start item
     entrypoint: str | None = None  # a child run's, set by its start item
     version: int | None = None  # the workflow version of its latest item; None: unchanged
-    state: dict[str, Any] | None = None  # None: unchanged
+    state: bytes | None = None  # the run's state encoded (msgpack); None: unchanged
     result: bytes | None = None  # JSON
     error: str | None = None
-    events: list[Event] = field(default_factory=list)
+    events: list[Outgoing] = field(default_factory=list)
     dead: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, data)
 
 
@@ -89,7 +91,7 @@ def write_step(
     if c.state is not None:
         conn.execute(
             "INSERT OR REPLACE INTO run_state (run_id, state) VALUES (?, ?)",
-            (c.run_id, encode_run_state(c.state)),
+            (c.run_id, c.state),
         )
     approvals = None if c.approvals is None else _encode_json(c.approvals)
     conn.execute(
@@ -147,9 +149,13 @@ def _cancel_children(conn: sqlite3.Connection, run_id: str, now: float) -> list[
         ).fetchall()
         parents = [row[0] for row in rows]
         cancelled += parents
-    events = [
-        RunCancelled(event_id=new_id("evt"), run_id=child, at=now, reason=_PARENT_ENDED)
-        for child in cancelled
-    ]
-    add_events(conn, events)
+    add_events(
+        conn,
+        [
+            outgoing(
+                RunCancelled(event_id=new_id("evt"), run_id=child, at=now, reason=_PARENT_ENDED)
+            )
+            for child in cancelled
+        ],
+    )
     return cancelled

@@ -9,9 +9,18 @@ from typing import Any
 
 import pytest
 
-from runtime import DispatchProcessed, RunSnapshot, encode, new_id
+from runtime import DispatchProcessed, RunSnapshot, new_id
 from sidecar import Inbox, InboxConflict
-from sidecar.storage import ADOPT_MARK, FREE_BYTES_KEPT, Commit, Envelope
+from sidecar.storage import (
+    ADOPT_MARK,
+    FREE_BYTES_KEPT,
+    Commit,
+    Envelope,
+    Outgoing,
+    encode_run_state,
+    outgoing,
+)
+from sidecar.storage._events import settled_dispatch
 from sidecar.storage._outbox import settled_statements
 from sidecar.storage._queue import NEXT_PENDING
 
@@ -40,7 +49,7 @@ def env(seq: int | None, run_id: str = "run_a", dispatch_id: str | None = None) 
 
 
 async def frames(inbox: Inbox, after: int = 0) -> list[bytes]:
-    return [frame for _, frame in await inbox.unacked(10, after=after)]
+    return [event.frame for _, event in await inbox.unacked(10, after=after)]
 
 
 async def query(inbox: Inbox, sql: str, *params: object) -> list[tuple[Any, ...]]:
@@ -127,15 +136,21 @@ async def test_acknowledged_rows_are_found_by_dispatch_id_not_by_scanning_the_do
 async def test_a_commit_that_raced_writes_nothing(inbox: Inbox) -> None:
     e1 = env(1)
     await inbox.store([e1])
-    event = DispatchProcessed(event_id=new_id("evt"), run_id="run_a", dispatch_id=e1.dispatch_id)
+    event = outgoing(
+        DispatchProcessed(event_id=new_id("evt"), run_id="run_a", dispatch_id=e1.dispatch_id)
+    )
     step = Commit(
-        run_id="run_a", status="running", consumed=consumed([e1]), state={"n": 1}, events=[event]
+        run_id="run_a",
+        status="running",
+        consumed=consumed([e1]),
+        state=encode_run_state({"n": 1}),
+        events=[event],
     )
     await inbox.commit(step)
     with pytest.raises(InboxConflict):
         await inbox.commit(step)  # the same envelopes again: no longer next
     assert await query(inbox, "SELECT count(*) FROM outbox") == [(1,)]
-    assert await frames(inbox) == [encode(event)]
+    assert await frames(inbox) == [event.frame]
     await inbox.mark_acked([event])
     assert await frames(inbox) == []
 
@@ -174,15 +189,15 @@ async def test_adopting_the_hubs_state_replaces_the_runs_and_drops_the_unshipped
     # the hub applied only seq 1 and 2 of it (state {"n": 2}).
     e1, e2, e3, e4 = env(1), env(2), env(3), env(4)
     await inbox.store([e1, e2, e3, e4])
-    event = DispatchProcessed(
-        event_id=new_id("evt"), run_id="run_a", dispatch_id=e3.dispatch_id, seq=3
+    event = outgoing(
+        DispatchProcessed(event_id=new_id("evt"), run_id="run_a", dispatch_id=e3.dispatch_id, seq=3)
     )
     await inbox.commit(
         Commit(
             run_id="run_a",
             status="running",
             consumed=consumed([e1, e2, e3]),
-            state={"n": 3},
+            state=encode_run_state({"n": 3}),
             events=[event],
         )
     )
@@ -208,13 +223,15 @@ async def bodies(inbox: Inbox) -> dict[int, bool]:
     return {r[0]: bool(r[1]) for r in rows}
 
 
-def processed(e: Envelope) -> DispatchProcessed:
-    return DispatchProcessed(
-        event_id=new_id("evt"), run_id="run_a", dispatch_id=e.dispatch_id, seq=e.seq
+def processed(e: Envelope) -> Outgoing:
+    return outgoing(
+        DispatchProcessed(
+            event_id=new_id("evt"), run_id="run_a", dispatch_id=e.dispatch_id, seq=e.seq
+        )
     )
 
 
-async def process(inbox: Inbox, seqs: range) -> list[DispatchProcessed]:
+async def process(inbox: Inbox, seqs: range) -> list[Outgoing]:
     """Store and process ``seqs`` of run_a; their events."""
     batch = [env(s) for s in seqs]
     await inbox.store(batch)
@@ -235,15 +252,15 @@ async def test_unacknowledged_events_are_read_in_order_after_a_position(inbox: I
             Commit(run_id="run_a", status="running", consumed=consumed([e]), events=[event])
         )
     (first, _), (second, _) = await inbox.unacked(10)
-    assert await frames(inbox, after=first) == [encode(events[1])]
+    assert await frames(inbox, after=first) == [events[1].frame]
     assert await frames(inbox, after=second) == []
     # A later commit comes after every position read before it.
     await inbox.commit(
         Commit(run_id="run_a", status="running", consumed=consumed([e3]), events=events[2:])
     )
-    assert await frames(inbox, after=second) == [encode(events[2])]
+    assert await frames(inbox, after=second) == [events[2].frame]
     await inbox.mark_acked(events[:1])
-    assert await frames(inbox) == [encode(e) for e in events[1:]]
+    assert await frames(inbox) == [e.frame for e in events[1:]]
 
 
 @pytest.mark.anyio
@@ -260,7 +277,7 @@ async def test_an_envelope_the_hub_applied_drops_its_body_and_stays_a_duplicate(
     await inbox.mark_acked(events[:1])
     assert await bodies(inbox) == {1: False, 2: True, 3: True}  # seq 2: not applied yet
     assert await inbox.store([e1]) == [False]  # a late copy is still a duplicate
-    assert await frames(inbox) == [encode(events[1])]
+    assert await frames(inbox) == [events[1].frame]
     await inbox.mark_acked(events[1:2])
     assert await bodies(inbox) == {1: False, 2: False, 3: True}  # seq 3: not processed
     assert await query(inbox, "SELECT count(*) FROM outbox") == [
@@ -351,7 +368,7 @@ async def test_applied_rows_far_behind_the_position_go_and_their_late_copies_sta
     await inbox.mark_acked(events)
     assert await bodies(inbox) == {4: False, 5: False}  # 1..3: more than 2 behind
     # A late copy of a deleted row: done here all the same, nothing stored.
-    first = Envelope(dispatch_id=events[0].dispatch_id, run_id="run_a", seq=1)
+    first = Envelope(dispatch_id=str(settled_dispatch(events[0])), run_id="run_a", seq=1)
     assert await inbox.store([first, env(6)]) == [False, True]
     assert await bodies(inbox) == {4: False, 5: False, 6: True}
 
