@@ -17,8 +17,8 @@ from ._events import outgoing as outgoing
 from ._events import processed as processed
 from ._inbox import FREE_BYTES_KEPT as FREE_BYTES_KEPT
 from ._inbox import Inbox as Inbox
-from ._inbox import Pending as Pending
-from ._inbox import RunRecord as RunRecord
+from ._queue import Pending as Pending
+from ._queue import RunRecord as RunRecord
 from ._schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ._step import DEAD_LETTER as DEAD_LETTER
 from ._step import Commit as Commit

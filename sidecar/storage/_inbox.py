@@ -18,19 +18,17 @@ import os
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 
-from runtime import RecordDecodeError, RunSnapshot
+from runtime import RunSnapshot
 from runtime.sqlite import Database, release_free_pages, sqlite_synchronous
 
 from ._adopt import adopt_hub_state
-from ._envelope import Envelope, decode_envelope, decode_run_state, encode_envelope
+from ._envelope import Envelope, encode_envelope
 from ._events import Outgoing, settled_dispatch
 from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dispatches, learn_seqs
 from ._meta import keep_version, read_meta, read_version, write_meta
@@ -41,7 +39,7 @@ from ._outbox import (
     unacked_events,
 )
 from ._position import advance_over_done, read_position, skip_up_to
-from ._queue import next_rows, read_run
+from ._queue import Pending, RunRecord, next_batch, next_rows, read_run, run_record
 from ._schema import migrate
 from ._step import Commit, write_step
 
@@ -61,36 +59,6 @@ writing them holds the loop that long otherwise (a batch of big bodies
 runs to tens of megabytes)."""
 
 BUSY_TIMEOUT = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """One pending inbox row; ``envelope`` is None when it cannot be read.
-
-    ``held``: a row its run held while it waited for an approval (behind the
-    processing position, so consuming it does not move the position)."""
-
-    dispatch_id: str
-    run_id: str
-    seq: int | None
-    envelope: Envelope | None
-    raw: bytes
-    error: str = ""
-    held: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    run_id: str
-    status: str | None  # None: the run has not started here
-    state: dict[str, Any]
-    last_seq: int | None
-    state_error: str | None = None  # the stored state is unreadable ({} stands in)
-    steps: int = 0  # items processed so far
-    approvals: list[str] = field(default_factory=list)  # waited for (status waiting)
-    parent_run_id: str | None = None  # a child run's parent
-    entrypoint: str | None = None  # a child run's handler
-    version: int = 0  # the workflow version of its latest item (0: none yet)
 
 
 class Inbox:
@@ -248,44 +216,11 @@ class Inbox:
         async with self._lock:
             last = self._last_seq
             rows, held = await self.db.read(partial(next_rows, last_seq=last, limit=limit))
-        if held:
-            run_id = rows[0][1]
-            return [_pending(*row, held=True) for row in rows if row[1] == run_id]
-        batch: list[Pending] = []
-        expected = last + 1
-        for dispatch_id, run_id, seq, data in rows:
-            if batch and (run_id != batch[0].run_id or (seq is None) != (batch[0].seq is None)):
-                break
-            if seq is not None:
-                if seq != expected:
-                    break
-                expected += 1
-            batch.append(_pending(dispatch_id, run_id, seq, data))
-        return batch
+        return next_batch(rows, last, held=held)
 
     async def load_run(self, run_id: str) -> RunRecord:
         async with self._lock:
-            row = await self.db.read(partial(read_run, run_id=run_id))
-        status, last_seq, data, steps, approvals, parent, entrypoint, version = row
-        state: dict[str, Any] = {}
-        error = None
-        if data is not None:
-            try:
-                state = decode_run_state(bytes(data))
-            except RecordDecodeError as exc:
-                error = str(exc)  # reported by the caller; the bytes stay as they are
-        return RunRecord(
-            run_id,
-            status,
-            state,
-            last_seq,
-            state_error=error,
-            steps=int(steps or 0),
-            approvals=_approvals.decode(approvals) if approvals else [],
-            parent_run_id=parent,
-            entrypoint=entrypoint,
-            version=int(version or 0),
-        )
+            return run_record(run_id, await self.db.read(partial(read_run, run_id=run_id)))
 
     def take_cancelled(self) -> list[str]:
         """The runs cancelled since the last call, because a parent ended."""
@@ -349,16 +284,3 @@ def _opened(conn: sqlite3.Connection) -> int:
     # Acknowledged events are the hub's now; keep the outbox small.
     drop_acknowledged(conn)
     return read_position(conn)
-
-
-_approvals = msgspec.json.Decoder(list[str])
-
-
-def _pending(
-    dispatch_id: str, run_id: str, seq: int | None, data: bytes, *, held: bool = False
-) -> Pending:
-    try:
-        envelope = decode_envelope(data)
-    except RecordDecodeError as exc:
-        return Pending(dispatch_id, run_id, seq, None, data, str(exc), held=held)
-    return Pending(dispatch_id, run_id, seq, envelope, data, held=held)
