@@ -6,6 +6,7 @@ from ._errors import IngressError as IngressError
 from ._errors import IngressRefused as IngressRefused
 from ._errors import IngressUnavailable as IngressUnavailable
 from ._errors import MigrationError as MigrationError
+from ._errors import StoreConflict as StoreConflict
 from ._errors import StoreUnavailable as StoreUnavailable
 from ._ingress import IngressClient as IngressClient
 from ._ingress import ingress_mail as ingress_mail
@@ -40,6 +41,7 @@ __all__ = [
     "MigrationError",
     "Rejected",
     "Store",
+    "StoreConflict",
     "StoreUnavailable",
     "Trigger",
     "accept_triggers",

@@ -10,6 +10,7 @@ reason that also travels on the wire is a member of runtime.Reason. The tree
     runtime.MailrunError
       HubError                  500 internal_error
         StoreUnavailable        503
+        StoreConflict           409
         HubShuttingDown         503
         TooManyStreams          503
         AcceptFailed            500
@@ -96,6 +97,14 @@ class StoreUnavailable(HubError):
 
     http_status = 503
     reason = Reason.STORE_UNAVAILABLE
+
+
+class StoreConflict(HubError):
+    """A write broke one of the store's constraints (a unique key, say);
+    whatever database is under it."""
+
+    http_status = 409
+    reason = "store_conflict"
 
 
 class HubShuttingDown(HubError):

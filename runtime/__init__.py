@@ -180,7 +180,9 @@ from ._transact import SLOW_TRANSACTION as SLOW_TRANSACTION
 from ._transact import Body as Body
 from ._transact import Connection as Connection
 from ._transact import Cursor as Cursor
+from ._transact import Direct as Direct
 from ._transact import Params as Params
+from ._transact import drive as drive
 from ._transact import transact as transact
 from ._transport import Message as Message
 from ._transport import Subscription as Subscription
@@ -255,6 +257,7 @@ __all__ = [
     "Connection",
     "Cursor",
     "DeploymentStatus",
+    "Direct",
     "DispatchOutcome",
     "DispatchProcessed",
     "EnvelopeQuarantined",
@@ -342,6 +345,7 @@ __all__ = [
     "configure_sqlite",
     "connect_sqlite",
     "decode_restore_record",
+    "drive",
     "encode",
     "encoded_size",
     "failpoint",

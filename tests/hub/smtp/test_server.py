@@ -20,6 +20,7 @@ from hub import Acceptor, Store
 from hub.smtp import PASSWORD_ENV, USER_ENV, SmtpConfig, SmtpServer, smtp_config
 from hub.store import Accepted, Trigger, delete_deployment, open_store
 from hub.store.deployments import create_deployment
+from hub.store.sql import sql
 from runtime.testing import configure_failpoints
 from tests.support import wait_for
 from tests.support.smtp import self_signed
@@ -27,6 +28,8 @@ from tests.support.smtp import self_signed
 pytestmark = pytest.mark.anyio
 T = TypeVar("T")
 LOGIN = ("robot", "s3cret")
+
+COMPLETE_TOP_LEVEL = sql("UPDATE workflow_run SET status = 'completed' WHERE is_top_level = 1")
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])
@@ -150,9 +153,7 @@ async def test_unknown_and_deleted_addresses_are_refused_at_rcpt(tmp_path: Path)
 async def test_a_run_that_ended_refuses_at_rcpt(tmp_path: Path) -> None:
     async with ingress(tmp_path) as hub:
         await hub.send(mail("first"), "orders@mailrun.local")
-        await hub.store.transact(
-            lambda db: db.execute("UPDATE workflow_run SET status = 'completed' WHERE is_top_level")
-        )
+        await hub.store.transact(lambda tx: tx.execute(COMPLETE_TOP_LEVEL))
         with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
             await hub.send(mail("late"), "orders@mailrun.local")
         assert refused.value.recipients["orders@mailrun.local"][0] == 550
