@@ -2,7 +2,7 @@
 sides apply, kept here because hub and sidecar never import each other.
 
 - the restore record a sidecar boots from (the hub writes it, or a join
-  token carries it) and the path of its state directory;
+  token carries it) and where it lies in a sidecar's state directory;
 - the file layout of a deployment's sources (the hub checks it, the
   sidecar writes it);
 - workflow containment: the environment and limits a sidecar process runs
