@@ -62,7 +62,7 @@ REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
         "sidecar.run.after_commit": "sidecar/_run_actor.py",
         "sidecar.shipper.before_send": "sidecar/_shipper.py",
         "sidecar.shipper.after_ack": "sidecar/_shipper.py",
-        "sidecar.record.before_rename": "runtime/_restore.py",
+        "sidecar.record.before_rename": "runtime/sidecar_contract/_restore.py",
     }
 )
 """Every failpoint in the code, and the module it is in."""

@@ -63,7 +63,7 @@ from runtime import (
     encode,
     public_key_of,
 )
-from runtime._restore import RECORD_VERSION
+from runtime.sidecar_contract._restore import RECORD_VERSION
 from sidecar._envelope import Envelope, encode_envelope, encode_run_state
 
 ROOT = Path(__file__).parent

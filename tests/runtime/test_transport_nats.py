@@ -1,4 +1,4 @@
-"""The NATS transport (runtime/_nats.py) against a real nats-server."""
+"""The NATS transport (runtime/transport/_nats.py) against a real nats-server."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from runtime import (
     TransportError,
     open_nats,
 )
-from runtime._nats import NatsSubscription, NatsTransport
+from runtime.transport._nats import NatsSubscription, NatsTransport
 from tests.support import NatsServerProcess, wait_for
 from tests.support.transport import echo, take
 
@@ -158,7 +158,7 @@ async def test_subscriptions_survive_server_sigkill_and_restart(
 async def test_first_connect_waits_for_a_server_that_starts_later(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="runtime._nats")
+    caplog.set_level(logging.DEBUG, logger="runtime.transport._nats")
     late = NatsServerProcess(log_file=tmp_path / "nats.log")
 
     def failed_attempts() -> int:

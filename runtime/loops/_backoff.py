@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from ._config import BACKOFF_MAX_ENV
+from .._config import BACKOFF_MAX_ENV
 
 log = logging.getLogger("mailrun.backoff")
 

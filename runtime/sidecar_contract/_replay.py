@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from ._reasons import DispatchOutcome
+from ..wire import DispatchOutcome
 
 REPLAY_ITEM_TIMEOUT = 30.0
 """Seconds one handler call of a replay may take before it counts as raised."""

@@ -28,11 +28,10 @@ from typing import Any
 
 import msgspec
 
-from ._codec import Subjects
-from ._config import DEFAULT_NATS_URL, DEFAULT_SUBJECT_PREFIX
-from ._errors import RecordDecodeError
-from ._failpoints import failpoint
-from ._ids import is_id
+from .._config import DEFAULT_NATS_URL, DEFAULT_SUBJECT_PREFIX
+from .._errors import RecordDecodeError
+from .._failpoints import failpoint
+from ..wire import Subjects, is_id
 
 RECORD_VERSION = 2
 RECORD_NAME = "deployment.json"

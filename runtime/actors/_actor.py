@@ -22,9 +22,9 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.abc
 
-from ._backoff import Backoff, next_attempt
+from .._errors import ActorStopped, AskTimeout, MailboxFull
+from ..loops import Backoff, next_attempt
 from ._deadlines import Deadlines
-from ._errors import ActorStopped, AskTimeout, MailboxFull
 from ._mailbox import Mailbox
 
 log = logging.getLogger("mailrun.actor")

@@ -14,6 +14,15 @@ does not). Before it loads that code the process has:
 ``mailrun up`` spawns sidecars with this environment; a sidecar started any
 other way re-executes itself with it, so ``/proc/PID/environ`` never holds
 more either. Both take the rules from here.
+
+Why in runtime, which holds no process control: this is the one rule the
+spawning side (``hub/up``) and the spawned side (``sidecar/__main__``) must
+agree on, and they never import each other. In hub, the sidecar would have
+to import hub; in sidecar, hub would; a copy on each side would drift, and a
+sidecar spawned with one list but checking another would re-execute itself
+or keep a variable it should not. What is here starts, waits for and stops
+no process: it computes an environment and lowers the calling process's own
+limits. Spawning stays with ``hub/up``, re-executing with ``sidecar``.
 """
 
 from __future__ import annotations
@@ -24,14 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ._config import (
+from .._config import (
     BACKOFF_MAX_ENV,
     LOG_LEVEL_ENV,
     LOOP_ENV,
     NATS_URL_ENV,
     SQLITE_SYNCHRONOUS_ENV,
 )
-from ._failpoints import ENV as FAILPOINTS_ENV
+from .._failpoints import ENV as FAILPOINTS_ENV
 
 SIDECAR_MAX_MEMORY_ENV: Final = "MAILRUN_SIDECAR_MAX_MEMORY"
 SIDECAR_MAX_FILES_ENV: Final = "MAILRUN_SIDECAR_MAX_FILES"

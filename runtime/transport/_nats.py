@@ -27,15 +27,14 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from ._backoff import Backoff, next_attempt
-from ._config import redact_url
-from ._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
-from ._limits import WIRE_MAX_PAYLOAD
+from .._config import redact_url
+from .._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
+from ..loops import Backoff, Broadcast, Flag, Wakeup, next_attempt
+from ..wire import WIRE_MAX_PAYLOAD
 from ._natspy import Client, Msg, Server
 from ._natspy import Subscription as NatsSub
 from ._natspy import errors as nats_errors
-from ._transport import Message, ReconnectCallback, Transport
-from ._wakeup import Broadcast, Flag, Wakeup
+from ._protocol import Message, ReconnectCallback, Transport
 
 log = logging.getLogger(__name__)
 
