@@ -30,7 +30,7 @@ import socket
 import struct
 import urllib.parse
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -133,7 +133,8 @@ class Connection(asyncio.Protocol):
     # asyncio's callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's transports are not asyncio.Transport's subclasses; they have its methods.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         self._local = _address(transport.get_extra_info("sockname"))
         self._peer = _address(transport.get_extra_info("peername"))

@@ -13,7 +13,7 @@ from .harness import api, assert_error
 pytestmark = pytest.mark.anyio
 
 HOSTILE = "<script>alert(\"x\")</script> & 'q'"
-ESCAPED = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#x27;q&#x27;"
+ESCAPED = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &#39;q&#39;"  # markupsafe's
 
 
 async def test_the_pages_list_deployments_runs_and_dispatches_escaped(tmp_path: Path) -> None:
