@@ -21,12 +21,9 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .wire import date, refusal, status_line
-
-if TYPE_CHECKING:
-    from .protocol import Connection
 
 log = logging.getLogger("mailrun.hub.http")
 
@@ -38,6 +35,21 @@ _BAD_NAME = re.compile(rb'[\x00-\x20\x7f()<>@,;:\\"/\[\]?={}]')
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 App = Callable[[dict[str, Any], Any, Any], Any]
+
+
+class Connection(Protocol):
+    """What a cycle asks of its connection (``protocol.Connection``)."""
+
+    loop: asyncio.AbstractEventLoop
+    write_paused: bool
+
+    def write(self, data: bytes) -> None: ...
+    def closing(self) -> bool: ...
+    def close(self) -> None: ...
+    def pause_reading(self) -> None: ...
+    def resume_reading(self) -> None: ...
+    async def drain(self) -> None: ...
+    def answered(self, request: Any, *, keep_alive: bool) -> None: ...
 
 
 class AsgiCycle:

@@ -326,9 +326,7 @@ class _HeldLane:
 @asynccontextmanager
 async def lane_serving(lane: _HeldLane) -> AsyncIterator[tuple[HttpServer, tuple[str, int]]]:
     sock = bind_socket("127.0.0.1", 0)
-    server = HttpServer(
-        Starlette(routes=[Route("/", hello)]), sock, HttpLimits(), fast_path=lane
-    )
+    server = HttpServer(Starlette(routes=[Route("/", hello)]), sock, HttpLimits(), fast_path=lane)
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(server.run)
