@@ -10,10 +10,10 @@ change; ``?deployment=`` (id or name) keeps one deployment's changes. A
 stream opens with a bare ``id:`` line, the id it starts after.
 
 The response is a small ASGI callable of its own rather than sse-starlette
-or Starlette's ``StreamingResponse``: sse-starlette patches uvicorn
-process-wide at import and finds shutdown through uvicorn's signal handlers
-from a task nobody owns, and the hub owns its signals (``server.py``), so
-its shutdown would go unseen; ``StreamingResponse`` drives an async
+or Starlette's ``StreamingResponse``: sse-starlette finds shutdown through
+a server's signal handlers from a task nobody owns, and the hub owns its
+signals (its server installs none, ``hub/api/http/``), so its shutdown
+would go unseen; ``StreamingResponse`` drives an async
 generator it never closes, and stops watching for the client's disconnect
 on ASGI 2.4 servers. What a stream needs here is short: write frames as
 the feed hands them, a ``: ping`` after ``keep_alive`` of silence, stop on
