@@ -408,3 +408,94 @@ async def test_a_lane_answer_that_fails_closes_its_connection_and_not_the_server
         assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"body":"y"}'), answer
         assert (await get(address)).text == "hello"
         await stream.aclose()
+
+
+async def answer_of(stream: anyio.abc.SocketStream, until: bytes) -> bytes:
+    data = b""
+    with anyio.fail_after(5):
+        while until not in data:
+            data += await stream.receive()
+    return data
+
+
+async def test_100_continue_head_chunked_bodies_and_connection_close() -> None:
+    async with serving(HttpLimits()) as address:
+        stream = await anyio.connect_tcp(*address)
+        # 100-continue: the interim answer comes when the app reads the body.
+        await stream.send(
+            b"POST /size HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+        )
+        assert await answer_of(stream, b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+        await stream.send(b"12345")
+        assert (await answer_of(stream, b"\r\n\r\n5")).startswith(b"HTTP/1.1 200")
+        # A chunked request body, whole to the app.
+        await stream.send(
+            b"POST /size HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n"
+        )
+        assert (await answer_of(stream, b"\r\n\r\n7")).startswith(b"HTTP/1.1 200")
+        # HEAD: the head of a GET, its length said, no body.
+        await stream.send(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = await answer_of(stream, b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and b"content-length: 5\r\n" in head
+        assert head.endswith(b"\r\n\r\n")
+        # Asked to close, the server closes after its answer.
+        await stream.send(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        last = await closed_by_server(stream)
+        assert last.startswith(b"HTTP/1.1 200") and b"connection: close\r\n" in last
+        assert last.endswith(b"hello")
+        await stream.aclose()
+
+
+@asynccontextmanager
+async def serving_app(app: Callable[..., Awaitable[None]]) -> AsyncIterator[tuple[str, int]]:
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(HttpServer(app, sock, HttpLimits()).run)
+            yield sock.getsockname()[:2]
+            tg.cancel_scope.cancel()
+    finally:
+        sock.close()
+
+
+async def test_the_app_sees_its_client_leave() -> None:
+    seen: list[str] = []
+    left = anyio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True})
+        seen.append((await receive())["type"])  # the empty body
+        seen.append((await receive())["type"])  # then nothing until the client leaves
+        left.set()
+
+    async with serving_app(app) as address:
+        stream = await anyio.connect_tcp(*address)
+        await stream.send(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await answer_of(stream, b"data: 1")).startswith(b"HTTP/1.1 200")
+        await stream.aclose()
+        with anyio.fail_after(5):
+            await left.wait()
+    assert seen == ["http.request", "http.disconnect"]
+
+
+async def test_a_body_the_app_does_not_read_stops_the_reading() -> None:
+    answered = anyio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await answered.wait()  # never reads the body
+
+    async with serving_app(app) as address:
+        stream = await anyio.connect_tcp(*address)
+        size = 256 * 1024 * 1024
+        await stream.send(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size)
+        sent = 0
+        with anyio.move_on_after(2):
+            while sent < size:
+                await stream.send(b"x" * (1024 * 1024))
+                sent += 1024 * 1024
+        # The kernel's buffers hold a few megabytes; the server took no more.
+        assert sent < 64 * 1024 * 1024, sent
+        answered.set()
+        await stream.aclose()
