@@ -20,9 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import urllib.parse
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
+import httptools
+
+from .channel import Channel
 from .wire import date, refusal, status_line
 
 log = logging.getLogger("mailrun.hub.http")
@@ -31,32 +35,45 @@ HIGH_WATER = 64 * 1024
 """Bytes of request body held for the app before the connection stops being read."""
 
 _DISCONNECT = {"type": "http.disconnect"}
+_ASGI = {"version": "3.0", "spec_version": "2.3"}
 _BAD_NAME = re.compile(rb'[\x00-\x20\x7f()<>@,;:\\"/\[\]?={}]')
 _BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
 App = Callable[[dict[str, Any], Any, Any], Any]
 
 
-class Connection(Protocol):
-    """What a cycle asks of its connection (``protocol.Connection``)."""
-
-    loop: asyncio.AbstractEventLoop
-    write_paused: bool
-
-    def write(self, data: bytes) -> None: ...
-    def closing(self) -> bool: ...
-    def close(self) -> None: ...
-    def pause_reading(self) -> None: ...
-    def resume_reading(self) -> None: ...
-    async def drain(self) -> None: ...
-    def answered(self, request: Any, *, keep_alive: bool) -> None: ...
+def http_scope(
+    target: bytes, method: str, version: str, headers: list[tuple[bytes, bytes]]
+) -> dict[str, Any]:
+    """The ASGI scope of a request (its target as the request line has it);
+    ValueError for a target that is no URL path."""
+    try:
+        url = httptools.parse_url(target)
+        raw_path: bytes = url.path
+        path = raw_path.decode("ascii")
+    except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+        raise ValueError("the request target is not a path") from None
+    if "%" in path:
+        path = urllib.parse.unquote(path)
+    return {
+        "type": "http",
+        "asgi": _ASGI,
+        "http_version": version,
+        "scheme": "http",
+        "method": method,
+        "root_path": "",
+        "path": path,
+        "raw_path": raw_path,
+        "query_string": url.query or b"",
+        "headers": headers,
+    }
 
 
 class AsgiCycle:
     """A request handed to the app, and its answer."""
 
     def __init__(
-        self, conn: Connection, scope: dict[str, Any], *, keep_alive: bool, expect_continue: bool
+        self, conn: Channel, scope: dict[str, Any], *, keep_alive: bool, expect_continue: bool
     ) -> None:
         self.conn = conn
         self.scope = scope

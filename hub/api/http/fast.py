@@ -13,8 +13,14 @@ for it, within its grace), and a fault in it closes its connection only.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Protocol
+
+from .channel import Channel
+from .wire import json_answer
+
+log = logging.getLogger("mailrun.hub.http")
 
 
 class FastPath(Protocol):
@@ -63,3 +69,28 @@ class FastRequest:
 
     def lost(self) -> None:
         self.timer.cancel()
+
+    async def answer(self, conn: Channel, fast: FastPath, body: bytes) -> None:
+        """Answer with ``fast``'s answer to ``body``; never raises."""
+        try:
+            self._write(conn, *await fast.answer(self.route, body))
+        except Exception:
+            # A fault in one answer must not take the server (and every other
+            # answer in its task group) down with it: its connection goes.
+            log.exception("the answer to a %s failed", self.route)
+        finally:
+            if not self.response_complete:  # failed, or cancelled at shutdown
+                conn.close()
+
+    def overdue(self, conn: Channel, fast: FastPath) -> None:
+        """The body's deadline passed: if it is still arriving, 408 and close."""
+        if self.chunks is not None:
+            self.chunks, self.keep_alive = None, False
+            self._write(conn, *fast.late())
+
+    def _write(self, conn: Channel, status: int, body: bytes) -> None:
+        self.response_complete = True
+        if conn.closing():
+            return  # the client left: the outcome stands, unanswered
+        conn.write(json_answer(status, body, keep_alive=self.keep_alive))
+        conn.answered(self, keep_alive=self.keep_alive)

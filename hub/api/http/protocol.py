@@ -26,93 +26,39 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
-import struct
-import urllib.parse
 from collections import deque
-from typing import Any, cast
 
-import anyio
-import anyio.abc
 import httptools
 
-from .cycle import App, AsgiCycle
+from .channel import Link
+from .cycle import App, AsgiCycle, http_scope
 from .fast import FastPath, FastRequest
-from .limits import HttpLimits
-from .wire import json_answer, refusal
+from .serving import Serving
+from .wire import refusal
 
 log = logging.getLogger("mailrun.hub.http")
 
 ABORT_EXTENSION = "mailrun.abort"
 BODY_ARRIVED_EXTENSION = "mailrun.body_arrived"
-_ASGI = {"version": "3.0", "spec_version": "2.3"}
-
-
-class Serving:
-    """What the connections of one server share: the app, the limits, the
-    task group that owns every answer, and who is connected."""
-
-    def __init__(
-        self,
-        app: App,
-        limits: HttpLimits,
-        fast_path: FastPath | None,
-        answers: anyio.abc.TaskGroup,
-    ) -> None:
-        self.app = app
-        self.limits = limits
-        self.fast_path = fast_path
-        self.answers = answers
-        self.connections: set[Connection] = set()
-        self.in_flight = 0  # answers under way
-        self.draining = False
-        self.emptied = anyio.Event()  # set once draining and no connection is left
-
-    def full(self) -> bool:
-        limit = self.limits.max_connections
-        return len(self.connections) > limit or self.in_flight >= limit
-
-    def drain(self) -> None:
-        """Take no new request: each connection closes after its answer."""
-        self.draining = True
-        for conn in list(self.connections):
-            conn.shutdown()
-        self._check_empty()
-
-    def gone(self, conn: Connection) -> None:
-        self.connections.discard(conn)
-        self._check_empty()
-
-    def _check_empty(self) -> None:
-        if self.draining and not self.connections:
-            self.emptied.set()
 
 
 class _HeadTooLarge(Exception):
     pass
 
 
-class _BadTarget(Exception):
-    pass
-
-
 Request = AsgiCycle | FastRequest
 
 
-class Connection(asyncio.Protocol):
+class Connection(Link):
     """The protocol of one accepted connection."""
 
     def __init__(self, serving: Serving) -> None:
+        super().__init__()
         self.serving = serving
-        self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)
         with contextlib.suppress(AttributeError):  # httptools before 0.6.3
             # Answer a request even when a pipelined one after it is malformed.
             self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
-        self.transport: asyncio.Transport | None = None
-        self.write_paused = False
-        self._read_paused = False
-        self._drained: list[asyncio.Future[None]] = []
         self._head_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
         self._local: tuple[str, int] | None = None
@@ -133,9 +79,7 @@ class Connection(asyncio.Protocol):
     # asyncio's callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports are not asyncio.Transport's subclasses; they have its methods.
-        transport = cast(asyncio.Transport, transport)
-        self.transport = transport
+        super().connection_made(transport)
         self._local = _address(transport.get_extra_info("sockname"))
         self._peer = _address(transport.get_extra_info("peername"))
         self.serving.connections.add(self)
@@ -150,8 +94,7 @@ class Connection(asyncio.Protocol):
             if request is not None:
                 request.lost()
         self._queue.clear()
-        self.write_paused = False
-        self._wake_writers()
+        super().connection_lost(exc)
         self.serving.gone(self)
 
     def data_received(self, data: bytes) -> None:
@@ -183,13 +126,6 @@ class Connection(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         return None  # close: a half-closed client sends no more requests
-
-    def pause_writing(self) -> None:
-        self.write_paused = True
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        self._wake_writers()
 
     # httptools' callbacks
 
@@ -234,12 +170,9 @@ class Connection(asyncio.Protocol):
                 timer = self.loop.call_later(fast.body_timeout, self._late)
                 self._parsing = self._answering = FastRequest(route, keep_alive, timer)
                 return
-        cycle = AsgiCycle(
-            self,
-            self._scope(method.decode("ascii"), version),
-            keep_alive=keep_alive,
-            expect_continue=self._continue,
-        )
+        scope = http_scope(self._url, method.decode("ascii"), version, self._headers)
+        scope["server"], scope["client"] = self._local, self._peer
+        cycle = AsgiCycle(self, scope, keep_alive=keep_alive, expect_continue=self._continue)
         cycle.scope["extensions"] = {
             ABORT_EXTENSION: self.abort,
             BODY_ARRIVED_EXTENSION: cycle.body_arrived,
@@ -260,53 +193,12 @@ class Connection(asyncio.Protocol):
         if isinstance(request, AsgiCycle):
             request.ended()
         elif request is not None:
-            body = request.body()
-            if body is not None:
+            body, fast = request.body(), self.serving.fast_path
+            if body is not None and fast is not None:
                 self.serving.in_flight += 1
-                self.serving.answers.start_soon(self._answer_fast, request, body)
+                self.serving.answers.start_soon(self._answer_fast, request, fast, body)
 
-    # What the requests call
-
-    def write(self, data: bytes) -> None:
-        assert self.transport is not None
-        self.transport.write(data)
-
-    def closing(self) -> bool:
-        return self.transport is None or self.transport.is_closing()
-
-    def close(self) -> None:
-        if not self.closing():
-            self.transport.close()  # type: ignore[union-attr]
-
-    def abort(self) -> None:
-        """Close the connection now, dropping what is queued for it: with
-        SO_LINGER 0 the kernel resets it instead of sending its queue (which
-        may be megabytes for a client that does not read) before the FIN."""
-        if self.transport is None:
-            return
-        sock = self.transport.get_extra_info("socket")
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        self.transport.abort()
-
-    def pause_reading(self) -> None:
-        if not self._read_paused and not self.closing():
-            self._read_paused = True
-            self.transport.pause_reading()  # type: ignore[union-attr]
-
-    def resume_reading(self) -> None:
-        if self._read_paused and not self.closing():
-            self._read_paused = False
-            self.transport.resume_reading()  # type: ignore[union-attr]
-
-    async def drain(self) -> None:
-        """Wait until the client takes more of what is written (or is gone)."""
-        if not self.write_paused or self.closing():
-            return
-        waiter = self.loop.create_future()
-        self._drained.append(waiter)
-        await waiter
+    # What the requests call (the rest is Link's)
 
     def answered(self, request: Request, *, keep_alive: bool) -> None:
         """``request``'s answer is complete: the next one's turn."""
@@ -343,56 +235,16 @@ class Connection(asyncio.Protocol):
         finally:
             self.serving.in_flight -= 1
 
-    async def _answer_fast(self, request: FastRequest, body: bytes) -> None:
-        fast = self.serving.fast_path
-        assert fast is not None
+    async def _answer_fast(self, request: FastRequest, fast: FastPath, body: bytes) -> None:
         try:
-            self._write_fast(request, *await fast.answer(request.route, body))
-        except Exception:
-            # A fault in one answer must not take the server (and every other
-            # answer in its task group) down with it: its connection goes.
-            log.exception("the answer to a %s failed", request.route)
+            await request.answer(self, fast, body)
         finally:
             self.serving.in_flight -= 1
-            if not request.response_complete:  # failed, or cancelled at shutdown
-                self.close()
 
     def _late(self) -> None:
         request, fast = self._answering, self.serving.fast_path
-        if isinstance(request, FastRequest) and request.chunks is not None and fast is not None:
-            request.chunks, request.keep_alive = None, False
-            self._write_fast(request, *fast.late())
-
-    def _write_fast(self, request: FastRequest, status: int, body: bytes) -> None:
-        request.response_complete = True
-        if self.closing():
-            return  # the client left: the outcome stands, unanswered
-        self.write(json_answer(status, body, keep_alive=request.keep_alive))
-        self.answered(request, keep_alive=request.keep_alive)
-
-    def _scope(self, method: str, version: str) -> dict[str, Any]:
-        try:
-            target = httptools.parse_url(self._url)
-            raw_path: bytes = target.path
-            path = raw_path.decode("ascii")
-        except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
-            raise _BadTarget from None
-        if "%" in path:
-            path = urllib.parse.unquote(path)
-        return {
-            "type": "http",
-            "asgi": _ASGI,
-            "http_version": version,
-            "server": self._local,
-            "client": self._peer,
-            "scheme": "http",
-            "method": method,
-            "root_path": "",
-            "path": path,
-            "raw_path": raw_path,
-            "query_string": target.query or b"",
-            "headers": self._headers,
-        }
+        if isinstance(request, FastRequest) and fast is not None:
+            request.overdue(self, fast)
 
     def _count(self, size: int) -> None:
         self._parsed += size
@@ -404,12 +256,6 @@ class Connection(asyncio.Protocol):
         if not self.closing():
             self.write(refusal(status, text, why=why))
             self.close()
-
-    def _wake_writers(self) -> None:
-        waiters, self._drained = self._drained, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
 
     def _arm_head_deadline(self) -> None:
         if self._head_timer is not None:

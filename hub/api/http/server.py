@@ -25,7 +25,8 @@ import anyio.abc
 
 from .fast import FastPath
 from .limits import HttpLimits, allow_open_files
-from .protocol import Connection, Serving
+from .protocol import Connection
+from .serving import Serving
 
 BACKLOG = 512
 """Connections the kernel queues before they are accepted."""
