@@ -84,12 +84,18 @@ def _path(key: str, prefix: str) -> str:
     return f"{prefix}/{urllib.parse.quote(key, safe='')}"
 
 
+def _blank_none(value: object) -> object:
+    """What a page shows of a value: nothing for a missing one, not "None"."""
+    return "" if value is None else value
+
+
 def _templates() -> Jinja2Templates:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader(__package__, "templates"),
         autoescape=True,  # every page is HTML: no value goes out unescaped
         undefined=jinja2.StrictUndefined,  # a misspelt name fails the page, not blanks it
         keep_trailing_newline=True,
+        finalize=_blank_none,
     )
     env.filters.update(shown=_shown, when=_when, path=_path)
     env.tests.update(anchor_is_live=anchor_is_live)

@@ -57,7 +57,8 @@ class Connection(Link):
         self.serving = serving
         self.parser = httptools.HttpRequestParser(self)
         with contextlib.suppress(AttributeError):  # httptools before 0.6.3
-            # Answer a request even when a pipelined one after it is malformed.
+            # Bytes after a request that asked to close are left unread, not an
+            # error that would refuse that request before it is answered.
             self.parser.set_dangerous_leniencies(lenient_data_after_close=True)
         self._head_timer: asyncio.TimerHandle | None = None
         self._idle_timer: asyncio.TimerHandle | None = None
