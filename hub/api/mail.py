@@ -19,7 +19,7 @@ traceback goes to the log.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import msgspec
 from starlette.applications import Starlette
@@ -106,7 +106,7 @@ class MailAnswers:
             # All of it is here, so reading it cannot wait: no deadline to keep.
             timeout = None
         declared = request.headers.get("content-length")
-        return await read_body(_chunks(request), declared, limit=self._limit(), timeout=timeout)
+        return await read_body(request.stream(), declared, limit=self._limit(), timeout=timeout)
 
     def _limit(self) -> int:
         return self._ctx.request_limit
@@ -118,10 +118,6 @@ class MailAnswers:
     async def _batch(self, raw: bytes) -> Answer:
         receipts = await post_batch(self._ctx, decode_json(raw, MailBatchIn, InvalidRequest))
         return 200, msgspec.json.encode(receipts)
-
-
-def _chunks(request: Request) -> AsyncIterator[bytes]:
-    return request.stream()
 
 
 def mail_answers(app: Starlette) -> MailAnswers:
