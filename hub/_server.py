@@ -275,7 +275,7 @@ async def serve_hub(
                     metrics_extra=lambda: side.metrics() + metrics.render(),
                     events=feed,
                 )
-                http = HttpServer(app, sock, config.http_limits, lane=mail_answers(app))
+                http = HttpServer(app, sock, config.http_limits, fast_path=mail_answers(app))
                 await tg.start(http.run)
                 nats = redact_url(config.nats_url)
                 smtp_address = str(smtp.address) if smtp is not None else None

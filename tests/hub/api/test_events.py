@@ -1,5 +1,5 @@
-"""``GET /events`` on a real hub (``serve_hub`` on an in-memory bus, uvicorn
-on a real socket: httpx's ASGI transport would buffer a stream whole)."""
+"""``GET /events`` on a real hub (``serve_hub`` on an in-memory bus, its HTTP
+server on a real socket: httpx's ASGI transport would buffer a stream whole)."""
 
 from __future__ import annotations
 
@@ -240,5 +240,5 @@ async def test_stopping_the_hub_ends_open_streams_at_once(tmp_path: Path) -> Non
                 with pytest.raises(StopAsyncIteration):
                     while True:
                         await anext(lines)
-                # Ended by the hub, not by uvicorn's 2 s grace for requests in flight.
+                # Ended by the hub, not by the server's 2 s grace for requests in flight.
                 assert time.monotonic() - started < 1.5

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hub.api.scratch import replay_job, scratch_env
+from hub.api.routes.scratch import replay_job, scratch_env
 from hub.store import read_history
 from runtime import (
     NATS_URL_ENV,

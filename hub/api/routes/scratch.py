@@ -33,8 +33,8 @@ from runtime import (
     sidecar_env,
 )
 
-from .._errors import ReplayFailed
-from ..store import RunHistory
+from ..._errors import ReplayFailed
+from ...store import RunHistory
 
 REPLAY_TIMEOUT = 120.0
 """Seconds a whole replay may take."""

@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._errors import InvalidRequest
-from ..store import Trigger, get_approval, list_approvals
-from .context import RouteContext, query_limit
-from .requests import DECISIONS, ApprovalIn
-from .responses import json_response
+from ..._errors import InvalidRequest
+from ...store import Trigger, get_approval, list_approvals
+from ..context import RouteContext, query_limit
+from ..requests import DECISIONS, ApprovalIn
+from ..responses import json_response
 
 
 def decision_trigger(approval_id: str, decision: str) -> Trigger:

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
 from runtime import Connection
 
-from ..metrics import family, label
-from ..store import QUARANTINE_SOURCE, Acceptor, count_by_status, count_outbound, fetch_all
+from ...metrics import family, label
+from ...store import QUARANTINE_SOURCE, Acceptor, count_by_status, count_outbound, fetch_all
+from ..context import RouteContext
+
+MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def _label(key: str, value: str) -> str:
@@ -66,3 +75,14 @@ async def render_metrics(db: Connection, acceptor: Acceptor) -> str:
         [(_label("deployment", r[0] or ""), r[1]) for r in quarantined],
     )  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def metrics_routes(ctx: RouteContext, *extra: Callable[[], str] | None) -> list[Route]:
+    """``GET /metrics``: the store's and acceptor's families, then each ``extra()``'s."""
+
+    async def metrics(request: Request) -> Response:
+        text = await render_metrics(ctx.store.db, ctx.acceptor)
+        text += "".join(more() for more in extra if more is not None)
+        return Response(text, media_type=MEDIA_TYPE)
+
+    return [Route("/metrics", metrics, methods=["GET"])]

@@ -10,10 +10,10 @@ change; ``?deployment=`` (id or name) keeps one deployment's changes. A
 stream opens with a bare ``id:`` line, the id it starts after.
 
 The response is a small ASGI callable of its own rather than sse-starlette
-or Starlette's ``StreamingResponse``: sse-starlette patches uvicorn
-process-wide at import and finds shutdown through uvicorn's signal handlers
-from a task nobody owns, and the hub owns its signals (``server.py``), so
-its shutdown would go unseen; ``StreamingResponse`` drives an async
+or Starlette's ``StreamingResponse``: sse-starlette finds shutdown through
+a server's signal handlers from a task nobody owns, and the hub owns its
+signals (its server installs none, ``hub/api/http/``), so its shutdown
+would go unseen; ``StreamingResponse`` drives an async
 generator it never closes, and stops watching for the client's disconnect
 on ASGI 2.4 servers. What a stream needs here is short: write frames as
 the feed hands them, a ``: ping`` after ``keep_alive`` of silence, stop on
@@ -31,12 +31,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from .._errors import HubShuttingDown, InvalidRequest
-from ..store import last_change_id, read_changes, resolve_deployment
-from .context import RouteContext
-from .feed import ChangeFeed, Frame, Subscription
-from .requests import is_number
-from .server import ABORT_EXTENSION
+from ..._errors import HubShuttingDown, InvalidRequest
+from ...store import last_change_id, read_changes, resolve_deployment
+from ..context import RouteContext
+from ..http import ABORT_EXTENSION
+from ..requests import is_number
+from .feed import ChangeFeed, Follower, Frame
 
 PING = b": ping\n\n"
 _HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -63,7 +63,7 @@ def _start(request: Request) -> int | None:
     return None
 
 
-async def pump(feed: ChangeFeed, sub: Subscription, since: int, emit: Emit) -> None:
+async def pump(feed: ChangeFeed, sub: Follower, since: int, emit: Emit) -> None:
     """Everything ``sub`` asked for, then what the feed hands it, until the
     feed ends it (or the client goes, which cancels this)."""
     db, batch = feed.store.db, feed.limits.batch
@@ -108,7 +108,7 @@ async def pump(feed: ChangeFeed, sub: Subscription, since: int, emit: Emit) -> N
             cursor = fresh[-1].id
 
 
-def _queued(sub: Subscription) -> list[Frame]:
+def _queued(sub: Follower) -> list[Frame]:
     frames = []
     while True:
         try:
@@ -123,7 +123,7 @@ class EventStream(Response):
 
     media_type = "text/event-stream"
 
-    def __init__(self, sub: Subscription, since: int) -> None:
+    def __init__(self, sub: Follower, since: int) -> None:
         self.status_code = 200
         self.background = None
         self.init_headers(_HEADERS)

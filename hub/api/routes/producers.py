@@ -22,8 +22,8 @@ from starlette.routing import Route
 
 from runtime import Subjects
 
-from .._errors import InvalidRequest
-from ..store import (
+from ..._errors import InvalidRequest
+from ...store import (
     ProducerStatus,
     ProducerView,
     get_producer,
@@ -32,8 +32,8 @@ from ..store import (
     remove_producer,
     resolve_producer,
 )
-from .context import RouteContext
-from .responses import json_response
+from ..context import RouteContext
+from ..responses import json_response
 
 
 class ProducerIn(msgspec.Struct, kw_only=True):

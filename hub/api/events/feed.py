@@ -35,8 +35,8 @@ import msgspec
 
 from runtime import Flag
 
-from .._errors import HubShuttingDown, TooManyStreams
-from ..store import Change, DeploymentView, Store, change_views, feed_start, read_feed
+from ..._errors import HubShuttingDown, TooManyStreams
+from ...store import Change, DeploymentView, Store, change_views, feed_start, read_feed
 
 log = logging.getLogger("mailrun.hub.events")
 
@@ -78,7 +78,7 @@ def sse_event(change: Change, view: dict[str, object]) -> Frame:
     return Frame(change.id, b"%sdata: %s\n\n" % (head, data))
 
 
-class Subscription:
+class Follower:
     """One open stream: a bounded buffer the reader fills, and the means to end it."""
 
     def __init__(self, feed: ChangeFeed, deployment_id: str | None, live_from: int) -> None:
@@ -132,7 +132,7 @@ class ChangeFeed:
         self.store = store
         self.limits = limits or EventLimits()
         self._extra = deployment_extra
-        self._streams: set[Subscription] = set()
+        self._streams: set[Follower] = set()
         self._open = Flag()
         self._position = 0
         self._parked = False  # the reader waits for a first stream, having read nothing since
@@ -162,7 +162,7 @@ class ChangeFeed:
         finally:
             self.close()
 
-    async def subscribe(self, deployment_id: str | None) -> Subscription:
+    async def subscribe(self, deployment_id: str | None) -> Follower:
         if self._closed or not self._running:
             raise HubShuttingDown("the hub is not streaming events")
         if len(self._streams) >= self.limits.max_streams:
@@ -177,12 +177,12 @@ class ChangeFeed:
                 # Nobody needed the changes since the reader parked: it
                 # starts at the newest instead of reading them for nothing.
                 self._position = max(self._position, newest)
-            sub = Subscription(self, deployment_id, self._position)
+            sub = Follower(self, deployment_id, self._position)
             self._streams.add(sub)
             self._open.set()
             return sub
 
-    def unsubscribe(self, sub: Subscription) -> None:
+    def unsubscribe(self, sub: Follower) -> None:
         sub.discard()
         self._streams.discard(sub)
         if not self._streams:
@@ -224,7 +224,7 @@ class ChangeFeed:
             self._position = changes[-1].id
             return full
 
-    def _cut_off(self, sub: Subscription) -> None:
+    def _cut_off(self, sub: Follower) -> None:
         self.cut_off_total += 1
         log.info("event stream cut off: its client read too slowly (%d queued)", self.limits.buffer)
         sub.cut_off()

@@ -20,10 +20,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from .._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
-from ..store import WITH_OTHERS, Acceptor, Receipt, Rejected, Trigger, deployment_of_run
-from .context import RouteContext, digest_of, with_digest
-from .requests import MailBatchIn, MailIn, SignalIn, mail_trigger, signal_trigger
+from ..._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
+from ...store import WITH_OTHERS, Acceptor, Receipt, Rejected, Trigger, deployment_of_run
+from ..context import RouteContext, digest_of, with_digest
+from ..requests import MailBatchIn, MailIn, SignalIn, mail_trigger, signal_trigger
+from ..responses import error_fields
 
 MAX_BATCH = 500
 """Mails per ``POST /mail/batch``."""
@@ -33,7 +34,7 @@ _mail = msgspec.json.Decoder(MailIn)
 
 def trigger_routes(ctx: RouteContext) -> list[Route]:
     """``POST /runs/{id}/signals``; ``/mail`` and ``/mail/batch`` are
-    answered by the mail lane (``lane.py``), ahead of the router."""
+    ``MailAnswers``' (``mail.py``)."""
 
     async def post_signal(request: Request) -> Response:
         run_id = str(request.path_params["id"])
@@ -64,7 +65,7 @@ async def post_batch(ctx: RouteContext, batch: MailBatchIn) -> dict[str, list[An
         raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
     mails = [_decode_mail(raw) for raw in batch.mails]
     outcomes = await accept_mails(ctx.acceptor, mails, max_body=ctx.settings.max_body)
-    return {"receipts": [_error(o) if isinstance(o, HubError) else o for o in outcomes]}
+    return {"receipts": [error_fields(o) if isinstance(o, HubError) else o for o in outcomes]}
 
 
 async def accept_mails(
@@ -120,8 +121,3 @@ def _decode_mail(raw: msgspec.Raw) -> MailIn | HubError:
         return _mail.decode(raw)
     except (msgspec.DecodeError, RecursionError) as exc:  # ValidationError included
         return InvalidMail(str(exc))
-
-
-def _error(exc: HubError) -> dict[str, str]:
-    """One mail's error, as ``POST /mail`` would have answered it."""
-    return {"status": exc.kind, "reason": exc.reason, "detail": exc.detail}
