@@ -3,7 +3,7 @@
 Mail is most of what the hub is asked, and through Starlette's stack a
 ``POST /mail`` cost more CPU than accepting the mail: an exception
 middleware wrapping ``send`` twice over, the router trying its patterns in
-turn, a ``Request`` and a ``Response`` object (docs/performance.md).
+turn, a ``Request`` and a ``Response`` object (docs/performance-notebook.md).
 :class:`MailAnswers` answers the two paths; it is asked in two places:
 
 - by the HTTP protocol itself (``server.py``), with no ASGI cycle at all,

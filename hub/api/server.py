@@ -6,7 +6,7 @@ are disabled: the hub process owns SIGTERM/SIGINT and stops the server by
 setting ``should_exit``, which lets requests in flight finish (bounded).
 
 HTTP/1.1 is parsed by httptools (llhttp; about half the server CPU per
-request of pure-Python h11, docs/performance.md). What one client
+request of pure-Python h11, docs/performance-notebook.md). What one client
 may hold is bounded (``HttpLimits``; figures in docs/operations.md,
 "Security"): the size of a request's head, the
 idle time between requests (uvicorn's keep-alive), the connections and
@@ -23,7 +23,7 @@ deadline, which is most requests (a client writes head and body at once).
 ``_Guarded`` answers the requests a :class:`Lane` takes itself, with no
 ASGI cycle: the hub's mail (``lane.py``), where the ASGI cycle and the
 middleware around the app cost about a third of the hub's CPU per mail
-(docs/performance.md). It keeps uvicorn's order of answers on a
+(docs/performance-notebook.md). It keeps uvicorn's order of answers on a
 connection: a lane request stands where uvicorn keeps its current request
 (``_LaneCycle``), so a request pipelined behind it waits in uvicorn's queue.
 Its answers are tasks of the server's own task group: uvicorn's graceful
@@ -310,7 +310,7 @@ class Coalesced:
     in the same turn, as it does for every answer of known length, or until
     the turn ends (a stream's head goes out alone, as before). The server's
     CPU per request fell by a tenth to a quarter, the load client's by a
-    tenth (docs/performance.md)."""
+    tenth (docs/performance-notebook.md)."""
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
