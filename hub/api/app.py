@@ -1,4 +1,4 @@
-"""The hub's HTTP API (DESIGN section 8): a Starlette app, JSON via msgspec.
+"""The hub's HTTP API (docs/design.md section 8): a Starlette app, JSON via msgspec.
 
 Every error is ``{"status", "reason", "detail"}`` (``responses``), an
 unexpected one included: a bug answers 500 ``internal_error`` and its

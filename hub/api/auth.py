@@ -1,4 +1,4 @@
-"""Who may call the HTTP API: the admin token (DESIGN section 9).
+"""Who may call the HTTP API: the admin token (docs/design.md section 9).
 
 An ASGI middleware in front of every route, so a route added later is
 guarded without asking. A request is the admin's when it carries

@@ -1,4 +1,4 @@
-"""The web console (DESIGN section 8): deployments, their runs, a run's
+"""The web console (docs/design.md section 8): deployments, their runs, a run's
 dispatches and approvals, kept live.
 
 Server-rendered HTML and one same-origin script (``console.js``, with
