@@ -1,9 +1,10 @@
 """Shared fixtures, and the ``slow`` mark of the tests that start whole
 systems. Helpers live in tests/support.
 
-The PostgreSQL and SMTP helpers are imported inside their fixtures: they
-need asyncpg (the ``postgres`` extra) and cryptography (``dev``), which a
-test of the runtime alone must not need to be collected.
+Helpers are imported inside the fixtures that use them: the PostgreSQL and
+SMTP ones need asyncpg (the ``postgres`` extra) and cryptography (``dev``),
+the nats-server one the hub's code, none of which a test of the runtime
+alone needs to be collected.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
-from tests.support import NatsServerProcess, running_nats_server
-
 if TYPE_CHECKING:
+    from tests.support import NatsServerProcess
     from tests.support.postgres import PostgresServer
     from tests.support.smtp import SmtpServer
 
@@ -49,6 +49,8 @@ def anyio_backend() -> str:
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServerProcess]:
     """A fresh nats-server per test (it starts in ~15 ms), free to kill and restart."""
+    from tests.support import running_nats_server
+
     with running_nats_server(tmp_path) as server:
         yield server
 
