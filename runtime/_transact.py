@@ -101,7 +101,7 @@ async def transact(
     on the thread, not less. On the loop there is no hand-off to the
     thread and back, and no wait for the GIL, which the loop holds
     whenever it runs Python and which a thread wants back after every
-    statement (docs/performance.md, "Transactions on the loop").
+    statement (docs/performance-notebook.md, "Transactions on the loop").
 
     ``durable=False`` commits without waiting for the disk (``synchronous =
     NORMAL`` for this transaction alone): for a change nobody is told about

@@ -3,7 +3,7 @@
 ``schema_version`` holds one row with the highest applied version. Each
 migration runs in one transaction together with its version bump, so a crash
 leaves the database either before or after it. Migration 1 creates release
-1's tables verbatim (LEGACY-V1.md) when they are absent, so a fresh inbox
+1's tables verbatim (docs/design.md section 6) when they are absent, so a fresh inbox
 walks the same path as one release 1 left behind; migrations 2 and 3 extend
 them.
 """

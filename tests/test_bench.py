@@ -14,6 +14,9 @@ import pytest
 from bench.dbos_peer import NOT_INSTALLED
 from tests.support import REPO
 
+# slow: every test runs a benchmark script, most of them starting `mailrun up`
+pytestmark = pytest.mark.slow
+
 
 def run_bench(
     script: str, *args: str, env: dict[str, str] | None = None

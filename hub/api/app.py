@@ -1,4 +1,4 @@
-"""The hub's HTTP API (DESIGN section 8): the Starlette app, its routing
+"""The hub's HTTP API (docs/design.md section 8): the Starlette app, its routing
 table and the middleware in front of it.
 
 Every route comes from a route module (``routes``, ``console``,

@@ -1,4 +1,4 @@
-"""Who may call the HTTP API (DESIGN section 9): one decision, ``Gate.decide``,
+"""Who may call the HTTP API (docs/design.md section 9): one decision, ``Gate.decide``,
 for every request, whichever way it is answered.
 
 A request is the admin's when it carries ``Authorization: Bearer <token>``

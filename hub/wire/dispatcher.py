@@ -37,7 +37,7 @@ log = logging.getLogger("mailrun.hub.dispatch")
 @dataclass(frozen=True)
 class DispatchConfig:
     window: int = 512
-    """Dispatches a lane has sent and not settled at most (docs/performance.md)."""
+    """Dispatches a lane has sent and not settled at most (docs/performance-notebook.md)."""
     frame_items: int = 128
     """Dispatches per MailBatch frame at most: a window is several frames,
     so that each settled one makes room for the next."""

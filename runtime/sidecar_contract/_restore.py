@@ -13,7 +13,7 @@ from records written before NATS identities existed; such a sidecar connects
 without credentials.
 
 and reads release 1's too (no ``version``, everything under ``deployment``,
-the seed under ``deployment_key``); see LEGACY-V1.md.
+the seed under ``deployment_key``); see docs/design.md section 6.
 
 A record arrives from outside in a join token, so the decoder trusts none of
 it: anything it cannot read, or whose deployment id is not an id (it names a

@@ -61,10 +61,16 @@ class Hello(_Frame, tag=True, kw_only=True):
 
 
 class Challenge(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar, the answer to an unsigned Hello: the nonce its signed
+    Hello must sign (single use, 30 s)."""
+
     nonce: str
 
 
 class Welcome(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar, the answer to a signed Hello that owns the deployment:
+    the session every later frame is stamped with, and its owner epoch."""
+
     session_id: str
     owner_epoch: int
     hub_boot_id: str
@@ -167,6 +173,8 @@ class Ping(_Frame, tag=True, kw_only=True):
 
 
 class Pong(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub, the answer to a Ping, from the delivery loop."""
+
     deployment_id: str = ""
 
 
@@ -218,6 +226,9 @@ class BlobGet(_Frame, tag=True, kw_only=True):
 
 
 class BlobChunk(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar, the answer to a BlobGet: up to ``BLOB_CHUNK_SIZE``
+    bytes of the blob from ``offset``."""
+
     digest: str
     offset: int
     size: int  # the whole blob's size
@@ -235,6 +246,9 @@ class MintChild(_Frame, tag=True, kw_only=True):
 
 
 class Minted(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar, the answer to a MintChild: the child run's id (the same
+    one again for the same request)."""
+
     run_id: str
 
 
@@ -270,6 +284,9 @@ class RunSnapshot(msgspec.Struct, kw_only=True):
 
 
 class RunStates(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar, the answer to a StateGet: one page of the hub's
+    RunSnapshots (``more``: another page follows)."""
+
     runs: list[RunSnapshot]
     floor_seq: int = 0
     more: bool = False
@@ -344,7 +361,7 @@ class _Event(msgspec.Struct, tag_field="t", kw_only=True):
 
 
 class RunStarted(_Event, tag=True, kw_only=True):
-    pass
+    """Committed with the run's first item here: ``pending`` -> ``running``."""
 
 
 class DispatchProcessed(_Event, tag=True, kw_only=True):
@@ -368,24 +385,36 @@ class DispatchProcessed(_Event, tag=True, kw_only=True):
 
 
 class RunCompleted(_Event, tag=True, kw_only=True):
+    """The handler called ``ctx.complete(result)``: the run ended ``completed``."""
+
     result: Any = None
 
 
 class RunFailed(_Event, tag=True, kw_only=True):
+    """The run ended ``failed``: ``ctx.fail(error)``, or its handler failed for
+    good (its retries spent, a value over its size limit)."""
+
     error: str = ""
 
 
 class RunCancelled(_Event, tag=True, kw_only=True):
+    """The run ended ``cancelled``: its parent ended while it was live."""
+
     reason: str = ""
 
 
 class ChildRunStarted(_Event, tag=True, kw_only=True):
+    """``ctx.spawn`` committed: the hub accepts the child's ``start`` item."""
+
     child_run_id: str
     entrypoint: str = ""
     input: Any = None
 
 
 class MailSent(_Event, tag=True, kw_only=True):
+    """``ctx.send`` committed: mail to a deployment's address becomes a trigger
+    there, any other leaves through the outbound relay."""
+
     to: str
     subject: str = ""
     body: bytes = b""
@@ -396,6 +425,8 @@ class MailSent(_Event, tag=True, kw_only=True):
 
 
 class ApprovalRequested(_Event, tag=True, kw_only=True):
+    """``ctx.request_approval`` committed: the run waits for the decision."""
+
     approval_id: str
     prompt: str = ""
 
@@ -436,6 +467,9 @@ class RunEvents(_Frame, tag=True, kw_only=True):
 
 
 class EventsAck(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar, the answer to a RunEvents: the ids of the events it has
+    taken (applied now or before), which the sidecar sends no more."""
+
     ids: list[str]
     floor_seq: int = 0
     """As a Welcome's: every dispatch with ``seq <= floor_seq`` is settled at

@@ -43,7 +43,7 @@ def holds_items(status: str) -> bool:
     """A run that keeps the items delivered to it unprocessed on purpose.
 
     A run waiting on an approval holds what arrives until the decision
-    (DESIGN section 5), so its delivered items are not overdue, however old.
+    (docs/design.md section 5), so its delivered items are not overdue, however old.
     """
     return status in _HOLDING
 

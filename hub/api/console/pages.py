@@ -1,4 +1,4 @@
-"""The web console's routes (DESIGN section 8): deployments, their runs, a
+"""The web console's routes (docs/design.md section 8): deployments, their runs, a
 run's dispatches and approvals, kept live.
 
 Server-rendered HTML from Jinja2 templates (``templates/``, through

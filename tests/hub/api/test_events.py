@@ -26,7 +26,8 @@ from tests.support.events import Stream, open_stream
 
 from .harness import SOURCE, assert_error
 
-pytestmark = pytest.mark.anyio
+# slow: every test serves event streams from a hub over real HTTP connections
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TOKEN = "admin-token-of-the-event-tests-0123456"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}

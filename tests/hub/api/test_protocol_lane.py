@@ -23,7 +23,8 @@ from hub.api import HttpLimits, HttpServer, bind_socket, mail_answers
 
 from .harness import BEARER, TOKEN, Api, api
 
-pytestmark = pytest.mark.anyio
+# slow: every test talks to the hub's HTTP server over real sockets, most wait out a deadline
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TO = "flow@mailrun.local"
 _ID = re.compile(r"\b(run|dsp|dep)_[0-9a-f]{26}\b")

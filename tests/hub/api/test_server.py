@@ -29,7 +29,8 @@ from tests.support import wait_for
 
 from .harness import TOKEN, api, assert_error
 
-pytestmark = pytest.mark.anyio
+# slow: every test runs the HTTP server over real sockets, most wait out a deadline
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def hello(request: Request) -> PlainTextResponse:

@@ -662,6 +662,7 @@ def test_hub_lets_the_os_choose_port_0_where_up_refuses_it(monkeypatch: pytest.M
     assert "HOST:PORT" in result.output
 
 
+@pytest.mark.slow  # real `python -m hub` and `mailrun hub` processes
 def test_python_m_hub_is_the_mailrun_hub_command() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "hub", "--help"], capture_output=True, text=True, check=True
@@ -743,6 +744,7 @@ def test_a_token_file_without_a_token_is_an_error_and_nothing_is_sent(
     assert bad.exit_code == 1 and "MAILRUN_TOKEN does not hold a token" in bad.stderr
 
 
+@pytest.mark.slow  # a real `mailrun` or hub process per case
 @pytest.mark.parametrize(
     ("spec", "error"),
     [
@@ -773,6 +775,7 @@ def test_a_bad_failpoint_spec_is_one_error_line_and_a_non_zero_exit(
     assert list(tmp_path.iterdir()) == []  # it did nothing else
 
 
+@pytest.mark.slow  # a real hub process
 def test_a_hub_with_failpoints_armed_says_so_at_start(tmp_path: Path) -> None:
     log = tmp_path / "hub.log"
     spec = "hub.accept.before_commit=1*raise;hub.events.after_commit=sleep(5)"

@@ -25,7 +25,8 @@ from runtime.testing import configure_failpoints
 from tests.support import wait_for
 from tests.support.smtp import self_signed
 
-pytestmark = pytest.mark.anyio
+# slow: every test runs the SMTP ingress over real sockets against a hub's store
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 T = TypeVar("T")
 LOGIN = ("robot", "s3cret")
 

@@ -34,6 +34,9 @@ from hub.up.supervisor import UpConfig, hub_url, run_up
 from runtime import NATS_URL_ENV
 from tests.support import REPO, HubClient, free_port, wait_for
 
+# slow: every test runs `mailrun up`, the hub or their children as real processes
+pytestmark = pytest.mark.slow
+
 PY = sys.executable
 
 

@@ -46,7 +46,8 @@ from runtime.testing import configure_failpoints
 from tests.support import wait_for
 from tests.support.identities import AuthorizedServer, admitted, authorized_server, peer
 
-pytestmark = pytest.mark.anyio
+# slow: every test runs a hub and producers with NATS identities on a real nats-server
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TOKEN = "admin-token-of-the-ingress-tests-0123"
 MAX_BODY = 1024
