@@ -241,6 +241,7 @@ async def serve_hub(
                 await tg.start(ingress)
                 smtp = None
                 if config.smtp is not None:
+                    assert smtp_sock is not None
                     smtp = SmtpServer(
                         config.smtp,
                         smtp_sock,

@@ -387,7 +387,6 @@ EXPECTED: dict[str, list[str]] = {
         "PASSWORD_ENV",
         "USER_ENV",
         "ParsedMail",
-        "QuietSession",
         "SmtpConfig",
         "SmtpServer",
         "is_loopback",
