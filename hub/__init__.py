@@ -13,8 +13,8 @@ from ._server import HubConfig as HubConfig
 from ._server import HubHandle as HubHandle
 from ._server import serve_hub as serve_hub
 from .api import create_app as create_app
+from .intake import Acceptor as Acceptor
 from .store import Accepted as Accepted
-from .store import Acceptor as Acceptor
 from .store import ApprovalStatus as ApprovalStatus
 from .store import DispatchStatus as DispatchStatus
 from .store import Rejected as Rejected

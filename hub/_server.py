@@ -59,16 +59,16 @@ from .api import (
     EventLimits,
     HttpLimits,
     HttpServer,
-    accept_mails,
     bind_socket,
     create_app,
     mail_answers,
 )
+from .intake import Acceptor
 from .metrics import HubMetrics
 from .natsauth import hub_seed
 from .outbound import Outbox, RelayConfig, relay_config
 from .smtp import SmtpConfig, SmtpServer, smtp_config
-from .store import DEFAULT_BUSY_TIMEOUT, Acceptor, Store, give_nats_identities, open_store
+from .store import DEFAULT_BUSY_TIMEOUT, Store, give_nats_identities, open_store
 from .wire import (
     DeadLetters,
     DispatchConfig,
@@ -234,7 +234,8 @@ async def serve_hub(
                     store=store,
                     transport=transport,
                     subjects=Subjects(config.subject_prefix),
-                    intake=functools.partial(accept_mails, acceptor, max_body=config.max_body),
+                    acceptor=acceptor,
+                    max_body=config.max_body,
                     config=IngressConfig(retention=config.wire.retention),
                     letters=letters,
                 )

@@ -207,6 +207,20 @@ def test_hub_rooms_are_entered_through_their_package() -> None:
     assert inside == []
 
 
+def test_the_mail_doors_never_import_the_http_api() -> None:
+    # SMTP and the NATS ingress take mail as POST /mail/batch does, through
+    # hub.intake: none of them is built on another door.
+    doors = [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph().items())
+        if room(module) in ("smtp", "wire")
+        for target in sorted(targets)
+        if room(target) == "api"
+    ]
+    assert doors == []
+    assert "hub.intake" in graph()["hub.smtp._handler"]  # the rule sees the doors' imports
+
+
 def test_hub_is_rooms_with_few_flat_modules() -> None:
     hub = REPO / "hub"
     flat = sorted(p.name for p in hub.glob("*.py") if p.name != "__init__.py")

@@ -10,7 +10,6 @@ from .lane import mail_answers as mail_answers
 from .server import HttpLimits as HttpLimits
 from .server import HttpServer as HttpServer
 from .server import bind_socket as bind_socket
-from .triggers import accept_mails as accept_mails
 
 __all__ = [
     "ApiSettings",
@@ -19,7 +18,6 @@ __all__ = [
     "HttpLimits",
     "HttpServer",
     "MailAnswers",
-    "accept_mails",
     "bind_socket",
     "create_app",
     "mail_answers",

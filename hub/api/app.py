@@ -23,9 +23,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from .._errors import HubError, InvalidDeployment, InvalidRequest
+from ..intake import Acceptor
 from ..store import (
     LATEST,
-    Acceptor,
     DeploymentView,
     OutboundStatus,
     Store,

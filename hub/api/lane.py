@@ -33,10 +33,13 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from runtime import IngressMail as MailIn
+
 from .._errors import BodyTimeout, HubError, InvalidMail, InvalidRequest
+from ..intake import MailBatchIn
 from .auth import bearer_is, is_json
 from .context import RouteContext, receipt_status
-from .requests import MailBatchIn, MailIn, decode_json, read_body
+from .requests import decode_json, read_body
 from .server import BODY_ARRIVED_EXTENSION
 from .triggers import post_batch, post_mail
 

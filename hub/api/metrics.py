@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from runtime import Connection
 
+from ..intake import Acceptor
 from ..metrics import family, label
-from ..store import QUARANTINE_SOURCE, Acceptor, count_by_status, count_outbound, fetch_all
+from ..store import QUARANTINE_SOURCE, count_by_status, count_outbound, fetch_all
 
 
 def _label(key: str, value: str) -> str:

@@ -3,7 +3,7 @@
 RCPT looks the address up (committed data, ``address_status``): an
 address no live deployment holds is refused there, 550 5.1.1, before the
 client sends the message. DATA parses the message once and makes one mail
-per recipient, and all of them go through ``accept_mails``, the batch path
+per recipient, and all of them go through ``hub.intake.accept_mails``, the batch path
 of ``POST /mail/batch`` and the NATS ingress, as a whole: one transaction,
 and every recipient accepted or none (a deployment deleted between RCPT and
 DATA refuses the message, not one copy of it). ``250`` is written only
@@ -25,16 +25,8 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from runtime import Flag, IngressMail
 
 from .._errors import HubError
-from ..api import accept_mails
-from ..store import (
-    WITH_OTHERS,
-    Accepted,
-    Acceptor,
-    AddressStatus,
-    Receipt,
-    Store,
-    address_status,
-)
+from ..intake import Acceptor, accept_mails
+from ..store import WITH_OTHERS, Accepted, AddressStatus, Receipt, Store, address_status
 from ._config import SmtpConfig
 from ._message import parse_message
 from ._replies import NotTaken, ok_reply, outcome_reply, refusal_reply

@@ -32,7 +32,8 @@ from aiosmtpd.smtp import SMTP
 
 from runtime import Flag, HostPort
 
-from ..store import Acceptor, Store
+from ..intake import Acceptor
+from ..store import Store
 from ._config import SmtpConfig
 from ._handler import SmtpHandler
 
