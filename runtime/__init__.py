@@ -9,6 +9,7 @@ from ._actor import RestartPolicy as RestartPolicy
 from ._actor import Supervisor as Supervisor
 from ._backoff import ATTEMPT_LIMIT as ATTEMPT_LIMIT
 from ._backoff import Backoff as Backoff
+from ._backoff import Retry as Retry
 from ._backoff import backoff as backoff
 from ._backoff import backoff_max_from_env as backoff_max_from_env
 from ._backoff import next_attempt as next_attempt
@@ -304,6 +305,7 @@ __all__ = [
     "RequestTimeout",
     "RestartPolicy",
     "RestoreRecord",
+    "Retry",
     "RunCancelled",
     "RunCompleted",
     "RunEvents",

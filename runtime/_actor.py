@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.abc
 
-from ._backoff import Backoff, next_attempt
+from ._backoff import Backoff, Retry
 from ._deadlines import Deadlines
 from ._errors import ActorStopped, AskTimeout, MailboxFull
 from ._mailbox import Mailbox
@@ -237,20 +237,20 @@ class Supervisor:
         policy: RestartPolicy,
     ) -> None:
         crashes: deque[float] = deque()
-        streak = 0
+        streak = Retry(policy.backoff)  # crashes in a row
         actor: Actor[M] | None = None
         envelope: _Envelope[M] | None = None  # the one being handled
         try:
             while True:
                 if actor is None:
-                    if streak:
-                        await anyio.sleep(policy.backoff.delay(streak))
+                    if streak.failures:
+                        await streak.wait()
                     try:
                         actor = factory()
                         await actor.started()
                     except Exception as exc:
                         actor = None
-                        streak = next_attempt(streak)
+                        streak.failed()
                         if await self._crashed(
                             ref, mailbox, crashes, policy, exc, "failed to start"
                         ):
@@ -267,11 +267,11 @@ class Supervisor:
                         _answer(envelope.reply, error=exc)
                     envelope = None
                     actor = None
-                    streak = next_attempt(streak)
+                    streak.failed()
                     if await self._crashed(ref, mailbox, crashes, policy, exc, "crashed"):
                         return
                     continue
-                streak = 0
+                streak.succeeded()
                 if envelope.reply is not None:
                     _answer(envelope.reply, result)
                 envelope = None

@@ -120,6 +120,7 @@ EXPECTED: dict[str, list[str]] = {
         "ReplayReport",
         "RequestTimeout",
         "RestartPolicy",
+        "Retry",
         "RestoreRecord",
         "RunCancelled",
         "RunCompleted",
