@@ -177,6 +177,7 @@ from ._sqlite import configure_sqlite as configure_sqlite
 from ._sqlite import connect_sqlite as connect_sqlite
 from ._sqlite import release_free_pages as release_free_pages
 from ._sqlite import sqlite_synchronous as sqlite_synchronous
+from ._stacked import StackedContext as StackedContext
 from ._transact import SLOW_TRANSACTION as SLOW_TRANSACTION
 from ._transact import Body as Body
 from ._transact import Connection as Connection
@@ -318,6 +319,7 @@ __all__ = [
     "SignatureError",
     "SizeLimit",
     "Sources",
+    "StackedContext",
     "StateGet",
     "Subjects",
     "Subscription",

@@ -26,6 +26,7 @@ from ._backoff import Backoff, Retry
 from ._deadlines import Deadlines
 from ._errors import ActorStopped, AskTimeout, MailboxFull
 from ._mailbox import Mailbox
+from ._stacked import StackedContext
 
 log = logging.getLogger("mailrun.actor")
 
@@ -150,7 +151,7 @@ class ActorRef(Generic[M]):
         await self._finished.wait()
 
 
-class Supervisor:
+class Supervisor(StackedContext):
     """Owns a task group of actors (an async context manager).
 
     Leaving the context normally stops every actor in order (each finishes
@@ -163,21 +164,11 @@ class Supervisor:
         self._stop_grace = stop_grace
         self._refs: dict[str, ActorRef[Any]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
-        self._stack = AsyncExitStack()
 
-    async def __aenter__(self) -> Supervisor:
-        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+    async def _open(self, stack: AsyncExitStack) -> None:
+        self._tg = await stack.enter_async_context(anyio.create_task_group())
         # Runs first on the way out, before the task group waits for the actors.
-        self._stack.push_async_exit(self._stop)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._stack.__aexit__(exc_type, exc, tb)
+        stack.push_async_exit(self._stop)
 
     async def _stop(
         self,

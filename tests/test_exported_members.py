@@ -134,6 +134,7 @@ EXPECTED: dict[str, list[str]] = {
         "SignatureError",
         "SizeLimit",
         "Sources",
+        "StackedContext",
         "StateGet",
         "Subjects",
         "Subscription",
