@@ -9,9 +9,9 @@ from ._errors import MigrationError as MigrationError
 from ._errors import StoreUnavailable as StoreUnavailable
 from ._ingress import IngressClient as IngressClient
 from ._ingress import ingress_mail as ingress_mail
-from ._server import HubConfig as HubConfig
 from ._server import HubHandle as HubHandle
 from ._server import serve_hub as serve_hub
+from ._settings import HubSettings as HubSettings
 from .api import create_app as create_app
 from .intake import Acceptor as Acceptor
 from .store import Accepted as Accepted
@@ -30,9 +30,9 @@ __all__ = [
     "Acceptor",
     "ApprovalStatus",
     "DispatchStatus",
-    "HubConfig",
     "HubError",
     "HubHandle",
+    "HubSettings",
     "IngressClient",
     "IngressError",
     "IngressRefused",

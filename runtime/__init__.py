@@ -144,6 +144,8 @@ from ._private import HOME_LOCK_FILE as HOME_LOCK_FILE
 from ._private import make_private as make_private
 from ._private import private_umask as private_umask
 from ._private import remove_sidecar_state as remove_sidecar_state
+from ._process import ProcessSettings as ProcessSettings
+from ._process import start_process as start_process
 from ._reasons import AckResult as AckResult
 from ._reasons import DispatchOutcome as DispatchOutcome
 from ._reasons import Reason as Reason
@@ -292,6 +294,7 @@ __all__ = [
     "Params",
     "Ping",
     "Pong",
+    "ProcessSettings",
     "Reason",
     "RecordDecodeError",
     "Recorded",
@@ -372,6 +375,7 @@ __all__ = [
     "sidecar_env",
     "sign",
     "sqlite_synchronous",
+    "start_process",
     "transact",
     "unb64url",
     "unwrap_group",
