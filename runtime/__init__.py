@@ -1,7 +1,8 @@
 """What hub and sidecar share: ids, frames, codec, keys, the run-state
 classifier, the wire vocabulary (reason and outcome codes), restore records,
-the actor kernel, the transport seam, and the idioms every loop uses
-(wakeups, backoff, signals, exception groups)."""
+the actor kernel, the transport seam, the idioms every loop uses (wakeups,
+backoff and retries, signals, exception groups, contexts over an exit
+stack), and what every process reads at its start (``start_process``)."""
 
 from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef

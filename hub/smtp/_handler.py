@@ -3,10 +3,10 @@
 RCPT looks the address up (committed data, ``address_status``): an
 address no live deployment holds is refused there, 550 5.1.1, before the
 client sends the message. DATA parses the message once and makes one mail
-per recipient, and all of them go through ``hub.intake.accept_mails``, the batch path
-of ``POST /mail/batch`` and the NATS ingress, as a whole: one transaction,
-and every recipient accepted or none (a deployment deleted between RCPT and
-DATA refuses the message, not one copy of it). ``250`` is written only
+per recipient, and all of them go through ``hub.intake.accept_mails``, the
+batch path of ``POST /mail/batch`` and the NATS ingress, as a whole: one
+transaction, and every recipient accepted or none (a deployment deleted
+between RCPT and DATA refuses the message, not one copy of it). ``250`` is written only
 after that returned; a failure of the transaction (store unavailable, hub
 stopping) is a 451 that the client retries, and a retry with the same
 ``Message-ID`` is answered by the first receipt, so it counts once.
