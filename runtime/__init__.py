@@ -59,6 +59,8 @@ from ._errors import TransportError as TransportError
 from ._failpoints import afailpoint as afailpoint
 from ._failpoints import check_failpoints as check_failpoints
 from ._failpoints import failpoint as failpoint
+from ._process import ProcessSettings as ProcessSettings
+from ._process import start_process as start_process
 from ._sqlite import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
 from ._sqlite import configure_sqlite as configure_sqlite
 from ._sqlite import connect_sqlite as connect_sqlite
@@ -80,6 +82,8 @@ from .loops import ATTEMPT_LIMIT as ATTEMPT_LIMIT
 from .loops import Backoff as Backoff
 from .loops import Broadcast as Broadcast
 from .loops import Flag as Flag
+from .loops import Retry as Retry
+from .loops import StackedContext as StackedContext
 from .loops import Wakeup as Wakeup
 from .loops import backoff as backoff
 from .loops import backoff_max_from_env as backoff_max_from_env
@@ -304,6 +308,7 @@ __all__ = [
     "Params",
     "Ping",
     "Pong",
+    "ProcessSettings",
     "Reason",
     "RecordDecodeError",
     "Recorded",
@@ -318,6 +323,7 @@ __all__ = [
     "RequestTimeout",
     "RestartPolicy",
     "RestoreRecord",
+    "Retry",
     "RunCancelled",
     "RunCompleted",
     "RunEvents",
@@ -330,6 +336,7 @@ __all__ = [
     "SignatureError",
     "SizeLimit",
     "Sources",
+    "StackedContext",
     "StateGet",
     "Subjects",
     "Subscription",
@@ -383,6 +390,7 @@ __all__ = [
     "sidecar_env",
     "sign",
     "sqlite_synchronous",
+    "start_process",
     "transact",
     "unb64url",
     "unwrap_group",

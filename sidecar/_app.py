@@ -28,12 +28,12 @@ import msgspec
 from runtime import (
     Backoff,
     RestoreRecord,
+    Retry,
     Subjects,
     Transport,
     Wakeup,
     Welcome,
     new_id,
-    next_attempt,
     open_nats,
     public_key_of,
     read_restore_record,
@@ -290,8 +290,7 @@ class Sidecar:
         """The runs' minter: the hub mints child runs. A short hub outage is
         waited out (the request id makes retries safe) instead of costing the
         handler an attempt of its retry budget."""
-        attempt = 0
-        retry = _MINT_RETRY.capped(self.options.backoff_max)
+        retry = Retry(_MINT_RETRY.capped(self.options.backoff_max))
         with anyio.move_on_after(self.options.mint_patience):
             while True:
                 link = self.link
@@ -300,8 +299,8 @@ class Sidecar:
                         return await link.mint_child(parent_run_id, request_id)
                     except HubUnavailable as exc:
                         log.info("minting a child of %s: %s; retrying", parent_run_id, exc)
-                attempt = next_attempt(attempt)
-                await anyio.sleep(retry.delay(attempt))
+                retry.failed()
+                await retry.wait()
         raise HubUnavailable(
             f"no hub to mint a child run of {parent_run_id} within {self.options.mint_patience}s"
         )

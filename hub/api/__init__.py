@@ -11,7 +11,6 @@ from .http import HttpServer as HttpServer
 from .http import bind_socket as bind_socket
 from .mail import MailAnswers as MailAnswers
 from .mail import mail_answers as mail_answers
-from .routes import accept_mails as accept_mails
 
 __all__ = [
     "ApiSettings",
@@ -20,7 +19,6 @@ __all__ = [
     "HttpLimits",
     "HttpServer",
     "MailAnswers",
-    "accept_mails",
     "bind_socket",
     "create_app",
     "mail_answers",

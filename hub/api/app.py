@@ -16,7 +16,8 @@ import msgspec
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
-from ..store import Acceptor, DeploymentView, Store
+from ..intake import Acceptor
+from ..store import DeploymentView, Store
 from .auth import AdminAuth, Gate
 from .console import console_routes
 from .context import ApiSettings as ApiSettings

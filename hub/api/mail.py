@@ -27,11 +27,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from runtime import IngressMail as MailIn
+
 from .._errors import BodyTimeout, HubError, InvalidMail, InvalidRequest
+from ..intake import MailBatchIn
 from .auth import ADMIN, Gate
 from .context import RouteContext, receipt_status
 from .http import BODY_ARRIVED_EXTENSION
-from .requests import MailBatchIn, MailIn, decode_json, read_body
+from .requests import decode_json, read_body
 from .responses import INTERNAL, error_body
 from .routes import post_batch, post_mail
 

@@ -22,7 +22,6 @@ leftovers) are the older forms, left while store code moves to the new one.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager, suppress
@@ -40,7 +39,6 @@ from runtime import (
     configure_sqlite,
     connect_sqlite,
     drive,
-    sqlite_synchronous,
 )
 from runtime.sqlite import Database, Synchronous, release_free_pages
 
@@ -91,10 +89,14 @@ class SqliteStore(Store):
         path: Path | str,
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: Synchronous = Synchronous.FULL,
         on_migration: OnStep | None = None,
     ) -> SqliteStore:
         """Open (creating if needed) the database at ``path`` and migrate it
-        (each migration applied told to ``on_migration``)."""
+        (each migration applied told to ``on_migration``). Every write is
+        answered outward (a receipt, an Ack): ``FULL`` unless a benchmark
+        says otherwise (``MAILRUN_SQLITE_SYNCHRONOUS``, read where the
+        process starts)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         migrator = await _connect(path, busy_timeout, reader=False)
@@ -105,9 +107,7 @@ class SqliteStore(Store):
             await apply_migrations(migrator, on_migration)
         finally:
             await migrator.close()
-        # Every write is answered outward (a receipt, an Ack): fsynced.
-        level = Synchronous(sqlite_synchronous(os.environ))
-        writer = await Database.open(path, busy_timeout=busy_timeout, synchronous=level)
+        writer = await Database.open(path, busy_timeout=busy_timeout, synchronous=synchronous)
         try:
             await writer.read(lambda conn: conn.execute("PRAGMA foreign_keys = ON"))
             reader = await Database.open(

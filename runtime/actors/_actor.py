@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 
 from .._errors import ActorStopped, AskTimeout, MailboxFull
-from ..loops import Backoff, next_attempt
+from ..loops import Backoff, Retry, StackedContext
 from ._deadlines import Deadlines
 from ._mailbox import Mailbox
 
@@ -150,7 +150,7 @@ class ActorRef(Generic[M]):
         await self._finished.wait()
 
 
-class Supervisor:
+class Supervisor(StackedContext):
     """Owns a task group of actors (an async context manager).
 
     Leaving the context normally stops every actor in order (each finishes
@@ -163,21 +163,11 @@ class Supervisor:
         self._stop_grace = stop_grace
         self._refs: dict[str, ActorRef[Any]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
-        self._stack = AsyncExitStack()
 
-    async def __aenter__(self) -> Supervisor:
-        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+    async def _open(self, stack: AsyncExitStack) -> None:
+        self._tg = await stack.enter_async_context(anyio.create_task_group())
         # Runs first on the way out, before the task group waits for the actors.
-        self._stack.push_async_exit(self._stop)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._stack.__aexit__(exc_type, exc, tb)
+        stack.push_async_exit(self._stop)
 
     async def _stop(
         self,
@@ -237,20 +227,20 @@ class Supervisor:
         policy: RestartPolicy,
     ) -> None:
         crashes: deque[float] = deque()
-        streak = 0
+        streak = Retry(policy.backoff)  # crashes in a row
         actor: Actor[M] | None = None
         envelope: _Envelope[M] | None = None  # the one being handled
         try:
             while True:
                 if actor is None:
-                    if streak:
-                        await anyio.sleep(policy.backoff.delay(streak))
+                    if streak.failures:
+                        await streak.wait()
                     try:
                         actor = factory()
                         await actor.started()
                     except Exception as exc:
                         actor = None
-                        streak = next_attempt(streak)
+                        streak.failed()
                         if await self._crashed(
                             ref, mailbox, crashes, policy, exc, "failed to start"
                         ):
@@ -267,11 +257,11 @@ class Supervisor:
                         _answer(envelope.reply, error=exc)
                     envelope = None
                     actor = None
-                    streak = next_attempt(streak)
+                    streak.failed()
                     if await self._crashed(ref, mailbox, crashes, policy, exc, "crashed"):
                         return
                     continue
-                streak = 0
+                streak.succeeded()
                 if envelope.reply is not None:
                     _answer(envelope.reply, result)
                 envelope = None

@@ -1,9 +1,11 @@
-"""Retry delays: exponential, capped, with jitter, shared by every retry loop.
+"""Retry delays and a retry loop's bookkeeping: exponential, capped, with
+jitter (:class:`Backoff`), counted and waited out in one place (:class:`Retry`).
 
 A retry loop may run for as long as its peer is away, which may be months:
 its delay stays finite for any attempt (the exponent is clamped) and its
 attempt counter stops growing (:func:`next_attempt`), so nothing about a
 loop changes with the length of an outage except how long it has waited.
+Every retry loop of hub and sidecar keeps its count in a :class:`Retry`.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import dataclasses
 import logging
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
+
+import anyio
 
 from .._config import BACKOFF_MAX_ENV
 
@@ -77,6 +81,59 @@ class Backoff:
         if maximum is None or maximum >= self.maximum:
             return self
         return dataclasses.replace(self, initial=min(self.initial, maximum), maximum=maximum)
+
+
+class Retry:
+    """One retry loop's bookkeeping: the attempts that failed in a row, the
+    delay before the next one, the wait for it, and the reset on success.
+
+    ::
+
+        retry = Retry(backoff)
+        while True:
+            try:
+                await attempt()
+            except Unavailable:
+                retry.failed()
+                await retry.wait(wakeup.wait)  # or retry.wait(): a plain sleep
+                continue
+            retry.succeeded()
+
+    The count saturates at :data:`ATTEMPT_LIMIT` and the delay is capped, so
+    a loop survives an outage of any length.
+    """
+
+    __slots__ = ("_rng", "backoff", "delay", "failures")
+
+    def __init__(self, backoff: Backoff | None = None, *, rng: random.Random | None = None) -> None:
+        self.backoff = backoff if backoff is not None else Backoff()
+        self._rng = rng
+        self.failures = 0
+        """Attempts that failed since the last success (saturating)."""
+        self.delay = 0.0
+        """The delay the last failure drew: what :meth:`wait` waits."""
+
+    def failed(self) -> float:
+        """Count a failed attempt; the delay before the next one, drawn now
+        (jitter included), so that what a loop announces is what it waits."""
+        self.failures = next_attempt(self.failures)
+        self.delay = self.backoff.delay(self.failures, rng=self._rng)
+        return self.delay
+
+    def succeeded(self) -> None:
+        """An attempt went through: the next failure starts from ``initial``."""
+        self.failures = 0
+        self.delay = 0.0
+
+    async def wait(self, until: Callable[[float], Awaitable[object]] | None = None) -> None:
+        """Wait the delay the last failure drew. ``until``, given that delay,
+        waits instead, when something may end the wait early: a peer that is
+        back, new work (``Wakeup.wait``, ``Flag.wait``, ... each returns after
+        that many seconds at most)."""
+        if until is None:
+            await anyio.sleep(self.delay)
+        else:
+            await until(self.delay)
 
 
 def backoff(attempt: int, *, initial: float = 0.05, maximum: float = 1.0) -> float:

@@ -29,7 +29,7 @@ import anyio
 
 from .._config import redact_url
 from .._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
-from ..loops import Backoff, Broadcast, Flag, Wakeup, next_attempt
+from ..loops import Backoff, Broadcast, Flag, Retry, Wakeup
 from ..wire import WIRE_MAX_PAYLOAD
 from ._natspy import Client, Msg, Server
 from ._natspy import Subscription as NatsSub
@@ -209,7 +209,6 @@ class NatsTransport:
         self._connect_timeout = connect_timeout
         self._seed = seed
         self._inbox_prefix = inbox_prefix
-        self._backoff = backoff
         self._refused = False  # the server refused our credentials since the last connect
         self._warned: set[str] = set()  # error kinds logged at WARNING since the last connect
         self._nc = Client()
@@ -218,7 +217,7 @@ class NatsTransport:
         self._callbacks: list[ReconnectCallback] = []
         self._subs: dict[NatsSub, NatsSubscription] = {}
         self._up = Flag()  # set while connected
-        self._attempts = 0
+        self._retry = Retry(backoff)  # connect attempts since the connection was last up
         self._last_try = time.monotonic()
         self._lost = Wakeup()  # nats-py closed the current client for good
         self._replacing = False  # the keeper is discarding the current client
@@ -243,7 +242,7 @@ class NatsTransport:
     @property
     def reconnect_attempts(self) -> int:
         """Connect attempts since the connection was last up (saturating)."""
-        return self._attempts
+        return self._retry.failures
 
     async def connect(self) -> None:
         """Connect, retrying until the server answers; cancel to give up."""
@@ -259,7 +258,7 @@ class NatsTransport:
                         log.debug(
                             "connect to %s failed (attempt %d): %r",
                             self.shown_url,
-                            self._attempts + 1,
+                            self._retry.failures + 1,
                             cause,
                         )
                 except BaseException:
@@ -279,15 +278,15 @@ class NatsTransport:
                         )
                     return
                 await self._discard(client)
-                self._attempts = next_attempt(self._attempts)
-                await anyio.sleep(self._backoff.delay(self._attempts))
+                self._retry.failed()
+                await self._retry.wait()
         finally:
             self._connecting_task = None
 
     def _connected(self) -> None:
         self._refused = False
         self._warned.clear()
-        self._attempts = 0
+        self._retry.succeeded()
         self._up.set()
 
     def _options(self, client: Client) -> dict[str, Any]:
@@ -345,11 +344,11 @@ class NatsTransport:
         It must not raise: nats-py would retry at once, without sleeping or
         yielding, and spin the event loop for as long as it raised.
         """
-        self._attempts = next_attempt(self._attempts)
+        delay = self._retry.failed()
         self._last_try = time.monotonic()
         # The server that failed least, when a cluster is known.
         server = min(servers, key=lambda s: s.reconnects, default=None)
-        return server, self._backoff.delay(self._attempts)
+        return server, delay
 
     async def _discard(self, client: Client) -> None:
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):

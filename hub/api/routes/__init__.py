@@ -10,14 +10,12 @@ from .metrics import metrics_routes as metrics_routes
 from .producers import producer_routes as producer_routes
 from .replay import replay_routes as replay_routes
 from .runs import run_routes as run_routes
-from .triggers import accept_mails as accept_mails
 from .triggers import post_batch as post_batch
 from .triggers import post_mail as post_mail
 from .triggers import trigger_routes as trigger_routes
 from .versions import version_routes as version_routes
 
 __all__ = [
-    "accept_mails",
     "approval_routes",
     "deployment_routes",
     "health_routes",

@@ -10,8 +10,9 @@ from starlette.routing import Route
 
 from runtime import Connection
 
+from ...intake import Acceptor
 from ...metrics import family, label
-from ...store import QUARANTINE_SOURCE, Acceptor, count_by_status, count_outbound, fetch_all
+from ...store import QUARANTINE_SOURCE, count_by_status, count_outbound, fetch_all
 from ..context import RouteContext
 
 MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"

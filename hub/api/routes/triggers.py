@@ -6,13 +6,12 @@ what a mail has: message id idempotency, seq order with the run's other
 items, and the same receipt. A batch is one ``accept_triggers`` call, in one
 transaction: its mails are accepted in their order, each as one ``POST
 /mail`` would be, and none is accepted when the transaction fails.
-:func:`accept_mails` is that batch's semantics, which the NATS mail ingress
-(``hub.wire.ingress``) shares.
+That batch's semantics are ``hub.intake.accept_mails``, which the NATS mail
+ingress and the SMTP ingress share.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -20,14 +19,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
-from ...store import WITH_OTHERS, Acceptor, Receipt, Rejected, Trigger, deployment_of_run
-from ..context import RouteContext, digest_of, with_digest
-from ..requests import MailBatchIn, MailIn, SignalIn, mail_trigger, signal_trigger
-from ..responses import error_fields
+from runtime import IngressMail as MailIn
 
-MAX_BATCH = 500
-"""Mails per ``POST /mail/batch``."""
+from ..._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
+from ...intake import MAX_BATCH, MailBatchIn, accept_mails, mail_trigger, with_digest
+from ...store import Receipt, deployment_of_run
+from ..context import RouteContext
+from ..requests import SignalIn, signal_trigger
+from ..responses import error_fields
 
 _mail = msgspec.json.Decoder(MailIn)
 
@@ -66,54 +65,6 @@ async def post_batch(ctx: RouteContext, batch: MailBatchIn) -> dict[str, list[An
     mails = [_decode_mail(raw) for raw in batch.mails]
     outcomes = await accept_mails(ctx.acceptor, mails, max_body=ctx.settings.max_body)
     return {"receipts": [error_fields(o) if isinstance(o, HubError) else o for o in outcomes]}
-
-
-async def accept_mails(
-    acceptor: Acceptor,
-    mails: Sequence[MailIn | HubError],
-    *,
-    max_body: int,
-    whole: bool = False,
-    raw: bytes | None = None,
-) -> list[Receipt | HubError]:
-    """``POST /mail/batch`` for decoded mails (or the error a mail failed to
-    decode with): one outcome per mail, in order, each what ``POST /mail``
-    would have answered; the valid mails accepted in their order in one
-    transaction. Raises a HubError when the batch is refused whole: not 1 to
-    ``MAX_BATCH`` mails, or the transaction failed (nothing accepted).
-
-    With ``whole``, all of them or none (``Acceptor.accept_many``): a mail
-    that is invalid stops the others too. ``raw``, the message they were all
-    made of (SMTP), goes with each of them for the handler's ``item.raw``."""
-    if not 0 < len(mails) <= MAX_BATCH:
-        raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
-    outcomes: list[Receipt | HubError | None] = [None] * len(mails)
-    triggers: list[tuple[int, Trigger]] = []
-    # One digest for every recipient's copy.
-    raw_digest = None if raw is None else await digest_of(raw)
-    for at, mail in enumerate(mails):
-        try:
-            if isinstance(mail, HubError):
-                raise mail
-            trigger = mail_trigger(mail, max_body=max_body)
-            if raw is not None:
-                trigger = msgspec.structs.replace(trigger, raw=raw, raw_digest=raw_digest)
-            trigger = await with_digest(trigger)
-        except HubError as exc:
-            outcomes[at] = exc
-            continue
-        triggers.append((at, trigger))
-    if whole and len(triggers) < len(mails):
-        with_others = Rejected(reason=WITH_OTHERS, detail="not accepted: another mail was invalid")
-        for at, _ in triggers:
-            outcomes[at] = with_others
-    elif triggers:
-        accepted = await acceptor.accept_many([t for _, t in triggers], whole=whole)
-        for (at, _), outcome in zip(triggers, accepted, strict=True):
-            outcomes[at] = outcome
-    answered = [o for o in outcomes if o is not None]
-    assert len(answered) == len(mails)  # every mail has its outcome
-    return answered
 
 
 def _decode_mail(raw: msgspec.Raw) -> MailIn | HubError:

@@ -17,7 +17,7 @@ import httpx
 import msgspec
 import pytest
 
-from hub import HubConfig, serve_hub
+from hub import HubSettings, serve_hub
 from hub.api import EventLimits
 from hub.store import Store, last_change_id, trim_changes
 from runtime.testing import MemoryBus
@@ -60,7 +60,7 @@ class Hub:
 
 @asynccontextmanager
 async def hub(tmp_path: Path, limits: EventLimits = FAST) -> AsyncIterator[Hub]:
-    config = HubConfig(state_dir=tmp_path, http_port=0, admin_token=TOKEN, events=limits)
+    config = HubSettings(state_dir=tmp_path, http_port=0, admin_token=TOKEN, events=limits)
     async with anyio.create_task_group() as tg:
         handle = await tg.start(lambda task_status: serve_hub(
             config, transport=MemoryBus().connect("hub"), task_status=task_status
@@ -224,7 +224,7 @@ async def test_streams_past_the_limit_get_503(tmp_path: Path) -> None:
 
 
 async def test_stopping_the_hub_ends_open_streams_at_once(tmp_path: Path) -> None:
-    config = HubConfig(state_dir=tmp_path, http_port=0, admin_token=TOKEN, events=FAST)
+    config = HubSettings(state_dir=tmp_path, http_port=0, admin_token=TOKEN, events=FAST)
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
             handle = await tg.start(lambda task_status: serve_hub(

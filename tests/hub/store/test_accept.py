@@ -536,7 +536,7 @@ async def test_a_failed_transaction_answers_no_one_accepted(tmp_path: Path) -> N
 
 
 async def test_a_batch_of_large_bodies_commits_as_heavy(tmp_path: Path) -> None:
-    from hub.store.group_commit import HEAVY_BYTES
+    from hub.intake import HEAVY_BYTES
 
     async with running(str(tmp_path / "hub.db")) as (store, acceptor):
         await deploy(store, "flow")

@@ -25,9 +25,16 @@ from runtime import Connection, afailpoint, failpoint
 
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
 from ..metrics import HubMetrics
-from .accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
-from .base import Store
-from .triggers import WITH_OTHERS
+from ..store import (
+    WITH_OTHERS,
+    Accepted,
+    Outcome,
+    Receipt,
+    Rejected,
+    Store,
+    Trigger,
+    accept_triggers,
+)
 
 log = logging.getLogger("mailrun.hub.accept")
 
