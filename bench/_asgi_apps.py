@@ -76,8 +76,8 @@ def floor(port: int) -> None:
 
 
 def hub_server(port: int) -> None:
-    """The bare app behind the hub's own server (``hub.api.HttpServer``: uvicorn,
-    httptools, its guarded protocol and coalesced writes) on uvloop."""
+    """The bare app behind the hub's own server (``hub.api.HttpServer``:
+    httptools, its own protocol, a response in one write) on uvloop."""
     import anyio
 
     from hub.api import HttpLimits, HttpServer, bind_socket

@@ -11,7 +11,7 @@ what is measured). sqlite3 gives up the GIL for every step of a statement,
 so a thread running a transaction takes the GIL back once a row; beside a
 thread that runs Python it waits for each of those (up to the interpreter's
 switch interval, 5 ms by default). Prints the median milliseconds a
-transaction (docs/performance.md, "Transactions on the loop").
+transaction (docs/performance-notebook.md, "Transactions on the loop").
 """
 
 from __future__ import annotations

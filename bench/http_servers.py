@@ -9,11 +9,13 @@ keep-alive senders of the benchmarks' load client (`bench/_http.py`). Prints
 requests/s and the server's CPU per request (its children included: granian
 serves from a worker process). The servers:
 
-- uvicorn with h11 on asyncio's loop (uvicorn's pure-Python defaults);
-- uvicorn with httptools on uvloop (what the hub runs), and the hub's own
-  ``HttpServer`` on it (its guarded protocol, a response in one write);
-- granian (Rust HTTP, ASGI, one worker on uvloop), when installed: it is in
-  the ``bench`` extra, not a dependency of mailrun;
+- uvicorn with h11 on asyncio's loop (uvicorn's pure-Python defaults) and
+  with httptools on uvloop, when installed: it is in the ``bench`` extra,
+  not a dependency of mailrun;
+- the hub's own ``HttpServer`` (``hub/api/http/``: httptools, uvloop, a
+  response in one write);
+- granian (Rust HTTP, ASGI, one worker on uvloop), when installed: in the
+  ``bench`` extra too;
 - a bare asyncio protocol on uvloop that parses with httptools and writes a
   canned answer: no ASGI at all, the floor under any of them.
 """
@@ -28,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import psutil
@@ -48,15 +51,16 @@ def servers(port: int) -> dict[str, list[str]]:
     """Each server's command line, serving on ``port``; [] if not installed."""
     at = ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
     granian = shutil.which("granian", path=str(Path(sys.executable).parent))
+    uvicorn = find_spec("uvicorn") is not None and find_spec("h11") is not None
     found: dict[str, list[str]] = {}
     for http, loop in (("h11", "asyncio"), ("httptools", "uvloop")):
         for name, app in APPS.items():
             argv = [sys.executable, "-m", "uvicorn", *at, "--http", http, "--loop", loop, app]
-            found[f"uvicorn {http}, {loop}, {name}"] = argv
+            found[f"uvicorn {http}, {loop}, {name}"] = argv if uvicorn else []
     for name, app in APPS.items():
         argv = ["--interface", "asgi", "--workers", "1", "--loop", "uvloop", *at, app]
         found[f"granian, uvloop, {name}"] = [granian, *argv] if granian else []
-    found["the hub's HttpServer (uvicorn, httptools, uvloop), bare ASGI"] = [
+    found["the hub's HttpServer (httptools, uvloop), bare ASGI"] = [
         sys.executable,
         "-c",
         f"from bench._asgi_apps import hub_server; hub_server({port})",

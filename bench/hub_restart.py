@@ -8,8 +8,8 @@ gets ``--pending`` mails that the hub accepts but does not deliver (its lanes
 are held before publishing), the hub is SIGKILLed and started again, and the
 time from the kill until every sidecar has a session and every pending
 dispatch is delivered is measured (``tests/faults/recovery.py``), with the
-part of it the new hub took to answer ``/healthz`` at all. DESIGN section
-7.5 guarantees 2 s.
+part of it the new hub took to answer ``/healthz`` at all. docs/design.md
+section 7.5 guarantees 2 s.
 """
 
 from __future__ import annotations

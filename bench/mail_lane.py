@@ -30,7 +30,7 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
-from hub.api.server import BODY_ARRIVED_EXTENSION
+from hub.api.http import BODY_ARRIVED_EXTENSION
 from tests.hub.api.harness import TOKEN, api
 
 

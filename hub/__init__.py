@@ -6,15 +6,16 @@ from ._errors import IngressError as IngressError
 from ._errors import IngressRefused as IngressRefused
 from ._errors import IngressUnavailable as IngressUnavailable
 from ._errors import MigrationError as MigrationError
+from ._errors import StoreConflict as StoreConflict
 from ._errors import StoreUnavailable as StoreUnavailable
 from ._ingress import IngressClient as IngressClient
 from ._ingress import ingress_mail as ingress_mail
-from ._server import HubConfig as HubConfig
 from ._server import HubHandle as HubHandle
 from ._server import serve_hub as serve_hub
+from ._settings import HubSettings as HubSettings
 from .api import create_app as create_app
+from .intake import Acceptor as Acceptor
 from .store import Accepted as Accepted
-from .store import Acceptor as Acceptor
 from .store import ApprovalStatus as ApprovalStatus
 from .store import DispatchStatus as DispatchStatus
 from .store import Rejected as Rejected
@@ -30,9 +31,9 @@ __all__ = [
     "Acceptor",
     "ApprovalStatus",
     "DispatchStatus",
-    "HubConfig",
     "HubError",
     "HubHandle",
+    "HubSettings",
     "IngressClient",
     "IngressError",
     "IngressRefused",
@@ -40,6 +41,7 @@ __all__ = [
     "MigrationError",
     "Rejected",
     "Store",
+    "StoreConflict",
     "StoreUnavailable",
     "Trigger",
     "accept_triggers",

@@ -1,4 +1,4 @@
-"""The admin token (DESIGN section 9): its file in a state dir, and how the CLI finds it.
+"""The admin token (docs/design.md section 9): its file in a state dir, and how the CLI finds it.
 
 The hub creates ``<state-dir>/admin-token`` (0600) at its first start and
 keeps it for good; ``mailrun up`` reads the same file to poll its hub and to

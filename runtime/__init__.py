@@ -1,20 +1,19 @@
-"""What hub and sidecar share: ids, frames, codec, keys, the run-state
-classifier, the wire vocabulary (reason and outcome codes), restore records,
-the actor kernel, the transport seam, and the idioms every loop uses
-(wakeups, backoff, signals, exception groups)."""
+"""What hub and sidecar share, grouped in rooms by concern and re-exported here.
 
-from ._actor import Actor as Actor
-from ._actor import ActorRef as ActorRef
-from ._actor import RestartPolicy as RestartPolicy
-from ._actor import Supervisor as Supervisor
-from ._backoff import ATTEMPT_LIMIT as ATTEMPT_LIMIT
-from ._backoff import Backoff as Backoff
-from ._backoff import backoff as backoff
-from ._backoff import backoff_max_from_env as backoff_max_from_env
-from ._backoff import next_attempt as next_attempt
-from ._codec import FrameDecoder as FrameDecoder
-from ._codec import Subjects as Subjects
-from ._codec import encode as encode
+- ``runtime.wire``: frames, codec, subjects, reason and outcome codes, size
+  limits, ids, keys, the run-state classifier;
+- ``runtime.transport``: the Transport seam, NATS behind it, subject grammar;
+- ``runtime.actors``: the actor kernel;
+- ``runtime.loops``: event loop, signals, wakeups, backoff, exception groups;
+- ``runtime.sidecar_contract``: restore record, sources layout, containment,
+  private state, the replay's job: what hub and sidecar agree on besides frames;
+- ``runtime.sqlite``: SQLite as both stores use it;
+- ``runtime.testing``: the in-memory bus and failpoints for tests.
+
+Beside them, what every room uses: the exception tree (``_errors``), the
+shared defaults (``_config``) and the failpoints (``_failpoints``).
+"""
+
 from ._config import BACKOFF_MAX_ENV as BACKOFF_MAX_ENV
 from ._config import DEFAULT_HTTP as DEFAULT_HTTP
 from ._config import DEFAULT_HTTP_PORT as DEFAULT_HTTP_PORT
@@ -39,13 +38,6 @@ from ._config import HostPort as HostPort
 from ._config import SidecarExit as SidecarExit
 from ._config import parse_host_port as parse_host_port
 from ._config import redact_url as redact_url
-from ._contain import DEFAULT_SIDECAR_MAX_FILES as DEFAULT_SIDECAR_MAX_FILES
-from ._contain import DEFAULT_SIDECAR_MAX_MEMORY as DEFAULT_SIDECAR_MAX_MEMORY
-from ._contain import SIDECAR_MAX_FILES_ENV as SIDECAR_MAX_FILES_ENV
-from ._contain import SIDECAR_MAX_MEMORY_ENV as SIDECAR_MAX_MEMORY_ENV
-from ._contain import SIDECAR_PASS_ENV as SIDECAR_PASS_ENV
-from ._contain import Limits as Limits
-from ._contain import sidecar_env as sidecar_env
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
 from ._errors import AskTimeout as AskTimeout
@@ -64,113 +56,11 @@ from ._errors import TransactionFailed as TransactionFailed
 from ._errors import TransactionSuspended as TransactionSuspended
 from ._errors import TransportClosed as TransportClosed
 from ._errors import TransportError as TransportError
-from ._eventloop import loop_options as loop_options
-from ._eventloop import running_loop as running_loop
 from ._failpoints import afailpoint as afailpoint
 from ._failpoints import check_failpoints as check_failpoints
 from ._failpoints import failpoint as failpoint
-from ._frames import BATCH_FORMAT as BATCH_FORMAT
-from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
-from ._frames import FORMAT_VERSION as FORMAT_VERSION
-from ._frames import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
-from ._frames import SUPPORTED_FORMATS as SUPPORTED_FORMATS
-from ._frames import Ack as Ack
-from ._frames import AckBatch as AckBatch
-from ._frames import ApprovalRequested as ApprovalRequested
-from ._frames import BlobChunk as BlobChunk
-from ._frames import BlobGet as BlobGet
-from ._frames import Challenge as Challenge
-from ._frames import ChildRunStarted as ChildRunStarted
-from ._frames import Claim as Claim
-from ._frames import DispatchProcessed as DispatchProcessed
-from ._frames import EnvelopeQuarantined as EnvelopeQuarantined
-from ._frames import Event as Event
-from ._frames import EventsAck as EventsAck
-from ._frames import Fenced as Fenced
-from ._frames import Frame as Frame
-from ._frames import Hello as Hello
-from ._frames import HubBoot as HubBoot
-from ._frames import IngressBatch as IngressBatch
-from ._frames import IngressMail as IngressMail
-from ._frames import IngressReceipt as IngressReceipt
-from ._frames import IngressReceipts as IngressReceipts
-from ._frames import LoadVersion as LoadVersion
-from ._frames import MailBatch as MailBatch
-from ._frames import MailInbound as MailInbound
-from ._frames import MailSent as MailSent
-from ._frames import MintChild as MintChild
-from ._frames import Minted as Minted
-from ._frames import Ping as Ping
-from ._frames import Pong as Pong
-from ._frames import Refused as Refused
-from ._frames import RunCancelled as RunCancelled
-from ._frames import RunCompleted as RunCompleted
-from ._frames import RunEvents as RunEvents
-from ._frames import RunFailed as RunFailed
-from ._frames import RunSnapshot as RunSnapshot
-from ._frames import RunStarted as RunStarted
-from ._frames import RunStates as RunStates
-from ._frames import StateGet as StateGet
-from ._frames import VersionLoaded as VersionLoaded
-from ._frames import Welcome as Welcome
-from ._groups import unwrap_group as unwrap_group
-from ._groups import unwrapping_groups as unwrapping_groups
-from ._ids import is_id as is_id
-from ._ids import new_id as new_id
-from ._keys import b64url as b64url
-from ._keys import generate_keypair as generate_keypair
-from ._keys import hello_message as hello_message
-from ._keys import public_key_of as public_key_of
-from ._keys import sign as sign
-from ._keys import unb64url as unb64url
-from ._keys import verify as verify
-from ._layout import check_layout as check_layout
-from ._limits import MAX_ERROR as MAX_ERROR
-from ._limits import MAX_EVENT as MAX_EVENT
-from ._limits import MAX_FRAME_BYTES as MAX_FRAME_BYTES
-from ._limits import MAX_INPUT as MAX_INPUT
-from ._limits import MAX_MAIL as MAX_MAIL
-from ._limits import MAX_PROMPT as MAX_PROMPT
-from ._limits import MAX_RESULT as MAX_RESULT
-from ._limits import MAX_STATE as MAX_STATE
-from ._limits import SIZE_LIMITS as SIZE_LIMITS
-from ._limits import WIRE_MAX_PAYLOAD as WIRE_MAX_PAYLOAD
-from ._limits import SizeLimit as SizeLimit
-from ._limits import clip_text as clip_text
-from ._limits import encoded_size as encoded_size
-from ._nats import open_nats as open_nats
-from ._private import HOME_LOCK_FILE as HOME_LOCK_FILE
-from ._private import make_private as make_private
-from ._private import private_umask as private_umask
-from ._private import remove_sidecar_state as remove_sidecar_state
-from ._reasons import AckResult as AckResult
-from ._reasons import DispatchOutcome as DispatchOutcome
-from ._reasons import Reason as Reason
-from ._replay import REPLAY_ITEM_TIMEOUT as REPLAY_ITEM_TIMEOUT
-from ._replay import Recorded as Recorded
-from ._replay import RecordedEffect as RecordedEffect
-from ._replay import RecordedEnd as RecordedEnd
-from ._replay import ReplayDifference as ReplayDifference
-from ._replay import ReplayFailureReport as ReplayFailureReport
-from ._replay import ReplayItem as ReplayItem
-from ._replay import ReplayJob as ReplayJob
-from ._replay import ReplayReport as ReplayReport
-from ._restore import HubKey as HubKey
-from ._restore import RestoreRecord as RestoreRecord
-from ._restore import Sources as Sources
-from ._restore import decode_restore_record as decode_restore_record
-from ._restore import read_restore_record as read_restore_record
-from ._restore import record_path as record_path
-from ._restore import write_atomic as write_atomic
-from ._restore import write_restore_record as write_restore_record
-from ._runstate import DeploymentStatus as DeploymentStatus
-from ._runstate import RunStatus as RunStatus
-from ._runstate import accepts_trigger as accepts_trigger
-from ._runstate import anchor_is_live as anchor_is_live
-from ._runstate import holds_items as holds_items
-from ._runstate import is_live as is_live
-from ._runstate import is_terminal as is_terminal
-from ._signals import cancel_on_signals as cancel_on_signals
+from ._process import ProcessSettings as ProcessSettings
+from ._process import start_process as start_process
 from ._sqlite import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
 from ._sqlite import configure_sqlite as configure_sqlite
 from ._sqlite import connect_sqlite as connect_sqlite
@@ -180,14 +70,141 @@ from ._transact import SLOW_TRANSACTION as SLOW_TRANSACTION
 from ._transact import Body as Body
 from ._transact import Connection as Connection
 from ._transact import Cursor as Cursor
+from ._transact import Direct as Direct
 from ._transact import Params as Params
+from ._transact import drive as drive
 from ._transact import transact as transact
-from ._transport import Message as Message
-from ._transport import Subscription as Subscription
-from ._transport import Transport as Transport
-from ._wakeup import Broadcast as Broadcast
-from ._wakeup import Flag as Flag
-from ._wakeup import Wakeup as Wakeup
+from .actors import Actor as Actor
+from .actors import ActorRef as ActorRef
+from .actors import RestartPolicy as RestartPolicy
+from .actors import Supervisor as Supervisor
+from .loops import ATTEMPT_LIMIT as ATTEMPT_LIMIT
+from .loops import Backoff as Backoff
+from .loops import Broadcast as Broadcast
+from .loops import Flag as Flag
+from .loops import Retry as Retry
+from .loops import StackedContext as StackedContext
+from .loops import Wakeup as Wakeup
+from .loops import backoff as backoff
+from .loops import backoff_max_from_env as backoff_max_from_env
+from .loops import cancel_on_signals as cancel_on_signals
+from .loops import loop_options as loop_options
+from .loops import next_attempt as next_attempt
+from .loops import running_loop as running_loop
+from .loops import unwrap_group as unwrap_group
+from .loops import unwrapping_groups as unwrapping_groups
+from .sidecar_contract import DEFAULT_SIDECAR_MAX_FILES as DEFAULT_SIDECAR_MAX_FILES
+from .sidecar_contract import DEFAULT_SIDECAR_MAX_MEMORY as DEFAULT_SIDECAR_MAX_MEMORY
+from .sidecar_contract import HOME_LOCK_FILE as HOME_LOCK_FILE
+from .sidecar_contract import REPLAY_ITEM_TIMEOUT as REPLAY_ITEM_TIMEOUT
+from .sidecar_contract import SIDECAR_MAX_FILES_ENV as SIDECAR_MAX_FILES_ENV
+from .sidecar_contract import SIDECAR_MAX_MEMORY_ENV as SIDECAR_MAX_MEMORY_ENV
+from .sidecar_contract import SIDECAR_PASS_ENV as SIDECAR_PASS_ENV
+from .sidecar_contract import HubKey as HubKey
+from .sidecar_contract import Limits as Limits
+from .sidecar_contract import Recorded as Recorded
+from .sidecar_contract import RecordedEffect as RecordedEffect
+from .sidecar_contract import RecordedEnd as RecordedEnd
+from .sidecar_contract import ReplayDifference as ReplayDifference
+from .sidecar_contract import ReplayFailureReport as ReplayFailureReport
+from .sidecar_contract import ReplayItem as ReplayItem
+from .sidecar_contract import ReplayJob as ReplayJob
+from .sidecar_contract import ReplayReport as ReplayReport
+from .sidecar_contract import RestoreRecord as RestoreRecord
+from .sidecar_contract import Sources as Sources
+from .sidecar_contract import check_layout as check_layout
+from .sidecar_contract import decode_restore_record as decode_restore_record
+from .sidecar_contract import make_private as make_private
+from .sidecar_contract import private_umask as private_umask
+from .sidecar_contract import read_restore_record as read_restore_record
+from .sidecar_contract import record_path as record_path
+from .sidecar_contract import remove_sidecar_state as remove_sidecar_state
+from .sidecar_contract import sidecar_env as sidecar_env
+from .sidecar_contract import write_atomic as write_atomic
+from .sidecar_contract import write_restore_record as write_restore_record
+from .transport import Message as Message
+from .transport import Subscription as Subscription
+from .transport import Transport as Transport
+from .transport import open_nats as open_nats
+from .wire import BATCH_FORMAT as BATCH_FORMAT
+from .wire import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
+from .wire import FORMAT_VERSION as FORMAT_VERSION
+from .wire import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
+from .wire import MAX_ERROR as MAX_ERROR
+from .wire import MAX_EVENT as MAX_EVENT
+from .wire import MAX_FRAME_BYTES as MAX_FRAME_BYTES
+from .wire import MAX_INPUT as MAX_INPUT
+from .wire import MAX_MAIL as MAX_MAIL
+from .wire import MAX_PROMPT as MAX_PROMPT
+from .wire import MAX_RESULT as MAX_RESULT
+from .wire import MAX_STATE as MAX_STATE
+from .wire import SIZE_LIMITS as SIZE_LIMITS
+from .wire import SUPPORTED_FORMATS as SUPPORTED_FORMATS
+from .wire import WIRE_MAX_PAYLOAD as WIRE_MAX_PAYLOAD
+from .wire import Ack as Ack
+from .wire import AckBatch as AckBatch
+from .wire import AckResult as AckResult
+from .wire import ApprovalRequested as ApprovalRequested
+from .wire import BlobChunk as BlobChunk
+from .wire import BlobGet as BlobGet
+from .wire import Challenge as Challenge
+from .wire import ChildRunStarted as ChildRunStarted
+from .wire import Claim as Claim
+from .wire import DeploymentStatus as DeploymentStatus
+from .wire import DispatchOutcome as DispatchOutcome
+from .wire import DispatchProcessed as DispatchProcessed
+from .wire import EnvelopeQuarantined as EnvelopeQuarantined
+from .wire import Event as Event
+from .wire import EventsAck as EventsAck
+from .wire import Fenced as Fenced
+from .wire import Frame as Frame
+from .wire import FrameDecoder as FrameDecoder
+from .wire import Hello as Hello
+from .wire import HubBoot as HubBoot
+from .wire import IngressBatch as IngressBatch
+from .wire import IngressMail as IngressMail
+from .wire import IngressReceipt as IngressReceipt
+from .wire import IngressReceipts as IngressReceipts
+from .wire import LoadVersion as LoadVersion
+from .wire import MailBatch as MailBatch
+from .wire import MailInbound as MailInbound
+from .wire import MailSent as MailSent
+from .wire import MintChild as MintChild
+from .wire import Minted as Minted
+from .wire import Ping as Ping
+from .wire import Pong as Pong
+from .wire import Reason as Reason
+from .wire import Refused as Refused
+from .wire import RunCancelled as RunCancelled
+from .wire import RunCompleted as RunCompleted
+from .wire import RunEvents as RunEvents
+from .wire import RunFailed as RunFailed
+from .wire import RunSnapshot as RunSnapshot
+from .wire import RunStarted as RunStarted
+from .wire import RunStates as RunStates
+from .wire import RunStatus as RunStatus
+from .wire import SizeLimit as SizeLimit
+from .wire import StateGet as StateGet
+from .wire import Subjects as Subjects
+from .wire import VersionLoaded as VersionLoaded
+from .wire import Welcome as Welcome
+from .wire import accepts_trigger as accepts_trigger
+from .wire import anchor_is_live as anchor_is_live
+from .wire import b64url as b64url
+from .wire import clip_text as clip_text
+from .wire import encode as encode
+from .wire import encoded_size as encoded_size
+from .wire import generate_keypair as generate_keypair
+from .wire import hello_message as hello_message
+from .wire import holds_items as holds_items
+from .wire import is_id as is_id
+from .wire import is_live as is_live
+from .wire import is_terminal as is_terminal
+from .wire import new_id as new_id
+from .wire import public_key_of as public_key_of
+from .wire import sign as sign
+from .wire import unb64url as unb64url
+from .wire import verify as verify
 
 __all__ = [
     "ATTEMPT_LIMIT",
@@ -255,6 +272,7 @@ __all__ = [
     "Connection",
     "Cursor",
     "DeploymentStatus",
+    "Direct",
     "DispatchOutcome",
     "DispatchProcessed",
     "EnvelopeQuarantined",
@@ -290,6 +308,7 @@ __all__ = [
     "Params",
     "Ping",
     "Pong",
+    "ProcessSettings",
     "Reason",
     "RecordDecodeError",
     "Recorded",
@@ -304,6 +323,7 @@ __all__ = [
     "RequestTimeout",
     "RestartPolicy",
     "RestoreRecord",
+    "Retry",
     "RunCancelled",
     "RunCompleted",
     "RunEvents",
@@ -316,6 +336,7 @@ __all__ = [
     "SignatureError",
     "SizeLimit",
     "Sources",
+    "StackedContext",
     "StateGet",
     "Subjects",
     "Subscription",
@@ -342,6 +363,7 @@ __all__ = [
     "configure_sqlite",
     "connect_sqlite",
     "decode_restore_record",
+    "drive",
     "encode",
     "encoded_size",
     "failpoint",
@@ -368,6 +390,7 @@ __all__ = [
     "sidecar_env",
     "sign",
     "sqlite_synchronous",
+    "start_process",
     "transact",
     "unb64url",
     "unwrap_group",

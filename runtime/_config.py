@@ -54,7 +54,7 @@ BACKOFF_MAX_ENV: Final = "MAILRUN_BACKOFF_MAX"
 SQLITE_SYNCHRONOUS_ENV: Final = "MAILRUN_SQLITE_SYNCHRONOUS"
 
 # uvloop (the default) or asyncio: the event loop of hub, sidecar and `up`
-# processes (runtime/_eventloop.py).
+# processes (runtime/loops/_eventloop.py).
 LOOP_ENV: Final = "MAILRUN_LOOP"
 
 

@@ -43,8 +43,8 @@ CRASH_EXIT_CODE = 86
 REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
     {
         # name: where it is (docs/faults.md says what each leaves behind)
-        "hub.accept.before_commit": "hub/store/group_commit.py",
-        "hub.accept.after_commit": "hub/store/group_commit.py",
+        "hub.accept.before_commit": "hub/intake/group_commit.py",
+        "hub.accept.after_commit": "hub/intake/group_commit.py",
         "hub.migration.after_step": "hub/store/schema.py",
         "hub.dispatch.before_publish": "hub/wire/sending.py",
         "hub.dispatch.after_publish": "hub/wire/sending.py",
@@ -62,7 +62,7 @@ REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
         "sidecar.run.after_commit": "sidecar/execution/_run_actor.py",
         "sidecar.shipper.before_send": "sidecar/link/_shipper.py",
         "sidecar.shipper.after_ack": "sidecar/link/_shipper.py",
-        "sidecar.record.before_rename": "runtime/_restore.py",
+        "sidecar.record.before_rename": "runtime/sidecar_contract/_restore.py",
     }
 )
 """Every failpoint in the code, and the module it is in."""

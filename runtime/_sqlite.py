@@ -19,7 +19,7 @@ before keeps its free pages and reuses them (converting it takes a
 
 Speed: statement journals (what a savepoint or a statement that may fail
 half-way keeps to undo itself) are kept in memory, not in a temp file
-(docs/performance.md, "Statement journals in memory").
+(docs/performance-notebook.md, "Statement journals in memory").
 """
 
 from __future__ import annotations

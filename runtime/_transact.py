@@ -101,7 +101,7 @@ async def transact(
     on the thread, not less. On the loop there is no hand-off to the
     thread and back, and no wait for the GIL, which the loop holds
     whenever it runs Python and which a thread wants back after every
-    statement (docs/performance.md, "Transactions on the loop").
+    statement (docs/performance-notebook.md, "Transactions on the loop").
 
     ``durable=False`` commits without waiting for the disk (``synchronous =
     NORMAL`` for this transaction alone): for a change nobody is told about
@@ -178,7 +178,7 @@ def _transaction(
             return _Busy()
         began, ran = time.perf_counter(), 0.0 if wait else time.thread_time()
         try:
-            result = _drive(body(Direct(conn)))
+            result = drive(body(Direct(conn)))
         except BaseException:
             _rollback(conn)
             raise
@@ -225,7 +225,7 @@ def _begin(conn: sqlite3.Connection, settings: _Settings, *, wait: bool) -> bool
     return True
 
 
-def _drive(coro: Coroutine[Any, Any, T]) -> T:
+def drive(coro: Coroutine[Any, Any, T]) -> T:
     """Run a transaction body that awaits only a connection whose calls
     finish at once (:class:`Direct`) to its end, without an event loop;
     :class:`TransactionSuspended` if it awaits anything else."""

@@ -7,6 +7,9 @@ holds a secret (the join token, a NATS URL, which may carry a password: both
 move out of argv, which any local user can read) or lacks the deployment id,
 or when its environment holds more than a sidecar gets; then it works in its
 state directory, under its resource limits, with umask 077.
+
+Its command line and environment are read once, in :func:`main`, into a
+:class:`SidecarSettings`; nothing it runs reads either again.
 """
 
 from __future__ import annotations
@@ -15,27 +18,26 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 
 from runtime import (
-    DEFAULT_LOG_LEVEL,
-    LOG_LEVEL_ENV,
     NATS_URL_ENV,
     Limits,
+    ProcessSettings,
     RecordDecodeError,
     SidecarExit,
-    backoff_max_from_env,
     cancel_on_signals,
     check_failpoints,
-    loop_options,
     make_private,
     private_umask,
     sidecar_env,
+    start_process,
     unwrap_group,
 )
-from runtime.sqlite import sqlite_synchronous
 
 from ._app import Sidecar, SidecarOptions
 from ._errors import (
@@ -51,7 +53,22 @@ from ._record import join, locate
 log = logging.getLogger("mailrun.sidecar")
 
 
-def _parser() -> argparse.ArgumentParser:
+@dataclass(frozen=True)
+class SidecarSettings:
+    """What a sidecar process runs with, read once where it starts."""
+
+    state_dir: Path  # absolute
+    deployment: str | None
+    nats_url: str | None = field(repr=False)  # may carry a password
+    takeover: bool
+    join: str | None = field(repr=False)
+    process: ProcessSettings
+    """Its log level, event loop, retry cap and SQLite's synchronous level."""
+    environ: Mapping[str, str] = field(repr=False)
+    """The environment it started with: what it contains itself to."""
+
+
+def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m sidecar",
         description="Run one deployment's sidecar from its restore record.",
@@ -60,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--deployment", help="deployment id (optional when only one record exists)")
     p.add_argument(
         "--nats",
-        default=os.environ.get(NATS_URL_ENV),
+        default=environ.get(NATS_URL_ENV),
         help=f"NATS URL (overrides the one in the restore record; env {NATS_URL_ENV})",
     )
     p.add_argument(
@@ -75,44 +92,48 @@ def main(argv: list[str] | None = None) -> int:
     itself; a list: a test calling in, whose process is left as it is."""
     if argv is None:
         private_umask()
-    args = _parser().parse_args(argv)
-    args.state_dir = args.state_dir.absolute()
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=os.environ.get(LOG_LEVEL_ENV, DEFAULT_LOG_LEVEL).upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    environ = dict(os.environ)
+    args = _parser(environ).parse_args(argv)
     try:
-        check_failpoints(warn=False)  # said below, once this is the process that runs
-        backoff_max = backoff_max_from_env(os.environ)
-        sqlite_synchronous(os.environ, warn=True)
-        loop = loop_options(os.environ)
+        # Failpoints are said below, once this is the process that runs.
+        process = start_process(environ, say_failpoints=False)
     except ValueError as exc:  # a FailpointSpecError is one
         log.error("%s", exc)
         return SidecarExit.USAGE
+    settings = SidecarSettings(
+        state_dir=args.state_dir.absolute(),
+        deployment=args.deployment,
+        nats_url=args.nats,
+        takeover=args.takeover,
+        join=args.join,
+        process=process,
+        environ=environ,
+    )
+    deployment_id = settings.deployment
     try:
-        if args.join:
-            args.deployment = join(args.state_dir, args.join, args.deployment).deployment_id
-        deployment_id = locate(args.state_dir, args.deployment).parent.name
+        if settings.join:
+            deployment_id = join(settings.state_dir, settings.join, deployment_id).deployment_id
+        deployment_id = locate(settings.state_dir, deployment_id).parent.name
     except (RestoreRecordMissing, JoinTokenError) as exc:
         log.error("%s", exc)
         return SidecarExit.USAGE
     if argv is None:
         try:
-            _contain(args, deployment_id)
+            _contain(settings, deployment_id)
         except (ValueError, OSError) as exc:
             log.error("cannot contain the sidecar: %s", exc)
             return SidecarExit.USAGE
     check_failpoints()
     options = SidecarOptions(
-        state_dir=args.state_dir,
+        state_dir=settings.state_dir,
         deployment_id=deployment_id,
-        nats_url=args.nats,
-        takeover=args.takeover,
-        backoff_max=backoff_max,
+        nats_url=settings.nats_url,
+        takeover=settings.takeover,
+        backoff_max=process.backoff_max,
+        synchronous=process.sqlite_synchronous,
     )
     try:
-        anyio.run(_serve, options, backend_options=loop)
+        anyio.run(_serve, options, backend_options=dict(process.backend_options))
     except Exception as exc:
         cause = unwrap_group(exc)
         if isinstance(cause, OwnerConflict):
@@ -136,27 +157,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _contain(args: argparse.Namespace, deployment_id: str) -> None:
-    env = sidecar_env(os.environ, home=args.state_dir)
-    if args.nats:
-        env[NATS_URL_ENV] = args.nats
-    argv = _argv(args, deployment_id)
-    if sys.argv[1:] != argv or dict(os.environ) != env:
+def _contain(settings: SidecarSettings, deployment_id: str) -> None:
+    env = sidecar_env(settings.environ, home=settings.state_dir)
+    if settings.nats_url:
+        env[NATS_URL_ENV] = settings.nats_url
+    argv = _argv(settings, deployment_id)
+    if sys.argv[1:] != argv or dict(settings.environ) != env:
         # Operators and supervisors find a sidecar by the deployment id in its
         # argv: name it there. The cwd stays for now: `-m sidecar` may be
         # found through it.
         os.execve(sys.executable, [sys.executable, "-m", "sidecar", *argv], env)
-    limits = Limits.from_env(os.environ)
-    os.chdir(args.state_dir)
-    make_private(args.state_dir)
+    limits = Limits.from_env(settings.environ)
+    os.chdir(settings.state_dir)
+    make_private(settings.state_dir)
     limits.apply()
 
 
-def _argv(args: argparse.Namespace, deployment_id: str) -> list[str]:
+def _argv(settings: SidecarSettings, deployment_id: str) -> list[str]:
     """The argv this process runs with: no secrets (the join token is on disk
     now, the NATS URL in the environment)."""
-    out = ["--state-dir", str(args.state_dir), "--deployment", deployment_id]
-    if args.takeover:
+    out = ["--state-dir", str(settings.state_dir), "--deployment", deployment_id]
+    if settings.takeover:
         out.append("--takeover")
     return out
 

@@ -28,12 +28,12 @@ import msgspec
 from runtime import (
     Backoff,
     RestoreRecord,
+    Retry,
     Subjects,
     Transport,
     Wakeup,
     Welcome,
     new_id,
-    next_attempt,
     open_nats,
     public_key_of,
     read_restore_record,
@@ -41,6 +41,7 @@ from runtime import (
     unwrap_group,
     write_restore_record,
 )
+from runtime.sqlite import Synchronous
 
 from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home
@@ -91,6 +92,9 @@ class SidecarOptions:
     backoff_max: float | None = None
     """Caps the delays of every retry loop talking to the hub or NATS (1 s
     each by default): how tests and soaks compress time (``MAILRUN_BACKOFF_MAX``)."""
+    synchronous: Synchronous = Synchronous.FULL
+    """SQLite's durability for the inbox (``MAILRUN_SQLITE_SYNCHRONOUS``, read
+    where the process starts): ``NORMAL`` only for a benchmark."""
 
 
 class Sidecar:
@@ -129,7 +133,7 @@ class Sidecar:
         self._record_path = path
         async with AsyncExitStack() as stack:
             home = stack.enter_context(Home(path.parent))
-            inbox = await Inbox.open(path.parent / "inbox.db")
+            inbox = await Inbox.open(path.parent / "inbox.db", synchronous=self.options.synchronous)
             stack.push_async_callback(inbox.aclose)
             self.inbox = inbox
             self._previous_instance = record.instance_id or await inbox.get_meta("instance_id")
@@ -289,8 +293,7 @@ class Sidecar:
         """The runs' minter: the hub mints child runs. A short hub outage is
         waited out (the request id makes retries safe) instead of costing the
         handler an attempt of its retry budget."""
-        attempt = 0
-        retry = _MINT_RETRY.capped(self.options.backoff_max)
+        retry = Retry(_MINT_RETRY.capped(self.options.backoff_max))
         with anyio.move_on_after(self.options.mint_patience):
             while True:
                 link = self.link
@@ -299,8 +302,8 @@ class Sidecar:
                         return await link.mint_child(parent_run_id, request_id)
                     except HubUnavailable as exc:
                         log.info("minting a child of %s: %s; retrying", parent_run_id, exc)
-                attempt = next_attempt(attempt)
-                await anyio.sleep(retry.delay(attempt))
+                retry.failed()
+                await retry.wait()
         raise HubUnavailable(
             f"no hub to mint a child run of {parent_run_id} within {self.options.mint_patience}s"
         )

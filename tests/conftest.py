@@ -1,17 +1,44 @@
-"""Shared fixtures. Helpers live in tests/support."""
+"""Shared fixtures, and the ``slow`` mark of the tests that start whole
+systems. Helpers live in tests/support.
+
+Helpers are imported inside the fixtures that use them: the PostgreSQL and
+SMTP ones need asyncpg (the ``postgres`` extra) and cryptography (``dev``),
+the nats-server one the hub's code, none of which a test of the runtime
+alone needs to be collected.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 import pytest
 
-from tests.support import NatsServerProcess, running_nats_server
-from tests.support.postgres import PostgresServer
-from tests.support.smtp import SmtpServer
+if TYPE_CHECKING:
+    from tests.support import NatsServerProcess
+    from tests.support.postgres import PostgresServer
+    from tests.support.smtp import SmtpServer
+
+SLOW_FOLDERS = frozenset({"e2e", "faults"})
+"""Folders of tests/ whose every test is ``slow``: real processes, whole
+systems, injected faults (``pytest -m "not slow"`` leaves them out)."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``slow``: every test in a slow folder, and every test on a real
+    PostgreSQL (the ``postgres_server`` fixture; the ``database`` fixture's
+    PostgreSQL run is marked where it is parametrized). Other slow tests
+    carry the mark themselves, with the reason beside it."""
+    tests = Path(__file__).parent
+    for item in items:
+        parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
+        if (parts and parts[0] in SLOW_FOLDERS) or "postgres_server" in getattr(
+            item, "fixturenames", ()
+        ):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture
@@ -22,6 +49,8 @@ def anyio_backend() -> str:
 @pytest.fixture
 def nats_server(tmp_path: Path) -> Iterator[NatsServerProcess]:
     """A fresh nats-server per test (it starts in ~15 ms), free to kill and restart."""
+    from tests.support import running_nats_server
+
     with running_nats_server(tmp_path) as server:
         yield server
 
@@ -29,12 +58,16 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServerProcess]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the session (started in about a second)."""
+    from tests.support.postgres import PostgresServer
+
     server = PostgresServer()
     yield server
     server.stop()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# The PostgreSQL run is slow: a real server (once a session) and a fresh
+# database per test; the SQLite run of the same test stays in the fast loop.
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """Where a test's hub store lives: a SQLite file, then a fresh PostgreSQL
     database (the test runs once on each)."""
@@ -47,6 +80,8 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def smtp() -> Iterator[SmtpServer]:
     """A real SMTP server (aiosmtpd) on a free loopback port, recording what it gets."""
+    from tests.support.smtp import SmtpServer
+
     server = SmtpServer()
     server.start()
     yield server

@@ -1,12 +1,13 @@
-"""Each package's exception tree, as its _errors module draws it, is the one
-its classes define: same parents, same second bases, same HTTP statuses,
-and no exception class left out of the drawing."""
+"""Each package's exception tree, as its _errors module (or package) draws it,
+is the one its classes define: same parents, same second bases, same HTTP
+statuses, and no exception class left out of the drawing."""
 
 from __future__ import annotations
 
 import builtins
 import importlib
 import inspect
+import pkgutil
 import re
 from collections.abc import Iterator
 from types import ModuleType
@@ -53,16 +54,43 @@ def test_the_drawn_tree_is_the_defined_one(name: str) -> None:
         drawn.add(cls)
     defined = {
         c
-        for c in vars(module).values()
-        if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == name
+        for c in _members(module).values()
+        if inspect.isclass(c) and issubclass(c, BaseException) and _inside(c, name)
     }
     assert defined - drawn == set()
+
+
+def _inside(cls: type, name: str) -> bool:
+    """Defined in module ``name``, or in a module of package ``name``."""
+    return cls.__module__ == name or cls.__module__.startswith(f"{name}.")
+
+
+def _members(module: ModuleType) -> dict[str, object]:
+    """A module's names; a package's, with those of every module in it."""
+    names = dict(vars(module))
+    for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
+        names.update(vars(importlib.import_module(f"{module.__name__}.{info.name}")))
+    return names
+
+
+def test_a_package_of_errors_re_exports_every_class_of_its_modules() -> None:
+    from hub import _errors
+
+    classes = {
+        c
+        for c in _members(_errors).values()
+        if inspect.isclass(c) and issubclass(c, BaseException) and _inside(c, "hub._errors")
+    }
+    assert classes == {c for c in vars(_errors).values() if inspect.isclass(c) and c in classes}
+    assert sorted(c.__name__ for c in classes) == sorted(
+        n for n in _errors.__all__ if n[0].isupper()
+    )
 
 
 def test_each_hub_reason_names_one_error_class() -> None:
     from hub import _errors
 
-    tree = [c for c in _errors._tree(_errors.HubError) if c.__module__ == _errors.__name__]
+    tree = [c for c in _errors._tree(_errors.HubError) if _inside(c, _errors.__name__)]
     own = [c.reason for c in tree if "reason" in vars(c)]
     assert len(own) == len(set(own))
     for reason in own:

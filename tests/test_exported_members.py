@@ -1,509 +1,80 @@
 """Each package's public surface, pinned: ``__all__`` is sorted, every name in
-it is defined in the package, and it is exactly the list below, so adding or
-removing a public name is a decision made here, never an accident."""
+it is defined in the package, and it is exactly the one recorded in
+``tests/exported_members.json``, so adding or removing a public name is a
+reviewed diff of that file, never an accident.
+
+The file is generated from the code, never edited by hand::
+
+    python -m tests.test_exported_members --write
+
+(without ``--write``: say what differs, exit 1 if anything does).
+"""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import inspect
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 
-EXPECTED: dict[str, list[str]] = {
-    "runtime": [
-        "ATTEMPT_LIMIT",
-        "BACKOFF_MAX_ENV",
-        "BLOB_CHUNK_SIZE",
-        "DEFAULT_HTTP",
-        "DEFAULT_HTTP_PORT",
-        "DEFAULT_HUB_URL",
-        "DEFAULT_LOG_LEVEL",
-        "DEFAULT_MAIL_DOMAIN",
-        "DEFAULT_MAX_BODY",
-        "DEFAULT_NATS_PORT",
-        "DEFAULT_NATS_URL",
-        "DEFAULT_REDELIVER_AFTER",
-        "DEFAULT_RUN_HISTORY",
-        "DEFAULT_SIDECAR_MAX_FILES",
-        "DEFAULT_SIDECAR_MAX_MEMORY",
-        "DEFAULT_SUBJECT_PREFIX",
-        "FORMAT_VERSION",
-        "HOME_LOCK_FILE",
-        "HUB_URL_ENV",
-        "BATCH_FORMAT",
-        "INLINE_BODY_LIMIT",
-        "JOURNAL_SIZE_LIMIT",
-        "LOG_LEVEL_ENV",
-        "LOOP_ENV",
-        "LOOPBACK",
-        "MAX_ERROR",
-        "MAX_EVENT",
-        "MAX_FRAME_BYTES",
-        "MAX_INPUT",
-        "MAX_MAIL",
-        "MAX_PROMPT",
-        "MAX_RESULT",
-        "MAX_STATE",
-        "NATS_URL_ENV",
-        "REDELIVER_AFTER_ENV",
-        "REPLAY_ITEM_TIMEOUT",
-        "RUN_HISTORY_ENV",
-        "SIDECAR_MAX_FILES_ENV",
-        "SIDECAR_MAX_MEMORY_ENV",
-        "SIDECAR_PASS_ENV",
-        "SIZE_LIMITS",
-        "SLOW_TRANSACTION",
-        "SQLITE_SYNCHRONOUS_ENV",
-        "SUPPORTED_FORMATS",
-        "WIRE_MAX_PAYLOAD",
-        "Ack",
-        "AckBatch",
-        "AckResult",
-        "Actor",
-        "ActorError",
-        "ActorRef",
-        "ActorStopped",
-        "ApprovalRequested",
-        "AskTimeout",
-        "Backoff",
-        "BlobChunk",
-        "BlobGet",
-        "Broadcast",
-        "Challenge",
-        "ChildRunStarted",
-        "Claim",
-        "DeploymentStatus",
-        "DispatchOutcome",
-        "DispatchProcessed",
-        "EnvelopeQuarantined",
-        "Event",
-        "EventsAck",
-        "FailpointError",
-        "FailpointSpecError",
-        "Fenced",
-        "Flag",
-        "Frame",
-        "FrameDecodeError",
-        "FrameDecoder",
-        "Hello",
-        "HostPort",
-        "HubBoot",
-        "HubKey",
-        "IngressBatch",
-        "IngressMail",
-        "IngressReceipt",
-        "IngressReceipts",
-        "InvalidSources",
-        "Limits",
-        "LoadVersion",
-        "MailBatch",
-        "MailInbound",
-        "MailSent",
-        "MailboxFull",
-        "MailrunError",
-        "Message",
-        "MintChild",
-        "Minted",
-        "NoResponders",
-        "Ping",
-        "Pong",
-        "Reason",
-        "RecordDecodeError",
-        "Recorded",
-        "RecordedEffect",
-        "RecordedEnd",
-        "Refused",
-        "ReplayDifference",
-        "ReplayFailureReport",
-        "ReplayItem",
-        "ReplayJob",
-        "ReplayReport",
-        "RequestTimeout",
-        "RestartPolicy",
-        "RestoreRecord",
-        "RunCancelled",
-        "RunCompleted",
-        "RunEvents",
-        "RunFailed",
-        "RunSnapshot",
-        "RunStarted",
-        "RunStates",
-        "RunStatus",
-        "SidecarExit",
-        "SignatureError",
-        "SizeLimit",
-        "Sources",
-        "StateGet",
-        "Subjects",
-        "Subscription",
-        "Supervisor",
-        "TransactionError",
-        "TransactionFailed",
-        "TransactionSuspended",
-        "Transport",
-        "TransportClosed",
-        "TransportError",
-        "VersionLoaded",
-        "Wakeup",
-        "Welcome",
-        "Body",
-        "Connection",
-        "Cursor",
-        "Params",
-        "accepts_trigger",
-        "afailpoint",
-        "anchor_is_live",
-        "b64url",
-        "backoff",
-        "backoff_max_from_env",
-        "cancel_on_signals",
-        "check_failpoints",
-        "check_layout",
-        "clip_text",
-        "configure_sqlite",
-        "connect_sqlite",
-        "transact",
-        "decode_restore_record",
-        "encode",
-        "encoded_size",
-        "failpoint",
-        "generate_keypair",
-        "hello_message",
-        "holds_items",
-        "is_id",
-        "is_live",
-        "is_terminal",
-        "loop_options",
-        "make_private",
-        "running_loop",
-        "new_id",
-        "next_attempt",
-        "open_nats",
-        "parse_host_port",
-        "private_umask",
-        "public_key_of",
-        "read_restore_record",
-        "record_path",
-        "redact_url",
-        "release_free_pages",
-        "remove_sidecar_state",
-        "sidecar_env",
-        "sign",
-        "sqlite_synchronous",
-        "unb64url",
-        "unwrap_group",
-        "unwrapping_groups",
-        "verify",
-        "write_atomic",
-        "write_restore_record",
-    ],
-    "runtime.testing": [
-        "CRASH_EXIT_CODE",
-        "FAILPOINTS_ENV",
-        "MemoryBus",
-        "MemoryTransport",
-        "configure_failpoints",
-        "failpoint_spent",
-    ],
-    "hub": [
-        "Accepted",
-        "Acceptor",
-        "ApprovalStatus",
-        "DispatchStatus",
-        "HubConfig",
-        "HubError",
-        "HubHandle",
-        "IngressClient",
-        "IngressError",
-        "IngressRefused",
-        "IngressUnavailable",
-        "MigrationError",
-        "Rejected",
-        "Store",
-        "StoreUnavailable",
-        "Trigger",
-        "accept_triggers",
-        "create_app",
-        "create_deployment",
-        "delete_deployment",
-        "ingress_mail",
-        "pending_migrations",
-        "serve_hub",
-    ],
-    "hub.store": [
-        "DATABASE_ENV",
-        "DEFAULT_BUSY_TIMEOUT",
-        "DEFAULT_CHANGES_KEPT",
-        "FEED_HOLD",
-        "DEFAULT_ENTRYPOINT",
-        "LATEST",
-        "LeaseRound",
-        "OnStep",
-        "QUARANTINE_SOURCE",
-        "WITH_OTHERS",
-        "Accepted",
-        "Acceptor",
-        "AddressStatus",
-        "ApprovalStatus",
-        "ApprovalView",
-        "Change",
-        "ChangeKind",
-        "Created",
-        "DeploymentView",
-        "DispatchStatus",
-        "DispatchView",
-        "DueMail",
-        "NewProducer",
-        "OutboundMail",
-        "OutboundStatus",
-        "OutboundView",
-        "Outcome",
-        "ProducerStatus",
-        "ProducerView",
-        "Receipt",
-        "RefusedByRun",
-        "Rejected",
-        "Rollout",
-        "RunHistory",
-        "RunView",
-        "SqliteStore",
-        "Store",
-        "Trigger",
-        "VersionStatus",
-        "VersionView",
-        "accept_triggers",
-        "active_entrypoint",
-        "add_version",
-        "address_status",
-        "body_digest",
-        "build_sources",
-        "change_views",
-        "check_lease",
-        "count_by_status",
-        "count_outbound",
-        "create_deployment",
-        "defer",
-        "delete_deployment",
-        "deployment_of_run",
-        "due_mail",
-        "feed_start",
-        "fetch_all",
-        "fetch_one",
-        "finish_rollout",
-        "get_approval",
-        "get_deployment",
-        "get_dispatch",
-        "get_producer",
-        "get_run",
-        "get_version",
-        "give_nats_identities",
-        "hold_role",
-        "insert_producer",
-        "insert_rows",
-        "is_active_producer",
-        "is_database_url",
-        "is_postgres",
-        "last_change_id",
-        "list_approvals",
-        "list_deployments",
-        "list_dispatches",
-        "list_outbound",
-        "migrations_after",
-        "open_store",
-        "list_producers",
-        "list_runs",
-        "list_versions",
-        "mark_failed",
-        "mark_retry",
-        "mark_sending",
-        "mark_sent",
-        "next_due",
-        "pending_migrations",
-        "pending_rollouts",
-        "read_changes",
-        "read_feed",
-        "read_history",
-        "read_version",
-        "record_outbound",
-        "release_all",
-        "renew_and_take",
-        "share_health",
-        "remove_producer",
-        "request_rollout",
-        "resolve_deployment",
-        "resolve_producer",
-        "settle_at_boot",
-        "transfer",
-        "trim_changes",
-        "update_rows",
-    ],
-    "hub.wire": [
-        "DeadLetters",
-        "DispatchConfig",
-        "HealthConfig",
-        "IngressConfig",
-        "LeaseKeeper",
-        "RetentionConfig",
-        "Wire",
-        "WireConfig",
-        "hub_identity",
-        "run_ingress",
-        "run_wire",
-    ],
-    "hub.natsauth": [
-        "HUB_SEED_FILE",
-        "DeploymentUser",
-        "ProducerUser",
-        "UserKey",
-        "deployment_permissions",
-        "hub_seed",
-        "is_public_user",
-        "new_user_key",
-        "producer_permissions",
-        "producer_users_of",
-        "public_key",
-        "render_authorization",
-        "users_of",
-    ],
-    "hub.outbound": [
-        "CA_FILE_ENV",
-        "PASSWORD_ENV",
-        "STARTTLS_ENV",
-        "USER_ENV",
-        "Outbox",
-        "RelayConfig",
-        "relay_config",
-    ],
-    "hub.metrics": [
-        "LATENCY_BUCKETS",
-        "Counter",
-        "Histogram",
-        "HubMetrics",
-        "family",
-        "label",
-    ],
-    "hub.smtp": [
-        "MAX_RECIPIENTS",
-        "PASSWORD_ENV",
-        "USER_ENV",
-        "ParsedMail",
-        "QuietSession",
-        "SmtpConfig",
-        "SmtpServer",
-        "is_loopback",
-        "parse_message",
-        "smtp_config",
-    ],
-    "hub.api": [
-        "ApiSettings",
-        "ChangeFeed",
-        "EventLimits",
-        "HttpLimits",
-        "HttpServer",
-        "MailAnswers",
-        "accept_mails",
-        "bind_socket",
-        "create_app",
-        "mail_answers",
-    ],
-    "hub.cli": ["hub_cmd", "main"],
-    "hub.up": [
-        "Backoff",
-        "Child",
-        "ChildSpec",
-        "UpConfig",
-        "find_nats_server",
-        "free_port",
-        "hub_url",
-        "run_up",
-    ],
-    "sidecar": [
-        "ApprovalDecision",
-        "BlobError",
-        "ChildEnded",
-        "Context",
-        "DeploymentGone",
-        "DigestMismatch",
-        "EntrypointError",
-        "FencedOut",
-        "HandlerTimeout",
-        "HomeLocked",
-        "HubRefused",
-        "HubUnavailable",
-        "Inbox",
-        "InboxConflict",
-        "InboxError",
-        "InboxSchemaTooNew",
-        "Item",
-        "JoinTokenError",
-        "Mail",
-        "OwnerConflict",
-        "RestoreRecordMissing",
-        "RunAlreadyEnded",
-        "RunStateUnreadable",
-        "RunsConfig",
-        "Sidecar",
-        "SidecarError",
-        "Signal",
-        "Start",
-        "StateNotSerializable",
-        "WorkflowLoadError",
-        "load_workflow",
-    ],
-    "sidecar.execution": [
-        "ApprovalDecision",
-        "ChildEnded",
-        "Context",
-        "Handler",
-        "Item",
-        "Mail",
-        "Minter",
-        "Runs",
-        "RunsConfig",
-        "Signal",
-        "Start",
-        "StateMigration",
-        "Versions",
-        "check_events",
-        "derived_id",
-        "item_of",
-        "load_workflow",
-        "state_migration",
-        "state_snapshot",
-    ],
-    "sidecar.link": [
-        "Control",
-        "Delivery",
-        "HubLink",
-        "Identity",
-        "Session",
-        "Shipper",
-    ],
-    "sidecar.replay": [
-        "ReplayFailure",
-        "main",
-        "replay",
-        "run_job",
-    ],
-    "sidecar.storage": [
-        "ADOPT_MARK",
-        "DEAD_LETTER",
-        "FREE_BYTES_KEPT",
-        "SCHEMA_VERSION",
-        "Commit",
-        "Envelope",
-        "Inbox",
-        "Outgoing",
-        "Pending",
-        "RunRecord",
-        "decode_envelope",
-        "decode_run_state",
-        "encode_envelope",
-        "encode_run_state",
-        "outgoing",
-        "processed",
-    ],
-}
+ROOTS = ("runtime", "hub", "sidecar")
+REPO = Path(__file__).resolve().parent.parent
+SNAPSHOT = Path(__file__).with_name("exported_members.json")
+REGENERATE = "python -m tests.test_exported_members --write"
+
+Surfaces = Mapping[str, Sequence[str]]
+
+
+def packages() -> list[str]:
+    """Every public package of the three (none of its parts starts with ``_``), by
+    dotted name, found on disk: a new package is pinned like the others."""
+    found = []
+    for root in ROOTS:
+        for init in (REPO / root).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPO).parts
+            if not any(part.startswith("_") for part in parts):
+                found.append(".".join(parts))
+    return sorted(found)
+
+
+def surfaces() -> dict[str, list[str]]:
+    """Each public package's ``__all__``, as the code has it now."""
+    return {package: list(importlib.import_module(package).__all__) for package in packages()}
+
+
+def render(current: Surfaces) -> str:
+    """The snapshot's text: one name a line, so a change is a diff of its names."""
+    return json.dumps({p: list(current[p]) for p in sorted(current)}, indent=2) + "\n"
+
+
+def recorded() -> dict[str, list[str]]:
+    snapshot: dict[str, list[str]] = json.loads(SNAPSHOT.read_text())
+    return snapshot
+
+
+def differences(recorded: Surfaces, current: Surfaces) -> list[str]:
+    """What the code exports that the snapshot does not record, and the reverse."""
+    found = []
+    for package in sorted(set(recorded) | set(current)):
+        if package not in recorded:
+            found.append(f"{package}: a package the snapshot does not list")
+        elif package not in current:
+            found.append(f"{package}: in the snapshot, but no such package")
+        else:
+            now, then = set(current[package]), set(recorded[package])
+            found += [
+                f"{package}.{name}: exported, not in the snapshot" for name in sorted(now - then)
+            ]
+            found += [
+                f"{package}.{name}: in the snapshot, no longer exported"
+                for name in sorted(then - now)
+            ]
+    return found
 
 
 def ruff_order(name: str) -> tuple[int, str]:
@@ -513,13 +84,13 @@ def ruff_order(name: str) -> tuple[int, str]:
     return (1, name) if name[:1].isupper() else (2, name)
 
 
-@pytest.mark.parametrize("package", sorted(EXPECTED))
+@pytest.mark.parametrize("package", packages())
 def test_all_is_sorted(package: str) -> None:
     names = importlib.import_module(package).__all__
     assert names == sorted(names, key=ruff_order)
 
 
-@pytest.mark.parametrize("package", sorted(EXPECTED))
+@pytest.mark.parametrize("package", packages())
 def test_every_exported_name_is_defined_in_the_package(package: str) -> None:
     module = importlib.import_module(package)
     star: dict[str, object] = {}
@@ -532,9 +103,53 @@ def test_every_exported_name_is_defined_in_the_package(package: str) -> None:
             assert value.__module__.partition(".")[0] == root, f"{package}.{name} is borrowed"
 
 
-@pytest.mark.parametrize("package", sorted(EXPECTED))
-def test_the_public_surface_is_exactly_the_expected_one(package: str) -> None:
-    names = set(importlib.import_module(package).__all__)
-    expected = set(EXPECTED[package])
-    assert names - expected == set(), "exported, but not expected: add it here if meant"
-    assert expected - names == set(), "expected, but no longer exported"
+@pytest.mark.parametrize("package", packages())
+def test_the_public_surface_is_the_recorded_one(package: str) -> None:
+    snapshot = recorded()
+    current = {package: list(importlib.import_module(package).__all__)}
+    found = differences({package: snapshot[package]} if package in snapshot else {}, current)
+    assert found == [], (
+        "\n".join(found) + f"\nIf meant: {REGENERATE}, and commit the reviewed diff of the file."
+    )
+
+
+def test_the_snapshot_is_the_one_the_code_generates() -> None:
+    # Every package, no other, and the file as written: never edited by hand.
+    current = surfaces()
+    assert differences(recorded(), current) == [], f"regenerate it: {REGENERATE}"
+    assert SNAPSHOT.read_text() == render(current), f"regenerate it: {REGENERATE}"
+
+
+def test_a_change_of_surface_is_told_by_name() -> None:
+    then = {"pkg": ["A", "b"], "gone": ["x"]}
+    now = {"pkg": ["A", "c"], "new": ["y"]}
+    assert differences(then, now) == [
+        "gone: in the snapshot, but no such package",
+        "new: a package the snapshot does not list",
+        "pkg.c: exported, not in the snapshot",
+        "pkg.b: in the snapshot, no longer exported",
+    ]
+    assert differences(now, now) == []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.test_exported_members",
+        description="Generate or check tests/exported_members.json from the packages' __all__.",
+    )
+    parser.add_argument("--write", action="store_true", help="write the snapshot from the code")
+    args = parser.parse_args(argv)
+    current = surfaces()
+    if args.write:
+        SNAPSHOT.write_text(render(current))
+        print(f"wrote {SNAPSHOT.relative_to(REPO)}: {len(current)} packages")
+        return 0
+    found = differences(recorded(), current) if SNAPSHOT.exists() else ["no snapshot yet"]
+    if not found and SNAPSHOT.read_text() != render(current):
+        found = ["same names, but not as generated (order, layout)"]
+    print("\n".join(found) or "the snapshot is up to date")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Example workflows shipped as package data: the sources ``mailrun demo`` deploys."""

@@ -1,16 +1,16 @@
-"""The hub's HTTP API: the Starlette app, request bodies, metrics, the live
-event stream (``GET /events``), and the uvicorn server it runs on."""
+"""The hub's HTTP API: the Starlette app and its routes, the one gate every
+request passes, the live event stream (``GET /events``), and the HTTP/1.1
+server it runs on (``http``)."""
 
 from .app import ApiSettings as ApiSettings
 from .app import create_app as create_app
-from .feed import ChangeFeed as ChangeFeed
-from .feed import EventLimits as EventLimits
-from .lane import MailAnswers as MailAnswers
-from .lane import mail_answers as mail_answers
-from .server import HttpLimits as HttpLimits
-from .server import HttpServer as HttpServer
-from .server import bind_socket as bind_socket
-from .triggers import accept_mails as accept_mails
+from .events import ChangeFeed as ChangeFeed
+from .events import EventLimits as EventLimits
+from .http import HttpLimits as HttpLimits
+from .http import HttpServer as HttpServer
+from .http import bind_socket as bind_socket
+from .mail import MailAnswers as MailAnswers
+from .mail import mail_answers as mail_answers
 
 __all__ = [
     "ApiSettings",
@@ -19,7 +19,6 @@ __all__ = [
     "HttpLimits",
     "HttpServer",
     "MailAnswers",
-    "accept_mails",
     "bind_socket",
     "create_app",
     "mail_answers",

@@ -9,15 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-import anyio
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from runtime import INLINE_BODY_LIMIT
-
 from .._errors import HubError, InvalidRequest, error_for
-from ..store import Acceptor, Rejected, Store, Trigger, body_digest
+from ..intake import Acceptor, with_digest
+from ..store import Rejected, Store, Trigger
 from .requests import is_number, read_json
 from .responses import json_response
 
@@ -82,22 +79,3 @@ class RouteContext:
     async def accept(self, trigger: Trigger) -> Response:
         """Accept ``trigger`` and answer with its receipt (202, or the rejection's status)."""
         return receipt_response(await self.acceptor.accept(await with_digest(trigger)))
-
-
-async def with_digest(trigger: Trigger) -> Trigger:
-    """A big body's digest is a pass over megabytes: taken off the event loop.
-    So is the raw message's, which is always kept as a blob."""
-    if len(trigger.body) > INLINE_BODY_LIMIT and trigger.digest is None:
-        digest = await anyio.to_thread.run_sync(body_digest, trigger.body)
-        trigger = msgspec.structs.replace(trigger, digest=digest)
-    if trigger.raw is not None and trigger.raw_digest is None:
-        raw_digest = await digest_of(trigger.raw)
-        trigger = msgspec.structs.replace(trigger, raw_digest=raw_digest)
-    return trigger
-
-
-async def digest_of(data: bytes) -> str:
-    """``body_digest(data)``, off the event loop when ``data`` is big."""
-    if len(data) <= INLINE_BODY_LIMIT:
-        return body_digest(data)
-    return await anyio.to_thread.run_sync(body_digest, data)

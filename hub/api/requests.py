@@ -15,9 +15,6 @@ there would let a sender forge headers of a mail a run sends on.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
@@ -25,38 +22,18 @@ import anyio
 import msgspec
 from starlette.requests import Request
 
-from runtime import IngressMail
-
 from .._errors import (
     BodyTimeout,
     HubError,
-    InvalidMail,
     InvalidSignal,
     MalformedJson,
     PayloadTooLarge,
 )
+from ..intake import reserved_message_id as _reserved
+from ..intake import single_line
 from ..store import DEFAULT_ENTRYPOINT, Trigger
 
 T = TypeVar("T")
-_ADDRESS = re.compile(r"[^@\s]+@[^@\s]+")
-# The message ids the hub and sidecars derive for their own items (a child's
-# start and end, an approval's decision, mail a run sends): a client's must
-# not take one first, or the item it stands for would be answered as a retry
-# of the client's and never stored.
-_RESERVED_MESSAGE_ID = re.compile(r"(start|child|approval):|dsp_\w+:mail:")
-
-
-def _reserved(message_id: str | None) -> bool:
-    return message_id is not None and _RESERVED_MESSAGE_ID.match(message_id) is not None
-
-
-_LINE_BREAKS = re.compile(r"[\r\n\x00]")
-
-
-MailIn = IngressMail
-"""A ``POST /mail`` body: the fields, names and rules of a mail of the NATS
-ingress (``to``, ``from``, ``subject``, ``body`` or ``body_b64``,
-``message_id``), as JSON."""
 
 
 class DeploymentIn(msgspec.Struct, kw_only=True):
@@ -70,11 +47,6 @@ class VersionIn(msgspec.Struct, kw_only=True):
     source: str | None = None
     files: dict[str, str] | None = None
     entrypoint: str | None = None  # None: the active version's
-
-
-class MailBatchIn(msgspec.Struct, kw_only=True):
-    mails: list[msgspec.Raw]
-    """Each decoded on its own: one malformed mail is that mail's error."""
 
 
 class SignalIn(msgspec.Struct, kw_only=True):
@@ -97,11 +69,6 @@ def is_number(text: str) -> bool:
     """A count ``int`` can read: ASCII digits (``str.isdigit`` also takes "²",
     which ``int`` refuses), and few (``int`` refuses more than 4300)."""
     return text.isascii() and text.isdigit() and len(text) <= 18
-
-
-def single_line(text: str) -> bool:
-    """No CR, LF or NUL: safe in a mail header and a log line."""
-    return _LINE_BREAKS.search(text) is None
 
 
 async def read_json(
@@ -157,48 +124,6 @@ def decode_json(raw: bytes, type_: type[T], invalid: type[HubError]) -> T:
     except RecursionError:
         # msgspec's own depth guard, raised cleanly before the C stack runs out.
         raise MalformedJson("request body is nested too deeply") from None
-
-
-def _b64decode(text: str) -> bytes:
-    """Standard base64, or the URL-safe alphabet; padding optional; nothing else."""
-    padded = text + "=" * (-len(text) % 4)
-    for altchars in (None, b"-_"):
-        try:
-            return base64.b64decode(padded, altchars=altchars, validate=True)
-        except (binascii.Error, ValueError):
-            continue
-    raise InvalidMail("'body_b64' is not base64")
-
-
-def mail_trigger(mail: MailIn, *, max_body: int) -> Trigger:
-    """Validate a decoded ``POST /mail`` body, or a mail of the NATS ingress
-    (the same fields); the caller adds the digest."""
-    address = mail.to.strip().lower()
-    if len(address) > 512 or not _ADDRESS.fullmatch(address) or not single_line(mail.to):
-        raise InvalidMail(f"'to' is not a mail address: {mail.to[:100]!r}")
-    fields = {"from": mail.sender, "subject": mail.subject, "message_id": mail.message_id}
-    for field, value in fields.items():
-        if value is not None and not single_line(value):
-            raise InvalidMail(f"'{field}' must be one line: no CR, LF or NUL")
-    if mail.body is not None and mail.body_b64 is not None:
-        raise InvalidMail("give 'body' or 'body_b64', not both")
-    if mail.message_id is not None and not 0 < len(mail.message_id) <= 512:
-        raise InvalidMail("'message_id' must be 1 to 512 characters")
-    if _reserved(mail.message_id):
-        raise InvalidMail(f"'message_id' {mail.message_id!r} has a prefix the hub reserves")
-    if len(mail.subject) > 4096 or len(mail.sender or "") > 512:
-        raise InvalidMail("'subject' (4096) or 'from' (512) is too long")
-    body = _b64decode(mail.body_b64) if mail.body_b64 is not None else (mail.body or "").encode()
-    if len(body) > max_body:
-        raise PayloadTooLarge(f"mail body of {len(body)} bytes exceeds {max_body}")
-    return Trigger(
-        address=address,
-        kind="mail",
-        message_id=mail.message_id,
-        sender=mail.sender,
-        subject=mail.subject,
-        body=body,
-    )
 
 
 def signal_trigger(signal: SignalIn, *, run_id: str, deployment_id: str, max_body: int) -> Trigger:

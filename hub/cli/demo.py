@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from runtime import (
 from .._client import AsyncHubClient
 from .._errors import DemoFailed as DemoFailed  # the CLI catches it from here
 from .._errors import DemoTimeout, HubError
-from ..up import UpConfig, free_port, run_up
+from ..up import UpSettings, free_port, run_up
 
 EXAMPLE = "counter.py"
 ENTRYPOINT = "counter:main"
@@ -82,7 +82,7 @@ async def _drive(
 
 
 async def _demo_in_up(
-    config: UpConfig, say: Callable[[str], None], advance: Advance
+    config: UpSettings, say: Callable[[str], None], advance: Advance
 ) -> dict[str, Any]:
     try:
         async with anyio.create_task_group() as tg:
@@ -99,22 +99,28 @@ async def _demo_in_up(
 
 
 async def run_demo(
-    say: Callable[[str], None], *, advance: Advance | None = None, deadline: float = DEADLINE
+    say: Callable[[str], None],
+    *,
+    environ: Mapping[str, str],
+    advance: Advance | None = None,
+    deadline: float = DEADLINE,
 ) -> dict[str, Any]:
     """Run the demo; the completed run's JSON. ``DemoFailed`` if it does not
     complete within ``deadline`` seconds (the state dir is then kept for its logs).
-    Each mail processed goes to ``advance`` (default: a line to ``say``)."""
+    Each mail processed goes to ``advance`` (default: a line to ``say``);
+    ``environ`` is what the processes it starts inherit."""
 
     def said(done: int, note: str) -> None:
         say(f"processed {done} of {len(SUBJECTS)}: {note}")
 
     tmp = Path(tempfile.mkdtemp(prefix="mailrun-demo-"))
-    config = UpConfig(
+    config = UpSettings(
         state_dir=tmp / "state",
         http=f"{LOOPBACK}:{free_port()}",
         nats_port=free_port(),
         stop_grace=3.0,
         say=say,
+        environ=environ,
     )
     logs = config.state_dir / "logs"
     keep = False  # only a failure keeps the state dir: its logs tell why

@@ -9,6 +9,7 @@ package never imports sidecar code.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import signal
 import sys
@@ -36,11 +37,12 @@ from runtime import (
     parse_host_port,
     private_umask,
     redact_url,
+    start_process,
     unwrapping_groups,
 )
 
 from .._errors import HubError
-from .._token import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR
+from .._token import ADMIN_TOKEN_FILE, DEFAULT_STATE_DIR, read_token_file
 from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV
 from ..smtp import PASSWORD_ENV as SMTP_PASSWORD_ENV
 from ..smtp import USER_ENV as SMTP_USER_ENV
@@ -50,6 +52,8 @@ from .commands import COMMANDS, F, fail
 from .producers import producer
 from .replay import replay
 from .watch import watch
+
+_hub_log = logging.getLogger("mailrun.hub")
 
 
 def _host_port(
@@ -194,7 +198,7 @@ def up(
     Starts nats-server (unless --nats), the hub and one sidecar per live
     deployment, each its own process; restarts any that dies, with backoff;
     stops them all on SIGTERM/SIGINT. They die with it even on SIGKILL."""
-    from ..up import UpConfig, run_up
+    from ..up import UpSettings, run_up
 
     check_failpoints()  # its children get them: said here once, and by each child
     _check_smtp(smtp, smtp_cert, smtp_key)
@@ -202,7 +206,7 @@ def up(
     def say(line: str) -> None:
         click.echo(line, err=True)
 
-    config = UpConfig(
+    settings = UpSettings(
         state_dir,
         http,
         nats_url,
@@ -213,11 +217,12 @@ def up(
         smtp_key=smtp_key,
         database=database,
         say=say,
+        environ=dict(os.environ),  # what its children inherit
     )
 
     async def serve() -> None:
         async with cancel_on_signals(), anyio.create_task_group() as tg:
-            info = await tg.start(run_up, config)
+            info = await tg.start(run_up, settings)
             click.echo(f"mailrun up: hub http://{http} nats {info.nats_url} state {info.state_dir}")
             if smtp is not None:
                 click.echo(f"mailrun up: smtp {smtp}")
@@ -253,7 +258,7 @@ def demo() -> None:
                 progress.echo(f"mailrun demo: {line}")
 
             async with cancel_on_signals() as received:
-                await run_demo(say, advance=progress.advance_to)
+                await run_demo(say, advance=progress.advance_to, environ=dict(os.environ))
         return received
 
     try:
@@ -342,27 +347,44 @@ def hub_cmd(
     """Run the hub alone, in this process.
 
     Runs until SIGTERM/SIGINT; `mailrun up` runs it as a supervised child."""
-    from .._server import run_hub_cli
+    from .._server import run_hub
+    from .._settings import HubSettings, wire_settings
+    from ..outbound import relay_config
 
     if smtp is None and (smtp_cert is not None or smtp_key is not None):
         fail("--smtp-cert and --smtp-key need --smtp")
-    run_hub_cli(
-        state_dir=state_dir,
-        http=http,
-        nats_url=nats_url,
-        sidecar_root=sidecar_root,
-        subject_prefix=subject_prefix,
-        domain=domain,
-        max_body=max_body,
-        redeliver_after=redeliver_after,
-        run_history=run_history,
-        token_file=token_file,
-        smtp_relay=smtp_relay,
-        smtp=smtp,
-        smtp_cert=smtp_cert,
-        smtp_key=smtp_key,
-        database=database,
-    )
+    # The hub's settings: read here, from its options and its environment,
+    # once; nothing it runs reads either again.
+    private_umask()
+    environ = os.environ
+    try:
+        process = start_process(environ)
+        host, port = parse_host_port(http, allow_port_zero=True)
+        ingress = None
+        if smtp is not None:
+            ingress = smtp_config(
+                smtp, environ, cert_file=smtp_cert, key_file=smtp_key, allow_port_zero=True
+            )
+        settings = HubSettings(
+            state_dir=state_dir,
+            http_host=host,
+            http_port=port,
+            nats_url=nats_url,
+            sidecar_root=sidecar_root,
+            subject_prefix=subject_prefix or DEFAULT_SUBJECT_PREFIX,
+            domain=domain or DEFAULT_MAIL_DOMAIN,
+            max_body=max_body or DEFAULT_MAX_BODY,
+            wire=wire_settings(redeliver_after=redeliver_after, run_history=run_history),
+            admin_token=read_token_file(token_file) if token_file is not None else None,
+            relay=relay_config(smtp_relay, environ) if smtp_relay else None,
+            smtp=ingress,
+            database=database,
+            process=process,
+        )
+    except (HubError, ValueError) as exc:
+        _hub_log.error("hub failed: %s", exc)
+        raise SystemExit(1) from exc
+    run_hub(settings)
 
 
 @main.command()

@@ -24,7 +24,7 @@ import click
 import httpx
 import msgspec
 
-from runtime import Backoff, next_attempt
+from runtime import Backoff, Retry
 
 from .._errors import HubResponseError, HubUnreachable
 from .._token import find_token
@@ -119,17 +119,17 @@ class Watcher:
         self._names: dict[str, str] = {}
 
     def run(self) -> None:
-        attempt, away = 0, False
+        retry, away = Retry(RECONNECT), False
         while True:
             try:
                 for _ in self._stream():
-                    attempt, away = 0, False  # it answered: the next drop starts afresh
+                    retry.succeeded()  # it answered: the next drop starts afresh
+                    away = False
             except (httpx.TransportError, HubUnreachable) as exc:
                 if not away:
                     click.echo(f"watch: {exc or type(exc).__name__}; reconnecting", err=True)
                 away = True
-            attempt = next_attempt(attempt)
-            time.sleep(RECONNECT.delay(attempt))
+            time.sleep(retry.failed())  # a plain process, no event loop: a plain sleep
 
     def _stream(self) -> Iterator[None]:
         headers = {} if self.last_id is None else {"Last-Event-ID": str(self.last_id)}

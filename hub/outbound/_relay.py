@@ -26,7 +26,7 @@ import aiosmtplib
 import anyio
 import anyio.abc
 
-from runtime import Wakeup, afailpoint, next_attempt
+from runtime import Retry, Wakeup, afailpoint
 
 from .._errors import RelayRefused, RelayUnavailable
 from ..store import (
@@ -60,11 +60,15 @@ class Outbox:
     ) -> None:
         self._store = store
         self._relay = relay
-        self._backoff = relay.backoff.capped(backoff_max) if relay is not None else None
+        # Rounds that could not reach the relay, in a row (no relay: none ever).
+        self._retry = Retry(relay.backoff.capped(backoff_max) if relay is not None else None)
         self._wakeup = Wakeup()
-        self.failures = 0
-        """Consecutive rounds that could not reach the relay."""
         self.last_error: str | None = None
+
+    @property
+    def failures(self) -> int:
+        """Consecutive rounds that could not reach the relay."""
+        return self._retry.failures
 
     @property
     def status(self) -> OutboundStatus:
@@ -104,7 +108,7 @@ class Outbox:
                 log.exception("an outbound round failed")
                 self.last_error, reached = f"{type(exc).__name__}: {exc}", False
             if reached:
-                self.failures = 0
+                self._retry.succeeded()
             else:
                 await self._hold_back()
 
@@ -114,11 +118,10 @@ class Outbox:
         await self._wakeup.wait(wait)
 
     async def _hold_back(self) -> None:
-        assert self._backoff is not None
-        self.failures = next_attempt(self.failures)
+        self._retry.failed()
         # Not cut short by new mail: an unreachable relay is not tried faster
         # for being needed more.
-        await anyio.sleep(self._backoff.delay(self.failures))
+        await self._retry.wait()
 
     async def _round(self, relay: RelayConfig, mails: list[DueMail]) -> bool:
         """Send ``mails`` over one connection; False when the relay could not
@@ -164,8 +167,7 @@ class Outbox:
 
     def _unreachable(self, error: str) -> None:
         self.last_error = error
-        log.warning("outbound relay: %s (attempt %d)", error, next_attempt(self.failures))
+        log.warning("outbound relay: %s (attempt %d)", error, self._retry.failures + 1)
 
     def _retry_at(self, attempts: int) -> float:
-        assert self._backoff is not None
-        return time.time() + self._backoff.delay(max(attempts, self.failures + 1))
+        return time.time() + self._retry.backoff.delay(max(attempts, self._retry.failures + 1))

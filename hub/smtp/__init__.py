@@ -11,7 +11,6 @@ from ._config import is_loopback as is_loopback
 from ._config import smtp_config as smtp_config
 from ._message import ParsedMail as ParsedMail
 from ._message import parse_message as parse_message
-from ._server import QuietSession as QuietSession
 from ._server import SmtpServer as SmtpServer
 
 __all__ = [
@@ -19,7 +18,6 @@ __all__ = [
     "PASSWORD_ENV",
     "USER_ENV",
     "ParsedMail",
-    "QuietSession",
     "SmtpConfig",
     "SmtpServer",
     "is_loopback",

@@ -3,10 +3,10 @@
 RCPT looks the address up (committed data, ``address_status``): an
 address no live deployment holds is refused there, 550 5.1.1, before the
 client sends the message. DATA parses the message once and makes one mail
-per recipient, and all of them go through ``accept_mails``, the batch path
-of ``POST /mail/batch`` and the NATS ingress, as a whole: one transaction,
-and every recipient accepted or none (a deployment deleted between RCPT and
-DATA refuses the message, not one copy of it). ``250`` is written only
+per recipient, and all of them go through ``hub.intake.accept_mails``, the
+batch path of ``POST /mail/batch`` and the NATS ingress, as a whole: one
+transaction, and every recipient accepted or none (a deployment deleted
+between RCPT and DATA refuses the message, not one copy of it). ``250`` is written only
 after that returned; a failure of the transaction (store unavailable, hub
 stopping) is a 451 that the client retries, and a retry with the same
 ``Message-ID`` is answered by the first receipt, so it counts once.
@@ -16,25 +16,17 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-import anyio
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from runtime import IngressMail
+from runtime import Flag, IngressMail
 
 from .._errors import HubError
-from ..api import accept_mails
-from ..store import (
-    WITH_OTHERS,
-    Accepted,
-    Acceptor,
-    AddressStatus,
-    Receipt,
-    Store,
-    address_status,
-)
+from ..intake import Acceptor, accept_mails
+from ..store import WITH_OTHERS, Accepted, AddressStatus, Receipt, Store, address_status
 from ._config import SmtpConfig
 from ._message import parse_message
 from ._replies import NotTaken, ok_reply, outcome_reply, refusal_reply
@@ -48,8 +40,9 @@ _RCPT_REFUSAL = {
 }
 
 
-class IngressHandler:
-    """One per server; aiosmtpd calls the ``handle_*`` hooks per session."""
+class SmtpHandler:
+    """One per server; aiosmtpd calls the ``handle_*`` hooks per session,
+    each with the session's public ``Session`` and ``Envelope``."""
 
     def __init__(
         self, store: Store, acceptor: Acceptor, config: SmtpConfig, *, max_body: int
@@ -59,9 +52,20 @@ class IngressHandler:
         self._config = config
         self._max_body = max_body
         self.stopping = False  # the server is closing: no message is taken any more
-        self._in_data = 0  # messages between their "." and their answer
-        self.idle = anyio.Event()  # set while _in_data is 0
-        self.idle.set()
+        self._in_hooks = 0  # RCPT lookups and messages between their "." and their answer
+        self.idle = Flag(True)
+        """Set while no hook is under way: the server waits for it as it stops."""
+
+    @contextmanager
+    def _hook(self) -> Iterator[None]:
+        self._in_hooks += 1
+        self.idle.clear()
+        try:
+            yield
+        finally:
+            self._in_hooks -= 1
+            if self._in_hooks == 0:
+                self.idle.set()
 
     async def handle_EHLO(
         self, server: SMTP, session: Session, envelope: Envelope, hostname: str, lines: list[str]
@@ -83,7 +87,8 @@ class IngressHandler:
             # 452: the client sends the rest in another transaction.
             return f"452 4.5.3 Too many recipients (at most {self._config.max_recipients})"
         try:
-            status = await address_status(self._store.db, wanted)
+            with self._hook():
+                status = await address_status(self._store.db, wanted)
         except Exception:
             log.exception("RCPT lookup of %r failed", wanted)
             return "451 4.3.0 Cannot look the address up now, try again later"
@@ -95,15 +100,8 @@ class IngressHandler:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         if self.stopping:
             return "451 4.3.2 Service shutting down, try again later"
-        if self._in_data == 0:
-            self.idle = anyio.Event()
-        self._in_data += 1
-        try:
+        with self._hook():
             return await self._deliver(envelope)
-        finally:
-            self._in_data -= 1
-            if self._in_data == 0:
-                self.idle.set()
 
     async def _deliver(self, envelope: Envelope) -> str:
         raw = envelope.original_content or b""

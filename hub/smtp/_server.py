@@ -1,13 +1,21 @@
-"""aiosmtpd's SMTP protocol served on the hub's own event loop.
+"""aiosmtpd's SMTP protocol served on the hub's own event loop, through
+aiosmtpd's documented API only.
 
 aiosmtpd's ``Controller`` would run the server in a thread with a loop of
 its own, where the acceptor and the store are out of reach. Here the hub's
 task group owns the server instead: :meth:`SmtpServer.run` is one of its
-tasks, opens the listener with ``loop.create_server`` on a socket bound
-beforehand (a port clash fails the hub at once), and closes it, and every
-session, when it ends. A session's commands run in the task aiosmtpd starts
-per connection; the server keeps each session it admitted, so none outlives
-it. (The hub's loop is always asyncio's, or uvloop: anyio's asyncio backend.)
+tasks, opens the listener with ``loop.create_server`` on a socket the hub
+bound beforehand (a port clash fails the hub at once), and does not return
+before every session it admitted is closed and no hook of the handler runs
+any more.
+
+What aiosmtpd leaves out is owned here. A session's commands run in a task
+aiosmtpd starts per connection and cancels when the connection is lost; the
+server does not reach for that task. It counts the connections it admitted
+(``connection_made`` / ``connection_lost``, the protocol's public asyncio
+callbacks) and the handler counts its hooks in flight: both back to zero
+means the sessions are over. (The hub's loop is always asyncio's, or
+uvloop: anyio's asyncio backend.)
 """
 
 from __future__ import annotations
@@ -16,73 +24,71 @@ import asyncio
 import functools
 import logging
 import socket
-from typing import Any, cast
+from typing import cast
 
 import anyio
 import anyio.abc
-from aiosmtpd.smtp import SMTP, Session
+from aiosmtpd.smtp import SMTP
 
-from runtime import HostPort
+from runtime import Flag, HostPort
 
-from ..api import bind_socket
-from ..store import Acceptor, Store
+from ..intake import Acceptor
+from ..store import Store
 from ._config import SmtpConfig
-from ._handler import IngressHandler
+from ._handler import SmtpHandler
 
 _BUSY = b"421 4.7.0 Too many connections, try again later\r\n"
 _STOPPING = b"421 4.3.2 Service shutting down, try again later\r\n"
 
 
-class QuietSession(Session):
-    """aiosmtpd's Session without the deprecation warning its ``login_data``
-    gives after every login (aiosmtpd itself reads and writes it; nothing
-    here uses it). The test suite's SMTP server uses it too."""
+class _LoginDataNotice(logging.Filter):
+    """Drops aiosmtpd's warning that ``Session.login_data`` is deprecated.
 
-    @property
-    def login_data(self) -> Any:
-        return self._login_data
+    aiosmtpd itself sets that attribute after every successful login, which
+    logs the warning each time; nothing here reads it, so the line would say
+    nothing about this hub."""
 
-    @login_data.setter
-    def login_data(self, value: Any) -> None:
-        self._login_data = value
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "login_data is deprecated" not in record.getMessage()
 
 
-class _Protocol(SMTP):
-    """One connection. Admitted by its server (or refused at once, 421, past
-    ``max_connections``), and let go when the connection is lost."""
+_QUIET_LOGINS = _LoginDataNotice()
 
-    def __init__(self, server: SmtpServer, **kwargs: object) -> None:
-        super().__init__(server.handler, **kwargs)  # type: ignore[arg-type]
-        self._server = server
-        self._refused = False
 
-    def _create_session(self) -> Session:
-        return QuietSession(self.loop)
+class _Connection(SMTP):
+    """One client connection: admitted by its server, or refused at once
+    (421) past ``max_connections`` or while it stops; let go when lost."""
+
+    def __init__(self, ingress: SmtpServer, **kwargs: object) -> None:
+        super().__init__(ingress.handler, **kwargs)  # type: ignore[arg-type]
+        self.ingress = ingress
+        self.admitted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # Called again, with the TLS transport, after STARTTLS: admitted once.
-        if self.transport is None and not self._server.admit(self):
-            self._refused = True
-            _goodbye(transport, _BUSY)
-            return
+        if not self.admitted:
+            refusal = self.ingress.admit(self)
+            if refusal is not None:
+                _goodbye(transport, refusal)
+                return
+            self.admitted = True
         super().connection_made(transport)
 
     def connection_lost(self, error: Exception | None) -> None:
-        if self._refused:
-            return
+        if not self.admitted:
+            return  # aiosmtpd never saw this connection
         try:
             super().connection_lost(error)
         finally:
-            self._server.release(self)
+            self.ingress.release(self)
 
     def eof_received(self) -> bool | None:
-        return False if self._refused else super().eof_received()
+        return super().eof_received() if self.admitted else False
 
-    def close(self, goodbye: bytes) -> asyncio.Task[None] | None:
-        """Say ``goodbye`` and close; the session's task, to wait for."""
+    def say_goodbye(self, line: bytes) -> None:
+        """Say ``line`` and close; aiosmtpd ends the session as the connection goes."""
         if self.transport is not None:
-            _goodbye(self.transport, goodbye)
-        return self._handler_coroutine
+            _goodbye(self.transport, line)
 
 
 def _goodbye(transport: asyncio.BaseTransport, line: bytes) -> None:
@@ -95,13 +101,14 @@ def _goodbye(transport: asyncio.BaseTransport, line: bytes) -> None:
 
 
 class SmtpServer:
-    """The SMTP ingress: run :meth:`run` in the hub's task group; stop it
+    """The SMTP ingress on ``sock`` (bound by the caller, closed when
+    :meth:`run` ends): run :meth:`run` in the hub's task group; stop it
     gracefully with :meth:`shutdown`, or at once by cancellation."""
 
     def __init__(
         self,
         config: SmtpConfig,
-        sock: socket.socket | None = None,
+        sock: socket.socket,
         *,
         store: Store,
         acceptor: Acceptor,
@@ -109,13 +116,13 @@ class SmtpServer:
         grace: float = 5.0,
     ) -> None:
         self.config = config
-        self.handler = IngressHandler(store, acceptor, config, max_body=max_body)
+        self.handler = SmtpHandler(store, acceptor, config, max_body=max_body)
         self._max_body = max_body
         self._grace = grace
         self._tls = config.tls_context()
-        # The hub binds it before anything starts and closes it; else bound here.
-        self._sock = sock if sock is not None else bind_socket(config.host, config.port)
-        self._sessions: set[_Protocol] = set()
+        self._sock = sock
+        self._sessions: set[_Connection] = set()
+        self._no_sessions = Flag(True)
         self._listener: asyncio.Server | None = None
 
     @property
@@ -124,24 +131,32 @@ class SmtpServer:
         host, port = self._sock.getsockname()[:2]
         return HostPort(host, port)
 
-    def admit(self, session: _Protocol) -> bool:
-        if self.handler.stopping or len(self._sessions) >= self.config.max_connections:
-            return False
+    def admit(self, session: _Connection) -> bytes | None:
+        """Take ``session`` on; else the line it is refused with."""
+        if self.handler.stopping:
+            return _STOPPING
+        if len(self._sessions) >= self.config.max_connections:
+            return _BUSY
         self._sessions.add(session)
-        return True
+        self._no_sessions.clear()
+        return None
 
-    def release(self, session: _Protocol) -> None:
+    def release(self, session: _Connection) -> None:
         self._sessions.discard(session)
+        if not self._sessions:
+            self._no_sessions.set()
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         # aiosmtpd logs every command line at INFO, an AUTH PLAIN's credentials
         # among them, and lines per connection: only its warnings reach the log.
-        logging.getLogger("mail.log").setLevel(logging.WARNING)
+        mail_log = logging.getLogger("mail.log")
+        mail_log.setLevel(logging.WARNING)
+        mail_log.addFilter(_QUIET_LOGINS)  # once: a filter already there is not added again
         loop = asyncio.get_running_loop()
         # socket.getfqdn may ask DNS: once, off the loop, not per connection.
         hostname = self.config.hostname or await anyio.to_thread.run_sync(socket.getfqdn)
         factory = functools.partial(
-            _Protocol,
+            _Connection,
             self,
             data_size_limit=self.config.message_limit(self._max_body),
             enable_SMTPUTF8=True,
@@ -174,9 +189,11 @@ class SmtpServer:
         if self._listener is not None:
             self._listener.close()
         if wait_for_data:
-            with anyio.move_on_after(self._grace):
-                await self.handler.idle.wait()
-        tasks = [t for s in list(self._sessions) if (t := s.close(_STOPPING)) is not None]
-        if tasks:
-            # They end as their connection is lost (aiosmtpd cancels them then).
-            await asyncio.wait(tasks, timeout=self._grace)
+            await self.handler.idle.wait(self._grace)
+        for session in list(self._sessions):
+            session.say_goodbye(_STOPPING)
+        # Each session ends as its connection is lost (aiosmtpd cancels its
+        # task then); a hook it was in finishes as that cancellation lands.
+        with anyio.move_on_after(self._grace):
+            await self._no_sessions.wait()
+            await self.handler.idle.wait()

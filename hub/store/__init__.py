@@ -29,7 +29,6 @@ from .deployments import Created as Created
 from .deployments import build_sources as build_sources
 from .deployments import create_deployment as create_deployment
 from .deployments import delete_deployment as delete_deployment
-from .group_commit import Acceptor as Acceptor
 from .history import RunHistory as RunHistory
 from .history import read_history as read_history
 from .identities import give_nats_identities as give_nats_identities
@@ -119,7 +118,6 @@ __all__ = [
     "QUARANTINE_SOURCE",
     "WITH_OTHERS",
     "Accepted",
-    "Acceptor",
     "AddressStatus",
     "ApprovalStatus",
     "ApprovalView",

@@ -3,20 +3,29 @@
 Two implementations: :class:`~hub.store.db.SqliteStore` (a file in the
 state dir, the default) and ``hub.store.pg.PgStore`` (``--database
 postgresql://...``); :func:`~hub.store.opening.open_store` picks one by
-its target. Store code never asks which one it has, but for the few
-statements that lock rows on PostgreSQL (``reads.is_postgres``).
+its target. Store code never asks which one it has: a statement that the
+two databases spell differently says so where it is declared
+(``hub.store.sql``).
+
+Bodies of transactions and reads are plain functions of a
+:class:`~hub.store.sql.Tx` (:meth:`Store.transact`, :meth:`Store.read`).
+Bodies written as coroutines over ``runtime.Connection`` (and ``db``,
+``write``) are the older form, still taken while the store's modules move
+to the new one.
 """
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast, overload
 
 from runtime import Body, Connection
 
 from .blob_io import BlobReader
+from .sql import TxBody
 
 T = TypeVar("T")
 
@@ -33,16 +42,40 @@ class Store(ABC):
     """The SQLite file; None for a server database."""
     db: Connection
 
-    @abstractmethod
-    async def transact(self, body: Body[T], *, durable: bool = True, heavy: bool = False) -> T:
+    @overload
+    async def transact(self, body: Body[T], *, durable: bool = True, heavy: bool = False) -> T: ...
+
+    @overload
+    async def transact(
+        self, body: TxBody[T], *, durable: bool = True, heavy: bool = False
+    ) -> T: ...
+
+    async def transact(
+        self, body: TxBody[T] | Body[T], *, durable: bool = True, heavy: bool = False
+    ) -> T:
         """One write transaction, ``body`` run whole, without a round trip
         through the event loop per statement; its result. ``durable=False``
         may return before the commit is on disk (for a change that is safe
         to lose in a power failure). ``heavy`` says it may take long (large
         bodies): SQLite then runs it off the event loop's thread even when
-        it could run on it (``runtime.transact``). Failure to begin or to
+        it could run on it (``runtime.sqlite``). Failure to begin or to
         commit is ``StoreUnavailable``, so a caller never mistakes an
-        uncommitted change for a committed one."""
+        uncommitted change for a committed one. Once begun, it runs to its
+        end whatever happens to the caller."""
+        if inspect.iscoroutinefunction(body):
+            return await self._transact_old(cast(Body[T], body), durable=durable, heavy=heavy)
+        return await self._transact(cast(TxBody[T], body), durable=durable, heavy=heavy)
+
+    @abstractmethod
+    async def _transact(self, body: TxBody[T], *, durable: bool, heavy: bool) -> T: ...
+
+    @abstractmethod
+    async def _transact_old(self, body: Body[T], *, durable: bool, heavy: bool) -> T: ...
+
+    @abstractmethod
+    async def read(self, body: TxBody[T], *, heavy: bool = False) -> T:
+        """``body`` on the reader: each statement sees what was committed
+        when it ran. ``heavy``: a large read, kept off the event loop's thread."""
 
     @abstractmethod
     def write(self) -> AbstractAsyncContextManager[Connection]:

@@ -1,46 +1,52 @@
 """The hub's store on SQLite: one writer connection, one reader connection.
 
-Writes go through :meth:`SqliteStore.transact`: an ``anyio.Lock`` serialises them
-inside this process and ``BEGIN IMMEDIATE`` takes SQLite's write lock up
-front, so a transaction never fails half-way on lock upgrade and never
-interleaves with another. The body of a transaction runs whole
-(``runtime.transact``): on the event loop's thread when SQLite's lock is
-free, else on the writer's thread; the lock is held for the time the
-statements take, not for a round trip through the event loop per
-statement. :meth:`SqliteStore.write` is the same transaction with the body on the
-loop, one round trip a statement, for code that must await other things
-inside it (tests that stage a crash's leftovers, say); the hub itself does
-not use it. Reads use ``store.db``, a second connection: in
-WAL mode it sees committed data only, so a read running while some task
-holds a write transaction open never observes that transaction's rows. Reads go through
-``fetch_one`` / ``fetch_all`` (``reads.py``): one call each, so no task's
-read snapshot lingers on the shared reader for another task to read in.
+Writes go through :meth:`SqliteStore.transact`: the writer's lock
+serialises them inside this process and ``BEGIN IMMEDIATE`` takes SQLite's
+write lock up front, so a transaction never fails half-way on lock upgrade
+and never interleaves with another. The body of a transaction runs whole
+(``runtime.sqlite``'s ``Database``): on the event loop's thread when
+SQLite's lock is free, else on a worker thread; the lock is held for the
+time the statements take, not for a round trip through the event loop per
+statement.
+
+Reads use a second connection, in WAL mode seeing committed data only, so
+a read running while some task holds a write transaction open never
+observes that transaction's rows: :meth:`SqliteStore.read` runs a read's
+body on it, on the loop's thread (a ``heavy`` one on a worker thread), each
+statement run to its end, so no read snapshot lingers for another task to
+read in. ``store.db`` (an aiosqlite connection, with ``fetch_one`` /
+``fetch_all`` in ``reads.py``) and :meth:`SqliteStore.write` (a transaction
+whose statements are awaited one by one, for tests that stage a crash's
+leftovers) are the older forms, left while store code moves to the new one.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager, suppress
+from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import aiosqlite
 import anyio
 
 from runtime import (
     Body,
+    Direct,
     TransactionFailed,
     configure_sqlite,
     connect_sqlite,
-    release_free_pages,
-    transact,
+    drive,
 )
+from runtime.sqlite import Database, Synchronous, release_free_pages
 
 from .._errors import StoreUnavailable
 from .base import Store
 from .blob_io import BlobReader, SqliteBlobReader
 from .migrations import OnStep, apply_migrations
+from .sql import SqliteTx, TxBody
 
 T = TypeVar("T")
 
@@ -68,12 +74,14 @@ class SqliteStore(Store):
 
     dialect = "sqlite"
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+    def __init__(
+        self, path: Path, writer: Database, reader: Database, old_reader: aiosqlite.Connection
+    ) -> None:
         self.path = self._file = path
-        self.db = reader
+        self.db = old_reader
+        self._old_reader = old_reader
         self._reader = reader
         self._writer = writer
-        self._lock = anyio.Lock()
 
     @classmethod
     async def open(
@@ -81,84 +89,112 @@ class SqliteStore(Store):
         path: Path | str,
         *,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: Synchronous = Synchronous.FULL,
         on_migration: OnStep | None = None,
     ) -> SqliteStore:
         """Open (creating if needed) the database at ``path`` and migrate it
-        (each migration applied told to ``on_migration``)."""
+        (each migration applied told to ``on_migration``). Every write is
+        answered outward (a receipt, an Ack): ``FULL`` unless a benchmark
+        says otherwise (``MAILRUN_SQLITE_SYNCHRONOUS``, read where the
+        process starts)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        writer = await _connect(path, busy_timeout, reader=False)
+        migrator = await _connect(path, busy_timeout, reader=False)
         try:
             # Table rebuilds in migrations need foreign keys off, and the
             # pragma is a no-op inside a transaction: set it around them.
-            await writer.execute("PRAGMA foreign_keys = OFF")
-            await apply_migrations(writer, on_migration)
-            await writer.execute("PRAGMA foreign_keys = ON")
-            reader = await _connect(path, busy_timeout, reader=True)
+            await migrator.execute("PRAGMA foreign_keys = OFF")
+            await apply_migrations(migrator, on_migration)
+        finally:
+            await migrator.close()
+        writer = await Database.open(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        try:
+            await writer.read(lambda conn: conn.execute("PRAGMA foreign_keys = ON"))
+            reader = await Database.open(
+                path, busy_timeout=busy_timeout, synchronous=None, query_only=True
+            )
+            try:
+                old_reader = await _connect(path, busy_timeout, reader=True)
+            except BaseException:
+                await reader.aclose()
+                raise
         except BaseException:
-            await writer.close()
+            await writer.aclose()
             raise
-        return cls(path, writer, reader)
+        return cls(path, writer, reader, old_reader)
 
     def blob_reader(self) -> BlobReader:
         return SqliteBlobReader(self._file)
 
     async def release_free_pages(self, keep: int, *, slack: int = 0) -> int:
         """Give the file's free pages beyond ``keep`` bytes back once more than
-        ``keep + slack`` are free (``runtime.release_free_pages``); the pages
-        released. Between two write transactions."""
-        async with self._lock:
-            return await release_free_pages(self._writer, keep, slack=slack)
+        ``keep + slack`` are free (``runtime.sqlite.release_free_pages``); the
+        pages released. Between two write transactions."""
+        return await self._writer.read(
+            partial(release_free_pages, keep=keep, slack=slack), heavy=True
+        )
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
-            async with self._lock:
-                await self._reader.close()
-                await self._writer.close()
+            await self._old_reader.close()
+            await self._reader.aclose()
+            await self._writer.aclose()
 
-    async def transact(self, body: Body[T], *, durable: bool = True, heavy: bool = False) -> T:
-        """One write transaction, ``body`` run whole (``runtime.transact``,
-        whose ``durable`` and ``heavy`` it passes on); its result.
-        Failure to begin or to commit is :class:`StoreUnavailable`, so a
-        caller never mistakes an uncommitted change for a committed one."""
-        async with self._lock:
-            try:
-                return await transact(self._writer, body, durable=durable, heavy=heavy)
-            except TransactionFailed as exc:
-                raise StoreUnavailable(str(exc)) from exc
+    async def _transact(self, body: TxBody[T], *, durable: bool, heavy: bool) -> T:
+        # runtime.sqlite's Database.transact, which says where it runs.
+        try:
+            return await self._writer.transact(partial(_body, body), durable=durable, heavy=heavy)
+        except TransactionFailed as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def _transact_old(self, body: Body[T], *, durable: bool, heavy: bool) -> T:
+        try:
+            return await self._writer.transact(
+                partial(_old_body, body), durable=durable, heavy=heavy
+            )
+        except TransactionFailed as exc:
+            raise StoreUnavailable(str(exc)) from exc
+
+    async def read(self, body: TxBody[T], *, heavy: bool = False) -> T:
+        return await self._reader.read(partial(_body, body), heavy=heavy)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def write(self) -> AsyncIterator[Direct]:
         """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, its
-        body on the loop (prefer :meth:`transact`).
+        statements awaited one by one on the loop (prefer :meth:`transact`).
 
-        The body runs with the writer connection; any exception (including
-        cancellation) rolls back. Failure to begin or to commit is raised as
-        :class:`StoreUnavailable`, so a caller never mistakes an uncommitted
-        change for a committed one.
+        Any exception (including cancellation) rolls back. Failure to begin
+        or to commit is raised as :class:`StoreUnavailable`, so a caller
+        never mistakes an uncommitted change for a committed one.
         """
-        async with self._lock:
+        async with self._writer.hold() as conn:
             try:
-                await self._writer.execute("BEGIN IMMEDIATE")
+                conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot begin a write transaction: {exc}") from exc
             try:
-                yield self._writer
+                yield Direct(conn)
             except BaseException:
-                await self._rollback()
+                _rollback(conn)
                 raise
-            # Shielded: abandoning a COMMIT half-way would leave the writer
-            # connection inside a transaction that the next write() would trip on.
-            with anyio.CancelScope(shield=True):
-                try:
-                    await self._writer.execute("COMMIT")
-                except sqlite3.Error as exc:
-                    await self._rollback()
-                    raise StoreUnavailable(f"commit failed: {exc}") from exc
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                _rollback(conn)
+                raise StoreUnavailable(f"commit failed: {exc}") from exc
 
-    async def _rollback(self) -> None:
-        with anyio.CancelScope(shield=True):
-            # A failed ROLLBACK means SQLite already rolled the transaction back.
-            if self._writer.in_transaction:
-                with suppress(sqlite3.Error):
-                    await self._writer.execute("ROLLBACK")
+
+def _body(body: TxBody[T], conn: sqlite3.Connection) -> T:
+    return body(SqliteTx(conn))
+
+
+def _old_body(body: Body[T], conn: sqlite3.Connection) -> T:
+    coro: Coroutine[Any, Any, T] = body(Direct(conn))
+    return drive(coro)
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # A failed ROLLBACK means SQLite already rolled the transaction back.
+    if conn.in_transaction:
+        with suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")

@@ -6,7 +6,7 @@ version bump, and the version is re-read inside that transaction, so a
 crash leaves the database before or after a migration, and two processes
 opening the same file cannot both apply one. A fresh database walks the
 same path as one release 1 left behind: migration 1 creates release 1's
-schema (LEGACY-V1.md), migration 2 turns it into this release's.
+schema (docs/design.md section 6), migration 2 turns it into this release's.
 """
 
 from __future__ import annotations

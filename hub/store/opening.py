@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runtime.sqlite import Synchronous
+
 from .._errors import StoreUnavailable
 from .base import Store
 from .db import DEFAULT_BUSY_TIMEOUT, SqliteStore
@@ -24,14 +26,19 @@ async def open_store(
     target: Path | str,
     *,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    synchronous: Synchronous = Synchronous.FULL,
     on_migration: OnStep | None = None,
 ) -> Store:
     """The store at ``target`` (a SQLite file, created if needed, or a
     ``postgresql://`` URL), migrated; each migration applied is told to
-    ``on_migration``."""
+    ``on_migration``. ``synchronous``: SQLite's durability (a benchmark may
+    lower it); a server database keeps its own."""
     if not is_database_url(target):
         return await SqliteStore.open(
-            Path(target), busy_timeout=busy_timeout, on_migration=on_migration
+            Path(target),
+            busy_timeout=busy_timeout,
+            synchronous=synchronous,
+            on_migration=on_migration,
         )
     try:
         from .pg import PgStore

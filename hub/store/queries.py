@@ -1,7 +1,7 @@
 """Read models: the JSON shapes of deployments, runs and dispatches.
 
 Every query reads through ``store.db`` (committed data only). Shapes follow
-DESIGN section 8; fields are added here, never renamed.
+docs/design.md section 8; fields are added here, never renamed.
 """
 
 from __future__ import annotations

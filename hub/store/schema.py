@@ -1,6 +1,6 @@
 """The hub's schema, as the migrations build it.
 
-Release 1's schema (LEGACY-V1.md) verbatim, and the statements that turn it
+Release 1's schema (docs/design.md section 6) verbatim, and the statements that turn it
 into this release's (docs/architecture.md, "Hub store"), data included.
 Status vocabularies of hub-only tables live here too; run and deployment
 statuses belong to the runtime's classifier.

@@ -6,7 +6,7 @@ from .children import Child as Child
 from .children import ChildSpec as ChildSpec
 from .nats import find_nats_server as find_nats_server
 from .nats import free_port as free_port
-from .supervisor import UpConfig as UpConfig
+from .supervisor import UpSettings as UpSettings
 from .supervisor import hub_url as hub_url
 from .supervisor import run_up as run_up
 
@@ -14,7 +14,7 @@ __all__ = [
     "Backoff",
     "Child",
     "ChildSpec",
-    "UpConfig",
+    "UpSettings",
     "find_nats_server",
     "free_port",
     "hub_url",

@@ -189,7 +189,7 @@ class Child:
             done.set()
 
     async def _keep_alive(self) -> None:
-        attempt = 0
+        retry = runtime.Retry(self.backoff)
         while not self._scope.cancel_called:
             started = anyio.current_time()
             try:
@@ -211,12 +211,11 @@ class Child:
                     self.final_code = code
                     return
             if anyio.current_time() - started >= self.backoff.reset_after:
-                attempt = 0
-            attempt = runtime.next_attempt(attempt)
-            delay = self.backoff.delay(attempt)
+                retry.succeeded()  # it stayed up: healthy, whatever ended it
+            delay = retry.failed()
             if self.on_exit is not None:
                 self.on_exit(self.name, code, delay)
-            await anyio.sleep(delay)
+            await retry.wait()
 
     async def stop(self) -> None:
         """Stop the child (SIGTERM, SIGKILL after the grace) and end ``run``."""

@@ -62,7 +62,10 @@ SIDECAR_FINAL_CODES = frozenset({SidecarExit.OWNER_CONFLICT, SidecarExit.DELETED
 
 
 @dataclass(frozen=True)
-class UpConfig:
+class UpSettings:
+    """What ``mailrun up`` runs with, read where it starts (its options and its
+    environment), then handed down."""
+
     state_dir: Path
     http: str = DEFAULT_HTTP  # HOST:PORT; a fixed port, since up announces it
     nats_url: str | None = None
@@ -81,6 +84,9 @@ class UpConfig:
     hub_ready_timeout: float = 60.0
     request_timeout: float = 2.0
     say: Callable[[str], None] | None = None
+    environ: Mapping[str, str] = field(kw_only=True, repr=False)
+    """Its environment, which its children inherit (the relay's and the SMTP
+    ingress's logins among it: never in ``repr``)."""
 
 
 @dataclass(frozen=True)
@@ -128,26 +134,26 @@ def _state_lock(state_dir: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _child_env() -> dict[str, str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def _child_env(environ: Mapping[str, str]) -> dict[str, str]:
+    env = {**environ, "PYTHONUNBUFFERED": "1"}
     # Children must run the same code as this supervisor. Installed, they find
     # it anyway; from a checkout, they need its root on their path.
     root = Path(__file__).resolve().parent.parent
     if root not in {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}:
-        paths = [str(root), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        paths = [str(root), *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
 
 
 class Up:
-    def __init__(self, config: UpConfig, client: AsyncHubClient, token: tuple[str, bool]) -> None:
+    def __init__(self, config: UpSettings, client: AsyncHubClient, token: tuple[str, bool]) -> None:
         self.config = config
         self.token, self.token_created = token
         self.state_dir = config.state_dir.resolve()
         self.logs = self.state_dir / "logs"
         self.sidecar_root = self.state_dir / "sidecars"
         self.client = client
-        self.env = _child_env()
+        self.env = _child_env(config.environ)
         self.sidecars: dict[str, Child] = {}
         self.nats: Child | None = None
         self.hub: Child | None = None
@@ -371,7 +377,7 @@ class Up:
 
 
 async def run_up(
-    config: UpConfig, *, task_status: anyio.abc.TaskStatus[UpInfo] = anyio.TASK_STATUS_IGNORED
+    config: UpSettings, *, task_status: anyio.abc.TaskStatus[UpInfo] = anyio.TASK_STATUS_IGNORED
 ) -> None:
     """Run the supervisor until cancelled; ``task_status`` gets ``UpInfo`` once the
     hub answers ``/healthz``. On cancellation every child is stopped (SIGTERM,

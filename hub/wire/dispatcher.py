@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, next_attempt
+from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Retry, Subjects, Transport
 
 from ..metrics import HubMetrics
 from ..store import Store
@@ -37,7 +37,7 @@ log = logging.getLogger("mailrun.hub.dispatch")
 @dataclass(frozen=True)
 class DispatchConfig:
     window: int = 512
-    """Dispatches a lane has sent and not settled at most (docs/performance.md)."""
+    """Dispatches a lane has sent and not settled at most (docs/performance-notebook.md)."""
     frame_items: int = 128
     """Dispatches per MailBatch frame at most: a window is several frames,
     so that each settled one makes room for the next."""
@@ -110,8 +110,10 @@ class Dispatcher:
 
     def session_opened(self, session: Session) -> None:
         """A sidecar said hello: send at once, cutting any backoff short."""
-        lane = self._lanes.setdefault(session.deployment_id, Lane(session.deployment_id))
-        lane.failures = 0
+        lane = self._lanes.setdefault(
+            session.deployment_id, Lane(session.deployment_id, retry=Retry(self._delays))
+        )
+        lane.retry.succeeded()
         lane.kick.set()
         lane.wake.set()
         self._ensure_running(lane)
@@ -129,13 +131,13 @@ class Dispatcher:
     def answered(self, deployment_id: str) -> None:
         """The deployment's sidecar answered a probe: a lane backing off retries now."""
         lane = self._lanes.get(deployment_id)
-        if lane is not None and lane.failures:
+        if lane is not None and lane.retry.failures:
             lane.kick.set()
 
     def last_error(self, deployment_id: str) -> str | None:
         """Why the deployment's latest delivery rounds failed; None while they succeed."""
         lane = self._lanes.get(deployment_id)
-        if lane is None or not lane.failures:
+        if lane is None or not lane.retry.failures:
             return None
         return lane.last_error or "delivery failed"
 
@@ -162,7 +164,7 @@ class Dispatcher:
             "lanes": {
                 dep: {
                     "running": lane.running,
-                    "failures": lane.failures,
+                    "failures": lane.retry.failures,
                     "last_error": lane.last_error,
                 }
                 for dep, lane in sorted(self._lanes.items())
@@ -253,6 +255,6 @@ class Dispatcher:
             lane.running = False
 
     async def _backoff(self, lane: Lane) -> None:
-        lane.failures = next_attempt(lane.failures)
+        lane.retry.failed()
         # A fresh hello (kick) means the sidecar is back: retry at once.
-        await lane.kick.wait(self._delays.delay(lane.failures))
+        await lane.retry.wait(lane.kick.wait)

@@ -3,7 +3,7 @@
 A producer sends an IngressBatch on ``<prefix>.ingress.<producer id>`` and
 gets IngressReceipts: one receipt or error per mail, in order, with the
 semantics of ``POST /mail/batch`` (the batch goes through the same
-``intake``: the acceptor, one transaction). A request refused whole gets
+``hub.intake.accept_mails``: the acceptor, one transaction). A request refused whole gets
 Refused: ``unknown_producer``, ``decode_error``, ``invalid_request`` (not
 1 to 500 mails), ``store_unavailable``, ``shutting_down``.
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -46,6 +45,7 @@ from runtime import (
 )
 
 from .._errors import HubError, InvalidMail, UnknownProducer
+from ..intake import Acceptor, accept_mails
 from ..store import Receipt, Store, is_active_producer
 from .retention import DeadLetters, Garbage, RetentionConfig
 from .serving import serve
@@ -55,11 +55,6 @@ log = logging.getLogger("mailrun.hub.ingress")
 SOURCE = "ingress"
 """The dead letters' source of what the ingress could not decode; their
 sender column names the producer."""
-
-MailIntake = Callable[[Sequence[IngressMail | HubError]], Awaitable[Sequence[Receipt | HubError]]]
-"""``POST /mail/batch``'s semantics (``hub.api.accept_mails``): each mail, or
-the error it failed to decode with, to one outcome in order; raises a
-HubError when the batch is refused whole."""
 
 
 @dataclass(frozen=True)
@@ -79,9 +74,10 @@ _mail = msgspec.msgpack.Decoder(IngressMail)
 class IngressHandler:
     """Serves one IngressBatch of a producer; raises what is refused whole."""
 
-    def __init__(self, store: Store, intake: MailIntake) -> None:
+    def __init__(self, store: Store, acceptor: Acceptor, *, max_body: int) -> None:
         self._store = store
-        self._intake = intake
+        self._acceptor = acceptor
+        self._max_body = max_body
 
     async def __call__(self, data: bytes, producer: str | None) -> IngressReceipts:
         # Before decoding: a producer that is not (or no longer) one gets
@@ -89,7 +85,8 @@ class IngressHandler:
         if producer is None or not await is_active_producer(self._store.db, producer):
             raise UnknownProducer(f"no active producer {producer}")
         batch = _batch.decode(data)
-        outcomes = await self._intake([_decode_mail(raw) for raw in batch.mails])
+        mails = [_decode_mail(raw) for raw in batch.mails]
+        outcomes = await accept_mails(self._acceptor, mails, max_body=self._max_body)
         return IngressReceipts(receipts=[_receipt(outcome) for outcome in outcomes])
 
 
@@ -112,7 +109,8 @@ async def run_ingress(
     store: Store,
     transport: Transport,
     subjects: Subjects,
-    intake: MailIntake,
+    acceptor: Acceptor,
+    max_body: int,
     config: IngressConfig | None = None,
     letters: DeadLetters | None = None,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
@@ -121,7 +119,7 @@ async def run_ingress(
     once the subscription is up. Frames that do not decode go to ``letters``
     (the wire side's, so that ``/metrics`` counts them)."""
     config = config or IngressConfig()
-    handler = IngressHandler(store, intake)
+    handler = IngressHandler(store, acceptor, max_body=max_body)
     letters = letters or DeadLetters(config.retention)
     garbage = Garbage(store, letters, config.retention.garbage_bytes)
     sub = await transport.subscribe(

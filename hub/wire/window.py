@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import MailBatch, MailInbound, Subjects, Transport, Wakeup
+from runtime import MailBatch, MailInbound, Retry, Subjects, Transport, Wakeup
 
 from ..metrics import HubMetrics
 from ..store import Store
@@ -75,7 +75,8 @@ class Lane:
     kick: Wakeup = field(default_factory=Wakeup)
     """Cut a backoff short: the sidecar is back."""
     running: bool = False
-    failures: int = 0
+    retry: Retry = field(default_factory=Retry)
+    """Rounds that failed in a row, and the delay before the next."""
     last_error: str = ""
     rewound: bool = False
 
@@ -146,7 +147,7 @@ class Window:
                 if not self.out and self.error is None:
                     # Nothing left to deliver (it may have been processed
                     # from an ack that came too late to count): nothing fails.
-                    lane.failures = 0
+                    lane.retry.succeeded()
             await lane.wake.wait()
 
     async def _load(self, room: int) -> list[Any] | None:
@@ -198,7 +199,7 @@ class Window:
             why = _why(answers)
             self.error = self.error or why
             if why is None and answers.acked:
-                lane.failures = 0
+                lane.retry.succeeded()
             for dispatch_id in answered:
                 self.out.pop(dispatch_id, None)
             self.small.difference_update(answered)

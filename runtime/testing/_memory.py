@@ -23,10 +23,9 @@ import anyio
 from anyio.lowlevel import checkpoint
 
 from .._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
-from .._limits import WIRE_MAX_PAYLOAD
-from .._subjects import subject_matches, validate_subject
-from .._transport import Message, ReconnectCallback
-from .._wakeup import Flag, Wakeup
+from ..loops import Flag, Wakeup
+from ..transport import Message, ReconnectCallback, subject_matches, validate_subject
+from ..wire import WIRE_MAX_PAYLOAD
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from types import TracebackType
 
 import anyio
 
@@ -36,6 +35,7 @@ from runtime import (
     RunSnapshot,
     RunStarted,
     RunStatus,
+    StackedContext,
     Supervisor,
     Wakeup,
     clip_text,
@@ -68,7 +68,7 @@ class RunsConfig:
     """On shutdown, how long a handler may take to finish its current batch."""
 
 
-class Runs:
+class Runs(StackedContext):
     """Async context manager owning the run actors and the scheduler task."""
 
     def __init__(
@@ -98,28 +98,18 @@ class Runs:
         self._gave_up: dict[str, BaseException] = {}
         self._wake = Wakeup()
         self._stepping = anyio.Lock()  # held for one step; adopt() waits for it
-        self._stack = AsyncExitStack()
         self.idle = Flag()
         """Set while the scheduler has nothing it can process."""
 
-    async def __aenter__(self) -> Runs:
-        await self._stack.enter_async_context(self._supervisor)
-        tg = await self._stack.enter_async_context(anyio.create_task_group())
+    async def _open(self, stack: AsyncExitStack) -> None:
+        await stack.enter_async_context(self._supervisor)
+        tg = await stack.enter_async_context(anyio.create_task_group())
         # Leaving: the scheduler stops first; then the supervisor stops the
         # actors, in order (each finishes and commits its current batch,
         # within the stop grace) unless we leave on an error or cancellation.
-        self._stack.callback(tg.cancel_scope.cancel)
+        stack.callback(tg.cancel_scope.cancel)
         tg.start_soon(self._schedule)
         self.kick()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._stack.__aexit__(exc_type, exc, tb)
 
     @property
     def handler_timeout(self) -> float:

@@ -47,6 +47,7 @@ from runtime import (
     Minted,
     Reason,
     Refused,
+    Retry,
     RunSnapshot,
     RunStates,
     StateGet,
@@ -57,7 +58,6 @@ from runtime import (
     Welcome,
     encode,
     hello_message,
-    next_attempt,
     sign,
 )
 
@@ -163,7 +163,8 @@ class HubLink:
         """Keep a session forever; raises :class:`FencedOut` when this process may
         no longer act for the deployment."""
         self.transport.on_reconnect(self._on_reconnect)
-        attempt = churn = 0
+        # Hellos that failed in a row; sessions that ended soon after they began.
+        hello, churn = Retry(self._backoff), Retry(self._backoff)
         last_problem = ""
         while True:
             self._wake.clear()  # this hello answers every request for one so far
@@ -187,10 +188,11 @@ class HubLink:
                 if str(exc) != last_problem:
                     log.warning("hello failed, retrying: %s", exc)
                     last_problem = str(exc)
-                attempt = next_attempt(attempt)
-                await self._wake.wait(self._backoff.delay(attempt))
+                hello.failed()
+                await hello.wait(self._wake.wait)
                 continue
-            attempt, last_problem = 0, ""
+            hello.succeeded()
+            last_problem = ""
             self.told_gone = False  # welcome after all: the notice was not the hub's last word
             # Only the first claim may take ownership over; later hellos just
             # renew the session of the owner this instance now is.
@@ -208,8 +210,8 @@ class HubLink:
                     # Not the session yet: nothing is shipped under it before
                     # the sidecar is ready to act as the owner.
                     log.exception("handling the welcome failed; saying hello again")
-                    attempt = next_attempt(attempt)
-                    await self._wake.wait(self._backoff.delay(attempt))
+                    hello.failed()
+                    await hello.wait(self._wake.wait)
                     continue
             if self.session is not None:
                 self._earlier.append(self.session)
@@ -218,10 +220,10 @@ class HubLink:
             began = anyio.current_time()
             await self._wake.wait()
             if anyio.current_time() - began < self._backoff.maximum:
-                churn += 1
-                await anyio.sleep(self._backoff.delay(churn))
+                churn.failed()
+                await churn.wait()
             else:
-                churn = 0
+                churn.succeeded()
 
     async def watch_announcements(self) -> None:
         """Re-hello at once when a hub with another boot id announces itself."""

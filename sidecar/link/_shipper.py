@@ -28,6 +28,7 @@ raises it (the app: ``Inbox.raise_floor``, then the runs look again).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -44,11 +45,11 @@ from runtime import (
     EventsAck,
     FrameDecoder,
     Refused,
+    Retry,
     RunEvents,
     Wakeup,
     afailpoint,
     encode,
-    next_attempt,
 )
 
 from .._errors import HubUnavailable
@@ -120,7 +121,7 @@ class Shipper:
                 await self._ship(acked)
 
     async def _ship(self, acked: MemoryObjectSendStream[list[Outgoing]]) -> None:
-        failures = 0
+        retry = Retry(self._backoff)  # requests in a row that got no EventsAck
         # The outbox position of the last event the hub has acknowledged; 0
         # after a failure, so that everything unacknowledged goes again.
         after = 0
@@ -148,7 +149,7 @@ class Shipper:
                     await self._wake.wait()
                 continue
             await afailpoint("sidecar.shipper.before_send")
-            reply, ahead = await self._send(frame, packed, failures)
+            reply, ahead = await self._send(frame, packed, retry.failures)
             if isinstance(reply, EventsAck) and reply.ids:
                 ids = set(reply.ids)
                 named = [e for e in packed.events if e.event_id in ids]
@@ -156,23 +157,23 @@ class Shipper:
                 if reply.floor_seq > self._inbox.last_seq and self._on_floor is not None:
                     await self._on_floor(reply.floor_seq)
                 after = last if len(named) == len(frame.events) else 0
-                if failures:
-                    log.info("events acknowledged again after %d failed attempt(s)", failures)
-                failures = 0
+                if retry.failures:
+                    log.info("events acknowledged again after %d failed attempt(s)", retry.failures)
+                retry.succeeded()
                 continue
             if isinstance(reply, Refused):
                 log.log(
-                    logging.DEBUG if failures else logging.WARNING,
+                    logging.DEBUG if retry.failures else logging.WARNING,
                     "hub refused %d event(s): %s %s",
                     len(frame.events),
                     reply.reason,
                     reply.detail,
                 )
             after = 0
-            failures = next_attempt(failures)
+            retry.failed()
             # A new session (the hub is back, or we are welcome again) ends the
             # wait: the events go out at once.
-            await self._link.wait_new_session(session, self._backoff.delay(failures))
+            await retry.wait(functools.partial(self._link.wait_new_session, session))
 
     async def _send(
         self, frame: EventsFrame, packed: _Packed, failures: int

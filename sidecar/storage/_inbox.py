@@ -15,7 +15,6 @@ together.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from typing import Any
 import anyio
 
 from runtime import RunSnapshot
-from runtime.sqlite import Database, release_free_pages, sqlite_synchronous
+from runtime.sqlite import Database, Synchronous, release_free_pages
 
 from ._adopt import adopt_hub_state
 from ._envelope import Envelope, encode_envelope
@@ -70,12 +69,18 @@ class Inbox:
         self._cancelled: list[str] = []
 
     @classmethod
-    async def open(cls, path: Path, *, done_kept: int = DONE_KEPT) -> Inbox:
+    async def open(
+        cls,
+        path: Path,
+        *,
+        synchronous: Synchronous = Synchronous.FULL,
+        done_kept: int = DONE_KEPT,
+    ) -> Inbox:
+        """The inbox at ``path``, migrated. ``synchronous``: SQLite's
+        durability (``FULL``: stored Acks and shipped events are on disk; a
+        benchmark may run ``NORMAL``)."""
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # fsynced: stored Acks, events shipped
-        db = await Database.open(
-            path, busy_timeout=BUSY_TIMEOUT, synchronous=sqlite_synchronous(os.environ)
-        )
+        db = await Database.open(path, busy_timeout=BUSY_TIMEOUT, synchronous=synchronous)
         try:
             await migrate(db)
             last_seq = await db.transact(_opened)

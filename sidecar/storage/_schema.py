@@ -3,10 +3,10 @@
 ``schema_version`` holds one row with the highest applied version. Each
 migration runs in one transaction together with its version bump, so a crash
 leaves the database either before or after it. Migration 1 creates release
-1's tables verbatim (LEGACY-V1.md) when they are absent, so a fresh inbox
-walks the same path as one release 1 left behind; migrations 2 to 4 extend
-them. A migration is a plain function of the connection, run whole between
-``BEGIN IMMEDIATE`` and ``COMMIT`` (``Database.transact``).
+1's tables verbatim (docs/design.md section 6) when they are absent, so a
+fresh inbox walks the same path as one release 1 left behind; migrations 2
+to 4 extend them. A migration is a plain function of the connection, run
+whole between ``BEGIN IMMEDIATE`` and ``COMMIT`` (``Database.transact``).
 """
 
 from __future__ import annotations

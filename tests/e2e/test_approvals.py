@@ -3,7 +3,7 @@
 A run that asked for an approval is ``waiting``: the mail that arrives
 meanwhile is accepted, delivered to the sidecar and held there; after the
 decision the handler sees the decision first, then the held mail in its
-order (DESIGN section 5), also when the hub restarted while the run waited.
+order (docs/design.md section 5), also when the hub restarted while the run waited.
 """
 
 from __future__ import annotations

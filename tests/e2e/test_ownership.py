@@ -1,4 +1,4 @@
-"""Ownership across real processes (DESIGN section 7, guarantee 6): a copied
+"""Ownership across real processes (docs/design.md section 7, guarantee 6): a copied
 state dir cannot split the brain, a takeover carries the hub's state, a
 stopped owner resumed after a takeover is a zombie, and a deletion fences."""
 

@@ -20,7 +20,7 @@ from .harness import MAILRUN, Up, mailrun_up, recorder_source
 
 pytestmark = pytest.mark.anyio
 
-# Every route of DESIGN section 8 this release serves, but /healthz.
+# Every route of docs/design.md section 8 this release serves, but /healthz.
 GUARDED = [
     ("GET", "/"),
     ("POST", "/mail"),

@@ -21,13 +21,14 @@ from collections import Counter
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Literal
 from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
+
+from runtime import StackedContext
 
 from .natsproto import Frame, FrameParser, ProtocolError, subject_matches
 
@@ -81,7 +82,7 @@ class _Connection:
             await (self.server if direction == "to_server" else self.client).send(data)
 
 
-class NatsFaultProxy:
+class NatsFaultProxy(StackedContext):
     """Async context manager; serves until the block ends."""
 
     def __init__(self, upstream: str, *, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -98,7 +99,6 @@ class NatsFaultProxy:
         self.blackholed = False
         self.is_cut = False
         self._connections: set[_Connection] = set()
-        self._stack = AsyncExitStack()
         self._tg: anyio.abc.TaskGroup
         self._listening = anyio.CancelScope()
         self._not_listening = anyio.Event()
@@ -168,21 +168,12 @@ class NatsFaultProxy:
 
     # --- serving ----------------------------------------------------------------
 
-    async def __aenter__(self) -> NatsFaultProxy:
+    async def _open(self, stack: AsyncExitStack) -> None:
         # Bound first: nothing is left to undo when the port is taken.
         listener = await self._bind()
-        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
-        self._stack.callback(self._tg.cancel_scope.cancel)
+        self._tg = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(self._tg.cancel_scope.cancel)
         self._accept(listener)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._stack.__aexit__(exc_type, exc, tb)
 
     async def _bind(self) -> anyio.abc.Listener[anyio.abc.SocketStream]:
         listener = await anyio.create_tcp_listener(local_host=self.host, local_port=self.port)

@@ -1,4 +1,4 @@
-"""Recovery after a hub restart (DESIGN section 7.5): every live sidecar back
+"""Recovery after a hub restart (docs/design.md section 7.5): every live sidecar back
 and its pending dispatches re-delivered within 2 s, with no operator action.
 
 One sample, with work in flight everywhere when the hub dies: through the
@@ -32,7 +32,7 @@ from tests.support import wait_for
 from .cluster import Cluster
 
 GUARANTEE = 2.0
-"""Seconds (DESIGN section 7.5)."""
+"""Seconds (docs/design.md section 7.5)."""
 
 COUNTER = """
 async def main(ctx, item):
@@ -60,7 +60,7 @@ class Sample:
 
     @property
     def recovery(self) -> float:
-        """What DESIGN 7.5 bounds: sidecars back, pending dispatches re-delivered."""
+        """What docs/design.md section 7.5 bounds: sidecars back, pending dispatches sent again."""
         return max(self.sessions, self.delivered)
 
 

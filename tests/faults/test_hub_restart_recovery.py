@@ -1,4 +1,4 @@
-"""DESIGN section 7.5: after a hub restart every live sidecar is back and its
+"""docs/design.md section 7.5: after a hub restart every live sidecar is back and its
 pending dispatches re-delivered within 2 s, with no operator action.
 
 One SIGKILL and restart of the hub with five sidecars, each holding

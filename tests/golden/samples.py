@@ -63,7 +63,7 @@ from runtime import (
     encode,
     public_key_of,
 )
-from runtime._restore import RECORD_VERSION
+from runtime.sidecar_contract._restore import RECORD_VERSION
 from sidecar.storage import Envelope, encode_envelope, encode_run_state
 
 ROOT = Path(__file__).parent
@@ -483,7 +483,7 @@ V2 = [
     Golden("v2/run_state.msgpack", "run_state", STATE, lambda: encode_run_state(STATE)),
 ]
 
-# Release 1, as LEGACY-V1.md fixes it: plain maps, written as release 1 did.
+# Release 1, as docs/design.md section 6 fixes it: plain maps, written as release 1 did.
 _V1_ENVELOPE = {
     "v": 1,
     "dispatch_id": DSP,

@@ -49,6 +49,7 @@ def test_a_file_without_a_token_is_refused(tmp_path: Path, content: str) -> None
         read_token_file(tmp_path / "missing")
 
 
+@pytest.mark.slow  # a real hub process per address
 @pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
 def test_a_hub_without_a_token_refuses_to_start(tmp_path: Path, host: str) -> None:
     empty = tmp_path / "empty-token"

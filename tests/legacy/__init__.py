@@ -1,1 +1,1 @@
-"""Release 1 state dirs, written the way release 1 left them (LEGACY-V1.md)."""
+"""Release 1 state dirs, written the way release 1 left them (docs/design.md section 6)."""

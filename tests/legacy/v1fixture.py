@@ -1,4 +1,4 @@
-"""A release-1 state dir of ``mailrun up``, byte for byte as LEGACY-V1.md fixes it.
+"""A release-1 state dir of ``mailrun up``, byte for byte as docs/design.md section 6 fixes it.
 
 Nothing of release 2 writes it: the SQL is release 1's DDL verbatim, the
 envelopes and run states are plain msgpack maps, the restore record is

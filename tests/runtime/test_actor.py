@@ -1,4 +1,4 @@
-"""Unit tests of the actor kernel (runtime/_actor.py)."""
+"""Unit tests of the actor kernel (runtime/actors/_actor.py)."""
 
 from __future__ import annotations
 

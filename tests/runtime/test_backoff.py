@@ -1,10 +1,12 @@
-"""Backoff: doubling to a cap, jitter in the upper half, finite for any attempt."""
+"""Backoff: doubling to a cap, jitter in the upper half, finite for any attempt;
+Retry: a retry loop's count, delay, wait and reset, for any outage length."""
 
 from __future__ import annotations
 
 import math
 import random
 
+import anyio
 import pytest
 
 from runtime import (
@@ -12,6 +14,8 @@ from runtime import (
     BACKOFF_MAX_ENV,
     Backoff,
     RestartPolicy,
+    Retry,
+    Wakeup,
     backoff,
     backoff_max_from_env,
     next_attempt,
@@ -99,3 +103,55 @@ def test_the_cap_comes_from_the_environment_and_is_announced(
     for bad in ("0", "-1", "inf", "nan", "soon"):
         with pytest.raises(ValueError, match=f"{BACKOFF_MAX_ENV} must be a positive number"):
             backoff_max_from_env({BACKOFF_MAX_ENV: bad})
+
+
+def test_a_retry_counts_failures_draws_each_delay_once_and_resets_on_success() -> None:
+    retry = Retry(Backoff(initial=0.05, maximum=1.0, jitter=False))
+    assert (retry.failures, retry.delay) == (0, 0.0)
+    assert [retry.failed() for _ in range(3)] == [0.05, 0.1, 0.2]
+    assert (retry.failures, retry.delay) == (3, 0.2)
+    retry.succeeded()
+    assert (retry.failures, retry.delay) == (0, 0.0)
+    assert retry.failed() == 0.05  # from the start again
+
+
+def test_a_retry_announces_the_jittered_delay_it_waits() -> None:
+    first, again = Retry(Backoff(), rng=random.Random(3)), Retry(Backoff(), rng=random.Random(3))
+    drawn = [first.failed() for _ in range(5)]
+    assert drawn == [again.failed() for _ in range(5)]
+    assert first.delay == drawn[-1]
+    assert all(
+        Backoff().ceiling(n) / 2 <= d <= Backoff().ceiling(n) for n, d in enumerate(drawn, 1)
+    )
+
+
+def test_a_retry_survives_an_outage_of_any_length() -> None:
+    for cap in (0.001, 1.0, 30.0):
+        retry = Retry(Backoff(initial=min(0.05, cap), maximum=cap))
+        for _ in range(ATTEMPT_LIMIT + 5):
+            delay = retry.failed()
+        assert retry.failures == ATTEMPT_LIMIT  # saturated, not growing for ever
+        assert math.isfinite(delay) and cap / 2 <= delay <= cap
+        retry.succeeded()
+        assert retry.failures == 0
+
+
+@pytest.mark.anyio
+async def test_a_retry_waits_its_delay_or_until_something_ends_the_wait() -> None:
+    retry = Retry(Backoff(initial=30.0, maximum=30.0, jitter=False))
+    retry.failed()
+    given: list[float] = []
+
+    async def until(delay: float) -> None:
+        given.append(delay)
+
+    await retry.wait(until)
+    assert given == [30.0]  # the wait is handed the delay the failure drew
+    wakeup = Wakeup()
+    wakeup.set()  # the peer is back
+    with anyio.fail_after(5):  # far less than the 30 s delay
+        await retry.wait(wakeup.wait)
+    quick = Retry(Backoff(initial=0.001, maximum=0.001))
+    quick.failed()
+    with anyio.fail_after(5):
+        await quick.wait()  # a plain sleep of the delay

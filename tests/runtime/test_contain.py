@@ -64,6 +64,7 @@ def test_limits_come_from_the_environment() -> None:
         Limits.from_env({SIDECAR_MAX_FILES_ENV: "lots"})
 
 
+@pytest.mark.slow  # a real child process
 def test_limits_apply_to_the_process_hard_and_soft() -> None:
     # In a child: limits cannot be raised again in the process that set them.
     code = (

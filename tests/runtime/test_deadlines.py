@@ -1,4 +1,4 @@
-"""Deadlines on one shared timer (runtime/_deadlines.py): what fails, when,
+"""Deadlines on one shared timer (runtime/actors/_deadlines.py): what fails, when,
 and what is left alone."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import anyio
 import pytest
 
-from runtime._deadlines import Deadlines
+from runtime.actors._deadlines import Deadlines
 
 pytestmark = pytest.mark.anyio
 

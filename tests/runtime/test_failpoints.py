@@ -133,6 +133,7 @@ def _python(code: str, spec: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # a real Python process
 def test_crash_exits_the_process_at_once() -> None:
     proc = _python(
         f"from runtime import failpoint; failpoint({A!r}); print('survived')", f"{A}=crash"
@@ -153,6 +154,7 @@ print("survived")
 """
 
 
+@pytest.mark.slow  # a real Python process
 def test_a_malformed_environment_arms_nothing_and_says_so_when_checked() -> None:
     proc = _python(CHECK % A, f"{A}=crash;{B}=sleep(x)")
     assert proc.returncode == 0, proc.stderr
@@ -162,6 +164,7 @@ def test_a_malformed_environment_arms_nothing_and_says_so_when_checked() -> None
     ]
 
 
+@pytest.mark.slow  # a real Python process
 def test_an_armed_process_warns_naming_its_failpoints() -> None:
     proc = _python(CHECK % S, f"{A}=1*raise; {B}=sleep(5)")
     assert proc.stdout.splitlines() == [f"armed: ['{A}=1*raise', '{B}=sleep(5)']", "survived"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import InvalidSources, check_layout
-from runtime._layout import MAX_SOURCE_BYTES
+from runtime.sidecar_contract._layout import MAX_SOURCE_BYTES
 
 
 def test_the_whole_size_is_bounded_by_bytes_not_characters() -> None:

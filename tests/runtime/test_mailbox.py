@@ -8,7 +8,7 @@ import asyncio
 import anyio
 import pytest
 
-from runtime._mailbox import Mailbox
+from runtime.actors._mailbox import Mailbox
 
 pytestmark = pytest.mark.anyio
 

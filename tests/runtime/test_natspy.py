@@ -27,6 +27,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow  # a fresh Python process per case
 @pytest.mark.parametrize("probe", [_PROBE, _AFTER], ids=["hidden", "imported-before"])
 def test_nats_py_is_imported_without_aiohttp(probe: str) -> None:
     out = subprocess.run(

@@ -18,6 +18,7 @@ from runtime import (
     release_free_pages,
     sqlite_synchronous,
 )
+from runtime.sqlite import Database
 from sidecar import Inbox
 
 pytestmark = pytest.mark.anyio
@@ -25,7 +26,9 @@ pytestmark = pytest.mark.anyio
 FULL, INCREMENTAL, MEMORY = 2, 2, 2
 
 
-async def pragma(db: aiosqlite.Connection, name: str) -> object:
+async def pragma(db: aiosqlite.Connection | Database, name: str) -> object:
+    if isinstance(db, Database):
+        return await db.read(lambda conn: conn.execute(f"PRAGMA {name}").fetchone()[0])
     async with db.execute(f"PRAGMA {name}") as cur:
         row = await cur.fetchone()
     assert row is not None

@@ -12,9 +12,9 @@ from runtime import (
     TransportClosed,
     TransportError,
 )
-from runtime._subjects import subject_matches, validate_subject
 from runtime.testing import MemoryBus
 from runtime.testing._memory import MemorySubscription
+from runtime.transport import subject_matches, validate_subject
 from tests.support.transport import echo, take
 
 

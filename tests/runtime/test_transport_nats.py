@@ -1,4 +1,4 @@
-"""The NATS transport (runtime/_nats.py) against a real nats-server."""
+"""The NATS transport (runtime/transport/_nats.py) against a real nats-server."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from runtime import (
     TransportError,
     open_nats,
 )
-from runtime._nats import NatsSubscription, NatsTransport
+from runtime.transport._nats import NatsSubscription, NatsTransport
 from tests.support import NatsServerProcess, wait_for
 from tests.support.transport import echo, take
 
@@ -113,6 +113,7 @@ async def test_max_pending_bounds_the_buffer_and_counts_drops(
         assert await take(sub, 10) == [str(i).encode() for i in range(10)]
 
 
+@pytest.mark.slow  # a real nats-server killed and started again
 async def test_subscriptions_survive_server_sigkill_and_restart(
     nats_server: NatsServerProcess, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -158,7 +159,7 @@ async def test_subscriptions_survive_server_sigkill_and_restart(
 async def test_first_connect_waits_for_a_server_that_starts_later(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="runtime._nats")
+    caplog.set_level(logging.DEBUG, logger="runtime.transport._nats")
     late = NatsServerProcess(log_file=tmp_path / "nats.log")
 
     def failed_attempts() -> int:
@@ -253,6 +254,7 @@ async def test_invalid_url_fails_at_once_instead_of_retrying(url: str) -> None:
 # --- long outages -------------------------------------------------------------------
 
 
+@pytest.mark.slow  # 5000 reconnect attempts
 async def test_5000_reconnect_attempts_keep_the_event_loop_responsive_and_end_in_a_reconnect(
     nats_server: NatsServerProcess,
 ) -> None:
@@ -328,6 +330,7 @@ async def test_a_client_nats_py_closes_for_good_is_replaced(
     assert "was closed" in caplog.text
 
 
+@pytest.mark.slow  # waits out a reconnect loop's give-up
 async def test_a_reconnect_loop_that_stopped_trying_is_replaced(
     nats_server: NatsServerProcess,
 ) -> None:

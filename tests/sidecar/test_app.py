@@ -211,6 +211,7 @@ async def test_a_step_that_ran_past_its_budget_commits_before_the_next_envelope(
     assert calls.read_text().split() == ["m1", "m2", "m3"]
 
 
+@pytest.mark.slow  # waits out a handler timeout
 @pytest.mark.anyio
 async def test_a_handler_past_its_timeout_fails_alone_and_its_item_is_retried(
     tmp_path: Path,
@@ -255,6 +256,7 @@ async def test_state_survives_a_restart_and_nothing_is_processed_twice(tmp_path:
     assert len(hub.of_kind(RunStarted)) == 1
 
 
+@pytest.mark.slow  # a sidecar stopped and started again
 @pytest.mark.anyio
 async def test_envelopes_stored_before_a_stop_are_processed_from_disk_without_a_hub(
     tmp_path: Path,

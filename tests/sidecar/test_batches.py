@@ -48,6 +48,7 @@ async def test_a_batch_of_an_older_epoch_is_refused_item_by_item(tmp_path: Path)
     assert dep.query("SELECT COUNT(*) FROM inbox") == [(0,)]
 
 
+@pytest.mark.slow  # waits out batches left unanswered
 async def test_a_batch_with_an_item_not_for_this_owner_is_not_answered(tmp_path: Path) -> None:
     dep = make_deployment(tmp_path)
     async with deployed_sidecar(dep) as (hub, _):

@@ -27,7 +27,8 @@ from tests.support.fuzz import (
     outcome,
 )
 
-pytestmark = pytest.mark.fuzz
+# slow: thousands of generated inputs per test
+pytestmark = [pytest.mark.fuzz, pytest.mark.slow]
 
 
 def _golden(kind: str) -> list[bytes]:

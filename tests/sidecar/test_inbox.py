@@ -335,6 +335,7 @@ async def test_undecodable_frames_are_kept_bounded_per_subject(inbox: Inbox) -> 
     ]
 
 
+@pytest.mark.slow  # 60 MB of bodies through a real inbox file
 @pytest.mark.anyio
 async def test_the_file_gives_back_what_applied_bodies_took(tmp_path: Path) -> None:
     path = tmp_path / "inbox.db"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 # Each of these costs a sidecar memory it never uses: the hub's HTTP stack
 # and CLI, its SMTP client, the benches' and tests' helpers, a second
 # Ed25519 library beside the one NATS identities use.
@@ -40,6 +42,7 @@ print(" ".join(loaded) or "none")
 """
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_the_sidecar_entry_point_and_its_hello_import_nothing_it_does_not_need() -> None:
     out = subprocess.run(
         [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=60, check=False

@@ -189,6 +189,7 @@ async def test_a_long_error_is_cut_not_refused(tmp_path: Path) -> None:
     assert failed.error.endswith(f"[{1_000_000 - (16 * 1024 - 64)} bytes cut]")
 
 
+@pytest.mark.slow  # a real sidecar process: megabytes of events over a real nats-server
 @pytest.mark.anyio
 async def test_events_larger_than_a_message_together_ship_in_several_frames_in_order(
     tmp_path: Path, nats_server: NatsServerProcess
@@ -255,6 +256,7 @@ async def test_an_event_that_cannot_fit_a_message_is_set_aside_not_resent_foreve
     assert dep.query("SELECT count(*) FROM outbox WHERE acked = 0") == [(0,)]
 
 
+@pytest.mark.slow  # waits out request timeouts
 @pytest.mark.anyio
 async def test_events_the_hub_does_not_answer_are_resent_without_saying_hello(
     tmp_path: Path,
@@ -280,6 +282,7 @@ async def test_events_a_reply_leaves_out_are_sent_again(tmp_path: Path) -> None:
         assert hub.batches >= 2 and hub.partial_acks == 0
 
 
+@pytest.mark.slow  # counts hellos over seconds
 @pytest.mark.anyio
 async def test_a_session_refused_again_and_again_is_not_a_hello_storm(tmp_path: Path) -> None:
     dep = sized(tmp_path)

@@ -32,6 +32,9 @@ from runtime import (
 from tests.support import REPO, NatsServerProcess, free_port, wait_for
 from tests.support.sidecar import fake_hub_on, mail, make_deployment
 
+# slow: every test runs `python -m sidecar` as a real process
+pytestmark = pytest.mark.slow
+
 
 @contextmanager
 def sidecar_process(

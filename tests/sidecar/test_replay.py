@@ -240,6 +240,7 @@ async def test_code_that_does_not_load_is_a_failure_not_a_difference(tmp_path: P
     assert missing.value.error == "load_failed" and "has no 'main'" in missing.value.detail
 
 
+@pytest.mark.slow  # real scratch processes
 def test_the_scratch_process_answers_on_stdout_whatever_the_code_prints(tmp_path: Path) -> None:
     noisy = V1.replace(
         "async def main(ctx, item):\n", "async def main(ctx, item):\n    print('x')\n"

@@ -12,7 +12,8 @@ import pytest
 from runtime import FrameDecoder, Ping, Pong, RequestTimeout, encode, new_id
 from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 
-pytestmark = pytest.mark.anyio
+# slow: every test waits out frames a sidecar must leave unanswered
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def test_a_mail_stamped_with_a_session_the_sidecar_does_not_hold_is_not_taken(

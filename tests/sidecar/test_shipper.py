@@ -21,7 +21,8 @@ from tests.support.sidecar import (
     make_deployment,
 )
 
-pytestmark = pytest.mark.anyio
+# slow: every test runs 300 mails through a sidecar
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 MAILS = 300  # after the first: more than one frame's worth of events
 

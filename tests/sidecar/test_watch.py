@@ -17,6 +17,7 @@ pytestmark = pytest.mark.anyio
 TIMEOUT = 0.5
 
 
+@pytest.mark.slow  # waits out real timers
 async def test_a_call_past_its_deadline_is_cancelled_and_named() -> None:
     began = anyio.current_time()
     with anyio.CancelScope() as scope, closing(HandlerWatch(scope, TIMEOUT)) as watch:
@@ -28,6 +29,7 @@ async def test_a_call_past_its_deadline_is_cancelled_and_named() -> None:
     assert anyio.current_time() - began >= TIMEOUT
 
 
+@pytest.mark.slow  # waits out real timers
 async def test_each_call_has_its_whole_timeout_though_the_timer_was_set_for_an_earlier_one() -> (
     None
 ):
@@ -47,6 +49,7 @@ async def test_each_call_has_its_whole_timeout_though_the_timer_was_set_for_an_e
     assert watch.overran == "m3"
 
 
+@pytest.mark.slow  # waits out real timers
 async def test_leaving_the_watch_stops_its_timer() -> None:
     with anyio.CancelScope() as scope:
         with closing(HandlerWatch(scope, TIMEOUT)) as watch:

@@ -3,15 +3,24 @@
 Bigger harnesses have modules of their own: ``tests.support.wire`` (the hub's
 wire side on an in-memory bus, a scripted sidecar) and ``tests.support.sidecar``
 (a scripted hub, restore records, a running Sidecar).
+
+Each name is imported when it is first asked for (PEP 562), so a test that
+uses none of the hub's helpers imports no hub code to be collected.
 """
 
-from hub.up import free_port as free_port
+from __future__ import annotations
 
-from .http import HubClient as HubClient
-from .nats import NatsServerProcess as NatsServerProcess
-from .nats import running_nats_server as running_nats_server
-from .repo import REPO as REPO
-from .waiting import wait_for as wait_for
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hub.up import free_port as free_port
+
+    from .http import HubClient as HubClient
+    from .nats import NatsServerProcess as NatsServerProcess
+    from .nats import running_nats_server as running_nats_server
+    from .repo import REPO as REPO
+    from .waiting import wait_for as wait_for
 
 __all__ = [
     "REPO",
@@ -21,3 +30,21 @@ __all__ = [
     "running_nats_server",
     "wait_for",
 ]
+
+_HOMES = {
+    "REPO": ".repo",
+    "HubClient": ".http",
+    "NatsServerProcess": ".nats",
+    "free_port": "hub.up",
+    "running_nats_server": ".nats",
+    "wait_for": ".waiting",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value  # asked once
+    return value

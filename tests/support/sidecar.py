@@ -126,7 +126,7 @@ def v1_inbox(
     envelopes: list[tuple[dict[str, Any], str]],
     state: dict[str, Any] | None = None,
 ) -> None:
-    """An inbox.db exactly as release 1 left it (LEGACY-V1.md)."""
+    """An inbox.db exactly as release 1 left it (docs/design.md section 6)."""
     dep.inbox_file.parent.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(dep.inbox_file)
     db.executescript(

@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from aiosmtpd.controller import Controller
-from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword, Session
+from aiosmtpd.smtp import AuthResult, LoginPassword
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from hub.smtp import QuietSession
 from hub.up import free_port
 
 HOST = "127.0.0.1"
@@ -80,16 +79,6 @@ class Recorder:
             return [r for r in self.received if r.message_id == message_id]
 
 
-class _Smtp(SMTP):
-    def _create_session(self) -> Session:
-        return QuietSession(self.loop)
-
-
-class _Controller(Controller):
-    def factory(self) -> SMTP:
-        return _Smtp(self.handler, **self.SMTP_kwargs)
-
-
 @dataclass
 class SmtpServer:
     """One aiosmtpd server on a fixed loopback port (``start`` / ``stop``)."""
@@ -110,7 +99,7 @@ class SmtpServer:
             kwargs.update(authenticator=self._authenticate, auth_require_tls=self.tls is not None)
         if self.tls is not None:
             kwargs.update(tls_context=self.tls, require_starttls=True)
-        self._controller = _Controller(
+        self._controller = Controller(
             self.recorder, hostname=HOST, port=self.port, ready_timeout=10, **kwargs
         )
         self._controller.start()

@@ -76,6 +76,7 @@ def test_kill_then_restart_on_the_same_port(nats_server: NatsServerProcess) -> N
     assert greeting(nats_server.port).startswith(b"INFO {")
 
 
+@pytest.mark.slow  # real nats-server processes
 def test_start_fails_fast_when_the_port_belongs_to_someone_else() -> None:
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
@@ -106,6 +107,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow  # real processes killed
 @pytest.mark.anyio
 async def test_pdeathsig_server_dies_with_its_parent_even_on_sigkill() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}

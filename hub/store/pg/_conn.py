@@ -75,6 +75,10 @@ class PgConnection:
     def __init__(self, conn: asyncpg.Connection | asyncpg.pool.PoolConnectionProxy) -> None:
         self._conn = conn
 
+    @property
+    def raw(self) -> asyncpg.Connection | asyncpg.pool.PoolConnectionProxy:
+        return self._conn
+
     async def execute(self, sql: str, parameters: Params = ()) -> Result:
         statement = translate(sql)
         args = statement.args(parameters)

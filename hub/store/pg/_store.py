@@ -30,7 +30,9 @@ from ..._errors import MigrationError, StoreUnavailable
 from ..base import Store
 from ..blob_io import BlobReader
 from ..migrations import LATEST, MIGRATIONS, OnStep
+from ..sql import TxBody
 from ._conn import CONNECTION_ERRORS, PgConnection, PgPool
+from ._tx import PgTx
 
 T = TypeVar("T")
 
@@ -99,17 +101,30 @@ class PgStore(Store):
             self._writer = await connect(self.url)
         return self._writer
 
-    async def transact(self, body: Body[T], *, durable: bool = True, heavy: bool = False) -> T:
-        """One write transaction, ``body`` run whole in it; its result
-        (``heavy`` changes nothing here: the server does the work).
-        Failure to begin or to commit is :class:`StoreUnavailable`. Once
-        begun, it runs to its end whatever happens to the caller: no caller
-        is cancelled while its change may have committed."""
+    async def _transact(self, body: TxBody[T], *, durable: bool, heavy: bool) -> T:
+        # The body on a worker thread, its statements on the loop (PgTx);
+        # ``heavy`` changes nothing here: the server does the work. Shielded:
+        # no caller is cancelled while its change may have committed.
+        async with self._lock:
+            with anyio.CancelScope(shield=True):
+                async with self._transaction(durable) as conn:
+                    result = await anyio.to_thread.run_sync(body, PgTx(conn.raw))
+        return result
+
+    async def _transact_old(self, body: Body[T], *, durable: bool, heavy: bool) -> T:
         async with self._lock:
             with anyio.CancelScope(shield=True):
                 async with self._transaction(durable) as conn:
                     result = await body(conn)
         return result
+
+    async def read(self, body: TxBody[T], *, heavy: bool = False) -> T:
+        """``body`` on a connection of the pool, on a worker thread."""
+        try:
+            async with self._pool.acquire() as conn:
+                return await anyio.to_thread.run_sync(body, PgTx(conn))
+        except CONNECTION_ERRORS as exc:
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
     @asynccontextmanager
     async def _transaction(self, durable: bool) -> AsyncIterator[PgConnection]:

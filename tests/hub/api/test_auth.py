@@ -13,7 +13,7 @@ import pytest
 from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
-from hub.api.auth import AdminAuth
+from hub.api.auth import AdminAuth, Gate
 
 from .harness import BEARER, ORIGIN, SOURCE, TOKEN, Api, api, assert_error
 
@@ -194,7 +194,7 @@ async def test_a_websocket_is_guarded_like_a_request_that_changes_state() -> Non
 
         raw = [(k.lower().encode(), v.encode()) for k, v in {"host": "hub", **headers}.items()]
         scope = {"type": "websocket", "path": "/ws", "query_string": b"", "headers": raw}
-        await AdminAuth(accept, token=TOKEN)(scope, receive, send)
+        await AdminAuth(accept, gate=Gate(TOKEN))(scope, receive, send)
         return sent[0]
 
     cookie = {"cookie": f"mailrun_session={TOKEN}"}

@@ -13,7 +13,7 @@ from .harness import api, assert_error
 pytestmark = pytest.mark.anyio
 
 HOSTILE = "<script>alert(\"x\")</script> & 'q'"
-ESCAPED = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#x27;q&#x27;"
+ESCAPED = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt; &amp; &#39;q&#39;"  # markupsafe's
 
 
 async def test_the_pages_list_deployments_runs_and_dispatches_escaped(tmp_path: Path) -> None:
@@ -37,6 +37,7 @@ async def test_the_pages_list_deployments_runs_and_dispatches_escaped(tmp_path: 
         assert run.status_code == 200
         assert ESCAPED in run.text and "<script>alert" not in run.text
         assert '<table class="dispatches">' in run.text and "a@b.example" in run.text
+        assert ">None<" not in run.text  # a missing value (the run's error) shows as nothing
 
         assert_error(await hub.client.get("/console/runs/run_nope"), 404, "unknown_run")
         assert_error(await hub.client.get("/console/deployments/nope"), 404, "unknown_deployment")

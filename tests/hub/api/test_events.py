@@ -1,5 +1,5 @@
-"""``GET /events`` on a real hub (``serve_hub`` on an in-memory bus, uvicorn
-on a real socket: httpx's ASGI transport would buffer a stream whole)."""
+"""``GET /events`` on a real hub (``serve_hub`` on an in-memory bus, its HTTP
+server on a real socket: httpx's ASGI transport would buffer a stream whole)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import httpx
 import msgspec
 import pytest
 
-from hub import HubConfig, serve_hub
+from hub import HubSettings, serve_hub
 from hub.api import EventLimits
 from hub.store import Store, last_change_id, trim_changes
 from runtime.testing import MemoryBus
@@ -26,7 +26,8 @@ from tests.support.events import Stream, open_stream
 
 from .harness import SOURCE, assert_error
 
-pytestmark = pytest.mark.anyio
+# slow: every test serves event streams from a hub over real HTTP connections
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TOKEN = "admin-token-of-the-event-tests-0123456"
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
@@ -59,7 +60,7 @@ class Hub:
 
 @asynccontextmanager
 async def hub(tmp_path: Path, limits: EventLimits = FAST) -> AsyncIterator[Hub]:
-    config = HubConfig(state_dir=tmp_path, http_port=0, admin_token=TOKEN, events=limits)
+    config = HubSettings(state_dir=tmp_path, http_port=0, admin_token=TOKEN, events=limits)
     async with anyio.create_task_group() as tg:
         handle = await tg.start(lambda task_status: serve_hub(
             config, transport=MemoryBus().connect("hub"), task_status=task_status
@@ -223,7 +224,7 @@ async def test_streams_past_the_limit_get_503(tmp_path: Path) -> None:
 
 
 async def test_stopping_the_hub_ends_open_streams_at_once(tmp_path: Path) -> None:
-    config = HubConfig(state_dir=tmp_path, http_port=0, admin_token=TOKEN, events=FAST)
+    config = HubSettings(state_dir=tmp_path, http_port=0, admin_token=TOKEN, events=FAST)
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
             handle = await tg.start(lambda task_status: serve_hub(
@@ -240,5 +241,5 @@ async def test_stopping_the_hub_ends_open_streams_at_once(tmp_path: Path) -> Non
                 with pytest.raises(StopAsyncIteration):
                     while True:
                         await anext(lines)
-                # Ended by the hub, not by uvicorn's 2 s grace for requests in flight.
+                # Ended by the hub, not by the server's 2 s grace for requests in flight.
                 assert time.monotonic() - started < 1.5

@@ -219,6 +219,7 @@ async def test_deployment_names_and_delete(tmp_path: Path) -> None:
         assert sorted(d["name"] for d in live["deployments"]) == ["orders", "pkg"]
 
 
+@pytest.mark.slow  # a real hub process
 async def test_hub_process_serves_and_stops_on_sigterm(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:

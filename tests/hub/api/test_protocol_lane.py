@@ -1,5 +1,5 @@
 """``POST /mail`` and ``/mail/batch`` answered by the HTTP protocol itself
-(``MailAnswers`` through ``HttpServer(lane=...)``), on a real socket: what
+(``MailAnswers`` through ``HttpServer(fast_path=...)``), on a real socket: what
 the lane takes never reaches the ASGI app, is stored, and is answered as the
 app answers it; what it does not take (refusals included) goes the long way;
 answers on one connection keep their order; a late body is 408."""
@@ -23,7 +23,8 @@ from hub.api import HttpLimits, HttpServer, bind_socket, mail_answers
 
 from .harness import BEARER, TOKEN, Api, api
 
-pytestmark = pytest.mark.anyio
+# slow: every test talks to the hub's HTTP server over real sockets, most wait out a deadline
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TO = "flow@mailrun.local"
 _ID = re.compile(r"\b(run|dsp|dep)_[0-9a-f]{26}\b")
@@ -56,7 +57,7 @@ async def serving(
         lanes = mail_answers(hub.app) if lane else None
         try:
             async with anyio.create_task_group() as tg:
-                await tg.start(HttpServer(app, sock, HttpLimits(), lane=lanes).run)
+                await tg.start(HttpServer(app, sock, HttpLimits(), fast_path=lanes).run)
                 yield hub, app, f"http://{host}:{port}"
                 tg.cancel_scope.cancel()
         finally:
@@ -190,7 +191,7 @@ async def test_pipelined_requests_are_answered_in_their_order(tmp_path: Path) ->
     assert [status for status, _, _ in answers] == [202, 200, 202, 202]
     assert [json.loads(body).get("seq") for _, _, body in answers] == [1, None, 2, 3]
     # The first went by the lane; those behind an unanswered request waited in
-    # uvicorn's queue, and the app answered them.
+    # the connection's queue, and the app answered them.
     assert app.paths[0] == "/healthz" and app.paths.count("/mail") <= 2
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hub.api.scratch import replay_job, scratch_env
+from hub.api.routes.scratch import replay_job, scratch_env
 from hub.store import read_history
 from runtime import (
     NATS_URL_ENV,
@@ -74,6 +74,7 @@ async def replay(hub: Api, run_id: str, **body: Any) -> Any:
     return await hub.client.post(f"/runs/{run_id}/replay", json=body, timeout=120)
 
 
+@pytest.mark.slow  # real scratch processes (python -m sidecar.replay)
 async def test_a_replay_reports_no_difference_or_the_first_one(tmp_path: Path) -> None:
     async with api(tmp_path) as hub:
         run_id = await recorded_run(hub, ["s1", "s2", "s3"])
@@ -100,6 +101,7 @@ async def test_a_replay_reports_no_difference_or_the_first_one(tmp_path: Path) -
         assert difference["replayed"] == {"state": {"subjects": ["s1", "s2"], "late": True}}
 
 
+@pytest.mark.slow  # real scratch processes (python -m sidecar.replay)
 async def test_a_replay_is_refused_for_a_run_code_or_history_it_cannot_use(
     tmp_path: Path,
 ) -> None:

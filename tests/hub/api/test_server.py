@@ -23,12 +23,14 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from hub.api import HttpLimits, HttpServer, bind_socket
-from hub.api.server import BODY_ARRIVED_EXTENSION, Coalesced
+from hub.api.http import BODY_ARRIVED_EXTENSION
+from hub.api.http.cycle import AsgiCycle
 from tests.support import wait_for
 
 from .harness import TOKEN, api, assert_error
 
-pytestmark = pytest.mark.anyio
+# slow: every test runs the HTTP server over real sockets, most wait out a deadline
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 
 async def hello(request: Request) -> PlainTextResponse:
@@ -243,46 +245,58 @@ async def test_a_mail_whose_body_comes_late_over_a_socket_is_408(tmp_path: Path)
 
 
 class _Recorder:
-    """A transport that records each write (a unit test of Coalesced alone)."""
+    """The connection side of a cycle, recording each write (a unit test of
+    how a cycle writes its answer)."""
 
     def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
         self.writes: list[bytes] = []
-        self.closed = False
+        self.write_paused = False
+        self.answered_with: list[bool] = []
 
     def write(self, data: bytes) -> None:
         self.writes.append(data)
 
-    def is_closing(self) -> bool:
-        return self.closed
+    def closing(self) -> bool:
+        return False
 
-    def close(self) -> None:
-        self.closed = True
+    def answered(self, request: object, *, keep_alive: bool) -> None:
+        self.answered_with.append(keep_alive)
 
-    def get_extra_info(self, name: str) -> str:
-        return f"info {name}"
+
+def _cycle(recorder: _Recorder, method: str = "GET") -> AsgiCycle:
+    scope = {"type": "http", "method": method, "path": "/"}
+    return AsgiCycle(recorder, scope, keep_alive=True, expect_continue=False)  # type: ignore[arg-type]
 
 
 async def test_a_head_and_its_body_go_out_as_one_write() -> None:
-    loop = asyncio.get_running_loop()
     recorder = _Recorder()
-    transport = Coalesced(recorder, loop)  # type: ignore[arg-type]
-    transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
-    transport.write(b"body")
-    assert recorder.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
-    # A head alone (a stream's) goes out when the loop's turn ends.
-    transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    cycle = _cycle(recorder)
+    start = {"type": "http.response.start", "status": 200}
+    await cycle.send({**start, "headers": [(b"content-length", b"4")]})
+    await cycle.send({"type": "http.response.body", "body": b"body"})
+    (answer,) = recorder.writes
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nbody")
+    assert recorder.answered_with == [True]
+    # A stream's head goes out alone when the loop's turn ends, chunked.
+    stream = _cycle(recorder)
+    await stream.send({**start, "headers": []})
     assert len(recorder.writes) == 1
     await anyio.lowlevel.checkpoint()  # the flush was queued before this task's turn
-    assert recorder.writes[1:] == [b"HTTP/1.1 200 OK\r\n\r\n"]
-    # Closing sends what is held first; the rest is the transport's own.
-    transport.write(b"last")
-    transport.close()
-    assert recorder.writes[2:] == [b"last"] and recorder.closed
-    assert transport.get_extra_info("peername") == "info peername"
+    assert recorder.writes[1].endswith(b"transfer-encoding: chunked\r\n\r\n")
+    await stream.send({"type": "http.response.body", "body": b"abc", "more_body": True})
+    await stream.send({"type": "http.response.body", "body": b""})
+    assert recorder.writes[2:] == [b"3\r\nabc\r\n", b"0\r\n\r\n"]
+    # HEAD: the head says the length; no body follows it.
+    head = _cycle(recorder, "HEAD")
+    await head.send({**start, "headers": [(b"content-length", b"4")]})
+    await head.send({"type": "http.response.body", "body": b"body"})
+    assert b"content-length: 4\r\n" in recorder.writes[-1]
+    assert recorder.writes[-1].endswith(b"\r\n\r\n")
 
 
 class _HeldLane:
-    """A lane (a fake of the hub's mail answers) whose answers wait for
+    """A fast path (a fake of the hub's mail answers) whose answers wait for
     ``release``; ``/broken`` fails as a bug would."""
 
     body_timeout = 5.0
@@ -313,7 +327,7 @@ class _HeldLane:
 @asynccontextmanager
 async def lane_serving(lane: _HeldLane) -> AsyncIterator[tuple[HttpServer, tuple[str, int]]]:
     sock = bind_socket("127.0.0.1", 0)
-    server = HttpServer(Starlette(routes=[Route("/", hello)]), sock, HttpLimits(), lane=lane)
+    server = HttpServer(Starlette(routes=[Route("/", hello)]), sock, HttpLimits(), fast_path=lane)
     try:
         async with anyio.create_task_group() as tg:
             await tg.start(server.run)
@@ -357,7 +371,7 @@ async def test_a_shutdown_waits_for_the_lane_answers_in_flight() -> None:
         stream = await held(lane, address)
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.shutdown)
-            # uvicorn closes its listener and asks each connection to close
+            # The server closes its listener and asks each connection to close
             # after its answer in one step: once it refuses, it has asked.
             await wait_for(refuses(address))
             lane.release.set()
@@ -374,7 +388,7 @@ async def test_a_lane_answer_past_the_graceful_shutdown_is_cancelled() -> None:
     async with lane_serving(lane) as (server, address):
         stream = await held(lane, address)
         with anyio.fail_after(10):
-            await server.shutdown()  # uvicorn's graceful shutdown: 2 s
+            await server.shutdown()  # the graceful shutdown: 2 s
         assert lane.cancelled
         assert await closed_by_server(stream) == b""  # unanswered, and closed
         await stream.aclose()
@@ -394,4 +408,95 @@ async def test_a_lane_answer_that_fails_closes_its_connection_and_not_the_server
             answer = await stream.receive()
         assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b'{"body":"y"}'), answer
         assert (await get(address)).text == "hello"
+        await stream.aclose()
+
+
+async def answer_of(stream: anyio.abc.SocketStream, until: bytes) -> bytes:
+    data = b""
+    with anyio.fail_after(5):
+        while until not in data:
+            data += await stream.receive()
+    return data
+
+
+async def test_100_continue_head_chunked_bodies_and_connection_close() -> None:
+    async with serving(HttpLimits()) as address:
+        stream = await anyio.connect_tcp(*address)
+        # 100-continue: the interim answer comes when the app reads the body.
+        await stream.send(
+            b"POST /size HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"
+        )
+        assert await answer_of(stream, b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+        await stream.send(b"12345")
+        assert (await answer_of(stream, b"\r\n\r\n5")).startswith(b"HTTP/1.1 200")
+        # A chunked request body, whole to the app.
+        await stream.send(
+            b"POST /size HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n"
+        )
+        assert (await answer_of(stream, b"\r\n\r\n7")).startswith(b"HTTP/1.1 200")
+        # HEAD: the head of a GET, its length said, no body.
+        await stream.send(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = await answer_of(stream, b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and b"content-length: 5\r\n" in head
+        assert head.endswith(b"\r\n\r\n")
+        # Asked to close, the server closes after its answer.
+        await stream.send(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        last = await closed_by_server(stream)
+        assert last.startswith(b"HTTP/1.1 200") and b"connection: close\r\n" in last
+        assert last.endswith(b"hello")
+        await stream.aclose()
+
+
+@asynccontextmanager
+async def serving_app(app: Callable[..., Awaitable[None]]) -> AsyncIterator[tuple[str, int]]:
+    sock = bind_socket("127.0.0.1", 0)
+    try:
+        async with anyio.create_task_group() as tg:
+            await tg.start(HttpServer(app, sock, HttpLimits()).run)
+            yield sock.getsockname()[:2]
+            tg.cancel_scope.cancel()
+    finally:
+        sock.close()
+
+
+async def test_the_app_sees_its_client_leave() -> None:
+    seen: list[str] = []
+    left = anyio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True})
+        seen.append((await receive())["type"])  # the empty body
+        seen.append((await receive())["type"])  # then nothing until the client leaves
+        left.set()
+
+    async with serving_app(app) as address:
+        stream = await anyio.connect_tcp(*address)
+        await stream.send(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await answer_of(stream, b"data: 1")).startswith(b"HTTP/1.1 200")
+        await stream.aclose()
+        with anyio.fail_after(5):
+            await left.wait()
+    assert seen == ["http.request", "http.disconnect"]
+
+
+async def test_a_body_the_app_does_not_read_stops_the_reading() -> None:
+    answered = anyio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await answered.wait()  # never reads the body
+
+    async with serving_app(app) as address:
+        stream = await anyio.connect_tcp(*address)
+        size = 256 * 1024 * 1024
+        await stream.send(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % size)
+        sent = 0
+        with anyio.move_on_after(2):
+            while sent < size:
+                await stream.send(b"x" * (1024 * 1024))
+                sent += 1024 * 1024
+        # The kernel's buffers hold a few megabytes; the server took no more.
+        assert sent < 64 * 1024 * 1024, sent
+        answered.set()
         await stream.aclose()

@@ -25,11 +25,25 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
+from hub import HubSettings
 from hub._client import AsyncHubClient
 from hub._errors import HubResponseError, HubUnreachable
 from hub.cli.main import main
+from hub.outbound import STARTTLS_ENV
 from hub.store import DATABASE_ENV
-from runtime import NATS_URL_ENV, REDELIVER_AFTER_ENV, RUN_HISTORY_ENV
+from runtime import (
+    BACKOFF_MAX_ENV,
+    DEFAULT_MAIL_DOMAIN,
+    DEFAULT_REDELIVER_AFTER,
+    DEFAULT_RUN_HISTORY,
+    LOG_LEVEL_ENV,
+    LOOP_ENV,
+    NATS_URL_ENV,
+    REDELIVER_AFTER_ENV,
+    RUN_HISTORY_ENV,
+    SQLITE_SYNCHRONOUS_ENV,
+    ProcessSettings,
+)
 from tests.support import wait_for
 
 DEP_A = "dep_" + "a" * 26
@@ -577,46 +591,72 @@ def test_outbox_filters_and_prints_a_table(stub: Stub) -> None:
     assert cli(stub, "outbox", "--status", "lost").exit_code == 2
 
 
-def test_hub_runs_the_hub_in_process_with_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+def running_hubs(monkeypatch: pytest.MonkeyPatch) -> list[HubSettings]:
+    """The settings each ``mailrun hub`` below would run a hub with (none runs)."""
+    calls: list[HubSettings] = []
+    monkeypatch.setattr("hub._server.run_hub", calls.append)
+    return calls
+
+
+def test_hub_runs_the_hub_in_process_with_the_options(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls = running_hubs(monkeypatch)
+    token_file = tmp_path / "mailrun-token"
+    token_file.write_text("a-token-of-the-operators-0123\n")
     args = ["hub", "--state-dir", "/srv/hub", "--http", "0.0.0.0:9000", "--nats", "nats://n:4222"]
     args += ["--sidecar-root", "/srv/sc", "--subject-prefix", "mr", "--max-body", "1024"]
-    args += ["--redeliver-after", "2.5", "--token-file", "/run/secrets/mailrun"]
+    args += ["--redeliver-after", "2.5", "--token-file", str(token_file)]
     args += ["--run-history", "4", "--smtp-relay", "mail.internal:587"]
-    result = CliRunner().invoke(main, args)
+    env = {BACKOFF_MAX_ENV: "0.25", LOOP_ENV: "asyncio", STARTTLS_ENV: "1"}
+    result = CliRunner().invoke(main, args, env=env)
     assert result.exit_code == 0, result.output
-    assert calls == [
-        {
-            "state_dir": Path("/srv/hub"),
-            "http": "0.0.0.0:9000",
-            "nats_url": "nats://n:4222",
-            "sidecar_root": Path("/srv/sc"),
-            "subject_prefix": "mr",
-            "domain": None,
-            "max_body": 1024,
-            "redeliver_after": 2.5,
-            "run_history": 4,
-            "token_file": Path("/run/secrets/mailrun"),
-            "smtp_relay": "mail.internal:587",
-            "smtp": None,
-            "smtp_cert": None,
-            "smtp_key": None,
-            "database": None,
-        }
-    ]
+    (settings,) = calls
+    assert settings.state_dir == Path("/srv/hub")
+    assert (settings.http_host, settings.http_port) == ("0.0.0.0", 9000)
+    assert settings.nats_url == "nats://n:4222"
+    assert settings.sidecar_root == Path("/srv/sc")
+    assert (settings.subject_prefix, settings.domain) == ("mr", DEFAULT_MAIL_DOMAIN)
+    assert settings.max_body == 1024
+    assert settings.wire.dispatch.redeliver_after == 2.5
+    assert settings.wire.retention.run_history == 4
+    assert settings.admin_token == "a-token-of-the-operators-0123"
+    assert settings.relay is not None and settings.relay.address == "mail.internal:587"
+    assert settings.relay.starttls is True
+    assert (settings.smtp, settings.database) == (None, None)
+    # What the process reads from its environment, in the same object.
+    assert settings.process == ProcessSettings(
+        log_level="INFO", backend_options={}, backoff_max=0.25, sqlite_synchronous="FULL"
+    )
+
+
+def test_a_hub_setting_that_makes_no_sense_stops_it_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls = running_hubs(monkeypatch)
+    args = ["hub", "--state-dir", str(tmp_path / "state")]
+    for env in (
+        {LOG_LEVEL_ENV: "chatty"},
+        {LOOP_ENV: "trio"},
+        {BACKOFF_MAX_ENV: "0"},
+        {SQLITE_SYNCHRONOUS_ENV: "OFF"},
+    ):
+        result = CliRunner().invoke(main, args, env=env)
+        assert result.exit_code == 1, (env, result.output)
+    result = CliRunner().invoke(main, [*args, "--token-file", str(tmp_path / "missing")])
+    assert result.exit_code == 1
+    assert calls == []  # no hub ran
 
 
 def test_hub_and_up_take_a_postgresql_database_from_the_environment_or_refuse_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    calls = running_hubs(monkeypatch)
     url = "postgresql://mailrun:secret@db.internal/mailrun"
     args = ["hub", "--state-dir", "/srv/hub"]
     result = CliRunner().invoke(main, args, env={DATABASE_ENV: url})
     assert result.exit_code == 0, result.output
-    assert calls[-1]["database"] == url
+    assert calls[-1].database == url
     for command in (args, ["up"]):
         result = CliRunner().invoke(main, [*command, "--database", "/srv/hub/other.db"])
         assert result.exit_code == 2 and "a postgresql:// URL" in result.output
@@ -627,41 +667,40 @@ def test_hub_takes_the_redelivery_bound_from_the_environment(
 ) -> None:
     # `mailrun up` passes its environment to the hub it starts: this is how a
     # bound reaches a supervised hub.
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    calls = running_hubs(monkeypatch)
     args = ["hub", "--state-dir", "/srv/hub"]
     result = CliRunner().invoke(main, args, env={REDELIVER_AFTER_ENV: "0.5"})
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(main, args, env={REDELIVER_AFTER_ENV: None})
     assert result.exit_code == 0, result.output
-    assert [c["redeliver_after"] for c in calls] == [0.5, None]
+    bounds = [c.wire.dispatch.redeliver_after for c in calls]
+    assert bounds == [0.5, DEFAULT_REDELIVER_AFTER]
     result = CliRunner().invoke(main, [*args, "--redeliver-after", "0"])
     assert result.exit_code == 2 and "not in the range x>0" in result.output
 
 
 def test_hub_takes_the_run_history_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    calls = running_hubs(monkeypatch)
     args = ["hub", "--state-dir", "/srv/hub"]
     for value in ("0", None):
         result = CliRunner().invoke(main, args, env={RUN_HISTORY_ENV: value})
         assert result.exit_code == 0, result.output
-    assert [c["run_history"] for c in calls] == [0, None]
+    assert [c.wire.retention.run_history for c in calls] == [0, DEFAULT_RUN_HISTORY]
     result = CliRunner().invoke(main, [*args, "--run-history", "-1"])
     assert result.exit_code == 2 and "not in the range x>=0" in result.output
 
 
 def test_hub_lets_the_os_choose_port_0_where_up_refuses_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    calls = running_hubs(monkeypatch)
     result = CliRunner().invoke(main, ["hub", "--state-dir", "/srv/hub", "--http", "[::1]:0"])
     assert result.exit_code == 0, result.output
-    assert calls[0]["http"] == "[::1]:0"
+    assert (calls[0].http_host, calls[0].http_port) == ("::1", 0)
     result = CliRunner().invoke(main, ["up", "--http", "[::1]:0"])
     assert result.exit_code == 2
     assert "HOST:PORT" in result.output
 
 
+@pytest.mark.slow  # real `python -m hub` and `mailrun hub` processes
 def test_python_m_hub_is_the_mailrun_hub_command() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "hub", "--help"], capture_output=True, text=True, check=True
@@ -743,6 +782,7 @@ def test_a_token_file_without_a_token_is_an_error_and_nothing_is_sent(
     assert bad.exit_code == 1 and "MAILRUN_TOKEN does not hold a token" in bad.stderr
 
 
+@pytest.mark.slow  # a real `mailrun` or hub process per case
 @pytest.mark.parametrize(
     ("spec", "error"),
     [
@@ -773,6 +813,7 @@ def test_a_bad_failpoint_spec_is_one_error_line_and_a_non_zero_exit(
     assert list(tmp_path.iterdir()) == []  # it did nothing else
 
 
+@pytest.mark.slow  # a real hub process
 def test_a_hub_with_failpoints_armed_says_so_at_start(tmp_path: Path) -> None:
     log = tmp_path / "hub.log"
     spec = "hub.accept.before_commit=1*raise;hub.events.after_commit=sleep(5)"

@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import aiosqlite
 import anyio
 import pytest
 from click.testing import CliRunner
@@ -154,12 +155,10 @@ def test_migration_3_is_idempotent_on_its_own(tmp_path: Path) -> None:
     before = dump(path)
 
     async def again() -> None:
-        store = await open_store(path)
-        try:
-            async with store.write() as db:
-                await add_dead_letter_deployment(db)
-        finally:
-            await store.aclose()
+        async with aiosqlite.connect(path, isolation_level=None) as db:
+            await db.execute("BEGIN IMMEDIATE")
+            await add_dead_letter_deployment(db)
+            await db.execute("COMMIT")
 
     anyio.run(again)
     assert dump(path) == before

@@ -3,25 +3,30 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from hub import HubSettings
 from hub.cli import main
 from tests.support.smtp import self_signed
 
 
 def test_hub_passes_the_smtp_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    calls: list[dict[str, Any]] = []
-    monkeypatch.setattr("hub._server.run_hub_cli", lambda **kw: calls.append(kw))
+    calls: list[HubSettings] = []
+    monkeypatch.setattr("hub._server.run_hub", calls.append)
     _, cert = self_signed(tmp_path)
     key = tmp_path / "relay.key"
     args = ["hub", "--state-dir", str(tmp_path / "s"), "--smtp", "127.0.0.1:0"]
     result = CliRunner().invoke(main, [*args, "--smtp-cert", str(cert), "--smtp-key", str(key)])
     assert result.exit_code == 0, result.output
-    (call,) = calls
-    assert (call["smtp"], call["smtp_cert"], call["smtp_key"]) == ("127.0.0.1:0", cert, key)
+    (settings,) = calls
+    assert settings.smtp is not None
+    assert (settings.smtp.address, settings.smtp.cert_file, settings.smtp.key_file) == (
+        "127.0.0.1:0",
+        cert,
+        key,
+    )
 
 
 @pytest.mark.parametrize("command", ["up", "hub"])

@@ -19,12 +19,15 @@ from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
 from hub.store import WITH_OTHERS, count_by_status, fetch_all, open_store
 from hub.store.accept import RefusedByRun
 from hub.store.deployments import create_deployment
+from hub.store.sql import sql
 from hub.wire.sending import count_reserved
 from runtime import INLINE_BODY_LIMIT
 from tests.support import wait_for
 from tests.support.postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
+
+SET_STATUS = sql("UPDATE workflow_run_dispatch SET status = ? WHERE deployment_id = ? AND seq = ?")
 
 
 @asynccontextmanager
@@ -533,7 +536,7 @@ async def test_a_failed_transaction_answers_no_one_accepted(tmp_path: Path) -> N
 
 
 async def test_a_batch_of_large_bodies_commits_as_heavy(tmp_path: Path) -> None:
-    from hub.store.group_commit import HEAVY_BYTES
+    from hub.intake import HEAVY_BYTES
 
     async with running(str(tmp_path / "hub.db")) as (store, acceptor):
         await deploy(store, "flow")
@@ -598,13 +601,7 @@ async def test_the_census_counts_what_waits_per_deployment(database: str) -> Non
         for name, n in (("one", 3), ("two", 2)):
             for i in range(n):
                 await acceptor.accept(mail(name, body=b"%d" % i))
-        await store.transact(
-            lambda db: db.execute(
-                "UPDATE workflow_run_dispatch SET status = 'delivered'"
-                " WHERE deployment_id = ? AND seq = 1",
-                (one,),
-            )
-        )
+        await store.transact(lambda tx: tx.execute(SET_STATUS, ("delivered", one, 1)))
         counts = await count_reserved(store)
         assert {d: n for d, (n, _) in counts.items()} == {one: 2, two: 2}
         assert all(before - 1 <= oldest <= time.time() for _, oldest in counts.values())
@@ -623,13 +620,7 @@ async def test_dispatch_counts_by_status_match_a_count_of_the_rows(database: str
             ("processed", two, (1,)),
         ):
             for seq in seqs:
-                await store.transact(
-                    lambda db, status=status, dep=dep, seq=seq: db.execute(
-                        "UPDATE workflow_run_dispatch SET status = ?"
-                        " WHERE deployment_id = ? AND seq = ?",
-                        (status, dep, seq),
-                    )
-                )
+                await store.transact(lambda tx, row=(status, dep, seq): tx.execute(SET_STATUS, row))
         rows = await query(store, "SELECT status, COUNT(*) FROM workflow_run_dispatch GROUP BY 1")
         counts = await count_by_status(store.db)
         assert counts["dispatches"] == {"reserved": 0, "cancelled": 0, **dict(rows)}

@@ -31,6 +31,7 @@ from hub.wire.processed import ProcessedBatch
 from hub.wire.retention import trim_history
 from hub.wire.sending import Answers, _mark, count_reserved, load_reserved
 from runtime import Connection, DispatchProcessed, Event, new_id
+from runtime.sqlite import Database
 from tests.support.wire import deploy
 
 pytestmark = pytest.mark.anyio
@@ -42,7 +43,11 @@ _SCAN = re.compile(r"\bSCAN (\w+)")
 _PLANNED = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
 
 
-async def _traced(db: aiosqlite.Connection, into: list[str]) -> None:
+async def _traced(db: Database | aiosqlite.Connection, into: list[str]) -> None:
+    if isinstance(db, Database):
+        await db.read(lambda conn: conn.set_trace_callback(into.append))
+        return
+    # The older reader (aiosqlite) while store code moves off it.
     conn: sqlite3.Connection = db._conn
     await db._execute(conn.set_trace_callback, into.append)  # type: ignore[no-untyped-call]
 
@@ -68,6 +73,7 @@ async def test_a_mails_statements_search_indexes(tmp_path: Path) -> None:
         statements: list[str] = []
         await _traced(store._writer, statements)
         await _traced(store._reader, statements)
+        await _traced(store._old_reader, statements)
 
         def mails(at: int) -> list[Trigger]:
             return [

@@ -58,6 +58,7 @@ async def test_rows_keep_the_stores_row_factory(tmp_path: Path) -> None:
         assert len(named) == 2
 
 
+@pytest.mark.slow  # a stress: many commits under concurrent readers
 async def test_a_read_back_sees_its_own_commit_while_others_read(tmp_path: Path) -> None:
     """Readers keep the reader connection busy while one task commits and
     reads back, ``ROUNDS`` times: a reader's statement left open between two

@@ -15,7 +15,7 @@ from tests.support.sqlite import dump
 
 pytestmark = pytest.mark.anyio
 
-# Release 1's hub.db, verbatim from LEGACY-V1.md: the test builds it by hand
+# Release 1's hub.db, verbatim from docs/design.md section 6: the test builds it by hand
 # so that migration 2 is checked against the spec, not against our copy.
 V1_DDL = """
 CREATE TABLE schema_version (version INTEGER NOT NULL);

@@ -30,9 +30,12 @@ import pytest
 from hub._errors import HubNotReady
 from hub.cli.demo import DemoTimeout, example_source, run_demo
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
-from hub.up.supervisor import UpConfig, hub_url, run_up
+from hub.up.supervisor import UpSettings, hub_url, run_up
 from runtime import NATS_URL_ENV
 from tests.support import REPO, HubClient, free_port, wait_for
+
+# slow: every test runs `mailrun up`, the hub or their children as real processes
+pytestmark = pytest.mark.slow
 
 PY = sys.executable
 
@@ -482,7 +485,7 @@ def test_demo_past_its_deadline_fails_clearly_and_keeps_its_logs(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     said: list[str] = []
     with pytest.raises(DemoTimeout) as caught:
-        anyio.run(functools.partial(run_demo, said.append, deadline=0.5))
+        anyio.run(functools.partial(run_demo, said.append, environ=os.environ, deadline=0.5))
     (kept,) = tmp_path.iterdir()
     assert f"no result within 0.5 s; logs in {kept / 'state' / 'logs'}" in str(caught.value)
     assert (kept / "state" / "logs").is_dir()
@@ -493,12 +496,13 @@ def test_demo_past_its_deadline_fails_clearly_and_keeps_its_logs(
 async def test_up_gives_up_on_a_hub_that_never_answers(tmp_path: Path) -> None:
     with socket.socket() as taken:  # bound, not listening: the hub cannot bind, nobody answers
         taken.bind(("127.0.0.1", 0))
-        config = UpConfig(
+        config = UpSettings(
             tmp_path / "state",
             http=f"127.0.0.1:{taken.getsockname()[1]}",
             nats_port=free_port(),
             hub_ready_timeout=1.0,
             stop_grace=1.0,
+            environ=os.environ,
         )
         with pytest.raises(HubNotReady, match=r"did not answer .*/healthz within 1 s"):
             await run_up(config)

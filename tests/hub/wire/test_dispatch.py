@@ -240,6 +240,7 @@ async def test_a_trickle_goes_in_one_frame_per_round_trip(tmp_path: Path) -> Non
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.slow  # waits out a redelivery bound
 @pytest.mark.anyio
 async def test_a_dispatch_put_back_below_the_window_goes_out_while_frames_are_out(
     tmp_path: Path,
@@ -274,6 +275,7 @@ async def test_a_dispatch_put_back_below_the_window_goes_out_while_frames_are_ou
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.slow  # waits out request timeouts
 @pytest.mark.anyio
 async def test_unanswered_frame_is_retried_until_acked(tmp_path: Path) -> None:
     async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
@@ -322,6 +324,7 @@ async def test_refused_ack_is_recorded_and_retried(tmp_path: Path) -> None:
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.slow  # waits out a sidecar's absence
 @pytest.mark.anyio
 async def test_sidecar_away_keeps_rows_and_rehello_drains_at_once(tmp_path: Path) -> None:
     # A long backoff: only the re-hello's kick can explain a quick delivery.
@@ -423,6 +426,7 @@ async def test_over_real_nats_delivery_survives_a_server_restart(
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.slow  # thousands of failing delivery rounds
 @pytest.mark.anyio
 async def test_a_lane_failing_thousands_of_rounds_keeps_the_hub_up_and_delivers_after(
     tmp_path: Path,

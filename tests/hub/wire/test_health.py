@@ -15,7 +15,8 @@ from runtime import Ack, Backoff, MailInbound, Welcome
 from tests.support import wait_for
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
 
-pytestmark = pytest.mark.anyio
+# slow: every test waits out the health checks' silence thresholds
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 FAST = WireConfig(
     dispatch=DispatchConfig(request_timeout=0.2, backoff=Backoff(0.05, 0.2), census_interval=0.05),

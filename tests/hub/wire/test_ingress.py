@@ -21,7 +21,7 @@ import msgspec
 import pytest
 
 from hub import (
-    HubConfig,
+    HubSettings,
     IngressClient,
     IngressRefused,
     IngressUnavailable,
@@ -36,6 +36,7 @@ from runtime import (
     IngressBatch,
     IngressMail,
     IngressReceipts,
+    ProcessSettings,
     Reason,
     Refused,
     Subjects,
@@ -46,7 +47,8 @@ from runtime.testing import configure_failpoints
 from tests.support import wait_for
 from tests.support.identities import AuthorizedServer, admitted, authorized_server, peer
 
-pytestmark = pytest.mark.anyio
+# slow: every test runs a hub and producers with NATS identities on a real nats-server
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 TOKEN = "admin-token-of-the-ingress-tests-0123"
 MAX_BODY = 1024
@@ -95,13 +97,13 @@ async def running_hub(tmp_path: Path, wire: WireConfig | None = None) -> AsyncIt
         state.mkdir(mode=0o700)
         (state / HUB_SEED_FILE).write_text(auth.hub.seed + "\n")
         (state / HUB_SEED_FILE).chmod(0o600)
-        config = HubConfig(
+        config = HubSettings(
             state_dir=state,
             http_port=0,
             nats_url=auth.server.url,
             max_body=MAX_BODY,
             admin_token=TOKEN,
-            backoff_max=0.05,
+            process=ProcessSettings(backoff_max=0.05),
             **({"wire": wire} if wire is not None else {}),
         )
         async with anyio.create_task_group() as tg:

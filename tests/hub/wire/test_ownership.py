@@ -123,6 +123,7 @@ async def test_takeover_moves_ownership_fences_the_old_owner_and_tells_it(
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.slow  # waits out an owner's lease
 async def test_any_home_adopts_once_the_owner_is_silent_past_its_lease(tmp_path: Path) -> None:
     async with running_hub(tmp_path, config=WireConfig(owner_lease=0.3)) as hub:
         dep = await deploy(hub.store)

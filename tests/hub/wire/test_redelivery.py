@@ -41,7 +41,8 @@ from runtime.testing import configure_failpoints, failpoint_spent
 from tests.support import NatsServerProcess, wait_for
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, send
 
-pytestmark = pytest.mark.anyio
+# slow: every test waits out a redelivery bound
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 BOUND = 0.4
 

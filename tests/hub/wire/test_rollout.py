@@ -84,6 +84,7 @@ async def test_a_version_the_sidecar_cannot_load_is_refused(
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.slow  # waits for a sidecar that comes late
 async def test_a_rollout_waits_for_its_sidecar(tmp_path: Path) -> None:
     async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
         dep = await deploy(hub.store)

@@ -101,6 +101,7 @@ async def test_a_sidecar_cannot_speak_for_another_deployment_with_its_session_id
         assert (await b_run(hub, run_b))[0] == "completed"
 
 
+@pytest.mark.slow  # waits out requests left unanswered
 async def test_a_request_answered_elsewhere_than_its_senders_inbox_is_not_served(
     tmp_path: Path,
 ) -> None:

@@ -1,0 +1,98 @@
+"""The operator's errors: the processes and settings around the hub (the
+admin token, NATS identities, the embedded nats-server, ``mailrun up`` and
+``demo``, the outbound relay, the SMTP ingress's settings)."""
+
+from __future__ import annotations
+
+from .base import HubError
+
+
+class AdminTokenUnavailable(HubError):
+    """The admin token file is missing, unreadable or holds no token."""
+
+    reason = "admin_token_unavailable"
+
+
+class NatsIdentityError(HubError):
+    """A NATS identity (an nkey seed) that cannot be read or made."""
+
+    reason = "nats_identity_invalid"
+
+
+class NatsServerError(HubError):
+    """The embedded nats-server could not be started or stopped."""
+
+    reason = "nats_server_failed"
+
+
+class NatsServerNotFound(NatsServerError):
+    """No nats-server binary beside this Python nor on PATH."""
+
+    reason = "nats_server_not_found"
+
+
+class NatsServerStartTimeout(NatsServerError, TimeoutError):
+    """nats-server did not accept connections within its start timeout."""
+
+    reason = "nats_server_start_timeout"
+
+
+class UpError(HubError):
+    reason = "up_failed"
+
+
+class UpAlreadyRunning(UpError):
+    reason = "up_already_running"
+
+
+class NatsNotReady(UpError, TimeoutError):
+    reason = "nats_not_ready"
+
+
+class HubNotReady(UpError, TimeoutError):
+    """The hub ``up`` started did not answer ``/healthz`` within its deadline."""
+
+    reason = "hub_not_ready"
+
+
+class DemoFailed(HubError):
+    reason = "demo_failed"
+
+
+class DemoTimeout(DemoFailed, TimeoutError):
+    reason = "demo_timeout"
+
+
+class RelayError(HubError):
+    reason = "relay_failed"
+
+
+class RelayConfigError(RelayError):
+    reason = "relay_config_invalid"
+
+
+class RelayUnavailable(RelayError):
+    """The relay did not take the mail this time; trying again may work."""
+
+    reason = "relay_unavailable"
+
+
+class RelayRefused(RelayError):
+    """The relay refused the mail for good (a 5xx answer); ``answer`` is its reply."""
+
+    reason = "relay_refused"
+
+    def __init__(self, detail: str, answer: str) -> None:
+        super().__init__(detail)
+        self.answer = answer
+
+
+class SmtpError(HubError):
+    reason = "smtp_failed"
+
+
+class SmtpConfigError(SmtpError):
+    """``--smtp`` cannot start as given: a bad address, a certificate that
+    does not load, or a bind that others can reach without a login."""
+
+    reason = "smtp_config_invalid"

@@ -1,0 +1,157 @@
+"""The web console's routes (docs/design.md section 8): deployments, their runs, a
+run's dispatches and approvals, kept live.
+
+Server-rendered HTML from Jinja2 templates (``templates/``, through
+Starlette's ``Jinja2Templates``) with autoescaping on, so every value from
+the store is escaped once, on the server, without asking; and one
+same-origin script (``console.js``, with ``console.css`` beside it): no
+build step, and the Content-Security-Policy can forbid every inline
+script and style. The script never builds markup from data. It follows
+``GET /events`` and, on each change, fetches its own page again and swaps
+in the new ``<main>``: the page has a single renderer, so a live update
+shows exactly what a reload would.
+
+The routes sit behind the gate like every other: a browser gets there
+with the session cookie the login URL (``/?token=``) set, and the
+approval buttons' POSTs pass its Origin check because they are same-origin
+``fetch`` calls.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from collections.abc import Callable
+from importlib.resources import files
+from typing import Any
+
+import jinja2
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.templating import Jinja2Templates
+
+from runtime import anchor_is_live, is_live
+
+from ...store import (
+    DeploymentView,
+    get_deployment,
+    get_run,
+    list_approvals,
+    list_deployments,
+    list_dispatches,
+    list_runs,
+)
+from ..context import RouteContext
+
+# 'self' only: the script and the stylesheet are routes of this hub, and the
+# script's fetches and its EventSource go back to it. No inline code at all.
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self';"
+    " connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none';"
+    " frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+_STATIC = {
+    name: (files(__package__).joinpath(name).read_bytes(), media)
+    for name, media in (
+        ("console.js", "text/javascript; charset=utf-8"),
+        ("console.css", "text/css; charset=utf-8"),
+    )
+}
+_STATIC_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+_SHOWN = 200  # characters of a JSON value (state, result) a table cell shows
+_LIMIT = 200  # rows of a list (runs, dispatches, approvals) a page shows
+
+Live = Callable[[DeploymentView], DeploymentView]
+
+
+def _shown(value: Any) -> str:
+    """A JSON value as a cell shows it: compact, cut at ``_SHOWN`` characters."""
+    text = msgspec.json.encode(value).decode()
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def _when(at: float | None) -> str:
+    return "" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
+
+
+def _path(key: str, prefix: str) -> str:
+    return f"{prefix}/{urllib.parse.quote(key, safe='')}"
+
+
+def _blank_none(value: object) -> object:
+    """What a page shows of a value: nothing for a missing one, not "None"."""
+    return "" if value is None else value
+
+
+def _templates() -> Jinja2Templates:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader(__package__, "templates"),
+        autoescape=True,  # every page is HTML: no value goes out unescaped
+        undefined=jinja2.StrictUndefined,  # a misspelt name fails the page, not blanks it
+        keep_trailing_newline=True,
+        finalize=_blank_none,
+    )
+    env.filters.update(shown=_shown, when=_when, path=_path)
+    env.tests.update(anchor_is_live=anchor_is_live)
+    return Jinja2Templates(env=env)
+
+
+def _events(deployment_id: str | None = None) -> str:
+    if deployment_id is None:
+        return "/events"
+    return "/events?deployment=" + urllib.parse.quote(deployment_id, safe="")
+
+
+def console_routes(ctx: RouteContext, live: Live) -> list[Route]:
+    db = ctx.store.db
+    templates = _templates()
+
+    def page(request: Request, name: str, title: str, **context: Any) -> Response:
+        context.update(title=title)
+        return templates.TemplateResponse(request, name, context, headers=PAGE_HEADERS)
+
+    async def index(request: Request) -> Response:
+        deployments = [live(d) for d in await list_deployments(db)]
+        return page(request, "index.html", "Deployments", events=_events(), deployments=deployments)
+
+    async def deployment(request: Request) -> Response:
+        d = live(await get_deployment(db, str(request.path_params["key"])))
+        runs = await list_runs(db, deployment=d.id, limit=_LIMIT)
+        return page(request, "deployment.html", d.name, events=_events(d.id), d=d, runs=runs)
+
+    async def run(request: Request) -> Response:
+        r = await get_run(db, str(request.path_params["id"]))
+        d = await get_deployment(db, r.deployment_id)
+        return page(
+            request,
+            "run.html",
+            f"Run {r.id}",
+            events=_events(d.id),
+            r=r,
+            d=d,
+            decidable=is_live(r.status),
+            approvals=await list_approvals(db, run=r.id, limit=_LIMIT),
+            dispatches=await list_dispatches(db, r.id, limit=_LIMIT),
+        )
+
+    async def static(request: Request) -> Response:
+        content, media = _STATIC[request.url.path.lstrip("/")]
+        return Response(content, media_type=media, headers=_STATIC_HEADERS)
+
+    async def no_icon(request: Request) -> Response:
+        # Browsers ask for it on their own; a 404 would be an error in their console.
+        return Response(status_code=204, headers=_STATIC_HEADERS)
+
+    return [
+        Route("/", index, methods=["GET"]),
+        Route("/favicon.ico", no_icon, methods=["GET"]),
+        Route("/console/deployments/{key}", deployment, methods=["GET"]),
+        Route("/console/runs/{id}", run, methods=["GET"]),
+        *(Route(f"/{name}", static, methods=["GET"]) for name in _STATIC),
+    ]

@@ -1,0 +1,76 @@
+"""The routes of deployments: ``POST|GET /workflows/deployments`` and
+``GET|DELETE /workflows/deployments/{id or name}``.
+
+A deployment is shown with the wire side's live view (``connected``,
+``last_error``: the ``live`` the app is given); the answer to its creation
+alone carries its ``join_token`` and where its restore record was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..._errors import InvalidDeployment
+from ...store import (
+    DeploymentView,
+    create_deployment,
+    delete_deployment,
+    get_deployment,
+    list_deployments,
+    resolve_deployment,
+)
+from ..context import RouteContext
+from ..requests import DeploymentIn
+from ..responses import json_response
+
+Live = Callable[[DeploymentView], DeploymentView]
+
+
+def deployment_routes(
+    ctx: RouteContext, live: Live, on_deleted: Callable[[str], object] | None
+) -> list[Route]:
+    """``on_deleted(id)`` ends a deleted deployment's sessions at once."""
+    store, settings = ctx.store, ctx.settings
+
+    async def post_deployment(request: Request) -> Response:
+        spec = await ctx.read(request, DeploymentIn, InvalidDeployment)
+        created = await create_deployment(
+            store,
+            name=spec.name,
+            entrypoint=spec.entrypoint,
+            source=spec.source,
+            files=spec.files,
+            domain=settings.domain,
+            nats_url=settings.nats_url,
+            subject_prefix=settings.subject_prefix,
+            sidecar_root=settings.sidecar_root,
+        )
+        view = msgspec.to_builtins(await get_deployment(store.db, created.deployment_id))
+        view["join_token"] = created.join_token
+        view["restore_record"] = created.restore_record
+        return json_response(view, 201)
+
+    async def get_deployments(request: Request) -> Response:
+        status = request.query_params.get("status")
+        found = await list_deployments(store.db, status=status)
+        return json_response({"deployments": [live(d) for d in found]})
+
+    async def one_deployment(request: Request) -> Response:
+        dep_id = await resolve_deployment(store.db, str(request.path_params["key"]))
+        deleted = request.method == "DELETE" and await delete_deployment(
+            store, dep_id, sidecar_root=settings.sidecar_root
+        )
+        if deleted and on_deleted is not None:
+            on_deleted(dep_id)
+        return json_response(live(await get_deployment(store.db, dep_id)))
+
+    return [
+        Route("/workflows/deployments", post_deployment, methods=["POST"]),
+        Route("/workflows/deployments", get_deployments, methods=["GET"]),
+        Route("/workflows/deployments/{key}", one_deployment, methods=["GET", "DELETE"]),
+    ]

@@ -1,0 +1,37 @@
+"""``GET /healthz``: whether the hub is well, and, for the admin, what it is
+(boot id, NATS URL, schema version and the wire side's figures).
+
+It is the one route the gate opens to a request without credentials
+(``auth.OPEN``): load balancers and probes ask that way, and learn only
+``{status}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ...store import LATEST
+from ..auth import OPEN_PATH
+from ..context import RouteContext
+from ..responses import json_response
+
+HealthExtra = Callable[[], Mapping[str, Any]]
+
+
+def health_routes(ctx: RouteContext, boot_id: str, extra: HealthExtra | None) -> list[Route]:
+    """``extra()`` adds to what the admin is told."""
+
+    async def healthz(request: Request) -> Response:
+        added = dict(extra()) if extra is not None else {}
+        health = {"status": "ok", "boot_id": boot_id, "nats_url": ctx.settings.nats_url,
+                  "schema_version": LATEST, **added}  # fmt: skip
+        if not getattr(request.state, "admin", False):
+            health = {"status": health["status"]}
+        return json_response(health)
+
+    return [Route(OPEN_PATH, healthz, methods=["GET"])]

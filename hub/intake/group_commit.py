@@ -1,0 +1,232 @@
+"""Group commit: one write transaction for every trigger waiting at that moment.
+
+Callers hand requests to the :class:`Acceptor` through a bounded stream
+(a full queue makes callers wait: backpressure, not unbounded memory). Its
+loop takes the first request, drains whatever else is already waiting (up
+to ``max_batch`` triggers), runs :func:`accept_triggers` over all of them in
+one transaction, and answers each caller only after COMMIT returned. A
+failed commit answers every caller of the batch with :class:`StoreUnavailable`:
+never a receipt that the store does not hold.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+
+from runtime import Connection, afailpoint, failpoint
+
+from .._errors import HubError, HubShuttingDown, StoreUnavailable
+from ..metrics import HubMetrics
+from ..store import (
+    WITH_OTHERS,
+    Accepted,
+    Outcome,
+    Receipt,
+    Rejected,
+    Store,
+    Trigger,
+    accept_triggers,
+)
+
+log = logging.getLogger("mailrun.hub.accept")
+
+HEAVY_BYTES = 1 << 20
+"""A batch carrying more bytes of bodies than this commits off the event
+loop's thread (``Store.transact``'s ``heavy``): writing it takes long enough
+to hold up every request meanwhile."""
+
+OnAccepted = Callable[[set[str]], object]
+"""Called after each commit with the deployments that got new dispatches;
+may return an awaitable. Keep it quick: the next batch waits for it."""
+
+
+@dataclass(eq=False)
+class _Request:
+    triggers: Sequence[Trigger]
+    whole: bool = False
+    done: anyio.Event = field(default_factory=anyio.Event)
+    outcomes: list[Outcome] | None = None
+    error: HubError | None = None
+
+    def finish(self, outcomes: list[Outcome] | None, error: HubError | None = None) -> None:
+        if not self.done.is_set():
+            self.outcomes, self.error = outcomes, error
+            self.done.set()
+
+
+class Acceptor:
+    """The single entry point for triggers; run :meth:`run` in a task group."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        on_accepted: OnAccepted | None = None,
+        max_batch: int = 256,
+        queue_size: int = 1024,
+        metrics: HubMetrics | None = None,
+    ) -> None:
+        self._store = store
+        self._metrics = metrics
+        self.on_accepted = on_accepted
+        self._max_batch = max_batch
+        self._send, self._receive = anyio.create_memory_object_stream[_Request](queue_size)
+        self.counts: Counter[str] = Counter()
+        self.rejected: Counter[str] = Counter()
+
+    async def accept(self, trigger: Trigger) -> Receipt:
+        """Accept one trigger; raise :class:`HubError` when it could not be stored."""
+        (outcome,) = await self.accept_many([trigger])
+        if isinstance(outcome, HubError):
+            raise outcome
+        return outcome
+
+    async def accept_many(
+        self, triggers: Sequence[Trigger], *, whole: bool = False
+    ) -> list[Outcome]:
+        """Accept triggers in order, in one transaction; one outcome per trigger.
+
+        With ``whole``, all of them or none (the recipients of one SMTP
+        message): if any is not accepted, none is stored, and those that
+        would have been are answered ``Rejected(reason=WITH_OTHERS)``."""
+        request = _Request(triggers, whole)
+        began = time.monotonic()
+        try:
+            try:
+                # Without a checkpoint while there is room: one step less of
+                # the caller's whole coroutine stack per trigger.
+                self._send.send_nowait(request)
+            except anyio.WouldBlock:
+                await self._send.send(request)  # the queue is full: wait for room
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise HubShuttingDown("the hub is shutting down") from exc
+        await request.done.wait()
+        if request.error is not None:
+            raise request.error
+        assert request.outcomes is not None
+        if self._metrics is not None:
+            self._metrics.accept_seconds.observe(time.monotonic() - began)
+        return request.outcomes
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve requests until cancelled; pending callers then get HubShuttingDown."""
+        batch: list[_Request] = []
+        async with self._send, self._receive:
+            try:
+                task_status.started()
+                async for first in self._receive:
+                    batch = [first]
+                    size = len(first.triggers)
+                    while size < self._max_batch:
+                        try:
+                            more = self._receive.receive_nowait()
+                        except anyio.WouldBlock:
+                            break
+                        batch.append(more)
+                        size += len(more.triggers)
+                    await self._commit(batch)
+                    batch = []
+            finally:
+                stopping = HubShuttingDown("the hub is shutting down")
+                for request in batch:
+                    request.finish(None, stopping)
+                while True:
+                    try:
+                        self._receive.receive_nowait().finish(None, stopping)
+                    except anyio.WouldBlock:
+                        break
+
+    async def _commit(self, batch: list[_Request]) -> None:
+        triggers = [t for request in batch for t in request.triggers]
+
+        async def body(db: Connection) -> tuple[list[Outcome], set[str]]:
+            if any(request.whole for request in batch):
+                accepted = await _accept_wholes(db, batch)
+            else:
+                accepted = await accept_triggers(db, triggers)
+            failpoint("hub.accept.before_commit")
+            return accepted
+
+        try:
+            heavy = sum(len(t.body) + len(t.raw or b"") for t in triggers) > HEAVY_BYTES
+            outcomes, woken = await self._store.transact(body, heavy=heavy)
+        except Exception as exc:
+            # Whatever broke the transaction, it rolled back: nobody in this
+            # batch is accepted, and the loop lives on for the next batch.
+            if isinstance(exc, HubError):
+                error = exc
+                log.error("accept batch of %d failed: %s", len(triggers), exc.detail)
+            else:
+                error = StoreUnavailable(f"store error: {exc}")
+                log.exception("accept batch of %d failed", len(triggers))
+            self.counts["failed"] += len(triggers)
+            for request in batch:
+                request.finish(None, error)
+            return
+        # Committed, nobody answered yet: a crash here leaves clients
+        # indeterminate, and a retry with the same message id must get this
+        # very receipt. (Unset, the failpoint returns without a checkpoint.)
+        await afailpoint("hub.accept.after_commit")
+        # Answer before anything else awaits: the batch is committed, and a
+        # cancellation arriving now must not turn its receipts into errors.
+        at = 0
+        for request in batch:
+            request.finish(outcomes[at : at + len(request.triggers)])
+            at += len(request.triggers)
+        self._count(outcomes)
+        if woken and self.on_accepted is not None:
+            try:
+                result = self.on_accepted(woken)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("on_accepted callback failed")
+
+    def _count(self, outcomes: list[Outcome]) -> None:
+        self.counts["batches"] += 1
+        for outcome in outcomes:
+            if isinstance(outcome, Accepted):
+                self.counts["duplicate" if outcome.duplicate else "accepted"] += 1
+                if self._metrics is not None and not outcome.duplicate:
+                    self._metrics.accepted.inc(outcome.deployment_id)
+            elif isinstance(outcome, Rejected):
+                self.rejected[outcome.reason] += 1
+            else:
+                self.counts["failed"] += 1
+
+
+async def _accept_wholes(db: Connection, batch: list[_Request]) -> tuple[list[Outcome], set[str]]:
+    """``accept_triggers`` per request, each whole one under a savepoint that
+    is rolled back unless every trigger of it is accepted."""
+    outcomes: list[Outcome] = []
+    woken: set[str] = set()
+    for request in batch:
+        if not request.whole:
+            got, more = await accept_triggers(db, request.triggers)
+        else:
+            await db.execute("SAVEPOINT whole")
+            got, more = await accept_triggers(db, request.triggers)
+            if all(isinstance(o, Accepted) for o in got):
+                await db.execute("RELEASE whole")
+            else:
+                await db.execute("ROLLBACK TO whole")
+                await db.execute("RELEASE whole")
+                more = set()
+                detail = "not accepted: another of the same message was not"
+                got = [
+                    Rejected(reason=WITH_OTHERS, detail=detail) if isinstance(o, Accepted) else o
+                    for o in got
+                ]
+        outcomes += got
+        woken |= more
+    return outcomes, woken

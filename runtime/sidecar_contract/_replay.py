@@ -1,0 +1,106 @@
+"""The replay's job and answer: what the hub writes to the scratch process
+(``python -m sidecar.replay``) and what it reads back, as JSON. Here because
+both sides read them, and hub and sidecar never import each other
+(docs/replay.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..wire import DispatchOutcome
+
+REPLAY_ITEM_TIMEOUT = 30.0
+"""Seconds one handler call of a replay may take before it counts as raised."""
+
+
+class RecordedEffect(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One effect a handler call asked for: ``mail`` (ctx.send), ``spawn`` or
+    ``approval`` (ctx.request_approval)."""
+
+    kind: str
+    to: str = ""
+    subject: str = ""
+    body: bytes = b""
+    entrypoint: str = ""
+    input: Any = None
+    prompt: str = ""
+    child_run_id: str = ""
+    """The child the hub minted: replay hands the same ids out again, so a
+    state that holds one compares equal."""
+
+
+class RecordedEnd(msgspec.Struct, kw_only=True):
+    kind: str  # "completed", "failed" or "cancelled"
+    result: Any = None
+    error: str = ""
+
+
+class Recorded(msgspec.Struct, kw_only=True):
+    state: dict[str, Any]
+    """The run's state after the item."""
+    outcome: str = DispatchOutcome.PROCESSED
+    effects: list[RecordedEffect] = msgspec.field(default_factory=list)
+    end: RecordedEnd | None = None
+
+
+class ReplayItem(msgspec.Struct, kw_only=True):
+    """One item of a run's history, with what the run recorded of it."""
+
+    dispatch_id: str
+    seq: int
+    kind: str = "mail"
+    message_id: str | None = None
+    sender: str | None = None
+    subject: str | None = None
+    body: bytes | None = None
+    """None: the store no longer holds the body, so the handler cannot be
+    called with it; replay takes its recorded state and goes on after it."""
+    step: int = 0
+    version: int = 0
+    recorded: Recorded
+
+
+class ReplayJob(msgspec.Struct, kw_only=True):
+    files: dict[str, str]
+    entrypoint: str
+    deployment_id: str
+    run_id: str
+    start_state: dict[str, Any] = msgspec.field(default_factory=dict)
+    start: str = "beginning"
+    """``beginning``, or ``after step K`` when the run's first events are gone."""
+    items: list[ReplayItem] = msgspec.field(default_factory=list)
+    skipped: list[str] = msgspec.field(default_factory=list)
+    """What the history leaves out, and why (for the report)."""
+    item_timeout: float = REPLAY_ITEM_TIMEOUT
+
+
+class ReplayDifference(msgspec.Struct, kw_only=True):
+    step: int
+    seq: int
+    dispatch_id: str
+    kind: str
+    what: str
+    """``state``, ``effects``, ``end`` or ``error`` (one side raised)."""
+    recorded: dict[str, Any]
+    replayed: dict[str, Any]
+
+
+class ReplayReport(msgspec.Struct, kw_only=True):
+    run_id: str
+    differs: bool
+    replayed: int
+    """Handler calls made."""
+    start: str
+    first_step: int | None = None
+    last_step: int | None = None
+    skipped: list[str] = msgspec.field(default_factory=list)
+    difference: ReplayDifference | None = None
+
+
+class ReplayFailureReport(msgspec.Struct, kw_only=True):
+    """The scratch process's answer when the replay cannot be made."""
+
+    error: str  # "load_failed", "migrate_failed" or "bad_job"
+    detail: str = ""

@@ -1,0 +1,596 @@
+"""The NATS transport: nats-py behind the :class:`~runtime.Transport` seam.
+
+The first connect is our own loop (backoff with jitter, cancellable), because
+the server may start after us. Once connected, nats-py reconnects by itself
+and replays every subscription; we pace its attempts with our backoff and
+tell ``on_reconnect`` callbacks when it is back.
+
+Whatever the outage, the transport keeps trying and never starves the event
+loop: every attempt, ours or nats-py's, sleeps its backoff first (the delay is
+finite for any attempt and the counter saturates), and nats-py is told never
+to stop. Two ways nats-py can still give up are covered by a keeper task:
+it closes a client for good on some server errors (an authorization
+violation after a configuration reload), and its reconnect task could end
+without reconnecting. Either way the keeper replaces the client with a
+fresh one through our own connect loop, subscribes every subscription on it
+again, and runs the ``on_reconnect`` callbacks, as after any reconnect.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+
+from .._config import redact_url
+from .._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
+from ..loops import Backoff, Broadcast, Flag, Retry, Wakeup
+from ..wire import WIRE_MAX_PAYLOAD
+from ._natspy import Client, Msg, Server
+from ._natspy import Subscription as NatsSub
+from ._natspy import errors as nats_errors
+from ._protocol import Message, ReconnectCallback, Transport
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BACKOFF = Backoff(initial=0.05, maximum=1.0)
+"""Paces the first connect and nats-py's reconnects alike."""
+_CLOSE_TIMEOUT = 2.0
+_FLUSH_AFTER_RECONNECT = 10.0
+"""How long nats-py's reconnect waits for its first PONG (its flush default)."""
+_KEEPER_PERIOD = 1.0
+"""How often the keeper looks whether nats-py's reconnecting still makes progress."""
+
+
+def servers_of(url: str) -> list[str]:
+    """The servers of ``url``: one, or a cluster's, comma-separated
+    (``nats://a:4222,nats://b:4222``)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
+def _check_url(url: str) -> None:
+    # Checked once up front: the connect loop would otherwise retry a typo forever.
+    servers = servers_of(url)
+    if not servers:
+        raise TransportError("invalid NATS URL '': expected nats://host:port")
+    for server in servers:
+        try:
+            parts = urlsplit(server)
+            parts.port  # noqa: B018 - parsing the port is the check
+        except ValueError as exc:
+            raise TransportError(f"invalid NATS URL {redact_url(server)!r}: {exc}") from exc
+        if parts.scheme not in ("nats", "tls", "ws", "wss") or not parts.hostname:
+            raise TransportError(
+                f"invalid NATS URL {redact_url(server)!r}: expected nats://host:port"
+            )
+
+
+def _is_auth_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, nats_errors.AuthorizationError) or "authorization violation" in text
+
+
+class _AttemptFailed(Exception):
+    """Ends one nats-py connect attempt so that our loop owns the retry."""
+
+
+@contextmanager
+def _mapped(what: str, transport: NatsTransport) -> Iterator[None]:
+    """Turn nats-py and socket errors into the runtime's transport errors."""
+    try:
+        yield
+    except nats_errors.NoRespondersError as exc:
+        raise NoResponders(f"{what}: no responders") from exc
+    except nats_errors.ConnectionClosedError as exc:
+        if transport.closed:
+            raise TransportClosed(f"{what}: connection closed") from exc
+        # A client nats-py gave up on, until the keeper has replaced it.
+        raise TransportError(f"{what}: not connected, reconnecting") from exc
+    except TimeoutError as exc:  # nats-py's TimeoutError is a builtin TimeoutError
+        raise RequestTimeout(f"{what}: timed out") from exc
+    except (nats_errors.Error, OSError) as exc:
+        raise TransportError(f"{what}: {exc}") from exc
+
+
+class NatsMessage:
+    """A received NATS message; ``respond`` publishes on its reply subject."""
+
+    __slots__ = ("_msg", "_transport")
+
+    def __init__(self, transport: NatsTransport, msg: Msg) -> None:
+        self._transport = transport
+        self._msg = msg
+
+    @property
+    def subject(self) -> str:
+        return self._msg.subject
+
+    @property
+    def data(self) -> bytes:
+        return self._msg.data
+
+    @property
+    def reply(self) -> str | None:
+        return self._msg.reply or None
+
+    async def respond(self, data: bytes) -> None:
+        if self._msg.reply:
+            await self._transport.publish(self._msg.reply, data)
+
+
+class NatsSubscription:
+    """One subscription read through nats-py's message iterator, carried over
+    to the new client when the keeper replaces one."""
+
+    def __init__(
+        self, transport: NatsTransport, sub: NatsSub, *, queue: str, max_pending: int
+    ) -> None:
+        self._transport = transport
+        self._sub = sub
+        self._queue = queue
+        self._max_pending = max_pending
+        self._renewed = Broadcast()
+        self._closed = False
+        self.dropped = 0
+        """Messages the client discarded because this consumer fell behind."""
+
+    @property
+    def subject(self) -> str:
+        return self._sub.subject
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self
+
+    async def __anext__(self) -> Message:
+        while True:
+            sub = self._sub
+            try:
+                msg = await sub.messages.__anext__()
+            except StopAsyncIteration:
+                # nats-py ends its iterator when the subscription or the client
+                # closes: for good after unsubscribe or aclose, or until the
+                # keeper has subscribed again on a new client.
+                if self._closed or self._transport.closed:
+                    raise
+                if self._sub is sub:
+                    await self._renewed.wait()
+                continue
+            return NatsMessage(self._transport, msg)
+
+    async def _renew(self, client: Client) -> None:
+        """Subscribe again on ``client`` (the old one is closed)."""
+        sub = await client.subscribe(
+            self.subject, queue=self._queue, pending_msgs_limit=self._max_pending
+        )
+        self._transport._rekey(self._sub, sub, self)
+        self._sub = sub
+        self._renewed.notify()
+
+    def _end(self) -> None:
+        """The transport closed: an iterator waiting for a renewal ends."""
+        self._renewed.notify()
+
+    async def unsubscribe(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._transport._forget(self._sub)
+        self._renewed.notify()
+        try:
+            await self._sub.unsubscribe()
+        except (nats_errors.ConnectionClosedError, nats_errors.BadSubscriptionError):
+            pass  # already gone with its connection
+        except (nats_errors.Error, OSError) as exc:
+            log.debug("unsubscribe from %s failed: %r", self.subject, exc)
+
+
+class NatsTransport:
+    """A :class:`~runtime.Transport` over one nats-py client. Use :func:`open_nats`."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        connect_timeout: float,
+        seed: str | None = None,
+        inbox_prefix: str | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
+    ) -> None:
+        self.url = url
+        self.shown_url = redact_url(url)
+        """The URL as logs may show it: without credentials."""
+        self.name = name
+        self._connect_timeout = connect_timeout
+        self._seed = seed
+        self._inbox_prefix = inbox_prefix
+        self._refused = False  # the server refused our credentials since the last connect
+        self._warned: set[str] = set()  # error kinds logged at WARNING since the last connect
+        self._nc = Client()
+        self._connecting_task: int | None = None
+        self._closed = False
+        self._callbacks: list[ReconnectCallback] = []
+        self._subs: dict[NatsSub, NatsSubscription] = {}
+        self._up = Flag()  # set while connected
+        self._retry = Retry(backoff)  # connect attempts since the connection was last up
+        self._last_try = time.monotonic()
+        self._lost = Wakeup()  # nats-py closed the current client for good
+        self._replacing = False  # the keeper is discarding the current client
+        # An attempt of nats-py's takes at most its delay, a TCP connect, the
+        # INFO and PONG waits and the flush after it; silence past that (and
+        # some slack) means its reconnect task ended without reconnecting.
+        self._stall_after = backoff.maximum + 4 * connect_timeout + _FLUSH_AFTER_RECONNECT + 5.0
+
+    @property
+    def is_connected(self) -> bool:
+        return not self._closed and self._nc.is_connected
+
+    @property
+    def credentials_refused(self) -> bool:
+        return self._refused
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
+    @property
+    def reconnect_attempts(self) -> int:
+        """Connect attempts since the connection was last up (saturating)."""
+        return self._retry.failures
+
+    async def connect(self) -> None:
+        """Connect, retrying until the server answers; cancel to give up."""
+        self._connecting_task = anyio.get_current_task().id
+        try:
+            while True:
+                client = Client()
+                try:
+                    await client.connect(**self._options(client))
+                except (_AttemptFailed, nats_errors.Error, OSError, TimeoutError) as exc:
+                    cause = exc.__cause__ if isinstance(exc, _AttemptFailed) else exc
+                    if not (isinstance(cause, Exception) and self._refusal(cause)):
+                        log.debug(
+                            "connect to %s failed (attempt %d): %r",
+                            self.shown_url,
+                            self._retry.failures + 1,
+                            cause,
+                        )
+                except BaseException:
+                    await self._discard(client)
+                    raise
+                else:
+                    self._nc = client
+                    self._connected()
+                    log.info("connected to NATS at %s as %s", self.shown_url, self.name)
+                    if client.max_payload < WIRE_MAX_PAYLOAD:
+                        log.warning(
+                            "NATS at %s takes messages of at most %d bytes; mailrun's frames"
+                            " need %d (the server's default max_payload)",
+                            self.shown_url,
+                            client.max_payload,
+                            WIRE_MAX_PAYLOAD,
+                        )
+                    return
+                await self._discard(client)
+                self._retry.failed()
+                await self._retry.wait()
+        finally:
+            self._connecting_task = None
+
+    def _connected(self) -> None:
+        self._refused = False
+        self._warned.clear()
+        self._retry.succeeded()
+        self._up.set()
+
+    def _options(self, client: Client) -> dict[str, Any]:
+        # The callbacks are this client's: a client being discarded (a failed
+        # attempt, one the keeper replaced) must not speak for the current one.
+        async def on_error(exc: Exception) -> None:
+            await self._on_error(client, exc)
+
+        def current() -> bool:
+            return client is self._nc and not self._replacing
+
+        async def on_disconnected() -> None:
+            if current():
+                await self._on_disconnected()
+
+        async def on_reconnected() -> None:
+            if current():
+                await self._on_reconnected()
+
+        async def on_closed() -> None:
+            if current():
+                self._on_closed(client)
+
+        # Passed as a dict because nats-py annotates its second counts as int.
+        options: dict[str, Any] = {
+            # A cluster: "nats://a:4222,nats://b:4222"; nats-py takes a list.
+            "servers": servers_of(self.url),
+            "name": self.name,
+            "connect_timeout": self._connect_timeout,
+            "allow_reconnect": True,
+            "max_reconnect_attempts": -1,  # never give up: an outage may last any time
+            "reconnect_time_wait": 0.2,  # unused: _pick_server returns the delay
+            "reconnect_to_server_handler": self._pick_server,
+            "ping_interval": 2,
+            "max_outstanding_pings": 2,
+            "error_cb": on_error,
+            "disconnected_cb": on_disconnected,
+            "reconnected_cb": on_reconnected,
+            "closed_cb": on_closed,
+        }
+        if self._seed is not None:
+            # nats-py signs the server's nonce with it; a server without
+            # nkey users sends no nonce and ignores the key.
+            options["nkeys_seed_str"] = self._seed
+        if self._inbox_prefix is not None:
+            options["inbox_prefix"] = self._inbox_prefix
+        return options
+
+    def _pick_server(
+        self, servers: list[Server], _info: dict[str, Any]
+    ) -> tuple[Server | None, float]:
+        """nats-py's hook before each reconnect attempt: which server, and the
+        delay to sleep first (nats-py has no jitter of its own).
+
+        It must not raise: nats-py would retry at once, without sleeping or
+        yielding, and spin the event loop for as long as it raised.
+        """
+        delay = self._retry.failed()
+        self._last_try = time.monotonic()
+        # The server that failed least, when a cluster is known.
+        server = min(servers, key=lambda s: s.reconnects, default=None)
+        return server, delay
+
+    async def _discard(self, client: Client) -> None:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
+            try:
+                await client.close()
+            except Exception as exc:  # a half-set-up client; nothing left to save
+                log.debug("closing NATS client failed: %r", exc)
+
+    async def _on_error(self, client: Client, exc: Exception) -> None:
+        if self._connecting_task == anyio.get_current_task().id:
+            # Called from inside our connect attempt: end it here, or nats-py
+            # would keep retrying at its own fixed pace.
+            raise _AttemptFailed from exc
+        if client is not self._nc or self._replacing:
+            return
+        if isinstance(exc, nats_errors.SlowConsumerError):
+            sub = self._subs.get(exc.sub)
+            if sub is not None:
+                sub.dropped += 1
+                if sub.dropped & (sub.dropped - 1) == 0:  # 1, 2, 4, ...: log, don't flood
+                    log.warning("slow consumer on %s: %d dropped", exc.subject, sub.dropped)
+        elif isinstance(exc, OSError | nats_errors.StaleConnectionError):
+            log.debug("NATS connection error: %r", exc)
+        elif self._refusal(exc):
+            pass
+        else:
+            # Once per kind of error until the next connect: an error that
+            # comes back at every attempt of a long outage is news only once.
+            kind = type(exc).__name__
+            level = logging.DEBUG if kind in self._warned else logging.WARNING
+            self._warned.add(kind)
+            log.log(level, "NATS error: %r", exc)
+
+    def _refusal(self, exc: Exception) -> bool:
+        """Log a refusal of our credentials (once until the next connect); False
+        for any other error."""
+        if not _is_auth_error(exc):
+            return False
+        # Once, not at every attempt: the identity was revoked (its deployment
+        # deleted), or the server's config does not list it yet (not reloaded).
+        level = logging.DEBUG if self._refused else logging.WARNING
+        self._refused = True
+        log.log(
+            level, "NATS at %s refuses the credentials of %s: %r", self.shown_url, self.name, exc
+        )
+        return True
+
+    async def _on_disconnected(self) -> None:
+        self._up.clear()
+        self._last_try = time.monotonic()
+        if not self._closed:
+            log.info("disconnected from NATS at %s; reconnecting", self.shown_url)
+
+    def _on_closed(self, client: Client) -> None:
+        self._up.clear()
+        if self._closed:
+            log.debug("NATS connection to %s closed", self.shown_url)
+            return
+        log.warning(
+            "NATS client for %s was closed (%r); connecting again",
+            self.shown_url,
+            client.last_error,
+        )
+        self._lost.set()
+
+    async def _on_reconnected(self) -> None:
+        # Runs on nats-py's reconnect task after the subscriptions were
+        # replayed, or on the keeper's after it subscribed them again.
+        log.info("reconnected to NATS at %s", self.shown_url)
+        self._connected()
+        for callback in list(self._callbacks):
+            try:
+                await callback()
+            except Exception:
+                log.exception("reconnect callback %r failed", callback)
+
+    def on_reconnect(self, callback: ReconnectCallback) -> None:
+        self._callbacks.append(callback)
+
+    async def keep(self) -> None:
+        """Replace a client nats-py has given up on; runs until cancelled."""
+        while not self._closed:
+            await self._lost.wait(_KEEPER_PERIOD)
+            client = self._nc
+            stalled = (
+                not client.is_connected and time.monotonic() - self._last_try > self._stall_after
+            )
+            if self._closed or not (client.is_closed or stalled):
+                continue
+            if stalled and not client.is_closed:
+                log.warning(
+                    "NATS at %s: no reconnect attempt for %.0f s; connecting again",
+                    self.shown_url,
+                    self._stall_after,
+                )
+            await self._replace(client)
+
+    async def _replace(self, old: Client) -> None:
+        subs = list(self._subs.values())  # subscribed from now on: on the new client
+        self._up.clear()
+        self._replacing = True
+        try:
+            await self._discard(old)
+            await self.connect()
+        finally:
+            self._replacing = False
+        for sub in subs:
+            if sub._closed:
+                continue
+            try:
+                with _mapped(f"subscribe to {sub.subject}", self):
+                    await sub._renew(self._nc)
+            except TransportError as exc:
+                # Lost again already: the next replacement tries again.
+                log.warning("subscribing again to %s failed: %s", sub.subject, exc)
+        await self._on_reconnected()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TransportClosed(f"transport {self.name!r} is closed")
+
+    async def publish(self, subject: str, data: bytes) -> None:
+        self._check_open()
+        with _mapped(f"publish to {subject}", self):
+            await self._nc.publish(subject, data)
+
+    async def request(self, subject: str, data: bytes, timeout: float) -> bytes:
+        self._check_open()
+        with _mapped(f"request to {subject}", self):
+            msg = await self._nc.request(subject, data, timeout=timeout)
+        return msg.data
+
+    async def subscribe(
+        self, subject: str, *, queue: str | None = None, max_pending: int = 4096
+    ) -> NatsSubscription:
+        self._check_open()
+        with _mapped(f"subscribe to {subject}", self):
+            sub = await self._nc.subscribe(
+                subject, queue=queue or "", pending_msgs_limit=max_pending
+            )
+        wrapper = NatsSubscription(self, sub, queue=queue or "", max_pending=max_pending)
+        self._subs[sub] = wrapper
+        return wrapper
+
+    def _forget(self, sub: NatsSub) -> None:
+        self._subs.pop(sub, None)
+
+    def _rekey(self, old: NatsSub, new: NatsSub, wrapper: NatsSubscription) -> None:
+        self._subs.pop(old, None)
+        self._subs[new] = wrapper
+
+    async def flush(self, timeout: float = 2.0) -> None:
+        """Wait until the server has everything published so far (reconnecting first)."""
+        self._check_open()
+        with _mapped("flush", self), anyio.fail_after(timeout):
+            await self._flush()
+
+    async def _flush(self) -> None:
+        await self._up.wait()
+        # nats-py writes the PING ahead of publishes its flusher task has not
+        # written yet; the flusher runs during the first round trip, so the
+        # second PING is behind every earlier publish.
+        await self._nc.flush()
+        await self._nc.flush()
+
+    async def aclose(self) -> None:
+        """Flush what was published, then close; bounded even if the server is gone."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_CLOSE_TIMEOUT / 2):
+                if self._nc.is_connected:
+                    try:
+                        await self._flush()
+                    except (nats_errors.Error, OSError) as exc:
+                        log.debug("flush before close failed: %r", exc)
+            await self._discard(self._nc)
+        for sub in self._subs.values():
+            sub._end()
+        self._subs.clear()
+
+
+@asynccontextmanager
+async def open_nats(
+    url: str,
+    *,
+    name: str,
+    connect_timeout: float = 2.0,
+    seed: str | None = None,
+    inbox_prefix: str | None = None,
+    backoff_max: float | None = None,
+) -> AsyncIterator[Transport]:
+    """Connect to NATS at ``url`` (waiting for the server as long as it takes).
+
+    ``seed`` is the connection's nkey seed (its NATS identity; without one it
+    connects anonymously or with the URL's user and password).
+    ``inbox_prefix`` replaces ``_INBOX`` in the reply subjects of its
+    requests (a sidecar's identity may subscribe only below its own).
+    Every connect attempt, the first ones and those after a lost connection,
+    waits its backoff first (up to 1 s; ``backoff_max`` lowers that cap),
+    however long the server stays away.
+    Cancel the surrounding scope to give up waiting: a server that refuses
+    the credentials is retried like one that is down, since a config reload
+    may admit them. Leaving the block closes the connection within a couple
+    of seconds, whether or not the server is up.
+    """
+    _check_url(url)
+    transport = NatsTransport(
+        url,
+        name=name,
+        connect_timeout=connect_timeout,
+        seed=seed,
+        inbox_prefix=inbox_prefix,
+        backoff=DEFAULT_BACKOFF.capped(backoff_max),
+    )
+    await transport.connect()
+    try:
+        with _as_raised():
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(transport.keep, name=f"NATS keeper {name}")
+                try:
+                    yield transport
+                finally:
+                    tg.cancel_scope.cancel()
+    finally:
+        await transport.aclose()
+
+
+@contextmanager
+def _as_raised() -> Iterator[None]:
+    """What the block of ``open_nats`` raised, as it raised it: the keeper's
+    task group wraps it in a group of one (the keeper itself raises nothing
+    but cancellation). One level only: a group the block raised stays one."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        lone = group.exceptions[0]
+        context, suppress = lone.__context__, lone.__suppress_context__
+        try:
+            raise lone
+        finally:
+            lone.__context__, lone.__suppress_context__ = context, suppress

@@ -1,0 +1,169 @@
+"""The wire contract hub and sidecar speak over NATS: frames, their codec and
+subjects, the codes they carry, their size limits, ids, deployment keys and
+the hello's signature, and the one run-state classifier.
+
+Nothing here touches a socket: the transport carries the bytes
+(``runtime.transport``), this room says what they mean.
+"""
+
+from ._codec import FrameDecoder as FrameDecoder
+from ._codec import Subjects as Subjects
+from ._codec import encode as encode
+from ._frames import BATCH_FORMAT as BATCH_FORMAT
+from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
+from ._frames import FORMAT_VERSION as FORMAT_VERSION
+from ._frames import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
+from ._frames import SUPPORTED_FORMATS as SUPPORTED_FORMATS
+from ._frames import Ack as Ack
+from ._frames import AckBatch as AckBatch
+from ._frames import ApprovalRequested as ApprovalRequested
+from ._frames import BlobChunk as BlobChunk
+from ._frames import BlobGet as BlobGet
+from ._frames import Challenge as Challenge
+from ._frames import ChildRunStarted as ChildRunStarted
+from ._frames import Claim as Claim
+from ._frames import DispatchProcessed as DispatchProcessed
+from ._frames import EnvelopeQuarantined as EnvelopeQuarantined
+from ._frames import Event as Event
+from ._frames import EventsAck as EventsAck
+from ._frames import Fenced as Fenced
+from ._frames import Frame as Frame
+from ._frames import Hello as Hello
+from ._frames import HubBoot as HubBoot
+from ._frames import IngressBatch as IngressBatch
+from ._frames import IngressMail as IngressMail
+from ._frames import IngressReceipt as IngressReceipt
+from ._frames import IngressReceipts as IngressReceipts
+from ._frames import LoadVersion as LoadVersion
+from ._frames import MailBatch as MailBatch
+from ._frames import MailInbound as MailInbound
+from ._frames import MailSent as MailSent
+from ._frames import MintChild as MintChild
+from ._frames import Minted as Minted
+from ._frames import Ping as Ping
+from ._frames import Pong as Pong
+from ._frames import Refused as Refused
+from ._frames import RunCancelled as RunCancelled
+from ._frames import RunCompleted as RunCompleted
+from ._frames import RunEvents as RunEvents
+from ._frames import RunFailed as RunFailed
+from ._frames import RunSnapshot as RunSnapshot
+from ._frames import RunStarted as RunStarted
+from ._frames import RunStates as RunStates
+from ._frames import StateGet as StateGet
+from ._frames import VersionLoaded as VersionLoaded
+from ._frames import Welcome as Welcome
+from ._ids import is_id as is_id
+from ._ids import new_id as new_id
+from ._keys import b64url as b64url
+from ._keys import generate_keypair as generate_keypair
+from ._keys import hello_message as hello_message
+from ._keys import public_key_of as public_key_of
+from ._keys import sign as sign
+from ._keys import unb64url as unb64url
+from ._keys import verify as verify
+from ._limits import MAX_ERROR as MAX_ERROR
+from ._limits import MAX_EVENT as MAX_EVENT
+from ._limits import MAX_FRAME_BYTES as MAX_FRAME_BYTES
+from ._limits import MAX_INPUT as MAX_INPUT
+from ._limits import MAX_MAIL as MAX_MAIL
+from ._limits import MAX_PROMPT as MAX_PROMPT
+from ._limits import MAX_RESULT as MAX_RESULT
+from ._limits import MAX_STATE as MAX_STATE
+from ._limits import SIZE_LIMITS as SIZE_LIMITS
+from ._limits import WIRE_MAX_PAYLOAD as WIRE_MAX_PAYLOAD
+from ._limits import SizeLimit as SizeLimit
+from ._limits import clip_text as clip_text
+from ._limits import encoded_size as encoded_size
+from ._reasons import AckResult as AckResult
+from ._reasons import DispatchOutcome as DispatchOutcome
+from ._reasons import Reason as Reason
+from ._runstate import DeploymentStatus as DeploymentStatus
+from ._runstate import RunStatus as RunStatus
+from ._runstate import accepts_trigger as accepts_trigger
+from ._runstate import anchor_is_live as anchor_is_live
+from ._runstate import holds_items as holds_items
+from ._runstate import is_live as is_live
+from ._runstate import is_terminal as is_terminal
+
+__all__ = [
+    "BATCH_FORMAT",
+    "BLOB_CHUNK_SIZE",
+    "FORMAT_VERSION",
+    "INLINE_BODY_LIMIT",
+    "MAX_ERROR",
+    "MAX_EVENT",
+    "MAX_FRAME_BYTES",
+    "MAX_INPUT",
+    "MAX_MAIL",
+    "MAX_PROMPT",
+    "MAX_RESULT",
+    "MAX_STATE",
+    "SIZE_LIMITS",
+    "SUPPORTED_FORMATS",
+    "WIRE_MAX_PAYLOAD",
+    "Ack",
+    "AckBatch",
+    "AckResult",
+    "ApprovalRequested",
+    "BlobChunk",
+    "BlobGet",
+    "Challenge",
+    "ChildRunStarted",
+    "Claim",
+    "DeploymentStatus",
+    "DispatchOutcome",
+    "DispatchProcessed",
+    "EnvelopeQuarantined",
+    "Event",
+    "EventsAck",
+    "Fenced",
+    "Frame",
+    "FrameDecoder",
+    "Hello",
+    "HubBoot",
+    "IngressBatch",
+    "IngressMail",
+    "IngressReceipt",
+    "IngressReceipts",
+    "LoadVersion",
+    "MailBatch",
+    "MailInbound",
+    "MailSent",
+    "MintChild",
+    "Minted",
+    "Ping",
+    "Pong",
+    "Reason",
+    "Refused",
+    "RunCancelled",
+    "RunCompleted",
+    "RunEvents",
+    "RunFailed",
+    "RunSnapshot",
+    "RunStarted",
+    "RunStates",
+    "RunStatus",
+    "SizeLimit",
+    "StateGet",
+    "Subjects",
+    "VersionLoaded",
+    "Welcome",
+    "accepts_trigger",
+    "anchor_is_live",
+    "b64url",
+    "clip_text",
+    "encode",
+    "encoded_size",
+    "generate_keypair",
+    "hello_message",
+    "holds_items",
+    "is_id",
+    "is_live",
+    "is_terminal",
+    "new_id",
+    "public_key_of",
+    "sign",
+    "unb64url",
+    "verify",
+]
