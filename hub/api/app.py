@@ -151,7 +151,7 @@ def create_app(
         return json_response(await get_dispatch(store.db, str(request.path_params["id"])))
 
     async def metrics(request: Request) -> Response:
-        text = await render_metrics(store.db, acceptor)
+        text = await render_metrics(store, acceptor)
         if metrics_extra is not None:
             text += metrics_extra()
         if events is not None:

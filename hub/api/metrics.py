@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from runtime import Connection
-
 from ..metrics import family, label
-from ..store import QUARANTINE_SOURCE, Acceptor, count_by_status, count_outbound, fetch_all
+from ..store import Acceptor, Store, count_by_status, count_outbound, count_quarantined
 
 
 def _label(key: str, value: str) -> str:
     return "{" + label(key, value) + "}"
 
 
-_QUARANTINED = "SELECT deployment_id, COUNT(*) FROM dead_letter WHERE source = ? GROUP BY 1"
-
-
-async def render_metrics(db: Connection, acceptor: Acceptor) -> str:
-    counts = await count_by_status(db)
-    outbound = await count_outbound(db)
+async def render_metrics(store: Store, acceptor: Acceptor) -> str:
+    counts = await count_by_status(store.db)
+    outbound = await count_outbound(store.db)
     lines: list[str] = []
     lines += family(
         "mailrun_triggers_accepted_total", "counter",
@@ -59,10 +54,10 @@ async def render_metrics(db: Connection, acceptor: Acceptor) -> str:
     )  # fmt: skip
     # Quarantined envelopes are kept (exempt from the dead letters' caps):
     # counted from the store, they survive a hub restart.
-    quarantined = await fetch_all(db, _QUARANTINED, (QUARANTINE_SOURCE,))
+    quarantined = await store.read(count_quarantined)
     lines += family(
         "mailrun_deployment_quarantined_total", "counter",
         "Envelopes the deployment's sidecar could not read, set aside (their dispatch cancelled).",
-        [(_label("deployment", r[0] or ""), r[1]) for r in quarantined],
+        [(_label("deployment", dep), n) for dep, n in quarantined.items()],
     )  # fmt: skip
     return "\n".join(lines) + "\n"

@@ -148,6 +148,7 @@ from .sessions import postgres_schema_version as postgres_schema_version
 from .sessions import read_owner as read_owner
 from .sessions import read_state_file as read_state_file
 from .sessions import schema_version as schema_version
+from .sql import Tx as Tx
 from .transfer import transfer as transfer
 from .triggers import WITH_OTHERS as WITH_OTHERS
 from .triggers import Accepted as Accepted
@@ -230,6 +231,7 @@ __all__ = [
     "StatePage",
     "Store",
     "Trigger",
+    "Tx",
     "VersionStatus",
     "VersionView",
     "accept_in",
