@@ -28,13 +28,12 @@ from runtime import (
     Backoff,
     Subjects,
     Transport,
-    afailpoint,
     next_attempt,
 )
 
 from ..metrics import HubMetrics
-from ..store import ReservedCount, Store, count_reserved, find_overdue, put_back, still_open
-from .redelivery import Redeliveries, Resent
+from ..store import ReservedCount, Store, count_reserved, find_overdue, still_open
+from .redelivery import Redeliveries, Resent, send_again
 from .sessions import Session, SessionTable
 from .window import Lane, PassEnd, Sending, Window
 
@@ -213,11 +212,7 @@ class Dispatcher:
         # Several hubs: each sends again only what it delivers.
         serves = self._sessions.leases.serves
         overdue = [row for row in overdue if serves(row.deployment_id)]
-        resent = []
-        if overdue:
-            # Read, not yet written: a dispatch processed now must be left alone.
-            await afailpoint("hub.redeliver.before_put_back")
-            resent = await self._store.transact(partial(put_back, overdue=overdue))
+        resent = await send_again(self._store, overdue)
         if resent:
             self._redeliveries.record(resent, now)
             by_dep: dict[str, list[int]] = {}

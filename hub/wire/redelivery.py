@@ -33,8 +33,21 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
-from ..store import Overdue
+from runtime import afailpoint
+
+from ..store import Overdue, Store, put_back
+
+
+async def send_again(store: Store, overdue: list[Overdue]) -> list[Overdue]:
+    """Put ``overdue`` back to reserved, each only as it was read (the
+    store's ``put_back``); the ones that still matched and will be sent again."""
+    if not overdue:
+        return []
+    # Read, not yet written: a dispatch processed now must be left alone.
+    await afailpoint("hub.redeliver.before_put_back")
+    return await store.transact(partial(put_back, overdue=overdue))
 
 
 @dataclass(slots=True)
