@@ -23,13 +23,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import (
-    DEFAULT_REDELIVER_AFTER,
-    Backoff,
-    Subjects,
-    Transport,
-    next_attempt,
-)
+from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Subjects, Transport, next_attempt
 
 from ..metrics import HubMetrics
 from ..store import ReservedCount, Store, count_reserved, find_overdue, still_open

@@ -1,4 +1,4 @@
-"""Who owns a deployment: the claim a signed hello makes, and who decides it.
+"""Who owns a deployment: the claim a signed hello may make, decided here.
 
 A sidecar process is an *incarnation* (``instance_id``, new at every start)
 running from a *home* (an id of its state directory itself, so a copy of the

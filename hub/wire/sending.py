@@ -1,8 +1,8 @@
 """The steps of delivery: load reserved dispatches, frame them, send, settle.
 
-Rows are loaded in ``seq`` order, framed, sent as requests, and their answers
-settled in one write transaction (the store's ``load_reserved`` and
-``record_answers``): acknowledged ones become ``delivered``, refused ones
+Rows are loaded in ``seq`` order (the store's ``load_reserved``), framed,
+sent as requests, and their answers settled in one write transaction
+(``record_answers``): acknowledged ones become ``delivered``, refused ones
 keep their reason. Nothing else changes a row, so whatever was not
 acknowledged is simply loaded again: the table is the only queue.
 :mod:`hub.wire.window` decides when each step runs.
