@@ -26,9 +26,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
-from hub.store import Accepted, Outcome, Trigger, accept_triggers, open_store
+from hub.store import Accepted, Outcome, Trigger, Tx, accept_triggers, open_store, trim_history
 from hub.wire.processed import ProcessedBatch
-from hub.wire.retention import trim_history
 from runtime import DEFAULT_RUN_HISTORY, Connection, DispatchProcessed, Event
 from tests.support.wire import deploy, processed
 
@@ -69,7 +68,7 @@ async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, obj
                     began, last = now, done
             figures["accept_us_per_mail"] = fifths
 
-            async def dead_letter(event: Event, reason: str) -> None:
+            def dead_letter(event: Event, reason: str) -> None:
                 raise RuntimeError(f"{event} dead-lettered: {reason}")
 
             began = time.process_time()
@@ -81,12 +80,12 @@ async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, obj
                     for n, r in enumerate(receipts[at : at + FRAME])
                 ]
 
-                async def ingest(db: Connection, events: list[DispatchProcessed] = events) -> None:
+                def ingest(tx: Tx, events: list[DispatchProcessed] = events) -> None:
                     batch_ = ProcessedBatch(
-                        db, dep.id, time.time(), dead_letter, keep=DEFAULT_RUN_HISTORY
+                        tx, dep.id, time.time(), dead_letter, keep=DEFAULT_RUN_HISTORY
                     )
-                    await batch_.apply(events)
-                    await trim_history(db, batch_.runs_with_events, DEFAULT_RUN_HISTORY)
+                    batch_.apply(events)
+                    trim_history(tx, batch_.runs_with_events, DEFAULT_RUN_HISTORY)
 
                 await store.transact(ingest)
             figures["ingest_us_per_mail"] = 1e6 * (time.process_time() - began) / len(receipts)

@@ -15,8 +15,16 @@ from pathlib import Path
 
 from runtime import Subjects
 
-from .._errors import MigrationError
+from .._errors import MigrationError, StoreUnavailable
 from ..natsauth import hub_seed, producer_users_of, public_key, render_authorization, users_of
+from ..store import (
+    NatsUser,
+    Tx,
+    active_producer_users,
+    live_deployment_users,
+    read_state_file,
+    schema_version,
+)
 
 HUB_DB = "hub.db"
 _IDENTITIES_SINCE = 5  # the migration that added deployment.nats_user
@@ -38,32 +46,26 @@ def nats_config(state_dir: Path, subject_prefix: str) -> NatsConfig:
     return NatsConfig(text, [dep for dep, user in rows if user is None])
 
 
-Rows = list[tuple[str, str | None]]
+Rows = list[NatsUser]
 
 
 def _live_identities(path: Path) -> tuple[Rows, Rows]:
     """The live deployments' and the active producers' ``(id, nats_user)``."""
     if not path.exists():
         return [], []  # the hub never ran: it alone, for a start
+
+    def read(tx: Tx) -> tuple[Rows, Rows]:
+        version = schema_version(tx)
+        if (version or 0) < _IDENTITIES_SINCE:
+            raise MigrationError(
+                f"{path} is at schema version {version}, from before NATS identities:"
+                " run `mailrun migrate` (or start the hub) first"
+            )
+        rows = live_deployment_users(tx)
+        producers = active_producer_users(tx) if (version or 0) >= _PRODUCERS_SINCE else []
+        return rows, producers
+
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            (version,) = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-            if (version or 0) < _IDENTITIES_SINCE:
-                raise MigrationError(
-                    f"{path} is at schema version {version}, from before NATS identities:"
-                    " run `mailrun migrate` (or start the hub) first"
-                )
-            rows = db.execute(
-                "SELECT id, nats_user FROM deployment WHERE deleted_at IS NULL ORDER BY id"
-            ).fetchall()
-            producers = []
-            if (version or 0) >= _PRODUCERS_SINCE:
-                producers = db.execute(
-                    "SELECT id, nats_user FROM producer WHERE removed_at IS NULL ORDER BY id"
-                ).fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
+        return read_state_file(path, read)
+    except (sqlite3.Error, StoreUnavailable) as exc:
         raise MigrationError(f"cannot read {path}: {exc}") from exc
-    return [(str(dep), user) for dep, user in rows], [(str(p), user) for p, user in producers]

@@ -20,13 +20,16 @@ import msgspec
 
 from runtime import RecordDecodeError, read_restore_record, redact_url
 
-from .._errors import MigrationError
+from .._errors import MigrationError, StoreUnavailable
 from ..store import (
     LATEST,
     OnStep,
+    inbox_format,
     migrations_after,
     open_store,
     pending_migrations,
+    postgres_schema_version,
+    read_state_file,
     read_version,
     transfer,
 )
@@ -106,16 +109,8 @@ async def migrate_state(
 def _inbox(path: Path) -> SidecarInbox:
     deployment_id = path.parent.name
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            columns = {r[1] for r in db.execute("PRAGMA table_info(inbox)")}
-            version = None
-            if "schema_version" in tables:
-                (version,) = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
+        found = read_state_file(path, inbox_format)
+    except (sqlite3.Error, StoreUnavailable) as exc:
         return SidecarInbox(
             deployment_id=deployment_id,
             path=str(path),
@@ -123,9 +118,9 @@ def _inbox(path: Path) -> SidecarInbox:
             release1=False,
             error=str(exc),
         )
-    release1 = "inbox" in tables and "run_id" not in columns
+    release1 = "inbox" in found.tables and "run_id" not in found.inbox_columns
     return SidecarInbox(
-        deployment_id=deployment_id, path=str(path), version=version, release1=release1
+        deployment_id=deployment_id, path=str(path), version=found.version, release1=release1
     )
 
 
@@ -225,11 +220,7 @@ async def database_state(url: str) -> tuple[int, list[str]]:
     try:
         conn = await asyncpg.connect(url)
         try:
-            version = 0
-            if await conn.fetchval("SELECT to_regclass('schema_version') IS NOT NULL"):
-                version = int(
-                    await conn.fetchval("SELECT COALESCE(MAX(version), 0) FROM schema_version")
-                )
+            version = await postgres_schema_version(conn)
         finally:
             await conn.close()
     except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:

@@ -24,6 +24,49 @@ from .changes import read_feed as read_feed
 from .changes import trim_changes as trim_changes
 from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
 from .db import SqliteStore as SqliteStore
+from .delivery import OPEN_DISPATCH as OPEN_DISPATCH
+from .delivery import SHARED_GRACE as SHARED_GRACE
+from .delivery import AppliedRun as AppliedRun
+from .delivery import Collected as Collected
+from .delivery import DeadLetter as DeadLetter
+from .delivery import DispatchToSettle as DispatchToSettle
+from .delivery import EventRun as EventRun
+from .delivery import NewRunEvent as NewRunEvent
+from .delivery import Overdue as Overdue
+from .delivery import ProcessedRows as ProcessedRows
+from .delivery import QuarantinedDispatch as QuarantinedDispatch
+from .delivery import ReservedCount as ReservedCount
+from .delivery import ReservedDispatch as ReservedDispatch
+from .delivery import RunMoved as RunMoved
+from .delivery import RunPosition as RunPosition
+from .delivery import SettledDispatch as SettledDispatch
+from .delivery import StatePage as StatePage
+from .delivery import accept_in as accept_in
+from .delivery import ask_approval as ask_approval
+from .delivery import blob_named as blob_named
+from .delivery import cancel_quarantined as cancel_quarantined
+from .delivery import collect_blobs as collect_blobs
+from .delivery import count_quarantined as count_quarantined
+from .delivery import count_reserved as count_reserved
+from .delivery import deployment_address as deployment_address
+from .delivery import event_run as event_run
+from .delivery import find_overdue as find_overdue
+from .delivery import finish_run as finish_run
+from .delivery import floor_seq as floor_seq
+from .delivery import keep_dead_letter as keep_dead_letter
+from .delivery import load_reserved as load_reserved
+from .delivery import name_child_entrypoint as name_child_entrypoint
+from .delivery import put_back as put_back
+from .delivery import quarantined_dispatch as quarantined_dispatch
+from .delivery import read_processed as read_processed
+from .delivery import read_state_page as read_state_page
+from .delivery import record_answers as record_answers
+from .delivery import record_event as record_event
+from .delivery import record_outbound_in as record_outbound_in
+from .delivery import start_run as start_run
+from .delivery import still_open as still_open
+from .delivery import trim_history as trim_history
+from .delivery import write_processed as write_processed
 from .deployments import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
 from .deployments import Created as Created
 from .deployments import build_sources as build_sources
@@ -88,6 +131,23 @@ from .relaying import settle_at_boot as settle_at_boot
 from .schema import QUARANTINE_SOURCE as QUARANTINE_SOURCE
 from .schema import ApprovalStatus as ApprovalStatus
 from .schema import DispatchStatus as DispatchStatus
+from .sessions import Fence as Fence
+from .sessions import InboxFormat as InboxFormat
+from .sessions import LeaseToken as LeaseToken
+from .sessions import MintParent as MintParent
+from .sessions import NatsUser as NatsUser
+from .sessions import OwnerRow as OwnerRow
+from .sessions import active_producer_users as active_producer_users
+from .sessions import check_fence as check_fence
+from .sessions import commit_claim as commit_claim
+from .sessions import inbox_format as inbox_format
+from .sessions import live_deployment_users as live_deployment_users
+from .sessions import mint_child as mint_child
+from .sessions import postgres_schema_version as postgres_schema_version
+from .sessions import read_owner as read_owner
+from .sessions import read_state_file as read_state_file
+from .sessions import schema_version as schema_version
+from .sql import Tx as Tx
 from .transfer import transfer as transfer
 from .triggers import WITH_OTHERS as WITH_OTHERS
 from .triggers import Accepted as Accepted
@@ -115,58 +175,97 @@ __all__ = [
     "DEFAULT_ENTRYPOINT",
     "FEED_HOLD",
     "LATEST",
+    "OPEN_DISPATCH",
     "QUARANTINE_SOURCE",
+    "SHARED_GRACE",
     "WITH_OTHERS",
     "Accepted",
     "AddressStatus",
+    "AppliedRun",
     "ApprovalStatus",
     "ApprovalView",
     "Change",
     "ChangeKind",
+    "Collected",
     "Created",
+    "DeadLetter",
     "DeploymentView",
     "DispatchStatus",
+    "DispatchToSettle",
     "DispatchView",
     "DueMail",
+    "EventRun",
+    "Fence",
+    "InboxFormat",
     "LeaseRound",
+    "LeaseToken",
+    "MintParent",
+    "NatsUser",
     "NewProducer",
+    "NewRunEvent",
     "OnStep",
     "OutboundMail",
     "OutboundStatus",
     "OutboundView",
     "Outcome",
+    "Overdue",
+    "OwnerRow",
+    "ProcessedRows",
     "ProducerStatus",
     "ProducerView",
+    "QuarantinedDispatch",
     "Receipt",
     "RefusedByRun",
     "Rejected",
+    "ReservedCount",
+    "ReservedDispatch",
     "Rollout",
     "RunHistory",
+    "RunMoved",
+    "RunPosition",
     "RunView",
+    "SettledDispatch",
     "SqliteStore",
+    "StatePage",
     "Store",
     "Trigger",
+    "Tx",
     "VersionStatus",
     "VersionView",
+    "accept_in",
     "accept_triggers",
     "active_entrypoint",
+    "active_producer_users",
     "add_version",
     "address_status",
+    "ask_approval",
+    "blob_named",
     "body_digest",
     "build_sources",
+    "cancel_quarantined",
     "change_views",
+    "check_fence",
     "check_lease",
+    "collect_blobs",
+    "commit_claim",
     "count_by_status",
     "count_outbound",
+    "count_quarantined",
+    "count_reserved",
     "create_deployment",
     "defer",
     "delete_deployment",
+    "deployment_address",
     "deployment_of_run",
     "due_mail",
+    "event_run",
     "feed_start",
     "fetch_all",
     "fetch_one",
+    "find_overdue",
     "finish_rollout",
+    "finish_run",
+    "floor_seq",
     "get_approval",
     "get_deployment",
     "get_dispatch",
@@ -175,11 +274,13 @@ __all__ = [
     "get_version",
     "give_nats_identities",
     "hold_role",
+    "inbox_format",
     "insert_producer",
     "insert_rows",
     "is_active_producer",
     "is_database_url",
     "is_postgres",
+    "keep_dead_letter",
     "last_change_id",
     "list_approvals",
     "list_deployments",
@@ -188,29 +289,48 @@ __all__ = [
     "list_producers",
     "list_runs",
     "list_versions",
+    "live_deployment_users",
+    "load_reserved",
     "mark_failed",
     "mark_retry",
     "mark_sending",
     "mark_sent",
     "migrations_after",
+    "mint_child",
+    "name_child_entrypoint",
     "next_due",
     "open_store",
     "pending_migrations",
     "pending_rollouts",
+    "postgres_schema_version",
+    "put_back",
+    "quarantined_dispatch",
     "read_changes",
     "read_feed",
     "read_history",
+    "read_owner",
+    "read_processed",
+    "read_state_file",
+    "read_state_page",
     "read_version",
+    "record_answers",
+    "record_event",
     "record_outbound",
+    "record_outbound_in",
     "release_all",
     "remove_producer",
     "renew_and_take",
     "request_rollout",
     "resolve_deployment",
     "resolve_producer",
+    "schema_version",
     "settle_at_boot",
     "share_health",
+    "start_run",
+    "still_open",
     "transfer",
     "trim_changes",
+    "trim_history",
     "update_rows",
+    "write_processed",
 ]

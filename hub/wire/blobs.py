@@ -1,68 +1,32 @@
 """Claim-checked bodies and version sources: chunked reads (``hub.blob``,
-through the store's blob reader, ``store/blob_io.py``) and garbage collection."""
+through the store's blob reader, ``store/blob_io.py``) and garbage collection
+(the store's ``collect_blobs``, on a timer and when poked)."""
 
 from __future__ import annotations
 
 import logging
-import time
+from functools import partial
 
 from runtime import (
     BLOB_CHUNK_SIZE,
     BlobChunk,
     BlobGet,
-    Connection,
     FrameDecoder,
     Reason,
     Refused,
     Wakeup,
 )
 
-from ..store import DispatchStatus, Store, fetch_one, is_postgres, trim_changes
+from ..store import Store, blob_named, collect_blobs, trim_changes
 from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.blobs")
 
 GC_INTERVAL = 30.0
 
-_COLLECT = """
-DELETE FROM blob WHERE NOT EXISTS (
-  SELECT 1 FROM workflow_run_dispatch d
-  WHERE d.body_digest = blob.digest AND d.status IN (?1, ?2))
-AND NOT EXISTS (
-  SELECT 1 FROM workflow_run_dispatch d
-  WHERE d.raw_digest = blob.digest AND d.status IN (?1, ?2))
-AND NOT EXISTS (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest)
-AND blob.created_at < ?3
-"""
-SHARED_GRACE = 300.0
-"""On PostgreSQL, where another hub may be naming a blob again in a
-transaction this one cannot see yet, only blobs older than this are
-collected (an accept makes a blob it names new again)."""
-
-
-async def collect_blobs(store: Store) -> tuple[int, bool]:
-    """Delete every body and raw message no unprocessed dispatch names; how
-    many, and whether any is left (the sources of versions stay, and are not
-    in flight)."""
-
-    async def body(db: Connection) -> tuple[int, bool]:
-        grace = SHARED_GRACE if is_postgres(db) else 0.0
-        params = (DispatchStatus.RESERVED, DispatchStatus.DELIVERED, time.time() - grace)
-        cur = await db.execute(_COLLECT, params)
-        row = await fetch_one(
-            db,
-            "SELECT EXISTS (SELECT 1 FROM blob WHERE NOT EXISTS"
-            " (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest))",
-        )
-        return max(cur.rowcount, 0), bool(row and row[0])
-
-    # Heavy: deleting large blobs (zeroed as they go, secure_delete) may take
-    # long enough to hold up every request if it ran on the loop.
-    return await store.transact(body, heavy=True)
-
 
 class BlobCollector:
-    """Runs :func:`collect_blobs` every ``interval`` seconds and soon after a
+    """Runs the store's ``collect_blobs`` every ``interval`` seconds and soon after a
     poke, trims the change feed to its newest ``changes_kept`` rows (None:
     not at all), then gives free pages beyond ``free_bytes_kept`` back."""
 
@@ -87,7 +51,10 @@ class BlobCollector:
         while True:
             await self._poke.wait(self._interval)
             try:
-                deleted, left = await collect_blobs(self._store)
+                # Heavy: deleting large blobs (zeroed as they go, secure_delete)
+                # may take long enough to hold up every request if it ran on
+                # the loop.
+                deleted, left = await self._store.transact(collect_blobs, heavy=True)
                 if self._changes_kept is not None:
                     await trim_changes(self._store, self._changes_kept)
                 if (keep := self._free_bytes_kept) is not None:
@@ -117,15 +84,9 @@ class BlobHandler:
             return Refused(reason=Reason.BAD_OFFSET, detail=f"offset {get.offset}")
         # A sidecar reads only bodies of its own deployment's dispatches,
         # and the code of its own deployment's versions.
-        row = await fetch_one(
-            self._store.db,
-            "SELECT EXISTS (SELECT 1 FROM workflow_run_dispatch WHERE body_digest = ?1"
-            " AND deployment_id = ?2) OR EXISTS (SELECT 1 FROM workflow_run_dispatch"
-            " WHERE raw_digest = ?1 AND deployment_id = ?2) OR EXISTS (SELECT 1 FROM"
-            " deployment_version WHERE digest = ?1 AND deployment_id = ?2)",
-            (get.digest, session.deployment_id),
+        named = await self._store.read(
+            partial(blob_named, digest=get.digest, deployment_id=session.deployment_id)
         )
-        named = row is not None and bool(row[0])
         found = await self._reader.read(get.digest, get.offset, BLOB_CHUNK_SIZE) if named else None
         if found is None:
             return Refused(reason=Reason.UNKNOWN_BLOB, detail=get.digest)

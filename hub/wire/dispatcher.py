@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import anyio
@@ -25,9 +26,8 @@ import anyio.abc
 from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Retry, Subjects, Transport
 
 from ..metrics import HubMetrics
-from ..store import Store
-from .redelivery import Redeliveries, Resent, find_overdue, put_back, still_open
-from .sending import count_reserved
+from ..store import ReservedCount, Store, count_reserved, find_overdue, still_open
+from .redelivery import Redeliveries, Resent, send_again
 from .sessions import Session, SessionTable
 from .window import Lane, PassEnd, Sending, Window
 
@@ -87,7 +87,7 @@ class Dispatcher:
             request_timeout=config.request_timeout,
             metrics=metrics,
         )
-        self._pending: dict[str, tuple[int, float]] = {}
+        self._pending: dict[str, ReservedCount] = {}
         self._redeliveries = Redeliveries(config.redelivery_memory)
         self._tg: anyio.abc.TaskGroup | None = None
 
@@ -179,7 +179,7 @@ class Dispatcher:
     async def _census(self) -> None:
         while True:
             try:
-                self._pending = await count_reserved(self._store)
+                self._pending = await self._store.read(count_reserved)
                 # A safety net for wakeups that never came (rows written by
                 # another path): any lane with work and a session runs.
                 for dep in self._pending:
@@ -201,13 +201,14 @@ class Dispatcher:
 
     async def _redeliver(self) -> None:
         config, now = self._config, time.time()
-        overdue = await find_overdue(
-            self._store, window=config.redeliver_window, before=now - config.redeliver_after
+        find = partial(
+            find_overdue, window=config.redeliver_window, before=now - config.redeliver_after
         )
+        overdue = await self._store.read(find)
         # Several hubs: each sends again only what it delivers.
         serves = self._sessions.leases.serves
         overdue = [row for row in overdue if serves(row.deployment_id)]
-        resent = await put_back(self._store, overdue)
+        resent = await send_again(self._store, overdue)
         if resent:
             self._redeliveries.record(resent, now)
             by_dep: dict[str, list[int]] = {}
@@ -229,7 +230,8 @@ class Dispatcher:
                 if self._metrics is not None:
                     self._metrics.redelivered.inc(dep, len(seqs))
         if len(self._redeliveries):
-            self._redeliveries.keep(await still_open(self._store, self._redeliveries.ids()))
+            ids = self._redeliveries.ids()
+            self._redeliveries.keep(await self._store.read(partial(still_open, dispatch_ids=ids)))
 
     async def _drive(self, lane: Lane) -> None:
         dep = lane.deployment_id

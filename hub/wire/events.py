@@ -14,6 +14,8 @@ message ids derived from the child's id, so a resent event adds nothing.
 Events naming a run outside the sender's deployment are acknowledged (so the
 sidecar's outbox moves on) but kept as dead letters, never applied. Each
 run's history is trimmed in the same transaction (:mod:`hub.wire.retention`).
+The statements are the store's; the rules are this module's and
+:mod:`hub.wire.ingest`'s.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from typing import Protocol
 
 from runtime import (
     DEFAULT_RUN_HISTORY,
-    Connection,
     EventsAck,
     FrameDecoder,
     Refused,
@@ -35,13 +36,9 @@ from runtime import (
 )
 
 from ..metrics import HubMetrics
-from ..store import (
-    OutboundStatus,
-    Store,
-)
+from ..store import OutboundStatus, Store, Tx, check_fence, floor_seq, trim_history
 from .ingest import Ingest
-from .ownership import floor_seq
-from .retention import DeadLetters, trim_history
+from .retention import DeadLetters
 from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.events")
@@ -93,20 +90,22 @@ class EventsHandler:
         )
         status = self._outbox.status if self._outbox else OutboundStatus.NO_RELAY
 
-        async def body(db: Connection) -> tuple[Ingest, bool, set[str], int]:
-            await self._sessions.fence(db, session.deployment_id, frame.owner_epoch)
+        fence = self._sessions.fence(session.deployment_id, frame.owner_epoch)
+
+        def body(tx: Tx) -> tuple[Ingest, bool, set[str], int]:
+            check_fence(tx, fence)
             ingest = Ingest(
-                db,
+                tx,
                 session.deployment_id,
                 self._subject,
                 time.time(),
                 self._letters,
                 self._history,
             )
-            released = await ingest.events(frame.events)
-            woken = await ingest.route(status)
-            await trim_history(db, ingest.runs, self._history)
-            floor = await floor_seq(db, session.deployment_id)
+            released = ingest.events(frame.events)
+            woken = ingest.route(status)
+            trim_history(tx, ingest.runs, self._history)
+            floor = floor_seq(tx, session.deployment_id)
             failpoint("hub.events.before_commit")
             return ingest, released, woken, floor
 

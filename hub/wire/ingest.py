@@ -1,7 +1,8 @@
 """Applying one RunEvents frame's events, in the frame's write transaction.
 
 See :mod:`hub.wire.events` for the rules; :mod:`hub.wire.routing` turns the
-mail the events send into triggers or outgoing mail.
+mail the events send into triggers or outgoing mail. The statements are the
+store's (``event_run``, ``record_event``, ``finish_run``...).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from runtime import (
     DEFAULT_RUN_HISTORY,
     ApprovalRequested,
     ChildRunStarted,
-    Connection,
     DispatchProcessed,
     EnvelopeQuarantined,
     Event,
@@ -28,27 +28,29 @@ from runtime import (
     RunStarted,
     RunStatus,
     encode,
-    is_terminal,
 )
 
 from ..store import (
     Accepted,
-    ApprovalStatus,
+    DeadLetter,
+    EventRun,
     OutboundStatus,
     Trigger,
-    accept_triggers,
-    fetch_one,
+    Tx,
+    accept_in,
+    ask_approval,
+    event_run,
+    finish_run,
+    name_child_entrypoint,
+    record_event,
+    start_run,
 )
 from .processed import ProcessedBatch
 from .quarantine import ingest_quarantined
-from .retention import DeadLetter, DeadLetters
+from .retention import DeadLetters
 from .routing import child_item, route_mail, start_item
 
 log = logging.getLogger("mailrun.hub.events")
-
-# Derived from the classifier, so SQL conditions agree with it.
-_NOT_TERMINAL = tuple(s.value for s in RunStatus if not is_terminal(s))
-_NOT_TERMINAL_MARKS = ",".join("?" * len(_NOT_TERMINAL))
 
 
 class Ingest:
@@ -56,14 +58,14 @@ class Ingest:
 
     def __init__(
         self,
-        db: Connection,
+        tx: Tx,
         deployment_id: str,
         subject: str,
         now: float,
         letters: DeadLetters,
         history: int = DEFAULT_RUN_HISTORY,
     ) -> None:
-        self.db = db
+        self.tx = tx
         self.history = history
         self.deployment_id = deployment_id
         self.subject = subject
@@ -79,7 +81,7 @@ class Ingest:
         self.outbound = 0
         """Outgoing mails recorded for the relay."""
 
-    async def events(self, events: Sequence[Event]) -> bool:
+    def events(self, events: Sequence[Event]) -> bool:
         """Record and apply each new event in order; True when one freed a
         claim-checked body. Consecutive DispatchProcessed events go as one
         batch (:mod:`hub.wire.processed`), with the same outcome."""
@@ -87,83 +89,61 @@ class Ingest:
         for processed, group in groupby(events, key=lambda e: isinstance(e, DispatchProcessed)):
             if processed:
                 batch = ProcessedBatch(
-                    self.db, self.deployment_id, self.now, self._dead_letter, keep=self.history
+                    self.tx, self.deployment_id, self.now, self._dead_letter, keep=self.history
                 )
-                released |= await batch.apply(cast(list[DispatchProcessed], list(group)))
+                released |= batch.apply(cast(list[DispatchProcessed], list(group)))
                 self.runs |= batch.runs_with_events
                 self.settled_after += batch.settled_after
             else:
                 for event in group:
-                    released |= await self.event(event)
+                    released |= self.event(event)
         return released
 
-    async def event(self, event: Event) -> bool:
+    def event(self, event: Event) -> bool:
         """Record and apply ``event`` (any but a DispatchProcessed) if new;
         True when it freed a claim-checked body."""
         if isinstance(event, EnvelopeQuarantined):
             # Found by its dispatch: the sidecar may not have read the run id.
-            return await ingest_quarantined(
-                self.db, self.deployment_id, self.subject, event, self.now, self.letters
+            return ingest_quarantined(
+                self.tx, self.deployment_id, self.subject, event, self.now, self.letters
             )
-        run = await self._one(
-            "SELECT status, last_seq, last_step, parent_run_id FROM workflow_run WHERE id = ?"
-            " AND deployment_id = ? AND is_anchor = 0",
-            (event.run_id, self.deployment_id),
-        )
+        run = event_run(self.tx, event.run_id, self.deployment_id)
         if run is None:
-            await self._dead_letter(event, "foreign_run")
+            self._dead_letter(event, "foreign_run")
             return False
-        cur = await self.db.execute(
-            "INSERT OR IGNORE INTO run_event (id, run_id, deployment_id, kind, payload, at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                event.event_id,
-                event.run_id,
-                self.deployment_id,
-                type(event).__name__,
-                encode(event),
-                event.at or self.now,
-            ),
-        )
-        if cur.rowcount != 1:
+        kind, at = type(event).__name__, event.at or self.now
+        if not record_event(
+            self.tx, event.event_id, event.run_id, self.deployment_id, kind, encode(event), at
+        ):
             return False
         self.runs.add(event.run_id)
         if isinstance(event, RunStarted):
-            await self._start(event.run_id)
+            start_run(self.tx, event.run_id, self.now)
         elif isinstance(event, RunCompleted):
-            await self._finish(run, event.run_id, RunStatus.COMPLETED, result=event.result)
+            self._finish(run, event.run_id, RunStatus.COMPLETED, result=event.result)
         elif isinstance(event, RunFailed):
-            await self._finish(run, event.run_id, RunStatus.FAILED, error=event.error)
+            self._finish(run, event.run_id, RunStatus.FAILED, error=event.error)
         elif isinstance(event, RunCancelled):
-            await self._finish(run, event.run_id, RunStatus.CANCELLED, error=event.reason)
+            self._finish(run, event.run_id, RunStatus.CANCELLED, error=event.reason)
         elif isinstance(event, ChildRunStarted):
-            await self._child_started(event)
+            self._child_started(event)
         elif isinstance(event, ApprovalRequested):
-            await self.db.execute(
-                "INSERT OR IGNORE INTO approval (id, run_id, prompt, status, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (event.approval_id, event.run_id, event.prompt, ApprovalStatus.PENDING, self.now),
-            )
-            await self.db.execute(
-                "UPDATE workflow_run SET status = ?, updated_at = ?"
-                " WHERE id = ? AND status IN (?, ?)",
-                (RunStatus.WAITING, self.now, event.run_id, RunStatus.PENDING, RunStatus.RUNNING),
-            )
+            ask_approval(self.tx, event.approval_id, event.run_id, event.prompt, self.now)
         elif isinstance(event, MailSent):
             self.mail.append(event)
         return False
 
-    async def route(self, outbound: OutboundStatus) -> set[str]:
+    def route(self, outbound: OutboundStatus) -> set[str]:
         """Accept the frame's new items and mail in this transaction; return the
         deployments that got dispatches (``outbound``: the first status of mail
         to an address no deployment holds)."""
-        woken = await self._route_items()
-        return woken | await self._route_mail(outbound)
+        woken = self._route_items()
+        return woken | self._route_mail(outbound)
 
-    async def _route_items(self) -> set[str]:
+    def _route_items(self) -> set[str]:
         if not self.items:
             return set()
-        outcomes, woken = await accept_triggers(self.db, self.items)
+        outcomes, woken = accept_in(self.tx, self.items)
         for trigger, outcome in zip(self.items, outcomes, strict=True):
             if not isinstance(outcome, Accepted):
                 # A parent that ended takes no more child items (its children
@@ -173,58 +153,38 @@ class Ingest:
                 )
         return woken
 
-    async def _route_mail(self, outbound: OutboundStatus) -> set[str]:
-        woken, self.outbound = await route_mail(
-            self.db, self.deployment_id, self.mail, outbound, self._dead_letter
+    def _route_mail(self, outbound: OutboundStatus) -> set[str]:
+        woken, self.outbound = route_mail(
+            self.tx, self.deployment_id, self.mail, outbound, self._dead_letter
         )
         return woken
 
-    async def _start(self, run_id: str) -> None:
-        """pending -> running; any later status stays as it is."""
-        await self.db.execute(
-            "UPDATE workflow_run SET status = ?, updated_at = ? WHERE id = ? AND status = ?",
-            (RunStatus.RUNNING, self.now, run_id, RunStatus.PENDING),
-        )
-
-    async def _child_started(self, event: ChildRunStarted) -> None:
+    def _child_started(self, event: ChildRunStarted) -> None:
         """The child minted for this spawn gets its entrypoint and its ``start``
         item: sent by the parent, its subject the entrypoint, its body the input."""
-        cur = await self.db.execute(
-            "UPDATE workflow_run SET entrypoint = ? WHERE id = ? AND parent_run_id = ?"
-            " AND deployment_id = ?",
-            (event.entrypoint, event.child_run_id, event.run_id, self.deployment_id),
-        )
-        if cur.rowcount != 1:
-            await self._dead_letter(event, "unknown_child")
+        if not name_child_entrypoint(
+            self.tx, event.child_run_id, event.run_id, self.deployment_id, event.entrypoint
+        ):
+            self._dead_letter(event, "unknown_child")
             return
         self.items.append(start_item(self.deployment_id, event))
 
-    async def _finish(
+    def _finish(
         self,
-        run: Any,
+        run: EventRun,
         run_id: str,
         status: RunStatus,
         *,
         result: Any = None,
         error: str | None = None,
     ) -> None:
-        cur = await self.db.execute(
-            f"UPDATE workflow_run SET status = ?, result = ?, error = ?, updated_at = ?"
-            f" WHERE id = ? AND status IN ({_NOT_TERMINAL_MARKS})",
-            (
-                status,
-                msgspec.json.encode(result).decode() if result is not None else None,
-                error or None,
-                self.now,
-                run_id,
-                *_NOT_TERMINAL,
-            ),
-        )
-        parent = run["parent_run_id"]
-        if cur.rowcount == 1 and parent:
+        text = msgspec.json.encode(result).decode() if result is not None else None
+        finished = finish_run(self.tx, run_id, status, text, error or None, self.now)
+        parent = run.parent_run_id
+        if finished and parent:
             self.items.append(child_item(self.deployment_id, parent, run_id, status, result, error))
 
-    async def _dead_letter(self, event: Event, reason: str) -> None:
+    def _dead_letter(self, event: Event, reason: str) -> None:
         log.warning(
             "event %s of %s for run %s: %s",
             event.event_id,
@@ -241,7 +201,4 @@ class Ingest:
                 self.deployment_id,
                 self.now,
             )
-            await self.letters.keep(self.db, letter)
-
-    async def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
-        return await fetch_one(self.db, sql, params)
+            self.letters.keep(self.tx, letter)

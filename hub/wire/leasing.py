@@ -10,9 +10,10 @@ What serving means: only the holder answers a deployment's sidecar (its
 hello, events, blob, mint and state requests come on subjects named after
 the deployment; every hub hears them, the others stay silent), only the
 holder has a session for it, and so only the holder delivers its
-dispatches. Every delivery write checks the lease in its transaction
-(:meth:`LeaseKeeper.check`), so a hub that lost a lease without noticing
-(paused past the lease's life) writes nothing for that deployment.
+dispatches. Every delivery write checks the lease in its transaction (its
+fence carries :meth:`LeaseKeeper.lease`: ``hub.store``'s ``check_fence``),
+so a hub that lost a lease without noticing (paused past the lease's life)
+writes nothing for that deployment.
 
 A hub that cannot renew (its database unreachable) stops serving what it
 held once the leases would have expired, whether or not another hub took
@@ -35,8 +36,8 @@ from runtime import Connection, Flag, Wakeup, is_id, new_id
 
 from ..store import (
     LeaseRound,
+    LeaseToken,
     Store,
-    check_lease,
     hold_role,
     release_all,
     renew_and_take,
@@ -56,9 +57,10 @@ class Leases(Protocol):
         """Whether this hub answers the deployment's sidecar now."""
         ...
 
-    async def check(self, db: Connection, deployment_id: str) -> None:
-        """Inside a write transaction: raise ``LeaseLost`` unless this hub
-        still serves the deployment."""
+    def lease(self, deployment_id: str) -> LeaseToken | None:
+        """The lease a write for the deployment is fenced by (its fence
+        raises ``LeaseLost`` unless this hub still holds it); None: no lease
+        to check."""
         ...
 
 
@@ -68,7 +70,7 @@ class Everything:
     def serves(self, deployment_id: str) -> bool:
         return True
 
-    async def check(self, db: Connection, deployment_id: str) -> None:
+    def lease(self, deployment_id: str) -> LeaseToken | None:
         return None
 
 
@@ -108,8 +110,9 @@ class LeaseKeeper:
     def held(self) -> set[str]:
         return set(self._held) if time.monotonic() < self._valid_until else set()
 
-    async def check(self, db: Connection, deployment_id: str) -> None:
-        await check_lease(db, deployment_id, self.hub_id, self._held.get(deployment_id, 0))
+    def lease(self, deployment_id: str) -> LeaseToken:
+        # Token 0 is never held: a write for a deployment not held fails.
+        return LeaseToken(self.hub_id, self._held.get(deployment_id, 0))
 
     def poke(self) -> None:
         """Renew now (a deployment was created or deleted)."""

@@ -9,15 +9,16 @@ besides is history, and history is bounded:
   payload; older ones keep their row (id, kind, time) without it, so a resent
   event is still recognised by its id and applies nothing. Trimmed in the
   ingest transaction, for the runs it touched, through an index of the rows
-  that still hold a payload, so the cost is that history, not the run's past.
-  A processed dispatch keeps its inline body while its DispatchProcessed
-  keeps its payload (replay calls the handler with it, docs/replay.md), and
-  loses it with that payload.
+  that still hold a payload, so the cost is that history, not the run's past
+  (the store's ``trim_history``). A processed dispatch keeps its inline body
+  while its DispatchProcessed keeps its payload (replay calls the handler
+  with it, docs/replay.md), and loses it with that payload.
 - ``dead_letter``: what could not be used, kept where an operator looks.
   Each source (``source`` and the deployment that sent it; NULL on a shared
   subject, where anyone may publish) is rate limited (a token bucket in
   memory) and keeps its ``per_source`` latest letters; the table keeps its
-  ``total`` latest. What a limit drops is counted (``GET /metrics``).
+  ``total`` latest (the store's ``keep_dead_letter``). What a limit drops is
+  counted (``GET /metrics``).
   Quarantined envelopes are exempt: each is a dispatch the hub cancelled,
   bounded by the mail a deployment got, and counted on the deployment.
 - ``change``: the feed ``GET /events`` streams keeps its ``changes`` newest
@@ -31,15 +32,12 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 
-import msgspec
+from runtime import DEFAULT_RUN_HISTORY, Message
 
-from runtime import DEFAULT_RUN_HISTORY, Connection, Message
-
-from ..store import DEFAULT_CHANGES_KEPT, QUARANTINE_SOURCE, DispatchStatus, Store, fetch_all
+from ..store import DEFAULT_CHANGES_KEPT, DeadLetter, Store, Tx, keep_dead_letter
 
 
 @dataclass(frozen=True)
@@ -61,63 +59,7 @@ class RetentionConfig:
     """Rows of the change feed kept (``GET /events``; the oldest go first)."""
 
 
-class _ProcessedId(msgspec.Struct, tag="DispatchProcessed", tag_field="t"):
-    """What trimming reads of a DispatchProcessed: the rest is skipped unread."""
-
-    dispatch_id: str
-
-
-_processed_id = msgspec.msgpack.Decoder(_ProcessedId)
 log = logging.getLogger("mailrun.hub.retention")
-
-_SETTLED = (DispatchStatus.PROCESSED.value, DispatchStatus.CANCELLED.value)
-
-
-async def trim_history(db: Connection, run_ids: Iterable[str], keep: int) -> None:
-    """Inside the caller's write transaction: every event of ``run_ids`` but
-    the ``keep`` latest (in ingestion order) loses its payload, and the
-    dispatch of a DispatchProcessed among them its inline body."""
-    for run_id in run_ids:
-        params: tuple[object, ...]
-        if keep <= 0:
-            trimmed, params = "run_id = ? AND payload IS NOT NULL", (run_id,)
-        else:
-            trimmed = (
-                "run_id = ? AND payload IS NOT NULL AND rowid < (SELECT rowid FROM run_event"
-                " WHERE run_id = ? AND payload IS NOT NULL ORDER BY rowid DESC LIMIT 1 OFFSET ?)"
-            )
-            params = (run_id, run_id, keep - 1)
-        leaving = await fetch_all(
-            db,
-            f"SELECT payload FROM run_event WHERE {trimmed} AND kind = ?",
-            (*params, "DispatchProcessed"),
-        )
-        await db.execute(f"UPDATE run_event SET payload = NULL WHERE {trimmed}", params)
-        dispatch_ids: list[str] = []
-        for row in leaving:
-            try:
-                dispatch_ids.append(_processed_id.decode(row["payload"]).dispatch_id)
-            except msgspec.DecodeError:  # ValidationError included
-                continue  # not one this hub wrote: it names no dispatch to trim
-        # Settled dispatches of this run only: an open one's body is still to
-        # be delivered, whatever an event claims.
-        await db.executemany(
-            "UPDATE workflow_run_dispatch SET body = NULL WHERE id = ? AND run_id = ?"
-            " AND status IN (?, ?) AND body IS NOT NULL",
-            [(dispatch_id, run_id, *_SETTLED) for dispatch_id in dispatch_ids],
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    source: str
-    """What it came to: a subject's handler (``events``, ``hello``, ...)."""
-    subject: str
-    reason: str
-    data: bytes
-    deployment_id: str | None
-    """The sender (its own subject proves it), or None on a shared subject."""
-    at: float
 
 
 class _Bucket:
@@ -138,8 +80,8 @@ class DeadLetters:
     def __init__(self, config: RetentionConfig | None = None) -> None:
         self._config = config or RetentionConfig()
         self._buckets: OrderedDict[tuple[str, str | None], _Bucket] = OrderedDict()
-        # admit() runs on the loop and inside write transactions, which run
-        # on the database thread (runtime.transact).
+        # admit() and keep() run on the loop and inside write transactions,
+        # whose bodies may run on a worker thread (the store's transact).
         self._guard = threading.Lock()
         self.rate_limited = 0
         """Letters not kept because their source was over its rate (a metric)."""
@@ -171,39 +113,14 @@ class DeadLetters:
         bucket.tokens -= 1.0
         return True
 
-    async def keep(self, db: Connection, letter: DeadLetter) -> None:
+    def keep(self, tx: Tx, letter: DeadLetter) -> None:
         """Inside the caller's write transaction: keep ``letter`` (admitted
         already) and trim its source and the table to their caps."""
         config = self._config
-        await db.execute(
-            "INSERT INTO dead_letter (source, subject, reason, data, at, deployment_id)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                letter.source,
-                letter.subject,
-                letter.reason,
-                letter.data,
-                letter.at,
-                letter.deployment_id,
-            ),
-        )
-        if letter.source == QUARANTINE_SOURCE:
-            return
-        key = (letter.source, letter.deployment_id)
-        cur = await db.execute(
-            "DELETE FROM dead_letter WHERE source = ? AND deployment_id IS ? AND id <= ("
-            "SELECT id FROM dead_letter WHERE source = ? AND deployment_id IS ?"
-            " ORDER BY id DESC LIMIT 1 OFFSET ?)",
-            (*key, *key, config.dead_letters_per_source),
-        )
-        trimmed = max(cur.rowcount, 0)
-        cur = await db.execute(
-            "DELETE FROM dead_letter WHERE source != ? AND id <= ("
-            "SELECT id FROM dead_letter WHERE source != ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
-            (QUARANTINE_SOURCE, QUARANTINE_SOURCE, config.dead_letters),
-        )
-        with self._guard:
-            self.trimmed += trimmed + max(cur.rowcount, 0)
+        trimmed = keep_dead_letter(tx, letter, config.dead_letters_per_source, config.dead_letters)
+        if trimmed:
+            with self._guard:
+                self.trimmed += trimmed
 
     def forget(self, deployment_id: str) -> None:
         """A deleted deployment's sources are not tracked any longer."""

@@ -9,12 +9,12 @@ the same transaction (docs/hub.md, "Outbound mail").
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
-from runtime import ChildRunStarted, Connection, Event, MailSent, Reason, RunStatus
+from runtime import ChildRunStarted, Event, MailSent, Reason, RunStatus
 
 from ..store import (
     Accepted,
@@ -22,27 +22,27 @@ from ..store import (
     OutboundStatus,
     Rejected,
     Trigger,
-    accept_triggers,
-    fetch_one,
-    record_outbound,
+    Tx,
+    accept_in,
+    deployment_address,
+    record_outbound_in,
 )
 
 log = logging.getLogger("mailrun.hub.events")
 
 
-async def route_mail(
-    db: Connection,
+def route_mail(
+    tx: Tx,
     deployment_id: str,
     sent: list[MailSent],
     outbound: OutboundStatus,
-    dead_letter: Callable[[Event, str], Awaitable[None]],
+    dead_letter: Callable[[Event, str], None],
 ) -> tuple[set[str], int]:
     """Accept the new MailSent events addressed to local deployments, and
     record those to addresses no deployment holds as outgoing mail."""
     if not sent:
         return set(), 0
-    row = await fetch_one(db, "SELECT address FROM deployment WHERE id = ?", (deployment_id,))
-    sender = row["address"] if row is not None else None
+    sender = deployment_address(tx, deployment_id)
     # Mail from a run is a trigger like any other. Its message id comes
     # from the dispatch that sent it (an older sidecar's: the event id),
     # so it is accepted once however often it is sent, even when a new
@@ -57,7 +57,7 @@ async def route_mail(
         )
         for e in sent
     ]
-    outcomes, woken = await accept_triggers(db, mail)
+    outcomes, woken = accept_in(tx, mail)
     away: list[OutboundMail] = []
     for event, trigger, outcome in zip(sent, mail, outcomes, strict=True):
         if isinstance(outcome, Rejected) and outcome.reason == Reason.UNKNOWN_ADDRESS:
@@ -80,7 +80,7 @@ async def route_mail(
             # Another trigger holds this id: the mail is not delivered, and
             # the event (acknowledged all the same) is kept where an operator looks.
             log.warning("mail event %s: %s", event.event_id, outcome.detail)
-            await dead_letter(event, outcome.reason)
+            dead_letter(event, outcome.reason)
         elif not isinstance(outcome, Accepted):
             # A deleted deployment's address, or its run ended: the event is the record.
             log.info(
@@ -89,7 +89,7 @@ async def route_mail(
                 trigger.address,
                 outcome,
             )
-    recorded = await record_outbound(db, away, outbound) if away else 0
+    recorded = record_outbound_in(tx, away, outbound) if away else 0
     return woken, recorded
 
 

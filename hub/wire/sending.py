@@ -1,9 +1,10 @@
 """The steps of delivery: load reserved dispatches, frame them, send, settle.
 
-Rows are loaded in ``seq`` order, framed, sent as requests, and their answers
-settled in one write transaction: acknowledged ones become ``delivered``,
-refused ones keep their reason. Nothing else changes a row, so whatever was
-not acknowledged is simply loaded again: the table is the only queue.
+Rows are loaded in ``seq`` order (the store's ``load_reserved``), framed,
+sent as requests, and their answers settled in one write transaction
+(``record_answers``): acknowledged ones become ``delivered``, refused ones
+keep their reason. Nothing else changes a row, so whatever was not
+acknowledged is simply loaded again: the table is the only queue.
 :mod:`hub.wire.window` decides when each step runs.
 
 A sidecar that takes them (format 3) gets MailBatch frames of up to
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
 
 from runtime import (
     MAX_FRAME_BYTES,
@@ -24,7 +25,6 @@ from runtime import (
     AckBatch,
     AckResult,
     Claim,
-    Connection,
     FrameDecodeError,
     FrameDecoder,
     MailBatch,
@@ -34,30 +34,12 @@ from runtime import (
     Transport,
     TransportError,
     afailpoint,
-    anchor_is_live,
     encode,
 )
 
 from .._errors import LeaseLost, StaleEpoch
-from ..store import DispatchStatus, Store, fetch_all, fetch_one
+from ..store import ReservedDispatch, Store, record_answers
 from .sessions import Session, SessionTable
-
-_RESERVED = """
-SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,
-       d.body_digest, d.body_size, d.raw_digest, d.raw_size, r.start_request_id, dep.address,
-       COALESCE(d.version, 1) AS version, v.digest AS code_digest, v.size AS code_size
-FROM workflow_run_dispatch d
-JOIN deployment dep ON dep.id = d.deployment_id
-LEFT JOIN workflow_run r ON r.id = d.run_id
-LEFT JOIN deployment_version v ON v.deployment_id = d.deployment_id
-  AND v.version = COALESCE(d.version, 1)
-WHERE d.deployment_id = ? AND d.status = ? AND d.seq > ?
-ORDER BY d.seq LIMIT ?
-"""
-_ANCHOR = """
-SELECT d.deleted_at, a.status FROM deployment d
-LEFT JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE d.id = ?
-"""
 
 _acks: FrameDecoder[Ack | Refused] = FrameDecoder(Ack | Refused)
 _batch_acks: FrameDecoder[AckBatch | Ack | Refused] = FrameDecoder(AckBatch | Ack | Refused)
@@ -91,73 +73,39 @@ class Answers:
         self.last_error = other.last_error or self.last_error
 
 
-async def load_reserved(
-    store: Store, deployment_id: str, limit: int, after: int = 0
-) -> list[Any] | None:
-    """The first ``limit`` reserved dispatches past seq ``after``, in seq
-    order; None once the deployment is not live."""
-    anchor = await fetch_one(store.db, _ANCHOR, (deployment_id,))
-    if anchor is None or anchor["deleted_at"] is not None:
-        return None
-    if not anchor_is_live(anchor["status"] or ""):
-        return None
-    params = (deployment_id, DispatchStatus.RESERVED, after, limit)
-    return await fetch_all(store.db, _RESERVED, params)
-
-
-# Per deployment, so that each count searches the (deployment_id, status,
-# seq) index for its reserved rows: grouped over the table, the count read
-# every dispatch ever kept, once a second.
-_RESERVED_COUNTS = """
-SELECT id, n, oldest FROM (
-  SELECT dep.id,
-    (SELECT COUNT(*) FROM workflow_run_dispatch d
-     WHERE d.deployment_id = dep.id AND d.status = :reserved) AS n,
-    (SELECT MIN(d.created_at) FROM workflow_run_dispatch d
-     WHERE d.deployment_id = dep.id AND d.status = :reserved) AS oldest
-  FROM deployment dep
-) WHERE n > 0
-"""
-
-
-async def count_reserved(store: Store) -> dict[str, tuple[int, float]]:
-    """Deployment id -> how many dispatches wait to be sent, and the
-    acceptance time of the oldest, for each deployment with any."""
-    rows = await fetch_all(store.db, _RESERVED_COUNTS, {"reserved": DispatchStatus.RESERVED})
-    return {row[0]: (int(row[1]), float(row[2])) for row in rows}
-
-
-def inbound_frame(session: Session, row: Any) -> MailInbound:
+def inbound_frame(session: Session, row: ReservedDispatch) -> MailInbound:
     claim = None
-    if row["body_digest"] is not None:
-        claim = Claim(digest=row["body_digest"], size=row["body_size"])
+    if row.body_digest is not None:
+        claim = Claim(digest=row.body_digest, size=row.body_size)
     return MailInbound(
-        dispatch_id=row["id"],
+        dispatch_id=row.id,
         deployment_id=session.deployment_id,
-        run_id=row["run_id"],
-        address=row["address"],
-        seq=row["seq"],
-        kind=row["kind"],
-        message_id=row["message_id"],
-        sender=row["sender"],
-        subject=row["subject"],
-        body=None if claim is not None else bytes(row["body"] or b""),
+        run_id=row.run_id,
+        address=row.address,
+        seq=row.seq,
+        kind=row.kind,
+        message_id=row.message_id,
+        sender=row.sender,
+        subject=row.subject,
+        body=None if claim is not None else bytes(row.body or b""),
         claim=claim,
-        start_request_id=row["start_request_id"],
+        start_request_id=row.start_request_id,
         owner_epoch=session.owner_epoch,
         session_id=session.session_id,
-        version=row["version"],
+        version=row.version,
         # Version 1 is the restore record's code: every sidecar has it.
-        code=Claim(digest=row["code_digest"], size=row["code_size"])
-        if row["version"] > 1 and row["code_digest"] is not None
+        code=Claim(digest=row.code_digest, size=row.code_size or 0)
+        if row.version > 1 and row.code_digest is not None
         else None,
-        raw=Claim(digest=row["raw_digest"], size=row["raw_size"])
-        if row["raw_digest"] is not None
+        raw=Claim(digest=row.raw_digest, size=row.raw_size or 0)
+        if row.raw_digest is not None
         else None,
     )
 
 
-def frames_of(session: Session, rows: list[Any], max_items: int) -> list[MailInbound | MailBatch]:
+def frames_of(
+    session: Session, rows: list[ReservedDispatch], max_items: int
+) -> list[MailInbound | MailBatch]:
     """The requests that carry ``rows``: batches if the session's sidecar
     takes them, else one MailInbound each."""
     frames = [inbound_frame(session, row) for row in rows]
@@ -242,18 +190,19 @@ async def settle(store: Store, sessions: SessionTable, session: Session, result:
     # Acks are in, none recorded: a crash here redelivers them all.
     await afailpoint("hub.dispatch.before_settle")
     try:
-
-        async def body(db: Connection) -> None:
-            # Acks count only while the epoch they were sent under is current:
-            # a takeover committed meanwhile has reset these rows for the new
-            # owner, and the old owner's ack must not mark them delivered.
-            await sessions.fence(db, session.deployment_id, session.owner_epoch)
-            await _mark(db, result, time.time())
-
         # Not durable: a mark lost to a power failure is a dispatch sent
         # again, which the sidecar answers "duplicate". Waiting for the disk
         # here held the write lock that accepts wait on.
-        await store.transact(body, durable=False)
+        await store.transact(
+            partial(
+                record_answers,
+                fence=sessions.fence(session.deployment_id, session.owner_epoch),
+                acked=result.acked,
+                refused=result.refused,
+                now=time.time(),
+            ),
+            durable=False,
+        )
     except (StaleEpoch, LeaseLost) as exc:
         result.failed += len(result.acked)
         result.last_error = (
@@ -263,18 +212,3 @@ async def settle(store: Store, sessions: SessionTable, session: Session, result:
         )
         return False
     return True
-
-
-async def _mark(db: Connection, result: Answers, now: float) -> None:
-    if result.acked:
-        marks = ",".join("?" * len(result.acked))
-        await db.execute(
-            f"UPDATE workflow_run_dispatch SET status = ?, delivered_at = ?"
-            f" WHERE status = ? AND id IN ({marks})",
-            (DispatchStatus.DELIVERED, now, DispatchStatus.RESERVED, *result.acked),
-        )
-    await db.executemany(
-        "UPDATE workflow_run_dispatch SET attempts = attempts + 1, last_error = ?"
-        " WHERE id = ? AND status = ?",
-        [(reason, dsp, DispatchStatus.RESERVED) for dsp, reason in result.refused],
-    )

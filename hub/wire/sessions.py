@@ -3,7 +3,10 @@
 A session is hub memory only; a restarted hub knows none and sidecars
 re-hello on ``HubBoot``. The durable half of ownership is the deployment
 row (``owner_instance``, ``owner_epoch``), claimed in one conditional
-UPDATE, so the memory table can always be rebuilt from fresh hellos.
+UPDATE (the store's ``commit_claim``), so the memory table can always be
+rebuilt from fresh hellos. Every write for a sidecar is made under a
+:class:`~hub.store.Fence` (:meth:`SessionTable.fence`), checked in the
+write's own transaction.
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from runtime import (
     BATCH_FORMAT,
     Challenge,
-    Connection,
     FrameDecoder,
     Hello,
     Reason,
@@ -32,17 +35,9 @@ from runtime import (
 )
 
 from .._errors import StaleEpoch, UnknownSession
-from ..store import Store, fetch_one
+from ..store import Fence, Store, Tx, commit_claim, floor_seq, read_owner
 from .leasing import Everything, Leases
-from .ownership import (
-    OWNER_LEASE,
-    Claim,
-    commit_claim,
-    decide,
-    floor_seq,
-    not_live,
-    read_deployment,
-)
+from .ownership import OWNER_LEASE, OwnerClaim, decide, home_of, not_live
 
 log = logging.getLogger("mailrun.hub.sessions")
 
@@ -166,19 +161,12 @@ class SessionTable:
         self.seen(session.deployment_id)
         return session
 
-    async def fence(self, db: Connection, deployment_id: str, owner_epoch: int) -> None:
-        """Inside a write transaction: :func:`fence`, and this hub still
-        serves the deployment (``LeaseLost`` else)."""
-        await fence(db, deployment_id, owner_epoch)
-        await self.leases.check(db, deployment_id)
-
-
-async def fence(db: Connection, deployment_id: str, owner_epoch: int) -> None:
-    """The durable fence, inside a write transaction: raise :class:`StaleEpoch`
-    unless ``owner_epoch`` is the deployment row's current epoch."""
-    row = await fetch_one(db, "SELECT owner_epoch FROM deployment WHERE id = ?", (deployment_id,))
-    if row is None or row["owner_epoch"] != owner_epoch:
-        raise StaleEpoch(f"epoch {owner_epoch} is not the current owner's")
+    def fence(self, deployment_id: str, owner_epoch: int) -> Fence:
+        """What a write for the deployment under ``owner_epoch`` is made
+        under: its transaction raises :class:`StaleEpoch` unless that is
+        the deployment row's current epoch, and ``LeaseLost`` unless this
+        hub still serves the deployment."""
+        return Fence(deployment_id, owner_epoch, self.leases.lease(deployment_id))
 
 
 class _Nonces:
@@ -237,7 +225,7 @@ class HelloHandler:
                 reason=Reason.WRONG_DEPLOYMENT,
                 detail=f"a hello for {hello.deployment_id} on {sender}'s subject",
             )
-        row = await read_deployment(self._store.db, hello.deployment_id)
+        row = await self._store.read(partial(read_owner, deployment_id=hello.deployment_id))
         if (refused := not_live(row, hello.deployment_id)) is not None:
             return refused
         assert row is not None
@@ -245,11 +233,11 @@ class HelloHandler:
             return Challenge(nonce=self._nonces.issue(hello.deployment_id))
         if not self._nonces.take(hello.nonce, hello.deployment_id):
             return Refused(reason=Reason.BAD_NONCE, detail="unknown, used or expired nonce")
-        if not hello.instance_id or hello.public_key != row["public_key"]:
+        if not hello.instance_id or hello.public_key != row.public_key:
             return Refused(reason=Reason.BAD_SIGNATURE, detail="not this deployment's key")
         try:
             message = hello_message(hello.nonce, hello.deployment_id, hello.instance_id)
-            verify(row["public_key"], message, hello.signature or b"")
+            verify(row.public_key, message, hello.signature or b"")
         except SignatureError as exc:
             return Refused(reason=Reason.BAD_SIGNATURE, detail=str(exc))
         # Verified, not claimed: a deletion or another claim may commit here.
@@ -273,19 +261,21 @@ class HelloHandler:
         dep = hello.deployment_id
         live_owner = self._live_owner(dep)
 
-        async def body(db: Connection) -> tuple[Claim, int] | Refused:
-            row = await read_deployment(db, dep)
+        # The decision is made on the row as the claim's own transaction
+        # reads it: nothing commits between the read and the claim.
+        def body(tx: Tx) -> tuple[OwnerClaim, int] | Refused:
+            row = read_owner(tx, dep)
             if (refused := not_live(row, dep)) is not None:
                 return refused
             assert row is not None
-            owner = row["owner_instance"]
+            owner = row.owner_instance
             owner_live = owner is not None and live_owner in (_ANY_OWNER, owner)
             claim = decide(row, hello, owner_live=owner_live)
             if isinstance(claim, Refused):
                 return claim
-            if not await commit_claim(db, row, hello, claim):
+            if not commit_claim(tx, dep, row, hello.instance_id, home_of(hello), claim.owner_epoch):
                 return Refused(reason=Reason.OWNER_CONFLICT, detail="ownership moved meanwhile")
-            return claim, await floor_seq(db, dep)
+            return claim, floor_seq(tx, dep)
 
         claimed = await self._store.transact(body)
         if isinstance(claimed, Refused):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from functools import partial
 
 import anyio
 import anyio.abc
@@ -37,8 +37,8 @@ import anyio.abc
 from runtime import MailBatch, MailInbound, Retry, Subjects, Transport, Wakeup
 
 from ..metrics import HubMetrics
-from ..store import Store
-from .sending import Answers, frames_of, items, load_reserved, send, settle
+from ..store import ReservedDispatch, Store, load_reserved
+from .sending import Answers, frames_of, items, send, settle
 from .sessions import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.dispatch")
@@ -140,7 +140,7 @@ class Window:
                     return PassEnd.NOT_LIVE
                 if rows:
                     if len(rows) < sending.frame_items:
-                        self.small = {row["id"] for row in rows}
+                        self.small = {row.id for row in rows}
                     for frame in frames_of(self.session, rows, sending.frame_items):
                         tg.start_soon(self._send, subject, frame)
                     continue
@@ -150,7 +150,7 @@ class Window:
                     lane.retry.succeeded()
             await lane.wake.wait()
 
-    async def _load(self, room: int) -> list[Any] | None:
+    async def _load(self, room: int) -> list[ReservedDispatch] | None:
         """Up to ``room`` reserved rows not out yet, past the cursor unless rewound."""
         if self.lane.rewound or not self.out:
             # From the lowest reserved seq: what is out is among the first
@@ -159,14 +159,17 @@ class Window:
             limit, after = room + len(self.out), 0
         else:
             limit, after = room, self.cursor
-        rows = await load_reserved(self.sending.store, self.session.deployment_id, limit, after)
+        load = partial(
+            load_reserved, deployment_id=self.session.deployment_id, limit=limit, after=after
+        )
+        rows = await self.sending.store.read(load)
         if rows is None:
             return None
-        rows = [row for row in rows if row["id"] not in self.out]
+        rows = [row for row in rows if row.id not in self.out]
         for row in rows:
-            self.out[row["id"]] = row["seq"]
+            self.out[row.id] = row.seq
         if rows:
-            self.cursor = max(self.cursor, rows[-1]["seq"])
+            self.cursor = max(self.cursor, rows[-1].seq)
         return rows
 
     async def _send(self, subject: str, frame: MailInbound | MailBatch) -> None:

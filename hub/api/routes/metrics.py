@@ -8,11 +8,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from runtime import Connection
-
 from ...intake import Acceptor
 from ...metrics import family, label
-from ...store import QUARANTINE_SOURCE, count_by_status, count_outbound, fetch_all
+from ...store import Store, count_by_status, count_outbound, count_quarantined
 from ..context import RouteContext
 
 MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -22,12 +20,9 @@ def _label(key: str, value: str) -> str:
     return "{" + label(key, value) + "}"
 
 
-_QUARANTINED = "SELECT deployment_id, COUNT(*) FROM dead_letter WHERE source = ? GROUP BY 1"
-
-
-async def render_metrics(db: Connection, acceptor: Acceptor) -> str:
-    counts = await count_by_status(db)
-    outbound = await count_outbound(db)
+async def render_metrics(store: Store, acceptor: Acceptor) -> str:
+    counts = await count_by_status(store.db)
+    outbound = await count_outbound(store.db)
     lines: list[str] = []
     lines += family(
         "mailrun_triggers_accepted_total", "counter",
@@ -69,11 +64,11 @@ async def render_metrics(db: Connection, acceptor: Acceptor) -> str:
     )  # fmt: skip
     # Quarantined envelopes are kept (exempt from the dead letters' caps):
     # counted from the store, they survive a hub restart.
-    quarantined = await fetch_all(db, _QUARANTINED, (QUARANTINE_SOURCE,))
+    quarantined = await store.read(count_quarantined)
     lines += family(
         "mailrun_deployment_quarantined_total", "counter",
         "Envelopes the deployment's sidecar could not read, set aside (their dispatch cancelled).",
-        [(_label("deployment", r[0] or ""), r[1]) for r in quarantined],
+        [(_label("deployment", dep), n) for dep, n in quarantined.items()],
     )  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -82,7 +77,7 @@ def metrics_routes(ctx: RouteContext, *extra: Callable[[], str] | None) -> list[
     """``GET /metrics``: the store's and acceptor's families, then each ``extra()``'s."""
 
     async def metrics(request: Request) -> Response:
-        text = await render_metrics(ctx.store.db, ctx.acceptor)
+        text = await render_metrics(ctx.store, ctx.acceptor)
         text += "".join(more() for more in extra if more is not None)
         return Response(text, media_type=MEDIA_TYPE)
 

@@ -16,11 +16,10 @@ import msgspec
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
-from hub.store import WITH_OTHERS, count_by_status, fetch_all, open_store
+from hub.store import WITH_OTHERS, count_by_status, count_reserved, fetch_all, open_store
 from hub.store.accept import RefusedByRun
 from hub.store.deployments import create_deployment
 from hub.store.sql import sql
-from hub.wire.sending import count_reserved
 from runtime import INLINE_BODY_LIMIT
 from tests.support import wait_for
 from tests.support.postgres import PostgresServer
@@ -596,13 +595,13 @@ async def test_on_accepted_is_told_which_deployments_got_work(database: str) -> 
 async def test_the_census_counts_what_waits_per_deployment(database: str) -> None:
     async with running(database) as (store, acceptor):
         one, two = await deploy(store, "one"), await deploy(store, "two")
-        assert await count_reserved(store) == {}
+        assert await store.read(count_reserved) == {}
         before = time.time()
         for name, n in (("one", 3), ("two", 2)):
             for i in range(n):
                 await acceptor.accept(mail(name, body=b"%d" % i))
         await store.transact(lambda tx: tx.execute(SET_STATUS, ("delivered", one, 1)))
-        counts = await count_reserved(store)
+        counts = await store.read(count_reserved)
         assert {d: n for d, (n, _) in counts.items()} == {one: 2, two: 2}
         assert all(before - 1 <= oldest <= time.time() for _, oldest in counts.values())
 

@@ -17,6 +17,7 @@ from hub.store import (
     Trigger,
     accept_triggers,
     check_lease,
+    collect_blobs,
     feed_start,
     fetch_all,
     hold_role,
@@ -26,7 +27,6 @@ from hub.store import (
     release_all,
     renew_and_take,
 )
-from hub.wire.blobs import collect_blobs
 from runtime import INLINE_BODY_LIMIT, Connection
 from tests.support.postgres import PostgresServer
 
@@ -122,13 +122,13 @@ async def test_on_postgresql_a_blob_named_again_is_spared_by_collection(
 
         await accept(b"a" * (INLINE_BODY_LIMIT + 1))
         await settle(age=True)
-        assert (await collect_blobs(store))[0] == 1  # old and unnamed: collected
+        assert (await store.transact(collect_blobs)).deleted == 1  # old and unnamed: collected
         reused = b"b" * (INLINE_BODY_LIMIT + 1)
         await accept(reused)
         await settle(age=True)
         await accept(reused)  # named again, as by another hub: new again
         await settle(age=False)
-        assert (await collect_blobs(store))[0] == 0
+        assert (await store.transact(collect_blobs)).deleted == 0
         bodies = await fetch_all(
             store.db,
             "SELECT size FROM blob WHERE digest NOT IN (SELECT digest FROM deployment_version)",

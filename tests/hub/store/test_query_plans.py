@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from functools import partial
 from pathlib import Path
 
 import aiosqlite
@@ -19,17 +20,21 @@ import pytest
 
 from hub.store import (
     Accepted,
+    Fence,
     Outcome,
     SqliteStore,
     Trigger,
+    Tx,
     accept_triggers,
     count_by_status,
+    count_reserved,
+    load_reserved,
+    record_answers,
     trim_changes,
+    trim_history,
 )
 from hub.store.accept import prior_dispatches_sql
 from hub.wire.processed import ProcessedBatch
-from hub.wire.retention import trim_history
-from hub.wire.sending import Answers, _mark, count_reserved, load_reserved
 from runtime import Connection, DispatchProcessed, Event, new_id
 from runtime.sqlite import Database
 from tests.support.wire import deploy
@@ -100,24 +105,30 @@ async def test_a_mails_statements_search_indexes(tmp_path: Path) -> None:
         assert len(receipts) == 40 and sum(r.duplicate for r in retried) == 20
 
         one, two = deps[0].id, deps[1].id
-        assert {d: n for d, (n, _) in (await count_reserved(store)).items()} == {one: 30, two: 30}
-        rows = await load_reserved(store, one, 64)
+        assert {d: n for d, (n, _) in (await store.read(count_reserved)).items()} == {
+            one: 30,
+            two: 30,
+        }
+        rows = await store.read(partial(load_reserved, deployment_id=one, limit=64))
         assert rows is not None and len(rows) == 30
-
-        async def settle(db: Connection) -> None:
-            await _mark(db, Answers(acked=[r["id"] for r in rows]), time.time())
-
+        settle = partial(
+            record_answers,
+            fence=Fence(one, 0),  # nobody claimed it: epoch 0
+            acked=[r.id for r in rows],
+            refused=[],
+            now=time.time(),
+        )
         await store.transact(settle)
 
-        async def dead_letter(event: Event, reason: str) -> None:
+        def dead_letter(event: Event, reason: str) -> None:
             raise AssertionError(reason)
 
         processed = [
             DispatchProcessed(
                 event_id=new_id("evt"),
-                run_id=row["run_id"],
-                dispatch_id=row["id"],
-                seq=row["seq"],
+                run_id=row.run_id,
+                dispatch_id=row.id,
+                seq=row.seq,
                 state={"n": step},
                 step=step,
                 version=1,
@@ -126,16 +137,16 @@ async def test_a_mails_statements_search_indexes(tmp_path: Path) -> None:
             for step, row in enumerate(rows, 1)
         ]
 
-        async def ingest(db: Connection) -> None:
-            batch = ProcessedBatch(db, one, time.time(), dead_letter)
-            await batch.apply(processed)
-            await trim_history(db, batch.runs_with_events, 10)
+        def ingest(tx: Tx) -> None:
+            batch = ProcessedBatch(tx, one, time.time(), dead_letter)
+            batch.apply(processed)
+            trim_history(tx, batch.runs_with_events, 10)
 
         await store.transact(ingest)
         counts = await count_by_status(store.db)
         assert counts["dispatches"]["processed"] == 30
         assert await trim_changes(store, keep=10) > 0
-        assert {d: n for d, (n, _) in (await count_reserved(store)).items()} == {two: 30}
+        assert {d: n for d, (n, _) in (await store.read(count_reserved)).items()} == {two: 30}
     with sqlite3.connect(path) as conn:
         sql = "SELECT status, count(*) FROM workflow_run_dispatch GROUP BY status"
         assert dict(conn.execute(sql)) == {"processed": 30, "reserved": 30}

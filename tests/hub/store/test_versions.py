@@ -9,7 +9,7 @@ import pytest
 
 from hub import Store
 from hub._errors import DeploymentNotLive, UnknownVersion
-from hub.store import delete_deployment
+from hub.store import collect_blobs, delete_deployment
 from hub.store.versions import (
     VersionStatus,
     add_version,
@@ -19,7 +19,6 @@ from hub.store.versions import (
     pending_rollouts,
     request_rollout,
 )
-from hub.wire.blobs import collect_blobs
 from runtime import Sources
 
 from .test_accept import deploy, mail, query, running
@@ -138,7 +137,7 @@ async def test_sources_are_kept_once_and_outlive_blob_collection(database: str) 
         async with store.write() as db:
             await add_version(db, one, V2)
             await add_version(db, two, V2)
-        await collect_blobs(store)
+        await store.transact(collect_blobs)
         # Both deployments' version 1 share one blob, and both version 2 another.
         assert await query(store, "SELECT COUNT(*) FROM blob") == [(2,)]
         digests = await query(

@@ -10,8 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.store import Accepted, add_version, pending_rollouts
-from hub.wire.blobs import collect_blobs
+from hub.store import Accepted, add_version, collect_blobs, pending_rollouts
 from runtime import (
     BLOB_CHUNK_SIZE,
     INLINE_BODY_LIMIT,
@@ -128,9 +127,9 @@ async def test_a_body_is_collected_once_its_dispatches_are_processed(tmp_path: P
         async def process(receipt: Accepted) -> None:
             await processed(car, receipt)
 
-        assert await collect_blobs(hub.store) == (0, True)  # both dispatches need it
+        assert await hub.store.transact(collect_blobs) == (0, True)  # both dispatches need it
         await process(first)
-        assert await collect_blobs(hub.store) == (0, True)  # the second still needs it
+        assert await hub.store.transact(collect_blobs) == (0, True)  # the second still needs it
         assert await blob_count(hub) == 1
         await process(second)
 
@@ -204,7 +203,7 @@ async def test_a_raw_message_is_claim_checked_served_to_its_deployment_and_colle
         )
 
         await processed(car, mine)
-        assert await collect_blobs(hub.store) == (0, True)  # the other dispatch holds it
+        assert await hub.store.transact(collect_blobs) == (0, True)  # the other dispatch holds it
         their_car = Sidecar(hub, other)
         assert isinstance(await their_car.hello(), Welcome)
         await processed(their_car, theirs)

@@ -10,6 +10,7 @@ the test sends ever settles a dispatch.
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -20,10 +21,11 @@ import anyio
 import anyio.abc
 import pytest
 
-from hub.store import Accepted, Trigger, accept_triggers
+from hub.store import Accepted, Overdue, Trigger, accept_triggers
+from hub.store.delivery.redelivery import OVERDUE, overdue_params
 from hub.wire.dispatcher import DispatchConfig
 from hub.wire.health import HealthConfig
-from hub.wire.redelivery import _OVERDUE, Overdue, Redeliveries, overdue_params
+from hub.wire.redelivery import Redeliveries
 from hub.wire.service import WireConfig
 from runtime import (
     Ack,
@@ -304,9 +306,10 @@ async def test_only_the_head_is_resent_and_at_most_once_per_bound(
 
 async def test_the_sweep_reads_one_index_range_per_live_deployment(tmp_path: Path) -> None:
     async with running_hub(tmp_path) as hub:
+        assert hub.store.path is not None
         params = overdue_params(64, time.time())
-        async with hub.store.db.execute(f"EXPLAIN QUERY PLAN {_OVERDUE}", params) as cur:
-            plan = [r[3] for r in await cur.fetchall()]
+        with sqlite3.connect(hub.store.path) as conn:
+            plan = [r[3] for r in conn.execute(f"EXPLAIN QUERY PLAN {OVERDUE.sqlite}", params)]
     # Never a scan of the dispatch table: its processed history can be huge.
     assert not [step for step in plan if step.startswith("SCAN") and "dep" not in step], plan
     assert any("SEARCH d USING INDEX dispatch_pending" in step for step in plan), plan
