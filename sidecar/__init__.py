@@ -7,7 +7,6 @@ and ships the resulting events to the hub.
 
 from ._app import Sidecar as Sidecar
 from ._app import SidecarOptions as SidecarOptions
-from ._context import Context as Context
 from ._errors import BlobError as BlobError
 from ._errors import DeploymentGone as DeploymentGone
 from ._errors import DigestMismatch as DigestMismatch
@@ -28,15 +27,16 @@ from ._errors import RunStateUnreadable as RunStateUnreadable
 from ._errors import SidecarError as SidecarError
 from ._errors import StateNotSerializable as StateNotSerializable
 from ._errors import WorkflowLoadError as WorkflowLoadError
-from ._inbox import Inbox as Inbox
-from ._runs import RunsConfig as RunsConfig
-from ._workflow import ApprovalDecision as ApprovalDecision
-from ._workflow import ChildEnded as ChildEnded
-from ._workflow import Item as Item
-from ._workflow import Mail as Mail
-from ._workflow import Signal as Signal
-from ._workflow import Start as Start
-from ._workflow import load_workflow as load_workflow
+from .execution import ApprovalDecision as ApprovalDecision
+from .execution import ChildEnded as ChildEnded
+from .execution import Context as Context
+from .execution import Item as Item
+from .execution import Mail as Mail
+from .execution import RunsConfig as RunsConfig
+from .execution import Signal as Signal
+from .execution import Start as Start
+from .execution import load_workflow as load_workflow
+from .storage import Inbox as Inbox
 
 __all__ = [
     "ApprovalDecision",

@@ -130,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         nats_url=settings.nats_url,
         takeover=settings.takeover,
         backoff_max=process.backoff_max,
+        synchronous=process.sqlite_synchronous,
     )
     try:
         anyio.run(_serve, options, backend_options=dict(process.backend_options))

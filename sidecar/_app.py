@@ -41,18 +41,14 @@ from runtime import (
     unwrap_group,
     write_restore_record,
 )
+from runtime.sqlite import Synchronous
 
-from ._adopt import ADOPT_MARK
-from ._delivery import Delivery
 from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home
-from ._inbox import Inbox
-from ._link import HubLink, Identity
 from ._record import locate
-from ._runs import Runs, RunsConfig
-from ._shipper import Shipper
-from ._versions import Versions
-from ._workflow import Handler, load_workflow
+from .execution import Handler, Runs, RunsConfig, Versions, load_workflow
+from .link import Control, Delivery, HubLink, Identity, Shipper
+from .storage import ADOPT_MARK, Inbox
 
 log = logging.getLogger("mailrun.sidecar")
 
@@ -96,6 +92,9 @@ class SidecarOptions:
     backoff_max: float | None = None
     """Caps the delays of every retry loop talking to the hub or NATS (1 s
     each by default): how tests and soaks compress time (``MAILRUN_BACKOFF_MAX``)."""
+    synchronous: Synchronous = Synchronous.FULL
+    """SQLite's durability for the inbox (``MAILRUN_SQLITE_SYNCHRONOUS``, read
+    where the process starts): ``NORMAL`` only for a benchmark."""
 
 
 class Sidecar:
@@ -134,7 +133,7 @@ class Sidecar:
         self._record_path = path
         async with AsyncExitStack() as stack:
             home = stack.enter_context(Home(path.parent))
-            inbox = await Inbox.open(path.parent / "inbox.db")
+            inbox = await Inbox.open(path.parent / "inbox.db", synchronous=self.options.synchronous)
             stack.push_async_callback(inbox.aclose)
             self.inbox = inbox
             self._previous_instance = record.instance_id or await inbox.get_meta("instance_id")
@@ -217,15 +216,19 @@ class Sidecar:
             backoff=retry,
             on_floor=self._raise_floor,
         )
+        # Its own task: a rollout (a blob fetch, an import) never holds mail.
+        control = Control(link=link, deployment_id=record.deployment_id, versions=self.versions)
         delivery = Delivery(
             inbox=inbox,
             link=link,
             deployment_id=record.deployment_id,
             on_stored=self._stored,
+            control=control,
             versions=self.versions,
         )
         inbound = await transport.subscribe(subjects.inbound(record.deployment_id))
         async with anyio.create_task_group() as tg:
+            tg.start_soon(control.run)
             tg.start_soon(delivery.run, inbound)
             tg.start_soon(link.watch_announcements)
             tg.start_soon(self.shipper.run)

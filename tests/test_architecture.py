@@ -33,7 +33,6 @@ CROWDED_FOR_NOW = frozenset(
     {
         "hub/store",
         "hub/wire",
-        "sidecar",
     }
 )
 
@@ -262,7 +261,7 @@ ENVIRONMENT_READERS_FOR_NOW = {
     "runtime._failpoints": "MAILRUN_FAILPOINTS, read at import: to be reconciled with settings",
     "runtime._sqlite": "MAILRUN_SQLITE_SYNCHRONOUS at each connect: the settings carry it already",
     "hub.api.routes.scratch": "the replay's scratch process gets a sidecar's environment",
-    "sidecar._replay": "python -m sidecar.replay, a process of its own: its start",
+    "sidecar.replay._run": "python -m sidecar.replay, a process of its own: its start",
 }
 _ENVIRONMENT = frozenset({"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"})
 

@@ -57,12 +57,6 @@ SETTINGS_ROOM = "runtime/sqlite/"
 # or no longer exists, fails below, so none lingers.
 MOVING = frozenset(
     {
-        # moving to sidecar/storage
-        "sidecar/_adopt.py",
-        "sidecar/_inbox.py",
-        "sidecar/_position.py",
-        "sidecar/_schema.py",
-        "sidecar/_step.py",
         # the older transaction helpers, superseded by runtime/sqlite: deleted
         # once neither the hub nor the sidecar uses them
         "runtime/_sqlite.py",

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 
 from hub.wire import RetentionConfig
-from sidecar._inbox import FREE_BYTES_KEPT
+from sidecar.storage import FREE_BYTES_KEPT
 from tests.support import wait_for
 
 from .harness import Up, mailrun_up

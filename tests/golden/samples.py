@@ -64,7 +64,7 @@ from runtime import (
     public_key_of,
 )
 from runtime.sidecar_contract._restore import RECORD_VERSION
-from sidecar._envelope import Envelope, encode_envelope, encode_run_state
+from sidecar.storage import Envelope, encode_envelope, encode_run_state
 
 ROOT = Path(__file__).parent
 

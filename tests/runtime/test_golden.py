@@ -18,7 +18,7 @@ from runtime import (
     MailInbound,
     decode_restore_record,
 )
-from sidecar._envelope import decode_envelope, decode_run_state
+from sidecar.storage import decode_envelope, decode_run_state
 from tests.golden.samples import GOLDEN, ROOT, AckBeforeDetail, EventsAckBeforeFloor, Golden
 
 _frames: FrameDecoder[Any] = FrameDecoder()

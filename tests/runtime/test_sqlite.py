@@ -46,10 +46,16 @@ async def test_the_hub_writer_and_the_inbox_fsync_every_commit(tmp_path: Path) -
         assert await pragma(writer, "temp_store") == MEMORY
     inbox = await Inbox.open(tmp_path / "inbox.db")
     try:
-        assert await pragma(inbox.db, "synchronous") == FULL
-        assert await pragma(inbox.db, "journal_mode") == "wal"
-        assert await pragma(inbox.db, "auto_vacuum") == INCREMENTAL
-        assert await pragma(inbox.db, "temp_store") == MEMORY
+        for name, value in [
+            ("synchronous", FULL),
+            ("journal_mode", "wal"),
+            ("auto_vacuum", INCREMENTAL),
+            ("temp_store", MEMORY),
+        ]:
+            assert (
+                await inbox.db.read(lambda c, n=name: c.execute(f"PRAGMA {n}").fetchone()[0])
+                == value
+            )
     finally:
         await inbox.aclose()
 

@@ -12,16 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from runtime import RecordDecodeError, RestoreRecord, b64url, is_id, record_path
-from sidecar._envelope import (
-    Envelope,
-    decode_envelope,
-    decode_run_state,
-    encode_envelope,
-    salvage_run_id,
-)
 from sidecar._errors import JoinTokenError
 from sidecar._record import join, read_join_token
-from sidecar._workflow import item_of
+from sidecar.execution import item_of
+from sidecar.storage import Envelope, decode_envelope, decode_run_state, encode_envelope
+from sidecar.storage._envelope import salvage_run_id
 from tests.golden.samples import GOLDEN
 from tests.support.fuzz import (
     damaged,

@@ -5,15 +5,24 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runtime import DispatchProcessed, RunSnapshot, encode, new_id
+from runtime import DispatchProcessed, RunSnapshot, new_id
 from sidecar import Inbox, InboxConflict
-from sidecar._adopt import ADOPT_MARK
-from sidecar._envelope import Envelope
-from sidecar._inbox import NEXT_PENDING, settled_statements
-from sidecar._step import Commit
+from sidecar.storage import (
+    ADOPT_MARK,
+    FREE_BYTES_KEPT,
+    Commit,
+    Envelope,
+    Outgoing,
+    encode_run_state,
+    outgoing,
+)
+from sidecar.storage._events import settled_dispatch
+from sidecar.storage._outbox import settled_statements
+from sidecar.storage._queue import NEXT_PENDING
 
 
 @pytest.fixture
@@ -40,7 +49,11 @@ def env(seq: int | None, run_id: str = "run_a", dispatch_id: str | None = None) 
 
 
 async def frames(inbox: Inbox, after: int = 0) -> list[bytes]:
-    return [frame for _, frame in await inbox.unacked(10, after=after)]
+    return [event.frame for _, event in await inbox.unacked(10, after=after)]
+
+
+async def query(inbox: Inbox, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    return await inbox.db.read(lambda conn: [tuple(r) for r in conn.execute(sql, params)])
 
 
 def consumed(batch: list[Envelope]) -> list[tuple[str, int | None, str]]:
@@ -55,7 +68,7 @@ async def test_a_batch_reports_stored_and_duplicates_including_within_itself(
     assert await inbox.store([first]) == [True]
     second = env(2)
     assert await inbox.store([first, second, second]) == [False, True, False]
-    rows = await inbox.db.execute_fetchall("SELECT dispatch_id FROM inbox ORDER BY seq")
+    rows = await query(inbox, "SELECT dispatch_id FROM inbox ORDER BY seq")
     assert [r[0] for r in rows] == [first.dispatch_id, second.dispatch_id]
 
 
@@ -101,8 +114,7 @@ async def test_release_1_envelopes_come_first_in_arrival_order_then_by_seq(
 @pytest.mark.anyio
 async def test_the_next_batch_walks_the_index_and_never_sorts_the_backlog(inbox: Inbox) -> None:
     plan = " ".join(
-        str(row[-1])
-        for row in await inbox.db.execute_fetchall(f"EXPLAIN QUERY PLAN {NEXT_PENDING}", (0, 64))
+        str(row[-1]) for row in await query(inbox, f"EXPLAIN QUERY PLAN {NEXT_PENDING}", 0, 64)
     )
     assert "inbox_pending" in plan
     assert "TEMP B-TREE" not in plan
@@ -115,7 +127,7 @@ async def test_acknowledged_rows_are_found_by_dispatch_id_not_by_scanning_the_do
     # Thousands of done rows wait for their acks under load: an ack must not
     # walk them all.
     for sql, params in zip(settled_statements(2), [(5, "a", "b"), (b"", "a", "b")], strict=True):
-        rows = await inbox.db.execute_fetchall(f"EXPLAIN QUERY PLAN {sql}", params)
+        rows = await query(inbox, f"EXPLAIN QUERY PLAN {sql}", *params)
         plan = " ".join(str(row[-1]) for row in rows)
         assert "(dispatch_id=?)" in plan and "inbox_pending" not in plan, plan
 
@@ -124,16 +136,21 @@ async def test_acknowledged_rows_are_found_by_dispatch_id_not_by_scanning_the_do
 async def test_a_commit_that_raced_writes_nothing(inbox: Inbox) -> None:
     e1 = env(1)
     await inbox.store([e1])
-    event = DispatchProcessed(event_id=new_id("evt"), run_id="run_a", dispatch_id=e1.dispatch_id)
+    event = outgoing(
+        DispatchProcessed(event_id=new_id("evt"), run_id="run_a", dispatch_id=e1.dispatch_id)
+    )
     step = Commit(
-        run_id="run_a", status="running", consumed=consumed([e1]), state={"n": 1}, events=[event]
+        run_id="run_a",
+        status="running",
+        consumed=consumed([e1]),
+        state=encode_run_state({"n": 1}),
+        events=[event],
     )
     await inbox.commit(step)
     with pytest.raises(InboxConflict):
         await inbox.commit(step)  # the same envelopes again: no longer next
-    rows = await inbox.db.execute_fetchall("SELECT count(*) FROM outbox")
-    assert [tuple(r) for r in rows] == [(1,)]
-    assert await frames(inbox) == [encode(event)]
+    assert await query(inbox, "SELECT count(*) FROM outbox") == [(1,)]
+    assert await frames(inbox) == [event.frame]
     await inbox.mark_acked([event])
     assert await frames(inbox) == []
 
@@ -172,15 +189,15 @@ async def test_adopting_the_hubs_state_replaces_the_runs_and_drops_the_unshipped
     # the hub applied only seq 1 and 2 of it (state {"n": 2}).
     e1, e2, e3, e4 = env(1), env(2), env(3), env(4)
     await inbox.store([e1, e2, e3, e4])
-    event = DispatchProcessed(
-        event_id=new_id("evt"), run_id="run_a", dispatch_id=e3.dispatch_id, seq=3
+    event = outgoing(
+        DispatchProcessed(event_id=new_id("evt"), run_id="run_a", dispatch_id=e3.dispatch_id, seq=3)
     )
     await inbox.commit(
         Commit(
             run_id="run_a",
             status="running",
             consumed=consumed([e1, e2, e3]),
-            state={"n": 3},
+            state=encode_run_state({"n": 3}),
             events=[event],
         )
     )
@@ -202,17 +219,19 @@ async def test_adopting_the_hubs_state_replaces_the_runs_and_drops_the_unshipped
 
 async def bodies(inbox: Inbox) -> dict[int, bool]:
     """seq -> whether the row still holds its envelope."""
-    rows = await inbox.db.execute_fetchall("SELECT seq, length(envelope) > 0 FROM inbox")
+    rows = await query(inbox, "SELECT seq, length(envelope) > 0 FROM inbox")
     return {r[0]: bool(r[1]) for r in rows}
 
 
-def processed(e: Envelope) -> DispatchProcessed:
-    return DispatchProcessed(
-        event_id=new_id("evt"), run_id="run_a", dispatch_id=e.dispatch_id, seq=e.seq
+def processed(e: Envelope) -> Outgoing:
+    return outgoing(
+        DispatchProcessed(
+            event_id=new_id("evt"), run_id="run_a", dispatch_id=e.dispatch_id, seq=e.seq
+        )
     )
 
 
-async def process(inbox: Inbox, seqs: range) -> list[DispatchProcessed]:
+async def process(inbox: Inbox, seqs: range) -> list[Outgoing]:
     """Store and process ``seqs`` of run_a; their events."""
     batch = [env(s) for s in seqs]
     await inbox.store(batch)
@@ -233,15 +252,15 @@ async def test_unacknowledged_events_are_read_in_order_after_a_position(inbox: I
             Commit(run_id="run_a", status="running", consumed=consumed([e]), events=[event])
         )
     (first, _), (second, _) = await inbox.unacked(10)
-    assert await frames(inbox, after=first) == [encode(events[1])]
+    assert await frames(inbox, after=first) == [events[1].frame]
     assert await frames(inbox, after=second) == []
     # A later commit comes after every position read before it.
     await inbox.commit(
         Commit(run_id="run_a", status="running", consumed=consumed([e3]), events=events[2:])
     )
-    assert await frames(inbox, after=second) == [encode(events[2])]
+    assert await frames(inbox, after=second) == [events[2].frame]
     await inbox.mark_acked(events[:1])
-    assert await frames(inbox) == [encode(e) for e in events[1:]]
+    assert await frames(inbox) == [e.frame for e in events[1:]]
 
 
 @pytest.mark.anyio
@@ -258,11 +277,12 @@ async def test_an_envelope_the_hub_applied_drops_its_body_and_stays_a_duplicate(
     await inbox.mark_acked(events[:1])
     assert await bodies(inbox) == {1: False, 2: True, 3: True}  # seq 2: not applied yet
     assert await inbox.store([e1]) == [False]  # a late copy is still a duplicate
-    assert await frames(inbox) == [encode(events[1])]
+    assert await frames(inbox) == [events[1].frame]
     await inbox.mark_acked(events[1:2])
     assert await bodies(inbox) == {1: False, 2: False, 3: True}  # seq 3: not processed
-    rows = await inbox.db.execute_fetchall("SELECT count(*) FROM outbox")
-    assert [tuple(r) for r in rows] == [(0,)]  # acknowledged events leave at once
+    assert await query(inbox, "SELECT count(*) FROM outbox") == [
+        (0,)
+    ]  # acknowledged events leave at once
 
 
 @pytest.mark.anyio
@@ -298,17 +318,18 @@ async def test_adopting_drops_bodies_up_to_the_floor_and_reopens_only_whole_rows
 
 @pytest.mark.anyio
 async def test_undecodable_frames_are_kept_bounded_per_subject(inbox: Inbox) -> None:
-    from sidecar._inbox import GARBAGE_BYTES, GARBAGE_KEPT
+    from sidecar.storage._intake import GARBAGE_BYTES, GARBAGE_KEPT
 
     flood = [("mailrun.mail.inbound.x", f"decode_error: {i}", b"\xc1" * 100_000) for i in range(30)]
     for _ in range(5):
         await inbox.store([], flood)
     await inbox.store([], [("other", "decode_error: once", b"\xc1")])
-    rows = await inbox.db.execute_fetchall(
+    rows = await query(
+        inbox,
         "SELECT source, count(*), max(length(data)), max(reason) FROM dead_letter"
-        " GROUP BY source ORDER BY source"
+        " GROUP BY source ORDER BY source",
     )
-    assert [tuple(r) for r in rows] == [
+    assert rows == [
         ("mailrun.mail.inbound.x", GARBAGE_KEPT, GARBAGE_BYTES, "decode_error: 9"),
         ("other", 1, 1, "decode_error: once"),
     ]
@@ -317,8 +338,6 @@ async def test_undecodable_frames_are_kept_bounded_per_subject(inbox: Inbox) -> 
 @pytest.mark.slow  # 60 MB of bodies through a real inbox file
 @pytest.mark.anyio
 async def test_the_file_gives_back_what_applied_bodies_took(tmp_path: Path) -> None:
-    from sidecar._inbox import FREE_BYTES_KEPT
-
     path = tmp_path / "inbox.db"
     inbox = await Inbox.open(path)
     try:
@@ -334,7 +353,7 @@ async def test_the_file_gives_back_what_applied_bodies_took(tmp_path: Path) -> N
                 Commit(run_id="run_a", status="running", consumed=consumed(batch), events=events)
             )
             await inbox.mark_acked(events)
-            await inbox.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            await query(inbox, "PRAGMA wal_checkpoint(TRUNCATE)")
             # 30 MB went through; what stays is the rows and the free pages kept.
             assert path.stat().st_size < FREE_BYTES_KEPT + 1_000_000
     finally:
@@ -350,7 +369,7 @@ async def test_applied_rows_far_behind_the_position_go_and_their_late_copies_sta
     await inbox.mark_acked(events)
     assert await bodies(inbox) == {4: False, 5: False}  # 1..3: more than 2 behind
     # A late copy of a deleted row: done here all the same, nothing stored.
-    first = Envelope(dispatch_id=events[0].dispatch_id, run_id="run_a", seq=1)
+    first = Envelope(dispatch_id=str(settled_dispatch(events[0])), run_id="run_a", seq=1)
     assert await inbox.store([first, env(6)]) == [False, True]
     assert await bodies(inbox) == {4: False, 5: False, 6: True}
 

@@ -11,7 +11,7 @@ import pytest
 from runtime import DispatchProcessed, RunStarted
 from runtime.testing import MemoryBus
 from sidecar import Inbox
-from sidecar._schema import SCHEMA_VERSION
+from sidecar.storage import SCHEMA_VERSION
 from tests.support import wait_for
 from tests.support.sidecar import (
     deployed_sidecar,

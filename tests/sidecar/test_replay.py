@@ -15,8 +15,8 @@ import msgspec
 import pytest
 
 from runtime import Recorded, RecordedEffect, RecordedEnd, ReplayItem, ReplayJob, ReplayReport
-from sidecar._context import derived_id
-from sidecar._replay import (
+from sidecar.execution import derived_id
+from sidecar.replay._run import (
     EXIT_FAILURE,
     EXIT_REPORT,
     ReplayFailure,

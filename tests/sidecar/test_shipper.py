@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from runtime import DispatchProcessed, RunStarted
+from sidecar.storage import Outgoing
 from tests.support import wait_for
 from tests.support.sidecar import (
     APPLIED,
@@ -40,7 +41,7 @@ async def _a_full_frame_held(tmp_path: Path) -> AsyncIterator[tuple[FakeHub, Dep
         assert car.inbox is not None
         unacked = car.inbox.unacked
 
-        async def spy(limit: int, *, after: int = 0) -> list[tuple[int, bytes]]:
+        async def spy(limit: int, *, after: int = 0) -> list[tuple[int, Outgoing]]:
             reads.append(after)
             return await unacked(limit, after=after)
 

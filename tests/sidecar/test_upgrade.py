@@ -10,7 +10,7 @@ import pytest
 
 from runtime import DispatchProcessed, EnvelopeQuarantined, RunFailed
 from sidecar import Inbox
-from sidecar._envelope import Envelope, encode_envelope
+from sidecar.storage import Envelope, encode_envelope
 from tests.support import wait_for
 from tests.support.sidecar import (
     RECORDER,

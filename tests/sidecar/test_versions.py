@@ -1,4 +1,4 @@
-"""The sidecar's workflow code by version (``sidecar._versions``): fetched once,
+"""The sidecar's workflow code by version (``sidecar.execution._versions``): fetched once,
 kept in the inbox, imported side by side, refused with a reason."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 
 from runtime import Claim, Sources
 from sidecar._errors import BlobError
-from sidecar._inbox import Inbox
-from sidecar._versions import Versions
+from sidecar.execution import Versions
+from sidecar.storage import Inbox
 
 pytestmark = pytest.mark.anyio
 

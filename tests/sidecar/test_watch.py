@@ -9,7 +9,7 @@ from contextlib import closing
 import anyio
 import pytest
 
-from sidecar._watch import HandlerWatch
+from sidecar.execution._watch import HandlerWatch
 from tests.support import wait_for
 
 pytestmark = pytest.mark.anyio

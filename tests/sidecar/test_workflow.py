@@ -23,8 +23,8 @@ from sidecar import (
     WorkflowLoadError,
     load_workflow,
 )
-from sidecar._envelope import Envelope, decode_envelope, encode_envelope
-from sidecar._workflow import item_of
+from sidecar.execution import item_of
+from sidecar.storage import Envelope, decode_envelope, encode_envelope
 from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 
 

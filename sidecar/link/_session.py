@@ -61,7 +61,7 @@ from runtime import (
     sign,
 )
 
-from ._errors import (
+from .._errors import (
     BlobError,
     DeploymentGone,
     DigestMismatch,

@@ -52,10 +52,19 @@ from runtime import (
     Sources,
 )
 
-from ._context import Context, check_events, derived_id, state_snapshot
-from ._envelope import Envelope
-from ._errors import EntrypointError, WorkflowLoadError
-from ._workflow import Handler, StateMigration, item_of, load_workflow, state_migration
+from .._errors import EntrypointError, WorkflowLoadError
+from ..execution import (
+    Context,
+    Handler,
+    StateMigration,
+    check_events,
+    derived_id,
+    item_of,
+    load_workflow,
+    state_migration,
+    state_snapshot,
+)
+from ..storage import Envelope
 
 log = logging.getLogger("mailrun.replay")
 
@@ -193,8 +202,7 @@ async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[
 def _checked_state(state: object) -> dict[str, Any]:
     """The state as the sidecar would commit it (else the call fails, as it
     does in a sidecar), decoded back: a copy the next item may change."""
-    decoded: dict[str, Any] = msgspec.json.decode(state_snapshot(state))
-    return decoded
+    return state_snapshot(state).take()
 
 
 def _difference(item: ReplayItem, call: _Call) -> ReplayDifference | None:

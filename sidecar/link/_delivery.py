@@ -1,9 +1,11 @@
 """Delivery: ``mail.inbound.<dep>`` frames into the inbox, then their Acks.
 
-The subscription pumps messages into a bounded memory stream; one writer
-task drains everything waiting (up to ``batch_limit`` messages), persists
-every dispatch they carry in one transaction, answers each message, and
-wakes the scheduler. An Ack of ``stored`` or ``duplicate`` is only ever sent
+The subscription's pump decodes each message: a control frame (Ping,
+Fenced, LoadVersion) goes to the control task (``_control.py``), anything
+else into a bounded memory stream. One writer task drains everything
+waiting there (up to ``batch_limit`` messages), persists every dispatch
+they carry in one transaction, answers each message, and wakes the
+scheduler. An Ack of ``stored`` or ``duplicate`` is only ever sent
 after the commit, so the hub never takes a frame for delivered that a crash
 could lose. A MailBatch is answered by one AckBatch once every item has its
 answer; an item left unanswered (not this owner's) leaves the whole batch
@@ -12,7 +14,6 @@ unanswered, and the hub sends it again.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,28 +25,23 @@ from runtime import (
     Ack,
     AckBatch,
     AckResult,
-    Fenced,
     FrameDecodeError,
     FrameDecoder,
-    LoadVersion,
     MailBatch,
     MailInbound,
     Message,
-    Ping,
-    Pong,
     Reason,
     Subscription,
     TransportError,
-    VersionLoaded,
     afailpoint,
     encode,
 )
 
-from ._envelope import Envelope
-from ._errors import BlobError, DigestMismatch, SidecarError
-from ._inbox import Inbox
-from ._link import HubLink, Session
-from ._versions import Versions
+from .._errors import BlobError, DigestMismatch, SidecarError
+from ..execution import Versions
+from ..storage import Envelope, Inbox
+from ._control import CONTROL_FRAMES, Control, ControlFrame
+from ._session import HubLink, Session
 
 log = logging.getLogger("mailrun.sidecar.delivery")
 
@@ -77,6 +73,10 @@ class _Answer:
         return encode(AckBatch(acks=acks) if self.batched else acks[0])
 
 
+Received = tuple[Message, MailInbound | MailBatch | FrameDecodeError]
+"""A message for the writer: a mail frame, or why it does not decode."""
+
+
 class Delivery:
     def __init__(
         self,
@@ -85,6 +85,7 @@ class Delivery:
         link: HubLink,
         deployment_id: str,
         on_stored: Callable[[], None],
+        control: Control,
         versions: Versions | None = None,
         batch_limit: int = 256,
         queue_size: int = 1024,
@@ -94,23 +95,32 @@ class Delivery:
         self._link = link
         self._deployment_id = deployment_id
         self._on_stored = on_stored
+        self._control = control
         self._versions = versions
         self._batch_limit = batch_limit
         self._queue_size = queue_size
         self._session_wait = session_wait
-        self._decoder: FrameDecoder[MailInbound | MailBatch | Ping | LoadVersion | Fenced] = (
-            FrameDecoder(MailInbound | MailBatch | Ping | LoadVersion | Fenced)
+        self._decoder: FrameDecoder[MailInbound | MailBatch | ControlFrame] = FrameDecoder(
+            MailInbound | MailBatch | ControlFrame
         )
 
     async def run(self, subscription: Subscription) -> None:
-        send, receive = anyio.create_memory_object_stream[Message](self._queue_size)
+        send, receive = anyio.create_memory_object_stream[Received](self._queue_size)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._writer, receive)
             async with send:
                 async for message in subscription:
-                    await send.send(message)
+                    try:
+                        frame = self._decoder.decode(message.data)
+                    except FrameDecodeError as exc:
+                        await send.send((message, exc))
+                        continue
+                    if isinstance(frame, CONTROL_FRAMES):
+                        self._control.offer(message, frame)
+                    else:
+                        await send.send((message, frame))
 
-    async def _writer(self, receive: MemoryObjectReceiveStream[Message]) -> None:
+    async def _writer(self, receive: MemoryObjectReceiveStream[Received]) -> None:
         async with receive:
             async for first in receive:
                 batch = [first]
@@ -121,25 +131,16 @@ class Delivery:
                         break
                 await self._handle(batch)
 
-    async def _handle(self, messages: list[Message]) -> None:
+    async def _handle(self, received: list[Received]) -> None:
         dead: list[tuple[str, str, bytes]] = []
         answers: list[_Answer] = []
         frames: list[_Frame] = []
-        for message in messages:
-            try:
-                frame = self._decoder.decode(message.data)
-            except FrameDecodeError as exc:
-                dead.append((message.subject, f"{Reason.DECODE_ERROR}: {exc}", message.data))
-                refusal = _refusal("", Reason.DECODE_ERROR, str(exc))
-                answers.append(_Answer(message, [], refusal=refusal))
-                continue
+        for message, frame in received:
             match frame:
-                case Ping():
-                    await self._pong(message, frame)
-                case Fenced():
-                    self._fenced(frame)
-                case LoadVersion():
-                    await self._load(message, frame)
+                case FrameDecodeError():
+                    dead.append((message.subject, f"{Reason.DECODE_ERROR}: {frame}", message.data))
+                    refusal = _refusal("", Reason.DECODE_ERROR, str(frame))
+                    answers.append(_Answer(message, [], refusal=refusal))
                 case MailInbound():
                     answers.append(_Answer(message, [self._take(frame, frames)]))
                 case MailBatch():
@@ -187,26 +188,6 @@ class Delivery:
             frames.append(taken)
         return taken
 
-    async def _pong(self, message: Message, ping: Ping) -> None:
-        # Only the session the hub probes answers: a fenced process that has
-        # not stopped yet must not keep the deployment looking alive.
-        if not self._link.holds(ping.session_id):
-            return
-        with contextlib.suppress(TransportError):  # a lost Pong is just silence
-            await message.respond(encode(Pong(deployment_id=self._deployment_id)))
-
-    async def _load(self, message: Message, frame: LoadVersion) -> None:
-        """Load a version the hub is about to make active, and say how it went.
-        Only the session the hub stamped answers (as for a Ping)."""
-        if not self._link.holds(frame.session_id) or self._versions is None:
-            return
-        error = await self._versions.load(frame.version, frame.code, self._link.fetch_blob)
-        reply = VersionLoaded(deployment_id=self._deployment_id, version=frame.version, error=error)
-        try:
-            await message.respond(encode(reply))
-        except TransportError as exc:
-            log.warning("could not answer the load of version %d: %s", frame.version, exc)
-
     async def _fetch_code(self, frames: list[_Frame]) -> None:
         """Keep the sources of every version these frames name (fetched from
         the hub once per version) before any of them is stored: an envelope
@@ -227,19 +208,6 @@ class Delivery:
             if errors.get(version):
                 reason = Reason.BLOB_UNAVAILABLE
                 f.ack = _refusal(f.frame.dispatch_id, reason, f"code of version {version}")
-
-    def _fenced(self, notice: Fenced) -> None:
-        """The hub says the deployment was deleted or moved: a hello, whose
-        answer is the proof, decides whether this process stops."""
-        session = self._link.session
-        moved_on = session is None or notice.owner_epoch > session.owner_epoch
-        if notice.deployment_id == self._deployment_id and (
-            notice.reason == Reason.DEPLOYMENT_NOT_LIVE or moved_on
-        ):
-            log.info("hub says %s (epoch %d): saying hello", notice.reason, notice.owner_epoch)
-            if notice.reason == Reason.DEPLOYMENT_NOT_LIVE:
-                self._link.told_gone = True
-            self._link.rehello()
 
     def _fence(self, frames: list[_Frame], session: Session | None) -> list[_Frame]:
         """Keep the frames this instance may accept as the deployment's owner.

@@ -10,16 +10,20 @@ cancels its live children, and theirs, in the same transaction.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
-from runtime import Connection, Event, RunCancelled, RunStatus, encode, is_live, is_terminal, new_id
+from runtime import RunCancelled, RunStatus, is_live, is_terminal, new_id
 
-from ._envelope import encode_run_state
-from ._errors import InboxConflict
+from .._errors import InboxConflict
+from ._events import Outgoing, outgoing
+from ._outbox import add_events
 from ._position import advance_over_done
+
+DEAD_LETTER = "dead_letter"
+"""The outcome of a row that cannot be read: its bytes went to ``dead_letter``."""
 
 _LIVE = tuple(s.value for s in RunStatus if is_live(s))
 _LIVE_MARKS = ",".join("?" * len(_LIVE))
@@ -43,14 +47,16 @@ class Commit:
     parent_run_id: str | None = None  # a child run's, set by its start item
     entrypoint: str | None = None  # a child run's, set by its start item
     version: int | None = None  # the workflow version of its latest item; None: unchanged
-    state: dict[str, Any] | None = None  # None: unchanged
+    state: bytes | None = None  # the run's state encoded (msgpack); None: unchanged
     result: bytes | None = None  # JSON
     error: str | None = None
-    events: list[Event] = field(default_factory=list)
+    events: list[Outgoing] = field(default_factory=list)
     dead: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, data)
 
 
-async def write_step(db: Connection, c: Commit, last_seq: int, now: float) -> tuple[int, list[str]]:
+def write_step(
+    conn: sqlite3.Connection, c: Commit, last_seq: int, now: float
+) -> tuple[int, list[str]]:
     """``c`` inside the caller's transaction, the position at ``last_seq``;
     the new position and the runs cancelled because a parent ended. Raises
     :class:`InboxConflict` when the envelopes are no longer the next ones."""
@@ -58,13 +64,13 @@ async def write_step(db: Connection, c: Commit, last_seq: int, now: float) -> tu
     seqs += [seq for _, seq in c.held if seq is not None]
     new_last = max(seqs) if seqs else last_seq
     if seqs:
-        cur = await db.execute(
+        cur = conn.execute(
             "UPDATE meta SET value = ? WHERE key = 'last_seq' AND value = ?",
             (new_last, last_seq),
         )
         if cur.rowcount != 1:
             raise InboxConflict("the processing position moved meanwhile")
-    cur = await db.executemany(
+    cur = conn.executemany(
         "UPDATE inbox SET state = 'done', outcome = ?, processed_at = ?"
         " WHERE dispatch_id = ? AND state IN ('pending', 'held')",
         [(outcome, now, dispatch_id) for dispatch_id, _, outcome in c.consumed],
@@ -72,7 +78,7 @@ async def write_step(db: Connection, c: Commit, last_seq: int, now: float) -> tu
     if cur.rowcount != len(c.consumed):
         raise InboxConflict("an envelope was consumed meanwhile")
     if c.held:
-        cur = await db.executemany(
+        cur = conn.executemany(
             "UPDATE inbox SET state = 'held' WHERE dispatch_id = ? AND state = 'pending'",
             [(dispatch_id,) for dispatch_id, _ in c.held],
         )
@@ -81,14 +87,14 @@ async def write_step(db: Connection, c: Commit, last_seq: int, now: float) -> tu
     # Rows done above the position (set aside, skipped, or release 1
     # rows that learned their seq while being processed, these ones
     # included) must not hold the next seq back.
-    new_last = await advance_over_done(db, new_last)
+    new_last = advance_over_done(conn, new_last)
     if c.state is not None:
-        await db.execute(
+        conn.execute(
             "INSERT OR REPLACE INTO run_state (run_id, state) VALUES (?, ?)",
-            (c.run_id, encode_run_state(c.state)),
+            (c.run_id, c.state),
         )
     approvals = None if c.approvals is None else _encode_json(c.approvals)
-    await db.execute(
+    conn.execute(
         "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
         " updated_at, steps, approvals, parent_run_id, entrypoint, version)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -117,41 +123,39 @@ async def write_step(db: Connection, c: Commit, last_seq: int, now: float) -> tu
             c.version,
         ),
     )
-    cancelled = await _cancel_children(db, c.run_id, now) if is_terminal(c.status) else []
+    cancelled = _cancel_children(conn, c.run_id, now) if is_terminal(c.status) else []
     if c.events:
-        await db.executemany(
-            "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
-            [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in c.events],
-        )
+        add_events(conn, c.events)
     if c.dead:
-        await db.executemany(
+        conn.executemany(
             "INSERT INTO dead_letter (source, reason, data, at) VALUES ('inbox', ?, ?, ?)",
             [(reason, data, now) for reason, data in c.dead],
         )
     return new_last, cancelled
 
 
-async def _cancel_children(db: Connection, run_id: str, now: float) -> list[str]:
+def _cancel_children(conn: sqlite3.Connection, run_id: str, now: float) -> list[str]:
     """A run ended: its live children are cancelled, and theirs, in the
     ending run's transaction; each sends RunCancelled. Their items that come
     later are refused as for any ended run, held ones included."""
     cancelled: list[str] = []
     parents = [run_id]
     while parents:
-        rows = await db.execute_fetchall(
+        rows = conn.execute(
             f"UPDATE run SET status = ?, error = ?, updated_at = ?, approvals = '[]'"
             f" WHERE parent_run_id IN ({','.join('?' * len(parents))})"
             f" AND status IN ({_LIVE_MARKS}) RETURNING run_id",
             (RunStatus.CANCELLED, _PARENT_ENDED, now, *parents, *_LIVE),
-        )
+        ).fetchall()
         parents = [row[0] for row in rows]
         cancelled += parents
-    events = [
-        RunCancelled(event_id=new_id("evt"), run_id=child, at=now, reason=_PARENT_ENDED)
-        for child in cancelled
-    ]
-    await db.executemany(
-        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
-        [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in events],
+    add_events(
+        conn,
+        [
+            outgoing(
+                RunCancelled(event_id=new_id("evt"), run_id=child, at=now, reason=_PARENT_ENDED)
+            )
+            for child in cancelled
+        ],
     )
     return cancelled

@@ -11,8 +11,10 @@ While a full frame is out, the next one is read (it is full too: there is
 a backlog), so that it goes as soon as the ack comes; a frame that was not
 full is read again after the ack, to take what was committed meanwhile.
 
-A frame is packed by encoded size, to at most ``MAX_FRAME_BYTES`` (and at
-least one event), so it always fits a NATS message: the size limits checked
+The events go as the outbox keeps them, encoded when they were made
+(``msgspec.Raw`` in the frame): nothing is decoded and encoded again on
+the way. A frame is packed by encoded size, to at most ``MAX_FRAME_BYTES``
+(and at least one event), so it always fits a NATS message: the size limits checked
 at commit keep every event under ``MAX_EVENT``. An event that alone could
 not fit (none this release commits) is set aside as a dead letter, loudly,
 never resent forever. A failed request is resent with backoff; only the
@@ -36,10 +38,10 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from runtime import (
+    FORMAT_VERSION,
     MAX_FRAME_BYTES,
     WIRE_MAX_PAYLOAD,
     Backoff,
-    Event,
     EventsAck,
     FrameDecoder,
     Refused,
@@ -50,9 +52,9 @@ from runtime import (
     encode,
 )
 
-from ._errors import HubUnavailable
-from ._inbox import Inbox
-from ._link import HubLink
+from .._errors import HubUnavailable
+from ..storage import Inbox, Outgoing
+from ._session import HubLink
 
 log = logging.getLogger("mailrun.sidecar.shipper")
 
@@ -60,11 +62,23 @@ _ARRAY_HEADER = 5  # msgpack's largest array header: the frame's list of events 
 _ACKS_QUEUED = 4  # acknowledged frames waiting for their commit before the shipper waits too
 
 
+class EventsFrame(msgspec.Struct, tag=RunEvents.__name__, tag_field="t", kw_only=True):
+    """``runtime.RunEvents`` as the shipper encodes it, its events encoded
+    already: the same fields in the same order (tests/sidecar/test_events.py
+    holds the two to the same bytes)."""
+
+    v: int = FORMAT_VERSION
+    deployment_id: str = ""
+    session_id: str
+    owner_epoch: int
+    events: list[msgspec.Raw]
+
+
 @dataclass
 class _Packed:
     """Events read for a frame, oldest first."""
 
-    events: list[Event]
+    events: list[Outgoing]
     last: int
     """Outbox position of the last event taken or set aside (0: none was there)."""
     full: bool
@@ -93,7 +107,6 @@ class Shipper:
         self._backoff = backoff
         self._on_floor = on_floor
         self._wake = Wakeup()
-        self._events: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
         self._replies: FrameDecoder[EventsAck | Refused] = FrameDecoder(EventsAck | Refused)
 
     def wake(self) -> None:
@@ -101,13 +114,13 @@ class Shipper:
         self._wake.set()
 
     async def run(self) -> None:
-        acked, to_mark = anyio.create_memory_object_stream[list[Event]](_ACKS_QUEUED)
+        acked, to_mark = anyio.create_memory_object_stream[list[Outgoing]](_ACKS_QUEUED)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._mark, to_mark)
             with acked:
                 await self._ship(acked)
 
-    async def _ship(self, acked: MemoryObjectSendStream[list[Event]]) -> None:
+    async def _ship(self, acked: MemoryObjectSendStream[list[Outgoing]]) -> None:
         retry = Retry(self._backoff)  # requests in a row that got no EventsAck
         # The outbox position of the last event the hub has acknowledged; 0
         # after a failure, so that everything unacknowledged goes again.
@@ -118,7 +131,7 @@ class Shipper:
             if session is None:
                 await self._link.wait_session(self._session_wait)
                 continue
-            frame = RunEvents(
+            frame = EventsFrame(
                 deployment_id=self._link.identity.deployment_id,
                 session_id=session.session_id,
                 owner_epoch=session.owner_epoch,
@@ -130,7 +143,7 @@ class Shipper:
                 # Cleared before reading: a commit after the read wakes us.
                 self._wake.clear()
                 packed = await self._pack(frame, after)
-            frame.events, last = packed.events, packed.last
+            frame.events, last = [msgspec.Raw(e.frame) for e in packed.events], packed.last
             if not frame.events:
                 if last == 0:  # else only events set aside: read on
                     await self._wake.wait()
@@ -139,7 +152,7 @@ class Shipper:
             reply, ahead = await self._send(frame, packed, retry.failures)
             if isinstance(reply, EventsAck) and reply.ids:
                 ids = set(reply.ids)
-                named = [e for e in frame.events if e.event_id in ids]
+                named = [e for e in packed.events if e.event_id in ids]
                 await acked.send(named)
                 if reply.floor_seq > self._inbox.last_seq and self._on_floor is not None:
                     await self._on_floor(reply.floor_seq)
@@ -163,7 +176,7 @@ class Shipper:
             await retry.wait(functools.partial(self._link.wait_new_session, session))
 
     async def _send(
-        self, frame: RunEvents, packed: _Packed, failures: int
+        self, frame: EventsFrame, packed: _Packed, failures: int
     ) -> tuple[EventsAck | Refused | None, _Packed | None]:
         """The request for ``frame`` (None: no answer) and, when ``frame`` is
         full, the next frame's events, read meanwhile."""
@@ -189,7 +202,7 @@ class Shipper:
                 log.log(level, "events not acknowledged (%s); resending", exc)
         return reply, ahead
 
-    async def _mark(self, acked: MemoryObjectReceiveStream[list[Event]]) -> None:
+    async def _mark(self, acked: MemoryObjectReceiveStream[list[Outgoing]]) -> None:
         """Commit the hub's acknowledgements while the next frame is out; the
         acknowledgements that came in meanwhile go in one commit."""
         with acked:
@@ -203,36 +216,35 @@ class Shipper:
                 await afailpoint("sidecar.shipper.after_ack")
                 await self._inbox.mark_acked(events)
 
-    async def _pack(self, frame: RunEvents, after: int) -> _Packed:
+    async def _pack(self, frame: EventsFrame, after: int) -> _Packed:
         """The oldest events after outbox position ``after`` that fit
         ``frame``'s header (at least one, if any)."""
         overhead = len(encode(msgspec.structs.replace(frame, events=[]))) + _ARRAY_HEADER
         size = overhead
-        events: list[Event] = []
+        events: list[Outgoing] = []
         last = 0
         rows = await self._inbox.unacked(self._batch_limit, after=after)
-        for pos, data in rows:
-            if overhead + len(data) > WIRE_MAX_PAYLOAD:
+        for pos, event in rows:
+            if overhead + len(event.frame) > WIRE_MAX_PAYLOAD:
                 if events:
                     return _Packed(events, last, full=True, after=after)  # they go first
-                await self._set_aside(data, overhead + len(data))
+                await self._set_aside(event, overhead + len(event.frame))
                 last = pos
                 continue
-            size += len(data)
+            size += len(event.frame)
             if events and size > MAX_FRAME_BYTES:
                 return _Packed(events, last, full=True, after=after)
-            events.append(self._events.decode(data))
+            events.append(event)
             last = pos
         return _Packed(events, last, full=len(rows) == self._batch_limit, after=after)
 
-    async def _set_aside(self, data: bytes, size: int) -> None:
+    async def _set_aside(self, event: Outgoing, size: int) -> None:
         # Resending it would fail the same way forever, and hold back every
         # later event of the deployment.
-        event = self._events.decode(data)
         reason = f"unshippable: a frame of {size} bytes, over NATS' {WIRE_MAX_PAYLOAD}"
         log.error(
             "%s %s of run %s cannot be shipped (%s); set aside as a dead letter",
-            type(event).__name__,
+            event.kind,
             event.event_id,
             event.run_id,
             reason,

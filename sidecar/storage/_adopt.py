@@ -7,11 +7,12 @@ runs, states and floor instead, in one transaction.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 import msgspec
 
-from runtime import Connection, RunSnapshot, RunStatus
+from runtime import RunSnapshot, RunStatus
 
 from ._envelope import encode_run_state
 from ._position import COMPACTED, advance_over_done, mark_settled
@@ -24,8 +25,12 @@ disk standing in for the owner's after a restart in the same home."""
 _encode_json = msgspec.json.encode
 
 
-async def adopt_hub_state(
-    db: Connection, runs: Sequence[RunSnapshot], floor: int, settled: Sequence[int], now: float
+def adopt_hub_state(
+    conn: sqlite3.Connection,
+    runs: Sequence[RunSnapshot],
+    floor: int,
+    settled: Sequence[int],
+    now: float,
 ) -> int:
     """Inside the caller's transaction: become the owner from the hub's
     state; the new processing position.
@@ -43,9 +48,9 @@ async def adopt_hub_state(
     ``adopt`` mark set when it began.
     """
     started = [r for r in runs if r.status != RunStatus.PENDING]
-    await db.execute("DELETE FROM run")
-    await db.execute("DELETE FROM run_state")
-    await db.executemany(
+    conn.execute("DELETE FROM run")
+    conn.execute("DELETE FROM run_state")
+    conn.executemany(
         "INSERT INTO run (run_id, status, result, error, last_seq, created_at,"
         " updated_at, steps, approvals, parent_run_id, entrypoint, version)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -67,30 +72,30 @@ async def adopt_hub_state(
             for r in started
         ],
     )
-    await db.executemany(
+    conn.executemany(
         "INSERT INTO run_state (run_id, state) VALUES (?, ?)",
         [(r.run_id, encode_run_state(r.state)) for r in started],
     )
-    await db.execute("DELETE FROM outbox WHERE acked = 0")
-    await db.execute("UPDATE inbox SET state = 'pending' WHERE state = 'held'")
-    await db.execute(
+    conn.execute("DELETE FROM outbox WHERE acked = 0")
+    conn.execute("UPDATE inbox SET state = 'pending' WHERE state = 'held'")
+    conn.execute(
         "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?"
         " WHERE state = 'pending' AND seq <= ?",
         (now, floor),
     )
     # Settled at the hub: never processed here again (and the events
     # that would have said so at the hub are gone).
-    await db.execute(
+    conn.execute(
         "UPDATE inbox SET envelope = ? WHERE seq <= ? AND envelope != ?",
         (COMPACTED, floor, COMPACTED),
     )
     # A compacted row was applied by the hub: done for good.
-    await db.execute(
+    conn.execute(
         "UPDATE inbox SET state = 'pending', outcome = NULL, processed_at = NULL"
         " WHERE state = 'done' AND seq > ? AND envelope != ?",
         (floor, COMPACTED),
     )
-    await mark_settled(db, [seq for seq in settled if seq > floor], now)
-    last = await advance_over_done(db, floor)
-    await db.execute("DELETE FROM meta WHERE key = ?", (ADOPT_MARK,))
+    mark_settled(conn, [seq for seq in settled if seq > floor], now)
+    last = advance_over_done(conn, floor)
+    conn.execute("DELETE FROM meta WHERE key = ?", (ADOPT_MARK,))
     return last

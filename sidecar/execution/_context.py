@@ -33,7 +33,6 @@ from runtime import (
     MAX_MAIL,
     MAX_PROMPT,
     MAX_RESULT,
-    MAX_STATE,
     ApprovalRequested,
     ChildRunStarted,
     Event,
@@ -44,7 +43,8 @@ from runtime import (
     new_id,
 )
 
-from ._errors import LimitExceeded, RunAlreadyEnded, StateNotSerializable
+from .._errors import LimitExceeded, RunAlreadyEnded, StateNotSerializable
+from ..storage import Outgoing
 
 log = logging.getLogger("mailrun.workflow")
 
@@ -71,16 +71,6 @@ def check_size(value: Any, limit: SizeLimit, what: str) -> None:
         raise LimitExceeded(what, size, limit)
 
 
-def state_snapshot(state: object) -> bytes:
-    """``ctx.state`` as a run commits it: a JSON-able dict within its limit,
-    encoded; else :class:`StateNotSerializable` or :class:`LimitExceeded`."""
-    if not isinstance(state, dict):
-        raise StateNotSerializable(f"ctx.state must be a dict, not {type(state).__name__}")
-    snapshot = to_json(state, "ctx.state")
-    check_size(state, MAX_STATE, "ctx.state")
-    return snapshot
-
-
 def derived_id(prefix: str, key: str) -> str:
     """An id of the usual shape (prefix and 26 hex) that ``key`` always yields."""
     return f"{prefix}_{hashlib.sha256(key.encode()).hexdigest()[:26]}"
@@ -91,6 +81,13 @@ def check_events(events: list[Event]) -> None:
     a failure here is a value no other limit covers (a huge address, say)."""
     for event in events:
         check_size(event, MAX_EVENT, f"the {type(event).__name__} event")
+
+
+def check_encoded(event: Outgoing) -> Outgoing:
+    """:func:`check_events` on an event encoded already: its bytes are its size."""
+    if len(event.frame) > MAX_EVENT.bytes:
+        raise LimitExceeded(f"the {event.kind} event", len(event.frame), MAX_EVENT)
+    return event
 
 
 class _RunLog(logging.LoggerAdapter[logging.Logger]):

@@ -2,14 +2,14 @@
 
 It reads one replay job (JSON) on stdin and answers with one JSON document
 on stdout: the report (exit 0), or why the replay could not be made
-(exit 1). The hub starts it; see :mod:`sidecar._replay` and docs/replay.md.
+(exit 1). The hub starts it; see :mod:`sidecar.replay._run` and docs/replay.md.
 """
 
 from __future__ import annotations
 
 import sys
 
-from ._replay import main
+from ._run import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -22,8 +22,8 @@ import msgspec
 
 from runtime import InvalidSources, Sources, check_layout
 
-from ._envelope import Envelope
-from ._errors import EntrypointError, WorkflowLoadError
+from .._errors import EntrypointError, WorkflowLoadError
+from ..storage import Envelope
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 

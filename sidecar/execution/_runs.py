@@ -43,11 +43,10 @@ from runtime import (
     new_id,
 )
 
+from .._errors import EntrypointError, LimitExceeded, WorkflowLoadError
+from ..storage import Commit, Inbox, Pending, outgoing
 from ._context import Minter
-from ._errors import EntrypointError, LimitExceeded, WorkflowLoadError
-from ._inbox import Inbox, Pending
 from ._run_actor import RunActor
-from ._step import Commit
 from ._versions import Versions
 from ._workflow import Handler, StateMigration
 
@@ -257,7 +256,7 @@ class Runs(StackedContext):
                 # A held row is behind the processing position: no seq for it.
                 consumed=[(p.dispatch_id, None if p.held else p.seq, DispatchOutcome.FAILED)],
                 error=None if ended else text,
-                events=events,
+                events=[outgoing(e) for e in events],
                 steps=record.steps + 1,
                 approvals=[],
             )

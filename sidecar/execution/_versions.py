@@ -8,7 +8,10 @@ here always has its code here too, through restarts and without the hub.
 
 Each version is imported as a package of its own (``_workflow``), on first
 use, so two versions run side by side while items stamped with the older
-one are still being processed.
+one are still being processed. A later version is imported (and a child
+run's entrypoint resolved) on a worker thread, one at a time: user code
+runs at import, for as long as it likes, and the loop serves on meanwhile
+(mail is delivered and processed while a rollout imports its code).
 """
 
 from __future__ import annotations
@@ -16,13 +19,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
+import anyio
 import msgspec
 
 from runtime import Claim, Sources, TransportError
 
-from ._errors import SidecarError, WorkflowLoadError
-from ._inbox import Inbox
+from .._errors import SidecarError, WorkflowLoadError
+from ..storage import Inbox
 from ._workflow import (
     Handler,
     StateMigration,
@@ -32,6 +37,8 @@ from ._workflow import (
 )
 
 log = logging.getLogger("mailrun.sidecar.versions")
+
+T = TypeVar("T")
 
 Fetch = Callable[[Claim], Awaitable[bytes]]
 """Fetches a blob from the hub and checks its digest (``HubLink.fetch_blob``)."""
@@ -47,6 +54,7 @@ class Versions:
         self.first = first
         self._entrypoints: dict[int, str] = {1: first_entrypoint}
         self._handlers: dict[tuple[int, str], Handler] = {}
+        self._loading = anyio.Lock()  # one import at a time: they share sys.modules
 
     async def ensure(self, version: int, code: Claim | None, fetch: Fetch) -> None:
         """Keep ``version``'s sources here, fetching them by ``code`` if need be.
@@ -78,16 +86,27 @@ class Versions:
         else the version's own. Raises :class:`WorkflowLoadError` or
         :class:`EntrypointError`."""
         version = max(version, 1)
-        if version not in self._entrypoints:
-            self._import(version, await self._sources(version))
         if entrypoint is None:
             if version == 1:
                 return self.first
-            entrypoint = self._entrypoints[version]
-        key = (version, entrypoint)
-        handler = self._handlers.get(key)
+            entrypoint = self._entrypoints.get(version)
+        handler = self._handlers.get((version, entrypoint)) if entrypoint is not None else None
         if handler is None:
-            handler = resolve_entrypoint(self._deployment_id, entrypoint, version)
+            async with self._loading:
+                handler = await self._load_handler(version, entrypoint)
+        return handler
+
+    async def _load_handler(self, version: int, entrypoint: str | None) -> Handler:
+        if version not in self._entrypoints:
+            sources = await self._sources(version)
+            await _off_the_loop(self._import, version, sources)
+        entrypoint = entrypoint or self._entrypoints[version]
+        key = (version, entrypoint)
+        handler = self._handlers.get(key)  # another task resolved it meanwhile
+        if handler is None:
+            handler = await _off_the_loop(
+                resolve_entrypoint, self._deployment_id, entrypoint, version
+            )
             self._handlers[key] = handler
         return handler
 
@@ -113,3 +132,9 @@ class Versions:
     def _import(self, version: int, sources: Sources) -> None:
         load_workflow(sources, self._home / "versions" / str(version), self._deployment_id, version)
         self._entrypoints[version] = sources.entrypoint
+
+
+async def _off_the_loop(call: Callable[..., T], *args: object) -> T:
+    # Abandoned on cancellation (a stop): an import that never returns must
+    # not hold the process; nothing waits for its result then.
+    return await anyio.to_thread.run_sync(call, *args, abandon_on_cancel=True)

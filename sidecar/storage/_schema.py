@@ -3,25 +3,27 @@
 ``schema_version`` holds one row with the highest applied version. Each
 migration runs in one transaction together with its version bump, so a crash
 leaves the database either before or after it. Migration 1 creates release
-1's tables verbatim (docs/design.md section 6) when they are absent, so a fresh inbox
-walks the same path as one release 1 left behind; migrations 2 and 3 extend
-them.
+1's tables verbatim (docs/design.md section 6) when they are absent, so a
+fresh inbox walks the same path as one release 1 left behind; migrations 2
+to 4 extend them. A migration is a plain function of the connection, run
+whole between ``BEGIN IMMEDIATE`` and ``COMMIT`` (``Database.transact``).
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from functools import partial
 
-import aiosqlite
-import anyio
+from runtime import EnvelopeQuarantined, RecordDecodeError, RunStatus, new_id
+from runtime.sqlite import Database
 
-from runtime import EnvelopeQuarantined, RecordDecodeError, RunStatus, encode, new_id
-
+from .._errors import InboxSchemaTooNew
 from ._envelope import decode_envelope, salvage_run_id
-from ._errors import InboxSchemaTooNew
+from ._events import outgoing
+from ._outbox import add_events
 
 log = logging.getLogger("mailrun.sidecar.inbox")
 
@@ -74,10 +76,10 @@ INSERT INTO meta (key, value) VALUES ('last_seq', 0);
 """
 
 
-async def _script(db: aiosqlite.Connection, script: str) -> None:
+def _script(conn: sqlite3.Connection, script: str) -> None:
     # executescript would COMMIT the open transaction first; run one by one.
     for statement in filter(None, (s.strip() for s in script.split(";"))):
-        await db.execute(statement)
+        conn.execute(statement)
 
 
 # A run counts the items it processed (the order the hub applies its states
@@ -106,27 +108,26 @@ ALTER TABLE run ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
 """
 
 
-async def _v1(db: aiosqlite.Connection) -> None:
-    await _script(db, _V1)
+def _v1(conn: sqlite3.Connection) -> None:
+    _script(conn, _V1)
 
 
-async def _v2(db: aiosqlite.Connection) -> None:
-    await _script(db, _V2)
+def _v2(conn: sqlite3.Connection) -> None:
+    _script(conn, _V2)
     now = time.time()
     # Release 1 envelopes carry no run id: it is their address.
     backfill: list[tuple[str, str]] = []
     dead: list[tuple[str, str, bytes, float]] = []
-    async with db.execute("SELECT dispatch_id, envelope, state FROM inbox") as cur:
-        async for dispatch_id, data, state in cur:
-            try:
-                backfill.append((decode_envelope(bytes(data)).effective_run_id, dispatch_id))
-            except RecordDecodeError as exc:
-                if state == "pending":
-                    dead.append((dispatch_id, str(exc), bytes(data), now))
-    await db.executemany("UPDATE inbox SET run_id = ? WHERE dispatch_id = ?", backfill)
+    for dispatch_id, data, state in conn.execute("SELECT dispatch_id, envelope, state FROM inbox"):
+        try:
+            backfill.append((decode_envelope(bytes(data)).effective_run_id, dispatch_id))
+        except RecordDecodeError as exc:
+            if state == "pending":
+                dead.append((dispatch_id, str(exc), bytes(data), now))
+    conn.executemany("UPDATE inbox SET run_id = ? WHERE dispatch_id = ?", backfill)
     # An envelope nobody can read would hold every later one back: keep it
     # aside, visibly: here, and at the hub (the event cancels its dispatch).
-    await db.executemany(
+    conn.executemany(
         "INSERT INTO dead_letter (source, reason, data, at) VALUES ('inbox:' || ?, ?, ?, ?)",
         dead,
     )
@@ -140,15 +141,12 @@ async def _v2(db: aiosqlite.Connection) -> None:
         )
         for dispatch_id, reason, data, at in dead
     ]
-    await db.executemany(
-        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)",
-        [(e.event_id, e.run_id, type(e).__name__, encode(e)) for e in quarantined],
-    )
-    await db.executemany(
+    add_events(conn, map(outgoing, quarantined))
+    conn.executemany(
         "UPDATE inbox SET state = 'done', outcome = 'dead_letter' WHERE dispatch_id = ?",
         [(d[0],) for d in dead],
     )
-    await db.execute(
+    conn.execute(
         "INSERT OR IGNORE INTO run (run_id, status, created_at, updated_at)"
         " SELECT run_id, ?, ?, ? FROM run_state"
         " UNION SELECT DISTINCT run_id, ?, ?, ? FROM inbox WHERE run_id IS NOT NULL",
@@ -156,52 +154,42 @@ async def _v2(db: aiosqlite.Connection) -> None:
     )
 
 
-async def _v3(db: aiosqlite.Connection) -> None:
-    await _script(db, _V3)
+def _v3(conn: sqlite3.Connection) -> None:
+    _script(conn, _V3)
 
 
-async def _v4(db: aiosqlite.Connection) -> None:
-    await _script(db, _V4)
+def _v4(conn: sqlite3.Connection) -> None:
+    _script(conn, _V4)
 
 
-@asynccontextmanager
-async def transaction(db: aiosqlite.Connection) -> AsyncIterator[aiosqlite.Connection]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``; ``ROLLBACK`` on any error or cancellation.
-
-    The connection runs in autocommit mode (``isolation_level=None``) so these
-    statements are the only transaction boundaries; callers serialise access.
-    """
-    await db.execute("BEGIN IMMEDIATE")
-    try:
-        yield db
-    except BaseException:
-        # Shielded: a cancelled caller must still leave no transaction open.
-        with anyio.CancelScope(shield=True):
-            await db.execute("ROLLBACK")
-        raise
-    with anyio.CancelScope(shield=True):
-        await db.execute("COMMIT")
-
-
-Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+Migration = Callable[[sqlite3.Connection], None]
 MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-async def migrate(db: aiosqlite.Connection) -> int:
+async def migrate(db: Database) -> int:
     """Apply what is missing; return the version the database was at before."""
-    await db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-    async with db.execute("SELECT MAX(version) FROM schema_version") as cur:
-        row = await cur.fetchone()
-    current = int(row[0]) if row is not None and row[0] is not None else 0
+    current = await db.read(schema_version)
     if current > SCHEMA_VERSION:
         raise InboxSchemaTooNew(
             f"inbox schema version {current} is newer than this release ({SCHEMA_VERSION})"
         )
     for version in range(current + 1, SCHEMA_VERSION + 1):
-        async with transaction(db):
-            await MIGRATIONS[version - 1](db)
-            await db.execute("DELETE FROM schema_version")
-            await db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+        # Off the loop: release 1's inbox may be large, and nothing else
+        # runs while the sidecar boots.
+        await db.transact(partial(_apply, version), heavy=True)
         log.info("inbox migrated to schema version %d", version)
     return current
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The version the database is at (0: a new file); the table is made if need be."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+    (version,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(version) if version is not None else 0
+
+
+def _apply(version: int, conn: sqlite3.Connection) -> None:
+    MIGRATIONS[version - 1](conn)
+    conn.execute("DELETE FROM schema_version")
+    conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))

@@ -1,0 +1,48 @@
+"""Execution: running the deployment's workflow code over its runs' items.
+
+The scheduler (one supervised actor per run, in seq order), the run actor
+and its handler calls, the handler's ``ctx``, loading the code (by
+version), the items a handler receives, and the handler timeout.
+"""
+
+from ._context import Context as Context
+from ._context import Minter as Minter
+from ._context import check_events as check_events
+from ._context import derived_id as derived_id
+from ._runs import Runs as Runs
+from ._runs import RunsConfig as RunsConfig
+from ._state import state_snapshot as state_snapshot
+from ._versions import Versions as Versions
+from ._workflow import ApprovalDecision as ApprovalDecision
+from ._workflow import ChildEnded as ChildEnded
+from ._workflow import Handler as Handler
+from ._workflow import Item as Item
+from ._workflow import Mail as Mail
+from ._workflow import Signal as Signal
+from ._workflow import Start as Start
+from ._workflow import StateMigration as StateMigration
+from ._workflow import item_of as item_of
+from ._workflow import load_workflow as load_workflow
+from ._workflow import state_migration as state_migration
+
+__all__ = [
+    "ApprovalDecision",
+    "ChildEnded",
+    "Context",
+    "Handler",
+    "Item",
+    "Mail",
+    "Minter",
+    "Runs",
+    "RunsConfig",
+    "Signal",
+    "Start",
+    "StateMigration",
+    "Versions",
+    "check_events",
+    "derived_id",
+    "item_of",
+    "load_workflow",
+    "state_migration",
+    "state_snapshot",
+]

@@ -1,0 +1,245 @@
+"""The run actor: calls the handler for a batch of one run's envelopes and
+commits the outcome in one inbox transaction (transactional outbox).
+
+An approval gate: once a handler call asked for approvals (and did not end
+the run), the run is ``waiting``. The decision of one of them is processed
+when it comes; anything else is held (an inbox row in state ``held``; the
+processing position moves on, so other runs do not wait). The decision of
+the last one makes the run ``running`` again and ends the batch, so that the
+held rows come next, in their order, before anything later
+(:meth:`Inbox.next_batch`).
+
+:meth:`RunActor.receive` takes a batch's items in order, each by one of
+the ways :class:`~sidecar.execution._batch.Step` names, and commits what
+they made in one transaction."""
+
+from __future__ import annotations
+
+import time
+from contextlib import closing
+from typing import Protocol
+
+import anyio
+
+from runtime import (
+    Actor,
+    EnvelopeQuarantined,
+    RunCancelled,
+    RunStatus,
+    afailpoint,
+    is_terminal,
+    new_id,
+)
+
+from .._errors import HandlerTimeout, RunStateUnreadable
+from ..storage import Commit, Envelope, Inbox, Pending, outgoing
+from ._batch import Batch, Step
+from ._context import Context, Minter
+from ._state import Snapshot, snapshot_of, state_snapshot
+from ._watch import HandlerWatch
+from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
+
+
+class RunOwner(Protocol):
+    """What a run actor uses of the runs that own it (``Runs``)."""
+
+    @property
+    def inbox(self) -> Inbox: ...
+
+    @property
+    def deployment_id(self) -> str: ...
+
+    async def handler_for(self, entrypoint: str | None, version: int = 1) -> Handler:
+        """The handler of an item of ``version``: a child run's by its
+        entrypoint; None: the deployment's."""
+        ...
+
+    async def migration_for(self, entrypoint: str | None, version: int) -> StateMigration | None:
+        """``migrate_state`` of the module an item of ``version`` runs in."""
+        ...
+
+    @property
+    def minter(self) -> Minter | None: ...
+
+    @property
+    def handler_timeout(self) -> float:
+        """Seconds a handler call may run before it fails (and is retried)."""
+        ...
+
+    @property
+    def step_budget(self) -> float:
+        """Seconds of handling after which a batch stops and commits."""
+        ...
+
+
+class RunActor(Actor[list[Pending]]):
+    """One instance per (re)start; its state is always the last committed one."""
+
+    def __init__(self, runs: RunOwner, run_id: str) -> None:
+        self._runs = runs
+        self._run_id = run_id
+        self._status: str | None = None
+        self._state = Snapshot(b"\x80", {})  # msgpack's empty map
+        self._steps = 0
+        self._approvals: list[str] = []
+        self._entrypoint: str | None = None
+        self._version = 0
+        """The workflow version that processed the run's latest item (0: none)."""
+
+    async def started(self) -> None:
+        record = await self._runs.inbox.load_run(self._run_id)
+        ended = record.status is not None and is_terminal(record.status)
+        if record.state_error is not None and not ended:
+            # Never processed on a stand-in state: the run fails with the
+            # reason (after the usual retries); the stored bytes stay.
+            raise RunStateUnreadable(f"run {self._run_id}: {record.state_error}")
+        self._status = record.status
+        self._state = snapshot_of(record.state, f"stored state of {self._run_id}")
+        self._steps, self._approvals = record.steps, record.approvals
+        self._entrypoint = record.entrypoint
+        # A run that processed items before versions were recorded ran version 1.
+        self._version = record.version or (1 if record.status is not None else 0)
+
+    async def receive(self, message: list[Pending]) -> None:
+        commit = Commit(run_id=self._run_id, status=self._status or RunStatus.RUNNING, consumed=[])
+        commit.steps, commit.approvals = self._steps, list(self._approvals)
+        batch = Batch(commit, self._status, self._state, self._version)
+        try:
+            with (
+                anyio.CancelScope() as scope,
+                closing(HandlerWatch(scope, self._runs.handler_timeout)) as watch,
+            ):
+                for p in message:
+                    if batch.over_budget(self._runs.step_budget):
+                        break  # the rest comes next step, after this one's commit
+                    if await self._take(p, batch, watch) is Step.GATE_OPENED:
+                        break  # the rows the gate held come next, before the rest
+            if watch.overran is not None:
+                raise self._timed_out(watch.overran)
+        except Exception:
+            # Keep what the batch achieved before the failing envelope; the
+            # exception then crashes this actor and the retry starts there.
+            await self._commit(batch)
+            raise
+        await self._commit(batch)
+
+    async def _take(self, p: Pending, batch: Batch, watch: HandlerWatch) -> Step:
+        """Take one item of the batch, the one way that fits it."""
+        envelope = p.envelope
+        if envelope is None:
+            return self._quarantine(p, batch)
+        if batch.ended:
+            return self._refuse(p, batch)
+        if (
+            batch.status is None
+            and envelope.kind == "start"
+            and await self._orphan(envelope, batch)
+        ):
+            return self._cancel(p, batch)
+        item = item_of(envelope)
+        decision = item.approval_id if isinstance(item, ApprovalDecision) else None
+        if batch.waiting and decision not in (batch.commit.approvals or []):
+            batch.hold(p)
+            return Step.HELD
+        return await self._process(p, item, decision, batch, watch)
+
+    def _quarantine(self, p: Pending, batch: Batch) -> Step:
+        event = EnvelopeQuarantined(
+            event_id=new_id("evt"),
+            run_id=self._run_id,
+            at=time.time(),
+            dispatch_id=p.dispatch_id,
+            reason=p.error,
+        )
+        batch.quarantine(p, outgoing(event))
+        return Step.QUARANTINED
+
+    def _refuse(self, p: Pending, batch: Batch) -> Step:
+        batch.refuse(p, time.time())
+        return Step.REFUSED
+
+    async def _orphan(self, start: Envelope, batch: Batch) -> bool:
+        """A child run's first item: its parent and entrypoint are recorded;
+        whether that parent has ended (the child never runs then)."""
+        batch.commit.parent_run_id = start.sender
+        batch.commit.entrypoint = self._entrypoint = start.subject or None
+        if start.sender is None:
+            return False
+        parent = await self._runs.inbox.load_run(start.sender)
+        return parent.status is not None and is_terminal(parent.status)
+
+    def _cancel(self, p: Pending, batch: Batch) -> Step:
+        now = time.time()
+        cancelled = RunCancelled(
+            event_id=new_id("evt"), run_id=self._run_id, at=now, reason="parent run ended"
+        )
+        batch.status = RunStatus.CANCELLED
+        batch.refuse(p, now, outgoing(cancelled))
+        return Step.CANCELLED
+
+    async def _process(
+        self, p: Pending, item: Item, decision: str | None, batch: Batch, watch: HandlerWatch
+    ) -> Step:
+        """The handler's call on one item, and what it made: the run's new
+        state and status, the events. Nothing joins the commit unless all of
+        it is within its limits: a too-large value fails this item alone,
+        and the batch's earlier items commit."""
+        assert p.envelope is not None
+        now, version = time.time(), max(p.envelope.version, 1)
+        ctx = await self._call(p, item, batch.state, version, batch.ran, watch)
+        after = state_snapshot(ctx.state)
+        made = batch.made(p, now, ctx, after)
+        return batch.handled(p, ctx, decision, after, version, made)
+
+    async def _call(
+        self, p: Pending, item: Item, state: Snapshot, version: int, ran: int, watch: HandlerWatch
+    ) -> Context:
+        """The handler call of ``version`` on one item, timed by ``watch``;
+        first, when the run's previous item was processed by another
+        version, its ``migrate_state``."""
+        runs = self._runs
+        handler = await runs.handler_for(self._entrypoint, version)
+        migrate = await runs.migration_for(self._entrypoint, version) if ran != version else None
+        ctx = Context(
+            run_id=self._run_id,
+            deployment_id=runs.deployment_id,
+            dispatch_id=p.dispatch_id,
+            state=state.take(),
+            minter=runs.minter,
+        )
+        await afailpoint("sidecar.handler.before")
+        watch.begin(p.dispatch_id)
+        try:
+            if migrate is not None and ran:
+                ctx.state = await migrate(ctx.state, ran)
+                state_snapshot(ctx.state)  # a dict, JSON-able, within its limit
+            await handler(ctx, item)
+        except Exception as exc:
+            # The supervisor logs it with its traceback: say which item it was.
+            exc.add_note(f"handling dispatch {p.dispatch_id} (seq {p.seq}) of run {self._run_id}")
+            raise
+        finally:
+            watch.end()
+        # A handler that swallowed its cancellation still timed out.
+        if watch.overran is not None:
+            raise self._timed_out(watch.overran)
+        # The handler's effects exist only in memory until the commit.
+        await afailpoint("sidecar.handler.after")
+        return ctx
+
+    def _timed_out(self, dispatch_id: str) -> HandlerTimeout:
+        timeout = self._runs.handler_timeout
+        return HandlerTimeout(f"handler did not return within {timeout}s (dispatch {dispatch_id})")
+
+    async def _commit(self, batch: Batch) -> None:
+        commit = batch.commit
+        if not commit.consumed and not commit.held:
+            return
+        commit.status = batch.status or RunStatus.RUNNING
+        await afailpoint("sidecar.run.before_commit")
+        await self._runs.inbox.commit(commit)
+        # Committed to the outbox; the shipper has not been woken yet.
+        await afailpoint("sidecar.run.after_commit")
+        self._status, self._state = commit.status, batch.state
+        self._steps, self._approvals = commit.steps or 0, list(commit.approvals or [])
+        self._version = commit.version or self._version

@@ -1,0 +1,17 @@
+"""The hub link: everything that talks to the hub over NATS.
+
+The session (hello, challenge, welcome) and the requests made under it,
+the delivery of ``mail.inbound`` frames into the inbox, the control
+frames that come on the same subject (on a task of their own), and the
+shipper that sends the outbox's events to the hub until they are
+acknowledged.
+"""
+
+from ._control import Control as Control
+from ._delivery import Delivery as Delivery
+from ._session import HubLink as HubLink
+from ._session import Identity as Identity
+from ._session import Session as Session
+from ._shipper import Shipper as Shipper
+
+__all__ = ["Control", "Delivery", "HubLink", "Identity", "Session", "Shipper"]

@@ -1,0 +1,291 @@
+"""The durable inbox: envelopes, run state, run status and the event outbox.
+
+One SQLite file per deployment (``inbox.db``, WAL, ``synchronous=FULL``),
+one connection (``runtime.sqlite.Database``). Every operation is a plain
+function of the connection (the modules beside this one hold them, and all
+of the sidecar's SQL): a read runs on the event loop's thread, a write is
+one transaction run whole, on the loop's thread while SQLite's write lock
+is free (no other process writes here, so it is), except a batch of frames,
+stored on a worker thread (:meth:`Inbox.store`). Batched work (a batch of
+frames, a batch of processed envelopes, one ack) is one transaction. The
+writer task, the run actors and the shipper share the inbox; one lock
+keeps each operation and the processing position it reads and moves
+together.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from runtime import RunSnapshot
+from runtime.sqlite import Database, Synchronous, release_free_pages
+
+from ._adopt import adopt_hub_state
+from ._envelope import Envelope, encode_envelope
+from ._events import Outgoing, settled_dispatch
+from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dispatches, learn_seqs
+from ._meta import keep_version, read_meta, read_version, write_meta
+from ._outbox import (
+    drop_acknowledged,
+    forget_acknowledged,
+    set_aside,
+    unacked_events,
+)
+from ._position import advance_over_done, read_position, skip_up_to
+from ._queue import Pending, RunRecord, next_batch, next_rows, read_run, run_record
+from ._schema import migrate
+from ._step import Commit, write_step
+
+DONE_KEPT = 1000
+"""Compacted rows kept behind the processing position (for an operator to
+look at); older ones are deleted. A late copy of a deleted one is still a
+duplicate: every seq at or below the position is done."""
+
+FREE_BYTES_KEPT = 8 * 1024 * 1024
+"""Free pages the file keeps for the next envelopes; the rest goes back to
+the file system once nothing is pending (while envelopes are, once twice
+this is free)."""
+
+BUSY_TIMEOUT = 5.0
+
+
+class Inbox:
+    def __init__(self, db: Database, last_seq: int, done_kept: int = DONE_KEPT) -> None:
+        self.db = db
+        self.path = db.path
+        self._last_seq = last_seq
+        self._done_kept = done_kept
+        self._swept = 0
+        """Compacted rows at or below this seq are deleted: the next sweep
+        starts above it (0: from the start)."""
+        self._lock = anyio.Lock()
+        self._cancelled: list[str] = []
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        *,
+        synchronous: Synchronous = Synchronous.FULL,
+        done_kept: int = DONE_KEPT,
+    ) -> Inbox:
+        """The inbox at ``path``, migrated. ``synchronous``: SQLite's
+        durability (``FULL``: stored Acks and shipped events are on disk; a
+        benchmark may run ``NORMAL``)."""
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        db = await Database.open(path, busy_timeout=BUSY_TIMEOUT, synchronous=synchronous)
+        try:
+            await migrate(db)
+            last_seq = await db.transact(_opened)
+        except BaseException:
+            await db.aclose()
+            raise
+        return cls(db, last_seq, done_kept)
+
+    async def aclose(self) -> None:
+        # Shielded: closing runs during cancellation.
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                await self.db.aclose()
+
+    @property
+    def last_seq(self) -> int:
+        """The highest seq processed in order (every lower one is done too)."""
+        return self._last_seq
+
+    # --- meta -----------------------------------------------------------------
+
+    async def get_meta(self, key: str) -> Any:
+        async with self._lock:
+            return await self.db.read(partial(read_meta, key=key))
+
+    async def set_meta(self, key: str, value: Any) -> None:
+        async with self._lock:
+            await self.db.transact(partial(write_meta, key=key, value=value))
+
+    # --- workflow versions ----------------------------------------------------
+
+    async def get_version(self, version: int) -> tuple[str, bytes] | None:
+        """``(digest, sources JSON)`` of a version kept here, or None."""
+        async with self._lock:
+            return await self.db.read(partial(read_version, version=version))
+
+    async def put_version(self, version: int, digest: str, sources: bytes) -> None:
+        kept = partial(keep_version, version=version, digest=digest, sources=sources)
+        async with self._lock:
+            await self.db.transact(partial(kept, now=time.time()))
+
+    # --- delivery -------------------------------------------------------------
+
+    async def known(self, dispatch_ids: Sequence[str]) -> set[str]:
+        """Which of these dispatches are already in the inbox."""
+        if not dispatch_ids:
+            return set()
+        async with self._lock:
+            return await self.db.read(partial(known_dispatches, dispatch_ids=dispatch_ids))
+
+    async def store(
+        self, envelopes: Sequence[Envelope], dead: Sequence[tuple[str, str, bytes]] = ()
+    ) -> list[bool]:
+        """Persist a batch, in one transaction; per envelope True (stored) or
+        False (a duplicate: already there, earlier in this batch, or at or
+        below the processing position, so done here whether or not its row
+        is still kept).
+
+        ``dead`` rows ``(source, reason, data)`` go to the dead letter table.
+        A duplicate changes nothing, except that a row release 1 stored
+        without a seq learns the seq the hub gave it.
+        """
+        now = time.time()
+        async with self._lock:
+            last = self._last_seq
+            behind = [e.seq is not None and e.seq <= last for e in envelopes]
+            rows: list[EnvelopeRow] = [
+                (e.dispatch_id, encode_envelope(e), e.effective_run_id, e.seq, now)
+                for e, done in zip(envelopes, behind, strict=True)
+                if not done
+            ]
+            if not rows and not dead:
+                return [False] * len(envelopes)
+
+            def body(conn: sqlite3.Connection) -> tuple[list[bool], int]:
+                inserted = insert_envelopes(conn, rows)
+                fresh: list[bool] = []
+                for e in envelopes:
+                    fresh.append(e.dispatch_id in inserted)
+                    inserted.discard(e.dispatch_id)  # a second copy in the batch is a duplicate
+                learned = [
+                    (e.dispatch_id, e.seq)
+                    for e, new, done in zip(envelopes, fresh, behind, strict=True)
+                    if not new and not done and e.seq is not None
+                ]
+                moved = advance_over_done(conn, last) if learn_seqs(conn, learned) else last
+                if dead:
+                    keep_dead_letters(conn, dead, now)
+                return fresh, moved
+
+            # On a worker thread: its commit's fsync (a stored Ack must be on
+            # disk) waits there while the loop processes the batch before, as
+            # a step's commit waits on the loop; and a batch of big bodies
+            # runs to megabytes. On the loop, the two waits came one after
+            # the other: fewer mails a second for as much CPU (bench_e2e).
+            fresh, self._last_seq = await self.db.transact(body, heavy=True)
+        return fresh
+
+    async def raise_floor(self, floor: int) -> int:
+        """The hub finished every dispatch up to ``floor``: never wait for them.
+
+        Pending envelopes at or below it are marked ``skipped`` (the hub has
+        applied them from another owner). Returns how many were skipped.
+        """
+        now = time.time()
+
+        def body(conn: sqlite3.Connection) -> tuple[int, int]:
+            skipped = skip_up_to(conn, floor, now)
+            return skipped, advance_over_done(conn, floor)
+
+        async with self._lock:
+            if floor <= self._last_seq:
+                return 0
+            skipped, self._last_seq = await self.db.transact(body)
+        return skipped
+
+    async def adopt(
+        self, runs: Sequence[RunSnapshot], floor: int, settled: Sequence[int] = ()
+    ) -> None:
+        """Become the owner from the hub's state, in one transaction
+        (:func:`~sidecar.storage._adopt.adopt_hub_state`); clears the ``adopt`` mark."""
+        body = partial(adopt_hub_state, runs=runs, floor=floor, settled=settled, now=time.time())
+        async with self._lock:
+            self._last_seq = await self.db.transact(body)
+            self._swept = 0  # the position may have moved back: sweep from the start
+
+    # --- processing -----------------------------------------------------------
+
+    async def next_batch(self, limit: int) -> list[Pending]:
+        """The next envelopes in processing order, all of one run.
+
+        First the rows a run held while it waited for an approval, once it
+        no longer waits: they come before anything later of that run. Then
+        release 1 envelopes (no seq), in arrival order. Then the one whose
+        seq is ``last_seq + 1`` and its consecutive successors: a gap (a
+        frame not delivered yet) stops the batch, it never reorders.
+        """
+        async with self._lock:
+            last = self._last_seq
+            rows, held = await self.db.read(partial(next_rows, last_seq=last, limit=limit))
+        return next_batch(rows, last, held=held)
+
+    async def load_run(self, run_id: str) -> RunRecord:
+        async with self._lock:
+            return run_record(run_id, await self.db.read(partial(read_run, run_id=run_id)))
+
+    def take_cancelled(self) -> list[str]:
+        """The runs cancelled since the last call, because a parent ended."""
+        cancelled, self._cancelled = self._cancelled, []
+        return cancelled
+
+    async def commit(self, c: Commit) -> None:
+        """Persist one processing step atomically (:func:`~sidecar.storage._step.write_step`):
+        state, consumption, run status, events (outbox) and dead letters.
+        Raises :class:`InboxConflict` (and writes nothing) when the envelopes
+        are no longer the next ones."""
+        async with self._lock:
+            body = partial(write_step, c=c, last_seq=self._last_seq, now=time.time())
+            self._last_seq, cancelled = await self.db.transact(body)
+            self._cancelled.extend(cancelled)
+
+    # --- outbox ---------------------------------------------------------------
+
+    async def unacked(self, limit: int, *, after: int = 0) -> list[tuple[int, Outgoing]]:
+        """Events not yet acknowledged by the hub, in outbox order, with
+        their positions: those after position ``after`` (0: all)."""
+        async with self._lock:
+            return await self.db.read(partial(unacked_events, limit=limit, after=after))
+
+    async def mark_acked(self, events: Sequence[Outgoing]) -> None:
+        """The hub has applied these events: they leave the outbox, and the
+        envelopes they settled drop their bodies (:data:`COMPACTED`)."""
+        if not events:
+            return
+        ids = [e.event_id for e in events]
+        settled = list({d for d in map(settled_dispatch, events) if d is not None})
+        async with self._lock:
+            keep_above = self._last_seq - self._done_kept
+            body = partial(
+                forget_acknowledged,
+                event_ids=ids,
+                settled=settled,
+                keep_above=keep_above,
+                swept=self._swept,
+            )
+            # Not durable: these rows only say what the hub already holds. A
+            # mark lost to a power failure is a frame sent again, which the
+            # hub acknowledges without applying anything; the next durable
+            # commit makes this one durable too. Waiting for the disk here
+            # held the sidecar's loop that processing and deliveries wait on.
+            busy = await self.db.transact(body, durable=False)
+            if settled:
+                self._swept = max(self._swept, keep_above)
+                slack = FREE_BYTES_KEPT if busy else 0
+                release = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
+                await self.db.read(release, heavy=True)
+
+    async def set_aside(self, event_id: str, reason: str) -> None:
+        """Move an event that cannot be shipped from the outbox to the dead letters."""
+        body = partial(set_aside, event_id=event_id, reason=reason, now=time.time())
+        async with self._lock:
+            await self.db.transact(body)
+
+
+def _opened(conn: sqlite3.Connection) -> int:
+    # Acknowledged events are the hub's now; keep the outbox small.
+    drop_acknowledged(conn)
+    return read_position(conn)

@@ -1,0 +1,90 @@
+"""The event outbox: events committed with the step that made them, read
+in order by the shipper, and gone once the hub has acknowledged them.
+
+An acknowledgement is also where retention happens: the envelopes the
+acknowledged events settled drop their bodies (:data:`COMPACTED`), and the
+done rows the processing position has left far enough behind are deleted.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+from ._events import Outgoing
+from ._position import COMPACTED
+
+
+def add_events(conn: sqlite3.Connection, events: Iterable[Outgoing]) -> None:
+    """Append ``events`` to the outbox, in order."""
+    conn.executemany(
+        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)", events
+    )
+
+
+def unacked_events(conn: sqlite3.Connection, limit: int, after: int) -> list[tuple[int, Outgoing]]:
+    """Events the hub has not acknowledged, after outbox position ``after``,
+    in order, with their positions."""
+    rows = conn.execute(
+        "SELECT pos, event_id, run_id, kind, frame FROM outbox"
+        " WHERE acked = 0 AND pos > ? ORDER BY pos LIMIT ?",
+        (after, limit),
+    )
+    return [(int(pos), Outgoing(e, r, k, bytes(f))) for pos, e, r, k, f in rows]
+
+
+def drop_acknowledged(conn: sqlite3.Connection) -> None:
+    """Rows an older release kept once acknowledged (``acked = 1``)."""
+    conn.execute("DELETE FROM outbox WHERE acked = 1")
+
+
+def forget_acknowledged(
+    conn: sqlite3.Connection,
+    event_ids: Sequence[str],
+    settled: Sequence[str],
+    *,
+    keep_above: int,
+    swept: int,
+) -> bool:
+    """The hub applied ``event_ids``: they leave the outbox; the dispatches
+    they ``settled`` lose their bodies, or their rows when they are at or
+    below ``keep_above``; compacted rows above ``swept`` (the last sweep)
+    and at or below ``keep_above`` go. Whether anything is still pending."""
+    marks = ",".join("?" * len(event_ids))
+    conn.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", tuple(event_ids))
+    if settled:
+        # Rows already past the kept ones go at once, not compacted first.
+        forget, compact = settled_statements(len(settled))
+        conn.execute(forget, (keep_above, *settled))
+        conn.execute(compact, (COMPACTED, *settled))
+        # Only the rows the position has left behind since the last sweep:
+        # below them, the done rows still waiting for their events' acks are
+        # many under load, and none is compacted.
+        conn.execute(
+            "DELETE FROM inbox WHERE state = 'done' AND seq > ? AND seq <= ? AND envelope = ?",
+            (swept, keep_above, COMPACTED),
+        )
+    (busy,) = conn.execute("SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'pending')").fetchone()
+    return bool(busy)
+
+
+def settled_statements(n: int) -> tuple[str, str]:
+    """An acknowledgement's statements over ``n`` settled dispatch ids: delete
+    those at or below a seq, compact the rest. Both find the rows by dispatch
+    id: the ``+`` keeps SQLite off the (state, seq) index, whose range would
+    hold every done row still waiting for its events' acks."""
+    among = f"dispatch_id IN ({','.join('?' * n)})"
+    return (
+        f"DELETE FROM inbox WHERE +state = 'done' AND +seq <= ? AND {among}",
+        f"UPDATE inbox SET envelope = ? WHERE +state = 'done' AND {among}",
+    )
+
+
+def set_aside(conn: sqlite3.Connection, event_id: str, reason: str, now: float) -> None:
+    """Move an event that cannot be shipped from the outbox to the dead letters."""
+    conn.execute(
+        "INSERT INTO dead_letter (source, reason, data, at)"
+        " SELECT 'outbox', ?, frame, ? FROM outbox WHERE event_id = ?",
+        (reason, now, event_id),
+    )
+    conn.execute("DELETE FROM outbox WHERE event_id = ?", (event_id,))
