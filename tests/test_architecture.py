@@ -32,7 +32,6 @@ MAX_MODULES_A_FOLDER = 12
 CROWDED_FOR_NOW = frozenset(
     {
         "hub/store",
-        "hub/wire",
         "sidecar",
     }
 )

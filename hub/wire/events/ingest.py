@@ -30,7 +30,7 @@ from runtime import (
     encode,
 )
 
-from ..store import (
+from ...store import (
     Accepted,
     DeadLetter,
     EventRun,
@@ -45,9 +45,9 @@ from ..store import (
     record_event,
     start_run,
 )
+from ..retention import DeadLetters
 from .processed import ProcessedBatch
 from .quarantine import ingest_quarantined
-from .retention import DeadLetters
 from .routing import child_item, route_mail, start_item
 
 log = logging.getLogger("mailrun.hub.events")

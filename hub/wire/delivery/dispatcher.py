@@ -25,10 +25,10 @@ import anyio.abc
 
 from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Retry, Subjects, Transport
 
-from ..metrics import HubMetrics
-from ..store import ReservedCount, Store, count_reserved, find_overdue, still_open
+from ...metrics import HubMetrics
+from ...store import ReservedCount, Store, count_reserved, find_overdue, still_open
+from ..sessions import Session, SessionTable
 from .redelivery import Redeliveries, Resent, send_again
-from .sessions import Session, SessionTable
 from .window import Lane, PassEnd, Sending, Window
 
 log = logging.getLogger("mailrun.hub.dispatch")

@@ -42,8 +42,8 @@ from runtime import (
     encode,
 )
 
+from ..sessions import Session, SessionTable
 from .redelivery import Resent
-from .sessions import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.health")
 

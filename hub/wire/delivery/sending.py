@@ -37,9 +37,9 @@ from runtime import (
     encode,
 )
 
-from .._errors import LeaseLost, StaleEpoch
-from ..store import ReservedDispatch, Store, record_answers
-from .sessions import Session, SessionTable
+from ..._errors import LeaseLost, StaleEpoch
+from ...store import ReservedDispatch, Store, record_answers
+from ..sessions import Session, SessionTable
 
 _acks: FrameDecoder[Ack | Refused] = FrameDecoder(Ack | Refused)
 _batch_acks: FrameDecoder[AckBatch | Ack | Refused] = FrameDecoder(AckBatch | Ack | Refused)

@@ -35,11 +35,11 @@ from runtime import (
     failpoint,
 )
 
-from ..metrics import HubMetrics
-from ..store import OutboundStatus, Store, Tx, check_fence, floor_seq, trim_history
+from ...metrics import HubMetrics
+from ...store import OutboundStatus, Store, Tx, check_fence, floor_seq, trim_history
+from ..retention import DeadLetters
+from ..sessions import SessionTable
 from .ingest import Ingest
-from .retention import DeadLetters
-from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.events")
 

@@ -34,8 +34,8 @@ from runtime import (
     verify,
 )
 
-from .._errors import StaleEpoch, UnknownSession
-from ..store import Fence, Store, Tx, commit_claim, floor_seq, read_owner
+from ..._errors import StaleEpoch, UnknownSession
+from ...store import Fence, Store, Tx, commit_claim, floor_seq, read_owner
 from .leasing import Everything, Leases
 from .ownership import OWNER_LEASE, OwnerClaim, decide, home_of, not_live
 

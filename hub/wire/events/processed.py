@@ -31,8 +31,8 @@ from runtime import (
     encode,
 )
 
-from .._errors import UnknownDispatch
-from ..store import (
+from ..._errors import UnknownDispatch
+from ...store import (
     OPEN_DISPATCH,
     DispatchStatus,
     DispatchToSettle,
