@@ -15,7 +15,7 @@ Events naming a run outside the sender's deployment are acknowledged (so the
 sidecar's outbox moves on) but kept as dead letters, never applied. Each
 run's history is trimmed in the same transaction (:mod:`hub.wire.retention`).
 The statements are the store's; the rules are this module's and
-:mod:`hub.wire.ingest`'s.
+:mod:`hub.wire.events.ingest`'s.
 """
 
 from __future__ import annotations
