@@ -27,7 +27,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
 from hub.store import Accepted, Outcome, Trigger, Tx, accept_triggers, open_store, trim_history
-from hub.wire.processed import ProcessedBatch
+from hub.wire.events.processed import ProcessedBatch
 from runtime import DEFAULT_RUN_HISTORY, Connection, DispatchProcessed, Event
 from tests.support.wire import deploy, processed
 

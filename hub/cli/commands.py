@@ -2,7 +2,7 @@
 
 Each takes ``--hub URL`` (env ``MAILRUN_HUB``), ``--token-file F`` and
 ``--json``, and sends the admin token it finds (``hub._token.find_token``);
-human output is tables and key/value blocks (``_tables``). Errors follow one
+human output is tables and key/value blocks (``tables``). Errors follow one
 contract: ``error: <reason>: <detail>`` on stderr and exit 1, exit 2 without
 a hub.
 """

@@ -1,19 +1,20 @@
-"""The hub's NATS side: sessions, dispatch rounds, event ingestion, child
-minting, claim-check blobs, quarantine, sidecar health, retention, the
-producers' mail ingress, and the leases by which several hubs share the
-deployments."""
+"""The hub's NATS side, in rooms by concern: sidecar sessions, ownership and
+leases (``sessions``), what goes to each sidecar (``delivery``), what sidecars
+report (``events``), the other requests the hub answers, the producers' mail
+ingress among them (``requests``), and what it keeps of the past
+(``retention``); ``service`` runs them all."""
 
-from .dispatcher import DispatchConfig as DispatchConfig
-from .health import HealthConfig as HealthConfig
-from .ingress import IngressConfig as IngressConfig
-from .ingress import run_ingress as run_ingress
-from .leasing import LeaseKeeper as LeaseKeeper
-from .leasing import hub_identity as hub_identity
+from .delivery import DispatchConfig as DispatchConfig
+from .delivery import HealthConfig as HealthConfig
+from .requests import IngressConfig as IngressConfig
+from .requests import run_ingress as run_ingress
 from .retention import DeadLetters as DeadLetters
 from .retention import RetentionConfig as RetentionConfig
 from .service import Wire as Wire
 from .service import WireConfig as WireConfig
 from .service import run_wire as run_wire
+from .sessions import LeaseKeeper as LeaseKeeper
+from .sessions import hub_identity as hub_identity
 
 __all__ = [
     "DeadLetters",

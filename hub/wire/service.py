@@ -31,18 +31,28 @@ from runtime import (
 
 from ..metrics import HubMetrics, family, label
 from ..store import Store
-from .blobs import GC_INTERVAL, BlobCollector, BlobHandler
-from .dispatcher import DispatchConfig, Dispatcher
+from .delivery import (
+    DispatchConfig,
+    Dispatcher,
+    HealthConfig,
+    Prober,
+    RolloutDriver,
+    health_report,
+    redelivery_metrics,
+    stuck_report,
+)
 from .events import EventsHandler, OutboundSink
-from .health import HealthConfig, Prober, health_report, redelivery_metrics, stuck_report
-from .leasing import LeaseKeeper
-from .mint import MintHandler
-from .ownership import OWNER_LEASE
+from .requests import (
+    GC_INTERVAL,
+    BlobCollector,
+    BlobHandler,
+    Handler,
+    MintHandler,
+    StateHandler,
+    serve,
+)
 from .retention import DeadLetters, Garbage, RetentionConfig
-from .rollout import RolloutDriver
-from .serving import Handler, serve
-from .sessions import NONCE_TTL, HelloHandler, SessionTable
-from .state import StateHandler
+from .sessions import NONCE_TTL, OWNER_LEASE, HelloHandler, LeaseKeeper, SessionTable
 
 log = logging.getLogger("mailrun.hub.wire")
 

@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from hub import Accepted, Acceptor, StoreUnavailable, Trigger
-from hub.wire.dispatcher import DispatchConfig
+from hub.wire.delivery.dispatcher import DispatchConfig
 from hub.wire.service import WireConfig
 from runtime import (
     Backoff,

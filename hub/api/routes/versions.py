@@ -1,7 +1,7 @@
 """Workflow versions: adding one to a live deployment, listing them, and
 activating an earlier one (a rollback).
 
-Both changes are rollouts (``hub.wire.rollout``): the request is committed,
+Both changes are rollouts (``hub.wire.delivery.rollout``): the request is committed,
 the deployment's sidecar loads the version, and only then does it become
 active. The route waits for that outcome for up to ``?wait=`` seconds
 (default 30): 201 (added) or 200 (activated) once active, 422

@@ -34,7 +34,7 @@ from hub.store import (
     trim_history,
 )
 from hub.store.accept import prior_dispatches_sql
-from hub.wire.processed import ProcessedBatch
+from hub.wire.events.processed import ProcessedBatch
 from runtime import Connection, DispatchProcessed, Event, new_id
 from runtime.sqlite import Database
 from tests.support.wire import deploy

@@ -28,7 +28,7 @@ import psutil
 import pytest
 
 from hub._errors import HubNotReady
-from hub.cli.demo import DemoTimeout, example_source, run_demo
+from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from hub.up.supervisor import UpSettings, hub_url, run_up
 from runtime import NATS_URL_ENV
@@ -183,7 +183,7 @@ async def test_an_unstartable_child_is_retried_not_fatal(tmp_path: Path) -> None
 PARENT = """
 import sys
 import anyio
-from hub.cli.demo import DemoTimeout, example_source, run_demo
+from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
 from hub.up.children import Child, ChildSpec
 
 async def main() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
-from hub.wire.dispatcher import DispatchConfig
-from hub.wire.sending import batches
+from hub.wire.delivery.dispatcher import DispatchConfig
+from hub.wire.delivery.sending import batches
 from hub.wire.service import WireConfig
 from runtime import (
     INLINE_BODY_LIMIT,

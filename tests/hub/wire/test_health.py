@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 import pytest
 
-from hub.wire.dispatcher import DispatchConfig
-from hub.wire.health import HealthConfig
+from hub.wire.delivery.dispatcher import DispatchConfig
+from hub.wire.delivery.health import HealthConfig
 from hub.wire.service import WireConfig
 from runtime import Ack, Backoff, MailInbound, Welcome
 from tests.support import wait_for

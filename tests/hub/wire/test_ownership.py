@@ -1,4 +1,4 @@
-"""Who owns a deployment (hub/wire/ownership.py), on a real SQLite file:
+"""Who owns a deployment (hub/wire/sessions/ownership.py), on a real SQLite file:
 incarnations of one home, copies, takeover, adoption after the lease,
 deletion, the hub's state for a new owner, and the races each fence closes
 (failpoint pause gates, never sleeps)."""

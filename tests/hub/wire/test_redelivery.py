@@ -23,9 +23,9 @@ import pytest
 
 from hub.store import Accepted, Overdue, Trigger, accept_triggers
 from hub.store.delivery.redelivery import OVERDUE, overdue_params
-from hub.wire.dispatcher import DispatchConfig
-from hub.wire.health import HealthConfig
-from hub.wire.redelivery import Redeliveries
+from hub.wire.delivery.dispatcher import DispatchConfig
+from hub.wire.delivery.health import HealthConfig
+from hub.wire.delivery.redelivery import Redeliveries
 from hub.wire.service import WireConfig
 from runtime import (
     Ack,

@@ -13,7 +13,7 @@ from hub.store import get_dispatch
 from hub.store.accept import Accepted, Rejected, Trigger, accept_triggers
 from hub.store.deployments import delete_deployment
 from hub.wire import RetentionConfig, WireConfig
-from hub.wire.sessions import _Nonces
+from hub.wire.sessions.sessions import _Nonces
 from runtime import DispatchProcessed, EnvelopeQuarantined, EventsAck, new_id
 from tests.support.wire import Sidecar, accept, owned, processed, refused, running_hub, send
 

@@ -16,7 +16,7 @@ import msgspec
 
 from runtime import ChildRunStarted, Event, MailSent, Reason, RunStatus
 
-from ..store import (
+from ...store import (
     Accepted,
     OutboundMail,
     OutboundStatus,

@@ -24,10 +24,10 @@ from runtime import (
     unwrap_group,
 )
 
-from .._client import AsyncHubClient
-from .._errors import DemoFailed as DemoFailed  # the CLI catches it from here
-from .._errors import DemoTimeout, HubError
-from ..up import UpSettings, free_port, run_up
+from ..._client import AsyncHubClient
+from ..._errors import DemoFailed as DemoFailed  # the CLI catches it from here
+from ..._errors import DemoTimeout, HubError
+from ...up import UpSettings, free_port, run_up
 
 EXAMPLE = "counter.py"
 ENTRYPOINT = "counter:main"

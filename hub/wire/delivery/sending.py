@@ -5,7 +5,7 @@ sent as requests, and their answers settled in one write transaction
 (``record_answers``): acknowledged ones become ``delivered``, refused ones
 keep their reason. Nothing else changes a row, so whatever was not
 acknowledged is simply loaded again: the table is the only queue.
-:mod:`hub.wire.window` decides when each step runs.
+:mod:`hub.wire.delivery.window` decides when each step runs.
 
 A sidecar that takes them (format 3) gets MailBatch frames of up to
 ``MAX_FRAME_BYTES`` and ``max_items`` dispatches each, answered by one
@@ -37,9 +37,9 @@ from runtime import (
     encode,
 )
 
-from .._errors import LeaseLost, StaleEpoch
-from ..store import ReservedDispatch, Store, record_answers
-from .sessions import Session, SessionTable
+from ..._errors import LeaseLost, StaleEpoch
+from ...store import ReservedDispatch, Store, record_answers
+from ..sessions import Session, SessionTable
 
 _acks: FrameDecoder[Ack | Refused] = FrameDecoder(Ack | Refused)
 _batch_acks: FrameDecoder[AckBatch | Ack | Refused] = FrameDecoder(AckBatch | Ack | Refused)

@@ -44,10 +44,10 @@ from runtime import (
     TransportError,
 )
 
-from .._errors import HubError, InvalidMail, UnknownProducer
-from ..intake import Acceptor, accept_mails
-from ..store import Receipt, Store, is_active_producer
-from .retention import DeadLetters, Garbage, RetentionConfig
+from ..._errors import HubError, InvalidMail, UnknownProducer
+from ...intake import Acceptor, accept_mails
+from ...store import Receipt, Store, is_active_producer
+from ..retention import DeadLetters, Garbage, RetentionConfig
 from .serving import serve
 
 log = logging.getLogger("mailrun.hub.ingress")

@@ -34,7 +34,7 @@ import msgspec
 
 from runtime import Connection, Flag, Wakeup, is_id, new_id
 
-from ..store import (
+from ...store import (
     LeaseRound,
     LeaseToken,
     Store,

@@ -1,13 +1,13 @@
 """The outbox sender: one lane per deployment with a sidecar session.
 
-A lane keeps a sliding window of frames on the wire (:mod:`hub.wire.window`)
+A lane keeps a sliding window of frames on the wire (:mod:`hub.wire.delivery.window`)
 while its deployment has reserved dispatches, sleeps on a
 :class:`~runtime.Wakeup` when it has none (bursts of wakeups coalesce into
 one load), and backs off with jitter after a frame fails. A new hello cuts
 the backoff short: the sidecar is back.
 Rows are never removed from the queue by the sender, only marked, so a
 dispatch is never skipped or lost whatever the bus does. A sweep
-(:mod:`hub.wire.redelivery`) puts a dispatch delivered but not processed
+(:mod:`hub.wire.delivery.redelivery`) puts a dispatch delivered but not processed
 within ``redeliver_after`` back in that queue and wakes its lane.
 """
 
@@ -25,10 +25,10 @@ import anyio.abc
 
 from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Retry, Subjects, Transport
 
-from ..metrics import HubMetrics
-from ..store import ReservedCount, Store, count_reserved, find_overdue, still_open
+from ...metrics import HubMetrics
+from ...store import ReservedCount, Store, count_reserved, find_overdue, still_open
+from ..sessions import Session, SessionTable
 from .redelivery import Redeliveries, Resent, send_again
-from .sessions import Session, SessionTable
 from .window import Lane, PassEnd, Sending, Window
 
 log = logging.getLogger("mailrun.hub.dispatch")
@@ -50,7 +50,7 @@ class DispatchConfig:
     redeliver_after: float = DEFAULT_REDELIVER_AFTER
     """A dispatch delivered this long ago (seconds) and not processed is sent
     again; only the ``redeliver_window`` seqs from each deployment's lowest
-    open one are looked at (:mod:`hub.wire.redelivery`)."""
+    open one are looked at (:mod:`hub.wire.delivery.redelivery`)."""
     redeliver_window: int = 64
     """What a slow handler's head costs per bound: at most this many frames
     sent again."""

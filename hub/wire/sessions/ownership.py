@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from runtime import Hello, Reason, Refused, anchor_is_live
 
-from ..store import OwnerRow
+from ...store import OwnerRow
 
 OWNER_LEASE = 15.0
 """Seconds of silence after which an owner counts as gone: any home may then

@@ -33,8 +33,8 @@ from runtime import (
     encode,
 )
 
-from ..store import Rollout, Store, finish_rollout, pending_rollouts
-from .sessions import SessionTable
+from ...store import Rollout, Store, finish_rollout, pending_rollouts
+from ..sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.rollout")
 

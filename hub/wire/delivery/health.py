@@ -15,7 +15,7 @@ so the probe costs one round trip and exercises the very path deliveries
 take: a wedged delivery loop shows as silence.
 
 A sidecar that answers but never processes shows in what the dispatcher had
-to send again (:mod:`hub.wire.redelivery`): a dispatch re-sent
+to send again (:mod:`hub.wire.delivery.redelivery`): a dispatch re-sent
 ``stuck_resends`` times and still not processed is reported stuck.
 """
 
@@ -42,8 +42,8 @@ from runtime import (
     encode,
 )
 
+from ..sessions import Session, SessionTable
 from .redelivery import Resent
-from .sessions import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.health")
 

@@ -23,8 +23,8 @@ from runtime import (
     is_terminal,
 )
 
-from ..store import MintParent, Store, mint_child
-from .sessions import SessionTable
+from ...store import MintParent, Store, mint_child
+from ..sessions import SessionTable
 
 
 class MintHandler:

@@ -15,8 +15,8 @@ import logging
 
 from runtime import EnvelopeQuarantined, encode
 
-from .._errors import UnknownDispatch
-from ..store import (
+from ..._errors import UnknownDispatch
+from ...store import (
     QUARANTINE_SOURCE,
     DeadLetter,
     Tx,
@@ -24,7 +24,7 @@ from ..store import (
     quarantined_dispatch,
     record_event,
 )
-from .retention import DeadLetters
+from ..retention import DeadLetters
 
 log = logging.getLogger("mailrun.hub.events")
 

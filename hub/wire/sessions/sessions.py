@@ -34,8 +34,8 @@ from runtime import (
     verify,
 )
 
-from .._errors import StaleEpoch, UnknownSession
-from ..store import Fence, Store, Tx, commit_claim, floor_seq, read_owner
+from ..._errors import StaleEpoch, UnknownSession
+from ...store import Fence, Store, Tx, commit_claim, floor_seq, read_owner
 from .leasing import Everything, Leases
 from .ownership import OWNER_LEASE, OwnerClaim, decide, home_of, not_live
 
@@ -117,7 +117,7 @@ class SessionTable:
         """The deployment's sidecar just completed an exchange with the hub.
 
         NATS request/reply has no disconnect signal: a sidecar counts as
-        connected only while such exchanges keep coming (see ``hub.wire.health``).
+        connected only while such exchanges keep coming (see ``hub.wire.delivery.health``).
         """
         if deployment_id in self._current:
             self._seen[deployment_id] = time.monotonic()
@@ -195,7 +195,7 @@ class _Nonces:
 
 class HelloHandler:
     """Answers ``hub.hello``: Challenge, then Welcome or Refused (see
-    :mod:`hub.wire.ownership` for who is welcomed)."""
+    :mod:`hub.wire.sessions.ownership` for who is welcomed)."""
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ Events naming a run outside the sender's deployment are acknowledged (so the
 sidecar's outbox moves on) but kept as dead letters, never applied. Each
 run's history is trimmed in the same transaction (:mod:`hub.wire.retention`).
 The statements are the store's; the rules are this module's and
-:mod:`hub.wire.ingest`'s.
+:mod:`hub.wire.events.ingest`'s.
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from runtime import (
     failpoint,
 )
 
-from ..metrics import HubMetrics
-from ..store import OutboundStatus, Store, Tx, check_fence, floor_seq, trim_history
+from ...metrics import HubMetrics
+from ...store import OutboundStatus, Store, Tx, check_fence, floor_seq, trim_history
+from ..retention import DeadLetters
+from ..sessions import SessionTable
 from .ingest import Ingest
-from .retention import DeadLetters
-from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.events")
 

@@ -28,8 +28,8 @@ from runtime import (
     is_id,
 )
 
-from .._errors import HubError
-from .retention import Garbage
+from ..._errors import HubError
+from ..retention import Garbage
 
 log = logging.getLogger("mailrun.hub.wire")
 

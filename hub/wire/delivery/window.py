@@ -36,10 +36,10 @@ import anyio.abc
 
 from runtime import MailBatch, MailInbound, Retry, Subjects, Transport, Wakeup
 
-from ..metrics import HubMetrics
-from ..store import ReservedDispatch, Store, load_reserved
+from ...metrics import HubMetrics
+from ...store import ReservedDispatch, Store, load_reserved
+from ..sessions import Session, SessionTable
 from .sending import Answers, frames_of, items, send, settle
-from .sessions import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.dispatch")
 

@@ -21,8 +21,8 @@ import msgspec
 
 from runtime import FrameDecoder, RunSnapshot, RunStates, StateGet
 
-from ..store import Store, read_state_page
-from .sessions import SessionTable
+from ...store import Store, read_state_page
+from ..sessions import SessionTable
 
 PAGE_BYTES = 256 * 1024
 PAGE_RUNS = 500

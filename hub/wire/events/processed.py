@@ -8,7 +8,7 @@ costs a few statements in all (the store's ``read_processed`` and
 runs and the dispatches they name, then writes of many rows a statement.
 
 The outcome is that of applying them one at a time in frame order (the
-rules are in :mod:`hub.wire.events`): every decision is made here, in
+rules are in :mod:`hub.wire.events.events`): every decision is made here, in
 memory, in order, against rows read once and updated as each event is
 decided, and each run's row is written once, with the state of the last
 event that moved it. Only the single writer changes these rows, inside this
@@ -31,8 +31,8 @@ from runtime import (
     encode,
 )
 
-from .._errors import UnknownDispatch
-from ..store import (
+from ..._errors import UnknownDispatch
+from ...store import (
     OPEN_DISPATCH,
     DispatchStatus,
     DispatchToSettle,

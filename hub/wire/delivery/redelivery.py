@@ -37,7 +37,7 @@ from functools import partial
 
 from runtime import afailpoint
 
-from ..store import Overdue, Store, put_back
+from ...store import Overdue, Store, put_back
 
 
 async def send_again(store: Store, overdue: list[Overdue]) -> list[Overdue]:

@@ -1,6 +1,6 @@
 """Applying one RunEvents frame's events, in the frame's write transaction.
 
-See :mod:`hub.wire.events` for the rules; :mod:`hub.wire.routing` turns the
+See :mod:`hub.wire.events.events` for the rules; :mod:`hub.wire.events.routing` turns the
 mail the events send into triggers or outgoing mail. The statements are the
 store's (``event_run``, ``record_event``, ``finish_run``...).
 """
@@ -30,7 +30,7 @@ from runtime import (
     encode,
 )
 
-from ..store import (
+from ...store import (
     Accepted,
     DeadLetter,
     EventRun,
@@ -45,9 +45,9 @@ from ..store import (
     record_event,
     start_run,
 )
+from ..retention import DeadLetters
 from .processed import ProcessedBatch
 from .quarantine import ingest_quarantined
-from .retention import DeadLetters
 from .routing import child_item, route_mail, start_item
 
 log = logging.getLogger("mailrun.hub.events")
@@ -84,7 +84,7 @@ class Ingest:
     def events(self, events: Sequence[Event]) -> bool:
         """Record and apply each new event in order; True when one freed a
         claim-checked body. Consecutive DispatchProcessed events go as one
-        batch (:mod:`hub.wire.processed`), with the same outcome."""
+        batch (:mod:`hub.wire.events.processed`), with the same outcome."""
         released = False
         for processed, group in groupby(events, key=lambda e: isinstance(e, DispatchProcessed)):
             if processed:

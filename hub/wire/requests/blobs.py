@@ -17,8 +17,8 @@ from runtime import (
     Wakeup,
 )
 
-from ..store import Store, blob_named, collect_blobs, trim_changes
-from .sessions import SessionTable
+from ...store import Store, blob_named, collect_blobs, trim_changes
+from ..sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.blobs")
 

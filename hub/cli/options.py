@@ -1,0 +1,120 @@
+"""Options several ``mailrun`` commands share: the state dir, the hub's
+database, HOST:PORT addresses, and the SMTP ingress and relay, each checked
+before anything starts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from runtime import parse_host_port
+
+from .._errors import HubError
+from .._token import DEFAULT_STATE_DIR
+from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV
+from ..smtp import PASSWORD_ENV as SMTP_PASSWORD_ENV
+from ..smtp import USER_ENV as SMTP_USER_ENV
+from ..smtp import smtp_config
+from ..store import DATABASE_ENV, is_database_url
+from .commands import F, fail
+
+
+def host_port(
+    ctx: click.Context, param: click.Parameter, value: str, *, allow_port_zero: bool = False
+) -> str:
+    """Check an ``--http`` HOST:PORT (passed on as given). Port 0, "let the OS
+    choose", only for the process that binds it: ``up`` announces its address."""
+    try:
+        parse_host_port(value, allow_port_zero=allow_port_zero)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
+def _optional_host_port(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> str | None:
+    return None if value is None else host_port(ctx, param, value)
+
+
+smtp_relay_option = click.option(
+    "--smtp-relay",
+    metavar="HOST:PORT",
+    callback=_optional_host_port,
+    help="Send mail that runs address outside this hub through this SMTP relay"
+    f" (STARTTLS and login: env {STARTTLS_ENV}, {USER_ENV}, {PASSWORD_ENV}).",
+)
+
+
+def smtp_options(*, allow_port_zero: bool) -> Callable[[F], F]:
+    """``--smtp``, ``--smtp-cert``, ``--smtp-key`` (hub.smtp; the login is
+    read from the environment, out of argv)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return host_port(ctx, param, value, allow_port_zero=allow_port_zero)
+
+    file = click.Path(dir_okay=False, exists=True, resolve_path=True, path_type=Path)
+    options = [
+        click.option(
+            "--smtp",
+            metavar="HOST:PORT",
+            callback=check,
+            help="Take mail over SMTP here: each recipient a mail trigger (login: env"
+            f" {SMTP_USER_ENV}, {SMTP_PASSWORD_ENV}; required unless HOST is loopback).",
+        ),
+        click.option("--smtp-cert", type=file, help="PEM certificate chain for STARTTLS."),
+        click.option("--smtp-key", type=file, help="PEM private key of --smtp-cert."),
+    ]
+
+    def decorate(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return decorate
+
+
+def check_smtp(smtp: str | None, cert: Path | None, key: Path | None) -> None:
+    """Refuse, before anything starts, what the hub would refuse (``up`` would
+    otherwise restart a hub that cannot start, for ever)."""
+    if smtp is None:
+        if cert is not None or key is not None:
+            fail("--smtp-cert and --smtp-key need --smtp")
+        return
+    try:
+        smtp_config(smtp, os.environ, cert_file=cert, key_file=key, allow_port_zero=True)
+    except HubError as exc:
+        fail(f"{exc.reason}: {exc.detail}")
+
+
+def check_database(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not is_database_url(value):
+        raise click.BadParameter("a postgresql:// URL (without it: the state dir's SQLite file)")
+    return value
+
+
+database_option = click.option(
+    "--database",
+    metavar="URL",
+    envvar=DATABASE_ENV,
+    callback=check_database,
+    help="Keep the hub's data in this PostgreSQL database (postgresql://...) instead of"
+    f" STATE_DIR/hub.db (env {DATABASE_ENV}: a URL with a password belongs there, not in"
+    " argv).",
+)
+
+
+def state_dir_option(help_: str) -> Callable[[F], F]:
+    """``--state-dir``, defaulting to the one the CLI looks in for the token too."""
+    return click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=DEFAULT_STATE_DIR,
+        show_default=True,
+        help=help_,
+    )

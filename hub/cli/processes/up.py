@@ -1,0 +1,135 @@
+"""The ``mailrun up`` and ``mailrun demo`` commands: nats-server, the hub and a
+sidecar per live deployment, supervised from this process (the demo's in a
+temporary dir: ``demo``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import click
+
+from runtime import (
+    DEFAULT_HTTP,
+    DEFAULT_SUBJECT_PREFIX,
+    NATS_URL_ENV,
+    cancel_on_signals,
+    check_failpoints,
+    unwrapping_groups,
+)
+
+from ..._errors import HubError
+from ..._token import ADMIN_TOKEN_FILE
+from ..commands import fail
+from ..options import (
+    check_smtp,
+    database_option,
+    host_port,
+    smtp_options,
+    smtp_relay_option,
+    state_dir_option,
+)
+
+
+@click.command("up")
+@state_dir_option("Hub database, sidecar state and logs.")
+@click.option("--http", default=DEFAULT_HTTP, show_default=True, callback=host_port)
+@click.option(
+    "--nats",
+    "nats_url",
+    envvar=NATS_URL_ENV,
+    help=f"Use this NATS server instead of an embedded one (env {NATS_URL_ENV}).",
+)
+@click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
+@database_option
+@smtp_relay_option
+@smtp_options(allow_port_zero=False)
+def up_cmd(
+    state_dir: Path,
+    http: str,
+    nats_url: str | None,
+    subject_prefix: str | None,
+    database: str | None,
+    smtp_relay: str | None,
+    smtp: str | None,
+    smtp_cert: Path | None,
+    smtp_key: Path | None,
+) -> None:
+    """Run NATS, the hub and the sidecars, supervised.
+
+    Starts nats-server (unless --nats), the hub and one sidecar per live
+    deployment, each its own process; restarts any that dies, with backoff;
+    stops them all on SIGTERM/SIGINT. They die with it even on SIGKILL."""
+    from ...up import UpSettings, run_up
+
+    check_failpoints()  # its children get them: said here once, and by each child
+    check_smtp(smtp, smtp_cert, smtp_key)
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
+    settings = UpSettings(
+        state_dir,
+        http,
+        nats_url,
+        subject_prefix=subject_prefix,
+        smtp_relay=smtp_relay,
+        smtp=smtp,
+        smtp_cert=smtp_cert,
+        smtp_key=smtp_key,
+        database=database,
+        say=say,
+        environ=dict(os.environ),  # what its children inherit
+    )
+
+    async def serve() -> None:
+        async with cancel_on_signals(), anyio.create_task_group() as tg:
+            info = await tg.start(run_up, settings)
+            click.echo(f"mailrun up: hub http://{http} nats {info.nats_url} state {info.state_dir}")
+            if smtp is not None:
+                click.echo(f"mailrun up: smtp {smtp}")
+            token_file = info.state_dir / ADMIN_TOKEN_FILE
+            if info.token_created:
+                # Once: later starts print where the token is, not the token.
+                click.echo(f"mailrun up: console {info.console_url} (token kept in {token_file})")
+            else:
+                click.echo(f"mailrun up: console {info.http}/?token=<the token in {token_file}>")
+            sys.stdout.flush()  # a log file would hold it back until up exits
+
+    try:
+        with unwrapping_groups():
+            anyio.run(serve)
+    except HubError as exc:
+        fail(f"{exc.reason}: {exc.detail}")
+
+
+@click.command("demo")
+def demo_cmd() -> None:
+    """Run the bundled example end to end.
+
+    Starts `up` in a temporary dir on free ports, deploys the counter example,
+    mails it, shows the run's progress and result, and stops everything."""
+    from ..progress import Progress
+    from .demo import SUBJECTS, DemoFailed, run_demo
+
+    async def go() -> list[signal.Signals]:
+        # A bar on a terminal, the same lines as ever elsewhere.
+        with Progress("mailrun demo: processed", len(SUBJECTS), file=sys.stdout) as progress:
+
+            def say(line: str) -> None:
+                progress.echo(f"mailrun demo: {line}")
+
+            async with cancel_on_signals() as received:
+                await run_demo(say, advance=progress.advance_to, environ=dict(os.environ))
+        return received
+
+    try:
+        with unwrapping_groups():
+            interrupted = anyio.run(go)
+    except DemoFailed as exc:
+        fail(f"demo failed: {exc.detail}")
+    if interrupted:
+        fail("demo interrupted; everything it started is stopped", 128 + interrupted[0])
