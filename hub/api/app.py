@@ -12,6 +12,7 @@ runs, dispatches and the hub's health are here.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -104,7 +105,9 @@ def create_app(
             subject_prefix=settings.subject_prefix,
             sidecar_root=settings.sidecar_root,
         )
-        view = msgspec.to_builtins(await get_deployment(store.db, created.deployment_id))
+        view = msgspec.to_builtins(
+            await store.read(partial(get_deployment, key=created.deployment_id))
+        )
         view["join_token"] = created.join_token
         view["restore_record"] = created.restore_record
         return json_response(view, 201)
@@ -116,22 +119,22 @@ def create_app(
 
     async def get_deployments(request: Request) -> Response:
         status = request.query_params.get("status")
-        found = await list_deployments(store.db, status=status)
+        found = await store.read(partial(list_deployments, status=status))
         return json_response({"deployments": [live(d) for d in found]})
 
     async def one_deployment(request: Request) -> Response:
-        dep_id = await resolve_deployment(store.db, str(request.path_params["key"]))
+        dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
         deleted = request.method == "DELETE" and await delete_deployment(
             store, dep_id, sidecar_root=settings.sidecar_root
         )
         if deleted and on_deleted is not None:
             on_deleted(dep_id)
-        return json_response(live(await get_deployment(store.db, dep_id)))
+        return json_response(live(await store.read(partial(get_deployment, key=dep_id))))
 
     async def runs(request: Request) -> Response:
         limit = query_limit(request)
         deployment = request.query_params.get("deployment") or None
-        found = await list_runs(store.db, deployment=deployment, limit=limit)
+        found = await store.read(partial(list_runs, deployment=deployment, limit=limit))
         return json_response({"runs": found})
 
     async def outbox(request: Request) -> Response:
@@ -140,18 +143,26 @@ def create_app(
         if status is not None and status not in set(OutboundStatus):
             raise InvalidRequest(f"'status' must be one of {', '.join(OutboundStatus)}")
         deployment = request.query_params.get("deployment") or None
-        dep_id = await resolve_deployment(store.db, deployment) if deployment else None
-        found = await list_outbound(store.db, status=status, deployment_id=dep_id, limit=limit)
+        dep_id = (
+            await store.read(partial(resolve_deployment, key=deployment)) if deployment else None
+        )
+        found = await store.read(
+            partial(list_outbound, status=status, deployment_id=dep_id, limit=limit)
+        )
         return json_response({"outbox": found})
 
     async def one_run(request: Request) -> Response:
-        return json_response(await get_run(store.db, str(request.path_params["id"])))
+        return json_response(
+            await store.read(partial(get_run, run_id=str(request.path_params["id"])))
+        )
 
     async def one_dispatch(request: Request) -> Response:
-        return json_response(await get_dispatch(store.db, str(request.path_params["id"])))
+        return json_response(
+            await store.read(partial(get_dispatch, dispatch_id=str(request.path_params["id"])))
+        )
 
     async def metrics(request: Request) -> Response:
-        text = await render_metrics(store.db, acceptor)
+        text = await render_metrics(store, acceptor)
         if metrics_extra is not None:
             text += metrics_extra()
         if events is not None:

@@ -21,6 +21,7 @@ import html
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable
+from functools import partial
 from importlib.resources import files
 from typing import Any
 
@@ -128,24 +129,24 @@ def _health(d: DeploymentView) -> str:
 
 
 def console_routes(ctx: RouteContext, live: Live) -> list[Route]:
-    db = ctx.store.db
+    store = ctx.store
 
     async def index(request: Request) -> Response:
         rows = [
             [_link(_path("/console/deployments", d.id), d.name), esc(d.address), _health(d),
              esc(d.pending_dispatches), esc(d.stuck), esc(d.quarantined), esc(d.version)]
-            for d in map(live, await list_deployments(db))
+            for d in map(live, await store.read(list_deployments))
         ]  # fmt: skip
         table = _table("deployments", _DEPLOYMENT_HEADS, rows, "No deployments yet.")
         return _page("Deployments", [], "/events", table)
 
     async def deployment(request: Request) -> Response:
-        d = live(await get_deployment(db, str(request.path_params["key"])))
+        d = live(await store.read(partial(get_deployment, key=str(request.path_params["key"]))))
         rows = [
             [_link(_path("/console/runs", r.id), r.id), esc(r.status),
              "top level" if r.is_top_level else esc(r.parent_run_id), _json(r.state),
              _json(r.result), esc(r.error), esc(_when(r.updated_at))]
-            for r in await list_runs(db, deployment=d.id, limit=_LIMIT)
+            for r in await store.read(partial(list_runs, deployment=d.id, limit=_LIMIT))
         ]  # fmt: skip
         summary = (
             f'<dl class="summary"><dt>address</dt><dd>{esc(d.address)}</dd>'
@@ -157,17 +158,17 @@ def console_routes(ctx: RouteContext, live: Live) -> list[Route]:
         return _page(d.name, [], events, f"{summary}<h2>Runs</h2>{runs}")
 
     async def run(request: Request) -> Response:
-        r = await get_run(db, str(request.path_params["id"]))
-        d = await get_deployment(db, r.deployment_id)
+        r = await store.read(partial(get_run, run_id=str(request.path_params["id"])))
+        d = await store.read(partial(get_deployment, key=r.deployment_id))
         approvals = [
             [esc(a.id), esc(a.prompt), esc(a.decision or a.status),
              _buttons(a.id) if a.status == "pending" and is_live(r.status) else ""]
-            for a in await list_approvals(db, run=r.id, limit=_LIMIT)
+            for a in await store.read(partial(list_approvals, run=r.id, limit=_LIMIT))
         ]  # fmt: skip
         dispatches = [
             [esc(x.seq), esc(x.kind), esc(x.subject), esc(x.sender), esc(x.status),
              esc(x.attempts), esc(x.version), esc(_when(x.created_at))]
-            for x in await list_dispatches(db, r.id, limit=_LIMIT)
+            for x in await store.read(partial(list_dispatches, run_id=r.id, limit=_LIMIT))
         ]  # fmt: skip
         summary = (
             f'<dl class="summary"><dt>status</dt><dd class="status">{esc(r.status)}</dd>'

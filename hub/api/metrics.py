@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from runtime import Connection
-
 from ..metrics import family, label
-from ..store import QUARANTINE_SOURCE, Acceptor, count_by_status, count_outbound, fetch_all
+from ..store import QUARANTINE_SOURCE, Acceptor, Store, count_by_status, count_outbound, fetch_all
 
 
 def _label(key: str, value: str) -> str:
@@ -15,9 +13,9 @@ def _label(key: str, value: str) -> str:
 _QUARANTINED = "SELECT deployment_id, COUNT(*) FROM dead_letter WHERE source = ? GROUP BY 1"
 
 
-async def render_metrics(db: Connection, acceptor: Acceptor) -> str:
-    counts = await count_by_status(db)
-    outbound = await count_outbound(db)
+async def render_metrics(store: Store, acceptor: Acceptor) -> str:
+    counts = await store.read(count_by_status)
+    outbound = await store.read(count_outbound)
     lines: list[str] = []
     lines += family(
         "mailrun_triggers_accepted_total", "counter",
@@ -59,7 +57,7 @@ async def render_metrics(db: Connection, acceptor: Acceptor) -> str:
     )  # fmt: skip
     # Quarantined envelopes are kept (exempt from the dead letters' caps):
     # counted from the store, they survive a hub restart.
-    quarantined = await fetch_all(db, _QUARANTINED, (QUARANTINE_SOURCE,))
+    quarantined = await fetch_all(store.db, _QUARANTINED, (QUARANTINE_SOURCE,))
     lines += family(
         "mailrun_deployment_quarantined_total", "counter",
         "Envelopes the deployment's sidecar could not read, set aside (their dispatch cancelled).",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import anyio
@@ -83,7 +84,7 @@ class IngressHandler:
             # 452: the client sends the rest in another transaction.
             return f"452 4.5.3 Too many recipients (at most {self._config.max_recipients})"
         try:
-            status = await address_status(self._store.db, wanted)
+            status = await self._store.read(partial(address_status, address=wanted))
         except Exception:
             log.exception("RCPT lookup of %r failed", wanted)
             return "451 4.3.0 Cannot look the address up now, try again later"

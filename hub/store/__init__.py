@@ -11,7 +11,9 @@ from .approvals import get_approval as get_approval
 from .approvals import list_approvals as list_approvals
 from .base import Store as Store
 from .bulk import insert_rows as insert_rows
+from .bulk import insert_statement as insert_statement
 from .bulk import update_rows as update_rows
+from .bulk import update_statement as update_statement
 from .change_views import change_views as change_views
 from .changes import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
 from .changes import FEED_HOLD as FEED_HOLD
@@ -24,6 +26,8 @@ from .changes import read_feed as read_feed
 from .changes import trim_changes as trim_changes
 from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
 from .db import SqliteStore as SqliteStore
+from .db import pending_migrations as pending_migrations
+from .db import read_version as read_version
 from .deployments import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
 from .deployments import Created as Created
 from .deployments import build_sources as build_sources
@@ -42,8 +46,6 @@ from .leases import share_health as share_health
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import migrations_after as migrations_after
-from .migrations import pending_migrations as pending_migrations
-from .migrations import read_version as read_version
 from .opening import DATABASE_ENV as DATABASE_ENV
 from .opening import is_database_url as is_database_url
 from .opening import open_store as open_store
@@ -76,7 +78,7 @@ from .queries import list_runs as list_runs
 from .queries import resolve_deployment as resolve_deployment
 from .reads import fetch_all as fetch_all
 from .reads import fetch_one as fetch_one
-from .reads import is_postgres as is_postgres
+from .reads import run_in as run_in
 from .relaying import DueMail as DueMail
 from .relaying import defer as defer
 from .relaying import due_mail as due_mail
@@ -89,6 +91,7 @@ from .relaying import settle_at_boot as settle_at_boot
 from .schema import QUARANTINE_SOURCE as QUARANTINE_SOURCE
 from .schema import ApprovalStatus as ApprovalStatus
 from .schema import DispatchStatus as DispatchStatus
+from .sql import Tx as Tx
 from .transfer import transfer as transfer
 from .triggers import WITH_OTHERS as WITH_OTHERS
 from .triggers import Accepted as Accepted
@@ -148,6 +151,7 @@ __all__ = [
     "SqliteStore",
     "Store",
     "Trigger",
+    "Tx",
     "VersionStatus",
     "VersionView",
     "accept_triggers",
@@ -179,9 +183,9 @@ __all__ = [
     "hold_role",
     "insert_producer",
     "insert_rows",
+    "insert_statement",
     "is_active_producer",
     "is_database_url",
-    "is_postgres",
     "last_change_id",
     "list_approvals",
     "list_deployments",
@@ -210,9 +214,11 @@ __all__ = [
     "request_rollout",
     "resolve_deployment",
     "resolve_producer",
+    "run_in",
     "settle_at_boot",
     "share_health",
     "transfer",
     "trim_changes",
     "update_rows",
+    "update_statement",
 ]

@@ -38,6 +38,12 @@ class Store(ABC):
     """
 
     dialect: str
+    shared: bool
+    """Whether the database is a server that other hubs may write at the same
+    time (PostgreSQL), not one file one hub holds (SQLite). Two behaviours,
+    not spellings, follow from it: the change feed's ids may become visible
+    out of order (``changes.read_feed``), and another hub may be collecting
+    a blob while this one names it again (``hub/wire/blobs.py``'s grace)."""
     path: Path | None
     """The SQLite file; None for a server database."""
     db: Connection

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
-from runtime import Connection, afailpoint, failpoint
+from runtime import afailpoint, failpoint
 
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
 from ..metrics import HubMetrics
 from .accept import Accepted, Outcome, Receipt, Rejected, Trigger, accept_triggers
 from .base import Store
+from .sql import Tx, sql
 from .triggers import WITH_OTHERS
 
 log = logging.getLogger("mailrun.hub.accept")
@@ -35,6 +36,10 @@ HEAVY_BYTES = 1 << 20
 """A batch carrying more bytes of bodies than this commits off the event
 loop's thread (``Store.transact``'s ``heavy``): writing it takes long enough
 to hold up every request meanwhile."""
+
+_SAVEPOINT = sql("SAVEPOINT whole")
+_RELEASE = sql("RELEASE whole")
+_ROLLBACK_TO = sql("ROLLBACK TO whole")
 
 OnAccepted = Callable[[set[str]], object]
 """Called after each commit with the deployments that got new dispatches;
@@ -142,11 +147,11 @@ class Acceptor:
     async def _commit(self, batch: list[_Request]) -> None:
         triggers = [t for request in batch for t in request.triggers]
 
-        async def body(db: Connection) -> tuple[list[Outcome], set[str]]:
+        def body(tx: Tx) -> tuple[list[Outcome], set[str]]:
             if any(request.whole for request in batch):
-                accepted = await _accept_wholes(db, batch)
+                accepted = _accept_wholes(tx, batch)
             else:
-                accepted = await accept_triggers(db, triggers)
+                accepted = accept_triggers(tx, triggers)
             failpoint("hub.accept.before_commit")
             return accepted
 
@@ -198,22 +203,22 @@ class Acceptor:
                 self.counts["failed"] += 1
 
 
-async def _accept_wholes(db: Connection, batch: list[_Request]) -> tuple[list[Outcome], set[str]]:
+def _accept_wholes(tx: Tx, batch: list[_Request]) -> tuple[list[Outcome], set[str]]:
     """``accept_triggers`` per request, each whole one under a savepoint that
     is rolled back unless every trigger of it is accepted."""
     outcomes: list[Outcome] = []
     woken: set[str] = set()
     for request in batch:
         if not request.whole:
-            got, more = await accept_triggers(db, request.triggers)
+            got, more = accept_triggers(tx, request.triggers)
         else:
-            await db.execute("SAVEPOINT whole")
-            got, more = await accept_triggers(db, request.triggers)
+            tx.execute(_SAVEPOINT)
+            got, more = accept_triggers(tx, request.triggers)
             if all(isinstance(o, Accepted) for o in got):
-                await db.execute("RELEASE whole")
+                tx.execute(_RELEASE)
             else:
-                await db.execute("ROLLBACK TO whole")
-                await db.execute("RELEASE whole")
+                tx.execute(_ROLLBACK_TO)
+                tx.execute(_RELEASE)
                 more = set()
                 detail = "not accepted: another of the same message was not"
                 got = [

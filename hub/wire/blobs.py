@@ -17,7 +17,7 @@ from runtime import (
     Wakeup,
 )
 
-from ..store import DispatchStatus, Store, fetch_one, is_postgres, trim_changes
+from ..store import DispatchStatus, Store, fetch_one, trim_changes
 from .sessions import SessionTable
 
 log = logging.getLogger("mailrun.hub.blobs")
@@ -45,8 +45,9 @@ async def collect_blobs(store: Store) -> tuple[int, bool]:
     many, and whether any is left (the sources of versions stay, and are not
     in flight)."""
 
+    grace = SHARED_GRACE if store.shared else 0.0
+
     async def body(db: Connection) -> tuple[int, bool]:
-        grace = SHARED_GRACE if is_postgres(db) else 0.0
         params = (DispatchStatus.RESERVED, DispatchStatus.DELIVERED, time.time() - grace)
         cur = await db.execute(_COLLECT, params)
         row = await fetch_one(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 from itertools import groupby
 from typing import Any, cast
 
@@ -38,6 +39,7 @@ from ..store import (
     Trigger,
     accept_triggers,
     fetch_one,
+    run_in,
 )
 from .processed import ProcessedBatch
 from .quarantine import ingest_quarantined
@@ -163,7 +165,7 @@ class Ingest:
     async def _route_items(self) -> set[str]:
         if not self.items:
             return set()
-        outcomes, woken = await accept_triggers(self.db, self.items)
+        outcomes, woken = await run_in(self.db, partial(accept_triggers, triggers=self.items))
         for trigger, outcome in zip(self.items, outcomes, strict=True):
             if not isinstance(outcome, Accepted):
                 # A parent that ended takes no more child items (its children

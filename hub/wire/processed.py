@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -43,7 +44,10 @@ from ..store import (
     body_digest,
     fetch_all,
     insert_rows,
+    insert_statement,
+    run_in,
     update_rows,
+    update_statement,
 )
 
 _OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
@@ -53,14 +57,27 @@ DeadLetter = Callable[[Event, str], Awaitable[None]]
 
 # Settling a dispatch: its new status, when, an error, the sidecar's version,
 # the digest of its inline body, whether to drop that body, its id.
-_SETTLED = ("s_status", "s_at", "s_error", "s_version", "s_digest", "s_trim", "s_id")
-_SETTLE = (
-    "UPDATE workflow_run_dispatch SET status = {s_status}, processed_at = {s_at},"
-    " last_error = COALESCE({s_error}, last_error),"
-    " version = COALESCE(NULLIF({s_version}, 0), version),"
-    " inline_digest = COALESCE(inline_digest, {s_digest}),"
-    " body = CASE WHEN {s_trim} = 1 THEN NULL ELSE body END"
-    " WHERE id = {s_id} AND status IN (?, ?)"
+_SETTLE = update_statement(
+    (
+        ("s_status", "TEXT"),
+        ("s_at", "DOUBLE PRECISION"),
+        ("s_error", "TEXT"),
+        ("s_version", "BIGINT"),
+        ("s_digest", "TEXT"),
+        ("s_trim", "BIGINT"),
+        ("s_id", "TEXT"),
+    ),
+    "UPDATE workflow_run_dispatch SET status = v.s_status, processed_at = v.s_at,"
+    " last_error = COALESCE(v.s_error, last_error),"
+    " version = COALESCE(NULLIF(v.s_version, 0), version),"
+    " inline_digest = COALESCE(inline_digest, v.s_digest),"
+    " body = CASE WHEN v.s_trim = 1 THEN NULL ELSE body END"
+    " FROM v WHERE id = v.s_id AND status IN (?, ?)",
+)
+_RECORD = insert_statement(
+    "INSERT INTO run_event (id, run_id, deployment_id, kind, payload, at)",
+    6,
+    tail=" ON CONFLICT DO NOTHING",
 )
 
 
@@ -182,13 +199,12 @@ class ProcessedBatch:
                     event.at or self.now,
                 )
             )
-        await insert_rows(
-            self.db,
-            "INSERT OR IGNORE INTO run_event (id, run_id, deployment_id, kind, payload, at)",
-            new_events,
-        )
+        await run_in(self.db, partial(insert_rows, statement=_RECORD, rows=new_events))
         await self._write_runs(runs)
-        await update_rows(self.db, _SETTLE, _SETTLED, settled, _OPEN_DISPATCH)
+        await run_in(
+            self.db,
+            partial(update_rows, statement=_SETTLE, rows=settled, params=_OPEN_DISPATCH),
+        )
         return released
 
     def _decide(

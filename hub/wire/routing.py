@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -25,6 +26,7 @@ from ..store import (
     accept_triggers,
     fetch_one,
     record_outbound,
+    run_in,
 )
 
 log = logging.getLogger("mailrun.hub.events")
@@ -57,7 +59,7 @@ async def route_mail(
         )
         for e in sent
     ]
-    outcomes, woken = await accept_triggers(db, mail)
+    outcomes, woken = await run_in(db, partial(accept_triggers, triggers=mail))
     away: list[OutboundMail] = []
     for event, trigger, outcome in zip(sent, mail, outcomes, strict=True):
         if isinstance(outcome, Rejected) and outcome.reason == Reason.UNKNOWN_ADDRESS:
@@ -89,7 +91,9 @@ async def route_mail(
                 trigger.address,
                 outcome,
             )
-    recorded = await record_outbound(db, away, outbound) if away else 0
+    recorded = (
+        await run_in(db, partial(record_outbound, mails=away, status=outbound)) if away else 0
+    )
     return woken, recorded
 
 

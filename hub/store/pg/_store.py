@@ -53,6 +53,7 @@ class PgStore(Store):
     """The hub database on PostgreSQL. Use :meth:`open` (or ``open_store``)."""
 
     dialect = "postgresql"
+    shared = True
 
     def __init__(self, url: str, pool: asyncpg.Pool) -> None:
         self.url = url
