@@ -261,16 +261,12 @@ def list_dispatches(tx: Tx, run_id: str, *, limit: int = 100) -> list[DispatchVi
 # last), so its dispatches number next_seq - 1, and the processed ones are
 # what is left of that beside the others, which an index search counts.
 _COUNTED = (DispatchStatus.RESERVED, DispatchStatus.DELIVERED, DispatchStatus.CANCELLED)
-_COUNTS = "SELECT SUM(d.next_seq - 1), {} FROM deployment d".format(
-    ", ".join(
-        "SUM((SELECT COUNT(*) FROM workflow_run_dispatch x"
-        f" WHERE x.deployment_id = d.id AND x.status = '{status.value}'))"
-        for status in _COUNTED
-    )
+_COUNT_IN = "SUM((SELECT COUNT(*) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id"
+_DISPATCH_COUNTS = sql(
+    f"SELECT SUM(d.next_seq - 1), {_COUNT_IN} AND x.status = 'reserved')),"
+    f" {_COUNT_IN} AND x.status = 'delivered')),"
+    f" {_COUNT_IN} AND x.status = 'cancelled')) FROM deployment d"
 )
-
-
-_DISPATCH_COUNTS = sql(_COUNTS)
 _DEPLOYMENT_COUNTS = sql(
     f"SELECT a.status, COUNT(*) FROM deployment d {_ANCHOR} GROUP BY 1",
     postgres=f"SELECT a.status, COUNT(*) FROM deployment d {_ANCHOR_PG} GROUP BY 1",
