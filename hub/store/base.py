@@ -8,10 +8,11 @@ two databases spell differently says so where it is declared
 (``hub.store.sql``).
 
 Bodies of transactions and reads are plain functions of a
-:class:`~hub.store.sql.Tx` (:meth:`Store.transact`, :meth:`Store.read`).
-Bodies written as coroutines over ``runtime.Connection`` (and ``db``,
-``write``) are the older form, still taken while the store's modules move
-to the new one.
+:class:`~hub.store.sql.Tx` (:meth:`Store.transact`, :meth:`Store.read`);
+every module of ``hub/store`` is written so. Bodies written as coroutines
+over ``runtime.Connection`` (and ``db``, ``write``) are the older form,
+still taken while code outside the store (the wire side) moves to the new
+one; ``reads.run_in`` runs a store function inside such a body.
 """
 
 from __future__ import annotations
