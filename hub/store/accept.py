@@ -148,13 +148,8 @@ _PRIOR = """SELECT id, run_id, deployment_id, seq, message_id, status, last_erro
 FROM workflow_run_dispatch WHERE deployment_id = ? AND message_id """
 PRIOR_DISPATCHES = sql(_PRIOR + _IN_JSON, postgres=_PRIOR + _IN_JSON_PG)
 
-_INSERT_RUNS = insert_statement(
-    f"INSERT INTO workflow_run ({', '.join(NewRun._fields)})", len(NewRun._fields)
-)
-_INSERT_DISPATCHES = insert_statement(
-    f"INSERT INTO workflow_run_dispatch ({', '.join(NewDispatch._fields)})",
-    len(NewDispatch._fields),
-)
+_INSERT_RUNS = insert_statement("workflow_run", NewRun._fields)
+_INSERT_DISPATCHES = insert_statement("workflow_run_dispatch", NewDispatch._fields)
 # With several hubs, another hub's blob collection may be deciding that a
 # blob is unused while this batch names it again: on PostgreSQL the upsert
 # locks the row and makes it new, and collection spares new blobs

@@ -90,7 +90,9 @@ _UNVERSIONED = (
 )
 
 _INSERT_BLOB = sql(
-    "INSERT INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+    "INSERT OR IGNORE INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)",
+    postgres="INSERT INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT DO NOTHING",
 )
 _INSERT_VERSION = sql(
     "INSERT INTO deployment_version (deployment_id, version, digest, size, entrypoint,"

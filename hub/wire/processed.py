@@ -75,9 +75,7 @@ _SETTLE = update_statement(
     " FROM v WHERE id = v.s_id AND status IN (?, ?)",
 )
 _RECORD = insert_statement(
-    "INSERT INTO run_event (id, run_id, deployment_id, kind, payload, at)",
-    6,
-    tail=" ON CONFLICT DO NOTHING",
+    "run_event", ("id", "run_id", "deployment_id", "kind", "payload", "at"), ignore=True
 )
 
 
