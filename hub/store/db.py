@@ -16,8 +16,12 @@ body on it, on the loop's thread (a ``heavy`` one on a worker thread), each
 statement run to its end, so no read snapshot lingers for another task to
 read in. ``store.db`` (an aiosqlite connection, with ``fetch_one`` /
 ``fetch_all`` in ``reads.py``) and :meth:`SqliteStore.write` (a transaction
-whose statements are awaited one by one, for tests that stage a crash's
-leftovers) are the older forms, left while store code moves to the new one.
+whose statements are awaited one by one) are the older forms, left while
+code outside the store moves to the new one.
+
+Opening the store migrates the file on the writer, each migration a plain
+function run in its own transaction (``migrations.py``), before the reader
+opens; reading a file's version without opening it is :func:`read_version`.
 """
 
 from __future__ import annotations
