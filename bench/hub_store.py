@@ -20,15 +20,16 @@ import json
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
-from hub.store import Accepted, Outcome, Trigger, Tx, accept_triggers, open_store, trim_history
+from hub.store import Accepted, Trigger, Tx, accept_triggers, open_store, trim_history
 from hub.wire.events.processed import ProcessedBatch
-from runtime import DEFAULT_RUN_HISTORY, Connection, DispatchProcessed, Event
+from runtime import DEFAULT_RUN_HISTORY, DispatchProcessed, Event
 from tests.support.wire import deploy, processed
 
 FRAME = 70  # events per frame, about what a sidecar under load sends
@@ -54,13 +55,8 @@ async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, obj
                     for n in range(at, min(at + batch, rows))
                 ]
 
-                async def accept(
-                    db: Connection, triggers: list[Trigger] = triggers
-                ) -> list[Outcome]:
-                    outcomes, _ = await accept_triggers(db, triggers)
-                    return outcomes
-
-                receipts += [o for o in await store.transact(accept) if isinstance(o, Accepted)]
+                outcomes, _ = await store.transact(partial(accept_triggers, triggers=triggers))
+                receipts += [o for o in outcomes if isinstance(o, Accepted)]
                 if marks and len(receipts) >= marks[0]:
                     marks = [m for m in marks if m > len(receipts)]
                     now, done = time.process_time(), len(receipts)

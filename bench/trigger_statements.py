@@ -6,7 +6,9 @@ hub/store/changes.py), filled in transactions of 200 rows: once with
 ``executemany`` (one statement a row, as the hub wrote before
 hub/store/bulk.py) and once in statements of 32 rows (multi-row ``VALUES``;
 ``WITH v AS (VALUES ...) UPDATE ... FROM v`` for the update, each row its
-own values), each with and without the triggers. Prints microseconds per
+own values), and once through the hub's own statements of many rows
+(``hub.store.bulk``: declared once for each group size, run by the store's
+``SqliteTx``), each with and without the triggers. Prints microseconds per
 row, medians of ``--repeat`` runs, after checking that every row was
 written and settled and the triggers recorded each change:
 
@@ -20,10 +22,17 @@ import json
 import os
 import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the hub's package
+
+from hub.store.bulk import insert_rows, insert_statement, update_rows, update_statement
+from hub.store.sql import SqliteTx
 
 SCHEMA = """
 CREATE TABLE d (id TEXT PRIMARY KEY, deployment_id TEXT NOT NULL, run_id TEXT NOT NULL,
@@ -48,6 +57,17 @@ END;
 """
 GROUP = 32
 BATCH = 200
+MODES = ("executemany", "groups", "declared")
+_INSERT = insert_statement(
+    "d",
+    ("id", "deployment_id", "run_id", "seq", "kind", "message_id", "sender", "subject", "body",
+     "status", "created_at", "processed_at"),
+)  # fmt: skip
+_SETTLE = update_statement(
+    (("v_id", "TEXT"), ("v_status", "TEXT"), ("v_at", "DOUBLE PRECISION")),
+    "UPDATE d SET status = v.v_status, processed_at = v.v_at FROM v"
+    " WHERE id = v.v_id AND status = 'reserved'",
+)
 
 
 def _values(width: int, rows: int) -> str:
@@ -63,7 +83,7 @@ def _in_groups(
         db.execute(statement(len(part)), [v for row in part for v in row])
 
 
-def one_run(path: str, rows: int, grouped: bool, triggers: bool) -> tuple[float, float]:
+def one_run(path: str, rows: int, mode: str, triggers: bool) -> tuple[float, float]:
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
             os.remove(path + suffix)
@@ -87,7 +107,9 @@ def one_run(path: str, rows: int, grouped: bool, triggers: bool) -> tuple[float,
         settle = [(row[0], "processed", time.time()) for row in batch]
         db.execute("BEGIN IMMEDIATE")
         started = time.perf_counter()
-        if grouped:
+        if mode == "declared":
+            insert_rows(SqliteTx(db), _INSERT, batch)
+        elif mode == "groups":
             _in_groups(db, lambda n: f"INSERT INTO d VALUES {_values(12, n)}", batch)
         else:
             db.executemany(f"INSERT INTO d VALUES {_values(12, 1)}", batch)
@@ -95,7 +117,9 @@ def one_run(path: str, rows: int, grouped: bool, triggers: bool) -> tuple[float,
         db.execute("COMMIT")
         db.execute("BEGIN IMMEDIATE")
         started = time.perf_counter()
-        if grouped:
+        if mode == "declared":
+            update_rows(SqliteTx(db), _SETTLE, settle)
+        elif mode == "groups":
             _in_groups(
                 db,
                 lambda n: (
@@ -127,20 +151,22 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    cases = [(g, t) for g in (False, True) for t in (False, True)]
-    figures: dict[tuple[bool, bool], list[tuple[float, float]]] = {c: [] for c in cases}
+    cases = [(m, t) for m in MODES for t in (False, True)]
+    figures: dict[tuple[str, bool], list[tuple[float, float]]] = {c: [] for c in cases}
     with tempfile.TemporaryDirectory() as home:
         for _ in range(args.repeat):  # in turn, so a slow moment touches every case
             for case in cases:
                 figures[case].append(one_run(os.path.join(home, "t.db"), args.rows, *case))
     table = [
         {
-            "statements": f"groups of {GROUP}" if grouped else "executemany",
+            "statements": {"groups": f"groups of {GROUP}", "declared": "hub.store.bulk"}.get(
+                mode, mode
+            ),
             "triggers": triggers,
             "insert_us": statistics.median(r[0] for r in runs),
             "update_us": statistics.median(r[1] for r in runs),
         }
-        for (grouped, triggers), runs in figures.items()
+        for (mode, triggers), runs in figures.items()
     ]
     if args.json:
         print(json.dumps({"rows": args.rows, "repeat": args.repeat, "cases": table}, indent=2))

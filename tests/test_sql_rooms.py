@@ -61,8 +61,6 @@ MOVING = frozenset(
         # once neither the hub nor the sidecar uses them
         "runtime/_sqlite.py",
         "runtime/_transact.py",
-        # the acceptor's savepoint for messages accepted whole: to hub/store/accept
-        "hub/intake/group_commit.py",
     }
 )
 

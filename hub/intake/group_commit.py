@@ -21,18 +21,19 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
-from runtime import Connection, afailpoint, failpoint
+from runtime import afailpoint, failpoint
 
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
 from ..metrics import HubMetrics
 from ..store import (
-    WITH_OTHERS,
     Accepted,
     Outcome,
     Receipt,
     Rejected,
     Store,
     Trigger,
+    Tx,
+    accept_groups,
     accept_triggers,
 )
 
@@ -42,6 +43,7 @@ HEAVY_BYTES = 1 << 20
 """A batch carrying more bytes of bodies than this commits off the event
 loop's thread (``Store.transact``'s ``heavy``): writing it takes long enough
 to hold up every request meanwhile."""
+
 
 OnAccepted = Callable[[set[str]], object]
 """Called after each commit with the deployments that got new dispatches;
@@ -149,11 +151,11 @@ class Acceptor:
     async def _commit(self, batch: list[_Request]) -> None:
         triggers = [t for request in batch for t in request.triggers]
 
-        async def body(db: Connection) -> tuple[list[Outcome], set[str]]:
+        def body(tx: Tx) -> tuple[list[Outcome], set[str]]:
             if any(request.whole for request in batch):
-                accepted = await _accept_wholes(db, batch)
+                accepted = accept_groups(tx, [(r.triggers, r.whole) for r in batch])
             else:
-                accepted = await accept_triggers(db, triggers)
+                accepted = accept_triggers(tx, triggers)
             failpoint("hub.accept.before_commit")
             return accepted
 
@@ -203,30 +205,3 @@ class Acceptor:
                 self.rejected[outcome.reason] += 1
             else:
                 self.counts["failed"] += 1
-
-
-async def _accept_wholes(db: Connection, batch: list[_Request]) -> tuple[list[Outcome], set[str]]:
-    """``accept_triggers`` per request, each whole one under a savepoint that
-    is rolled back unless every trigger of it is accepted."""
-    outcomes: list[Outcome] = []
-    woken: set[str] = set()
-    for request in batch:
-        if not request.whole:
-            got, more = await accept_triggers(db, request.triggers)
-        else:
-            await db.execute("SAVEPOINT whole")
-            got, more = await accept_triggers(db, request.triggers)
-            if all(isinstance(o, Accepted) for o in got):
-                await db.execute("RELEASE whole")
-            else:
-                await db.execute("ROLLBACK TO whole")
-                await db.execute("RELEASE whole")
-                more = set()
-                detail = "not accepted: another of the same message was not"
-                got = [
-                    Rejected(reason=WITH_OTHERS, detail=detail) if isinstance(o, Accepted) else o
-                    for o in got
-                ]
-        outcomes += got
-        woken |= more
-    return outcomes, woken

@@ -18,6 +18,7 @@ import hmac
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
@@ -88,7 +89,7 @@ class SmtpHandler:
             return f"452 4.5.3 Too many recipients (at most {self._config.max_recipients})"
         try:
             with self._hook():
-                status = await address_status(self._store.db, wanted)
+                status = await self._store.read(partial(address_status, address=wanted))
         except Exception:
             log.exception("RCPT lookup of %r failed", wanted)
             return "451 4.3.0 Cannot look the address up now, try again later"

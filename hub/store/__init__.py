@@ -11,7 +11,9 @@ from .approvals import get_approval as get_approval
 from .approvals import list_approvals as list_approvals
 from .base import Store as Store
 from .bulk import insert_rows as insert_rows
+from .bulk import insert_statement as insert_statement
 from .bulk import update_rows as update_rows
+from .bulk import update_statement as update_statement
 from .change_views import change_views as change_views
 from .changes import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
 from .changes import FEED_HOLD as FEED_HOLD
@@ -24,6 +26,8 @@ from .changes import read_feed as read_feed
 from .changes import trim_changes as trim_changes
 from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
 from .db import SqliteStore as SqliteStore
+from .db import pending_migrations as pending_migrations
+from .db import read_version as read_version
 from .delivery import OPEN_DISPATCH as OPEN_DISPATCH
 from .delivery import SHARED_GRACE as SHARED_GRACE
 from .delivery import AppliedRun as AppliedRun
@@ -41,7 +45,6 @@ from .delivery import RunMoved as RunMoved
 from .delivery import RunPosition as RunPosition
 from .delivery import SettledDispatch as SettledDispatch
 from .delivery import StatePage as StatePage
-from .delivery import accept_in as accept_in
 from .delivery import ask_approval as ask_approval
 from .delivery import blob_named as blob_named
 from .delivery import cancel_quarantined as cancel_quarantined
@@ -62,7 +65,6 @@ from .delivery import read_processed as read_processed
 from .delivery import read_state_page as read_state_page
 from .delivery import record_answers as record_answers
 from .delivery import record_event as record_event
-from .delivery import record_outbound_in as record_outbound_in
 from .delivery import start_run as start_run
 from .delivery import still_open as still_open
 from .delivery import trim_history as trim_history
@@ -84,8 +86,6 @@ from .leases import share_health as share_health
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import migrations_after as migrations_after
-from .migrations import pending_migrations as pending_migrations
-from .migrations import read_version as read_version
 from .opening import DATABASE_ENV as DATABASE_ENV
 from .opening import is_database_url as is_database_url
 from .opening import open_store as open_store
@@ -118,7 +118,7 @@ from .queries import list_runs as list_runs
 from .queries import resolve_deployment as resolve_deployment
 from .reads import fetch_all as fetch_all
 from .reads import fetch_one as fetch_one
-from .reads import is_postgres as is_postgres
+from .reads import run_in as run_in
 from .relaying import DueMail as DueMail
 from .relaying import defer as defer
 from .relaying import due_mail as due_mail
@@ -167,6 +167,7 @@ from .versions import get_version as get_version
 from .versions import list_versions as list_versions
 from .versions import pending_rollouts as pending_rollouts
 from .versions import request_rollout as request_rollout
+from .wholes import accept_groups as accept_groups
 
 __all__ = [
     "DATABASE_ENV",
@@ -232,7 +233,7 @@ __all__ = [
     "Tx",
     "VersionStatus",
     "VersionView",
-    "accept_in",
+    "accept_groups",
     "accept_triggers",
     "active_entrypoint",
     "active_producer_users",
@@ -277,9 +278,9 @@ __all__ = [
     "inbox_format",
     "insert_producer",
     "insert_rows",
+    "insert_statement",
     "is_active_producer",
     "is_database_url",
-    "is_postgres",
     "keep_dead_letter",
     "last_change_id",
     "list_approvals",
@@ -316,13 +317,13 @@ __all__ = [
     "record_answers",
     "record_event",
     "record_outbound",
-    "record_outbound_in",
     "release_all",
     "remove_producer",
     "renew_and_take",
     "request_rollout",
     "resolve_deployment",
     "resolve_producer",
+    "run_in",
     "schema_version",
     "settle_at_boot",
     "share_health",
@@ -332,5 +333,6 @@ __all__ = [
     "trim_changes",
     "trim_history",
     "update_rows",
+    "update_statement",
     "write_processed",
 ]

@@ -1,26 +1,26 @@
 """The one read-or-mint function every trigger path calls.
 
 :func:`accept_triggers` runs inside a write transaction its caller holds
-(``BEGIN IMMEDIATE``: no other writer exists until it commits). It reads
-what a batch needs in a handful of queries, decides each trigger in order in
+(``BEGIN IMMEDIATE`` on SQLite: no other writer exists until it commits;
+on PostgreSQL the batch's deployment rows locked, below). It reads what a
+batch needs in a handful of queries, decides each trigger in order in
 memory, then writes the outcome in a few statements (:mod:`hub.store.bulk`).
-A trigger that trips an unexpected constraint is retried alone under a
-SAVEPOINT, so it fails by itself and never takes its batch mates with it.
+A trigger that trips an unexpected constraint (``StoreConflict``) is retried
+alone under a SAVEPOINT, so it fails by itself and never takes its batch
+mates with it.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from runtime import (
     INLINE_BODY_LIMIT,
-    Connection,
     Reason,
     RunStatus,
     accepts_trigger,
@@ -28,14 +28,15 @@ from runtime import (
     new_id,
 )
 
-from .._errors import AcceptFailed
-from .bulk import insert_rows
-from .reads import fetch_all, is_postgres
+from .._errors import AcceptFailed, StoreConflict
+from .bulk import insert_rows, insert_statement
 from .schema import ApprovalStatus, DispatchStatus
+from .sql import Tx, json_array, sql
 from .triggers import Accepted, Outcome, Receipt, RefusedByRun, Rejected, Trigger, body_digest
 
 __all__ = [
     "Accepted",
+    "NewDispatch",
     "Outcome",
     "Receipt",
     "RefusedByRun",
@@ -46,49 +47,124 @@ __all__ = [
 ]
 
 
-_DEPLOYMENTS = """SELECT d.id, d.address, a.status, d.next_seq, d.version FROM deployment d
-JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE {where}
-ORDER BY d.deleted_at IS NULL, d.created_at, d.id"""  # live rows last: they win per address
+class NewDispatch(NamedTuple):
+    """A dispatch as the accept inserts it: the INSERT's columns, in order."""
+
+    id: str
+    deployment_id: str
+    run_id: str
+    seq: int
+    kind: str
+    message_id: str | None
+    sender: str | None
+    subject: str | None
+    body: bytes | None  # None: claim-checked (``body_digest`` names its blob)
+    body_digest: str | None
+    body_size: int
+    status: str
+    created_at: float
+    version: int
+    raw_digest: str | None
+    raw_size: int | None
+
+
+class NewRun(NamedTuple):
+    """A top-level run minted by its deployment's first trigger."""
+
+    id: str
+    deployment_id: str
+    is_anchor: int
+    is_top_level: int
+    status: str
+    created_at: float
+    updated_at: float
+
+
+# A list of ids is one parameter, a JSON array (store-conventions): the
+# statement's text is the same whatever the batch holds.
+_IN_JSON = "IN (SELECT value FROM json_each(?))"
+_IN_JSON_PG = "IN (SELECT value FROM json_array_elements_text(CAST(? AS json)))"
+
+_DEPLOYMENT_COLUMNS = "SELECT d.id, d.address, a.status, d.next_seq, d.version"
+# CROSS JOIN: SQLite takes the deployment rows first (few), then each one's
+# anchor by its key; left to guess, it read every run for the anchors.
+_DEPLOYMENTS = (
+    _DEPLOYMENT_COLUMNS
+    + " FROM deployment d CROSS JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE "
+)
+_DEPLOYMENTS_PG = (
+    _DEPLOYMENT_COLUMNS
+    + " FROM deployment d JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE "
+)
+_LIVE_LAST = " ORDER BY d.deleted_at IS NULL, d.created_at, d.id"  # live rows win per address
 # The anchor lock on PostgreSQL, where hubs accept at once: the deployment
 # rows, locked in one order (no deadlock between two batches), read as the
 # last commit left them; what the batch reads next (the top-level run, the
-# message ids) is read after the lock, so it is the last commit's too. On
-# SQLite, BEGIN IMMEDIATE already holds every row.
+# message ids, the approvals again) is read after the lock, so it is the
+# last commit's too. On SQLite, BEGIN IMMEDIATE already holds every row.
 _LOCKED = " FOR UPDATE OF d"
 
-_BLOB = "INSERT OR IGNORE INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)"
-# With several hubs, another hub's blob collection may be deciding that a
-# blob is unused while this batch names it again: the upsert locks the row
-# and makes it new, and collection spares new blobs (hub/wire/blobs.py).
-_BLOB_PG = (
-    "INSERT INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (digest) DO UPDATE SET created_at = EXCLUDED.created_at"
+
+# One statement per shape of the lookup: an ``IN`` over an empty list beside
+# an OR kept SQLite from searching the indexes of the other side.
+_BY_ADDRESS = sql(
+    _DEPLOYMENTS + f"d.address {_IN_JSON}" + _LIVE_LAST,
+    postgres=_DEPLOYMENTS_PG + f"d.address {_IN_JSON_PG}" + _LIVE_LAST + _LOCKED,
+)
+_BY_ID = sql(
+    _DEPLOYMENTS + f"d.id {_IN_JSON}" + _LIVE_LAST,
+    postgres=_DEPLOYMENTS_PG + f"d.id {_IN_JSON_PG}" + _LIVE_LAST + _LOCKED,
+)
+_BY_ADDRESS_OR_ID = sql(
+    _DEPLOYMENTS + f"d.address {_IN_JSON} OR d.id {_IN_JSON}" + _LIVE_LAST,
+    postgres=_DEPLOYMENTS_PG
+    + f"d.address {_IN_JSON_PG} OR d.id {_IN_JSON_PG}"
+    + _LIVE_LAST
+    + _LOCKED,
 )
 
+_RUNS = """SELECT id, deployment_id, status, is_top_level,
+ parent_run_id IS NOT NULL AND entrypoint IS NULL
+FROM workflow_run WHERE is_anchor = 0 AND """
+_TOP_LEVEL = sql(
+    _RUNS + f"is_top_level = 1 AND deployment_id {_IN_JSON}",
+    postgres=_RUNS + f"is_top_level = 1 AND deployment_id {_IN_JSON_PG}",
+)
+_TOP_LEVEL_OR_NAMED = sql(
+    _RUNS + f"((is_top_level = 1 AND deployment_id {_IN_JSON}) OR id {_IN_JSON})",
+    postgres=_RUNS + f"((is_top_level = 1 AND deployment_id {_IN_JSON_PG}) OR id {_IN_JSON_PG})",
+)
 
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
+_APPROVALS = """SELECT a.id, a.run_id, r.deployment_id, a.status FROM approval a
+JOIN workflow_run r ON r.id = a.run_id WHERE a.id """
+_APPROVALS_BY_ID = sql(_APPROVALS + _IN_JSON, postgres=_APPROVALS + _IN_JSON_PG)
 
+# The dispatches of one deployment with any of a list of message ids: what a
+# retry is answered from. One deployment at a time, so that SQLite searches
+# the (deployment_id, message_id) index; a row-value ``IN (VALUES ...)`` over
+# several deployments read the whole table for every batch.
+_PRIOR = """SELECT id, run_id, deployment_id, seq, message_id, status, last_error,
+ kind, sender, subject, body, COALESCE(body_digest, inline_digest), body_size
+FROM workflow_run_dispatch WHERE deployment_id = ? AND message_id """
+PRIOR_DISPATCHES = sql(_PRIOR + _IN_JSON, postgres=_PRIOR + _IN_JSON_PG)
 
-def _any_of(*columns: tuple[str, Sequence[object]]) -> str:
-    """``column IN (?, ...)`` for each column with values, joined by OR. An
-    empty ``IN ()`` beside an OR keeps SQLite from searching the indexes of
-    the others: it read the whole table instead."""
-    return " OR ".join(f"{name} IN ({_marks(len(values))})" for name, values in columns if values)
+_INSERT_RUNS = insert_statement("workflow_run", NewRun._fields)
+_INSERT_DISPATCHES = insert_statement("workflow_run_dispatch", NewDispatch._fields)
+# With several hubs, another hub's blob collection may be deciding that a
+# blob is unused while this batch names it again: on PostgreSQL the upsert
+# locks the row and makes it new, and collection spares new blobs
+# (hub/wire/blobs.py). One hub on SQLite collects between its own writes.
+_INSERT_BLOB = sql(
+    "INSERT OR IGNORE INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)",
+    postgres="INSERT INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (digest) DO UPDATE SET created_at = EXCLUDED.created_at",
+)
+_NEXT_SEQ = sql("UPDATE deployment SET next_seq = ? WHERE id = ?")
+_DECIDE = sql("UPDATE approval SET status = ?, decision = ?, decided_at = ? WHERE id = ?")
 
-
-def prior_dispatches_sql(n: int) -> str:
-    """The dispatches of one deployment (the first parameter) with any of
-    ``n`` message ids (the rest): what a retry is answered from.
-
-    One deployment at a time, so that SQLite searches the (deployment_id,
-    message_id) index; a row-value ``IN (VALUES ...)`` over several
-    deployments read the whole table for every batch."""
-    return (
-        "SELECT id, run_id, deployment_id, seq, message_id, status, last_error,"
-        " kind, sender, subject, body, COALESCE(body_digest, inline_digest), body_size"
-        f" FROM workflow_run_dispatch WHERE deployment_id = ? AND message_id IN ({_marks(n)})"
-    )
+_SAVEPOINT = sql("SAVEPOINT accept")
+_RELEASE = sql("RELEASE accept")
+_ROLLBACK_TO = sql("ROLLBACK TO accept")
 
 
 @dataclass(frozen=True)
@@ -164,41 +240,42 @@ class _Batch:
         self.seen: dict[tuple[str, str], tuple[_Content, Accepted | RefusedByRun]] = {}
         self.approvals: dict[str, list[str]] = {}  # id -> [run_id, deployment_id, status]
         self.woken: set[str] = set()
-        self.new_runs: list[tuple[object, ...]] = []
+        self.new_runs: list[NewRun] = []
         self.blobs: list[tuple[object, ...]] = []
-        self.dispatches: list[tuple[object, ...]] = []
+        self.dispatches: list[NewDispatch] = []
         self.decided: list[tuple[object, ...]] = []
 
-    async def load(self, db: Connection, triggers: Sequence[Trigger]) -> None:
+    def load(self, tx: Tx, triggers: Sequence[Trigger]) -> None:
         approval_ids = sorted({t.approval_id for t in triggers if t.approval_id})
-        await self._load_approvals(db, approval_ids)
+        self._load_approvals(tx, approval_ids)
         addresses = sorted({t.address for t in triggers if t.address and not t.deployment_id})
         dep_ids = sorted({t.deployment_id for t in triggers if t.deployment_id}
                          | {a[1] for a in self.approvals.values()})  # fmt: skip
-        if addresses or dep_ids:
-            where = _any_of(("d.address", addresses), ("d.id", dep_ids))
-            sql = _DEPLOYMENTS.format(where=where)
-            locking = is_postgres(db)
-            for row in await fetch_all(db, sql + (_LOCKED if locking else ""), addresses + dep_ids):
-                self.deps[row[0]] = _Deployment(*row)
-                self.addresses[row[1]] = row[0]
-            if locking:
-                # Decided by another hub while this batch waited for the lock?
-                await self._load_approvals(db, approval_ids)
+        if addresses and dep_ids:
+            found = tx.fetch_all(_BY_ADDRESS_OR_ID, (json_array(addresses), json_array(dep_ids)))
+        elif addresses or dep_ids:
+            found = tx.fetch_all(
+                _BY_ADDRESS if addresses else _BY_ID, (json_array(addresses or dep_ids),)
+            )
+        else:
+            found = []
+        for row in found:
+            self.deps[row[0]] = _Deployment(*row)
+            self.addresses[row[1]] = row[0]
+        # Decided meanwhile? On PostgreSQL another hub may have decided one
+        # while this batch waited for the deployments' lock; rare enough to
+        # ask again on both databases.
+        self._load_approvals(tx, approval_ids)
         if not self.deps:
             return
-        deps = sorted(self.deps)
+        deps = json_array(sorted(self.deps))
         run_ids = sorted({t.run_id for t in triggers if t.run_id})
         run_ids += [a[0] for a in self.approvals.values()]
-        top_level = f"(is_top_level = 1 AND deployment_id IN ({_marks(len(deps))}))"
-        named = f" OR id IN ({_marks(len(run_ids))})" if run_ids else ""
-        for run_id, dep_id, status, top, unstarted in await fetch_all(
-            db,
-            "SELECT id, deployment_id, status, is_top_level,"
-            " parent_run_id IS NOT NULL AND entrypoint IS NULL"
-            f" FROM workflow_run WHERE is_anchor = 0 AND ({top_level}{named})",
-            [*deps, *run_ids],
-        ):
+        if run_ids:
+            runs = tx.fetch_all(_TOP_LEVEL_OR_NAMED, (deps, json_array(run_ids)))
+        else:
+            runs = tx.fetch_all(_TOP_LEVEL, (deps,))
+        for run_id, dep_id, status, top, unstarted in runs:
             self.runs[run_id] = (dep_id, status)
             if unstarted:
                 self.unstarted.add(run_id)
@@ -209,8 +286,8 @@ class _Batch:
             if t.message_id and (dep_id := self._deployment_of(t)) is not None:
                 wanted.setdefault(dep_id, set()).add(t.message_id)
         for dep_id, message_ids in sorted(wanted.items()):
-            for dsp, run_id, _, seq, mid, status, error, *content in await fetch_all(
-                db, prior_dispatches_sql(len(message_ids)), [dep_id, *sorted(message_ids)]
+            for dsp, run_id, _, seq, mid, status, error, *content in tx.fetch_all(
+                PRIOR_DISPATCHES, (dep_id, json_array(sorted(message_ids)))
             ):
                 first = Accepted(
                     dispatch_id=dsp, run_id=run_id, deployment_id=dep_id, seq=seq, duplicate=True
@@ -218,13 +295,10 @@ class _Batch:
                 answer = _refused(first, status, error) or first
                 self.seen[(dep_id, mid)] = (_Content.stored(content), answer)
 
-    async def _load_approvals(self, db: Connection, approval_ids: list[str]) -> None:
+    def _load_approvals(self, tx: Tx, approval_ids: list[str]) -> None:
         if approval_ids:
-            for approval_id, run_id, dep_id, status in await fetch_all(
-                db,
-                "SELECT a.id, a.run_id, r.deployment_id, a.status FROM approval a JOIN"
-                f" workflow_run r ON r.id = a.run_id WHERE a.id IN ({_marks(len(approval_ids))})",
-                approval_ids,
+            for approval_id, run_id, dep_id, status in tx.fetch_all(
+                _APPROVALS_BY_ID, (json_array(approval_ids),)
             ):
                 self.approvals[approval_id] = [run_id, dep_id, status]
 
@@ -285,7 +359,7 @@ class _Batch:
             self.runs[run_id] = (dep_id, RunStatus.RUNNING.value)
             self.top_level[dep_id] = run_id
             self.new_runs.append(
-                (run_id, dep_id, 0, 1, RunStatus.RUNNING.value, self.now, self.now)
+                NewRun(run_id, dep_id, 0, 1, RunStatus.RUNNING.value, self.now, self.now)
             )
         seq = dep.next_seq
         dep.next_seq += 1
@@ -300,7 +374,7 @@ class _Batch:
             self.blobs.append((raw_digest, len(t.raw), t.raw, self.now))
         receipt = Accepted(dispatch_id=new_id("dsp"), run_id=run_id, deployment_id=dep_id, seq=seq)
         self.dispatches.append(
-            (
+            NewDispatch(
                 receipt.dispatch_id,
                 dep_id,
                 run_id,
@@ -327,29 +401,12 @@ class _Batch:
         self.woken.add(dep_id)
         return receipt
 
-    async def write(self, db: Connection) -> None:
-        await insert_rows(
-            db,
-            "INSERT INTO workflow_run (id, deployment_id, is_anchor, is_top_level, status,"
-            " created_at, updated_at)",
-            self.new_runs,
-        )
-        await db.executemany(_BLOB_PG if is_postgres(db) else _BLOB, self.blobs)
-        await insert_rows(
-            db,
-            "INSERT INTO workflow_run_dispatch (id, deployment_id, run_id, seq, kind, message_id,"
-            " sender, subject, body, body_digest, body_size, status, created_at, version,"
-            " raw_digest, raw_size)",
-            self.dispatches,
-        )
-        await db.executemany(
-            "UPDATE deployment SET next_seq = ? WHERE id = ?",
-            [(self.deps[d].next_seq, d) for d in sorted(self.woken)],
-        )
-        await db.executemany(
-            "UPDATE approval SET status = ?, decision = ?, decided_at = ? WHERE id = ?",
-            self.decided,
-        )
+    def write(self, tx: Tx) -> None:
+        insert_rows(tx, _INSERT_RUNS, self.new_runs)
+        tx.execute_many(_INSERT_BLOB, self.blobs)
+        insert_rows(tx, _INSERT_DISPATCHES, self.dispatches)
+        tx.execute_many(_NEXT_SEQ, [(self.deps[d].next_seq, d) for d in sorted(self.woken)])
+        tx.execute_many(_DECIDE, self.decided)
 
 
 def _refused(first: Accepted, status: str, error: str | None) -> RefusedByRun | None:
@@ -373,24 +430,22 @@ def _refused(first: Accepted, status: str, error: str | None) -> RefusedByRun | 
     )
 
 
-async def _attempt(db: Connection, triggers: Sequence[Trigger]) -> tuple[list[Receipt], set[str]]:
+def _attempt(tx: Tx, triggers: Sequence[Trigger]) -> tuple[list[Receipt], set[str]]:
     batch = _Batch(time.time())
-    await db.execute("SAVEPOINT accept")
+    tx.execute(_SAVEPOINT)
     try:
-        await batch.load(db, triggers)
+        batch.load(tx, triggers)
         receipts = [batch.decide(t) for t in triggers]
-        await batch.write(db)
-    except sqlite3.IntegrityError:
-        await db.execute("ROLLBACK TO accept")
-        await db.execute("RELEASE accept")
+        batch.write(tx)
+    except StoreConflict:
+        tx.execute(_ROLLBACK_TO)
+        tx.execute(_RELEASE)
         raise
-    await db.execute("RELEASE accept")
+    tx.execute(_RELEASE)
     return receipts, batch.woken
 
 
-async def accept_triggers(
-    db: Connection, triggers: Sequence[Trigger]
-) -> tuple[list[Outcome], set[str]]:
+def accept_triggers(tx: Tx, triggers: Sequence[Trigger]) -> tuple[list[Outcome], set[str]]:
     """Accept or reject each trigger in order, inside the caller's write transaction.
 
     Returns one outcome per trigger (a receipt, or a :class:`HubError` for a
@@ -399,17 +454,17 @@ async def accept_triggers(
     then may it tell anyone "accepted".
     """
     try:
-        receipts, woken = await _attempt(db, triggers)
+        receipts, woken = _attempt(tx, triggers)
         return list(receipts), woken
-    except sqlite3.IntegrityError as exc:
+    except StoreConflict as exc:
         if len(triggers) == 1:
             return [AcceptFailed(f"trigger not stored: {exc}")], set()
     outcomes: list[Outcome] = []
     woken = set()
     for trigger in triggers:
         try:
-            one, more = await _attempt(db, [trigger])
-        except sqlite3.IntegrityError as exc:
+            one, more = _attempt(tx, [trigger])
+        except StoreConflict as exc:
             outcomes.append(AcceptFailed(f"trigger not stored: {exc}"))
             continue
         outcomes.extend(one)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import enum
 
-from runtime import Connection, accepts_trigger, anchor_is_live
+from runtime import accepts_trigger, anchor_is_live
 
-from .reads import fetch_one
+from .sql import Tx, sql
 
 
 class AddressStatus(enum.Enum):
@@ -23,17 +23,17 @@ class AddressStatus(enum.Enum):
 
 
 # A deleted deployment's address may be taken again by a new one: the live row wins.
-_ADDRESS = """
+_ADDRESS = sql("""
 SELECT a.status,
        (SELECT t.status FROM workflow_run t WHERE t.deployment_id = d.id AND t.is_top_level = 1)
 FROM deployment d JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1
-WHERE d.address = ? ORDER BY d.deleted_at IS NULL DESC, d.created_at DESC LIMIT 1"""
+WHERE d.address = ? ORDER BY d.deleted_at IS NULL DESC, d.created_at DESC LIMIT 1""")
 
 
-async def address_status(db: Connection, address: str) -> AddressStatus:
+def address_status(tx: Tx, address: str) -> AddressStatus:
     """What a mail to ``address`` (compared lower-cased, as ``POST /mail``
     does) would meet, by the committed data."""
-    row = await fetch_one(db, _ADDRESS, (address.strip().lower(),))
+    row = tx.fetch_one(_ADDRESS, (address.strip().lower(),))
     if row is None:
         return AddressStatus.UNKNOWN
     anchor, run = row

@@ -12,12 +12,10 @@ from typing import Any
 
 import msgspec
 
-from runtime import Connection
-
 from .._errors import InvalidRequest, UnknownApproval, UnknownRun
 from .queries import resolve_deployment
-from .reads import fetch_all
 from .schema import ApprovalStatus
+from .sql import Tx, sql
 
 
 class ApprovalView(msgspec.Struct, kw_only=True):
@@ -44,15 +42,27 @@ def _approval(row: Any) -> ApprovalView:
     return ApprovalView(**dict(zip(ApprovalView.__struct_fields__, row, strict=True)))
 
 
-async def get_approval(db: Connection, approval_id: str) -> ApprovalView:
-    rows = await fetch_all(db, f"{_APPROVAL} WHERE a.id = ?", (approval_id,))
-    if not rows:
+_BY_ID = sql(f"{_APPROVAL} WHERE a.id = ?")
+_KNOWN_RUN = sql("SELECT 1 FROM workflow_run WHERE id = ? AND is_anchor = 0")
+# A filter not given is NULL. By run: the approval_by_run index.
+_FILTERED = (
+    " (CAST(:status AS TEXT) IS NULL OR a.status = :status)"
+    " AND (CAST(:deployment AS TEXT) IS NULL OR r.deployment_id = :deployment)"
+    " ORDER BY a.created_at DESC, a.id DESC LIMIT :limit"
+)
+_LATEST = sql(f"{_APPROVAL} WHERE{_FILTERED}")
+_LATEST_OF_RUN = sql(f"{_APPROVAL} WHERE a.run_id = :run AND{_FILTERED}")
+
+
+def get_approval(tx: Tx, approval_id: str) -> ApprovalView:
+    row = tx.fetch_one(_BY_ID, (approval_id,))
+    if row is None:
         raise UnknownApproval(f"no approval {approval_id!r}")
-    return _approval(rows[0])
+    return _approval(row)
 
 
-async def list_approvals(
-    db: Connection,
+def list_approvals(
+    tx: Tx,
     *,
     run: str | None = None,
     deployment: str | None = None,
@@ -61,25 +71,16 @@ async def list_approvals(
 ) -> list[ApprovalView]:
     """The latest ``limit`` approvals (of one run, of one deployment: id or
     name, in one status), oldest first."""
-    where: list[str] = []
-    params: list[object] = []
-    if status is not None:
-        if status not in set(ApprovalStatus):
-            choices = ", ".join(ApprovalStatus)
-            raise InvalidRequest(f"'status' must be one of {choices}, not {status[:50]!r}")
-        where.append("a.status = ?")
-        params.append(status)
-    if run is not None:
-        known = await fetch_all(
-            db, "SELECT 1 FROM workflow_run WHERE id = ? AND is_anchor = 0", (run,)
-        )
-        if not known:
-            raise UnknownRun(f"no run {run!r}")
-        where.append("a.run_id = ?")
-        params.append(run)
+    if status is not None and status not in set(ApprovalStatus):
+        choices = ", ".join(ApprovalStatus)
+        raise InvalidRequest(f"'status' must be one of {choices}, not {status[:50]!r}")
+    params: dict[str, object] = {"status": status, "deployment": None, "limit": limit}
+    if run is not None and tx.fetch_one(_KNOWN_RUN, (run,)) is None:
+        raise UnknownRun(f"no run {run!r}")
     if deployment is not None:
-        where.append("r.deployment_id = ?")
-        params.append(await resolve_deployment(db, deployment))
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
-    sql = f"{_APPROVAL} {clause} ORDER BY a.created_at DESC, a.id DESC LIMIT ?"
-    return [_approval(row) for row in reversed(await fetch_all(db, sql, (*params, limit)))]
+        params["deployment"] = resolve_deployment(tx, deployment)
+    if run is None:
+        rows = tx.fetch_all(_LATEST, params)
+    else:
+        rows = tx.fetch_all(_LATEST_OF_RUN, {**params, "run": run})
+    return [_approval(row) for row in reversed(rows)]

@@ -8,10 +8,11 @@ two databases spell differently says so where it is declared
 (``hub.store.sql``).
 
 Bodies of transactions and reads are plain functions of a
-:class:`~hub.store.sql.Tx` (:meth:`Store.transact`, :meth:`Store.read`).
-Bodies written as coroutines over ``runtime.Connection`` (and ``db``,
-``write``) are the older form, still taken while the store's modules move
-to the new one.
+:class:`~hub.store.sql.Tx` (:meth:`Store.transact`, :meth:`Store.read`);
+every module of ``hub/store`` is written so. Bodies written as coroutines
+over ``runtime.Connection`` (and ``db``, ``write``) are the older form,
+still taken while code outside the store (the wire side) moves to the new
+one; ``reads.run_in`` runs a store function inside such a body.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ class Store(ABC):
     """
 
     dialect: str
+    shared: bool
+    """Whether the database is a server that other hubs may write at the same
+    time (PostgreSQL), not one file one hub holds (SQLite). Two behaviours,
+    not spellings, follow from it: the change feed's ids may become visible
+    out of order (``changes.read_feed``), and another hub may be collecting
+    a blob while this one names it again (``hub/wire/blobs.py``'s grace)."""
     path: Path | None
     """The SQLite file; None for a server database."""
     db: Connection

@@ -10,25 +10,42 @@ docs/performance-notebook.md, "Triggers and statements"). The triggers stay (eve
 write path records its changes); the hot paths write rows in groups.
 
 Groups are of :data:`GROUP` rows, the rest in halves of that (16, 8, 4,
-2, 1), so each statement has at most six shapes in a connection's statement
-cache (sqlite3 keeps 128 a connection), not one per batch size: a statement
-prepared anew for every batch would cost what grouping saves.
+2, 1), so a statement has six shapes, each declared once at import
+(:func:`insert_statement`, :func:`update_statement`) on both databases,
+and nothing builds SQL while a transaction runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from string import Formatter
 
-from runtime import Connection
-
-from .reads import is_postgres
+from .sql import Statement, Tx, sql
 
 GROUP = 32
 """Rows per statement: past this the gain flattens, and a statement of 32
 rows of 16 columns is far below SQLite's limit on parameters."""
 
+SIZES = (32, 16, 8, 4, 2, 1)
+"""The group sizes a statement is declared for: :data:`GROUP` and its halves."""
+
 Row = Sequence[object]
+
+
+class Grouped:
+    """One statement for each group size of :data:`SIZES`."""
+
+    __slots__ = ("_by_size",)
+
+    def __init__(self, by_size: dict[int, Statement]) -> None:
+        self._by_size = by_size
+
+    def __getitem__(self, rows: int) -> Statement:
+        """The statement for ``rows`` rows."""
+        return self._by_size[rows]
+
+    @property
+    def statements(self) -> list[Statement]:
+        return list(self._by_size.values())
 
 
 def _groups(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
@@ -40,46 +57,68 @@ def _groups(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
         at += size
 
 
-def _values(group: Sequence[Row]) -> str:
-    one = "(" + ", ".join("?" * len(group[0])) + ")"
-    return ", ".join([one] * len(group))
+def _values(marks: Sequence[str], rows: int) -> str:
+    one = "(" + ", ".join(marks) + ")"
+    return ", ".join([one] * rows)
 
 
-async def insert_rows(db: Connection, head: str, rows: Sequence[Row]) -> None:
-    """``head`` (``INSERT INTO t (a, b)``, any conflict clause included) with
-    ``rows`` as multi-row ``VALUES``, :data:`GROUP` rows per statement.
+def insert_statement(table: str, columns: Sequence[str], *, ignore: bool = False) -> Grouped:
+    """``INSERT INTO table (columns)`` with multi-row ``VALUES``, for each
+    group size. With ``ignore``, a row that breaks a unique constraint is
+    skipped: ``INSERT OR IGNORE`` on SQLite (``ON CONFLICT DO NOTHING``, which
+    it takes too, costs it nearly twice as much a row), ``ON CONFLICT DO
+    NOTHING`` on PostgreSQL. At a module's top level."""
+    names = ", ".join(columns)
+    sqlite = f"INSERT {'OR IGNORE ' if ignore else ''}INTO {table} ({names})"
+    postgres = f"INSERT INTO {table} ({names})"
+    tail = " ON CONFLICT DO NOTHING" if ignore else ""
+    return Grouped(
+        {
+            rows: sql(
+                f"{sqlite} VALUES {_values(['?'] * len(columns), rows)}",
+                postgres=f"{postgres} VALUES {_values(['?'] * len(columns), rows)}{tail}",
+            )
+            for rows in SIZES
+        }
+    )
+
+
+def update_statement(columns: Sequence[tuple[str, str]], update: str) -> Grouped:
+    """``update`` for many rows, each row's values the columns of ``v``:
+    ``WITH v(a, b) AS (VALUES ...) UPDATE t SET x = v.a FROM v WHERE t.id = v.b
+    AND status = ?``, for each group size. At a module's top level.
+
+    ``columns`` are ``(name, type)``, the type PostgreSQL gives the values
+    (it would type a ``VALUES`` list's parameters as text); ``update``'s
+    ``WHERE`` must match each row to one row of the table, no column of the
+    table may share a name with one of ``columns``, and its own ``?`` marks
+    come after the rows' values."""
+    names = ", ".join(name for name, _ in columns)
+    cast = [f"CAST(? AS {kind})" for _, kind in columns]
+    return Grouped(
+        {
+            rows: sql(
+                f"WITH v({names}) AS (VALUES {_values(['?'] * len(columns), rows)}) {update}",
+                postgres=f"WITH v({names}) AS (VALUES {_values(cast, rows)}) {update}",
+            )
+            for rows in SIZES
+        }
+    )
+
+
+def insert_rows(tx: Tx, statement: Grouped, rows: Sequence[Row]) -> None:
+    """``rows`` through ``statement`` (an :func:`insert_statement`),
+    :data:`GROUP` rows per statement.
 
     Within a statement the rows go in as ``executemany`` would put them, in
     order; a constraint failure fails the whole statement (the caller's
     SAVEPOINT is what limits the damage, as with ``executemany``)."""
     for group in _groups(rows):
-        await db.execute(f"{head} VALUES {_values(group)}", [v for row in group for v in row])
+        tx.execute(statement[len(group)], [v for row in group for v in row])
 
 
-async def update_rows(
-    db: Connection, update: str, columns: Sequence[str], rows: Sequence[Row], params: Row = ()
-) -> None:
-    """``update`` for each of ``rows``, its values named ``{column}`` in it
-    (``UPDATE t SET a = {a} WHERE id = {id} AND status = ?``) and ``params``
-    for its ``?`` marks.
-
-    On SQLite, one ``WITH v(...) AS (VALUES ...) UPDATE ... FROM v`` per
-    group, ``{column}`` read as ``v.column``: ``update``'s ``WHERE`` must
-    match each row to one row of the table, and no column of the table may
-    share a name with one of ``columns``. On PostgreSQL, which types the
-    parameters of a ``VALUES`` list as text, a statement a row (asyncpg
-    pipelines them), ``{column}`` as a parameter."""
-    if is_postgres(db):
-        names = [name for _, name, _, _ in Formatter().parse(update) if name]
-        at = {column: i for i, column in enumerate(columns)}
-        one_row = update.format_map({c: "?" for c in columns})
-        await db.executemany(one_row, [(*(row[at[n]] for n in names), *params) for row in rows])
-        return
-    from_v = update.format_map({c: f"v.{c}" for c in columns}).replace(
-        " WHERE ", " FROM v WHERE ", 1
-    )
+def update_rows(tx: Tx, statement: Grouped, rows: Sequence[Row], params: Row = ()) -> None:
+    """``statement`` (an :func:`update_statement`) for each of ``rows``, in
+    groups, with ``params`` for its own ``?`` marks."""
     for group in _groups(rows):
-        await db.execute(
-            f"WITH v({', '.join(columns)}) AS (VALUES {_values(group)}) {from_v}",
-            [*(v for row in group for v in row), *params],
-        )
+        tx.execute(statement[len(group)], [*(v for row in group for v in row), *params])

@@ -4,66 +4,79 @@ current JSON view, the same shapes as ``GET /dispatches/{id}``, ``GET
 
 A batch costs one query per kind for dispatches and runs (``IN`` over the
 batch's ids), and one per deployment (its view counts its open dispatches;
-deployments change seldom). Reads go through ``store.db``: committed rows
-only, and never the writer's lock.
+deployments change seldom), all in one read of the store (``store.read``):
+committed rows only, and never the writer's lock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
 
-from runtime import Connection
-
 from .._errors import UnknownDeployment
+from .base import Store
 from .changes import Change, ChangeKind
-from .queries import _DISPATCH, _RUN, DeploymentView, _dispatch, _run, get_deployment
-from .reads import fetch_all
+from .queries import (
+    DISPATCHES_BY_ID,
+    RUNS_BY_ID,
+    DeploymentView,
+    _dispatch,
+    _run,
+    get_deployment,
+)
+from .sql import Tx, json_array
 
 View = dict[str, Any]
 
 
-def _marks(n: int) -> str:
-    return ", ".join("?" * n)
-
-
-async def _by_id(db: Connection, kind: ChangeKind, ids: Sequence[str]) -> dict[str, View]:
+def _by_id(tx: Tx, kind: ChangeKind, ids: Sequence[str]) -> dict[str, View]:
     if not ids:
         return {}
     if kind is ChangeKind.DISPATCH:
-        rows = await fetch_all(db, f"{_DISPATCH} WHERE id IN ({_marks(len(ids))})", ids)
+        rows = tx.fetch_all(DISPATCHES_BY_ID, (json_array(ids),))
         return {r[0]: msgspec.to_builtins(_dispatch(r)) for r in rows}
-    rows = await fetch_all(db, f"{_RUN} AND id IN ({_marks(len(ids))})", ids)
+    rows = tx.fetch_all(RUNS_BY_ID, (json_array(ids),))
     return {r[0]: msgspec.to_builtins(_run(r)) for r in rows}
 
 
+def _views(
+    tx: Tx, wanted: dict[ChangeKind, list[str]]
+) -> tuple[dict[tuple[str, str], View], dict[str, DeploymentView]]:
+    views: dict[tuple[str, str], View] = {}
+    for kind in (ChangeKind.DISPATCH, ChangeKind.RUN):
+        for row_id, view in _by_id(tx, kind, wanted[kind]).items():
+            views[kind.value, row_id] = view
+    deployments: dict[str, DeploymentView] = {}
+    for dep_id in wanted[ChangeKind.DEPLOYMENT]:
+        try:
+            deployments[dep_id] = get_deployment(tx, dep_id)
+        except UnknownDeployment:
+            continue
+    return views, deployments
+
+
 async def change_views(
-    db: Connection,
+    store: Store,
     changes: Iterable[Change],
     *,
     live: Callable[[DeploymentView], DeploymentView] | None = None,
 ) -> list[tuple[Change, View]]:
     """Each change with its row's current view (``live(view)``, when given,
-    adds a deployment's in-memory health, as ``GET`` of it does). A row that
-    is gone (it cannot be, today: rows are marked, not deleted) is shown by
-    its ids and the status the change recorded."""
+    adds a deployment's in-memory health, as ``GET`` of it does), read in
+    one read of the store. A row that is gone (it cannot be, today: rows are
+    marked, not deleted) is shown by its ids and the status the change
+    recorded."""
     changes = list(changes)
     wanted: dict[ChangeKind, list[str]] = {kind: [] for kind in ChangeKind}
     for change in changes:
         ids = wanted[ChangeKind(change.kind)]
         if change.row_id not in ids:
             ids.append(change.row_id)
-    views: dict[tuple[str, str], View] = {}
-    for kind in (ChangeKind.DISPATCH, ChangeKind.RUN):
-        for row_id, view in (await _by_id(db, kind, wanted[kind])).items():
-            views[kind.value, row_id] = view
-    for dep_id in wanted[ChangeKind.DEPLOYMENT]:
-        try:
-            found: DeploymentView = await get_deployment(db, dep_id)
-        except UnknownDeployment:
-            continue
+    views, deployments = await store.read(partial(_views, wanted=wanted))
+    for dep_id, found in deployments.items():
         views[ChangeKind.DEPLOYMENT.value, dep_id] = msgspec.to_builtins(
             live(found) if live is not None else found
         )

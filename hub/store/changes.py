@@ -21,32 +21,21 @@ wire side's maintenance loop), in short transactions.
 
 from __future__ import annotations
 
+import sqlite3
 from enum import StrEnum
-from typing import Protocol, TypeVar
+from functools import partial
 
 import msgspec
 
-from runtime import Body, Connection, DeploymentStatus
+from runtime import DeploymentStatus
 
-from .reads import fetch_all, fetch_one, is_postgres
+from .base import Store
 from .schema import statements
+from .sql import Tx, sql
 
 DEFAULT_CHANGES_KEPT = 100_000
 TRIM_CHUNK = 5_000
 """Rows deleted per transaction: the writer lock is held for a few ms each."""
-
-
-T = TypeVar("T")
-
-
-class _Writer(Protocol):
-    """What trimming needs of a ``Store`` (``db.py`` imports the migrations,
-    which import this module: the type is named by its shape)."""
-
-    @property
-    def db(self) -> Connection: ...
-
-    async def transact(self, body: Body[T]) -> T: ...
 
 
 class ChangeKind(StrEnum):
@@ -125,32 +114,50 @@ def _feed_statements() -> list[str]:
     return [*statements(table), *(f"{b.strip()} END" for b in bodies if b.strip())]
 
 
-async def add_change_feed(db: Connection) -> None:
+def add_change_feed(conn: sqlite3.Connection) -> None:
     """Migration 11: the ``change`` table and the triggers that fill it.
     Changes made before it are not in the feed. Idempotent on its own."""
     for statement in _feed_statements():
-        await db.execute(statement)
+        conn.execute(statement)
 
 
-_COLUMNS = "id, kind, row_id, deployment_id, status, at"
+_COLUMNS = "SELECT id, kind, row_id, deployment_id, status, at FROM change"
+_AFTER = sql(_COLUMNS + " WHERE id > ? ORDER BY id LIMIT ?")
+_BETWEEN = sql(_COLUMNS + " WHERE id > ? AND id <= ? ORDER BY id LIMIT ?")
+# The clock that stamps ``change.at`` on each database (_NOW above).
+_DATABASE_NOW = sql(f"SELECT {_NOW}", postgres="SELECT extract(epoch FROM clock_timestamp())")
+_SETTLED_HORIZON = sql(
+    f"SELECT COALESCE(MAX(id), 0) FROM change WHERE at < {_NOW} - ?",
+    postgres="SELECT COALESCE(MAX(id), 0) FROM change"
+    " WHERE at < extract(epoch FROM clock_timestamp()) - ?",
+)
+# The highest id given: SQLite's AUTOINCREMENT keeps it in sqlite_sequence,
+# PostgreSQL's BIGSERIAL in the column's sequence.
+_LAST_ID = sql(
+    "SELECT seq FROM sqlite_sequence WHERE name = 'change'",
+    postgres="SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM change_id_seq",
+)
+# Two subqueries: each end of the table is one search, where MIN and MAX
+# in one query read every row.
+_ENDS = sql("SELECT (SELECT MIN(id) FROM change), (SELECT MAX(id) FROM change)")
+_TRIM = sql(
+    "DELETE FROM change WHERE id IN (SELECT id FROM change WHERE id <= ? ORDER BY id LIMIT ?)"
+)
 
 
-async def read_changes(
-    db: Connection, after: int, limit: int, *, upto: int | None = None
-) -> list[Change]:
+def read_changes(tx: Tx, after: int, limit: int, *, upto: int | None = None) -> list[Change]:
     """Up to ``limit`` changes with ids above ``after`` (and at most ``upto``),
     oldest first: a range read of the primary key."""
-    bound, params = ("AND id <= ?", (upto,)) if upto is not None else ("", ())
-    rows = await fetch_all(
-        db,
-        f"SELECT {_COLUMNS} FROM change WHERE id > ? {bound} ORDER BY id LIMIT ?",
-        (after, *params, limit),
-    )
+    if upto is None:
+        rows = tx.fetch_all(_AFTER, (after, limit))
+    else:
+        rows = tx.fetch_all(_BETWEEN, (after, upto, limit))
     return [Change(*row) for row in rows]
 
 
 FEED_HOLD = 5.0
-"""PostgreSQL: how long a reader waits at a gap in the ids (seconds)."""
+"""A database written through several connections at once (``Store.shared``:
+PostgreSQL): how long a reader waits at a gap in the ids (seconds)."""
 
 
 def settled_changes(changes: list[Change], after: int, now: float, hold: float) -> list[Change]:
@@ -173,62 +180,64 @@ def settled_changes(changes: list[Change], after: int, now: float, hold: float) 
     return passed
 
 
-async def database_now(db: Connection) -> float:
-    """The database's clock, which stamps ``change.at`` (PostgreSQL)."""
-    row = await fetch_one(db, "SELECT extract(epoch FROM clock_timestamp())")
+def database_now(tx: Tx) -> float:
+    """The database's clock, which stamps ``change.at``."""
+    row = tx.fetch_one(_DATABASE_NOW)
     return float(row[0]) if row is not None else 0.0
 
 
-async def settled_horizon(db: Connection, hold: float = FEED_HOLD) -> int:
-    """PostgreSQL: an id below which no change can still appear (every one
-    written more than ``hold`` ago, or after that), for a reader that starts
-    from now."""
-    row = await fetch_one(
-        db,
-        "SELECT COALESCE(MAX(id), 0) FROM change"
-        " WHERE at < extract(epoch FROM clock_timestamp()) - ?",
-        (hold,),
-    )
+def settled_horizon(tx: Tx, hold: float = FEED_HOLD) -> int:
+    """An id below which no change can still appear (every one written more
+    than ``hold`` ago, or after that), for a reader that starts from now on
+    a shared database."""
+    row = tx.fetch_one(_SETTLED_HORIZON, (hold,))
     return int(row[0]) if row is not None else 0
 
 
-async def feed_start(db: Connection) -> int:
-    """Where a reader that starts now begins: after the highest id given
-    (SQLite), or on PostgreSQL after :func:`settled_horizon`, not past a
-    change still in an open transaction."""
-    return await (settled_horizon(db) if is_postgres(db) else last_change_id(db))
+def last_change_id(tx: Tx) -> int:
+    """The highest id ever given to a change (0: none yet), trimmed or not."""
+    row = tx.fetch_one(_LAST_ID)
+    return int(row[0]) if row is not None and row[0] is not None else 0
 
 
-async def read_feed(
-    db: Connection, after: int, limit: int, *, hold: float = FEED_HOLD
+async def feed_start(store: Store) -> int:
+    """Where a reader that starts now begins: after the highest id given,
+    or on a shared database after :func:`settled_horizon`, not past a change
+    still in an open transaction."""
+    return await store.read(settled_horizon if store.shared else last_change_id)
+
+
+def _read_feed(
+    tx: Tx, after: int, limit: int, *, hold: float, settle: bool
 ) -> tuple[list[Change], bool]:
-    """Up to ``limit`` changes after ``after`` that a reader may pass on now
-    (:func:`settled_changes`), and whether the read was full: more may be
-    waiting. Only a gap in the ids, which SQLite never leaves, costs a
-    second query."""
-    changes = await read_changes(db, after, limit)
+    changes = read_changes(tx, after, limit)
     full = len(changes) == limit
-    if changes and changes[-1].id - after != len(changes) and is_postgres(db):
-        changes = settled_changes(changes, after, await database_now(db), hold)
+    if settle and changes and changes[-1].id - after != len(changes):
+        changes = settled_changes(changes, after, database_now(tx), hold)
         full = full and len(changes) == limit
     return changes, full
 
 
-async def last_change_id(db: Connection) -> int:
-    """The highest id ever given to a change (0: none yet), trimmed or not."""
-    row = await fetch_one(db, "SELECT seq FROM sqlite_sequence WHERE name = 'change'")
-    return int(row[0]) if row is not None and row[0] is not None else 0
+async def read_feed(
+    store: Store, after: int, limit: int, *, hold: float = FEED_HOLD
+) -> tuple[list[Change], bool]:
+    """Up to ``limit`` changes after ``after`` that a reader may pass on now
+    (on a shared database, :func:`settled_changes`), and whether the read was
+    full: more may be waiting. Only a gap in the ids, which SQLite never
+    leaves, costs a second query."""
+    body = partial(_read_feed, after=after, limit=limit, hold=hold, settle=store.shared)
+    return await store.read(body)
 
 
-async def trim_changes(store: _Writer, keep: int, *, chunk: int = TRIM_CHUNK) -> int:
+def _trim(tx: Tx, cutoff: int, chunk: int) -> int:
+    return max(tx.execute(_TRIM, (cutoff, chunk)), 0)
+
+
+async def trim_changes(store: Store, keep: int, *, chunk: int = TRIM_CHUNK) -> int:
     """Delete all but the newest ``keep`` changes; how many went. Each chunk
     is its own short transaction, so trimming a backlog never holds the
     writer for long."""
-    # Two subqueries: each end of the table is one search, where
-    # MIN and MAX in one query read every row.
-    row = await fetch_one(
-        store.db, "SELECT (SELECT MIN(id) FROM change), (SELECT MAX(id) FROM change)"
-    )
+    row = await store.read(lambda tx: tx.fetch_one(_ENDS))
     if row is None or row[0] is None:
         return 0
     cutoff = int(row[1]) - max(keep, 0)  # ids have no gaps: rolled-back ones are reused
@@ -236,16 +245,7 @@ async def trim_changes(store: _Writer, keep: int, *, chunk: int = TRIM_CHUNK) ->
         return 0  # within bounds: no write transaction at all
     deleted = 0
     while True:
-
-        async def body(db: Connection) -> int:
-            cur = await db.execute(
-                "DELETE FROM change WHERE id IN"
-                " (SELECT id FROM change WHERE id <= ? ORDER BY id LIMIT ?)",
-                (cutoff, chunk),
-            )
-            return max(cur.rowcount, 0)
-
-        gone = await store.transact(body)
+        gone = await store.transact(partial(_trim, cutoff=cutoff, chunk=chunk))
         deleted += gone
         if gone < chunk:
             return deleted

@@ -16,8 +16,12 @@ body on it, on the loop's thread (a ``heavy`` one on a worker thread), each
 statement run to its end, so no read snapshot lingers for another task to
 read in. ``store.db`` (an aiosqlite connection, with ``fetch_one`` /
 ``fetch_all`` in ``reads.py``) and :meth:`SqliteStore.write` (a transaction
-whose statements are awaited one by one, for tests that stage a crash's
-leftovers) are the older forms, left while store code moves to the new one.
+whose statements are awaited one by one) are the older forms, left while
+code outside the store moves to the new one.
+
+Opening the store migrates the file on the writer, each migration a plain
+function run in its own transaction (``migrations.py``), before the reader
+opens; reading a file's version without opening it is :func:`read_version`.
 """
 
 from __future__ import annotations
@@ -36,16 +40,15 @@ from runtime import (
     Body,
     Direct,
     TransactionFailed,
-    configure_sqlite,
     connect_sqlite,
     drive,
 )
 from runtime.sqlite import Database, Synchronous, release_free_pages
 
-from .._errors import StoreUnavailable
+from .._errors import MigrationError, StoreUnavailable
 from .base import Store
 from .blob_io import BlobReader, SqliteBlobReader
-from .migrations import OnStep, apply_migrations
+from .migrations import LATEST, OnStep, apply_migrations, current_version, migrations_after
 from .sql import SqliteTx, TxBody
 
 T = TypeVar("T")
@@ -53,16 +56,13 @@ T = TypeVar("T")
 DEFAULT_BUSY_TIMEOUT = 5.0
 
 
-async def _connect(path: Path, busy_timeout: float, *, reader: bool) -> aiosqlite.Connection:
+async def _old_reader(path: Path, busy_timeout: float) -> aiosqlite.Connection:
+    """TRANSITIONAL: ``store.db``, the older reader."""
     db = await connect_sqlite(path)
     try:
         db.row_factory = sqlite3.Row
         await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        if reader:
-            await db.execute("PRAGMA query_only = ON")
-        else:
-            # Every write is answered outward (a receipt, an Ack): fsynced.
-            await configure_sqlite(db)
+        await db.execute("PRAGMA query_only = ON")
     except BaseException:
         await db.close()
         raise
@@ -73,6 +73,7 @@ class SqliteStore(Store):
     """The hub database in a SQLite file. Use :meth:`open` (or ``open_store``)."""
 
     dialect = "sqlite"
+    shared = False
 
     def __init__(
         self, path: Path, writer: Database, reader: Database, old_reader: aiosqlite.Connection
@@ -99,22 +100,15 @@ class SqliteStore(Store):
         process starts)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        migrator = await _connect(path, busy_timeout, reader=False)
-        try:
-            # Table rebuilds in migrations need foreign keys off, and the
-            # pragma is a no-op inside a transaction: set it around them.
-            await migrator.execute("PRAGMA foreign_keys = OFF")
-            await apply_migrations(migrator, on_migration)
-        finally:
-            await migrator.close()
         writer = await Database.open(path, busy_timeout=busy_timeout, synchronous=synchronous)
         try:
+            await _migrate(writer, path, on_migration)
             await writer.read(lambda conn: conn.execute("PRAGMA foreign_keys = ON"))
             reader = await Database.open(
                 path, busy_timeout=busy_timeout, synchronous=None, query_only=True
             )
             try:
-                old_reader = await _connect(path, busy_timeout, reader=True)
+                old_reader = await _old_reader(path, busy_timeout)
             except BaseException:
                 await reader.aclose()
                 raise
@@ -173,7 +167,7 @@ class SqliteStore(Store):
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot begin a write transaction: {exc}") from exc
             try:
-                yield Direct(conn)
+                yield _OldConnection(conn)
             except BaseException:
                 _rollback(conn)
                 raise
@@ -184,12 +178,60 @@ class SqliteStore(Store):
                 raise StoreUnavailable(f"commit failed: {exc}") from exc
 
 
+async def _migrate(writer: Database, path: Path, on_step: OnStep | None) -> None:
+    # Table rebuilds in migrations need foreign keys off, and the pragma is
+    # a no-op inside a transaction: set it around them.
+    await writer.read(lambda conn: conn.execute("PRAGMA foreign_keys = OFF"))
+    try:
+        await apply_migrations(writer, on_step)
+    except TransactionFailed as exc:
+        raise StoreUnavailable(f"cannot migrate {path}: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise MigrationError(f"cannot migrate {path}: {exc}") from exc
+
+
+async def read_version(path: Path) -> int:
+    """The schema version of the SQLite database at ``path``, read-only (0: none yet)."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+
+    def read() -> int:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return current_version(conn)
+        finally:
+            conn.close()
+
+    try:
+        return await anyio.to_thread.run_sync(read)
+    except sqlite3.Error as exc:
+        raise MigrationError(f"cannot read {path}: {exc}") from exc
+
+
+async def pending_migrations(path: Path) -> list[str]:
+    """Names of the migrations that opening ``path`` would apply (read-only)."""
+    version = await read_version(path)
+    if version > LATEST:
+        raise MigrationError(f"database schema version {version} is newer than {LATEST}")
+    return migrations_after(version)
+
+
+class _OldConnection(Direct):
+    """TRANSITIONAL: an older body's connection, on which a new body's
+    function runs too (``reads.run_in``), in the same transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        super().__init__(conn)
+        self.tx = SqliteTx(conn)
+
+
 def _body(body: TxBody[T], conn: sqlite3.Connection) -> T:
     return body(SqliteTx(conn))
 
 
 def _old_body(body: Body[T], conn: sqlite3.Connection) -> T:
-    coro: Coroutine[Any, Any, T] = body(Direct(conn))
+    coro: Coroutine[Any, Any, T] = body(_OldConnection(conn))
     return drive(coro)
 
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import logging
 import re
-import sqlite3
 import time
+from functools import partial
 from pathlib import Path
 
 import anyio
 import msgspec
 
 from runtime import (
-    Connection,
     DeploymentStatus,
     HubKey,
     InvalidSources,
@@ -40,6 +39,7 @@ from .._errors import InvalidDeployment, InvalidName, NameTaken
 from ..natsauth import new_user_key
 from .base import Store
 from .schema import DispatchStatus
+from .sql import Tx, json_array, sql
 from .versions import insert_first_version
 
 log = logging.getLogger("mailrun.hub.deploy")
@@ -50,9 +50,42 @@ _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 ENTRYPOINT_RE = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}")
 MAX_ENTRYPOINT = 255
 DEFAULT_ENTRYPOINT = "flow:main"
-_LIVE_RUN = tuple(s.value for s in RunStatus if is_live(s))
+_LIVE_RUN = json_array(s.value for s in RunStatus if is_live(s))
 _OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
-_DROP_BLOBS = """
+
+# A live deployment with the name (or its address) already: no row, and no
+# error, which would leave a PostgreSQL transaction unusable. Its id and
+# keys are new, so only the name or the address can be taken.
+_INSERT = sql(
+    "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
+    " created_at, nats_user) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+_INSERT_ANCHOR = sql(
+    "INSERT INTO workflow_run (id, deployment_id, is_anchor, status, created_at,"
+    " updated_at) VALUES (?, ?, 1, ?, ?, ?)"
+)
+_DELETE_ANCHOR = sql(
+    "UPDATE workflow_run SET status = ?, updated_at = ?"
+    " WHERE id = ? AND is_anchor = 1 AND status = ?"
+)
+# The epoch bump fences the owner in this same step: every frame it sends
+# from now on names an epoch that is no longer current.
+_DELETED = sql(
+    "UPDATE deployment SET deleted_at = ?, owner_instance = NULL,"
+    " owner_epoch = owner_epoch + 1 WHERE id = ?"
+)
+_CANCEL_DISPATCHES = sql(
+    "UPDATE workflow_run_dispatch SET status = ? WHERE deployment_id = ? AND status IN (?, ?)"
+)
+_CANCEL_RUNS = sql(
+    "UPDATE workflow_run SET status = ?, updated_at = ? WHERE deployment_id = ?"
+    " AND is_anchor = 0 AND status IN (SELECT value FROM json_each(?))",
+    postgres="UPDATE workflow_run SET status = ?, updated_at = ? WHERE deployment_id = ?"
+    " AND is_anchor = 0 AND status IN"
+    " (SELECT value FROM json_array_elements_text(CAST(? AS json)))",
+)
+# Bodies and raw messages only this deployment's now-cancelled dispatches named.
+_DROP_BLOBS = sql("""
 DELETE FROM blob WHERE digest IN (
   SELECT body_digest FROM workflow_run_dispatch
   WHERE deployment_id = ?1 AND body_digest IS NOT NULL
@@ -60,7 +93,7 @@ DELETE FROM blob WHERE digest IN (
   WHERE deployment_id = ?1 AND raw_digest IS NOT NULL)
 AND NOT EXISTS (SELECT 1 FROM workflow_run_dispatch d
   WHERE (d.body_digest = blob.digest OR d.raw_digest = blob.digest) AND d.status IN (?2, ?3))
-"""
+""")
 
 
 class Created(msgspec.Struct, kw_only=True):
@@ -123,32 +156,13 @@ async def create_deployment(
     nats = new_user_key()
     now = time.time()
 
-    async def body(db: Connection) -> None:
-        try:
-            await db.execute(
-                "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
-                " created_at, nats_user) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    dep_id,
-                    name,
-                    address,
-                    public_key,
-                    msgspec.json.encode(sources).decode(),
-                    entrypoint,
-                    now,
-                    nats.public,
-                ),
-            )
-        except sqlite3.IntegrityError as exc:
-            if "deployment.name" in str(exc) or "deployment.address" in str(exc):
-                raise NameTaken(f"a live deployment is already named {name!r}") from exc
-            raise
-        await db.execute(
-            "INSERT INTO workflow_run (id, deployment_id, is_anchor, status, created_at,"
-            " updated_at) VALUES (?, ?, 1, ?, ?, ?)",
-            (dep_id, dep_id, DeploymentStatus.DEPLOYED.value, now, now),
-        )
-        await insert_first_version(db, dep_id, sources, now)
+    def body(tx: Tx) -> None:
+        row = (dep_id, name, address, public_key, msgspec.json.encode(sources).decode(),
+               entrypoint, now, nats.public)  # fmt: skip
+        if tx.execute(_INSERT, row) != 1:
+            raise NameTaken(f"a live deployment is already named {name!r}")
+        tx.execute(_INSERT_ANCHOR, (dep_id, dep_id, DeploymentStatus.DEPLOYED.value, now, now))
+        insert_first_version(tx, dep_id, sources, now)
 
     await store.transact(body, heavy=True)  # the sources may be megabytes
     log.info("deployment created id=%s name=%s address=%s", dep_id, name, address)
@@ -186,46 +200,23 @@ async def delete_deployment(
     the private key, inbox, sources) is removed after the commit, unless that
     sidecar still runs from it: then whoever stops it removes it (``mailrun
     up`` does, once its sidecar has stopped)."""
-    now = time.time()
-
-    async def body(db: Connection) -> bool:
-        cur = await db.execute(
-            "UPDATE workflow_run SET status = ?, updated_at = ?"
-            " WHERE id = ? AND is_anchor = 1 AND status = ?",
-            (DeploymentStatus.DELETED.value, now, deployment_id, DeploymentStatus.DEPLOYED.value),
-        )
-        if cur.rowcount == 0:
-            return False
-        # The epoch bump fences the owner in this same step: every frame it
-        # sends from now on names an epoch that is no longer current.
-        await db.execute(
-            "UPDATE deployment SET deleted_at = ?, owner_instance = NULL,"
-            " owner_epoch = owner_epoch + 1 WHERE id = ?",
-            (now, deployment_id),
-        )
-        marks = ",".join("?" * len(_OPEN_DISPATCH))
-        await db.execute(
-            f"UPDATE workflow_run_dispatch SET status = ? WHERE deployment_id = ?"
-            f" AND status IN ({marks})",
-            (DispatchStatus.CANCELLED.value, deployment_id, *_OPEN_DISPATCH),
-        )
-        marks = ",".join("?" * len(_LIVE_RUN))
-        await db.execute(
-            f"UPDATE workflow_run SET status = ?, updated_at = ? WHERE deployment_id = ?"
-            f" AND is_anchor = 0 AND status IN ({marks})",
-            (RunStatus.CANCELLED.value, now, deployment_id, *_LIVE_RUN),
-        )
-        # Bodies and raw messages only this deployment's now-cancelled
-        # dispatches named.
-        await db.execute(_DROP_BLOBS, (deployment_id, *_OPEN_DISPATCH))
-        return True
-
-    if not await store.transact(body):
+    if not await store.transact(partial(_delete, deployment_id=deployment_id, now=time.time())):
         return False
 
     log.info("deployment deleted id=%s", deployment_id)
     if sidecar_root is not None:
         await _remove_local_sidecar(sidecar_root / deployment_id, deployment_id)
+    return True
+
+
+def _delete(tx: Tx, deployment_id: str, now: float) -> bool:
+    deleted = (DeploymentStatus.DELETED.value, now, deployment_id, DeploymentStatus.DEPLOYED.value)
+    if tx.execute(_DELETE_ANCHOR, deleted) == 0:
+        return False
+    tx.execute(_DELETED, (now, deployment_id))
+    tx.execute(_CANCEL_DISPATCHES, (DispatchStatus.CANCELLED.value, deployment_id, *_OPEN_DISPATCH))
+    tx.execute(_CANCEL_RUNS, (RunStatus.CANCELLED.value, now, deployment_id, _LIVE_RUN))
+    tx.execute(_DROP_BLOBS, (deployment_id, *_OPEN_DISPATCH))
     return True
 
 

@@ -25,7 +25,6 @@ DispatchProcessed does. So:
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +35,6 @@ from runtime import (
     INLINE_BODY_LIMIT,
     ApprovalRequested,
     ChildRunStarted,
-    Connection,
     DispatchOutcome,
     DispatchProcessed,
     Event,
@@ -54,12 +52,31 @@ from runtime import (
 )
 
 from .._errors import UnknownRun
-from .reads import fetch_all, fetch_one
+from .sql import Row, Tx, json_array, sql
 
 log = logging.getLogger("mailrun.hub.history")
 
-# Parameters per ``IN (...)`` query, well under SQLite's variable limit.
-_CHUNK = 500
+_RUN = sql(
+    # The deployment's entrypoint is its active version's.
+    "SELECT r.deployment_id, r.entrypoint, COALESCE((SELECT v.entrypoint"
+    " FROM deployment_version v WHERE v.deployment_id = d.id AND v.version = d.version),"
+    " d.entrypoint) AS deployment_entrypoint"
+    " FROM workflow_run r JOIN deployment d ON d.id = r.deployment_id"
+    " WHERE r.id = ? AND r.is_anchor = 0"
+)
+# The partial index of the rows that keep their payload: the cost is the
+# history, not the run's past. (PostgreSQL's run_event has a rowid column.)
+_EVENTS = sql(
+    "SELECT payload FROM run_event WHERE run_id = ? AND payload IS NOT NULL ORDER BY rowid"
+)
+_DISPATCHES = (
+    "SELECT id, seq, kind, message_id, sender, subject, body, body_size"
+    " FROM workflow_run_dispatch WHERE run_id = ? AND id IN "
+)
+_DISPATCHES_BY_ID = sql(
+    _DISPATCHES + "(SELECT value FROM json_each(?))",
+    postgres=_DISPATCHES + "(SELECT value FROM json_array_elements_text(CAST(? AS json)))",
+)
 
 
 class RunHistory(msgspec.Struct, kw_only=True):
@@ -98,32 +115,17 @@ class _Grouped:
 _decoder: FrameDecoder[Event] = FrameDecoder(Event)
 
 
-async def read_history(db: Connection, run_id: str) -> RunHistory:
-    """The recorded history of ``run_id`` that the store still holds.
+def read_history(tx: Tx, run_id: str) -> RunHistory:
+    """A read body: the recorded history of ``run_id`` that the store still holds.
 
     Raises :class:`UnknownRun` for an id that is no run (an anchor row included).
     """
-    run = await fetch_one(
-        db,
-        # The deployment's entrypoint is its active version's.
-        "SELECT r.deployment_id, r.entrypoint, COALESCE((SELECT v.entrypoint"
-        " FROM deployment_version v WHERE v.deployment_id = d.id AND v.version = d.version),"
-        " d.entrypoint) AS deployment_entrypoint"
-        " FROM workflow_run r JOIN deployment d ON d.id = r.deployment_id"
-        " WHERE r.id = ? AND r.is_anchor = 0",
-        (run_id,),
-    )
+    run = tx.fetch_one(_RUN, (run_id,))
     if run is None:
         raise UnknownRun(f"no run {run_id!r}")
-    # The partial index of the rows that keep their payload: the cost is the
-    # history, not the run's past.
-    rows = await fetch_all(
-        db,
-        "SELECT payload FROM run_event WHERE run_id = ? AND payload IS NOT NULL ORDER BY rowid",
-        (run_id,),
-    )
+    rows = tx.fetch_all(_EVENTS, (run_id,))
     grouped = group_events(_decoded(run_id, (bytes(r["payload"]) for r in rows)))
-    dispatches = await _dispatches(db, run_id, [g.processed.dispatch_id for g in grouped.groups])
+    dispatches = _dispatches(tx, run_id, [g.processed.dispatch_id for g in grouped.groups])
     history = RunHistory(
         run_id=run_id,
         deployment_id=str(run["deployment_id"]),
@@ -196,26 +198,18 @@ def _end(event: RunCompleted | RunFailed | RunCancelled) -> RecordedEnd:
     return RecordedEnd(kind="cancelled", error=event.reason)
 
 
-async def _dispatches(db: Connection, run_id: str, ids: list[str]) -> dict[str, sqlite3.Row]:
-    found: dict[str, sqlite3.Row] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        rows = await fetch_all(
-            db,
-            "SELECT id, seq, kind, message_id, sender, subject, body, body_size"
-            f" FROM workflow_run_dispatch WHERE run_id = ? AND id IN ({marks})",
-            (run_id, *chunk),
-        )
-        found.update((str(r["id"]), r) for r in rows)
-    return found
+def _dispatches(tx: Tx, run_id: str, ids: list[str]) -> dict[str, Row]:
+    if not ids:
+        return {}
+    rows = tx.fetch_all(_DISPATCHES_BY_ID, (run_id, json_array(ids)))
+    return {str(r["id"]): r for r in rows}
 
 
 def _step(group: _Group) -> int:
     return group.processed.step or group.processed.seq or 0
 
 
-def _arrange(history: RunHistory, grouped: _Grouped, dispatches: dict[str, sqlite3.Row]) -> None:
+def _arrange(history: RunHistory, grouped: _Grouped, dispatches: dict[str, Row]) -> None:
     groups = grouped.groups
     if not grouped.started:
         if not groups:
@@ -275,7 +269,7 @@ def _arrange(history: RunHistory, grouped: _Grouped, dispatches: dict[str, sqlit
         )
 
 
-def _body(row: sqlite3.Row) -> bytes | None:
+def _body(row: Row) -> bytes | None:
     """The item's body if the store still holds it (an empty one always is)."""
     if row["body"] is not None:
         return bytes(row["body"])

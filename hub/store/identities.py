@@ -18,14 +18,19 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from runtime import Connection, MailrunError, read_restore_record, record_path, write_restore_record
+from runtime import MailrunError, read_restore_record, record_path, write_restore_record
 
 from .._errors import NatsIdentityError
 from ..natsauth import new_user_key, public_key
 from .base import Store
-from .reads import fetch_all
+from .sql import Tx, sql
 
 log = logging.getLogger("mailrun.hub.identities")
+
+_MISSING = sql(
+    "SELECT id FROM deployment WHERE deleted_at IS NULL AND nats_user IS NULL ORDER BY id"
+)
+_GIVE = sql("UPDATE deployment SET nats_user = ? WHERE id = ? AND nats_user IS NULL")
 
 
 async def give_nats_identities(store: Store, sidecar_root: Path) -> int:
@@ -35,11 +40,7 @@ async def give_nats_identities(store: Store, sidecar_root: Path) -> int:
     The seed is written into the record before the row names its public key,
     and a seed already in the record is taken as it is, so a crash in between
     leaves nothing that a later boot does not finish."""
-    rows = await fetch_all(
-        store.db,
-        "SELECT id FROM deployment WHERE deleted_at IS NULL AND nats_user IS NULL ORDER BY id",
-    )
-    missing = [row[0] for row in rows]
+    missing = [row[0] for row in await store.read(lambda tx: tx.fetch_all(_MISSING))]
     given = 0
     for dep in missing:
         path = record_path(sidecar_root / dep, dep)
@@ -55,12 +56,8 @@ async def give_nats_identities(store: Store, sidecar_root: Path) -> int:
     return given
 
 
-async def _give(db: Connection, *, user: str, deployment_id: str) -> int:
-    cur = await db.execute(
-        "UPDATE deployment SET nats_user = ? WHERE id = ? AND nats_user IS NULL",
-        (user, deployment_id),
-    )
-    return int(cur.rowcount)
+def _give(tx: Tx, *, user: str, deployment_id: str) -> int:
+    return tx.execute(_GIVE, (user, deployment_id))
 
 
 def _seed_record(path: Path) -> str:

@@ -12,12 +12,11 @@ schema (docs/design.md section 6), migration 2 turns it into this release's.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from functools import partial
 
-import aiosqlite
-import anyio
+from runtime.sqlite import Database
 
 from .._errors import MigrationError
 from .changes import add_change_feed
@@ -37,6 +36,7 @@ from .schema import (
     add_run_step,
     create_v1,
     migrate_v1_to_v2,
+    statements,
 )
 from .schema_pg import BASELINE
 from .versions import add_workflow_versions
@@ -49,12 +49,12 @@ __all__ = [
     "apply_migrations",
     "current_version",
     "migrations_after",
-    "pending_migrations",
-    "read_version",
 ]
 
 
-Step = Callable[[aiosqlite.Connection], Awaitable[None]]
+Step = Callable[[sqlite3.Connection], None]
+"""A migration on SQLite: a plain function of the connection, run inside
+the migration's transaction."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,17 @@ class Migration:
     postgres: str = ""
 
 
-async def nothing(db: aiosqlite.Connection) -> None:
-    """A migration with nothing to do on SQLite (one file has one hub: no leases)."""
+def nothing(conn: sqlite3.Connection) -> None:
+    """A migration with nothing to do on SQLite."""
+
+
+def add_lease_tables(conn: sqlite3.Connection) -> None:
+    """Migration 15: the tables of several hubs' leases (migration 13 on
+    PostgreSQL), so both databases have one schema and take every statement
+    of the store (``leases.py``). One file has one hub: they stay empty.
+    Idempotent on its own."""
+    for statement in statements(LEASES_SCHEMA):
+        conn.execute(statement)
 
 
 # PostgreSQL begins at schema 12: its migration 1 is the whole schema 12, and
@@ -89,29 +98,42 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "0012_raw_message", add_raw_message),
     Migration(13, "0013_hub_leases", nothing, postgres=LEASES_SCHEMA),
     Migration(14, "0014_inline_digest", add_inline_digest, postgres=INLINE_DIGEST_PG),
+    Migration(15, "0015_lease_tables", add_lease_tables),
 )
 LATEST = MIGRATIONS[-1].version
 
 
-async def _has_table(db: aiosqlite.Connection, name: str) -> bool:
-    async with db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
-    ) as cur:
-        return await cur.fetchone() is not None
-
-
-async def current_version(db: aiosqlite.Connection) -> int:
+def current_version(conn: sqlite3.Connection) -> int:
     """The applied version: 0 for a database without ``schema_version``."""
-    if not await _has_table(db, "schema_version"):
+    if (
+        conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+        ).fetchone()
+        is None
+    ):
         return 0
-    async with db.execute("SELECT MAX(version) FROM schema_version") as cur:
-        row = await cur.fetchone()
+    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
     return int(row[0]) if row is not None and row[0] is not None else 0
 
 
-async def _set_version(db: aiosqlite.Connection, version: int) -> None:
-    await db.execute("DELETE FROM schema_version")
-    await db.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+def _newer(version: int) -> MigrationError:
+    return MigrationError(
+        f"database schema version {version} is newer than this release ({LATEST})"
+    )
+
+
+def _apply(conn: sqlite3.Connection, migration: Migration) -> bool:
+    """Inside the migration's transaction: ``migration`` and its version bump,
+    unless the version, read again under the write lock, says it is done."""
+    version = current_version(conn)
+    if version > LATEST:
+        raise _newer(version)
+    if version >= migration.version:
+        return False
+    migration.step(conn)
+    conn.execute("DELETE FROM schema_version")
+    conn.execute("INSERT INTO schema_version (version) VALUES (?)", (migration.version,))
+    return True
 
 
 OnStep = Callable[[int, int, str], object]
@@ -119,55 +141,24 @@ OnStep = Callable[[int, int, str], object]
 ``done``-th of ``total`` pending ones."""
 
 
-async def apply_migrations(db: aiosqlite.Connection, on_step: OnStep | None = None) -> list[str]:
-    """Apply every pending migration on ``db`` (autocommit mode); return their
-    names. Each one committed is told to ``on_step``."""
+async def apply_migrations(db: Database, on_step: OnStep | None = None) -> list[str]:
+    """Apply every pending migration on ``db``, each in its own ``BEGIN
+    IMMEDIATE`` ... ``COMMIT`` with its version bump; return their names.
+    Each one committed is told to ``on_step``."""
+    start = await db.read(current_version)
+    if start > LATEST:
+        raise _newer(start)
+    pending = [m for m in MIGRATIONS if m.version > start]
     applied: list[str] = []
-    start = await current_version(db)
-    total = sum(m.version > start for m in MIGRATIONS)
-    for migration in MIGRATIONS:
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            version = await current_version(db)
-            if version > LATEST:
-                raise MigrationError(
-                    f"database schema version {version} is newer than this release ({LATEST})"
-                )
-            if version < migration.version:
-                await migration.step(db)
-                await _set_version(db, migration.version)
-                applied.append(migration.name)
-            await db.execute("COMMIT")
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                if db.in_transaction:
-                    await db.execute("ROLLBACK")
-            raise
-        if on_step is not None and applied and applied[-1] == migration.name:
-            on_step(len(applied), max(total, len(applied)), migration.name)
+    for migration in pending:
+        # Heavy: a table rebuild of a large database takes long.
+        if await db.transact(partial(_apply, migration=migration), heavy=True):
+            applied.append(migration.name)
+            if on_step is not None:
+                on_step(len(applied), len(pending), migration.name)
     return applied
-
-
-async def read_version(path: Path) -> int:
-    """The schema version of the database at ``path``, read-only (0: none yet)."""
-    path = Path(path)
-    if not path.exists():
-        return 0
-    try:
-        async with aiosqlite.connect(f"file:{path}?mode=ro", uri=True) as db:
-            return await current_version(db)
-    except sqlite3.Error as exc:
-        raise MigrationError(f"cannot read {path}: {exc}") from exc
 
 
 def migrations_after(version: int) -> list[str]:
     """The names of the migrations a database at ``version`` has yet to apply."""
-    return [m.name for m in MIGRATIONS if m.version > version]
-
-
-async def pending_migrations(path: Path) -> list[str]:
-    """Names of the migrations that opening ``path`` would apply (read-only)."""
-    version = await read_version(path)
-    if version > LATEST:
-        raise MigrationError(f"database schema version {version} is newer than {LATEST}")
     return [m.name for m in MIGRATIONS if m.version > version]

@@ -12,6 +12,7 @@ rows from there; its writes are in :mod:`hub.store.relaying`.
 from __future__ import annotations
 
 import re
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,9 +21,9 @@ from typing import Any
 
 import msgspec
 
-from runtime import Connection, new_id
+from runtime import new_id
 
-from .reads import fetch_all
+from .sql import Tx, sql
 
 
 class OutboundStatus(StrEnum):
@@ -67,10 +68,10 @@ CREATE INDEX IF NOT EXISTS outbound_mail_by_deployment ON outbound_mail (deploym
 _ADDRESS = re.compile(r"[^@\s<>,;\"()]+@[^@\s<>,;\"()]+")
 
 
-async def add_outbound_mail(db: Connection) -> None:
+def add_outbound_mail(conn: sqlite3.Connection) -> None:
     """Migration 8: the table of outgoing mail. Idempotent on its own."""
     for statement in filter(None, (s.strip() for s in OUTBOUND_SCHEMA.split(";"))):
-        await db.execute(statement)
+        conn.execute(statement)
 
 
 @dataclass(frozen=True)
@@ -104,9 +105,15 @@ def unsendable(mail: OutboundMail) -> str | None:
     return None
 
 
-async def record_outbound(
-    db: Connection, mails: Sequence[OutboundMail], status: OutboundStatus
-) -> int:
+_RECORD = sql(
+    "INSERT INTO outbound_mail (id, deployment_id, run_id, event_id, send_key,"
+    " message_id, sender, recipient, subject, body, body_size, status, last_error,"
+    " next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT DO NOTHING"
+)
+
+
+def record_outbound(tx: Tx, mails: Sequence[OutboundMail], status: OutboundStatus) -> int:
     """Insert each mail not recorded yet (inside the caller's transaction), as
     ``status`` or, for a mail no relay could take, ``failed``; return how many
     rows are new."""
@@ -114,11 +121,8 @@ async def record_outbound(
     inserted = 0
     for mail in mails:
         why = unsendable(mail)
-        cur = await db.execute(
-            "INSERT INTO outbound_mail (id, deployment_id, run_id, event_id, send_key,"
-            " message_id, sender, recipient, subject, body, body_size, status, last_error,"
-            " next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT DO NOTHING",
+        inserted += tx.execute(
+            _RECORD,
             (
                 new_id("out"), mail.deployment_id, mail.run_id, mail.event_id, mail.send_key,
                 header_message_id(mail.event_id, mail.sender), mail.sender, mail.recipient,
@@ -126,7 +130,6 @@ async def record_outbound(
                 OutboundStatus.FAILED if why else status, why, now, now,
             ),
         )  # fmt: skip
-        inserted += cur.rowcount
     return inserted
 
 
@@ -156,6 +159,13 @@ _VIEW = """
 SELECT id, deployment_id, run_id, event_id, message_id, sender, recipient, subject, body_size,
        status, attempts, in_doubt, last_error, relay_answer, next_attempt_at, created_at, sent_at
 FROM outbound_mail"""
+_LATEST = " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+# One statement per filter, each searching its index.
+_LATEST_ALL = sql(_VIEW + _LATEST)
+_LATEST_IN = sql(_VIEW + " WHERE status = ?" + _LATEST)
+_LATEST_OF = sql(_VIEW + " WHERE deployment_id = ?" + _LATEST)
+_LATEST_OF_IN = sql(_VIEW + " WHERE deployment_id = ? AND status = ?" + _LATEST)
+_COUNTS = sql("SELECT status, COUNT(*) FROM outbound_mail GROUP BY 1")
 _WAITING = (OutboundStatus.PENDING, OutboundStatus.SENDING)
 
 
@@ -167,30 +177,26 @@ def _view(row: Any) -> OutboundView:
     return OutboundView(**fields)
 
 
-async def list_outbound(
-    db: Connection,
+def list_outbound(
+    tx: Tx,
     *,
     status: str | None = None,
     deployment_id: str | None = None,
     limit: int = 100,
 ) -> list[OutboundView]:
     """The latest ``limit`` outgoing mails (filtered), oldest first."""
-    where: list[str] = []
-    params: list[object] = []
-    if status is not None:
-        where.append("status = ?")
-        params.append(status)
-    if deployment_id is not None:
-        where.append("deployment_id = ?")
-        params.append(deployment_id)
-    clause = f"WHERE {' AND '.join(where)}" if where else ""
-    sql = f"{_VIEW} {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?"
-    rows = await fetch_all(db, sql, (*params, limit))
+    if deployment_id is None and status is None:
+        rows = tx.fetch_all(_LATEST_ALL, (limit,))
+    elif deployment_id is None:
+        rows = tx.fetch_all(_LATEST_IN, (status, limit))
+    elif status is None:
+        rows = tx.fetch_all(_LATEST_OF, (deployment_id, limit))
+    else:
+        rows = tx.fetch_all(_LATEST_OF_IN, (deployment_id, status, limit))
     return [_view(row) for row in reversed(rows)]
 
 
-async def count_outbound(db: Connection) -> dict[str, int]:
+def count_outbound(tx: Tx) -> dict[str, int]:
     """Outgoing mail by status, every status named (0 when none)."""
-    rows = await fetch_all(db, "SELECT status, COUNT(*) FROM outbound_mail GROUP BY 1")
-    counts = {str(s): int(n) for s, n in rows}
+    counts = {str(s): int(n) for s, n in tx.fetch_all(_COUNTS)}
     return {s.value: counts.get(s.value, 0) for s in OutboundStatus} | counts

@@ -23,11 +23,11 @@ from enum import StrEnum
 
 import msgspec
 
-from runtime import Connection, is_id, new_id
+from runtime import is_id, new_id
 
 from .._errors import InvalidName, NameTaken, UnknownProducer
 from ..natsauth import new_user_key
-from .reads import fetch_all, fetch_one
+from .sql import Row, Statement, Tx, sql
 
 log = logging.getLogger("mailrun.hub.producers")
 
@@ -57,9 +57,9 @@ class NewProducer(msgspec.Struct, kw_only=True):
     seed: str
 
 
-async def add_producers(db: Connection) -> None:
+def add_producers(conn: sqlite3.Connection) -> None:
     """Migration 10: the ``producer`` table. Idempotent on its own."""
-    await db.execute(
+    conn.execute(
         "CREATE TABLE IF NOT EXISTS producer ("
         " id TEXT PRIMARY KEY,"
         " name TEXT NOT NULL,"
@@ -67,7 +67,7 @@ async def add_producers(db: Connection) -> None:
         " created_at REAL NOT NULL,"
         " removed_at REAL)"
     )
-    await db.execute(
+    conn.execute(
         "CREATE UNIQUE INDEX IF NOT EXISTS producer_live_name ON producer (name)"
         " WHERE removed_at IS NULL"
     )
@@ -81,10 +81,27 @@ def validate_producer_name(name: str) -> None:
         )
 
 
-_COLUMNS = "id, name, nats_user, created_at, removed_at"
+_COLUMNS = "SELECT id, name, nats_user, created_at, removed_at FROM producer"
+# A name taken by an active producer: no row, and no error (which would
+# leave a PostgreSQL transaction unusable).
+_INSERT = sql(
+    "INSERT INTO producer (id, name, nats_user, created_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT DO NOTHING"
+)
+_REMOVE = sql("UPDATE producer SET removed_at = ? WHERE id = ? AND removed_at IS NULL")
+_BY_ID = sql("SELECT id FROM producer WHERE id = ?")
+_BY_NAME = sql(
+    "SELECT id FROM producer WHERE name = ? ORDER BY removed_at IS NULL DESC, created_at DESC"
+    " LIMIT 1"
+)
+_VIEW = sql(f"{_COLUMNS} WHERE id = ?")
+_ALL = sql(f"{_COLUMNS} ORDER BY created_at, id")
+_ACTIVE = sql(f"{_COLUMNS} WHERE removed_at IS NULL ORDER BY created_at, id")
+_REMOVED = sql(f"{_COLUMNS} WHERE removed_at IS NOT NULL ORDER BY created_at, id")
+_IS_ACTIVE = sql("SELECT 1 FROM producer WHERE id = ? AND removed_at IS NULL")
 
 
-def _view(row: sqlite3.Row) -> ProducerView:
+def _view(row: Row) -> ProducerView:
     status = ProducerStatus.ACTIVE if row["removed_at"] is None else ProducerStatus.REMOVED
     return ProducerView(
         id=row["id"],
@@ -96,21 +113,15 @@ def _view(row: sqlite3.Row) -> ProducerView:
     )
 
 
-async def insert_producer(db: Connection, name: str) -> NewProducer:
+def insert_producer(tx: Tx, name: str) -> NewProducer:
     """Inside a write transaction: a producer named ``name`` with a new NATS identity."""
     validate_producer_name(name)
     key = new_user_key()
     producer_id = new_id("prd")
     now = time.time()
-    try:
-        await db.execute(
-            "INSERT INTO producer (id, name, nats_user, created_at) VALUES (?, ?, ?, ?)",
-            (producer_id, name, key.public, now),
-        )
-    except sqlite3.IntegrityError as exc:
-        if "producer.name" in str(exc):
-            raise NameTaken(f"a producer is already named {name!r}") from exc
-        raise
+    # Its id and key are new: only the name can be taken already.
+    if tx.execute(_INSERT, (producer_id, name, key.public, now)) != 1:
+        raise NameTaken(f"a producer is already named {name!r}")
     log.info("producer added id=%s name=%s nats_user=%s", producer_id, name, key.public)
     view = ProducerView(
         id=producer_id,
@@ -123,58 +134,40 @@ async def insert_producer(db: Connection, name: str) -> NewProducer:
     return NewProducer(producer=view, seed=key.seed)
 
 
-async def remove_producer(db: Connection, producer_id: str) -> bool:
+def remove_producer(tx: Tx, producer_id: str) -> bool:
     """Inside a write transaction: mark an active producer removed; False
     when it was removed already (idempotent)."""
-    cur = await db.execute(
-        "UPDATE producer SET removed_at = ? WHERE id = ? AND removed_at IS NULL",
-        (time.time(), producer_id),
-    )
-    removed = cur.rowcount > 0
+    removed = tx.execute(_REMOVE, (time.time(), producer_id)) > 0
     if removed:
         log.info("producer removed id=%s", producer_id)
     return removed
 
 
-async def resolve_producer(db: Connection, key: str) -> str:
+def resolve_producer(tx: Tx, key: str) -> str:
     """A producer id from an id or a name (the active one, else the latest removed)."""
-    if is_id(key, "prd"):
-        rows = await fetch_all(db, "SELECT id FROM producer WHERE id = ?", (key,))
-    else:
-        rows = await fetch_all(
-            db,
-            "SELECT id FROM producer WHERE name = ?"
-            " ORDER BY removed_at IS NULL DESC, created_at DESC LIMIT 1",
-            (key,),
-        )
-    if not rows:
+    row = tx.fetch_one(_BY_ID if is_id(key, "prd") else _BY_NAME, (key,))
+    if row is None:
         raise UnknownProducer(f"no producer {key[:100]!r}")
-    return str(rows[0][0])
+    return str(row[0])
 
 
-async def get_producer(db: Connection, key: str) -> ProducerView:
-    producer_id = await resolve_producer(db, key)
-    row = await fetch_one(db, f"SELECT {_COLUMNS} FROM producer WHERE id = ?", (producer_id,))
+def get_producer(tx: Tx, key: str) -> ProducerView:
+    row = tx.fetch_one(_VIEW, (resolve_producer(tx, key),))
     if row is None:
         raise UnknownProducer(f"no producer {key[:100]!r}")
     return _view(row)
 
 
-async def list_producers(db: Connection, *, status: str | None = None) -> list[ProducerView]:
+def list_producers(tx: Tx, *, status: str | None = None) -> list[ProducerView]:
     """Every producer, or those in ``status`` (a ProducerStatus), oldest first."""
-    filters: dict[str | None, str] = {
-        None: "",
-        ProducerStatus.ACTIVE: " WHERE removed_at IS NULL",
-        ProducerStatus.REMOVED: " WHERE removed_at IS NOT NULL",
+    statements: dict[str | None, Statement] = {
+        None: _ALL,
+        ProducerStatus.ACTIVE: _ACTIVE,
+        ProducerStatus.REMOVED: _REMOVED,
     }
-    where = filters[status]
-    rows = await fetch_all(db, f"SELECT {_COLUMNS} FROM producer{where} ORDER BY created_at, id")
-    return [_view(row) for row in rows]
+    return [_view(row) for row in tx.fetch_all(statements[status])]
 
 
-async def is_active_producer(db: Connection, producer_id: str) -> bool:
+def is_active_producer(tx: Tx, producer_id: str) -> bool:
     """Whether ``producer_id`` names a producer that was added and not removed."""
-    row = await fetch_one(
-        db, "SELECT 1 FROM producer WHERE id = ? AND removed_at IS NULL", (producer_id,)
-    )
-    return row is not None
+    return tx.fetch_one(_IS_ACTIVE, (producer_id,)) is not None

@@ -1,7 +1,8 @@
 """Read models: the JSON shapes of deployments, runs and dispatches.
 
-Every query reads through ``store.db`` (committed data only). Shapes follow
-docs/design.md section 8; fields are added here, never renamed.
+Each is a read body (``await store.read(partial(get_run, run_id=...))``):
+committed data only. Shapes follow docs/design.md section 8; fields are added here,
+never renamed.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from typing import Any
 
 import msgspec
 
-from runtime import Connection, is_id
+from runtime import is_id
 
 from .._errors import UnknownDeployment, UnknownDispatch, UnknownRun
-from .reads import fetch_all, fetch_one
 from .schema import QUARANTINE_SOURCE, DispatchStatus
+from .sql import Tx, sql
 
 _OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
 
@@ -93,7 +94,11 @@ SELECT d.id, d.name, d.address, d.public_key, a.status, d.entrypoint, d.created_
        (SELECT MIN(x.created_at) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
           AND x.status = '{_OPEN[0]}'),
        d.nats_user, d.version, d.rollout_version
-FROM deployment d JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1"""
+FROM deployment d """
+# CROSS JOIN: SQLite takes the deployments first (few), then each one's
+# anchor by its key; left to guess, it read every run for the anchors.
+_ANCHOR = "CROSS JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1"
+_ANCHOR_PG = "JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1"
 
 _RUN = """
 SELECT id, deployment_id, parent_run_id, is_top_level, status, result, error, state, last_seq,
@@ -140,89 +145,115 @@ def _dispatch(row: Any) -> DispatchView:
     return DispatchView(**dict(zip(DispatchView.__struct_fields__, row, strict=True)))
 
 
-async def resolve_deployment(db: Connection, key: str) -> str:
+_IN_JSON = "IN (SELECT value FROM json_each(?))"
+_IN_JSON_PG = "IN (SELECT value FROM json_array_elements_text(CAST(? AS json)))"
+
+_DEPLOYMENT_ID = sql("SELECT id FROM deployment WHERE id = ?")
+_DEPLOYMENT_NAMED = sql(
+    "SELECT id FROM deployment WHERE name = ?"
+    " ORDER BY deleted_at IS NULL DESC, created_at DESC LIMIT 1"
+)
+_DEPLOYMENT_VIEW = sql(
+    f"{_DEPLOYMENT}{_ANCHOR} WHERE d.id = ?", postgres=f"{_DEPLOYMENT}{_ANCHOR_PG} WHERE d.id = ?"
+)
+_ORDERED = " ORDER BY d.created_at, d.id"
+_DEPLOYMENT_VIEWS = sql(
+    f"{_DEPLOYMENT}{_ANCHOR}{_ORDERED}", postgres=f"{_DEPLOYMENT}{_ANCHOR_PG}{_ORDERED}"
+)
+_DEPLOYMENT_VIEWS_IN = sql(
+    f"{_DEPLOYMENT}{_ANCHOR} WHERE a.status = ?{_ORDERED}",
+    postgres=f"{_DEPLOYMENT}{_ANCHOR_PG} WHERE a.status = ?{_ORDERED}",
+)
+_QUARANTINED = (
+    "SELECT deployment_id, COUNT(*) FROM dead_letter WHERE source = ? AND deployment_id IS NOT NULL"
+)
+_QUARANTINED_ALL = sql(f"{_QUARANTINED} GROUP BY deployment_id")
+_QUARANTINED_OF = sql(f"{_QUARANTINED} AND deployment_id = ? GROUP BY deployment_id")
+_RUN_VIEW = sql(f"{_RUN} AND id = ?")
+RUNS_BY_ID = sql(f"{_RUN} AND id {_IN_JSON}", postgres=f"{_RUN} AND id {_IN_JSON_PG}")
+"""The views of a JSON array of run ids (``json_array``)."""
+_DEPLOYMENT_OF_RUN = sql("SELECT deployment_id FROM workflow_run WHERE id = ? AND is_anchor = 0")
+_LATEST_RUNS = sql(f"{_RUN} ORDER BY created_at DESC, id DESC LIMIT ?")
+_LATEST_RUNS_OF = sql(f"{_RUN} AND deployment_id = ? ORDER BY created_at DESC, id DESC LIMIT ?")
+_DISPATCH_VIEW = sql(f"{_DISPATCH} WHERE id = ?")
+DISPATCHES_BY_ID = sql(
+    f"{_DISPATCH} WHERE id {_IN_JSON}", postgres=f"{_DISPATCH} WHERE id {_IN_JSON_PG}"
+)
+"""The views of a JSON array of dispatch ids (``json_array``)."""
+_LATEST_DISPATCHES = sql(f"{_DISPATCH} WHERE run_id = ? ORDER BY seq DESC LIMIT ?")
+
+
+def resolve_deployment(tx: Tx, key: str) -> str:
     """A deployment id from an id or a name (the live one, else the latest deleted)."""
-    if is_id(key, "dep"):
-        rows = await fetch_all(db, "SELECT id FROM deployment WHERE id = ?", (key,))
-    else:
-        rows = await fetch_all(
-            db,
-            "SELECT id FROM deployment WHERE name = ?"
-            " ORDER BY deleted_at IS NULL DESC, created_at DESC LIMIT 1",
-            (key,),
-        )
-    if not rows:
+    row = tx.fetch_one(_DEPLOYMENT_ID if is_id(key, "dep") else _DEPLOYMENT_NAMED, (key,))
+    if row is None:
         raise UnknownDeployment(f"no deployment {key!r}")
-    return str(rows[0][0])
+    return str(row[0])
 
 
-async def get_deployment(db: Connection, key: str) -> DeploymentView:
-    dep_id = await resolve_deployment(db, key)
-    view = _deployment((await fetch_all(db, f"{_DEPLOYMENT} WHERE d.id = ?", (dep_id,)))[0])
-    return (await _with_quarantined(db, [view], dep_id))[0]
+def get_deployment(tx: Tx, key: str) -> DeploymentView:
+    dep_id = resolve_deployment(tx, key)
+    row = tx.fetch_one(_DEPLOYMENT_VIEW, (dep_id,))
+    if row is None:
+        raise UnknownDeployment(f"no deployment {key!r}")
+    return _with_quarantined(tx, [_deployment(row)], dep_id)[0]
 
 
-async def list_deployments(db: Connection, *, status: str | None = None) -> list[DeploymentView]:
-    where, params = ("WHERE a.status = ?", (status,)) if status else ("", ())
-    rows = await fetch_all(db, f"{_DEPLOYMENT} {where} ORDER BY d.created_at, d.id", params)
-    return await _with_quarantined(db, [_deployment(row) for row in rows])
+def list_deployments(tx: Tx, *, status: str | None = None) -> list[DeploymentView]:
+    if status:
+        rows = tx.fetch_all(_DEPLOYMENT_VIEWS_IN, (status,))
+    else:
+        rows = tx.fetch_all(_DEPLOYMENT_VIEWS)
+    return _with_quarantined(tx, [_deployment(row) for row in rows])
 
 
-async def _with_quarantined(
-    db: Connection, views: list[DeploymentView], deployment_id: str | None = None
+def _with_quarantined(
+    tx: Tx, views: list[DeploymentView], deployment_id: str | None = None
 ) -> list[DeploymentView]:
     """Fill each view's ``quarantined`` count (one grouped query for the lot)."""
-    where, params = ("AND deployment_id = ?", (deployment_id,)) if deployment_id else ("", ())
-    rows = await fetch_all(
-        db,
-        "SELECT deployment_id, COUNT(*) FROM dead_letter WHERE source = ?"
-        f" AND deployment_id IS NOT NULL {where} GROUP BY deployment_id",
-        (QUARANTINE_SOURCE, *params),
-    )
+    if deployment_id:
+        rows = tx.fetch_all(_QUARANTINED_OF, (QUARANTINE_SOURCE, deployment_id))
+    else:
+        rows = tx.fetch_all(_QUARANTINED_ALL, (QUARANTINE_SOURCE,))
     counts = {str(dep): int(n) for dep, n in rows}
     return [msgspec.structs.replace(v, quarantined=counts.get(v.id, 0)) for v in views]
 
 
-async def get_run(db: Connection, run_id: str) -> RunView:
-    rows = await fetch_all(db, f"{_RUN} AND id = ?", (run_id,))
-    if not rows:
+def get_run(tx: Tx, run_id: str) -> RunView:
+    row = tx.fetch_one(_RUN_VIEW, (run_id,))
+    if row is None:
         raise UnknownRun(f"no run {run_id!r}")
-    return _run(rows[0])
+    return _run(row)
 
 
-async def deployment_of_run(db: Connection, run_id: str) -> str:
+def deployment_of_run(tx: Tx, run_id: str) -> str:
     """The deployment a run belongs to (a run never moves, so this read may
     precede the transaction that targets the run)."""
-    rows = await fetch_all(
-        db, "SELECT deployment_id FROM workflow_run WHERE id = ? AND is_anchor = 0", (run_id,)
-    )
-    if not rows:
+    row = tx.fetch_one(_DEPLOYMENT_OF_RUN, (run_id,))
+    if row is None:
         raise UnknownRun(f"no run {run_id!r}")
-    return str(rows[0][0])
+    return str(row[0])
 
 
-async def list_runs(
-    db: Connection, *, deployment: str | None = None, limit: int = 100
-) -> list[RunView]:
+def list_runs(tx: Tx, *, deployment: str | None = None, limit: int = 100) -> list[RunView]:
     """The latest ``limit`` runs (of one deployment: id or name), oldest first."""
-    where, params = "", tuple[str, ...]()
-    if deployment is not None:
-        where, params = "AND deployment_id = ?", (await resolve_deployment(db, deployment),)
-    sql = f"{_RUN} {where} ORDER BY created_at DESC, id DESC LIMIT ?"
-    return [_run(row) for row in reversed(await fetch_all(db, sql, (*params, limit)))]
+    if deployment is None:
+        rows = tx.fetch_all(_LATEST_RUNS, (limit,))
+    else:
+        rows = tx.fetch_all(_LATEST_RUNS_OF, (resolve_deployment(tx, deployment), limit))
+    return [_run(row) for row in reversed(rows)]
 
 
-async def get_dispatch(db: Connection, dispatch_id: str) -> DispatchView:
-    rows = await fetch_all(db, f"{_DISPATCH} WHERE id = ?", (dispatch_id,))
-    if not rows:
+def get_dispatch(tx: Tx, dispatch_id: str) -> DispatchView:
+    row = tx.fetch_one(_DISPATCH_VIEW, (dispatch_id,))
+    if row is None:
         raise UnknownDispatch(f"no dispatch {dispatch_id!r}")
-    return _dispatch(rows[0])
+    return _dispatch(row)
 
 
-async def list_dispatches(db: Connection, run_id: str, *, limit: int = 100) -> list[DispatchView]:
+def list_dispatches(tx: Tx, run_id: str, *, limit: int = 100) -> list[DispatchView]:
     """A run's latest ``limit`` dispatches, in its order (seq, oldest first)."""
-    sql = f"{_DISPATCH} WHERE run_id = ? ORDER BY seq DESC LIMIT ?"
-    return [_dispatch(row) for row in reversed(await fetch_all(db, sql, (run_id, limit)))]
+    return [_dispatch(row) for row in reversed(tx.fetch_all(_LATEST_DISPATCHES, (run_id, limit)))]
 
 
 # The store keeps every dispatch, so counting them by status reads them all;
@@ -230,27 +261,26 @@ async def list_dispatches(db: Connection, run_id: str, *, limit: int = 100) -> l
 # last), so its dispatches number next_seq - 1, and the processed ones are
 # what is left of that beside the others, which an index search counts.
 _COUNTED = (DispatchStatus.RESERVED, DispatchStatus.DELIVERED, DispatchStatus.CANCELLED)
-_DISPATCH_COUNTS = "SELECT SUM(d.next_seq - 1), {} FROM deployment d".format(
-    ", ".join(
-        "SUM((SELECT COUNT(*) FROM workflow_run_dispatch x"
-        f" WHERE x.deployment_id = d.id AND x.status = '{status.value}'))"
-        for status in _COUNTED
-    )
+_COUNT_IN = "SUM((SELECT COUNT(*) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id"
+_DISPATCH_COUNTS = sql(
+    f"SELECT SUM(d.next_seq - 1), {_COUNT_IN} AND x.status = 'reserved')),"
+    f" {_COUNT_IN} AND x.status = 'delivered')),"
+    f" {_COUNT_IN} AND x.status = 'cancelled')) FROM deployment d"
+)
+_DEPLOYMENT_COUNTS = sql(
+    f"SELECT a.status, COUNT(*) FROM deployment d {_ANCHOR} GROUP BY 1",
+    postgres=f"SELECT a.status, COUNT(*) FROM deployment d {_ANCHOR_PG} GROUP BY 1",
 )
 
 
-async def count_by_status(db: Connection) -> dict[str, dict[str, int]]:
+def count_by_status(tx: Tx) -> dict[str, dict[str, int]]:
     """``{"dispatches": {status: n}, "deployments": {status: n}}`` for metrics:
     a few index searches per deployment, whatever the dispatches kept."""
-    row = await fetch_one(db, _DISPATCH_COUNTS)
+    row = tx.fetch_one(_DISPATCH_COUNTS)
     total, *counted = (int(n or 0) for n in (row or [0] * (1 + len(_COUNTED))))
     dispatches = {status.value: n for status, n in zip(_COUNTED, counted, strict=True)}
     dispatches[DispatchStatus.PROCESSED.value] = total - sum(counted)
-    anchors = await fetch_all(
-        db,
-        "SELECT a.status, COUNT(*) FROM deployment d"
-        " JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 GROUP BY 1",
-    )
+    anchors = tx.fetch_all(_DEPLOYMENT_COUNTS)
     return {
         "dispatches": {s.value: dispatches[s.value] for s in DispatchStatus},
         "deployments": {str(s): int(n) for s, n in anchors},

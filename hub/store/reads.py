@@ -1,4 +1,9 @@
-"""Reads in one hop: a statement executes and is exhausted in one call.
+"""TRANSITIONAL, for code on the older store API (``store.db``, bodies as
+coroutines over ``runtime.Connection``) until it moves to ``hub.store.sql``:
+reads in one hop, and :func:`run_in`, a new body's function inside an older
+body's transaction. Deleted with that API.
+
+Reads in one hop: a statement executes and is exhausted in one call.
 
 The reader connection ``store.db`` is shared by every task that reads. With
 aiosqlite each ``execute`` and each ``fetch*`` is a separate call on the
@@ -22,15 +27,29 @@ they merely save hops.
 from __future__ import annotations
 
 import sqlite3
+from typing import Any, TypeVar
+
+import anyio.to_thread
 
 from runtime import Connection, Params
 
+from .sql import TxBody
 
-def is_postgres(db: Connection) -> bool:
-    """Whether ``db`` is a PostgreSQL connection (``hub.store.pg``): the few
-    statements that lock rows there (SQLite's ``BEGIN IMMEDIATE`` holds the
-    whole database) ask."""
-    return getattr(db, "dialect", "sqlite") == "postgresql"
+T = TypeVar("T")
+
+
+async def run_in(db: Connection, body: TxBody[T]) -> T:
+    """``body`` (a plain function of a ``Tx``) inside the transaction an
+    older body holds on ``db``: on SQLite at once (its statements run on
+    the thread that drives the older body), on PostgreSQL on a worker
+    thread, each statement on the loop (``pg/_tx.py``)."""
+    tx = getattr(db, "tx", None)
+    if tx is not None:
+        return body(tx)
+    from .pg._tx import PgTx  # asyncpg comes with the "postgres" extra
+
+    raw: Any = getattr(db, "raw")  # noqa: B009 (PgConnection's, not the protocol's)
+    return await anyio.to_thread.run_sync(body, PgTx(raw))
 
 
 async def fetch_all(db: Connection, sql: str, params: Params = ()) -> list[sqlite3.Row]:

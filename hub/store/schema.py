@@ -4,15 +4,20 @@ Release 1's schema (docs/design.md section 6) verbatim, and the statements that 
 into this release's (docs/architecture.md, "Hub store"), data included.
 Status vocabularies of hub-only tables live here too; run and deployment
 statuses belong to the runtime's classifier.
+
+Each migration step is a plain function of the SQLite connection, run
+inside the migration's own transaction (``migrations.py``); its statements
+are SQLite's DDL, never run on PostgreSQL, whose schema comes from its own
+scripts (``schema_pg.py``), so they are not declared with ``sql()``.
 """
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Mapping
 from enum import StrEnum
 
-import aiosqlite
-
-from runtime import DeploymentStatus, RunStatus, afailpoint
+from runtime import DeploymentStatus, RunStatus, failpoint
 
 
 class DispatchStatus(StrEnum):
@@ -73,10 +78,10 @@ def statements(script: str) -> list[str]:
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
-async def create_v1(db: aiosqlite.Connection) -> None:
+def create_v1(conn: sqlite3.Connection) -> None:
     """Migration 1: release 1's schema, exactly, where it is absent."""
     for statement in statements(V1_SCHEMA):
-        await db.execute(statement)
+        conn.execute(statement)
 
 
 # Rebuilt (SQLite's ALTER cannot drop v1's table-wide UNIQUE(address) or
@@ -201,106 +206,114 @@ _V2_PARAMS = {
 }
 
 
-async def migrate_v1_to_v2(db: aiosqlite.Connection) -> None:
+def migrate_v1_to_v2(conn: sqlite3.Connection) -> None:
     """Migration 2: release 1's schema and data into this release's."""
     for statement in statements(_V2_TABLES):
-        await db.execute(statement)
+        conn.execute(statement)
     for statement in statements(_V2_DATA):
         names = {k: v for k, v in _V2_PARAMS.items() if f":{k}" in statement}
-        await db.execute(statement, names)
+        conn.execute(statement, names)
     # Release 1's tables are gone by now, uncommitted: a crash here must
     # leave the database at version 1 for the next boot to migrate again.
-    await afailpoint("hub.migration.after_step")
+    failpoint("hub.migration.after_step")
     for statement in statements(_V2_INDEXES):
-        await db.execute(statement)
+        conn.execute(statement)
 
 
-async def add_dead_letter_deployment(db: aiosqlite.Connection) -> None:
+def add_columns(conn: sqlite3.Connection, table: str, columns: Mapping[str, str]) -> None:
+    """Each of ``columns`` (name -> its ``ALTER TABLE ... ADD COLUMN``) the
+    table lacks: a migration that can run twice."""
+    present = {row[0] for row in conn.execute("SELECT name FROM pragma_table_info(?)", (table,))}
+    for name, alter in columns.items():
+        if name not in present:
+            conn.execute(alter)
+
+
+def add_dead_letter_deployment(conn: sqlite3.Connection) -> None:
     """Migration 3: dead letters name their deployment (quarantined envelopes
     are counted per deployment). Checks before it alters, so it is idempotent
     on its own, not only through ``schema_version``."""
-    async with db.execute("PRAGMA table_info(dead_letter)") as cur:
-        columns = {row[1] for row in await cur.fetchall()}
-    if "deployment_id" not in columns:
-        await db.execute("ALTER TABLE dead_letter ADD COLUMN deployment_id TEXT")
-    await db.execute(
+    add_columns(
+        conn,
+        "dead_letter",
+        {"deployment_id": "ALTER TABLE dead_letter ADD COLUMN deployment_id TEXT"},
+    )
+    conn.execute(
         "CREATE INDEX IF NOT EXISTS dead_letter_by_deployment ON dead_letter"
         " (deployment_id, source) WHERE deployment_id IS NOT NULL"
     )
 
 
-async def add_owner_home(db: aiosqlite.Connection) -> None:
+def add_owner_home(conn: sqlite3.Connection) -> None:
     """Migration 4: the deployment row names the state directory its owner
     runs from (``owner_home``), so a copy of that directory is told from a
     restart of the owner in it. Rows owned before it keep a NULL home: their
     owner's next hello records one. Idempotent on its own."""
-    async with db.execute("PRAGMA table_info(deployment)") as cur:
-        columns = {row[1] for row in await cur.fetchall()}
-    if "owner_home" not in columns:
-        await db.execute("ALTER TABLE deployment ADD COLUMN owner_home TEXT")
+    add_columns(
+        conn, "deployment", {"owner_home": "ALTER TABLE deployment ADD COLUMN owner_home TEXT"}
+    )
 
 
-async def add_nats_user(db: aiosqlite.Connection) -> None:
+def add_nats_user(conn: sqlite3.Connection) -> None:
     """Migration 5: the deployment row names its NATS identity (``nats_user``,
     the public nkey its sidecar connects with). Rows from before it keep NULL
     until the hub gives them one (docs/security.md). Idempotent on its own."""
-    async with db.execute("PRAGMA table_info(deployment)") as cur:
-        columns = {row[1] for row in await cur.fetchall()}
-    if "nats_user" not in columns:
-        await db.execute("ALTER TABLE deployment ADD COLUMN nats_user TEXT")
+    add_columns(
+        conn, "deployment", {"nats_user": "ALTER TABLE deployment ADD COLUMN nats_user TEXT"}
+    )
 
 
-async def add_retention_indexes(db: aiosqlite.Connection) -> None:
+def add_retention_indexes(conn: sqlite3.Connection) -> None:
     """Migration 6: the indexes retention prunes by. ``run_event_payload``
     holds only the events that still keep their payload (a run's bounded
     history), so trimming it costs that history, not the run's whole past;
     ``dead_letter_by_source`` finds a source's oldest letters. Idempotent."""
-    await db.execute(
+    conn.execute(
         "CREATE INDEX IF NOT EXISTS run_event_payload ON run_event (run_id)"
         " WHERE payload IS NOT NULL"
     )
-    await db.execute(
+    conn.execute(
         "CREATE INDEX IF NOT EXISTS dead_letter_by_source ON dead_letter (source, deployment_id)"
     )
 
 
-async def add_columns(db: aiosqlite.Connection, table: str, columns: dict[str, str]) -> None:
-    """``ALTER TABLE table ADD COLUMN`` each of ``columns`` (name -> type and
-    constraints) the table lacks: a migration that can run twice."""
-    async with db.execute(f"PRAGMA table_info({table})") as cur:
-        present = {row[1] for row in await cur.fetchall()}
-    for name, definition in columns.items():
-        if name not in present:
-            await db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {definition}")
-
-
-async def add_run_step(db: aiosqlite.Connection) -> None:
+def add_run_step(conn: sqlite3.Connection) -> None:
     """Migration 7: ``workflow_run.last_step``, the sidecar's count of the
     run's processed items as of ``state`` (DispatchProcessed.step): an
     approval decision overtakes the items its gate held, so processing order
     is not seq order there, and the state follows the processing order. And
     ``workflow_run.entrypoint``, a child run's handler (from ChildRunStarted),
     for a new owner. Idempotent on its own."""
-    await add_columns(
-        db,
+    add_columns(
+        conn,
         "workflow_run",
-        {"last_step": "INTEGER NOT NULL DEFAULT 0", "entrypoint": "TEXT"},
+        {
+            "last_step": "ALTER TABLE workflow_run ADD COLUMN last_step INTEGER NOT NULL DEFAULT 0",
+            "entrypoint": "ALTER TABLE workflow_run ADD COLUMN entrypoint TEXT",
+        },
     )
 
 
-async def add_raw_message(db: aiosqlite.Connection) -> None:
+def add_raw_message(conn: sqlite3.Connection) -> None:
     """Migration 12: ``workflow_run_dispatch.raw_digest`` and ``raw_size``, the
     claim check of the message as it came over SMTP (its bytes in ``blob``
     until the dispatch is settled), and the index blob collection finds
     them by. Idempotent on its own."""
-    await add_columns(db, "workflow_run_dispatch", {"raw_digest": "TEXT", "raw_size": "INTEGER"})
-    await db.execute(
+    add_columns(
+        conn,
+        "workflow_run_dispatch",
+        {
+            "raw_digest": "ALTER TABLE workflow_run_dispatch ADD COLUMN raw_digest TEXT",
+            "raw_size": "ALTER TABLE workflow_run_dispatch ADD COLUMN raw_size INTEGER",
+        },
+    )
+    conn.execute(
         "CREATE INDEX IF NOT EXISTS dispatch_by_raw ON workflow_run_dispatch (raw_digest)"
         " WHERE raw_digest IS NOT NULL"
     )
 
 
-async def add_inline_digest(db: aiosqlite.Connection) -> None:
+def add_inline_digest(conn: sqlite3.Connection) -> None:
     """Migration 14: ``workflow_run_dispatch.inline_digest``, the sha256 of an
     inline body, written when its dispatch is processed (a retry's
     same-content check once the body is trimmed). From here on
@@ -308,7 +321,11 @@ async def add_inline_digest(db: aiosqlite.Connection) -> None:
     blob collection searches) no longer takes a random key for every
     processed mail. Rows processed before keep their digest in
     ``body_digest``. Idempotent on its own."""
-    await add_columns(db, "workflow_run_dispatch", {"inline_digest": "TEXT"})
+    add_columns(
+        conn,
+        "workflow_run_dispatch",
+        {"inline_digest": "ALTER TABLE workflow_run_dispatch ADD COLUMN inline_digest TEXT"},
+    )
 
 
 INLINE_DIGEST_PG = "ALTER TABLE workflow_run_dispatch ADD COLUMN IF NOT EXISTS inline_digest TEXT"

@@ -16,6 +16,11 @@ Leases are not copied: the hubs take them afresh.
 
 Stop the hub before moving its database: what it writes during the copy is
 not copied. Then start it with ``--database URL``.
+
+The statements are this tool's own, one dialect each (SQLite's reads of
+the source, PostgreSQL's sequences of the target), fixed for each table at
+import; rows go in through PostgreSQL's ``COPY`` (asyncpg's
+``copy_records_to_table``), with no INSERT text at all.
 """
 
 from __future__ import annotations
@@ -43,7 +48,15 @@ TABLES = (
     "change",
 )
 _ORDERED = {"run_event", "outbound_mail", "dead_letter", "change"}  # by rowid / id
+_READ = {t: f"SELECT * FROM {t}" + (" ORDER BY rowid" if t in _ORDERED else "") for t in TABLES}
 _SEQUENCES = {"dead_letter": "id", "change": "id", "run_event": "rowid", "outbound_mail": "rowid"}
+# The sequence goes on after the highest id copied, or given (the feed's).
+_SETVAL = {
+    table: f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
+    f" GREATEST((SELECT MAX({column}) FROM {table}), $1::bigint, 1),"
+    f" GREATEST((SELECT MAX({column}) FROM {table}), $1::bigint) > 0)"
+    for table, column in _SEQUENCES.items()
+}
 _CHUNK = 500
 _BINARY = {"body", "data", "payload"}  # BYTEA on PostgreSQL
 
@@ -88,31 +101,22 @@ async def transfer(source: Path, target: Any, on_table: OnTable | None = None) -
 
 
 async def _copy(src: sqlite3.Connection, target: Any, table: str) -> int:
-    columns = [row[1] for row in src.execute(f"PRAGMA table_info({table})")]
-    order = " ORDER BY rowid" if table in _ORDERED else ""
     if table == "change":
         await target.execute("DELETE FROM change")  # what the copy's triggers wrote
-    names = ", ".join(columns)
-    marks = ", ".join(f"${at}" for at in range(1, len(columns) + 1))
-    insert = f"INSERT INTO {table} ({names}) VALUES ({marks})"
-    cursor = src.execute(f"SELECT {names} FROM {table}{order}")
+    cursor = src.execute(_READ[table])
+    columns = [d[0] for d in cursor.description]
     # SQLite keeps what it is given: an early release's text in a BLOB column.
     binary = [at for at, name in enumerate(columns) if name in _BINARY]
     copied = 0
     while rows := cursor.fetchmany(_CHUNK):
         if binary:
             rows = [_as_bytes(row, binary) for row in rows]
-        await target.executemany(insert, rows)
+        await target.copy_records_to_table(table, records=rows, columns=columns)
         copied += len(rows)
-    if (column := _SEQUENCES.get(table)) is not None:
+    if table in _SETVAL:
         highest = 0
         if table == "change":
             row = src.execute("SELECT seq FROM sqlite_sequence WHERE name = 'change'").fetchone()
             highest = int(row[0]) if row and row[0] is not None else 0
-        await target.execute(
-            f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
-            f" GREATEST((SELECT MAX({column}) FROM {table}), $1::bigint, 1),"
-            f" GREATEST((SELECT MAX({column}) FROM {table}), $1::bigint) > 0)",
-            highest,
-        )
+        await target.execute(_SETVAL[table], highest)
     return copied

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from hub.store.pg import translate
+from .store import statement
 
 T = TypeVar("T")
 
@@ -28,13 +28,13 @@ def run_apart(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def query(url: str, sql: str, *args: Any) -> list[tuple[Any, ...]]:
-    """``sql`` (SQLite's spelling, as the store's) on the database at ``url``."""
+    """``sql`` (written for both databases, ``?`` parameters) on the database at ``url``."""
 
     async def run() -> list[tuple[Any, ...]]:
-        statement = translate(sql)
+        declared = statement(sql)
         conn = await asyncpg.connect(url)
         try:
-            return [tuple(row) for row in await conn.fetch(statement.text, *statement.args(args))]
+            return [tuple(row) for row in await conn.fetch(declared.postgres, *declared.args(args))]
         finally:
             await conn.close()
 

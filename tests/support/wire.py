@@ -6,6 +6,7 @@ import functools
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +136,7 @@ async def accept(
         Trigger(address=dep.address, subject=f"m{i}", sender="a@b.c", body=body, raw=raw)
         for i, body in enumerate(bodies)
     ]
-    async with hub.store.write() as db:
-        outcomes, woken = await accept_triggers(db, triggers)
+    outcomes, woken = await hub.store.transact(partial(accept_triggers, triggers=triggers))
     hub.wire.on_accepted(woken)
     receipts = [o for o in outcomes if isinstance(o, Accepted)]
     assert len(receipts) == len(bodies), outcomes

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 import urllib.parse
 from collections.abc import Callable
+from functools import partial
 from importlib.resources import files
 from typing import Any
 
@@ -109,7 +110,7 @@ def _events(deployment_id: str | None = None) -> str:
 
 
 def console_routes(ctx: RouteContext, live: Live) -> list[Route]:
-    db = ctx.store.db
+    store = ctx.store
     templates = _templates()
 
     def page(request: Request, name: str, title: str, **context: Any) -> Response:
@@ -117,17 +118,17 @@ def console_routes(ctx: RouteContext, live: Live) -> list[Route]:
         return templates.TemplateResponse(request, name, context, headers=PAGE_HEADERS)
 
     async def index(request: Request) -> Response:
-        deployments = [live(d) for d in await list_deployments(db)]
+        deployments = [live(d) for d in await store.read(list_deployments)]
         return page(request, "index.html", "Deployments", events=_events(), deployments=deployments)
 
     async def deployment(request: Request) -> Response:
-        d = live(await get_deployment(db, str(request.path_params["key"])))
-        runs = await list_runs(db, deployment=d.id, limit=_LIMIT)
+        d = live(await store.read(partial(get_deployment, key=str(request.path_params["key"]))))
+        runs = await store.read(partial(list_runs, deployment=d.id, limit=_LIMIT))
         return page(request, "deployment.html", d.name, events=_events(d.id), d=d, runs=runs)
 
     async def run(request: Request) -> Response:
-        r = await get_run(db, str(request.path_params["id"]))
-        d = await get_deployment(db, r.deployment_id)
+        r = await store.read(partial(get_run, run_id=str(request.path_params["id"])))
+        d = await store.read(partial(get_deployment, key=r.deployment_id))
         return page(
             request,
             "run.html",
@@ -136,8 +137,8 @@ def console_routes(ctx: RouteContext, live: Live) -> list[Route]:
             r=r,
             d=d,
             decidable=is_live(r.status),
-            approvals=await list_approvals(db, run=r.id, limit=_LIMIT),
-            dispatches=await list_dispatches(db, r.id, limit=_LIMIT),
+            approvals=await store.read(partial(list_approvals, run=r.id, limit=_LIMIT)),
+            dispatches=await store.read(partial(list_dispatches, run_id=r.id, limit=_LIMIT)),
         )
 
     async def static(request: Request) -> Response:

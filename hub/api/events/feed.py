@@ -144,7 +144,7 @@ class ChangeFeed:
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        self._position = await feed_start(self.store.db)
+        self._position = await feed_start(self.store)
         self._running = True
         task_status.started()
         try:
@@ -170,7 +170,7 @@ class ChangeFeed:
                 f"{self.limits.max_streams} event streams are open; try again later"
             )
         async with self._batch_lock:
-            newest = await feed_start(self.store.db)
+            newest = await feed_start(self.store)
             if self._closed:
                 raise HubShuttingDown("the hub is stopping")
             if self._parked:
@@ -195,7 +195,7 @@ class ChangeFeed:
             sub.end()
 
     async def render(self, changes: list[Change]) -> list[Frame]:
-        views = await change_views(self.store.db, changes, live=self._live)
+        views = await change_views(self.store, changes, live=self._live)
         return [sse_event(change, view) for change, view in views]
 
     def _live(self, view: DeploymentView) -> DeploymentView:
@@ -208,7 +208,7 @@ class ChangeFeed:
         """Read, render and offer one batch; whether it was a full one."""
         async with self._batch_lock:
             closed, after, batch = self._closed, self._position, self.limits.batch
-            changes, full = ([], False) if closed else await read_feed(self.store.db, after, batch)
+            changes, full = ([], False) if closed else await read_feed(self.store, after, batch)
             if not changes:
                 return False
             streams = list(self._streams)

@@ -23,6 +23,7 @@ disconnect, end when the feed ends it, unsubscribe whatever happens.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import anyio
 import msgspec
@@ -66,9 +67,9 @@ def _start(request: Request) -> int | None:
 async def pump(feed: ChangeFeed, sub: Follower, since: int, emit: Emit) -> None:
     """Everything ``sub`` asked for, then what the feed hands it, until the
     feed ends it (or the client goes, which cancels this)."""
-    db, batch = feed.store.db, feed.limits.batch
+    store, batch = feed.store, feed.limits.batch
     cursor, told = since, False
-    if since > await last_change_id(db):
+    if since > await store.read(last_change_id):
         # An id this database never gave (it was replaced): all it holds is new.
         await emit(_reset(since, None))
         cursor, told = 0, True
@@ -76,7 +77,9 @@ async def pump(feed: ChangeFeed, sub: Follower, since: int, emit: Emit) -> None:
     # event id: a reconnect before any change resumes from here, not "now".
     await emit(b"id: %d\n\n" % cursor)
     while cursor < sub.live_from:
-        changes = await read_changes(db, cursor, batch, upto=sub.live_from)
+        changes = await store.read(
+            partial(read_changes, after=cursor, limit=batch, upto=sub.live_from)
+        )
         first = changes[0].id if changes else sub.live_from + 1
         if first > cursor + 1 and not told:
             # What is missing was trimmed (retention). On PostgreSQL it may
@@ -163,11 +166,11 @@ def event_routes(ctx: RouteContext, feed: ChangeFeed | None) -> list[Route]:
             raise HubShuttingDown("this hub does not stream events")
         since = _start(request)
         key = request.query_params.get("deployment") or None
-        dep_id = await resolve_deployment(ctx.store.db, key) if key else None
+        dep_id = await ctx.store.read(partial(resolve_deployment, key=key)) if key else None
         if request.method == "HEAD":  # headers only: a stream would never end
             return Response(media_type=EventStream.media_type, headers=_HEADERS)
         if since is None:
-            since = await last_change_id(ctx.store.db)
+            since = await ctx.store.read(last_change_id)
         return EventStream(await feed.subscribe(dep_id), since)
 
     return [Route("/events", events, methods=["GET"])]

@@ -9,6 +9,8 @@ pending, and nothing decides an approval without the run being told.
 
 from __future__ import annotations
 
+from functools import partial
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -38,17 +40,21 @@ def decision_trigger(approval_id: str, decision: str) -> Trigger:
 def approval_routes(ctx: RouteContext) -> list[Route]:
     async def approvals(request: Request) -> Response:
         params = request.query_params
-        found = await list_approvals(
-            ctx.store.db,
-            run=params.get("run") or None,
-            deployment=params.get("deployment") or None,
-            status=params.get("status") or None,
-            limit=query_limit(request),
+        found = await ctx.store.read(
+            partial(
+                list_approvals,
+                run=params.get("run") or None,
+                deployment=params.get("deployment") or None,
+                status=params.get("status") or None,
+                limit=query_limit(request),
+            )
         )
         return json_response({"approvals": found})
 
     async def one_approval(request: Request) -> Response:
-        return json_response(await get_approval(ctx.store.db, str(request.path_params["id"])))
+        return json_response(
+            await ctx.store.read(partial(get_approval, approval_id=str(request.path_params["id"])))
+        )
 
     async def decide(request: Request) -> Response:
         approval_id = str(request.path_params["id"])

@@ -9,6 +9,7 @@ alone carries its ``join_token`` and where its restore record was written.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import msgspec
 from starlette.requests import Request
@@ -50,24 +51,26 @@ def deployment_routes(
             subject_prefix=settings.subject_prefix,
             sidecar_root=settings.sidecar_root,
         )
-        view = msgspec.to_builtins(await get_deployment(store.db, created.deployment_id))
+        view = msgspec.to_builtins(
+            await store.read(partial(get_deployment, key=created.deployment_id))
+        )
         view["join_token"] = created.join_token
         view["restore_record"] = created.restore_record
         return json_response(view, 201)
 
     async def get_deployments(request: Request) -> Response:
         status = request.query_params.get("status")
-        found = await list_deployments(store.db, status=status)
+        found = await store.read(partial(list_deployments, status=status))
         return json_response({"deployments": [live(d) for d in found]})
 
     async def one_deployment(request: Request) -> Response:
-        dep_id = await resolve_deployment(store.db, str(request.path_params["key"]))
+        dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
         deleted = request.method == "DELETE" and await delete_deployment(
             store, dep_id, sidecar_root=settings.sidecar_root
         )
         if deleted and on_deleted is not None:
             on_deleted(dep_id)
-        return json_response(live(await get_deployment(store.db, dep_id)))
+        return json_response(live(await store.read(partial(get_deployment, key=dep_id))))
 
     return [
         Route("/workflows/deployments", post_deployment, methods=["POST"]),

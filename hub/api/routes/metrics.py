@@ -21,8 +21,8 @@ def _label(key: str, value: str) -> str:
 
 
 async def render_metrics(store: Store, acceptor: Acceptor) -> str:
-    counts = await count_by_status(store.db)
-    outbound = await count_outbound(store.db)
+    counts = await store.read(count_by_status)
+    outbound = await store.read(count_outbound)
     lines: list[str] = []
     lines += family(
         "mailrun_triggers_accepted_total", "counter",

@@ -60,16 +60,18 @@ def producer_routes(ctx: RouteContext) -> list[Route]:
         status = request.query_params.get("status") or None
         if status is not None and status not in set(ProducerStatus):
             raise InvalidRequest(f"'status' must be one of {', '.join(ProducerStatus)}")
-        found = await list_producers(ctx.store.db, status=status)
+        found = await ctx.store.read(partial(list_producers, status=status))
         return json_response({"producers": [producer_json(p, subjects) for p in found]})
 
     async def one_producer(request: Request) -> Response:
         key = str(request.path_params["key"])
         if request.method == "DELETE":
-            producer_id = await resolve_producer(ctx.store.db, key)
+            producer_id = await ctx.store.read(partial(resolve_producer, key=key))
             await ctx.store.transact(partial(remove_producer, producer_id=producer_id))
             key = producer_id
-        return json_response(producer_json(await get_producer(ctx.store.db, key), subjects))
+        return json_response(
+            producer_json(await ctx.store.read(partial(get_producer, key=key)), subjects)
+        )
 
     return [
         Route("/producers", post_producer, methods=["POST"]),

@@ -10,6 +10,8 @@ holds (``read_history``); a scratch process (``scratch``) replays it.
 
 from __future__ import annotations
 
+from functools import partial
+
 import anyio
 import msgspec
 from starlette.requests import Request
@@ -39,7 +41,7 @@ def replay_routes(ctx: RouteContext) -> list[Route]:
     async def replay(request: Request) -> Response:
         run_id = str(request.path_params["id"])
         spec = await ctx.read(request, ReplayIn, InvalidDeployment)
-        history = await read_history(ctx.store.db, run_id)
+        history = await ctx.store.read(partial(read_history, run_id=run_id))
         sources = build_sources(spec.entrypoint or history.entrypoint, spec.source, spec.files)
         if not history.replayable:
             why = "; ".join(history.skipped) or "it has processed no item yet"

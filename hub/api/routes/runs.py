@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -21,19 +23,23 @@ from ..responses import json_response
 
 
 def run_routes(ctx: RouteContext) -> list[Route]:
-    db = ctx.store.db
+    store = ctx.store
 
     async def runs(request: Request) -> Response:
         limit = query_limit(request)
         deployment = request.query_params.get("deployment") or None
-        found = await list_runs(db, deployment=deployment, limit=limit)
+        found = await store.read(partial(list_runs, deployment=deployment, limit=limit))
         return json_response({"runs": found})
 
     async def one_run(request: Request) -> Response:
-        return json_response(await get_run(db, str(request.path_params["id"])))
+        return json_response(
+            await store.read(partial(get_run, run_id=str(request.path_params["id"])))
+        )
 
     async def one_dispatch(request: Request) -> Response:
-        return json_response(await get_dispatch(db, str(request.path_params["id"])))
+        return json_response(
+            await store.read(partial(get_dispatch, dispatch_id=str(request.path_params["id"])))
+        )
 
     async def outbox(request: Request) -> Response:
         limit = query_limit(request)
@@ -41,8 +47,12 @@ def run_routes(ctx: RouteContext) -> list[Route]:
         if status is not None and status not in set(OutboundStatus):
             raise InvalidRequest(f"'status' must be one of {', '.join(OutboundStatus)}")
         deployment = request.query_params.get("deployment") or None
-        dep_id = await resolve_deployment(db, deployment) if deployment else None
-        found = await list_outbound(db, status=status, deployment_id=dep_id, limit=limit)
+        dep_id = (
+            await store.read(partial(resolve_deployment, key=deployment)) if deployment else None
+        )
+        found = await store.read(
+            partial(list_outbound, status=status, deployment_id=dep_id, limit=limit)
+        )
         return json_response({"outbox": found})
 
     return [

@@ -12,6 +12,7 @@ ingress and the SMTP ingress share.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -40,7 +41,7 @@ def trigger_routes(ctx: RouteContext) -> list[Route]:
         # 404 for an unknown run before the body is read; whether the run
         # still takes items (live, its deployment not deleted) is decided
         # inside the accepting transaction, like any trigger's.
-        deployment_id = await deployment_of_run(ctx.store.db, run_id)
+        deployment_id = await ctx.store.read(partial(deployment_of_run, run_id=run_id))
         signal = await ctx.read(request, SignalIn, InvalidSignal)
         trigger = signal_trigger(
             signal, run_id=run_id, deployment_id=deployment_id, max_body=ctx.settings.max_body

@@ -41,17 +41,21 @@ _POLL = 0.05
 
 
 def version_routes(ctx: RouteContext, on_rollout: Callable[[str], object]) -> list[Route]:
-    db = ctx.store.db
+    store = ctx.store
 
     async def versions(request: Request) -> Response:
-        dep_id = await resolve_deployment(db, str(request.path_params["key"]))
-        return json_response({"versions": await list_versions(db, dep_id)})
+        dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
+        return json_response(
+            {"versions": await store.read(partial(list_versions, deployment_id=dep_id))}
+        )
 
     async def add(request: Request) -> Response:
-        dep_id = await resolve_deployment(db, str(request.path_params["key"]))
+        dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
         wait = _wait(request)
         spec = await ctx.read(request, VersionIn, InvalidDeployment)
-        entrypoint = spec.entrypoint or await active_entrypoint(db, dep_id)
+        entrypoint = spec.entrypoint
+        if not entrypoint:
+            entrypoint = await store.read(partial(active_entrypoint, deployment_id=dep_id))
         sources = build_sources(entrypoint, spec.source, spec.files)
         version = await ctx.store.transact(
             partial(add_version, deployment_id=dep_id, sources=sources),
@@ -61,7 +65,7 @@ def version_routes(ctx: RouteContext, on_rollout: Callable[[str], object]) -> li
         return await _outcome(dep_id, version, wait, 201)
 
     async def activate(request: Request) -> Response:
-        dep_id = await resolve_deployment(db, str(request.path_params["key"]))
+        dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
         text = str(request.path_params["n"])
         if not is_number(text):
             raise InvalidRequest(f"version {text[:20]!r} is not a number")
@@ -81,11 +85,11 @@ def version_routes(ctx: RouteContext, on_rollout: Callable[[str], object]) -> li
 
     async def _settled(dep_id: str, version: int, wait: float) -> VersionView:
         """The version once its rollout settled, or as it is after ``wait`` s."""
-        view = await get_version(db, dep_id, version)
+        view = await store.read(partial(get_version, deployment_id=dep_id, version=version))
         with anyio.move_on_after(wait):
             while view.status == VersionStatus.LOADING:
                 await anyio.sleep(_POLL)
-                view = await get_version(db, dep_id, version)
+                view = await store.read(partial(get_version, deployment_id=dep_id, version=version))
         return view
 
     return [

@@ -9,8 +9,6 @@ from .blobs import blob_named as blob_named
 from .blobs import collect_blobs as collect_blobs
 from .dead_letters import DeadLetter as DeadLetter
 from .dead_letters import keep_dead_letter as keep_dead_letter
-from .older import accept_in as accept_in
-from .older import record_outbound_in as record_outbound_in
 from .processed import OPEN_DISPATCH as OPEN_DISPATCH
 from .processed import DispatchToSettle as DispatchToSettle
 from .processed import NewRunEvent as NewRunEvent
@@ -65,7 +63,6 @@ __all__ = [
     "RunPosition",
     "SettledDispatch",
     "StatePage",
-    "accept_in",
     "ask_approval",
     "blob_named",
     "cancel_quarantined",
@@ -86,7 +83,6 @@ __all__ = [
     "read_state_page",
     "record_answers",
     "record_event",
-    "record_outbound_in",
     "start_run",
     "still_open",
     "trim_history",

@@ -1,9 +1,8 @@
 """The hub's store on PostgreSQL (``--database postgresql://...``): the
-SQLite store's interface over asyncpg, and the translation of the store's
-SQL (the schema is ``schema_pg.py``)."""
+SQLite store's interface over asyncpg, a body's statements on it
+(``_tx.py``), and, while older code still runs on it, that code's
+connections (``_conn.py``, ``_sql.py``). The schema is ``schema_pg.py``."""
 
-from ._sql import Statement as Statement
-from ._sql import translate as translate
 from ._store import PgStore as PgStore
 
-__all__ = ["PgStore", "Statement", "translate"]
+__all__ = ["PgStore"]

@@ -1,19 +1,19 @@
-"""asyncpg connections behind the store's ``Connection`` protocol.
+"""TRANSITIONAL: asyncpg connections behind the older ``Connection`` protocol,
+for code not yet on ``hub.store.sql`` (``store.db``, ``store.write()``,
+bodies as coroutines); deleted with that API, and ``_sql.py`` with it.
 
 Store code awaits ``execute``, ``executemany`` and ``execute_fetchall`` and
 reads rows by position and by column name, as it does with SQLite; asyncpg's
 ``Record`` reads both ways. Each statement is translated once
 (``_sql.py``) and prepared once per connection by asyncpg's statement cache.
 
-Errors come out as the DB-API classes of ``sqlite3`` that store code
-catches: a constraint violation is an ``sqlite3.IntegrityError``, a lost
-connection or a timeout an ``sqlite3.OperationalError``, each chained to
-asyncpg's own.
+Errors come out as the store's own, as ``_tx.py``'s do: a constraint
+violation is ``StoreConflict``, a lost connection or a timeout
+``StoreUnavailable``, each chained to asyncpg's.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -23,24 +23,16 @@ import asyncpg
 from runtime import Params
 
 from ._sql import translate
-
-CONNECTION_ERRORS = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    OSError,
-    TimeoutError,
-)
+from ._tx import store_error
 
 
 @contextmanager
-def as_sqlite_errors() -> Iterator[None]:
-    """asyncpg's errors as the ``sqlite3`` classes store code catches."""
+def as_store_errors() -> Iterator[None]:
+    """asyncpg's errors as the store's own (``_tx.store_error``)."""
     try:
         yield
-    except asyncpg.IntegrityConstraintViolationError as exc:
-        raise sqlite3.IntegrityError(str(exc)) from exc
-    except CONNECTION_ERRORS as exc:
-        raise sqlite3.OperationalError(f"{type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        raise store_error(exc)  # noqa: B904 (its cause is set)
 
 
 class Result:
@@ -82,7 +74,7 @@ class PgConnection:
     async def execute(self, sql: str, parameters: Params = ()) -> Result:
         statement = translate(sql)
         args = statement.args(parameters)
-        with as_sqlite_errors():
+        with as_store_errors():
             if statement.returns_rows:
                 rows = await self._conn.fetch(statement.text, *args)
                 return Result(len(rows), rows)
@@ -93,7 +85,7 @@ class PgConnection:
         statement = translate(sql)
         rows = [statement.args(p) for p in parameters]
         if rows:
-            with as_sqlite_errors():
+            with as_store_errors():
                 await self._conn.executemany(statement.text, rows)
         return Result(-1, [])
 
@@ -112,7 +104,7 @@ class PgPool:
 
     @asynccontextmanager
     async def _one(self) -> AsyncIterator[PgConnection]:
-        with as_sqlite_errors():
+        with as_store_errors():
             async with self._pool.acquire() as conn:
                 yield PgConnection(conn)
 

@@ -1,8 +1,11 @@
-"""The store's SQL, written for SQLite, as PostgreSQL takes it.
+"""TRANSITIONAL: the older code's SQL, written for SQLite, as PostgreSQL takes it.
 
-Store code is written once, in the SQL both databases share; this module
-turns the few spellings that differ at the time a statement runs (each
-statement once, then cached):
+The store's own statements are declared once per database (``hub.store.sql``)
+and never pass here. What still does is code on the older API (bodies as
+coroutines over ``runtime.Connection``, ``store.db``) outside ``hub/store``,
+through ``_conn.py``; this module goes with that API. It turns the few
+spellings that differ at the time a statement runs (each statement once,
+then cached):
 
 - parameters: ``?`` and ``?N`` (SQLite) -> ``$n`` (asyncpg), ``?N`` as
   ``$N``; ``:name`` -> ``$n``, one per name, the mapping's values in that

@@ -1,9 +1,11 @@
 """The hub's store on PostgreSQL: the same interface as the SQLite store.
 
 One writer connection: :meth:`PgStore.transact` runs a body inside one
-transaction on it, one body at a time in this process (an ``anyio.Lock``),
-each statement awaited on the event loop (asyncpg). Reads go to a small
-pool (``store.db``): each read sees what was committed when it ran. A writer
+transaction on it, one body at a time in this process (an ``anyio.Lock``):
+the body, a plain function, on a worker thread, each of its statements run
+on the event loop by asyncpg (``_tx.py``), in the PostgreSQL text its
+declaration gave (``hub.store.sql``). Reads (:meth:`PgStore.read`) go to a
+small pool: each read sees what was committed when it ran. A writer
 connection that broke (PostgreSQL restarted, the network went) is opened
 again at its next use; the transaction that found it broken fails as the
 store being unavailable, as SQLite's "database is locked" does. Every
@@ -13,6 +15,10 @@ transaction instead of holding the writer for ever.
 ``durable=False`` is ``SET LOCAL synchronous_commit = off``: the commit
 returns before the WAL is flushed, and a crash of the server (not of the
 hub) may lose it, never half of it.
+
+Migrations stay scripts of DDL (``Migration.postgres``), run at open under
+an advisory lock. The older API (``store.db``, ``write()``, bodies as
+coroutines) runs through ``_conn.py`` while code outside the store uses it.
 """
 
 from __future__ import annotations
@@ -31,8 +37,8 @@ from ..base import Store
 from ..blob_io import BlobReader
 from ..migrations import LATEST, MIGRATIONS, OnStep
 from ..sql import TxBody
-from ._conn import CONNECTION_ERRORS, PgConnection, PgPool
-from ._tx import PgTx
+from ._conn import PgConnection, PgPool
+from ._tx import CONNECTION_ERRORS, PgTx
 
 T = TypeVar("T")
 
@@ -53,6 +59,7 @@ class PgStore(Store):
     """The hub database on PostgreSQL. Use :meth:`open` (or ``open_store``)."""
 
     dialect = "postgresql"
+    shared = True
 
     def __init__(self, url: str, pool: asyncpg.Pool) -> None:
         self.url = url

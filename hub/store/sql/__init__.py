@@ -6,6 +6,7 @@ from ._sqlite import SqliteTx as SqliteTx
 from ._statement import DECLARED as DECLARED
 from ._statement import Params as Params
 from ._statement import Statement as Statement
+from ._statement import json_array as json_array
 from ._statement import sql as sql
 from ._tx import Row as Row
 from ._tx import Tx as Tx
@@ -19,5 +20,6 @@ __all__ = [
     "Statement",
     "Tx",
     "TxBody",
+    "json_array",
     "sql",
 ]

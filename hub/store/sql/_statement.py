@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeAlias
+
+import msgspec
 
 Params: TypeAlias = Sequence[object] | Mapping[str, object]
 """Positional (``?``) or named (``:name``) parameters."""
@@ -80,6 +82,14 @@ def sql(sqlite: str, *, postgres: str | None = None) -> Statement:
     statement = Statement(sqlite.strip(), text, names, module)
     DECLARED.append(statement)
     return statement
+
+
+def json_array(values: Iterable[object]) -> str:
+    """A list of values as one parameter, a JSON array: read with ``IN
+    (SELECT value FROM json_each(?))`` on SQLite and ``IN (SELECT value FROM
+    json_array_elements_text(CAST(? AS json)))`` on PostgreSQL (declared with
+    ``postgres=``), so a statement has one text whatever the list's length."""
+    return msgspec.json.encode(list(values)).decode()
 
 
 def _numbered(text: str) -> tuple[str, tuple[str, ...] | None]:

@@ -70,7 +70,7 @@ class RolloutDriver:
             while True:
                 await self._wake.wait(self._interval)
                 try:
-                    rollouts = await pending_rollouts(self._store.db)
+                    rollouts = await self._store.read(pending_rollouts)
                 except Exception:
                     log.exception("cannot read the pending rollouts")
                     continue

@@ -37,7 +37,7 @@ from ...store import (
     OutboundStatus,
     Trigger,
     Tx,
-    accept_in,
+    accept_triggers,
     ask_approval,
     event_run,
     finish_run,
@@ -143,7 +143,7 @@ class Ingest:
     def _route_items(self) -> set[str]:
         if not self.items:
             return set()
-        outcomes, woken = accept_in(self.tx, self.items)
+        outcomes, woken = accept_triggers(self.tx, self.items)
         for trigger, outcome in zip(self.items, outcomes, strict=True):
             if not isinstance(outcome, Accepted):
                 # A parent that ended takes no more child items (its children

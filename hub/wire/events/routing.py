@@ -23,9 +23,9 @@ from ...store import (
     Rejected,
     Trigger,
     Tx,
-    accept_in,
+    accept_triggers,
     deployment_address,
-    record_outbound_in,
+    record_outbound,
 )
 
 log = logging.getLogger("mailrun.hub.events")
@@ -57,7 +57,7 @@ def route_mail(
         )
         for e in sent
     ]
-    outcomes, woken = accept_in(tx, mail)
+    outcomes, woken = accept_triggers(tx, mail)
     away: list[OutboundMail] = []
     for event, trigger, outcome in zip(sent, mail, outcomes, strict=True):
         if isinstance(outcome, Rejected) and outcome.reason == Reason.UNKNOWN_ADDRESS:
@@ -89,7 +89,7 @@ def route_mail(
                 trigger.address,
                 outcome,
             )
-    recorded = record_outbound_in(tx, away, outbound) if away else 0
+    recorded = record_outbound(tx, away, outbound) if away else 0
     return woken, recorded
 
 

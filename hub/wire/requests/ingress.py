@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
 import anyio.abc
@@ -82,7 +83,9 @@ class IngressHandler:
     async def __call__(self, data: bytes, producer: str | None) -> IngressReceipts:
         # Before decoding: a producer that is not (or no longer) one gets
         # nothing served, not even a dead letter kept.
-        if producer is None or not await is_active_producer(self._store.db, producer):
+        if producer is None or not await self._store.read(
+            partial(is_active_producer, producer_id=producer)
+        ):
             raise UnknownProducer(f"no active producer {producer}")
         batch = _batch.decode(data)
         mails = [_decode_mail(raw) for raw in batch.mails]

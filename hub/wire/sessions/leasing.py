@@ -26,18 +26,20 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 import msgspec
 
-from runtime import Connection, Flag, Wakeup, is_id, new_id
+from runtime import Flag, Wakeup, is_id, new_id
 
 from ...store import (
     LeaseRound,
     LeaseToken,
     Store,
+    Tx,
     hold_role,
     release_all,
     renew_and_take,
@@ -163,12 +165,10 @@ class LeaseKeeper:
         mine = {dep: _encode(self.report(dep)) for dep in self._held}
         restarted = self._restarted
 
-        async def body(db: Connection) -> tuple[LeaseRound, dict[str, str]]:
-            result = await renew_and_take(
-                db, self.hub_id, self._http_url, self._ttl, restarted=restarted
-            )
-            roles = {r for r in self._roles if await hold_role(db, r, self.hub_id, self._ttl)}
-            health = await share_health(db, self.hub_id, mine)
+        def body(tx: Tx) -> tuple[LeaseRound, dict[str, str]]:
+            result = renew_and_take(tx, self.hub_id, self._http_url, self._ttl, restarted=restarted)
+            roles = {r for r in self._roles if hold_role(tx, r, self.hub_id, self._ttl)}
+            health = share_health(tx, self.hub_id, mine)
             return dataclasses.replace(result, roles=frozenset(roles)), health
 
         try:
@@ -211,11 +211,8 @@ class LeaseKeeper:
         self._drop_roles(set(self._roles))
         held, self._held = set(self._held), {}
 
-        async def body(db: Connection) -> None:
-            await release_all(db, self.hub_id)
-
         try:
-            await self._store.transact(body)
+            await self._store.transact(partial(release_all, hub_id=self.hub_id))
         except Exception as exc:
             log.warning("cannot release leases: %s", exc)
         if held:

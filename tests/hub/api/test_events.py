@@ -98,7 +98,7 @@ async def test_a_dispatchs_changes_stream_as_mail_is_accepted(tmp_path: Path) ->
             # The view is GET /dispatches/{id}'s, with the change's status beside it.
             current = (await h.http.get(f"/dispatches/{got['dispatch_id']}")).json()
             assert {k: v for k, v in data.items() if k != "change"} == current
-            assert events.last_id == await last_change_id(h.store.db)
+            assert events.last_id == await h.store.read(last_change_id)
 
 
 async def test_deployment_filters_by_id_or_name(tmp_path: Path) -> None:
@@ -235,7 +235,7 @@ async def test_stopping_the_hub_ends_open_streams_at_once(tmp_path: Path) -> Non
                 http.stream("GET", "/events") as response,
             ):
                 lines = response.aiter_lines()
-                assert await anext(lines) == f"id: {await last_change_id(handle.store.db)}"
+                assert await anext(lines) == f"id: {await handle.store.read(last_change_id)}"
                 started = time.monotonic()
                 tg.cancel_scope.cancel()
                 with pytest.raises(StopAsyncIteration):

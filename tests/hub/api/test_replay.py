@@ -4,6 +4,7 @@ run's history is written the way ingestion writes it (``record``)."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,7 @@ async def test_a_replay_is_refused_for_a_run_code_or_history_it_cannot_use(
 async def test_a_job_built_from_the_history_reads_back_whole(tmp_path: Path) -> None:
     async with api(tmp_path) as hub:
         run_id = await recorded_run(hub, ["s1", "s2"])
-        history = await read_history(hub.store.db, run_id)
+        history = await hub.store.read(partial(read_history, run_id=run_id))
     job = replay_job(history, Sources(entrypoint="flow:main", files={"flow.py": V1}))
     read = msgspec.json.decode(msgspec.json.encode(job), type=ReplayJob)
     assert [(i.dispatch_id, i.body, i.recorded.state) for i in read.items] == [

@@ -8,7 +8,6 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
-import aiosqlite
 import anyio
 import pytest
 from click.testing import CliRunner
@@ -79,6 +78,7 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
         "0012_raw_message",
         "0013_hub_leases",
         "0014_inline_digest",
+        "0015_lease_tables",
     ]
     assert {i["deployment_id"]: i["release1"] for i in report["inboxes"]} == {
         d.id: True for d in v1.deployments.values()
@@ -154,13 +154,13 @@ def test_migration_3_is_idempotent_on_its_own(tmp_path: Path) -> None:
     anyio.run(_open_close, path)
     before = dump(path)
 
-    async def again() -> None:
-        async with aiosqlite.connect(path, isolation_level=None) as db:
-            await db.execute("BEGIN IMMEDIATE")
-            await add_dead_letter_deployment(db)
-            await db.execute("COMMIT")
-
-    anyio.run(again)
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        add_dead_letter_deployment(db)
+        db.execute("COMMIT")
+    finally:
+        db.close()
     assert dump(path) == before
 
 

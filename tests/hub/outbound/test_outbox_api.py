@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,7 @@ async def add(store: Store, dep: dict[str, str], to: str, status: OutboundStatus
         deployment_id=dep["id"], run_id=new_id("run"), event_id=event_id, send_key=event_id,
         sender=dep["address"], recipient=to, subject=f"to {to}", body=b"secret body",
     )  # fmt: skip
-    async with store.write() as db:
-        assert await record_outbound(db, [mail], status) == 1
+    assert await store.transact(partial(record_outbound, mails=[mail], status=status)) == 1
     return event_id
 
 

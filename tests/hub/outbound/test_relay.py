@@ -9,6 +9,7 @@ import dataclasses
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,7 @@ async def add_mail(
         deployment_id=new_id("dep"), run_id=new_id("run"), event_id=event_id,
         send_key=event_id, sender=SENDER, recipient=to, subject=subject, body=body,
     )  # fmt: skip
-    async with store.write() as db:
-        assert await record_outbound(db, [mail], status) == 1
+    assert await store.transact(partial(record_outbound, mails=[mail], status=status)) == 1
     return await row_of(store, event_id)
 
 

@@ -16,13 +16,14 @@ import msgspec
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
-from hub.store import WITH_OTHERS, count_by_status, count_reserved, fetch_all, open_store
+from hub.store import WITH_OTHERS, count_by_status, count_reserved, open_store
 from hub.store.accept import RefusedByRun
 from hub.store.deployments import create_deployment
 from hub.store.sql import sql
 from runtime import INLINE_BODY_LIMIT
 from tests.support import wait_for
 from tests.support.postgres import PostgresServer
+from tests.support.store import execute, rows
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +49,7 @@ async def deploy(store: Store, name: str) -> str:
 
 
 async def query(store: Store, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    return [tuple(r) for r in await fetch_all(store.db, sql, params)]
+    return await rows(store, sql, *params)
 
 
 def mail(name: str, **kw: Any) -> Trigger:
@@ -325,10 +326,9 @@ async def test_a_retry_matches_a_release_1_row_with_nulls(database: str) -> None
         await deploy(store, "flow")
         first = await acceptor.accept(Trigger(address="flow@mailrun.local", message_id="v1"))
         assert isinstance(first, Accepted)
-        async with store.write() as db:
-            await db.execute(
-                "UPDATE workflow_run_dispatch SET sender = NULL, subject = NULL, body = NULL"
-            )
+        await execute(
+            store, "UPDATE workflow_run_dispatch SET sender = NULL, subject = NULL, body = NULL"
+        )
         again = await acceptor.accept(
             Trigger(address="flow@mailrun.local", message_id="v1", sender="", subject="")
         )
@@ -343,12 +343,12 @@ async def test_an_approval_decision_cannot_take_a_mails_message_id(database: str
         await deploy(store, "flow")
         first = await acceptor.accept(mail("flow"))
         assert isinstance(first, Accepted)
-        async with store.write() as db:
-            await db.execute(
-                "INSERT INTO approval (id, run_id, prompt, status, created_at)"
-                " VALUES ('apr_1', ?, 'ok?', 'pending', 0)",
-                (first.run_id,),
-            )
+        await execute(
+            store,
+            "INSERT INTO approval (id, run_id, prompt, status, created_at)"
+            " VALUES ('apr_1', ?, 'ok?', 'pending', 0)",
+            first.run_id,
+        )
 
         def decision(d: str) -> Trigger:
             return Trigger(
@@ -377,11 +377,11 @@ async def test_a_refused_dispatchs_id_with_other_content_is_reuse(database: str)
         await deploy(store, "flow")
         first = await acceptor.accept(mail("flow", message_id="late", body=b"x"))
         assert isinstance(first, Accepted)
-        async with store.write() as db:
-            await db.execute(
-                "UPDATE workflow_run_dispatch SET status = 'cancelled',"
-                " last_error = 'workflow_run_terminal'"
-            )
+        await execute(
+            store,
+            "UPDATE workflow_run_dispatch SET status = 'cancelled',"
+            " last_error = 'workflow_run_terminal'",
+        )
         assert reused(await acceptor.accept(mail("flow", message_id="late", body=b"y")))
         exact = await acceptor.accept(mail("flow", message_id="late", body=b"x"))
         assert isinstance(exact, RefusedByRun) and exact.dispatch_id == first.dispatch_id
@@ -392,9 +392,8 @@ async def test_terminal_run_rejects_and_starts_nothing(database: str) -> None:
         await deploy(store, "flow")
         first = await acceptor.accept(mail("flow"))
         assert isinstance(first, Accepted)
-        async with store.write() as db:
-            await db.execute("UPDATE workflow_run SET status = 'completed' WHERE id = ?",
-                             (first.run_id,))  # fmt: skip
+        await execute(store, "UPDATE workflow_run SET status = 'completed' WHERE id = ?",
+                      first.run_id)  # fmt: skip
         refused = await acceptor.accept(mail("flow", message_id="late"))
         assert isinstance(refused, Rejected) and refused.reason == "workflow_run_terminal"
         assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(1,)]
@@ -410,12 +409,12 @@ async def test_a_retry_learns_that_the_run_refused_its_accepted_dispatch(databas
         first = await acceptor.accept(mail("flow", message_id="racing"))
         open_ = await acceptor.accept(mail("flow", message_id="still-open"))
         assert isinstance(first, Accepted) and isinstance(open_, Accepted)
-        async with store.write() as db:  # what ingesting DispatchProcessed{refused_terminal} does
-            await db.execute(
-                "UPDATE workflow_run_dispatch SET status = 'cancelled',"
-                " last_error = 'workflow_run_terminal' WHERE id = ?",
-                (first.dispatch_id,),
-            )
+        await execute(  # what ingesting DispatchProcessed{refused_terminal} does
+            store,
+            "UPDATE workflow_run_dispatch SET status = 'cancelled',"
+            " last_error = 'workflow_run_terminal' WHERE id = ?",
+            first.dispatch_id,
+        )
         again, pending = await acceptor.accept_many(
             [mail("flow", message_id="racing"), mail("flow", message_id="still-open")]
         )
@@ -492,8 +491,7 @@ async def test_one_broken_trigger_does_not_fail_its_batch(database: str) -> None
         bad = await deploy(store, "bad")
         assert isinstance(await acceptor.accept(mail("bad")), Accepted)
         # A corrupt counter would reuse seq 1: UNIQUE (deployment_id, seq) refuses it.
-        async with store.write() as db:
-            await db.execute("UPDATE deployment SET next_seq = 1 WHERE id = ?", (bad,))
+        await execute(store, "UPDATE deployment SET next_seq = 1 WHERE id = ?", bad)
         outcomes = await acceptor.accept_many([mail("good"), mail("bad"), mail("good")])
         assert [type(o).__name__ for o in outcomes] == ["Accepted", "AcceptFailed", "Accepted"]
         counts = await query(
@@ -507,12 +505,10 @@ async def test_one_broken_trigger_does_not_fail_its_batch(database: str) -> None
 async def test_a_failed_transaction_answers_no_one_accepted(tmp_path: Path) -> None:
     async with running(str(tmp_path / "hub.db")) as (store, acceptor):
         await deploy(store, "flow")
-        async with store.db.execute("PRAGMA page_count") as cur:
-            (pages,) = await cur.fetchone()  # type: ignore[misc]
+        ((pages,),) = await rows(store, "PRAGMA page_count")
         # The file may not grow: the blob insert fails mid-transaction, so the
         # small triggers batched with it must not be reported accepted either.
-        async with store.write() as db:
-            await db.execute(f"PRAGMA max_page_count = {pages}")
+        await execute(store, f"PRAGMA max_page_count = {pages}")
         results: list[object] = []
 
         async def send(trigger: Trigger) -> None:
@@ -529,8 +525,7 @@ async def test_a_failed_transaction_answers_no_one_accepted(tmp_path: Path) -> N
         stored = await query(store, "SELECT id FROM workflow_run_dispatch")
         assert {a.dispatch_id for a in accepted} <= {d for (d,) in stored}
         assert any(isinstance(r, StoreUnavailable) for r in results)
-        async with store.write() as db:
-            await db.execute("PRAGMA max_page_count = 1073741823")
+        await execute(store, "PRAGMA max_page_count = 1073741823")
         assert isinstance(await acceptor.accept(mail("flow")), Accepted)  # it recovers
 
 
@@ -621,7 +616,7 @@ async def test_dispatch_counts_by_status_match_a_count_of_the_rows(database: str
             for seq in seqs:
                 await store.transact(lambda tx, row=(status, dep, seq): tx.execute(SET_STATUS, row))
         rows = await query(store, "SELECT status, COUNT(*) FROM workflow_run_dispatch GROUP BY 1")
-        counts = await count_by_status(store.db)
+        counts = await store.read(count_by_status)
         assert counts["dispatches"] == {"reserved": 0, "cancelled": 0, **dict(rows)}
         assert counts["dispatches"] == {
             "reserved": 3, "delivered": 2, "processed": 3, "cancelled": 1,

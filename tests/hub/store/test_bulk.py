@@ -1,32 +1,52 @@
 """Writes of many rows a statement (hub.store.bulk): every row lands, in
 order, with its own values, across groups and a remainder, the statements
-take few shapes, and the change feed's triggers record each row as a
-statement a row would."""
+take few shapes, declared once each, and the change feed's triggers record
+each row as a statement a row would."""
 
 from __future__ import annotations
+
+from functools import partial
 
 import pytest
 
 from hub import Accepted, Trigger, accept_triggers
-from hub.store import create_deployment, open_store, read_changes, update_rows
-from hub.store.bulk import GROUP, _groups
+from hub.store import create_deployment, open_store, read_changes, update_rows, update_statement
+from hub.store.bulk import GROUP, SIZES, _groups
+from tests.support.store import execute, rows
 
 pytestmark = pytest.mark.anyio
 
 N = 2 * GROUP + 5  # two full groups and a remainder
+
+_SETTLE = update_statement(
+    (("u_id", "TEXT"), ("u_status", "TEXT"), ("u_error", "TEXT")),
+    "UPDATE workflow_run_dispatch SET status = v.u_status, last_error = v.u_error"
+    " FROM v WHERE id = v.u_id AND status = ?",
+)
 
 
 def test_a_remainder_goes_in_halves_so_a_statement_has_few_shapes() -> None:
     assert [len(g) for g in _groups(list(range(N)))] == [32, 32, 4, 1]
     assert [len(g) for g in _groups(list(range(31)))] == [16, 8, 4, 2, 1]
     shapes = {len(g) for n in range(1, 300) for g in _groups(list(range(n)))}
-    assert shapes == {1, 2, 4, 8, 16, 32}
-    rows = list(range(1000))
-    assert [r for g in _groups(rows) for r in g] == rows
+    assert shapes == set(SIZES)
+    rows_ = list(range(1000))
+    assert [r for g in _groups(rows_) for r in g] == rows_
+
+
+def test_each_shape_is_declared_once_for_both_databases() -> None:
+    # The rows' values first, then the statement's own; PostgreSQL's typed.
+    two = _SETTLE[2]
+    assert two.sqlite.startswith("WITH v(u_id, u_status, u_error) AS (VALUES (?, ?, ?), (?, ?, ?))")
+    assert two.postgres.startswith(
+        "WITH v(u_id, u_status, u_error) AS (VALUES (CAST($1 AS TEXT), CAST($2 AS TEXT),"
+        " CAST($3 AS TEXT)), (CAST($4 AS TEXT)"
+    )
+    assert two.postgres.endswith("status = $7")
+    assert {s.sqlite.count("(?, ?, ?)") for s in (_SETTLE[n] for n in SIZES)} == set(SIZES)
 
 
 async def test_rows_across_groups_keep_their_order_and_values(database: str) -> None:
-    # PostgreSQL updates a row a statement (bulk.update_rows): the same outcome.
     async with await open_store(database) as store:
         await create_deployment(
             store, name="orders", source="async def main(ctx, item): pass\n",
@@ -36,37 +56,27 @@ async def test_rows_across_groups_keep_their_order_and_values(database: str) -> 
             Trigger(address="orders@mailrun.local", subject=f"s{i}", sender="a@b.c", body=b"x")
             for i in range(N)
         ]
-        async with store.write() as db:
-            outcomes, _ = await accept_triggers(db, triggers)
+        outcomes, _ = await store.transact(partial(accept_triggers, triggers=triggers))
         receipts = [o for o in outcomes if isinstance(o, Accepted)]
         assert [r.seq for r in receipts] == list(range(1, N + 1))
-        rows = await store.db.execute_fetchall(
-            "SELECT id, seq, subject FROM workflow_run_dispatch ORDER BY seq"
+        stored = await rows(
+            store, "SELECT id, seq, subject FROM workflow_run_dispatch ORDER BY seq"
         )
-        assert [tuple(r) for r in rows] == [
-            (r.dispatch_id, r.seq, f"s{r.seq - 1}") for r in receipts
-        ]
+        assert stored == [(r.dispatch_id, r.seq, f"s{r.seq - 1}") for r in receipts]
 
         # Each row its own values; one row is no longer open and stays as it is.
         closed = receipts[GROUP].dispatch_id
-        mark = (await read_changes(store.db, 0, 1000))[-1].id
-        async with store.write() as db:
-            await db.execute(
-                "UPDATE workflow_run_dispatch SET status = 'cancelled' WHERE id = ?", (closed,)
-            )
-            await update_rows(
-                db,
-                "UPDATE workflow_run_dispatch SET status = {u_status}, last_error = {u_error}"
-                " WHERE id = {u_id} AND status = ?",
-                ("u_id", "u_status", "u_error"),
-                [(r.dispatch_id, "processed", f"e{r.seq}") for r in receipts],
-                ("reserved",),
-            )
+        mark = (await store.read(partial(read_changes, after=0, limit=1000)))[-1].id
+        await execute(
+            store, "UPDATE workflow_run_dispatch SET status = 'cancelled' WHERE id = ?", closed
+        )
+        settled = [(r.dispatch_id, "processed", f"e{r.seq}") for r in receipts]
+        await store.transact(
+            partial(update_rows, statement=_SETTLE, rows=settled, params=("reserved",))
+        )
         got = {
             r[0]: (r[1], r[2])
-            for r in await store.db.execute_fetchall(
-                "SELECT id, status, last_error FROM workflow_run_dispatch"
-            )
+            for r in await rows(store, "SELECT id, status, last_error FROM workflow_run_dispatch")
         }
         assert got == {
             r.dispatch_id: ("cancelled", None)
@@ -74,7 +84,7 @@ async def test_rows_across_groups_keep_their_order_and_values(database: str) -> 
             else ("processed", f"e{r.seq}")
             for r in receipts
         }
-        changes = await read_changes(store.db, 0, 1000)
+        changes = await store.read(partial(read_changes, after=0, limit=1000))
         assert sorted(c.row_id for c in changes if c.status == "reserved") == sorted(
             r.dispatch_id for r in receipts
         )

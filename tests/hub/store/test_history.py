@@ -6,12 +6,13 @@ item whose body is gone is kept without one; a refused item stops it."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from hub._errors import UnknownRun
-from hub.store import read_history
+from hub.store import RunHistory, read_history
 from hub.wire import RetentionConfig, WireConfig
 from runtime import (
     INLINE_BODY_LIMIT,
@@ -25,7 +26,8 @@ from runtime import (
     RunStarted,
     new_id,
 )
-from tests.support.wire import Sidecar, accept, owned, running_hub, send
+from tests.support.store import execute
+from tests.support.wire import Hub, Sidecar, accept, owned, running_hub, send
 
 pytestmark = pytest.mark.anyio
 
@@ -53,6 +55,10 @@ async def ship(car: Sidecar, *events: Event) -> None:
     assert isinstance(await send(car, *events), EventsAck)
 
 
+async def history_of(hub: Hub, run_id: str) -> RunHistory:
+    return await hub.store.read(partial(read_history, run_id=run_id))
+
+
 async def test_effects_go_with_the_next_item_and_an_end_with_the_one_before(
     tmp_path: Path,
 ) -> None:
@@ -71,7 +77,7 @@ async def test_effects_go_with_the_next_item_and_an_end_with_the_one_before(
         done = RunCompleted(event_id=new_id("evt"), run_id=run, result={"n": 3})
         await ship(car, asked, mail(run, "third"), processed(run, r3.dispatch_id, 3, 3), done)
 
-        history = await read_history(hub.store.db, run)
+        history = await history_of(hub, run)
         assert (history.start, history.start_state, history.skipped) == ("beginning", {}, [])
         assert history.deployment_id == car.dep.id and history.entrypoint == "flow:main"
         assert [i.dispatch_id for i in history.items] == [r.dispatch_id for r in (r1, r2, r3)]
@@ -103,7 +109,7 @@ async def test_items_come_in_the_order_the_run_processed_them(tmp_path: Path) ->
         await ship(car, RunStarted(event_id=new_id("evt"), run_id=run))
         await ship(car, processed(run, r1.dispatch_id, 1, 1), processed(run, r2.dispatch_id, 2, 3))
         await ship(car, processed(run, r3.dispatch_id, 3, 2))
-        history = await read_history(hub.store.db, run)
+        history = await history_of(hub, run)
         assert [i.seq for i in history.items] == [1, 3, 2]
         assert [i.step for i in history.items] == [1, 2, 3]
 
@@ -117,7 +123,7 @@ async def test_a_trimmed_history_starts_from_the_oldest_item_it_holds(tmp_path: 
         for step, r in enumerate(receipts, start=1):
             await ship(car, mail(run, f"e{step}"), processed(run, r.dispatch_id, step, step))
         # Held whole: DispatchProcessed 3, MailSent e4, DispatchProcessed 4.
-        history = await read_history(hub.store.db, run)
+        history = await history_of(hub, run)
         assert (history.start, history.start_state) == ("after step 3", {"step": 3})
         assert [i.step for i in history.items] == [4]
         assert [e.subject for e in history.items[0].recorded.effects] == ["e4"]
@@ -142,7 +148,7 @@ async def test_an_item_whose_body_was_claim_checked_is_held_without_it(tmp_path:
         await ship(car, RunStarted(event_id=new_id("evt"), run_id=run))
         await ship(car, processed(run, r1.dispatch_id, 1, 1), processed(run, big.dispatch_id, 2, 2))
         await ship(car, processed(run, r3.dispatch_id, 3, 3))
-        history = await read_history(hub.store.db, run)
+        history = await history_of(hub, run)
         assert [i.body for i in history.items] == [b"m0", None, b""]
         assert history.replayable == 2
         assert len(history.skipped) == 1 and "claim-checked" in history.skipped[0]
@@ -160,7 +166,7 @@ async def test_a_refused_item_ends_the_history(tmp_path: Path) -> None:
             RunCompleted(event_id=new_id("evt"), run_id=run),
             refused,
         )
-        history = await read_history(hub.store.db, run)
+        history = await history_of(hub, run)
         assert [i.step for i in history.items] == [1]
         assert "the run had ended" in history.skipped[0]
 
@@ -170,9 +176,9 @@ async def test_no_history_of_an_unknown_run_or_a_deployment(tmp_path: Path) -> N
         car, (r1,) = await owned(hub, 1)
         for key in ("run_nope", car.dep.id):  # an anchor row is no run
             with pytest.raises(UnknownRun):
-                await read_history(hub.store.db, key)
+                await history_of(hub, key)
         # A run that processed nothing yet has nothing to replay.
-        history = await read_history(hub.store.db, r1.run_id)
+        history = await history_of(hub, r1.run_id)
         assert history.items == [] and history.replayable == 0
 
 
@@ -181,19 +187,18 @@ async def test_the_entrypoint_is_a_child_runs_own_else_the_active_versions(
 ) -> None:
     async with running_hub(tmp_path) as hub:
         car, (r1,) = await owned(hub, 1)
-        assert (await read_history(hub.store.db, r1.run_id)).entrypoint == "flow:main"
-        async with hub.store.write() as db:
-            await db.execute(
-                "INSERT INTO deployment_version (deployment_id, version, digest, size,"
-                " entrypoint, status, created_at) SELECT deployment_id, 2, digest, size,"
-                " 'flow:second', status, created_at FROM deployment_version"
-                " WHERE deployment_id = ?",
-                (car.dep.id,),
-            )
-            await db.execute("UPDATE deployment SET version = 2 WHERE id = ?", (car.dep.id,))
-        assert (await read_history(hub.store.db, r1.run_id)).entrypoint == "flow:second"
-        async with hub.store.write() as db:
-            await db.execute(
-                "UPDATE workflow_run SET entrypoint = 'flow:child' WHERE id = ?", (r1.run_id,)
-            )
-        assert (await read_history(hub.store.db, r1.run_id)).entrypoint == "flow:child"
+        assert (await history_of(hub, r1.run_id)).entrypoint == "flow:main"
+        await execute(
+            hub.store,
+            "INSERT INTO deployment_version (deployment_id, version, digest, size,"
+            " entrypoint, status, created_at) SELECT deployment_id, 2, digest, size,"
+            " 'flow:second', status, created_at FROM deployment_version"
+            " WHERE deployment_id = ?",
+            car.dep.id,
+        )
+        await execute(hub.store, "UPDATE deployment SET version = 2 WHERE id = ?", car.dep.id)
+        assert (await history_of(hub, r1.run_id)).entrypoint == "flow:second"
+        await execute(
+            hub.store, "UPDATE workflow_run SET entrypoint = 'flow:child' WHERE id = ?", r1.run_id
+        )
+        assert (await history_of(hub, r1.run_id)).entrypoint == "flow:child"

@@ -12,6 +12,7 @@ from hub.natsauth import new_user_key, public_key
 from hub.store import Store, create_deployment, give_nats_identities, open_store
 from runtime import decode_restore_record, read_restore_record, record_path, unb64url
 from runtime import write_restore_record as write_record
+from tests.support.store import execute, rows
 
 pytestmark = pytest.mark.anyio
 
@@ -30,10 +31,8 @@ async def created(store: Store, root: Path, name: str) -> str:
 
 
 async def nats_user(store: Store, dep: str) -> str | None:
-    async with store.db.execute("SELECT nats_user FROM deployment WHERE id = ?", (dep,)) as cur:
-        row = await cur.fetchone()
-    assert row is not None
-    return row[0]  # type: ignore[no-any-return]
+    ((user,),) = await rows(store, "SELECT nats_user FROM deployment WHERE id = ?", dep)
+    return user  # type: ignore[no-any-return]
 
 
 def record_file(root: Path, dep: str) -> Path:
@@ -74,9 +73,8 @@ async def test_older_local_deployments_get_an_identity_at_boot_once(tmp_path: Pa
             await created(store, root, n) for n in ("local", "remote", "crashed", "deleted")
         ]
         # As an earlier release left them: no identity in the row nor in the record.
-        async with store.write() as db:
-            await db.execute("UPDATE deployment SET nats_user = NULL")
-            await db.execute("UPDATE deployment SET deleted_at = 1 WHERE id = ?", (deleted,))
+        await execute(store, "UPDATE deployment SET nats_user = NULL")
+        await execute(store, "UPDATE deployment SET deleted_at = 1 WHERE id = ?", deleted)
         for dep in (local, deleted):
             record, _ = read_restore_record(record_file(root, dep))
             write_record(record_file(root, dep), msgspec.structs.replace(record, nats_seed=None))

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable
+from functools import partial
 
 import asyncpg
 import pytest
@@ -19,7 +19,6 @@ from hub.store import (
     check_lease,
     collect_blobs,
     feed_start,
-    fetch_all,
     hold_role,
     last_change_id,
     open_store,
@@ -27,30 +26,25 @@ from hub.store import (
     release_all,
     renew_and_take,
 )
-from runtime import INLINE_BODY_LIMIT, Connection
+from runtime import INLINE_BODY_LIMIT
 from tests.support.postgres import PostgresServer
+from tests.support.store import execute, rows
 
 from .test_accept import deploy
 
 pytestmark = pytest.mark.anyio
-T = TypeVar("T")
-
-
-def in_tx(store: Store, step: Callable[[Connection], Awaitable[T]]) -> Awaitable[T]:
-    async def body(db: Connection) -> T:
-        return await step(db)
-
-    return store.transact(body)
 
 
 def take(store: Store, hub: str, ttl: float = 30.0) -> Awaitable[LeaseRound]:
-    return in_tx(store, lambda db: renew_and_take(db, hub, "", ttl))
+    return store.transact(lambda tx: renew_and_take(tx, hub, "", ttl))
 
 
+# The statements are the same on SQLite (one schema: its lease tables stay
+# empty in a hub's use), so these run on both.
 async def test_hubs_share_the_deployments_and_take_over_expired_leases_with_a_new_token(
-    postgres_server: PostgresServer,
+    database: str,
 ) -> None:
-    async with await open_store(postgres_server.new_database()) as store:
+    async with await open_store(database) as store:
         deps = [await deploy(store, f"d{i}") for i in range(4)]
         first = await take(store, "hub-a")
         assert set(first.held) == set(deps) and first.hubs == 1  # alone: all of them
@@ -66,38 +60,39 @@ async def test_hubs_share_the_deployments_and_take_over_expired_leases_with_a_ne
 
         # The old holder's token no longer passes the fence; the new one's does.
         with pytest.raises(LeaseLost):
-            await in_tx(store, lambda db: check_lease(db, taken, "hub-a", 1))
-        await in_tx(store, lambda db: check_lease(db, taken, "hub-b", 2))
+            await store.transact(lambda tx: check_lease(tx, taken, "hub-a", 1))
+        await store.transact(lambda tx: check_lease(tx, taken, "hub-b", 2))
 
         # A new process of a hub (its state dir's hub id) takes its leases
         # back at once, expired or not, with new tokens: its previous
         # process, were it still running, no longer passes the fence.
-        await in_tx(store, lambda db: db.execute("UPDATE hub_lease SET expires_at = 0"))
-        back = await in_tx(store, lambda db: renew_and_take(db, "hub-b", "", 30.0, restarted=True))
+        await execute(store, "UPDATE hub_lease SET expires_at = 0")
+        back = await store.transact(
+            lambda tx: renew_and_take(tx, "hub-b", "", 30.0, restarted=True)
+        )
         assert back.held == {dep: token + 1 for dep, token in second.held.items()}
         with pytest.raises(LeaseLost):
-            await in_tx(store, lambda db: check_lease(db, taken, "hub-b", 2))
+            await store.transact(lambda tx: check_lease(tx, taken, "hub-b", 2))
 
         # A hub that stops frees its leases at once.
-        await in_tx(store, lambda db: release_all(db, "hub-b"))
+        await store.transact(lambda tx: release_all(tx, "hub-b"))
         first = await take(store, "hub-a")
         assert set(first.held) == set(deps) and first.hubs == 1
 
 
-async def test_a_role_is_one_hubs_until_it_expires(postgres_server: PostgresServer) -> None:
-    async with await open_store(postgres_server.new_database()) as store:
+async def test_a_role_is_one_hubs_until_it_expires(database: str) -> None:
+    async with await open_store(database) as store:
 
         def hold(hub: str, ttl: float = 30.0) -> Awaitable[bool]:
-            return in_tx(store, lambda db: hold_role(db, "relay", hub, ttl))
+            return store.transact(lambda tx: hold_role(tx, "relay", hub, ttl))
 
         assert await hold("hub-a")
         assert not await hold("hub-b")
         assert await hold("hub-a")  # renewed
-        await in_tx(store, lambda db: db.execute("UPDATE hub_role SET expires_at = 0"))
+        await execute(store, "UPDATE hub_role SET expires_at = 0")
         assert await hold("hub-b")
         assert not await hold("hub-a")
-        rows = await fetch_all(store.db, "SELECT hub_id, token FROM hub_role")
-        assert [tuple(r) for r in rows] == [("hub-b", 2)]
+        assert await rows(store, "SELECT hub_id, token FROM hub_role") == [("hub-b", 2)]
 
 
 async def test_on_postgresql_a_blob_named_again_is_spared_by_collection(
@@ -110,15 +105,12 @@ async def test_on_postgresql_a_blob_named_again_is_spared_by_collection(
 
         async def accept(body: bytes) -> None:
             trigger = Trigger(address="flow@mailrun.local", sender="a@b.c", body=body)
-            await in_tx(store, lambda db: accept_triggers(db, [trigger]))
+            await store.transact(partial(accept_triggers, triggers=[trigger]))
 
         async def settle(*, age: bool) -> None:
-            async def body(db: Connection) -> None:
-                await db.execute("UPDATE workflow_run_dispatch SET status = 'processed'")
-                if age:
-                    await db.execute("UPDATE blob SET created_at = 0")
-
-            await store.transact(body)
+            await execute(store, "UPDATE workflow_run_dispatch SET status = 'processed'")
+            if age:
+                await execute(store, "UPDATE blob SET created_at = 0")
 
         await accept(b"a" * (INLINE_BODY_LIMIT + 1))
         await settle(age=True)
@@ -129,11 +121,11 @@ async def test_on_postgresql_a_blob_named_again_is_spared_by_collection(
         await accept(reused)  # named again, as by another hub: new again
         await settle(age=False)
         assert (await store.transact(collect_blobs)).deleted == 0
-        bodies = await fetch_all(
-            store.db,
+        bodies = await rows(
+            store,
             "SELECT size FROM blob WHERE digest NOT IN (SELECT digest FROM deployment_version)",
         )
-        assert [row[0] for row in bodies] == [len(reused)]
+        assert bodies == [(len(reused),)]
 
 
 async def test_on_postgresql_the_feed_never_passes_a_change_still_being_committed(
@@ -146,7 +138,7 @@ async def test_on_postgresql_the_feed_never_passes_a_change_still_being_committe
     url = postgres_server.new_database()
     async with await open_store(url) as store:
         dep = await deploy(store, "flow")
-        start = await last_change_id(store.db)
+        start = await store.read(last_change_id)
         slow, fast = await asyncpg.connect(url), await asyncpg.connect(url)
         try:
             slow_tx, fast_tx = slow.transaction(), fast.transaction()
@@ -161,11 +153,11 @@ async def test_on_postgresql_the_feed_never_passes_a_change_still_being_committe
             await fast_tx.commit()
 
             async def readable(hold: float = FEED_HOLD) -> list[str]:
-                changes, _ = await read_feed(store.db, start, 100, hold=hold)
+                changes, _ = await read_feed(store, start, 100, hold=hold)
                 return [c.row_id for c in changes]
 
             assert await readable() == []  # start+1 is still open: held
-            assert await feed_start(store.db) <= start
+            assert await feed_start(store) <= start
             await slow_tx.commit()
             assert await readable() == ["dsp_slow", "dsp_fast"]  # in id order, none lost
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hub.store import fetch_all, open_store
-from hub.store.pg import translate
+from hub.store.pg._sql import translate
 from tests.support.postgres import PostgresServer
 
 

@@ -1,5 +1,8 @@
-"""Reads on the shared reader connection: one hop each, so a task reading
-back what it just committed sees it, however many tasks read meanwhile."""
+"""Reads on the shared reader connection: each statement run to its end in
+one call, so a task reading back what it just committed sees it, however
+many tasks read meanwhile. ``store.read`` (a body's statements on the
+reader) and, while code still uses it, the older reader ``store.db`` with
+``fetch_one`` / ``fetch_all`` (one hop each)."""
 
 from __future__ import annotations
 
@@ -10,15 +13,15 @@ import anyio
 import pytest
 
 from hub.store import Store, fetch_all, fetch_one, open_store
+from hub.store.sql import sql
 from tests.support import REPO
+from tests.support.store import execute
 
 pytestmark = pytest.mark.anyio
 
-# Every other aiosqlite read under hub/ is one hop, writer's or reader's: a
-# rule with no exception for the reader to slip through. These files read on
-# the writer only: migrations and schema steps inside SqliteStore.open (before the
-# reader exists).
-TWO_HOPS_ALLOWED = {"hub/store/migrations.py", "hub/store/schema.py"}
+# Every aiosqlite read under hub/ is one hop, writer's or reader's: a rule
+# with no exception for the reader to slip through.
+TWO_HOPS_ALLOWED: set[str] = set()
 
 ROUNDS = 300
 READERS = 4
@@ -26,10 +29,16 @@ READERS = 4
 
 async def _store_with_counter(tmp_path: Path) -> Store:
     store = await open_store(tmp_path / "hub.db")
-    async with store.write() as db:
-        await db.execute("CREATE TABLE counter (n INTEGER NOT NULL)")
-        await db.execute("INSERT INTO counter (n) VALUES (0), (0)")
+    await execute(store, "CREATE TABLE counter (n INTEGER NOT NULL)")
+    await execute(store, "INSERT INTO counter (n) VALUES (0), (0)")
     return store
+
+
+_SET = sql("UPDATE counter SET n = ?")
+_ALL = sql("SELECT n FROM counter")
+_MAX = sql("SELECT MAX(n) FROM counter")
+_MIN = sql("SELECT MIN(n) FROM counter")
+_BOTH = sql("SELECT n, n + 1 AS m FROM counter")
 
 
 async def test_a_statement_left_open_on_the_reader_hides_later_commits(tmp_path: Path) -> None:
@@ -38,8 +47,7 @@ async def test_a_statement_left_open_on_the_reader_hides_later_commits(tmp_path:
     (``in_transaction`` stays False all along: it only sees explicit BEGINs.)"""
     async with await _store_with_counter(tmp_path) as store:
         async with store.db.execute("SELECT n FROM counter") as held:
-            async with store.write() as db:
-                await db.execute("UPDATE counter SET n = 1")
+            await execute(store, "UPDATE counter SET n = 1")
             stale = await fetch_all(store.db, "SELECT n FROM counter")
             assert [row["n"] for row in stale] == [0, 0]
             assert not store.db.in_transaction
@@ -56,6 +64,9 @@ async def test_rows_keep_the_stores_row_factory(tmp_path: Path) -> None:
         assert await fetch_one(store.db, "SELECT n FROM counter WHERE n = ?", (7,)) is None
         named = await fetch_all(store.db, "SELECT n FROM counter WHERE n = :n", {"n": 0})
         assert len(named) == 2
+        row = await store.read(lambda tx: tx.fetch_one(_BOTH))
+        assert row is not None
+        assert (row["n"], row["m"], row[1], list(row.keys())) == (0, 1, 1, ["n", "m"])
 
 
 @pytest.mark.slow  # a stress: many commits under concurrent readers
@@ -68,20 +79,24 @@ async def test_a_read_back_sees_its_own_commit_while_others_read(tmp_path: Path)
 
         async def read_forever() -> None:
             while True:
+                # Both readers: the older one's hops, and the store's reads.
                 await fetch_all(store.db, "SELECT n FROM counter")
+                await store.read(lambda tx: tx.fetch_all(_ALL))
                 await fetch_one(store.db, "SELECT MAX(n) FROM counter")
+                await store.read(lambda tx: tx.fetch_one(_MAX))
 
         async with anyio.create_task_group() as tg:
             for _ in range(READERS):
                 tg.start_soon(read_forever)
             for n in range(1, ROUNDS + 1):
-                async with store.write() as db:
-                    await db.execute("UPDATE counter SET n = ?", (n,))
-                row = await fetch_one(store.db, "SELECT MIN(n) FROM counter")
-                assert row is not None
+                await store.transact(lambda tx, n=n: tx.execute(_SET, (n,)))
+                row = await store.read(lambda tx: tx.fetch_one(_MIN))
+                old = await fetch_one(store.db, "SELECT MIN(n) FROM counter")
+                assert row is not None and old is not None
                 seen.append((n, row[0]))
+                seen.append((n, old[0]))
             tg.cancel_scope.cancel()
-    assert len(seen) == ROUNDS
+    assert len(seen) == 2 * ROUNDS
     assert [(n, read) for n, read in seen if read != n] == []
 
 

@@ -8,49 +8,15 @@ from typing import Any
 
 import pytest
 
-from hub import MigrationError, pending_migrations
+from hub import MigrationError, StoreConflict, pending_migrations
 from hub.store import open_store
 from hub.store.migrations import LATEST
+from hub.store.sql import Tx, sql
+from tests.legacy.v1fixture import HUB_DDL
 from tests.support.sqlite import dump
+from tests.support.store import execute
 
 pytestmark = pytest.mark.anyio
-
-# Release 1's hub.db, verbatim from docs/design.md section 6: the test builds it by hand
-# so that migration 2 is checked against the spec, not against our copy.
-V1_DDL = """
-CREATE TABLE schema_version (version INTEGER NOT NULL);
-CREATE TABLE deployment (
-  id          TEXT PRIMARY KEY,
-  name        TEXT NOT NULL,
-  address     TEXT NOT NULL UNIQUE,
-  public_key  TEXT NOT NULL UNIQUE,
-  sources     TEXT NOT NULL,
-  created_at  REAL NOT NULL
-);
-CREATE TABLE workflow_run (
-  id            TEXT PRIMARY KEY,
-  deployment_id TEXT NOT NULL REFERENCES deployment(id),
-  parent_run_id TEXT,
-  status        TEXT NOT NULL,
-  result        TEXT,
-  error         TEXT,
-  created_at    REAL NOT NULL,
-  updated_at    REAL NOT NULL
-);
-CREATE TABLE workflow_run_dispatch (
-  id            TEXT PRIMARY KEY,
-  deployment_id TEXT NOT NULL,
-  address       TEXT NOT NULL,
-  kind          TEXT NOT NULL,
-  message_id    TEXT,
-  sender        TEXT,
-  subject       TEXT,
-  body          BLOB,
-  status        TEXT NOT NULL,
-  created_at    REAL NOT NULL
-);
-INSERT INTO schema_version VALUES (1);
-"""
 
 LIVE = "dep_" + "a" * 26  # live, one mail run with three dispatches and a child run
 GONE = "dep_" + "b" * 26  # deleted in release 1
@@ -60,7 +26,8 @@ SOURCES = '{"entrypoint": "%s", "files": {"x.py": "async def main(ctx, item): pa
 
 def build_v1(path: Path) -> None:
     db = sqlite3.connect(path)
-    db.executescript(V1_DDL)
+    db.executescript(HUB_DDL)  # release 1's DDL, as LEGACY-V1.md fixes it
+    db.execute("INSERT INTO schema_version VALUES (1)")
     for dep, name, entry, created in (
         (LIVE, "alpha", "x:main", 10.0),
         (GONE, "beta", "x:run", 11.0),
@@ -126,6 +93,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0012_raw_message",
         "0013_hub_leases",
         "0014_inline_digest",
+        "0015_lease_tables",
     ]
     assert not path.exists()  # checking does not create it
     store = await open_store(path)
@@ -159,6 +127,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0012_raw_message",
         "0013_hub_leases",
         "0014_inline_digest",
+        "0015_lease_tables",
     ]
     store = await open_store(path)
     await store.aclose()
@@ -204,19 +173,19 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
     before = dump(path)
     store = await open_store(path)
     assert await pending_migrations(path) == []
-    async with store.write() as db:
-        await db.execute(
+    await execute(
+        store,
+        "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
+        " created_at) VALUES ('dep_new', 'beta', 'beta@mailrun.local', 'pk-new', '{}',"
+        " 'flow:main', 30.0)",
+    )
+    with pytest.raises(StoreConflict):
+        await execute(
+            store,
             "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
-            " created_at) VALUES ('dep_new', 'beta', 'beta@mailrun.local', 'pk-new', '{}',"
-            " 'flow:main', 30.0)"
+            " created_at) VALUES ('dep_dup', 'alpha', 'alpha@mailrun.local', 'pk-dup', '{}',"
+            " 'flow:main', 30.0)",
         )
-    with pytest.raises(sqlite3.IntegrityError):
-        async with store.write() as db:
-            await db.execute(
-                "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
-                " created_at) VALUES ('dep_dup', 'alpha', 'alpha@mailrun.local', 'pk-dup', '{}',"
-                " 'flow:main', 30.0)"
-            )
     await store.aclose()
     added = sorted(set(dump(path)) - set(before))
     assert len(dump(path)) == len(before) + len(added)
@@ -232,13 +201,13 @@ async def test_a_second_top_level_run_fails_loudly(tmp_path: Path) -> None:
     path = tmp_path / "hub.db"
     build_v1(path)
     async with await open_store(path) as store:
-        with pytest.raises(sqlite3.IntegrityError):
-            async with store.write() as db:
-                await db.execute(
-                    "INSERT INTO workflow_run (id, deployment_id, is_top_level, status,"
-                    " created_at, updated_at) VALUES ('run_x', ?, 1, 'running', 1, 1)",
-                    (LIVE,),
-                )
+        with pytest.raises(StoreConflict):
+            await execute(
+                store,
+                "INSERT INTO workflow_run (id, deployment_id, is_top_level, status,"
+                " created_at, updated_at) VALUES ('run_x', ?, 1, 'running', 1, 1)",
+                LIVE,
+            )
         assert rows(path, "SELECT COUNT(*) AS n FROM workflow_run WHERE id = 'run_x'") == [{"n": 0}]
 
 
@@ -254,23 +223,34 @@ async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
         await open_store(path)
 
 
-async def test_write_rolls_back_and_reads_see_only_commits(tmp_path: Path) -> None:
-    async with await open_store(tmp_path / "hub.db") as store:
+_INSERT = sql(
+    "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
+    " created_at) VALUES (?, ?, ?, ?, '{}', 'flow:main', 1)"
+)
+_NAMES = sql("SELECT name FROM deployment ORDER BY name")
+
+
+async def test_a_transaction_rolls_back_and_reads_see_only_commits(tmp_path: Path) -> None:
+    path = tmp_path / "hub.db"
+    async with await open_store(path) as store:
 
         async def names() -> list[str]:
-            async with store.db.execute("SELECT name FROM deployment ORDER BY name") as cur:
-                return [r[0] for r in await cur.fetchall()]
+            return [r[0] for r in await store.read(lambda tx: tx.fetch_all(_NAMES))]
 
-        insert = (
-            "INSERT INTO deployment (id, name, address, public_key, sources, entrypoint,"
-            " created_at) VALUES (?, ?, ?, ?, '{}', 'flow:main', 1)"
-        )
+        def failing(tx: Tx) -> None:
+            tx.execute(_INSERT, ("dep_1", "one", "one@x", "pk1"))
+            raise RuntimeError("boom")
+
         with pytest.raises(RuntimeError):
-            async with store.write() as db:
-                await db.execute(insert, ("dep_1", "one", "one@x", "pk1"))
-                raise RuntimeError("boom")
+            await store.transact(failing)
         assert await names() == []
-        async with store.write() as db:
-            await db.execute(insert, ("dep_2", "two", "two@x", "pk2"))
-            assert await names() == []  # not committed yet: the reader cannot see it
+        seen: list[list[dict[str, object]]] = []
+
+        def insert(tx: Tx) -> None:
+            tx.execute(_INSERT, ("dep_2", "two", "two@x", "pk2"))
+            # Not committed yet: another connection (as the reader is) sees nothing.
+            seen.append(rows(path, "SELECT name FROM deployment"))
+
+        await store.transact(insert)
+        assert seen == [[]]
         assert await names() == ["two"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -147,9 +148,8 @@ async def test_a_versions_sources_go_only_to_its_own_deployments_sidecar(tmp_pat
     )
     async with running_hub(tmp_path) as hub:
         owner, other = await deploy(hub.store, "owner"), await deploy(hub.store, "other")
-        async with hub.store.write() as db:
-            await add_version(db, owner.id, sources)
-        [rollout] = await pending_rollouts(hub.store.db)
+        await hub.store.transact(partial(add_version, deployment_id=owner.id, sources=sources))
+        [rollout] = await hub.store.read(pending_rollouts)
         digest = rollout.code.digest
         mine = Sidecar(hub, owner)
         assert isinstance(await mine.hello(), Welcome)

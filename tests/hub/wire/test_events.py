@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -134,10 +135,12 @@ async def test_a_gate_makes_the_run_wait_its_decision_resumes_it_and_steps_order
         assert isinstance(await send(car, asked, processed(r1, step=1, seen=1)), EventsAck)
         assert (await run_row(hub, r1.run_id))["status"] == "waiting"
         (held,) = await accept(hub, car.dep, [b"held"])
-        async with hub.store.write() as db:
-            (decision,), _ = await accept_triggers(
-                db, [Trigger(kind="approval", approval_id=approval_id, decision="approve")]
+        (decision,), _ = await hub.store.transact(
+            partial(
+                accept_triggers,
+                triggers=[Trigger(kind="approval", approval_id=approval_id, decision="approve")],
             )
+        )
         assert isinstance(decision, Accepted) and decision.seq > held.seq
         # Still waiting until the decision is processed.
         assert (await run_row(hub, r1.run_id))["status"] == "waiting"
@@ -281,15 +284,13 @@ async def test_a_child_takes_no_trigger_before_its_start_item(tmp_path: Path) ->
         car, (r1,) = await owned(hub, 1)
         child = await mint(car, r1.run_id, "spawn-1")
         early = Trigger(deployment_id=car.dep.id, run_id=child, kind="signal", subject="early")
-        async with hub.store.write() as db:
-            (refused,), _ = await accept_triggers(db, [early])
+        (refused,), _ = await hub.store.transact(partial(accept_triggers, triggers=[early]))
         assert isinstance(refused, Rejected) and refused.reason == "run_not_started"
         started = ChildRunStarted(
             event_id=new_id("evt"), run_id=r1.run_id, child_run_id=child, entrypoint="flow:c"
         )
         assert isinstance(await send(car, started), EventsAck)
-        async with hub.store.write() as db:
-            (accepted,), _ = await accept_triggers(db, [early])
+        (accepted,), _ = await hub.store.transact(partial(accept_triggers, triggers=[early]))
         assert isinstance(accepted, Accepted)
         kinds = await hub.all(
             "SELECT kind FROM workflow_run_dispatch WHERE run_id = ? ORDER BY seq", child
@@ -398,8 +399,8 @@ async def test_mail_sent_under_a_reused_message_id_is_dead_lettered(tmp_path: Pa
             event_id=new_id("evt"), run_id=r1.run_id, to=target.address, subject="hi", body=b"x"
         )
         squat = Trigger(address=target.address, message_id=mail.event_id, subject="hi", body=b"x")
-        async with hub.store.write() as db:  # the same id, taken first by another sender
-            (taken,), _ = await accept_triggers(db, [squat])
+        # The same id, taken first by another sender.
+        (taken,), _ = await hub.store.transact(partial(accept_triggers, triggers=[squat]))
         assert isinstance(taken, Accepted)
         later = MailSent(
             event_id=new_id("evt"), run_id=r1.run_id, to=target.address, subject="ok", body=b"y"

@@ -1,7 +1,7 @@
 """What a RunEvents frame's body accepts and records in its own transaction:
 its runs' mail and items (``accept_triggers``) and their outgoing mail
 (``record_outbound``), alike on SQLite and PostgreSQL (``hub.store``'s
-``accept_in``, ``record_outbound_in``)."""
+``accept_triggers``, ``record_outbound``)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from hub.store import (
     Rejected,
     Trigger,
     Tx,
-    accept_in,
+    accept_triggers,
     open_store,
-    record_outbound_in,
+    record_outbound,
 )
 from hub.store.sql import sql
 from runtime import Reason
@@ -56,9 +56,9 @@ async def test_mail_and_outgoing_mail_are_taken_inside_a_body(
         )
 
         def body(tx: Tx) -> tuple[list[object], set[str], int, int]:
-            outcomes, woken = accept_in(tx, mail)
-            recorded = record_outbound_in(tx, [away], OutboundStatus.NO_RELAY)
-            again = record_outbound_in(tx, [away], OutboundStatus.NO_RELAY)
+            outcomes, woken = accept_triggers(tx, mail)
+            recorded = record_outbound(tx, [away], OutboundStatus.NO_RELAY)
+            again = record_outbound(tx, [away], OutboundStatus.NO_RELAY)
             return list(outcomes), woken, recorded, again
 
         outcomes, woken, recorded, again = await store.transact(body)

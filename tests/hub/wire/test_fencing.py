@@ -18,12 +18,12 @@ from hub.store import (
     LeaseToken,
     Store,
     Trigger,
+    Tx,
     accept_triggers,
     open_store,
     record_answers,
 )
 from hub.store.sql import sql
-from runtime import Connection
 from tests.support.postgres import PostgresServer
 from tests.support.wire import deploy
 
@@ -36,8 +36,8 @@ _LEASE = sql(
 
 
 async def _accepted(store: Store, address: str) -> Accepted:
-    async def body(db: Connection) -> Accepted:
-        (accepted,), _ = await accept_triggers(db, [Trigger(address=address, body=b"x")])
+    def body(tx: Tx) -> Accepted:
+        (accepted,), _ = accept_triggers(tx, [Trigger(address=address, body=b"x")])
         assert isinstance(accepted, Accepted)
         return accepted
 

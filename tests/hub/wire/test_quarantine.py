@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ async def test_a_quarantined_envelope_cancels_its_dispatch_and_is_counted_once(
         ]
         kept = await hub.one("SELECT run_id, kind FROM run_event WHERE id = ?", event.event_id)
         assert (kept["run_id"], kept["kind"]) == (r2.run_id, "EnvelopeQuarantined")
-        assert (await get_deployment(hub.store.db, car.dep.id)).quarantined == 1
+        assert (await hub.store.read(partial(get_deployment, key=car.dep.id))).quarantined == 1
 
         # The seqs after it are applied as usual, and the floor passes it.
         later = DispatchProcessed(
@@ -82,7 +83,7 @@ async def test_quarantine_counts_are_per_deployment_and_foreign_dispatches_are_n
             "SELECT status FROM workflow_run_dispatch WHERE id = ?", theirs.dispatch_id
         )
         assert row["status"] == "reserved"
-        counts = {d.name: d.quarantined for d in await list_deployments(hub.store.db)}
+        counts = {d.name: d.quarantined for d in await hub.store.read(list_deployments)}
         assert counts == {"mine": 1, "other": 0}
         letters = await hub.all("SELECT source, reason FROM dead_letter ORDER BY id")
         assert [r["source"] for r in letters] == ["quarantine", "events"]

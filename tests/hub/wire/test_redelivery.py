@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -252,8 +253,7 @@ async def test_a_run_waiting_on_an_approval_keeps_its_deliveries(
         decision = Trigger(
             deployment_id=held.dep.id, run_id=gated.run_id, kind="approval", subject="approve"
         )
-        async with hub.store.write() as db:
-            (accepted,), woken = await accept_triggers(db, [decision])
+        (accepted,), woken = await hub.store.transact(partial(accept_triggers, triggers=[decision]))
         hub.wire.on_accepted(woken)
         assert isinstance(accepted, Accepted)
         await wait_for(lambda: sent(held_inbox)[accepted.dispatch_id] >= 2)

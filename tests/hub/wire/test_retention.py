@@ -4,6 +4,7 @@ no memory kept for a deleted deployment."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -120,8 +121,9 @@ async def test_an_applied_dispatch_keeps_its_body_while_its_history_does_and_its
             )
 
         async def submit(body: bytes, message_id: str = "m-1") -> Accepted | Rejected:
-            async with hub.store.write() as db:
-                [outcome], _ = await accept_triggers(db, [mail(body, message_id)])
+            [outcome], _ = await hub.store.transact(
+                partial(accept_triggers, triggers=[mail(body, message_id)])
+            )
             return outcome
 
         async def process(receipt: Accepted) -> None:
@@ -144,7 +146,7 @@ async def test_an_applied_dispatch_keeps_its_body_while_its_history_does_and_its
         assert (kept["status"], kept["body"], kept["body_size"]) == ("processed", body, 30_000)
         assert str(kept["digest"]).startswith("sha256:")
         assert kept["body_digest"] is None  # the claim checks' column, and its index
-        view = await get_dispatch(hub.store.db, first.dispatch_id)
+        view = await hub.store.read(partial(get_dispatch, dispatch_id=first.dispatch_id))
         assert view.body_digest == kept["digest"]  # GET /dispatches/{id} shows it as before
         later: list[Accepted] = []
         for n in (2, 3):  # two more items push the first one's event out of the history

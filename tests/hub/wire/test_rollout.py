@@ -3,6 +3,7 @@ loaded it; refused with the sidecar's reason; waits for a sidecar to come."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -19,14 +20,12 @@ V2 = Sources(entrypoint="flow:main", files={"flow.py": "async def main(ctx, item
 
 
 async def statuses(hub: Hub, dep_id: str) -> list[tuple[int, str, bool, str | None]]:
-    return [
-        (v.version, v.status, v.active, v.error) for v in await list_versions(hub.store.db, dep_id)
-    ]
+    found = await hub.store.read(partial(list_versions, deployment_id=dep_id))
+    return [(v.version, v.status, v.active, v.error) for v in found]
 
 
 async def ask(hub: Hub, dep_id: str) -> None:
-    async with hub.store.write() as db:
-        await add_version(db, dep_id, V2)
+    await hub.store.transact(partial(add_version, deployment_id=dep_id, sources=V2))
     hub.wire.on_rollout(dep_id)
 
 
