@@ -258,7 +258,6 @@ ENVIRONMENT_READERS = ("hub.cli", "sidecar.__main__")
 # Not yet: each named with why it still reads the environment itself.
 ENVIRONMENT_READERS_FOR_NOW = {
     "runtime._failpoints": "MAILRUN_FAILPOINTS, read at import: to be reconciled with settings",
-    "runtime._sqlite": "MAILRUN_SQLITE_SYNCHRONOUS at each connect: the settings carry it already",
     "hub.api.routes.scratch": "the replay's scratch process gets a sidecar's environment",
     "sidecar.replay._run": "python -m sidecar.replay, a process of its own: its start",
 }

@@ -52,18 +52,6 @@ ROOMS = ("hub/store/", "sidecar/storage/")
 SETTINGS_ROOM = "runtime/sqlite/"
 """Where pragmas and transaction control may be, and nothing else."""
 
-# Modules that hold SQL today and move to their room on other branches. The
-# lead empties this set as those land: an entry that holds no SQL any more,
-# or no longer exists, fails below, so none lingers.
-MOVING = frozenset(
-    {
-        # the older transaction helpers, superseded by runtime/sqlite: deleted
-        # once neither the hub nor the sidecar uses them
-        "runtime/_sqlite.py",
-        "runtime/_transact.py",
-    }
-)
-
 
 def strings(tree: ast.AST) -> Iterator[tuple[int, str]]:
     """Each string constant of ``tree`` (line, text); an f-string whole,
@@ -137,13 +125,8 @@ def misplaced(module: str) -> list[str]:
 
 
 def test_no_sql_outside_the_store_rooms() -> None:
-    found = [line for module in modules() if module not in MOVING for line in misplaced(module)]
+    found = [line for module in modules() for line in misplaced(module)]
     assert found == [], "SQL outside the store rooms:\n" + "\n".join(found)
-
-
-def test_every_module_still_moving_holds_sql() -> None:
-    stale = [m for m in sorted(MOVING) if not (REPO / m).exists() or not misplaced(m)]
-    assert stale == [], f"no SQL left in these (take them out of MOVING): {stale}"
 
 
 @pytest.mark.parametrize(

@@ -116,9 +116,6 @@ from .queries import list_deployments as list_deployments
 from .queries import list_dispatches as list_dispatches
 from .queries import list_runs as list_runs
 from .queries import resolve_deployment as resolve_deployment
-from .reads import fetch_all as fetch_all
-from .reads import fetch_one as fetch_one
-from .reads import run_in as run_in
 from .relaying import DueMail as DueMail
 from .relaying import defer as defer
 from .relaying import due_mail as due_mail
@@ -261,8 +258,6 @@ __all__ = [
     "due_mail",
     "event_run",
     "feed_start",
-    "fetch_all",
-    "fetch_one",
     "find_overdue",
     "finish_rollout",
     "finish_run",
@@ -323,7 +318,6 @@ __all__ = [
     "request_rollout",
     "resolve_deployment",
     "resolve_producer",
-    "run_in",
     "schema_version",
     "settle_at_boot",
     "share_health",

@@ -14,10 +14,7 @@ a read running while some task holds a write transaction open never
 observes that transaction's rows: :meth:`SqliteStore.read` runs a read's
 body on it, on the loop's thread (a ``heavy`` one on a worker thread), each
 statement run to its end, so no read snapshot lingers for another task to
-read in. ``store.db`` (an aiosqlite connection, with ``fetch_one`` /
-``fetch_all`` in ``reads.py``) and :meth:`SqliteStore.write` (a transaction
-whose statements are awaited one by one) are the older forms, left while
-code outside the store moves to the new one.
+read in.
 
 Opening the store migrates the file on the writer, each migration a plain
 function run in its own transaction (``migrations.py``), before the reader
@@ -27,22 +24,13 @@ opens; reading a file's version without opening it is :func:`read_version`.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Coroutine
-from contextlib import asynccontextmanager, suppress
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import aiosqlite
 import anyio
 
-from runtime import (
-    Body,
-    Direct,
-    TransactionFailed,
-    connect_sqlite,
-    drive,
-)
+from runtime import TransactionFailed
 from runtime.sqlite import Database, Synchronous, release_free_pages
 
 from .._errors import MigrationError, StoreUnavailable
@@ -56,31 +44,14 @@ T = TypeVar("T")
 DEFAULT_BUSY_TIMEOUT = 5.0
 
 
-async def _old_reader(path: Path, busy_timeout: float) -> aiosqlite.Connection:
-    """TRANSITIONAL: ``store.db``, the older reader."""
-    db = await connect_sqlite(path)
-    try:
-        db.row_factory = sqlite3.Row
-        await db.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
-        await db.execute("PRAGMA query_only = ON")
-    except BaseException:
-        await db.close()
-        raise
-    return db
-
-
 class SqliteStore(Store):
     """The hub database in a SQLite file. Use :meth:`open` (or ``open_store``)."""
 
     dialect = "sqlite"
     shared = False
 
-    def __init__(
-        self, path: Path, writer: Database, reader: Database, old_reader: aiosqlite.Connection
-    ) -> None:
+    def __init__(self, path: Path, writer: Database, reader: Database) -> None:
         self.path = self._file = path
-        self.db = old_reader
-        self._old_reader = old_reader
         self._reader = reader
         self._writer = writer
 
@@ -107,15 +78,10 @@ class SqliteStore(Store):
             reader = await Database.open(
                 path, busy_timeout=busy_timeout, synchronous=None, query_only=True
             )
-            try:
-                old_reader = await _old_reader(path, busy_timeout)
-            except BaseException:
-                await reader.aclose()
-                raise
         except BaseException:
             await writer.aclose()
             raise
-        return cls(path, writer, reader, old_reader)
+        return cls(path, writer, reader)
 
     def blob_reader(self) -> BlobReader:
         return SqliteBlobReader(self._file)
@@ -130,52 +96,18 @@ class SqliteStore(Store):
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
-            await self._old_reader.close()
             await self._reader.aclose()
             await self._writer.aclose()
 
-    async def _transact(self, body: TxBody[T], *, durable: bool, heavy: bool) -> T:
+    async def transact(self, body: TxBody[T], *, durable: bool = True, heavy: bool = False) -> T:
         # runtime.sqlite's Database.transact, which says where it runs.
         try:
             return await self._writer.transact(partial(_body, body), durable=durable, heavy=heavy)
         except TransactionFailed as exc:
             raise StoreUnavailable(str(exc)) from exc
 
-    async def _transact_old(self, body: Body[T], *, durable: bool, heavy: bool) -> T:
-        try:
-            return await self._writer.transact(
-                partial(_old_body, body), durable=durable, heavy=heavy
-            )
-        except TransactionFailed as exc:
-            raise StoreUnavailable(str(exc)) from exc
-
     async def read(self, body: TxBody[T], *, heavy: bool = False) -> T:
         return await self._reader.read(partial(_body, body), heavy=heavy)
-
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[Direct]:
-        """One write transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT``, its
-        statements awaited one by one on the loop (prefer :meth:`transact`).
-
-        Any exception (including cancellation) rolls back. Failure to begin
-        or to commit is raised as :class:`StoreUnavailable`, so a caller
-        never mistakes an uncommitted change for a committed one.
-        """
-        async with self._writer.hold() as conn:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(f"cannot begin a write transaction: {exc}") from exc
-            try:
-                yield _OldConnection(conn)
-            except BaseException:
-                _rollback(conn)
-                raise
-            try:
-                conn.execute("COMMIT")
-            except sqlite3.Error as exc:
-                _rollback(conn)
-                raise StoreUnavailable(f"commit failed: {exc}") from exc
 
 
 async def _migrate(writer: Database, path: Path, on_step: OnStep | None) -> None:
@@ -217,26 +149,5 @@ async def pending_migrations(path: Path) -> list[str]:
     return migrations_after(version)
 
 
-class _OldConnection(Direct):
-    """TRANSITIONAL: an older body's connection, on which a new body's
-    function runs too (``reads.run_in``), in the same transaction."""
-
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        super().__init__(conn)
-        self.tx = SqliteTx(conn)
-
-
 def _body(body: TxBody[T], conn: sqlite3.Connection) -> T:
     return body(SqliteTx(conn))
-
-
-def _old_body(body: Body[T], conn: sqlite3.Connection) -> T:
-    coro: Coroutine[Any, Any, T] = body(_OldConnection(conn))
-    return drive(coro)
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    # A failed ROLLBACK means SQLite already rolled the transaction back.
-    if conn.in_transaction:
-        with suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
