@@ -78,7 +78,6 @@ from .history import RunHistory as RunHistory
 from .history import read_history as read_history
 from .identities import give_nats_identities as give_nats_identities
 from .leases import LeaseRound as LeaseRound
-from .leases import check_lease as check_lease
 from .leases import hold_role as hold_role
 from .leases import release_all as release_all
 from .leases import renew_and_take as renew_and_take
@@ -243,7 +242,6 @@ __all__ = [
     "cancel_quarantined",
     "change_views",
     "check_fence",
-    "check_lease",
     "collect_blobs",
     "commit_claim",
     "count_by_status",

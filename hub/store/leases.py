@@ -5,9 +5,9 @@ deployment's dispatches and takes its sidecar's requests: the hub holding
 the deployment's lease, a row of ``hub_lease`` (migration 13; on SQLite
 the tables exist too, from migration 15, and stay empty: one file has one
 hub). A lease lasts ``ttl`` seconds past its last renewal; ``token`` grows
-by one at every change of holder, and every delivery write checks it
-(:func:`check_lease`), so a hub that lost its lease (paused past the ttl,
-cut off) changes nothing any more even before it notices.
+by one at every change of holder, and every delivery write checks it (the
+fence, ``sessions/fencing.py``), so a hub that lost its lease (paused past
+the ttl, cut off) changes nothing any more even before it notices.
 
 A role (``hub_role``) is a lease on a job only one hub may do at a time,
 whichever: the outbound relay (``relay``), which must never send a mail
@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .._errors import LeaseLost
 from .sql import Statement, Tx, sql
 
 LEASES_SCHEMA = """
@@ -122,12 +121,6 @@ _HELD = _clocked(
 _EXPIRE_LEASES = _clocked("UPDATE hub_lease SET expires_at = {now} - 1 WHERE hub_id = ?")
 _EXPIRE_ROLES = _clocked("UPDATE hub_role SET expires_at = {now} - 1 WHERE hub_id = ?")
 _GONE = sql("DELETE FROM hub_node WHERE id = ?")
-# The row stays locked until the transaction ends (SQLite's BEGIN IMMEDIATE
-# holds the whole file anyway).
-_CHECK = sql(
-    "SELECT hub_id, token FROM hub_lease WHERE deployment_id = ?",
-    postgres="SELECT hub_id, token FROM hub_lease WHERE deployment_id = ? FOR UPDATE",
-)
 
 
 @dataclass(frozen=True)
@@ -195,13 +188,3 @@ def release_all(tx: Tx, hub_id: str) -> None:
     tx.execute(_EXPIRE_LEASES, (hub_id,))
     tx.execute(_EXPIRE_ROLES, (hub_id,))
     tx.execute(_GONE, (hub_id,))
-
-
-def check_lease(tx: Tx, deployment_id: str, hub_id: str, token: int) -> None:
-    """Inside a write transaction: raise ``LeaseLost`` unless this hub
-    still holds the deployment's lease with ``token``. The row is locked
-    until the transaction ends, so the lease cannot change hands before the
-    write it guards commits."""
-    row = tx.fetch_one(_CHECK, (deployment_id,))
-    if row is None or row[0] != hub_id or int(row[1]) != token:
-        raise LeaseLost(f"{deployment_id}: lease {token} of {hub_id} is no longer held")
