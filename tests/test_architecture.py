@@ -27,14 +27,6 @@ MAX_FLAT_HUB_MODULES = 10
 MIN_HUB_ROOMS = 3
 MAX_MODULES_A_FOLDER = 12
 
-# Folders over MAX_MODULES_A_FOLDER while they are being grouped into rooms:
-# each entry goes when its folder is regrouped; the list is to end up empty.
-CROWDED_FOR_NOW = frozenset(
-    {
-        "hub/store",
-    }
-)
-
 Graph = dict[str, set[str]]
 
 
@@ -173,7 +165,7 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     assert "runtime._failpoints" in edges["runtime.testing._failpoints"]  # from .. import mod
     assert "hub.store" in edges["hub.wire.service"]  # a room, through its package
     assert "hub.up.nats" in edges["hub.up.supervisor"]  # inside a function
-    assert "hub.store.db" in edges["hub.store"]  # a package re-exporting its module
+    assert "hub.store.base" in edges["hub.store"]  # a package re-exporting its module
     assert "hub.cli" in edges["hub.__main__"]  # hub.cli's main, not the module hub.cli.main
 
 
@@ -202,7 +194,7 @@ def test_runtime_imports_neither_hub_nor_sidecar() -> None:
 
 
 def room(module: str) -> str:
-    """``hub.store.db`` -> ``hub.store``; a module at a package's top is its own."""
+    """``hub.store.opening`` -> ``hub.store``; a module at a package's top is its own."""
     return ".".join(module.split(".")[:2])
 
 
@@ -241,7 +233,7 @@ def test_rooms_are_entered_through_their_package() -> None:
 def test_a_room_entered_past_its_package_is_caught() -> None:
     edges = {
         "hub.api.mail": {"hub.store", "hub.api._limits"},  # its package; its own room
-        "hub.wire.service": {"hub.store.db"},  # past hub.store
+        "hub.wire.service": {"hub.store.opening"},  # past hub.store
         "runtime.testing._memory": {"runtime.transport._subjects", "runtime._errors"},
         "hub._server": {"hub.api.mail"},  # a module at the top is no room of hub.api
         "hub.store.delivery.sending": {
@@ -257,7 +249,7 @@ def test_a_room_entered_past_its_package_is_caught() -> None:
         "hub._server -> hub.api.mail",
         "hub.store -> hub.store.delivery.blobs",
         "hub.store.delivery.sending -> hub.store.sessions.fencing",
-        "hub.wire.service -> hub.store.db",
+        "hub.wire.service -> hub.store.opening",
         "runtime.testing._memory -> runtime.transport._subjects",
     ]
 
@@ -341,7 +333,7 @@ def crowded(found: dict[str, list[str]]) -> list[str]:
         f"{folder}/ holds {len(modules)} modules (at most {MAX_MODULES_A_FOLDER}): "
         "group them by concern into sub-packages"
         for folder, modules in sorted(found.items())
-        if len(modules) > MAX_MODULES_A_FOLDER and folder not in CROWDED_FOR_NOW
+        if len(modules) > MAX_MODULES_A_FOLDER
     ]
 
 
@@ -350,17 +342,10 @@ def test_no_folder_holds_more_than_a_dozen_modules() -> None:
     assert found == [], "\n".join(found)
 
 
-def test_a_crowded_folder_is_named_unless_it_is_on_the_list() -> None:
+def test_a_crowded_folder_is_named() -> None:
     modules = [f"m{i}.py" for i in range(MAX_MODULES_A_FOLDER + 1)]
-    found = {"runtime": modules, "hub/store": modules, "hub/up": modules[:-1]}
+    found = {"runtime": modules, "hub/up": modules[:-1]}
     assert crowded(found) == [
         f"runtime/ holds 13 modules (at most {MAX_MODULES_A_FOLDER}): "
         "group them by concern into sub-packages"
     ]
-
-
-def test_the_list_of_crowded_folders_names_only_crowded_folders() -> None:
-    # A folder regrouped comes off the list, so that it stays regrouped.
-    found = folders()
-    relieved = sorted(f for f in CROWDED_FOR_NOW if len(found.get(f, [])) <= MAX_MODULES_A_FOLDER)
-    assert relieved == [], f"no longer crowded: remove {relieved} from CROWDED_FOR_NOW"

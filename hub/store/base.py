@@ -1,6 +1,6 @@
 """What every hub store offers, whichever database is under it.
 
-Two implementations: :class:`~hub.store.db.SqliteStore` (a file in the
+Two implementations: :class:`~hub.store.sqlite.SqliteStore` (a file in the
 state dir, the default) and ``hub.store.pg.PgStore`` (``--database
 postgresql://...``); :func:`~hub.store.opening.open_store` picks one by
 its target. Store code never asks which one it has: a statement that the
@@ -37,8 +37,8 @@ class Store(ABC):
     """Whether the database is a server that other hubs may write at the same
     time (PostgreSQL), not one file one hub holds (SQLite). Two behaviours,
     not spellings, follow from it: the change feed's ids may become visible
-    out of order (``changes.read_feed``), and another hub may be collecting
-    a blob while this one names it again (``hub/wire/blobs.py``'s grace)."""
+    out of order (``feed``'s ``read_feed``), and another hub may be collecting
+    a blob while this one names it again (``delivery/blobs.py``'s grace)."""
     path: Path | None
     """The SQLite file; None for a server database."""
 

@@ -6,7 +6,7 @@ resets its delivered dispatches for the new owner; a write under the old
 epoch (an ack, an event, a mint) must then change nothing. With several
 hubs on one PostgreSQL, a hub that lost a deployment's lease (paused past
 its life, cut off) must change nothing either, even before it notices
-(``hub.store.leases``): the lease row is locked until the write it guards
+(``leases.py``): the lease row is locked until the write it guards
 commits, so the lease cannot change hands in between. Both checks run
 inside the guarded write's own transaction.
 """

@@ -19,8 +19,7 @@ import pytest
 from hub import Acceptor, Store
 from hub.api import bind_socket
 from hub.smtp import PASSWORD_ENV, USER_ENV, SmtpConfig, SmtpServer, smtp_config
-from hub.store import Accepted, Trigger, delete_deployment, open_store
-from hub.store.deployments import create_deployment
+from hub.store import Accepted, Trigger, create_deployment, delete_deployment, open_store
 from hub.store.sql import sql
 from runtime.testing import configure_failpoints
 from tests.support import wait_for

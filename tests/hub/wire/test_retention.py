@@ -10,9 +10,14 @@ from pathlib import Path
 import pytest
 
 from hub._errors import UnknownSession
-from hub.store import get_dispatch
-from hub.store.accept import Accepted, Rejected, Trigger, accept_triggers
-from hub.store.deployments import delete_deployment
+from hub.store import (
+    Accepted,
+    Rejected,
+    Trigger,
+    accept_triggers,
+    delete_deployment,
+    get_dispatch,
+)
 from hub.wire import RetentionConfig, WireConfig
 from hub.wire.sessions.sessions import _Nonces
 from runtime import DispatchProcessed, EnvelopeQuarantined, EventsAck, new_id

@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.store.deployments import delete_deployment
+from hub.store import delete_deployment
 from runtime import (
     Challenge,
     DispatchProcessed,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .sql import Statement, Tx, sql
+from ..sql import Statement, Tx, sql
 
 LEASES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS hub_node (

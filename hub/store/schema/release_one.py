@@ -6,9 +6,9 @@ Status vocabularies of hub-only tables live here too; run and deployment
 statuses belong to the runtime's classifier.
 
 Each migration step is a plain function of the SQLite connection, run
-inside the migration's own transaction (``migrations.py``); its statements
+inside the migration's own transaction (``hub.store.migrations``); its statements
 are SQLite's DDL, never run on PostgreSQL, whose schema comes from its own
-scripts (``schema_pg.py``), so they are not declared with ``sql()``.
+scripts (``postgres.py``), so they are not declared with ``sql()``.
 """
 
 from __future__ import annotations

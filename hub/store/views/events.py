@@ -16,9 +16,10 @@ from typing import Any
 
 import msgspec
 
-from .._errors import UnknownDeployment
-from .base import Store
-from .changes import Change, ChangeKind
+from ..._errors import UnknownDeployment
+from ..base import Store
+from ..feed import Change, ChangeKind
+from ..sql import Tx, json_array
 from .queries import (
     DISPATCHES_BY_ID,
     RUNS_BY_ID,
@@ -27,7 +28,6 @@ from .queries import (
     _run,
     get_deployment,
 )
-from .sql import Tx, json_array
 
 View = dict[str, Any]
 

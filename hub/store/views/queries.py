@@ -14,9 +14,9 @@ import msgspec
 
 from runtime import is_id
 
-from .._errors import UnknownDeployment, UnknownDispatch, UnknownRun
-from .schema import QUARANTINE_SOURCE, DispatchStatus
-from .sql import Tx, sql
+from ..._errors import UnknownDeployment, UnknownDispatch, UnknownRun
+from ..schema import QUARANTINE_SOURCE, DispatchStatus
+from ..sql import Tx, sql
 
 _OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
 

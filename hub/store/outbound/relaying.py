@@ -17,9 +17,9 @@ from functools import partial
 
 from runtime import ATTEMPT_LIMIT
 
-from .base import Store
+from ..base import Store
+from ..sql import Params, Statement, Tx, sql
 from .outbox import OutboundStatus
-from .sql import Params, Statement, Tx, sql
 
 _IN_DOUBT = (
     "the hub stopped during an SMTP transaction: the relay may have this mail already,"

@@ -18,15 +18,13 @@ from functools import partial
 
 from runtime.sqlite import Database
 
-from .._errors import MigrationError
-from .changes import add_change_feed
-from .leases import LEASES_SCHEMA
-from .outbox import add_outbound_mail
-from .producers import add_producers
-from .schema import (
+from ..._errors import MigrationError
+from ..deployments import add_producers, add_workflow_versions
+from ..feed import add_change_feed
+from ..outbound import add_outbound_mail
+from ..schema import (
+    BASELINE,
     INLINE_DIGEST_PG,
-    ApprovalStatus,
-    DispatchStatus,
     add_dead_letter_deployment,
     add_inline_digest,
     add_nats_user,
@@ -38,19 +36,7 @@ from .schema import (
     migrate_v1_to_v2,
     statements,
 )
-from .schema_pg import BASELINE
-from .versions import add_workflow_versions
-
-__all__ = [
-    "LATEST",
-    "MIGRATIONS",
-    "ApprovalStatus",
-    "DispatchStatus",
-    "apply_migrations",
-    "current_version",
-    "migrations_after",
-]
-
+from ..sessions import LEASES_SCHEMA
 
 Step = Callable[[sqlite3.Connection], None]
 """A migration on SQLite: a plain function of the connection, run inside
@@ -75,7 +61,7 @@ def nothing(conn: sqlite3.Connection) -> None:
 def add_lease_tables(conn: sqlite3.Connection) -> None:
     """Migration 15: the tables of several hubs' leases (migration 13 on
     PostgreSQL), so both databases have one schema and take every statement
-    of the store (``leases.py``). One file has one hub: they stay empty.
+    of the store (``sessions/leases.py``). One file has one hub: they stay empty.
     Idempotent on its own."""
     for statement in statements(LEASES_SCHEMA):
         conn.execute(statement)

@@ -12,7 +12,7 @@ import enum
 
 from runtime import accepts_trigger, anchor_is_live
 
-from .sql import Tx, sql
+from ..sql import Tx, sql
 
 
 class AddressStatus(enum.Enum):

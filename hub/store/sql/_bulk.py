@@ -1,7 +1,7 @@
 """Writes of many rows as a few statements, for tables with change triggers.
 
 ``executemany`` runs its statement once per row. On a table with a trigger
-(the change feed's, :mod:`hub.store.changes`) every execution also opens a
+(the change feed's, :mod:`hub.store.feed`) every execution also opens a
 statement journal and sets up the trigger's program, and that costs about
 as much as the row itself: on a table shaped like the dispatch table, an
 insert takes 7.8 µs a row one statement a row and 4.7-4.9 in statements of
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from .sql import Statement, Tx, sql
+from ._statement import Statement, sql
+from ._tx import Tx
 
 GROUP = 32
 """Rows per statement: past this the gain flattens, and a statement of 32

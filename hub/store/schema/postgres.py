@@ -1,11 +1,11 @@
-"""The hub's schema on PostgreSQL, and its migrations.
+"""The hub's schema on PostgreSQL: schema 12 at once, its first migration.
 
 PostgreSQL support begins at schema 12: no PostgreSQL database exists at an
 earlier version, so migration 1 creates schema 12 there at once
 (:data:`BASELINE`, the SQLite schema after migrations 1-12, column for
 column), and migrations 2-12 have nothing left to do. Every later migration
 gives its PostgreSQL statements beside its SQLite step
-(``Migration.postgres`` in ``migrations.py``).
+(``Migration.postgres``, ``hub.store.migrations``).
 
 Where the spellings differ: ``BIGINT`` for SQLite's ``INTEGER``, ``DOUBLE
 PRECISION`` for ``REAL``, ``BYTEA`` for ``BLOB``; ``BIGSERIAL`` where SQLite

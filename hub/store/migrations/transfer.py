@@ -30,8 +30,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._errors import MigrationError
-from .migrations import LATEST
+from ..._errors import MigrationError
+from .apply import LATEST
 
 # Parents before children (workflow_run references deployment).
 TABLES = (

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..sql import Tx, sql
 from .accept import accept_triggers
-from .sql import Tx, sql
 from .triggers import WITH_OTHERS, Accepted, Outcome, Rejected, Trigger
 
 _SAVEPOINT = sql("SAVEPOINT whole")

@@ -26,9 +26,9 @@ import msgspec
 
 from runtime import Claim, DeploymentStatus, Sources
 
-from .._errors import DeploymentNotLive, UnknownVersion
-from .schema import add_columns
-from .sql import Row, SqliteTx, Tx, sql
+from ..._errors import DeploymentNotLive, UnknownVersion
+from ..schema import add_columns
+from ..sql import Row, SqliteTx, Tx, sql
 
 
 class VersionStatus(StrEnum):

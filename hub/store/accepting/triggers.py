@@ -7,7 +7,7 @@ from typing import Literal
 
 import msgspec
 
-from .._errors import HubError
+from ..._errors import HubError
 
 
 class Trigger(msgspec.Struct, kw_only=True, frozen=True):

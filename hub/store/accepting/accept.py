@@ -4,7 +4,7 @@
 (``BEGIN IMMEDIATE`` on SQLite: no other writer exists until it commits;
 on PostgreSQL the batch's deployment rows locked, below). It reads what a
 batch needs in a handful of queries, decides each trigger in order in
-memory, then writes the outcome in a few statements (:mod:`hub.store.bulk`).
+memory, then writes the outcome in a few statements (``hub.store.sql``'s ``insert_rows``).
 A trigger that trips an unexpected constraint (``StoreConflict``) is retried
 alone under a SAVEPOINT, so it fails by itself and never takes its batch
 mates with it.
@@ -28,10 +28,9 @@ from runtime import (
     new_id,
 )
 
-from .._errors import AcceptFailed, StoreConflict
-from .bulk import insert_rows, insert_statement
-from .schema import ApprovalStatus, DispatchStatus
-from .sql import Tx, json_array, sql
+from ..._errors import AcceptFailed, StoreConflict
+from ..schema import ApprovalStatus, DispatchStatus
+from ..sql import Tx, insert_rows, insert_statement, json_array, sql
 from .triggers import Accepted, Outcome, Receipt, RefusedByRun, Rejected, Trigger, body_digest
 
 __all__ = [
@@ -153,7 +152,8 @@ _INSERT_DISPATCHES = insert_statement("workflow_run_dispatch", NewDispatch._fiel
 # With several hubs, another hub's blob collection may be deciding that a
 # blob is unused while this batch names it again: on PostgreSQL the upsert
 # locks the row and makes it new, and collection spares new blobs
-# (hub/wire/blobs.py). One hub on SQLite collects between its own writes.
+# (``delivery/blobs.py``'s grace). One hub on SQLite collects between its
+# own writes.
 _INSERT_BLOB = sql(
     "INSERT OR IGNORE INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)",
     postgres="INSERT INTO blob (digest, size, data, created_at) VALUES (?, ?, ?, ?)"

@@ -20,10 +20,10 @@ import msgspec
 
 from runtime import MailrunError, read_restore_record, record_path, write_restore_record
 
-from .._errors import NatsIdentityError
-from ..natsauth import new_user_key, public_key
-from .base import Store
-from .sql import Tx, sql
+from ..._errors import NatsIdentityError
+from ...natsauth import new_user_key, public_key
+from ..base import Store
+from ..sql import Tx, sql
 
 log = logging.getLogger("mailrun.hub.identities")
 

@@ -29,9 +29,9 @@ import msgspec
 
 from runtime import DeploymentStatus
 
-from .base import Store
-from .schema import statements
-from .sql import Tx, sql
+from ..base import Store
+from ..schema import statements
+from ..sql import Tx, sql
 
 DEFAULT_CHANGES_KEPT = 100_000
 TRIM_CHUNK = 5_000

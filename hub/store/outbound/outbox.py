@@ -6,7 +6,7 @@ the transaction that ingests its MailSent event, once per mail: the event id
 is unique, and so is the mail's key in its deployment (the sidecar derives
 it from the dispatch that sent it, so a takeover that processes that
 dispatch again sends the same mail). The relay (``hub.outbound``) takes the
-rows from there; its writes are in :mod:`hub.store.relaying`.
+rows from there; its writes are in ``relaying.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import msgspec
 
 from runtime import new_id
 
-from .sql import Tx, sql
+from ..sql import Tx, sql
 
 
 class OutboundStatus(StrEnum):

@@ -35,11 +35,11 @@ from runtime import (
     write_restore_record,
 )
 
-from .._errors import InvalidDeployment, InvalidName, NameTaken
-from ..natsauth import new_user_key
-from .base import Store
-from .schema import DispatchStatus
-from .sql import Tx, json_array, sql
+from ..._errors import InvalidDeployment, InvalidName, NameTaken
+from ...natsauth import new_user_key
+from ..base import Store
+from ..schema import DispatchStatus
+from ..sql import Tx, json_array, sql
 from .versions import insert_first_version
 
 log = logging.getLogger("mailrun.hub.deploy")

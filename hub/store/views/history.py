@@ -51,8 +51,8 @@ from runtime import (
     RunStarted,
 )
 
-from .._errors import UnknownRun
-from .sql import Row, Tx, json_array, sql
+from ..._errors import UnknownRun
+from ..sql import Row, Tx, json_array, sql
 
 log = logging.getLogger("mailrun.hub.history")
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import msgspec
 
-from .._errors import InvalidRequest, UnknownApproval, UnknownRun
+from ..._errors import InvalidRequest, UnknownApproval, UnknownRun
+from ..schema import ApprovalStatus
+from ..sql import Tx, sql
 from .queries import resolve_deployment
-from .schema import ApprovalStatus
-from .sql import Tx, sql
 
 
 class ApprovalView(msgspec.Struct, kw_only=True):

@@ -16,7 +16,6 @@ concurrent add of the same name loses at INSERT time).
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 import time
 from enum import StrEnum
@@ -25,15 +24,12 @@ import msgspec
 
 from runtime import is_id, new_id
 
-from .._errors import InvalidName, NameTaken, UnknownProducer
-from ..natsauth import new_user_key
-from .sql import Row, Statement, Tx, sql
+from ..._errors import InvalidName, NameTaken, UnknownProducer
+from ...natsauth import new_user_key
+from ..sql import Row, Statement, Tx, sql
+from .lifecycle import NAME_RE
 
 log = logging.getLogger("mailrun.hub.producers")
-
-# A deployment's name rule (``deployments.NAME_RE``, which this module cannot
-# import: migrations import it, and deployments import the store).
-_NAME = re.compile(r"[a-z][a-z0-9-]{0,62}")
 
 
 class ProducerStatus(StrEnum):
@@ -74,7 +70,7 @@ def add_producers(conn: sqlite3.Connection) -> None:
 
 
 def validate_producer_name(name: str) -> None:
-    if not _NAME.fullmatch(name):
+    if not NAME_RE.fullmatch(name):  # a deployment's name rule
         raise InvalidName(
             f"invalid producer name {name[:80]!r}: lowercase letter first, then up to 62 "
             "lowercase letters, digits or '-'"

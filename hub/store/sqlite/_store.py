@@ -17,8 +17,9 @@ statement run to its end, so no read snapshot lingers for another task to
 read in.
 
 Opening the store migrates the file on the writer, each migration a plain
-function run in its own transaction (``migrations.py``), before the reader
-opens; reading a file's version without opening it is :func:`read_version`.
+function run in its own transaction (``hub.store.migrations``), before the
+reader opens; reading a file's version without opening it is
+:func:`read_version`.
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ import anyio
 from runtime import TransactionFailed
 from runtime.sqlite import Database, Synchronous, release_free_pages
 
-from .._errors import MigrationError, StoreUnavailable
-from .base import Store
-from .blob_io import BlobReader, SqliteBlobReader
-from .migrations import LATEST, OnStep, apply_migrations, current_version, migrations_after
-from .sql import SqliteTx, TxBody
+from ..._errors import MigrationError, StoreUnavailable
+from ..base import Store
+from ..blob_io import BlobReader, SqliteBlobReader
+from ..migrations import LATEST, OnStep, apply_migrations, current_version, migrations_after
+from ..sql import SqliteTx, TxBody
 
 T = TypeVar("T")
 
