@@ -31,7 +31,7 @@ from hub.store import (
     trim_changes,
     trim_history,
 )
-from hub.store.accepting.accept import PRIOR_DISPATCHES
+from hub.store.accepting.lookups import PRIOR_DISPATCHES
 from hub.wire.events.processed import ProcessedBatch
 from runtime import DispatchProcessed, Event, new_id
 from runtime.sqlite import Database
