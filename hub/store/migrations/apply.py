@@ -68,7 +68,7 @@ def add_lease_tables(conn: sqlite3.Connection) -> None:
 
 
 # PostgreSQL begins at schema 12: its migration 1 is the whole schema 12, and
-# 2-12 are in it (schema_pg.py). Later migrations give both.
+# 2-12 are in it (schema/postgres.py). Later migrations give both.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "0001_release1_schema", create_v1, postgres=BASELINE),
     Migration(2, "0002_release2_schema", migrate_v1_to_v2),
