@@ -39,9 +39,11 @@ _BY_NAME = sql("SELECT n FROM counter WHERE n = :n")
 
 def _commit_elsewhere(path: Path, n: int) -> None:
     """A commit on a connection of its own, as another writer's would be."""
-    with sqlite3.connect(path, isolation_level=None) as other:
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
         other.execute("UPDATE counter SET n = ?", (n,))
-    other.close()
+    finally:
+        other.close()
 
 
 async def test_a_statement_left_open_hides_later_commits_and_the_reader_never_leaves_one(
