@@ -2,12 +2,12 @@
 
 A table shaped like the hub's dispatch table (its indexes, a change table
 fed by an AFTER INSERT and an AFTER UPDATE OF status trigger, as
-hub/store/changes.py), filled in transactions of 200 rows: once with
+hub/store/feed/recording.py), filled in transactions of 200 rows: once with
 ``executemany`` (one statement a row, as the hub wrote before
-hub/store/bulk.py) and once in statements of 32 rows (multi-row ``VALUES``;
+hub/store/sql/_bulk.py) and once in statements of 32 rows (multi-row ``VALUES``;
 ``WITH v AS (VALUES ...) UPDATE ... FROM v`` for the update, each row its
 own values), and once through the hub's own statements of many rows
-(``hub.store.bulk``: declared once for each group size, run by the store's
+(``hub.store.sql``'s ``insert_statement``: declared once for each group size, run by the store's
 ``SqliteTx``), each with and without the triggers. Prints microseconds per
 row, medians of ``--repeat`` runs, after checking that every row was
 written and settled and the triggers recorded each change:
@@ -31,8 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the hub's package
 
-from hub.store.bulk import insert_rows, insert_statement, update_rows, update_statement
-from hub.store.sql import SqliteTx
+from hub.store.sql import SqliteTx, insert_rows, insert_statement, update_rows, update_statement
 
 SCHEMA = """
 CREATE TABLE d (id TEXT PRIMARY KEY, deployment_id TEXT NOT NULL, run_id TEXT NOT NULL,
@@ -159,7 +158,7 @@ def main() -> None:
                 figures[case].append(one_run(os.path.join(home, "t.db"), args.rows, *case))
     table = [
         {
-            "statements": {"groups": f"groups of {GROUP}", "declared": "hub.store.bulk"}.get(
+            "statements": {"groups": f"groups of {GROUP}", "declared": "hub.store.sql"}.get(
                 mode, mode
             ),
             "triggers": triggers,

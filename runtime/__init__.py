@@ -53,7 +53,6 @@ from ._errors import RequestTimeout as RequestTimeout
 from ._errors import SignatureError as SignatureError
 from ._errors import TransactionError as TransactionError
 from ._errors import TransactionFailed as TransactionFailed
-from ._errors import TransactionSuspended as TransactionSuspended
 from ._errors import TransportClosed as TransportClosed
 from ._errors import TransportError as TransportError
 from ._failpoints import afailpoint as afailpoint
@@ -61,19 +60,6 @@ from ._failpoints import check_failpoints as check_failpoints
 from ._failpoints import failpoint as failpoint
 from ._process import ProcessSettings as ProcessSettings
 from ._process import start_process as start_process
-from ._sqlite import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
-from ._sqlite import configure_sqlite as configure_sqlite
-from ._sqlite import connect_sqlite as connect_sqlite
-from ._sqlite import release_free_pages as release_free_pages
-from ._sqlite import sqlite_synchronous as sqlite_synchronous
-from ._transact import SLOW_TRANSACTION as SLOW_TRANSACTION
-from ._transact import Body as Body
-from ._transact import Connection as Connection
-from ._transact import Cursor as Cursor
-from ._transact import Direct as Direct
-from ._transact import Params as Params
-from ._transact import drive as drive
-from ._transact import transact as transact
 from .actors import Actor as Actor
 from .actors import ActorRef as ActorRef
 from .actors import RestartPolicy as RestartPolicy
@@ -228,7 +214,6 @@ __all__ = [
     "HOME_LOCK_FILE",
     "HUB_URL_ENV",
     "INLINE_BODY_LIMIT",
-    "JOURNAL_SIZE_LIMIT",
     "LOG_LEVEL_ENV",
     "LOOPBACK",
     "LOOP_ENV",
@@ -248,7 +233,6 @@ __all__ = [
     "SIDECAR_MAX_MEMORY_ENV",
     "SIDECAR_PASS_ENV",
     "SIZE_LIMITS",
-    "SLOW_TRANSACTION",
     "SQLITE_SYNCHRONOUS_ENV",
     "SUPPORTED_FORMATS",
     "WIRE_MAX_PAYLOAD",
@@ -264,15 +248,11 @@ __all__ = [
     "Backoff",
     "BlobChunk",
     "BlobGet",
-    "Body",
     "Broadcast",
     "Challenge",
     "ChildRunStarted",
     "Claim",
-    "Connection",
-    "Cursor",
     "DeploymentStatus",
-    "Direct",
     "DispatchOutcome",
     "DispatchProcessed",
     "EnvelopeQuarantined",
@@ -305,7 +285,6 @@ __all__ = [
     "MintChild",
     "Minted",
     "NoResponders",
-    "Params",
     "Ping",
     "Pong",
     "ProcessSettings",
@@ -343,7 +322,6 @@ __all__ = [
     "Supervisor",
     "TransactionError",
     "TransactionFailed",
-    "TransactionSuspended",
     "Transport",
     "TransportClosed",
     "TransportError",
@@ -360,10 +338,7 @@ __all__ = [
     "check_failpoints",
     "check_layout",
     "clip_text",
-    "configure_sqlite",
-    "connect_sqlite",
     "decode_restore_record",
-    "drive",
     "encode",
     "encoded_size",
     "failpoint",
@@ -384,14 +359,11 @@ __all__ = [
     "read_restore_record",
     "record_path",
     "redact_url",
-    "release_free_pages",
     "remove_sidecar_state",
     "running_loop",
     "sidecar_env",
     "sign",
-    "sqlite_synchronous",
     "start_process",
-    "transact",
     "unb64url",
     "unwrap_group",
     "unwrapping_groups",

@@ -19,7 +19,6 @@ The tree (a second base in parentheses)::
       FailpointSpecError (ValueError)
       TransactionError
         TransactionFailed
-        TransactionSuspended (RuntimeError)
       hub.HubError          the hub's tree, drawn in hub/_errors.py
       sidecar.SidecarError  the sidecar's tree, drawn in sidecar/_errors.py
 """
@@ -93,7 +92,3 @@ class TransactionError(MailrunError):
 
 class TransactionFailed(TransactionError):
     """Beginning or committing a write transaction failed: nothing of it is stored."""
-
-
-class TransactionSuspended(TransactionError, RuntimeError):
-    """A transaction body awaited something other than its connection (a bug)."""

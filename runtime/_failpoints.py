@@ -45,7 +45,7 @@ REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
         # name: where it is (docs/faults.md says what each leaves behind)
         "hub.accept.before_commit": "hub/intake/group_commit.py",
         "hub.accept.after_commit": "hub/intake/group_commit.py",
-        "hub.migration.after_step": "hub/store/schema.py",
+        "hub.migration.after_step": "hub/store/schema/release_one.py",
         "hub.dispatch.before_publish": "hub/wire/delivery/sending.py",
         "hub.dispatch.after_publish": "hub/wire/delivery/sending.py",
         "hub.dispatch.before_settle": "hub/wire/delivery/sending.py",

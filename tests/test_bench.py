@@ -116,7 +116,7 @@ def test_the_trigger_bench_measures_each_way_of_writing() -> None:
     assert [(c["statements"], c["triggers"]) for c in cases] == [
         ("executemany", False), ("executemany", True),
         ("groups of 32", False), ("groups of 32", True),
-        ("hub.store.bulk", False), ("hub.store.bulk", True),
+        ("hub.store.sql", False), ("hub.store.sql", True),
     ]  # fmt: skip
     assert all(c["insert_us"] > 0 and c["update_us"] > 0 for c in cases)
 

@@ -1,33 +1,35 @@
-"""The hub's store: schema, migrations, the one accept function, queries.
+"""The hub's store: everything that touches the hub's database, in rooms by
+concern, and the names the other rooms of the hub use, re-exported here.
 
-Everything that touches hub.db lives here; the other rooms go through
-these names."""
+- ``accepting``: triggers read-or-minted into dispatches, in groups;
+- ``delivery``: dispatches sent and settled, run events applied, redelivery,
+  quarantine, dead letters, trimming, blobs;
+- ``sessions``: fences, leases, ownership, minting, a state dir's files;
+- ``deployments``: deployments, their versions, identities, producers;
+- ``views``: the read models the HTTP API and ``GET /events`` answer with;
+- ``feed``: the change feed, recorded by triggers, read and trimmed;
+- ``outbound``: outgoing mail and the relay's writes;
+- ``schema`` and ``migrations``: the schema, and the ordered steps that
+  build it on either database (and move a SQLite one to PostgreSQL);
+- ``sql``: statements declared once per database, and ``Tx``;
+- ``sqlite`` and ``pg``: the two stores behind ``Store`` (``base.py``),
+  one of which ``open_store`` (``opening.py``) opens.
 
-from .accept import accept_triggers as accept_triggers
-from .addresses import AddressStatus as AddressStatus
-from .addresses import address_status as address_status
-from .approvals import ApprovalView as ApprovalView
-from .approvals import get_approval as get_approval
-from .approvals import list_approvals as list_approvals
+Everything else in the hub goes through these names."""
+
+from .accepting import WITH_OTHERS as WITH_OTHERS
+from .accepting import Accepted as Accepted
+from .accepting import AddressStatus as AddressStatus
+from .accepting import Outcome as Outcome
+from .accepting import Receipt as Receipt
+from .accepting import RefusedByRun as RefusedByRun
+from .accepting import Rejected as Rejected
+from .accepting import Trigger as Trigger
+from .accepting import accept_groups as accept_groups
+from .accepting import accept_triggers as accept_triggers
+from .accepting import address_status as address_status
+from .accepting import body_digest as body_digest
 from .base import Store as Store
-from .bulk import insert_rows as insert_rows
-from .bulk import insert_statement as insert_statement
-from .bulk import update_rows as update_rows
-from .bulk import update_statement as update_statement
-from .change_views import change_views as change_views
-from .changes import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
-from .changes import FEED_HOLD as FEED_HOLD
-from .changes import Change as Change
-from .changes import ChangeKind as ChangeKind
-from .changes import feed_start as feed_start
-from .changes import last_change_id as last_change_id
-from .changes import read_changes as read_changes
-from .changes import read_feed as read_feed
-from .changes import trim_changes as trim_changes
-from .db import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
-from .db import SqliteStore as SqliteStore
-from .db import pending_migrations as pending_migrations
-from .db import read_version as read_version
 from .delivery import OPEN_DISPATCH as OPEN_DISPATCH
 from .delivery import SHARED_GRACE as SHARED_GRACE
 from .delivery import AppliedRun as AppliedRun
@@ -71,68 +73,66 @@ from .delivery import trim_history as trim_history
 from .delivery import write_processed as write_processed
 from .deployments import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
 from .deployments import Created as Created
+from .deployments import NewProducer as NewProducer
+from .deployments import ProducerStatus as ProducerStatus
+from .deployments import ProducerView as ProducerView
+from .deployments import Rollout as Rollout
+from .deployments import VersionStatus as VersionStatus
+from .deployments import VersionView as VersionView
+from .deployments import active_entrypoint as active_entrypoint
+from .deployments import add_version as add_version
 from .deployments import build_sources as build_sources
 from .deployments import create_deployment as create_deployment
 from .deployments import delete_deployment as delete_deployment
-from .history import RunHistory as RunHistory
-from .history import read_history as read_history
-from .identities import give_nats_identities as give_nats_identities
-from .leases import LeaseRound as LeaseRound
-from .leases import check_lease as check_lease
-from .leases import hold_role as hold_role
-from .leases import release_all as release_all
-from .leases import renew_and_take as renew_and_take
-from .leases import share_health as share_health
+from .deployments import finish_rollout as finish_rollout
+from .deployments import get_producer as get_producer
+from .deployments import get_version as get_version
+from .deployments import give_nats_identities as give_nats_identities
+from .deployments import insert_producer as insert_producer
+from .deployments import is_active_producer as is_active_producer
+from .deployments import list_producers as list_producers
+from .deployments import list_versions as list_versions
+from .deployments import pending_rollouts as pending_rollouts
+from .deployments import remove_producer as remove_producer
+from .deployments import request_rollout as request_rollout
+from .deployments import resolve_producer as resolve_producer
+from .feed import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
+from .feed import FEED_HOLD as FEED_HOLD
+from .feed import Change as Change
+from .feed import ChangeKind as ChangeKind
+from .feed import feed_start as feed_start
+from .feed import last_change_id as last_change_id
+from .feed import read_changes as read_changes
+from .feed import read_feed as read_feed
+from .feed import trim_changes as trim_changes
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import migrations_after as migrations_after
+from .migrations import transfer as transfer
 from .opening import DATABASE_ENV as DATABASE_ENV
 from .opening import is_database_url as is_database_url
 from .opening import open_store as open_store
-from .outbox import OutboundMail as OutboundMail
-from .outbox import OutboundStatus as OutboundStatus
-from .outbox import OutboundView as OutboundView
-from .outbox import count_outbound as count_outbound
-from .outbox import list_outbound as list_outbound
-from .outbox import record_outbound as record_outbound
-from .producers import NewProducer as NewProducer
-from .producers import ProducerStatus as ProducerStatus
-from .producers import ProducerView as ProducerView
-from .producers import get_producer as get_producer
-from .producers import insert_producer as insert_producer
-from .producers import is_active_producer as is_active_producer
-from .producers import list_producers as list_producers
-from .producers import remove_producer as remove_producer
-from .producers import resolve_producer as resolve_producer
-from .queries import DeploymentView as DeploymentView
-from .queries import DispatchView as DispatchView
-from .queries import RunView as RunView
-from .queries import count_by_status as count_by_status
-from .queries import deployment_of_run as deployment_of_run
-from .queries import get_deployment as get_deployment
-from .queries import get_dispatch as get_dispatch
-from .queries import get_run as get_run
-from .queries import list_deployments as list_deployments
-from .queries import list_dispatches as list_dispatches
-from .queries import list_runs as list_runs
-from .queries import resolve_deployment as resolve_deployment
-from .reads import fetch_all as fetch_all
-from .reads import fetch_one as fetch_one
-from .reads import run_in as run_in
-from .relaying import DueMail as DueMail
-from .relaying import defer as defer
-from .relaying import due_mail as due_mail
-from .relaying import mark_failed as mark_failed
-from .relaying import mark_retry as mark_retry
-from .relaying import mark_sending as mark_sending
-from .relaying import mark_sent as mark_sent
-from .relaying import next_due as next_due
-from .relaying import settle_at_boot as settle_at_boot
+from .outbound import DueMail as DueMail
+from .outbound import OutboundMail as OutboundMail
+from .outbound import OutboundStatus as OutboundStatus
+from .outbound import OutboundView as OutboundView
+from .outbound import count_outbound as count_outbound
+from .outbound import defer as defer
+from .outbound import due_mail as due_mail
+from .outbound import list_outbound as list_outbound
+from .outbound import mark_failed as mark_failed
+from .outbound import mark_retry as mark_retry
+from .outbound import mark_sending as mark_sending
+from .outbound import mark_sent as mark_sent
+from .outbound import next_due as next_due
+from .outbound import record_outbound as record_outbound
+from .outbound import settle_at_boot as settle_at_boot
 from .schema import QUARANTINE_SOURCE as QUARANTINE_SOURCE
 from .schema import ApprovalStatus as ApprovalStatus
 from .schema import DispatchStatus as DispatchStatus
 from .sessions import Fence as Fence
 from .sessions import InboxFormat as InboxFormat
+from .sessions import LeaseRound as LeaseRound
 from .sessions import LeaseToken as LeaseToken
 from .sessions import MintParent as MintParent
 from .sessions import NatsUser as NatsUser
@@ -140,34 +140,44 @@ from .sessions import OwnerRow as OwnerRow
 from .sessions import active_producer_users as active_producer_users
 from .sessions import check_fence as check_fence
 from .sessions import commit_claim as commit_claim
+from .sessions import hold_role as hold_role
 from .sessions import inbox_format as inbox_format
 from .sessions import live_deployment_users as live_deployment_users
 from .sessions import mint_child as mint_child
 from .sessions import postgres_schema_version as postgres_schema_version
 from .sessions import read_owner as read_owner
 from .sessions import read_state_file as read_state_file
+from .sessions import release_all as release_all
+from .sessions import renew_and_take as renew_and_take
 from .sessions import schema_version as schema_version
+from .sessions import share_health as share_health
 from .sql import Tx as Tx
-from .transfer import transfer as transfer
-from .triggers import WITH_OTHERS as WITH_OTHERS
-from .triggers import Accepted as Accepted
-from .triggers import Outcome as Outcome
-from .triggers import Receipt as Receipt
-from .triggers import RefusedByRun as RefusedByRun
-from .triggers import Rejected as Rejected
-from .triggers import Trigger as Trigger
-from .triggers import body_digest as body_digest
-from .versions import Rollout as Rollout
-from .versions import VersionStatus as VersionStatus
-from .versions import VersionView as VersionView
-from .versions import active_entrypoint as active_entrypoint
-from .versions import add_version as add_version
-from .versions import finish_rollout as finish_rollout
-from .versions import get_version as get_version
-from .versions import list_versions as list_versions
-from .versions import pending_rollouts as pending_rollouts
-from .versions import request_rollout as request_rollout
-from .wholes import accept_groups as accept_groups
+from .sql import insert_rows as insert_rows
+from .sql import insert_statement as insert_statement
+from .sql import update_rows as update_rows
+from .sql import update_statement as update_statement
+from .sqlite import DEFAULT_BUSY_TIMEOUT as DEFAULT_BUSY_TIMEOUT
+from .sqlite import SqliteStore as SqliteStore
+from .sqlite import pending_migrations as pending_migrations
+from .sqlite import read_version as read_version
+from .views import ApprovalView as ApprovalView
+from .views import DeploymentView as DeploymentView
+from .views import DispatchView as DispatchView
+from .views import RunHistory as RunHistory
+from .views import RunView as RunView
+from .views import change_views as change_views
+from .views import count_by_status as count_by_status
+from .views import deployment_of_run as deployment_of_run
+from .views import get_approval as get_approval
+from .views import get_deployment as get_deployment
+from .views import get_dispatch as get_dispatch
+from .views import get_run as get_run
+from .views import list_approvals as list_approvals
+from .views import list_deployments as list_deployments
+from .views import list_dispatches as list_dispatches
+from .views import list_runs as list_runs
+from .views import read_history as read_history
+from .views import resolve_deployment as resolve_deployment
 
 __all__ = [
     "DATABASE_ENV",
@@ -246,7 +256,6 @@ __all__ = [
     "cancel_quarantined",
     "change_views",
     "check_fence",
-    "check_lease",
     "collect_blobs",
     "commit_claim",
     "count_by_status",
@@ -261,8 +270,6 @@ __all__ = [
     "due_mail",
     "event_run",
     "feed_start",
-    "fetch_all",
-    "fetch_one",
     "find_overdue",
     "finish_rollout",
     "finish_run",
@@ -323,7 +330,6 @@ __all__ = [
     "request_rollout",
     "resolve_deployment",
     "resolve_producer",
-    "run_in",
     "schema_version",
     "settle_at_boot",
     "share_health",

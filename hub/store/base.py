@@ -1,6 +1,6 @@
 """What every hub store offers, whichever database is under it.
 
-Two implementations: :class:`~hub.store.db.SqliteStore` (a file in the
+Two implementations: :class:`~hub.store.sqlite.SqliteStore` (a file in the
 state dir, the default) and ``hub.store.pg.PgStore`` (``--database
 postgresql://...``); :func:`~hub.store.opening.open_store` picks one by
 its target. Store code never asks which one it has: a statement that the
@@ -8,22 +8,16 @@ two databases spell differently says so where it is declared
 (``hub.store.sql``).
 
 Bodies of transactions and reads are plain functions of a
-:class:`~hub.store.sql.Tx` (:meth:`Store.transact`, :meth:`Store.read`);
-every module of ``hub/store`` is written so. Bodies written as coroutines
-over ``runtime.Connection`` (and ``db``, ``write``) are the older form,
-still taken while code outside the store (the wire side) moves to the new
-one; ``reads.run_in`` runs a store function inside such a body.
+:class:`~hub.store.sql.Tx` (:meth:`Store.transact`, :meth:`Store.read`):
+a body cannot await, so it cannot hold the writer across anybody else's
+work.
 """
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import TypeVar, cast, overload
-
-from runtime import Body, Connection
+from typing import TypeVar
 
 from .blob_io import BlobReader
 from .sql import TxBody
@@ -34,8 +28,8 @@ T = TypeVar("T")
 class Store(ABC):
     """The hub database. Open one with ``open_store``; close it with :meth:`aclose`.
 
-    ``db`` is the reader: each read sees what was committed when it ran.
-    Writes are transactions (:meth:`transact`), one at a time per process.
+    Reads (:meth:`read`) see what was committed when they ran. Writes are
+    transactions (:meth:`transact`), one at a time per process.
     """
 
     dialect: str
@@ -43,23 +37,13 @@ class Store(ABC):
     """Whether the database is a server that other hubs may write at the same
     time (PostgreSQL), not one file one hub holds (SQLite). Two behaviours,
     not spellings, follow from it: the change feed's ids may become visible
-    out of order (``changes.read_feed``), and another hub may be collecting
-    a blob while this one names it again (``hub/wire/blobs.py``'s grace)."""
+    out of order (``feed``'s ``read_feed``), and another hub may be collecting
+    a blob while this one names it again (``delivery/blobs.py``'s grace)."""
     path: Path | None
     """The SQLite file; None for a server database."""
-    db: Connection
 
-    @overload
-    async def transact(self, body: Body[T], *, durable: bool = True, heavy: bool = False) -> T: ...
-
-    @overload
-    async def transact(
-        self, body: TxBody[T], *, durable: bool = True, heavy: bool = False
-    ) -> T: ...
-
-    async def transact(
-        self, body: TxBody[T] | Body[T], *, durable: bool = True, heavy: bool = False
-    ) -> T:
+    @abstractmethod
+    async def transact(self, body: TxBody[T], *, durable: bool = True, heavy: bool = False) -> T:
         """One write transaction, ``body`` run whole, without a round trip
         through the event loop per statement; its result. ``durable=False``
         may return before the commit is on disk (for a change that is safe
@@ -69,25 +53,11 @@ class Store(ABC):
         commit is ``StoreUnavailable``, so a caller never mistakes an
         uncommitted change for a committed one. Once begun, it runs to its
         end whatever happens to the caller."""
-        if inspect.iscoroutinefunction(body):
-            return await self._transact_old(cast(Body[T], body), durable=durable, heavy=heavy)
-        return await self._transact(cast(TxBody[T], body), durable=durable, heavy=heavy)
-
-    @abstractmethod
-    async def _transact(self, body: TxBody[T], *, durable: bool, heavy: bool) -> T: ...
-
-    @abstractmethod
-    async def _transact_old(self, body: Body[T], *, durable: bool, heavy: bool) -> T: ...
 
     @abstractmethod
     async def read(self, body: TxBody[T], *, heavy: bool = False) -> T:
         """``body`` on the reader: each statement sees what was committed
         when it ran. ``heavy``: a large read, kept off the event loop's thread."""
-
-    @abstractmethod
-    def write(self) -> AbstractAsyncContextManager[Connection]:
-        """One write transaction with its body on the loop, a round trip per
-        statement (prefer :meth:`transact`); any exception rolls back."""
 
     @abstractmethod
     def blob_reader(self) -> BlobReader:

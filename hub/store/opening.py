@@ -8,8 +8,8 @@ from runtime.sqlite import Synchronous
 
 from .._errors import StoreUnavailable
 from .base import Store
-from .db import DEFAULT_BUSY_TIMEOUT, SqliteStore
 from .migrations import OnStep
+from .sqlite import DEFAULT_BUSY_TIMEOUT, SqliteStore
 
 DATABASE_ENV = "MAILRUN_DATABASE"
 """The hub's database URL when not the state dir's SQLite file: `mailrun up`

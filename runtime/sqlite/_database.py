@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -102,14 +102,6 @@ class Database:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    @asynccontextmanager
-    async def hold(self) -> AsyncIterator[sqlite3.Connection]:
-        """The connection itself, under the lock, for code that must await
-        between its statements (a test staging what a crash leaves behind):
-        its statements then run on the loop's thread, one at a time."""
-        async with self._lock:
-            yield self._conn
 
     async def read(self, body: Body[T], *, heavy: bool = False) -> T:
         """``body`` outside a transaction (reads, pragmas, a migration that

@@ -1,6 +1,6 @@
 """Replay: a run's recorded items through new workflow code, without effects.
 
-The hub gathers what it holds of a run's history (hub/store/history.py) and
+The hub gathers what it holds of a run's history (hub/store/views/history.py) and
 starts ``python -m sidecar.replay`` (:mod:`sidecar.replay`), a scratch
 process, with one :class:`ReplayJob` as JSON on stdin. The job's sources are
 written to a temporary directory and loaded like a sidecar loads them; each

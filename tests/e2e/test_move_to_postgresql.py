@@ -11,8 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.store import fetch_all, open_store
+from hub.store import open_store
 from tests.support.postgres import PostgresServer
+from tests.support.store import rows
 
 from .harness import MAILRUN, mailrun_up, recorder_source
 
@@ -56,8 +57,7 @@ async def test_a_state_moved_to_postgresql_carries_on(
 
     async with await open_store(url) as store:
         for table, count in before.items():
-            rows = await fetch_all(store.db, f"SELECT COUNT(*) FROM {table}")
-            assert rows[0][0] == count, table
+            assert await rows(store, f"SELECT COUNT(*) FROM {table}") == [(count,)], table
 
     async with mailrun_up(tmp_path, database=url) as up:
         r = await up.send(dep["address"], "after the move")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import anyio
 
-from hub.store.db import DEFAULT_BUSY_TIMEOUT
+from hub.store import DEFAULT_BUSY_TIMEOUT
 from runtime import BACKOFF_MAX_ENV, SidecarExit, read_restore_record, record_path
 from runtime.testing import CRASH_EXIT_CODE
 from tests.support import wait_for

@@ -138,11 +138,12 @@ async def test_a_transaction_long_with_its_own_work_keeps_the_next_ones_on_the_l
     # spoiled that way: a few attempts, one of which must stay on the loop.
     # Counting CPU time as waiting would spoil every one of them.
     loop = threading.get_ident()
-    for _ in range(5):
+    for attempt in range(1, 6):
         threads.clear()
         monkeypatch.setattr(db._settings, "off_loop_until", 0.0)
         await db.transact(partial(body, busy=slow * 1.25))
         await db.transact(body)
+        assert len(await rows(db)) == 2 * attempt  # each committed, wherever it ran
         if [t == loop for t in threads] == [True, True]:
             break
     assert [t == loop for t in threads] == [True, True]

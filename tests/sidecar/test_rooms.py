@@ -1,6 +1,6 @@
 """sidecar/'s store room: SQL only in ``sidecar/storage/``, and SQLite only
-through ``runtime.sqlite`` (never aiosqlite, never the hub's older
-``runtime.transact`` and its helpers). The rules every package keeps (rooms
+through ``runtime.sqlite`` and the standard library's ``sqlite3`` (never an
+asyncio wrapper such as aiosqlite). The rules every package keeps (rooms
 entered through their package, at most a dozen modules a folder) are
 tests/test_architecture.py's.
 
@@ -78,27 +78,11 @@ def test_imports_are_read_relative_ones_resolved() -> None:
     assert ("anyio",) in inbox
 
 
-def older_sqlite_names() -> set[str]:
-    """What ``runtime`` re-exports from its aiosqlite-era modules."""
-    tree = ast.parse((REPO / "runtime" / "__init__.py").read_text())
-    return {
-        alias.asname or alias.name
-        for node in tree.body
-        if isinstance(node, ast.ImportFrom) and node.module in ("_transact", "_sqlite")
-        for alias in node.names
-    }
-
-
 def test_sqlite_only_through_runtime_sqlite() -> None:
-    older = older_sqlite_names()
-    if (REPO / "runtime" / "_transact.py").exists():  # until the hub has moved over too
-        assert {"transact", "connect_sqlite", "configure_sqlite"} <= older
     found = [
-        f"{path.relative_to(REPO)}:{line}: {module} {sorted(set(names) & older) or ''}"
+        f"{path.relative_to(REPO)}:{line}: {module}"
         for path in modules()
-        for line, module, names in imports(path)
+        for line, module, _ in imports(path)
         if module.partition(".")[0] == "aiosqlite"
-        or module in ("runtime._transact", "runtime._sqlite")
-        or (module == "runtime" and set(names) & older)
     ]
     assert found == []

@@ -13,7 +13,7 @@ from functools import cache
 from typing import Any
 
 from hub.store import Store
-from hub.store.sql import DECLARED, Params, Statement, sql
+from hub.store.sql import DECLARED, Params, Row, Statement, sql
 
 
 @cache
@@ -29,6 +29,17 @@ def _params(params: tuple[Any, ...]) -> Params:
     if len(params) == 1 and isinstance(params[0], dict):
         return params[0]  # type: ignore[no-any-return]
     return params
+
+
+async def read_all(store: Store, text: str, *params: Any) -> list[Row]:
+    """Every row of ``text`` as the store gives it (by position and by
+    column name), read as the hub reads."""
+    return await store.read(lambda tx: tx.fetch_all(statement(text), _params(params)))
+
+
+async def read_one(store: Store, text: str, *params: Any) -> Row | None:
+    """The first row of ``text`` as the store gives it, or None."""
+    return await store.read(lambda tx: tx.fetch_one(statement(text), _params(params)))
 
 
 async def rows(store: Store, text: str, *params: Any) -> list[tuple[Any, ...]]:

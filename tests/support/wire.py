@@ -13,11 +13,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from hub.store import open_store
-from hub.store.accept import Accepted, Trigger, accept_triggers
-from hub.store.db import Store
-from hub.store.deployments import create_deployment
-from hub.store.reads import fetch_all, fetch_one
+from hub.store import Accepted, Store, Trigger, accept_triggers, create_deployment, open_store
 from hub.wire.events import OutboundSink
 from hub.wire.service import Wire, WireConfig, run_wire
 from runtime import (
@@ -50,6 +46,7 @@ from runtime import (
     unb64url,
 )
 from runtime.testing import MemoryBus
+from tests.support.store import read_all, read_one
 
 
 @dataclass
@@ -61,13 +58,12 @@ class Hub:
     wire: Wire
     boot_id: str
 
-    # One hop each, like the hub's own reads: the hub reads on this same
-    # connection meanwhile (hub/store/reads.py says why it matters).
+    # On the hub's own reader, as its reads are.
     async def one(self, sql: str, *params: Any) -> Any:
-        return await fetch_one(self.store.db, sql, params)
+        return await read_one(self.store, sql, *params)
 
     async def all(self, sql: str, *params: Any) -> list[Any]:
-        return await fetch_all(self.store.db, sql, params)
+        return await read_all(self.store, sql, *params)
 
 
 @asynccontextmanager

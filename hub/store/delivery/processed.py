@@ -8,9 +8,9 @@ already recorded, of the runs and of the dispatches they name, and then
 writes of many rows a statement: the new events and the settled dispatches
 go :data:`GROUP` rows a statement, the rest in halves of that (16, 8, 4, 2,
 1), each shape declared once. On tables with change triggers a statement's
-setup costs about as much as a row (``hub.store.bulk``, docs/performance.md,
-"Triggers and statements"); with at most six shapes a statement, they stay
-in the connection's statement cache.
+setup costs about as much as a row (``hub.store.sql``'s ``insert_statement``,
+docs/performance-notebook.md, "Triggers and statements"); with at most six
+shapes a statement, they stay in the connection's statement cache.
 """
 
 from __future__ import annotations

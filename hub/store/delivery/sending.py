@@ -19,7 +19,7 @@ import msgspec
 from runtime import anchor_is_live
 
 from ..schema import DispatchStatus
-from ..sessions.fencing import Fence, check_fence
+from ..sessions import Fence, check_fence
 from ..sql import Tx, sql
 
 

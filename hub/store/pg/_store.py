@@ -17,8 +17,7 @@ returns before the WAL is flushed, and a crash of the server (not of the
 hub) may lose it, never half of it.
 
 Migrations stay scripts of DDL (``Migration.postgres``), run at open under
-an advisory lock. The older API (``store.db``, ``write()``, bodies as
-coroutines) runs through ``_conn.py`` while code outside the store uses it.
+an advisory lock.
 """
 
 from __future__ import annotations
@@ -30,14 +29,13 @@ from typing import Any, TypeVar
 import anyio
 import asyncpg
 
-from runtime import Body, redact_url
+from runtime import redact_url
 
 from ..._errors import MigrationError, StoreUnavailable
 from ..base import Store
 from ..blob_io import BlobReader
 from ..migrations import LATEST, MIGRATIONS, OnStep
 from ..sql import TxBody
-from ._conn import PgConnection, PgPool
 from ._tx import CONNECTION_ERRORS, PgTx
 
 T = TypeVar("T")
@@ -67,7 +65,6 @@ class PgStore(Store):
         self._pool = pool
         self._writer: asyncpg.Connection | None = None
         self._lock = anyio.Lock()
-        self.db = PgPool(pool)
 
     @classmethod
     async def open(cls, url: str, *, on_migration: OnStep | None = None) -> PgStore:
@@ -108,21 +105,14 @@ class PgStore(Store):
             self._writer = await connect(self.url)
         return self._writer
 
-    async def _transact(self, body: TxBody[T], *, durable: bool, heavy: bool) -> T:
+    async def transact(self, body: TxBody[T], *, durable: bool = True, heavy: bool = False) -> T:
         # The body on a worker thread, its statements on the loop (PgTx);
         # ``heavy`` changes nothing here: the server does the work. Shielded:
         # no caller is cancelled while its change may have committed.
         async with self._lock:
             with anyio.CancelScope(shield=True):
                 async with self._transaction(durable) as conn:
-                    result = await anyio.to_thread.run_sync(body, PgTx(conn.raw))
-        return result
-
-    async def _transact_old(self, body: Body[T], *, durable: bool, heavy: bool) -> T:
-        async with self._lock:
-            with anyio.CancelScope(shield=True):
-                async with self._transaction(durable) as conn:
-                    result = await body(conn)
+                    result = await anyio.to_thread.run_sync(body, PgTx(conn))
         return result
 
     async def read(self, body: TxBody[T], *, heavy: bool = False) -> T:
@@ -134,7 +124,7 @@ class PgStore(Store):
             raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from exc
 
     @asynccontextmanager
-    async def _transaction(self, durable: bool) -> AsyncIterator[PgConnection]:
+    async def _transaction(self, durable: bool) -> AsyncIterator[asyncpg.Connection]:
         try:
             conn = await self._connection()
             transaction = conn.transaction()
@@ -145,7 +135,7 @@ class PgStore(Store):
             self._drop_broken()
             raise StoreUnavailable(f"cannot begin a write transaction: {exc}") from exc
         try:
-            yield PgConnection(conn)
+            yield conn
         except BaseException:
             with anyio.CancelScope(shield=True), suppress(Exception):
                 await transaction.rollback()
@@ -162,13 +152,6 @@ class PgStore(Store):
     def _drop_broken(self) -> None:
         if self._writer is not None and self._writer.is_closed():
             self._writer = None
-
-    @asynccontextmanager
-    async def write(self) -> AsyncIterator[PgConnection]:
-        """One write transaction with its body in the caller's block (prefer
-        :meth:`transact`)."""
-        async with self._lock, self._transaction(durable=True) as conn:
-            yield conn
 
 
 async def _migrate(conn: asyncpg.Connection, on_step: OnStep | None) -> None:

@@ -6,7 +6,7 @@ resets its delivered dispatches for the new owner; a write under the old
 epoch (an ack, an event, a mint) must then change nothing. With several
 hubs on one PostgreSQL, a hub that lost a deployment's lease (paused past
 its life, cut off) must change nothing either, even before it notices
-(``hub.store.leases``): the lease row is locked until the write it guards
+(``leases.py``): the lease row is locked until the write it guards
 commits, so the lease cannot change hands in between. Both checks run
 inside the guarded write's own transaction.
 """
@@ -36,10 +36,11 @@ class Fence(NamedTuple):
 
 
 _EPOCH = sql("SELECT owner_epoch FROM deployment WHERE id = ?")
-# hub_lease exists on PostgreSQL only (one SQLite file has one hub, and a
-# fence there carries no lease): SQLite's text is never run, and reads nothing.
+# The lease row stays locked until the guarded write commits (on SQLite,
+# BEGIN IMMEDIATE holds the whole file anyway, and its hub_lease table,
+# from migration 15, stays empty in a hub's use: one file has one hub).
 _LEASE = sql(
-    "SELECT '' AS hub_id, 0 AS token WHERE ? IS NULL AND 1 = 0",
+    "SELECT hub_id, token FROM hub_lease WHERE deployment_id = ?",
     postgres="SELECT hub_id, token FROM hub_lease WHERE deployment_id = ? FOR UPDATE",
 )
 

@@ -1,7 +1,16 @@
 """The hub's SQL, declared once per database, and what runs it: statements
-(:func:`sql`), the body's view of a transaction (:class:`Tx`), and its
-SQLite side (:class:`SqliteTx`); the PostgreSQL side is ``hub.store.pg``."""
+(:func:`sql`), statements of many rows declared for each group size
+(``insert_statement``, ``update_statement``), the body's view of a
+transaction (:class:`Tx`), and its SQLite side (:class:`SqliteTx`); the
+PostgreSQL side is ``hub.store.pg``."""
 
+from ._bulk import GROUP as GROUP
+from ._bulk import SIZES as SIZES
+from ._bulk import Grouped as Grouped
+from ._bulk import insert_rows as insert_rows
+from ._bulk import insert_statement as insert_statement
+from ._bulk import update_rows as update_rows
+from ._bulk import update_statement as update_statement
 from ._sqlite import SqliteTx as SqliteTx
 from ._statement import DECLARED as DECLARED
 from ._statement import Params as Params
@@ -14,12 +23,19 @@ from ._tx import TxBody as TxBody
 
 __all__ = [
     "DECLARED",
+    "GROUP",
+    "SIZES",
+    "Grouped",
     "Params",
     "Row",
     "SqliteTx",
     "Statement",
     "Tx",
     "TxBody",
+    "insert_rows",
+    "insert_statement",
     "json_array",
     "sql",
+    "update_rows",
+    "update_statement",
 ]

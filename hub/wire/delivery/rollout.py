@@ -6,7 +6,7 @@ each rollout whose deployment has a current session, it sends ``LoadVersion``
 on the sidecar's inbound subject: only the owner answers (it checks the
 session id the hub stamped), after it has fetched the sources, kept them in
 its inbox and imported them. Its answer settles the rollout in one
-transaction (:func:`hub.store.versions.finish_rollout`): active, or refused
+transaction (:func:`hub.store.finish_rollout`): active, or refused
 with the sidecar's reason. No answer (no sidecar, a timeout, a hub or
 sidecar restart in between) leaves the row as it is, and the next look
 tries again; loading twice is harmless.

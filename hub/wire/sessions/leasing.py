@@ -2,7 +2,7 @@
 
 One hub (SQLite, or PostgreSQL with ``--hubs`` left at one) serves every
 deployment: :class:`Everything`. Several hubs on one PostgreSQL share them
-by lease (``hub.store.leases``): :class:`LeaseKeeper` renews this hub's
+by lease (``hub.store.sessions``' leases): :class:`LeaseKeeper` renews this hub's
 leases every ``every`` seconds, takes free and expired ones up to its fair
 share, and tells the wire side what it gained and lost.
 

@@ -15,7 +15,8 @@ from starlette.applications import Starlette
 
 from hub import Acceptor, Store, create_app
 from hub.api.app import ApiSettings
-from hub.store import fetch_one, open_store
+from hub.store import open_store
+from tests.support.store import read_one
 
 SOURCE = "async def main(ctx, item):\n    pass\n"
 MAX_BODY = 256 * 1024
@@ -41,8 +42,7 @@ class Api:
         return await self.client.post("/mail", json={"to": to, "subject": "hi", **kw})
 
     async def count(self, sql: str, *params: object) -> int:
-        # One hop, like the hub's reads on this same connection (hub/store/reads.py).
-        row = await fetch_one(self.store.db, sql, params)
+        row = await read_one(self.store, sql, *params)
         assert row is not None
         return int(row[0])
 

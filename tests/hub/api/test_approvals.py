@@ -12,23 +12,27 @@ from typing import Any
 import msgspec
 import pytest
 
+from tests.support.store import execute, read_one, rows
+
 from .harness import Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 
 
 async def requested(hub: Api, approval_id: str, run_id: str, prompt: str, at: float) -> None:
-    async with hub.store.write() as db:
-        await db.execute(
-            "INSERT INTO approval (id, run_id, prompt, status, created_at)"
-            " VALUES (?, ?, ?, 'pending', ?)",
-            (approval_id, run_id, prompt, at),
-        )
+    await execute(
+        hub.store,
+        "INSERT INTO approval (id, run_id, prompt, status, created_at)"
+        " VALUES (?, ?, ?, 'pending', ?)",
+        approval_id,
+        run_id,
+        prompt,
+        at,
+    )
 
 
 async def end_run(hub: Api, run_id: str, status: str = "completed") -> None:
-    async with hub.store.write() as db:
-        await db.execute("UPDATE workflow_run SET status = ? WHERE id = ?", (status, run_id))
+    await execute(hub.store, "UPDATE workflow_run SET status = ? WHERE id = ?", status, run_id)
 
 
 async def first_run(hub: Api, name: str) -> tuple[str, str]:
@@ -120,16 +124,13 @@ async def test_a_decision_is_approve_or_reject_and_decides_once(tmp_path: Path) 
         other = await hub.client.post("/approvals/apr_1", json={"decision": "reject"})
         assert_error(other, 409, "approval_decided")
 
-        async with hub.store.db.execute(
-            "SELECT status, decision FROM approval WHERE id = 'apr_1'"
-        ) as cur:
-            assert [tuple(row) for row in await cur.fetchall()] == [("decided", "approve")]
+        decided = await rows(hub.store, "SELECT status, decision FROM approval WHERE id = 'apr_1'")
+        assert decided == [("decided", "approve")]
         dsp = (await hub.client.get(f"/dispatches/{receipt['dispatch_id']}")).json()
         assert (dsp["kind"], dsp["subject"], dsp["run_id"]) == ("approval", "approve", run_id)
-        async with hub.store.db.execute(
-            "SELECT body FROM workflow_run_dispatch WHERE id = ?", (receipt["dispatch_id"],)
-        ) as cur:
-            row = await cur.fetchone()
+        row = await read_one(
+            hub.store, "SELECT body FROM workflow_run_dispatch WHERE id = ?", receipt["dispatch_id"]
+        )
         assert row is not None
         # The body the sidecar reads into ApprovalDecision (docs/sidecar.md, "Items").
         assert msgspec.json.decode(row[0]) == {"approval_id": "apr_1", "decision": "approve"}

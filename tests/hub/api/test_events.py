@@ -23,6 +23,7 @@ from hub.store import Store, last_change_id, trim_changes
 from runtime.testing import MemoryBus
 from tests.support import wait_for
 from tests.support.events import Stream, open_stream
+from tests.support.store import execute
 
 from .harness import SOURCE, assert_error
 
@@ -85,11 +86,11 @@ async def test_a_dispatchs_changes_stream_as_mail_is_accepted(tmp_path: Path) ->
                 ("run", got["run_id"], "running"),
                 ("dispatch", got["dispatch_id"], "reserved"),
             ]
-            async with h.store.write() as db:
-                await db.execute(
-                    "UPDATE workflow_run_dispatch SET status = 'delivered' WHERE id = ?",
-                    (got["dispatch_id"],),
-                )
+            await execute(
+                h.store,
+                "UPDATE workflow_run_dispatch SET status = 'delivered' WHERE id = ?",
+                got["dispatch_id"],
+            )
             event = await events.next()
             data = msgspec.json.decode(event.data[0])
             assert (event.kind, data["status"], data["change"]["status"]) == (

@@ -20,6 +20,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from hub.api import HttpLimits, HttpServer, bind_socket, mail_answers
+from tests.support.store import rows
 
 from .harness import BEARER, TOKEN, Api, api
 
@@ -78,8 +79,8 @@ async def test_mail_the_lane_takes_never_reaches_the_app_and_is_stored(tmp_path:
         )
         subjects = [
             row[0]
-            for row in await hub.store.db.execute_fetchall(
-                "SELECT subject FROM workflow_run_dispatch ORDER BY seq"
+            for row in await rows(
+                hub.store, "SELECT subject FROM workflow_run_dispatch ORDER BY seq"
             )
         ]
     assert [a.status_code for a in answers] == [202] * 20

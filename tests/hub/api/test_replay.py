@@ -13,6 +13,7 @@ import pytest
 
 from hub.api.routes.scratch import replay_job, scratch_env
 from hub.store import read_history
+from hub.store.sql import sql
 from runtime import (
     NATS_URL_ENV,
     SIDECAR_PASS_ENV,
@@ -35,14 +36,15 @@ async def main(ctx, item):
 """
 
 
+_RECORD = sql(
+    "INSERT INTO run_event (id, run_id, deployment_id, kind, payload, at)"
+    " SELECT ?, id, deployment_id, ?, ?, 1.0 FROM workflow_run WHERE id = ?"
+)
+
+
 async def record(hub: Api, run_id: str, *events: Event) -> None:
-    async with hub.store.write() as db:
-        for event in events:
-            await db.execute(
-                "INSERT INTO run_event (id, run_id, deployment_id, kind, payload, at)"
-                " SELECT ?, id, deployment_id, ?, ?, 1.0 FROM workflow_run WHERE id = ?",
-                (event.event_id, type(event).__name__, encode(event), run_id),
-            )
+    rows = [(e.event_id, type(e).__name__, encode(e), run_id) for e in events]
+    await hub.store.transact(lambda tx: tx.execute_many(_RECORD, rows))
 
 
 async def recorded_run(hub: Api, subjects: list[str]) -> str:

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from runtime import INLINE_BODY_LIMIT
+from tests.support.store import execute, read_one
 
 from .harness import MAX_BODY, Api, api, assert_error
 
@@ -33,12 +34,12 @@ async def signal(hub: Api, run_id: str, **body: Any) -> httpx.Response:
 
 async def stored(hub: Api, dispatch_id: str) -> tuple[Any, ...]:
     """A dispatch's kind, subject, inline body, digest, size and message id."""
-    async with hub.store.db.execute(
+    row = await read_one(
+        hub.store,
         "SELECT kind, subject, body, body_digest, body_size, message_id"
         " FROM workflow_run_dispatch WHERE id = ?",
-        (dispatch_id,),
-    ) as cur:
-        row = await cur.fetchone()
+        dispatch_id,
+    )
     assert row is not None
     return tuple(row)
 
@@ -106,8 +107,10 @@ async def test_a_signal_to_an_unknown_or_ended_run_is_refused(tmp_path: Path) ->
         retried = await signal(hub, run_id, name="x", message_id="before-the-end")
         assert retried.status_code == 202
 
-        async with hub.store.write() as db:  # what ingesting RunCompleted leaves
-            await db.execute("UPDATE workflow_run SET status = 'completed' WHERE id = ?", (run_id,))
+        # What ingesting RunCompleted leaves.
+        await execute(
+            hub.store, "UPDATE workflow_run SET status = 'completed' WHERE id = ?", run_id
+        )
         r = await signal(hub, run_id, name="x", payload=1)
         assert_error(r, 409, "workflow_run_terminal")
         assert r.json()["status"] == "rejected"

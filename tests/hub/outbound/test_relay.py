@@ -21,6 +21,8 @@ from hub.store import OutboundMail, OutboundStatus, Store, open_store, record_ou
 from runtime import new_id
 from tests.support import wait_for
 from tests.support.smtp import SmtpServer, self_signed
+from tests.support.store import execute
+from tests.support.store import row as read_row
 
 pytestmark = pytest.mark.anyio
 
@@ -54,10 +56,9 @@ async def add_mail(
 
 
 async def row_of(store: Store, event_id: str) -> dict[str, Any]:
-    async with store.db.execute("SELECT * FROM outbound_mail WHERE event_id = ?", (event_id,)) as c:
-        row = await c.fetchone()
-    assert row is not None
-    return dict(row)
+    found = await read_row(store, "SELECT * FROM outbound_mail WHERE event_id = ?", event_id)
+    assert found is not None
+    return found
 
 
 async def reaches(store: Store, row: dict[str, Any], status: str) -> dict[str, Any]:
@@ -161,10 +162,9 @@ async def test_a_mail_left_sending_is_sent_again_in_doubt_with_its_message_id(
     store: Store, smtp: SmtpServer
 ) -> None:
     row = await add_mail(store)
-    async with store.write() as db:  # what a hub killed mid-transaction leaves
-        await db.execute(
-            "UPDATE outbound_mail SET status = 'sending', attempts = 1 WHERE id = ?", (row["id"],)
-        )
+    await execute(  # what a hub killed mid-transaction leaves
+        store, "UPDATE outbound_mail SET status = 'sending', attempts = 1 WHERE id = ?", row["id"]
+    )
     async with relaying(store, relay_of(smtp)):
         sent = await reaches(store, row, "sent")
     (copy,) = smtp.recorder.copies(row["message_id"])

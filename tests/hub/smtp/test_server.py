@@ -19,12 +19,12 @@ import pytest
 from hub import Acceptor, Store
 from hub.api import bind_socket
 from hub.smtp import PASSWORD_ENV, USER_ENV, SmtpConfig, SmtpServer, smtp_config
-from hub.store import Accepted, Trigger, delete_deployment, open_store
-from hub.store.deployments import create_deployment
+from hub.store import Accepted, Trigger, create_deployment, delete_deployment, open_store
 from hub.store.sql import sql
 from runtime.testing import configure_failpoints
 from tests.support import wait_for
 from tests.support.smtp import self_signed
+from tests.support.store import rows
 
 # slow: every test runs the SMTP ingress over real sockets against a hub's store
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -67,12 +67,12 @@ class Ingress:
         return ssl.create_default_context(cafile=str(self.ca_file))
 
     async def dispatches(self) -> list[tuple[Any, ...]]:
-        rows = await self.store.db.execute_fetchall(
+        return await rows(
+            self.store,
             "SELECT d.address, x.seq, x.message_id, x.sender, x.subject, x.body"
             " FROM workflow_run_dispatch x JOIN deployment d ON d.id = x.deployment_id"
-            " ORDER BY x.created_at, x.seq"
+            " ORDER BY x.created_at, x.seq",
         )
-        return [tuple(r) for r in rows]
 
 
 @asynccontextmanager
@@ -132,9 +132,7 @@ async def test_a_mail_becomes_a_trigger_with_from_subject_and_text(tmp_path: Pat
 
 async def test_unknown_and_deleted_addresses_are_refused_at_rcpt(tmp_path: Path) -> None:
     async with ingress(tmp_path) as hub:
-        (dep,) = await hub.store.db.execute_fetchall(
-            "SELECT id FROM deployment WHERE name = 'audit'"
-        )
+        (dep,) = await rows(hub.store, "SELECT id FROM deployment WHERE name = 'audit'")
         await delete_deployment(hub.store, dep[0])
 
         def rcpts(smtp: smtplib.SMTP) -> list[tuple[int, bytes]]:

@@ -16,9 +16,14 @@ import msgspec
 import pytest
 
 from hub import Accepted, Acceptor, Rejected, Store, StoreUnavailable, Trigger
-from hub.store import WITH_OTHERS, count_by_status, count_reserved, open_store
-from hub.store.accept import RefusedByRun
-from hub.store.deployments import create_deployment
+from hub.store import (
+    WITH_OTHERS,
+    RefusedByRun,
+    count_by_status,
+    count_reserved,
+    create_deployment,
+    open_store,
+)
 from hub.store.sql import sql
 from runtime import INLINE_BODY_LIMIT
 from tests.support import wait_for

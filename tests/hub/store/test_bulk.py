@@ -1,7 +1,8 @@
-"""Writes of many rows a statement (hub.store.bulk): every row lands, in
-order, with its own values, across groups and a remainder, the statements
-take few shapes, declared once each, and the change feed's triggers record
-each row as a statement a row would."""
+"""Writes of many rows a statement (hub.store.sql's ``insert_statement``,
+``update_statement``): every row lands, in order, with its own values,
+across groups and a remainder, the statements take few shapes, declared
+once each, and the change feed's triggers record each row as a statement a
+row would."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from hub import Accepted, Trigger, accept_triggers
 from hub.store import create_deployment, open_store, read_changes, update_rows, update_statement
-from hub.store.bulk import GROUP, SIZES, _groups
+from hub.store.sql._bulk import GROUP, SIZES, _groups
 from tests.support.store import execute, rows
 
 pytestmark = pytest.mark.anyio

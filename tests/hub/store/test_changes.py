@@ -25,7 +25,7 @@ from hub.store import (
     read_changes,
     trim_changes,
 )
-from hub.store.changes import add_change_feed
+from hub.store.feed import add_change_feed
 from hub.store.sql import Tx, sql
 from tests.support.store import execute
 

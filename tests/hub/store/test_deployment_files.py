@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from hub import Store, delete_deployment
-from hub.store import open_store
-from hub.store.deployments import create_deployment
+from hub.store import create_deployment, open_store
 from runtime import record_path
 from sidecar._home import Home
 

@@ -12,11 +12,13 @@ import pytest
 from hub._errors import LeaseLost
 from hub.store import (
     FEED_HOLD,
+    Fence,
     LeaseRound,
+    LeaseToken,
     Store,
     Trigger,
     accept_triggers,
-    check_lease,
+    check_fence,
     collect_blobs,
     feed_start,
     hold_role,
@@ -37,6 +39,12 @@ pytestmark = pytest.mark.anyio
 
 def take(store: Store, hub: str, ttl: float = 30.0) -> Awaitable[LeaseRound]:
     return store.transact(lambda tx: renew_and_take(tx, hub, "", ttl))
+
+
+def held(deployment_id: str, hub: str, token: int) -> Fence:
+    """The fence of a write by ``hub`` under lease ``token`` (nobody
+    claimed the deployment: its owner epoch is 0)."""
+    return Fence(deployment_id, 0, LeaseToken(hub, token))
 
 
 # The statements are the same on SQLite (one schema: its lease tables stay
@@ -60,8 +68,8 @@ async def test_hubs_share_the_deployments_and_take_over_expired_leases_with_a_ne
 
         # The old holder's token no longer passes the fence; the new one's does.
         with pytest.raises(LeaseLost):
-            await store.transact(lambda tx: check_lease(tx, taken, "hub-a", 1))
-        await store.transact(lambda tx: check_lease(tx, taken, "hub-b", 2))
+            await store.transact(lambda tx: check_fence(tx, held(taken, "hub-a", 1)))
+        await store.transact(lambda tx: check_fence(tx, held(taken, "hub-b", 2)))
 
         # A new process of a hub (its state dir's hub id) takes its leases
         # back at once, expired or not, with new tokens: its previous
@@ -72,7 +80,7 @@ async def test_hubs_share_the_deployments_and_take_over_expired_leases_with_a_ne
         )
         assert back.held == {dep: token + 1 for dep, token in second.held.items()}
         with pytest.raises(LeaseLost):
-            await store.transact(lambda tx: check_lease(tx, taken, "hub-b", 2))
+            await store.transact(lambda tx: check_fence(tx, held(taken, "hub-b", 2)))
 
         # A hub that stops frees its leases at once.
         await store.transact(lambda tx: release_all(tx, "hub-b"))

@@ -15,7 +15,6 @@ import time
 from functools import partial
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
 from hub.store import (
@@ -32,7 +31,7 @@ from hub.store import (
     trim_changes,
     trim_history,
 )
-from hub.store.accept import PRIOR_DISPATCHES
+from hub.store.accepting.lookups import PRIOR_DISPATCHES
 from hub.wire.events.processed import ProcessedBatch
 from runtime import DispatchProcessed, Event, new_id
 from runtime.sqlite import Database
@@ -48,13 +47,8 @@ _NAMED = re.compile(r"\b(?:FROM|JOIN)\s+(\w+)\s+(?:AS\s+)?(\w+)", re.IGNORECASE)
 _PLANNED = ("SELECT", "INSERT", "UPDATE", "DELETE", "WITH")
 
 
-async def _traced(db: Database | aiosqlite.Connection, into: list[str]) -> None:
-    if isinstance(db, Database):
-        await db.read(lambda conn: conn.set_trace_callback(into.append))
-        return
-    # The older reader (aiosqlite) while store code moves off it.
-    conn: sqlite3.Connection = db._conn
-    await db._execute(conn.set_trace_callback, into.append)  # type: ignore[no-untyped-call]
+async def _traced(db: Database, into: list[str]) -> None:
+    await db.read(lambda conn: conn.set_trace_callback(into.append))
 
 
 def _scans(path: Path, statements: list[str]) -> dict[str, list[str]]:
@@ -81,7 +75,6 @@ async def test_a_mails_statements_search_indexes(tmp_path: Path) -> None:
         statements: list[str] = []
         await _traced(store._writer, statements)
         await _traced(store._reader, statements)
-        await _traced(store._old_reader, statements)
 
         def mails(at: int) -> list[Trigger]:
             return [

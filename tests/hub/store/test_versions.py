@@ -12,7 +12,7 @@ import pytest
 from hub import Store
 from hub._errors import DeploymentNotLive, UnknownVersion
 from hub.store import Tx, collect_blobs, delete_deployment
-from hub.store.versions import (
+from hub.store.deployments.versions import (
     VersionStatus,
     add_version,
     add_workflow_versions,

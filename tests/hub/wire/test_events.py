@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hub.store.accept import Accepted, Rejected, Trigger, accept_triggers
-from hub.store.deployments import delete_deployment
+from hub.store import Accepted, Rejected, Trigger, accept_triggers, delete_deployment
 from runtime import (
     ApprovalRequested,
     ChildRunStarted,

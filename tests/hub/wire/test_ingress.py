@@ -29,7 +29,7 @@ from hub import (
     serve_hub,
 )
 from hub.natsauth import HUB_SEED_FILE, UserKey, new_user_key
-from hub.store import fetch_one
+from hub.store import Store
 from hub.wire import RetentionConfig, WireConfig
 from runtime import (
     FrameDecoder,
@@ -46,6 +46,7 @@ from runtime import (
 from runtime.testing import configure_failpoints
 from tests.support import wait_for
 from tests.support.identities import AuthorizedServer, admitted, authorized_server, peer
+from tests.support.store import read_one
 
 # slow: every test runs a hub and producers with NATS identities on a real nats-server
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -60,7 +61,7 @@ _REFUSED: FrameDecoder[Refused] = FrameDecoder(Refused)
 class Hub:
     auth: AuthorizedServer
     http: httpx.AsyncClient
-    db: Any  # the hub store's reader
+    store: Store
 
     async def deploy(self, name: str) -> dict[str, Any]:
         r = await self.http.post("/workflows/deployments", json={"name": name, "source": SOURCE})
@@ -85,7 +86,7 @@ class Hub:
                 yield client
 
     async def dispatches(self) -> int:
-        row = await fetch_one(self.db, "SELECT COUNT(*) FROM workflow_run_dispatch")
+        row = await read_one(self.store, "SELECT COUNT(*) FROM workflow_run_dispatch")
         assert row is not None
         return int(row[0])
 
@@ -110,7 +111,7 @@ async def running_hub(tmp_path: Path, wire: WireConfig | None = None) -> AsyncIt
             handle = await tg.start(serve_hub, config)
             headers = {"Authorization": f"Bearer {TOKEN}"}
             async with httpx.AsyncClient(base_url=handle.http_url, headers=headers) as http:
-                yield Hub(auth, http, handle.store.db)
+                yield Hub(auth, http, handle.store)
             tg.cancel_scope.cancel()
 
 
@@ -203,10 +204,10 @@ async def test_a_batch_refused_whole(tmp_path: Path) -> None:
             ) as raw:
                 answer = await raw.client.request(client.subject, b"\x93garbage", timeout=10)
             assert _REFUSED.decode(answer.data).reason == Reason.DECODE_ERROR
-            letters = await fetch_one(
-                hub.db,
+            letters = await read_one(
+                hub.store,
                 "SELECT COUNT(*) FROM dead_letter WHERE source = 'ingress' AND deployment_id = ?",
-                (added["id"],),
+                added["id"],
             )
             assert letters is not None and letters[0] == 1
             receipts = await client.send([ingress_mail("one@mailrun.local", "fine")])
@@ -229,7 +230,9 @@ async def test_garbage_past_its_rate_is_counted_in_the_hubs_metrics(tmp_path: Pa
             for _ in range(3):
                 answer = await raw.client.request(client.subject, b"\x93garbage", timeout=10)
                 assert _REFUSED.decode(answer.data).reason == Reason.DECODE_ERROR
-        kept = await fetch_one(hub.db, "SELECT COUNT(*) FROM dead_letter WHERE source = 'ingress'")
+        kept = await read_one(
+            hub.store, "SELECT COUNT(*) FROM dead_letter WHERE source = 'ingress'"
+        )
         assert kept is not None and kept[0] == 1
         metrics = (await hub.http.get("/metrics")).text
         assert 'mailrun_dead_letters_dropped_total{why="rate_limit"} 2' in metrics

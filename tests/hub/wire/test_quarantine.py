@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hub.store.accept import Accepted
-from hub.store.queries import get_deployment, list_deployments
+from hub.store import Accepted, get_deployment, list_deployments
 from runtime import (
     DispatchProcessed,
     EnvelopeQuarantined,

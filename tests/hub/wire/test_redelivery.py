@@ -42,6 +42,7 @@ from runtime import (
 )
 from runtime.testing import configure_failpoints, failpoint_spent
 from tests.support import NatsServerProcess, wait_for
+from tests.support.store import execute
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, send
 
 # slow: every test waits out a redelivery bound
@@ -229,6 +230,9 @@ async def test_a_dispatch_that_stays_unprocessed_is_reported_stuck_until_process
         assert await statuses(hub, car.dep.id) == ["processed"]
 
 
+SET_RUN_STATUS = "UPDATE workflow_run SET status = ? WHERE id = ?"
+
+
 async def test_a_run_waiting_on_an_approval_keeps_its_deliveries(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
@@ -237,11 +241,12 @@ async def test_a_run_waiting_on_an_approval_keeps_its_deliveries(
         held = await sidecar(hub, bus, tg, held_inbox, name="held")
         [gated] = await accept(hub, held.dep, [b"arrived while waiting"])
         await wait_for(are(hub, held.dep.id, ["delivered"]))
-        async with hub.store.write() as db:
-            await db.execute(
-                "UPDATE workflow_run SET status = ? WHERE id = ?",
-                (RunStatus.WAITING, gated.run_id),
-            )
+        await execute(
+            hub.store,
+            "UPDATE workflow_run SET status = ? WHERE id = ?",
+            RunStatus.WAITING,
+            gated.run_id,
+        )
         # A deployment delivered later is overdue later: once it has been
         # sent again twice, sweeps have long passed over the waiting one.
         clock = await sidecar(hub, bus, tg, clock_inbox, name="clock")
@@ -260,11 +265,12 @@ async def test_a_run_waiting_on_an_approval_keeps_its_deliveries(
         assert sent(held_inbox)[gated.dispatch_id] == 1
 
         # The decision came: the run runs again, and what it holds is overdue.
-        async with hub.store.write() as db:
-            await db.execute(
-                "UPDATE workflow_run SET status = ? WHERE id = ?",
-                (RunStatus.RUNNING, gated.run_id),
-            )
+        await execute(
+            hub.store,
+            "UPDATE workflow_run SET status = ? WHERE id = ?",
+            RunStatus.RUNNING,
+            gated.run_id,
+        )
         await wait_for(lambda: sent(held_inbox)[gated.dispatch_id] >= 2)
 
 

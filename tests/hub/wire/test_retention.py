@@ -10,12 +10,18 @@ from pathlib import Path
 import pytest
 
 from hub._errors import UnknownSession
-from hub.store import get_dispatch
-from hub.store.accept import Accepted, Rejected, Trigger, accept_triggers
-from hub.store.deployments import delete_deployment
+from hub.store import (
+    Accepted,
+    Rejected,
+    Trigger,
+    accept_triggers,
+    delete_deployment,
+    get_dispatch,
+)
 from hub.wire import RetentionConfig, WireConfig
 from hub.wire.sessions.sessions import _Nonces
 from runtime import DispatchProcessed, EnvelopeQuarantined, EventsAck, new_id
+from tests.support.store import execute
 from tests.support.wire import Sidecar, accept, owned, processed, refused, running_hub, send
 
 pytestmark = pytest.mark.anyio
@@ -81,11 +87,12 @@ async def test_a_frame_longer_than_the_history_ends_as_its_events_sent_one_by_on
         single, single_receipts = await owned(hub, 8, "single")
         # Seq 3 settled without an event (as a refusal cancels it): its late
         # event is trimmed as any other, and takes the body with it.
-        async with hub.store.write() as db:
-            await db.execute(
-                "UPDATE workflow_run_dispatch SET status = 'cancelled' WHERE id IN (?, ?)",
-                (framed_receipts[2].dispatch_id, single_receipts[2].dispatch_id),
-            )
+        await execute(
+            hub.store,
+            "UPDATE workflow_run_dispatch SET status = 'cancelled' WHERE id IN (?, ?)",
+            framed_receipts[2].dispatch_id,
+            single_receipts[2].dispatch_id,
+        )
         first, *rest = script(framed_receipts)
         assert isinstance(await send(framed, first), EventsAck)
         assert isinstance(await send(framed, *rest), EventsAck)

@@ -7,7 +7,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.store.deployments import delete_deployment
+from hub.store import delete_deployment
 from runtime import (
     Challenge,
     DispatchProcessed,
@@ -23,6 +23,7 @@ from runtime import (
     new_id,
     sign,
 )
+from tests.support.store import execute
 from tests.support.wire import Sidecar, accept, deploy, refused, running_hub
 
 
@@ -199,12 +200,13 @@ async def test_welcome_carries_the_floor_below_which_all_is_settled(tmp_path: Pa
         await accept(hub, dep, [b"1", b"2", b"3", b"4"])
 
         async def settle(seq: int, status: str) -> None:
-            async with hub.store.write() as db:
-                await db.execute(
-                    "UPDATE workflow_run_dispatch SET status = ? WHERE deployment_id = ?"
-                    " AND seq = ?",
-                    (status, dep.id, seq),
-                )
+            await execute(
+                hub.store,
+                "UPDATE workflow_run_dispatch SET status = ? WHERE deployment_id = ? AND seq = ?",
+                status,
+                dep.id,
+                seq,
+            )
 
         await settle(1, "processed")
         await settle(2, "cancelled")

@@ -1,0 +1,61 @@
+"""Deployments in the store: created and deleted, their workflow versions and
+rollouts, their NATS identities, and the producers that may send mail over
+the NATS ingress."""
+
+from .identities import give_nats_identities as give_nats_identities
+from .lifecycle import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
+from .lifecycle import Created as Created
+from .lifecycle import build_sources as build_sources
+from .lifecycle import create_deployment as create_deployment
+from .lifecycle import delete_deployment as delete_deployment
+from .producers import NewProducer as NewProducer
+from .producers import ProducerStatus as ProducerStatus
+from .producers import ProducerView as ProducerView
+from .producers import add_producers as add_producers
+from .producers import get_producer as get_producer
+from .producers import insert_producer as insert_producer
+from .producers import is_active_producer as is_active_producer
+from .producers import list_producers as list_producers
+from .producers import remove_producer as remove_producer
+from .producers import resolve_producer as resolve_producer
+from .versions import Rollout as Rollout
+from .versions import VersionStatus as VersionStatus
+from .versions import VersionView as VersionView
+from .versions import active_entrypoint as active_entrypoint
+from .versions import add_version as add_version
+from .versions import add_workflow_versions as add_workflow_versions
+from .versions import finish_rollout as finish_rollout
+from .versions import get_version as get_version
+from .versions import list_versions as list_versions
+from .versions import pending_rollouts as pending_rollouts
+from .versions import request_rollout as request_rollout
+
+__all__ = [
+    "DEFAULT_ENTRYPOINT",
+    "Created",
+    "NewProducer",
+    "ProducerStatus",
+    "ProducerView",
+    "Rollout",
+    "VersionStatus",
+    "VersionView",
+    "active_entrypoint",
+    "add_producers",
+    "add_version",
+    "add_workflow_versions",
+    "build_sources",
+    "create_deployment",
+    "delete_deployment",
+    "finish_rollout",
+    "get_producer",
+    "get_version",
+    "give_nats_identities",
+    "insert_producer",
+    "is_active_producer",
+    "list_producers",
+    "list_versions",
+    "pending_rollouts",
+    "remove_producer",
+    "request_rollout",
+    "resolve_producer",
+]

@@ -1,0 +1,38 @@
+"""Outgoing mail in the store: the ``outbound_mail`` rows a run's mail becomes
+(``outbox.py``) and the relay's writes as it sends them (``relaying.py``)."""
+
+from .outbox import OutboundMail as OutboundMail
+from .outbox import OutboundStatus as OutboundStatus
+from .outbox import OutboundView as OutboundView
+from .outbox import add_outbound_mail as add_outbound_mail
+from .outbox import count_outbound as count_outbound
+from .outbox import list_outbound as list_outbound
+from .outbox import record_outbound as record_outbound
+from .relaying import DueMail as DueMail
+from .relaying import defer as defer
+from .relaying import due_mail as due_mail
+from .relaying import mark_failed as mark_failed
+from .relaying import mark_retry as mark_retry
+from .relaying import mark_sending as mark_sending
+from .relaying import mark_sent as mark_sent
+from .relaying import next_due as next_due
+from .relaying import settle_at_boot as settle_at_boot
+
+__all__ = [
+    "DueMail",
+    "OutboundMail",
+    "OutboundStatus",
+    "OutboundView",
+    "add_outbound_mail",
+    "count_outbound",
+    "defer",
+    "due_mail",
+    "list_outbound",
+    "mark_failed",
+    "mark_retry",
+    "mark_sending",
+    "mark_sent",
+    "next_due",
+    "record_outbound",
+    "settle_at_boot",
+]

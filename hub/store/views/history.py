@@ -1,0 +1,276 @@
+"""A run's recorded history, as replay reads it: the items the run processed,
+in its order, each with the state, effects and end it recorded.
+
+Only what the store still holds can be read (hub.md, "Retention"): the
+run's latest ``run_history`` events keep their payload, and a processed
+dispatch keeps its inline body (at most ``INLINE_BODY_LIMIT``) while its
+DispatchProcessed does. So:
+
+- The sidecar commits each item's events together, in this order:
+  ``[RunStarted]``, the effects (MailSent, ChildRunStarted,
+  ApprovalRequested), DispatchProcessed, ``[RunCompleted | RunFailed]``.
+  Effects belong to the DispatchProcessed after them, an end to the one
+  before it.
+- The events that keep their payload are the run's latest ones. If its
+  RunStarted is among them the history starts at the beginning, from ``{}``;
+  otherwise the oldest item held (whose effects may be gone) only gives the
+  state the history starts from.
+- An item whose body is gone (claim-checked and collected, or trimmed) is in
+  the history without one: replay cannot call the handler with it, and goes
+  on from the state it recorded.
+- An item the run refused for having ended (``refused_terminal``) was no
+  handler call: the history stops there.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from runtime import (
+    INLINE_BODY_LIMIT,
+    ApprovalRequested,
+    ChildRunStarted,
+    DispatchOutcome,
+    DispatchProcessed,
+    Event,
+    FrameDecodeError,
+    FrameDecoder,
+    MailSent,
+    Recorded,
+    RecordedEffect,
+    RecordedEnd,
+    ReplayItem,
+    RunCancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+)
+
+from ..._errors import UnknownRun
+from ..sql import Row, Tx, json_array, sql
+
+log = logging.getLogger("mailrun.hub.history")
+
+_RUN = sql(
+    # The deployment's entrypoint is its active version's.
+    "SELECT r.deployment_id, r.entrypoint, COALESCE((SELECT v.entrypoint"
+    " FROM deployment_version v WHERE v.deployment_id = d.id AND v.version = d.version),"
+    " d.entrypoint) AS deployment_entrypoint"
+    " FROM workflow_run r JOIN deployment d ON d.id = r.deployment_id"
+    " WHERE r.id = ? AND r.is_anchor = 0"
+)
+# The partial index of the rows that keep their payload: the cost is the
+# history, not the run's past. (PostgreSQL's run_event has a rowid column.)
+_EVENTS = sql(
+    "SELECT payload FROM run_event WHERE run_id = ? AND payload IS NOT NULL ORDER BY rowid"
+)
+_DISPATCHES = (
+    "SELECT id, seq, kind, message_id, sender, subject, body, body_size"
+    " FROM workflow_run_dispatch WHERE run_id = ? AND id IN "
+)
+_DISPATCHES_BY_ID = sql(
+    _DISPATCHES + "(SELECT value FROM json_each(?))",
+    postgres=_DISPATCHES + "(SELECT value FROM json_array_elements_text(CAST(? AS json)))",
+)
+
+
+class RunHistory(msgspec.Struct, kw_only=True):
+    run_id: str
+    deployment_id: str
+    entrypoint: str
+    """The run's handler: a child run's own, else its deployment's active version's."""
+    start_state: dict[str, Any]
+    start: str
+    """``beginning``, or ``after step K`` when the run's first events are gone."""
+    items: list[ReplayItem]
+    skipped: list[str]
+    """What the history leaves out, and why (for the report)."""
+
+    @property
+    def replayable(self) -> int:
+        """Items the handler can be called with."""
+        return sum(1 for item in self.items if item.body is not None)
+
+
+@dataclass
+class _Group:
+    """One DispatchProcessed with the events of its handler call."""
+
+    processed: DispatchProcessed
+    effects: list[RecordedEffect]
+    end: RecordedEnd | None = None
+
+
+@dataclass
+class _Grouped:
+    started: bool = False
+    groups: list[_Group] = field(default_factory=list)
+
+
+_decoder: FrameDecoder[Event] = FrameDecoder(Event)
+
+
+def read_history(tx: Tx, run_id: str) -> RunHistory:
+    """A read body: the recorded history of ``run_id`` that the store still holds.
+
+    Raises :class:`UnknownRun` for an id that is no run (an anchor row included).
+    """
+    run = tx.fetch_one(_RUN, (run_id,))
+    if run is None:
+        raise UnknownRun(f"no run {run_id!r}")
+    rows = tx.fetch_all(_EVENTS, (run_id,))
+    grouped = group_events(_decoded(run_id, (bytes(r["payload"]) for r in rows)))
+    dispatches = _dispatches(tx, run_id, [g.processed.dispatch_id for g in grouped.groups])
+    history = RunHistory(
+        run_id=run_id,
+        deployment_id=str(run["deployment_id"]),
+        entrypoint=str(run["entrypoint"] or run["deployment_entrypoint"]),
+        start_state={},
+        start="beginning",
+        items=[],
+        skipped=[],
+    )
+    _arrange(history, grouped, dispatches)
+    return history
+
+
+def _decoded(run_id: str, payloads: Iterable[bytes]) -> Iterable[Event]:
+    for payload in payloads:
+        try:
+            yield _decoder.decode(payload)
+        except FrameDecodeError as exc:
+            # The hub wrote it; a release that cannot read it leaves it out.
+            log.warning("run %s: an event of its history does not decode: %s", run_id, exc)
+
+
+def group_events(events: Iterable[Event]) -> _Grouped:
+    """Each DispatchProcessed with its effects and end, in the order given
+    (the order the hub ingested them in)."""
+    grouped = _Grouped()
+    effects: list[RecordedEffect] = []
+    seen: set[str] = set()
+    for event in events:
+        if isinstance(event, RunStarted):
+            grouped.started = True
+        elif isinstance(event, MailSent):
+            effects.append(
+                RecordedEffect(kind="mail", to=event.to, subject=event.subject, body=event.body)
+            )
+        elif isinstance(event, ChildRunStarted):
+            effects.append(
+                RecordedEffect(
+                    kind="spawn",
+                    entrypoint=event.entrypoint,
+                    input=event.input,
+                    child_run_id=event.child_run_id,
+                )
+            )
+        elif isinstance(event, ApprovalRequested):
+            effects.append(RecordedEffect(kind="approval", prompt=event.prompt))
+        elif isinstance(event, DispatchProcessed):
+            if event.dispatch_id not in seen:
+                seen.add(event.dispatch_id)
+                grouped.groups.append(_Group(event, effects))
+            # Else the same item processed again (a new owner after a takeover):
+            # the first processing is the one the hub applied.
+            effects = []
+        elif isinstance(event, RunCompleted | RunFailed | RunCancelled) and grouped.groups:
+            last = grouped.groups[-1]
+            if last.end is None:
+                last.end = _end(event)
+    if all(g.processed.step > 0 for g in grouped.groups):
+        # The run's processing order (an approval decision overtakes the items
+        # its gate held); an older sidecar sends no step: ingestion order.
+        grouped.groups.sort(key=lambda g: g.processed.step)
+    return grouped
+
+
+def _end(event: RunCompleted | RunFailed | RunCancelled) -> RecordedEnd:
+    if isinstance(event, RunCompleted):
+        return RecordedEnd(kind="completed", result=event.result)
+    if isinstance(event, RunFailed):
+        return RecordedEnd(kind="failed", error=event.error)
+    return RecordedEnd(kind="cancelled", error=event.reason)
+
+
+def _dispatches(tx: Tx, run_id: str, ids: list[str]) -> dict[str, Row]:
+    if not ids:
+        return {}
+    rows = tx.fetch_all(_DISPATCHES_BY_ID, (run_id, json_array(ids)))
+    return {str(r["id"]): r for r in rows}
+
+
+def _step(group: _Group) -> int:
+    return group.processed.step or group.processed.seq or 0
+
+
+def _arrange(history: RunHistory, grouped: _Grouped, dispatches: dict[str, Row]) -> None:
+    groups = grouped.groups
+    if not grouped.started:
+        if not groups:
+            history.skipped.append("the store holds no processed item of the run")
+            return
+        # The run's first events are gone: the oldest item held may have lost
+        # its effects too, so it gives only the state to start from.
+        base, groups = groups[0], groups[1:]
+        history.start_state = base.processed.state
+        history.start = f"after step {_step(base)}"
+        history.skipped.append(
+            f"steps up to {_step(base)}: their events are no longer held (the hub keeps"
+            " each run's latest --run-history events); replay starts from the state"
+            f" step {_step(base)} recorded"
+        )
+    for group in groups:
+        processed = group.processed
+        step = _step(group)
+        if processed.outcome == DispatchOutcome.REFUSED_TERMINAL:
+            history.skipped.append(
+                f"step {step} and later: the run had ended, they were no handler calls"
+            )
+            return
+        row = dispatches.get(processed.dispatch_id)
+        if row is None:
+            # The hub refused this event (the dispatch is not the run's).
+            history.skipped.append(f"step {step}: dispatch {processed.dispatch_id} is unknown")
+            continue
+        body = _body(row)
+        if body is None:
+            why = (
+                f"its body ({row['body_size']} bytes) was claim-checked"
+                if row["body_size"] > INLINE_BODY_LIMIT
+                else "its body is no longer held"
+            )
+            history.skipped.append(
+                f"step {step} (seq {row['seq']}): {why}; replay goes on from the state it recorded"
+            )
+        history.items.append(
+            ReplayItem(
+                dispatch_id=processed.dispatch_id,
+                seq=int(row["seq"]),
+                kind=str(row["kind"]),
+                message_id=row["message_id"],
+                sender=row["sender"],
+                subject=row["subject"],
+                body=body,
+                step=step,
+                version=processed.version,  # 0 from a sidecar before versions
+                recorded=Recorded(
+                    state=processed.state,
+                    outcome=processed.outcome,
+                    effects=group.effects,
+                    end=group.end,
+                ),
+            )
+        )
+
+
+def _body(row: Row) -> bytes | None:
+    """The item's body if the store still holds it (an empty one always is)."""
+    if row["body"] is not None:
+        return bytes(row["body"])
+    return b"" if not row["body_size"] else None
