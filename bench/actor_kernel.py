@@ -25,7 +25,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from runtime import Actor, Supervisor
+from runtime.actors import Actor, Supervisor
 
 
 class _Echo(Actor[int]):

@@ -48,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.suppor
 from bench._http import Pool
 from hub import IngressClient, ingress_mail
 from hub.cli.progress import Progress
-from runtime import SQLITE_SYNCHRONOUS_ENV, loop_options
+from runtime.config import SQLITE_SYNCHRONOUS_ENV
+from runtime.loops import loop_options
 from tests.support import free_port, wait_for
 
 COUNTER = """

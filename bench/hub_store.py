@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpe
 
 from hub.store import Accepted, Trigger, Tx, accept_triggers, open_store, trim_history
 from hub.wire.events.processed import ProcessedBatch
-from runtime import DEFAULT_RUN_HISTORY, DispatchProcessed, Event
+from runtime import DispatchProcessed, Event
+from runtime.config import DEFAULT_RUN_HISTORY
 from tests.support.wire import deploy, processed
 
 FRAME = 70  # events per frame, about what a sidecar under load sends

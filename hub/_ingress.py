@@ -28,14 +28,9 @@ from typing import Self
 import msgspec
 
 from runtime import (
-    DEFAULT_SUBJECT_PREFIX,
     WIRE_MAX_PAYLOAD,
     FrameDecodeError,
     FrameDecoder,
-    IngressBatch,
-    IngressMail,
-    IngressReceipt,
-    IngressReceipts,
     Refused,
     Subjects,
     Transport,
@@ -43,6 +38,8 @@ from runtime import (
     encode,
     open_nats,
 )
+from runtime.config import DEFAULT_SUBJECT_PREFIX
+from runtime.wire import IngressBatch, IngressMail, IngressReceipt, IngressReceipts
 
 from ._errors import IngressError, IngressRefused, IngressUnavailable, PayloadTooLarge
 

@@ -23,16 +23,15 @@ import anyio
 import anyio.abc
 
 from runtime import (
-    HostPort,
     Subjects,
     Transport,
     cancel_on_signals,
     make_private,
     new_id,
     open_nats,
-    redact_url,
     running_loop,
 )
+from runtime.config import HostPort, redact_url
 
 from ._errors import HubError
 from ._settings import HubSettings

@@ -11,14 +11,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runtime import (
+from runtime import ProcessSettings
+from runtime.config import (
     DEFAULT_HTTP_PORT,
     DEFAULT_MAIL_DOMAIN,
     DEFAULT_MAX_BODY,
     DEFAULT_NATS_URL,
     DEFAULT_SUBJECT_PREFIX,
     LOOPBACK,
-    ProcessSettings,
 )
 
 from .api import EventLimits, HttpLimits

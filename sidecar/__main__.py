@@ -26,7 +26,6 @@ import anyio
 
 from runtime import (
     NATS_URL_ENV,
-    Limits,
     ProcessSettings,
     RecordDecodeError,
     SidecarExit,
@@ -38,6 +37,7 @@ from runtime import (
     start_process,
     unwrap_group,
 )
+from runtime.sidecar_contract import Limits
 
 from ._app import Sidecar, SidecarOptions
 from ._errors import (

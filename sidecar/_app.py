@@ -35,13 +35,13 @@ from runtime import (
     Welcome,
     new_id,
     open_nats,
-    public_key_of,
     read_restore_record,
     running_loop,
     unwrap_group,
     write_restore_record,
 )
 from runtime.sqlite import Synchronous
+from runtime.wire import public_key_of
 
 from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home

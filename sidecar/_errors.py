@@ -28,7 +28,8 @@ The tree (a second base in parentheses)::
 
 from __future__ import annotations
 
-from runtime import MailrunError, SizeLimit
+from runtime import MailrunError
+from runtime.wire import SizeLimit
 
 
 class SidecarError(MailrunError):
@@ -76,7 +77,7 @@ class StateNotSerializable(SidecarError, TypeError):
 
 
 class LimitExceeded(SidecarError, ValueError):
-    """A value the handler made is larger than its size limit (``runtime.SIZE_LIMITS``).
+    """A value the handler made is larger than its size limit (``runtime.wire.SIZE_LIMITS``).
 
     The run fails at once, not after its retry budget: the same call on the
     same item makes the same value again, so a retry cannot succeed."""

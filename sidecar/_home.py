@@ -27,7 +27,8 @@ import socket
 from pathlib import Path
 from types import TracebackType
 
-from runtime import HOME_LOCK_FILE, write_atomic
+from runtime import write_atomic
+from runtime.sidecar_contract import HOME_LOCK_FILE
 
 from ._errors import HomeLocked, RestoreRecordMissing
 

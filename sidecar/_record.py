@@ -8,12 +8,12 @@ from runtime import (
     RecordDecodeError,
     RestoreRecord,
     SignatureError,
-    decode_restore_record,
     is_id,
     record_path,
-    unb64url,
     write_restore_record,
 )
+from runtime.sidecar_contract import decode_restore_record
+from runtime.wire import unb64url
 
 from ._errors import JoinTokenError, RestoreRecordMissing
 

@@ -161,8 +161,8 @@ def crossings(source: str, target: str) -> list[str]:
 
 def test_the_graph_sees_every_kind_of_import() -> None:
     edges = graph()
-    assert "runtime._errors" in edges["runtime.wire._codec"]  # relative, at the top
-    assert "runtime._failpoints" in edges["runtime.testing._failpoints"]  # from .. import mod
+    assert "runtime.errors" in edges["runtime.wire._codec"]  # relative, at the top
+    assert "runtime.failpoints" in edges["runtime.testing._failpoints"]  # from .. import mod
     assert "hub.store" in edges["hub.wire.service"]  # a room, through its package
     assert "hub.up.nats" in edges["hub.up.supervisor"]  # inside a function
     assert "hub.store.base" in edges["hub.store"]  # a package re-exporting its module
@@ -191,6 +191,33 @@ def test_hub_and_sidecar_never_import_each_other() -> None:
 def test_runtime_imports_neither_hub_nor_sidecar() -> None:
     assert crossings("runtime", "hub") == []
     assert crossings("runtime", "sidecar") == []
+
+
+def names_from_runtime(package: str) -> set[str]:
+    """The names ``package``'s modules import from runtime's front (``from runtime import X``)."""
+    return {
+        alias.name
+        for module, path in sources().items()
+        if module.partition(".")[0] == package
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module == "runtime" and not node.level
+        for alias in node.names
+    }
+
+
+def test_runtimes_front_is_what_hub_and_sidecar_share() -> None:
+    # A name one side alone uses comes from its room (runtime.wire, ...), so
+    # that runtime/__init__.py says what the two processes share, no more.
+    init = ast.parse(sources()["runtime"].read_text())
+    exported = {
+        ast.literal_eval(element)
+        for node in init.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__all__"
+        for element in node.value.elts  # type: ignore[attr-defined]
+    }
+    shared = names_from_runtime("hub") & names_from_runtime("sidecar")
+    assert exported - shared == set(), "used by one side only: import it from its room"
+    assert shared - exported == set()
 
 
 def room(module: str) -> str:
@@ -234,7 +261,7 @@ def test_a_room_entered_past_its_package_is_caught() -> None:
     edges = {
         "hub.api.mail": {"hub.store", "hub.api._limits"},  # its package; its own room
         "hub.wire.service": {"hub.store.opening"},  # past hub.store
-        "runtime.testing._memory": {"runtime.transport._subjects", "runtime._errors"},
+        "runtime.testing._memory": {"runtime.transport._subjects", "runtime.errors"},
         "hub._server": {"hub.api.mail"},  # a module at the top is no room of hub.api
         "hub.store.delivery.sending": {
             "hub.store.sessions.fencing",  # past hub.store.sessions, from next door
@@ -274,7 +301,7 @@ def test_the_mail_doors_never_import_the_http_api() -> None:
 ENVIRONMENT_READERS = ("hub.cli", "sidecar.__main__")
 # Not yet: each named with why it still reads the environment itself.
 ENVIRONMENT_READERS_FOR_NOW = {
-    "runtime._failpoints": "MAILRUN_FAILPOINTS, read at import: to be reconciled with settings",
+    "runtime.failpoints": "MAILRUN_FAILPOINTS, read at import: to be reconciled with settings",
     "hub.api.routes.scratch": "the replay's scratch process gets a sidecar's environment",
     "sidecar.replay._run": "python -m sidecar.replay, a process of its own: its start",
 }

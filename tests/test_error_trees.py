@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-MODULES = ["runtime._errors", "hub._errors", "sidecar._errors"]
+MODULES = ["runtime.errors", "hub._errors", "sidecar._errors"]
 # indent, class (dotted when another package's), (second base), HTTP status
 _LINE = re.compile(r"^( *)([\w.]+)(?: \((\w+)\))?(?:\s+(\d{3})\b)?")
 

@@ -32,13 +32,19 @@ Surfaces = Mapping[str, Sequence[str]]
 
 def packages() -> list[str]:
     """Every public package of the three (none of its parts starts with ``_``), by
-    dotted name, found on disk: a new package is pinned like the others."""
+    dotted name, found on disk: a new package is pinned like the others; and
+    runtime's public modules, which it keeps beside its private ones (anyio's
+    layout: a name without ``_`` is public)."""
     found = []
     for root in ROOTS:
         for init in (REPO / root).rglob("__init__.py"):
             parts = init.parent.relative_to(REPO).parts
             if not any(part.startswith("_") for part in parts):
                 found.append(".".join(parts))
+    for module in (REPO / "runtime").rglob("*.py"):
+        parts = module.with_suffix("").relative_to(REPO).parts
+        if not any(part.startswith("_") for part in parts):
+            found.append(".".join(parts))
     return sorted(found)
 
 

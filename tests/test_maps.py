@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import runtime
+import runtime.wire
 from tests.support import REPO
 from tests.support.maps import (
     COMMAND,
@@ -125,7 +125,7 @@ def test_first_sentence(doc: str, sentence: str) -> None:
 
 def test_the_frames_map_has_every_frame_and_event_with_its_tag() -> None:
     table = render_frames(REPO, [])
-    classes = typing.get_args(runtime.Frame) + typing.get_args(runtime.Event)
+    classes = typing.get_args(runtime.wire.Frame) + typing.get_args(runtime.wire.Event)
     for cls in classes:
         assert f"| `{cls.__struct_config__.tag}` |" in table
     assert "| `MailBatch` | 3 | `items` |" in table

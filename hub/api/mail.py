@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from runtime import IngressMail as MailIn
+from runtime.wire import IngressMail as MailIn
 
 from .._errors import BodyTimeout, HubError, InvalidMail, InvalidRequest
 from ..intake import MailBatchIn

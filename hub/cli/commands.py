@@ -20,7 +20,7 @@ from typing import IO, Any, NoReturn, TypeVar
 import click
 import msgspec
 
-from runtime import DEFAULT_HUB_URL, HUB_URL_ENV
+from runtime.config import DEFAULT_HUB_URL, HUB_URL_ENV
 
 from .._client import HubClient
 from .._errors import AdminTokenUnavailable, HubBadResponse, HubResponseError, HubUnreachable

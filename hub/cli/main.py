@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import click
 
-from runtime import FailpointSpecError, check_failpoints, private_umask
+from runtime import check_failpoints, private_umask
+from runtime.errors import FailpointSpecError
 
 from .commands import COMMANDS, fail
 from .processes import demo_cmd, hub_cmd, sidecar_cmd, up_cmd

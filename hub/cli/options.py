@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from runtime import parse_host_port
+from runtime.config import parse_host_port
 
 from .._errors import HubError
 from .._token import DEFAULT_STATE_DIR

@@ -10,7 +10,7 @@ import anyio
 import click
 import msgspec
 
-from runtime import DEFAULT_SUBJECT_PREFIX, redact_url
+from runtime.config import DEFAULT_SUBJECT_PREFIX, redact_url
 
 from .._errors import HubError
 from ..store import LATEST

@@ -18,7 +18,8 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from runtime import RecordDecodeError, read_restore_record, redact_url
+from runtime import RecordDecodeError, read_restore_record
+from runtime.config import redact_url
 
 from .._errors import MigrationError, StoreUnavailable
 from ..store import (

@@ -11,7 +11,7 @@ from typing import Final
 
 import msgspec
 
-from runtime import IngressMail
+from runtime.wire import IngressMail
 
 from .._errors import HubError, InvalidRequest
 from ..store import WITH_OTHERS, Receipt, Rejected, Trigger

@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import msgspec
 
-from runtime import INLINE_BODY_LIMIT
+from runtime.wire import INLINE_BODY_LIMIT
 
 from ..store import Trigger, body_digest
 

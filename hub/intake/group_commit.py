@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
-from runtime import afailpoint, failpoint
+from runtime import afailpoint
+from runtime.failpoints import failpoint
 
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
 from ..metrics import HubMetrics

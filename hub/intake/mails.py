@@ -15,7 +15,7 @@ import re
 
 import msgspec
 
-from runtime import IngressMail
+from runtime.wire import IngressMail
 
 from .._errors import InvalidMail, PayloadTooLarge
 from ..store import Trigger

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from runtime import Backoff, parse_host_port
+from runtime import Backoff
+from runtime.config import parse_host_port
 
 from .._errors import RelayConfigError
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from runtime import HostPort, parse_host_port
+from runtime.config import HostPort, parse_host_port
 
 from .._errors import SmtpConfigError
 

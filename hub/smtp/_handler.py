@@ -23,7 +23,8 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from runtime import Flag, IngressMail
+from runtime import Flag
+from runtime.wire import IngressMail
 
 from .._errors import HubError
 from ..intake import Acceptor, accept_mails

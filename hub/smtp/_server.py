@@ -30,7 +30,8 @@ import anyio
 import anyio.abc
 from aiosmtpd.smtp import SMTP
 
-from runtime import Flag, HostPort
+from runtime import Flag
+from runtime.config import HostPort
 
 from ..intake import Acceptor
 from ..store import Store

@@ -21,7 +21,8 @@ from pathlib import Path
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from runtime import LOOPBACK, Subjects, write_atomic
+from runtime import Subjects, write_atomic
+from runtime.config import LOOPBACK
 
 from .._errors import NatsServerNotFound
 from ..natsauth import DeploymentUser, ProducerUser, render_authorization

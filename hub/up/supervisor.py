@@ -27,26 +27,27 @@ import anyio
 import msgspec
 
 from runtime import (
+    NATS_URL_ENV,
+    SidecarExit,
+    Subjects,
+    is_id,
+    make_private,
+    record_path,
+    sidecar_env,
+    write_atomic,
+)
+from runtime.config import (
     DEFAULT_HTTP,
     DEFAULT_NATS_PORT,
     DEFAULT_SUBJECT_PREFIX,
     LOOPBACK,
-    NATS_URL_ENV,
-    DeploymentStatus,
     HostPort,
-    SidecarExit,
-    Subjects,
-    anchor_is_live,
-    is_id,
-    make_private,
     parse_host_port,
-    record_path,
     redact_url,
-    remove_sidecar_state,
-    sidecar_env,
-    unwrapping_groups,
-    write_atomic,
 )
+from runtime.loops import unwrapping_groups
+from runtime.sidecar_contract import remove_sidecar_state
+from runtime.wire import DeploymentStatus, anchor_is_live
 
 from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunning

@@ -35,7 +35,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 
-from runtime import DEFAULT_RUN_HISTORY, Message
+from runtime import Message
+from runtime.config import DEFAULT_RUN_HISTORY
 
 from ..store import DEFAULT_CHANGES_KEPT, DeadLetter, Store, Tx, keep_dead_letter
 

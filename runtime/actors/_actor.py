@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.abc
 
-from .._errors import ActorStopped, AskTimeout, MailboxFull
+from ..errors import ActorStopped, AskTimeout, MailboxFull
 from ..loops import Backoff, Retry, StackedContext
 from ._deadlines import Deadlines
 from ._mailbox import Mailbox

@@ -20,7 +20,7 @@ from typing import Final
 
 import anyio
 
-from .._config import BACKOFF_MAX_ENV
+from ..config import BACKOFF_MAX_ENV
 
 log = logging.getLogger("mailrun.backoff")
 

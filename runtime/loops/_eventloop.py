@@ -13,7 +13,7 @@ import asyncio
 import importlib.util
 from collections.abc import Mapping
 
-from .._config import LOOP_ENV
+from ..config import LOOP_ENV
 
 LOOPS = ("uvloop", "asyncio")
 

@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from .._config import (
+from ..config import (
     BACKOFF_MAX_ENV,
     LOG_LEVEL_ENV,
     LOOP_ENV,
     NATS_URL_ENV,
     SQLITE_SYNCHRONOUS_ENV,
 )
-from .._failpoints import ENV as FAILPOINTS_ENV
+from ..failpoints import ENV as FAILPOINTS_ENV
 
 SIDECAR_MAX_MEMORY_ENV: Final = "MAILRUN_SIDECAR_MAX_MEMORY"
 SIDECAR_MAX_FILES_ENV: Final = "MAILRUN_SIDECAR_MAX_FILES"

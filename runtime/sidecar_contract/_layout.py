@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .._errors import InvalidSources
+from ..errors import InvalidSources
 
 MAX_FILES = 1000
 MAX_PATH_BYTES = 1024  # under the sidecar's source dir, well within PATH_MAX

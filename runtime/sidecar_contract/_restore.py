@@ -28,9 +28,9 @@ from typing import Any
 
 import msgspec
 
-from .._config import DEFAULT_NATS_URL, DEFAULT_SUBJECT_PREFIX
-from .._errors import RecordDecodeError
-from .._failpoints import failpoint
+from ..config import DEFAULT_NATS_URL, DEFAULT_SUBJECT_PREFIX
+from ..errors import RecordDecodeError
+from ..failpoints import failpoint
 from ..wire import Subjects, is_id
 
 RECORD_VERSION = 2

@@ -26,7 +26,7 @@ from typing import TypeAlias, TypeVar
 
 import anyio
 
-from .._errors import TransactionFailed
+from ..errors import TransactionFailed
 from ._settings import Synchronous, open_connection
 
 T = TypeVar("T")

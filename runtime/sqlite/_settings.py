@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 
-from .._config import SQLITE_SYNCHRONOUS_ENV
+from ..config import SQLITE_SYNCHRONOUS_ENV
 
 log = logging.getLogger("mailrun.sqlite")
 

@@ -1,4 +1,4 @@
-"""Failpoints from inside a test: the production side is runtime/_failpoints.py.
+"""Failpoints from inside a test: the production side is runtime/failpoints.py.
 
 A test of one process replaces the active failpoints with
 :func:`configure_failpoints`; a test that starts processes passes the spec in
@@ -8,9 +8,9 @@ end them with :data:`CRASH_EXIT_CODE`.
 
 from __future__ import annotations
 
-from .. import _failpoints
-from .._failpoints import CRASH_EXIT_CODE as CRASH_EXIT_CODE
-from .._failpoints import ENV
+from .. import failpoints
+from ..failpoints import CRASH_EXIT_CODE as CRASH_EXIT_CODE
+from ..failpoints import ENV
 
 FAILPOINTS_ENV = ENV
 
@@ -21,11 +21,11 @@ def configure_failpoints(spec: str) -> None:
     A malformed spec, or one naming a failpoint not in the registry, raises
     ``FailpointSpecError`` (a ValueError) and leaves the active ones as they were.
     """
-    _failpoints._points = _failpoints.parse(spec)
+    failpoints._points = failpoints.parse(spec)
 
 
 def failpoint_spent(name: str) -> bool:
     """Whether ``name``, configured to fire N times (``N*action``), has fired
     all N: a test waits on this to know a party has reached a ``1*pause``."""
-    point = _failpoints._points.get(name)
+    point = failpoints._points.get(name)
     return point is not None and point.remaining == 0

@@ -22,7 +22,7 @@ from types import TracebackType
 import anyio
 from anyio.lowlevel import checkpoint
 
-from .._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
+from ..errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from ..loops import Flag, Wakeup
 from ..transport import Message, ReconnectCallback, subject_matches, validate_subject
 from ..wire import WIRE_MAX_PAYLOAD

@@ -27,8 +27,8 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from .._config import redact_url
-from .._errors import NoResponders, RequestTimeout, TransportClosed, TransportError
+from ..config import redact_url
+from ..errors import NoResponders, RequestTimeout, TransportClosed, TransportError
 from ..loops import Backoff, Broadcast, Flag, Retry, Wakeup
 from ..wire import WIRE_MAX_PAYLOAD
 from ._natspy import Client, Msg, Server

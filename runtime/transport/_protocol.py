@@ -52,9 +52,9 @@ ReconnectCallback = Callable[[], Awaitable[None]]
 class Transport(Protocol):
     """A connection to the bus.
 
-    ``request`` raises :class:`~runtime.RequestTimeout` (also a builtin
-    ``TimeoutError``) when no answer comes in time, :class:`~runtime.NoResponders`
-    when nobody listens, :class:`~runtime.TransportClosed` after ``aclose``.
+    ``request`` raises :class:`~runtime.errors.RequestTimeout` (also a builtin
+    ``TimeoutError``) when no answer comes in time, :class:`~runtime.errors.NoResponders`
+    when nobody listens, :class:`~runtime.errors.TransportClosed` after ``aclose``.
     While disconnected, ``publish`` buffers or fails with ``TransportError``,
     never blocks forever. Subscriptions survive reconnects.
     """

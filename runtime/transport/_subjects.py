@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._errors import TransportError
+from ..errors import TransportError
 
 
 def validate_subject(subject: str, *, wildcards: bool) -> None:

@@ -6,8 +6,8 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from .._config import DEFAULT_SUBJECT_PREFIX
-from .._errors import FrameDecodeError
+from ..config import DEFAULT_SUBJECT_PREFIX
+from ..errors import FrameDecodeError
 from ._frames import Frame
 
 T = TypeVar("T")

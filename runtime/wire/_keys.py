@@ -13,7 +13,7 @@ import base64
 from nacl.exceptions import CryptoError
 from nacl.signing import SigningKey, VerifyKey
 
-from .._errors import SignatureError
+from ..errors import SignatureError
 
 
 def b64url(data: bytes) -> str:

@@ -27,20 +27,16 @@ from typing import Any, Protocol
 
 import msgspec
 
-from runtime import (
+from runtime import ApprovalRequested, ChildRunStarted, Event, MailSent, new_id
+from runtime.wire import (
     MAX_EVENT,
     MAX_INPUT,
     MAX_MAIL,
     MAX_PROMPT,
     MAX_RESULT,
-    ApprovalRequested,
-    ChildRunStarted,
-    Event,
-    MailSent,
     SizeLimit,
     clip_text,
     encoded_size,
-    new_id,
 )
 
 from .._errors import LimitExceeded, RunAlreadyEnded, StateNotSerializable
@@ -138,7 +134,7 @@ class Context:
 
     def fail(self, error: str) -> None:
         """End the run as failed with ``error`` (no retry: this is the handler's
-        verdict), cut to ``runtime.MAX_ERROR``."""
+        verdict), cut to ``runtime.wire.MAX_ERROR``."""
         self._end()
         self.failed, self.error = True, clip_text(str(error))
 

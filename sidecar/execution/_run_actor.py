@@ -21,15 +21,8 @@ from typing import Protocol
 
 import anyio
 
-from runtime import (
-    Actor,
-    EnvelopeQuarantined,
-    RunCancelled,
-    RunStatus,
-    afailpoint,
-    is_terminal,
-    new_id,
-)
+from runtime import EnvelopeQuarantined, RunCancelled, RunStatus, afailpoint, is_terminal, new_id
+from runtime.actors import Actor
 
 from .._errors import HandlerTimeout, RunStateUnreadable
 from ..storage import Commit, Envelope, Inbox, Pending, outgoing

@@ -24,24 +24,22 @@ from dataclasses import dataclass, field
 import anyio
 
 from runtime import (
-    ActorRef,
-    ActorStopped,
     DispatchOutcome,
     DispatchProcessed,
     Event,
     Flag,
-    RestartPolicy,
     RunFailed,
     RunSnapshot,
     RunStarted,
     RunStatus,
-    StackedContext,
-    Supervisor,
     Wakeup,
-    clip_text,
     is_terminal,
     new_id,
 )
+from runtime.actors import ActorRef, RestartPolicy, Supervisor
+from runtime.errors import ActorStopped
+from runtime.loops import StackedContext
+from runtime.wire import clip_text
 
 from .._errors import EntrypointError, LimitExceeded, WorkflowLoadError
 from ..storage import Commit, Inbox, Pending, outgoing

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from runtime import MAX_STATE
+from runtime.wire import MAX_STATE
 
 from .._errors import LimitExceeded, StateNotSerializable
 from ..storage import encode_run_state

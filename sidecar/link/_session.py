@@ -36,7 +36,6 @@ from runtime import (
     Backoff,
     BlobChunk,
     BlobGet,
-    Broadcast,
     Challenge,
     Claim,
     FrameDecodeError,
@@ -58,8 +57,9 @@ from runtime import (
     Welcome,
     encode,
     hello_message,
-    sign,
 )
+from runtime.loops import Broadcast
+from runtime.wire import sign
 
 from .._errors import (
     BlobError,

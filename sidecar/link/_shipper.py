@@ -38,7 +38,6 @@ import msgspec
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from runtime import (
-    FORMAT_VERSION,
     MAX_FRAME_BYTES,
     WIRE_MAX_PAYLOAD,
     Backoff,
@@ -51,6 +50,7 @@ from runtime import (
     afailpoint,
     encode,
 )
+from runtime.wire import FORMAT_VERSION
 
 from .._errors import HubUnavailable
 from ..storage import Inbox, Outgoing

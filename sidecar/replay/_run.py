@@ -40,17 +40,16 @@ from runtime import (
     ChildRunStarted,
     DispatchOutcome,
     Event,
-    Limits,
     MailSent,
     RecordedEffect,
     RecordedEnd,
-    ReplayDifference,
     ReplayFailureReport,
     ReplayItem,
     ReplayJob,
     ReplayReport,
     Sources,
 )
+from runtime.sidecar_contract import Limits, ReplayDifference
 
 from .._errors import EntrypointError, WorkflowLoadError
 from ..execution import (

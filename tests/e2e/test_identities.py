@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from runtime import (
-    INLINE_BODY_LIMIT,
     Ack,
     AckResult,
     BlobGet,
@@ -27,6 +26,7 @@ from runtime import (
     encode,
     new_id,
 )
+from runtime.wire import INLINE_BODY_LIMIT
 from tests.e2e.harness import Up, mailrun_up, recorder_source
 from tests.support import wait_for
 from tests.support.identities import Peer, peer, refusal

@@ -15,13 +15,8 @@ import msgspec
 import pytest
 
 from hub import IngressClient, ingress_mail
-from runtime import (
-    HubBoot,
-    IngressBatch,
-    Subjects,
-    encode,
-    new_id,
-)
+from runtime import HubBoot, Subjects, encode, new_id
+from runtime.wire import IngressBatch
 from tests.support import wait_for
 from tests.support.identities import admitted, peer, refusal
 

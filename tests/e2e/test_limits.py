@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from runtime import MAX_STATE, encoded_size
+from runtime.wire import MAX_STATE, encoded_size
 
 from .harness import mailrun_up, recorder_source
 

@@ -13,14 +13,13 @@ import msgspec
 import psutil
 import pytest
 
-from runtime import (
+from runtime import NATS_URL_ENV, record_path
+from runtime.sidecar_contract import (
     DEFAULT_SIDECAR_MAX_FILES,
     DEFAULT_SIDECAR_MAX_MEMORY,
-    NATS_URL_ENV,
     decode_restore_record,
-    record_path,
-    unb64url,
 )
+from runtime.wire import unb64url
 from tests.support import NatsServerProcess, wait_for
 
 from .harness import Up, mailrun_up

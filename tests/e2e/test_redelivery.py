@@ -18,7 +18,6 @@ import anyio.abc
 import pytest
 
 from runtime import (
-    REDELIVER_AFTER_ENV,
     Ack,
     AckBatch,
     AckResult,
@@ -30,6 +29,7 @@ from runtime import (
     encode,
     open_nats,
 )
+from runtime.config import REDELIVER_AFTER_ENV
 from tests.faults.proxy import NatsFaultProxy
 from tests.support import NatsServerProcess, wait_for
 

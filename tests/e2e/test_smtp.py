@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from runtime import BLOB_CHUNK_SIZE
+from runtime.wire import BLOB_CHUNK_SIZE
 from tests.support import free_port, wait_for
 from tests.support.smtp import self_signed
 

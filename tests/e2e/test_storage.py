@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import RUN_HISTORY_ENV
+from runtime.config import RUN_HISTORY_ENV
 
 from .storage import rounds
 

@@ -28,7 +28,7 @@ import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
 
-from runtime import StackedContext
+from runtime.loops import StackedContext
 
 from .natsproto import Frame, FrameParser, ProtocolError, subject_matches
 

@@ -25,7 +25,8 @@ from pathlib import Path
 import anyio
 
 from hub.store import DEFAULT_BUSY_TIMEOUT
-from runtime import BACKOFF_MAX_ENV, SidecarExit, read_restore_record, record_path
+from runtime import SidecarExit, read_restore_record, record_path
+from runtime.config import BACKOFF_MAX_ENV
 from runtime.testing import CRASH_EXIT_CODE
 from tests.support import wait_for
 

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import anyio
 
-from runtime import BACKOFF_MAX_ENV
+from runtime.config import BACKOFF_MAX_ENV
 
 from .cluster import Cluster, running_cluster
 from .rounds import Fault, Inject, Outcome, Round, run_round

@@ -20,7 +20,6 @@ from runtime import (
     DispatchProcessed,
     Event,
     EventsAck,
-    FailpointError,
     RunEvents,
     RunStarted,
     Welcome,
@@ -28,6 +27,7 @@ from runtime import (
     read_restore_record,
     write_restore_record,
 )
+from runtime.errors import FailpointError
 from runtime.testing import CRASH_EXIT_CODE, configure_failpoints, failpoint_spent
 from tests.support import REPO, wait_for
 from tests.support.sidecar import APPLIED, deployed_sidecar, mail, make_deployment

@@ -33,11 +33,6 @@ from runtime import (
     Fenced,
     Hello,
     HubBoot,
-    HubKey,
-    IngressBatch,
-    IngressMail,
-    IngressReceipt,
-    IngressReceipts,
     LoadVersion,
     MailBatch,
     MailInbound,
@@ -59,11 +54,18 @@ from runtime import (
     StateGet,
     VersionLoaded,
     Welcome,
-    b64url,
     encode,
+)
+from runtime.sidecar_contract import HubKey
+from runtime.sidecar_contract._restore import RECORD_VERSION
+from runtime.wire import (
+    IngressBatch,
+    IngressMail,
+    IngressReceipt,
+    IngressReceipts,
+    b64url,
     public_key_of,
 )
-from runtime.sidecar_contract._restore import RECORD_VERSION
 from sidecar.storage import Envelope, encode_envelope, encode_run_state
 
 ROOT = Path(__file__).parent

@@ -2,7 +2,7 @@
 
 Nothing of release 2 writes it: the SQL is release 1's DDL verbatim, the
 envelopes and run states are plain msgpack maps, the restore record is
-release 1's JSON. Only the key pair comes from ``runtime.generate_keypair``:
+release 1's JSON. Only the key pair comes from ``runtime.wire.generate_keypair``:
 Ed25519, base64url without padding, the text format release 1 used too.
 
 One deployment in each interesting condition (by name):
@@ -31,7 +31,8 @@ from typing import Any
 
 import msgspec
 
-from runtime import generate_keypair, new_id
+from runtime import new_id
+from runtime.wire import generate_keypair
 from tests.e2e.harness import recorder_source
 
 DOMAIN = "mailrun.local"

@@ -5,16 +5,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime import (
-    Actor,
-    ActorRef,
-    ActorStopped,
-    AskTimeout,
-    Backoff,
-    MailboxFull,
-    RestartPolicy,
-    Supervisor,
-)
+from runtime import Backoff
+from runtime.actors import Actor, ActorRef, RestartPolicy, Supervisor
+from runtime.errors import ActorStopped, AskTimeout, MailboxFull
 
 pytestmark = pytest.mark.anyio
 
@@ -238,7 +231,7 @@ async def test_spawn_rejects_duplicate_names() -> None:
 
 
 def test_backoff_doubles_to_its_cap_with_jitter_in_the_upper_half() -> None:
-    from runtime import backoff
+    from runtime.loops import backoff
 
     for attempt, ceiling in [(1, 0.05), (2, 0.1), (3, 0.2), (6, 1.0), (60, 1.0)]:
         delays = [backoff(attempt) for _ in range(200)]

@@ -9,17 +9,10 @@ import random
 import anyio
 import pytest
 
-from runtime import (
-    ATTEMPT_LIMIT,
-    BACKOFF_MAX_ENV,
-    Backoff,
-    RestartPolicy,
-    Retry,
-    Wakeup,
-    backoff,
-    backoff_max_from_env,
-    next_attempt,
-)
+from runtime import Backoff, Retry, Wakeup
+from runtime.actors import RestartPolicy
+from runtime.config import BACKOFF_MAX_ENV
+from runtime.loops import ATTEMPT_LIMIT, backoff, backoff_max_from_env, next_attempt
 
 
 def test_delays_double_from_initial_to_the_maximum() -> None:

@@ -18,15 +18,10 @@ from runtime import (
     DispatchProcessed,
     EventsAck,
     Fenced,
-    Frame,
     FrameDecodeError,
     FrameDecoder,
     Hello,
     HubBoot,
-    IngressBatch,
-    IngressMail,
-    IngressReceipt,
-    IngressReceipts,
     LoadVersion,
     MailBatch,
     MailInbound,
@@ -51,6 +46,7 @@ from runtime import (
     encode,
     new_id,
 )
+from runtime.wire import Frame, IngressBatch, IngressMail, IngressReceipt, IngressReceipts
 from tests.golden.samples import AckBeforeDetail
 
 EVENTS = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import (
+from runtime.config import (
     DEFAULT_HTTP,
     DEFAULT_HUB_URL,
     DEFAULT_NATS_URL,

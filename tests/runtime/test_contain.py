@@ -9,16 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from runtime import (
-    BACKOFF_MAX_ENV,
+from runtime import NATS_URL_ENV, sidecar_env
+from runtime.config import BACKOFF_MAX_ENV
+from runtime.sidecar_contract import (
     DEFAULT_SIDECAR_MAX_FILES,
     DEFAULT_SIDECAR_MAX_MEMORY,
-    NATS_URL_ENV,
     SIDECAR_MAX_FILES_ENV,
     SIDECAR_MAX_MEMORY_ENV,
     SIDECAR_PASS_ENV,
     Limits,
-    sidecar_env,
 )
 
 
@@ -68,7 +67,7 @@ def test_limits_come_from_the_environment() -> None:
 def test_limits_apply_to_the_process_hard_and_soft() -> None:
     # In a child: limits cannot be raised again in the process that set them.
     code = (
-        "import json, resource; from runtime import Limits;"
+        "import json, resource; from runtime.sidecar_contract import Limits;"
         " Limits(address_space=2**31, open_files=256).apply();"
         " print(json.dumps([resource.getrlimit(resource.RLIMIT_AS),"
         " resource.getrlimit(resource.RLIMIT_NOFILE)]))"

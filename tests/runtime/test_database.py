@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 import runtime.sqlite._database as _database
-from runtime import TransactionFailed
+from runtime.errors import TransactionFailed
 from runtime.sqlite import SLOW_TRANSACTION, Database, Synchronous
 
 pytestmark = pytest.mark.anyio

@@ -5,7 +5,9 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime import LOOP_ENV, loop_options, running_loop
+from runtime import running_loop
+from runtime.config import LOOP_ENV
+from runtime.loops import loop_options
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import FailpointError, FailpointSpecError, afailpoint, failpoint
-from runtime._failpoints import REGISTERED
+from runtime import afailpoint
+from runtime.errors import FailpointError, FailpointSpecError
+from runtime.failpoints import REGISTERED, failpoint
 from runtime.testing import CRASH_EXIT_CODE, configure_failpoints, failpoint_spent
 from tests.support import REPO
 
@@ -136,7 +137,8 @@ def _python(code: str, spec: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.slow  # a real Python process
 def test_crash_exits_the_process_at_once() -> None:
     proc = _python(
-        f"from runtime import failpoint; failpoint({A!r}); print('survived')", f"{A}=crash"
+        f"from runtime.failpoints import failpoint; failpoint({A!r}); print('survived')",
+        f"{A}=crash",
     )
     assert proc.returncode == CRASH_EXIT_CODE
     assert "survived" not in proc.stdout
@@ -144,7 +146,7 @@ def test_crash_exits_the_process_at_once() -> None:
 
 
 CHECK = """
-from runtime import check_failpoints, failpoint
+from runtime.failpoints import check_failpoints, failpoint
 try:
     print("armed:", check_failpoints())
 except ValueError as exc:

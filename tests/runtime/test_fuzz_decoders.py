@@ -14,7 +14,6 @@ from runtime import (
     Ack,
     DispatchProcessed,
     Event,
-    Frame,
     FrameDecodeError,
     FrameDecoder,
     RecordDecodeError,
@@ -22,10 +21,11 @@ from runtime import (
     RestoreRecord,
     RunEvents,
     Welcome,
-    decode_restore_record,
     encode,
     is_id,
 )
+from runtime.sidecar_contract import decode_restore_record
+from runtime.wire import Frame
 from tests.golden.samples import GOLDEN
 from tests.support.fuzz import (
     damaged,

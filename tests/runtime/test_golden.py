@@ -8,16 +8,9 @@ from typing import Any, get_args
 import msgspec
 import pytest
 
-from runtime import (
-    FORMAT_VERSION,
-    Ack,
-    Event,
-    EventsAck,
-    Frame,
-    FrameDecoder,
-    MailInbound,
-    decode_restore_record,
-)
+from runtime import Ack, Event, EventsAck, FrameDecoder, MailInbound
+from runtime.sidecar_contract import decode_restore_record
+from runtime.wire import FORMAT_VERSION, Frame
 from sidecar.storage import decode_envelope, decode_run_state
 from tests.golden.samples import GOLDEN, ROOT, AckBeforeDetail, EventsAckBeforeFloor, Golden
 

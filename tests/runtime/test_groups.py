@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime import unwrap_group, unwrapping_groups
+from runtime import unwrap_group
+from runtime.loops import unwrapping_groups
 
 
 def test_unwrap_group_finds_the_lone_exception_through_nested_groups() -> None:

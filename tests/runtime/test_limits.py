@@ -3,23 +3,25 @@
 from __future__ import annotations
 
 from runtime import (
+    MAX_FRAME_BYTES,
+    WIRE_MAX_PAYLOAD,
+    RunEvents,
+    RunSnapshot,
+    RunStates,
+    encode,
+    new_id,
+)
+from runtime.wire import (
     MAX_ERROR,
     MAX_EVENT,
-    MAX_FRAME_BYTES,
     MAX_INPUT,
     MAX_MAIL,
     MAX_PROMPT,
     MAX_RESULT,
     MAX_STATE,
     SIZE_LIMITS,
-    WIRE_MAX_PAYLOAD,
-    RunEvents,
-    RunSnapshot,
-    RunStates,
     clip_text,
-    encode,
     encoded_size,
-    new_id,
 )
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import make_private, record_path, remove_sidecar_state
+from runtime import make_private, record_path
+from runtime.sidecar_contract import remove_sidecar_state
 from sidecar._errors import RestoreRecordMissing
 from sidecar._home import Home
 

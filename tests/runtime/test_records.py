@@ -10,30 +10,31 @@ from pathlib import Path
 import pytest
 
 from runtime import (
-    HubKey,
     RecordDecodeError,
     RestoreRecord,
     RunStatus,
     SignatureError,
     Sources,
-    accepts_trigger,
-    anchor_is_live,
-    b64url,
-    decode_restore_record,
-    generate_keypair,
     hello_message,
-    holds_items,
     is_id,
     is_live,
     is_terminal,
     new_id,
-    public_key_of,
     read_restore_record,
     record_path,
+    write_restore_record,
+)
+from runtime.sidecar_contract import HubKey, decode_restore_record
+from runtime.wire import (
+    accepts_trigger,
+    anchor_is_live,
+    b64url,
+    generate_keypair,
+    holds_items,
+    public_key_of,
     sign,
     unb64url,
     verify,
-    write_restore_record,
 )
 
 

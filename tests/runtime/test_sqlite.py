@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hub.store import open_store
-from runtime import SQLITE_SYNCHRONOUS_ENV
+from runtime.config import SQLITE_SYNCHRONOUS_ENV
 from runtime.sqlite import (
     JOURNAL_SIZE_LIMIT,
     Database,

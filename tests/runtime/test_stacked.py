@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import pytest
 
-from runtime import StackedContext
+from runtime.loops import StackedContext
 
 pytestmark = pytest.mark.anyio
 

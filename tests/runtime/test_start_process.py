@@ -5,14 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import (
-    BACKOFF_MAX_ENV,
-    LOG_LEVEL_ENV,
-    LOOP_ENV,
-    SQLITE_SYNCHRONOUS_ENV,
-    ProcessSettings,
-    start_process,
-)
+from runtime import ProcessSettings, start_process
+from runtime.config import BACKOFF_MAX_ENV, LOG_LEVEL_ENV, LOOP_ENV, SQLITE_SYNCHRONOUS_ENV
 
 
 def test_unset_is_the_defaults_of_a_normal_process() -> None:

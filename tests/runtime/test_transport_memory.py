@@ -5,13 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime import (
-    WIRE_MAX_PAYLOAD,
-    NoResponders,
-    RequestTimeout,
-    TransportClosed,
-    TransportError,
-)
+from runtime import WIRE_MAX_PAYLOAD, TransportError
+from runtime.errors import NoResponders, RequestTimeout, TransportClosed
 from runtime.testing import MemoryBus
 from runtime.testing._memory import MemorySubscription
 from runtime.transport import subject_matches, validate_subject

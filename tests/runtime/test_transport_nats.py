@@ -11,15 +11,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import (
-    WIRE_MAX_PAYLOAD,
-    NoResponders,
-    RequestTimeout,
-    Transport,
-    TransportClosed,
-    TransportError,
-    open_nats,
-)
+from runtime import WIRE_MAX_PAYLOAD, Transport, TransportError, open_nats
+from runtime.errors import NoResponders, RequestTimeout, TransportClosed
 from runtime.transport._nats import NatsSubscription, NatsTransport
 from tests.support import NatsServerProcess, wait_for
 from tests.support.transport import echo, take

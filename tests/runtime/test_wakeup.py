@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from runtime import Broadcast, Flag, Wakeup
+from runtime import Flag, Wakeup
+from runtime.loops import Broadcast
 
 pytestmark = pytest.mark.anyio
 

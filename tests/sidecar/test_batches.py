@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import DispatchProcessed, RequestTimeout
+from runtime import DispatchProcessed
+from runtime.errors import RequestTimeout
 from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 
 pytestmark = pytest.mark.anyio

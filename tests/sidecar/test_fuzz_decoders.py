@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime import RecordDecodeError, RestoreRecord, b64url, is_id, record_path
+from runtime import RecordDecodeError, RestoreRecord, is_id, record_path
+from runtime.wire import b64url
 from sidecar._errors import JoinTokenError
 from sidecar._record import join, read_join_token
 from sidecar.execution import item_of

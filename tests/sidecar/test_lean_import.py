@@ -31,7 +31,8 @@ NOT_IN_A_SIDECAR = (
 _PROBE = f"""
 import sys
 import sidecar.__main__
-from runtime import hello_message, public_key_of, sign, verify
+from runtime import hello_message
+from runtime.wire import public_key_of, sign, verify
 seed = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE"
 message = hello_message("nonce", "dep_1", "ins_1")
 verify(public_key_of(seed), message, sign(seed, message))  # what a hello does

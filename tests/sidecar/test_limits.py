@@ -17,24 +17,26 @@ import anyio
 import pytest
 
 from runtime import (
-    MAX_EVENT,
     MAX_FRAME_BYTES,
-    MAX_INPUT,
-    MAX_MAIL,
-    MAX_PROMPT,
-    MAX_RESULT,
-    MAX_STATE,
     WIRE_MAX_PAYLOAD,
     ApprovalRequested,
     DispatchProcessed,
     MailSent,
     RunFailed,
-    SizeLimit,
-    clip_text,
     encode,
-    encoded_size,
     new_id,
     open_nats,
+)
+from runtime.wire import (
+    MAX_EVENT,
+    MAX_INPUT,
+    MAX_MAIL,
+    MAX_PROMPT,
+    MAX_RESULT,
+    MAX_STATE,
+    SizeLimit,
+    clip_text,
+    encoded_size,
 )
 from tests.support import NatsServerProcess, wait_for
 from tests.support.sidecar import (

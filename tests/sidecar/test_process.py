@@ -16,19 +16,10 @@ import msgspec
 import psutil
 import pytest
 
-from runtime import (
-    BACKOFF_MAX_ENV,
-    DEFAULT_SIDECAR_MAX_FILES,
-    DEFAULT_SIDECAR_MAX_MEMORY,
-    LOOP_ENV,
-    LOOPBACK,
-    NATS_URL_ENV,
-    DispatchProcessed,
-    b64url,
-    new_id,
-    open_nats,
-    read_restore_record,
-)
+from runtime import NATS_URL_ENV, DispatchProcessed, new_id, open_nats, read_restore_record
+from runtime.config import BACKOFF_MAX_ENV, LOOP_ENV, LOOPBACK
+from runtime.sidecar_contract import DEFAULT_SIDECAR_MAX_FILES, DEFAULT_SIDECAR_MAX_MEMORY
+from runtime.wire import b64url
 from tests.support import REPO, NatsServerProcess, free_port, wait_for
 from tests.support.sidecar import fake_hub_on, mail, make_deployment
 

@@ -14,7 +14,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from runtime import Recorded, RecordedEffect, RecordedEnd, ReplayItem, ReplayJob, ReplayReport
+from runtime import RecordedEffect, RecordedEnd, ReplayItem, ReplayJob, ReplayReport
+from runtime.sidecar_contract import Recorded
 from sidecar.execution import derived_id
 from sidecar.replay._run import (
     EXIT_FAILURE,

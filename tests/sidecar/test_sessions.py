@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime import FrameDecoder, Ping, Pong, RequestTimeout, encode, new_id
+from runtime import FrameDecoder, Ping, Pong, encode, new_id
+from runtime.errors import RequestTimeout
 from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 
 # slow: every test waits out frames a sidecar must leave unanswered

@@ -13,7 +13,7 @@ kept as it is. Kinds:
 ``modules FOLDER``
     the same for one folder, as a table of paths;
 ``frames``
-    every frame of ``runtime.Frame``, run event of ``runtime.Event`` and
+    every frame of ``runtime.wire.Frame``, run event of ``runtime.wire.Event`` and
     Struct they carry: its tag, format, fields and the first paragraph of
     its docstring.
 
@@ -216,10 +216,10 @@ def _common(classes: Sequence[type[msgspec.Struct]]) -> frozenset[str]:
 
 def frame_classes() -> tuple[list[type[msgspec.Struct]], list[type[msgspec.Struct]], list[type]]:
     """The frames, the run events, and the other Structs of their modules."""
-    import runtime
+    import runtime.wire
 
-    frames = list(typing.get_args(runtime.Frame))
-    events = list(typing.get_args(runtime.Event))
+    frames = list(typing.get_args(runtime.wire.Frame))
+    events = list(typing.get_args(runtime.wire.Event))
     homes = {sys.modules[cls.__module__] for cls in frames + events}
     parts = sorted(
         {

@@ -22,7 +22,7 @@ from hub._errors import NatsServerError, NatsServerStartTimeout
 from hub.up import find_nats_server, free_port
 from hub.up.children import pdeathsig_preexec
 from hub.up.nats import greeting_names, greets
-from runtime import LOOPBACK
+from runtime.config import LOOPBACK
 
 _POLL = 0.005
 _PROBE_TIMEOUT = 1.0

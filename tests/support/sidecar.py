@@ -29,13 +29,11 @@ from runtime import (
     FrameDecoder,
     Hello,
     HubBoot,
-    HubKey,
     MailBatch,
     MailInbound,
     MintChild,
     Minted,
     Refused,
-    RestartPolicy,
     RestoreRecord,
     RunEvents,
     RunSnapshot,
@@ -46,14 +44,15 @@ from runtime import (
     Transport,
     Welcome,
     encode,
-    generate_keypair,
     hello_message,
     new_id,
     record_path,
-    verify,
     write_restore_record,
 )
+from runtime.actors import RestartPolicy
+from runtime.sidecar_contract import HubKey
 from runtime.testing import MemoryBus
+from runtime.wire import generate_keypair, verify
 from sidecar import RunsConfig, Sidecar, SidecarOptions
 from sidecar._app import Connect
 
@@ -74,7 +73,7 @@ async def main(ctx, item):
         ctx.state["bad"] = object()
         return
     seen = ctx.state.setdefault("seen", [])
-    # Big bodies only by size: ctx.state is limited (runtime.MAX_STATE).
+    # Big bodies only by size: ctx.state is limited (runtime.wire.MAX_STATE).
     text = item.text if len(item.body) <= 1024 else None
     seen.append({"subject": item.subject, "text": text, "seq": item.seq,
                  "kind": item.kind, "size": len(item.body), "run_id": item.run_id})

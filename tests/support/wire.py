@@ -17,14 +17,12 @@ from hub.store import Accepted, Store, Trigger, accept_triggers, create_deployme
 from hub.wire.events import OutboundSink
 from hub.wire.service import Wire, WireConfig, run_wire
 from runtime import (
-    SUPPORTED_FORMATS,
     Ack,
     AckBatch,
     Challenge,
     DispatchProcessed,
     Event,
     Fenced,
-    Frame,
     FrameDecoder,
     Hello,
     LoadVersion,
@@ -38,14 +36,13 @@ from runtime import (
     Transport,
     VersionLoaded,
     Welcome,
-    decode_restore_record,
     encode,
     hello_message,
     new_id,
-    sign,
-    unb64url,
 )
+from runtime.sidecar_contract import decode_restore_record
 from runtime.testing import MemoryBus
+from runtime.wire import SUPPORTED_FORMATS, Frame, sign, unb64url
 from tests.support.store import read_all, read_one
 
 

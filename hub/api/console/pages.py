@@ -33,7 +33,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
-from runtime import anchor_is_live, is_live
+from runtime import is_live
+from runtime.wire import anchor_is_live
 
 from ...store import (
     DeploymentView,

@@ -23,15 +23,8 @@ import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream
 
-from runtime import (
-    NATS_URL_ENV,
-    SIDECAR_PASS_ENV,
-    ReplayFailureReport,
-    ReplayJob,
-    ReplayReport,
-    Sources,
-    sidecar_env,
-)
+from runtime import NATS_URL_ENV, ReplayFailureReport, ReplayJob, ReplayReport, Sources, sidecar_env
+from runtime.sidecar_contract import SIDECAR_PASS_ENV
 
 from ..._errors import ReplayFailed
 from ...store import RunHistory

@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from runtime import IngressMail as MailIn
+from runtime.wire import IngressMail as MailIn
 
 from ..._errors import HubError, InvalidMail, InvalidRequest, InvalidSignal
 from ...intake import MAX_BATCH, MailBatchIn, accept_mails, mail_trigger, with_digest

@@ -17,12 +17,8 @@ from typing import Any
 import anyio
 import msgspec
 
-from runtime import (
-    LOOPBACK,
-    RunStatus,
-    is_terminal,
-    unwrap_group,
-)
+from runtime import RunStatus, is_terminal, unwrap_group
+from runtime.config import LOOPBACK
 
 from ..._client import AsyncHubClient
 from ..._errors import DemoFailed as DemoFailed  # the CLI catches it from here

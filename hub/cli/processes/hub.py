@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from runtime import (
+from runtime import NATS_URL_ENV, private_umask, start_process
+from runtime.config import (
     DEFAULT_HTTP,
     DEFAULT_MAIL_DOMAIN,
     DEFAULT_MAX_BODY,
@@ -18,12 +19,9 @@ from runtime import (
     DEFAULT_REDELIVER_AFTER,
     DEFAULT_RUN_HISTORY,
     DEFAULT_SUBJECT_PREFIX,
-    NATS_URL_ENV,
     REDELIVER_AFTER_ENV,
     RUN_HISTORY_ENV,
     parse_host_port,
-    private_umask,
-    start_process,
 )
 
 from ..._errors import HubError

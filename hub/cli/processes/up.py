@@ -12,14 +12,9 @@ from pathlib import Path
 import anyio
 import click
 
-from runtime import (
-    DEFAULT_HTTP,
-    DEFAULT_SUBJECT_PREFIX,
-    NATS_URL_ENV,
-    cancel_on_signals,
-    check_failpoints,
-    unwrapping_groups,
-)
+from runtime import NATS_URL_ENV, cancel_on_signals, check_failpoints
+from runtime.config import DEFAULT_HTTP, DEFAULT_SUBJECT_PREFIX
+from runtime.loops import unwrapping_groups
 
 from ..._errors import HubError
 from ..._token import ADMIN_TOKEN_FILE

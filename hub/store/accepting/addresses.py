@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 
-from runtime import accepts_trigger, anchor_is_live
+from runtime.wire import accepts_trigger, anchor_is_live
 
 from ..sql import Tx, sql
 

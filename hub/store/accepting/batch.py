@@ -15,14 +15,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from runtime import (
-    INLINE_BODY_LIMIT,
-    Reason,
-    RunStatus,
-    accepts_trigger,
-    anchor_is_live,
-    new_id,
-)
+from runtime import Reason, RunStatus, new_id
+from runtime.wire import INLINE_BODY_LIMIT, accepts_trigger, anchor_is_live
 
 from ..schema import ApprovalStatus, DispatchStatus
 from ..sql import Tx

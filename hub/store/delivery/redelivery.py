@@ -17,7 +17,8 @@ from typing import NamedTuple
 
 import msgspec
 
-from runtime import RunStatus, holds_items
+from runtime import RunStatus
+from runtime.wire import holds_items
 
 from ..schema import DispatchStatus
 from ..sql import Tx, sql

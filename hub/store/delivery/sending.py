@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from runtime import anchor_is_live
+from runtime.wire import anchor_is_live
 
 from ..schema import DispatchStatus
 from ..sessions import Fence, check_fence

@@ -19,21 +19,18 @@ import anyio
 import msgspec
 
 from runtime import (
-    DeploymentStatus,
-    HubKey,
     InvalidSources,
     RestoreRecord,
     RunStatus,
     Sources,
-    b64url,
     check_layout,
-    generate_keypair,
     is_live,
     new_id,
     record_path,
-    remove_sidecar_state,
     write_restore_record,
 )
+from runtime.sidecar_contract import HubKey, remove_sidecar_state
+from runtime.wire import DeploymentStatus, b64url, generate_keypair
 
 from ..._errors import InvalidDeployment, InvalidName, NameTaken
 from ...natsauth import new_user_key

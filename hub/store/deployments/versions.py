@@ -24,7 +24,8 @@ from enum import StrEnum
 
 import msgspec
 
-from runtime import Claim, DeploymentStatus, Sources
+from runtime import Claim, Sources
+from runtime.wire import DeploymentStatus
 
 from ..._errors import DeploymentNotLive, UnknownVersion
 from ..schema import add_columns

@@ -25,7 +25,7 @@ from enum import StrEnum
 
 import msgspec
 
-from runtime import DeploymentStatus
+from runtime.wire import DeploymentStatus
 
 from ..schema import statements
 

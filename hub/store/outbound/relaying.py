@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from runtime import ATTEMPT_LIMIT
+from runtime.loops import ATTEMPT_LIMIT
 
 from ..base import Store
 from ..sql import Params, Statement, Tx, sql
@@ -25,7 +25,7 @@ _IN_DOUBT = (
     "the hub stopped during an SMTP transaction: the relay may have this mail already,"
     " and a copy sent again carries the same Message-ID"
 )
-# Saturating, like every attempt counter (runtime.next_attempt).
+# Saturating, like every attempt counter (runtime.loops.next_attempt).
 _ATTEMPT = f"attempts = MIN(attempts + 1, {ATTEMPT_LIMIT})"
 _ATTEMPT_PG = f"attempts = LEAST(attempts + 1, {ATTEMPT_LIMIT})"
 

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import anyio
 import asyncpg
 
-from runtime import redact_url
+from runtime.config import redact_url
 
 from ..._errors import MigrationError, StoreUnavailable
 from ..base import Store

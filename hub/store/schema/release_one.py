@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from runtime import DeploymentStatus, RunStatus, failpoint
+from runtime import RunStatus
+from runtime.failpoints import failpoint
+from runtime.wire import DeploymentStatus
 
 from .statuses import DispatchStatus
 from .steps import statements

@@ -14,7 +14,8 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from runtime import DeploymentStatus, RunStatus, anchor_is_live, is_live, new_id
+from runtime import RunStatus, is_live, new_id
+from runtime.wire import DeploymentStatus, anchor_is_live
 
 from ..sql import Tx, sql
 from .fencing import Fence, check_fence

@@ -31,7 +31,7 @@ from typing import TypeVar
 
 import anyio
 
-from runtime import TransactionFailed
+from runtime.errors import TransactionFailed
 from runtime.sqlite import Database, Synchronous, release_free_pages
 
 from ..._errors import MigrationError, StoreUnavailable

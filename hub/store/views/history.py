@@ -32,7 +32,6 @@ from typing import Any
 import msgspec
 
 from runtime import (
-    INLINE_BODY_LIMIT,
     ApprovalRequested,
     ChildRunStarted,
     DispatchOutcome,
@@ -41,7 +40,6 @@ from runtime import (
     FrameDecodeError,
     FrameDecoder,
     MailSent,
-    Recorded,
     RecordedEffect,
     RecordedEnd,
     ReplayItem,
@@ -50,6 +48,8 @@ from runtime import (
     RunFailed,
     RunStarted,
 )
+from runtime.sidecar_contract import Recorded
+from runtime.wire import INLINE_BODY_LIMIT
 
 from ..._errors import UnknownRun
 from ..sql import Row, Tx, json_array, sql

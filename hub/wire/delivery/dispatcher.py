@@ -23,7 +23,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from runtime import DEFAULT_REDELIVER_AFTER, Backoff, Retry, Subjects, Transport
+from runtime import Backoff, Retry, Subjects, Transport
+from runtime.config import DEFAULT_REDELIVER_AFTER
 
 from ...metrics import HubMetrics
 from ...store import ReservedCount, Store, count_reserved, find_overdue, still_open

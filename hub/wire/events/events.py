@@ -25,15 +25,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from runtime import (
-    DEFAULT_RUN_HISTORY,
-    EventsAck,
-    FrameDecoder,
-    Refused,
-    RunEvents,
-    afailpoint,
-    failpoint,
-)
+from runtime import EventsAck, FrameDecoder, Refused, RunEvents, afailpoint
+from runtime.config import DEFAULT_RUN_HISTORY
+from runtime.failpoints import failpoint
 
 from ...metrics import HubMetrics
 from ...store import OutboundStatus, Store, Tx, check_fence, floor_seq, trim_history

@@ -15,7 +15,6 @@ from typing import Any, cast
 import msgspec
 
 from runtime import (
-    DEFAULT_RUN_HISTORY,
     ApprovalRequested,
     ChildRunStarted,
     DispatchProcessed,
@@ -29,6 +28,7 @@ from runtime import (
     RunStatus,
     encode,
 )
+from runtime.config import DEFAULT_RUN_HISTORY
 
 from ...store import (
     Accepted,

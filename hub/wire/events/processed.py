@@ -22,14 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from runtime import (
-    DEFAULT_RUN_HISTORY,
-    DispatchOutcome,
-    DispatchProcessed,
-    Event,
-    Reason,
-    encode,
-)
+from runtime import DispatchOutcome, DispatchProcessed, Event, Reason, encode
+from runtime.config import DEFAULT_RUN_HISTORY
 
 from ..._errors import UnknownDispatch
 from ...store import (

@@ -7,15 +7,8 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from runtime import (
-    BLOB_CHUNK_SIZE,
-    BlobChunk,
-    BlobGet,
-    FrameDecoder,
-    Reason,
-    Refused,
-    Wakeup,
-)
+from runtime import BlobChunk, BlobGet, FrameDecoder, Reason, Refused, Wakeup
+from runtime.wire import BLOB_CHUNK_SIZE
 
 from ...store import Store, blob_named, collect_blobs, trim_changes
 from ..sessions import SessionTable

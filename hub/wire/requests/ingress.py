@@ -34,16 +34,8 @@ import anyio
 import anyio.abc
 import msgspec
 
-from runtime import (
-    FrameDecoder,
-    IngressBatch,
-    IngressMail,
-    IngressReceipt,
-    IngressReceipts,
-    Subjects,
-    Transport,
-    TransportError,
-)
+from runtime import FrameDecoder, Subjects, Transport, TransportError
+from runtime.wire import IngressBatch, IngressMail, IngressReceipt, IngressReceipts
 
 from ..._errors import HubError, InvalidMail, UnknownProducer
 from ...intake import Acceptor, accept_mails

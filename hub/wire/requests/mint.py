@@ -12,16 +12,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from runtime import (
-    FrameDecoder,
-    MintChild,
-    Minted,
-    Reason,
-    Refused,
-    afailpoint,
-    anchor_is_live,
-    is_terminal,
-)
+from runtime import FrameDecoder, MintChild, Minted, Reason, Refused, afailpoint, is_terminal
+from runtime.wire import anchor_is_live
 
 from ...store import MintParent, Store, mint_child
 from ..sessions import SessionTable

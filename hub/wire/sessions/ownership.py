@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime import Hello, Reason, Refused, anchor_is_live
+from runtime import Hello, Reason, Refused
+from runtime.wire import anchor_is_live
 
 from ...store import OwnerRow
 

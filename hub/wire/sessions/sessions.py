@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from functools import partial
 
 from runtime import (
-    BATCH_FORMAT,
     Challenge,
     FrameDecoder,
     Hello,
@@ -31,8 +30,8 @@ from runtime import (
     afailpoint,
     hello_message,
     new_id,
-    verify,
 )
+from runtime.wire import BATCH_FORMAT, verify
 
 from ..._errors import StaleEpoch, UnknownSession
 from ...store import Fence, Store, Tx, commit_claim, floor_seq, read_owner

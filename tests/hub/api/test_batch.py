@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from runtime import INLINE_BODY_LIMIT
+from runtime.wire import INLINE_BODY_LIMIT
 
 from .harness import MAX_BODY, api, assert_error
 

@@ -16,7 +16,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runtime import INLINE_BODY_LIMIT, decode_restore_record, public_key_of, read_restore_record
+from runtime import read_restore_record
+from runtime.sidecar_contract import decode_restore_record
+from runtime.wire import INLINE_BODY_LIMIT, public_key_of
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
 
 from .harness import MAX_BODY, SOURCE, api, assert_error

@@ -16,7 +16,6 @@ from hub.store import read_history
 from hub.store.sql import sql
 from runtime import (
     NATS_URL_ENV,
-    SIDECAR_PASS_ENV,
     DispatchProcessed,
     Event,
     ReplayJob,
@@ -25,6 +24,7 @@ from runtime import (
     encode,
     new_id,
 )
+from runtime.sidecar_contract import SIDECAR_PASS_ENV
 
 from .harness import Api, api, assert_error
 

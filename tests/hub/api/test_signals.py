@@ -10,7 +10,7 @@ import httpx
 import msgspec
 import pytest
 
-from runtime import INLINE_BODY_LIMIT
+from runtime.wire import INLINE_BODY_LIMIT
 from tests.support.store import execute, read_one
 
 from .harness import MAX_BODY, Api, api, assert_error

@@ -31,18 +31,17 @@ from hub._errors import HubResponseError, HubUnreachable
 from hub.cli.main import main
 from hub.outbound import STARTTLS_ENV
 from hub.store import DATABASE_ENV
-from runtime import (
+from runtime import NATS_URL_ENV, ProcessSettings
+from runtime.config import (
     BACKOFF_MAX_ENV,
     DEFAULT_MAIL_DOMAIN,
     DEFAULT_REDELIVER_AFTER,
     DEFAULT_RUN_HISTORY,
     LOG_LEVEL_ENV,
     LOOP_ENV,
-    NATS_URL_ENV,
     REDELIVER_AFTER_ENV,
     RUN_HISTORY_ENV,
     SQLITE_SYNCHRONOUS_ENV,
-    ProcessSettings,
 )
 from tests.support import wait_for
 

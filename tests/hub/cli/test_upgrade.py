@@ -16,7 +16,7 @@ from hub.cli.main import main
 from hub.store import DATABASE_ENV, open_store
 from hub.store.migrations import LATEST, MIGRATIONS
 from hub.store.schema import add_dead_letter_deployment
-from runtime import FailpointError
+from runtime.errors import FailpointError
 from runtime.testing import configure_failpoints
 from tests.legacy.v1fixture import V1State, write_v1_state
 from tests.support.postgres import PostgresServer

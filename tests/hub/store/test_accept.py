@@ -25,7 +25,7 @@ from hub.store import (
     open_store,
 )
 from hub.store.sql import sql
-from runtime import INLINE_BODY_LIMIT
+from runtime.wire import INLINE_BODY_LIMIT
 from tests.support import wait_for
 from tests.support.postgres import PostgresServer
 from tests.support.store import execute, rows

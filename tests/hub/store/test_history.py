@@ -15,7 +15,6 @@ from hub._errors import UnknownRun
 from hub.store import RunHistory, read_history
 from hub.wire import RetentionConfig, WireConfig
 from runtime import (
-    INLINE_BODY_LIMIT,
     ApprovalRequested,
     DispatchOutcome,
     DispatchProcessed,
@@ -26,6 +25,7 @@ from runtime import (
     RunStarted,
     new_id,
 )
+from runtime.wire import INLINE_BODY_LIMIT
 from tests.support.store import execute
 from tests.support.wire import Hub, Sidecar, accept, owned, running_hub, send
 

@@ -10,8 +10,10 @@ import pytest
 
 from hub.natsauth import new_user_key, public_key
 from hub.store import Store, create_deployment, give_nats_identities, open_store
-from runtime import decode_restore_record, read_restore_record, record_path, unb64url
+from runtime import read_restore_record, record_path
 from runtime import write_restore_record as write_record
+from runtime.sidecar_contract import decode_restore_record
+from runtime.wire import unb64url
 from tests.support.store import execute, rows
 
 pytestmark = pytest.mark.anyio

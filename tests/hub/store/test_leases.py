@@ -28,7 +28,7 @@ from hub.store import (
     release_all,
     renew_and_take,
 )
-from runtime import INLINE_BODY_LIMIT
+from runtime.wire import INLINE_BODY_LIMIT
 from tests.support.postgres import PostgresServer
 from tests.support.store import execute, rows
 

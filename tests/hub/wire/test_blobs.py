@@ -13,8 +13,6 @@ import pytest
 
 from hub.store import Accepted, add_version, collect_blobs, pending_rollouts
 from runtime import (
-    BLOB_CHUNK_SIZE,
-    INLINE_BODY_LIMIT,
     BlobChunk,
     BlobGet,
     DispatchProcessed,
@@ -24,6 +22,7 @@ from runtime import (
     Welcome,
     new_id,
 )
+from runtime.wire import BLOB_CHUNK_SIZE, INLINE_BODY_LIMIT
 from tests.support import wait_for
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
 

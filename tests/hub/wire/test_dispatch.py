@@ -13,7 +13,6 @@ from hub.wire.delivery.dispatcher import DispatchConfig
 from hub.wire.delivery.sending import batches
 from hub.wire.service import WireConfig
 from runtime import (
-    INLINE_BODY_LIMIT,
     MAX_FRAME_BYTES,
     Ack,
     AckBatch,
@@ -28,6 +27,7 @@ from runtime import (
     encode,
     open_nats,
 )
+from runtime.wire import INLINE_BODY_LIMIT
 from tests.support import NatsServerProcess, wait_for
 from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
 

@@ -31,19 +31,9 @@ from hub import (
 from hub.natsauth import HUB_SEED_FILE, UserKey, new_user_key
 from hub.store import Store
 from hub.wire import RetentionConfig, WireConfig
-from runtime import (
-    FrameDecoder,
-    IngressBatch,
-    IngressMail,
-    IngressReceipts,
-    ProcessSettings,
-    Reason,
-    Refused,
-    Subjects,
-    encode,
-    new_id,
-)
+from runtime import FrameDecoder, ProcessSettings, Reason, Refused, Subjects, encode, new_id
 from runtime.testing import configure_failpoints
+from runtime.wire import IngressBatch, IngressMail, IngressReceipts
 from tests.support import wait_for
 from tests.support.identities import AuthorizedServer, admitted, authorized_server, peer
 from tests.support.store import read_one

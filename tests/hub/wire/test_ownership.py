@@ -51,7 +51,7 @@ def _no_failpoints() -> Iterator[None]:
 
 
 def reached(gate: Path) -> Callable[[], bool]:
-    """A party stopped at the pause gate ``gate`` (runtime/_failpoints.py)."""
+    """A party stopped at the pause gate ``gate`` (runtime/failpoints.py)."""
     return lambda: gate.with_name(gate.name + ".reached").exists()
 
 

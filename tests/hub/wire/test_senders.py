@@ -13,12 +13,10 @@ from pathlib import Path
 import pytest
 
 from runtime import (
-    INLINE_BODY_LIMIT,
     BlobGet,
     EventsAck,
     MintChild,
     Reason,
-    RequestTimeout,
     RunCompleted,
     RunEvents,
     StateGet,
@@ -26,6 +24,8 @@ from runtime import (
     encode,
     new_id,
 )
+from runtime.errors import RequestTimeout
+from runtime.wire import INLINE_BODY_LIMIT
 from tests.support.wire import Hub, Sidecar, accept, deploy, refused, running_hub, send
 
 pytestmark = pytest.mark.anyio

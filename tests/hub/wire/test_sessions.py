@@ -18,11 +18,10 @@ from runtime import (
     RunEvents,
     RunStarted,
     Welcome,
-    generate_keypair,
     hello_message,
     new_id,
-    sign,
 )
+from runtime.wire import generate_keypair, sign
 from tests.support.store import execute
 from tests.support.wire import Sidecar, accept, deploy, refused, running_hub
 

@@ -33,7 +33,7 @@ from typing import Final
 
 import anyio
 
-from ._errors import FailpointError, FailpointSpecError
+from .errors import FailpointError, FailpointSpecError
 
 log = logging.getLogger("mailrun.failpoints")
 
@@ -183,3 +183,14 @@ def _fire(name: str, point: _Action) -> None:
         os.write(2, f"failpoint {name}: crash\n".encode())
         os._exit(CRASH_EXIT_CODE)
     raise FailpointError(f"failpoint {name}")
+
+
+__all__ = [
+    "CRASH_EXIT_CODE",
+    "ENV",
+    "REGISTERED",
+    "afailpoint",
+    "check_failpoints",
+    "failpoint",
+    "parse",
+]

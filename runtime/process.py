@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from ._config import DEFAULT_LOG_LEVEL, LOG_LEVEL_ENV
-from ._failpoints import check_failpoints
+from .config import DEFAULT_LOG_LEVEL, LOG_LEVEL_ENV
+from .failpoints import check_failpoints
 from .loops import backoff_max_from_env, loop_options
 from .sqlite import Synchronous, sqlite_synchronous
 
@@ -60,3 +60,11 @@ def start_process(environ: Mapping[str, str], *, say_failpoints: bool = True) ->
         backoff_max=backoff_max_from_env(environ),
         sqlite_synchronous=sqlite_synchronous(environ, warn=True),
     )
+
+
+__all__ = [
+    "LOG_FORMAT",
+    "LOG_LEVELS",
+    "ProcessSettings",
+    "start_process",
+]

@@ -19,7 +19,7 @@ The tree (a second base in parentheses)::
       FailpointSpecError (ValueError)
       TransactionError
         TransactionFailed
-      hub.HubError          the hub's tree, drawn in hub/_errors.py
+      hub.HubError          the hub's tree, drawn in hub/_errors/
       sidecar.SidecarError  the sidecar's tree, drawn in sidecar/_errors.py
 """
 
@@ -92,3 +92,24 @@ class TransactionError(MailrunError):
 
 class TransactionFailed(TransactionError):
     """Beginning or committing a write transaction failed: nothing of it is stored."""
+
+
+__all__ = [
+    "ActorError",
+    "ActorStopped",
+    "AskTimeout",
+    "FailpointError",
+    "FailpointSpecError",
+    "FrameDecodeError",
+    "InvalidSources",
+    "MailboxFull",
+    "MailrunError",
+    "NoResponders",
+    "RecordDecodeError",
+    "RequestTimeout",
+    "SignatureError",
+    "TransactionError",
+    "TransactionFailed",
+    "TransportClosed",
+    "TransportError",
+]

@@ -124,3 +124,31 @@ def _redact_one(url: str) -> str:
     if "@" in rest:
         rest = rest.rpartition("@")[2]
     return f"{scheme}{sep}{rest}"
+
+
+__all__ = [
+    "BACKOFF_MAX_ENV",
+    "DEFAULT_HTTP",
+    "DEFAULT_HTTP_PORT",
+    "DEFAULT_HUB_URL",
+    "DEFAULT_LOG_LEVEL",
+    "DEFAULT_MAIL_DOMAIN",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_NATS_PORT",
+    "DEFAULT_NATS_URL",
+    "DEFAULT_REDELIVER_AFTER",
+    "DEFAULT_RUN_HISTORY",
+    "DEFAULT_SUBJECT_PREFIX",
+    "HUB_URL_ENV",
+    "LOG_LEVEL_ENV",
+    "LOOPBACK",
+    "LOOP_ENV",
+    "NATS_URL_ENV",
+    "REDELIVER_AFTER_ENV",
+    "RUN_HISTORY_ENV",
+    "SQLITE_SYNCHRONOUS_ENV",
+    "HostPort",
+    "SidecarExit",
+    "parse_host_port",
+    "redact_url",
+]
