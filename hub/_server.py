@@ -204,6 +204,7 @@ async def serve_hub(
                     subject_prefix=settings.subject_prefix,
                     sidecar_root=settings.sidecar_root,
                     max_body=settings.max_body,
+                    environ=settings.environ,
                 )
                 # The live event stream's reader; closed before the HTTP server
                 # stops, so open streams end at once instead of holding it.

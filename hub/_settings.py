@@ -8,6 +8,7 @@ environment (hub.cli); nothing below reads either. Tests build one directly.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,10 @@ class HubSettings:
     """Its log level, event loop, the cap on its retry delays
     (``MAILRUN_BACKOFF_MAX``: how tests and soaks compress time) and SQLite's
     synchronous level."""
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The environment the hub started with, from which a replay's scratch
+    process gets a sidecar's (``hub.api``'s ``scratch_env``). Not in
+    ``repr``: it may hold secrets."""
 
     @property
     def backoff_max(self) -> float | None:

@@ -4,8 +4,8 @@ a ``?limit=``)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -29,6 +29,9 @@ class ApiSettings:
     sidecar_root: Path | None
     max_body: int
     body_timeout: float = 60.0  # seconds for a whole request body to arrive
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The hub's environment at its start: a replay's scratch process gets a
+    sidecar's share of it."""
 
 
 def receipt_status(receipt: object) -> int:

@@ -26,9 +26,6 @@ sidecar gets (less the NATS URL) and a temporary working directory
 from __future__ import annotations
 
 import logging
-import os
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +46,7 @@ from runtime import (
     ReplayReport,
     Sources,
 )
-from runtime.sidecar_contract import Limits, ReplayDifference
+from runtime.sidecar_contract import ReplayDifference
 
 from .._errors import EntrypointError, WorkflowLoadError
 from ..execution import (
@@ -318,26 +315,3 @@ def run_job(raw: bytes, src_dir: Path) -> tuple[int, bytes]:
             ReplayFailureReport(error=exc.error, detail=exc.detail)
         )
     return EXIT_REPORT, msgspec.json.encode(report)
-
-
-def main() -> int:
-    """``python -m sidecar.replay``: a job on stdin, the answer on stdout."""
-    raw = sys.stdin.buffer.read()
-    # Only the answer goes to stdout: the workflow's prints (fd 1 included)
-    # go to stderr, and it reads no stdin.
-    answer = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    with open(os.devnull, "rb") as devnull:
-        os.dup2(devnull.fileno(), 0)
-    logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
-    try:
-        Limits.from_env(os.environ).apply()  # a sidecar's limits
-    except (ValueError, OSError) as exc:
-        log.warning("resource limits not applied: %s", exc)
-    with tempfile.TemporaryDirectory(prefix="replay-") as scratch:
-        code, out = run_job(raw, Path(scratch) / "src")
-    with answer:
-        answer.write(out)
-    return code

@@ -47,7 +47,7 @@ def replay_routes(ctx: RouteContext) -> list[Route]:
             why = "; ".join(history.skipped) or "it has processed no item yet"
             raise NothingToReplay(f"run {run_id}: no item the store holds can be replayed: {why}")
         async with turns:
-            report = await run_scratch(replay_job(history, sources))
+            report = await run_scratch(replay_job(history, sources), ctx.settings.environ)
         return json_response(report)
 
     return [Route("/runs/{id}/replay", replay, methods=["POST"])]

@@ -11,7 +11,6 @@ it, or when the request is cancelled), and bounded pipes.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -59,14 +58,18 @@ def scratch_env(environ: Mapping[str, str], home: Path) -> dict[str, str]:
     return env
 
 
-async def run_scratch(job: ReplayJob, *, timeout: float = REPLAY_TIMEOUT) -> ReplayReport:
-    """Replay ``job`` in a scratch process; its report.
+async def run_scratch(
+    job: ReplayJob, environ: Mapping[str, str], *, timeout: float = REPLAY_TIMEOUT
+) -> ReplayReport:
+    """Replay ``job`` in a scratch process, with a sidecar's share of
+    ``environ`` (the hub's environment at its start); its report.
 
     Raises :class:`ReplayFailed` when the code does not load, the process
     crashes or answers nothing usable, or it runs past ``timeout`` seconds."""
     cwd = Path(await anyio.to_thread.run_sync(tempfile.mkdtemp, "", "mailrun-replay-"))
     try:
-        code, out, err = await _run(msgspec.json.encode(job), cwd, timeout)
+        env = scratch_env(environ, cwd)
+        code, out, err = await _run(msgspec.json.encode(job), cwd, env, timeout)
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(shutil.rmtree, cwd, True)
@@ -83,7 +86,9 @@ async def run_scratch(job: ReplayJob, *, timeout: float = REPLAY_TIMEOUT) -> Rep
     raise ReplayFailed(f"{failure.error}: {failure.detail}")
 
 
-async def _run(job: bytes, cwd: Path, timeout: float) -> tuple[int, bytes, bytes]:
+async def _run(
+    job: bytes, cwd: Path, env: Mapping[str, str], timeout: float
+) -> tuple[int, bytes, bytes]:
     out = bytearray()
     err = bytearray()
     try:
@@ -97,7 +102,7 @@ async def _run(job: bytes, cwd: Path, timeout: float) -> tuple[int, bytes, bytes
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     cwd=cwd,
-                    env=scratch_env(os.environ, cwd),
+                    env=env,
                 ) as process,
                 anyio.create_task_group() as tg,
             ):

@@ -143,6 +143,7 @@ def hub_cmd(
             smtp=ingress,
             database=database,
             process=process,
+            environ=dict(environ),
         )
     except (HubError, ValueError) as exc:
         _hub_log.error("hub failed: %s", exc)
