@@ -13,6 +13,7 @@ from ._frames import BATCH_FORMAT as BATCH_FORMAT
 from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
 from ._frames import FORMAT_VERSION as FORMAT_VERSION
 from ._frames import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
+from ._frames import LEGACY_POLICY as LEGACY_POLICY
 from ._frames import SUPPORTED_FORMATS as SUPPORTED_FORMATS
 from ._frames import Ack as Ack
 from ._frames import AckBatch as AckBatch
@@ -26,6 +27,7 @@ from ._frames import DispatchProcessed as DispatchProcessed
 from ._frames import EnvelopeQuarantined as EnvelopeQuarantined
 from ._frames import Event as Event
 from ._frames import EventsAck as EventsAck
+from ._frames import FailurePolicy as FailurePolicy
 from ._frames import Fenced as Fenced
 from ._frames import Frame as Frame
 from ._frames import Hello as Hello
@@ -41,6 +43,7 @@ from ._frames import MailSent as MailSent
 from ._frames import MintChild as MintChild
 from ._frames import Minted as Minted
 from ._frames import Ping as Ping
+from ._frames import PolicySet as PolicySet
 from ._frames import Pong as Pong
 from ._frames import Refused as Refused
 from ._frames import RunCancelled as RunCancelled
@@ -50,6 +53,8 @@ from ._frames import RunFailed as RunFailed
 from ._frames import RunSnapshot as RunSnapshot
 from ._frames import RunStarted as RunStarted
 from ._frames import RunStates as RunStates
+from ._frames import RunSuspended as RunSuspended
+from ._frames import SetPolicy as SetPolicy
 from ._frames import StateGet as StateGet
 from ._frames import VersionLoaded as VersionLoaded
 from ._frames import Welcome as Welcome
@@ -77,6 +82,7 @@ from ._limits import clip_text as clip_text
 from ._limits import encoded_size as encoded_size
 from ._reasons import AckResult as AckResult
 from ._reasons import DispatchOutcome as DispatchOutcome
+from ._reasons import OnFailure as OnFailure
 from ._reasons import Reason as Reason
 from ._runstate import DeploymentStatus as DeploymentStatus
 from ._runstate import RunStatus as RunStatus
@@ -91,6 +97,7 @@ __all__ = [
     "BLOB_CHUNK_SIZE",
     "FORMAT_VERSION",
     "INLINE_BODY_LIMIT",
+    "LEGACY_POLICY",
     "MAX_ERROR",
     "MAX_EVENT",
     "MAX_FRAME_BYTES",
@@ -117,6 +124,7 @@ __all__ = [
     "EnvelopeQuarantined",
     "Event",
     "EventsAck",
+    "FailurePolicy",
     "Fenced",
     "Frame",
     "FrameDecoder",
@@ -132,7 +140,9 @@ __all__ = [
     "MailSent",
     "MintChild",
     "Minted",
+    "OnFailure",
     "Ping",
+    "PolicySet",
     "Pong",
     "Reason",
     "Refused",
@@ -144,6 +154,8 @@ __all__ = [
     "RunStarted",
     "RunStates",
     "RunStatus",
+    "RunSuspended",
+    "SetPolicy",
     "SizeLimit",
     "StateGet",
     "Subjects",

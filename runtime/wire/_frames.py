@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from ._reasons import AckResult, DispatchOutcome
+from ._reasons import AckResult, DispatchOutcome, OnFailure
 
 FORMAT_VERSION = 2
 BATCH_FORMAT = 3
@@ -67,6 +67,27 @@ class Challenge(_Frame, tag=True, kw_only=True):
     nonce: str
 
 
+class FailurePolicy(msgspec.Struct, kw_only=True, frozen=True):
+    """A deployment's retry budget and what happens past it
+    (docs/design.md section 5, "When a handler fails")."""
+
+    on_failure: str = OnFailure.SUSPEND
+    """runtime.OnFailure: ``suspend``, ``park`` or ``fail``."""
+    max_attempts: int = 5
+    """Handler calls an item gets (a crash of the sidecar while it was being
+    processed counts as one) before ``on_failure`` applies."""
+    max_backoff: float = 60.0
+    """Seconds at most between two attempts (the backoff doubles from 0.1 s,
+    with jitter)."""
+    handler_timeout: float = 300.0
+    """Seconds a handler call may run; a longer one is a failed attempt."""
+
+
+LEGACY_POLICY = FailurePolicy(on_failure=OnFailure.FAIL)
+"""The policy of a sidecar whose hub sends none (an older hub knows no
+suspended run nor parked dispatch): a run fails past its budget."""
+
+
 class Welcome(_Frame, tag=True, kw_only=True):
     """hub -> sidecar, the answer to a signed Hello that owns the deployment:
     the session every later frame is stamped with, and its owner epoch."""
@@ -83,6 +104,9 @@ class Welcome(_Frame, tag=True, kw_only=True):
     not the owner's. The sidecar replaces it with the hub's (``StateGet``) and
     drops its unshipped events before it acts; the hub delivers again
     everything it did not apply."""
+    policy: FailurePolicy | None = None
+    """The deployment's failure policy (None from an older hub:
+    :data:`LEGACY_POLICY`); a change comes later as :class:`SetPolicy`."""
 
 
 class Fenced(_Frame, tag=True, kw_only=True):
@@ -194,6 +218,21 @@ class VersionLoaded(_Frame, tag=True, kw_only=True):
     deployment_id: str = ""
     version: int
     error: str = ""
+
+
+class SetPolicy(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar on its inbound subject, answered by PolicySet: the
+    deployment's failure policy changed (``PATCH``); it applies from the
+    next handler call on."""
+
+    session_id: str = ""
+    policy: FailurePolicy
+
+
+class PolicySet(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub, the answer to a SetPolicy: the policy is in force."""
+
+    deployment_id: str = ""
 
 
 class Ack(_Frame, tag=True, kw_only=True):
@@ -382,6 +421,9 @@ class DispatchProcessed(_Event, tag=True, kw_only=True):
     hub then orders by seq)."""
     version: int = 0
     """The workflow version that processed it (0 from an older sidecar)."""
+    error: str = ""
+    """Why it was not processed: the last attempt's error of a ``failed`` or
+    ``parked`` one."""
 
 
 class RunCompleted(_Event, tag=True, kw_only=True):
@@ -394,6 +436,16 @@ class RunFailed(_Event, tag=True, kw_only=True):
     """The run ended ``failed``: ``ctx.fail(error)``, or its handler failed for
     good (its retries spent, a value over its size limit)."""
 
+    error: str = ""
+
+
+class RunSuspended(_Event, tag=True, kw_only=True):
+    """The handler failed on ``dispatch_id`` past its retry budget under the
+    ``suspend`` policy: the run is ``suspended``, that item and every later
+    one held, until a ``resume`` item (a resume, or a new version) comes."""
+
+    dispatch_id: str
+    attempts: int = 0
     error: str = ""
 
 
@@ -447,6 +499,7 @@ Event = (
     | RunCompleted
     | RunFailed
     | RunCancelled
+    | RunSuspended
     | ChildRunStarted
     | MailSent
     | ApprovalRequested
@@ -492,6 +545,8 @@ Frame = (
     | Pong
     | LoadVersion
     | VersionLoaded
+    | SetPolicy
+    | PolicySet
     | Ack
     | AckBatch
     | BlobGet

@@ -65,6 +65,10 @@ class Reason(StrEnum):
     MESSAGE_ID_REUSED = "message_id_reused"  # the id was accepted with other content
     # Refused to a mail ingress request (NATS): no live producer has that subject.
     UNKNOWN_PRODUCER = "unknown_producer"
+    # Failure handling (HTTP).
+    RUN_NOT_SUSPENDED = "run_not_suspended"  # a resume of a run that is not suspended
+    DISPATCH_NOT_PARKED = "dispatch_not_parked"  # a retry of a dispatch that is not parked
+    INVALID_POLICY = "invalid_policy"  # an unknown on_failure, a retry setting out of range
     # Workflow versions (HTTP).
     UNKNOWN_VERSION = "unknown_version"
     VERSION_REFUSED = "version_refused"  # the sidecar could not load it
@@ -81,9 +85,19 @@ class AckResult(StrEnum):
     REFUSED = "refused"  # not stored; ``reason`` says why
 
 
+class OnFailure(StrEnum):
+    """What becomes of an item whose handler failed past its retry budget
+    (a deployment's ``on_failure``)."""
+
+    SUSPEND = "suspend"  # the run is suspended, holding its items, until resumed
+    PARK = "park"  # the item is set aside (parked), the run goes on
+    FAIL = "fail"  # the run fails
+
+
 class DispatchOutcome(StrEnum):
     """How the sidecar consumed a dispatch (``DispatchProcessed.outcome``)."""
 
     PROCESSED = "processed"  # the handler's call committed
     REFUSED_TERMINAL = "refused_terminal"  # the run had ended: not handled
     FAILED = "failed"  # the retry budget was spent on it: the run failed
+    PARKED = "parked"  # the retry budget was spent on it: set aside, the run goes on

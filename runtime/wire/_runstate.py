@@ -9,6 +9,9 @@ class RunStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     WAITING = "waiting"
+    SUSPENDED = "suspended"
+    """An item failed past its retry budget under the ``suspend`` policy: the
+    run is live, takes triggers and holds its items until it is resumed."""
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -22,8 +25,8 @@ class DeploymentStatus(StrEnum):
 
 
 _TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
-_LIVE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
-_HOLDING = frozenset({RunStatus.WAITING})
+_LIVE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.SUSPENDED})
+_HOLDING = frozenset({RunStatus.WAITING, RunStatus.SUSPENDED})
 # Release 1 marked a live anchor 'running'; migration rewrites it, but a
 # reader must not call such a deployment dead before that happens.
 _LIVE_ANCHOR = frozenset({DeploymentStatus.DEPLOYED.value, "running"})
@@ -42,8 +45,9 @@ def is_live(status: str) -> bool:
 def holds_items(status: str) -> bool:
     """A run that keeps the items delivered to it unprocessed on purpose.
 
-    A run waiting on an approval holds what arrives until the decision
-    (docs/design.md section 5), so its delivered items are not overdue, however old.
+    A run waiting on an approval holds what arrives until the decision, a
+    suspended one until it is resumed (docs/design.md section 5), so its
+    delivered items are not overdue, however old.
     """
     return status in _HOLDING
 

@@ -59,10 +59,14 @@ from runtime import (
 from runtime.sidecar_contract import HubKey
 from runtime.sidecar_contract._restore import RECORD_VERSION
 from runtime.wire import (
+    FailurePolicy,
     IngressBatch,
     IngressMail,
     IngressReceipt,
     IngressReceipts,
+    PolicySet,
+    RunSuspended,
+    SetPolicy,
     b64url,
     public_key_of,
 )
@@ -119,10 +123,10 @@ class AckBeforeDetail(msgspec.Struct, tag_field="t", tag="Ack", kw_only=True):
 
 _ADDED_IN_FORMAT_2 = {
     "Hello": ("home", "previous_instance"),
-    "Welcome": ("from_hub",),
+    "Welcome": ("from_hub", "policy"),
     "MailSent": ("message_id",),
     "MailInbound": ("version", "code", "raw"),
-    "DispatchProcessed": ("step", "version"),
+    "DispatchProcessed": ("step", "version", "error"),
     "RunStates": ("settled",),
     "RunSnapshot": ("last_step", "approvals", "parent_run_id", "entrypoint", "version"),
     "Envelope": ("version", "raw"),
@@ -164,6 +168,13 @@ def _whole(name: str, value: msgspec.Struct, *, since: tuple[str, ...] = ()) -> 
     return Golden(f"v2/{name}.msgpack", "frame", value, written)
 
 
+def _without(value: msgspec.Struct, *fields: str) -> bytes:
+    data = msgspec.msgpack.decode(encode(value))
+    for field in fields:
+        data.pop(field, None)
+    return msgspec.msgpack.encode(data)
+
+
 def _event(value: msgspec.Struct) -> Golden:
     path = f"v2/{type(value).__name__}.msgpack"
     return Golden(path, "event", value, lambda: _as_first_written(value))
@@ -200,6 +211,13 @@ _PROCESSED_V2 = DispatchProcessed(
     outcome="processed",
     step=3,
     version=2,
+)
+
+_SUSPENDED = RunSuspended(
+    event_id=EVT, run_id=RUN, at=AT, dispatch_id=DSP, attempts=5, error="RuntimeError: boom"
+)
+_PARKED = msgspec.structs.replace(
+    _PROCESSED_V2, seq=10, step=4, outcome="parked", error="RuntimeError: boom"
 )
 
 _RECORD_V2 = RestoreRecord(
@@ -354,6 +372,7 @@ V2 = [
     _whole(
         "Welcome.from_hub",
         Welcome(v=2, session_id=SES, owner_epoch=4, hub_boot_id=BOOT, floor_seq=6, from_hub=True),
+        since=("policy",),
     ),
     _frame("Fenced", Fenced(v=2, deployment_id=DEP, owner_epoch=4, reason="owner_conflict")),
     _frame(
@@ -453,13 +472,44 @@ V2 = [
         "v2/DispatchProcessed.version.msgpack",
         "event",
         _PROCESSED_V2,
-        lambda: encode(_PROCESSED_V2),
+        lambda: _without(_PROCESSED_V2, "error"),
     ),
     Golden(
         "v2/MailSent.message_id.msgpack",
         "event",
         _MAIL_SENT,
         lambda: encode(_MAIL_SENT),
+    ),
+    # Failure policies (added within format 2).
+    _whole(
+        "Welcome.policy",
+        Welcome(
+            v=2,
+            session_id=SES,
+            owner_epoch=4,
+            hub_boot_id=BOOT,
+            floor_seq=6,
+            policy=FailurePolicy(
+                on_failure="park", max_attempts=3, max_backoff=30.0, handler_timeout=60.0
+            ),
+        ),
+    ),
+    _whole(
+        "SetPolicy",
+        SetPolicy(v=2, session_id=SES, policy=FailurePolicy(on_failure="suspend")),
+    ),
+    _whole("PolicySet", PolicySet(v=2, deployment_id=DEP)),
+    Golden(
+        "v2/RunSuspended.msgpack",
+        "event",
+        _SUSPENDED,
+        lambda: encode(_SUSPENDED),
+    ),
+    Golden(
+        "v2/DispatchProcessed.parked.msgpack",
+        "event",
+        _PARKED,
+        lambda: encode(_PARKED),
     ),
     Golden(
         "v2/restore_record.json",

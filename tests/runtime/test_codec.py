@@ -46,7 +46,17 @@ from runtime import (
     encode,
     new_id,
 )
-from runtime.wire import Frame, IngressBatch, IngressMail, IngressReceipt, IngressReceipts
+from runtime.wire import (
+    FailurePolicy,
+    Frame,
+    IngressBatch,
+    IngressMail,
+    IngressReceipt,
+    IngressReceipts,
+    PolicySet,
+    RunSuspended,
+    SetPolicy,
+)
 from tests.golden.samples import AckBeforeDetail
 
 EVENTS = [
@@ -60,6 +70,9 @@ EVENTS = [
     ChildRunStarted(event_id=new_id("evt"), run_id="run_x", child_run_id="run_y", input=[1]),
     MailSent(event_id=new_id("evt"), run_id="run_x", to="a@b", subject="s", body=b"\x00\xff"),
     ApprovalRequested(event_id=new_id("evt"), run_id="run_x", approval_id="apr_1", prompt="ok?"),
+    RunSuspended(
+        event_id=new_id("evt"), run_id="run_x", dispatch_id="dsp_1", attempts=5, error="boom"
+    ),
 ]
 
 FRAMES: list[msgspec.Struct] = [
@@ -80,6 +93,14 @@ FRAMES: list[msgspec.Struct] = [
     Pong(deployment_id="dep_1"),
     LoadVersion(session_id="ses_1", version=2, code=Claim(digest="sha256:" + "0" * 64, size=10)),
     VersionLoaded(deployment_id="dep_1", version=2, error="SyntaxError: invalid syntax"),
+    SetPolicy(session_id="ses_1", policy=FailurePolicy(on_failure="park", max_attempts=2)),
+    PolicySet(deployment_id="dep_1"),
+    Welcome(
+        session_id="ses_1",
+        owner_epoch=3,
+        hub_boot_id="boot_1",
+        policy=FailurePolicy(handler_timeout=1.5),
+    ),
     MailInbound(
         dispatch_id="dsp_1",
         deployment_id="dep_1",

@@ -81,15 +81,16 @@ def test_keys_are_standard_ed25519() -> None:
 
 
 def test_classifier() -> None:
-    for s in ("pending", "running", "waiting"):
+    for s in ("pending", "running", "waiting", "suspended"):
         assert is_live(s) and not is_terminal(s) and accepts_trigger(s)
     for s in ("completed", "failed", "cancelled"):
         assert is_terminal(s) and not is_live(s) and not accepts_trigger(s)
     assert accepts_trigger(None)
     assert anchor_is_live("deployed") and anchor_is_live("running")
     assert not anchor_is_live("deleted")
-    # Only a run waiting on an approval keeps its delivered items unprocessed.
-    assert [s for s in RunStatus if holds_items(s)] == ["waiting"]
+    # Only a run waiting on an approval, or suspended, keeps its delivered
+    # items unprocessed.
+    assert [s for s in RunStatus if holds_items(s)] == ["waiting", "suspended"]
 
 
 def _record() -> RestoreRecord:
