@@ -6,16 +6,17 @@ frame is mostly a run of them. Applied as a batch (the decisions are the
 wire's: ``hub.wire.processed``), they cost one read each of the events
 already recorded, of the runs and of the dispatches they name, and then
 writes of many rows a statement: the new events and the settled dispatches
-go :data:`GROUP` rows a statement, the rest in halves of that (16, 8, 4, 2,
-1), each shape declared once. On tables with change triggers a statement's
-setup costs about as much as a row (``hub.store.sql``'s ``insert_statement``,
-docs/performance-notebook.md, "Triggers and statements"); with at most six
+go 32 rows a statement (``hub.store.sql``'s ``GROUP``), the rest in halves
+of that (16, 8, 4, 2, 1), each shape declared once. On tables with change
+triggers a statement's setup costs about as much as a row
+(``hub.store.sql``'s ``insert_statement``, docs/performance-notebook.md,
+"Triggers and statements"); with at most six
 shapes a statement, they stay in the connection's statement cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple, TypeAlias
 
 import msgspec
@@ -23,11 +24,7 @@ import msgspec
 from runtime import RunStatus
 
 from ..schema import ApprovalStatus, DispatchStatus
-from ..sql import Statement, Tx, sql
-
-GROUP = 32
-"""Rows per statement at most."""
-_SHAPES = (32, 16, 8, 4, 2, 1)
+from ..sql import SIZES, Statement, Tx, groups, sql
 
 OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
 """A dispatch not settled yet: what a DispatchProcessed may settle."""
@@ -142,8 +139,8 @@ def _settle(rows: int) -> Statement:
     )
 
 
-_INSERT_EVENTS = {rows: _insert_events(rows) for rows in _SHAPES}
-_SETTLE = {rows: _settle(rows) for rows in _SHAPES}
+_INSERT_EVENTS = {rows: _insert_events(rows) for rows in SIZES}
+_SETTLE = {rows: _settle(rows) for rows in SIZES}
 
 _MOVED = sql("UPDATE workflow_run SET last_seq = ?, last_step = ?, updated_at = ? WHERE id = ?")
 _MOVED_WITH_STATE = sql(
@@ -155,16 +152,6 @@ _RESUMED = sql(
     "UPDATE workflow_run SET status = ?, updated_at = ? WHERE id = ? AND status = ?"
     " AND NOT EXISTS (SELECT 1 FROM approval WHERE run_id = ? AND status = ?)"
 )
-
-
-def _groups(rows: Sequence[tuple[object, ...]]) -> Iterator[Sequence[tuple[object, ...]]]:
-    """``rows`` in order, :data:`GROUP` a group, the rest in halves."""
-    at, size = 0, GROUP
-    while at < len(rows):
-        while size > len(rows) - at:
-            size //= 2
-        yield rows[at : at + size]
-        at += size
 
 
 def _ids(ids: Sequence[str]) -> str:
@@ -205,7 +192,7 @@ def write_processed(
     state also goes from pending to running), make each of ``resumed`` running
     again if it is waiting and no approval of it is pending, settle each of
     ``settled`` that is still open."""
-    for group in _groups(events):
+    for group in groups(events):
         tx.execute(_INSERT_EVENTS[len(group)], [v for row in group for v in row])
     tx.execute_many(
         _MOVED, [(r.last_seq, r.last_step, now, r.run_id) for r in moved if r.state is None]
@@ -238,5 +225,5 @@ def write_processed(
             for run_id in resumed
         ],
     )
-    for group in _groups(settled):
+    for group in groups(settled):
         tx.execute(_SETTLE[len(group)], [*(v for row in group for v in row), *OPEN_DISPATCH])

@@ -7,6 +7,7 @@ PostgreSQL side is ``hub.store.pg``."""
 from ._bulk import GROUP as GROUP
 from ._bulk import SIZES as SIZES
 from ._bulk import Grouped as Grouped
+from ._bulk import groups as groups
 from ._bulk import insert_rows as insert_rows
 from ._bulk import insert_statement as insert_statement
 from ._bulk import update_rows as update_rows
@@ -32,6 +33,7 @@ __all__ = [
     "Statement",
     "Tx",
     "TxBody",
+    "groups",
     "insert_rows",
     "insert_statement",
     "json_array",

@@ -49,7 +49,9 @@ class Grouped:
         return list(self._by_size.values())
 
 
-def _groups(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
+def groups(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
+    """``rows`` in order, :data:`GROUP` a group, the rest in halves (a size
+    of :data:`SIZES` each)."""
     at, size = 0, GROUP
     while at < len(rows):
         while size > len(rows) - at:
@@ -114,12 +116,12 @@ def insert_rows(tx: Tx, statement: Grouped, rows: Sequence[Row]) -> None:
     Within a statement the rows go in as ``executemany`` would put them, in
     order; a constraint failure fails the whole statement (the caller's
     SAVEPOINT is what limits the damage, as with ``executemany``)."""
-    for group in _groups(rows):
+    for group in groups(rows):
         tx.execute(statement[len(group)], [v for row in group for v in row])
 
 
 def update_rows(tx: Tx, statement: Grouped, rows: Sequence[Row], params: Row = ()) -> None:
     """``statement`` (an :func:`update_statement`) for each of ``rows``, in
     groups, with ``params`` for its own ``?`` marks."""
-    for group in _groups(rows):
+    for group in groups(rows):
         tx.execute(statement[len(group)], [*(v for row in group for v in row), *params])
