@@ -20,21 +20,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 
 from ..config import redact_url
-from ..errors import NoResponders, RequestTimeout, TransportClosed, TransportError
-from ..loops import Backoff, Broadcast, Flag, Retry, Wakeup
+from ..errors import TransportClosed, TransportError
+from ..loops import Backoff, Flag, Retry, Wakeup
 from ..wire import WIRE_MAX_PAYLOAD
-from ._natspy import Client, Msg, Server
+from ._nats_edge import AttemptFailed, as_raised, check_url, is_auth_error, mapped, servers_of
+from ._nats_subscription import NatsSubscription
+from ._natspy import Client, Server
 from ._natspy import Subscription as NatsSub
 from ._natspy import errors as nats_errors
-from ._protocol import Message, ReconnectCallback, Transport
+from ._protocol import ReconnectCallback, Transport
 
 log = logging.getLogger(__name__)
 
@@ -45,148 +46,6 @@ _FLUSH_AFTER_RECONNECT = 10.0
 """How long nats-py's reconnect waits for its first PONG (its flush default)."""
 _KEEPER_PERIOD = 1.0
 """How often the keeper looks whether nats-py's reconnecting still makes progress."""
-
-
-def servers_of(url: str) -> list[str]:
-    """The servers of ``url``: one, or a cluster's, comma-separated
-    (``nats://a:4222,nats://b:4222``)."""
-    return [part.strip() for part in url.split(",") if part.strip()]
-
-
-def _check_url(url: str) -> None:
-    # Checked once up front: the connect loop would otherwise retry a typo forever.
-    servers = servers_of(url)
-    if not servers:
-        raise TransportError("invalid NATS URL '': expected nats://host:port")
-    for server in servers:
-        try:
-            parts = urlsplit(server)
-            parts.port  # noqa: B018 - parsing the port is the check
-        except ValueError as exc:
-            raise TransportError(f"invalid NATS URL {redact_url(server)!r}: {exc}") from exc
-        if parts.scheme not in ("nats", "tls", "ws", "wss") or not parts.hostname:
-            raise TransportError(
-                f"invalid NATS URL {redact_url(server)!r}: expected nats://host:port"
-            )
-
-
-def _is_auth_error(exc: Exception) -> bool:
-    text = str(exc).lower()
-    return isinstance(exc, nats_errors.AuthorizationError) or "authorization violation" in text
-
-
-class _AttemptFailed(Exception):
-    """Ends one nats-py connect attempt so that our loop owns the retry."""
-
-
-@contextmanager
-def _mapped(what: str, transport: NatsTransport) -> Iterator[None]:
-    """Turn nats-py and socket errors into the runtime's transport errors."""
-    try:
-        yield
-    except nats_errors.NoRespondersError as exc:
-        raise NoResponders(f"{what}: no responders") from exc
-    except nats_errors.ConnectionClosedError as exc:
-        if transport.closed:
-            raise TransportClosed(f"{what}: connection closed") from exc
-        # A client nats-py gave up on, until the keeper has replaced it.
-        raise TransportError(f"{what}: not connected, reconnecting") from exc
-    except TimeoutError as exc:  # nats-py's TimeoutError is a builtin TimeoutError
-        raise RequestTimeout(f"{what}: timed out") from exc
-    except (nats_errors.Error, OSError) as exc:
-        raise TransportError(f"{what}: {exc}") from exc
-
-
-class NatsMessage:
-    """A received NATS message; ``respond`` publishes on its reply subject."""
-
-    __slots__ = ("_msg", "_transport")
-
-    def __init__(self, transport: NatsTransport, msg: Msg) -> None:
-        self._transport = transport
-        self._msg = msg
-
-    @property
-    def subject(self) -> str:
-        return self._msg.subject
-
-    @property
-    def data(self) -> bytes:
-        return self._msg.data
-
-    @property
-    def reply(self) -> str | None:
-        return self._msg.reply or None
-
-    async def respond(self, data: bytes) -> None:
-        if self._msg.reply:
-            await self._transport.publish(self._msg.reply, data)
-
-
-class NatsSubscription:
-    """One subscription read through nats-py's message iterator, carried over
-    to the new client when the keeper replaces one."""
-
-    def __init__(
-        self, transport: NatsTransport, sub: NatsSub, *, queue: str, max_pending: int
-    ) -> None:
-        self._transport = transport
-        self._sub = sub
-        self._queue = queue
-        self._max_pending = max_pending
-        self._renewed = Broadcast()
-        self._closed = False
-        self.dropped = 0
-        """Messages the client discarded because this consumer fell behind."""
-
-    @property
-    def subject(self) -> str:
-        return self._sub.subject
-
-    def __aiter__(self) -> AsyncIterator[Message]:
-        return self
-
-    async def __anext__(self) -> Message:
-        while True:
-            sub = self._sub
-            try:
-                msg = await sub.messages.__anext__()
-            except StopAsyncIteration:
-                # nats-py ends its iterator when the subscription or the client
-                # closes: for good after unsubscribe or aclose, or until the
-                # keeper has subscribed again on a new client.
-                if self._closed or self._transport.closed:
-                    raise
-                if self._sub is sub:
-                    await self._renewed.wait()
-                continue
-            return NatsMessage(self._transport, msg)
-
-    async def _renew(self, client: Client) -> None:
-        """Subscribe again on ``client`` (the old one is closed)."""
-        sub = await client.subscribe(
-            self.subject, queue=self._queue, pending_msgs_limit=self._max_pending
-        )
-        self._transport._rekey(self._sub, sub, self)
-        self._sub = sub
-        self._renewed.notify()
-
-    def _end(self) -> None:
-        """The transport closed: an iterator waiting for a renewal ends."""
-        self._renewed.notify()
-
-    async def unsubscribe(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._transport._forget(self._sub)
-        self._renewed.notify()
-        try:
-            await self._sub.unsubscribe()
-        except (nats_errors.ConnectionClosedError, nats_errors.BadSubscriptionError):
-            pass  # already gone with its connection
-        except (nats_errors.Error, OSError) as exc:
-            log.debug("unsubscribe from %s failed: %r", self.subject, exc)
 
 
 class NatsTransport:
@@ -252,8 +111,8 @@ class NatsTransport:
                 client = Client()
                 try:
                     await client.connect(**self._options(client))
-                except (_AttemptFailed, nats_errors.Error, OSError, TimeoutError) as exc:
-                    cause = exc.__cause__ if isinstance(exc, _AttemptFailed) else exc
+                except (AttemptFailed, nats_errors.Error, OSError, TimeoutError) as exc:
+                    cause = exc.__cause__ if isinstance(exc, AttemptFailed) else exc
                     if not (isinstance(cause, Exception) and self._refusal(cause)):
                         log.debug(
                             "connect to %s failed (attempt %d): %r",
@@ -361,7 +220,7 @@ class NatsTransport:
         if self._connecting_task == anyio.get_current_task().id:
             # Called from inside our connect attempt: end it here, or nats-py
             # would keep retrying at its own fixed pace.
-            raise _AttemptFailed from exc
+            raise AttemptFailed from exc
         if client is not self._nc or self._replacing:
             return
         if isinstance(exc, nats_errors.SlowConsumerError):
@@ -385,7 +244,7 @@ class NatsTransport:
     def _refusal(self, exc: Exception) -> bool:
         """Log a refusal of our credentials (once until the next connect); False
         for any other error."""
-        if not _is_auth_error(exc):
+        if not is_auth_error(exc):
             return False
         # Once, not at every attempt: the identity was revoked (its deployment
         # deleted), or the server's config does not list it yet (not reloaded).
@@ -456,11 +315,11 @@ class NatsTransport:
         finally:
             self._replacing = False
         for sub in subs:
-            if sub._closed:
+            if sub.closed:
                 continue
             try:
-                with _mapped(f"subscribe to {sub.subject}", self):
-                    await sub._renew(self._nc)
+                with mapped(f"subscribe to {sub.subject}", self):
+                    await sub.renew(self._nc)
             except TransportError as exc:
                 # Lost again already: the next replacement tries again.
                 log.warning("subscribing again to %s failed: %s", sub.subject, exc)
@@ -472,12 +331,12 @@ class NatsTransport:
 
     async def publish(self, subject: str, data: bytes) -> None:
         self._check_open()
-        with _mapped(f"publish to {subject}", self):
+        with mapped(f"publish to {subject}", self):
             await self._nc.publish(subject, data)
 
     async def request(self, subject: str, data: bytes, timeout: float) -> bytes:
         self._check_open()
-        with _mapped(f"request to {subject}", self):
+        with mapped(f"request to {subject}", self):
             msg = await self._nc.request(subject, data, timeout=timeout)
         return msg.data
 
@@ -485,7 +344,7 @@ class NatsTransport:
         self, subject: str, *, queue: str | None = None, max_pending: int = 4096
     ) -> NatsSubscription:
         self._check_open()
-        with _mapped(f"subscribe to {subject}", self):
+        with mapped(f"subscribe to {subject}", self):
             sub = await self._nc.subscribe(
                 subject, queue=queue or "", pending_msgs_limit=max_pending
             )
@@ -493,17 +352,17 @@ class NatsTransport:
         self._subs[sub] = wrapper
         return wrapper
 
-    def _forget(self, sub: NatsSub) -> None:
+    def forget(self, sub: NatsSub) -> None:
         self._subs.pop(sub, None)
 
-    def _rekey(self, old: NatsSub, new: NatsSub, wrapper: NatsSubscription) -> None:
+    def rekey(self, old: NatsSub, new: NatsSub, wrapper: NatsSubscription) -> None:
         self._subs.pop(old, None)
         self._subs[new] = wrapper
 
     async def flush(self, timeout: float = 2.0) -> None:
         """Wait until the server has everything published so far (reconnecting first)."""
         self._check_open()
-        with _mapped("flush", self), anyio.fail_after(timeout):
+        with mapped("flush", self), anyio.fail_after(timeout):
             await self._flush()
 
     async def _flush(self) -> None:
@@ -528,7 +387,7 @@ class NatsTransport:
                         log.debug("flush before close failed: %r", exc)
             await self._discard(self._nc)
         for sub in self._subs.values():
-            sub._end()
+            sub.end()
         self._subs.clear()
 
 
@@ -556,7 +415,7 @@ async def open_nats(
     may admit them. Leaving the block closes the connection within a couple
     of seconds, whether or not the server is up.
     """
-    _check_url(url)
+    check_url(url)
     transport = NatsTransport(
         url,
         name=name,
@@ -567,7 +426,7 @@ async def open_nats(
     )
     await transport.connect()
     try:
-        with _as_raised():
+        with as_raised():
             async with anyio.create_task_group() as tg:
                 tg.start_soon(transport.keep, name=f"NATS keeper {name}")
                 try:
@@ -576,21 +435,3 @@ async def open_nats(
                     tg.cancel_scope.cancel()
     finally:
         await transport.aclose()
-
-
-@contextmanager
-def _as_raised() -> Iterator[None]:
-    """What the block of ``open_nats`` raised, as it raised it: the keeper's
-    task group wraps it in a group of one (the keeper itself raises nothing
-    but cancellation). One level only: a group the block raised stays one."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) != 1:
-            raise
-        lone = group.exceptions[0]
-        context, suppress = lone.__context__, lone.__suppress_context__
-        try:
-            raise lone
-        finally:
-            lone.__context__, lone.__suppress_context__ = context, suppress

@@ -13,7 +13,8 @@ import pytest
 
 from runtime import WIRE_MAX_PAYLOAD, Transport, TransportError, open_nats
 from runtime.errors import NoResponders, RequestTimeout, TransportClosed
-from runtime.transport._nats import NatsSubscription, NatsTransport
+from runtime.transport._nats import NatsTransport
+from runtime.transport._nats_subscription import NatsSubscription
 from tests.support import NatsServerProcess, wait_for
 from tests.support.transport import echo, take
 

@@ -1,0 +1,91 @@
+"""The edge between nats-py and the runtime: NATS URLs checked up front,
+nats-py's errors (and the socket's) as the runtime's transport errors, and
+``open_nats``'s block's exception as the block raised it.
+
+Kept apart from the connection's life (``_nats``) so that what a caller of
+the transport may see raised is read in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from ..config import redact_url
+from ..errors import NoResponders, RequestTimeout, TransportClosed, TransportError
+from ._natspy import errors as nats_errors
+
+
+class _Closable(Protocol):
+    @property
+    def closed(self) -> bool: ...
+
+
+def servers_of(url: str) -> list[str]:
+    """The servers of ``url``: one, or a cluster's, comma-separated
+    (``nats://a:4222,nats://b:4222``)."""
+    return [part.strip() for part in url.split(",") if part.strip()]
+
+
+def check_url(url: str) -> None:
+    # Checked once up front: the connect loop would otherwise retry a typo forever.
+    servers = servers_of(url)
+    if not servers:
+        raise TransportError("invalid NATS URL '': expected nats://host:port")
+    for server in servers:
+        try:
+            parts = urlsplit(server)
+            parts.port  # noqa: B018 - parsing the port is the check
+        except ValueError as exc:
+            raise TransportError(f"invalid NATS URL {redact_url(server)!r}: {exc}") from exc
+        if parts.scheme not in ("nats", "tls", "ws", "wss") or not parts.hostname:
+            raise TransportError(
+                f"invalid NATS URL {redact_url(server)!r}: expected nats://host:port"
+            )
+
+
+def is_auth_error(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, nats_errors.AuthorizationError) or "authorization violation" in text
+
+
+class AttemptFailed(Exception):
+    """Ends one nats-py connect attempt so that our loop owns the retry."""
+
+
+@contextmanager
+def mapped(what: str, transport: _Closable) -> Iterator[None]:
+    """Turn nats-py and socket errors into the runtime's transport errors."""
+    try:
+        yield
+    except nats_errors.NoRespondersError as exc:
+        raise NoResponders(f"{what}: no responders") from exc
+    except nats_errors.ConnectionClosedError as exc:
+        if transport.closed:
+            raise TransportClosed(f"{what}: connection closed") from exc
+        # A client nats-py gave up on, until the keeper has replaced it.
+        raise TransportError(f"{what}: not connected, reconnecting") from exc
+    except TimeoutError as exc:  # nats-py's TimeoutError is a builtin TimeoutError
+        raise RequestTimeout(f"{what}: timed out") from exc
+    except (nats_errors.Error, OSError) as exc:
+        raise TransportError(f"{what}: {exc}") from exc
+
+
+@contextmanager
+def as_raised() -> Iterator[None]:
+    """What the block of ``open_nats`` raised, as it raised it: the keeper's
+    task group wraps it in a group of one (the keeper itself raises nothing
+    but cancellation). One level only: a group the block raised stays one."""
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        lone = group.exceptions[0]
+        context, suppress = lone.__context__, lone.__suppress_context__
+        try:
+            raise lone
+        finally:
+            lone.__context__, lone.__suppress_context__ = context, suppress
