@@ -2,7 +2,7 @@
 from the hub's state, and the floor below which it need not wait.
 
 The floor is the highest seq up to which every dispatch of the deployment
-is settled (processed or cancelled). A new owner pages through every run in
+is settled (processed, cancelled or parked). A new owner pages through every run in
 run id order (``hub.state``): each run with its pending approvals in the
 order they were asked for (its gate is rebuilt from them), and the seqs
 above the floor that are settled all the same (a waiting run held the ones
@@ -68,7 +68,7 @@ _APPROVALS = sql(
 )
 _SETTLED = sql(
     "SELECT seq FROM workflow_run_dispatch WHERE deployment_id = ? AND seq > ?"
-    " AND status IN (?, ?) ORDER BY seq LIMIT ?"
+    " AND status IN (?, ?, ?) ORDER BY seq LIMIT ?"
 )
 
 
@@ -90,7 +90,9 @@ def read_state_page(
     rows = [AppliedRun(*row) for row in found]
     approvals = _pending_approvals(tx, [row.id for row in rows[:runs]])
     floor = floor_seq(tx, deployment_id)
-    params = (deployment_id, floor, DispatchStatus.PROCESSED, DispatchStatus.CANCELLED, settled)
+    # A parked dispatch was consumed by the sidecar: settled, for its order.
+    settled_statuses = (DispatchStatus.PROCESSED, DispatchStatus.CANCELLED, DispatchStatus.PARKED)
+    params = (deployment_id, floor, *settled_statuses, settled)
     seqs = [int(row[0]) for row in tx.fetch_all(_SETTLED, params)]
     return StatePage(rows, approvals, floor, seqs)
 
