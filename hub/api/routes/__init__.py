@@ -1,7 +1,8 @@
 """The API's routes, one module per resource: deployments, runs, failures
 (resume, parked, retry), triggers (signals, and the mail the server
-answers), approvals, versions, replay, producers, health and metrics. Each module gives the app a list of routes
-made over the shared ``RouteContext``."""
+answers), approvals, versions, replay, producers, health and metrics. Each
+module gives the app a list of routes made over the shared
+``RouteContext``."""
 
 from .approvals import approval_routes as approval_routes
 from .deployments import deployment_routes as deployment_routes
