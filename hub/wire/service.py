@@ -140,6 +140,10 @@ class Wire:
         if self._policies is not None:
             self._policies.changed(deployment_id)
 
+    def policy_owed(self, deployment_id: str) -> str | None:
+        """The session still owed the deployment's changed policy, if any."""
+        return self._policies.owed(deployment_id) if self._policies is not None else None
+
     def on_deleted(self, deployment_id: str) -> None:
         """The deployment was deleted (its epoch bumped in that transaction):
         its sessions end now, its sidecar is told, and what memory held for
