@@ -267,3 +267,22 @@ async def test_health_is_degraded_and_metrics_count_while_runs_are_suspended_or_
         assert f'mailrun_runs_suspended{{deployment="{dep["id"]}"}} 1' in text
         assert f'mailrun_dispatches_parked{{deployment="{dep["id"]}"}} 1' in text
         assert 'mailrun_dispatches{status="parked"} 1' in text
+
+
+async def test_the_console_shows_a_suspension_and_a_parked_item_with_their_buttons(
+    tmp_path: Path,
+) -> None:
+    async with api(tmp_path) as a:
+        dep = await a.deploy("flow")
+        first, second = await mails(a, dep, 2)
+        page = (await a.client.get("/console/deployments/flow")).text
+        assert "suspend after 5 attempts" in page
+        page = (await a.client.get(f"/console/runs/{first['run_id']}")).text
+        assert "/resume" not in page and "/retry" not in page
+        await suspended(a, first, "RuntimeError: &lt;boom>")
+        await parked(a, second, "ValueError: <bad>")
+        page = (await a.client.get(f"/console/runs/{first['run_id']}")).text
+        assert f'data-post="/runs/{first["run_id"]}/resume"' in page
+        assert first["dispatch_id"] in page and "RuntimeError: &amp;lt;boom&gt;" in page
+        assert f'data-post="/dispatches/{second["dispatch_id"]}/retry"' in page
+        assert "ValueError: &lt;bad&gt;" in page
