@@ -26,6 +26,7 @@ from hub.store import (
     open_store,
     pending_migrations,
     read_policy,
+    read_state_page,
     resume_run,
     retry_dispatch,
     set_policy,
@@ -144,3 +145,37 @@ def suspension(receipt: Accepted) -> RunSuspended:
         event_id=new_id("evt"), run_id=receipt.run_id, dispatch_id=receipt.dispatch_id,
         error="RuntimeError: y",
     )  # fmt: skip
+
+
+async def test_a_new_owner_is_told_a_retried_dispatchs_old_seq_is_settled(database: str) -> None:
+    async with await open_store(database) as store:
+        dep = await deploy(store)
+        triggers = [Trigger(address=dep.address, body=b"%d" % i) for i in range(4)]
+        receipts, _ = await store.transact(partial(accept_triggers, triggers=triggers))
+        held, failing, done, _ = receipts  # seq 1 stays open (a suspended run holds it)
+        events = [
+            DispatchProcessed(
+                event_id=new_id("evt"),
+                run_id=r.run_id,
+                dispatch_id=r.dispatch_id,
+                seq=r.seq,
+                step=r.seq,
+                outcome=outcome,
+                error=error,
+            )
+            for r, outcome, error in ((failing, "parked", "E"), (done, "processed", ""))
+        ]
+        await store.transact(
+            lambda tx: Ingest(tx, dep.id, "events", time.time(), DeadLetters()).events(events)
+        )
+        await store.transact(partial(retry_dispatch, dispatch_id=failing.dispatch_id))  # -> 5
+        page = await store.read(
+            partial(read_state_page, deployment_id=dep.id, after_run_id="", runs=10, settled=100)
+        )
+        # Seq 2 has no dispatch now: nothing will ever be sent at it.
+        assert (page.floor_seq, page.settled) == (0, [2, 3])
+        page = await store.read(
+            partial(read_state_page, deployment_id=dep.id, after_run_id="", runs=10, settled=1)
+        )
+        assert page.settled == [2]
+        del held
