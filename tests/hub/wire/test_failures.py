@@ -16,15 +16,20 @@ import pytest
 
 from hub.store import (
     PolicyChange,
+    add_version,
     collect_blobs,
     find_overdue,
     resume_run,
     set_policy,
 )
 from runtime import (
+    Ack,
+    AckResult,
     EventsAck,
     FrameDecoder,
+    Pong,
     RunCompleted,
+    Sources,
     Welcome,
     encode,
     new_id,
@@ -39,7 +44,17 @@ from runtime.wire import (
 )
 from tests.support import NatsServerProcess, wait_for
 from tests.support.store import statement
-from tests.support.wire import Hub, Sidecar, accept, deploy, owned, processed, running_hub, send
+from tests.support.wire import (
+    Hub,
+    Inbox,
+    Sidecar,
+    accept,
+    deploy,
+    owned,
+    processed,
+    running_hub,
+    send,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -209,3 +224,56 @@ async def test_a_suspended_runs_items_are_never_overdue_but_its_resume_is(tmp_pa
 _DELIVERED_LONG_AGO = (
     "UPDATE workflow_run_dispatch SET status = ?, delivered_at = ? WHERE deployment_id = ?"
 )
+
+
+async def test_a_version_made_active_sends_the_suspended_run_its_resume(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        car, inbox = Sidecar(hub, dep), Inbox()
+        await tg.start(inbox.serve, car)
+        assert isinstance(await car.hello(), Welcome)
+        (held,) = await accept(hub, dep, [b"boom"])
+        await wait_for(lambda: len(inbox.frames) == 1, what="the mail delivered")
+        await send(car, suspension(held.run_id, held.dispatch_id))
+        await hub.store.transact(partial(add_version, deployment_id=dep.id, sources=V2))
+        hub.wire.on_rollout(dep.id)
+
+        await wait_for(lambda: len(inbox.frames) == 2, what="the resume delivered")
+        resume = inbox.frames[1]
+        assert (resume.kind, resume.run_id, resume.seq, resume.version) == (
+            "resume", held.run_id, 2, 2,
+        )  # fmt: skip
+        assert (await run_row(hub, held.run_id))["status"] == "running"
+        tg.cancel_scope.cancel()
+
+
+V2 = Sources(entrypoint="flow:main", files={"flow.py": "async def main(ctx, item): pass  # 2\n"})
+
+
+async def test_an_older_sidecar_that_refuses_set_policy_is_not_asked_again(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        car = Sidecar(hub, dep)
+        assert isinstance(await car.hello(), Welcome)
+        asked: list[SetPolicy] = []
+        decoder: FrameDecoder[Any] = FrameDecoder()
+
+        async def older(*, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+            sub = await car.bus.subscribe(hub.subjects.inbound(dep.id))
+            task_status.started()
+            async for message in sub:
+                frame = decoder.decode(message.data)
+                if isinstance(frame, SetPolicy):  # a frame it does not know
+                    asked.append(frame)
+                    refusal = Ack(dispatch_id="", result=AckResult.REFUSED, reason="decode_error")
+                    await message.respond(encode(refusal))
+                else:
+                    await message.respond(encode(Pong()))
+
+        await tg.start(older)
+        hub.wire.on_policy(dep.id)
+        await wait_for(lambda: hub.wire.policy_owed(dep.id) is None, what="the change given up")
+        assert len(asked) == 1
+        tg.cancel_scope.cancel()
