@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import base64
 import urllib.parse
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, Generic, Self, TypeVar
 
@@ -49,11 +49,33 @@ class _Endpoints(abc.ABC, Generic[R]):
     def healthz(self) -> R:
         return self.request("GET", "/healthz")
 
-    def deploy(self, name: str, source: str, entrypoint: str | None = None) -> R:
-        body: JSON = {"name": name, "source": source}
+    def deploy(
+        self,
+        name: str,
+        source: str,
+        entrypoint: str | None = None,
+        policy: Mapping[str, object] | None = None,
+    ) -> R:
+        """A new deployment; ``policy``: its failure policy's settings given."""
+        body: JSON = {"name": name, "source": source, **(policy or {})}
         if entrypoint:
             body["entrypoint"] = entrypoint
         return self.request("POST", "/workflows/deployments", body)
+
+    def set_policy(self, deployment: str, policy: Mapping[str, object]) -> R:
+        """Change some of a deployment's failure policy's settings."""
+        path = f"/workflows/deployments/{_quote(deployment)}"
+        return self.request("PATCH", path, dict(policy))
+
+    def resume(self, run_id: str) -> R:
+        return self.request("POST", f"/runs/{_quote(run_id)}/resume")
+
+    def parked(self, deployment: str | None = None) -> R:
+        params = {"status": "parked", **({"deployment": deployment} if deployment else {})}
+        return self.request("GET", f"/dispatches?{urllib.parse.urlencode(params)}")
+
+    def retry(self, dispatch_id: str) -> R:
+        return self.request("POST", f"/dispatches/{_quote(dispatch_id)}/retry")
 
     def add_version(self, deployment: str, source: str, entrypoint: str | None = None) -> R:
         """A new version of a live deployment; the hub answers once its sidecar

@@ -65,6 +65,8 @@ class WireSide(Protocol):
 
     def on_rollout(self, deployment_id: str) -> object: ...
 
+    def on_policy(self, deployment_id: str) -> object: ...
+
     def health(self) -> Mapping[str, Any]: ...
 
     def deployment_health(self, deployment_id: str) -> Mapping[str, Any]: ...
@@ -220,6 +222,7 @@ async def serve_hub(
                     deployment_extra=side.deployment_health,
                     on_deleted=functools.partial(_deleted, side, metrics),
                     on_rollout=side.on_rollout,
+                    on_policy=side.on_policy,
                     metrics_extra=lambda: side.metrics() + metrics.render(),
                     events=feed,
                 )

@@ -44,6 +44,9 @@ The tree, in that order (HTTP status, a second base in parentheses)::
         RunNotStarted           409
         UnknownVersion          404
         VersionRefused          422
+        InvalidPolicy           422
+        RunNotSuspended         409
+        DispatchNotParked       409
         UnknownDispatch         404
         UnknownApproval         404
         UnknownAddress          404
@@ -113,9 +116,11 @@ from .processes import UpError as UpError
 from .requests import ApprovalDecided as ApprovalDecided
 from .requests import BodyTimeout as BodyTimeout
 from .requests import DeploymentNotLive as DeploymentNotLive
+from .requests import DispatchNotParked as DispatchNotParked
 from .requests import InvalidDeployment as InvalidDeployment
 from .requests import InvalidMail as InvalidMail
 from .requests import InvalidName as InvalidName
+from .requests import InvalidPolicy as InvalidPolicy
 from .requests import InvalidRequest as InvalidRequest
 from .requests import InvalidSignal as InvalidSignal
 from .requests import MalformedJson as MalformedJson
@@ -125,6 +130,7 @@ from .requests import NothingToReplay as NothingToReplay
 from .requests import PayloadTooLarge as PayloadTooLarge
 from .requests import ReplayFailed as ReplayFailed
 from .requests import RunNotStarted as RunNotStarted
+from .requests import RunNotSuspended as RunNotSuspended
 from .requests import TooManyStreams as TooManyStreams
 from .requests import Unauthorized as Unauthorized
 from .requests import UnknownAddress as UnknownAddress
@@ -154,6 +160,7 @@ __all__ = [
     "DemoFailed",
     "DemoTimeout",
     "DeploymentNotLive",
+    "DispatchNotParked",
     "HubBadResponse",
     "HubClientError",
     "HubError",
@@ -168,6 +175,7 @@ __all__ = [
     "InvalidDeployment",
     "InvalidMail",
     "InvalidName",
+    "InvalidPolicy",
     "InvalidRequest",
     "InvalidSignal",
     "LeaseLost",
@@ -188,6 +196,7 @@ __all__ = [
     "RelayUnavailable",
     "ReplayFailed",
     "RunNotStarted",
+    "RunNotSuspended",
     "SmtpConfigError",
     "SmtpError",
     "StaleEpoch",

@@ -151,6 +151,30 @@ class VersionRefused(HubError):
     kind = "rejected"
 
 
+class InvalidPolicy(HubError):
+    """A failure policy that is not one: an unknown ``on_failure``, or a
+    retry setting out of its range. Nothing was changed."""
+
+    http_status = 422
+    reason = Reason.INVALID_POLICY
+
+
+class RunNotSuspended(HubError):
+    """A resume of a run that is not suspended."""
+
+    http_status = 409
+    reason = Reason.RUN_NOT_SUSPENDED
+    kind = "rejected"
+
+
+class DispatchNotParked(HubError):
+    """A retry of a dispatch that is not parked."""
+
+    http_status = 409
+    reason = Reason.DISPATCH_NOT_PARKED
+    kind = "rejected"
+
+
 class UnknownDispatch(HubError):
     http_status = 404
     reason = "unknown_dispatch"

@@ -28,6 +28,7 @@ from .responses import EXCEPTION_HANDLERS
 from .routes import (
     approval_routes,
     deployment_routes,
+    failure_routes,
     health_routes,
     metrics_routes,
     producer_routes,
@@ -49,6 +50,7 @@ def create_app(
     deployment_extra: Callable[[str], Mapping[str, Any]] | None = None,
     on_deleted: Callable[[str], object] | None = None,
     on_rollout: Callable[[str], object] | None = None,
+    on_policy: Callable[[str], object] | None = None,
     metrics_extra: Callable[[], str] | None = None,
     events: ChangeFeed | None = None,
 ) -> Starlette:
@@ -59,6 +61,7 @@ def create_app(
     wire side's live view (``connected``, ``last_error``) to a deployment;
     ``on_deleted(id)`` ends a deleted deployment's sessions at once;
     ``on_rollout(id)`` has its sidecar load a version asked for at once;
+    ``on_policy(id)`` sends its sidecar a changed failure policy;
     ``events`` serves ``GET /events`` (None: it answers 503)."""
     ctx = RouteContext(store, acceptor, settings)
     gate = Gate(admin_token)
@@ -75,9 +78,10 @@ def create_app(
             *health_routes(ctx, boot_id, health_extra),
             *answers.routes(),
             *trigger_routes(ctx),
-            *deployment_routes(ctx, live, on_deleted),
+            *deployment_routes(ctx, live, on_deleted, on_policy),
             *version_routes(ctx, on_rollout or (lambda dep_id: None)),
             *run_routes(ctx),
+            *failure_routes(ctx),
             *replay_routes(ctx),
             *approval_routes(ctx),
             *producer_routes(ctx),

@@ -31,7 +31,7 @@ from .._errors import (
 )
 from ..intake import reserved_message_id as _reserved
 from ..intake import single_line
-from ..store import DEFAULT_ENTRYPOINT, Trigger
+from ..store import DEFAULT_ENTRYPOINT, PolicyChange, Trigger
 
 T = TypeVar("T")
 
@@ -41,6 +41,24 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
     source: str | None = None
     files: dict[str, str] | None = None
     entrypoint: str = DEFAULT_ENTRYPOINT
+    # Its failure policy (None: the default), checked by the store.
+    on_failure: str | None = None
+    max_attempts: int | None = None
+    max_backoff: float | None = None
+    handler_timeout: float | None = None
+
+    def policy(self) -> PolicyChange:
+        return PolicyChange(
+            on_failure=self.on_failure,
+            max_attempts=self.max_attempts,
+            max_backoff=self.max_backoff,
+            handler_timeout=self.handler_timeout,
+        )
+
+
+class PolicyIn(PolicyChange, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """``PATCH /workflows/deployments/{key}``: any of the policy's settings;
+    a misspelt one is refused, not ignored."""
 
 
 class VersionIn(msgspec.Struct, kw_only=True):

@@ -109,6 +109,44 @@ def hub_command(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+_ON_FAILURE = ("suspend", "park", "fail")
+
+
+def policy_options(fn: F) -> F:
+    """``--on-failure``, ``--max-attempts``, ``--max-backoff``, ``--handler-timeout``."""
+    options = [
+        click.option(
+            "--handler-timeout",
+            type=float,
+            help="Seconds a handler call may run before it counts as failed (default 300).",
+        ),
+        click.option(
+            "--max-backoff",
+            type=float,
+            help="Seconds at most between two attempts of an item (default 60).",
+        ),
+        click.option(
+            "--max-attempts",
+            type=int,
+            help="Handler calls an item gets before --on-failure applies (default 5).",
+        ),
+        click.option(
+            "--on-failure",
+            type=click.Choice(_ON_FAILURE),
+            help="Past the attempts: suspend the run (default), park the item, or fail the run.",
+        ),
+    ]
+    for option in options:
+        fn = option(fn)
+    return fn
+
+
+def policy_settings(**given: Any) -> dict[str, Any]:
+    """The policy's settings given on the command line (the others unset)."""
+    names = ("on_failure", "max_attempts", "max_backoff", "handler_timeout")
+    return {name: given[name] for name in names if given.get(name) is not None}
+
+
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--name", required=True, help="Unique name; the address is NAME@<domain>.")
@@ -124,6 +162,7 @@ def hub_command(fn: F) -> F:
     is_flag=True,
     help="Add FILE as a new version of the live deployment NAME (same id, address and runs).",
 )
+@policy_options
 @hub_command
 def deploy(
     file: Path,
@@ -134,6 +173,7 @@ def deploy(
     *,
     client: HubClient,
     as_json: bool,
+    **policy: Any,
 ) -> None:
     """Deploy a workflow; print it (and, with --join-token, its join token).
 
@@ -142,19 +182,23 @@ def deploy(
     for a sidecar on another host, so it is printed only when asked for.
     With --update, FILE becomes the next version of deployment NAME once its
     sidecar has loaded it (a version that does not load is refused, and the
-    active one keeps running)."""
+    active one keeps running). The failure policy's options set it at
+    create; with --update, the ones given change it."""
+    settings = policy_settings(**policy)
     try:
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         fail(f"cannot read {file}: {exc}")
     if update:
+        if settings:
+            client.set_policy(name, settings)
         version = client.add_version(name, source, entrypoint)
         if as_json:
             _echo_json(version)
         else:
             click.echo(version_line(version))
         return
-    dep = client.deploy(name, source, entrypoint)
+    dep = client.deploy(name, source, entrypoint, settings)
     token = dep.pop("join_token", None)
     if as_json:
         _echo_json({**dep, "join_token": token} if show_token else dep)

@@ -88,7 +88,7 @@ def deployments_table(deployments: Sequence[Mapping[str, Any]]) -> str:
 
 def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
     return table(
-        ["ID", "DEPLOYMENT", "STATUS", "TOP-LEVEL", "UPDATED"],
+        ["ID", "DEPLOYMENT", "STATUS", "TOP-LEVEL", "UPDATED", "FAILING"],
         [
             [
                 r.get("id"),
@@ -96,10 +96,18 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> str:
                 r.get("status"),
                 r.get("is_top_level"),
                 r.get("updated_at"),
+                _failing(r),
             ]
             for r in runs
         ],
     )
+
+
+def _failing(run: Mapping[str, Any]) -> str | None:
+    """A suspended run's failing dispatch and error, in short."""
+    if not run.get("failing_dispatch_id"):
+        return None
+    return f"{run['failing_dispatch_id']}: {_short(run.get('error'))}"
 
 
 def approvals_table(approvals: Sequence[Mapping[str, Any]]) -> str:
@@ -162,6 +170,10 @@ def deployment_view(d: Mapping[str, Any]) -> str:
         "last_error",
         "pending_dispatches",
         "quarantined",
+        "on_failure",
+        "max_attempts",
+        "max_backoff",
+        "handler_timeout",
         "owner_epoch",
         "created_at",
         "deleted_at",
@@ -206,6 +218,8 @@ def run_view(r: Mapping[str, Any]) -> str:
         "parent_run_id",
         "is_top_level",
         "status",
+        "failing_dispatch_id",
+        "suspended_at",
         "result",
         "error",
         "state",
@@ -213,7 +227,32 @@ def run_view(r: Mapping[str, Any]) -> str:
         "created_at",
         "updated_at",
     ]
-    return key_values([(k, r.get(k)) for k in keys if k in r])
+    # A suspension's fields only while it is suspended: None says nothing.
+    shown = [(k, r.get(k)) for k in keys if k in r]
+    return key_values([(k, v) for k, v in shown if v is not None or k in _ALWAYS])
+
+
+_ALWAYS = {"id", "deployment_id", "parent_run_id", "is_top_level", "status", "result",
+           "error", "state", "last_seq", "created_at", "updated_at"}  # fmt: skip
+
+
+def parked_table(dispatches: Sequence[Mapping[str, Any]]) -> str:
+    """Dispatches with their handler's error (``mailrun parked``, ``retry``)."""
+    return table(
+        ["ID", "DEPLOYMENT", "RUN", "SEQ", "STATUS", "SUBJECT", "ERROR"],
+        [
+            [
+                d.get("id"),
+                d.get("deployment_id"),
+                d.get("run_id"),
+                d.get("seq"),
+                d.get("status"),
+                _short(d.get("subject")),
+                _short(d.get("error")),
+            ]
+            for d in dispatches
+        ],
+    )
 
 
 def receipt_view(r: Mapping[str, Any]) -> str:

@@ -69,11 +69,13 @@ from .delivery import record_answers as record_answers
 from .delivery import record_event as record_event
 from .delivery import start_run as start_run
 from .delivery import still_open as still_open
+from .delivery import suspend_run as suspend_run
 from .delivery import trim_history as trim_history
 from .delivery import write_processed as write_processed
 from .deployments import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
 from .deployments import Created as Created
 from .deployments import NewProducer as NewProducer
+from .deployments import PolicyChange as PolicyChange
 from .deployments import ProducerStatus as ProducerStatus
 from .deployments import ProducerView as ProducerView
 from .deployments import Rollout as Rollout
@@ -82,6 +84,7 @@ from .deployments import VersionView as VersionView
 from .deployments import active_entrypoint as active_entrypoint
 from .deployments import add_version as add_version
 from .deployments import build_sources as build_sources
+from .deployments import check_policy as check_policy
 from .deployments import create_deployment as create_deployment
 from .deployments import delete_deployment as delete_deployment
 from .deployments import finish_rollout as finish_rollout
@@ -93,9 +96,18 @@ from .deployments import is_active_producer as is_active_producer
 from .deployments import list_producers as list_producers
 from .deployments import list_versions as list_versions
 from .deployments import pending_rollouts as pending_rollouts
+from .deployments import read_policy as read_policy
 from .deployments import remove_producer as remove_producer
 from .deployments import request_rollout as request_rollout
 from .deployments import resolve_producer as resolve_producer
+from .deployments import set_policy as set_policy
+from .failures import RESUME_KIND as RESUME_KIND
+from .failures import RetriedDispatch as RetriedDispatch
+from .failures import count_failures as count_failures
+from .failures import list_parked as list_parked
+from .failures import resume_run as resume_run
+from .failures import resume_suspended as resume_suspended
+from .failures import retry_dispatch as retry_dispatch
 from .feed import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
 from .feed import FEED_HOLD as FEED_HOLD
 from .feed import Change as Change
@@ -188,6 +200,7 @@ __all__ = [
     "LATEST",
     "OPEN_DISPATCH",
     "QUARANTINE_SOURCE",
+    "RESUME_KIND",
     "SHARED_GRACE",
     "WITH_OTHERS",
     "Accepted",
@@ -221,6 +234,7 @@ __all__ = [
     "Outcome",
     "Overdue",
     "OwnerRow",
+    "PolicyChange",
     "ProcessedRows",
     "ProducerStatus",
     "ProducerView",
@@ -230,6 +244,7 @@ __all__ = [
     "Rejected",
     "ReservedCount",
     "ReservedDispatch",
+    "RetriedDispatch",
     "Rollout",
     "RunHistory",
     "RunMoved",
@@ -256,9 +271,11 @@ __all__ = [
     "cancel_quarantined",
     "change_views",
     "check_fence",
+    "check_policy",
     "collect_blobs",
     "commit_claim",
     "count_by_status",
+    "count_failures",
     "count_outbound",
     "count_quarantined",
     "count_reserved",
@@ -294,6 +311,7 @@ __all__ = [
     "list_deployments",
     "list_dispatches",
     "list_outbound",
+    "list_parked",
     "list_producers",
     "list_runs",
     "list_versions",
@@ -317,6 +335,7 @@ __all__ = [
     "read_feed",
     "read_history",
     "read_owner",
+    "read_policy",
     "read_processed",
     "read_state_file",
     "read_state_page",
@@ -330,11 +349,16 @@ __all__ = [
     "request_rollout",
     "resolve_deployment",
     "resolve_producer",
+    "resume_run",
+    "resume_suspended",
+    "retry_dispatch",
     "schema_version",
+    "set_policy",
     "settle_at_boot",
     "share_health",
     "start_run",
     "still_open",
+    "suspend_run",
     "transfer",
     "trim_changes",
     "trim_history",

@@ -35,6 +35,7 @@ from .delivery import (
     DispatchConfig,
     Dispatcher,
     HealthConfig,
+    PolicyDriver,
     Prober,
     RolloutDriver,
     health_report,
@@ -114,8 +115,10 @@ class Wire:
         letters: DeadLetters | None = None,
         rollouts: RolloutDriver | None = None,
         leases: LeaseKeeper | None = None,
+        policies: PolicyDriver | None = None,
     ) -> None:
         self.sessions = sessions
+        self._policies = policies
         self._leases = leases
         self.dispatcher = dispatcher
         self._rollouts = rollouts
@@ -131,6 +134,15 @@ class Wire:
         """A version was asked for: its sidecar is asked to load it now."""
         if self._rollouts is not None:
             self._rollouts.poke()
+
+    def on_policy(self, deployment_id: str) -> None:
+        """The deployment's failure policy changed: its sidecar is told now."""
+        if self._policies is not None:
+            self._policies.changed(deployment_id)
+
+    def policy_owed(self, deployment_id: str) -> str | None:
+        """The session still owed the deployment's changed policy, if any."""
+        return self._policies.owed(deployment_id) if self._policies is not None else None
 
     def on_deleted(self, deployment_id: str) -> None:
         """The deployment was deleted (its epoch bumped in that transaction):
@@ -257,7 +269,14 @@ async def run_wire(
     )
     blobs = BlobHandler(store=store, sessions=sessions)
     notices = Notices(transport, subjects)
-    rollouts = RolloutDriver(store=store, transport=transport, subjects=subjects, sessions=sessions)
+    rollouts = RolloutDriver(
+        store=store,
+        transport=transport,
+        subjects=subjects,
+        sessions=sessions,
+        on_activated=dispatcher.wake,
+    )
+    policies = PolicyDriver(store=store, transport=transport, subjects=subjects, sessions=sessions)
 
     def moved(deployment_id: str, owner_epoch: int) -> None:
         notices.fenced(deployment_id, owner_epoch, Reason.OWNER_CONFLICT)
@@ -313,6 +332,7 @@ async def run_wire(
             tg.start_soon(prober.run)
             tg.start_soon(notices.run)
             tg.start_soon(rollouts.run)
+            tg.start_soon(policies.run)
             for subject, (source, handler) in handlers.items():
                 # <subject>.<dep>: sidecars of this release, each on its own
                 # (the permissions let only its identity publish there);
@@ -350,7 +370,7 @@ async def run_wire(
 
             tg.start_soon(announce_takeovers)
             wire_side = Wire(
-                sessions, dispatcher, notices, config.health, letters, rollouts, leases
+                sessions, dispatcher, notices, config.health, letters, rollouts, leases, policies
             )
             if leases is not None:
                 leases.report = wire_side.local_health

@@ -1,5 +1,5 @@
-// The web console's one script (hub/api/console.py): live updates and the
-// approval buttons. The server renders and escapes every page; this only
+// The web console's one script (hub/api/console.py): live updates, the
+// approval buttons, and the buttons that resume a run or retry a dispatch. The server renders and escapes every page; this only
 // fetches the page again and swaps in its <main>, so it never turns data
 // into markup itself.
 "use strict";
@@ -60,6 +60,12 @@
 
   // The buttons are re-rendered with <main>: one listener on the document.
   document.addEventListener("click", async (event) => {
+    const action = event.target.closest("button[data-post]");
+    if (action) {
+      action.disabled = true;
+      await post(action.dataset.post, {});
+      return;
+    }
     const button = event.target.closest("button[data-approval]");
     if (!button) return;
     button.disabled = true;
@@ -80,4 +86,22 @@
     }
     refresh();
   });
+
+  // A resume or a retry: the path says which, the body is empty.
+  async function post(path, body) {
+    try {
+      const r = await fetch(path, {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+        credentials: "same-origin",
+        referrerPolicy: "same-origin",
+      });
+      const answer = await r.json().catch(() => ({}));
+      say(r.ok ? "" : "The hub refused: " + (answer.detail || r.status));
+    } catch (err) {
+      say("Could not send it: " + err);
+    }
+    refresh();
+  }
 })();

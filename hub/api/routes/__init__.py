@@ -1,10 +1,12 @@
-"""The API's routes, one module per resource: deployments, runs, triggers
-(signals, and the mail the server answers), approvals, versions, replay,
-producers, health and metrics. Each module gives the app a list of routes
-made over the shared ``RouteContext``."""
+"""The API's routes, one module per resource: deployments, runs, failures
+(resume, parked, retry), triggers (signals, and the mail the server
+answers), approvals, versions, replay, producers, health and metrics. Each
+module gives the app a list of routes made over the shared
+``RouteContext``."""
 
 from .approvals import approval_routes as approval_routes
 from .deployments import deployment_routes as deployment_routes
+from .failures import failure_routes as failure_routes
 from .health import health_routes as health_routes
 from .metrics import metrics_routes as metrics_routes
 from .producers import producer_routes as producer_routes
@@ -18,6 +20,7 @@ from .versions import version_routes as version_routes
 __all__ = [
     "approval_routes",
     "deployment_routes",
+    "failure_routes",
     "health_routes",
     "metrics_routes",
     "post_batch",

@@ -1,5 +1,10 @@
 """The routes of deployments: ``POST|GET /workflows/deployments`` and
-``GET|DELETE /workflows/deployments/{id or name}``.
+``GET|PATCH|DELETE /workflows/deployments/{id or name}``.
+
+``PATCH`` changes the deployment's failure policy (any of ``on_failure``,
+``max_attempts``, ``max_backoff``, ``handler_timeout``), checked whole
+before anything is written; once committed, its sidecar is told
+(``on_policy``).
 
 A deployment is shown with the wire side's live view (``connected``,
 ``last_error``: the ``live`` the app is given); the answer to its creation
@@ -16,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..._errors import InvalidDeployment
+from ..._errors import InvalidDeployment, InvalidPolicy
 from ...store import (
     DeploymentView,
     create_deployment,
@@ -24,18 +29,23 @@ from ...store import (
     get_deployment,
     list_deployments,
     resolve_deployment,
+    set_policy,
 )
 from ..context import RouteContext
-from ..requests import DeploymentIn
+from ..requests import DeploymentIn, PolicyIn
 from ..responses import json_response
 
 Live = Callable[[DeploymentView], DeploymentView]
 
 
 def deployment_routes(
-    ctx: RouteContext, live: Live, on_deleted: Callable[[str], object] | None
+    ctx: RouteContext,
+    live: Live,
+    on_deleted: Callable[[str], object] | None,
+    on_policy: Callable[[str], object] | None = None,
 ) -> list[Route]:
-    """``on_deleted(id)`` ends a deleted deployment's sessions at once."""
+    """``on_deleted(id)`` ends a deleted deployment's sessions at once;
+    ``on_policy(id)`` sends a changed policy to its sidecar."""
     store, settings = ctx.store, ctx.settings
 
     async def post_deployment(request: Request) -> Response:
@@ -50,6 +60,7 @@ def deployment_routes(
             nats_url=settings.nats_url,
             subject_prefix=settings.subject_prefix,
             sidecar_root=settings.sidecar_root,
+            policy=spec.policy(),
         )
         view = msgspec.to_builtins(
             await store.read(partial(get_deployment, key=created.deployment_id))
@@ -72,8 +83,17 @@ def deployment_routes(
             on_deleted(dep_id)
         return json_response(live(await store.read(partial(get_deployment, key=dep_id))))
 
+    async def patch_deployment(request: Request) -> Response:
+        dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
+        change = await ctx.read(request, PolicyIn, InvalidPolicy, 64 * 1024)
+        await store.transact(partial(set_policy, deployment_id=dep_id, change=change))
+        if on_policy is not None:
+            on_policy(dep_id)
+        return json_response(live(await store.read(partial(get_deployment, key=dep_id))))
+
     return [
         Route("/workflows/deployments", post_deployment, methods=["POST"]),
+        Route("/workflows/deployments/{key}", patch_deployment, methods=["PATCH"]),
         Route("/workflows/deployments", get_deployments, methods=["GET"]),
         Route("/workflows/deployments/{key}", one_deployment, methods=["GET", "DELETE"]),
     ]

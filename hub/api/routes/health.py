@@ -3,7 +3,10 @@
 
 It is the one route the gate opens to a request without credentials
 (``auth.OPEN``): load balancers and probes ask that way, and learn only
-``{status}``.
+``{status}``: ``ok``, or ``degraded`` while a run is suspended or a
+dispatch parked (handlers that failed past their retry budget wait for an
+operator; the admin is told how many of each). Still 200: the hub itself
+serves.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...store import LATEST
+from ...store import LATEST, count_failures
 from ..auth import OPEN_PATH
 from ..context import RouteContext
 from ..responses import json_response
@@ -28,8 +31,12 @@ def health_routes(ctx: RouteContext, boot_id: str, extra: HealthExtra | None) ->
 
     async def healthz(request: Request) -> Response:
         added = dict(extra()) if extra is not None else {}
-        health = {"status": "ok", "boot_id": boot_id, "nats_url": ctx.settings.nats_url,
-                  "schema_version": LATEST, **added}  # fmt: skip
+        failures = await ctx.store.read(count_failures)
+        suspended = sum(failures["suspended"].values())
+        parked = sum(failures["parked"].values())
+        health = {"status": "degraded" if suspended or parked else "ok", "boot_id": boot_id,
+                  "nats_url": ctx.settings.nats_url, "schema_version": LATEST,
+                  "suspended_runs": suspended, "parked_dispatches": parked, **added}  # fmt: skip
         if not getattr(request.state, "admin", False):
             health = {"status": health["status"]}
         return json_response(health)

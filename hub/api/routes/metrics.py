@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from ...intake import Acceptor
 from ...metrics import family, label
-from ...store import Store, count_by_status, count_outbound, count_quarantined
+from ...store import Store, count_by_status, count_failures, count_outbound, count_quarantined
 from ..context import RouteContext
 
 MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -69,6 +69,18 @@ async def render_metrics(store: Store, acceptor: Acceptor) -> str:
         "mailrun_deployment_quarantined_total", "counter",
         "Envelopes the deployment's sidecar could not read, set aside (their dispatch cancelled).",
         [(_label("deployment", dep), n) for dep, n in quarantined.items()],
+    )  # fmt: skip
+    # What waits for an operator: counted through partial indexes (few rows).
+    failures = await store.read(count_failures)
+    lines += family(
+        "mailrun_runs_suspended", "gauge",
+        "Runs suspended on an item that failed past its retry budget, by deployment.",
+        [(_label("deployment", dep), n) for dep, n in sorted(failures["suspended"].items())],
+    )  # fmt: skip
+    lines += family(
+        "mailrun_dispatches_parked", "gauge",
+        "Dispatches parked after failing past their retry budget, by deployment.",
+        [(_label("deployment", dep), n) for dep, n in sorted(failures["parked"].items())],
     )  # fmt: skip
     return "\n".join(lines) + "\n"
 

@@ -34,6 +34,7 @@ from .run_events import finish_run as finish_run
 from .run_events import name_child_entrypoint as name_child_entrypoint
 from .run_events import record_event as record_event
 from .run_events import start_run as start_run
+from .run_events import suspend_run as suspend_run
 from .run_state import AppliedRun as AppliedRun
 from .run_state import StatePage as StatePage
 from .run_state import floor_seq as floor_seq
@@ -85,6 +86,7 @@ __all__ = [
     "record_event",
     "start_run",
     "still_open",
+    "suspend_run",
     "trim_history",
     "write_processed",
 ]

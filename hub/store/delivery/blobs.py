@@ -2,12 +2,12 @@
 those nobody names any more.
 
 A claim-checked body and a raw message are blobs while a dispatch that is
-not processed names them; a version's sources are blobs for good. A
-sidecar reads only blobs named by its own deployment's dispatches or
-versions. On PostgreSQL, where another hub may be naming a blob again in a
-transaction this one cannot see yet, only blobs older than
-:data:`SHARED_GRACE` are collected (an accept makes a blob it names new
-again): the statement says so in its PostgreSQL text.
+not processed (or is parked: a retry sends it again) names them; a
+version's sources are blobs for good. A sidecar reads only blobs named by
+its own deployment's dispatches or versions. On PostgreSQL, where another
+hub may be naming a blob again in a transaction this one cannot see yet,
+only blobs older than :data:`SHARED_GRACE` are collected (an accept makes a
+blob it names new again): the statement says so in its PostgreSQL text.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ def _collect(older_than: str) -> str:
     return f"""
 DELETE FROM blob WHERE NOT EXISTS (
   SELECT 1 FROM workflow_run_dispatch d
-  WHERE d.body_digest = blob.digest AND d.status IN (?1, ?2))
+  WHERE d.body_digest = blob.digest AND d.status IN (?1, ?2, ?4))
 AND NOT EXISTS (
   SELECT 1 FROM workflow_run_dispatch d
-  WHERE d.raw_digest = blob.digest AND d.status IN (?1, ?2))
+  WHERE d.raw_digest = blob.digest AND d.status IN (?1, ?2, ?4))
 AND NOT EXISTS (SELECT 1 FROM deployment_version v WHERE v.digest = blob.digest)
 AND blob.created_at < {older_than}
 """
@@ -58,8 +58,13 @@ _NAMED = sql(
 
 def collect_blobs(tx: Tx) -> Collected:
     """Inside a write transaction: delete every body and raw message no
-    unprocessed dispatch names (a version's sources stay)."""
-    params = (DispatchStatus.RESERVED, DispatchStatus.DELIVERED, time.time())
+    unprocessed or parked dispatch names (a version's sources stay)."""
+    params = (
+        DispatchStatus.RESERVED,
+        DispatchStatus.DELIVERED,
+        time.time(),
+        DispatchStatus.PARKED,
+    )
     deleted = tx.execute(_COLLECT, params)
     row = tx.fetch_one(_LEFT)
     return Collected(max(deleted, 0), bool(row and row[0]))

@@ -33,10 +33,11 @@ NewRunEvent: TypeAlias = tuple[str, str, str, str, bytes | None, float]
 """A run event to record: id, run id, deployment id, kind, payload (None:
 recorded without it), time."""
 
-SettledDispatch: TypeAlias = tuple[str, float, str | None, int, str | None, int, str]
-"""A dispatch settled: its new status, when, an error (None: the one it
-has stays), the sidecar's version (0: the one it has stays), the digest of
-its inline body (None: none to keep), 1 to drop that body, its id."""
+SettledDispatch: TypeAlias = tuple[str, float, str | None, int, str | None, int, str | None, str]
+"""A dispatch settled: its new status, when, a delivery error (None: the one
+it has stays), the sidecar's version (0: the one it has stays), the digest
+of its inline body (None: none to keep), 1 to drop that body, its handler's
+error (a failed or parked one's; None: none), its id."""
 
 
 class RunPosition(NamedTuple):
@@ -118,20 +119,21 @@ _SETTLE_SET = (
     " last_error = COALESCE(v.s_error, last_error),"
     " version = COALESCE(NULLIF(v.s_version, 0), version),"
     " inline_digest = COALESCE(inline_digest, v.s_digest),"
-    " body = CASE WHEN v.s_trim = 1 THEN NULL ELSE body END"
+    " body = CASE WHEN v.s_trim = 1 THEN NULL ELSE body END,"
+    " error = v.s_failure"
 )
-_SETTLE_COLUMNS = "v(s_status, s_at, s_error, s_version, s_digest, s_trim, s_id)"
+_SETTLE_COLUMNS = "v(s_status, s_at, s_error, s_version, s_digest, s_trim, s_failure, s_id)"
 _SETTLE_WHERE = "WHERE id = v.s_id AND status IN (?, ?)"
 # PostgreSQL types a VALUES list's parameters as text unless told.
 _SETTLE_PG_ROW = (
     "(CAST(? AS TEXT), CAST(? AS DOUBLE PRECISION), CAST(? AS TEXT), CAST(? AS BIGINT),"
-    " CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT))"
+    " CAST(? AS TEXT), CAST(? AS INTEGER), CAST(? AS TEXT), CAST(? AS TEXT))"
 )
 
 
 def _settle(rows: int) -> Statement:
     """Each row of ``v`` matches one dispatch (by id), still open."""
-    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?)"] * rows)
+    values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * rows)
     pg_values = ", ".join([_SETTLE_PG_ROW] * rows)
     return sql(
         f"WITH {_SETTLE_COLUMNS} AS (VALUES {values}) {_SETTLE_SET} FROM v {_SETTLE_WHERE}",

@@ -6,8 +6,9 @@ ones to send again, and how often, is the wire's policy
 (``hub.wire.redelivery``); here they are found, only among each live
 deployment's head (the ``window`` seqs from its lowest open one, reserved
 or delivered), and put back by a conditional UPDATE each. A run waiting on
-an approval holds its items on purpose (the classifier's ``holds_items``):
-its dispatches are never overdue, except an approval decision.
+an approval, or suspended, holds its items on purpose (the classifier's
+``holds_items``): its dispatches are never overdue, except what ends the
+hold (an approval decision, a ``resume``).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ WHERE dep.deleted_at IS NULL
         COALESCE((SELECT MIN(x.seq) FROM workflow_run_dispatch x
                   WHERE x.deployment_id = dep.id AND x.status = :delivered), {_NO_SEQ}))
   AND d.delivered_at < :before
-  AND (r.status IS NULL OR r.status NOT IN ({_HELD_NAMES}) OR d.kind = 'approval')
+  AND (r.status IS NULL OR r.status NOT IN ({_HELD_NAMES}) OR d.kind IN ('approval', 'resume'))
 ORDER BY d.deployment_id, d.seq
 """
 
@@ -75,7 +76,7 @@ OVERDUE = sql(_overdue("MIN"), postgres=_overdue("LEAST"))
 _PUT_BACK = sql(f"""
 UPDATE workflow_run_dispatch SET status = ?, delivered_at = NULL
 WHERE id = ? AND status = ? AND delivered_at = ?
-  AND (kind = 'approval' OR NOT EXISTS (SELECT 1 FROM workflow_run r
+  AND (kind IN ('approval', 'resume') OR NOT EXISTS (SELECT 1 FROM workflow_run r
                   WHERE r.id = workflow_run_dispatch.run_id AND r.status IN ({_HELD_MARKS})))
 """)
 _STILL_OPEN = sql(

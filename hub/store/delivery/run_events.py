@@ -1,5 +1,5 @@
 """What a run's events write: each recorded once by its id, each applied to
-its run (started, finished, waiting on an approval, a child named).
+its run (started, finished, suspended, waiting on an approval, a child named).
 
 The rules are the wire's (``hub.wire.events``); these are its statements.
 An event's id is the sidecar's, so recording one that is there already
@@ -44,6 +44,11 @@ _START = sql("UPDATE workflow_run SET status = ?, updated_at = ? WHERE id = ? AN
 _FINISH = sql(
     "UPDATE workflow_run SET status = ?, result = ?, error = ?, updated_at = ?"
     f" WHERE id = ? AND status IN ({', '.join('?' * len(_NOT_TERMINAL))})"
+)
+# A run that ended stays ended: only a live one is suspended.
+_SUSPEND = sql(
+    "UPDATE workflow_run SET status = ?, suspended_at = ?, failing_dispatch_id = ?, error = ?,"
+    f" updated_at = ? WHERE id = ? AND status IN ({', '.join('?' * len(_NOT_TERMINAL))})"
 )
 _ENTRYPOINT = sql(
     "UPDATE workflow_run SET entrypoint = ? WHERE id = ? AND parent_run_id = ?"
@@ -93,6 +98,15 @@ def finish_run(
     ``result`` as JSON text); whether it took it."""
     params = (status, result, error, now, run_id, *_NOT_TERMINAL)
     return tx.execute(_FINISH, params) == 1
+
+
+def suspend_run(
+    tx: Tx, run_id: str, dispatch_id: str, error: str | None, at: float, now: float
+) -> bool:
+    """A run that is not terminal yet becomes ``suspended`` (since ``at``) on
+    ``dispatch_id``, which failed with ``error``; whether it did."""
+    params = (RunStatus.SUSPENDED, at, dispatch_id, error, now, run_id, *_NOT_TERMINAL)
+    return tx.execute(_SUSPEND, params) == 1
 
 
 def name_child_entrypoint(

@@ -2,12 +2,14 @@
 from the hub's state, and the floor below which it need not wait.
 
 The floor is the highest seq up to which every dispatch of the deployment
-is settled (processed or cancelled). A new owner pages through every run in
+is settled (processed, cancelled or parked). A new owner pages through every run in
 run id order (``hub.state``): each run with its pending approvals in the
 order they were asked for (its gate is rebuilt from them), and the seqs
-above the floor that are settled all the same (a waiting run held the ones
-before them), so it does not wait for dispatches the hub will never send
-again.
+above the floor that are settled all the same (a waiting or suspended run
+held the ones before them), so it does not wait for dispatches the hub will
+never send again. Settled there means not open: processed, cancelled,
+parked, or left behind by a parked dispatch retried at a new seq (the only
+gap a deployment's seqs ever have).
 """
 
 from __future__ import annotations
@@ -66,10 +68,12 @@ _APPROVALS = sql(
     " AND run_id IN (SELECT value FROM json_array_elements_text(CAST(? AS json)))"
     " ORDER BY created_at, id",
 )
-_SETTLED = sql(
+_OPEN_ABOVE = sql(
     "SELECT seq FROM workflow_run_dispatch WHERE deployment_id = ? AND seq > ?"
     " AND status IN (?, ?) ORDER BY seq LIMIT ?"
 )
+_NEXT_SEQ = sql("SELECT next_seq FROM deployment WHERE id = ?")
+_OPEN_CHUNK = 1000
 
 
 def floor_seq(tx: Tx, deployment_id: str) -> int:
@@ -90,9 +94,27 @@ def read_state_page(
     rows = [AppliedRun(*row) for row in found]
     approvals = _pending_approvals(tx, [row.id for row in rows[:runs]])
     floor = floor_seq(tx, deployment_id)
-    params = (deployment_id, floor, DispatchStatus.PROCESSED, DispatchStatus.CANCELLED, settled)
-    seqs = [int(row[0]) for row in tx.fetch_all(_SETTLED, params)]
-    return StatePage(rows, approvals, floor, seqs)
+    return StatePage(rows, approvals, floor, _settled_above(tx, deployment_id, floor, settled))
+
+
+def _settled_above(tx: Tx, deployment_id: str, floor: int, limit: int) -> list[int]:
+    """Up to ``limit`` seqs above ``floor`` that are not open, in order: the
+    seqs between the open ones (and after the last, up to the last taken),
+    the open ones read a chunk at a time."""
+    row = tx.fetch_one(_NEXT_SEQ, (deployment_id,))
+    end = int(row[0]) if row is not None else floor + 1
+    found: list[int] = []
+    seq = floor + 1
+    while len(found) < limit and seq < end:
+        params = (deployment_id, seq - 1, DispatchStatus.RESERVED, DispatchStatus.DELIVERED,
+                  _OPEN_CHUNK)  # fmt: skip
+        bounds = [int(r[0]) for r in tx.fetch_all(_OPEN_ABOVE, params)]
+        if len(bounds) < _OPEN_CHUNK:
+            bounds.append(end)  # every open one is read: the rest up to ``end`` is settled
+        for bound in bounds:
+            found.extend(range(seq, min(bound, seq + limit - len(found))))
+            seq = bound + 1
+    return found
 
 
 def _pending_approvals(tx: Tx, run_ids: Sequence[str]) -> dict[str, list[str]]:

@@ -8,6 +8,10 @@ from .lifecycle import Created as Created
 from .lifecycle import build_sources as build_sources
 from .lifecycle import create_deployment as create_deployment
 from .lifecycle import delete_deployment as delete_deployment
+from .policy import PolicyChange as PolicyChange
+from .policy import check_policy as check_policy
+from .policy import read_policy as read_policy
+from .policy import set_policy as set_policy
 from .producers import NewProducer as NewProducer
 from .producers import ProducerStatus as ProducerStatus
 from .producers import ProducerView as ProducerView
@@ -34,6 +38,7 @@ __all__ = [
     "DEFAULT_ENTRYPOINT",
     "Created",
     "NewProducer",
+    "PolicyChange",
     "ProducerStatus",
     "ProducerView",
     "Rollout",
@@ -44,6 +49,7 @@ __all__ = [
     "add_version",
     "add_workflow_versions",
     "build_sources",
+    "check_policy",
     "create_deployment",
     "delete_deployment",
     "finish_rollout",
@@ -55,7 +61,9 @@ __all__ = [
     "list_producers",
     "list_versions",
     "pending_rollouts",
+    "read_policy",
     "remove_producer",
     "request_rollout",
     "resolve_producer",
+    "set_policy",
 ]

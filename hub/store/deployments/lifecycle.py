@@ -35,8 +35,9 @@ from runtime.wire import DeploymentStatus, b64url, generate_keypair
 from ..._errors import InvalidDeployment, InvalidName, NameTaken
 from ...natsauth import new_user_key
 from ..base import Store
-from ..schema import DispatchStatus
+from ..schema import KEEPS_BODY, DispatchStatus
 from ..sql import Tx, json_array, sql
+from .policy import PolicyChange, check_policy, write_policy
 from .versions import insert_first_version
 
 log = logging.getLogger("mailrun.hub.deploy")
@@ -48,7 +49,6 @@ ENTRYPOINT_RE = re.compile(rf"{_IDENT}(\.{_IDENT})*:{_IDENT}")
 MAX_ENTRYPOINT = 255
 DEFAULT_ENTRYPOINT = "flow:main"
 _LIVE_RUN = json_array(s.value for s in RunStatus if is_live(s))
-_OPEN_DISPATCH = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
 
 # A live deployment with the name (or its address) already: no row, and no
 # error, which would leave a PostgreSQL transaction unusable. Its id and
@@ -71,8 +71,9 @@ _DELETED = sql(
     "UPDATE deployment SET deleted_at = ?, owner_instance = NULL,"
     " owner_epoch = owner_epoch + 1 WHERE id = ?"
 )
+# Parked ones too: nothing can retry them once the deployment is gone.
 _CANCEL_DISPATCHES = sql(
-    "UPDATE workflow_run_dispatch SET status = ? WHERE deployment_id = ? AND status IN (?, ?)"
+    "UPDATE workflow_run_dispatch SET status = ? WHERE deployment_id = ? AND status IN (?, ?, ?)"
 )
 _CANCEL_RUNS = sql(
     "UPDATE workflow_run SET status = ?, updated_at = ? WHERE deployment_id = ?"
@@ -89,7 +90,8 @@ DELETE FROM blob WHERE digest IN (
   UNION SELECT raw_digest FROM workflow_run_dispatch
   WHERE deployment_id = ?1 AND raw_digest IS NOT NULL)
 AND NOT EXISTS (SELECT 1 FROM workflow_run_dispatch d
-  WHERE (d.body_digest = blob.digest OR d.raw_digest = blob.digest) AND d.status IN (?2, ?3))
+  WHERE (d.body_digest = blob.digest OR d.raw_digest = blob.digest)
+  AND d.status IN (?2, ?3, ?4))
 """)
 
 
@@ -142,10 +144,13 @@ async def create_deployment(
     nats_url: str,
     subject_prefix: str,
     sidecar_root: Path | None = None,
+    policy: PolicyChange | None = None,
 ) -> Created:
-    """Create a deployment and its anchor row; return its id and join token."""
+    """Create a deployment and its anchor row (with ``policy``'s settings,
+    the defaults for the others); return its id and join token."""
     validate_name(name)
     sources = build_sources(entrypoint, source, files)
+    policy = check_policy(policy or PolicyChange())
     dep_id = new_id("dep")
     address = f"{name}@{domain.lower()}"  # POST /mail lower-cases 'to' the same way
     seed, public_key = generate_keypair()
@@ -160,6 +165,8 @@ async def create_deployment(
             raise NameTaken(f"a live deployment is already named {name!r}")
         tx.execute(_INSERT_ANCHOR, (dep_id, dep_id, DeploymentStatus.DEPLOYED.value, now, now))
         insert_first_version(tx, dep_id, sources, now)
+        if not policy.is_empty():
+            write_policy(tx, dep_id, policy)
 
     await store.transact(body, heavy=True)  # the sources may be megabytes
     log.info("deployment created id=%s name=%s address=%s", dep_id, name, address)
@@ -211,9 +218,9 @@ def _delete(tx: Tx, deployment_id: str, now: float) -> bool:
     if tx.execute(_DELETE_ANCHOR, deleted) == 0:
         return False
     tx.execute(_DELETED, (now, deployment_id))
-    tx.execute(_CANCEL_DISPATCHES, (DispatchStatus.CANCELLED.value, deployment_id, *_OPEN_DISPATCH))
+    tx.execute(_CANCEL_DISPATCHES, (DispatchStatus.CANCELLED.value, deployment_id, *KEEPS_BODY))
     tx.execute(_CANCEL_RUNS, (RunStatus.CANCELLED.value, now, deployment_id, _LIVE_RUN))
-    tx.execute(_DROP_BLOBS, (deployment_id, *_OPEN_DISPATCH))
+    tx.execute(_DROP_BLOBS, (deployment_id, *KEEPS_BODY))
     return True
 
 

@@ -10,9 +10,10 @@ version stamped on it (docs/versions.md).
 
 A version becomes active through a rollout: ``deployment.rollout_version``
 names the version asked for; the rollout driver (``hub.wire.rollout``) has
-the sidecar load it, then :func:`finish_rollout` makes it active, or marks
-it refused with the sidecar's reason, in one transaction. Being a row, a
-requested rollout survives a hub restart.
+the sidecar load it, then :func:`finish_rollout` makes it active (and
+resumes every suspended run of the deployment), or marks it refused with
+the sidecar's reason, in one transaction. Being a row, a requested rollout
+survives a hub restart.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from runtime import Claim, Sources
 from runtime.wire import DeploymentStatus
 
 from ..._errors import DeploymentNotLive, UnknownVersion
+from ..failures import resume_suspended
 from ..schema import add_columns
 from ..sql import Row, SqliteTx, Tx, sql
 
@@ -239,6 +241,8 @@ def finish_rollout(tx: Tx, deployment_id: str, version: int, error: str | None) 
         return False
     if error is None:
         tx.execute(_READY, (VersionStatus.READY, time.time(), deployment_id, version))
+        # A new version may be the fix: every suspended run tries again with it.
+        resume_suspended(tx, deployment_id)
     else:
         tx.execute(_REFUSED, (VersionStatus.REFUSED, error, deployment_id, version))
     return True

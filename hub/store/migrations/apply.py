@@ -24,8 +24,10 @@ from ..feed import add_change_feed
 from ..outbound import add_outbound_mail
 from ..schema import (
     BASELINE,
+    FAILURE_POLICIES_PG,
     INLINE_DIGEST_PG,
     add_dead_letter_deployment,
+    add_failure_policies,
     add_inline_digest,
     add_nats_user,
     add_owner_home,
@@ -85,6 +87,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(13, "0013_hub_leases", nothing, postgres=LEASES_SCHEMA),
     Migration(14, "0014_inline_digest", add_inline_digest, postgres=INLINE_DIGEST_PG),
     Migration(15, "0015_lease_tables", add_lease_tables),
+    Migration(16, "0016_failure_policies", add_failure_policies, postgres=FAILURE_POLICIES_PG),
 )
 LATEST = MIGRATIONS[-1].version
 

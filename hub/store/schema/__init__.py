@@ -6,12 +6,15 @@ schema 12 at once. The migrations that apply them in order are
 from .postgres import BASELINE as BASELINE
 from .release_one import create_v1 as create_v1
 from .release_one import migrate_v1_to_v2 as migrate_v1_to_v2
+from .statuses import KEEPS_BODY as KEEPS_BODY
 from .statuses import QUARANTINE_SOURCE as QUARANTINE_SOURCE
 from .statuses import ApprovalStatus as ApprovalStatus
 from .statuses import DispatchStatus as DispatchStatus
+from .steps import FAILURE_POLICIES_PG as FAILURE_POLICIES_PG
 from .steps import INLINE_DIGEST_PG as INLINE_DIGEST_PG
 from .steps import add_columns as add_columns
 from .steps import add_dead_letter_deployment as add_dead_letter_deployment
+from .steps import add_failure_policies as add_failure_policies
 from .steps import add_inline_digest as add_inline_digest
 from .steps import add_nats_user as add_nats_user
 from .steps import add_owner_home as add_owner_home
@@ -22,12 +25,15 @@ from .steps import statements as statements
 
 __all__ = [
     "BASELINE",
+    "FAILURE_POLICIES_PG",
     "INLINE_DIGEST_PG",
+    "KEEPS_BODY",
     "QUARANTINE_SOURCE",
     "ApprovalStatus",
     "DispatchStatus",
     "add_columns",
     "add_dead_letter_deployment",
+    "add_failure_policies",
     "add_inline_digest",
     "add_nats_user",
     "add_owner_home",

@@ -11,12 +11,23 @@ from enum import StrEnum
 
 
 class DispatchStatus(StrEnum):
-    """A dispatch's life: reserved -> delivered -> processed, or cancelled."""
+    """A dispatch's life: reserved -> delivered -> processed, or cancelled;
+    or parked, and reserved again when it is retried."""
 
     RESERVED = "reserved"  # accepted, not yet persisted by the sidecar
     DELIVERED = "delivered"  # the sidecar acknowledged it as stored
     PROCESSED = "processed"  # its handler call committed
     CANCELLED = "cancelled"  # its deployment or run ended before processing
+    PARKED = "parked"  # its handler failed past the retry budget: set aside until retried
+
+
+KEEPS_BODY = (
+    DispatchStatus.RESERVED.value,
+    DispatchStatus.DELIVERED.value,
+    DispatchStatus.PARKED.value,
+)
+"""The dispatches whose body and raw message stay: those still to be
+processed, and the parked ones (a retry sends them again)."""
 
 
 class ApprovalStatus(StrEnum):

@@ -131,3 +131,60 @@ def add_inline_digest(conn: sqlite3.Connection) -> None:
 
 INLINE_DIGEST_PG = "ALTER TABLE workflow_run_dispatch ADD COLUMN IF NOT EXISTS inline_digest TEXT"
 """Migration 14 on PostgreSQL."""
+
+
+_FAILURE_COLUMNS = {
+    "deployment": {
+        "on_failure": "ALTER TABLE deployment ADD COLUMN on_failure TEXT NOT NULL"
+        " DEFAULT 'suspend'",
+        "max_attempts": "ALTER TABLE deployment ADD COLUMN max_attempts INTEGER NOT NULL DEFAULT 5",
+        "max_backoff": "ALTER TABLE deployment ADD COLUMN max_backoff REAL NOT NULL DEFAULT 60",
+        "handler_timeout": "ALTER TABLE deployment ADD COLUMN handler_timeout REAL NOT NULL"
+        " DEFAULT 300",
+    },
+    "workflow_run": {
+        "suspended_at": "ALTER TABLE workflow_run ADD COLUMN suspended_at REAL",
+        "failing_dispatch_id": "ALTER TABLE workflow_run ADD COLUMN failing_dispatch_id TEXT",
+    },
+    "workflow_run_dispatch": {
+        "error": "ALTER TABLE workflow_run_dispatch ADD COLUMN error TEXT",
+    },
+}
+# Health and metrics count these, and ``GET /dispatches?status=parked`` lists
+# them: few rows each, found without reading every run or dispatch.
+_FAILURE_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS workflow_run_suspended ON workflow_run (deployment_id)"
+    " WHERE status = 'suspended'",
+    "CREATE INDEX IF NOT EXISTS dispatch_parked ON workflow_run_dispatch (deployment_id, seq)"
+    " WHERE status = 'parked'",
+)
+
+
+def add_failure_policies(conn: sqlite3.Connection) -> None:
+    """Migration 16: failure policies. Each deployment's policy
+    (``on_failure``, ``max_attempts``, ``max_backoff``, ``handler_timeout``;
+    existing ones get the defaults: suspend, 5, 60 s, 300 s), a suspended
+    run's ``suspended_at`` and ``failing_dispatch_id``, a dispatch's handler
+    ``error`` (parked or failed), and the indexes that find suspended runs
+    and parked dispatches. Idempotent on its own."""
+    for table, columns in _FAILURE_COLUMNS.items():
+        add_columns(conn, table, columns)
+    for statement in _FAILURE_INDEXES:
+        conn.execute(statement)
+
+
+FAILURE_POLICIES_PG = """
+ALTER TABLE deployment ADD COLUMN IF NOT EXISTS on_failure TEXT NOT NULL DEFAULT 'suspend';
+ALTER TABLE deployment ADD COLUMN IF NOT EXISTS max_attempts BIGINT NOT NULL DEFAULT 5;
+ALTER TABLE deployment ADD COLUMN IF NOT EXISTS max_backoff DOUBLE PRECISION NOT NULL DEFAULT 60;
+ALTER TABLE deployment ADD COLUMN IF NOT EXISTS handler_timeout DOUBLE PRECISION NOT NULL
+  DEFAULT 300;
+ALTER TABLE workflow_run ADD COLUMN IF NOT EXISTS suspended_at DOUBLE PRECISION;
+ALTER TABLE workflow_run ADD COLUMN IF NOT EXISTS failing_dispatch_id TEXT;
+ALTER TABLE workflow_run_dispatch ADD COLUMN IF NOT EXISTS error TEXT;
+CREATE INDEX IF NOT EXISTS workflow_run_suspended ON workflow_run (deployment_id)
+  WHERE status = 'suspended';
+CREATE INDEX IF NOT EXISTS dispatch_parked ON workflow_run_dispatch (deployment_id, seq)
+  WHERE status = 'parked';
+"""
+"""Migration 16 on PostgreSQL."""

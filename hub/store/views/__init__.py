@@ -8,11 +8,13 @@ from .approvals import list_approvals as list_approvals
 from .events import change_views as change_views
 from .history import RunHistory as RunHistory
 from .history import read_history as read_history
+from .queries import DISPATCHES_BY_ID as DISPATCHES_BY_ID
 from .queries import DeploymentView as DeploymentView
 from .queries import DispatchView as DispatchView
 from .queries import RunView as RunView
 from .queries import count_by_status as count_by_status
 from .queries import deployment_of_run as deployment_of_run
+from .queries import dispatch_view as dispatch_view
 from .queries import get_deployment as get_deployment
 from .queries import get_dispatch as get_dispatch
 from .queries import get_run as get_run
@@ -22,6 +24,7 @@ from .queries import list_runs as list_runs
 from .queries import resolve_deployment as resolve_deployment
 
 __all__ = [
+    "DISPATCHES_BY_ID",
     "ApprovalView",
     "DeploymentView",
     "DispatchView",
@@ -30,6 +33,7 @@ __all__ = [
     "change_views",
     "count_by_status",
     "deployment_of_run",
+    "dispatch_view",
     "get_approval",
     "get_deployment",
     "get_dispatch",

@@ -24,8 +24,8 @@ from .queries import (
     DISPATCHES_BY_ID,
     RUNS_BY_ID,
     DeploymentView,
-    _dispatch,
     _run,
+    dispatch_view,
     get_deployment,
 )
 
@@ -37,7 +37,7 @@ def _by_id(tx: Tx, kind: ChangeKind, ids: Sequence[str]) -> dict[str, View]:
         return {}
     if kind is ChangeKind.DISPATCH:
         rows = tx.fetch_all(DISPATCHES_BY_ID, (json_array(ids),))
-        return {r[0]: msgspec.to_builtins(_dispatch(r)) for r in rows}
+        return {r[0]: msgspec.to_builtins(dispatch_view(r)) for r in rows}
     rows = tx.fetch_all(RUNS_BY_ID, (json_array(ids),))
     return {r[0]: msgspec.to_builtins(_run(r)) for r in rows}
 

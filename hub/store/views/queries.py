@@ -45,6 +45,11 @@ class DeploymentView(msgspec.Struct, kw_only=True):
     nats_user: str | None = None  # its NATS identity's public nkey (None: from before them)
     version: int = 1  # the active workflow version
     rollout_version: int | None = None  # a version being loaded by the sidecar, to become active
+    # Its failure policy (docs/design.md section 5, "When a handler fails").
+    on_failure: str = "suspend"
+    max_attempts: int = 5
+    max_backoff: float = 60.0
+    handler_timeout: float = 300.0
 
 
 class RunView(msgspec.Struct, kw_only=True):
@@ -61,6 +66,8 @@ class RunView(msgspec.Struct, kw_only=True):
     created_at: float
     updated_at: float
     version: int = 0  # the workflow version that processed its latest item (0: none yet)
+    suspended_at: float | None = None  # when it was suspended (None: it is not)
+    failing_dispatch_id: str | None = None  # the item it is suspended on
 
 
 class DispatchView(msgspec.Struct, kw_only=True):
@@ -81,6 +88,7 @@ class DispatchView(msgspec.Struct, kw_only=True):
     delivered_at: float | None
     processed_at: float | None
     version: int  # the workflow version that processes (processed) it
+    error: str | None = None  # its handler's last error (a failed or parked one's)
 
 
 _DEPLOYMENT = f"""
@@ -93,7 +101,8 @@ SELECT d.id, d.name, d.address, d.public_key, a.status, d.entrypoint, d.created_
           AND x.status = '{_OPEN[0]}'),
        (SELECT MIN(x.created_at) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
           AND x.status = '{_OPEN[0]}'),
-       d.nats_user, d.version, d.rollout_version
+       d.nats_user, d.version, d.rollout_version, d.on_failure, d.max_attempts, d.max_backoff,
+       d.handler_timeout
 FROM deployment d """
 # CROSS JOIN: SQLite takes the deployments first (few), then each one's
 # anchor by its key; left to guess, it read every run for the anchors.
@@ -102,13 +111,13 @@ _ANCHOR_PG = "JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1"
 
 _RUN = """
 SELECT id, deployment_id, parent_run_id, is_top_level, status, result, error, state, last_seq,
-       start_request_id, created_at, updated_at, version
+       start_request_id, created_at, updated_at, version, suspended_at, failing_dispatch_id
 FROM workflow_run WHERE is_anchor = 0"""
 
 _DISPATCH = """
 SELECT id, deployment_id, run_id, seq, kind, message_id, sender, subject, status, body_size,
        COALESCE(body_digest, inline_digest), attempts, last_error, created_at, delivered_at,
-       processed_at, COALESCE(version, 1)
+       processed_at, COALESCE(version, 1), error
 FROM workflow_run_dispatch"""
 
 
@@ -128,7 +137,8 @@ def _deployment(row: Any) -> DeploymentView:
         owner_epoch=row[9], next_seq=row[10], top_level_run_id=row[11],
         pending_dispatches=row[12], pending=row[13],
         oldest_wait=0.0 if row[14] is None else round(max(0.0, time.time() - row[14]), 3),
-        nats_user=row[15], version=row[16], rollout_version=row[17],
+        nats_user=row[15], version=row[16], rollout_version=row[17], on_failure=row[18],
+        max_attempts=row[19], max_backoff=row[20], handler_timeout=row[21],
     )  # fmt: skip
 
 
@@ -137,11 +147,11 @@ def _run(row: Any) -> RunView:
         id=row[0], deployment_id=row[1], parent_run_id=row[2], is_top_level=bool(row[3]),
         status=row[4], result=_json(row[5]), error=row[6], state=_json(row[7]),
         last_seq=row[8], start_request_id=row[9], created_at=row[10], updated_at=row[11],
-        version=row[12],
+        version=row[12], suspended_at=row[13], failing_dispatch_id=row[14],
     )  # fmt: skip
 
 
-def _dispatch(row: Any) -> DispatchView:
+def dispatch_view(row: Any) -> DispatchView:
     return DispatchView(**dict(zip(DispatchView.__struct_fields__, row, strict=True)))
 
 
@@ -248,24 +258,36 @@ def get_dispatch(tx: Tx, dispatch_id: str) -> DispatchView:
     row = tx.fetch_one(_DISPATCH_VIEW, (dispatch_id,))
     if row is None:
         raise UnknownDispatch(f"no dispatch {dispatch_id!r}")
-    return _dispatch(row)
+    return dispatch_view(row)
 
 
 def list_dispatches(tx: Tx, run_id: str, *, limit: int = 100) -> list[DispatchView]:
     """A run's latest ``limit`` dispatches, in its order (seq, oldest first)."""
-    return [_dispatch(row) for row in reversed(tx.fetch_all(_LATEST_DISPATCHES, (run_id, limit)))]
+    return [
+        dispatch_view(row) for row in reversed(tx.fetch_all(_LATEST_DISPATCHES, (run_id, limit)))
+    ]
 
 
 # The store keeps every dispatch, so counting them by status reads them all;
 # every deployment's seqs run from 1 without a gap (next_seq is one past the
 # last), so its dispatches number next_seq - 1, and the processed ones are
 # what is left of that beside the others, which an index search counts.
-_COUNTED = (DispatchStatus.RESERVED, DispatchStatus.DELIVERED, DispatchStatus.CANCELLED)
+#
+# A retried parked dispatch takes a new seq and leaves its old one unused:
+# the processed count is then over by one for each retry (a figure for
+# dashboards, not an account).
+_COUNTED = (
+    DispatchStatus.RESERVED,
+    DispatchStatus.DELIVERED,
+    DispatchStatus.CANCELLED,
+    DispatchStatus.PARKED,
+)
 _COUNT_IN = "SUM((SELECT COUNT(*) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id"
 _DISPATCH_COUNTS = sql(
     f"SELECT SUM(d.next_seq - 1), {_COUNT_IN} AND x.status = 'reserved')),"
     f" {_COUNT_IN} AND x.status = 'delivered')),"
-    f" {_COUNT_IN} AND x.status = 'cancelled')) FROM deployment d"
+    f" {_COUNT_IN} AND x.status = 'cancelled')),"
+    f" {_COUNT_IN} AND x.status = 'parked')) FROM deployment d"
 )
 _DEPLOYMENT_COUNTS = sql(
     f"SELECT a.status, COUNT(*) FROM deployment d {_ANCHOR} GROUP BY 1",

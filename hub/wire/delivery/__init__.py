@@ -1,6 +1,7 @@
 """What the hub sends each sidecar on its inbound subject: dispatches, in one
 lane per deployment with a sliding window, sent again when never processed;
-the pings that tell which sidecars answer; the version loads of rollouts."""
+the pings that tell which sidecars answer; the version loads of rollouts;
+changed failure policies."""
 
 from .dispatcher import DispatchConfig as DispatchConfig
 from .dispatcher import Dispatcher as Dispatcher
@@ -9,12 +10,14 @@ from .health import Prober as Prober
 from .health import health_report as health_report
 from .health import redelivery_metrics as redelivery_metrics
 from .health import stuck_report as stuck_report
+from .policies import PolicyDriver as PolicyDriver
 from .rollout import RolloutDriver as RolloutDriver
 
 __all__ = [
     "DispatchConfig",
     "Dispatcher",
     "HealthConfig",
+    "PolicyDriver",
     "Prober",
     "RolloutDriver",
     "health_report",

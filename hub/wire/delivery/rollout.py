@@ -7,7 +7,9 @@ on the sidecar's inbound subject: only the owner answers (it checks the
 session id the hub stamped), after it has fetched the sources, kept them in
 its inbox and imported them. Its answer settles the rollout in one
 transaction (:func:`hub.store.finish_rollout`): active, or refused
-with the sidecar's reason. No answer (no sidecar, a timeout, a hub or
+with the sidecar's reason; an activation resumes the deployment's
+suspended runs in that transaction, and the dispatcher is woken for their
+``resume`` items. No answer (no sidecar, a timeout, a hub or
 sidecar restart in between) leaves the row as it is, and the next look
 tries again; loading twice is harmless.
 """
@@ -15,6 +17,7 @@ tries again; loading twice is harmless.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
 
 import anyio
@@ -51,6 +54,7 @@ class RolloutDriver:
         sessions: SessionTable,
         interval: float = 1.0,
         timeout: float = 10.0,
+        on_activated: Callable[[set[str]], object] = lambda deployment_ids: None,
     ) -> None:
         self._store = store
         self._transport = transport
@@ -59,6 +63,9 @@ class RolloutDriver:
         self._interval = interval
         self._timeout = timeout
         """How long a sidecar may take to fetch and import a version."""
+        self._on_activated = on_activated
+        """Called with the deployment whose version became active (it may
+        have resume items to send)."""
         self._wake = Wakeup()
         self._busy: set[str] = set()
 
@@ -117,6 +124,7 @@ class RolloutDriver:
             partial(finish_rollout, deployment_id=dep, version=rollout.version, error=error)
         )
         if settled and error is None:
+            self._on_activated({dep})
             log.info("deployment %s runs version %d from now on", dep, rollout.version)
         elif settled:
             log.warning("version %d of %s refused: %s", rollout.version, dep, error)

@@ -5,7 +5,9 @@ the sidecar-minted event id, so a resent frame inserts nothing and applies
 nothing; only events inserted now are applied. A DispatchProcessed moves the
 run's state only forward in the run's processing order (its ``step``; seq
 for an older sidecar's, which has no approval gates); a terminal status is
-set only on a run that is not terminal yet. An ApprovalRequested makes a
+set only on a run that is not terminal yet, and so is ``suspended`` (a
+RunSuspended: its failing dispatch and error kept on the run until it is
+resumed, ``hub.store.resume_run``). An ApprovalRequested makes a
 live run ``waiting``; applying the decision of its last pending approval
 makes it ``running`` again. A ChildRunStarted gives the child its ``start``
 item (the spawn's input); a child run that ends gives its live parent a

@@ -29,6 +29,7 @@ from runtime import (
     encode,
 )
 from runtime.config import DEFAULT_RUN_HISTORY
+from runtime.wire import RunSuspended
 
 from ...store import (
     Accepted,
@@ -44,6 +45,7 @@ from ...store import (
     name_child_entrypoint,
     record_event,
     start_run,
+    suspend_run,
 )
 from ..retention import DeadLetters
 from .processed import ProcessedBatch
@@ -125,6 +127,8 @@ class Ingest:
             self._finish(run, event.run_id, RunStatus.FAILED, error=event.error)
         elif isinstance(event, RunCancelled):
             self._finish(run, event.run_id, RunStatus.CANCELLED, error=event.reason)
+        elif isinstance(event, RunSuspended):
+            suspend_run(self.tx, event.run_id, event.dispatch_id, event.error or None, at, self.now)
         elif isinstance(event, ChildRunStarted):
             self._child_started(event)
         elif isinstance(event, ApprovalRequested):

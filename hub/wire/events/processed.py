@@ -165,8 +165,12 @@ class ProcessedBatch:
             return False
         # Even an out-of-order event settles its dispatch: the sidecar did
         # process it, and redelivering it would only be refused as duplicate.
+        failure = event.error or None
         if refused:
             status, error = DispatchStatus.CANCELLED.value, Reason.WORKFLOW_RUN_TERMINAL.value
+        elif event.outcome == DispatchOutcome.PARKED:
+            # Set aside, not done with: its body stays for a retry.
+            status, error, trimmed = DispatchStatus.PARKED.value, None, False
         else:
             status, error = DispatchStatus.PROCESSED.value, None
         self._closed.add(event.dispatch_id)
@@ -187,8 +191,11 @@ class ProcessedBatch:
                 event.version,
                 digest,
                 int(trimmed),
+                failure,
                 event.dispatch_id,
             )
         )
+        if status == DispatchStatus.PARKED:
+            return False  # its blobs stay while it is parked
         # A claim-checked body or a raw message: its blob may go.
         return not inline or dispatch.raw_digest is not None

@@ -6,7 +6,8 @@ row (``owner_instance``, ``owner_epoch``), claimed in one conditional
 UPDATE (the store's ``commit_claim``), so the memory table can always be
 rebuilt from fresh hellos. Every write for a sidecar is made under a
 :class:`~hub.store.Fence` (:meth:`SessionTable.fence`), checked in the
-write's own transaction.
+write's own transaction. A Welcome carries the deployment's failure policy,
+read in the claim's transaction.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from runtime import (
     hello_message,
     new_id,
 )
-from runtime.wire import BATCH_FORMAT, verify
+from runtime.wire import BATCH_FORMAT, FailurePolicy, verify
 
 from ..._errors import StaleEpoch, UnknownSession
-from ...store import Fence, Store, Tx, commit_claim, floor_seq, read_owner
+from ...store import Fence, Store, Tx, commit_claim, floor_seq, read_owner, read_policy
 from .leasing import Everything, Leases
 from .ownership import OWNER_LEASE, OwnerClaim, decide, home_of, not_live
 
@@ -262,7 +263,7 @@ class HelloHandler:
 
         # The decision is made on the row as the claim's own transaction
         # reads it: nothing commits between the read and the claim.
-        def body(tx: Tx) -> tuple[OwnerClaim, int] | Refused:
+        def body(tx: Tx) -> tuple[OwnerClaim, int, FailurePolicy] | Refused:
             row = read_owner(tx, dep)
             if (refused := not_live(row, dep)) is not None:
                 return refused
@@ -274,12 +275,12 @@ class HelloHandler:
                 return claim
             if not commit_claim(tx, dep, row, hello.instance_id, home_of(hello), claim.owner_epoch):
                 return Refused(reason=Reason.OWNER_CONFLICT, detail="ownership moved meanwhile")
-            return claim, floor_seq(tx, dep)
+            return claim, floor_seq(tx, dep), read_policy(tx, dep)
 
         claimed = await self._store.transact(body)
         if isinstance(claimed, Refused):
             return claimed
-        claim, floor = claimed
+        claim, floor, policy = claimed
         session = self._sessions.open(
             dep,
             hello.instance_id,
@@ -304,4 +305,5 @@ class HelloHandler:
             hub_boot_id=self._boot_id,
             floor_seq=floor,
             from_hub=claim.from_hub,
+            policy=policy,
         )

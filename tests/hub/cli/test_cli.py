@@ -81,7 +81,7 @@ def stub() -> Iterator[Stub]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_DELETE = _answer
+        do_GET = do_POST = do_DELETE = do_PATCH = _answer
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -348,8 +348,8 @@ def test_runs_filters_by_deployment_and_prints_a_table(stub: Stub) -> None:
     result = cli(stub, "runs", "--deployment", "counter")
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["ID", "DEPLOYMENT", "STATUS", "TOP-LEVEL", "UPDATED"]
-    assert lines[1].split() == [RUN_A, DEP_A, "running", "yes", "2026-01-01", "00:00:00"]
+    assert lines[0].split() == ["ID", "DEPLOYMENT", "STATUS", "TOP-LEVEL", "UPDATED", "FAILING"]
+    assert lines[1].split() == [RUN_A, DEP_A, "running", "yes", "2026-01-01", "00:00:00", "-"]
 
 
 def test_run_shows_status_and_result(stub: Stub) -> None:
@@ -721,8 +721,11 @@ MAILRUN_COMMANDS = [
     "migrate",
     "nats-config",
     "outbox",
+    "parked",
     "producer",
     "replay",
+    "resume",
+    "retry",
     "rollback",
     "run",
     "runs",
@@ -881,3 +884,88 @@ def test_a_hub_with_failpoints_armed_says_so_at_start(tmp_path: Path) -> None:
     (line,) = [line for line in log.read_text().splitlines() if "failpoints armed" in line]
     assert " WARNING mailrun.failpoints: failpoints armed (MAILRUN_FAILPOINTS): " in line
     assert line.endswith("hub.accept.before_commit=1*raise; hub.events.after_commit=sleep(5)")
+
+
+def test_deploy_sends_the_failure_policy_given(stub: Stub, tmp_path: Path) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text("x = 1\n")
+    policy = {"on_failure": "park", "max_attempts": 3, "max_backoff": 1.5, "handler_timeout": 9.0}
+    stub.routes["POST", "/workflows/deployments"] = (201, deployment(DEP_A, "f", **policy))
+    args = ["--on-failure", "park", "--max-attempts", "3", "--max-backoff", "1.5",
+            "--handler-timeout", "9"]  # fmt: skip
+    result = cli(stub, "deploy", str(flow), "--name", "f", *args)
+    assert result.exit_code == 0, result.output
+    assert stub.requests == [
+        ("POST", "/workflows/deployments", {"name": "f", "source": "x = 1\n", **policy})
+    ]
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert (out["on_failure"], out["max_attempts"]) == ("park", "3")
+    refused = cli(stub, "deploy", str(flow), "--name", "f", "--on-failure", "ignore")
+    assert refused.exit_code == 2 and "ignore" in refused.output
+
+
+def test_deploy_update_patches_the_policy_options_given(stub: Stub, tmp_path: Path) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text("x = 2\n")
+    stub.routes["PATCH", "/workflows/deployments/f"] = (200, deployment(DEP_A, "f"))
+    stub.routes["POST", "/workflows/deployments/f/versions?wait=8"] = (
+        201, {"deployment_id": DEP_A, "version": 2, "status": "ready", "active": True},
+    )  # fmt: skip
+    result = cli(stub, "deploy", str(flow), "--name", "f", "--update", "--max-attempts", "7")
+    assert result.exit_code == 0, result.output
+    assert stub.requests == [
+        ("PATCH", "/workflows/deployments/f", {"max_attempts": 7}),
+        ("POST", "/workflows/deployments/f/versions?wait=8", {"source": "x = 2\n"}),
+    ]
+    stub.requests.clear()
+    assert cli(stub, "deploy", str(flow), "--name", "f", "--update").exit_code == 0
+    assert [r[0] for r in stub.requests] == ["POST"]  # no option: no PATCH
+
+
+def test_a_suspended_run_shows_its_failing_dispatch_and_is_resumed(stub: Stub) -> None:
+    run = {"id": RUN_A, "deployment_id": DEP_A, "status": "suspended", "is_top_level": True,
+           "failing_dispatch_id": DSP_A, "suspended_at": 1767225600.0,
+           "error": "RuntimeError: boom", "updated_at": 1767225600.0}  # fmt: skip
+    stub.routes["GET", "/runs"] = (200, {"runs": [run]})
+    listed = cli(stub, "runs")
+    assert listed.exit_code == 0, listed.output
+    row = listed.stdout.splitlines()[1]
+    assert "suspended" in row and f"{DSP_A}: RuntimeError: boom" in row
+    stub.routes["GET", f"/runs/{RUN_A}"] = (200, run)
+    shown = dict(line.split(None, 1) for line in cli(stub, "run", RUN_A).stdout.splitlines())
+    assert (shown["status"], shown["failing_dispatch_id"]) == ("suspended", DSP_A)
+    resumed = {**run, "status": "running", "failing_dispatch_id": None, "suspended_at": None,
+               "error": None}  # fmt: skip
+    stub.routes["POST", f"/runs/{RUN_A}/resume"] = (200, resumed)
+    result = cli(stub, "resume", RUN_A)
+    assert result.exit_code == 0, result.output
+    assert stub.requests[-1] == ("POST", f"/runs/{RUN_A}/resume", None)
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert out["status"] == "running" and "failing_dispatch_id" not in out
+    stub.routes["POST", f"/runs/{RUN_A}/resume"] = (
+        409, {"status": "rejected", "reason": "run_not_suspended", "detail": "it is running"},
+    )  # fmt: skip
+    again = cli(stub, "resume", RUN_A)
+    assert again.exit_code == 1 and "run_not_suspended" in again.output
+
+
+def test_parked_lists_and_retry_sends_a_parked_dispatch_again(stub: Stub) -> None:
+    parked = {"id": DSP_A, "deployment_id": DEP_A, "run_id": RUN_A, "seq": 2,
+              "status": "parked", "subject": "hello", "error": "ValueError: bad"}  # fmt: skip
+    stub.routes["GET", "/dispatches?status=parked&deployment=f"] = (200, {"dispatches": [parked]})
+    result = cli(stub, "parked", "--deployment", "f")
+    assert result.exit_code == 0, result.output
+    header, row = result.stdout.splitlines()
+    assert header.split() == ["ID", "DEPLOYMENT", "RUN", "SEQ", "STATUS", "SUBJECT", "ERROR"]
+    assert row.split() == [DSP_A, DEP_A, RUN_A, "2", "parked", "hello", "ValueError:", "bad"]
+    retried = {**parked, "seq": 9, "status": "reserved", "error": None}
+    stub.routes["POST", f"/dispatches/{DSP_A}/retry"] = (202, retried)
+    result = cli(stub, "retry", DSP_A)
+    assert result.exit_code == 0, result.output
+    assert stub.requests[-1] == ("POST", f"/dispatches/{DSP_A}/retry", None)
+    assert result.stdout.splitlines()[1].split()[3:5] == ["9", "reserved"]
+    stub.routes["POST", f"/dispatches/{DSP_A}/retry"] = (
+        409, {"status": "rejected", "reason": "dispatch_not_parked", "detail": "reserved"},
+    )  # fmt: skip
+    again = cli(stub, "retry", DSP_A)
+    assert again.exit_code == 1 and "dispatch_not_parked" in again.output

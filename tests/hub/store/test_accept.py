@@ -617,13 +617,14 @@ async def test_dispatch_counts_by_status_match_a_count_of_the_rows(database: str
             ("processed", one, (3, 4)),
             ("cancelled", one, (5,)),
             ("processed", two, (1,)),
+            ("parked", two, (2,)),
         ):
             for seq in seqs:
                 await store.transact(lambda tx, row=(status, dep, seq): tx.execute(SET_STATUS, row))
         rows = await query(store, "SELECT status, COUNT(*) FROM workflow_run_dispatch GROUP BY 1")
         counts = await store.read(count_by_status)
-        assert counts["dispatches"] == {"reserved": 0, "cancelled": 0, **dict(rows)}
+        assert counts["dispatches"] == {"reserved": 0, "cancelled": 0, "parked": 0, **dict(rows)}
         assert counts["dispatches"] == {
-            "reserved": 3, "delivered": 2, "processed": 3, "cancelled": 1,
+            "reserved": 2, "delivered": 2, "processed": 3, "cancelled": 1, "parked": 1,
         }  # fmt: skip
         assert counts["deployments"] == {"deployed": 2}

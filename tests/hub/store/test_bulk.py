@@ -12,7 +12,7 @@ import pytest
 
 from hub import Accepted, Trigger, accept_triggers
 from hub.store import create_deployment, open_store, read_changes, update_rows, update_statement
-from hub.store.sql._bulk import GROUP, SIZES, _groups
+from hub.store.sql import GROUP, SIZES, groups
 from tests.support.store import execute, rows
 
 pytestmark = pytest.mark.anyio
@@ -27,12 +27,12 @@ _SETTLE = update_statement(
 
 
 def test_a_remainder_goes_in_halves_so_a_statement_has_few_shapes() -> None:
-    assert [len(g) for g in _groups(list(range(N)))] == [32, 32, 4, 1]
-    assert [len(g) for g in _groups(list(range(31)))] == [16, 8, 4, 2, 1]
-    shapes = {len(g) for n in range(1, 300) for g in _groups(list(range(n)))}
+    assert [len(g) for g in groups(list(range(N)))] == [32, 32, 4, 1]
+    assert [len(g) for g in groups(list(range(31)))] == [16, 8, 4, 2, 1]
+    shapes = {len(g) for n in range(1, 300) for g in groups(list(range(n)))}
     assert shapes == set(SIZES)
     rows_ = list(range(1000))
-    assert [r for g in _groups(rows_) for r in g] == rows_
+    assert [r for g in groups(rows_) for r in g] == rows_
 
 
 def test_each_shape_is_declared_once_for_both_databases() -> None:

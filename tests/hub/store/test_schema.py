@@ -39,8 +39,9 @@ class Table:
 
 
 def _predicate(text: str | None) -> str:
-    """A partial index's WHERE, spelled alike: lower case, no parentheses or spaces."""
-    return re.sub(r"[()\s]", "", (text or "").lower())
+    """A partial index's WHERE, spelled alike: lower case, no parentheses or
+    spaces, no casts (PostgreSQL writes a text literal ``'x'::text``)."""
+    return re.sub(r"[()\s]|::\w+", "", (text or "").lower())
 
 
 def sqlite_schema(path: Path) -> dict[str, Table]:

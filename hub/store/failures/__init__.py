@@ -1,0 +1,22 @@
+"""What the hub does about handlers that keep failing: suspended runs
+resumed (by the operator, or by a new version), parked dispatches listed,
+counted and retried. A deployment's policy itself is the deployments
+room's (``deployments/policy.py``)."""
+
+from .parking import RetriedDispatch as RetriedDispatch
+from .parking import count_failures as count_failures
+from .parking import list_parked as list_parked
+from .parking import retry_dispatch as retry_dispatch
+from .resuming import RESUME_KIND as RESUME_KIND
+from .resuming import resume_run as resume_run
+from .resuming import resume_suspended as resume_suspended
+
+__all__ = [
+    "RESUME_KIND",
+    "RetriedDispatch",
+    "count_failures",
+    "list_parked",
+    "resume_run",
+    "resume_suspended",
+    "retry_dispatch",
+]

@@ -1,0 +1,72 @@
+"""Suspended runs resumed: by the operator (``POST /runs/{id}/resume``), or
+all of a deployment's at once when a new version becomes active.
+
+A resume is one transaction: a ``resume`` item minted for the run through
+the one accept function (it takes the run's next seq and is delivered like
+any item; the sidecar takes it ahead of what the run holds, as it takes an
+approval decision), the run's open dispatches re-stamped with the active
+version, and the run ``running`` again, its suspension's fields cleared.
+"""
+
+from __future__ import annotations
+
+import time
+
+from runtime import RunStatus
+
+from ..._errors import AcceptFailed, HubError, RunNotSuspended, UnknownRun, error_for
+from ..accepting import Accepted, Trigger, accept_triggers
+from ..schema import DispatchStatus
+from ..sql import Tx, sql
+
+RESUME_KIND = "resume"
+"""The kind of the item that resumes a suspended run (never shown to a handler)."""
+
+_RUN = sql(
+    "SELECT r.deployment_id, r.status, d.version FROM workflow_run r"
+    " JOIN deployment d ON d.id = r.deployment_id WHERE r.id = ? AND r.is_anchor = 0"
+)
+_SUSPENDED = sql("SELECT id FROM workflow_run WHERE deployment_id = ? AND status = ? ORDER BY id")
+_RESTAMP = sql("UPDATE workflow_run_dispatch SET version = ? WHERE run_id = ? AND status IN (?, ?)")
+_RUNNING = sql(
+    "UPDATE workflow_run SET status = ?, suspended_at = NULL, failing_dispatch_id = NULL,"
+    " error = NULL, updated_at = ? WHERE id = ? AND status = ?"
+)
+_ACTIVE = sql("SELECT version FROM deployment WHERE id = ?")
+
+
+def resume_run(tx: Tx, run_id: str) -> str:
+    """Inside a write transaction: resume a suspended run (RunNotSuspended
+    for any other); the id of the resume dispatch."""
+    row = tx.fetch_one(_RUN, (run_id,))
+    if row is None:
+        raise UnknownRun(f"no run {run_id!r}")
+    if row["status"] != RunStatus.SUSPENDED:
+        raise RunNotSuspended(f"run {run_id} is {row['status']}, not suspended")
+    return _resume(tx, run_id, str(row["deployment_id"]), int(row["version"]))
+
+
+def resume_suspended(tx: Tx, deployment_id: str) -> list[str]:
+    """Inside a write transaction: resume every suspended run of the
+    deployment (its active version has just changed); their ids."""
+    row = tx.fetch_one(_ACTIVE, (deployment_id,))
+    if row is None:
+        return []
+    runs = [str(r["id"]) for r in tx.fetch_all(_SUSPENDED, (deployment_id, RunStatus.SUSPENDED))]
+    for run_id in runs:
+        _resume(tx, run_id, deployment_id, int(row["version"]))
+    return runs
+
+
+def _resume(tx: Tx, run_id: str, deployment_id: str, version: int) -> str:
+    trigger = Trigger(deployment_id=deployment_id, run_id=run_id, kind=RESUME_KIND)
+    (outcome,), _ = accept_triggers(tx, [trigger])
+    if isinstance(outcome, HubError):
+        raise outcome
+    if not isinstance(outcome, Accepted):
+        error = error_for(outcome.reason) or AcceptFailed
+        raise error(f"resume of {run_id} not accepted: {outcome.detail}")
+    params = (version, run_id, DispatchStatus.RESERVED, DispatchStatus.DELIVERED)
+    tx.execute(_RESTAMP, params)
+    tx.execute(_RUNNING, (RunStatus.RUNNING, time.time(), run_id, RunStatus.SUSPENDED))
+    return outcome.dispatch_id
