@@ -41,7 +41,7 @@ from runtime import (
     write_restore_record,
 )
 from runtime.sqlite import Synchronous
-from runtime.wire import public_key_of
+from runtime.wire import LEGACY_POLICY, public_key_of
 
 from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home
@@ -217,7 +217,13 @@ class Sidecar:
             on_floor=self._raise_floor,
         )
         # Its own task: a rollout (a blob fetch, an import) never holds mail.
-        control = Control(link=link, deployment_id=record.deployment_id, versions=self.versions)
+        assert self.runs is not None
+        control = Control(
+            link=link,
+            deployment_id=record.deployment_id,
+            versions=self.versions,
+            set_policy=self.runs.set_policy,
+        )
         delivery = Delivery(
             inbox=inbox,
             link=link,
@@ -267,6 +273,7 @@ class Sidecar:
             await self._persist()
             self._previous_instance = None
             self.link.identity = dataclasses.replace(self.link.identity, previous_instance="")
+        await self.runs.set_policy(welcome.policy or LEGACY_POLICY)
         await self._raise_floor(welcome.floor_seq)
         if self.record.session_id != welcome.session_id:
             self.record = msgspec.structs.replace(self.record, session_id=welcome.session_id)
