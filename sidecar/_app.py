@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -233,13 +233,15 @@ class Sidecar:
             versions=self.versions,
         )
         inbound = await transport.subscribe(subjects.inbound(record.deployment_id))
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(control.run)
-            tg.start_soon(delivery.run, inbound)
-            tg.start_soon(link.watch_announcements)
-            tg.start_soon(self.shipper.run)
-            tg.start_soon(self._keep_record)
-            tg.start_soon(link.run)
+        # Closed here too: a stop may come before its task has started.
+        with closing(control):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(control.run)
+                tg.start_soon(delivery.run, inbound)
+                tg.start_soon(link.watch_announcements)
+                tg.start_soon(self.shipper.run)
+                tg.start_soon(self._keep_record)
+                tg.start_soon(link.run)
 
     async def _persist(self) -> None:
         assert self.record is not None and self._record_path is not None

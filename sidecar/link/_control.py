@@ -82,6 +82,11 @@ class Control:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the control task has ended: the sidecar is stopping
 
+    def close(self) -> None:
+        """The mailbox goes, whether or not :meth:`run` ever started."""
+        self._send.close()
+        self._receive.close()
+
     async def run(self) -> None:
         with self._send, self._receive:
             async for message, frame in self._receive:
