@@ -34,6 +34,8 @@ from runtime.wire import (
 from sidecar import Inbox
 from sidecar.execution import Runs
 from sidecar.execution._runs import retry_delay
+from sidecar.storage import Commit, Envelope
+from sidecar.storage._attempts import DIED
 from tests.support import wait_for
 from tests.support.sidecar import (
     FAST_POLICY,
@@ -374,3 +376,32 @@ async def test_after_a_pause_the_scheduler_resumes_on_its_own(tmp_path: Path) ->
         with anyio.fail_after(5):
             await hub.wait_events(DispatchProcessed, 1)
     assert hub.of_kind(DispatchProcessed)[0].outcome == "processed"
+
+
+async def test_a_death_is_charged_to_the_one_item_in_flight_else_its_batch_is_suspect(
+    tmp_path: Path,
+) -> None:
+    a, b = (Envelope(dispatch_id=new_id("dsp"), run_id="run_a", seq=seq) for seq in (1, 2))
+    path = tmp_path / "inbox.db"
+    inbox = await Inbox.open(path)
+    await inbox.store([a, b])
+    await inbox.mark_in_flight([a.dispatch_id])
+    await inbox.aclose()  # as a process that died: nothing else ran
+    inbox = await Inbox.open(path)
+    try:
+        assert await inbox.charge_crash() == []
+        assert [(p.dispatch_id, p.attempts, p.failure) for p in await inbox.next_batch(8)] == [
+            (a.dispatch_id, 1, DIED),
+            (b.dispatch_id, 0, ""),
+        ]
+        assert await inbox.charge_crash() == []  # charged once
+        await inbox.mark_in_flight([a.dispatch_id, b.dispatch_id])
+        assert sorted(await inbox.charge_crash()) == sorted([a.dispatch_id, b.dispatch_id])
+        assert [p.attempts for p in await inbox.next_batch(8)] == [1, 0]
+        # A step's commit clears the mark: nothing died.
+        await inbox.mark_in_flight([a.dispatch_id])
+        await inbox.commit(Commit(run_id="run_a", status="running", consumed=[]))
+        assert await inbox.charge_crash() == []
+        assert [p.attempts for p in await inbox.next_batch(8)] == [1, 0]
+    finally:
+        await inbox.aclose()
