@@ -24,7 +24,6 @@ handler's failure: the scheduler retries the item, after its backoff."""
 
 from __future__ import annotations
 
-import logging
 import time
 from contextlib import closing
 from typing import Protocol
@@ -33,28 +32,16 @@ import anyio
 
 from runtime import EnvelopeQuarantined, RunCancelled, RunStatus, afailpoint, is_terminal, new_id
 from runtime.actors import Actor
-from runtime.wire import FailurePolicy, OnFailure, clip_text
+from runtime.wire import FailurePolicy
 
-from .._errors import (
-    EntrypointError,
-    HandlerTimeout,
-    LimitExceeded,
-    RunStateUnreadable,
-    WorkflowLoadError,
-)
+from .._errors import HandlerTimeout, RunStateUnreadable
 from ..storage import Commit, Envelope, Inbox, Pending, outgoing
 from ._batch import RESUME, Batch, Step
 from ._context import Context, Minter
+from ._failures import attempt_failed, give_up
 from ._state import Snapshot, snapshot_of, state_snapshot
 from ._watch import HandlerWatch
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
-
-log = logging.getLogger("mailrun.sidecar.runs")
-
-FINAL = (LimitExceeded, EntrypointError, WorkflowLoadError, RunStateUnreadable)
-"""Failures a retry cannot fix: the same call makes the same too-large value
-again, an entrypoint stays missing, code that does not load stays so, a
-stored state stays unreadable. The policy applies at once."""
 
 
 class RunOwner(Protocol):
@@ -151,7 +138,7 @@ class RunActor(Actor[list[Pending]]):
             if error is not None:
                 # What the batch achieved before the failing item commits
                 # with the failed attempt; the retry starts at that item.
-                self._failed(current, error, batch)
+                attempt_failed(self._runs.policy, current, error, batch)
         await self._commit(batch)
 
     async def _take(self, p: Pending, batch: Batch, watch: HandlerWatch) -> Step:
@@ -177,44 +164,11 @@ class RunActor(Actor[list[Pending]]):
         if p.attempts >= self._runs.policy.max_attempts:
             # Its budget was spent before this call (by a process that died
             # on it, or under a larger max_attempts): no call, the policy.
-            self._give_up(p, batch, p.failure or "retry budget spent", p.attempts)
+            give_up(self._runs.policy, p, batch, p.failure or "retry budget spent", p.attempts)
             return Step.GIVEN_UP
         if self._unreadable is not None:
             raise RunStateUnreadable(self._unreadable)
         return await self._process(p, item, decision, batch, watch)
-
-    def _failed(self, p: Pending, exc: Exception, batch: Batch) -> None:
-        """The handler's call on ``p`` failed: one more attempt, with its error;
-        past the budget, or for an error a retry cannot fix, the policy."""
-        text = clip_text(f"{type(exc).__name__}: {exc}")
-        attempts = p.attempts + 1
-        batch.commit.attempt = (p.dispatch_id, text)
-        budget = self._runs.policy.max_attempts
-        final = isinstance(exc, FINAL)
-        # With its traceback: a failing handler is someone's bug to find.
-        log.warning(
-            "run %s: attempt %d of %d on %s failed%s: %s",
-            self._run_id,
-            attempts,
-            budget,
-            p.dispatch_id,
-            " (a retry cannot fix it)" if final else "",
-            text,
-            exc_info=exc,
-        )
-        if final or attempts >= budget:
-            self._give_up(p, batch, text, attempts)
-
-    def _give_up(self, p: Pending, batch: Batch, error: str, attempts: int) -> None:
-        """The deployment's ``on_failure`` for ``p``, whose handler failed."""
-        policy, now = self._runs.policy.on_failure, time.time()
-        if policy == OnFailure.PARK:
-            batch.park(p, now, error)
-        elif policy == OnFailure.SUSPEND:
-            batch.suspend(p, now, attempts, error)
-        else:
-            batch.fail(p, now, error)
-        log.error("run %s: %s after %d attempt(s): %s", self._run_id, policy, attempts, error)
 
     def _quarantine(self, p: Pending, batch: Batch) -> Step:
         event = EnvelopeQuarantined(
