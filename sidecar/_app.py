@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,7 +41,7 @@ from runtime import (
     write_restore_record,
 )
 from runtime.sqlite import Synchronous
-from runtime.wire import public_key_of
+from runtime.wire import LEGACY_POLICY, public_key_of
 
 from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home
@@ -217,7 +217,13 @@ class Sidecar:
             on_floor=self._raise_floor,
         )
         # Its own task: a rollout (a blob fetch, an import) never holds mail.
-        control = Control(link=link, deployment_id=record.deployment_id, versions=self.versions)
+        assert self.runs is not None
+        control = Control(
+            link=link,
+            deployment_id=record.deployment_id,
+            versions=self.versions,
+            set_policy=self.runs.set_policy,
+        )
         delivery = Delivery(
             inbox=inbox,
             link=link,
@@ -227,13 +233,15 @@ class Sidecar:
             versions=self.versions,
         )
         inbound = await transport.subscribe(subjects.inbound(record.deployment_id))
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(control.run)
-            tg.start_soon(delivery.run, inbound)
-            tg.start_soon(link.watch_announcements)
-            tg.start_soon(self.shipper.run)
-            tg.start_soon(self._keep_record)
-            tg.start_soon(link.run)
+        # Closed here too: a stop may come before its task has started.
+        with closing(control):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(control.run)
+                tg.start_soon(delivery.run, inbound)
+                tg.start_soon(link.watch_announcements)
+                tg.start_soon(self.shipper.run)
+                tg.start_soon(self._keep_record)
+                tg.start_soon(link.run)
 
     async def _persist(self) -> None:
         assert self.record is not None and self._record_path is not None
@@ -267,6 +275,7 @@ class Sidecar:
             await self._persist()
             self._previous_instance = None
             self.link.identity = dataclasses.replace(self.link.identity, previous_instance="")
+        await self.runs.set_policy(welcome.policy or LEGACY_POLICY)
         await self._raise_floor(welcome.floor_seq)
         if self.record.session_id != welcome.session_id:
             self.record = msgspec.structs.replace(self.record, session_id=welcome.session_id)

@@ -4,10 +4,14 @@ builds, the run as the batch moves it, and what taking each item did.
 Every item of a batch is taken one way (:class:`Step`): set aside as
 unreadable, refused because the run has ended, refused because a child's
 parent has ended (the child is cancelled), held while the run waits for an
-approval, or processed by the handler, which may end the batch (a decision
-that opens the run's gate: the rows it held come next). Each way records in
-the :class:`Batch` what the commit writes: the row's outcome, the events
-(encoded once, as the outbox keeps them) and the run's status and state.
+approval or is suspended, a ``resume`` (never shown to the handler, it may
+end the batch: the rows the suspension held come next), processed by the
+handler, which may end the batch (a decision that opens the run's gate: the
+rows it held come next), or, once the handler failed on it past the retry
+budget, given up by the deployment's failure policy (parked, the run
+suspended, or the run failed). Each way records in the :class:`Batch` what
+the commit writes: the row's outcome, the events (encoded once, as the
+outbox keeps them) and the run's status and state.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from runtime import (
     is_terminal,
     new_id,
 )
+from runtime.wire import RunSuspended
 
 from ..storage import DEAD_LETTER, Commit, Outgoing, Pending, outgoing, processed
 from ._context import Context, check_encoded, to_json
@@ -42,12 +47,23 @@ class Step(Enum):
     CANCELLED = "cancelled"
     """A child's start whose parent had ended: refused, the child cancelled."""
     HELD = "held"
-    """The run waits for an approval: kept for after the decision."""
+    """The run waits for an approval, or is suspended: kept for after the
+    decision, or the resume."""
     PROCESSED = "processed"
     """The handler's call, committed with the batch."""
     GATE_OPENED = "gate_opened"
     """Processed, and it was the last decision the run waited for: the batch
     ends here, so that the rows the gate held come next."""
+    RESUMED = "resumed"
+    """A ``resume`` took the run out of suspension: the batch ends here, so
+    that the rows the suspension held come next, the failing one first."""
+    GIVEN_UP = "given_up"
+    """The handler failed on it past the retry budget: parked, or the run
+    suspended or failed, by the deployment's policy."""
+
+
+RESUME = "resume"
+"""The kind of the item the hub mints to resume a suspended run."""
 
 
 @dataclass(slots=True)
@@ -70,6 +86,21 @@ class Batch:
     @property
     def waiting(self) -> bool:
         return self.status == RunStatus.WAITING
+
+    @property
+    def suspended(self) -> bool:
+        return self.status == RunStatus.SUSPENDED
+
+    def _started(self, at: float) -> list[Outgoing]:
+        """RunStarted, if the run has not started: the item makes it start."""
+        if self.status is not None:
+            return []
+        self.status = RunStatus.RUNNING
+        return [outgoing(RunStarted(event_id=new_id("evt"), run_id=self.commit.run_id, at=at))]
+
+    def _step(self) -> int:
+        self.commit.steps = (self.commit.steps or 0) + 1
+        return self.commit.steps
 
     def over_budget(self, budget: float) -> bool:
         """Whether the batch has handled items for ``budget`` seconds (at
@@ -149,6 +180,55 @@ class Batch:
         self.status, commit.approvals = status, approvals
         return Step.GATE_OPENED if waited and status != RunStatus.WAITING else Step.PROCESSED
 
+    def resume(self, p: Pending, at: float) -> Step:
+        """A ``resume``: consumed as processed, the run's state unchanged; if
+        the run is suspended, it runs again and the rows it holds start
+        their attempts anew at the resume's version at least. Otherwise a
+        no-op."""
+        resumed = self.suspended
+        if resumed:
+            assert p.envelope is not None
+            self.status = RunStatus.RUNNING
+            self.commit.resumed = max(p.envelope.version, 1)
+        outcome = DispatchOutcome.PROCESSED
+        self.consume(p, outcome, [self.processed(p, at, outcome, self._step())])
+        return Step.RESUMED if resumed else Step.PROCESSED
+
+    def park(self, p: Pending, at: float, error: str) -> None:
+        """Past the budget under ``park``: the item is consumed as ``parked``
+        with its error, the run goes on."""
+        started = self._started(at)
+        outcome = DispatchOutcome.PARKED
+        done = self.processed(p, at, outcome, self._step(), error=error)
+        self.consume(p, outcome, [*started, done])
+
+    def suspend(self, p: Pending, at: float, attempts: int, error: str) -> None:
+        """Past the budget under ``suspend``: the run is suspended, the item
+        held with every later one of the run, until a ``resume``."""
+        started = self._started(at)
+        self.status = RunStatus.SUSPENDED
+        self.hold(p)
+        suspended = RunSuspended(
+            event_id=new_id("evt"),
+            run_id=self.commit.run_id,
+            at=at,
+            dispatch_id=p.dispatch_id,
+            attempts=attempts,
+            error=error,
+        )
+        self.commit.events.extend([*started, check_encoded(outgoing(suspended))])
+
+    def fail(self, p: Pending, at: float, error: str) -> None:
+        """Past the budget under ``fail`` (or a policy this sidecar does not
+        know): the item is consumed as ``failed``, the run fails; later
+        items are refused."""
+        started = self._started(at)
+        outcome = DispatchOutcome.FAILED
+        done = self.processed(p, at, outcome, self._step(), error=error)
+        failed = RunFailed(event_id=new_id("evt"), run_id=self.commit.run_id, at=at, error=error)
+        self.consume(p, outcome, [*started, done, check_encoded(outgoing(failed))])
+        self.status, self.commit.approvals, self.commit.error = RunStatus.FAILED, [], error
+
     def hold(self, p: Pending) -> None:
         if not p.held:  # a held row stays held
             self.commit.held.append((p.dispatch_id, p.seq))
@@ -160,9 +240,11 @@ class Batch:
         outcome: DispatchOutcome,
         step: int,
         state: Snapshot | None = None,
+        error: str = "",
     ) -> Outgoing:
         """The DispatchProcessed of ``p``, with the run's state (``state``, else
-        the batch's), as it is encoded already."""
+        the batch's), as it is encoded already; ``error``: why it was not
+        processed."""
         envelope = p.envelope
         return check_encoded(
             processed(
@@ -175,5 +257,6 @@ class Batch:
                 outcome=outcome,
                 step=step,
                 version=max(envelope.version, 1) if envelope is not None else 0,
+                error=error,
             )
         )

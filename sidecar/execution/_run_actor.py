@@ -9,9 +9,18 @@ the last one makes the run ``running`` again and ends the batch, so that the
 held rows come next, in their order, before anything later
 (:meth:`Inbox.next_batch`).
 
+A suspended run holds its items the same way, until a ``resume`` item
+comes: it overtakes what the run holds, as a decision does, and ends the
+batch so that the held rows come next, the one the handler failed on first.
+
 :meth:`RunActor.receive` takes a batch's items in order, each by one of
 the ways :class:`~sidecar.execution._batch.Step` names, and commits what
-they made in one transaction."""
+they made in one transaction. A handler call that fails (raises, overruns
+its timeout) ends the batch: what came before it is committed with one more
+failed attempt of its item, whose error is kept; past the deployment's
+``max_attempts`` (or at once, for an error a retry cannot fix) the same
+commit applies its ``on_failure``. The actor itself never crashes on a
+handler's failure: the scheduler retries the item, after its backoff."""
 
 from __future__ import annotations
 
@@ -23,11 +32,13 @@ import anyio
 
 from runtime import EnvelopeQuarantined, RunCancelled, RunStatus, afailpoint, is_terminal, new_id
 from runtime.actors import Actor
+from runtime.wire import FailurePolicy
 
 from .._errors import HandlerTimeout, RunStateUnreadable
 from ..storage import Commit, Envelope, Inbox, Pending, outgoing
-from ._batch import Batch, Step
+from ._batch import RESUME, Batch, Step
 from ._context import Context, Minter
+from ._failures import attempt_failed, give_up
 from ._state import Snapshot, snapshot_of, state_snapshot
 from ._watch import HandlerWatch
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
@@ -60,6 +71,11 @@ class RunOwner(Protocol):
         ...
 
     @property
+    def policy(self) -> FailurePolicy:
+        """The deployment's failure policy, as the hub last said it."""
+        ...
+
+    @property
     def step_budget(self) -> float:
         """Seconds of handling after which a batch stops and commits."""
         ...
@@ -78,14 +94,15 @@ class RunActor(Actor[list[Pending]]):
         self._entrypoint: str | None = None
         self._version = 0
         """The workflow version that processed the run's latest item (0: none)."""
+        self._unreadable: str | None = None
+        """Why the run's stored state cannot be read (None: it can)."""
 
     async def started(self) -> None:
         record = await self._runs.inbox.load_run(self._run_id)
-        ended = record.status is not None and is_terminal(record.status)
-        if record.state_error is not None and not ended:
-            # Never processed on a stand-in state: the run fails with the
-            # reason (after the usual retries); the stored bytes stay.
-            raise RunStateUnreadable(f"run {self._run_id}: {record.state_error}")
+        if record.state_error is not None:
+            # Never processed on a stand-in state: each item the handler
+            # would get fails at once (the policy applies); the bytes stay.
+            self._unreadable = f"run {self._run_id}: {record.state_error}"
         self._status = record.status
         self._state = snapshot_of(record.state, f"stored state of {self._run_id}")
         self._steps, self._approvals = record.steps, record.approvals
@@ -97,23 +114,31 @@ class RunActor(Actor[list[Pending]]):
         commit = Commit(run_id=self._run_id, status=self._status or RunStatus.RUNNING, consumed=[])
         commit.steps, commit.approvals = self._steps, list(self._approvals)
         batch = Batch(commit, self._status, self._state, self._version)
-        try:
-            with (
-                anyio.CancelScope() as scope,
-                closing(HandlerWatch(scope, self._runs.handler_timeout)) as watch,
-            ):
-                for p in message:
-                    if batch.over_budget(self._runs.step_budget):
-                        break  # the rest comes next step, after this one's commit
-                    if await self._take(p, batch, watch) is Step.GATE_OPENED:
-                        break  # the rows the gate held come next, before the rest
-            if watch.overran is not None:
-                raise self._timed_out(watch.overran)
-        except Exception:
-            # Keep what the batch achieved before the failing envelope; the
-            # exception then crashes this actor and the retry starts there.
-            await self._commit(batch)
-            raise
+        current: Pending | None = None  # the item being taken
+        error: Exception | None = None
+        with (
+            anyio.CancelScope() as scope,
+            closing(HandlerWatch(scope, self._runs.handler_timeout)) as watch,
+        ):
+            for p in message:
+                if batch.over_budget(self._runs.step_budget):
+                    break  # the rest comes next step, after this one's commit
+                current = p
+                try:
+                    step = await self._take(p, batch, watch)
+                except Exception as exc:
+                    error = exc
+                    break
+                current = None
+                if step in (Step.GATE_OPENED, Step.RESUMED):
+                    break  # the rows the gate held come next, before the rest
+        if current is not None:
+            if error is None and watch.overran is not None:
+                error = self._timed_out(watch.overran)
+            if error is not None:
+                # What the batch achieved before the failing item commits
+                # with the failed attempt; the retry starts at that item.
+                attempt_failed(self._runs.policy, current, error, batch)
         await self._commit(batch)
 
     async def _take(self, p: Pending, batch: Batch, watch: HandlerWatch) -> Step:
@@ -129,11 +154,20 @@ class RunActor(Actor[list[Pending]]):
             and await self._orphan(envelope, batch)
         ):
             return self._cancel(p, batch)
+        if envelope.kind == RESUME:
+            return batch.resume(p, time.time())
         item = item_of(envelope)
         decision = item.approval_id if isinstance(item, ApprovalDecision) else None
-        if batch.waiting and decision not in (batch.commit.approvals or []):
+        if batch.suspended or (batch.waiting and decision not in (batch.commit.approvals or [])):
             batch.hold(p)
             return Step.HELD
+        if p.attempts >= self._runs.policy.max_attempts:
+            # Its budget was spent before this call (by a process that died
+            # on it, or under a larger max_attempts): no call, the policy.
+            give_up(self._runs.policy, p, batch, p.failure or "retry budget spent", p.attempts)
+            return Step.GIVEN_UP
+        if self._unreadable is not None:
+            raise RunStateUnreadable(self._unreadable)
         return await self._process(p, item, decision, batch, watch)
 
     def _quarantine(self, p: Pending, batch: Batch) -> Step:
@@ -226,7 +260,7 @@ class RunActor(Actor[list[Pending]]):
 
     async def _commit(self, batch: Batch) -> None:
         commit = batch.commit
-        if not commit.consumed and not commit.held:
+        if not commit.consumed and not commit.held and commit.attempt is None:
             return
         commit.status = batch.status or RunStatus.RUNNING
         await afailpoint("sidecar.run.before_commit")

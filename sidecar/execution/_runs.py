@@ -1,54 +1,68 @@
-"""Runs: one supervised actor per run, driven in the deployment's seq order.
+"""Runs: one actor per run, driven in the deployment's seq order, with
+the deployment's failure policy.
 
 Every dispatch of the deployment comes to this sidecar and seq is per
 deployment, so one scheduler takes the next in-order batch from the inbox
 (always of one run), asks that run's actor to process it, and only then
 looks for the next. Processing order is therefore seq order across runs.
-The run actor is where supervision applies: a handler that raises crashes
-the actor, the kernel restarts it with backoff and the scheduler's next ask
-retries the same envelope; past the restart budget the actor gives up and
-the scheduler commits RunFailed, consuming the failing envelope as
-``failed`` so that later dispatches are not wedged behind it. A value over
-its size limit (:class:`LimitExceeded`) fails the run at once: a retry
-would make it again.
+
+A handler call that fails is one failed attempt of its item, counted in
+the inbox (the run actor commits it, with what its batch did before). The
+scheduler retries the item, alone in its batch, after a backoff doubling
+from 0.1 s (with jitter, capped at the policy's ``max_backoff``); past
+``max_attempts`` the actor applies the policy's ``on_failure`` in its
+commit (``suspend``, ``park`` or ``fail``). A process that dies during a
+handler call is charged the same way (``sidecar/storage/_attempts.py``):
+before each batch its dispatches are named in the inbox without waiting for
+the disk, and at the next start that mark says which item it died on.
+
+The policy comes from the hub (every Welcome, and ``SetPolicy``) and is kept
+in the inbox's ``meta``, so a sidecar that starts without its hub uses the
+last one it had (:data:`~runtime.wire.LEGACY_POLICY` before any).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 import anyio
+import msgspec
 
-from runtime import (
-    DispatchOutcome,
-    DispatchProcessed,
-    Event,
-    Flag,
-    RunFailed,
-    RunSnapshot,
-    RunStarted,
-    RunStatus,
-    Wakeup,
-    is_terminal,
-    new_id,
-)
+from runtime import Backoff, Flag, Retry, RunSnapshot, Wakeup
 from runtime.actors import ActorRef, RestartPolicy, Supervisor
 from runtime.errors import ActorStopped
 from runtime.loops import StackedContext
-from runtime.wire import clip_text
+from runtime.wire import LEGACY_POLICY, FailurePolicy
 
-from .._errors import EntrypointError, LimitExceeded, WorkflowLoadError
-from ..storage import Commit, Inbox, Pending, outgoing
+from .._errors import EntrypointError
+from ..storage import Inbox, Pending
 from ._context import Minter
 from ._run_actor import RunActor
 from ._versions import Versions
 from ._workflow import Handler, StateMigration
 
 log = logging.getLogger("mailrun.sidecar.runs")
+
+
+POLICY_KEY = "policy"
+"""The ``meta`` key of the failure policy the hub last gave (JSON)."""
+
+FIRST_RETRY = 0.1
+"""Seconds before an item's first retry; each later one doubles it."""
+
+_TROUBLE = Backoff(initial=0.05, maximum=1.0)
+"""Between steps whose actor broke on something else than its handler."""
+
+
+def retry_delay(policy: FailurePolicy, attempts: int) -> float:
+    """Seconds before the retry of an item that failed ``attempts`` times:
+    0.1 s doubling, with jitter, at most ``max_backoff``."""
+    if policy.max_backoff <= 0:
+        return 0.0
+    return Backoff(min(FIRST_RETRY, policy.max_backoff), policy.max_backoff).delay(attempts)
 
 
 @dataclass(frozen=True)
@@ -60,8 +74,9 @@ class RunsConfig:
     commits: a backlog of quick items goes ``batch_limit`` to an fsync, slow
     ones still commit (and their events ship) about this often."""
     policy: RestartPolicy = field(default_factory=lambda: RestartPolicy(max_restarts=5, window=60))
-    handler_timeout: float = 300.0
-    """A handler call running longer than this fails (and is retried)."""
+    """Restarts of a run actor that broke on something else than a handler
+    (the inbox, say); a handler's failures are attempts of its item, counted
+    by the failure policy, and never crash the actor."""
     stop_grace: float = 5.0
     """On shutdown, how long a handler may take to finish its current batch."""
 
@@ -90,16 +105,26 @@ class Runs(StackedContext):
         self.minter = minter
         self.on_commit = on_commit
         self.config = config or RunsConfig()
-        self._supervisor = Supervisor(
-            on_give_up=self._gave_up_cb, stop_grace=self.config.stop_grace
-        )
-        self._gave_up: dict[str, BaseException] = {}
+        self._supervisor = Supervisor(stop_grace=self.config.stop_grace)
+        self._policy = LEGACY_POLICY
+        self._suspects: set[str] = set()
+        """Rows of a batch during which an earlier process died: each is
+        processed alone, so that another death is charged to its own row."""
+        self._waited: tuple[str, int] | None = None
+        """The item, and its failed attempts, whose backoff was waited out."""
+        self._trouble = Retry(_TROUBLE)
         self._wake = Wakeup()
         self._stepping = anyio.Lock()  # held for one step; adopt() waits for it
         self.idle = Flag()
         """Set while the scheduler has nothing it can process."""
 
     async def _open(self, stack: AsyncExitStack) -> None:
+        stored = await self.inbox.get_meta(POLICY_KEY)
+        if stored is not None:
+            self._policy = _policy.decode(stored)
+        self._suspects = set(await self.inbox.charge_crash())
+        # Last on the way out: the actors have committed or been cancelled.
+        stack.push_async_callback(self._stopped)
         await stack.enter_async_context(self._supervisor)
         tg = await stack.enter_async_context(anyio.create_task_group())
         # Leaving: the scheduler stops first; then the supervisor stops the
@@ -109,9 +134,26 @@ class Runs(StackedContext):
         tg.start_soon(self._schedule)
         self.kick()
 
+    async def _stopped(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.inbox.clear_in_flight()
+
+    @property
+    def policy(self) -> FailurePolicy:
+        return self._policy
+
+    async def set_policy(self, policy: FailurePolicy) -> None:
+        """The hub's failure policy (a Welcome's, a SetPolicy's): in force from
+        the next handler call, and kept for a start without the hub."""
+        if policy != self._policy or await self.inbox.get_meta(POLICY_KEY) is None:
+            await self.inbox.set_meta(POLICY_KEY, msgspec.json.encode(policy).decode())
+            if policy != self._policy:
+                log.info("failure policy: %s", policy)
+            self._policy = policy
+
     @property
     def handler_timeout(self) -> float:
-        return self.config.handler_timeout
+        return self._policy.handler_timeout
 
     @property
     def step_budget(self) -> float:
@@ -150,7 +192,6 @@ class Runs(StackedContext):
         two steps, and restart the run actors, which hold their run's state."""
         async with self._stepping:
             await self.inbox.adopt(runs, floor, settled)
-            self._gave_up.clear()
             await self._supervisor.stop_all()
         log.info("adopted the hub's state of %d run(s), up to seq %d", len(runs), floor)
         self.kick()
@@ -161,11 +202,17 @@ class Runs(StackedContext):
             self.idle.clear()
             while True:
                 async with self._stepping:
-                    if not await self._step():
-                        break
+                    pause = await self._step()
+                if pause is None:
+                    break
+                if pause > 0:
+                    # Not within the step: a takeover does not wait for it.
+                    await anyio.sleep(pause)
             self.idle.set()
 
-    async def _step(self) -> bool:
+    async def _step(self) -> float | None:
+        """One batch processed; None when there is none, else the seconds to
+        wait before the next one (0: none)."""
         # A run that ended cancelled its live children in its commit: their
         # actors hold a status from before that.
         for cancelled in self.inbox.take_cancelled():
@@ -174,34 +221,45 @@ class Runs(StackedContext):
                 await child.stop()
         batch = await self.inbox.next_batch(self.config.batch_limit)
         if not batch:
-            return False
-        run_id = batch[0].run_id
-        error = self._gave_up.pop(run_id, None)
-        if error is not None:
-            await self._fail_run(batch[0], error)
-            self.on_commit()
-            return True
+            return None
+        first = batch[0]
+        if first.attempts or first.dispatch_id in self._suspects:
+            batch = batch[:1]  # its next death, or failure, is its own
+            pause = self._backoff(first)
+            if pause > 0:
+                return pause
+        run_id = first.run_id
         ref = await self._actor(run_id)
+        await self.inbox.mark_in_flight([p.dispatch_id for p in batch])
         try:
             await ref.ask(batch, timeout=self._ask_timeout())
         except ActorStopped:
-            await ref.stop()  # returns once the supervisor's give-up handling ran
-            if run_id not in self._gave_up:
-                log.warning("run %s stopped while processing; scheduling stops", run_id)
-                return False
-        except (LimitExceeded, EntrypointError, WorkflowLoadError) as exc:
-            # Retrying cannot help: the same call makes the same too-large
-            # value again, a child's entrypoint stays missing. The run fails
-            # now, on this envelope (next step).
+            # Past its restart budget: the next step starts a fresh one.
             await ref.stop()
-            self._gave_up[run_id] = exc
+            log.warning("run %s: its actor stopped; starting another", run_id)
+            return self._broke()
         except Exception as exc:
-            # The kernel restarts the actor after a backoff and the next ask
-            # (queued meanwhile) retries from the first unconsumed envelope;
-            # or, past the budget, it gave up (seen by the next step).
-            log.debug("run %s: handler failed, will retry: %r", run_id, exc)
+            # Not a handler's failure (those are attempts): the inbox, say.
+            # The kernel restarts the actor; the next step tries again.
+            log.warning("run %s: processing broke: %r", run_id, exc)
+            return self._broke()
+        self._trouble.succeeded()
         self.on_commit()
-        return True
+        return 0.0
+
+    def _backoff(self, p: Pending) -> float:
+        """The wait before the retry of ``p`` (0: none, or waited out already)."""
+        if not p.attempts or p.attempts >= self._policy.max_attempts:
+            return 0.0  # never failed, or the policy applies now
+        if self._waited == (p.dispatch_id, p.attempts):
+            return 0.0
+        self._waited = (p.dispatch_id, p.attempts)
+        return retry_delay(self._policy, p.attempts)
+
+    def _broke(self) -> float:
+        self._trouble.failed()
+        self.on_commit()
+        return self._trouble.delay
 
     async def _actor(self, run_id: str) -> ActorRef[list[Pending]]:
         ref = self._supervisor.get(run_id)
@@ -215,48 +273,7 @@ class Runs(StackedContext):
         )
 
     def _ask_timeout(self) -> float:
-        return self.config.handler_timeout * self.config.batch_limit + 60.0
+        return self.handler_timeout * self.config.batch_limit + 60.0
 
-    async def _gave_up_cb(self, name: str, exc: BaseException) -> None:
-        self._gave_up[name] = exc
 
-    async def _fail_run(self, p: Pending, error: BaseException) -> None:
-        """The retry budget is spent: the run fails, and the envelope it was
-        stuck on (``p``, still the next one) is consumed as ``failed``:
-        recorded, not dropped, and later seqs are not held behind it."""
-        run_id = p.run_id
-        text = clip_text(f"{type(error).__name__}: {error}")
-        record = await self.inbox.load_run(run_id)
-        now = time.time()
-        events: list[Event] = []
-        if record.status is None:
-            events.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=now))
-        events.append(
-            DispatchProcessed(
-                event_id=new_id("evt"),
-                run_id=run_id,
-                at=now,
-                dispatch_id=p.dispatch_id,
-                seq=p.seq,
-                state=record.state,
-                outcome=DispatchOutcome.FAILED,
-                step=record.steps + 1,
-                version=max(p.envelope.version, 1) if p.envelope is not None else 0,
-            )
-        )
-        ended = record.status is not None and is_terminal(record.status)
-        if not ended:
-            events.append(RunFailed(event_id=new_id("evt"), run_id=run_id, at=now, error=text))
-        await self.inbox.commit(
-            Commit(
-                run_id=run_id,
-                status=record.status if ended and record.status else RunStatus.FAILED,
-                # A held row is behind the processing position: no seq for it.
-                consumed=[(p.dispatch_id, None if p.held else p.seq, DispatchOutcome.FAILED)],
-                error=None if ended else text,
-                events=[outgoing(e) for e in events],
-                steps=record.steps + 1,
-                approvals=[],
-            )
-        )
-        log.error("run %s failed: %s", run_id, text)
+_policy = msgspec.json.Decoder(FailurePolicy)

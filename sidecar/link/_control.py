@@ -1,8 +1,10 @@
 """Control frames: what the hub says on the inbound subject besides mail.
 
 ``Ping`` (a liveness probe), ``Fenced`` (the deployment was deleted, or
-ownership moved) and ``LoadVersion`` (fetch, keep and import a version
-before the hub makes it active) come on the deployment's inbound subject,
+ownership moved), ``LoadVersion`` (fetch, keep and import a version
+before the hub makes it active) and ``SetPolicy`` (the deployment's failure
+policy changed; answered ``PolicySet`` once it is in force and kept) come
+on the deployment's inbound subject,
 in between its mail frames. They are handled by a task of their own, fed
 by a bounded mailbox, so a rollout (a blob fetch, then an import of user
 code) never holds the deployment's mail: delivery hands a control frame
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -34,14 +37,15 @@ from runtime import (
     VersionLoaded,
     encode,
 )
+from runtime.wire import FailurePolicy, PolicySet, SetPolicy
 
 from ..execution import Versions
 from ._session import HubLink
 
 log = logging.getLogger("mailrun.sidecar.control")
 
-ControlFrame = Ping | Fenced | LoadVersion
-CONTROL_FRAMES = (Ping, Fenced, LoadVersion)
+ControlFrame = Ping | Fenced | LoadVersion | SetPolicy
+CONTROL_FRAMES = (Ping, Fenced, LoadVersion, SetPolicy)
 
 MAILBOX = 16
 """Control frames waiting for the control task (the hub has one probe and
@@ -52,11 +56,17 @@ class Control:
     """The control task (:meth:`run`) and its mailbox (:meth:`offer`)."""
 
     def __init__(
-        self, *, link: HubLink, deployment_id: str, versions: Versions | None = None
+        self,
+        *,
+        link: HubLink,
+        deployment_id: str,
+        versions: Versions | None = None,
+        set_policy: Callable[[FailurePolicy], Awaitable[None]] | None = None,
     ) -> None:
         self._link = link
         self._deployment_id = deployment_id
         self._versions = versions
+        self._set_policy = set_policy
         self._send: MemoryObjectSendStream[tuple[Message, ControlFrame]]
         self._receive: MemoryObjectReceiveStream[tuple[Message, ControlFrame]]
         self._send, self._receive = anyio.create_memory_object_stream[tuple[Message, ControlFrame]](
@@ -72,6 +82,11 @@ class Control:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the control task has ended: the sidecar is stopping
 
+    def close(self) -> None:
+        """The mailbox goes, whether or not :meth:`run` ever started."""
+        self._send.close()
+        self._receive.close()
+
     async def run(self) -> None:
         with self._send, self._receive:
             async for message, frame in self._receive:
@@ -82,6 +97,8 @@ class Control:
                         self._fenced(frame)
                     case LoadVersion():
                         await self._load(message, frame)
+                    case SetPolicy():
+                        await self._policy(message, frame)
 
     async def _pong(self, message: Message, ping: Ping) -> None:
         # Only the session the hub probes answers: a fenced process that has
@@ -115,3 +132,13 @@ class Control:
             await message.respond(encode(reply))
         except TransportError as exc:
             log.warning("could not answer the load of version %d: %s", frame.version, exc)
+
+    async def _policy(self, message: Message, frame: SetPolicy) -> None:
+        """Put the deployment's new failure policy in force, and say so. Only
+        the session the hub stamped answers (as for a Ping); the hub sends
+        it again until it hears back, and a new Welcome carries it anyway."""
+        if not self._link.holds(frame.session_id) or self._set_policy is None:
+            return
+        await self._set_policy(frame.policy)
+        with contextlib.suppress(TransportError):  # unanswered: the hub sends it again
+            await message.respond(encode(PolicySet(deployment_id=self._deployment_id)))

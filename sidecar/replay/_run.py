@@ -12,7 +12,9 @@ its commit, and there is none here), and ``spawn`` gets the child ids the
 run recorded, in order, instead of asking the hub.
 
 After each item its state, its effects and the run's end are compared with
-what the run recorded; the first item where they differ ends the replay.
+what the run recorded; the first item where they differ ends the replay. A
+``resume`` item is skipped (it never reached a handler and changed nothing);
+a parked item is replayed like a failed one: the recorded run raised on it.
 The answer is one JSON document on stdout: a :class:`ReplayReport` (exit 0), or a
 :class:`ReplayFailureReport` (exit 1) when the code does not load, ``migrate_state``
 fails, or the job is unreadable. Whatever the workflow code prints goes to
@@ -50,6 +52,7 @@ from runtime.sidecar_contract import ReplayDifference
 
 from .._errors import EntrypointError, WorkflowLoadError
 from ..execution import (
+    RESUME,
     Context,
     Handler,
     StateMigration,
@@ -206,7 +209,7 @@ def _difference(item: ReplayItem, call: _Call) -> ReplayDifference | None:
     what: str | None = None
     before: dict[str, Any] = {}
     after: dict[str, Any] = {}
-    failed = recorded.outcome == DispatchOutcome.FAILED
+    failed = recorded.outcome in (DispatchOutcome.FAILED, DispatchOutcome.PARKED)
     if call.raised is not None:
         if not failed:
             what = "error"
@@ -283,6 +286,8 @@ async def replay(job: ReplayJob, src_dir: Path) -> ReplayReport:
     report = ReplayReport(run_id=job.run_id, differs=False, replayed=0, start=job.start)
     report.skipped = list(job.skipped)
     for item in job.items:
+        if item.kind == RESUME:
+            continue  # never a handler's: nothing to compare
         if item.body is None:
             state = item.recorded.state  # not replayable: go on from what it recorded
             continue

@@ -45,6 +45,7 @@ class _Processed(msgspec.Struct, tag="DispatchProcessed", tag_field="t", kw_only
     outcome: str
     step: int
     version: int
+    error: str
 
 
 def processed(
@@ -58,9 +59,11 @@ def processed(
     outcome: str,
     step: int,
     version: int,
+    error: str = "",
 ) -> Outgoing:
     """A DispatchProcessed whose ``state`` is the run's state encoded (a
-    msgpack map, as the inbox keeps it)."""
+    msgpack map, as the inbox keeps it); ``error``: why a ``failed`` or
+    ``parked`` one was not processed."""
     event = _Processed(
         event_id=event_id,
         run_id=run_id,
@@ -71,6 +74,7 @@ def processed(
         outcome=outcome,
         step=step,
         version=version,
+        error=error,
     )
     return Outgoing(event_id, run_id, DispatchProcessed.__name__, encode(event))
 

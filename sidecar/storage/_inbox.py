@@ -28,6 +28,7 @@ from runtime import RunSnapshot
 from runtime.sqlite import Database, Synchronous, release_free_pages
 
 from ._adopt import adopt_hub_state
+from ._attempts import RetryRow, charge_crash, mark_in_flight, revive_parked
 from ._envelope import Envelope, encode_envelope
 from ._events import Outgoing, settled_dispatch
 from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dispatches, learn_seqs
@@ -41,7 +42,7 @@ from ._outbox import (
 from ._position import advance_over_done, read_position, skip_up_to
 from ._queue import Pending, RunRecord, next_batch, next_rows, read_run, run_record
 from ._schema import migrate
-from ._step import Commit, write_step
+from ._step import IN_FLIGHT, Commit, write_step
 
 DONE_KEPT = 1000
 """Compacted rows kept behind the processing position (for an operator to
@@ -141,7 +142,9 @@ class Inbox:
 
         ``dead`` rows ``(source, reason, data)`` go to the dead letter table.
         A duplicate changes nothing, except that a row release 1 stored
-        without a seq learns the seq the hub gave it.
+        without a seq learns the seq the hub gave it. A frame for a dispatch
+        held here as ``parked``, at a higher seq, is the hub's retry of it:
+        stored (pending again at its new seq, :func:`revive_parked`).
         """
         now = time.time()
         async with self._lock:
@@ -157,6 +160,13 @@ class Inbox:
 
             def body(conn: sqlite3.Connection) -> tuple[list[bool], int]:
                 inserted = insert_envelopes(conn, rows)
+                retries: list[RetryRow] = [
+                    (row[0], row[1], row[3], now)
+                    for row in rows
+                    if row[3] is not None and row[0] not in inserted
+                ]
+                if retries:
+                    inserted |= revive_parked(conn, retries)
                 fresh: list[bool] = []
                 for e in envelopes:
                     fresh.append(e.dispatch_id in inserted)
@@ -178,6 +188,28 @@ class Inbox:
             # the other: fewer mails a second for as much CPU (bench_e2e).
             fresh, self._last_seq = await self.db.transact(body, heavy=True)
         return fresh
+
+    # --- attempts -------------------------------------------------------------
+
+    async def mark_in_flight(self, dispatch_ids: Sequence[str]) -> None:
+        """Name the dispatches whose handler calls are about to run, without
+        waiting for the disk; the step's commit clears the mark
+        (``sidecar/storage/_attempts.py``)."""
+        async with self._lock:
+            body = partial(mark_in_flight, dispatch_ids=dispatch_ids)
+            await self.db.transact(body, durable=False)
+
+    async def charge_crash(self) -> list[str]:
+        """Charge the death of an earlier process to the item it was handling
+        (:func:`~sidecar.storage._attempts.charge_crash`); the suspects when
+        it was handling several."""
+        async with self._lock:
+            return await self.db.transact(charge_crash)
+
+    async def clear_in_flight(self) -> None:
+        """An orderly stop cut the batch short: that was no item's fault."""
+        async with self._lock:
+            await self.db.transact(partial(write_meta, key=IN_FLIGHT, value=None))
 
     async def raise_floor(self, floor: int) -> int:
         """The hub finished every dispatch up to ``floor``: never wait for them.

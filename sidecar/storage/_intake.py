@@ -70,9 +70,12 @@ def keep_dead_letters(
 
 
 def known_dispatches(conn: sqlite3.Connection, dispatch_ids: Sequence[str]) -> set[str]:
-    """Which of these dispatches the inbox holds."""
+    """Which of these dispatches the inbox holds (a parked one does not count:
+    a frame for it is the hub's retry, whose body is stored again)."""
     marks = ",".join("?" * len(dispatch_ids))
     rows = conn.execute(
-        f"SELECT dispatch_id FROM inbox WHERE dispatch_id IN ({marks})", tuple(dispatch_ids)
+        f"SELECT dispatch_id FROM inbox WHERE dispatch_id IN ({marks})"
+        " AND NOT (state = 'done' AND outcome = 'parked')",
+        tuple(dispatch_ids),
     )
     return {row[0] for row in rows}

@@ -9,11 +9,12 @@ from typing import Any
 import msgspec
 
 from runtime import RecordDecodeError, RunStatus
+from runtime.wire import holds_items
 
 from ._envelope import Envelope, decode_envelope, decode_run_state
 
 NEXT_PENDING = (
-    "SELECT dispatch_id, run_id, seq, envelope FROM inbox"
+    "SELECT dispatch_id, run_id, seq, envelope, attempts, error FROM inbox"
     " WHERE state = 'pending' AND (seq IS NULL OR seq > ?) ORDER BY seq, rowid LIMIT ?"
 )
 """The next pending envelopes: release 1's (no seq: NULL sorts first) in
@@ -27,8 +28,10 @@ SQLite sort every pending row for each batch)."""
 class Pending:
     """One pending inbox row; ``envelope`` is None when it cannot be read.
 
-    ``held``: a row its run held while it waited for an approval (behind the
-    processing position, so consuming it does not move the position)."""
+    ``held``: a row its run held while it waited for an approval or was
+    suspended (behind the processing position, so consuming it does not
+    move the position). ``attempts``: the handler calls on it that failed
+    so far, ``failure`` the last one's error."""
 
     dispatch_id: str
     run_id: str
@@ -37,6 +40,8 @@ class Pending:
     raw: bytes
     error: str = ""
     held: bool = False
+    attempts: int = 0
+    failure: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,21 +58,24 @@ class RunRecord:
     version: int = 0  # the workflow version of its latest item (0: none yet)
 
 
-Row = tuple[str, str, int | None, bytes]
-"""``(dispatch_id, run_id, seq, envelope)``."""
+Row = tuple[str, str, int | None, bytes, int, str]
+"""``(dispatch_id, run_id, seq, envelope, attempts, error)``."""
+
+_HOLDING = tuple(s.value for s in RunStatus if holds_items(s))
+_HOLDING_MARKS = ",".join("?" * len(_HOLDING))
 
 
 def next_rows(conn: sqlite3.Connection, last_seq: int, limit: int) -> tuple[list[Row], bool]:
     """Up to ``limit`` rows in processing order, and whether they are held
-    ones: the rows a run held while it waited for an approval, once it no
-    longer waits (oldest seq first); else the pending ones after ``last_seq``
-    (release 1's first)."""
+    ones: the rows a run held while it waited for an approval or was
+    suspended, once it no longer holds them (oldest seq first); else the
+    pending ones after ``last_seq`` (release 1's first)."""
     held = conn.execute(
-        "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope FROM inbox AS i"
+        "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope, i.attempts, i.error FROM inbox AS i"
         " JOIN run AS r ON r.run_id = i.run_id"
-        " WHERE i.state = 'held' AND r.status != ?"
+        f" WHERE i.state = 'held' AND r.status NOT IN ({_HOLDING_MARKS})"
         " ORDER BY i.seq, i.rowid LIMIT ?",
-        (RunStatus.WAITING, limit),
+        (*_HOLDING, limit),
     ).fetchall()
     if held:
         return [_row(r) for r in held], True
@@ -75,8 +83,8 @@ def next_rows(conn: sqlite3.Connection, last_seq: int, limit: int) -> tuple[list
 
 
 def _row(row: Any) -> Row:
-    dispatch_id, run_id, seq, envelope = row
-    return dispatch_id, run_id, seq, bytes(envelope)
+    dispatch_id, run_id, seq, envelope, attempts, error = row
+    return dispatch_id, run_id, seq, bytes(envelope), int(attempts or 0), error or ""
 
 
 def read_run(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...]:
@@ -100,17 +108,18 @@ def next_batch(rows: list[Row], last_seq: int, *, held: bool) -> list[Pending]:
     delivered yet) stops the batch: it never reorders."""
     if held:
         run_id = rows[0][1]
-        return [_pending(*row, held=True) for row in rows if row[1] == run_id]
+        return [_pending(row, held=True) for row in rows if row[1] == run_id]
     batch: list[Pending] = []
     expected = last_seq + 1
-    for dispatch_id, run_id, seq, data in rows:
+    for row in rows:
+        run_id, seq = row[1], row[2]
         if batch and (run_id != batch[0].run_id or (seq is None) != (batch[0].seq is None)):
             break
         if seq is not None:
             if seq != expected:
                 break
             expected += 1
-        batch.append(_pending(dispatch_id, run_id, seq, data))
+        batch.append(_pending(row))
     return batch
 
 
@@ -142,11 +151,10 @@ def run_record(run_id: str, row: tuple[Any, ...]) -> RunRecord:
 _approvals = msgspec.json.Decoder(list[str])
 
 
-def _pending(
-    dispatch_id: str, run_id: str, seq: int | None, data: bytes, *, held: bool = False
-) -> Pending:
+def _pending(row: Row, *, held: bool = False) -> Pending:
+    dispatch_id, run_id, seq, data, attempts, failure = row
     try:
         envelope = decode_envelope(data)
     except RecordDecodeError as exc:
-        return Pending(dispatch_id, run_id, seq, None, data, str(exc), held=held)
-    return Pending(dispatch_id, run_id, seq, envelope, data, held=held)
+        return Pending(dispatch_id, run_id, seq, None, data, str(exc), held, attempts, failure)
+    return Pending(dispatch_id, run_id, seq, envelope, data, "", held, attempts, failure)

@@ -5,7 +5,7 @@ migration runs in one transaction together with its version bump, so a crash
 leaves the database either before or after it. Migration 1 creates release
 1's tables verbatim (docs/design.md section 6) when they are absent, so a
 fresh inbox walks the same path as one release 1 left behind; migrations 2
-to 4 extend them. A migration is a plain function of the connection, run
+to 5 extend them. A migration is a plain function of the connection, run
 whole between ``BEGIN IMMEDIATE`` and ``COMMIT`` (``Database.transact``).
 """
 
@@ -108,6 +108,15 @@ ALTER TABLE run ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
 """
 
 
+# Failure policies: the failed attempts of each item (a handler that
+# raised or overran its timeout, or a sidecar that died during its call),
+# and the last one's error, which a suspended run or a parked item shows.
+_V5 = """
+ALTER TABLE inbox ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE inbox ADD COLUMN error TEXT;
+"""
+
+
 def _v1(conn: sqlite3.Connection) -> None:
     _script(conn, _V1)
 
@@ -162,8 +171,12 @@ def _v4(conn: sqlite3.Connection) -> None:
     _script(conn, _V4)
 
 
+def _v5(conn: sqlite3.Connection) -> None:
+    _script(conn, _V5)
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

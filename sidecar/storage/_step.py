@@ -2,10 +2,12 @@
 
 A run actor processes a batch of its run's envelopes and hands the outcome
 over as a :class:`Commit`: the envelopes consumed (or held while the run
-waits for an approval), the run's new state and status, the events for the
-outbox and the dead letters. :func:`write_step` writes it all or nothing,
-and only while the envelopes are still the next ones. A run that ends
-cancels its live children, and theirs, in the same transaction.
+waits for an approval or is suspended), the run's new state and status, the
+events for the outbox, the dead letters, a failed attempt of the item the
+batch stopped at, and a resume's reset of the rows its run held.
+:func:`write_step` writes it all or nothing, and only while the envelopes
+are still the next ones; it also clears the in-flight mark (:data:`IN_FLIGHT`).
+A run that ends cancels its live children, and theirs, in the same transaction.
 """
 
 from __future__ import annotations
@@ -15,12 +17,19 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from runtime import RunCancelled, RunStatus, is_live, is_terminal, new_id
+from runtime import RecordDecodeError, RunCancelled, RunStatus, is_live, is_terminal, new_id
 
 from .._errors import InboxConflict
+from ._envelope import decode_envelope, encode_envelope
 from ._events import Outgoing, outgoing
 from ._outbox import add_events
 from ._position import advance_over_done
+
+IN_FLIGHT = "in_flight"
+"""The ``meta`` key naming the dispatches of the batch being processed (a
+JSON list), written before the handler calls without waiting for the disk
+and cleared by the step's commit: at a start, a mark still there says the
+process died during that batch (``Inbox.charge_crash``)."""
 
 DEAD_LETTER = "dead_letter"
 """The outcome of a row that cannot be read: its bytes went to ``dead_letter``."""
@@ -40,8 +49,14 @@ class Commit:
     consumed: list[tuple[str, int | None, str]]  # (dispatch_id, seq, outcome)
     """A held row is consumed with seq None: it is behind the position."""
     held: list[tuple[str, int | None]] = field(default_factory=list)  # (dispatch_id, seq)
-    """Pending rows the run holds now (it waits for an approval): the
-    position moves over them, and they stay for after the decision."""
+    """Pending rows the run holds now (it waits for an approval, or is
+    suspended): the position moves over them, and they stay for after the
+    decision or the resume."""
+    attempt: tuple[str, str] | None = None  # (dispatch_id, error)
+    """A handler call on that row failed: one more attempt, and its error."""
+    resumed: int | None = None
+    """A resume (of that workflow version) took the run out of suspension:
+    the rows it holds start their attempts anew, at that version at least."""
     steps: int | None = None  # None: unchanged
     approvals: list[str] | None = None  # None: unchanged
     parent_run_id: str | None = None  # a child run's, set by its start item
@@ -84,6 +99,15 @@ def write_step(
         )
         if cur.rowcount != len(c.held):
             raise InboxConflict("an envelope was consumed meanwhile")
+    if c.attempt is not None:
+        dispatch_id, error = c.attempt
+        conn.execute(
+            "UPDATE inbox SET attempts = attempts + 1, error = ? WHERE dispatch_id = ?",
+            (error, dispatch_id),
+        )
+    if c.resumed is not None:
+        _resume_held(conn, c.run_id, c.resumed)
+    conn.execute("DELETE FROM meta WHERE key = ?", (IN_FLIGHT,))
     # Rows done above the position (set aside, skipped, or release 1
     # rows that learned their seq while being processed, these ones
     # included) must not hold the next seq back.
@@ -132,6 +156,28 @@ def write_step(
             [(reason, data, now) for reason, data in c.dead],
         )
     return new_last, cancelled
+
+
+def _resume_held(conn: sqlite3.Connection, run_id: str, version: int) -> None:
+    """The rows ``run_id`` holds: their attempts start anew, and those
+    stamped with an older workflow version than ``version`` take it (a new
+    version may be what fixes them)."""
+    restamped: list[tuple[bytes, str]] = []
+    for dispatch_id, data in conn.execute(
+        "SELECT dispatch_id, envelope FROM inbox WHERE state = 'held' AND run_id = ?", (run_id,)
+    ).fetchall():
+        try:
+            envelope = decode_envelope(bytes(data))
+        except RecordDecodeError:
+            continue  # set aside when its turn comes, whatever its version
+        if max(envelope.version, 1) < version:
+            envelope.version = version
+            restamped.append((encode_envelope(envelope), dispatch_id))
+    conn.executemany("UPDATE inbox SET envelope = ? WHERE dispatch_id = ?", restamped)
+    conn.execute(
+        "UPDATE inbox SET attempts = 0, error = NULL WHERE state = 'held' AND run_id = ?",
+        (run_id,),
+    )
 
 
 def _cancel_children(conn: sqlite3.Connection, run_id: str, now: float) -> list[str]:

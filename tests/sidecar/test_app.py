@@ -37,7 +37,7 @@ from sidecar import HomeLocked, RunsConfig, Sidecar, SidecarOptions
 from tests.support import wait_for
 from tests.support.sidecar import (
     APPLIED,
-    FAST_RUNS,
+    FAST_POLICY,
     Deployment,
     FakeHub,
     bus_connect,
@@ -217,8 +217,8 @@ async def test_a_handler_past_its_timeout_fails_alone_and_its_item_is_retried(
     tmp_path: Path,
 ) -> None:
     # m2 hangs on its first call, in the step that began with m1: the step
-    # commits m1, m2's call is cancelled at its timeout, the actor restarts
-    # and its retry processes m2, then m3.
+    # commits m1 with m2's failed attempt, m2's call is cancelled at its
+    # timeout, and its retry processes m2, then m3.
     hung = tmp_path / "hung"
     dep, calls = recording(
         tmp_path,
@@ -227,8 +227,8 @@ async def test_a_handler_past_its_timeout_fails_alone_and_its_item_is_retried(
         open({str(hung)!r}, "w").close()
         await anyio.sleep(3600)  # only its timeout ends it""",
     )
-    runs = dataclasses.replace(FAST_RUNS, handler_timeout=0.5)
-    async with deployed_sidecar(dep, runs=runs) as (hub, _):
+    policy = msgspec.structs.replace(FAST_POLICY, handler_timeout=0.5)
+    async with deployed_sidecar(dep, policy=policy) as (hub, _):
         await deliver_in_one_frame(hub, dep, 3)
         await hub.wait_events(DispatchProcessed, 3)
     assert [s["subject"] for s in seen(hub.of_kind(DispatchProcessed))] == ["m1", "m2", "m3"]
@@ -424,9 +424,9 @@ async def test_a_handler_failure_is_logged_with_its_traceback_and_kept_as_the_er
         await hub.wait_events(RunFailed, 1)
     assert hub.of_kind(RunFailed)[0].error == "ValueError: poisoned mail"
     assert dep.query("SELECT error FROM run") == [("ValueError: poisoned mail",)]
-    crashes = [r for r in caplog.records if "crashed" in r.getMessage()]
-    # Each crash the budget allows a restart after; the one past it gives up.
-    assert len(crashes) == FAST_RUNS.policy.max_restarts
+    crashes = [r for r in caplog.records if "failed" in r.getMessage() and r.exc_info]
+    # Each attempt is logged, the one past the budget too.
+    assert len(crashes) == FAST_POLICY.max_attempts
     for record in crashes:
         assert record.levelno == logging.WARNING
         assert record.getMessage().endswith("ValueError: poisoned mail")

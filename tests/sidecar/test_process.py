@@ -19,7 +19,7 @@ import pytest
 from runtime import NATS_URL_ENV, DispatchProcessed, new_id, open_nats, read_restore_record
 from runtime.config import BACKOFF_MAX_ENV, LOOP_ENV, LOOPBACK
 from runtime.sidecar_contract import DEFAULT_SIDECAR_MAX_FILES, DEFAULT_SIDECAR_MAX_MEMORY
-from runtime.wire import b64url
+from runtime.wire import FailurePolicy, OnFailure, RunSuspended, b64url
 from tests.support import REPO, NatsServerProcess, free_port, wait_for
 from tests.support.sidecar import fake_hub_on, mail, make_deployment
 
@@ -315,3 +315,55 @@ async def test_a_sidecar_with_failpoints_armed_says_so_at_start(
         " WARNING mailrun.failpoints: failpoints armed (MAILRUN_FAILPOINTS):"
         " sidecar.handler.after=1*raise"
     )
+
+
+CRASHER = """
+import os
+
+
+async def main(ctx, item):
+    if item.subject == "crash":
+        os._exit(17)
+    ctx.state.setdefault("seen", []).append(item.subject)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_handler_that_kills_its_process_ends_in_the_policy_not_a_crash_loop(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    # Each death is one attempt of the item being handled: after
+    # max_attempts deaths, the next process suspends its run without
+    # calling the handler, and the deployment's other runs go on.
+    policy = FailurePolicy(on_failure=OnFailure.SUSPEND, max_attempts=3, max_backoff=0.05)
+    dep = make_deployment(tmp_path / "state", source=CRASHER)
+    args = ("--state-dir", str(dep.state_dir), "--nats", nats_server.url)
+    crash = mail(dep, 1, "crash")
+    deaths = 0
+    async with (
+        open_nats(nats_server.url, name="fake hub") as transport,
+        fake_hub_on(transport, dep, policy=policy) as hub,
+    ):
+        for start in range(policy.max_attempts + 1):
+            with sidecar_process(*args, log=tmp_path / f"sidecar{start}.log") as proc:
+                welcomed = start + 1
+                await wait_for(lambda n=welcomed: len(hub.welcomes) == n, timeout=10)
+                if start == 0:
+                    assert (await hub.deliver(crash)).result == "stored"
+                if start < policy.max_attempts:
+                    assert await exited(proc) == 17
+                    deaths += 1
+                    continue
+                await hub.wait_events(RunSuspended, 1)
+                assert (await hub.deliver(mail(dep, 2, "other", run_id=new_id("run")))).result
+                await hub.wait_events(DispatchProcessed, 1)
+                proc.send_signal(signal.SIGTERM)
+                assert await exited(proc) == 0
+    assert deaths == policy.max_attempts
+    (suspended,) = hub.of_kind(RunSuspended)
+    assert (suspended.dispatch_id, suspended.attempts) == (crash.dispatch_id, 3)
+    assert "died" in suspended.error
+    assert dep.query("SELECT seq, state, attempts FROM inbox ORDER BY seq") == [
+        (1, "held", 3),
+        (2, "done", 0),
+    ]

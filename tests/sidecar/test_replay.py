@@ -196,6 +196,29 @@ async def test_a_recorded_failure_is_matched_by_a_raise_and_not_by_a_success(
     assert difference.replayed["outcome"] == "processed"
 
 
+async def test_a_parked_item_is_replayed_like_a_failure_and_a_resume_is_skipped(
+    tmp_path: Path,
+) -> None:
+    items = recorded_items(["a", "b", "resume", "c"])
+    # "b" was parked past its budget (the state stayed); a resume (never a
+    # handler's item) changed nothing; "c" went on from "a"'s state.
+    items[1].recorded = Recorded(state=items[0].recorded.state, outcome="parked")
+    items[2].kind, items[2].body = "resume", b""
+    items[2].recorded = Recorded(state=items[0].recorded.state)
+    items[3].recorded.state = {"subjects": ["a", "c"]}
+    raising = V1.replace(
+        "async def main(ctx, item):\n",
+        'async def main(ctx, item):\n    if item.subject == "b":\n        raise ValueError("x")\n',
+    )
+    same = await run(tmp_path, job(raising, items))
+    assert same.differs is False
+    assert (same.replayed, same.first_step, same.last_step) == (3, 1, 4)
+    fixed = await run(tmp_path, job(V1, items))
+    assert fixed.difference is not None
+    assert (fixed.difference.step, fixed.difference.what) == (2, "error")
+    assert fixed.difference.recorded["outcome"] == "parked"
+
+
 async def test_an_item_without_its_body_is_taken_as_recorded(tmp_path: Path) -> None:
     items = recorded_items(["a", "b", "c"])
     items[1].body = None  # claim-checked: the handler is not called with it

@@ -52,7 +52,7 @@ from runtime import (
 from runtime.actors import RestartPolicy
 from runtime.sidecar_contract import HubKey
 from runtime.testing import MemoryBus
-from runtime.wire import generate_keypair, verify
+from runtime.wire import FailurePolicy, OnFailure, generate_keypair, verify
 from sidecar import RunsConfig, Sidecar, SidecarOptions
 from sidecar._app import Connect
 
@@ -252,6 +252,8 @@ class FakeHub:
     settled: list[int] = field(default_factory=list)
     refuse_state: int = 0
     """How many ``hub.state`` requests (the next ones) are refused."""
+    policy: FailurePolicy | None = field(default_factory=lambda: FAST_POLICY)
+    """The failure policy every Welcome carries (None: as an older hub, none)."""
     silent_hellos: bool = False
     """Hellos are recorded, never answered (a hub too busy, or an answer a
     revocation cut off)."""
@@ -303,6 +305,7 @@ class FakeHub:
             hub_boot_id=self.boot_id,
             floor_seq=self.floor_seq,
             from_hub=self.from_hub > 0,
+            policy=self.policy,
         )
         self.from_hub = max(0, self.from_hub - 1)
         self.welcomes.append(welcome)
@@ -404,9 +407,13 @@ def bus_connect(bus: MemoryBus) -> Connect:
 
 FAST_RUNS = RunsConfig(
     policy=RestartPolicy(max_restarts=2, window=60.0, backoff=Backoff(0.01, 0.05)),
-    handler_timeout=5.0,
     stop_grace=0.5,
 )
+
+FAST_POLICY = FailurePolicy(
+    on_failure=OnFailure.FAIL, max_attempts=3, max_backoff=0.05, handler_timeout=5.0
+)
+"""What a FakeHub gives by default: today's outcome (the run fails), soon."""
 
 
 @asynccontextmanager
