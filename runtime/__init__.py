@@ -17,6 +17,7 @@ Beside them, public modules every room uses: the exception tree
 process reads at its start (``runtime.process``).
 """
 
+from .config import FINAL_EXIT_NOTE as FINAL_EXIT_NOTE
 from .config import NATS_URL_ENV as NATS_URL_ENV
 from .config import SidecarExit as SidecarExit
 from .errors import FrameDecodeError as FrameDecodeError
@@ -106,6 +107,7 @@ from .wire import is_terminal as is_terminal
 from .wire import new_id as new_id
 
 __all__ = [
+    "FINAL_EXIT_NOTE",
     "MAX_FRAME_BYTES",
     "NATS_URL_ENV",
     "WIRE_MAX_PAYLOAD",

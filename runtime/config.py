@@ -60,7 +60,13 @@ LOOP_ENV: Final = "MAILRUN_LOOP"
 
 class SidecarExit(IntEnum):
     """A sidecar process's exit codes that mean something to its supervisor
-    (``mailrun up`` starts sidecars as programs and imports none of them)."""
+    (``mailrun up`` starts sidecars as programs and imports none of them).
+
+    A sidecar runs its workflow's code, which may end the process with any
+    code at all (``os._exit(3)``): so before it exits with a code that says
+    "do not start me again" it writes its pid to :data:`FINAL_EXIT_NOTE` in
+    its state dir, and its supervisor believes the code only with that note
+    (anything else is a crash, restarted)."""
 
     USAGE = 2
     """It cannot boot: no restore record, or one it cannot read."""
@@ -69,6 +75,11 @@ class SidecarExit(IntEnum):
     deployment moved away from this process: not restarted."""
     DELETED = 4
     """The deployment was deleted: not restarted."""
+
+
+FINAL_EXIT_NOTE: Final = "final-exit.pid"
+"""In a sidecar's state dir: the pid of the process that exited with a final
+:class:`SidecarExit` code on purpose (the code alone may be the workflow's)."""
 
 
 class HostPort(NamedTuple):
@@ -139,6 +150,7 @@ __all__ = [
     "DEFAULT_REDELIVER_AFTER",
     "DEFAULT_RUN_HISTORY",
     "DEFAULT_SUBJECT_PREFIX",
+    "FINAL_EXIT_NOTE",
     "HUB_URL_ENV",
     "LOG_LEVEL_ENV",
     "LOOPBACK",

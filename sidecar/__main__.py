@@ -25,6 +25,7 @@ from pathlib import Path
 import anyio
 
 from runtime import (
+    FINAL_EXIT_NOTE,
     NATS_URL_ENV,
     ProcessSettings,
     RecordDecodeError,
@@ -143,18 +144,30 @@ def main(argv: list[str] | None = None) -> int:
                 cause,
                 deployment_id,
             )
-            return SidecarExit.OWNER_CONFLICT
+            return _final(settings.state_dir, SidecarExit.OWNER_CONFLICT)
         if isinstance(cause, HomeLocked):
             log.error("%s", cause)
-            return SidecarExit.OWNER_CONFLICT
+            return _final(settings.state_dir, SidecarExit.OWNER_CONFLICT)
         if isinstance(cause, DeploymentGone):
             log.error("deployment %s was deleted: %s", deployment_id, cause)
-            return SidecarExit.DELETED
+            return _final(settings.state_dir, SidecarExit.DELETED)
         if isinstance(cause, RecordDecodeError | InboxSchemaTooNew | RestoreRecordMissing):
             log.error("cannot boot: %s", cause)
             return SidecarExit.USAGE
         raise
     return 0
+
+
+def _final(state_dir: Path, code: SidecarExit) -> SidecarExit:
+    """Exit with ``code`` on purpose: the note that makes a supervisor believe
+    it (the workflow's code could exit with the same number)."""
+    try:
+        (state_dir / FINAL_EXIT_NOTE).write_text(str(os.getpid()))
+    except OSError as exc:
+        # Without the note the supervisor restarts this process, which meets
+        # the same conflict again: a loop, slowed by its backoff, not a loss.
+        log.warning("cannot write %s: %s", FINAL_EXIT_NOTE, exc)
+    return code
 
 
 def _contain(settings: SidecarSettings, deployment_id: str) -> None:

@@ -75,6 +75,22 @@ class ChildSpec:
     final_codes: frozenset[int] = frozenset()
     """Exit codes that mean "do not start me again" (a sidecar whose deployment
     moved to another owner or was deleted): ``run`` then ends by itself."""
+    final_note: Path | None = None
+    """With it, a final code counts only when the process wrote its pid to
+    this file first (``runtime.SidecarExit``: the code alone may come from
+    the workflow the process runs); anything else is a crash."""
+
+    def meant(self, code: int, pid: int) -> bool:
+        """Whether ``code``, the exit of process ``pid``, says "do not start me again"."""
+        if code not in self.final_codes:
+            return False
+        if self.final_note is None:
+            return True
+        try:
+            noted = self.final_note.read_text().strip()
+        except OSError:
+            return False
+        return noted == str(pid)
 
 
 def spawn(spec: ChildSpec) -> subprocess.Popen[bytes]:
@@ -207,7 +223,7 @@ class Child:
                     if proc.poll() is None:
                         with anyio.CancelScope(shield=True):
                             await terminate(proc, self.stop_grace)
-                if code in self.spec.final_codes:
+                if self.spec.meant(code, proc.pid):
                     self.final_code = code
                     return
             if anyio.current_time() - started >= self.backoff.reset_after:

@@ -27,6 +27,7 @@ import anyio
 import msgspec
 
 from runtime import (
+    FINAL_EXIT_NOTE,
     NATS_URL_ENV,
     SidecarExit,
     Subjects,
@@ -175,6 +176,7 @@ class Up:
         *,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        final_note: Path | None = None,
     ) -> Child:
         def on_exit(name: str, code: int, delay: float) -> None:
             why = child.last_error or f"exited with {code} (log {self.logs / name}.log)"
@@ -187,6 +189,7 @@ class Up:
             env=self.env if env is None else env,
             cwd=cwd,
             final_codes=final_codes,
+            final_note=final_note,
         )
         child = Child(
             spec, backoff=self.config.backoff, stop_grace=self.config.stop_grace, on_exit=on_exit
@@ -333,6 +336,7 @@ class Up:
                     SIDECAR_FINAL_CODES,
                     env=sidecar_env(self.env, home=state),
                     cwd=state,
+                    final_note=state / FINAL_EXIT_NOTE,
                 )
                 tg.start_soon(self._run_sidecar, child)
         for dep in sorted(self.sidecars.keys() - live):

@@ -34,9 +34,13 @@ def health_routes(ctx: RouteContext, boot_id: str, extra: HealthExtra | None) ->
         failures = await ctx.store.read(count_failures)
         suspended = sum(failures["suspended"].values())
         parked = sum(failures["parked"].values())
-        health = {"status": "degraded" if suspended or parked else "ok", "boot_id": boot_id,
-                  "nats_url": ctx.settings.nats_url, "schema_version": LATEST,
-                  "suspended_runs": suspended, "parked_dispatches": parked, **added}  # fmt: skip
+        # The wire side's report has a status of its own (undeliverable or
+        # stuck dispatches): either one degrades the hub.
+        wire_ok = added.pop("status", "ok") == "ok"
+        status = "ok" if wire_ok and not (suspended or parked) else "degraded"
+        health = {"status": status, "boot_id": boot_id, "nats_url": ctx.settings.nats_url,
+                  "schema_version": LATEST, "suspended_runs": suspended,
+                  "parked_dispatches": parked, **added}  # fmt: skip
         if not getattr(request.state, "admin", False):
             health = {"status": health["status"]}
         return json_response(health)

@@ -4,7 +4,8 @@ A dispatch is ``parked`` when its handler failed past the retry budget of
 a deployment whose policy is ``park`` (the sidecar consumed it, the run
 went on). Its body stays (blob collection counts it as open) and the
 dispatcher never sends it again by itself. A retry gives the same row the
-deployment's next seq, allocated as the accept allocates seqs, and makes it
+deployment's next seq, allocated as the accept allocates seqs, stamps it
+with the active version (a retry usually follows a fix) and makes it
 ``reserved`` again: the dispatcher delivers it (same id, new seq), and the
 sidecar's inbox, which holds that id as parked at a lower seq, takes it as
 a retry.
@@ -23,16 +24,18 @@ from ..views import DISPATCHES_BY_ID, DispatchView, dispatch_view
 
 _PARKED = DispatchStatus.PARKED.value
 _DISPATCH = sql(
-    "SELECT d.deployment_id, d.status, r.status AS run_status FROM workflow_run_dispatch d"
-    " LEFT JOIN workflow_run r ON r.id = d.run_id WHERE d.id = ?"
+    "SELECT d.deployment_id, d.status, r.status AS run_status, p.version AS active"
+    " FROM workflow_run_dispatch d"
+    " LEFT JOIN workflow_run r ON r.id = d.run_id"
+    " JOIN deployment p ON p.id = d.deployment_id WHERE d.id = ?"
 )
 # On PostgreSQL the UPDATE locks the deployment row, as the accept's
 # ``FOR UPDATE`` does: the seq taken here is nobody else's.
 _TAKE_SEQ = sql("UPDATE deployment SET next_seq = next_seq + 1 WHERE id = ?")
 _TAKEN = sql("SELECT next_seq - 1 AS seq FROM deployment WHERE id = ?")
 _RETRY = sql(
-    "UPDATE workflow_run_dispatch SET seq = ?, status = ?, error = NULL, delivered_at = NULL,"
-    " processed_at = NULL WHERE id = ? AND status = ?"
+    "UPDATE workflow_run_dispatch SET seq = ?, status = ?, version = ?, error = NULL,"
+    " delivered_at = NULL, processed_at = NULL WHERE id = ? AND status = ?"
 )
 # The statuses written out, not parameters: SQLite uses a partial index
 # only for a WHERE it can see implies the index's.
@@ -72,7 +75,9 @@ def retry_dispatch(tx: Tx, dispatch_id: str) -> RetriedDispatch:
     taken = tx.fetch_one(_TAKEN, (deployment_id,))
     assert taken is not None  # the UPDATE above found the row
     seq = int(taken["seq"])
-    tx.execute(_RETRY, (seq, DispatchStatus.RESERVED, dispatch_id, _PARKED))
+    # Retried under the active version: a retry usually follows a fix.
+    active = int(row["active"])
+    tx.execute(_RETRY, (seq, DispatchStatus.RESERVED, active, dispatch_id, _PARKED))
     return RetriedDispatch(deployment_id=deployment_id, seq=seq)
 
 

@@ -76,6 +76,33 @@ async def test_a_dying_child_is_restarted_with_doubling_backoff(tmp_path: Path) 
 
 
 @pytest.mark.anyio
+async def test_a_final_code_counts_only_with_the_processs_note(tmp_path: Path) -> None:
+    """A sidecar's workflow may exit with the number that means "do not start
+    me again": without the pid note the code is a crash, restarted."""
+    note, runs = tmp_path / "final-exit.pid", tmp_path / "runs"
+    code = f"""
+        import os, pathlib, sys
+        p = pathlib.Path({str(runs)!r})
+        n = int(p.read_text()) + 1 if p.exists() else 1
+        p.write_text(str(n))
+        if n == 1:
+            pathlib.Path({str(note)!r}).write_text("1")  # another process's pid
+        if n == 3:
+            pathlib.Path({str(note)!r}).write_text(str(os.getpid()))
+        sys.exit(3)
+    """
+    exits: list[int] = []
+    child = Child(
+        ChildSpec("noted", py(code), final_codes=frozenset({3}), final_note=note),
+        backoff=Backoff(initial=0.01, maximum=0.02),
+        on_exit=lambda name, code, delay: exits.append(code),
+    )
+    with anyio.fail_after(20):
+        await child.run()  # ends by itself: the third exit was meant
+    assert exits == [3, 3] and child.final_code == 3 and runs.read_text() == "3"
+
+
+@pytest.mark.anyio
 async def test_the_backoff_starts_over_after_the_child_stayed_up(tmp_path: Path) -> None:
     counter = tmp_path / "runs"
     code = f"""
