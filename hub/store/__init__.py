@@ -105,6 +105,7 @@ from .failures import RESUME_KIND as RESUME_KIND
 from .failures import RetriedDispatch as RetriedDispatch
 from .failures import count_failures as count_failures
 from .failures import list_parked as list_parked
+from .failures import resume_if_outdated as resume_if_outdated
 from .failures import resume_run as resume_run
 from .failures import resume_suspended as resume_suspended
 from .failures import retry_dispatch as retry_dispatch
@@ -349,6 +350,7 @@ __all__ = [
     "request_rollout",
     "resolve_deployment",
     "resolve_producer",
+    "resume_if_outdated",
     "resume_run",
     "resume_suspended",
     "retry_dispatch",

@@ -8,6 +8,7 @@ from .parking import count_failures as count_failures
 from .parking import list_parked as list_parked
 from .parking import retry_dispatch as retry_dispatch
 from .resuming import RESUME_KIND as RESUME_KIND
+from .resuming import resume_if_outdated as resume_if_outdated
 from .resuming import resume_run as resume_run
 from .resuming import resume_suspended as resume_suspended
 
@@ -16,6 +17,7 @@ __all__ = [
     "RetriedDispatch",
     "count_failures",
     "list_parked",
+    "resume_if_outdated",
     "resume_run",
     "resume_suspended",
     "retry_dispatch",

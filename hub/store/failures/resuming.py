@@ -33,6 +33,12 @@ _RUNNING = sql(
     " error = NULL, updated_at = ? WHERE id = ? AND status = ?"
 )
 _ACTIVE = sql("SELECT version FROM deployment WHERE id = ?")
+_FAILED_ON = sql(
+    "SELECT COALESCE(f.version, 1) AS failed_on, d.version AS active"
+    " FROM workflow_run r JOIN deployment d ON d.id = r.deployment_id"
+    " JOIN workflow_run_dispatch f ON f.id = r.failing_dispatch_id"
+    " WHERE r.id = ? AND r.status = ?"
+)
 
 
 def resume_run(tx: Tx, run_id: str) -> str:
@@ -56,6 +62,20 @@ def resume_suspended(tx: Tx, deployment_id: str) -> list[str]:
     for run_id in runs:
         _resume(tx, run_id, deployment_id, int(row["version"]))
     return runs
+
+
+def resume_if_outdated(tx: Tx, run_id: str) -> str | None:
+    """Inside a write transaction, just after a run was suspended: resume it
+    at once when its failing item was stamped with a version that is no
+    longer the active one (the suspension crossed an activation, which
+    resumed the suspended runs before this one was); the resume dispatch's
+    id, or None. An item that fails under the active version stays suspended."""
+    row = tx.fetch_one(_FAILED_ON, (run_id, RunStatus.SUSPENDED))
+    if row is None or int(row["failed_on"]) == int(row["active"]):
+        return None
+    deployment = tx.fetch_one(_RUN, (run_id,))
+    assert deployment is not None  # the run was just read
+    return _resume(tx, run_id, str(deployment["deployment_id"]), int(row["active"]))
 
 
 def _resume(tx: Tx, run_id: str, deployment_id: str, version: int) -> str:

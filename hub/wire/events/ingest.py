@@ -44,6 +44,7 @@ from ...store import (
     finish_run,
     name_child_entrypoint,
     record_event,
+    resume_if_outdated,
     start_run,
     suspend_run,
 )
@@ -82,6 +83,8 @@ class Ingest:
         """Seconds from acceptance of each dispatch the frame settled (metrics)."""
         self.outbound = 0
         """Outgoing mails recorded for the relay."""
+        self.resumed = False
+        """A suspended run was resumed at once: its resume item waits for the dispatcher."""
 
     def events(self, events: Sequence[Event]) -> bool:
         """Record and apply each new event in order; True when one freed a
@@ -128,7 +131,10 @@ class Ingest:
         elif isinstance(event, RunCancelled):
             self._finish(run, event.run_id, RunStatus.CANCELLED, error=event.reason)
         elif isinstance(event, RunSuspended):
-            suspend_run(self.tx, event.run_id, event.dispatch_id, event.error or None, at, self.now)
+            error = event.error or None
+            if suspend_run(self.tx, event.run_id, event.dispatch_id, error, at, self.now):
+                # Failed under a version an activation has replaced since.
+                self.resumed |= resume_if_outdated(self.tx, event.run_id) is not None
         elif isinstance(event, ChildRunStarted):
             self._child_started(event)
         elif isinstance(event, ApprovalRequested):
@@ -142,6 +148,8 @@ class Ingest:
         deployments that got dispatches (``outbound``: the first status of mail
         to an address no deployment holds)."""
         woken = self._route_items()
+        if self.resumed:
+            woken.add(self.deployment_id)
         return woken | self._route_mail(outbound)
 
     def _route_items(self) -> set[str]:

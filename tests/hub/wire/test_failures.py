@@ -247,6 +247,39 @@ async def test_a_version_made_active_sends_the_suspended_run_its_resume(tmp_path
         tg.cancel_scope.cancel()
 
 
+async def test_a_suspension_that_crossed_an_activation_is_resumed_at_once(
+    tmp_path: Path,
+) -> None:
+    """The item failed under version 1, its RunSuspended arriving after
+    version 2 became active (which found no suspended run to resume): the
+    run resumes at once, under version 2. Failing under version 2 too, it
+    stays suspended."""
+    async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        car, inbox = Sidecar(hub, dep), Inbox()
+        await tg.start(inbox.serve, car)
+        assert isinstance(await car.hello(), Welcome)
+        (held,) = await accept(hub, dep, [b"boom"])
+        await wait_for(lambda: len(inbox.frames) == 1, what="the mail delivered")
+        await hub.store.transact(partial(add_version, deployment_id=dep.id, sources=V2))
+        hub.wire.on_rollout(dep.id)
+
+        await send(car, suspension(held.run_id, held.dispatch_id))
+        assert (await run_row(hub, held.run_id))["status"] == "running"
+        await wait_for(lambda: len(inbox.frames) == 2, what="the resume delivered")
+        resume = inbox.frames[1]
+        assert (resume.kind, resume.run_id, resume.version) == ("resume", held.run_id, 2)
+        stamped = await hub.one(
+            "SELECT version FROM workflow_run_dispatch WHERE id = ?", held.dispatch_id
+        )
+        assert stamped["version"] == 2
+
+        await send(car, suspension(held.run_id, held.dispatch_id))
+        row = await run_row(hub, held.run_id)
+        assert (row["status"], row["failing_dispatch_id"]) == ("suspended", held.dispatch_id)
+        tg.cancel_scope.cancel()
+
+
 V2 = Sources(entrypoint="flow:main", files={"flow.py": "async def main(ctx, item): pass  # 2\n"})
 
 
