@@ -267,6 +267,8 @@ class RunActor(Actor[list[Pending]]):
         await self._runs.inbox.commit(commit)
         # Committed to the outbox; the shipper has not been woken yet.
         await afailpoint("sidecar.run.after_commit")
+        if not commit.consumed and not commit.held:
+            return  # a failed attempt alone: the run is as it was
         self._status, self._state = commit.status, batch.state
         self._steps, self._approvals = commit.steps or 0, list(commit.approvals or [])
         self._version = commit.version or self._version

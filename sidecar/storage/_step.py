@@ -112,6 +112,22 @@ def write_step(
     # rows that learned their seq while being processed, these ones
     # included) must not hold the next seq back.
     new_last = advance_over_done(conn, new_last)
+    # A commit of a failed attempt alone leaves the run as it was (one
+    # that has not started here stays unstarted: its RunStarted is to come).
+    cancelled = _write_run(conn, c, seqs, now) if c.consumed or c.held else []
+    if c.events:
+        add_events(conn, c.events)
+    if c.dead:
+        conn.executemany(
+            "INSERT INTO dead_letter (source, reason, data, at) VALUES ('inbox', ?, ?, ?)",
+            [(reason, data, now) for reason, data in c.dead],
+        )
+    return new_last, cancelled
+
+
+def _write_run(conn: sqlite3.Connection, c: Commit, seqs: list[int], now: float) -> list[str]:
+    """The run's state and row as ``c`` leaves them; the runs cancelled
+    because it ended."""
     if c.state is not None:
         conn.execute(
             "INSERT OR REPLACE INTO run_state (run_id, state) VALUES (?, ?)",
@@ -147,15 +163,7 @@ def write_step(
             c.version,
         ),
     )
-    cancelled = _cancel_children(conn, c.run_id, now) if is_terminal(c.status) else []
-    if c.events:
-        add_events(conn, c.events)
-    if c.dead:
-        conn.executemany(
-            "INSERT INTO dead_letter (source, reason, data, at) VALUES ('inbox', ?, ?, ?)",
-            [(reason, data, now) for reason, data in c.dead],
-        )
-    return new_last, cancelled
+    return _cancel_children(conn, c.run_id, now) if is_terminal(c.status) else []
 
 
 def _resume_held(conn: sqlite3.Connection, run_id: str, version: int) -> None:

@@ -19,6 +19,7 @@ from runtime import (
     MailInbound,
     RunFailed,
     RunSnapshot,
+    RunStarted,
     encode,
     new_id,
 )
@@ -214,6 +215,8 @@ async def test_fail_fails_the_run_after_its_attempts_with_the_error_on_the_item(
     assert failed[2].outcome == "refused_terminal"
     assert calls.read_text().split() == ["poison"] * 4
     assert dep.query("SELECT status, error FROM run") == [("failed", "ValueError: poisoned mail")]
+    # Its first item failed before the run ever committed: it started once.
+    assert len(hub.of_kind(RunStarted)) == 1
 
 
 async def test_a_handler_past_its_timeout_is_a_failed_attempt(tmp_path: Path) -> None:
