@@ -58,6 +58,7 @@ from .transport import Subscription as Subscription
 from .transport import Transport as Transport
 from .transport import open_nats as open_nats
 from .wire import MAX_FRAME_BYTES as MAX_FRAME_BYTES
+from .wire import RESUME_KIND as RESUME_KIND
 from .wire import WIRE_MAX_PAYLOAD as WIRE_MAX_PAYLOAD
 from .wire import Ack as Ack
 from .wire import AckBatch as AckBatch
@@ -110,6 +111,7 @@ __all__ = [
     "FINAL_EXIT_NOTE",
     "MAX_FRAME_BYTES",
     "NATS_URL_ENV",
+    "RESUME_KIND",
     "WIRE_MAX_PAYLOAD",
     "Ack",
     "AckBatch",

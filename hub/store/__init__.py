@@ -101,7 +101,6 @@ from .deployments import remove_producer as remove_producer
 from .deployments import request_rollout as request_rollout
 from .deployments import resolve_producer as resolve_producer
 from .deployments import set_policy as set_policy
-from .failures import RESUME_KIND as RESUME_KIND
 from .failures import RetriedDispatch as RetriedDispatch
 from .failures import count_failures as count_failures
 from .failures import list_parked as list_parked
@@ -201,7 +200,6 @@ __all__ = [
     "LATEST",
     "OPEN_DISPATCH",
     "QUARANTINE_SOURCE",
-    "RESUME_KIND",
     "SHARED_GRACE",
     "WITH_OTHERS",
     "Accepted",

@@ -14,6 +14,7 @@ from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
 from ._frames import FORMAT_VERSION as FORMAT_VERSION
 from ._frames import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
 from ._frames import LEGACY_POLICY as LEGACY_POLICY
+from ._frames import RESUME_KIND as RESUME_KIND
 from ._frames import SUPPORTED_FORMATS as SUPPORTED_FORMATS
 from ._frames import Ack as Ack
 from ._frames import AckBatch as AckBatch
@@ -106,6 +107,7 @@ __all__ = [
     "MAX_PROMPT",
     "MAX_RESULT",
     "MAX_STATE",
+    "RESUME_KIND",
     "SIZE_LIMITS",
     "SUPPORTED_FORMATS",
     "WIRE_MAX_PAYLOAD",

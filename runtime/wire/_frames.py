@@ -143,6 +143,12 @@ class Claim(msgspec.Struct, kw_only=True):
     size: int
 
 
+RESUME_KIND = "resume"
+"""The ``kind`` of the dispatch that resumes a suspended run: minted by the
+hub (a resume, a new version), taken by the sidecar ahead of what the run
+holds, never shown to a handler."""
+
+
 class MailInbound(_Frame, tag=True, kw_only=True):
     """hub -> sidecar (``mail.inbound.<deployment_id>``), answered by Ack."""
 

@@ -5,7 +5,6 @@ and its handler calls, the handler's ``ctx``, loading the code (by
 version), the items a handler receives, and the handler timeout.
 """
 
-from ._batch import RESUME as RESUME
 from ._context import Context as Context
 from ._context import Minter as Minter
 from ._context import check_events as check_events
@@ -27,7 +26,6 @@ from ._workflow import load_workflow as load_workflow
 from ._workflow import state_migration as state_migration
 
 __all__ = [
-    "RESUME",
     "ApprovalDecision",
     "ChildEnded",
     "Context",

@@ -62,10 +62,6 @@ class Step(Enum):
     suspended or failed, by the deployment's policy."""
 
 
-RESUME = "resume"
-"""The kind of the item the hub mints to resume a suspended run."""
-
-
 @dataclass(slots=True)
 class Batch:
     """The commit a batch builds, and the run as the batch has moved it."""

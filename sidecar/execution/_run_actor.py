@@ -30,13 +30,21 @@ from typing import Protocol
 
 import anyio
 
-from runtime import EnvelopeQuarantined, RunCancelled, RunStatus, afailpoint, is_terminal, new_id
+from runtime import (
+    RESUME_KIND,
+    EnvelopeQuarantined,
+    RunCancelled,
+    RunStatus,
+    afailpoint,
+    is_terminal,
+    new_id,
+)
 from runtime.actors import Actor
 from runtime.wire import FailurePolicy
 
 from .._errors import HandlerTimeout, RunStateUnreadable
 from ..storage import Commit, Envelope, Inbox, Pending, outgoing
-from ._batch import RESUME, Batch, Step
+from ._batch import Batch, Step
 from ._context import Context, Minter
 from ._failures import attempt_failed, give_up
 from ._state import Snapshot, snapshot_of, state_snapshot
@@ -154,7 +162,7 @@ class RunActor(Actor[list[Pending]]):
             and await self._orphan(envelope, batch)
         ):
             return self._cancel(p, batch)
-        if envelope.kind == RESUME:
+        if envelope.kind == RESUME_KIND:
             return batch.resume(p, time.time())
         item = item_of(envelope)
         decision = item.approval_id if isinstance(item, ApprovalDecision) else None
@@ -260,14 +268,14 @@ class RunActor(Actor[list[Pending]]):
 
     async def _commit(self, batch: Batch) -> None:
         commit = batch.commit
-        if not commit.consumed and not commit.held and commit.attempt is None:
+        if not commit.changes_run and commit.attempt is None:
             return
         commit.status = batch.status or RunStatus.RUNNING
         await afailpoint("sidecar.run.before_commit")
         await self._runs.inbox.commit(commit)
         # Committed to the outbox; the shipper has not been woken yet.
         await afailpoint("sidecar.run.after_commit")
-        if not commit.consumed and not commit.held:
+        if not commit.changes_run:
             return  # a failed attempt alone: the run is as it was
         self._status, self._state = commit.status, batch.state
         self._steps, self._approvals = commit.steps or 0, list(commit.approvals or [])

@@ -35,6 +35,7 @@ import anyio
 import msgspec
 
 from runtime import (
+    RESUME_KIND,
     ApprovalRequested,
     ChildRunStarted,
     DispatchOutcome,
@@ -52,7 +53,6 @@ from runtime.sidecar_contract import ReplayDifference
 
 from .._errors import EntrypointError, WorkflowLoadError
 from ..execution import (
-    RESUME,
     Context,
     Handler,
     StateMigration,
@@ -286,7 +286,7 @@ async def replay(job: ReplayJob, src_dir: Path) -> ReplayReport:
     report = ReplayReport(run_id=job.run_id, differs=False, replayed=0, start=job.start)
     report.skipped = list(job.skipped)
     for item in job.items:
-        if item.kind == RESUME:
+        if item.kind == RESUME_KIND:
             continue  # never a handler's: nothing to compare
         if item.body is None:
             state = item.recorded.state  # not replayable: go on from what it recorded

@@ -68,6 +68,11 @@ class Commit:
     events: list[Outgoing] = field(default_factory=list)
     dead: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, data)
 
+    @property
+    def changes_run(self) -> bool:
+        """Whether it moves the run (anything but a failed attempt alone)."""
+        return bool(self.consumed or self.held or self.events)
+
 
 def write_step(
     conn: sqlite3.Connection, c: Commit, last_seq: int, now: float
@@ -114,7 +119,9 @@ def write_step(
     new_last = advance_over_done(conn, new_last)
     # A commit of a failed attempt alone leaves the run as it was (one
     # that has not started here stays unstarted: its RunStarted is to come).
-    cancelled = _write_run(conn, c, seqs, now) if c.consumed or c.held else []
+    # A suspension on a row held already consumes and holds nothing new,
+    # but has its event, and its status to write.
+    cancelled = _write_run(conn, c, seqs, now) if c.changes_run else []
     if c.events:
         add_events(conn, c.events)
     if c.dead:
@@ -167,9 +174,10 @@ def _write_run(conn: sqlite3.Connection, c: Commit, seqs: list[int], now: float)
 
 
 def _resume_held(conn: sqlite3.Connection, run_id: str, version: int) -> None:
-    """The rows ``run_id`` holds: their attempts start anew, and those
-    stamped with an older workflow version than ``version`` take it (a new
-    version may be what fixes them)."""
+    """The rows ``run_id`` holds: their attempts start anew, and each takes
+    the workflow version the resume carries, the deployment's active one (a
+    new version may be what fixes them; after a rollback, the older one is
+    what runs), as the hub re-stamped its open dispatches."""
     restamped: list[tuple[bytes, str]] = []
     for dispatch_id, data in conn.execute(
         "SELECT dispatch_id, envelope FROM inbox WHERE state = 'held' AND run_id = ?", (run_id,)
@@ -178,7 +186,7 @@ def _resume_held(conn: sqlite3.Connection, run_id: str, version: int) -> None:
             envelope = decode_envelope(bytes(data))
         except RecordDecodeError:
             continue  # set aside when its turn comes, whatever its version
-        if max(envelope.version, 1) < version:
+        if max(envelope.version, 1) != version:
             envelope.version = version
             restamped.append((encode_envelope(envelope), dispatch_id))
     conn.executemany("UPDATE inbox SET envelope = ? WHERE dispatch_id = ?", restamped)

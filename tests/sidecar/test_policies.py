@@ -140,6 +140,9 @@ async def test_a_resume_gives_what_the_run_held_its_attempts_anew(tmp_path: Path
         await wait_for(lambda: held(dep) == [1, 2], what="both held")
         await hub.deliver(resume(dep, 3))
         await hub.wait_events(RunSuspended, 2)  # still broken: two attempts more
+        # Suspended again on a row it held already: the status is written.
+        status = dep.query("SELECT status FROM run WHERE run_id = ?", dep.address)
+        assert status == [("suspended",)]
     assert held(dep) == [1, 2]
     assert dep.query("SELECT seq, attempts FROM inbox WHERE state = 'held' ORDER BY seq") == [
         (1, 2),

@@ -7,13 +7,11 @@ from .parking import RetriedDispatch as RetriedDispatch
 from .parking import count_failures as count_failures
 from .parking import list_parked as list_parked
 from .parking import retry_dispatch as retry_dispatch
-from .resuming import RESUME_KIND as RESUME_KIND
 from .resuming import resume_if_outdated as resume_if_outdated
 from .resuming import resume_run as resume_run
 from .resuming import resume_suspended as resume_suspended
 
 __all__ = [
-    "RESUME_KIND",
     "RetriedDispatch",
     "count_failures",
     "list_parked",

@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import time
 
-from runtime import RunStatus
+from runtime import RESUME_KIND, RunStatus
 
 from ..._errors import AcceptFailed, HubError, RunNotSuspended, UnknownRun, error_for
 from ..accepting import Accepted, Trigger, accept_triggers
 from ..schema import DispatchStatus
 from ..sql import Tx, sql
-
-RESUME_KIND = "resume"
-"""The kind of the item that resumes a suspended run (never shown to a handler)."""
 
 _RUN = sql(
     "SELECT r.deployment_id, r.status, d.version FROM workflow_run r"
