@@ -1,4 +1,6 @@
-"""A state too large to ship fails its run, visibly and at once, through real processes."""
+"""A state too large to ship ends in its deployment's failure policy, visibly
+and at once (no retries: the same call makes the same state), through real
+processes: the run fails under ``fail``, is suspended under ``suspend``."""
 
 from __future__ import annotations
 
@@ -26,9 +28,13 @@ async def main(ctx, item):
 """
 
 
-async def test_a_3mb_state_fails_its_run_and_nothing_else_stops(tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy", ["fail", "suspend"])
+async def test_a_3mb_state_ends_in_the_policy_and_nothing_else_stops(
+    tmp_path: Path, policy: str
+) -> None:
     async with mailrun_up(tmp_path) as up:
-        big = await up.deploy("grower", GROWER)
+        big = await up.deploy("grower", GROWER, on_failure=policy)
+        ended = "failed" if policy == "fail" else "suspended"
         steady = await up.deploy("steady", recorder_source())
         first = (await up.send(big["address"], "hello")).json()
         run_id = first["run_id"]
@@ -51,10 +57,10 @@ async def test_a_3mb_state_fails_its_run_and_nothing_else_stops(tmp_path: Path) 
             await up.wait_state(steady_run, lambda r, i=i: r["state"].get("count") == i, timeout=5)
             if failed is None:
                 run = await up.run(run_id)
-                if run["status"] == "failed":
+                if run["status"] == ended:
                     failed, last = run, i + 3
                 else:
-                    assert anyio.current_time() - sent_at < 10, "the run did not fail in 10 s"
+                    assert anyio.current_time() - sent_at < 10, f"the run not {ended} in 10 s"
 
         size = encoded_size({"blob": "x" * BIG})
         assert failed["error"] == (
@@ -63,17 +69,23 @@ async def test_a_3mb_state_fails_its_run_and_nothing_else_stops(tmp_path: Path) 
         )
         assert failed["state"] == {"count": 1}  # the too-large state was never committed
 
-        # Later mail to the failed run is refused at the hub.
-        late = await up.send(big["address"], "too late")
-        assert late.status_code == 409
-        assert late.json()["reason"] == "workflow_run_terminal"
-
-        # Every dispatch of the grower is settled; none waits for a redelivery.
         rows = up.query(
             "SELECT seq, status FROM workflow_run_dispatch WHERE deployment_id = ? ORDER BY seq",
             big["id"],
         )
-        assert rows == [(1, "processed"), (2, "processed")]
+        late = await up.send(big["address"], "too late")
+        if policy == "fail":
+            # Later mail to the failed run is refused at the hub, and every
+            # dispatch of the grower is settled: none waits for a redelivery.
+            assert late.status_code == 409
+            assert late.json()["reason"] == "workflow_run_terminal"
+            assert rows == [(1, "processed"), (2, "processed")]
+        else:
+            # The suspended run takes later mail and holds it, with the item
+            # that failed, for a fix.
+            assert late.status_code == 202, late.text
+            assert failed["failing_dispatch_id"] == grow.json()["dispatch_id"]
+            assert rows == [(1, "processed"), (2, "delivered")]
 
         # No crash loop and no hello storm: the same sidecar process, welcomed
         # a handful of times at most (once, unless a hello was slow).

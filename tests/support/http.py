@@ -54,11 +54,14 @@ class HubClient:
             return None
         return r.json() if r.status_code == 200 else None
 
-    async def deploy(self, name: str, source: str, entrypoint: str = "flow:main") -> Any:
-        """Deploy ``source``; the created deployment (with its join token)."""
+    async def deploy(
+        self, name: str, source: str, entrypoint: str = "flow:main", **policy: Any
+    ) -> Any:
+        """Deploy ``source`` (``policy``: its failure policy's fields); the
+        created deployment (with its join token)."""
         r = await self.http.post(
             "/workflows/deployments",
-            json={"name": name, "source": source, "entrypoint": entrypoint},
+            json={"name": name, "source": source, "entrypoint": entrypoint, **policy},
         )
         assert r.status_code == 201, r.text
         return r.json()
