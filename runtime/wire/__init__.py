@@ -11,6 +11,7 @@ from ._codec import Subjects as Subjects
 from ._codec import encode as encode
 from ._frames import BATCH_FORMAT as BATCH_FORMAT
 from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
+from ._frames import CANCEL_KIND as CANCEL_KIND
 from ._frames import FORMAT_VERSION as FORMAT_VERSION
 from ._frames import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
 from ._frames import LEGACY_POLICY as LEGACY_POLICY
@@ -96,6 +97,7 @@ from ._runstate import is_terminal as is_terminal
 __all__ = [
     "BATCH_FORMAT",
     "BLOB_CHUNK_SIZE",
+    "CANCEL_KIND",
     "FORMAT_VERSION",
     "INLINE_BODY_LIMIT",
     "LEGACY_POLICY",

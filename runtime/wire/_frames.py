@@ -81,6 +81,10 @@ class FailurePolicy(msgspec.Struct, kw_only=True, frozen=True):
     with jitter)."""
     handler_timeout: float = 300.0
     """Seconds a handler call may run; a longer one is a failed attempt."""
+    max_concurrent_runs: int = 16
+    """Handler calls of the deployment at once, each of another run (a run's
+    items stay in its seq order). Not a failure setting, but one of the
+    deployment's run settings the sidecar is told the same way."""
 
 
 LEGACY_POLICY = FailurePolicy(on_failure=OnFailure.FAIL)
@@ -147,6 +151,14 @@ RESUME_KIND = "resume"
 """The ``kind`` of the dispatch that resumes a suspended run: minted by the
 hub (a resume, a new version), taken by the sidecar ahead of what the run
 holds, never shown to a handler."""
+
+
+CANCEL_KIND = "cancel"
+"""The ``kind`` of the dispatch that cancels a run from outside (``POST
+/runs/{id}/cancel``): taken ahead of what the run holds; its ``subject`` is
+the reason, its body ``{"reason", "terminate"}`` as JSON. Without
+``terminate`` the handler sees it and the run ends ``cancelled`` once it is
+processed; with it the run ends at once, unseen."""
 
 
 class MailInbound(_Frame, tag=True, kw_only=True):

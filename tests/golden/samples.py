@@ -162,7 +162,11 @@ def _whole(name: str, value: msgspec.Struct, *, since: tuple[str, ...] = ()) -> 
     def written() -> bytes:
         data = msgspec.msgpack.decode(encode(value))
         for field in since:
-            data.pop(field, None)
+            *outer, last = field.split(".")  # "policy.max_concurrent_runs": a nested one
+            part = data
+            for key in outer:
+                part = part.get(key) or {}
+            part.pop(last, None)
         return msgspec.msgpack.encode(data)
 
     return Golden(f"v2/{name}.msgpack", "frame", value, written)
@@ -493,10 +497,16 @@ V2 = [
                 on_failure="park", max_attempts=3, max_backoff=30.0, handler_timeout=60.0
             ),
         ),
+        since=("policy.max_concurrent_runs",),
     ),
     _whole(
         "SetPolicy",
         SetPolicy(v=2, session_id=SES, policy=FailurePolicy(on_failure="suspend")),
+        since=("policy.max_concurrent_runs",),
+    ),
+    _whole(
+        "SetPolicy.concurrency",
+        SetPolicy(v=2, session_id=SES, policy=FailurePolicy(max_concurrent_runs=4)),
     ),
     _whole("PolicySet", PolicySet(v=2, deployment_id=DEP)),
     Golden(
