@@ -16,21 +16,12 @@ from __future__ import annotations
 import logging
 from functools import partial
 
-from runtime import (
-    Ack,
-    FrameDecodeError,
-    FrameDecoder,
-    Reason,
-    Subjects,
-    Transport,
-    TransportError,
-    Wakeup,
-    encode,
-)
+from runtime import Ack, FrameDecoder, Reason, Subjects, Transport, Wakeup
 from runtime.wire import PolicySet, SetPolicy
 
 from ...store import Store, read_policy
 from ..sessions import SessionTable
+from .asking import ask_sidecar
 
 log = logging.getLogger("mailrun.hub.policy")
 
@@ -94,13 +85,10 @@ class PolicyDriver:
             return
         policy = await self._store.read(partial(read_policy, deployment_id=deployment_id))
         frame = SetPolicy(session_id=session_id, policy=policy)
-        try:
-            data = await self._transport.request(
-                self._subjects.inbound(deployment_id), encode(frame), self._timeout
-            )
-            reply = _replies.decode(data)
-        except (TimeoutError, TransportError, FrameDecodeError) as exc:
-            log.info("policy of %s: no answer yet (%s)", deployment_id, exc)
+        reply = await ask_sidecar(
+            self._transport, self._subjects, deployment_id, frame, _replies, self._timeout, "policy"
+        )
+        if reply is None:
             return
         if isinstance(reply, Ack):
             if reply.reason == Reason.DECODE_ERROR:

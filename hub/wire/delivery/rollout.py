@@ -24,20 +24,18 @@ import anyio
 
 from runtime import (
     Ack,
-    FrameDecodeError,
     FrameDecoder,
     LoadVersion,
     Reason,
     Subjects,
     Transport,
-    TransportError,
     VersionLoaded,
     Wakeup,
-    encode,
 )
 
 from ...store import Rollout, Store, finish_rollout, pending_rollouts
 from ..sessions import SessionTable
+from .asking import ask_sidecar
 
 log = logging.getLogger("mailrun.hub.rollout")
 
@@ -102,13 +100,11 @@ class RolloutDriver:
         frame = LoadVersion(
             session_id=session.session_id, version=rollout.version, code=rollout.code
         )
-        try:
-            data = await self._transport.request(
-                self._subjects.inbound(dep), encode(frame), self._timeout
-            )
-            reply = _replies.decode(data)
-        except (TimeoutError, TransportError, FrameDecodeError) as exc:
-            log.info("rollout of %s v%d: no answer yet (%s)", dep, rollout.version, exc)
+        what = f"rollout of v{rollout.version}"
+        reply = await ask_sidecar(
+            self._transport, self._subjects, dep, frame, _replies, self._timeout, what
+        )
+        if reply is None:
             return
         error: str | None
         if isinstance(reply, Ack):
