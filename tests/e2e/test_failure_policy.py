@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import pytest
 
 from runtime import SidecarExit
@@ -246,3 +247,40 @@ async def test_a_sidecar_killed_mid_item_counts_an_attempt(tmp_path: Path) -> No
         assert code == 0 and "running" in out, out
         # Resumed without a fix: the handler is called again (a third time).
         await wait_for(mark.exists, timeout=60, what="the resumed item's call")
+
+
+async def test_a_suspended_run_holds_through_kills_of_hub_and_sidecar(tmp_path: Path) -> None:
+    """Suspended, then the hub and the sidecar SIGKILLed, mail sent while
+    they come back: nothing accepted is lost, the run is still suspended,
+    and the fix settles everything, once, in order."""
+    async with mailrun_up(tmp_path) as up:
+        dep = await deploy(
+            up, "enduring", flow(broken=True), on_failure="suspend", max_attempts=2, max_backoff=0.1
+        )
+        run_id = (await send(up, dep["address"], "m0"))["run_id"]
+        boom = await send(up, dep["address"], "boom")
+        await status(up, run_id, "suspended")
+        await send(up, dep["address"], "m1")
+        sidecar, hub = await up.sidecar_pid(dep["id"]), await up.hub_pid()
+        os.kill(sidecar, signal.SIGKILL)
+        os.kill(hub, signal.SIGKILL)
+
+        async def accepted(subject: str) -> bool:
+            try:
+                answer = await up.send(dep["address"], subject, message_id=f"<{subject}@test>")
+            except httpx.HTTPError:
+                return False
+            return answer.status_code == 202
+
+        await wait_for(lambda: accepted("m2"), timeout=60, what="mail accepted after the kills")
+        assert sidecar != await up.sidecar_pid(dep["id"])
+        run = await status(up, run_id, "suspended")
+        assert run["failing_dispatch_id"] == boom["dispatch_id"]
+        assert run["state"]["seen"] == ["m0"]
+
+        fixed = await up.http.post(
+            "/workflows/deployments/enduring/versions", json={"source": flow(broken=False)}
+        )
+        assert fixed.status_code == 201, fixed.text
+        await seen(up, run_id, ["m0", "boom", "m1", "m2"])
+        assert set(dispatch_statuses(up, dep["id"]).values()) == {"processed"}
