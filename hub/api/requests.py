@@ -46,6 +46,7 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
     max_attempts: int | None = None
     max_backoff: float | None = None
     handler_timeout: float | None = None
+    max_concurrent_runs: int | None = None
 
     def policy(self) -> PolicyChange:
         return PolicyChange(
@@ -53,6 +54,7 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
             max_attempts=self.max_attempts,
             max_backoff=self.max_backoff,
             handler_timeout=self.handler_timeout,
+            max_concurrent_runs=self.max_concurrent_runs,
         )
 
 
