@@ -63,6 +63,14 @@ class PolicyIn(PolicyChange, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     a misspelt one is refused, not ignored."""
 
 
+class CancelIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``POST /runs/{id}/cancel``: why (shown to the handler and kept as the
+    run's error), and whether the run ends at once, unseen by its handler."""
+
+    reason: str = "cancelled"
+    terminate: bool = False
+
+
 class VersionIn(msgspec.Struct, kw_only=True):
     source: str | None = None
     files: dict[str, str] | None = None
