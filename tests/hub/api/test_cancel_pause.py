@@ -245,3 +245,23 @@ async def test_max_concurrent_runs_is_set_at_create_changed_by_patch_and_told(
         assert_error(r, 422, "invalid_policy")
         told = await a.store.read(partial(read_policy, deployment_id=given["id"]))
         assert told.max_concurrent_runs == 1
+
+
+async def test_the_console_shows_a_pause_and_offers_pause_unpause_and_cancel(
+    tmp_path: Path,
+) -> None:
+    async with api(tmp_path) as a:
+        dep = await a.deploy("flow")
+        first = await mail(a, dep)
+        page = (await a.client.get("/console/deployments/flow")).text
+        assert f'data-post="/workflows/deployments/{dep["id"]}/pause"' in page
+        assert "paused (" not in page
+        await a.client.post("/workflows/deployments/flow/pause")
+        page = (await a.client.get("/console/deployments/flow")).text
+        assert "paused (not connected)" in page
+        assert f'data-post="/workflows/deployments/{dep["id"]}/unpause"' in page
+        assert "paused (not connected)" in (await a.client.get("/")).text
+        run_page = f"/console/runs/{first['run_id']}"
+        assert f'data-post="/runs/{first["run_id"]}/cancel"' in (await a.client.get(run_page)).text
+        await a.client.post(f"/runs/{first['run_id']}/cancel", json={"terminate": True})
+        assert "/cancel" not in (await a.client.get(run_page)).text
