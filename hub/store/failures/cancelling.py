@@ -7,7 +7,8 @@ delivered like any item; the sidecar takes it ahead of what a waiting or
 suspended run holds, as it takes a ``resume``. Its message id is
 ``cancel:<run>`` (``terminate:<run>`` for one that terminates): a run is
 cancelled once, and a second cancel of it, of either kind, is answered with
-the first one's receipt, even once the run has ended.
+the first one's receipt, even once the run has ended. Those message ids are
+reserved: mail and signals may not use them (``intake.reserved_message_id``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _LIVE_MARKS = ", ".join("?" * len(_LIVE))
 _RUN = sql("SELECT deployment_id, status FROM workflow_run WHERE id = ? AND is_anchor = 0")
 _FIRST = sql(
     "SELECT id, seq FROM workflow_run_dispatch"
-    " WHERE deployment_id = ? AND message_id IN (?, ?) ORDER BY seq LIMIT 1"
+    " WHERE deployment_id = ? AND message_id IN (?, ?) AND kind = ? ORDER BY seq LIMIT 1"
 )
 _CANCELLED = sql(
     "UPDATE workflow_run SET status = ?, error = ?, suspended_at = NULL, updated_at = ?"
@@ -57,7 +58,7 @@ def cancel_run(tx: Tx, run_id: str, reason: str, terminate: bool) -> Accepted:
         raise UnknownRun(f"no run {run_id!r}")
     deployment_id = str(row["deployment_id"])
     plain, terminating = cancel_message_ids(run_id)
-    first = tx.fetch_one(_FIRST, (deployment_id, plain, terminating))
+    first = tx.fetch_one(_FIRST, (deployment_id, plain, terminating, CANCEL_KIND))
     if first is not None:
         return Accepted(
             dispatch_id=str(first["id"]),
