@@ -70,6 +70,17 @@ class _Endpoints(abc.ABC, Generic[R]):
     def resume(self, run_id: str) -> R:
         return self.request("POST", f"/runs/{_quote(run_id)}/resume")
 
+    def cancel(self, run_id: str, reason: str | None = None, *, terminate: bool = False) -> R:
+        """Cancel a run from outside: the receipt of its ``cancel`` item."""
+        body: JSON = {"terminate": terminate, **({"reason": reason} if reason else {})}
+        return self.request("POST", f"/runs/{_quote(run_id)}/cancel", body)
+
+    def pause(self, deployment: str) -> R:
+        return self.request("POST", f"/workflows/deployments/{_quote(deployment)}/pause")
+
+    def unpause(self, deployment: str) -> R:
+        return self.request("POST", f"/workflows/deployments/{_quote(deployment)}/unpause")
+
     def parked(self, deployment: str | None = None) -> R:
         params = {"status": "parked", **({"deployment": deployment} if deployment else {})}
         return self.request("GET", f"/dispatches?{urllib.parse.urlencode(params)}")

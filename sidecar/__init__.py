@@ -28,6 +28,7 @@ from ._errors import SidecarError as SidecarError
 from ._errors import StateNotSerializable as StateNotSerializable
 from ._errors import WorkflowLoadError as WorkflowLoadError
 from .execution import ApprovalDecision as ApprovalDecision
+from .execution import Cancel as Cancel
 from .execution import ChildEnded as ChildEnded
 from .execution import Context as Context
 from .execution import Item as Item
@@ -41,6 +42,7 @@ from .storage import Inbox as Inbox
 __all__ = [
     "ApprovalDecision",
     "BlobError",
+    "Cancel",
     "ChildEnded",
     "Context",
     "DeploymentGone",

@@ -46,6 +46,7 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
     max_attempts: int | None = None
     max_backoff: float | None = None
     handler_timeout: float | None = None
+    max_concurrent_runs: int | None = None
 
     def policy(self) -> PolicyChange:
         return PolicyChange(
@@ -53,12 +54,21 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
             max_attempts=self.max_attempts,
             max_backoff=self.max_backoff,
             handler_timeout=self.handler_timeout,
+            max_concurrent_runs=self.max_concurrent_runs,
         )
 
 
 class PolicyIn(PolicyChange, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """``PATCH /workflows/deployments/{key}``: any of the policy's settings;
     a misspelt one is refused, not ignored."""
+
+
+class CancelIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """``POST /runs/{id}/cancel``: why (shown to the handler and kept as the
+    run's error), and whether the run ends at once, unseen by its handler."""
+
+    reason: str = "cancelled"
+    terminate: bool = False
 
 
 class VersionIn(msgspec.Struct, kw_only=True):

@@ -113,8 +113,15 @@ _ON_FAILURE = ("suspend", "park", "fail")
 
 
 def policy_options(fn: F) -> F:
-    """``--on-failure``, ``--max-attempts``, ``--max-backoff``, ``--handler-timeout``."""
+    """``--on-failure``, ``--max-attempts``, ``--max-backoff``, ``--handler-timeout``,
+    and ``--max-concurrent-runs`` (no failure setting, told to the sidecar alike)."""
     options = [
+        click.option(
+            "--max-concurrent-runs",
+            type=int,
+            help="Handler calls of the deployment at once, each of another run (1-1024,"
+            " default 16).",
+        ),
         click.option(
             "--handler-timeout",
             type=float,
@@ -143,7 +150,7 @@ def policy_options(fn: F) -> F:
 
 def policy_settings(**given: Any) -> dict[str, Any]:
     """The policy's settings given on the command line (the others unset)."""
-    names = ("on_failure", "max_attempts", "max_backoff", "handler_timeout")
+    names = ("on_failure", "max_attempts", "max_backoff", "handler_timeout", "max_concurrent_runs")
     return {name: given[name] for name in names if given.get(name) is not None}
 
 

@@ -4,8 +4,8 @@ group, and every command gathered into it.
 The commands live by what they work on: the processes they run
 (``processes``: ``hub``, ``up``, ``demo``, ``sidecar``), a state dir with no
 hub running (``statedir``: ``migrate``, ``nats-config``), and a running hub
-over its HTTP API (``commands``, ``failures``, ``producers``, ``replay``,
-``watch``).
+over its HTTP API (``commands``, ``failures``, ``control``, ``producers``,
+``replay``, ``watch``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from runtime import check_failpoints, private_umask
 from runtime.errors import FailpointSpecError
 
 from .commands import COMMANDS, fail
+from .control import COMMANDS as CONTROL_COMMANDS
 from .failures import COMMANDS as FAILURE_COMMANDS
 from .processes import demo_cmd, hub_cmd, sidecar_cmd, up_cmd
 from .producers import producer
@@ -45,6 +46,7 @@ for _command in (
     nats_config_cmd,
     *COMMANDS,
     *FAILURE_COMMANDS,
+    *CONTROL_COMMANDS,
     replay,
     watch,
     producer,

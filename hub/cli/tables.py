@@ -174,6 +174,8 @@ def deployment_view(d: Mapping[str, Any]) -> str:
         "max_attempts",
         "max_backoff",
         "handler_timeout",
+        "max_concurrent_runs",
+        "paused_at",
         "owner_epoch",
         "created_at",
         "deleted_at",

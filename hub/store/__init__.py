@@ -95,13 +95,17 @@ from .deployments import insert_producer as insert_producer
 from .deployments import is_active_producer as is_active_producer
 from .deployments import list_producers as list_producers
 from .deployments import list_versions as list_versions
+from .deployments import pause_deployment as pause_deployment
+from .deployments import paused_deployments as paused_deployments
 from .deployments import pending_rollouts as pending_rollouts
 from .deployments import read_policy as read_policy
 from .deployments import remove_producer as remove_producer
 from .deployments import request_rollout as request_rollout
 from .deployments import resolve_producer as resolve_producer
 from .deployments import set_policy as set_policy
+from .deployments import unpause_deployment as unpause_deployment
 from .failures import RetriedDispatch as RetriedDispatch
+from .failures import cancel_run as cancel_run
 from .failures import count_failures as count_failures
 from .failures import list_parked as list_parked
 from .failures import resume_if_outdated as resume_if_outdated
@@ -268,6 +272,7 @@ __all__ = [
     "body_digest",
     "build_sources",
     "cancel_quarantined",
+    "cancel_run",
     "change_views",
     "check_fence",
     "check_policy",
@@ -325,6 +330,8 @@ __all__ = [
     "name_child_entrypoint",
     "next_due",
     "open_store",
+    "pause_deployment",
+    "paused_deployments",
     "pending_migrations",
     "pending_rollouts",
     "postgres_schema_version",
@@ -362,6 +369,7 @@ __all__ = [
     "transfer",
     "trim_changes",
     "trim_history",
+    "unpause_deployment",
     "update_rows",
     "update_statement",
     "write_processed",

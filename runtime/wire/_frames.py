@@ -468,7 +468,8 @@ class RunSuspended(_Event, tag=True, kw_only=True):
 
 
 class RunCancelled(_Event, tag=True, kw_only=True):
-    """The run ended ``cancelled``: its parent ended while it was live."""
+    """The run ended ``cancelled``: its parent ended while it was live, or it
+    was cancelled from outside (``reason``: the one the cancel gave)."""
 
     reason: str = ""
 

@@ -22,6 +22,9 @@ class DeploymentStatus(StrEnum):
 
     DEPLOYED = "deployed"
     DELETED = "deleted"
+    PAUSED = "paused"
+    """Shown for a deployed one that is paused (its anchor stays
+    ``deployed``): live, it takes triggers and keeps them undelivered."""
 
 
 _TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -29,7 +32,9 @@ _LIVE = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunS
 _HOLDING = frozenset({RunStatus.WAITING, RunStatus.SUSPENDED})
 # Release 1 marked a live anchor 'running'; migration rewrites it, but a
 # reader must not call such a deployment dead before that happens.
-_LIVE_ANCHOR = frozenset({DeploymentStatus.DEPLOYED.value, "running"})
+_LIVE_ANCHOR = frozenset(
+    {DeploymentStatus.DEPLOYED.value, DeploymentStatus.PAUSED.value, "running"}
+)
 
 
 def is_terminal(status: str) -> bool:

@@ -14,6 +14,7 @@ from ._runs import RunsConfig as RunsConfig
 from ._state import state_snapshot as state_snapshot
 from ._versions import Versions as Versions
 from ._workflow import ApprovalDecision as ApprovalDecision
+from ._workflow import Cancel as Cancel
 from ._workflow import ChildEnded as ChildEnded
 from ._workflow import Handler as Handler
 from ._workflow import Item as Item
@@ -21,12 +22,14 @@ from ._workflow import Mail as Mail
 from ._workflow import Signal as Signal
 from ._workflow import Start as Start
 from ._workflow import StateMigration as StateMigration
+from ._workflow import cancel_order as cancel_order
 from ._workflow import item_of as item_of
 from ._workflow import load_workflow as load_workflow
 from ._workflow import state_migration as state_migration
 
 __all__ = [
     "ApprovalDecision",
+    "Cancel",
     "ChildEnded",
     "Context",
     "Handler",
@@ -39,6 +42,7 @@ __all__ = [
     "Start",
     "StateMigration",
     "Versions",
+    "cancel_order",
     "check_events",
     "derived_id",
     "item_of",

@@ -5,8 +5,10 @@ Every item of a batch is taken one way (:class:`Step`): set aside as
 unreadable, refused because the run has ended, refused because a child's
 parent has ended (the child is cancelled), held while the run waits for an
 approval or is suspended, a ``resume`` (never shown to the handler, it may
-end the batch: the rows the suspension held come next), processed by the
-handler, which may end the batch (a decision that opens the run's gate: the
+end the batch: the rows the suspension held come next), a ``cancel`` that
+terminates (the run ends ``cancelled``, unseen by the handler), processed by
+the handler (a ``cancel`` among them: the run ends ``cancelled`` whatever the
+call did), which may end the batch (a decision that opens the run's gate: the
 rows it held come next), or, once the handler failed on it past the retry
 budget, given up by the deployment's failure policy (parked, the run
 suspended, or the run failed). Each way records in the :class:`Batch` what
@@ -23,6 +25,7 @@ from enum import Enum
 from runtime import (
     DispatchOutcome,
     Event,
+    RunCancelled,
     RunCompleted,
     RunFailed,
     RunStarted,
@@ -57,6 +60,9 @@ class Step(Enum):
     RESUMED = "resumed"
     """A ``resume`` took the run out of suspension: the batch ends here, so
     that the rows the suspension held come next, the failing one first."""
+    TERMINATED = "terminated"
+    """A ``cancel`` ended the run without the handler: it terminated it, or
+    the handler failed on it past the retry budget."""
     GIVEN_UP = "given_up"
     """The handler failed on it past the retry budget: parked, or the run
     suspended or failed, by the deployment's policy."""
@@ -121,17 +127,22 @@ class Batch:
         self.commit.steps = (self.commit.steps or 0) + 1
         self.consume(p, outcome, [self.processed(p, at, outcome, self.commit.steps), *also])
 
-    def made(self, p: Pending, at: float, ctx: Context, after: Snapshot) -> list[Outgoing]:
+    def made(
+        self, p: Pending, at: float, ctx: Context, after: Snapshot, cancel: str | None = None
+    ) -> list[Outgoing]:
         """The events a handler call on ``p`` commits, in order, each encoded
         once; :class:`LimitExceeded` for one too large for a frame, before
-        anything of the call joins the commit."""
+        anything of the call joins the commit. ``cancel``: ``p`` is a cancel
+        with that reason, and the run ends cancelled, whatever the call said."""
         run_id = self.commit.run_id
         before: list[Event] = []
         if self.status is None:
             before.append(RunStarted(event_id=new_id("evt"), run_id=run_id, at=at))
         before.extend(ctx.events)
         end: list[Event] = []
-        if ctx.completed:
+        if cancel is not None:
+            end.append(RunCancelled(event_id=new_id("evt"), run_id=run_id, at=at, reason=cancel))
+        elif ctx.completed:
             end.append(
                 RunCompleted(event_id=new_id("evt"), run_id=run_id, at=at, result=ctx.result)
             )
@@ -152,10 +163,12 @@ class Batch:
         after: Snapshot,
         version: int,
         made: list[Outgoing],
+        cancel: str | None = None,
     ) -> Step:
         """A handler call on ``p`` joins the commit: its events, the run's new
         state, and the status it leaves the run in (a decision may open the
-        run's gate; a call may close it, or end the run)."""
+        run's gate; a call may close it, or end the run; a cancel's call
+        ends it cancelled)."""
         commit = self.commit
         commit.steps = (commit.steps or 0) + 1
         self.state, self.ran = after, version
@@ -164,7 +177,9 @@ class Batch:
         waited = self.waiting
         status = self.status or RunStatus.RUNNING
         approvals = [a for a in commit.approvals or [] if a != decision] + ctx.approvals
-        if ctx.completed:
+        if cancel is not None:
+            status, approvals = RunStatus.CANCELLED, []
+        elif ctx.completed:
             status, approvals = RunStatus.COMPLETED, []
             commit.result = to_json(ctx.result, "the run result")
         elif ctx.failed:
@@ -189,6 +204,21 @@ class Batch:
         outcome = DispatchOutcome.PROCESSED
         self.consume(p, outcome, [self.processed(p, at, outcome, self._step())])
         return Step.RESUMED if resumed else Step.PROCESSED
+
+    def terminate(self, p: Pending, at: float, reason: str, error: str = "") -> None:
+        """A ``cancel`` that ends the run without a handler call: one that
+        terminates, or one the handler failed on past its budget (``error``,
+        kept on the item): consumed as processed, the run ``cancelled``; the
+        items it holds and later ones are refused, its live children cancelled."""
+        started = self._started(at)
+        outcome = DispatchOutcome.PROCESSED
+        done = self.processed(p, at, outcome, self._step(), error=error)
+        run_id = self.commit.run_id
+        cancelled = RunCancelled(event_id=new_id("evt"), run_id=run_id, at=at, reason=reason)
+        self.consume(p, outcome, [*started, done, check_encoded(outgoing(cancelled))])
+        self.status, self.commit.approvals = RunStatus.CANCELLED, []
+        if error:
+            self.commit.error = error
 
     def park(self, p: Pending, at: float, error: str) -> None:
         """Past the budget under ``park``: the item is consumed as ``parked``

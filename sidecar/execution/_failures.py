@@ -5,7 +5,8 @@ The run actor calls :func:`attempt_failed` when a handler call raised or
 overran its timeout, and :func:`give_up` for an item whose budget was spent
 before its call (by a process that died on it, say). Both only record in the
 :class:`~sidecar.execution._batch.Batch` what its commit writes: the attempt
-and its error, and what the policy makes of the item and its run.
+and its error, and what the policy makes of the item and its run (a ``cancel`` ends its
+run cancelled whatever the policy).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 import logging
 import time
 
-from runtime.wire import FailurePolicy, OnFailure, clip_text
+from runtime.wire import CANCEL_KIND, FailurePolicy, OnFailure, clip_text
 
 from .._errors import EntrypointError, LimitExceeded, RunStateUnreadable, WorkflowLoadError
 from ..storage import Pending
 from ._batch import Batch
+from ._workflow import cancel_order
 
 log = logging.getLogger("mailrun.sidecar.runs")
 
@@ -52,8 +54,14 @@ def attempt_failed(policy: FailurePolicy, p: Pending, exc: Exception, batch: Bat
 def give_up(policy: FailurePolicy, p: Pending, batch: Batch, error: str, attempts: int) -> None:
     """The deployment's ``on_failure`` for ``p``, whose handler failed
     ``attempts`` times (the last with ``error``); a policy this sidecar does
-    not know fails the run, as before policies."""
+    not know fails the run, as before policies. A ``cancel`` is no item to
+    set aside: the run ends cancelled all the same, the error kept."""
     now = time.time()
+    if p.envelope is not None and p.envelope.kind == CANCEL_KIND:
+        reason, _ = cancel_order(p.envelope)
+        batch.terminate(p, now, reason, error)
+        log.error("run %s: cancelled after %d failed attempt(s): %s", p.run_id, attempts, error)
+        return
     if policy.on_failure == OnFailure.PARK:
         batch.park(p, now, error)
     elif policy.on_failure == OnFailure.SUSPEND:

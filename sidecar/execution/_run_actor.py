@@ -13,6 +13,11 @@ A suspended run holds its items the same way, until a ``resume`` item
 comes: it overtakes what the run holds, as a decision does, and ends the
 batch so that the held rows come next, the one the handler failed on first.
 
+A ``cancel`` item (``POST /runs/{id}/cancel``) overtakes what a waiting or
+suspended run holds the same way. Its handler call ends the run
+``cancelled`` whatever the call did; one that terminates ends it without a
+call. Either way the rows the run held come next, and are refused.
+
 :meth:`RunActor.receive` takes a batch's items in order, each by one of
 the ways :class:`~sidecar.execution._batch.Step` names, and commits what
 they made in one transaction. A handler call that fails (raises, overruns
@@ -40,7 +45,7 @@ from runtime import (
     new_id,
 )
 from runtime.actors import Actor
-from runtime.wire import FailurePolicy
+from runtime.wire import CANCEL_KIND, FailurePolicy
 
 from .._errors import HandlerTimeout, RunStateUnreadable
 from ..storage import Commit, Envelope, Inbox, Pending, outgoing
@@ -49,7 +54,7 @@ from ._context import Context, Minter
 from ._failures import attempt_failed, give_up
 from ._state import Snapshot, snapshot_of, state_snapshot
 from ._watch import HandlerWatch
-from ._workflow import ApprovalDecision, Handler, Item, StateMigration, item_of
+from ._workflow import ApprovalDecision, Handler, Item, StateMigration, cancel_order, item_of
 
 
 class RunOwner(Protocol):
@@ -164,9 +169,15 @@ class RunActor(Actor[list[Pending]]):
             return self._cancel(p, batch)
         if envelope.kind == RESUME_KIND:
             return batch.resume(p, time.time())
+        cancel = cancel_order(envelope) if envelope.kind == CANCEL_KIND else None
+        if cancel is not None and cancel[1]:
+            batch.terminate(p, time.time(), cancel[0])
+            return Step.TERMINATED
         item = item_of(envelope)
         decision = item.approval_id if isinstance(item, ApprovalDecision) else None
-        if batch.suspended or (batch.waiting and decision not in (batch.commit.approvals or [])):
+        if cancel is None and (
+            batch.suspended or (batch.waiting and decision not in (batch.commit.approvals or []))
+        ):
             batch.hold(p)
             return Step.HELD
         if p.attempts >= self._runs.policy.max_attempts:
@@ -176,7 +187,8 @@ class RunActor(Actor[list[Pending]]):
             return Step.GIVEN_UP
         if self._unreadable is not None:
             raise RunStateUnreadable(self._unreadable)
-        return await self._process(p, item, decision, batch, watch)
+        reason = cancel[0] if cancel is not None else None
+        return await self._process(p, item, decision, batch, watch, reason)
 
     def _quarantine(self, p: Pending, batch: Batch) -> Step:
         event = EnvelopeQuarantined(
@@ -213,18 +225,25 @@ class RunActor(Actor[list[Pending]]):
         return Step.CANCELLED
 
     async def _process(
-        self, p: Pending, item: Item, decision: str | None, batch: Batch, watch: HandlerWatch
+        self,
+        p: Pending,
+        item: Item,
+        decision: str | None,
+        batch: Batch,
+        watch: HandlerWatch,
+        cancel: str | None,
     ) -> Step:
         """The handler's call on one item, and what it made: the run's new
         state and status, the events. Nothing joins the commit unless all of
         it is within its limits: a too-large value fails this item alone,
-        and the batch's earlier items commit."""
+        and the batch's earlier items commit. ``cancel``: the item is a
+        cancel with that reason, which ends the run cancelled."""
         assert p.envelope is not None
         now, version = time.time(), max(p.envelope.version, 1)
         ctx = await self._call(p, item, batch.state, version, batch.ran, watch)
         after = state_snapshot(ctx.state)
-        made = batch.made(p, now, ctx, after)
-        return batch.handled(p, ctx, decision, after, version, made)
+        made = batch.made(p, now, ctx, after, cancel)
+        return batch.handled(p, ctx, decision, after, version, made, cancel)
 
     async def _call(
         self, p: Pending, item: Item, state: Snapshot, version: int, ran: int, watch: HandlerWatch

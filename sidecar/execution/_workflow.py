@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from runtime import InvalidSources, Sources, check_layout
+from runtime.wire import CANCEL_KIND
 
 from .._errors import EntrypointError, WorkflowLoadError
 from ..storage import Envelope
@@ -205,6 +206,15 @@ class ChildEnded(Item, frozen=True, kw_only=True):
     error: str | None = None
 
 
+class Cancel(Item, frozen=True, kw_only=True):
+    """A cancel from outside (``mailrun cancel``): ``reason`` is the one it
+    was given. The run ends ``cancelled`` once this item is processed,
+    whatever the handler does with it (a ``complete`` or ``fail`` included)."""
+
+    kind: str = CANCEL_KIND
+    reason: str = ""
+
+
 _NOT_JSON = object()
 
 
@@ -260,6 +270,20 @@ def _child(common: dict[str, Any], body: bytes) -> Item:
     )
 
 
+def cancel_order(envelope: Envelope) -> tuple[str, bool]:
+    """A ``cancel`` envelope's ``(reason, terminate)``: its body's, the
+    subject for a reason the body lacks, and no terminate unless it says so."""
+    fields = _object(envelope.body or b"")
+    reason = fields.get("reason")
+    text = reason if isinstance(reason, str) else envelope.subject or ""
+    return text, fields.get("terminate") is True
+
+
+def _cancel(common: dict[str, Any], body: bytes) -> Item:
+    reason = _object(body).get("reason")
+    return Cancel(**common, reason=reason if isinstance(reason, str) else common["subject"])
+
+
 # The item of each kind but mail (an unknown kind arrives as Mail); docs/sidecar.md,
 # "Items", has the body each kind carries.
 _ITEMS: dict[str, Callable[[dict[str, Any], bytes], Item]] = {
@@ -267,6 +291,7 @@ _ITEMS: dict[str, Callable[[dict[str, Any], bytes], Item]] = {
     "approval": _approval,
     "start": _start,
     "child": _child,
+    CANCEL_KIND: _cancel,
 }
 
 

@@ -13,7 +13,9 @@ run recorded, in order, instead of asking the hub.
 
 After each item its state, its effects and the run's end are compared with
 what the run recorded; the first item where they differ ends the replay. A
-``resume`` item is skipped (it never reached a handler and changed nothing);
+``resume`` item is skipped (it never reached a handler and changed nothing),
+as is a ``cancel`` that terminated its run; any other ``cancel`` is replayed,
+its end not compared (the run ended cancelled whatever the call said);
 a parked item is replayed like a failed one: the recorded run raised on it.
 The answer is one JSON document on stdout: a :class:`ReplayReport` (exit 0), or a
 :class:`ReplayFailureReport` (exit 1) when the code does not load, ``migrate_state``
@@ -50,12 +52,14 @@ from runtime import (
     Sources,
 )
 from runtime.sidecar_contract import ReplayDifference
+from runtime.wire import CANCEL_KIND
 
 from .._errors import EntrypointError, WorkflowLoadError
 from ..execution import (
     Context,
     Handler,
     StateMigration,
+    cancel_order,
     check_events,
     derived_id,
     item_of,
@@ -191,11 +195,23 @@ async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[
         return _Call(state=state, effects=[], end=None, raised=raised)
     effects = [e for e in map(_effect_of, ctx.events) if e is not None]
     end = None
-    if ctx.completed:
+    if item.kind == CANCEL_KIND:
+        pass  # the run ended cancelled whatever the call said: not compared
+    elif ctx.completed:
         end = RecordedEnd(kind="completed", result=ctx.result)
     elif ctx.failed:
         end = RecordedEnd(kind="failed", error=ctx.error)
     return _Call(state=after, effects=effects, end=end)
+
+
+def _terminates(item: ReplayItem) -> bool:
+    """A ``cancel`` that ended its run without a handler call."""
+    if item.kind != CANCEL_KIND or item.body is None:
+        return False
+    envelope = Envelope(
+        dispatch_id=item.dispatch_id, deployment_id="", address="", kind=item.kind, body=item.body
+    )
+    return cancel_order(envelope)[1]
 
 
 def _checked_state(state: object) -> dict[str, Any]:
@@ -286,7 +302,7 @@ async def replay(job: ReplayJob, src_dir: Path) -> ReplayReport:
     report = ReplayReport(run_id=job.run_id, differs=False, replayed=0, start=job.start)
     report.skipped = list(job.skipped)
     for item in job.items:
-        if item.kind == RESUME_KIND:
+        if item.kind == RESUME_KIND or _terminates(item):
             continue  # never a handler's: nothing to compare
         if item.body is None:
             state = item.recorded.state  # not replayable: go on from what it recorded

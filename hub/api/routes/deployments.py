@@ -1,10 +1,13 @@
-"""The routes of deployments: ``POST|GET /workflows/deployments`` and
-``GET|PATCH|DELETE /workflows/deployments/{id or name}``.
+"""The routes of deployments: ``POST|GET /workflows/deployments``,
+``GET|PATCH|DELETE /workflows/deployments/{id or name}`` and
+``POST /workflows/deployments/{id or name}/pause|unpause``.
 
 ``PATCH`` changes the deployment's failure policy (any of ``on_failure``,
-``max_attempts``, ``max_backoff``, ``handler_timeout``), checked whole
-before anything is written; once committed, its sidecar is told
-(``on_policy``).
+``max_attempts``, ``max_backoff``, ``handler_timeout``) and its
+``max_concurrent_runs``, checked whole before anything is written; once
+committed, its sidecar is told (``on_policy``). A pause keeps what the
+deployment takes undelivered until it is unpaused; an unpause wakes the
+dispatcher for it, as an accept does.
 
 A deployment is shown with the wire side's live view (``connected``,
 ``last_error``: the ``live`` the app is given); the answer to its creation
@@ -13,6 +16,7 @@ alone carries its ``join_token`` and where its restore record was written.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from functools import partial
 
@@ -28,8 +32,10 @@ from ...store import (
     delete_deployment,
     get_deployment,
     list_deployments,
+    pause_deployment,
     resolve_deployment,
     set_policy,
+    unpause_deployment,
 )
 from ..context import RouteContext
 from ..requests import DeploymentIn, PolicyIn
@@ -91,7 +97,22 @@ def deployment_routes(
             on_policy(dep_id)
         return json_response(live(await store.read(partial(get_deployment, key=dep_id))))
 
+    async def pause(request: Request) -> Response:
+        dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
+        await store.transact(partial(pause_deployment, deployment_id=dep_id))
+        return json_response(live(await store.read(partial(get_deployment, key=dep_id))))
+
+    async def unpause(request: Request) -> Response:
+        dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
+        if await store.transact(partial(unpause_deployment, deployment_id=dep_id)):
+            woken = ctx.acceptor.on_accepted
+            if woken is not None and inspect.isawaitable(result := woken({dep_id})):
+                await result
+        return json_response(live(await store.read(partial(get_deployment, key=dep_id))))
+
     return [
+        Route("/workflows/deployments/{key}/pause", pause, methods=["POST"]),
+        Route("/workflows/deployments/{key}/unpause", unpause, methods=["POST"]),
         Route("/workflows/deployments", post_deployment, methods=["POST"]),
         Route("/workflows/deployments/{key}", patch_deployment, methods=["PATCH"]),
         Route("/workflows/deployments", get_deployments, methods=["GET"]),

@@ -1,10 +1,13 @@
-"""The routes of failing handlers: ``POST /runs/{id}/resume`` (a suspended
-run tries again), ``GET /dispatches?status=parked`` (the items set aside)
-and ``POST /dispatches/{id}/retry`` (one of them sent again).
+"""The routes of failing handlers and of runs stopped from outside:
+``POST /runs/{id}/resume`` (a suspended run tries again),
+``GET /dispatches?status=parked`` (the items set aside),
+``POST /dispatches/{id}/retry`` (one of them sent again) and
+``POST /runs/{id}/cancel`` (a run cancelled, or terminated).
 
-Each change is one store transaction (``resume_run``, ``retry_dispatch``);
-once it is committed the dispatcher is woken for the deployment, as after
-an accept, so the ``resume`` item or the retried dispatch goes out at once.
+Each change is one store transaction (``resume_run``, ``retry_dispatch``,
+``cancel_run``); once it is committed the dispatcher is woken for the
+deployment, as after an accept, so the ``resume`` or ``cancel`` item or the
+retried dispatch goes out at once.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..._errors import InvalidRequest
+from ...intake import single_line
 from ...store import (
     DispatchStatus,
+    cancel_run,
     get_dispatch,
     get_run,
     list_parked,
@@ -27,7 +32,11 @@ from ...store import (
     retry_dispatch,
 )
 from ..context import RouteContext, query_limit
+from ..requests import CancelIn, decode_json, read_body
 from ..responses import json_response
+
+MAX_REASON = 1000
+"""Characters of a cancel's reason at most."""
 
 
 def failure_routes(ctx: RouteContext) -> list[Route]:
@@ -46,6 +55,24 @@ def failure_routes(ctx: RouteContext) -> list[Route]:
         run = await store.read(partial(get_run, run_id=run_id))
         await wake(run.deployment_id)
         return json_response(run)
+
+    async def cancel(request: Request) -> Response:
+        run_id = str(request.path_params["id"])
+        raw = await read_body(
+            request.stream(),
+            request.headers.get("content-length"),
+            limit=64 * 1024,
+            timeout=ctx.settings.body_timeout,
+        )
+        spec = decode_json(raw, CancelIn, InvalidRequest) if raw.strip() else CancelIn()
+        if not (0 < len(spec.reason) <= MAX_REASON and single_line(spec.reason)):
+            raise InvalidRequest(f"'reason' must be 1 to {MAX_REASON} characters on one line")
+        cancelling = partial(
+            cancel_run, run_id=run_id, reason=spec.reason, terminate=spec.terminate
+        )
+        receipt = await store.transact(cancelling)
+        await wake(receipt.deployment_id)
+        return json_response(receipt, 202)
 
     async def dispatches(request: Request) -> Response:
         limit = query_limit(request)
@@ -67,6 +94,7 @@ def failure_routes(ctx: RouteContext) -> list[Route]:
 
     return [
         Route("/runs/{id}/resume", resume, methods=["POST"]),
+        Route("/runs/{id}/cancel", cancel, methods=["POST"]),
         Route("/dispatches", dispatches, methods=["GET"]),
         Route("/dispatches/{id}/retry", retry, methods=["POST"]),
     ]

@@ -10,7 +10,14 @@ from starlette.routing import Route
 
 from ...intake import Acceptor
 from ...metrics import family, label
-from ...store import Store, count_by_status, count_failures, count_outbound, count_quarantined
+from ...store import (
+    Store,
+    count_by_status,
+    count_failures,
+    count_outbound,
+    count_quarantined,
+    paused_deployments,
+)
 from ..context import RouteContext
 
 MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -69,6 +76,12 @@ async def render_metrics(store: Store, acceptor: Acceptor) -> str:
         "mailrun_deployment_quarantined_total", "counter",
         "Envelopes the deployment's sidecar could not read, set aside (their dispatch cancelled).",
         [(_label("deployment", dep), n) for dep, n in quarantined.items()],
+    )  # fmt: skip
+    paused = await store.read(paused_deployments)
+    lines += family(
+        "mailrun_deployment_paused", "gauge",
+        "1 for each deployment that is paused (what it takes is kept, not delivered).",
+        [(_label("deployment", dep), 1) for dep in paused],
     )  # fmt: skip
     # What waits for an operator: counted through partial indexes (few rows).
     failures = await store.read(count_failures)

@@ -8,7 +8,8 @@ deployment's head (the ``window`` seqs from its lowest open one, reserved
 or delivered), and put back by a conditional UPDATE each. A run waiting on
 an approval, or suspended, holds its items on purpose (the classifier's
 ``holds_items``): its dispatches are never overdue, except what ends the
-hold (an approval decision, a ``resume``).
+hold (an approval decision, a ``resume``, a ``cancel``). Nor are a paused
+deployment's: they are sent again, if need be, once it is unpaused.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _overdue(smaller: str) -> str:
 SELECT d.id, d.deployment_id, d.seq, d.delivered_at
 FROM deployment dep CROSS JOIN workflow_run_dispatch d
 LEFT JOIN workflow_run r ON r.id = d.run_id
-WHERE dep.deleted_at IS NULL
+WHERE dep.deleted_at IS NULL AND dep.paused_at IS NULL
   AND d.deployment_id = dep.id AND d.status = :delivered
   AND d.seq < :window + {smaller}(
         COALESCE((SELECT MIN(x.seq) FROM workflow_run_dispatch x
@@ -62,7 +63,8 @@ WHERE dep.deleted_at IS NULL
         COALESCE((SELECT MIN(x.seq) FROM workflow_run_dispatch x
                   WHERE x.deployment_id = dep.id AND x.status = :delivered), {_NO_SEQ}))
   AND d.delivered_at < :before
-  AND (r.status IS NULL OR r.status NOT IN ({_HELD_NAMES}) OR d.kind IN ('approval', 'resume'))
+  AND (r.status IS NULL OR r.status NOT IN ({_HELD_NAMES})
+       OR d.kind IN ('approval', 'resume', 'cancel'))
 ORDER BY d.deployment_id, d.seq
 """
 
@@ -76,7 +78,7 @@ OVERDUE = sql(_overdue("MIN"), postgres=_overdue("LEAST"))
 _PUT_BACK = sql(f"""
 UPDATE workflow_run_dispatch SET status = ?, delivered_at = NULL
 WHERE id = ? AND status = ? AND delivered_at = ?
-  AND (kind IN ('approval', 'resume') OR NOT EXISTS (SELECT 1 FROM workflow_run r
+  AND (kind IN ('approval', 'resume', 'cancel') OR NOT EXISTS (SELECT 1 FROM workflow_run r
                   WHERE r.id = workflow_run_dispatch.run_id AND r.status IN ({_HELD_MARKS})))
 """)
 _STILL_OPEN = sql(

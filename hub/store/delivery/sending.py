@@ -5,8 +5,9 @@ The dispatch table is the only queue: a lane loads the reserved rows past
 the highest seq it has sent, and an acknowledged dispatch becomes
 ``delivered``; a refused one stays ``reserved`` with its attempt counted and
 its reason kept, so it is simply loaded again. Nothing else changes a row
-here. Answers are recorded under the epoch (and lease) the frames were sent
-under (``sessions.fencing``).
+here. A paused deployment's rows are neither loaded nor counted. Answers
+are recorded under the epoch (and lease) the frames were sent under
+(``sessions.fencing``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ WHERE d.deployment_id = ? AND d.status = ? AND d.seq > ?
 ORDER BY d.seq LIMIT ?
 """)
 _ANCHOR = sql("""
-SELECT d.deleted_at, a.status FROM deployment d
+SELECT d.deleted_at, a.status, d.paused_at FROM deployment d
 LEFT JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1 WHERE d.id = ?
 """)
 # Per deployment, so that each count searches the (deployment_id, status,
@@ -80,7 +81,7 @@ SELECT id, n, oldest FROM (
      WHERE d.deployment_id = dep.id AND d.status = :reserved) AS n,
     (SELECT MIN(d.created_at) FROM workflow_run_dispatch d
      WHERE d.deployment_id = dep.id AND d.status = :reserved) AS oldest
-  FROM deployment dep
+  FROM deployment dep WHERE dep.paused_at IS NULL
 ) counts WHERE n > 0
 """)
 # The acknowledged ids as one JSON array: one statement whatever their number.
@@ -100,17 +101,21 @@ def load_reserved(
     tx: Tx, deployment_id: str, limit: int, after: int = 0
 ) -> list[ReservedDispatch] | None:
     """The first ``limit`` reserved dispatches past seq ``after``, in seq
-    order; None once the deployment is not live (deleted, or its anchor not)."""
+    order; none while the deployment is paused; None once it is not live
+    (deleted, or its anchor not)."""
     anchor = tx.fetch_one(_ANCHOR, (deployment_id,))
     if anchor is None or anchor[0] is not None or not anchor_is_live(anchor[1] or ""):
         return None
+    if anchor[2] is not None:
+        return []  # paused: kept until it is unpaused
     params = (deployment_id, DispatchStatus.RESERVED, after, limit)
     return [ReservedDispatch(*row) for row in tx.fetch_all(_RESERVED, params)]
 
 
 def count_reserved(tx: Tx) -> dict[str, ReservedCount]:
     """Deployment id -> how many dispatches wait to be sent and since when,
-    for each deployment with any."""
+    for each deployment with any that is not paused (a paused one's wait on
+    purpose)."""
     rows = tx.fetch_all(_RESERVED_COUNTS, {"reserved": DispatchStatus.RESERVED})
     return {row[0]: ReservedCount(int(row[1]), float(row[2])) for row in rows}
 

@@ -1,6 +1,6 @@
-"""Deployments in the store: created and deleted, their workflow versions and
-rollouts, their NATS identities, and the producers that may send mail over
-the NATS ingress."""
+"""Deployments in the store: created and deleted, paused and unpaused, their
+workflow versions and rollouts, their NATS identities, and the producers
+that may send mail over the NATS ingress."""
 
 from .identities import give_nats_identities as give_nats_identities
 from .lifecycle import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
@@ -8,6 +8,9 @@ from .lifecycle import Created as Created
 from .lifecycle import build_sources as build_sources
 from .lifecycle import create_deployment as create_deployment
 from .lifecycle import delete_deployment as delete_deployment
+from .pausing import pause_deployment as pause_deployment
+from .pausing import paused_deployments as paused_deployments
+from .pausing import unpause_deployment as unpause_deployment
 from .policy import PolicyChange as PolicyChange
 from .policy import check_policy as check_policy
 from .policy import read_policy as read_policy
@@ -60,10 +63,13 @@ __all__ = [
     "is_active_producer",
     "list_producers",
     "list_versions",
+    "pause_deployment",
+    "paused_deployments",
     "pending_rollouts",
     "read_policy",
     "remove_producer",
     "request_rollout",
     "resolve_producer",
     "set_policy",
+    "unpause_deployment",
 ]

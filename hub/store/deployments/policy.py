@@ -2,7 +2,9 @@
 handler keeps failing (docs/design.md section 5, "When a handler fails").
 
 Four columns of the deployment row: ``on_failure`` (``suspend``, ``park``
-or ``fail``), ``max_attempts``, ``max_backoff`` and ``handler_timeout``.
+or ``fail``), ``max_attempts``, ``max_backoff`` and ``handler_timeout``; and
+a fifth the sidecar is told the same way, though no failure setting:
+``max_concurrent_runs``, its handler calls at once.
 Set at create, changed by ``PATCH`` (any subset), each change checked whole
 before anything is written: a value out of its range changes nothing. The
 sidecar is given the policy in every Welcome, and a change as SetPolicy
@@ -23,6 +25,7 @@ from ..sql import Tx, sql
 MAX_ATTEMPTS = (1, 100)
 MAX_BACKOFF = (0.0, 86400.0)
 HANDLER_TIMEOUT = (0.1, 86400.0)
+MAX_CONCURRENT_RUNS = (1, 1024)
 
 
 class PolicyChange(msgspec.Struct, kw_only=True, frozen=True):
@@ -32,13 +35,15 @@ class PolicyChange(msgspec.Struct, kw_only=True, frozen=True):
     max_attempts: int | None = None
     max_backoff: float | None = None
     handler_timeout: float | None = None
+    max_concurrent_runs: int | None = None
 
     def is_empty(self) -> bool:
         return all(getattr(self, name) is None for name in self.__struct_fields__)
 
 
 _POLICY = sql(
-    "SELECT on_failure, max_attempts, max_backoff, handler_timeout FROM deployment WHERE id = ?"
+    "SELECT on_failure, max_attempts, max_backoff, handler_timeout, max_concurrent_runs"
+    " FROM deployment WHERE id = ?"
 )
 _LIVE = sql(
     "SELECT a.status FROM deployment d JOIN workflow_run a ON a.id = d.id AND a.is_anchor = 1"
@@ -48,7 +53,8 @@ _SET = sql(
     "UPDATE deployment SET on_failure = COALESCE(:on_failure, on_failure),"
     " max_attempts = COALESCE(:max_attempts, max_attempts),"
     " max_backoff = COALESCE(:max_backoff, max_backoff),"
-    " handler_timeout = COALESCE(:handler_timeout, handler_timeout)"
+    " handler_timeout = COALESCE(:handler_timeout, handler_timeout),"
+    " max_concurrent_runs = COALESCE(:max_concurrent_runs, max_concurrent_runs)"
     " WHERE id = :deployment AND deleted_at IS NULL"
 )
 
@@ -71,6 +77,8 @@ def check_policy(change: PolicyChange) -> PolicyChange:
         _within("max_backoff", change.max_backoff, MAX_BACKOFF)
     if change.handler_timeout is not None:
         _within("handler_timeout", change.handler_timeout, HANDLER_TIMEOUT)
+    if change.max_concurrent_runs is not None:
+        _within("max_concurrent_runs", change.max_concurrent_runs, MAX_CONCURRENT_RUNS)
     return change
 
 
@@ -84,6 +92,7 @@ def read_policy(tx: Tx, deployment_id: str) -> FailurePolicy:
         max_attempts=int(row["max_attempts"]),
         max_backoff=float(row["max_backoff"]),
         handler_timeout=float(row["handler_timeout"]),
+        max_concurrent_runs=int(row["max_concurrent_runs"]),
     )
 
 

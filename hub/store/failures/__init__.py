@@ -1,8 +1,11 @@
-"""What the hub does about handlers that keep failing: suspended runs
-resumed (by the operator, or by a new version), parked dispatches listed,
-counted and retried. A deployment's policy itself is the deployments
-room's (``deployments/policy.py``)."""
+"""What the hub does about handlers that keep failing, and runs stopped from
+outside: suspended runs resumed (by the operator, or by a new version),
+parked dispatches listed, counted and retried, runs cancelled. A
+deployment's policy itself is the deployments room's
+(``deployments/policy.py``)."""
 
+from .cancelling import cancel_message_ids as cancel_message_ids
+from .cancelling import cancel_run as cancel_run
 from .parking import RetriedDispatch as RetriedDispatch
 from .parking import count_failures as count_failures
 from .parking import list_parked as list_parked
@@ -13,6 +16,8 @@ from .resuming import resume_suspended as resume_suspended
 
 __all__ = [
     "RetriedDispatch",
+    "cancel_message_ids",
+    "cancel_run",
     "count_failures",
     "list_parked",
     "resume_if_outdated",

@@ -9,16 +9,20 @@ from .reading import last_change_id as last_change_id
 from .reading import read_changes as read_changes
 from .reading import read_feed as read_feed
 from .reading import trim_changes as trim_changes
+from .recording import DEPLOYMENT_FEED_PG as DEPLOYMENT_FEED_PG
 from .recording import Change as Change
 from .recording import ChangeKind as ChangeKind
 from .recording import add_change_feed as add_change_feed
+from .recording import add_deployment_feed as add_deployment_feed
 
 __all__ = [
     "DEFAULT_CHANGES_KEPT",
+    "DEPLOYMENT_FEED_PG",
     "FEED_HOLD",
     "Change",
     "ChangeKind",
     "add_change_feed",
+    "add_deployment_feed",
     "feed_start",
     "last_change_id",
     "read_changes",

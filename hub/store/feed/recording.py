@@ -59,8 +59,9 @@ def _record(kind: ChangeKind, deployment_id: str, status: str) -> str:
 
 
 _DEPLOYMENT_STATUS = (
-    f"CASE WHEN NEW.deleted_at IS NULL THEN '{DeploymentStatus.DEPLOYED.value}'"
-    f" ELSE '{DeploymentStatus.DELETED.value}' END"
+    f"CASE WHEN NEW.deleted_at IS NOT NULL THEN '{DeploymentStatus.DELETED.value}'"
+    f" WHEN NEW.paused_at IS NOT NULL THEN '{DeploymentStatus.PAUSED.value}'"
+    f" ELSE '{DeploymentStatus.DEPLOYED.value}' END"
 )
 _DISPATCH = _record(ChangeKind.DISPATCH, "NEW.deployment_id", "NEW.status")
 _RUN = _record(ChangeKind.RUN, "NEW.deployment_id", "NEW.status")
@@ -90,19 +91,23 @@ AFTER UPDATE OF status, result, error ON workflow_run
 WHEN NEW.is_anchor = 0 AND (NEW.status IS NOT OLD.status OR NEW.result IS NOT OLD.result
                             OR NEW.error IS NOT OLD.error)
 BEGIN {_RUN} END;
+"""
+# A deployment's triggers name ``paused_at`` (migration 17): created by that
+# migration, after the column, and so not in migration 11's script.
+_DEPLOYMENT_FEED = f"""
 CREATE TRIGGER IF NOT EXISTS change_deployment_new AFTER INSERT ON deployment
 BEGIN {_DEPLOYMENT} END;
 CREATE TRIGGER IF NOT EXISTS change_deployment_status
-AFTER UPDATE OF deleted_at, version, rollout_version ON deployment
+AFTER UPDATE OF deleted_at, version, rollout_version, paused_at ON deployment
 WHEN NEW.deleted_at IS NOT OLD.deleted_at OR NEW.version IS NOT OLD.version
-     OR NEW.rollout_version IS NOT OLD.rollout_version
+     OR NEW.rollout_version IS NOT OLD.rollout_version OR NEW.paused_at IS NOT OLD.paused_at
 BEGIN {_DEPLOYMENT} END;
 """
 
 
-def _feed_statements() -> list[str]:
+def _feed_statements(script: str = _FEED) -> list[str]:
     # A trigger's body holds ';': split at "END;" for triggers, at ';' before them.
-    table, _, triggers = _FEED.partition("CREATE TRIGGER")
+    table, _, triggers = script.partition("CREATE TRIGGER")
     bodies = ("CREATE TRIGGER" + triggers).split("END;")
     return [*statements(table), *(f"{b.strip()} END" for b in bodies if b.strip())]
 
@@ -112,3 +117,36 @@ def add_change_feed(conn: sqlite3.Connection) -> None:
     Changes made before it are not in the feed. Idempotent on its own."""
     for statement in _feed_statements():
         conn.execute(statement)
+
+
+def add_deployment_feed(conn: sqlite3.Connection) -> None:
+    """Migration 17: a deployment's rows in the feed, its pause and unpause
+    among its changes (the triggers of a database from before it are
+    replaced). Idempotent on its own."""
+    conn.execute("DROP TRIGGER IF EXISTS change_deployment_new")
+    conn.execute("DROP TRIGGER IF EXISTS change_deployment_status")
+    for statement in _feed_statements(_DEPLOYMENT_FEED):
+        conn.execute(statement)
+
+
+DEPLOYMENT_FEED_PG = f"""
+CREATE OR REPLACE FUNCTION change_deployment() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  INSERT INTO change (kind, row_id, deployment_id, status, at)
+  VALUES ('deployment', NEW.id, NEW.id,
+          CASE WHEN NEW.deleted_at IS NOT NULL THEN '{DeploymentStatus.DELETED.value}'
+               WHEN NEW.paused_at IS NOT NULL THEN '{DeploymentStatus.PAUSED.value}'
+               ELSE '{DeploymentStatus.DEPLOYED.value}' END,
+          extract(epoch FROM clock_timestamp()));
+  RETURN NULL;
+END $f$;
+DROP TRIGGER IF EXISTS change_deployment_status ON deployment;
+CREATE TRIGGER change_deployment_status
+  AFTER UPDATE OF deleted_at, version, rollout_version, paused_at ON deployment
+  FOR EACH ROW WHEN (NEW.deleted_at IS DISTINCT FROM OLD.deleted_at
+                     OR NEW.version IS DISTINCT FROM OLD.version
+                     OR NEW.rollout_version IS DISTINCT FROM OLD.rollout_version
+                     OR NEW.paused_at IS DISTINCT FROM OLD.paused_at)
+  EXECUTE FUNCTION change_deployment();
+"""
+"""Migration 17's feed part on PostgreSQL."""

@@ -20,12 +20,13 @@ from runtime.sqlite import Database
 
 from ..._errors import MigrationError
 from ..deployments import add_producers, add_workflow_versions
-from ..feed import add_change_feed
+from ..feed import DEPLOYMENT_FEED_PG, add_change_feed, add_deployment_feed
 from ..outbound import add_outbound_mail
 from ..schema import (
     BASELINE,
     FAILURE_POLICIES_PG,
     INLINE_DIGEST_PG,
+    RUN_SETTINGS_PG,
     add_dead_letter_deployment,
     add_failure_policies,
     add_inline_digest,
@@ -33,6 +34,7 @@ from ..schema import (
     add_owner_home,
     add_raw_message,
     add_retention_indexes,
+    add_run_settings,
     add_run_step,
     create_v1,
     migrate_v1_to_v2,
@@ -69,6 +71,14 @@ def add_lease_tables(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def add_run_settings_and_feed(conn: sqlite3.Connection) -> None:
+    """Migration 17: a deployment's pause and its ``max_concurrent_runs``
+    (``schema.add_run_settings``), and its feed triggers, which show a pause
+    (``feed.add_deployment_feed``). Idempotent on its own."""
+    add_run_settings(conn)
+    add_deployment_feed(conn)
+
+
 # PostgreSQL begins at schema 12: its migration 1 is the whole schema 12, and
 # 2-12 are in it (schema/postgres.py). Later migrations give both.
 MIGRATIONS: tuple[Migration, ...] = (
@@ -88,6 +98,12 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(14, "0014_inline_digest", add_inline_digest, postgres=INLINE_DIGEST_PG),
     Migration(15, "0015_lease_tables", add_lease_tables),
     Migration(16, "0016_failure_policies", add_failure_policies, postgres=FAILURE_POLICIES_PG),
+    Migration(
+        17,
+        "0017_run_settings",
+        add_run_settings_and_feed,
+        postgres=RUN_SETTINGS_PG + DEPLOYMENT_FEED_PG,
+    ),
 )
 LATEST = MIGRATIONS[-1].version
 

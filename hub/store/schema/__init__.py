@@ -12,6 +12,7 @@ from .statuses import ApprovalStatus as ApprovalStatus
 from .statuses import DispatchStatus as DispatchStatus
 from .steps import FAILURE_POLICIES_PG as FAILURE_POLICIES_PG
 from .steps import INLINE_DIGEST_PG as INLINE_DIGEST_PG
+from .steps import RUN_SETTINGS_PG as RUN_SETTINGS_PG
 from .steps import add_columns as add_columns
 from .steps import add_dead_letter_deployment as add_dead_letter_deployment
 from .steps import add_failure_policies as add_failure_policies
@@ -20,6 +21,7 @@ from .steps import add_nats_user as add_nats_user
 from .steps import add_owner_home as add_owner_home
 from .steps import add_raw_message as add_raw_message
 from .steps import add_retention_indexes as add_retention_indexes
+from .steps import add_run_settings as add_run_settings
 from .steps import add_run_step as add_run_step
 from .steps import statements as statements
 
@@ -29,6 +31,7 @@ __all__ = [
     "INLINE_DIGEST_PG",
     "KEEPS_BODY",
     "QUARANTINE_SOURCE",
+    "RUN_SETTINGS_PG",
     "ApprovalStatus",
     "DispatchStatus",
     "add_columns",
@@ -39,6 +42,7 @@ __all__ = [
     "add_owner_home",
     "add_raw_message",
     "add_retention_indexes",
+    "add_run_settings",
     "add_run_step",
     "create_v1",
     "migrate_v1_to_v2",

@@ -188,3 +188,24 @@ CREATE INDEX IF NOT EXISTS dispatch_parked ON workflow_run_dispatch (deployment_
   WHERE status = 'parked';
 """
 """Migration 16 on PostgreSQL."""
+
+
+_RUN_SETTINGS = {
+    "paused_at": "ALTER TABLE deployment ADD COLUMN paused_at REAL",
+    "max_concurrent_runs": "ALTER TABLE deployment ADD COLUMN max_concurrent_runs INTEGER"
+    " NOT NULL DEFAULT 16",
+}
+
+
+def add_run_settings(conn: sqlite3.Connection) -> None:
+    """Migration 17: a deployment's ``paused_at`` (NULL: not paused; its
+    dispatches are kept, not delivered, while it is set) and its
+    ``max_concurrent_runs`` (existing ones get 16). Idempotent on its own."""
+    add_columns(conn, "deployment", _RUN_SETTINGS)
+
+
+RUN_SETTINGS_PG = """
+ALTER TABLE deployment ADD COLUMN IF NOT EXISTS paused_at DOUBLE PRECISION;
+ALTER TABLE deployment ADD COLUMN IF NOT EXISTS max_concurrent_runs BIGINT NOT NULL DEFAULT 16;
+"""
+"""Migration 17 on PostgreSQL."""

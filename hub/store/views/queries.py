@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from runtime import is_id
+from runtime.wire import DeploymentStatus
 
 from ..._errors import UnknownDeployment, UnknownDispatch, UnknownRun
 from ..schema import QUARANTINE_SOURCE, DispatchStatus
@@ -50,6 +51,8 @@ class DeploymentView(msgspec.Struct, kw_only=True):
     max_attempts: int = 5
     max_backoff: float = 60.0
     handler_timeout: float = 300.0
+    max_concurrent_runs: int = 16  # its handler calls at once, each of another run
+    paused_at: float | None = None  # since when it is paused (None: it is not)
 
 
 class RunView(msgspec.Struct, kw_only=True):
@@ -102,7 +105,7 @@ SELECT d.id, d.name, d.address, d.public_key, a.status, d.entrypoint, d.created_
        (SELECT MIN(x.created_at) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
           AND x.status = '{_OPEN[0]}'),
        d.nats_user, d.version, d.rollout_version, d.on_failure, d.max_attempts, d.max_backoff,
-       d.handler_timeout
+       d.handler_timeout, d.max_concurrent_runs, d.paused_at
 FROM deployment d """
 # CROSS JOIN: SQLite takes the deployments first (few), then each one's
 # anchor by its key; left to guess, it read every run for the anchors.
@@ -131,14 +134,18 @@ def _json(text: str | bytes | None) -> Any:
 
 
 def _deployment(row: Any) -> DeploymentView:
+    # A pause is shown as the status; the anchor stays deployed (live).
+    paused = row[4] == DeploymentStatus.DEPLOYED and row[23] is not None
     return DeploymentView(
-        id=row[0], name=row[1], address=row[2], public_key=row[3], status=row[4],
+        id=row[0], name=row[1], address=row[2], public_key=row[3],
+        status=DeploymentStatus.PAUSED.value if paused else row[4],
         entrypoint=row[5], created_at=row[6], deleted_at=row[7], owner_instance=row[8],
         owner_epoch=row[9], next_seq=row[10], top_level_run_id=row[11],
         pending_dispatches=row[12], pending=row[13],
         oldest_wait=0.0 if row[14] is None else round(max(0.0, time.time() - row[14]), 3),
         nats_user=row[15], version=row[16], rollout_version=row[17], on_failure=row[18],
         max_attempts=row[19], max_backoff=row[20], handler_timeout=row[21],
+        max_concurrent_runs=row[22], paused_at=row[23],
     )  # fmt: skip
 
 
@@ -210,11 +217,18 @@ def get_deployment(tx: Tx, key: str) -> DeploymentView:
 
 
 def list_deployments(tx: Tx, *, status: str | None = None) -> list[DeploymentView]:
+    """The deployments, those of ``status`` only if given: ``deployed`` is
+    every live one (paused ones too), ``paused`` only those paused."""
+    paused = status == DeploymentStatus.PAUSED
     if status:
-        rows = tx.fetch_all(_DEPLOYMENT_VIEWS_IN, (status,))
+        anchor = DeploymentStatus.DEPLOYED.value if paused else status
+        rows = tx.fetch_all(_DEPLOYMENT_VIEWS_IN, (anchor,))
     else:
         rows = tx.fetch_all(_DEPLOYMENT_VIEWS)
-    return _with_quarantined(tx, [_deployment(row) for row in rows])
+    views = [_deployment(row) for row in rows]
+    if paused:
+        views = [v for v in views if v.paused_at is not None]
+    return _with_quarantined(tx, views)
 
 
 def _with_quarantined(

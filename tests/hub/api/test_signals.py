@@ -177,7 +177,8 @@ async def test_a_payload_is_held_to_the_body_limit(tmp_path: Path) -> None:
 async def test_message_ids_the_hub_derives_for_its_own_items_are_refused(tmp_path: Path) -> None:
     async with api(tmp_path) as hub:
         _, run_id = await first_run(hub)
-        reserved = ["start:run_1", "child:run_1", "approval:apr_1:approve", "dsp_0a1b:mail:1"]
+        reserved = ["start:run_1", "child:run_1", "approval:apr_1:approve", "dsp_0a1b:mail:1",
+                    "cancel:run_1", "terminate:run_1"]  # fmt: skip
         for message_id in reserved:
             r = await hub.send("flow@mailrun.local", message_id=message_id)
             assert_error(r, 422, "invalid_mail")

@@ -713,6 +713,7 @@ def test_python_m_hub_is_the_mailrun_hub_command() -> None:
 MAILRUN_COMMANDS = [
     "approvals",
     "approve",
+    "cancel",
     "delete",
     "demo",
     "deploy",
@@ -722,6 +723,7 @@ MAILRUN_COMMANDS = [
     "nats-config",
     "outbox",
     "parked",
+    "pause",
     "producer",
     "replay",
     "resume",
@@ -732,6 +734,7 @@ MAILRUN_COMMANDS = [
     "send",
     "sidecar",
     "signal",
+    "unpause",
     "up",
     "versions",
     "watch",

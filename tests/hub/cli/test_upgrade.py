@@ -80,6 +80,7 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
         "0014_inline_digest",
         "0015_lease_tables",
         "0016_failure_policies",
+        "0017_run_settings",
     ]
     assert {i["deployment_id"]: i["release1"] for i in report["inboxes"]} == {
         d.id: True for d in v1.deployments.values()

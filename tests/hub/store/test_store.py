@@ -95,6 +95,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0014_inline_digest",
         "0015_lease_tables",
         "0016_failure_policies",
+        "0017_run_settings",
     ]
     assert not path.exists()  # checking does not create it
     store = await open_store(path)
@@ -130,6 +131,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0014_inline_digest",
         "0015_lease_tables",
         "0016_failure_policies",
+        "0017_run_settings",
     ]
     store = await open_store(path)
     await store.aclose()
