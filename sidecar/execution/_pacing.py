@@ -41,11 +41,16 @@ class Pacing:
         """Per run, the item and its failed attempts whose backoff was waited out."""
         self._trouble: dict[str, Retry] = {}
 
-    def waiting(self) -> list[str]:
-        """The runs still in a backoff (those whose time has come leave it)."""
+    def due(self) -> list[str]:
+        """The runs whose backoff is over: they leave it."""
         now = time.monotonic()
-        for run_id in [r for r, until in self._until.items() if until <= now]:
+        over = [r for r, until in self._until.items() if until <= now]
+        for run_id in over:
             del self._until[run_id]
+        return over
+
+    def waiting(self) -> list[str]:
+        """The runs in a backoff."""
         return list(self._until)
 
     def next_due(self) -> float | None:

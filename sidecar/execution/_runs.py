@@ -111,6 +111,11 @@ class Runs(StackedContext):
         """The runs whose batch is in flight (one each)."""
         self._alone = False
         """A batch that runs alone in the process is in flight."""
+        self._released: set[str] = set()
+        """Runs that left ``_busy`` or a backoff since the last search."""
+        self._scan_from = 0
+        """Every pending row at or below this seq is of a run in ``_busy`` or
+        a backoff, or in ``_released`` (0: not known): the search starts here."""
         self._stale: set[str] = set()
         """Runs cancelled by a parent's end: their actors hold an older status."""
         self._finished = Broadcast()  # a batch is done; adopt() waits for all
@@ -199,6 +204,7 @@ class Runs(StackedContext):
             await self._supervisor.stop_all()
             self._pacing.clear()
             self._stale.clear()
+            self._scan_from = 0
         log.info("adopted the hub's state of %d run(s), up to seq %d", len(runs), floor)
         self.kick()
 
@@ -223,8 +229,8 @@ class Runs(StackedContext):
         # actors hold a status from before that.
         self._stale.update(self.inbox.take_cancelled())
         while True:
-            busy = [*self._busy, *self._pacing.waiting()]
-            batch = await self.inbox.next_batch(self.config.batch_limit, busy)
+            self._released.update(self._pacing.due())
+            batch = await self._next([*self._busy, *self._pacing.waiting()])
             if not batch:
                 return False
             first = batch[0]
@@ -236,6 +242,7 @@ class Runs(StackedContext):
             if not self._pacing.hold_for_retry(self._policy, first):
                 break
         if alone and self._busy:
+            self._released.add(first.run_id)  # looked at again, first
             return False  # once the batches in flight are done
         run_id = first.run_id
         if run_id in self._stale:
@@ -248,6 +255,29 @@ class Runs(StackedContext):
         self._alone = alone
         tg.start_soon(self._process, ref, run_id, batch)
         return True
+
+    async def _next(self, busy: list[str]) -> list[Pending]:
+        """The next batch of a run not ``busy``, the one whose next row has the
+        lowest seq (held rows first), as :meth:`Inbox.pick` finds it; without
+        walking again the rows that the last search found all busy."""
+        limit = self.config.batch_limit
+        released = self._released.difference(busy)
+        self._released.clear()
+        best: list[Pending] = []
+        for run_id in sorted(released):
+            batch = await self.inbox.run_batch(run_id, limit)
+            if batch and batch[0].held:
+                self._released = released - {run_id}
+                return batch
+            if batch and (not best or _first_seq(batch) < _first_seq(best)):
+                best = batch
+        if best and _first_seq(best) <= self._scan_from:
+            # Before any row the last search did not find busy: no run comes first.
+            self._released = released - {best[0].run_id}
+            return best
+        # The released runs have no row at or below the mark: a search from it finds all.
+        batch, self._scan_from = await self.inbox.pick(limit, busy, self._scan_from)
+        return batch or best  # best: past the rows a search walks
 
     async def _process(
         self, ref: ActorRef[list[Pending]], run_id: str, batch: list[Pending]
@@ -273,6 +303,7 @@ class Runs(StackedContext):
         finally:
             self._suspects.difference_update(p.dispatch_id for p in batch)
             self._busy.discard(run_id)
+            self._released.add(run_id)
             self._alone = False
             self._finished.notify()
             self.kick()
@@ -290,6 +321,10 @@ class Runs(StackedContext):
 
     def _ask_timeout(self) -> float:
         return self.handler_timeout * self.config.batch_limit + 60.0
+
+
+def _first_seq(batch: list[Pending]) -> int:
+    return batch[0].seq or 0
 
 
 def _before_suspects(batch: list[Pending], suspects: set[str]) -> list[Pending]:

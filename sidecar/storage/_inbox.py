@@ -50,6 +50,7 @@ from ._queue import (
     next_rows,
     read_run,
     run_record,
+    run_rows,
 )
 from ._schema import migrate
 from ._step import Commit, write_step
@@ -255,7 +256,17 @@ class Inbox:
 
     async def next_batch(self, limit: int, busy: Sequence[str] = ()) -> list[Pending]:
         """The next envelopes of a run that is not ``busy``, in its order
-        (:func:`~sidecar.storage._queue.next_rows`).
+        (:meth:`pick`)."""
+        batch, _ = await self.pick(limit, busy)
+        return batch
+
+    async def pick(
+        self, limit: int, busy: Sequence[str] = (), after: int = 0
+    ) -> tuple[list[Pending], int]:
+        """The next envelopes of a run that is not ``busy``, in its order
+        (:func:`~sidecar.storage._queue.next_rows`); when there are none, the
+        seq up to which every pending row is a busy run's (pass it back as
+        ``after`` while those runs stay busy: the search starts there).
 
         First the rows a run held while it waited for an approval, once it
         no longer waits: they come before anything later of that run. Then
@@ -267,10 +278,22 @@ class Inbox:
         async with self._lock:
             last = self._last_seq
 
+            def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any, int]:
+                known = known_through(conn, max(self._known, last))
+                rows, source, scanned = next_rows(conn, last, known, busy, limit, after)
+                return known, rows, source, scanned
+
+            self._known, rows, source, scanned = await self.db.read(body)
+        return next_batch(rows, source), scanned
+
+    async def run_batch(self, run_id: str, limit: int) -> list[Pending]:
+        """The next envelopes of ``run_id``, as :meth:`pick` would take them."""
+        async with self._lock:
+            last = self._last_seq
+
             def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any]:
                 known = known_through(conn, max(self._known, last))
-                rows, source = next_rows(conn, last, known, busy, limit)
-                return known, rows, source
+                return known, *run_rows(conn, run_id, last, known, limit)
 
             self._known, rows, source = await self.db.read(body)
         return next_batch(rows, source)

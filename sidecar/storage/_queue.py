@@ -38,6 +38,13 @@ RUN_PENDING = (
 )
 """A run's pending rows from its first, in seq order (the same index walk)."""
 
+NTH_PENDING = (
+    "SELECT seq FROM inbox WHERE state = 'pending' AND seq > ? AND seq <= ?"
+    " ORDER BY seq LIMIT 1 OFFSET ?"
+)
+"""The seq of the last pending row :data:`NEXT_PENDING` walks past (read from
+the index alone), when it found none to take."""
+
 LEGACY_PENDING = (
     "SELECT dispatch_id, run_id, seq, envelope, attempts, error FROM inbox"
     " WHERE state = 'pending' AND seq IS NULL ORDER BY rowid LIMIT ?"
@@ -90,10 +97,17 @@ _HOLDING_MARKS = ",".join("?" * len(_HOLDING))
 
 
 def next_rows(
-    conn: sqlite3.Connection, last_seq: int, known: int, busy: Sequence[str], limit: int
-) -> tuple[list[Row], Source]:
+    conn: sqlite3.Connection,
+    last_seq: int,
+    known: int,
+    busy: Sequence[str],
+    limit: int,
+    after: int = 0,
+) -> tuple[list[Row], Source, int]:
     """Up to ``limit`` rows to process next, of one run that is not
-    ``busy``, in its order; and where they come from.
+    ``busy``, in its order; where they come from; and the seq up to which
+    every pending row is a busy run's (0: not known; a later search passes
+    it as ``after`` while those runs stay busy, and starts there).
 
     First the rows a run held while it waited for an approval or was
     suspended, once it no longer holds them (oldest seq first): they come
@@ -112,16 +126,40 @@ def next_rows(
         (*_HOLDING, skip, limit),
     ).fetchall()
     if held:
-        return [_row(r) for r in held], "held"
+        return [_row(r) for r in held], "held", 0
     legacy = conn.execute(LEGACY_PENDING, (limit,)).fetchall()
     if legacy:
-        return [_row(r) for r in legacy], "legacy"
-    first = conn.execute(NEXT_PENDING, (last_seq, known, LOOKAHEAD, skip)).fetchone()
+        return [_row(r) for r in legacy], "legacy", 0
+    start = max(last_seq, after)
+    first = conn.execute(NEXT_PENDING, (start, known, LOOKAHEAD, skip)).fetchone()
     if first is None:
-        return [], "pending"
+        end = conn.execute(NTH_PENDING, (start, known, LOOKAHEAD - 1)).fetchone()
+        return [], "pending", known if end is None else int(end[0])
     run_id, seq = first
     last = min(known, seq + LOOKAHEAD)
     rows = conn.execute(RUN_PENDING, (seq, last, run_id, limit)).fetchall()
+    return [_row(r) for r in rows], "pending", seq - 1
+
+
+def run_rows(
+    conn: sqlite3.Connection, run_id: str, last_seq: int, known: int, limit: int
+) -> tuple[list[Row], Source]:
+    """Up to ``limit`` rows of ``run_id`` to process next, as
+    :func:`next_rows` would take them: its held rows once it no longer
+    holds them, else its pending ones within ``(last_seq, known]``; none
+    while release 1's rows wait (they come first, :func:`next_rows`)."""
+    held = conn.execute(
+        "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope, i.attempts, i.error FROM inbox AS i"
+        " JOIN run AS r ON r.run_id = i.run_id"
+        f" WHERE i.state = 'held' AND i.run_id = ? AND r.status NOT IN ({_HOLDING_MARKS})"
+        " ORDER BY i.seq, i.rowid LIMIT ?",
+        (run_id, *_HOLDING, limit),
+    ).fetchall()
+    if held:
+        return [_row(r) for r in held], "held"
+    if conn.execute(LEGACY_PENDING, (1,)).fetchone() is not None:
+        return [], "legacy"
+    rows = conn.execute(RUN_PENDING, (last_seq + 1, known, run_id, limit)).fetchall()
     return [_row(r) for r in rows], "pending"
 
 
