@@ -74,7 +74,12 @@ class Inbox:
         self.path = db.path
         self._last_seq = last_seq
         self._known = last_seq
-        """Every seq up to this one has a row (read at the last ``next_batch``)."""
+        """Every seq up to this one has a row (read at the last search)."""
+        self._arrived = True
+        """Rows may have come, or the position jumped, since ``_known`` was
+        read (delivery, the hub's floor, a takeover)."""
+        self._legacy = True
+        """Release 1's rows (no seq) may be pending: the search looks for them."""
         self._done_kept = done_kept
         self._swept = 0
         """Compacted rows at or below this seq are deleted: the next sweep
@@ -200,6 +205,8 @@ class Inbox:
             # runs to megabytes. On the loop, the two waits came one after
             # the other: fewer mails a second for as much CPU (bench_e2e).
             fresh, self._last_seq = await self.db.transact(body, heavy=True)
+            self._arrived = True
+            self._legacy = self._legacy or any(e.seq is None for e in envelopes)
         return fresh
 
     # --- attempts -------------------------------------------------------------
@@ -240,6 +247,7 @@ class Inbox:
             if floor <= self._last_seq:
                 return 0
             skipped, self._last_seq = await self.db.transact(body)
+            self._arrived = True  # the prefix goes on from the new position
         return skipped
 
     async def adopt(
@@ -250,6 +258,7 @@ class Inbox:
         body = partial(adopt_hub_state, runs=runs, floor=floor, settled=settled, now=time.time())
         async with self._lock:
             self._last_seq = self._known = await self.db.transact(body)
+            self._arrived = True
             self._swept = 0  # the position may have moved back: sweep from the start
 
     # --- processing -----------------------------------------------------------
@@ -279,11 +288,13 @@ class Inbox:
             last = self._last_seq
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any, int]:
-                known = known_through(conn, max(self._known, last))
-                rows, source, scanned = next_rows(conn, last, known, busy, limit, after)
-                return known, rows, source, scanned
+                known = self._known_through(conn, last)
+                found = next_rows(conn, last, known, busy, limit, after, legacy=self._legacy)
+                return known, *found
 
             self._known, rows, source, scanned = await self.db.read(body)
+            if source != "held":  # else the search did not look for them
+                self._legacy = source == "legacy"
         return next_batch(rows, source), scanned
 
     async def run_batch(self, run_id: str, limit: int) -> list[Pending]:
@@ -292,11 +303,20 @@ class Inbox:
             last = self._last_seq
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any]:
-                known = known_through(conn, max(self._known, last))
-                return known, *run_rows(conn, run_id, last, known, limit)
+                known = self._known_through(conn, last)
+                return known, *run_rows(conn, run_id, last, known, limit, legacy=self._legacy)
 
             self._known, rows, source = await self.db.read(body)
         return next_batch(rows, source)
+
+    def _known_through(self, conn: sqlite3.Connection, last: int) -> int:
+        """The known prefix (:func:`known_through`), read again only when
+        rows may have come since: commits change states, never which seqs
+        have a row."""
+        if not self._arrived:
+            return max(self._known, last)
+        self._arrived = False
+        return known_through(conn, max(self._known, last))
 
     async def load_run(self, run_id: str) -> RunRecord:
         async with self._lock:

@@ -103,6 +103,8 @@ def next_rows(
     busy: Sequence[str],
     limit: int,
     after: int = 0,
+    *,
+    legacy: bool = True,
 ) -> tuple[list[Row], Source, int]:
     """Up to ``limit`` rows to process next, of one run that is not
     ``busy``, in its order; where they come from; and the seq up to which
@@ -115,7 +117,8 @@ def next_rows(
     seq), whatever is busy: they come before every row with a seq. Then the
     pending rows of the first run, in seq order, whose next row is within
     ``(last_seq, known]``: no seq below a row taken is still unknown, so no
-    later delivery can put an item of that run before it."""
+    later delivery can put an item of that run before it. ``legacy``: False
+    when no release 1 row can be pending (the inbox knows)."""
     skip = msgspec.json.encode(list(busy)).decode()
     held = conn.execute(
         "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope, i.attempts, i.error FROM inbox AS i"
@@ -127,9 +130,9 @@ def next_rows(
     ).fetchall()
     if held:
         return [_row(r) for r in held], "held", 0
-    legacy = conn.execute(LEGACY_PENDING, (limit,)).fetchall()
-    if legacy:
-        return [_row(r) for r in legacy], "legacy", 0
+    older = conn.execute(LEGACY_PENDING, (limit,)).fetchall() if legacy else []
+    if older:
+        return [_row(r) for r in older], "legacy", 0
     start = max(last_seq, after)
     first = conn.execute(NEXT_PENDING, (start, known, LOOKAHEAD, skip)).fetchone()
     if first is None:
@@ -142,7 +145,13 @@ def next_rows(
 
 
 def run_rows(
-    conn: sqlite3.Connection, run_id: str, last_seq: int, known: int, limit: int
+    conn: sqlite3.Connection,
+    run_id: str,
+    last_seq: int,
+    known: int,
+    limit: int,
+    *,
+    legacy: bool = True,
 ) -> tuple[list[Row], Source]:
     """Up to ``limit`` rows of ``run_id`` to process next, as
     :func:`next_rows` would take them: its held rows once it no longer
@@ -157,7 +166,7 @@ def run_rows(
     ).fetchall()
     if held:
         return [_row(r) for r in held], "held"
-    if conn.execute(LEGACY_PENDING, (1,)).fetchone() is not None:
+    if legacy and conn.execute(LEGACY_PENDING, (1,)).fetchone() is not None:
         return [], "legacy"
     rows = conn.execute(RUN_PENDING, (last_seq + 1, known, run_id, limit)).fetchall()
     return [_row(r) for r in rows], "pending"

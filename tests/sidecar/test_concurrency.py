@@ -298,3 +298,20 @@ async def test_a_gate_holds_while_other_runs_go_on_concurrently(tmp_path: Path) 
     )
     assert steps[-1].state["seen"] == ["gate", "approve", "a", "b"]
     assert held(dep) == []
+
+
+async def test_the_hubs_floor_over_a_gap_lets_the_rows_behind_it_go(tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    async def handler(ctx: Any, item: Any) -> None:
+        calls.append(item.seq)
+
+    stored = [env(7, "run_a"), env(8, "run_b"), env(9, "run_a")]
+    async with running(tmp_path, handler, stored=stored) as (inbox, runs):
+        await wait_for(lambda: runs.idle.is_set(), what="idle: seqs 1 to 6 unknown")
+        assert calls == []
+        await inbox.raise_floor(6)  # settled elsewhere: never delivered here
+        runs.kick()
+        await wait_for(lambda: inbox.last_seq == 9, what="the rows above the floor processed")
+    assert sorted(calls) == [7, 8, 9]
+    assert calls.index(7) < calls.index(9)
