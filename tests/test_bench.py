@@ -62,6 +62,13 @@ def test_the_e2e_bench_spreads_an_open_loop_over_deployments() -> None:
     assert isinstance(cpu, dict) and cpu["hub"] > 0 and cpu["sidecar"] > 0
 
 
+def test_the_fan_out_bench_waits_for_every_child() -> None:
+    figures = bench("fan_out.py", "--children", "3", "--rounds", "1")
+    assert (figures["children"], figures["rounds"]) == (3, 1)
+    seconds = figures["seconds"]
+    assert isinstance(seconds, float) and seconds >= 1.0  # each child awaits 1 s
+
+
 def test_the_dbos_peer_says_so_when_dbos_is_not_installed(tmp_path: Path) -> None:
     # A dbos that fails to import stands for the missing extra, installed or not.
     (tmp_path / "dbos.py").write_text("raise ImportError('not installed')\n")

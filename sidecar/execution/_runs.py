@@ -1,20 +1,27 @@
-"""Runs: one actor per run, driven in the deployment's seq order, with
-the deployment's failure policy.
+"""Runs: one actor per run, the runs of the deployment processed
+concurrently, each in its seq order, with the deployment's failure policy.
 
 Every dispatch of the deployment comes to this sidecar and seq is per
-deployment, so one scheduler takes the next in-order batch from the inbox
-(always of one run), asks that run's actor to process it, and only then
-looks for the next. Processing order is therefore seq order across runs.
+deployment. One scheduler looks for the next batch of a run that is not
+busy (:meth:`Inbox.next_batch`: within the known prefix of seqs, so a frame
+still to come can never be an earlier item of the run it picks), hands it
+to that run's actor in a task of its own, and looks again: at most the
+policy's ``max_concurrent_runs`` batches are in flight, one per run, so a
+run's items are taken strictly in its order while the others go on. A run
+whose handler hangs holds back only itself (until its handler timeout).
+Two kinds of batch run alone in the process: release 1's rows (no seq),
+which come before everything, and a row a dead process was handling among
+several (a suspect), so that its next death is charged to it.
 
 A handler call that fails is one failed attempt of its item, counted in
 the inbox (the run actor commits it, with what its batch did before). The
-scheduler retries the item, alone in its batch, after a backoff doubling
-from 0.1 s (with jitter, capped at the policy's ``max_backoff``); past
-``max_attempts`` the actor applies the policy's ``on_failure`` in its
-commit (``suspend``, ``park`` or ``fail``). A process that dies during a
-handler call is charged the same way (``sidecar/storage/_attempts.py``):
-before each batch its dispatches are named in the inbox without waiting for
-the disk, and at the next start that mark says which item it died on.
+scheduler retries the item, alone in its batch, after a backoff of its run
+(``_pacing``); past ``max_attempts`` the actor applies the policy's
+``on_failure`` in its commit (``suspend``, ``park`` or ``fail``). A process
+that dies during a handler call is charged the same way
+(``sidecar/storage/_attempts.py``): before each batch its dispatches are
+named in the inbox without waiting for the disk, and at the next start
+those marks say which item it died on.
 
 The policy comes from the hub (every Welcome, and ``SetPolicy``) and is kept
 in the inbox's ``meta``, so a sidecar that starts without its hub uses the
@@ -29,17 +36,19 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 import anyio
+import anyio.abc
 import msgspec
 
-from runtime import Backoff, Flag, Retry, RunSnapshot, Wakeup
+from runtime import Flag, RunSnapshot, Wakeup
 from runtime.actors import ActorRef, RestartPolicy, Supervisor
 from runtime.errors import ActorStopped
-from runtime.loops import StackedContext
+from runtime.loops import Broadcast, StackedContext
 from runtime.wire import LEGACY_POLICY, FailurePolicy
 
 from .._errors import EntrypointError
 from ..storage import Inbox, Pending
 from ._context import Minter
+from ._pacing import Pacing
 from ._run_actor import RunActor
 from ._versions import Versions
 from ._workflow import Handler, StateMigration
@@ -49,20 +58,6 @@ log = logging.getLogger("mailrun.sidecar.runs")
 
 POLICY_KEY = "policy"
 """The ``meta`` key of the failure policy the hub last gave (JSON)."""
-
-FIRST_RETRY = 0.1
-"""Seconds before an item's first retry; each later one doubles it."""
-
-_TROUBLE = Backoff(initial=0.05, maximum=1.0)
-"""Between steps whose actor broke on something else than its handler."""
-
-
-def retry_delay(policy: FailurePolicy, attempts: int) -> float:
-    """Seconds before the retry of an item that failed ``attempts`` times:
-    0.1 s doubling, with jitter, at most ``max_backoff``."""
-    if policy.max_backoff <= 0:
-        return 0.0
-    return Backoff(min(FIRST_RETRY, policy.max_backoff), policy.max_backoff).delay(attempts)
 
 
 @dataclass(frozen=True)
@@ -82,7 +77,8 @@ class RunsConfig:
 
 
 class Runs(StackedContext):
-    """Async context manager owning the run actors and the scheduler task."""
+    """Async context manager owning the run actors, the scheduler task and
+    the tasks of the batches in flight."""
 
     def __init__(
         self,
@@ -110,13 +106,23 @@ class Runs(StackedContext):
         self._suspects: set[str] = set()
         """Rows of a batch during which an earlier process died: each is
         processed alone, so that another death is charged to its own row."""
-        self._waited: tuple[str, int] | None = None
-        """The item, and its failed attempts, whose backoff was waited out."""
-        self._trouble = Retry(_TROUBLE)
+        self._pacing = Pacing()
+        self._busy: set[str] = set()
+        """The runs whose batch is in flight (one each)."""
+        self._alone = False
+        """A batch that runs alone in the process is in flight."""
+        self._released: set[str] = set()
+        """Runs that left ``_busy`` or a backoff since the last search."""
+        self._scan_from = 0
+        """Every pending row at or below this seq is of a run in ``_busy`` or
+        a backoff, or in ``_released`` (0: not known): the search starts here."""
+        self._stale: set[str] = set()
+        """Runs cancelled by a parent's end: their actors hold an older status."""
+        self._finished = Broadcast()  # a batch is done; adopt() waits for all
         self._wake = Wakeup()
-        self._stepping = anyio.Lock()  # held for one step; adopt() waits for it
+        self._picking = anyio.Lock()  # held while a batch is picked; adopt() holds it
         self.idle = Flag()
-        """Set while the scheduler has nothing it can process."""
+        """Set while the scheduler has nothing in flight and nothing it can process."""
 
     async def _open(self, stack: AsyncExitStack) -> None:
         stored = await self.inbox.get_meta(POLICY_KEY)
@@ -131,7 +137,7 @@ class Runs(StackedContext):
         # actors, in order (each finishes and commits its current batch,
         # within the stop grace) unless we leave on an error or cancellation.
         stack.callback(tg.cancel_scope.cancel)
-        tg.start_soon(self._schedule)
+        tg.start_soon(self._schedule, tg)
         self.kick()
 
     async def _stopped(self) -> None:
@@ -188,78 +194,119 @@ class Runs(StackedContext):
         self._wake.set()
 
     async def adopt(self, runs: list[RunSnapshot], floor: int, settled: Sequence[int] = ()) -> None:
-        """Take the hub's state of every run (see :meth:`Inbox.adopt`) between
-        two steps, and restart the run actors, which hold their run's state."""
-        async with self._stepping:
+        """Take the hub's state of every run (see :meth:`Inbox.adopt`) once
+        the batches in flight are done, none starting meanwhile, and restart
+        the run actors, which hold their run's state."""
+        async with self._picking:
+            while self._busy:
+                await self._finished.wait()
             await self.inbox.adopt(runs, floor, settled)
             await self._supervisor.stop_all()
+            self._pacing.clear()
+            self._stale.clear()
+            self._scan_from = 0
         log.info("adopted the hub's state of %d run(s), up to seq %d", len(runs), floor)
         self.kick()
 
-    async def _schedule(self) -> None:
+    async def _schedule(self, tg: anyio.abc.TaskGroup) -> None:
         while True:
-            await self._wake.wait()
+            await self._wake.wait(self._pacing.next_due())
             self.idle.clear()
-            while True:
-                async with self._stepping:
-                    pause = await self._step()
-                if pause is None:
-                    break
-                if pause > 0:
-                    # Not within the step: a takeover does not wait for it.
-                    await anyio.sleep(pause)
-            self.idle.set()
+            async with self._picking:
+                while await self._dispatch(tg):
+                    pass
+            if not self._busy and self._pacing.next_due() is None:
+                # Looked after the last batch ended: nothing can be processed.
+                self.idle.set()
 
-    async def _step(self) -> float | None:
-        """One batch processed; None when there is none, else the seconds to
-        wait before the next one (0: none)."""
+    async def _dispatch(self, tg: anyio.abc.TaskGroup) -> bool:
+        """Start one batch in a task of its own; False when none can start now
+        (the limit is reached, a batch runs alone, or nothing is ready)."""
+        limit = max(1, self._policy.max_concurrent_runs)
+        if self._alone or len(self._busy) >= limit:
+            return False
         # A run that ended cancelled its live children in its commit: their
         # actors hold a status from before that.
-        for cancelled in self.inbox.take_cancelled():
-            child = self._supervisor.get(cancelled)
-            if child is not None:
-                await child.stop()
-        batch = await self.inbox.next_batch(self.config.batch_limit)
-        if not batch:
-            return None
-        first = batch[0]
-        if first.attempts or first.dispatch_id in self._suspects:
-            batch = batch[:1]  # its next death, or failure, is its own
-            pause = self._backoff(first)
-            if pause > 0:
-                return pause
+        self._stale.update(self.inbox.take_cancelled())
+        while True:
+            self._released.update(self._pacing.due())
+            batch = await self._next([*self._busy, *self._pacing.waiting()])
+            if not batch:
+                return False
+            first = batch[0]
+            alone = first.seq is None or first.dispatch_id in self._suspects
+            if first.attempts or alone:
+                batch = batch[:1]  # its next death, or failure, is its own
+            else:
+                batch = _before_suspects(batch, self._suspects)
+            if not self._pacing.hold_for_retry(self._policy, first):
+                break
+        if alone and self._busy:
+            self._released.add(first.run_id)  # looked at again, first
+            return False  # once the batches in flight are done
         run_id = first.run_id
+        if run_id in self._stale:
+            self._stale.discard(run_id)
+            stale = self._supervisor.get(run_id)
+            if stale is not None:
+                await stale.stop()  # idle: not busy, so its mailbox is empty
         ref = await self._actor(run_id)
-        await self.inbox.mark_in_flight([p.dispatch_id for p in batch])
+        self._busy.add(run_id)
+        self._alone = alone
+        tg.start_soon(self._process, ref, run_id, batch)
+        return True
+
+    async def _next(self, busy: list[str]) -> list[Pending]:
+        """The next batch of a run not ``busy``, the one whose next row has the
+        lowest seq (held rows first), as :meth:`Inbox.pick` finds it; without
+        walking again the rows that the last search found all busy."""
+        limit = self.config.batch_limit
+        released = self._released.difference(busy)
+        self._released.clear()
+        best: list[Pending] = []
+        for run_id in sorted(released):
+            batch = await self.inbox.run_batch(run_id, limit)
+            if batch and batch[0].held:
+                self._released = released - {run_id}
+                return batch
+            if batch and (not best or _first_seq(batch) < _first_seq(best)):
+                best = batch
+        if best and _first_seq(best) <= self._scan_from:
+            # Before any row the last search did not find busy: no run comes first.
+            self._released = released - {best[0].run_id}
+            return best
+        # The released runs have no row at or below the mark: a search from it finds all.
+        batch, self._scan_from = await self.inbox.pick(limit, busy, self._scan_from)
+        return batch or best  # best: past the rows a search walks
+
+    async def _process(
+        self, ref: ActorRef[list[Pending]], run_id: str, batch: list[Pending]
+    ) -> None:
+        """One batch of one run through its actor, then a look for the next."""
         try:
-            await ref.ask(batch, timeout=self._ask_timeout())
-        except ActorStopped:
-            # Past its restart budget: the next step starts a fresh one.
-            await ref.stop()
-            log.warning("run %s: its actor stopped; starting another", run_id)
-            return self._broke()
-        except Exception as exc:
-            # Not a handler's failure (those are attempts): the inbox, say.
-            # The kernel restarts the actor; the next step tries again.
-            log.warning("run %s: processing broke: %r", run_id, exc)
-            return self._broke()
-        self._trouble.succeeded()
-        self.on_commit()
-        return 0.0
-
-    def _backoff(self, p: Pending) -> float:
-        """The wait before the retry of ``p`` (0: none, or waited out already)."""
-        if not p.attempts or p.attempts >= self._policy.max_attempts:
-            return 0.0  # never failed, or the policy applies now
-        if self._waited == (p.dispatch_id, p.attempts):
-            return 0.0
-        self._waited = (p.dispatch_id, p.attempts)
-        return retry_delay(self._policy, p.attempts)
-
-    def _broke(self) -> float:
-        self._trouble.failed()
-        self.on_commit()
-        return self._trouble.delay
+            await self.inbox.mark_in_flight([p.dispatch_id for p in batch], run_id)
+            try:
+                await ref.ask(batch, timeout=self._ask_timeout())
+            except ActorStopped:
+                # Past its restart budget: the next batch starts a fresh one.
+                await ref.stop()
+                log.warning("run %s: its actor stopped; starting another", run_id)
+                self._pacing.broke(run_id)
+            except Exception as exc:
+                # Not a handler's failure (those are attempts): the inbox, say.
+                # The kernel restarts the actor; the next batch tries again.
+                log.warning("run %s: processing broke: %r", run_id, exc)
+                self._pacing.broke(run_id)
+            else:
+                self._pacing.succeeded(run_id)
+            self.on_commit()
+        finally:
+            self._suspects.difference_update(p.dispatch_id for p in batch)
+            self._busy.discard(run_id)
+            self._released.add(run_id)
+            self._alone = False
+            self._finished.notify()
+            self.kick()
 
     async def _actor(self, run_id: str) -> ActorRef[list[Pending]]:
         ref = self._supervisor.get(run_id)
@@ -274,6 +321,18 @@ class Runs(StackedContext):
 
     def _ask_timeout(self) -> float:
         return self.handler_timeout * self.config.batch_limit + 60.0
+
+
+def _first_seq(batch: list[Pending]) -> int:
+    return batch[0].seq or 0
+
+
+def _before_suspects(batch: list[Pending], suspects: set[str]) -> list[Pending]:
+    """The batch up to its first suspect, which comes alone in a batch of its own."""
+    for i, p in enumerate(batch):
+        if p.dispatch_id in suspects:
+            return batch[:i]
+    return batch
 
 
 _policy = msgspec.json.Decoder(FailurePolicy)

@@ -8,9 +8,10 @@ one transaction run whole, on the loop's thread while SQLite's write lock
 is free (no other process writes here, so it is), except a batch of frames,
 stored on a worker thread (:meth:`Inbox.store`). Batched work (a batch of
 frames, a batch of processed envelopes, one ack) is one transaction. The
-writer task, the run actors and the shipper share the inbox; one lock
-keeps each operation and the processing position it reads and moves
-together.
+writer task, the run actors (several at once: the runs of the deployment
+are processed concurrently) and the shipper share the inbox; one lock keeps
+each operation and the processing position it reads and moves together, so
+the actors' commits run one after another, each whole.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import anyio
 from runtime import RunSnapshot
 from runtime.sqlite import Database, Synchronous, release_free_pages
 
+from .._errors import InboxConflict
 from ._adopt import adopt_hub_state
-from ._attempts import RetryRow, charge_crash, mark_in_flight, revive_parked
+from ._attempts import RetryRow, charge_crash, clear_in_flight, mark_in_flight, revive_parked
 from ._envelope import Envelope, encode_envelope
 from ._events import Outgoing, settled_dispatch
 from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dispatches, learn_seqs
@@ -39,10 +41,19 @@ from ._outbox import (
     set_aside,
     unacked_events,
 )
-from ._position import advance_over_done, read_position, skip_up_to
-from ._queue import Pending, RunRecord, next_batch, next_rows, read_run, run_record
+from ._position import advance_over_done, known_through, read_position, skip_up_to
+from ._queue import (
+    Pending,
+    RunRecord,
+    ended_meanwhile,
+    next_batch,
+    next_rows,
+    read_run,
+    run_record,
+    run_rows,
+)
 from ._schema import migrate
-from ._step import IN_FLIGHT, Commit, write_step
+from ._step import Commit, write_step
 
 DONE_KEPT = 1000
 """Compacted rows kept behind the processing position (for an operator to
@@ -62,6 +73,13 @@ class Inbox:
         self.db = db
         self.path = db.path
         self._last_seq = last_seq
+        self._known = last_seq
+        """Every seq up to this one has a row (read at the last search)."""
+        self._arrived = True
+        """Rows may have come, or the position jumped, since ``_known`` was
+        read (delivery, the hub's floor, a takeover)."""
+        self._legacy = True
+        """Release 1's rows (no seq) may be pending: the search looks for them."""
         self._done_kept = done_kept
         self._swept = 0
         """Compacted rows at or below this seq are deleted: the next sweep
@@ -187,16 +205,18 @@ class Inbox:
             # runs to megabytes. On the loop, the two waits came one after
             # the other: fewer mails a second for as much CPU (bench_e2e).
             fresh, self._last_seq = await self.db.transact(body, heavy=True)
+            self._arrived = True
+            self._legacy = self._legacy or any(e.seq is None for e in envelopes)
         return fresh
 
     # --- attempts -------------------------------------------------------------
 
-    async def mark_in_flight(self, dispatch_ids: Sequence[str]) -> None:
-        """Name the dispatches whose handler calls are about to run, without
-        waiting for the disk; the step's commit clears the mark
+    async def mark_in_flight(self, dispatch_ids: Sequence[str], run_id: str = "") -> None:
+        """Name the dispatches of ``run_id`` whose handler calls are about to
+        run, without waiting for the disk; the step's commit clears the mark
         (``sidecar/storage/_attempts.py``)."""
         async with self._lock:
-            body = partial(mark_in_flight, dispatch_ids=dispatch_ids)
+            body = partial(mark_in_flight, dispatch_ids=dispatch_ids, run_id=run_id)
             await self.db.transact(body, durable=False)
 
     async def charge_crash(self) -> list[str]:
@@ -209,7 +229,7 @@ class Inbox:
     async def clear_in_flight(self) -> None:
         """An orderly stop cut the batch short: that was no item's fault."""
         async with self._lock:
-            await self.db.transact(partial(write_meta, key=IN_FLIGHT, value=None))
+            await self.db.transact(clear_in_flight)
 
     async def raise_floor(self, floor: int) -> int:
         """The hub finished every dispatch up to ``floor``: never wait for them.
@@ -227,6 +247,7 @@ class Inbox:
             if floor <= self._last_seq:
                 return 0
             skipped, self._last_seq = await self.db.transact(body)
+            self._arrived = True  # the prefix goes on from the new position
         return skipped
 
     async def adopt(
@@ -236,24 +257,66 @@ class Inbox:
         (:func:`~sidecar.storage._adopt.adopt_hub_state`); clears the ``adopt`` mark."""
         body = partial(adopt_hub_state, runs=runs, floor=floor, settled=settled, now=time.time())
         async with self._lock:
-            self._last_seq = await self.db.transact(body)
+            self._last_seq = self._known = await self.db.transact(body)
+            self._arrived = True
             self._swept = 0  # the position may have moved back: sweep from the start
 
     # --- processing -----------------------------------------------------------
 
-    async def next_batch(self, limit: int) -> list[Pending]:
-        """The next envelopes in processing order, all of one run.
+    async def next_batch(self, limit: int, busy: Sequence[str] = ()) -> list[Pending]:
+        """The next envelopes of a run that is not ``busy``, in its order
+        (:meth:`pick`)."""
+        batch, _ = await self.pick(limit, busy)
+        return batch
+
+    async def pick(
+        self, limit: int, busy: Sequence[str] = (), after: int = 0
+    ) -> tuple[list[Pending], int]:
+        """The next envelopes of a run that is not ``busy``, in its order
+        (:func:`~sidecar.storage._queue.next_rows`); when there are none, the
+        seq up to which every pending row is a busy run's (pass it back as
+        ``after`` while those runs stay busy: the search starts there).
 
         First the rows a run held while it waited for an approval, once it
         no longer waits: they come before anything later of that run. Then
-        release 1 envelopes (no seq), in arrival order. Then the one whose
-        seq is ``last_seq + 1`` and its consecutive successors: a gap (a
-        frame not delivered yet) stops the batch, it never reorders.
+        release 1 envelopes (no seq), in arrival order. Then a run's pending
+        envelopes within the known prefix: every seq from the position up
+        to the last one taken has a row, so a frame not delivered yet (a
+        gap) cannot be an earlier item of that run; it never reorders.
         """
         async with self._lock:
             last = self._last_seq
-            rows, held = await self.db.read(partial(next_rows, last_seq=last, limit=limit))
-        return next_batch(rows, last, held=held)
+
+            def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any, int]:
+                known = self._known_through(conn, last)
+                found = next_rows(conn, last, known, busy, limit, after, legacy=self._legacy)
+                return known, *found
+
+            self._known, rows, source, scanned = await self.db.read(body)
+            if source != "held":  # else the search did not look for them
+                self._legacy = source == "legacy"
+        return next_batch(rows, source), scanned
+
+    async def run_batch(self, run_id: str, limit: int) -> list[Pending]:
+        """The next envelopes of ``run_id``, as :meth:`pick` would take them."""
+        async with self._lock:
+            last = self._last_seq
+
+            def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any]:
+                known = self._known_through(conn, last)
+                return known, *run_rows(conn, run_id, last, known, limit, legacy=self._legacy)
+
+            self._known, rows, source = await self.db.read(body)
+        return next_batch(rows, source)
+
+    def _known_through(self, conn: sqlite3.Connection, last: int) -> int:
+        """The known prefix (:func:`known_through`), read again only when
+        rows may have come since: commits change states, never which seqs
+        have a row."""
+        if not self._arrived:
+            return max(self._known, last)
+        self._arrived = False
+        return known_through(conn, max(self._known, last))
 
     async def load_run(self, run_id: str) -> RunRecord:
         async with self._lock:
@@ -267,10 +330,18 @@ class Inbox:
     async def commit(self, c: Commit) -> None:
         """Persist one processing step atomically (:func:`~sidecar.storage._step.write_step`):
         state, consumption, run status, events (outbox) and dead letters.
-        Raises :class:`InboxConflict` (and writes nothing) when the envelopes
-        are no longer the next ones."""
+        Raises :class:`InboxConflict` (and writes nothing) when an envelope
+        is no longer pending, or the run ended meanwhile (a parent's end
+        cancelled it while its actor processed a batch)."""
+        now = time.time()
         async with self._lock:
-            body = partial(write_step, c=c, last_seq=self._last_seq, now=time.time())
+            last = self._last_seq
+
+            def body(conn: sqlite3.Connection) -> tuple[int, list[str]]:
+                if c.changes_run and ended_meanwhile(conn, c.run_id, c.status):
+                    raise InboxConflict(f"run {c.run_id} ended meanwhile")
+                return write_step(conn, c, last_seq=last, now=now)
+
             self._last_seq, cancelled = await self.db.transact(body)
             self._cancelled.extend(cancelled)
 

@@ -1,10 +1,16 @@
 """Where processing stands in the inbox: the position and the rows done.
 
 The position (``meta.last_seq``) is the highest seq processed in order:
-every seq at or below it is done, whether or not its row is still kept. It
-moves when a step commits, when the hub's floor rises, and over rows that
-were done out of order (set aside, skipped, or release 1 rows that learned
-their seq late).
+every seq at or below it is done (or held by its run), whether or not its
+row is still kept. It moves when a step commits, when the hub's floor
+rises, and over rows that were done out of order: the runs of a deployment
+are processed concurrently, so a run's items commit while a lower seq of
+another run is still being handled (and rows set aside, skipped, or release
+1 rows that learned their seq late).
+
+Above the position, the known prefix (:func:`known_through`) is how far
+every seq has a row: a run may take an item only within it, since a seq not
+delivered yet could be that run's.
 """
 
 from __future__ import annotations
@@ -23,17 +29,57 @@ def read_position(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row is not None else 0
 
 
+_CHUNK = 512
+"""Rows read at a time by the walks over seqs (a walk stops at its first gap)."""
+
+
 def advance_over_done(conn: sqlite3.Connection, last: int) -> int:
-    """Move the processing position over seqs already done (release 1 rows
-    that learned their seq after being processed)."""
-    for (seq,) in conn.execute(
-        "SELECT seq FROM inbox WHERE state = 'done' AND seq > ? ORDER BY seq", (last,)
-    ).fetchall():
-        if seq != last + 1:
-            break
-        last = seq
+    """Move the processing position over seqs already done or held: those
+    committed out of order, while a lower seq was still being handled, and
+    release 1 rows that learned their seq after being processed."""
+    last = _walk(conn, "state IN ('done', 'held')", last)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'last_seq'", (last,))
     return last
+
+
+def known_through(conn: sqlite3.Connection, start: int) -> int:
+    """The highest seq up to which every seq above ``start`` has a row, in
+    any state: items within it can be taken, no lower seq is still unknown.
+    ``start`` is the position, or a known prefix read before (rows above the
+    position never go away, except by :func:`~sidecar.storage._adopt.adopt_hub_state`)."""
+    # Pending rows are read by the index ``(state, seq)``; the others above
+    # a known prefix are few (rows done, or moved, before their turn).
+    start = _walk(conn, "state = 'pending'", start)
+    while True:
+        moved = _walk(conn, "state IN ('done', 'held')", start)
+        if moved == start:
+            return start
+        start = _walk(conn, "state = 'pending'", moved)
+
+
+def _walk(conn: sqlite3.Connection, where: str, last: int) -> int:
+    """From ``last``, over the consecutive seqs of the rows ``where`` selects."""
+    # Most walks end at once: a look at the next seq alone (the index finds
+    # it) spares the sort of every done row above, which a hanging run's
+    # neighbours pile up.
+    if (
+        conn.execute(f"SELECT 1 FROM inbox WHERE {where} AND seq = ?", (last + 1,)).fetchone()
+        is None
+    ):
+        return last
+    while True:
+        seqs = conn.execute(
+            f"SELECT seq FROM inbox WHERE {where} AND seq > ? ORDER BY seq LIMIT ?",
+            (last, _CHUNK),
+        ).fetchall()
+        for (seq,) in seqs:
+            if seq == last:
+                continue  # a stand-in beside its row
+            if seq != last + 1:
+                return last
+            last = seq
+        if len(seqs) < _CHUNK:
+            return last
 
 
 def skip_up_to(conn: sqlite3.Connection, floor: int, now: float) -> int:

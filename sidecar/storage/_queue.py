@@ -1,27 +1,55 @@
-"""What the run scheduler reads: the next rows and the batch they make, and a run's record."""
+"""What the run scheduler reads: the next rows of a run that is not busy and the
+batch they make, and a run's record."""
 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
-from runtime import RecordDecodeError, RunStatus
+from runtime import RecordDecodeError, RunStatus, is_terminal
 from runtime.wire import holds_items
 
 from ._envelope import Envelope, decode_envelope, decode_run_state
 
+LOOKAHEAD = 4096
+"""Pending rows of busy runs (being processed, or waiting out a backoff) the
+search for a run to process next walks past, at most: a run whose next item
+lies behind more of them waits for them to be processed."""
+
 NEXT_PENDING = (
-    "SELECT dispatch_id, run_id, seq, envelope, attempts, error FROM inbox"
-    " WHERE state = 'pending' AND (seq IS NULL OR seq > ?) ORDER BY seq, rowid LIMIT ?"
+    "SELECT run_id, seq FROM (SELECT run_id, seq FROM inbox"
+    " WHERE state = 'pending' AND seq > ? AND seq <= ? ORDER BY seq, rowid LIMIT ?)"
+    " WHERE run_id NOT IN (SELECT value FROM json_each(?)) LIMIT 1"
 )
-"""The next pending envelopes: release 1's (no seq: NULL sorts first) in
-arrival order, then by seq. The index ``(state, seq)`` holds its rows in
-``(seq, rowid)`` order, so this walks it from the first pending row and stops
-at the limit, however many wait behind (an order the index cannot give made
-SQLite sort every pending row for each batch)."""
+"""The next run to process, and its first pending seq: the first pending row,
+within the known prefix, of a run that is not busy. The index ``(state,
+seq)`` holds its rows in ``(seq, rowid)`` order, so this walks it from the
+first pending row and stops at the first fit, or at :data:`LOOKAHEAD` rows,
+however many wait behind (an order the index cannot give made SQLite sort
+every pending row for each batch)."""
+
+RUN_PENDING = (
+    "SELECT dispatch_id, run_id, seq, envelope, attempts, error FROM inbox"
+    " WHERE state = 'pending' AND seq >= ? AND seq <= ? AND run_id = ? ORDER BY seq LIMIT ?"
+)
+"""A run's pending rows from its first, in seq order (the same index walk)."""
+
+NTH_PENDING = (
+    "SELECT seq FROM inbox WHERE state = 'pending' AND seq > ? AND seq <= ?"
+    " ORDER BY seq LIMIT 1 OFFSET ?"
+)
+"""The seq of the last pending row :data:`NEXT_PENDING` walks past (read from
+the index alone), when it found none to take."""
+
+LEGACY_PENDING = (
+    "SELECT dispatch_id, run_id, seq, envelope, attempts, error FROM inbox"
+    " WHERE state = 'pending' AND seq IS NULL ORDER BY rowid LIMIT ?"
+)
+"""Release 1's pending envelopes (no seq), in arrival order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,25 +89,87 @@ class RunRecord:
 Row = tuple[str, str, int | None, bytes, int, str]
 """``(dispatch_id, run_id, seq, envelope, attempts, error)``."""
 
+Source = Literal["held", "legacy", "pending"]
+"""Where a batch comes from: rows a run held, release 1's rows, pending ones."""
+
 _HOLDING = tuple(s.value for s in RunStatus if holds_items(s))
 _HOLDING_MARKS = ",".join("?" * len(_HOLDING))
 
 
-def next_rows(conn: sqlite3.Connection, last_seq: int, limit: int) -> tuple[list[Row], bool]:
-    """Up to ``limit`` rows in processing order, and whether they are held
-    ones: the rows a run held while it waited for an approval or was
-    suspended, once it no longer holds them (oldest seq first); else the
-    pending ones after ``last_seq`` (release 1's first)."""
+def next_rows(
+    conn: sqlite3.Connection,
+    last_seq: int,
+    known: int,
+    busy: Sequence[str],
+    limit: int,
+    after: int = 0,
+    *,
+    legacy: bool = True,
+) -> tuple[list[Row], Source, int]:
+    """Up to ``limit`` rows to process next, of one run that is not
+    ``busy``, in its order; where they come from; and the seq up to which
+    every pending row is a busy run's (0: not known; a later search passes
+    it as ``after`` while those runs stay busy, and starts there).
+
+    First the rows a run held while it waited for an approval or was
+    suspended, once it no longer holds them (oldest seq first): they come
+    before anything later of that run. Then release 1's pending rows (no
+    seq), whatever is busy: they come before every row with a seq. Then the
+    pending rows of the first run, in seq order, whose next row is within
+    ``(last_seq, known]``: no seq below a row taken is still unknown, so no
+    later delivery can put an item of that run before it. ``legacy``: False
+    when no release 1 row can be pending (the inbox knows)."""
+    skip = msgspec.json.encode(list(busy)).decode()
     held = conn.execute(
         "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope, i.attempts, i.error FROM inbox AS i"
         " JOIN run AS r ON r.run_id = i.run_id"
         f" WHERE i.state = 'held' AND r.status NOT IN ({_HOLDING_MARKS})"
+        " AND i.run_id NOT IN (SELECT value FROM json_each(?))"
         " ORDER BY i.seq, i.rowid LIMIT ?",
-        (*_HOLDING, limit),
+        (*_HOLDING, skip, limit),
     ).fetchall()
     if held:
-        return [_row(r) for r in held], True
-    return [_row(r) for r in conn.execute(NEXT_PENDING, (last_seq, limit))], False
+        return [_row(r) for r in held], "held", 0
+    older = conn.execute(LEGACY_PENDING, (limit,)).fetchall() if legacy else []
+    if older:
+        return [_row(r) for r in older], "legacy", 0
+    start = max(last_seq, after)
+    first = conn.execute(NEXT_PENDING, (start, known, LOOKAHEAD, skip)).fetchone()
+    if first is None:
+        end = conn.execute(NTH_PENDING, (start, known, LOOKAHEAD - 1)).fetchone()
+        return [], "pending", known if end is None else int(end[0])
+    run_id, seq = first
+    last = min(known, seq + LOOKAHEAD)
+    rows = conn.execute(RUN_PENDING, (seq, last, run_id, limit)).fetchall()
+    return [_row(r) for r in rows], "pending", seq - 1
+
+
+def run_rows(
+    conn: sqlite3.Connection,
+    run_id: str,
+    last_seq: int,
+    known: int,
+    limit: int,
+    *,
+    legacy: bool = True,
+) -> tuple[list[Row], Source]:
+    """Up to ``limit`` rows of ``run_id`` to process next, as
+    :func:`next_rows` would take them: its held rows once it no longer
+    holds them, else its pending ones within ``(last_seq, known]``; none
+    while release 1's rows wait (they come first, :func:`next_rows`)."""
+    held = conn.execute(
+        "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope, i.attempts, i.error FROM inbox AS i"
+        " JOIN run AS r ON r.run_id = i.run_id"
+        f" WHERE i.state = 'held' AND i.run_id = ? AND r.status NOT IN ({_HOLDING_MARKS})"
+        " ORDER BY i.seq, i.rowid LIMIT ?",
+        (run_id, *_HOLDING, limit),
+    ).fetchall()
+    if held:
+        return [_row(r) for r in held], "held"
+    if legacy and conn.execute(LEGACY_PENDING, (1,)).fetchone() is not None:
+        return [], "legacy"
+    rows = conn.execute(RUN_PENDING, (last_seq + 1, known, run_id, limit)).fetchall()
+    return [_row(r) for r in rows], "pending"
 
 
 def _row(row: Any) -> Row:
@@ -101,26 +191,31 @@ def read_run(conn: sqlite3.Connection, run_id: str) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def next_batch(rows: list[Row], last_seq: int, *, held: bool) -> list[Pending]:
+def next_batch(rows: list[Row], source: Source) -> list[Pending]:
     """The batch ``rows`` make (as :func:`next_rows` gave them), all of one
-    run: held ones of the first row's run; else consecutive ones, release
-    1's (no seq) or those from ``last_seq + 1`` on. A gap (a frame not
-    delivered yet) stops the batch: it never reorders."""
-    if held:
-        run_id = rows[0][1]
+    run: held ones of the first row's run, or consecutive release 1 ones of
+    the first row's run, or the pending ones of one run as they are."""
+    if not rows:
+        return []
+    run_id = rows[0][1]
+    if source == "pending":
+        return [_pending(row) for row in rows]
+    if source == "held":
         return [_pending(row, held=True) for row in rows if row[1] == run_id]
     batch: list[Pending] = []
-    expected = last_seq + 1
     for row in rows:
-        run_id, seq = row[1], row[2]
-        if batch and (run_id != batch[0].run_id or (seq is None) != (batch[0].seq is None)):
+        if row[1] != run_id:
             break
-        if seq is not None:
-            if seq != expected:
-                break
-            expected += 1
         batch.append(_pending(row))
     return batch
+
+
+def ended_meanwhile(conn: sqlite3.Connection, run_id: str, status: str) -> bool:
+    """Whether ``run_id`` ended while its actor processed a batch from an
+    earlier status: a parent that ended cancelled it (its runs are processed
+    concurrently), so a commit moving it to ``status`` would undo that."""
+    row = conn.execute("SELECT status FROM run WHERE run_id = ?", (run_id,)).fetchone()
+    return row is not None and is_terminal(row[0]) and row[0] != status
 
 
 def run_record(run_id: str, row: tuple[Any, ...]) -> RunRecord:

@@ -6,7 +6,9 @@ waits for an approval or is suspended), the run's new state and status, the
 events for the outbox, the dead letters, a failed attempt of the item the
 batch stopped at, and a resume's reset of the rows its run held.
 :func:`write_step` writes it all or nothing, and only while the envelopes
-are still the next ones; it also clears the in-flight mark (:data:`IN_FLIGHT`).
+are still pending (or held); it also clears the run's in-flight mark
+(:func:`in_flight_key`) and moves the processing position as far as every
+lower seq is done.
 A run that ends cancels its live children, and theirs, in the same transaction.
 """
 
@@ -29,7 +31,15 @@ IN_FLIGHT = "in_flight"
 """The ``meta`` key naming the dispatches of the batch being processed (a
 JSON list), written before the handler calls without waiting for the disk
 and cleared by the step's commit: at a start, a mark still there says the
-process died during that batch (``Inbox.charge_crash``)."""
+process died during that batch (``Inbox.charge_crash``). Each run's batch
+has a key of its own (:func:`in_flight_key`): the runs are processed
+concurrently; this one is an older process's."""
+
+
+def in_flight_key(run_id: str) -> str:
+    """The ``meta`` key naming the dispatches of ``run_id``'s batch in flight."""
+    return f"{IN_FLIGHT}:{run_id}" if run_id else IN_FLIGHT
+
 
 DEAD_LETTER = "dead_letter"
 """The outcome of a row that cannot be read: its bytes went to ``dead_letter``."""
@@ -47,7 +57,8 @@ class Commit:
     run_id: str
     status: str
     consumed: list[tuple[str, int | None, str]]  # (dispatch_id, seq, outcome)
-    """A held row is consumed with seq None: it is behind the position."""
+    """A held row is consumed with seq None: the position passed it, or
+    passes it as a held row."""
     held: list[tuple[str, int | None]] = field(default_factory=list)  # (dispatch_id, seq)
     """Pending rows the run holds now (it waits for an approval, or is
     suspended): the position moves over them, and they stay for after the
@@ -79,17 +90,9 @@ def write_step(
 ) -> tuple[int, list[str]]:
     """``c`` inside the caller's transaction, the position at ``last_seq``;
     the new position and the runs cancelled because a parent ended. Raises
-    :class:`InboxConflict` when the envelopes are no longer the next ones."""
+    :class:`InboxConflict` when an envelope is no longer pending (or held)."""
     seqs = [seq for _, seq, _ in c.consumed if seq is not None]
     seqs += [seq for _, seq in c.held if seq is not None]
-    new_last = max(seqs) if seqs else last_seq
-    if seqs:
-        cur = conn.execute(
-            "UPDATE meta SET value = ? WHERE key = 'last_seq' AND value = ?",
-            (new_last, last_seq),
-        )
-        if cur.rowcount != 1:
-            raise InboxConflict("the processing position moved meanwhile")
     cur = conn.executemany(
         "UPDATE inbox SET state = 'done', outcome = ?, processed_at = ?"
         " WHERE dispatch_id = ? AND state IN ('pending', 'held')",
@@ -112,11 +115,12 @@ def write_step(
         )
     if c.resumed is not None:
         _resume_held(conn, c.run_id, c.resumed)
-    conn.execute("DELETE FROM meta WHERE key = ?", (IN_FLIGHT,))
-    # Rows done above the position (set aside, skipped, or release 1
-    # rows that learned their seq while being processed, these ones
-    # included) must not hold the next seq back.
-    new_last = advance_over_done(conn, new_last)
+    conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (IN_FLIGHT, in_flight_key(c.run_id)))
+    # The position moves over this step's rows once every lower seq is done
+    # (other runs commit concurrently, in any order), and over rows done
+    # above it before (by other runs, set aside, skipped, or release 1 rows
+    # that learned their seq while being processed).
+    new_last = advance_over_done(conn, last_seq)
     # A commit of a failed attempt alone leaves the run as it was (one
     # that has not started here stays unstarted: its RunStarted is to come).
     # A suspension on a row held already consumes and holds nothing new,

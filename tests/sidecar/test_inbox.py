@@ -22,7 +22,7 @@ from sidecar.storage import (
 )
 from sidecar.storage._events import settled_dispatch
 from sidecar.storage._outbox import settled_statements
-from sidecar.storage._queue import NEXT_PENDING
+from sidecar.storage._queue import LEGACY_PENDING, NEXT_PENDING, RUN_PENDING
 
 
 @pytest.fixture
@@ -113,11 +113,15 @@ async def test_release_1_envelopes_come_first_in_arrival_order_then_by_seq(
 
 @pytest.mark.anyio
 async def test_the_next_batch_walks_the_index_and_never_sorts_the_backlog(inbox: Inbox) -> None:
-    plan = " ".join(
-        str(row[-1]) for row in await query(inbox, f"EXPLAIN QUERY PLAN {NEXT_PENDING}", 0, 64)
-    )
-    assert "inbox_pending" in plan
-    assert "TEMP B-TREE" not in plan
+    for sql, params in [
+        (NEXT_PENDING, (0, 10**6, 4096, '["run_a"]')),
+        (RUN_PENDING, (1, 4097, "run_a", 64)),
+        (LEGACY_PENDING, (64,)),
+    ]:
+        rows = await query(inbox, f"EXPLAIN QUERY PLAN {sql}", *params)
+        plan = " ".join(str(row[-1]) for row in rows)
+        assert "inbox_pending" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan
 
 
 @pytest.mark.anyio

@@ -34,7 +34,7 @@ from runtime.wire import (
 )
 from sidecar import Inbox
 from sidecar.execution import Runs
-from sidecar.execution._runs import retry_delay
+from sidecar.execution._pacing import retry_delay
 from sidecar.storage import Commit, Envelope
 from sidecar.storage._attempts import DIED
 from tests.support import wait_for
