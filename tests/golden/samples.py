@@ -59,6 +59,8 @@ from runtime import (
 from runtime.sidecar_contract import HubKey
 from runtime.sidecar_contract._restore import RECORD_VERSION
 from runtime.wire import (
+    CANCEL_KIND,
+    RESUME_KIND,
     FailurePolicy,
     IngressBatch,
     IngressMail,
@@ -265,6 +267,32 @@ _ENVELOPE_V2 = Envelope(
     body_digest=None,
     start_request_id=None,
     owner_epoch=3,
+)
+
+_RESUME_V2 = msgspec.structs.replace(
+    _ENVELOPE_V2,
+    dispatch_id=DSP[:-1] + "a",
+    seq=8,
+    kind=RESUME_KIND,
+    message_id=None,
+    sender=None,
+    subject=None,
+    body=b"",
+    version=2,
+)
+_CANCEL_V2 = msgspec.structs.replace(
+    _ENVELOPE_V2,
+    dispatch_id=DSP[:-1] + "b",
+    seq=9,
+    kind=CANCEL_KIND,
+    message_id="cancel:" + RUN,
+    sender=None,
+    subject="no longer needed",
+    body=b'{"reason":"no longer needed","terminate":false}',
+    version=2,
+)
+_POLICY = FailurePolicy(
+    on_failure="park", max_attempts=3, max_backoff=30.0, handler_timeout=60.0, max_concurrent_runs=4
 )
 
 V2 = [
@@ -543,6 +571,26 @@ V2 = [
         ),
     ),
     Golden("v2/run_state.msgpack", "run_state", STATE, lambda: encode_run_state(STATE)),
+    # Failure policies and cancels (added within format 2): the items a run
+    # is resumed and cancelled by, and the policy the inbox keeps (meta).
+    Golden(
+        "v2/inbox_envelope.resume.msgpack",
+        "envelope",
+        _RESUME_V2,
+        lambda: encode_envelope(_RESUME_V2),
+    ),
+    Golden(
+        "v2/inbox_envelope.cancel.msgpack",
+        "envelope",
+        _CANCEL_V2,
+        lambda: encode_envelope(_CANCEL_V2),
+    ),
+    Golden(
+        "v2/policy_meta.json",
+        "policy_meta",
+        _POLICY,
+        lambda: msgspec.json.encode(_POLICY),
+    ),
 ]
 
 # Release 1, as docs/design.md section 6 fixes it: plain maps, written as release 1 did.

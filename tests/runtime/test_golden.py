@@ -10,7 +10,7 @@ import pytest
 
 from runtime import Ack, Event, EventsAck, FrameDecoder, MailInbound
 from runtime.sidecar_contract import decode_restore_record
-from runtime.wire import FORMAT_VERSION, Frame
+from runtime.wire import FORMAT_VERSION, FailurePolicy, Frame
 from sidecar.storage import decode_envelope, decode_run_state
 from tests.golden.samples import GOLDEN, ROOT, AckBeforeDetail, EventsAckBeforeFloor, Golden
 
@@ -23,6 +23,8 @@ DECODERS = {
     "restore_record": decode_restore_record,
     "envelope": decode_envelope,
     "run_state": decode_run_state,
+    # The failure policy a sidecar keeps in its inbox's meta, as JSON.
+    "policy_meta": msgspec.json.Decoder(FailurePolicy).decode,
 }
 
 
