@@ -27,6 +27,7 @@ from runtime import (
     RunStarted,
     RunStatus,
     encode,
+    is_terminal,
 )
 from runtime.config import DEFAULT_RUN_HISTORY
 from runtime.wire import RunSuspended
@@ -54,6 +55,9 @@ from .quarantine import ingest_quarantined
 from .routing import child_item, route_mail, start_item
 
 log = logging.getLogger("mailrun.hub.events")
+
+_EFFECTS = (MailSent, ChildRunStarted, ApprovalRequested)
+"""Events that act beyond their run: mail, a child, an approval."""
 
 
 class Ingest:
@@ -122,6 +126,11 @@ class Ingest:
         ):
             return False
         self.runs.add(event.run_id)
+        if isinstance(event, _EFFECTS) and is_terminal(run.status):
+            # The hub ended the run first (a terminate, a delete): what the
+            # sidecar committed before it heard of that takes no effect.
+            log.info("%s of ended run %s not applied", kind, event.run_id)
+            return False
         if isinstance(event, RunStarted):
             start_run(self.tx, event.run_id, self.now)
         elif isinstance(event, RunCompleted):

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from hub.store import Accepted, Rejected, Trigger, accept_triggers, delete_deployment
+from hub.store import (
+    Accepted,
+    Rejected,
+    Trigger,
+    accept_triggers,
+    cancel_run,
+    delete_deployment,
+)
 from runtime import (
     ApprovalRequested,
     ChildRunStarted,
@@ -490,3 +497,31 @@ async def test_a_frame_of_many_processed_events_ends_as_one_event_a_frame_does(
         ("cancelled", "workflow_run_terminal"),
     ]
     assert (events, letters) == (7, 1)  # the unknown dispatch's event kept, and dead-lettered
+
+
+@pytest.mark.anyio
+async def test_effects_of_a_run_the_hub_terminated_are_not_applied(tmp_path: Path) -> None:
+    """Terminated at the hub while the sidecar still worked on an earlier
+    item: the mail, child and approval that item committed come in after the
+    run ended, and take no effect (the events are acknowledged all the same)."""
+    async with running_hub(tmp_path) as hub:
+        car, (r1,) = await owned(hub, 1, "sender")
+        target = await deploy(hub.store, "target")
+        await hub.store.transact(
+            partial(cancel_run, run_id=r1.run_id, reason="stop", terminate=True)
+        )
+        late = [
+            MailSent(event_id=new_id("evt"), run_id=r1.run_id, to=target.address, subject="hi"),
+            MailSent(event_id=new_id("evt"), run_id=r1.run_id, to="someone@example.org"),
+            ApprovalRequested(event_id=new_id("evt"), run_id=r1.run_id, approval_id="apr_late"),
+        ]
+        ack = await send(car, *late)
+        assert isinstance(ack, EventsAck) and ack.ids == [e.event_id for e in late]
+        mailed = await hub.one(
+            "SELECT COUNT(*) AS n FROM workflow_run_dispatch WHERE deployment_id = ?", target.id
+        )
+        outside = await hub.one("SELECT COUNT(*) AS n FROM outbound_mail")
+        asked = await hub.one("SELECT COUNT(*) AS n FROM approval")
+        assert (mailed["n"], outside["n"], asked["n"]) == (0, 0, 0)
+        run = await hub.one("SELECT status FROM workflow_run WHERE id = ?", r1.run_id)
+        assert run["status"] == "cancelled"
