@@ -1,30 +1,22 @@
-"""The CLI commands that operate a hub over its HTTP API.
+"""The CLI commands that operate a hub over its HTTP API: deploy, send,
+list and inspect, signal and approve, versions and rollbacks.
 
-Each takes ``--hub URL`` (env ``MAILRUN_HUB``), ``--token-file F`` and
-``--json``, and sends the admin token it finds (``hub._token.find_token``);
-human output is tables and key/value blocks (``tables``). Errors follow one
-contract: ``error: <reason>: <detail>`` on stderr and exit 1, exit 2 without
-a hub.
+Each is a :func:`~hub.cli.base.hub_command` (``--hub``, ``--token-file``,
+``--json``, the error contract); human output is tables and key/value
+blocks (``tables``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
-import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, NoReturn, TypeVar
+from typing import IO, Any
 
 import click
 import msgspec
 
-from runtime.config import DEFAULT_HUB_URL, HUB_URL_ENV
-
 from .._client import HubClient
-from .._errors import AdminTokenUnavailable, HubBadResponse, HubResponseError, HubUnreachable
-from .._token import DEFAULT_STATE_DIR, TOKEN_ENV, admin_token_path, find_token
+from .base import echo_json, fail, hub_command
+from .steering import policy_options, policy_settings
 from .tables import (
     approvals_table,
     deployment_view,
@@ -36,122 +28,6 @@ from .tables import (
     version_line,
     versions_table,
 )
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_ERROR = 1
-EXIT_UNREACHABLE = 2
-
-
-def _echo_json(value: object) -> None:
-    click.echo(msgspec.json.encode(value).decode())
-
-
-def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(code)
-
-
-@contextlib.contextmanager
-def _reporting(as_json: bool) -> Iterator[None]:
-    """Turn the client's errors into the CLI's contract: a line on stderr (or the
-    hub's JSON body on stdout with ``--json``) and exit 1; exit 2 without a hub."""
-    try:
-        yield
-    except HubResponseError as exc:
-        if as_json:
-            _echo_json(exc.body)
-            sys.exit(EXIT_ERROR)
-        if exc.http_status == 401:
-            where = admin_token_path(DEFAULT_STATE_DIR)
-            hint = f"the CLI sends the token of --token-file F, else ${TOKEN_ENV}, else {where}"
-            fail(f"{exc.reason}: {exc.detail} ({hint})")
-        fail(f"{exc.reason}: {exc.detail}" if exc.detail else exc.reason)
-    except HubUnreachable as exc:
-        hint = f"is `mailrun up` running? set --hub or {HUB_URL_ENV}"
-        fail(f"{exc.detail} ({hint})", EXIT_UNREACHABLE)
-    except (HubBadResponse, AdminTokenUnavailable) as exc:
-        fail(f"{exc.reason}: {exc.detail}")
-
-
-def hub_options(fn: F) -> F:
-    """``--hub``, ``--token-file`` and ``--json``: every command that talks to a hub has them."""
-    fn = click.option("--json", "as_json", is_flag=True, help="Print the hub's JSON as is.")(fn)
-    fn = click.option(
-        "--token-file",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help=f"The hub's admin token; else env {TOKEN_ENV}, else"
-        f" {admin_token_path(DEFAULT_STATE_DIR)} if it exists.",
-    )(fn)
-    return click.option(
-        "--hub",
-        "hub_url",
-        envvar=HUB_URL_ENV,
-        default=DEFAULT_HUB_URL,
-        show_default=True,
-        help=f"The hub's base URL (env {HUB_URL_ENV}).",
-    )(fn)
-
-
-def hub_command(fn: F) -> F:
-    """:func:`hub_options`, a client on the hub, and the CLI's error contract."""
-
-    @hub_options
-    @functools.wraps(fn)
-    def wrapper(
-        *args: Any, hub_url: str, token_file: Path | None, as_json: bool, **kwargs: Any
-    ) -> Any:
-        with _reporting(as_json):
-            token = find_token(token_file, os.environ)
-            with HubClient(hub_url, token=token) as client:
-                return fn(*args, client=client, as_json=as_json, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
-
-
-_ON_FAILURE = ("suspend", "park", "fail")
-
-
-def policy_options(fn: F) -> F:
-    """``--on-failure``, ``--max-attempts``, ``--max-backoff``, ``--handler-timeout``,
-    and ``--max-concurrent-runs`` (no failure setting, told to the sidecar alike)."""
-    options = [
-        click.option(
-            "--max-concurrent-runs",
-            type=int,
-            help="Handler calls of the deployment at once, each of another run (1-1024,"
-            " default 16).",
-        ),
-        click.option(
-            "--handler-timeout",
-            type=float,
-            help="Seconds a handler call may run before it counts as failed (default 300).",
-        ),
-        click.option(
-            "--max-backoff",
-            type=float,
-            help="Seconds at most between two attempts of an item (default 60).",
-        ),
-        click.option(
-            "--max-attempts",
-            type=int,
-            help="Handler calls an item gets before --on-failure applies (default 5).",
-        ),
-        click.option(
-            "--on-failure",
-            type=click.Choice(_ON_FAILURE),
-            help="Past the attempts: suspend the run (default), park the item, or fail the run.",
-        ),
-    ]
-    for option in options:
-        fn = option(fn)
-    return fn
-
-
-def policy_settings(**given: Any) -> dict[str, Any]:
-    """The policy's settings given on the command line (the others unset)."""
-    names = ("on_failure", "max_attempts", "max_backoff", "handler_timeout", "max_concurrent_runs")
-    return {name: given[name] for name in names if given.get(name) is not None}
 
 
 @click.command()
@@ -201,14 +77,14 @@ def deploy(
             client.set_policy(name, settings)
         version = client.add_version(name, source, entrypoint)
         if as_json:
-            _echo_json(version)
+            echo_json(version)
         else:
             click.echo(version_line(version))
         return
     dep = client.deploy(name, source, entrypoint, settings)
     token = dep.pop("join_token", None)
     if as_json:
-        _echo_json({**dep, "join_token": token} if show_token else dep)
+        echo_json({**dep, "join_token": token} if show_token else dep)
         return
     click.echo(deployment_view(dep))
     if show_token and token:
@@ -256,7 +132,7 @@ def deployments(*, client: HubClient, as_json: bool) -> None:
     """List deployments."""
     listing = client.deployments()
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
     else:
         click.echo(deployments_table(listing.get("deployments") or []))
 
@@ -268,7 +144,7 @@ def runs(deployment: str | None, *, client: HubClient, as_json: bool) -> None:
     """List runs."""
     listing = client.runs(deployment)
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
     else:
         click.echo(runs_table(listing.get("runs") or []))
 
@@ -287,7 +163,7 @@ def outbox(status: str | None, deployment: str | None, *, client: HubClient, as_
     Sent through the hub's --smtp-relay; without one it stays no_relay."""
     listing = client.outbox(status, deployment)
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
     else:
         click.echo(outbox_table(listing.get("outbox") or []))
 
@@ -299,7 +175,7 @@ def run(run_id: str, *, client: HubClient, as_json: bool) -> None:
     """Show one run: status, result, state."""
     found = client.run(run_id)
     if as_json:
-        _echo_json(found)
+        echo_json(found)
     else:
         click.echo(run_view(found))
 
@@ -313,7 +189,7 @@ def delete(name: str, *, client: HubClient, as_json: bool) -> None:
     Its run takes no more mail; `up` stops its sidecar."""
     dep = client.delete_deployment(name)
     if as_json:
-        _echo_json(dep)
+        echo_json(dep)
     else:
         click.echo(deployment_view(dep))
 
@@ -373,7 +249,7 @@ def approve(
     decision = "reject" if reject else decision or "approve"
     answer = client.approve(approval_id, decision)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
     else:
         click.echo(receipt_view(answer) or f"{approval_id}: {decision}")
 
@@ -396,7 +272,7 @@ def approvals(
     """List approvals (the latest 100, oldest first)."""
     listing = client.approvals(run=run_id, deployment=deployment, status=status)
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
     else:
         click.echo(approvals_table(listing.get("approvals") or []))
 
@@ -412,7 +288,7 @@ def rollback(deployment: str, version: int, *, client: HubClient, as_json: bool)
     accepted before by the version they were stamped with."""
     answer = client.activate_version(deployment, version)
     if as_json:
-        _echo_json(answer)
+        echo_json(answer)
     else:
         click.echo(version_line(answer))
 
@@ -424,7 +300,7 @@ def versions(deployment: str, *, client: HubClient, as_json: bool) -> None:
     """List the versions of DEPLOYMENT (id or name)."""
     listing = client.versions(deployment)
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
     else:
         click.echo(versions_table(listing.get("versions") or []))
 

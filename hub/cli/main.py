@@ -15,13 +15,13 @@ import click
 from runtime import check_failpoints, private_umask
 from runtime.errors import FailpointSpecError
 
-from .commands import COMMANDS, fail
-from .control import COMMANDS as CONTROL_COMMANDS
-from .failures import COMMANDS as FAILURE_COMMANDS
+from .base import fail
+from .commands import COMMANDS
 from .processes import demo_cmd, hub_cmd, sidecar_cmd, up_cmd
 from .producers import producer
 from .replay import replay
 from .statedir import migrate, nats_config_cmd
+from .steering import COMMANDS as STEERING_COMMANDS
 from .watch import watch
 
 
@@ -45,8 +45,7 @@ for _command in (
     migrate,
     nats_config_cmd,
     *COMMANDS,
-    *FAILURE_COMMANDS,
-    *CONTROL_COMMANDS,
+    *STEERING_COMMANDS,
     replay,
     watch,
     producer,

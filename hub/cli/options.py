@@ -19,7 +19,7 @@ from ..smtp import PASSWORD_ENV as SMTP_PASSWORD_ENV
 from ..smtp import USER_ENV as SMTP_USER_ENV
 from ..smtp import smtp_config
 from ..store import DATABASE_ENV, is_database_url
-from .commands import F, fail
+from .base import F, fail
 
 
 def host_port(

@@ -15,10 +15,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
-import msgspec
 
 from .._client import HubClient
-from .commands import hub_command
+from .base import echo_json, hub_command
 from .tables import key_values, table
 
 _VIEW = ["id", "name", "status", "subject", "inbox_prefix", "nats_user", "created_at", "removed_at"]
@@ -38,10 +37,6 @@ def producers_table(producers: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def _echo_json(value: object) -> None:
-    click.echo(msgspec.json.encode(value).decode())
-
-
 @click.group()
 def producer() -> None:
     """Manage producers: programs that send mail over the NATS ingress."""
@@ -58,7 +53,7 @@ def add(name: str, *, client: HubClient, as_json: bool) -> None:
     to any deployment's address (as the admin token may)."""
     added = client.add_producer(name)
     if as_json:
-        _echo_json(added)
+        echo_json(added)
         return
     click.echo(producer_view(added))
     click.echo(f"seed          {added.get('seed')}")
@@ -75,7 +70,7 @@ def list_(show_all: bool, *, client: HubClient, as_json: bool) -> None:
     """List the active producers."""
     listing = client.producers(None if show_all else "active")
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
     else:
         click.echo(producers_table(listing.get("producers") or []))
 
@@ -90,6 +85,6 @@ def remove(name: str, *, client: HubClient, as_json: bool) -> None:
     next reload (under `mailrun up`, within a poll)."""
     removed = client.remove_producer(name)
     if as_json:
-        _echo_json(removed)
+        echo_json(removed)
     else:
         click.echo(producer_view(removed))

@@ -21,7 +21,7 @@ import msgspec
 from .._client import HubClient
 from .._errors import HubError, HubResponseError
 from .._token import find_token
-from .commands import hub_options
+from .base import hub_options
 
 EXIT_SAME = 0
 EXIT_DIFFERS = 1

@@ -14,7 +14,7 @@ from runtime.config import DEFAULT_SUBJECT_PREFIX, redact_url
 
 from .._errors import HubError
 from ..store import LATEST
-from .commands import fail
+from .base import fail
 from .options import check_database, database_option, state_dir_option
 
 

@@ -28,7 +28,7 @@ from runtime import Backoff, Retry
 
 from .._errors import HubResponseError, HubUnreachable
 from .._token import find_token
-from .commands import _reporting, hub_options
+from .base import hub_options, reporting
 
 RECONNECT = Backoff(initial=0.2, maximum=5.0)
 READ_TIMEOUT = 45.0
@@ -188,7 +188,7 @@ def watch(
     deployment: str | None, since: int | None, hub_url: str, token_file: Path | None, as_json: bool
 ) -> None:
     """Follow dispatches, runs and deployments as they change (GET /events), until Ctrl-C."""
-    with _reporting(as_json):
+    with reporting(as_json):
         token = find_token(token_file, os.environ)
         watcher = Watcher(hub_url, token, deployment=deployment, since=since, as_json=as_json)
         try:

@@ -27,7 +27,7 @@ from runtime.config import (
 from ..._errors import HubError
 from ..._token import read_token_file
 from ...smtp import smtp_config
-from ..commands import fail
+from ..base import fail
 from ..options import database_option, host_port, smtp_options, smtp_relay_option
 
 _hub_log = logging.getLogger("mailrun.hub")

@@ -18,7 +18,7 @@ from runtime.loops import unwrapping_groups
 
 from ..._errors import HubError
 from ..._token import ADMIN_TOKEN_FILE
-from ..commands import fail
+from ..base import fail
 from ..options import (
     check_smtp,
     database_option,

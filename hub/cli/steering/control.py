@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import click
 
-from .._client import HubClient
-from .commands import _echo_json, hub_command
-from .tables import deployment_view, receipt_view
+from ..._client import HubClient
+from ..base import echo_json, hub_command
+from ..tables import deployment_view, receipt_view
 
 
 @click.command()
@@ -34,7 +34,7 @@ def cancel(
     A second cancel of RUN gets the first one's receipt."""
     receipt = client.cancel(run_id, reason, terminate=terminate)
     if as_json:
-        _echo_json(receipt)
+        echo_json(receipt)
     else:
         click.echo(receipt_view(receipt))
 
@@ -50,7 +50,7 @@ def pause(deployment: str, *, client: HubClient, as_json: bool) -> None:
     processed)."""
     found = client.pause(deployment)
     if as_json:
-        _echo_json(found)
+        echo_json(found)
     else:
         click.echo(deployment_view(found))
 
@@ -62,7 +62,7 @@ def unpause(deployment: str, *, client: HubClient, as_json: bool) -> None:
     """Unpause deployment N (id or name): what it kept goes out, in order; print it."""
     found = client.unpause(deployment)
     if as_json:
-        _echo_json(found)
+        echo_json(found)
     else:
         click.echo(deployment_view(found))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from ..._client import HubClient
-from ..commands import _echo_json, hub_command
+from ..base import echo_json, hub_command
 from ..tables import parked_table, run_view
 
 
@@ -25,7 +25,7 @@ def resume(run_id: str, *, client: HubClient, as_json: bool) -> None:
     active version (a new version resumes every suspended run by itself)."""
     found = client.resume(run_id)
     if as_json:
-        _echo_json(found)
+        echo_json(found)
     else:
         click.echo(run_view(found))
 
@@ -37,7 +37,7 @@ def parked(deployment: str | None, *, client: HubClient, as_json: bool) -> None:
     """List parked dispatches (the latest 100, newest first) with their error."""
     listing = client.parked(deployment)
     if as_json:
-        _echo_json(listing)
+        echo_json(listing)
     else:
         click.echo(parked_table(listing.get("dispatches") or []))
 
@@ -50,7 +50,7 @@ def retry(dispatch_id: str, *, client: HubClient, as_json: bool) -> None:
     accepted so far); print it."""
     found = client.retry(dispatch_id)
     if as_json:
-        _echo_json(found)
+        echo_json(found)
     else:
         click.echo(parked_table([found]))
 

@@ -1,0 +1,14 @@
+"""Commands that steer runs and deployments from outside: ``resume``,
+``parked`` and ``retry`` for handlers that keep failing, ``cancel``,
+``pause`` and ``unpause``; and the run settings ``mailrun deploy`` takes
+(its failure policy, its concurrency)."""
+
+from .control import COMMANDS as CONTROL_COMMANDS
+from .failures import COMMANDS as FAILURE_COMMANDS
+from .policy import policy_options as policy_options
+from .policy import policy_settings as policy_settings
+
+COMMANDS = (*FAILURE_COMMANDS, *CONTROL_COMMANDS)
+"""Every command of this room, in the order ``mailrun --help`` lists them."""
+
+__all__ = ["COMMANDS", "policy_options", "policy_settings"]
