@@ -186,6 +186,30 @@ async def mailrun_up(
         await anyio.to_thread.run_sync(_stop, proc)
 
 
+async def mailrun(up: Up, *args: str) -> tuple[int, str]:
+    """Run the CLI against ``up``'s hub: its exit code and its output
+    (stdout and stderr together)."""
+    done = await anyio.run_process(
+        [MAILRUN, *args, *up.hub_options], check=False, stderr=subprocess.STDOUT
+    )
+    return done.returncode, done.stdout.decode()
+
+
+async def send_accepted(up: Up, address: str, subject: str) -> Any:
+    """Mail ``subject`` (its message id made of it) and assert it is accepted;
+    the receipt."""
+    answer = await up.send(address, subject, message_id=f"<{subject}@test>")
+    assert answer.status_code == 202, answer.text
+    return answer.json()
+
+
+async def run_status(up: Up, run_id: str, wanted: str, timeout: float = 60) -> Any:
+    """The run once its status is ``wanted``."""
+    return await up.wait_state(
+        run_id, lambda r: r["status"] == wanted, timeout=timeout, what=f"run {wanted}"
+    )
+
+
 def _dump_logs(tmp_path: Path) -> None:
     """Print the tail of every process log; pytest shows it with the failure."""
     for path in sorted(tmp_path.rglob("*.log")):

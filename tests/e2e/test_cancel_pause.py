@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from tests.support import wait_for
 
-from .harness import MAILRUN, Up, mailrun_up
+from .harness import Up, mailrun, mailrun_up, run_status, send_accepted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -38,25 +36,6 @@ async def main(ctx, item):
 async def child(ctx, item):
     ctx.state.setdefault("seen", []).append(item.kind)
 """
-
-
-async def send(up: Up, address: str, subject: str) -> Any:
-    answer = await up.send(address, subject, message_id=f"<{subject}@test>")
-    assert answer.status_code == 202, answer.text
-    return answer.json()
-
-
-async def mailrun(up: Up, *args: str) -> tuple[int, str]:
-    done = await anyio.run_process(
-        [MAILRUN, *args, *up.hub_options], check=False, stderr=subprocess.STDOUT
-    )
-    return done.returncode, done.stdout.decode()
-
-
-async def status(up: Up, run_id: str, wanted: str, timeout: float = 60) -> Any:
-    return await up.wait_state(
-        run_id, lambda r: r["status"] == wanted, timeout=timeout, what=f"run {wanted}"
-    )
 
 
 def dispatches(up: Up, run_id: str) -> list[tuple[str, str, str]]:
@@ -80,11 +59,11 @@ async def test_a_running_run_cancelled_sees_the_cancel_and_ends_cancelled_once(
 ) -> None:
     async with mailrun_up(tmp_path) as up:
         dep = await up.deploy("cancels", FLOW)
-        run_id = (await send(up, dep["address"], "m0"))["run_id"]
+        run_id = (await send_accepted(up, dep["address"], "m0"))["run_id"]
         await up.wait_state(run_id, lambda r: r["state"].get("seen") == ["mail:m0"])
         code, out = await mailrun(up, "cancel", run_id, "--reason", "customer left", "--json")
         assert code == 0, out
-        run = await status(up, run_id, "cancelled")
+        run = await run_status(up, run_id, "cancelled")
         # The handler saw it (and called complete: cancelled wins).
         assert run["state"] == {"seen": ["mail:m0", "cancel:customer left"],
                                 "reason": "customer left"}  # fmt: skip
@@ -102,12 +81,12 @@ async def test_a_waiting_run_cancelled_overtakes_what_it_holds_which_is_then_ref
 ) -> None:
     async with mailrun_up(tmp_path) as up:
         dep = await up.deploy("waits", FLOW)
-        run_id = (await send(up, dep["address"], "ask"))["run_id"]
-        await status(up, run_id, "waiting")
-        await send(up, dep["address"], "held")
+        run_id = (await send_accepted(up, dep["address"], "ask"))["run_id"]
+        await run_status(up, run_id, "waiting")
+        await send_accepted(up, dep["address"], "held")
         answer = await up.http.post(f"/runs/{run_id}/cancel", json={"reason": "no need"})
         assert answer.status_code == 202, answer.text
-        run = await status(up, run_id, "cancelled")
+        run = await run_status(up, run_id, "cancelled")
         assert run["state"]["seen"] == ["mail:ask", "cancel:no need"]
         await settled(up, run_id, [("mail", "ask", "processed"), ("mail", "held", "cancelled"),
                                    ("cancel", "no need", "processed")])  # fmt: skip
@@ -118,9 +97,9 @@ async def test_a_suspended_run_terminated_ends_at_once_unseen_by_its_handler(
 ) -> None:
     async with mailrun_up(tmp_path) as up:
         dep = await up.deploy("suspends", FLOW, max_attempts=2, max_backoff=0.2)
-        run_id = (await send(up, dep["address"], "boom"))["run_id"]
-        await status(up, run_id, "suspended")
-        await send(up, dep["address"], "held")
+        run_id = (await send_accepted(up, dep["address"], "boom"))["run_id"]
+        await run_status(up, run_id, "suspended")
+        await send_accepted(up, dep["address"], "held")
         code, out = await mailrun(up, "cancel", run_id, "--terminate", "--reason", "stop it")
         assert code == 0, out
         # Ended at the hub in the cancel's own transaction: no wait.
@@ -138,14 +117,14 @@ async def test_a_suspended_run_terminated_ends_at_once_unseen_by_its_handler(
 async def test_a_parent_cancelled_cancels_its_live_child(tmp_path: Path) -> None:
     async with mailrun_up(tmp_path) as up:
         dep = await up.deploy("parent", FLOW)
-        parent_id = (await send(up, dep["address"], "spawn"))["run_id"]
+        parent_id = (await send_accepted(up, dep["address"], "spawn"))["run_id"]
         parent = await up.wait_state(parent_id, lambda r: "child" in r["state"])
         child_id = parent["state"]["child"]
         await up.wait_state(child_id, lambda r: r["state"].get("seen") == ["start"])
         answer = await up.http.post(f"/runs/{parent_id}/cancel", json={"reason": "all off"})
         assert answer.status_code == 202, answer.text
-        await status(up, parent_id, "cancelled")
-        child = await status(up, child_id, "cancelled")
+        await run_status(up, parent_id, "cancelled")
+        child = await run_status(up, child_id, "cancelled")
         assert child["error"] == "parent run ended"
         signal_answer = await up.http.post(f"/runs/{child_id}/signals", json={"name": "late"})
         assert signal_answer.status_code == 409
@@ -157,17 +136,17 @@ async def test_a_paused_deployment_keeps_its_mail_through_a_hub_restart_and_deli
     async with mailrun_up(tmp_path) as up:
         dep = await up.deploy("pauses", FLOW)
         other = await up.deploy("other", FLOW)
-        run_id = (await send(up, dep["address"], "m0"))["run_id"]
+        run_id = (await send_accepted(up, dep["address"], "m0"))["run_id"]
         await up.wait_state(run_id, lambda r: r["state"].get("seen") == ["mail:m0"])
         code, out = await mailrun(up, "pause", "pauses")
         assert code == 0 and "paused" in out, out
         for subject in ("m1", "m2"):
-            assert (await send(up, dep["address"], subject))["run_id"] == run_id
+            assert (await send_accepted(up, dep["address"], subject))["run_id"] == run_id
 
         async def proves_delivery_goes_on(subject: str, held: list[str]) -> None:
             """Mail to the other deployment is processed meanwhile: the
             dispatcher works, and keeps the paused one's on purpose."""
-            other_run = (await send(up, other["address"], subject))["run_id"]
+            other_run = (await send_accepted(up, other["address"], subject))["run_id"]
             await up.wait_state(
                 other_run, lambda r: f"mail:{subject}" in r["state"].get("seen", []), timeout=30
             )
@@ -190,7 +169,7 @@ async def test_a_paused_deployment_keeps_its_mail_through_a_hub_restart_and_deli
         await wait_for(new_hub, timeout=30, what="a restarted hub")
         shown = (await up.http.get("/workflows/deployments/pauses")).json()
         assert shown["status"] == "paused" and shown["paused_at"] is not None
-        await send(up, dep["address"], "m3")
+        await send_accepted(up, dep["address"], "m3")
         await proves_delivery_goes_on("o2", ["m1", "m2", "m3"])
 
         code, out = await mailrun(up, "unpause", "pauses")

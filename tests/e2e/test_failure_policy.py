@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 
 from runtime import SidecarExit
 from tests.support import wait_for
 
-from .harness import MAILRUN, Up, mailrun_up
+from .harness import Up, mailrun, mailrun_up, run_status, send_accepted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -65,31 +63,12 @@ async def deploy(up: Up, name: str, source: str, **policy: Any) -> Any:
     return deployment
 
 
-async def send(up: Up, address: str, subject: str) -> Any:
-    answer = await up.send(address, subject, message_id=f"<{subject}@test>")
-    assert answer.status_code == 202, answer.text
-    return answer.json()
-
-
-async def mailrun(up: Up, *args: str) -> tuple[int, str]:
-    done = await anyio.run_process(
-        [MAILRUN, *args, *up.hub_options], check=False, stderr=subprocess.STDOUT
-    )
-    return done.returncode, done.stdout.decode()
-
-
 async def seen(up: Up, run_id: str, subjects: list[str], timeout: float = 60) -> Any:
     return await up.wait_state(
         run_id,
         lambda r: r["state"].get("seen") == subjects,
         timeout=timeout,
         what=f"the run to have seen {subjects}",
-    )
-
-
-async def status(up: Up, run_id: str, wanted: str, timeout: float = 60) -> Any:
-    return await up.wait_state(
-        run_id, lambda r: r["status"] == wanted, timeout=timeout, what=f"run {wanted}"
     )
 
 
@@ -109,22 +88,22 @@ async def test_suspend_holds_later_mail_and_a_fixed_version_resumes_in_order(
         dep = await deploy(
             up, "suspends", flow(broken=True), on_failure="suspend", max_attempts=3, max_backoff=0.2
         )
-        first = await send(up, dep["address"], "m0")
+        first = await send_accepted(up, dep["address"], "m0")
         run_id = first["run_id"]
         await seen(up, run_id, ["m0"])
-        boom = await send(up, dep["address"], "boom")
-        run = await status(up, run_id, "suspended")
+        boom = await send_accepted(up, dep["address"], "boom")
+        run = await run_status(up, run_id, "suspended")
         assert run["failing_dispatch_id"] == boom["dispatch_id"]
         assert "boom is poison" in run["error"] and run["suspended_at"] > 0
 
         # Mail keeps being accepted, and held: nothing bounces, nothing runs.
-        later = [await send(up, dep["address"], s) for s in ("m1", "m2")]
+        later = [await send_accepted(up, dep["address"], s) for s in ("m1", "m2")]
         assert {r["run_id"] for r in later} == {run_id}
         health = await up.healthz()
         assert health is not None and health["status"] == "degraded"
         answer = await up.http.post(f"/runs/{run_id}/resume")
         assert answer.status_code == 200  # a resume without a fix: it fails again
-        await status(up, run_id, "suspended")
+        await run_status(up, run_id, "suspended")
         assert (await up.run(run_id))["state"]["seen"] == ["m0"]
 
         # The fix: a new version resumes the run by itself.
@@ -134,7 +113,7 @@ async def test_suspend_holds_later_mail_and_a_fixed_version_resumes_in_order(
         assert code == 0, out
         run = await seen(up, run_id, ["m0", "boom", "m1", "m2"])
         assert run["status"] == "running" and run["failing_dispatch_id"] is None
-        await send(up, dep["address"], "m3")
+        await send_accepted(up, dep["address"], "m3")
         await seen(up, run_id, ["m0", "boom", "m1", "m2", "m3"])
         assert set(dispatch_statuses(up, dep["id"]).values()) == {"processed"}
         answer = await up.http.post(f"/runs/{run_id}/resume")
@@ -146,9 +125,9 @@ async def test_park_sets_the_item_aside_and_a_retry_processes_it_once(tmp_path: 
         dep = await deploy(
             up, "parks", flow(broken=True), on_failure="park", max_attempts=2, max_backoff=0.1
         )
-        run_id = (await send(up, dep["address"], "m0"))["run_id"]
-        boom = await send(up, dep["address"], "boom")
-        await send(up, dep["address"], "m1")
+        run_id = (await send_accepted(up, dep["address"], "m0"))["run_id"]
+        boom = await send_accepted(up, dep["address"], "boom")
+        await send_accepted(up, dep["address"], "m1")
         run = await seen(up, run_id, ["m0", "m1"])
         assert run["status"] == "running"
         parked = (await up.http.get("/dispatches", params={"status": "parked"})).json()
@@ -166,7 +145,7 @@ async def test_park_sets_the_item_aside_and_a_retry_processes_it_once(tmp_path: 
         await seen(up, run_id, ["m0", "m1", "boom"])
         again = await up.http.post(f"/dispatches/{boom['dispatch_id']}/retry")
         assert again.status_code == 409 and again.json()["reason"] == "dispatch_not_parked"
-        await send(up, dep["address"], "m2")
+        await send_accepted(up, dep["address"], "m2")
         await seen(up, run_id, ["m0", "m1", "boom", "m2"])
         assert set(dispatch_statuses(up, dep["id"]).values()) == {"processed"}
 
@@ -176,9 +155,9 @@ async def test_fail_is_todays_behaviour_on_request(tmp_path: Path) -> None:
         dep = await deploy(
             up, "fails", flow(broken=True), on_failure="fail", max_attempts=2, max_backoff=0.1
         )
-        run_id = (await send(up, dep["address"], "m0"))["run_id"]
-        await send(up, dep["address"], "boom")
-        run = await status(up, run_id, "failed")
+        run_id = (await send_accepted(up, dep["address"], "m0"))["run_id"]
+        await send_accepted(up, dep["address"], "boom")
+        run = await run_status(up, run_id, "failed")
         assert "boom is poison" in run["error"]
         answer = await up.send(dep["address"], "m1")
         assert answer.status_code == 409 and answer.json()["reason"] == "workflow_run_terminal"
@@ -201,12 +180,12 @@ async def test_a_handler_that_kills_its_process_ends_in_the_policy(
             max_attempts=2,
             max_backoff=0.1,
         )
-        run_id = (await send(up, dep["address"], "m0"))["run_id"]
+        run_id = (await send_accepted(up, dep["address"], "m0"))["run_id"]
         await seen(up, run_id, ["m0"])
         first = await up.sidecar_pid(dep["id"])
-        doomed = await send(up, dep["address"], "exit")
-        await send(up, dep["address"], "m1")
-        run = await status(up, run_id, "suspended", timeout=90)
+        doomed = await send_accepted(up, dep["address"], "exit")
+        await send_accepted(up, dep["address"], "m1")
+        run = await run_status(up, run_id, "suspended", timeout=90)
         assert run["failing_dispatch_id"] == doomed["dispatch_id"]
         assert first != await up.sidecar_pid(dep["id"])  # it did die
 
@@ -231,15 +210,15 @@ async def test_a_sidecar_killed_mid_item_counts_an_attempt(tmp_path: Path) -> No
             max_attempts=2,
             max_backoff=0.1,
         )
-        run_id = (await send(up, dep["address"], "m0"))["run_id"]
+        run_id = (await send_accepted(up, dep["address"], "m0"))["run_id"]
         await seen(up, run_id, ["m0"])
-        hang = await send(up, dep["address"], "hang")
+        hang = await send_accepted(up, dep["address"], "hang")
         for _ in range(2):
             await wait_for(mark.exists, timeout=60, what="the handler to be inside the item")
             pid = await up.sidecar_pid(dep["id"])
             mark.unlink()
             os.kill(pid, signal.SIGKILL)
-        run = await status(up, run_id, "suspended", timeout=90)
+        run = await run_status(up, run_id, "suspended", timeout=90)
         assert run["failing_dispatch_id"] == hang["dispatch_id"]
         assert not mark.exists()  # no third call
 
@@ -257,10 +236,10 @@ async def test_a_suspended_run_holds_through_kills_of_hub_and_sidecar(tmp_path: 
         dep = await deploy(
             up, "enduring", flow(broken=True), on_failure="suspend", max_attempts=2, max_backoff=0.1
         )
-        run_id = (await send(up, dep["address"], "m0"))["run_id"]
-        boom = await send(up, dep["address"], "boom")
-        await status(up, run_id, "suspended")
-        await send(up, dep["address"], "m1")
+        run_id = (await send_accepted(up, dep["address"], "m0"))["run_id"]
+        boom = await send_accepted(up, dep["address"], "boom")
+        await run_status(up, run_id, "suspended")
+        await send_accepted(up, dep["address"], "m1")
         sidecar, hub = await up.sidecar_pid(dep["id"]), await up.hub_pid()
         os.kill(sidecar, signal.SIGKILL)
         os.kill(hub, signal.SIGKILL)
@@ -274,7 +253,7 @@ async def test_a_suspended_run_holds_through_kills_of_hub_and_sidecar(tmp_path: 
 
         await wait_for(lambda: accepted("m2"), timeout=60, what="mail accepted after the kills")
         assert sidecar != await up.sidecar_pid(dep["id"])
-        run = await status(up, run_id, "suspended")
+        run = await run_status(up, run_id, "suspended")
         assert run["failing_dispatch_id"] == boom["dispatch_id"]
         assert run["state"]["seen"] == ["m0"]
 

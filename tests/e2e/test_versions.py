@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 
 from tests.support import wait_for
 
-from .harness import MAILRUN, Up, mailrun_up
+from .harness import Up, mailrun, mailrun_up
 
 pytestmark = pytest.mark.anyio
 
@@ -42,13 +41,6 @@ async def migrate_state(state, from_version):
 
 def flow(tag: int, *, migrate: bool = False, prelude: str = "") -> str:
     return FLOW.format(tag=tag, extra=MIGRATE if migrate else "", prelude=prelude)
-
-
-async def mailrun(up: Up, *args: str) -> tuple[int, str]:
-    done = await anyio.run_process(
-        [MAILRUN, *args, *up.hub_options], check=False, stderr=subprocess.STDOUT
-    )
-    return done.returncode, done.stdout.decode()
 
 
 async def send_all(up: Up, address: str, subjects: list[str], deadline: float) -> list[Any]:
