@@ -39,6 +39,9 @@ class Reason(StrEnum):
     BAD_NONCE = "bad_nonce"
     BAD_SIGNATURE = "bad_signature"
     OWNER_CONFLICT = "owner_conflict"
+    OWNER_UNCONFIRMED = (
+        "owner_unconfirmed"  # the hub just restarted: its owner may say hello yet; ask again
+    )
     # Refused to a request naming a session: the sidecar says hello again.
     UNKNOWN_SESSION = "unknown_session"
     STALE_EPOCH = "stale_epoch"  # also an Ack's: a frame of an older owner epoch

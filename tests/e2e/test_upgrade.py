@@ -6,6 +6,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -333,3 +334,31 @@ async def test_a_damaged_envelope_is_quarantined_and_the_others_carry_on(tmp_pat
     assert [(s, r.split(":")[0]) for s, r in kept] == [
         (f"inbox:{damaged.dispatch_id}", "unreadable inbox envelope")
     ]
+
+
+async def test_up_on_a_release_2_state_dir_carries_its_run_on(tmp_path: Path) -> None:
+    """The state dir the previous release left (tests/legacy/release2-state.tar.gz,
+    made by tests/legacy/make_release2_state.py: hub schema 15, inbox schema
+    4): its deployment gets the default failure policy, its run goes on from
+    its state, a mail accepted once more is still a duplicate, and its
+    handler's bug now suspends the run instead of ending it."""
+    with tarfile.open(RELEASE_2) as archive:
+        archive.extractall(tmp_path / "state", filter="data")
+    async with mailrun_up(tmp_path) as up:
+        (dep,) = (await up.http.get("/workflows/deployments")).json()["deployments"]
+        assert (dep["name"], dep["on_failure"], dep["max_attempts"]) == ("busy", "suspend", 5)
+        runs = (await up.http.get("/runs", params={"deployment": "busy"})).json()["runs"]
+        (run,) = [r for r in runs if r["is_top_level"]]
+        again = await up.send(dep["address"], "m0", body="body 0", message_id="<m0@r2>")
+        assert again.status_code == 202 and again.json()["run_id"] == run["id"]
+        answer = await up.send(dep["address"], "m3", body="body 3")
+        assert answer.status_code == 202, answer.text
+        done = await up.wait_state(run["id"], lambda r: r["state"].get("count") == 4, timeout=60)
+        assert [s["subject"] for s in done["state"]["seen"]] == ["m0", "m1", "m2", "m3"]
+        assert done["status"] == "running"
+        rows = up.query("SELECT COUNT(*) FROM workflow_run_dispatch WHERE deployment_id = ?",
+                        dep["id"])  # fmt: skip
+        assert rows == [(4,)]
+
+
+RELEASE_2 = Path(__file__).resolve().parents[1] / "legacy" / "release2-state.tar.gz"

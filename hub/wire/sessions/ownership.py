@@ -63,8 +63,17 @@ def home_of(hello: Hello) -> str:
     return hello.home or hello.instance_id
 
 
-def decide(row: OwnerRow, hello: Hello, *, owner_live: bool) -> OwnerClaim | Refused:
-    """The claim ``hello`` may make on the deployment as ``row`` shows it."""
+def decide(
+    row: OwnerRow, hello: Hello, *, owner_live: bool, unconfirmed: bool = False
+) -> OwnerClaim | Refused:
+    """The claim ``hello`` may make on the deployment as ``row`` shows it.
+
+    ``unconfirmed``: the owner counts as live only because the hub restarted
+    less than a lease ago and has not heard from it yet. A hello from
+    another home is then told to ask again (``owner_unconfirmed``, which a
+    sidecar retries), not refused for good: a state dir restored elsewhere
+    (a new home) is started by ``mailrun up`` right after its hub, inside
+    that window, and would otherwise never come up."""
     owner, home, epoch = row.owner_instance, row.owner_home, int(row.owner_epoch)
     mine = home_of(hello)
     if owner == hello.instance_id:
@@ -77,6 +86,11 @@ def decide(row: OwnerRow, hello: Hello, *, owner_live: bool) -> OwnerClaim | Ref
         return OwnerClaim(epoch + 1, from_hub=False, moved=owner is not None)
     if hello.takeover or owner is None or not owner_live:
         return OwnerClaim(epoch + 1, from_hub=True, moved=owner is not None)
+    if unconfirmed:
+        return Refused(
+            reason=Reason.OWNER_UNCONFIRMED,
+            detail="the hub restarted recently; its recorded owner may still say hello: ask again",
+        )
     return Refused(
         reason=Reason.OWNER_CONFLICT,
         detail="another sidecar process owns this deployment and is alive",

@@ -249,13 +249,13 @@ class HelloHandler:
         snapshot for the claim's transaction, which runs off the loop). A
         restarted hub knows no session: it gives every owner one lease to say
         hello again."""
-        if time.monotonic() - self._booted < self._lease:
-            return _ANY_OWNER
         current = self._sessions.current(deployment_id)
         silence = self._sessions.silence(deployment_id)
-        if current is None or silence is None or silence >= self._lease:
-            return None
-        return current.instance_id
+        if current is not None and silence is not None and silence < self._lease:
+            return current.instance_id
+        if time.monotonic() - self._booted < self._lease:
+            return _ANY_OWNER
+        return None
 
     async def _claim(self, hello: Hello, *, bound: bool) -> Welcome | Refused:
         dep = hello.deployment_id
@@ -270,7 +270,8 @@ class HelloHandler:
             assert row is not None
             owner = row.owner_instance
             owner_live = owner is not None and live_owner in (_ANY_OWNER, owner)
-            claim = decide(row, hello, owner_live=owner_live)
+            unconfirmed = live_owner == _ANY_OWNER
+            claim = decide(row, hello, owner_live=owner_live, unconfirmed=unconfirmed)
             if isinstance(claim, Refused):
                 return claim
             if not commit_claim(tx, dep, row, hello.instance_id, home_of(hello), claim.owner_epoch):

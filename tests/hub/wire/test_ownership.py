@@ -12,13 +12,16 @@ import anyio
 import pytest
 
 from hub import delete_deployment
+from hub.store import OwnerRow
 from hub.wire.service import WireConfig
+from hub.wire.sessions.ownership import OwnerClaim, decide
 from runtime import (
     DispatchProcessed,
     EventsAck,
     Hello,
     MintChild,
     Minted,
+    Refused,
     RunStarted,
     RunStates,
     StateGet,
@@ -286,3 +289,18 @@ async def test_a_takeover_racing_a_delivery_round_leaves_nothing_delivered_to_th
 
         await wait_for(delivered)
         tg.cancel_scope.cancel()
+
+
+def test_a_hello_from_another_home_asks_again_while_the_owner_is_unconfirmed() -> None:
+    """Just after a hub restart its recorded owner may still say hello: a
+    hello from another home (a copy, or a state dir restored elsewhere) is
+    told to ask again, which a sidecar retries; once the owner has been
+    heard from (or the window passed), the answer is final."""
+    row = OwnerRow("pk", "ins_owner", HOME_A, 3, None, "deployed")
+    hello = Hello(deployment_id="dep_x", instance_id="ins_copy", public_key="pk", home=HOME_B)
+    waiting = decide(row, hello, owner_live=True, unconfirmed=True)
+    assert isinstance(waiting, Refused) and waiting.reason == "owner_unconfirmed"
+    final = decide(row, hello, owner_live=True)
+    assert isinstance(final, Refused) and final.reason == "owner_conflict"
+    claim = decide(row, hello, owner_live=False)
+    assert isinstance(claim, OwnerClaim) and (claim.owner_epoch, claim.from_hub) == (4, True)
