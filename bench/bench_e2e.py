@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,32 @@ def body_of(n: int) -> str:
     """Mail ``n``'s body: each mail its own, as real mail is (bodies alike
     would hide what a distinct digest costs the hub's indexes)."""
     return f"body of mail {n}"
+
+
+AdminCall = Callable[..., Awaitable[tuple[int, Any]]]
+"""``await call(method, path, **aiohttp_options)``: the status and the JSON body."""
+
+
+async def admin_calls(
+    client: aiohttp.ClientSession, state: Path
+) -> tuple[AdminCall, dict[str, str]]:
+    """Once the hub of ``state`` answers /healthz on ``client``: a call that
+    sends its admin token, and that token's header."""
+    auth: dict[str, str] = {}  # the admin token's header, once the hub made it
+
+    async def call(method: str, path: str, **kw: Any) -> tuple[int, Any]:
+        async with client.request(method, path, headers=auth, **kw) as resp:
+            return resp.status, await resp.json(content_type=None)
+
+    async def healthy() -> bool:
+        try:
+            return (await call("GET", "/healthz"))[0] == 200
+        except aiohttp.ClientError:
+            return False
+
+    await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
+    auth["Authorization"] = f"Bearer {(state / 'admin-token').read_text().strip()}"
+    return call, auth
 
 
 def mailrun_argv() -> list[str]:
@@ -185,20 +211,7 @@ async def bench(
         async with aiohttp.ClientSession(
             f"http://{http}", connector=connector, timeout=aiohttp.ClientTimeout(total=60)
         ) as client:
-            auth: dict[str, str] = {}  # the admin token's header, once the hub made it
-
-            async def call(method: str, path: str, **kw: Any) -> tuple[int, Any]:
-                async with client.request(method, path, headers=auth, **kw) as resp:
-                    return resp.status, await resp.json(content_type=None)
-
-            async def healthy() -> bool:
-                try:
-                    return (await call("GET", "/healthz"))[0] == 200
-                except aiohttp.ClientError:
-                    return False
-
-            await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
-            auth["Authorization"] = f"Bearer {(state / 'admin-token').read_text().strip()}"
+            call, auth = await admin_calls(client, state)
             deps = []
             for n in range(deployments):
                 status, dep = await call(

@@ -33,7 +33,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.bench_e2e import mailrun_argv, scratch_dir, stop_up
+from bench.bench_e2e import admin_calls, mailrun_argv, scratch_dir, stop_up
 from runtime.loops import loop_options
 from tests.support import free_port, wait_for
 
@@ -75,20 +75,7 @@ async def bench(children: int, rounds: int, tmp: Path) -> dict[str, Any]:
         async with aiohttp.ClientSession(
             f"http://{http}", timeout=aiohttp.ClientTimeout(total=60)
         ) as client:
-            auth: dict[str, str] = {}
-
-            async def call(method: str, path: str, **kw: Any) -> tuple[int, Any]:
-                async with client.request(method, path, headers=auth, **kw) as resp:
-                    return resp.status, await resp.json(content_type=None)
-
-            async def healthy() -> bool:
-                try:
-                    return (await call("GET", "/healthz"))[0] == 200
-                except aiohttp.ClientError:
-                    return False
-
-            await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
-            auth["Authorization"] = f"Bearer {(state / 'admin-token').read_text().strip()}"
+            call, _ = await admin_calls(client, state)
             status, dep = await call(
                 "POST",
                 "/workflows/deployments",
