@@ -16,6 +16,12 @@ The tree (a second base in parentheses)::
         StateNotSerializable (TypeError)
         LimitExceeded (ValueError)
         RunAlreadyEnded
+        InvalidTimer (ValueError)
+        StepError
+          InvalidStep (ValueError)
+          DuplicateStep (ValueError)
+          StepFailed              carries the step's name, error and attempts
+          StepNotRecorded         replay only: no recorded result to return
         HandlerTimeout (TimeoutError)
         HubUnavailable (TimeoutError)
         HubRefused              carries the hub's reason code and detail
@@ -92,6 +98,42 @@ class LimitExceeded(SidecarError, ValueError):
 
 class RunAlreadyEnded(SidecarError):
     """The handler called ``complete``/``fail`` twice for one run."""
+
+
+class InvalidTimer(SidecarError, ValueError):
+    """``ctx.set_timer``/``cancel_timer`` called with what makes no timer: no
+    name, ``after`` and ``at`` together (or neither), a negative or
+    non-finite delay, a naive datetime, a payload not JSON-able."""
+
+
+class StepError(SidecarError):
+    """Root of ``ctx.step``'s errors."""
+
+
+class InvalidStep(StepError, ValueError):
+    """``ctx.step`` called with no name, a name too long, or a bad retry policy."""
+
+
+class DuplicateStep(StepError, ValueError):
+    """A second ``ctx.step`` of the same name while one item is processed:
+    a step is found again by its name, so names are unique within an item."""
+
+
+class StepFailed(StepError):
+    """The step failed for good: its retries were spent (or it failed so when
+    the item was processed before). ``error`` is ``Type: message`` of the
+    last attempt; the step is not called again for this item."""
+
+    def __init__(self, name: str, error: str, attempts: int) -> None:
+        super().__init__(f"step {name!r} failed after {attempts} attempt(s): {error}")
+        self.name = name
+        self.error = error
+        self.attempts = attempts
+
+
+class StepNotRecorded(StepError):
+    """Replay only: the run recorded no result for this step at this item,
+    and a replay never calls a step's function."""
 
 
 class HandlerTimeout(SidecarError, TimeoutError):

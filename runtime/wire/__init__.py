@@ -9,6 +9,7 @@ Nothing here touches a socket: the transport carries the bytes
 from ._codec import FrameDecoder as FrameDecoder
 from ._codec import Subjects as Subjects
 from ._codec import encode as encode
+from ._frames import APPROVAL_TIMEOUT as APPROVAL_TIMEOUT
 from ._frames import BATCH_FORMAT as BATCH_FORMAT
 from ._frames import BLOB_CHUNK_SIZE as BLOB_CHUNK_SIZE
 from ._frames import CANCEL_KIND as CANCEL_KIND
@@ -16,7 +17,9 @@ from ._frames import FORMAT_VERSION as FORMAT_VERSION
 from ._frames import INLINE_BODY_LIMIT as INLINE_BODY_LIMIT
 from ._frames import LEGACY_POLICY as LEGACY_POLICY
 from ._frames import RESUME_KIND as RESUME_KIND
+from ._frames import SCHEDULE_KIND as SCHEDULE_KIND
 from ._frames import SUPPORTED_FORMATS as SUPPORTED_FORMATS
+from ._frames import TIMER_KIND as TIMER_KIND
 from ._frames import Ack as Ack
 from ._frames import AckBatch as AckBatch
 from ._frames import ApprovalRequested as ApprovalRequested
@@ -56,8 +59,13 @@ from ._frames import RunSnapshot as RunSnapshot
 from ._frames import RunStarted as RunStarted
 from ._frames import RunStates as RunStates
 from ._frames import RunSuspended as RunSuspended
+from ._frames import ScheduleFired as ScheduleFired
 from ._frames import SetPolicy as SetPolicy
 from ._frames import StateGet as StateGet
+from ._frames import StepRecorded as StepRecorded
+from ._frames import TimerCancelled as TimerCancelled
+from ._frames import TimerFired as TimerFired
+from ._frames import TimerSet as TimerSet
 from ._frames import VersionLoaded as VersionLoaded
 from ._frames import Welcome as Welcome
 from ._ids import is_id as is_id
@@ -77,6 +85,8 @@ from ._limits import MAX_MAIL as MAX_MAIL
 from ._limits import MAX_PROMPT as MAX_PROMPT
 from ._limits import MAX_RESULT as MAX_RESULT
 from ._limits import MAX_STATE as MAX_STATE
+from ._limits import MAX_STEP_RESULT as MAX_STEP_RESULT
+from ._limits import MAX_TIMER_PAYLOAD as MAX_TIMER_PAYLOAD
 from ._limits import SIZE_LIMITS as SIZE_LIMITS
 from ._limits import WIRE_MAX_PAYLOAD as WIRE_MAX_PAYLOAD
 from ._limits import SizeLimit as SizeLimit
@@ -95,6 +105,7 @@ from ._runstate import is_live as is_live
 from ._runstate import is_terminal as is_terminal
 
 __all__ = [
+    "APPROVAL_TIMEOUT",
     "BATCH_FORMAT",
     "BLOB_CHUNK_SIZE",
     "CANCEL_KIND",
@@ -109,9 +120,13 @@ __all__ = [
     "MAX_PROMPT",
     "MAX_RESULT",
     "MAX_STATE",
+    "MAX_STEP_RESULT",
+    "MAX_TIMER_PAYLOAD",
     "RESUME_KIND",
+    "SCHEDULE_KIND",
     "SIZE_LIMITS",
     "SUPPORTED_FORMATS",
+    "TIMER_KIND",
     "WIRE_MAX_PAYLOAD",
     "Ack",
     "AckBatch",
@@ -159,10 +174,15 @@ __all__ = [
     "RunStates",
     "RunStatus",
     "RunSuspended",
+    "ScheduleFired",
     "SetPolicy",
     "SizeLimit",
     "StateGet",
+    "StepRecorded",
     "Subjects",
+    "TimerCancelled",
+    "TimerFired",
+    "TimerSet",
     "VersionLoaded",
     "Welcome",
     "accepts_trigger",

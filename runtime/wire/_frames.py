@@ -161,6 +161,42 @@ the reason, its body ``{"reason", "terminate"}`` as JSON. Without
 processed; with it the run ends at once, unseen."""
 
 
+TIMER_KIND = "timer"
+"""The ``kind`` of the dispatch a due timer becomes (``ctx.set_timer``): its
+``subject`` is the timer's name, its body a :class:`TimerFired` as JSON."""
+
+SCHEDULE_KIND = "schedule"
+"""The ``kind`` of the dispatch one fire of a deployment's schedule becomes,
+for its top-level run: its ``subject`` is the schedule's, its body a
+:class:`ScheduleFired` as JSON."""
+
+APPROVAL_TIMEOUT = "timeout"
+"""The ``decision`` of an ``approval`` item whose approval expired undecided
+(``ctx.request_approval(prompt, timeout=...)``)."""
+
+
+class TimerFired(msgspec.Struct, kw_only=True):
+    """The body of a ``timer`` item (JSON): the timer as it was set, and when
+    the hub fired it (``fired_at - due_at`` says how late, after an outage)."""
+
+    name: str
+    due_at: float
+    fired_at: float
+    payload: Any = None
+
+
+class ScheduleFired(msgspec.Struct, kw_only=True):
+    """The body of a ``schedule`` item (JSON): one fire of a schedule. A fire
+    missed while the hub was down comes once, late (``fired_at``), not once
+    per missed interval."""
+
+    schedule_id: str
+    due_at: float
+    fired_at: float
+    subject: str = ""
+    payload: Any = None
+
+
 class MailInbound(_Frame, tag=True, kw_only=True):
     """hub -> sidecar (``mail.inbound.<deployment_id>``), answered by Ack."""
 
@@ -338,6 +374,10 @@ class RunSnapshot(msgspec.Struct, kw_only=True):
     """A child run's handler (``module:attr`` in the deployment's sources)."""
     version: int = 0
     """The workflow version that processed the run's latest item (0: none yet)."""
+    steps: list[StepRecorded] = msgspec.field(default_factory=list)
+    """The steps recorded for the run's dispatches the hub has not settled: a
+    new owner processing one of them again returns these results instead of
+    calling the steps' functions again. Empty from an older hub."""
 
 
 class RunStates(_Frame, tag=True, kw_only=True):
@@ -500,6 +540,43 @@ class ApprovalRequested(_Event, tag=True, kw_only=True):
 
     approval_id: str
     prompt: str = ""
+    expires_at: float | None = None
+    """When the approval expires undecided (``timeout=``): the hub then decides
+    it ``timeout`` (:data:`APPROVAL_TIMEOUT`). None: it waits for ever."""
+
+
+class TimerSet(_Event, tag=True, kw_only=True):
+    """``ctx.set_timer`` committed: the run's timer ``name`` is due at
+    ``due_at`` (epoch seconds). Setting a name the run has set already moves
+    that timer (its new due time and payload replace the old)."""
+
+    name: str
+    due_at: float
+    payload: Any = None
+
+
+class TimerCancelled(_Event, tag=True, kw_only=True):
+    """``ctx.cancel_timer`` committed: the run's timer ``name`` will not fire
+    (nothing, when the run has no such timer pending)."""
+
+    name: str
+
+
+class StepRecorded(_Event, tag=True, kw_only=True):
+    """``ctx.step`` returned (or failed for good) while ``dispatch_id`` was
+    being processed: written to the outbox at once, before the item commits,
+    so processing that item again (a retry, a crash, a new owner) returns
+    ``result`` (or raises ``error``) without calling the step again.
+    ``index`` is the step's place (1, 2...) in that processing; replay
+    reports a step whose name is not at its recorded place."""
+
+    dispatch_id: str
+    name: str
+    index: int
+    result: Any = None
+    error: str | None = None
+    """Set when the step failed for good (its retries spent): ``Type: message``."""
+    attempts: int = 1
 
 
 class EnvelopeQuarantined(_Event, tag=True, kw_only=True):
@@ -522,6 +599,9 @@ Event = (
     | ChildRunStarted
     | MailSent
     | ApprovalRequested
+    | TimerSet
+    | TimerCancelled
+    | StepRecorded
     | EnvelopeQuarantined
 )
 """A new event type is a compatible change only hub-first: an older hub

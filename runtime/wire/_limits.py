@@ -16,7 +16,8 @@ sidecar stores it and every frame carries it. How the limits add up:
   event always fits;
 - each value a handler hands over is well under that: ``ctx.state``, a run's
   result and a child's input 256 KiB each, a sent mail (subject and body)
-  512 KiB, an approval prompt 64 KiB; an error text is cut at 16 KiB;
+  512 KiB, an approval prompt and a timer's payload 64 KiB, a step's result
+  256 KiB; an error text is cut at 16 KiB;
 - the hub's snapshot of one run (state, result and error: under 530 KiB) is
   under ``MAX_FRAME_BYTES`` too, so a page of the hub's state (``RunStates``)
   holding one run always fits.
@@ -49,9 +50,21 @@ MAX_RESULT: Final = SizeLimit("max_result_bytes", 256 * _KIB)
 MAX_INPUT: Final = SizeLimit("max_input_bytes", 256 * _KIB)
 MAX_MAIL: Final = SizeLimit("max_mail_bytes", 512 * _KIB)
 MAX_PROMPT: Final = SizeLimit("max_prompt_bytes", 64 * _KIB)
+MAX_TIMER_PAYLOAD: Final = SizeLimit("max_timer_payload_bytes", 64 * _KIB)
+MAX_STEP_RESULT: Final = SizeLimit("max_step_result_bytes", 256 * _KIB)
 MAX_EVENT: Final = SizeLimit("max_event_bytes", 640 * _KIB)
 MAX_ERROR: Final = SizeLimit("max_error_bytes", 16 * _KIB)
-SIZE_LIMITS: Final = (MAX_STATE, MAX_RESULT, MAX_INPUT, MAX_MAIL, MAX_PROMPT, MAX_EVENT, MAX_ERROR)
+SIZE_LIMITS: Final = (
+    MAX_STATE,
+    MAX_RESULT,
+    MAX_INPUT,
+    MAX_MAIL,
+    MAX_PROMPT,
+    MAX_TIMER_PAYLOAD,
+    MAX_STEP_RESULT,
+    MAX_EVENT,
+    MAX_ERROR,
+)
 
 _encoder = msgspec.msgpack.Encoder()
 

@@ -72,6 +72,9 @@ class Reason(StrEnum):
     RUN_NOT_SUSPENDED = "run_not_suspended"  # a resume of a run that is not suspended
     DISPATCH_NOT_PARKED = "dispatch_not_parked"  # a retry of a dispatch that is not parked
     INVALID_POLICY = "invalid_policy"  # an unknown on_failure, a retry setting out of range
+    # Schedules (HTTP).
+    INVALID_SCHEDULE = "invalid_schedule"  # neither or both of every/cron, a bad cron or zone
+    UNKNOWN_SCHEDULE = "unknown_schedule"
     # Workflow versions (HTTP).
     UNKNOWN_VERSION = "unknown_version"
     VERSION_REFUSED = "version_refused"  # the sidecar could not load it

@@ -12,6 +12,10 @@ from ._context import derived_id as derived_id
 from ._runs import Runs as Runs
 from ._runs import RunsConfig as RunsConfig
 from ._state import state_snapshot as state_snapshot
+from ._steps import DEFAULT_STEP_RETRY as DEFAULT_STEP_RETRY
+from ._steps import StepRecorder as StepRecorder
+from ._steps import StepRetry as StepRetry
+from ._steps import Steps as Steps
 from ._versions import Versions as Versions
 from ._workflow import ApprovalDecision as ApprovalDecision
 from ._workflow import Cancel as Cancel
@@ -19,15 +23,18 @@ from ._workflow import ChildEnded as ChildEnded
 from ._workflow import Handler as Handler
 from ._workflow import Item as Item
 from ._workflow import Mail as Mail
+from ._workflow import ScheduleFire as ScheduleFire
 from ._workflow import Signal as Signal
 from ._workflow import Start as Start
 from ._workflow import StateMigration as StateMigration
+from ._workflow import Timer as Timer
 from ._workflow import cancel_order as cancel_order
 from ._workflow import item_of as item_of
 from ._workflow import load_workflow as load_workflow
 from ._workflow import state_migration as state_migration
 
 __all__ = [
+    "DEFAULT_STEP_RETRY",
     "ApprovalDecision",
     "Cancel",
     "ChildEnded",
@@ -38,9 +45,14 @@ __all__ = [
     "Minter",
     "Runs",
     "RunsConfig",
+    "ScheduleFire",
     "Signal",
     "Start",
     "StateMigration",
+    "StepRecorder",
+    "StepRetry",
+    "Steps",
+    "Timer",
     "Versions",
     "cancel_order",
     "check_events",

@@ -3,8 +3,11 @@
 Effects are not performed while the handler runs: they become events that
 are committed with the state change and the envelope's consumption in one
 inbox transaction, then shipped. A handler that raises therefore leaves no
-effect behind, and its retry starts from the last committed state. Only
-``spawn`` talks to the hub during the call (the hub mints child runs). Its
+effect behind, and its retry starts from the last committed state. Timers
+are effects too: set or cancelled with the item, kept and fired by the hub.
+Two calls act during the call: ``spawn`` (the hub mints child runs) and
+``step``, whose outcome is recorded as soon as its function returns, so
+the item processed again returns it instead of calling again. ``spawn``'s
 request id, the message id of every mail ``send`` writes and the id of every
 approval ``request_approval`` asks for are derived from the dispatch and the
 call's index, so the same item processed again (a retry, or a new owner
@@ -19,12 +22,15 @@ instead of reaching the outbox.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import logging
+import math
 import time
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, Protocol
 
+import anyio
 import msgspec
 
 from runtime import ApprovalRequested, ChildRunStarted, Event, MailSent, new_id
@@ -34,13 +40,24 @@ from runtime.wire import (
     MAX_MAIL,
     MAX_PROMPT,
     MAX_RESULT,
+    MAX_TIMER_PAYLOAD,
     SizeLimit,
+    StepRecorded,
+    TimerCancelled,
+    TimerSet,
     clip_text,
     encoded_size,
 )
 
-from .._errors import LimitExceeded, RunAlreadyEnded, StateNotSerializable
+from .._errors import (
+    InvalidStep,
+    InvalidTimer,
+    LimitExceeded,
+    RunAlreadyEnded,
+    StateNotSerializable,
+)
 from ..storage import Outgoing
+from ._steps import StepRecorder, StepRetry, Steps, check_name
 
 log = logging.getLogger("mailrun.workflow")
 
@@ -104,7 +121,16 @@ class Context:
         dispatch_id: str,
         state: dict[str, Any],
         minter: Minter | None,
+        steps: Mapping[str, StepRecorded] | None = None,
+        recorder: StepRecorder | None = None,
+        step_faults: Mapping[str, BaseException] | None = None,
+        now: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,
     ) -> None:
+        """``steps`` are the outcomes recorded when this dispatch was processed
+        before (by name), ``recorder`` where new ones are made durable (None:
+        a replay, which never calls a step). ``step_faults``, ``now`` and
+        ``sleep`` are the test kit's: a step's injected failure, and its clock."""
         self.run_id = run_id
         self.deployment_id = deployment_id
         self.state = state
@@ -120,6 +146,16 @@ class Context:
         self._sent = 0
         self.approvals: list[str] = []
         """The approvals this call asked for: the run waits for their decisions."""
+        self._now = now
+        self.steps = Steps(
+            run_id=run_id,
+            dispatch_id=dispatch_id,
+            recorded=steps or {},
+            recorder=recorder,
+            faults=step_faults,
+            sleep=sleep,
+        )
+        """This call's steps: their names in order, and what each returned."""
 
     @property
     def ended(self) -> bool:
@@ -184,13 +220,25 @@ class Context:
         )
         return child
 
-    async def request_approval(self, prompt: str) -> str:
+    async def request_approval(self, prompt: str, *, timeout: float | None = None) -> str:
         """Ask a human; returns the approval's id.
 
         Once this item is committed the run is ``waiting``: the decision
         arrives as the next ``approval`` item, ahead of anything that arrived
-        meanwhile (held until then)."""
+        meanwhile (held until then). With ``timeout`` (seconds), an approval
+        still undecided then is decided ``timeout`` by the hub, and a later
+        decision is refused (409 ``approval_decided``)."""
         check_size(str(prompt), MAX_PROMPT, "the approval prompt")
+        expires_at = None
+        if timeout is not None:
+            if (
+                isinstance(timeout, bool)
+                or not isinstance(timeout, int | float)
+                or not math.isfinite(timeout)
+                or timeout <= 0
+            ):
+                raise InvalidTimer(f"an approval timeout is seconds > 0, not {timeout!r}")
+            expires_at = self._now() + float(timeout)
         approval_id = derived_id("apr", f"{self._dispatch_id}:approval:{len(self.approvals) + 1}")
         self.approvals.append(approval_id)
         self.events.append(
@@ -200,10 +248,108 @@ class Context:
                 at=time.time(),
                 approval_id=approval_id,
                 prompt=str(prompt),
+                expires_at=expires_at,
             )
         )
         return approval_id
 
+    def set_timer(
+        self,
+        name: str,
+        *,
+        after: float | datetime.timedelta | None = None,
+        at: float | datetime.datetime | None = None,
+        payload: Any = None,
+    ) -> float:
+        """Have this run woken by a ``timer`` item ``after`` seconds from now,
+        or ``at`` a time (epoch seconds, or an aware datetime); returns when it
+        is due (epoch seconds).
+
+        Committed with this item, like a sent mail: a handler that raises
+        sets nothing. Setting a name this run has set already moves that
+        timer; a time in the past fires at once. The hub keeps the timer (it
+        fires while this sidecar is down, delivered when it is back, ``fired_at``
+        telling how late) and drops it when the run ends."""
+        check_name_timer(name)
+        if (after is None) == (at is None):
+            raise InvalidTimer("set_timer() takes one of after= (a delay) or at= (a time)")
+        if after is not None:
+            delay = after.total_seconds() if isinstance(after, datetime.timedelta) else after
+            if isinstance(delay, bool) or not isinstance(delay, int | float):
+                raise InvalidTimer(f"after= is seconds or a timedelta, not {after!r}")
+            if not math.isfinite(delay) or delay < 0:
+                raise InvalidTimer(f"after= must be a finite delay >= 0, not {delay!r}")
+            due_at = self._now() + float(delay)
+        else:
+            due_at = _epoch(at)
+        try:
+            to_json(payload, f"the payload of timer {name!r}")
+        except StateNotSerializable as exc:
+            raise InvalidTimer(str(exc)) from exc
+        check_size(payload, MAX_TIMER_PAYLOAD, f"the payload of timer {name!r}")
+        self.events.append(
+            TimerSet(
+                event_id=new_id("evt"),
+                run_id=self.run_id,
+                at=time.time(),
+                name=name,
+                due_at=due_at,
+                payload=payload,
+            )
+        )
+        return due_at
+
+    def cancel_timer(self, name: str) -> None:
+        """Cancel this run's timer ``name`` with this item (nothing when none
+        is pending): it will not fire."""
+        check_name_timer(name)
+        self.events.append(
+            TimerCancelled(event_id=new_id("evt"), run_id=self.run_id, at=time.time(), name=name)
+        )
+
+    async def step(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        retry: StepRetry | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Call ``fn(*args, **kwargs)`` (sync or async) once for this item and
+        return its result, JSON-able, through JSON.
+
+        The outcome is recorded as soon as ``fn`` returns; this item
+        processed again (a retry, a crash, a new owner) returns the recorded
+        result without calling ``fn``. A failing ``fn`` is called again after
+        ``retry`` (:class:`StepRetry`: 3 calls, 0.5 s backoff doubling) and
+        then fails for good: :class:`StepFailed` now and every time this item
+        is processed again. Names are unique within one item's processing.
+        A sync ``fn`` runs in a worker thread."""
+        return await self.steps.run(name, fn, args, kwargs, retry)
+
+    @property
+    def now(self) -> float:
+        """The time as the run's clock says (the test kit's, under test)."""
+        return self._now()
+
     def _end(self) -> None:
         if self.ended:
             raise RunAlreadyEnded(f"run {self.run_id} was already ended by this handler")
+
+
+def check_name_timer(name: object) -> None:
+    try:
+        check_name(name, "timer")
+    except InvalidStep as exc:
+        raise InvalidTimer(str(exc)) from None
+
+
+def _epoch(at: object) -> float:
+    if isinstance(at, datetime.datetime):
+        if at.tzinfo is None or at.utcoffset() is None:
+            raise InvalidTimer("at= is an aware datetime (with its zone), not a naive one")
+        return at.timestamp()
+    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+        raise InvalidTimer(f"at= is epoch seconds or an aware datetime, not {at!r}")
+    return float(at)

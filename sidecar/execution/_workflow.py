@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from runtime import InvalidSources, Sources, check_layout
-from runtime.wire import CANCEL_KIND
+from runtime.wire import CANCEL_KIND, SCHEDULE_KIND, TIMER_KIND
 
 from .._errors import EntrypointError, WorkflowLoadError
 from ..storage import Envelope
@@ -182,7 +182,8 @@ class Signal(Item, frozen=True, kw_only=True):
 
 
 class ApprovalDecision(Item, frozen=True, kw_only=True):
-    """The decision of an approval this run requested (``approve`` or ``reject``)."""
+    """The decision of an approval this run requested: ``approve``, ``reject``,
+    or ``timeout`` when it was asked with a timeout that passed undecided."""
 
     kind: str = "approval"
     approval_id: str = ""
@@ -204,6 +205,29 @@ class ChildEnded(Item, frozen=True, kw_only=True):
     status: str = ""
     result: Any = None
     error: str | None = None
+
+
+class Timer(Item, frozen=True, kw_only=True):
+    """A timer this run set (``ctx.set_timer``) is due: ``name`` and ``payload``
+    as it was set, ``due_at`` when it was due and ``fired_at`` when the hub
+    fired it (later than due after an outage), epoch seconds."""
+
+    kind: str = TIMER_KIND
+    name: str = ""
+    payload: Any = None
+    due_at: float = 0.0
+    fired_at: float = 0.0
+
+
+class ScheduleFire(Item, frozen=True, kw_only=True):
+    """One fire of a schedule of the deployment (``mailrun schedule add``), for
+    its top-level run: ``subject`` and ``payload`` as the schedule has them."""
+
+    kind: str = SCHEDULE_KIND
+    schedule_id: str = ""
+    payload: Any = None
+    due_at: float = 0.0
+    fired_at: float = 0.0
 
 
 class Cancel(Item, frozen=True, kw_only=True):
@@ -270,6 +294,32 @@ def _child(common: dict[str, Any], body: bytes) -> Item:
     )
 
 
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _timer(common: dict[str, Any], body: bytes) -> Item:
+    fields = _object(body)
+    return Timer(
+        **common,
+        name=_text(fields.get("name")) or common["subject"],
+        payload=fields.get("payload"),
+        due_at=_number(fields.get("due_at")),
+        fired_at=_number(fields.get("fired_at")),
+    )
+
+
+def _schedule(common: dict[str, Any], body: bytes) -> Item:
+    fields = _object(body)
+    return ScheduleFire(
+        **common,
+        schedule_id=_text(fields.get("schedule_id")),
+        payload=fields.get("payload"),
+        due_at=_number(fields.get("due_at")),
+        fired_at=_number(fields.get("fired_at")),
+    )
+
+
 def cancel_order(envelope: Envelope) -> tuple[str, bool]:
     """A ``cancel`` envelope's ``(reason, terminate)``: its body's, the
     subject for a reason the body lacks, and no terminate unless it says so."""
@@ -292,6 +342,8 @@ _ITEMS: dict[str, Callable[[dict[str, Any], bytes], Item]] = {
     "start": _start,
     "child": _child,
     CANCEL_KIND: _cancel,
+    TIMER_KIND: _timer,
+    SCHEDULE_KIND: _schedule,
 }
 
 

@@ -61,6 +61,8 @@ from runtime.sidecar_contract._restore import RECORD_VERSION
 from runtime.wire import (
     CANCEL_KIND,
     RESUME_KIND,
+    SCHEDULE_KIND,
+    TIMER_KIND,
     FailurePolicy,
     IngressBatch,
     IngressMail,
@@ -68,7 +70,12 @@ from runtime.wire import (
     IngressReceipts,
     PolicySet,
     RunSuspended,
+    ScheduleFired,
     SetPolicy,
+    StepRecorded,
+    TimerCancelled,
+    TimerFired,
+    TimerSet,
     b64url,
     public_key_of,
 )
@@ -130,7 +137,8 @@ _ADDED_IN_FORMAT_2 = {
     "MailInbound": ("version", "code", "raw"),
     "DispatchProcessed": ("step", "version", "error"),
     "RunStates": ("settled",),
-    "RunSnapshot": ("last_step", "approvals", "parent_run_id", "entrypoint", "version"),
+    "RunSnapshot": ("last_step", "approvals", "parent_run_id", "entrypoint", "version", "steps"),
+    "ApprovalRequested": ("expires_at",),
     "Envelope": ("version", "raw"),
 }
 """Fields added to a format 2 frame (or record) after its golden file was written."""
@@ -226,6 +234,40 @@ _PARKED = msgspec.structs.replace(
     _PROCESSED_V2, seq=10, step=4, outcome="parked", error="RuntimeError: boom"
 )
 
+_TIME_EVENTS: dict[str, Event] = {
+    "ApprovalRequested.expires": ApprovalRequested(
+        event_id=EVT,
+        run_id=RUN,
+        at=AT,
+        approval_id="apr_" + "9" * 26,
+        prompt="ok by Friday?",
+        expires_at=AT + 3600,
+    ),
+    "TimerSet": TimerSet(
+        event_id=EVT, run_id=RUN, at=AT, name="remind", due_at=AT + 259_200, payload={"n": 1}
+    ),
+    "TimerCancelled": TimerCancelled(event_id=EVT, run_id=RUN, at=AT, name="remind"),
+    "StepRecorded": StepRecorded(
+        event_id=EVT,
+        run_id=RUN,
+        at=AT,
+        dispatch_id=DSP,
+        name="create-ticket",
+        index=1,
+        result={"ticket": "T-1"},
+    ),
+    "StepRecorded.error": StepRecorded(
+        event_id=EVT[:-1] + "2",
+        run_id=RUN,
+        at=AT,
+        dispatch_id=DSP,
+        name="charge",
+        index=2,
+        error="RuntimeError: card declined",
+        attempts=3,
+    ),
+}
+
 _RECORD_V2 = RestoreRecord(
     version=2,
     deployment_id=DEP,
@@ -289,6 +331,36 @@ _CANCEL_V2 = msgspec.structs.replace(
     sender=None,
     subject="no longer needed",
     body=b'{"reason":"no longer needed","terminate":false}',
+    version=2,
+)
+_TIMER_V2 = msgspec.structs.replace(
+    _ENVELOPE_V2,
+    dispatch_id=DSP[:-1] + "c",
+    seq=10,
+    kind=TIMER_KIND,
+    message_id="timer:tmr_" + "7e" * 13,
+    sender=None,
+    subject="remind",
+    body=msgspec.json.encode(TimerFired(name="remind", due_at=AT, fired_at=AT + 0.4, payload=[1])),
+    version=2,
+)
+_SCHEDULE_V2 = msgspec.structs.replace(
+    _ENVELOPE_V2,
+    dispatch_id=DSP[:-1] + "d",
+    seq=11,
+    kind=SCHEDULE_KIND,
+    message_id=f"schedule:sch_{'8f' * 13}:{AT!r}",
+    sender=None,
+    subject="daily digest",
+    body=msgspec.json.encode(
+        ScheduleFired(
+            schedule_id="sch_" + "8f" * 13,
+            due_at=AT,
+            fired_at=AT + 0.2,
+            subject="daily digest",
+            payload={"kind": "digest"},
+        )
+    ),
     version=2,
 )
 _POLICY = FailurePolicy(
@@ -548,6 +620,41 @@ V2 = [
         "event",
         _PARKED,
         lambda: encode(_PARKED),
+    ),
+    # Timers, approvals that expire, schedules and steps (added within format 2).
+    *(
+        Golden(f"v2/{name}.msgpack", "event", event, lambda event=event: encode(event))
+        for name, event in _TIME_EVENTS.items()
+    ),
+    _whole(
+        "RunStates.steps",
+        RunStates(
+            v=2,
+            runs=[
+                RunSnapshot(
+                    run_id=RUN,
+                    status="running",
+                    state=STATE,
+                    last_seq=6,
+                    last_step=6,
+                    version=1,
+                    steps=[_TIME_EVENTS["StepRecorded"], _TIME_EVENTS["StepRecorded.error"]],
+                )
+            ],
+            floor_seq=6,
+        ),
+    ),
+    Golden(
+        "v2/inbox_envelope.timer.msgpack",
+        "envelope",
+        _TIMER_V2,
+        lambda: encode_envelope(_TIMER_V2),
+    ),
+    Golden(
+        "v2/inbox_envelope.schedule.msgpack",
+        "envelope",
+        _SCHEDULE_V2,
+        lambda: encode_envelope(_SCHEDULE_V2),
     ),
     Golden(
         "v2/restore_record.json",

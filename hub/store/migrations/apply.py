@@ -19,6 +19,7 @@ from functools import partial
 from runtime.sqlite import Database
 
 from ..._errors import MigrationError
+from ..clock import SCHEDULES_PG, TIMERS_PG, add_schedules, add_timers
 from ..deployments import add_producers, add_workflow_versions
 from ..feed import DEPLOYMENT_FEED_PG, add_change_feed, add_deployment_feed
 from ..outbound import add_outbound_mail
@@ -104,6 +105,8 @@ MIGRATIONS: tuple[Migration, ...] = (
         add_run_settings_and_feed,
         postgres=RUN_SETTINGS_PG + DEPLOYMENT_FEED_PG,
     ),
+    Migration(18, "0018_timers", add_timers, postgres=TIMERS_PG),
+    Migration(19, "0019_schedules", add_schedules, postgres=SCHEDULES_PG),
 )
 LATEST = MIGRATIONS[-1].version
 

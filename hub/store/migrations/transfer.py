@@ -46,6 +46,8 @@ TABLES = (
     "deployment_version",
     "producer",
     "change",
+    "timer",
+    "schedule",
 )
 _ORDERED = {"run_event", "outbound_mail", "dead_letter", "change"}  # by rowid / id
 _READ = {t: f"SELECT * FROM {t}" + (" ORDER BY rowid" if t in _ORDERED else "") for t in TABLES}

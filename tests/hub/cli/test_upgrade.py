@@ -81,6 +81,8 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
         "0015_lease_tables",
         "0016_failure_policies",
         "0017_run_settings",
+        "0018_timers",
+        "0019_schedules",
     ]
     assert {i["deployment_id"]: i["release1"] for i in report["inboxes"]} == {
         d.id: True for d in v1.deployments.values()

@@ -70,7 +70,12 @@ async def test_a_schema_15_database_keeps_its_data_and_gets_the_default_policy(
         for statement in _ADDED:
             conn.execute(statement)
     conn.close()
-    assert await pending_migrations(path) == ["0016_failure_policies", "0017_run_settings"]
+    assert await pending_migrations(path) == [
+        "0016_failure_policies",
+        "0017_run_settings",
+        "0018_timers",
+        "0019_schedules",
+    ]
 
     async with await open_store(path) as store:
         view = await store.read(partial(get_deployment, key=dep.id))

@@ -96,6 +96,8 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0015_lease_tables",
         "0016_failure_policies",
         "0017_run_settings",
+        "0018_timers",
+        "0019_schedules",
     ]
     assert not path.exists()  # checking does not create it
     store = await open_store(path)
@@ -132,6 +134,8 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0015_lease_tables",
         "0016_failure_policies",
         "0017_run_settings",
+        "0018_timers",
+        "0019_schedules",
     ]
     store = await open_store(path)
     await store.aclose()
