@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from contextlib import closing
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 
@@ -55,6 +55,9 @@ from ._failures import attempt_failed, give_up
 from ._state import Snapshot, snapshot_of, state_snapshot
 from ._watch import HandlerWatch
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, cancel_order, item_of
+
+if TYPE_CHECKING:
+    from ._runs import RunsConfig
 
 
 class RunOwner(Protocol):
@@ -91,6 +94,11 @@ class RunOwner(Protocol):
     @property
     def step_budget(self) -> float:
         """Seconds of handling after which a batch stops and commits."""
+        ...
+
+    @property
+    def config(self) -> RunsConfig:
+        """The runs' settings: the clock and step faults a handler's ``ctx`` gets among them."""
         ...
 
 
@@ -254,12 +262,16 @@ class RunActor(Actor[list[Pending]]):
         runs = self._runs
         handler = await runs.handler_for(self._entrypoint, version)
         migrate = await runs.migration_for(self._entrypoint, version) if ran != version else None
+        config = runs.config
         ctx = Context(
             run_id=self._run_id,
             deployment_id=runs.deployment_id,
             dispatch_id=p.dispatch_id,
             state=state.take(),
             minter=runs.minter,
+            step_faults=config.step_faults,
+            now=config.now,
+            sleep=config.sleep,
         )
         await afailpoint("sidecar.handler.before")
         watch.begin(p.dispatch_id)

@@ -31,9 +31,11 @@ last one it had (:data:`~runtime.wire.LEGACY_POLICY` before any).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -74,6 +76,13 @@ class RunsConfig:
     by the failure policy, and never crash the actor."""
     stop_grace: float = 5.0
     """On shutdown, how long a handler may take to finish its current batch."""
+    now: Callable[[], float] = time.time
+    """The handlers' clock (``ctx.now``, a timer set ``after`` a delay): the
+    test kit's own, which it moves on, under test."""
+    sleep: Callable[[float], Awaitable[Any]] = anyio.sleep
+    """How a failing step waits before its next attempt (the test kit's returns at once)."""
+    step_faults: Mapping[str, BaseException] = field(default_factory=dict)
+    """Steps (by name) made to fail with these errors: the test kit's injected failures."""
 
 
 class Runs(StackedContext):
