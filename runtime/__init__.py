@@ -13,8 +13,9 @@ use is re-exported here, what one side alone uses it imports from its room.
 
 Beside them, public modules every room uses: the exception tree
 (``runtime.errors``), the shared defaults and HOST:PORT rules
-(``runtime.config``), the failpoints (``runtime.failpoints``) and what every
-process reads at its start (``runtime.process``).
+(``runtime.config``), the failpoints (``runtime.failpoints``), what every
+process reads at its start (``runtime.process``) and when a schedule fires
+(``runtime.schedules``).
 """
 
 from .config import FINAL_EXIT_NOTE as FINAL_EXIT_NOTE

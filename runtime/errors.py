@@ -6,6 +6,7 @@ The tree (a second base in parentheses)::
       FrameDecodeError (ValueError)
       RecordDecodeError (ValueError)
       InvalidSources (ValueError)
+      InvalidSchedule (ValueError)
       ActorError
         ActorStopped
         MailboxFull
@@ -36,6 +37,12 @@ class FrameDecodeError(MailrunError, ValueError):
 
 class RecordDecodeError(MailrunError, ValueError):
     """A persisted record (restore record, envelope) that cannot be read."""
+
+
+class InvalidSchedule(MailrunError, ValueError):
+    """A schedule that cannot fire: neither or both of ``every`` and ``cron``,
+    an interval under the floor, a cron expression that does not parse, an
+    unknown time zone."""
 
 
 class InvalidSources(MailrunError, ValueError):

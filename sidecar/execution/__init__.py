@@ -5,12 +5,12 @@ and its handler calls, the handler's ``ctx``, loading the code (by
 version), the items a handler receives, and the handler timeout.
 """
 
+from ._config import RunsConfig as RunsConfig
 from ._context import Context as Context
 from ._context import Minter as Minter
 from ._context import check_events as check_events
 from ._context import derived_id as derived_id
 from ._runs import Runs as Runs
-from ._runs import RunsConfig as RunsConfig
 from ._state import state_snapshot as state_snapshot
 from ._steps import DEFAULT_STEP_RETRY as DEFAULT_STEP_RETRY
 from ._steps import StepRecorder as StepRecorder

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from contextlib import closing
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import anyio
 
@@ -50,14 +50,12 @@ from runtime.wire import CANCEL_KIND, FailurePolicy
 from .._errors import HandlerTimeout, RunStateUnreadable
 from ..storage import Commit, Envelope, Inbox, Pending, outgoing
 from ._batch import Batch, Step
+from ._config import RunsConfig
 from ._context import Context, Minter
 from ._failures import attempt_failed, give_up
 from ._state import Snapshot, snapshot_of, state_snapshot
 from ._watch import HandlerWatch
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, cancel_order, item_of
-
-if TYPE_CHECKING:
-    from ._runs import RunsConfig
 
 
 class RunOwner(Protocol):

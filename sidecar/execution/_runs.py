@@ -31,24 +31,22 @@ last one it had (:data:`~runtime.wire.LEGACY_POLICY` before any).
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 import anyio.abc
 import msgspec
 
 from runtime import Flag, RunSnapshot, Wakeup
-from runtime.actors import ActorRef, RestartPolicy, Supervisor
+from runtime.actors import ActorRef, Supervisor
 from runtime.errors import ActorStopped
 from runtime.loops import Broadcast, StackedContext
 from runtime.wire import LEGACY_POLICY, FailurePolicy
 
 from .._errors import EntrypointError
 from ..storage import Inbox, Pending
+from ._config import RunsConfig
 from ._context import Minter
 from ._pacing import Pacing
 from ._run_actor import RunActor
@@ -60,29 +58,6 @@ log = logging.getLogger("mailrun.sidecar.runs")
 
 POLICY_KEY = "policy"
 """The ``meta`` key of the failure policy the hub last gave (JSON)."""
-
-
-@dataclass(frozen=True)
-class RunsConfig:
-    batch_limit: int = 256
-    """Consecutive envelopes of one run handled per step (one commit)."""
-    step_budget: float = 0.1
-    """Seconds of handling after which a step takes no further envelope and
-    commits: a backlog of quick items goes ``batch_limit`` to an fsync, slow
-    ones still commit (and their events ship) about this often."""
-    policy: RestartPolicy = field(default_factory=lambda: RestartPolicy(max_restarts=5, window=60))
-    """Restarts of a run actor that broke on something else than a handler
-    (the inbox, say); a handler's failures are attempts of its item, counted
-    by the failure policy, and never crash the actor."""
-    stop_grace: float = 5.0
-    """On shutdown, how long a handler may take to finish its current batch."""
-    now: Callable[[], float] = time.time
-    """The handlers' clock (``ctx.now``, a timer set ``after`` a delay): the
-    test kit's own, which it moves on, under test."""
-    sleep: Callable[[float], Awaitable[Any]] = anyio.sleep
-    """How a failing step waits before its next attempt (the test kit's returns at once)."""
-    step_faults: Mapping[str, BaseException] = field(default_factory=dict)
-    """Steps (by name) made to fail with these errors: the test kit's injected failures."""
 
 
 class Runs(StackedContext):
