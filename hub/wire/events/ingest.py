@@ -151,16 +151,12 @@ class Ingest:
         elif isinstance(event, ChildRunStarted):
             self._child_started(event)
         elif isinstance(event, ApprovalRequested):
+            # With expires_at, its expiry is a timer of the run (the event's id).
             self.timers_set |= ask_approval(
-                self.tx,
-                event.approval_id,
-                event.run_id,
-                event.prompt,
-                self.now,
-                deployment_id=self.deployment_id,
-                expires_at=event.expires_at,
+                self.tx, event.approval_id, event.run_id, event.prompt, self.now,
+                deployment_id=self.deployment_id, expires_at=event.expires_at,
                 expiry_id=event.event_id,
-            )
+            )  # fmt: skip
         elif isinstance(event, TimerSet):
             self._set_timer(event)
         elif isinstance(event, TimerCancelled):
@@ -201,16 +197,10 @@ class Ingest:
         """The run's timer, set or moved: the event's id is the new item's."""
         payload = None if event.payload is None else msgspec.json.encode(event.payload)
         set_timer(
-            self.tx,
-            timer_id=event.event_id,
-            deployment_id=self.deployment_id,
-            run_id=event.run_id,
-            kind=TIMER_KIND,
-            name=event.name,
-            due_at=event.due_at,
-            payload=payload,
-            now=self.now,
-        )
+            self.tx, timer_id=event.event_id, deployment_id=self.deployment_id,
+            run_id=event.run_id, kind=TIMER_KIND, name=event.name, due_at=event.due_at,
+            payload=payload, now=self.now,
+        )  # fmt: skip
         self.timers_set = True
 
     def _child_started(self, event: ChildRunStarted) -> None:
