@@ -36,14 +36,17 @@ class HubView(Protocol):
 
 def open_dispatches(hub: HubView, deployment_id: str) -> int:
     """Dispatches accepted for the deployment and not yet processed (nor
-    cancelled), and timers of its runs not fired yet (each becomes one)."""
+    cancelled), and timers of its runs not fired yet (each becomes one).
+    One statement, so one snapshot: a timer fired between two reads would
+    be in neither."""
     [(n,)] = hub.query(
-        "SELECT COUNT(*) FROM workflow_run_dispatch WHERE deployment_id = ? AND status IN (?, ?)",
+        "SELECT (SELECT COUNT(*) FROM workflow_run_dispatch WHERE deployment_id = ?"
+        " AND status IN (?, ?)) + (SELECT COUNT(*) FROM timer WHERE deployment_id = ?)",
         deployment_id,
         *_OPEN,
+        deployment_id,
     )
-    [(timers,)] = hub.query("SELECT COUNT(*) FROM timer WHERE deployment_id = ?", deployment_id)
-    return int(n) + int(timers)
+    return int(n)
 
 
 async def wait_quiesced(hub: HubView, deployment_id: str, *, timeout: float = 30.0) -> float:
