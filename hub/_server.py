@@ -1,5 +1,5 @@
 """The hub process: store, acceptor, NATS wire side and mail ingress, outbound
-relay, SMTP ingress and HTTP API in one task group.
+relay, timer loop, SMTP ingress and HTTP API in one task group.
 
 Shutdown is orderly: on SIGTERM/SIGINT (or cancellation) the HTTP server
 stops taking requests and finishes the ones in flight (bounded), the SMTP
@@ -37,6 +37,7 @@ from ._errors import HubError
 from ._settings import HubSettings
 from ._token import ensure_admin_token
 from .api import ApiSettings, ChangeFeed, HttpServer, bind_socket, create_app, mail_answers
+from .clock import TimerLoop
 from .intake import Acceptor
 from .metrics import HubMetrics
 from .natsauth import hub_seed
@@ -76,7 +77,7 @@ class WireSide(Protocol):
 
 WireFactory = Callable[..., Coroutine[Any, Any, None]]
 """``run_wire``-shaped: keyword arguments store, transport, subjects, boot_id,
-config, outbox, letters, metrics, task_status; reports a :class:`WireSide` through
+config, outbox, letters, metrics, on_timers, task_status; reports a :class:`WireSide` through
 ``task_status.started``."""
 
 
@@ -158,6 +159,7 @@ async def serve_hub(
                 else:
                     # Before the wire: what the last hub left is settled before new mail comes.
                     await tg.start(outbox.run)
+                timers = TimerLoop(store, metrics=metrics)
                 # One keeper of dead letters for the wire side and the mail
                 # ingress: one table, one set of caps, counted in /metrics.
                 letters = DeadLetters(settings.wire.retention)
@@ -171,10 +173,18 @@ async def serve_hub(
                     outbox=outbox,
                     letters=letters,
                     metrics=metrics,
+                    on_timers=timers.wake,
                     **shared,
                 )
                 side: WireSide = await tg.start(start_wire)
                 acceptor.on_accepted = side.on_accepted
+                timers.on_fired = side.on_accepted
+                if "leases" in shared:
+                    # One hub fires at a time; the conditional delete of each
+                    # row keeps a fire once even while two think they do.
+                    tg.start_soon(shared["leases"].with_role, "timers", timers.run)
+                else:
+                    await tg.start(timers.run)
                 # Producers' mail over NATS: POST /mail/batch's semantics, same acceptor.
                 ingress = functools.partial(
                     run_ingress,

@@ -3,7 +3,8 @@
 One :class:`HubMetrics` per hub process, handed to the places that see
 each step: the acceptor (accepted, accept latency), the delivery window
 (delivered), event ingestion (processed, end-to-end latency), the
-redelivery sweep (redelivered) and the NATS connection (reconnects). Each
+redelivery sweep (redelivered), the timer loop (fired, late) and the NATS
+connection (reconnects). Each
 counts after its transaction committed, so a rolled-back step counts
 nothing. Gauges that the store or the wire side already know (pending,
 oldest pending, quarantined, connected sidecars) are read when scraped.
@@ -43,6 +44,14 @@ class HubMetrics:
             "mailrun_accept_seconds",
             "From a trigger's hand-over to the acceptor to its committed receipt.",
         )
+        self.timers_fired = Counter(
+            "mailrun_timers_fired_total",
+            "Timers (and approval expiries) fired as items since the hub started.",
+        )
+        self.timers_late = Counter(
+            "mailrun_timers_late_total",
+            "Timers fired more than a second after their due time (after an outage, a backlog).",
+        )
         self.end_to_end_seconds = Histogram(
             "mailrun_end_to_end_seconds",
             "From a dispatch's acceptance to the hub's record of it processed.",
@@ -61,6 +70,8 @@ class HubMetrics:
             self.processed,
             self.redelivered,
             self.nats_reconnects,
+            self.timers_fired,
+            self.timers_late,
             self.accept_seconds,
             self.end_to_end_seconds,
         ):

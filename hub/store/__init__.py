@@ -9,6 +9,7 @@ concern, and the names the other rooms of the hub use, re-exported here.
 - ``views``: the read models the HTTP API and ``GET /events`` answer with;
 - ``feed``: the change feed, recorded by triggers, read and trimmed;
 - ``outbound``: outgoing mail and the relay's writes;
+- ``clock``: the runs' pending timers and the deployments' schedules;
 - ``schema`` and ``migrations``: the schema, and the ordered steps that
   build it on either database (and move a SQLite one to PostgreSQL);
 - ``sql``: statements declared once per database, and ``Tx``;
@@ -29,7 +30,18 @@ from .accepting import accept_groups as accept_groups
 from .accepting import accept_triggers as accept_triggers
 from .accepting import address_status as address_status
 from .accepting import body_digest as body_digest
+from .accepting import decision_trigger as decision_trigger
 from .base import Store as Store
+from .clock import APPROVAL_EXPIRY as APPROVAL_EXPIRY
+from .clock import DueTimer as DueTimer
+from .clock import PendingTimer as PendingTimer
+from .clock import cancel_timer as cancel_timer
+from .clock import claim_timers as claim_timers
+from .clock import count_timers as count_timers
+from .clock import due_timers as due_timers
+from .clock import earliest_due as earliest_due
+from .clock import run_timers as run_timers
+from .clock import set_timer as set_timer
 from .delivery import OPEN_DISPATCH as OPEN_DISPATCH
 from .delivery import SHARED_GRACE as SHARED_GRACE
 from .delivery import AppliedRun as AppliedRun
@@ -196,6 +208,7 @@ from .views import read_history as read_history
 from .views import resolve_deployment as resolve_deployment
 
 __all__ = [
+    "APPROVAL_EXPIRY",
     "DATABASE_ENV",
     "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CHANGES_KEPT",
@@ -221,6 +234,7 @@ __all__ = [
     "DispatchToSettle",
     "DispatchView",
     "DueMail",
+    "DueTimer",
     "EventRun",
     "Fence",
     "InboxFormat",
@@ -237,6 +251,7 @@ __all__ = [
     "Outcome",
     "Overdue",
     "OwnerRow",
+    "PendingTimer",
     "PolicyChange",
     "ProcessedRows",
     "ProducerStatus",
@@ -273,9 +288,11 @@ __all__ = [
     "build_sources",
     "cancel_quarantined",
     "cancel_run",
+    "cancel_timer",
     "change_views",
     "check_fence",
     "check_policy",
+    "claim_timers",
     "collect_blobs",
     "commit_claim",
     "count_by_status",
@@ -283,12 +300,16 @@ __all__ = [
     "count_outbound",
     "count_quarantined",
     "count_reserved",
+    "count_timers",
     "create_deployment",
+    "decision_trigger",
     "defer",
     "delete_deployment",
     "deployment_address",
     "deployment_of_run",
     "due_mail",
+    "due_timers",
+    "earliest_due",
     "event_run",
     "feed_start",
     "find_overdue",
@@ -359,8 +380,10 @@ __all__ = [
     "resume_run",
     "resume_suspended",
     "retry_dispatch",
+    "run_timers",
     "schema_version",
     "set_policy",
+    "set_timer",
     "settle_at_boot",
     "share_health",
     "start_run",

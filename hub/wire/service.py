@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,6 +235,7 @@ async def run_wire(
     letters: DeadLetters | None = None,
     metrics: HubMetrics | None = None,
     leases: LeaseKeeper | None = None,
+    on_timers: Callable[[], None] | None = None,
     task_status: anyio.abc.TaskStatus[Wire] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the hub's subjects until cancelled; ``task_status.started(wire)``
@@ -242,7 +244,9 @@ async def run_wire(
     ``letters`` keeps the dead letters (shared with the mail ingress: one
     table, one set of caps and counters). With ``leases`` (several hubs on
     one PostgreSQL), this hub serves only the deployments it holds a lease
-    on, and only on their own subjects (sidecars of this release)."""
+    on, and only on their own subjects (sidecars of this release).
+    ``on_timers`` is called after a commit that set a timer (the timer
+    loop's wake)."""
     config = config or WireConfig()
     sessions = SessionTable(leases=leases)
     dispatcher = Dispatcher(
@@ -306,6 +310,7 @@ async def run_wire(
                 history=config.retention.run_history,
                 outbox=outbox,
                 metrics=metrics,
+                on_timers=on_timers,
             ),
         ),
         subjects.blob: ("blob", blobs),

@@ -16,6 +16,12 @@ and each client's in the order that client got its receipts. The one
 exception is a dispatch accepted for a run that ended before it came to it
 (``refused``, F14): it is not processed, and the store must say why.
 
+A workflow that sets a timer per item (``state["set"]``, names) and
+records each timer item it sees (``state["fired"]``) is checked the same
+way: every timer fired exactly once (``timers_doubled``, ``timers_unexpected``:
+safety), and every timer set fired unless its run ended first, which drops
+its timers (``timers_missing``: liveness).
+
 That is safety: nothing bad happened. Liveness is the other half: something
 good did happen. A system that accepts nothing after a fault loses nothing,
 so the checker also demands that every mail of the workload *settles*: its
@@ -111,19 +117,34 @@ class CheckResult:
     check ran: not lost (yet), but not served either."""
     settle_max: float = 0.0
     """The longest a mail took to settle after the fault's end (seconds)."""
+    timers_fired: int = 0
+    timers_doubled: dict[str, int] = field(default_factory=dict)
+    """Timers whose item the run saw more than once."""
+    timers_unexpected: list[str] = field(default_factory=list)
+    """Timer items for names no processed item set."""
+    timers_missing: list[str] = field(default_factory=list)
+    """Timers set by a run that did not end, never fired."""
 
     @property
     def safe(self) -> bool:
         """Nothing bad happened: nothing lost, duplicated, reordered, made up
         or contradicted, one top-level run per deployment."""
         return not (
-            self.lost or self.duplicated or self.reordered or self.unexpected or self.conflicting
+            self.lost
+            or self.duplicated
+            or self.reordered
+            or self.unexpected
+            or self.conflicting
+            or self.timers_doubled
+            or self.timers_unexpected
         ) and all(n == 1 for n in self.runs.values())
 
     @property
     def live(self) -> bool:
         """Something good happened: every mail settled, in time, and processed."""
-        return not (self.unsettled or self.late or self.rejected or self.stuck)
+        return not (
+            self.unsettled or self.late or self.rejected or self.stuck or self.timers_missing
+        )
 
     @property
     def ok(self) -> bool:
@@ -139,6 +160,9 @@ class CheckResult:
             f" conflicting={len(self.conflicting)} refused={len(self.refused)} runs={runs}"
             f" unsettled={len(self.unsettled)} late={len(self.late)}"
             f" rejected={len(self.rejected)} stuck={len(self.stuck)}"
+            f" timers={self.timers_fired} timers_doubled={len(self.timers_doubled)}"
+            f" timers_unexpected={len(self.timers_unexpected)}"
+            f" timers_missing={len(self.timers_missing)}"
             f" settle={self.settle_max:.2f}s"
         )
 
@@ -195,6 +219,19 @@ def check(
     firsts = _first_occurrences(p.message_id for p in processed)
     result.reordered = _global_order(firsts, accepted) + _client_order(firsts, accepted)
     _settling(ops, liveness, result)
+    return result
+
+
+def check_timers(result: CheckResult, state: Mapping[str, Any], *, run_ended: bool) -> CheckResult:
+    """Judge the run's timers (``state["set"]``, ``state["fired"]``) into
+    ``result``: each fired once; each fired unless the run ended first."""
+    set_names = set(state.get("set", []))
+    fired = Counter(state.get("fired", []))
+    result.timers_fired = sum(fired.values())
+    result.timers_doubled = {name: n for name, n in fired.items() if n > 1}
+    result.timers_unexpected = sorted(name for name in fired if name not in set_names)
+    if not run_ended:
+        result.timers_missing = sorted(name for name in set_names if not fired[name])
     return result
 
 

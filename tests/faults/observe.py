@@ -14,7 +14,14 @@ from typing import Any, Protocol
 
 from tests.support import wait_for
 
-from .checker import CheckResult, HubDispatch, Liveness, check, processed_from_state
+from .checker import (
+    CheckResult,
+    HubDispatch,
+    Liveness,
+    check,
+    check_timers,
+    processed_from_state,
+)
 from .workload import History
 
 _OPEN = ("reserved", "delivered")
@@ -28,18 +35,24 @@ class HubView(Protocol):
 
 
 def open_dispatches(hub: HubView, deployment_id: str) -> int:
-    """Dispatches accepted for the deployment and not yet processed (nor cancelled)."""
+    """Dispatches accepted for the deployment and not yet processed (nor
+    cancelled), and timers of its runs not fired yet (each becomes one).
+    One statement, so one snapshot: a timer fired between two reads would
+    be in neither."""
     [(n,)] = hub.query(
-        "SELECT COUNT(*) FROM workflow_run_dispatch WHERE deployment_id = ? AND status IN (?, ?)",
+        "SELECT (SELECT COUNT(*) FROM workflow_run_dispatch WHERE deployment_id = ?"
+        " AND status IN (?, ?)) + (SELECT COUNT(*) FROM timer WHERE deployment_id = ?)",
         deployment_id,
         *_OPEN,
+        deployment_id,
     )
     return int(n)
 
 
 async def wait_quiesced(hub: HubView, deployment_id: str, *, timeout: float = 30.0) -> float:
     """Wait until the hub shows every accepted dispatch of the deployment
-    processed; return how long that took (the recovery time)."""
+    processed and every timer of its runs fired; return how long that took
+    (the recovery time)."""
     start = time.monotonic()
     try:
         await wait_for(lambda: not open_dispatches(hub, deployment_id), timeout=timeout)
@@ -96,13 +109,17 @@ async def check_deployment(
         await wait_quiesced(hub, deployment_id, timeout=timeout)
     runs = top_level_runs(hub, deployment_id)
     processed = []
+    state: dict[str, Any] = {}
+    ended = False
     if runs:
-        state = (await hub.run(runs[0]))["state"] or {}
+        run = await hub.run(runs[0])
+        state, ended = run["state"] or {}, run["status"] in ("completed", "failed", "cancelled")
         processed = [p for p in processed_from_state(state) if p.message_id not in ignore]
-    return check(
+    result = check(
         history,
         processed,
         runs={deployment_id: len(runs)},
         hub_accepted=hub_accepted(hub, deployment_id),
         liveness=liveness,
     )
+    return check_timers(result, state, run_ended=ended)

@@ -54,6 +54,11 @@ dispatch to be processed. Recovery takes 0.1-3 s (docs/faults.md); the rest
 is room for a shared, loaded machine, where a timed bound must not flake."""
 
 
+TIMER_AFTER = 0.5
+"""Seconds after each mail its timer is due: most are pending when a fault
+strikes, and each must fire exactly once after it healed."""
+
+
 class NotInjected(Exception):
     """The fault could not be injected: the round tested nothing."""
 
@@ -66,6 +71,7 @@ import anyio
 
 HOLD = {hold!r}
 ENTERED = {entered!r}
+TIMER_AFTER = {timer_after!r}
 
 
 async def main(ctx, item):
@@ -74,6 +80,10 @@ async def main(ctx, item):
         open(ENTERED, "w").close()
         while os.path.exists(HOLD):
             await anyio.sleep(0.005)
+    if item.kind == "timer":
+        # Each mail's timer, fired: the checker wants each exactly once.
+        ctx.state.setdefault("fired", []).append(item.name)
+        return
     seen = ctx.state.setdefault("seen", [])
     seen.append({{
         "dispatch_id": item.dispatch_id,
@@ -82,6 +92,10 @@ async def main(ctx, item):
         "sha256": hashlib.sha256(item.body).hexdigest(),
     }})
     ctx.state["count"] = len(seen)
+    # A timer per mail, pending across the fault: it fires once, whatever crashed.
+    name = "t-" + item.subject
+    ctx.set_timer(name, after=TIMER_AFTER)
+    ctx.state.setdefault("set", []).append(name)
     if item.subject == "stop":
         ctx.complete({{"count": len(seen)}})
 """
@@ -378,7 +392,9 @@ async def run_round(
     load = load or fault.load
     await anyio.Path(scratch).mkdir(parents=True, exist_ok=True)
     await arm_hub(cluster, fault.hub_failpoints)
-    source = RECORDER.format(hold=str(scratch / "hold"), entered=str(scratch / "entered"))
+    source = RECORDER.format(
+        hold=str(scratch / "hold"), entered=str(scratch / "entered"), timer_after=TIMER_AFTER
+    )
     dep = await cluster.deploy(name, source)
     config = WorkloadConfig(
         clients=load.clients,

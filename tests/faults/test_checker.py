@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.faults.checker import HubDispatch, Liveness, Processed, check, processed_from_state
+from tests.faults.checker import (
+    HubDispatch,
+    Liveness,
+    Processed,
+    check,
+    check_timers,
+    processed_from_state,
+)
 from tests.faults.workload import History, Op
 
 DEP = "dep_1"
@@ -209,3 +216,24 @@ def test_an_accepted_mail_still_open_at_the_hub_is_stuck_not_lost() -> None:
     result = check(interleaved(), done(*ORDER[:-1]), runs=RUNS, hub_accepted=stored)
     assert (result.lost, result.stuck) == ([], ["w2-2"])
     assert result.safe and not result.ok and "stuck=1" in result.summary()
+
+
+def test_timers_fired_twice_never_or_unset_are_caught() -> None:
+    h = interleaved()
+    state = {"set": ["t-a", "t-b", "t-c"], "fired": ["t-a", "t-b"]}
+    clean = check_timers(
+        check(h, done(*ORDER), runs=RUNS),
+        {**state, "fired": ["t-c", "t-a", "t-b"]},
+        run_ended=False,
+    )
+    assert clean.ok and clean.timers_fired == 3, clean.summary()
+    missing = check_timers(check(h, done(*ORDER), runs=RUNS), state, run_ended=False)
+    assert missing.safe and not missing.live and missing.timers_missing == ["t-c"]
+    # A run that ended dropped what it had pending: not missing.
+    assert check_timers(check(h, done(*ORDER), runs=RUNS), state, run_ended=True).ok
+    doubled = check_timers(
+        check(h, done(*ORDER), runs=RUNS), {**state, "fired": ["t-a", "t-a", "t-x"]},
+        run_ended=True,
+    )  # fmt: skip
+    assert not doubled.safe
+    assert (doubled.timers_doubled, doubled.timers_unexpected) == ({"t-a": 2}, ["t-x"])

@@ -5,6 +5,8 @@ behind its own fault proxy), a workload of clients retrying with the same
 message id, and one fault from ``scenarios.FAULTS``; then it checks the
 history against what the run processed: safe (nothing lost, duplicated or
 reordered) and live (every mail settled within the bound after the fault).
+Each mail sets a timer of the run, pending across the fault: each fires
+exactly once once it healed.
 ``MAILRUN_FAULT_SEED`` picks another seed; ``python -m tests.faults.soak``
 runs many.
 """
@@ -58,6 +60,11 @@ def _assert_held(out: Outcome, *, refused: bool = False) -> None:
     assert result.ok and out.ok, why
     assert result.processed + len(result.refused) == result.accepted > 0, why
     assert refused or result.accepted == result.sent, why
+    # Each processed mail set a timer: each fired exactly once after the fault
+    # (a run that ended first, F14, dropped the ones still pending).
+    assert result.timers_doubled == {} and result.timers_unexpected == [], why
+    assert result.timers_missing == [], why
+    assert refused or result.timers_fired == result.processed, why
 
 
 async def test_f1_hub_crash_after_dispatch_commit_before_publish(tmp_path: Path) -> None:

@@ -4,37 +4,24 @@ A decision is a trigger of kind ``approval`` to the approval's run, through
 the one accept function, which marks the approval decided in the
 transaction that stores the decision's dispatch. So a decision the run can
 no longer take (it ended: ``workflow_run_terminal``) leaves the approval
-pending, and nothing decides an approval without the run being told.
+pending, and nothing decides an approval without the run being told. The
+hub decides an approval asked with a timeout ``timeout`` the same way when
+it expires (``hub.clock.timers``).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from ..._errors import InvalidRequest
-from ...store import Trigger, get_approval, list_approvals
+from ...store import decision_trigger, get_approval, list_approvals
 from ..context import RouteContext, query_limit
 from ..requests import DECISIONS, ApprovalIn
 from ..responses import json_response
-
-
-def decision_trigger(approval_id: str, decision: str) -> Trigger:
-    """The trigger of one decision (the body is the item's, docs/sidecar.md, "Items")."""
-    return Trigger(
-        kind="approval",
-        approval_id=approval_id,
-        decision=decision,
-        # The same decision retried returns the first receipt; the other one
-        # finds the approval decided.
-        message_id=f"approval:{approval_id}:{decision}",
-        subject=decision,
-        body=msgspec.json.encode({"approval_id": approval_id, "decision": decision}),
-    )
 
 
 def approval_routes(ctx: RouteContext) -> list[Route]:

@@ -16,6 +16,7 @@ from ...store import (
     count_failures,
     count_outbound,
     count_quarantined,
+    count_timers,
     paused_deployments,
 )
 from ..context import RouteContext
@@ -94,6 +95,12 @@ async def render_metrics(store: Store, acceptor: Acceptor) -> str:
         "mailrun_dispatches_parked", "gauge",
         "Dispatches parked after failing past their retry budget, by deployment.",
         [(_label("deployment", dep), n) for dep, n in sorted(failures["parked"].items())],
+    )  # fmt: skip
+    timers = {"timer": 0, "approval": 0} | await store.read(count_timers)
+    lines += family(
+        "mailrun_timers_pending", "gauge",
+        "Timers waiting to fire, by kind (timer: ctx.set_timer; approval: an approval's expiry).",
+        [(_label("kind", k), n) for k, n in sorted(timers.items())],
     )  # fmt: skip
     return "\n".join(lines) + "\n"
 

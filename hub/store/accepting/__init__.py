@@ -14,6 +14,7 @@ from .triggers import RefusedByRun as RefusedByRun
 from .triggers import Rejected as Rejected
 from .triggers import Trigger as Trigger
 from .triggers import body_digest as body_digest
+from .triggers import decision_trigger as decision_trigger
 from .wholes import accept_groups as accept_groups
 
 __all__ = [
@@ -29,4 +30,5 @@ __all__ = [
     "accept_triggers",
     "address_status",
     "body_digest",
+    "decision_trigger",
 ]

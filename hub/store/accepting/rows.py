@@ -1,7 +1,7 @@
 """What an accepted batch writes: its new top-level runs, its dispatches,
 the blobs of their claim-checked bodies and raw messages, each woken
-deployment's next seq and the approvals it decided, each kind in a few
-statements.
+deployment's next seq and the approvals it decided (their expiries
+dropped), each kind in a few statements.
 
 Runs and dispatches go in many rows a statement (``hub.store.sql``'s
 ``insert_rows``): both tables have change triggers, whose setup costs about
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..clock import drop_expiries
 from ..sql import Tx, insert_rows, insert_statement, sql
 
 
@@ -77,9 +78,11 @@ def write_rows(
     """A batch's rows, in the order their keys need: runs before the
     dispatches that name them. ``blobs`` are ``(digest, size, data,
     created_at)``, ``next_seqs`` ``(next_seq, deployment_id)``, ``decided``
-    ``(status, decision, decided_at, approval_id)``."""
+    ``(status, decision, decided_at, approval_id)``: a decided approval's
+    expiry goes with it."""
     insert_rows(tx, _INSERT_RUNS, runs)
     tx.execute_many(_INSERT_BLOB, blobs)
     insert_rows(tx, _INSERT_DISPATCHES, dispatches)
     tx.execute_many(_NEXT_SEQ, next_seqs)
     tx.execute_many(_DECIDE, decided)
+    drop_expiries(tx, [str(row[3]) for row in decided])

@@ -1,4 +1,5 @@
-"""Triggers and receipts: what goes into acceptance and what comes out."""
+"""Triggers and receipts: what goes into acceptance and what comes out, and
+the trigger of an approval's decision."""
 
 from __future__ import annotations
 
@@ -73,6 +74,22 @@ class RefusedByRun(Rejected, kw_only=True):
 
 Receipt = Accepted | Rejected
 Outcome = Accepted | Rejected | HubError
+
+
+def decision_trigger(approval_id: str, decision: str) -> Trigger:
+    """The trigger of one decision of an approval (``approve``, ``reject``,
+    or the hub's ``timeout``): an ``approval`` item to its run, whose body is
+    the item's (docs/sidecar.md, "Items")."""
+    return Trigger(
+        kind="approval",
+        approval_id=approval_id,
+        decision=decision,
+        # The same decision retried returns the first receipt; another one
+        # finds the approval decided.
+        message_id=f"approval:{approval_id}:{decision}",
+        subject=decision,
+        body=msgspec.json.encode({"approval_id": approval_id, "decision": decision}),
+    )
 
 
 def body_digest(body: bytes) -> str:

@@ -8,12 +8,36 @@ from .schema import TIMER_KIND as TIMER_KIND
 from .schema import TIMERS_PG as TIMERS_PG
 from .schema import add_schedules as add_schedules
 from .schema import add_timers as add_timers
+from .timers import DueTimer as DueTimer
+from .timers import PendingTimer as PendingTimer
+from .timers import cancel_timer as cancel_timer
+from .timers import claim_timers as claim_timers
+from .timers import count_timers as count_timers
+from .timers import drop_deployment_timers as drop_deployment_timers
+from .timers import drop_expiries as drop_expiries
+from .timers import drop_run_timers as drop_run_timers
+from .timers import due_timers as due_timers
+from .timers import earliest_due as earliest_due
+from .timers import run_timers as run_timers
+from .timers import set_timer as set_timer
 
 __all__ = [
     "APPROVAL_EXPIRY",
     "SCHEDULES_PG",
     "TIMERS_PG",
     "TIMER_KIND",
+    "DueTimer",
+    "PendingTimer",
     "add_schedules",
     "add_timers",
+    "cancel_timer",
+    "claim_timers",
+    "count_timers",
+    "drop_deployment_timers",
+    "drop_expiries",
+    "drop_run_timers",
+    "due_timers",
+    "earliest_due",
+    "run_timers",
+    "set_timer",
 ]

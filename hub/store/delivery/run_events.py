@@ -5,7 +5,8 @@ The rules are the wire's (``hub.wire.events``); these are its statements.
 An event's id is the sidecar's, so recording one that is there already
 changes nothing, and whoever records it applies it. A finished run is
 final: only a run that is not terminal yet takes a terminal status (the
-statuses come from the classifier, ``runtime.is_terminal``).
+statuses come from the classifier, ``runtime.is_terminal``), and its
+pending timers go with it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import NamedTuple
 
 from runtime import RunStatus, is_terminal
 
+from ..clock import APPROVAL_EXPIRY, drop_run_timers, set_timer
 from ..schema import ApprovalStatus
 from ..sql import Tx, sql
 
@@ -55,10 +57,10 @@ _ENTRYPOINT = sql(
     " AND deployment_id = ?"
 )
 _APPROVAL = sql(
-    "INSERT OR IGNORE INTO approval (id, run_id, prompt, status, created_at)"
-    " VALUES (?, ?, ?, ?, ?)",
-    postgres="INSERT INTO approval (id, run_id, prompt, status, created_at)"
-    " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+    "INSERT OR IGNORE INTO approval (id, run_id, prompt, status, created_at, expires_at)"
+    " VALUES (?, ?, ?, ?, ?, ?)",
+    postgres="INSERT INTO approval (id, run_id, prompt, status, created_at, expires_at)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
 )
 _WAITING = sql(
     "UPDATE workflow_run SET status = ?, updated_at = ? WHERE id = ? AND status IN (?, ?)"
@@ -95,9 +97,12 @@ def finish_run(
     tx: Tx, run_id: str, status: RunStatus, result: str | None, error: str | None, now: float
 ) -> bool:
     """Give a run that is not terminal yet its terminal ``status`` (its
-    ``result`` as JSON text); whether it took it."""
+    ``result`` as JSON text), and drop its pending timers; whether it took it."""
     params = (status, result, error, now, run_id, *_NOT_TERMINAL)
-    return tx.execute(_FINISH, params) == 1
+    if tx.execute(_FINISH, params) != 1:
+        return False
+    drop_run_timers(tx, [run_id])
+    return True
 
 
 def suspend_run(
@@ -118,11 +123,37 @@ def name_child_entrypoint(
     return tx.execute(_ENTRYPOINT, params) == 1
 
 
-def ask_approval(tx: Tx, approval_id: str, run_id: str, prompt: str | None, now: float) -> None:
-    """Record a pending approval (once, by its id); a live run waits on it."""
-    tx.execute(_APPROVAL, (approval_id, run_id, prompt, ApprovalStatus.PENDING, now))
-    params = (RunStatus.WAITING, now, run_id, RunStatus.PENDING, RunStatus.RUNNING)
-    tx.execute(_WAITING, params)
+def ask_approval(
+    tx: Tx,
+    approval_id: str,
+    run_id: str,
+    prompt: str | None,
+    now: float,
+    *,
+    deployment_id: str = "",
+    expires_at: float | None = None,
+    expiry_id: str = "",
+) -> bool:
+    """Record a pending approval (once, by its id); a live run waits on it.
+    With ``expires_at``, its expiry is a timer of the run (id ``expiry_id``),
+    which decides it ``timeout`` then. Whether it expires."""
+    params = (approval_id, run_id, prompt, ApprovalStatus.PENDING, now, expires_at)
+    expires = tx.execute(_APPROVAL, params) == 1 and expires_at is not None
+    if expires and expires_at is not None:
+        set_timer(
+            tx,
+            timer_id=expiry_id or approval_id,
+            deployment_id=deployment_id,
+            run_id=run_id,
+            kind=APPROVAL_EXPIRY,
+            name=approval_id,
+            due_at=expires_at,
+            payload=None,
+            now=now,
+        )
+    waiting = (RunStatus.WAITING, now, run_id, RunStatus.PENDING, RunStatus.RUNNING)
+    tx.execute(_WAITING, waiting)
+    return expires
 
 
 def deployment_address(tx: Tx, deployment_id: str) -> str | None:

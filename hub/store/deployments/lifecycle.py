@@ -4,7 +4,7 @@ Name uniqueness among live deployments is enforced by the partial unique
 indexes on ``deployment`` (a concurrent create of the same name loses at
 INSERT time), never by a read before the write. Delete is one conditional
 UPDATE of the anchor plus, in the same transaction, the cancellation of
-everything the deployment still had open.
+everything the deployment still had open (its pending timers dropped).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from runtime.wire import DeploymentStatus, b64url, generate_keypair
 from ..._errors import InvalidDeployment, InvalidName, NameTaken
 from ...natsauth import new_user_key
 from ..base import Store
+from ..clock import drop_deployment_timers
 from ..schema import KEEPS_BODY, DispatchStatus
 from ..sql import Tx, json_array, sql
 from .policy import PolicyChange, check_policy, write_policy
@@ -221,6 +222,7 @@ def _delete(tx: Tx, deployment_id: str, now: float) -> bool:
     tx.execute(_CANCEL_DISPATCHES, (DispatchStatus.CANCELLED.value, deployment_id, *KEEPS_BODY))
     tx.execute(_CANCEL_RUNS, (RunStatus.CANCELLED.value, now, deployment_id, _LIVE_RUN))
     tx.execute(_DROP_BLOBS, (deployment_id, *KEEPS_BODY))
+    drop_deployment_timers(tx, deployment_id)
     return True
 
 

@@ -22,6 +22,7 @@ from runtime.wire import CANCEL_KIND
 
 from ..._errors import AcceptFailed, HubError, UnknownRun, WorkflowRunTerminal, error_for
 from ..accepting import Accepted, Trigger, accept_triggers
+from ..clock import drop_run_timers
 from ..sql import Tx, sql
 
 _LIVE = tuple(s.value for s in RunStatus if not is_terminal(s))
@@ -89,14 +90,17 @@ def cancel_run(tx: Tx, run_id: str, reason: str, terminate: bool) -> Accepted:
 
 
 def _end(tx: Tx, run_id: str, reason: str, now: float) -> None:
-    """The run, and its live children (and theirs), ``cancelled`` now: the
-    sidecar ends them too once the cancel item reaches it."""
+    """The run, and its live children (and theirs), ``cancelled`` now, their
+    pending timers dropped: the sidecar ends them too once the cancel item
+    reaches it."""
     tx.execute(_CANCELLED, (RunStatus.CANCELLED, reason, now, run_id, *_LIVE))
-    parents = [run_id]
+    ended = parents = [run_id]
     while parents:
         children: list[str] = []
         for parent in parents:
             children += [str(r["id"]) for r in tx.fetch_all(_LIVE_CHILDREN, (parent, *_LIVE))]
         for child in children:
             tx.execute(_CANCELLED, (RunStatus.CANCELLED, PARENT_ENDED, now, child, *_LIVE))
+        ended = ended + children
         parents = children
+    drop_run_timers(tx, ended)

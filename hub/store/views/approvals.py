@@ -24,17 +24,19 @@ class ApprovalView(msgspec.Struct, kw_only=True):
     deployment_id: str
     prompt: str
     status: str  # pending | decided
-    decision: str | None  # approve | reject, once decided
+    decision: str | None  # approve | reject (timeout: it expired), once decided
     created_at: float
     decided_at: float | None
     # The run's status: a pending approval of a run that ended is never
     # decided (the decision is refused with workflow_run_terminal).
     run_status: str
+    # When it expires undecided (decided ``timeout`` then); None: it waits for ever.
+    expires_at: float | None = None
 
 
 _APPROVAL = """
 SELECT a.id, a.run_id, r.deployment_id, COALESCE(a.prompt, ''), a.status, a.decision,
-       a.created_at, a.decided_at, r.status
+       a.created_at, a.decided_at, r.status, a.expires_at
 FROM approval a JOIN workflow_run r ON r.id = a.run_id"""
 
 

@@ -16,6 +16,7 @@ from runtime import is_id
 from runtime.wire import DeploymentStatus
 
 from ..._errors import UnknownDeployment, UnknownDispatch, UnknownRun
+from ..clock import run_timers
 from ..schema import QUARANTINE_SOURCE, DispatchStatus
 from ..sql import Tx, sql
 
@@ -55,6 +56,14 @@ class DeploymentView(msgspec.Struct, kw_only=True):
     paused_at: float | None = None  # since when it is paused (None: it is not)
 
 
+class TimerView(msgspec.Struct, kw_only=True):
+    """A run's pending ``ctx.set_timer`` timer."""
+
+    name: str
+    due_at: float
+    payload: Any = None
+
+
 class RunView(msgspec.Struct, kw_only=True):
     id: str
     deployment_id: str
@@ -71,6 +80,8 @@ class RunView(msgspec.Struct, kw_only=True):
     version: int = 0  # the workflow version that processed its latest item (0: none yet)
     suspended_at: float | None = None  # when it was suspended (None: it is not)
     failing_dispatch_id: str | None = None  # the item it is suspended on
+    # Its pending timers, earliest first (``GET /runs/{id}`` only; empty in lists).
+    timers: list[TimerView] = msgspec.field(default_factory=list)
 
 
 class DispatchView(msgspec.Struct, kw_only=True):
@@ -247,7 +258,9 @@ def get_run(tx: Tx, run_id: str) -> RunView:
     row = tx.fetch_one(_RUN_VIEW, (run_id,))
     if row is None:
         raise UnknownRun(f"no run {run_id!r}")
-    return _run(row)
+    timers = [TimerView(name=t.name, due_at=t.due_at, payload=_json(t.payload))
+              for t in run_timers(tx, run_id)]  # fmt: skip
+    return msgspec.structs.replace(_run(row), timers=timers)
 
 
 def deployment_of_run(tx: Tx, run_id: str) -> str:

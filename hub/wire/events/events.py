@@ -8,11 +8,14 @@ for an older sidecar's, which has no approval gates); a terminal status is
 set only on a run that is not terminal yet, and so is ``suspended`` (a
 RunSuspended: its failing dispatch and error kept on the run until it is
 resumed, ``hub.store.resume_run``). An ApprovalRequested makes a
-live run ``waiting``; applying the decision of its last pending approval
-makes it ``running`` again. A ChildRunStarted gives the child its ``start``
-item (the spawn's input); a child run that ends gives its live parent a
-``child`` item. Both are triggers accepted in the same transaction, with
-message ids derived from the child's id, so a resent event adds nothing.
+live run ``waiting`` (one with ``expires_at`` also sets the approval's
+expiry, a timer of the run); applying the decision of its last pending
+approval makes it ``running`` again. A TimerSet sets (or moves) the run's
+timer, a TimerCancelled drops it; the timer loop is woken after the commit.
+A ChildRunStarted gives the child its ``start`` item (the spawn's input);
+a child run that ends gives its live parent a ``child`` item. Both are
+triggers accepted in the same transaction, with message ids derived from
+the child's id, so a resent event adds nothing.
 Events naming a run outside the sender's deployment are acknowledged (so the
 sidecar's outbox moves on) but kept as dead letters, never applied. Each
 run's history is trimmed in the same transaction (:mod:`hub.wire.retention`).
@@ -67,8 +70,10 @@ class EventsHandler:
         history: int = DEFAULT_RUN_HISTORY,
         outbox: OutboundSink | None = None,
         metrics: HubMetrics | None = None,
+        on_timers: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
+        self._on_timers = on_timers
         self._outbox = outbox
         self._metrics = metrics
         self._letters = letters or DeadLetters()
@@ -118,4 +123,6 @@ class EventsHandler:
             self._on_accepted(woken)
         if ingest.outbound and self._outbox is not None:
             self._outbox.wake()
+        if ingest.timers_set and self._on_timers is not None:
+            self._on_timers()
         return EventsAck(ids=[e.event_id for e in frame.events], floor_seq=floor)

@@ -30,7 +30,7 @@ from runtime import (
     is_terminal,
 )
 from runtime.config import DEFAULT_RUN_HISTORY
-from runtime.wire import RunSuspended
+from runtime.wire import TIMER_KIND, RunSuspended, TimerCancelled, TimerSet
 
 from ...store import (
     Accepted,
@@ -41,11 +41,13 @@ from ...store import (
     Tx,
     accept_triggers,
     ask_approval,
+    cancel_timer,
     event_run,
     finish_run,
     name_child_entrypoint,
     record_event,
     resume_if_outdated,
+    set_timer,
     start_run,
     suspend_run,
 )
@@ -56,8 +58,8 @@ from .routing import child_item, route_mail, start_item
 
 log = logging.getLogger("mailrun.hub.events")
 
-_EFFECTS = (MailSent, ChildRunStarted, ApprovalRequested)
-"""Events that act beyond their run: mail, a child, an approval."""
+_EFFECTS = (MailSent, ChildRunStarted, ApprovalRequested, TimerSet, TimerCancelled)
+"""Events that act beyond their run: mail, a child, an approval, a timer."""
 
 
 class Ingest:
@@ -89,6 +91,8 @@ class Ingest:
         """Outgoing mails recorded for the relay."""
         self.resumed = False
         """A suspended run was resumed at once: its resume item waits for the dispatcher."""
+        self.timers_set = False
+        """A timer (or an approval's expiry) was set: the timer loop looks again."""
 
     def events(self, events: Sequence[Event]) -> bool:
         """Record and apply each new event in order; True when one freed a
@@ -147,7 +151,16 @@ class Ingest:
         elif isinstance(event, ChildRunStarted):
             self._child_started(event)
         elif isinstance(event, ApprovalRequested):
-            ask_approval(self.tx, event.approval_id, event.run_id, event.prompt, self.now)
+            # With expires_at, its expiry is a timer of the run (the event's id).
+            self.timers_set |= ask_approval(
+                self.tx, event.approval_id, event.run_id, event.prompt, self.now,
+                deployment_id=self.deployment_id, expires_at=event.expires_at,
+                expiry_id=event.event_id,
+            )  # fmt: skip
+        elif isinstance(event, TimerSet):
+            self._set_timer(event)
+        elif isinstance(event, TimerCancelled):
+            cancel_timer(self.tx, event.run_id, event.name)
         elif isinstance(event, MailSent):
             self.mail.append(event)
         return False
@@ -179,6 +192,16 @@ class Ingest:
             self.tx, self.deployment_id, self.mail, outbound, self._dead_letter
         )
         return woken
+
+    def _set_timer(self, event: TimerSet) -> None:
+        """The run's timer, set or moved: the event's id is the new item's."""
+        payload = None if event.payload is None else msgspec.json.encode(event.payload)
+        set_timer(
+            self.tx, timer_id=event.event_id, deployment_id=self.deployment_id,
+            run_id=event.run_id, kind=TIMER_KIND, name=event.name, due_at=event.due_at,
+            payload=payload, now=self.now,
+        )  # fmt: skip
+        self.timers_set = True
 
     def _child_started(self, event: ChildRunStarted) -> None:
         """The child minted for this spawn gets its entrypoint and its ``start``

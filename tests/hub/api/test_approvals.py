@@ -65,7 +65,7 @@ async def test_approvals_are_listed_by_run_deployment_and_status(tmp_path: Path)
         assert first == {
             "id": "apr_1", "run_id": run_a, "deployment_id": dep_a, "prompt": "ship it?",
             "status": "pending", "decision": None, "created_at": 10.0, "decided_at": None,
-            "run_status": "running",
+            "run_status": "running", "expires_at": None,
         }  # fmt: skip
         assert await listed(hub) == ["apr_1", "apr_2", "apr_3"]  # oldest first
         assert await listed(hub, run=run_a) == ["apr_1", "apr_2"]
