@@ -9,6 +9,7 @@ concern, and the names the other rooms of the hub use, re-exported here.
 - ``views``: the read models the HTTP API and ``GET /events`` answer with;
 - ``feed``: the change feed, recorded by triggers, read and trimmed;
 - ``outbound``: outgoing mail and the relay's writes;
+- ``clock``: time: the runs' timers and the deployments' schedules;
 - ``schema`` and ``migrations``: the schema, and the ordered steps that
   build it on either database (and move a SQLite one to PostgreSQL);
 - ``sql``: statements declared once per database, and ``Tx``;
@@ -30,6 +31,15 @@ from .accepting import accept_triggers as accept_triggers
 from .accepting import address_status as address_status
 from .accepting import body_digest as body_digest
 from .base import Store as Store
+from .clock import Fire as Fire
+from .clock import ScheduleView as ScheduleView
+from .clock import add_schedule as add_schedule
+from .clock import due_schedules as due_schedules
+from .clock import earliest_due as earliest_due
+from .clock import fire_message_id as fire_message_id
+from .clock import fire_schedule as fire_schedule
+from .clock import list_schedules as list_schedules
+from .clock import remove_schedule as remove_schedule
 from .delivery import OPEN_DISPATCH as OPEN_DISPATCH
 from .delivery import SHARED_GRACE as SHARED_GRACE
 from .delivery import AppliedRun as AppliedRun
@@ -223,6 +233,7 @@ __all__ = [
     "DueMail",
     "EventRun",
     "Fence",
+    "Fire",
     "InboxFormat",
     "LeaseRound",
     "LeaseToken",
@@ -253,6 +264,7 @@ __all__ = [
     "RunMoved",
     "RunPosition",
     "RunView",
+    "ScheduleView",
     "SettledDispatch",
     "SqliteStore",
     "StatePage",
@@ -265,6 +277,7 @@ __all__ = [
     "accept_triggers",
     "active_entrypoint",
     "active_producer_users",
+    "add_schedule",
     "add_version",
     "address_status",
     "ask_approval",
@@ -289,11 +302,15 @@ __all__ = [
     "deployment_address",
     "deployment_of_run",
     "due_mail",
+    "due_schedules",
+    "earliest_due",
     "event_run",
     "feed_start",
     "find_overdue",
     "finish_rollout",
     "finish_run",
+    "fire_message_id",
+    "fire_schedule",
     "floor_seq",
     "get_approval",
     "get_deployment",
@@ -318,6 +335,7 @@ __all__ = [
     "list_parked",
     "list_producers",
     "list_runs",
+    "list_schedules",
     "list_versions",
     "live_deployment_users",
     "load_reserved",
@@ -351,6 +369,7 @@ __all__ = [
     "record_outbound",
     "release_all",
     "remove_producer",
+    "remove_schedule",
     "renew_and_take",
     "request_rollout",
     "resolve_deployment",

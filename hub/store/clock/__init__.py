@@ -2,6 +2,16 @@
 expiry of an approval asked with a timeout) and the deployments' schedules,
 each fired as an item through the one accept path."""
 
+from .schedules import Fire as Fire
+from .schedules import ScheduleView as ScheduleView
+from .schedules import add_schedule as add_schedule
+from .schedules import drop_schedules as drop_schedules
+from .schedules import due_schedules as due_schedules
+from .schedules import earliest_due as earliest_due
+from .schedules import fire_message_id as fire_message_id
+from .schedules import fire_schedule as fire_schedule
+from .schedules import list_schedules as list_schedules
+from .schedules import remove_schedule as remove_schedule
 from .schema import APPROVAL_EXPIRY as APPROVAL_EXPIRY
 from .schema import SCHEDULES_PG as SCHEDULES_PG
 from .schema import TIMER_KIND as TIMER_KIND
@@ -14,6 +24,16 @@ __all__ = [
     "SCHEDULES_PG",
     "TIMERS_PG",
     "TIMER_KIND",
+    "Fire",
+    "ScheduleView",
+    "add_schedule",
     "add_schedules",
     "add_timers",
+    "drop_schedules",
+    "due_schedules",
+    "earliest_due",
+    "fire_message_id",
+    "fire_schedule",
+    "list_schedules",
+    "remove_schedule",
 ]
