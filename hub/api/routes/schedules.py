@@ -50,7 +50,8 @@ class ScheduleIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
     def spec(self) -> ScheduleSpec:
         """The schedule it asks for, checked (``BadSchedule`` with the reason)."""
-        spec = ScheduleSpec(every=self.every, cron=self.cron, tz=self.tz or "UTC")
+        tz = "UTC" if self.tz is None else self.tz
+        spec = ScheduleSpec(every=self.every, cron=self.cron, tz=tz)
         try:
             spec.check()
         except InvalidSchedule as exc:
