@@ -64,7 +64,7 @@ async def test_schedules_fire_once_after_an_outage_and_stop_when_removed(
         assert code == 1 and "invalid_schedule" in out, out
         code, out = await mailrun(up, "schedule", "add", "ticker", "--every", "1",
                                   "--payload", "{nope")  # fmt: skip
-        assert code == 1 and "invalid_schedule" in out, out
+        assert code == 2 and "--payload" in out, out
 
         a = await add(up, "--every", "1", "--subject", "a", "--payload", '{"n": 1}')
         b = await add(up, "--every", "1", "--subject", "b")

@@ -4,7 +4,7 @@ a ``schedule`` item for its top-level run, over the hub's HTTP API.
 A schedule fires every N seconds (``--every``, at least 1), or at the
 times a cron expression names in a time zone (``--cron``, ``--tz``,
 UTC by default). The hub checks it (422 ``invalid_schedule`` with the
-reason); a fire missed while the hub was down comes once, late.
+reason, exit 1); a fire missed while the hub was down comes once, late.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 import msgspec
 
 from ..._client import HubClient
-from ..base import echo_json, fail, hub_command
+from ..base import echo_json, hub_command
 from ..tables import key_values, table
 
 _VIEW = ["id", "deployment_id", "every", "cron", "tz", "subject", "payload", "next_due"]
@@ -75,8 +75,8 @@ def add(
     if payload is not None:
         try:
             spec["payload"] = msgspec.json.decode(payload)
-        except msgspec.DecodeError as exc:
-            fail(f"invalid_schedule: --payload is not JSON: {exc}")
+        except (msgspec.DecodeError, RecursionError) as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--payload") from None
     added = client.add_schedule(deployment, spec)
     if as_json:
         echo_json(added)
