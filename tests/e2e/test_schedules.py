@@ -56,9 +56,9 @@ def gone(pid: int) -> bool:
 
 
 async def test_schedules_fire_once_after_an_outage_and_stop_when_removed(
-    tmp_path: Path,
+    tmp_path: Path, database: str
 ) -> None:
-    async with mailrun_up(tmp_path) as up:
+    async with mailrun_up(tmp_path, database=database) as up:
         await up.deploy("ticker", TICKER)
         code, out = await mailrun(up, "schedule", "add", "ticker", "--every", "0.5")
         assert code == 1 and "invalid_schedule" in out, out
@@ -125,6 +125,16 @@ async def test_schedules_fire_once_after_an_outage_and_stop_when_removed(
         assert all(p < 1e-6 or p > 1 - 1e-6 for p in phase), phase
         for f in seen[seen.index(missed) + 1 :]:
             assert f["fired_at"] - f["due_at"] < DOWN - 1, f
+
+        # Counted since the new hub's boot: the late fire and those after it.
+        metrics = (await up.http.get("/metrics")).text
+        counted = {
+            line.split()[0]: float(line.split()[1])
+            for line in metrics.splitlines()
+            if line.startswith("mailrun_schedule_fires")
+        }
+        assert counted["mailrun_schedule_fires_total"] >= 3, counted
+        assert counted["mailrun_schedule_fires_rejected_total"] == 0, counted
 
         # Removed: its fires stop; the other schedule's go on.
         code, out = await mailrun(up, "schedule", "remove", "ticker", a["id"])
