@@ -54,6 +54,7 @@ class ScheduleIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         spec = ScheduleSpec(every=self.every, cron=self.cron, tz=tz)
         try:
             spec.check()
+            spec.first_due(time.time())  # a cron expression with no time left to match
         except InvalidSchedule as exc:
             raise BadSchedule(str(exc)) from None
         if len(self.subject) > MAX_SUBJECT or not single_line(self.subject):
