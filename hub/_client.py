@@ -187,6 +187,20 @@ class _Endpoints(abc.ABC, Generic[R]):
     def remove_producer(self, producer: str) -> R:
         return self.request("DELETE", f"/producers/{_quote(producer)}")
 
+    def add_schedule(self, deployment: str, schedule: Mapping[str, object]) -> R:
+        """A new schedule of the deployment: ``every`` or ``cron`` (and ``tz``),
+        with its optional ``subject`` and ``payload``."""
+        return self.request(
+            "POST", f"/workflows/deployments/{_quote(deployment)}/schedules", schedule
+        )
+
+    def schedules(self, deployment: str) -> R:
+        return self.request("GET", f"/workflows/deployments/{_quote(deployment)}/schedules")
+
+    def remove_schedule(self, deployment: str, schedule_id: str) -> R:
+        path = f"/workflows/deployments/{_quote(deployment)}/schedules/{_quote(schedule_id)}"
+        return self.request("DELETE", path)
+
     # -- what both clients share around the actual I/O ---------------------------
 
     def _http_options(self) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The hub process: store, acceptor, NATS wire side and mail ingress, outbound
-relay, timer loop, SMTP ingress and HTTP API in one task group.
+relay, timer and schedule loops, SMTP ingress and HTTP API in one task group.
 
 Shutdown is orderly: on SIGTERM/SIGINT (or cancellation) the HTTP server
 stops taking requests and finishes the ones in flight (bounded), the SMTP
@@ -23,6 +23,7 @@ import anyio
 import anyio.abc
 
 from runtime import (
+    Backoff,
     Subjects,
     Transport,
     cancel_on_signals,
@@ -37,7 +38,7 @@ from ._errors import HubError
 from ._settings import HubSettings
 from ._token import ensure_admin_token
 from .api import ApiSettings, ChangeFeed, HttpServer, bind_socket, create_app, mail_answers
-from .clock import TimerLoop
+from .clock import Scheduler, TimerLoop
 from .intake import Acceptor
 from .metrics import HubMetrics
 from .natsauth import hub_seed
@@ -55,6 +56,10 @@ from .wire import (
 )
 
 log = logging.getLogger("mailrun.hub")
+
+SHARED_IDLE_LOOK = 5.0
+"""Seconds: how often the schedule loop looks at a table other hubs write
+(a schedule added through another hub cannot wake this one)."""
 
 
 class WireSide(Protocol):
@@ -197,6 +202,18 @@ async def serve_hub(
                     letters=letters,
                 )
                 await tg.start(ingress)
+                # Started once the wire side is: its fires wake the dispatcher.
+                scheduler = Scheduler(
+                    store,
+                    on_accepted=side.on_accepted,
+                    backoff=Backoff().capped(settings.backoff_max),
+                    idle_look=SHARED_IDLE_LOOK if store.shared else None,
+                )
+                if "leases" in shared:
+                    # One hub at a time fires (each fire is exactly once anyway).
+                    tg.start_soon(shared["leases"].with_role, "schedules", scheduler.run)
+                else:
+                    await tg.start(scheduler.run)
                 smtp = None
                 if settings.smtp is not None:
                     assert smtp_sock is not None
@@ -233,7 +250,8 @@ async def serve_hub(
                     on_deleted=functools.partial(_deleted, side, metrics),
                     on_rollout=side.on_rollout,
                     on_policy=side.on_policy,
-                    metrics_extra=lambda: side.metrics() + metrics.render(),
+                    on_schedules=scheduler.wake,
+                    metrics_extra=lambda: side.metrics() + metrics.render() + scheduler.render(),
                     events=feed,
                 )
                 http = HttpServer(app, sock, settings.http_limits, fast_path=mail_answers(app))

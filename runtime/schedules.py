@@ -6,7 +6,8 @@ Cron expressions are read by ``cronsim`` (the standard five fields, with
 ``L``, ``W``, ``#`` and the usual names), in the zone ``tz`` (the standard
 library's ``zoneinfo``): ``0 9 * * 1-5`` in ``Europe/Paris`` fires at 09:00
 Paris time on weekdays, across daylight saving changes as cronsim handles
-them (a time skipped by the change is skipped, a time repeated fires once).
+them (a time the change skips fires once, at the first moment after the
+gap; a time it repeats fires once).
 
 A fire missed while the hub was down is fired once when it is back: the
 next due time is always the first one after *now*, never a walk through

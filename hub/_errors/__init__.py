@@ -45,6 +45,8 @@ The tree, in that order (HTTP status, a second base in parentheses)::
         UnknownVersion          404
         VersionRefused          422
         InvalidPolicy           422
+        BadSchedule             422
+        UnknownSchedule         404
         RunNotSuspended         409
         DispatchNotParked       409
         UnknownDispatch         404
@@ -114,6 +116,7 @@ from .processes import SmtpError as SmtpError
 from .processes import UpAlreadyRunning as UpAlreadyRunning
 from .processes import UpError as UpError
 from .requests import ApprovalDecided as ApprovalDecided
+from .requests import BadSchedule as BadSchedule
 from .requests import BodyTimeout as BodyTimeout
 from .requests import DeploymentNotLive as DeploymentNotLive
 from .requests import DispatchNotParked as DispatchNotParked
@@ -139,6 +142,7 @@ from .requests import UnknownDeployment as UnknownDeployment
 from .requests import UnknownDispatch as UnknownDispatch
 from .requests import UnknownProducer as UnknownProducer
 from .requests import UnknownRun as UnknownRun
+from .requests import UnknownSchedule as UnknownSchedule
 from .requests import UnknownVersion as UnknownVersion
 from .requests import UnsupportedMediaType as UnsupportedMediaType
 from .requests import VersionRefused as VersionRefused
@@ -156,6 +160,7 @@ __all__ = [
     "AcceptFailed",
     "AdminTokenUnavailable",
     "ApprovalDecided",
+    "BadSchedule",
     "BodyTimeout",
     "DemoFailed",
     "DemoTimeout",
@@ -210,6 +215,7 @@ __all__ = [
     "UnknownDispatch",
     "UnknownProducer",
     "UnknownRun",
+    "UnknownSchedule",
     "UnknownSession",
     "UnknownVersion",
     "UnsupportedMediaType",

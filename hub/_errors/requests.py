@@ -159,6 +159,21 @@ class InvalidPolicy(HubError):
     reason = Reason.INVALID_POLICY
 
 
+class BadSchedule(HubError):
+    """A schedule that cannot fire (``runtime.schedules.ScheduleSpec.check``),
+    or whose subject or payload is refused. Nothing was stored."""
+
+    http_status = 422
+    reason = Reason.INVALID_SCHEDULE
+
+
+class UnknownSchedule(HubError):
+    """The deployment has no schedule of that id."""
+
+    http_status = 404
+    reason = Reason.UNKNOWN_SCHEDULE
+
+
 class RunNotSuspended(HubError):
     """A resume of a run that is not suspended."""
 

@@ -34,6 +34,7 @@ from .routes import (
     producer_routes,
     replay_routes,
     run_routes,
+    schedule_routes,
     trigger_routes,
     version_routes,
 )
@@ -51,6 +52,7 @@ def create_app(
     on_deleted: Callable[[str], object] | None = None,
     on_rollout: Callable[[str], object] | None = None,
     on_policy: Callable[[str], object] | None = None,
+    on_schedules: Callable[[], object] | None = None,
     metrics_extra: Callable[[], str] | None = None,
     events: ChangeFeed | None = None,
 ) -> Starlette:
@@ -62,6 +64,7 @@ def create_app(
     ``on_deleted(id)`` ends a deleted deployment's sessions at once;
     ``on_rollout(id)`` has its sidecar load a version asked for at once;
     ``on_policy(id)`` sends its sidecar a changed failure policy;
+    ``on_schedules()`` wakes the schedule loop after a schedule is added or removed;
     ``events`` serves ``GET /events`` (None: it answers 503)."""
     ctx = RouteContext(store, acceptor, settings)
     gate = Gate(admin_token)
@@ -80,6 +83,7 @@ def create_app(
             *trigger_routes(ctx),
             *deployment_routes(ctx, live, on_deleted, on_policy),
             *version_routes(ctx, on_rollout or (lambda dep_id: None)),
+            *schedule_routes(ctx, on_schedules),
             *run_routes(ctx),
             *failure_routes(ctx),
             *replay_routes(ctx),

@@ -1,6 +1,8 @@
-"""Time in the hub: the loop that fires the runs' due timers (and expires
-approvals asked with a timeout) as items through the one accept path."""
+"""The hub's clock: the loops that turn time into items, each fired through
+the one accept path: the runs' due timers (and the expiry of approvals asked
+with a timeout), and the deployments' schedules."""
 
+from .schedules import Scheduler as Scheduler
 from .timers import IDLE_LOOK as IDLE_LOOK
 from .timers import LATE_AFTER as LATE_AFTER
 from .timers import Fired as Fired
@@ -8,4 +10,12 @@ from .timers import TimerLoop as TimerLoop
 from .timers import fire_page as fire_page
 from .timers import timer_trigger as timer_trigger
 
-__all__ = ["IDLE_LOOK", "LATE_AFTER", "Fired", "TimerLoop", "fire_page", "timer_trigger"]
+__all__ = [
+    "IDLE_LOOK",
+    "LATE_AFTER",
+    "Fired",
+    "Scheduler",
+    "TimerLoop",
+    "fire_page",
+    "timer_trigger",
+]

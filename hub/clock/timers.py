@@ -44,7 +44,7 @@ from ..store import (
     claim_timers,
     decision_trigger,
     due_timers,
-    earliest_due,
+    earliest_timer_due,
 )
 
 log = logging.getLogger("mailrun.hub.timers")
@@ -141,7 +141,7 @@ class TimerLoop:
             # Timers committed after this point wake the next look.
             self._wakeup.clear()
             try:
-                due = await self._store.read(earliest_due)
+                due = await self._store.read(earliest_timer_due)
                 self.reads += 1
                 now = time.time()
                 if due is not None and due <= now:

@@ -9,7 +9,7 @@ concern, and the names the other rooms of the hub use, re-exported here.
 - ``views``: the read models the HTTP API and ``GET /events`` answer with;
 - ``feed``: the change feed, recorded by triggers, read and trimmed;
 - ``outbound``: outgoing mail and the relay's writes;
-- ``clock``: the runs' pending timers and the deployments' schedules;
+- ``clock``: time: the runs' timers and the deployments' schedules;
 - ``schema`` and ``migrations``: the schema, and the ordered steps that
   build it on either database (and move a SQLite one to PostgreSQL);
 - ``sql``: statements declared once per database, and ``Tx``;
@@ -34,12 +34,21 @@ from .accepting import decision_trigger as decision_trigger
 from .base import Store as Store
 from .clock import APPROVAL_EXPIRY as APPROVAL_EXPIRY
 from .clock import DueTimer as DueTimer
+from .clock import Fire as Fire
 from .clock import PendingTimer as PendingTimer
+from .clock import ScheduleView as ScheduleView
+from .clock import add_schedule as add_schedule
 from .clock import cancel_timer as cancel_timer
 from .clock import claim_timers as claim_timers
 from .clock import count_timers as count_timers
+from .clock import due_schedules as due_schedules
 from .clock import due_timers as due_timers
-from .clock import earliest_due as earliest_due
+from .clock import earliest_schedule_due as earliest_schedule_due
+from .clock import earliest_timer_due as earliest_timer_due
+from .clock import fire_message_id as fire_message_id
+from .clock import fire_schedule as fire_schedule
+from .clock import list_schedules as list_schedules
+from .clock import remove_schedule as remove_schedule
 from .clock import run_timers as run_timers
 from .clock import set_timer as set_timer
 from .delivery import OPEN_DISPATCH as OPEN_DISPATCH
@@ -237,6 +246,7 @@ __all__ = [
     "DueTimer",
     "EventRun",
     "Fence",
+    "Fire",
     "InboxFormat",
     "LeaseRound",
     "LeaseToken",
@@ -268,6 +278,7 @@ __all__ = [
     "RunMoved",
     "RunPosition",
     "RunView",
+    "ScheduleView",
     "SettledDispatch",
     "SqliteStore",
     "StatePage",
@@ -280,6 +291,7 @@ __all__ = [
     "accept_triggers",
     "active_entrypoint",
     "active_producer_users",
+    "add_schedule",
     "add_version",
     "address_status",
     "ask_approval",
@@ -308,13 +320,17 @@ __all__ = [
     "deployment_address",
     "deployment_of_run",
     "due_mail",
+    "due_schedules",
     "due_timers",
-    "earliest_due",
+    "earliest_schedule_due",
+    "earliest_timer_due",
     "event_run",
     "feed_start",
     "find_overdue",
     "finish_rollout",
     "finish_run",
+    "fire_message_id",
+    "fire_schedule",
     "floor_seq",
     "get_approval",
     "get_deployment",
@@ -339,6 +355,7 @@ __all__ = [
     "list_parked",
     "list_producers",
     "list_runs",
+    "list_schedules",
     "list_versions",
     "live_deployment_users",
     "load_reserved",
@@ -372,6 +389,7 @@ __all__ = [
     "record_outbound",
     "release_all",
     "remove_producer",
+    "remove_schedule",
     "renew_and_take",
     "request_rollout",
     "resolve_deployment",

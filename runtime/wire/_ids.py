@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import secrets
 
-PREFIXES = ("dep", "run", "dsp", "ses", "evt", "apr", "ins", "boot", "out", "prd", "hub")
+PREFIXES = ("dep", "run", "dsp", "ses", "evt", "apr", "ins", "boot", "out", "prd", "hub", "sch")
 _ID = re.compile(r"^(?P<prefix>[a-z]+)_[0-9a-f]{26}$")
 
 

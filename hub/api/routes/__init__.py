@@ -1,7 +1,7 @@
 """The API's routes, one module per resource: deployments, runs, failures
 (resume, parked, retry), triggers (signals, and the mail the server
-answers), approvals, versions, replay, producers, health and metrics. Each
-module gives the app a list of routes made over the shared
+answers), approvals, versions, schedules, replay, producers, health and
+metrics. Each module gives the app a list of routes made over the shared
 ``RouteContext``."""
 
 from .approvals import approval_routes as approval_routes
@@ -12,6 +12,7 @@ from .metrics import metrics_routes as metrics_routes
 from .producers import producer_routes as producer_routes
 from .replay import replay_routes as replay_routes
 from .runs import run_routes as run_routes
+from .schedules import schedule_routes as schedule_routes
 from .triggers import post_batch as post_batch
 from .triggers import post_mail as post_mail
 from .triggers import trigger_routes as trigger_routes
@@ -28,6 +29,7 @@ __all__ = [
     "producer_routes",
     "replay_routes",
     "run_routes",
+    "schedule_routes",
     "trigger_routes",
     "version_routes",
 ]

@@ -2,6 +2,16 @@
 expiry of an approval asked with a timeout) and the deployments' schedules,
 each fired as an item through the one accept path."""
 
+from .schedules import Fire as Fire
+from .schedules import ScheduleView as ScheduleView
+from .schedules import add_schedule as add_schedule
+from .schedules import drop_schedules as drop_schedules
+from .schedules import due_schedules as due_schedules
+from .schedules import earliest_schedule_due as earliest_schedule_due
+from .schedules import fire_message_id as fire_message_id
+from .schedules import fire_schedule as fire_schedule
+from .schedules import list_schedules as list_schedules
+from .schedules import remove_schedule as remove_schedule
 from .schema import APPROVAL_EXPIRY as APPROVAL_EXPIRY
 from .schema import SCHEDULES_PG as SCHEDULES_PG
 from .schema import TIMER_KIND as TIMER_KIND
@@ -17,7 +27,7 @@ from .timers import drop_deployment_timers as drop_deployment_timers
 from .timers import drop_expiries as drop_expiries
 from .timers import drop_run_timers as drop_run_timers
 from .timers import due_timers as due_timers
-from .timers import earliest_due as earliest_due
+from .timers import earliest_timer_due as earliest_timer_due
 from .timers import run_timers as run_timers
 from .timers import set_timer as set_timer
 
@@ -27,7 +37,10 @@ __all__ = [
     "TIMERS_PG",
     "TIMER_KIND",
     "DueTimer",
+    "Fire",
     "PendingTimer",
+    "ScheduleView",
+    "add_schedule",
     "add_schedules",
     "add_timers",
     "cancel_timer",
@@ -36,8 +49,15 @@ __all__ = [
     "drop_deployment_timers",
     "drop_expiries",
     "drop_run_timers",
+    "drop_schedules",
+    "due_schedules",
     "due_timers",
-    "earliest_due",
+    "earliest_schedule_due",
+    "earliest_timer_due",
+    "fire_message_id",
+    "fire_schedule",
+    "list_schedules",
+    "remove_schedule",
     "run_timers",
     "set_timer",
 ]

@@ -118,7 +118,7 @@ def drop_expiries(tx: Tx, approval_ids: Iterable[str]) -> None:
     tx.execute_many(_DROP_EXPIRY, [(a, APPROVAL_EXPIRY) for a in approval_ids])
 
 
-def earliest_due(tx: Tx) -> float | None:
+def earliest_timer_due(tx: Tx) -> float | None:
     """When the earliest pending timer is due (None: none is pending)."""
     row = tx.fetch_one(_EARLIEST)
     return None if row is None or row[0] is None else float(row[0])

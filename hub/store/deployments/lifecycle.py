@@ -4,7 +4,8 @@ Name uniqueness among live deployments is enforced by the partial unique
 indexes on ``deployment`` (a concurrent create of the same name loses at
 INSERT time), never by a read before the write. Delete is one conditional
 UPDATE of the anchor plus, in the same transaction, the cancellation of
-everything the deployment still had open (its pending timers dropped).
+everything the deployment still had open (its pending timers dropped) and the
+removal of its schedules.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from runtime.wire import DeploymentStatus, b64url, generate_keypair
 from ..._errors import InvalidDeployment, InvalidName, NameTaken
 from ...natsauth import new_user_key
 from ..base import Store
-from ..clock import drop_deployment_timers
+from ..clock import drop_deployment_timers, drop_schedules
 from ..schema import KEEPS_BODY, DispatchStatus
 from ..sql import Tx, json_array, sql
 from .policy import PolicyChange, check_policy, write_policy
@@ -218,6 +219,7 @@ def _delete(tx: Tx, deployment_id: str, now: float) -> bool:
     deleted = (DeploymentStatus.DELETED.value, now, deployment_id, DeploymentStatus.DEPLOYED.value)
     if tx.execute(_DELETE_ANCHOR, deleted) == 0:
         return False
+    drop_schedules(tx, deployment_id)
     tx.execute(_DELETED, (now, deployment_id))
     tx.execute(_CANCEL_DISPATCHES, (DispatchStatus.CANCELLED.value, deployment_id, *KEEPS_BODY))
     tx.execute(_CANCEL_RUNS, (RunStatus.CANCELLED.value, now, deployment_id, _LIVE_RUN))

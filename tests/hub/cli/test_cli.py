@@ -731,6 +731,7 @@ MAILRUN_COMMANDS = [
     "rollback",
     "run",
     "runs",
+    "schedule",
     "send",
     "sidecar",
     "signal",
@@ -972,3 +973,64 @@ def test_parked_lists_and_retry_sends_a_parked_dispatch_again(stub: Stub) -> Non
     )  # fmt: skip
     again = cli(stub, "retry", DSP_A)
     assert again.exit_code == 1 and "dispatch_not_parked" in again.output
+
+
+SCH_A = "sch_" + "4" * 26
+SCHEDULES = f"/workflows/deployments/{DEP_A}/schedules"
+
+
+def a_schedule(**extra: Any) -> dict[str, Any]:
+    return {
+        "id": SCH_A, "deployment_id": DEP_A, "every": 60.0, "cron": None, "tz": "UTC",
+        "subject": "tick", "payload": {"n": 1}, "next_due": 1767225660.0,
+        "created_at": 1767225600.0, **extra,
+    }  # fmt: skip
+
+
+def test_schedule_add_sends_every_or_cron_with_the_json_payload(stub: Stub) -> None:
+    stub.routes["POST", SCHEDULES] = (201, a_schedule())
+    result = cli(stub, "schedule", "add", DEP_A, "--every", "60", "--subject", "tick",
+                 "--payload", '{"n": 1}')  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert (out["id"], out["every"], out["payload"]) == (SCH_A, "60.0", '{"n":1}')
+    assert out["next_due"] == "2026-01-01 00:01:00"
+    weekdays = ["--cron", "0 9 * * 1-5", "--tz", "Europe/Paris"]
+    assert cli(stub, "schedule", "add", DEP_A, *weekdays).exit_code == 0
+    assert stub.requests == [
+        ("POST", SCHEDULES, {"subject": "tick", "every": 60.0, "payload": {"n": 1}}),
+        ("POST", SCHEDULES, {"subject": "", "cron": "0 9 * * 1-5", "tz": "Europe/Paris"}),
+    ]
+
+
+def test_schedule_add_refuses_a_payload_that_is_not_json(stub: Stub) -> None:
+    result = cli(stub, "schedule", "add", DEP_A, "--every", "60", "--payload", "{n: 1}")
+    assert result.exit_code == 2 and "--payload" in result.output
+    assert stub.requests == []
+
+
+def test_schedule_add_that_the_hub_refuses_exits_1_with_its_reason(stub: Stub) -> None:
+    stub.routes["POST", SCHEDULES] = (
+        422,
+        {"status": "error", "reason": "invalid_schedule", "detail": "unknown time zone 'Mars'"},
+    )
+    result = cli(stub, "schedule", "add", DEP_A, "--cron", "* * * * *", "--tz", "Mars")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: invalid_schedule: unknown time zone 'Mars'"
+
+
+def test_schedule_list_prints_a_table_and_remove_names_the_schedule(stub: Stub) -> None:
+    cron = a_schedule(id="sch_" + "5" * 26, every=None, cron="0 9 * * 1-5", tz="Europe/Paris")
+    stub.routes["GET", SCHEDULES] = (200, {"schedules": [a_schedule(), cron]})
+    stub.routes["DELETE", f"{SCHEDULES}/{SCH_A}"] = (200, a_schedule())
+    result = cli(stub, "schedule", "list", DEP_A)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["ID", "WHEN", "SUBJECT", "NEXT", "DUE"]
+    assert lines[1].split()[:3] == [SCH_A, "every", "60s"]
+    assert "cron 0 9 * * 1-5 (Europe/Paris)" in lines[2]
+    result = cli(stub, "schedule", "remove", DEP_A, SCH_A)
+    assert result.exit_code == 0 and SCH_A in result.stdout
+    assert stub.requests[-1] == ("DELETE", f"{SCHEDULES}/{SCH_A}", None)
+    missing = cli(stub, "schedule", "remove", DEP_A, "sch_nothing")
+    assert missing.exit_code == 1 and "not_found" in missing.stderr
