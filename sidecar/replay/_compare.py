@@ -1,7 +1,6 @@
-"""What a replayed handler call did, and how it is compared with what the run
-recorded for the item: the steps it took, then an error on one side, then
-its state, its effects and the run's end; the first of these that differs
-is the item's difference.
+"""How a replayed handler call is compared with what the run recorded for its
+item: its steps, an error on one side, its state, its effects and the run's
+end, in that order; the first that differs is the item's difference.
 
 Effects are compared in order, by what the handler asked for: a mail's
 recipient, subject and body; a spawn's entrypoint and input; an approval's
