@@ -3,18 +3,19 @@ returns (or raises) what the run recorded without calling its function, and
 the steps differ where the new code takes one the run never took, takes them
 in another order or leaves one out; timers, cancelled timers and approvals
 that expire are effects, a timer's due time compared only when it is no
-delay from the clock."""
+delay from the clock; a timer's own item reaches the handler as it fired."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from runtime import RecordedEffect, RecordedEnd, ReplayItem, ReplayJob, ReplayReport, new_id
 from runtime.sidecar_contract import Recorded
-from runtime.wire import StepRecorded
+from runtime.wire import TIMER_KIND, StepRecorded, TimerFired
 from sidecar.replay import replay
 
 pytestmark = pytest.mark.anyio
@@ -286,3 +287,17 @@ async def test_another_cancelled_timer_is_a_difference_of_effects(tmp_path: Path
     assert difference is not None and (difference.step, difference.what) == (2, "effects")
     assert difference.recorded == {"effects": [{"kind": "timer_cancel", "name": "remind"}]}
     assert difference.replayed == {"effects": [{"kind": "timer_cancel", "name": "x"}]}
+
+
+async def test_a_timer_item_is_handed_to_the_handler_as_it_fired(tmp_path: Path) -> None:
+    source = """
+async def main(ctx, item):
+    ctx.state["woken"] = [item.kind, item.name, item.payload, item.fired_at - item.due_at]
+"""
+    fired = TimerFired(name="remind", due_at=100.0, fired_at=160.0, payload={"n": 1})
+    woken = item(1, {"woken": ["timer", "remind", {"n": 1}, 60.0]})
+    woken.kind, woken.subject, woken.body = TIMER_KIND, "remind", msgspec.json.encode(fired)
+    assert (await run(tmp_path, source, [woken])).differs is False
+    woken.recorded.state = {"woken": ["timer", "remind", {"n": 2}, 60.0]}
+    report = await run(tmp_path, source, [woken])
+    assert report.difference is not None and report.difference.what == "state"
