@@ -14,11 +14,11 @@ returns (or raises) what the run recorded for the item.
 
 After each item its steps, its state, its effects and the run's end are
 compared with what the run recorded (:mod:`._compare`); the first item
-where they differ ends the replay. A
-``resume`` item is skipped (it never reached a handler and changed nothing),
-as is a ``cancel`` that terminated its run; any other ``cancel`` is replayed,
-its end not compared (the run ended cancelled whatever the call said);
-a parked item is replayed like a failed one: the recorded run raised on it.
+where they differ ends the replay. A ``resume`` item is skipped (it never
+reached a handler and changed nothing), as is a ``cancel`` that terminated
+its run; any other ``cancel`` is replayed, its end not compared (the run
+ended cancelled whatever the call said); a parked item is replayed like a
+failed one: the recorded run raised on it.
 The answer is one JSON document on stdout: a :class:`ReplayReport` (exit 0), or a
 :class:`ReplayFailureReport` (exit 1) when the code does not load, ``migrate_state``
 fails, or the job is unreadable. Whatever the workflow code prints goes to
