@@ -105,9 +105,10 @@ def replay(
     """Re-execute RUN's recorded items against the code in FILE, without effects.
 
     Starts from the run's recorded state and reports the first item where the
-    new code's state, effects or end differ from what the run recorded. Sends,
-    spawns and approvals are recorded, not performed. Only the items the hub
-    still holds can be replayed (docs/replay.md). Exit 0: no difference;
+    new code's steps, state, effects or end differ from what the run recorded.
+    Sends, spawns, approvals and timers are recorded, not performed; steps
+    return what the run recorded, uncalled. Only the items the hub still
+    holds can be replayed (docs/replay.md). Exit 0: no difference;
     1: a difference; 2: an error."""
     try:
         source = file.read_text(encoding="utf-8")

@@ -9,15 +9,16 @@ from typing import Any
 
 import msgspec
 
-from ..wire import DispatchOutcome
+from ..wire import DispatchOutcome, StepRecorded
 
 REPLAY_ITEM_TIMEOUT = 30.0
 """Seconds one handler call of a replay may take before it counts as raised."""
 
 
 class RecordedEffect(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One effect a handler call asked for: ``mail`` (ctx.send), ``spawn`` or
-    ``approval`` (ctx.request_approval)."""
+    """One effect a handler call asked for: ``mail`` (ctx.send), ``spawn``,
+    ``approval`` (ctx.request_approval), ``timer`` (ctx.set_timer) or
+    ``timer_cancel`` (ctx.cancel_timer)."""
 
     kind: str
     to: str = ""
@@ -29,6 +30,17 @@ class RecordedEffect(msgspec.Struct, kw_only=True, omit_defaults=True):
     child_run_id: str = ""
     """The child the hub minted: replay hands the same ids out again, so a
     state that holds one compares equal."""
+    name: str = ""
+    """A timer's name (``timer``, ``timer_cancel``)."""
+    payload: Any = None
+    """A timer's payload."""
+    due_at: float | None = None
+    """When a timer is due (epoch seconds). None on a replayed timer set with
+    ``after=``: a delay from the clock at the call, whose due time is not
+    compared."""
+    expires: bool = False
+    """An approval asked with a timeout: only that it expires is compared,
+    its expiry depending on the clock at the call."""
 
 
 class RecordedEnd(msgspec.Struct, kw_only=True):
@@ -60,6 +72,9 @@ class ReplayItem(msgspec.Struct, kw_only=True):
     step: int = 0
     version: int = 0
     recorded: Recorded
+    steps: list[StepRecorded] = msgspec.field(default_factory=list)
+    """The steps (``ctx.step``) the run recorded for this dispatch, in their
+    index order: replay returns their results instead of calling them."""
 
 
 class ReplayJob(msgspec.Struct, kw_only=True):
@@ -82,7 +97,9 @@ class ReplayDifference(msgspec.Struct, kw_only=True):
     dispatch_id: str
     kind: str
     what: str
-    """``state``, ``effects``, ``end`` or ``error`` (one side raised)."""
+    """``state``, ``effects``, ``end``, ``steps`` (a step taken that the run
+    never took, one at another place, or one it took left out) or ``error``
+    (one side raised)."""
     recorded: dict[str, Any]
     replayed: dict[str, Any]
 

@@ -6,17 +6,19 @@ process, with one :class:`ReplayJob` as JSON on stdin. The job's sources are
 written to a temporary directory and loaded like a sidecar loads them; each
 item is built and handed to the handler with the code a sidecar uses
 (``item_of``, :class:`Context`), starting from the recorded start state.
-Effects are never performed: a handler's sends, spawns and approval
-requests only become events in ``ctx.events`` (a sidecar ships them after
+Effects are never performed: a handler's sends, spawns, approval requests
+and timers only become events in ``ctx.events`` (a sidecar ships them after
 its commit, and there is none here), and ``spawn`` gets the child ids the
-run recorded, in order, instead of asking the hub.
+run recorded, in order, instead of asking the hub. No step is called: each
+returns (or raises) what the run recorded for the item.
 
-After each item its state, its effects and the run's end are compared with
-what the run recorded; the first item where they differ ends the replay. A
-``resume`` item is skipped (it never reached a handler and changed nothing),
-as is a ``cancel`` that terminated its run; any other ``cancel`` is replayed,
-its end not compared (the run ended cancelled whatever the call said);
-a parked item is replayed like a failed one: the recorded run raised on it.
+After each item its steps, its state, its effects and the run's end are
+compared with what the run recorded (:mod:`._compare`); the first item
+where they differ ends the replay. A ``resume`` item is skipped (it never
+reached a handler and changed nothing), as is a ``cancel`` that terminated
+its run; any other ``cancel`` is replayed, its end not compared (the run
+ended cancelled whatever the call said); a parked item is replayed like a
+failed one: the recorded run raised on it.
 The answer is one JSON document on stdout: a :class:`ReplayReport` (exit 0), or a
 :class:`ReplayFailureReport` (exit 1) when the code does not load, ``migrate_state``
 fails, or the job is unreadable. Whatever the workflow code prints goes to
@@ -29,6 +31,7 @@ sidecar gets (less the NATS URL) and a temporary working directory
 
 from __future__ import annotations
 
+import datetime
 import logging
 from pathlib import Path
 from typing import Any
@@ -38,11 +41,6 @@ import msgspec
 
 from runtime import (
     RESUME_KIND,
-    ApprovalRequested,
-    ChildRunStarted,
-    DispatchOutcome,
-    Event,
-    MailSent,
     RecordedEffect,
     RecordedEnd,
     ReplayFailureReport,
@@ -51,7 +49,6 @@ from runtime import (
     ReplayReport,
     Sources,
 )
-from runtime.sidecar_contract import ReplayDifference
 from runtime.wire import CANCEL_KIND
 
 from .._errors import EntrypointError, WorkflowLoadError
@@ -68,6 +65,7 @@ from ..execution import (
     state_snapshot,
 )
 from ..storage import Envelope
+from ._compare import Call, difference, effect_of
 
 log = logging.getLogger("mailrun.replay")
 
@@ -103,64 +101,32 @@ class _RecordedChildren:
         return derived_id("run", f"replay:{request_id}")
 
 
-class _Call(msgspec.Struct, kw_only=True):
-    """What one handler call did."""
+class _ReplayContext(Context):
+    """A handler's ``ctx`` in a replay: steps return what the run recorded
+    (no recorder: a step without a record raises ``StepNotRecorded``), and
+    the timers set ``after=`` a delay are noted, their due time being the
+    clock's at the call."""
 
-    state: dict[str, Any]
-    effects: list[RecordedEffect]
-    end: RecordedEnd | None
-    raised: str | None = None
+    def __init__(self, item: ReplayItem, **kwargs: Any) -> None:
+        super().__init__(**kwargs, steps={s.name: s for s in item.steps}, recorder=None)
+        self.relative: set[str] = set()
+        """The event ids of the timers set ``after=`` a delay."""
 
-
-def _canonical(value: Any) -> bytes:
-    """One encoding per JSON value (keys sorted), so equal values compare equal
-    however the handler ordered them, and ``True`` never equals ``1``."""
-    return msgspec.json.encode(value, order="sorted")
-
-
-def _effect_of(event: Event) -> RecordedEffect | None:
-    if isinstance(event, MailSent):
-        return RecordedEffect(kind="mail", to=event.to, subject=event.subject, body=event.body)
-    if isinstance(event, ChildRunStarted):
-        return RecordedEffect(
-            kind="spawn",
-            entrypoint=event.entrypoint,
-            input=event.input,
-            child_run_id=event.child_run_id,
-        )
-    if isinstance(event, ApprovalRequested):
-        return RecordedEffect(kind="approval", prompt=event.prompt)
-    return None
+    def set_timer(
+        self,
+        name: str,
+        *,
+        after: float | datetime.timedelta | None = None,
+        at: float | datetime.datetime | None = None,
+        payload: Any = None,
+    ) -> float:
+        due_at = super().set_timer(name, after=after, at=at, payload=payload)
+        if after is not None:
+            self.relative.add(self.events[-1].event_id)
+        return due_at
 
 
-def _effect_key(effect: RecordedEffect) -> tuple[Any, ...]:
-    """What makes two effects the same (event ids, times and child ids aside)."""
-    if effect.kind == "mail":
-        return ("mail", effect.to, effect.subject, effect.body)
-    if effect.kind == "spawn":
-        return ("spawn", effect.entrypoint, _canonical(effect.input))
-    return (effect.kind, effect.prompt)
-
-
-def _effect_view(effect: RecordedEffect) -> dict[str, Any]:
-    """An effect as the report shows it: a mail body as text."""
-    if effect.kind == "mail":
-        body = effect.body.decode("utf-8", errors="replace")
-        return {"kind": "mail", "to": effect.to, "subject": effect.subject, "body": body}
-    if effect.kind == "spawn":
-        return {"kind": "spawn", "entrypoint": effect.entrypoint, "input": effect.input}
-    return {"kind": effect.kind, "prompt": effect.prompt}
-
-
-def _end_view(end: RecordedEnd | None) -> dict[str, Any] | None:
-    if end is None:
-        return None
-    if end.kind == "completed":
-        return {"kind": "completed", "result": end.result}
-    return {"kind": end.kind, "error": end.error}
-
-
-async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[str, Any]) -> _Call:
+async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[str, Any]) -> Call:
     assert item.body is not None
     envelope = Envelope(
         dispatch_id=item.dispatch_id,
@@ -173,7 +139,8 @@ async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[
         subject=item.subject,
         body=item.body,
     )
-    ctx = Context(
+    ctx = _ReplayContext(
+        item,
         run_id=job.run_id,
         deployment_id=job.deployment_id,
         dispatch_id=item.dispatch_id,
@@ -191,9 +158,10 @@ async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[
             raised = f"{type(exc).__name__}: {exc}"
     if scope.cancelled_caught:
         raised = f"HandlerTimeout: handler did not return within {job.item_timeout:g}s"
+    steps, moved = list(ctx.steps.names), bool(ctx.steps.moved)
     if raised is not None:
-        return _Call(state=state, effects=[], end=None, raised=raised)
-    effects = [e for e in map(_effect_of, ctx.events) if e is not None]
+        return Call(state=state, effects=[], end=None, raised=raised, steps=steps, moved=moved)
+    effects = [e for e in (effect_of(ev, ctx.relative) for ev in ctx.events) if e is not None]
     end = None
     if item.kind == CANCEL_KIND:
         pass  # the run ended cancelled whatever the call said: not compared
@@ -201,7 +169,7 @@ async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[
         end = RecordedEnd(kind="completed", result=ctx.result)
     elif ctx.failed:
         end = RecordedEnd(kind="failed", error=ctx.error)
-    return _Call(state=after, effects=effects, end=end)
+    return Call(state=after, effects=effects, end=end, steps=steps, moved=moved)
 
 
 def _terminates(item: ReplayItem) -> bool:
@@ -218,45 +186,6 @@ def _checked_state(state: object) -> dict[str, Any]:
     """The state as the sidecar would commit it (else the call fails, as it
     does in a sidecar), decoded back: a copy the next item may change."""
     return state_snapshot(state).take()
-
-
-def _difference(item: ReplayItem, call: _Call) -> ReplayDifference | None:
-    recorded = item.recorded
-    what: str | None = None
-    before: dict[str, Any] = {}
-    after: dict[str, Any] = {}
-    failed = recorded.outcome in (DispatchOutcome.FAILED, DispatchOutcome.PARKED)
-    if call.raised is not None:
-        if not failed:
-            what = "error"
-            before = {"outcome": recorded.outcome, "state": recorded.state}
-            after = {"raised": call.raised}
-    elif failed:
-        what = "error"
-        before = {"outcome": recorded.outcome, "error": recorded.end.error if recorded.end else ""}
-        after = {"outcome": DispatchOutcome.PROCESSED.value, "state": call.state}
-    elif _canonical(call.state) != _canonical(recorded.state):
-        what, before, after = "state", {"state": recorded.state}, {"state": call.state}
-    elif [_effect_key(e) for e in call.effects] != [_effect_key(e) for e in recorded.effects]:
-        what = "effects"
-        before = {"effects": [_effect_view(e) for e in recorded.effects]}
-        after = {"effects": [_effect_view(e) for e in call.effects]}
-    else:
-        # A cancellation is not the handler's doing (a parent ended): not compared.
-        end = recorded.end if recorded.end and recorded.end.kind != "cancelled" else None
-        if _canonical(_end_view(call.end)) != _canonical(_end_view(end)):
-            what, before, after = "end", {"end": _end_view(end)}, {"end": _end_view(call.end)}
-    if what is None:
-        return None
-    return ReplayDifference(
-        step=item.step,
-        seq=item.seq,
-        dispatch_id=item.dispatch_id,
-        kind=item.kind,
-        what=what,
-        recorded=before,
-        replayed=after,
-    )
 
 
 # --- the replay ---------------------------------------------------------------
@@ -311,9 +240,9 @@ async def replay(job: ReplayJob, src_dir: Path) -> ReplayReport:
         report.replayed += 1
         report.first_step = item.step if report.first_step is None else report.first_step
         report.last_step = item.step
-        difference = _difference(item, call)
-        if difference is not None:
-            report.differs, report.difference = True, difference
+        differs = difference(item, call)
+        if differs is not None:
+            report.differs, report.difference = True, differs
             break
         state = call.state
     return report

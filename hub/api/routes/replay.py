@@ -1,6 +1,6 @@
 """``POST /runs/{id}/replay``: a run's recorded items through new code, with
-no effects, and the first item where the new code's state or effects differ
-from what the run recorded (docs/replay.md).
+no effects, and the first item where the new code's steps, state or effects
+differ from what the run recorded (docs/replay.md).
 
 The body is ``{source | files, entrypoint?}``, checked like a deployment's
 code. The entrypoint defaults to the run's own: a child run's recorded

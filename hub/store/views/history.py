@@ -1,16 +1,12 @@
 """A run's recorded history, as replay reads it: the items the run processed,
-in its order, each with the state, effects and end it recorded.
+in its order, each with the state, effects, steps and end it recorded.
 
 Only what the store still holds can be read (hub.md, "Retention"): the
 run's latest ``run_history`` events keep their payload, and a processed
 dispatch keeps its inline body (at most ``INLINE_BODY_LIMIT``) while its
 DispatchProcessed does. So:
 
-- The sidecar commits each item's events together, in this order:
-  ``[RunStarted]``, the effects (MailSent, ChildRunStarted,
-  ApprovalRequested), DispatchProcessed, ``[RunCompleted | RunFailed]``.
-  Effects belong to the DispatchProcessed after them, an end to the one
-  before it.
+- Its events go with the item they belong to (:mod:`.grouping`).
 - The events that keep their payload are the run's latest ones. If its
   RunStarted is among them the history starts at the beginning, from ``{}``;
   otherwise the oldest item held (whose effects may be gone) only gives the
@@ -26,33 +22,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from runtime import (
-    ApprovalRequested,
-    ChildRunStarted,
-    DispatchOutcome,
-    DispatchProcessed,
-    Event,
-    FrameDecodeError,
-    FrameDecoder,
-    MailSent,
-    RecordedEffect,
-    RecordedEnd,
-    ReplayItem,
-    RunCancelled,
-    RunCompleted,
-    RunFailed,
-    RunStarted,
-)
+from runtime import DispatchOutcome, Event, FrameDecodeError, FrameDecoder, ReplayItem
 from runtime.sidecar_contract import Recorded
 from runtime.wire import INLINE_BODY_LIMIT
 
 from ..._errors import UnknownRun
 from ..sql import Row, Tx, json_array, sql
+from .grouping import Group, Grouped, group_events
 
 log = logging.getLogger("mailrun.hub.history")
 
@@ -97,21 +77,6 @@ class RunHistory(msgspec.Struct, kw_only=True):
         return sum(1 for item in self.items if item.body is not None)
 
 
-@dataclass
-class _Group:
-    """One DispatchProcessed with the events of its handler call."""
-
-    processed: DispatchProcessed
-    effects: list[RecordedEffect]
-    end: RecordedEnd | None = None
-
-
-@dataclass
-class _Grouped:
-    started: bool = False
-    groups: list[_Group] = field(default_factory=list)
-
-
 _decoder: FrameDecoder[Event] = FrameDecoder(Event)
 
 
@@ -148,56 +113,6 @@ def _decoded(run_id: str, payloads: Iterable[bytes]) -> Iterable[Event]:
             log.warning("run %s: an event of its history does not decode: %s", run_id, exc)
 
 
-def group_events(events: Iterable[Event]) -> _Grouped:
-    """Each DispatchProcessed with its effects and end, in the order given
-    (the order the hub ingested them in)."""
-    grouped = _Grouped()
-    effects: list[RecordedEffect] = []
-    seen: set[str] = set()
-    for event in events:
-        if isinstance(event, RunStarted):
-            grouped.started = True
-        elif isinstance(event, MailSent):
-            effects.append(
-                RecordedEffect(kind="mail", to=event.to, subject=event.subject, body=event.body)
-            )
-        elif isinstance(event, ChildRunStarted):
-            effects.append(
-                RecordedEffect(
-                    kind="spawn",
-                    entrypoint=event.entrypoint,
-                    input=event.input,
-                    child_run_id=event.child_run_id,
-                )
-            )
-        elif isinstance(event, ApprovalRequested):
-            effects.append(RecordedEffect(kind="approval", prompt=event.prompt))
-        elif isinstance(event, DispatchProcessed):
-            if event.dispatch_id not in seen:
-                seen.add(event.dispatch_id)
-                grouped.groups.append(_Group(event, effects))
-            # Else the same item processed again (a new owner after a takeover):
-            # the first processing is the one the hub applied.
-            effects = []
-        elif isinstance(event, RunCompleted | RunFailed | RunCancelled) and grouped.groups:
-            last = grouped.groups[-1]
-            if last.end is None:
-                last.end = _end(event)
-    if all(g.processed.step > 0 for g in grouped.groups):
-        # The run's processing order (an approval decision overtakes the items
-        # its gate held); an older sidecar sends no step: ingestion order.
-        grouped.groups.sort(key=lambda g: g.processed.step)
-    return grouped
-
-
-def _end(event: RunCompleted | RunFailed | RunCancelled) -> RecordedEnd:
-    if isinstance(event, RunCompleted):
-        return RecordedEnd(kind="completed", result=event.result)
-    if isinstance(event, RunFailed):
-        return RecordedEnd(kind="failed", error=event.error)
-    return RecordedEnd(kind="cancelled", error=event.reason)
-
-
 def _dispatches(tx: Tx, run_id: str, ids: list[str]) -> dict[str, Row]:
     if not ids:
         return {}
@@ -205,11 +120,11 @@ def _dispatches(tx: Tx, run_id: str, ids: list[str]) -> dict[str, Row]:
     return {str(r["id"]): r for r in rows}
 
 
-def _step(group: _Group) -> int:
+def _step(group: Group) -> int:
     return group.processed.step or group.processed.seq or 0
 
 
-def _arrange(history: RunHistory, grouped: _Grouped, dispatches: dict[str, Row]) -> None:
+def _arrange(history: RunHistory, grouped: Grouped, dispatches: dict[str, Row]) -> None:
     groups = grouped.groups
     if not grouped.started:
         if not groups:
@@ -265,6 +180,7 @@ def _arrange(history: RunHistory, grouped: _Grouped, dispatches: dict[str, Row])
                     effects=group.effects,
                     end=group.end,
                 ),
+                steps=grouped.steps_of(processed.dispatch_id),
             )
         )
 

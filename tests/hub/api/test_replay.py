@@ -1,6 +1,7 @@
 """``POST /runs/{id}/replay`` against a real store and a real scratch process
-(``python -m sidecar.replay``): the report, and each way it is refused. The
-run's history is written the way ingestion writes it (``record``)."""
+(``python -m sidecar.replay``): the report, and each way it is refused; the
+steps a run recorded reach the scratch process, which calls none of them.
+The run's history is written the way ingestion writes it (``record``)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from runtime import (
     new_id,
 )
 from runtime.sidecar_contract import SIDECAR_PASS_ENV
+from runtime.wire import StepRecorded
 
 from .harness import Api, api, assert_error
 
@@ -121,6 +123,69 @@ async def test_a_replay_is_refused_for_a_run_code_or_history_it_cannot_use(
         await hub.deploy("idle", source=V1)
         fresh = (await hub.send("idle@mailrun.local")).json()["run_id"]
         assert_error(await replay(hub, fresh, source=V1), 409, "nothing_to_replay")
+
+
+STEPS = """
+from pathlib import Path
+
+
+def append(word):
+    with Path({log!r}).open("a") as f:
+        f.write(word + "\\n")
+    return word.upper()
+
+
+async def main(ctx, item):
+    got = [await ctx.step(name, append, name) for name in {names!r}]
+    ctx.state.setdefault("got", []).append(got)
+"""
+
+
+@pytest.mark.slow  # real scratch processes (python -m sidecar.replay)
+async def test_the_recorded_steps_reach_the_replay_which_calls_none(tmp_path: Path) -> None:
+    log = tmp_path / "steps.log"
+    async with api(tmp_path) as hub:
+        await hub.deploy("flow", source=V1)
+        receipts = [(await hub.send("flow@mailrun.local", subject=s)).json() for s in ("a", "b")]
+        run_id = str(receipts[0]["run_id"])
+        events: list[Event] = [RunStarted(event_id=new_id("evt"), run_id=run_id)]
+        for step, receipt in enumerate(receipts, start=1):
+            for index, name in enumerate(("charge", "ship"), start=1):
+                events.append(
+                    StepRecorded(
+                        event_id=new_id("evt"),
+                        run_id=run_id,
+                        dispatch_id=receipt["dispatch_id"],
+                        name=name,
+                        index=index,
+                        result=name.upper(),
+                    )
+                )
+            events.append(
+                DispatchProcessed(
+                    event_id=new_id("evt"),
+                    run_id=run_id,
+                    dispatch_id=receipt["dispatch_id"],
+                    seq=receipt["seq"],
+                    step=step,
+                    state={"got": [["CHARGE", "SHIP"]] * step},
+                )
+            )
+        await record(hub, run_id, *events)
+
+        same = await replay(
+            hub, run_id, source=STEPS.format(log=str(log), names=["charge", "ship"])
+        )
+        assert same.status_code == 200, same.text
+        assert (same.json()["differs"], same.json()["replayed"]) == (False, 2)
+        renamed = STEPS.format(log=str(log), names=["charge", "deliver"])
+        other = await replay(hub, run_id, source=renamed)
+        assert other.status_code == 200, other.text
+        difference = other.json()["difference"]
+        assert (difference["step"], difference["what"]) == (1, "steps")
+        assert difference["recorded"] == {"steps": ["charge", "ship"]}
+        assert difference["replayed"] == {"steps": ["charge", "deliver"]}
+    assert not log.exists()  # no step was called, by either replay
 
 
 async def test_a_job_built_from_the_history_reads_back_whole(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 events a scripted sidecar sends through the hub's real ingestion: effects
 go with the item after them and an end with the item before it; the start
 is the beginning while RunStarted is held, else the oldest item held; an
-item whose body is gone is kept without one; a refused item stops it."""
+item whose body is gone is kept without one; a refused item stops it. A
+step's record goes with the dispatch it names, wherever it was ingested."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from runtime import (
     RunStarted,
     new_id,
 )
-from runtime.wire import INLINE_BODY_LIMIT
+from runtime.wire import INLINE_BODY_LIMIT, StepRecorded, TimerCancelled, TimerSet
 from tests.support.store import execute
 from tests.support.wire import Hub, Sidecar, accept, owned, running_hub, send
 
@@ -202,3 +203,59 @@ async def test_the_entrypoint_is_a_child_runs_own_else_the_active_versions(
             hub.store, "UPDATE workflow_run SET entrypoint = 'flow:child' WHERE id = ?", r1.run_id
         )
         assert (await history_of(hub, r1.run_id)).entrypoint == "flow:child"
+
+
+def step(run_id: str, dispatch_id: str, name: str, index: int, result: object) -> StepRecorded:
+    return StepRecorded(
+        event_id=new_id("evt"),
+        run_id=run_id,
+        dispatch_id=dispatch_id,
+        name=name,
+        index=index,
+        result=result,
+    )
+
+
+async def test_steps_go_with_their_dispatch_and_timers_are_effects(tmp_path: Path) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1, r2, r3) = await owned(hub, 3)
+        run, d1, d2 = r1.run_id, r1.dispatch_id, r2.dispatch_id
+        await ship(car, RunStarted(event_id=new_id("evt"), run_id=run))
+        # Recorded as each step returned, before the item committed; they
+        # come in index order, whatever order they were ingested in.
+        await ship(
+            car, step(run, d1, "ship", 2, "shipped"), step(run, d1, "charge", 1, {"id": "ch_1"})
+        )
+        timer = TimerSet(
+            event_id=new_id("evt"), run_id=run, name="remind", due_at=2e9, payload={"n": 1}
+        )
+        await ship(car, timer, processed(run, d1, 1, 1))
+        # A new owner that had not seen the first record took the step again.
+        await ship(car, step(run, d2, "charge", 1, "first"), step(run, d2, "charge", 1, "again"))
+        asked = ApprovalRequested(
+            event_id=new_id("evt"), run_id=run, approval_id="apr_1", prompt="ok?", expires_at=3e9
+        )
+        cancelled = TimerCancelled(event_id=new_id("evt"), run_id=run, name="remind")
+        await ship(car, cancelled, asked, processed(run, d2, 2, 2))
+        await ship(car, processed(run, r3.dispatch_id, 3, 3))
+
+        history = await history_of(hub, run)
+        steps = [[(s.name, s.index, s.result) for s in i.steps] for i in history.items]
+        assert steps == [
+            [("charge", 1, {"id": "ch_1"}), ("ship", 2, "shipped")],
+            [("charge", 1, "first")],
+            [],
+        ]
+        assert all(s.dispatch_id == i.dispatch_id for i in history.items for s in i.steps)
+        effects = [
+            [(e.kind, e.name, e.payload, e.due_at, e.prompt, e.expires) for e in i.recorded.effects]
+            for i in history.items
+        ]
+        assert effects == [
+            [("timer", "remind", {"n": 1}, 2e9, "", False)],
+            [
+                ("timer_cancel", "remind", None, None, "", False),
+                ("approval", "", None, None, "ok?", True),
+            ],
+            [],
+        ]
