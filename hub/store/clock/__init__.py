@@ -24,7 +24,6 @@ from .timers import cancel_timer as cancel_timer
 from .timers import claim_timers as claim_timers
 from .timers import count_timers as count_timers
 from .timers import drop_deployment_timers as drop_deployment_timers
-from .timers import drop_expiries as drop_expiries
 from .timers import drop_run_timers as drop_run_timers
 from .timers import due_timers as due_timers
 from .timers import earliest_timer_due as earliest_timer_due
@@ -47,7 +46,6 @@ __all__ = [
     "claim_timers",
     "count_timers",
     "drop_deployment_timers",
-    "drop_expiries",
     "drop_run_timers",
     "drop_schedules",
     "due_schedules",

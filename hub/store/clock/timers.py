@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from ..sql import Tx, json_array, sql
-from .schema import APPROVAL_EXPIRY, TIMER_KIND
+from .schema import TIMER_KIND
 
 
 class DueTimer(NamedTuple):
@@ -54,10 +54,6 @@ _DROP_RUNS = sql(
 )
 _DROP_DEPLOYMENT = sql("DELETE FROM timer WHERE deployment_id = ?")
 # A decided approval's expiry, found through its run (the unique index).
-_DROP_EXPIRY = sql(
-    "DELETE FROM timer WHERE run_id = (SELECT run_id FROM approval WHERE id = ?1)"
-    " AND kind = ?2 AND name = ?1"
-)
 _EARLIEST = sql("SELECT MIN(due_at) FROM timer")
 # Due order; a tie by the order they were set in, then by id (stable).
 _DUE = sql(
@@ -111,11 +107,6 @@ def drop_run_timers(tx: Tx, run_ids: Iterable[str]) -> None:
 def drop_deployment_timers(tx: Tx, deployment_id: str) -> None:
     """Drop every pending timer of the deployment: it is deleted."""
     tx.execute(_DROP_DEPLOYMENT, (deployment_id,))
-
-
-def drop_expiries(tx: Tx, approval_ids: Iterable[str]) -> None:
-    """Drop the expiry of each of ``approval_ids``: they are decided."""
-    tx.execute_many(_DROP_EXPIRY, [(a, APPROVAL_EXPIRY) for a in approval_ids])
 
 
 def earliest_timer_due(tx: Tx) -> float | None:
