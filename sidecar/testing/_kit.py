@@ -1,0 +1,409 @@
+"""WorkflowTest: a workflow under test, in process, on the sidecar's own
+runs over a real inbox, with the hub's part played in memory and a clock
+that moves only when the test says.
+
+The handler code path is the sidecar's: :class:`~sidecar.execution.Runs`
+and its run actors over an :class:`~sidecar.storage.Inbox` on a temporary
+SQLite file, so the same ``ctx``, size limits, errors, approval gates and
+failure policy apply. What the kit does itself is the hub's part
+(``_hub``): it writes the items into the inbox as the sidecar's delivery
+does, reads the events the run actors commit to the outbox, applies them
+and acknowledges them as the shipper's hub would, until nothing moves.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import msgspec
+
+from runtime import Event, FrameDecoder, Sources, new_id
+from runtime.config import DEFAULT_MAIL_DOMAIN
+from runtime.loops import StackedContext
+from runtime.schedules import ScheduleSpec
+from runtime.sqlite import Synchronous
+from runtime.wire import CANCEL_KIND, RESUME_KIND, SCHEDULE_KIND, FailurePolicy, ScheduleFired
+
+from .._errors import EntrypointError
+from ..execution import Handler, Runs, RunsConfig, load_workflow, resolve_entrypoint
+from ..storage import Inbox
+from ._clock import Clock, KitSchedule, next_due, no_wait
+from ._errors import NotSettled, UnknownApproval
+from ._faults import StepFaults
+from ._hub import KitHub
+from ._views import Delivered, PendingApproval, PendingTimer, RunView, SentMail
+
+_events: FrameDecoder[Any] = FrameDecoder(Event)
+
+
+class WorkflowTest(StackedContext):
+    """``async with WorkflowTest(main) as wf:`` feed items, skip time, read
+    what the runs did. Every feeding call returns once the workflow is at
+    rest: every item it led to processed, every event applied."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        children: Mapping[str, Handler] | Callable[[str], Handler] | None = None,
+        *,
+        name: str = "flow",
+        domain: str = DEFAULT_MAIL_DOMAIN,
+        start: float | None = None,
+        max_attempts: int = 5,
+        on_failure: str = "suspend",
+        handler_timeout: float = 30.0,
+        patience: float = 10.0,
+        path: Path | None = None,
+    ) -> None:
+        """``handler``: the deployment's entrypoint; ``children``: a child
+        run's handler by its entrypoint (``{"flow:child": child}``), or how to
+        find it (default: the attribute after the colon in ``handler``'s
+        module). ``start``: the kit clock's first reading (epoch seconds;
+        default now). ``max_attempts`` and ``on_failure`` are the
+        deployment's failure policy. ``patience``: seconds a settle may take
+        before :class:`NotSettled`. ``path``: a directory for the inbox
+        (default a temporary one)."""
+        self.deployment_id = new_id("dep")
+        self.address = f"{name}@{domain}"
+        self.clock = Clock(start)
+        self.hub = KitHub(self.deployment_id, self.address)
+        self.faults = StepFaults()
+        self.waits: list[float] = []
+        """The step retry backoffs the handlers asked for (returned at once)."""
+        self.policy = FailurePolicy(
+            on_failure=on_failure,
+            max_attempts=max_attempts,
+            max_backoff=0.0,
+            handler_timeout=handler_timeout,
+        )
+        self._handler = handler
+        self._children = children
+        self._patience = patience
+        self._path = path
+        self._schedules: list[KitSchedule] = []
+        self._inbox: Inbox | None = None
+        self._runs: Runs | None = None
+
+    @classmethod
+    def from_sources(
+        cls, files: Mapping[str, str], entrypoint: str = "flow:main", **options: Any
+    ) -> WorkflowTest:
+        """The workflow as a deployment gives it: its files (``{path: text}``)
+        and its entrypoint, loaded the way the sidecar loads them."""
+        sources = Sources(entrypoint=entrypoint, files=dict(files))
+        deployment_id = new_id("dep")
+        src = Path(tempfile.mkdtemp(prefix="mailrun-kit-")) / "src"
+        handler = load_workflow(sources, src, deployment_id)
+        kit = cls(handler, lambda entry: resolve_entrypoint(deployment_id, entry), **options)
+        return kit
+
+    async def _open(self, stack: AsyncExitStack) -> None:
+        if self._path is None:
+            self._path = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="mailrun-kit-"))
+            )
+        inbox = await Inbox.open(self._path / "inbox.db", synchronous=Synchronous.NORMAL)
+        stack.push_async_callback(inbox.aclose)
+        config = RunsConfig(now=self.clock, sleep=self._no_wait, step_faults=self.faults)
+        runs = Runs(
+            inbox=inbox,
+            deployment_id=self.deployment_id,
+            handler=self._handler,
+            resolve=self._resolve,
+            minter=self,
+            config=config,
+        )
+        await runs.set_policy(self.policy)
+        self._inbox = inbox
+        self._runs = await stack.enter_async_context(runs)
+
+    # --- the hub's seams ----------------------------------------------------------
+
+    async def mint_child(self, parent_run_id: str, request_id: str) -> str:
+        return self.hub.mint_child(parent_run_id, request_id)
+
+    async def _no_wait(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await no_wait(seconds)
+
+    def _resolve(self, entrypoint: str) -> Handler:
+        found = self._children
+        if callable(found) and not isinstance(found, Mapping):
+            return found(entrypoint)
+        if found is not None and entrypoint in found:
+            return found[entrypoint]
+        _, _, attr = entrypoint.partition(":")
+        module = sys.modules.get(self._handler.__module__)
+        target = getattr(module, attr, None) if attr else None
+        if target is None or not inspect.iscoroutinefunction(target):
+            raise EntrypointError(f"child run entrypoint {entrypoint!r} is not known to the test")
+        handler: Handler = target
+        return handler
+
+    # --- feeding --------------------------------------------------------------------
+
+    async def mail(
+        self,
+        subject: str = "",
+        body: bytes | str = b"",
+        *,
+        sender: str | None = "someone@example.org",
+        message_id: str | None = None,
+        run: str | None = None,
+    ) -> Delivered:
+        """A mail to the deployment's address (its top-level run, or ``run``)."""
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        return await self._feed(
+            kind="mail",
+            run_id=run,
+            message_id=message_id,
+            sender=sender,
+            subject=subject,
+            body=data,
+        )
+
+    async def signal(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        run: str | None = None,
+        message_id: str | None = None,
+    ) -> Delivered:
+        """``POST /runs/{id}/signals``: ``payload`` as the body's JSON."""
+        body = b"" if payload is None else json.dumps(payload).encode()
+        return await self._feed(
+            kind="signal",
+            run_id=run or self.run().run_id,
+            message_id=message_id,
+            subject=name,
+            body=body,
+        )
+
+    async def approve(self, approval_id: str | None = None, *, run: str | None = None) -> Delivered:
+        return await self.decide("approve", approval_id, run=run)
+
+    async def reject(self, approval_id: str | None = None, *, run: str | None = None) -> Delivered:
+        return await self.decide("reject", approval_id, run=run)
+
+    async def decide(
+        self, decision: str, approval_id: str | None = None, *, run: str | None = None
+    ) -> Delivered:
+        """Decide an approval (default: the one ``run`` waits for). Raises
+        :class:`ApprovalDecided` when it was decided already or timed out,
+        as the hub answers 409 ``approval_decided``."""
+        if approval_id is None:
+            approval_id = self._only_approval(run)
+        delivered = self.hub.decide(approval_id, decision)
+        await self.settle()
+        return delivered
+
+    async def resume(self, run: str | None = None) -> Delivered:
+        """``mailrun resume``: a suspended run takes its held items again,
+        the one it failed on first."""
+        return await self._feed(kind=RESUME_KIND, run_id=self.run(run).run_id)
+
+    async def cancel(
+        self, run: str | None = None, reason: str = "", *, terminate: bool = False
+    ) -> Delivered:
+        """``mailrun cancel``: the handler sees a ``cancel`` item (none with
+        ``terminate``) and the run ends cancelled."""
+        body = msgspec.json.encode({"reason": reason, "terminate": terminate})
+        return await self._feed(
+            kind=CANCEL_KIND, run_id=self.run(run).run_id, subject=reason, body=body
+        )
+
+    async def _feed(self, **trigger: Any) -> Delivered:
+        delivered = self.hub.accept(**trigger)
+        await self.settle()
+        return delivered
+
+    def fail_step(self, name: str, error: BaseException, *, times: int | None = None) -> None:
+        """Make step ``name`` raise ``error`` instead of calling its function
+        (every call, or the next ``times``): its retries then run at once."""
+        self.faults.add(name, error, times)
+
+    def clear_step_faults(self, name: str | None = None) -> None:
+        self.faults.clear(name)
+
+    # --- time -----------------------------------------------------------------------
+
+    def schedule(
+        self,
+        *,
+        every: float | None = None,
+        cron: str | None = None,
+        tz: str = "UTC",
+        subject: str = "",
+        payload: Any = None,
+    ) -> str:
+        """Add a schedule of the deployment (as ``mailrun schedule add``): its
+        fires come as ``schedule`` items to the top-level run when time is
+        skipped past them. Returns its id; raises InvalidSchedule."""
+        spec = ScheduleSpec(every=every, cron=cron, tz=tz)
+        spec.check()
+        schedule_id = new_id("sch")
+        first = spec.first_due(self.clock.now)
+        self._schedules.append(KitSchedule(schedule_id, spec, subject, payload, first))
+        return schedule_id
+
+    def unschedule(self, schedule_id: str) -> None:
+        self._schedules = [s for s in self._schedules if s.schedule_id != schedule_id]
+
+    async def skip(self, seconds: float) -> None:
+        """Move the clock ``seconds`` on, firing what falls due on the way, in
+        due order, each processed to rest before the next."""
+        await self.advance_to(self.clock.now + seconds)
+
+    advance = skip
+
+    async def advance_to(self, when: float) -> None:
+        await self.settle()
+        while (due := next_due(self.hub, self._schedules, when)) is not None:
+            self.clock.move_to(due.at)
+            fired_at = self.clock.now
+            if due.kind == "timer":
+                self.hub.fire_timer(self.hub.timers[due.key], fired_at)
+            elif due.kind == "approval":
+                self.hub.time_out(due.key.approval_id)
+            else:
+                self._fire(due.key, fired_at)
+            await self.settle()
+        self.clock.move_to(when)
+
+    def _fire(self, schedule: KitSchedule, fired_at: float) -> None:
+        due_at = schedule.next_due
+        schedule.next_due = schedule.spec.next_due(due_at, fired_at)
+        top = self.hub.top
+        if top is not None and self.hub.runs[top].ended:
+            return  # refused at the hub: the top-level run takes no more items
+        body = ScheduleFired(
+            schedule_id=schedule.schedule_id,
+            due_at=due_at,
+            fired_at=fired_at,
+            subject=schedule.subject,
+            payload=schedule.payload,
+        )
+        self.hub.accept(
+            kind=SCHEDULE_KIND,
+            message_id=f"schedule:{schedule.schedule_id}:{due_at!r}",
+            subject=schedule.subject,
+            body=msgspec.json.encode(body),
+        )
+
+    # --- settling -------------------------------------------------------------------
+
+    async def settle(self) -> None:
+        """Until nothing moves: the accepted items written into the inbox and
+        processed, the committed events applied (which may accept more)."""
+        inbox, runs = self._live()
+        try:
+            with anyio.fail_after(self._patience):
+                while True:
+                    if new := self.hub.take():
+                        await inbox.store(new)
+                        runs.kick()
+                    await self._idle(inbox, runs)
+                    if not await self._ship(inbox) and not self.hub.accepted_since:
+                        break
+        except TimeoutError:
+            raise NotSettled(f"the runs were still busy after {self._patience}s") from None
+        await self._refresh(inbox)
+
+    async def _idle(self, inbox: Inbox, runs: Runs) -> None:
+        while True:
+            await anyio.lowlevel.checkpoint()  # the scheduler takes the kick
+            await runs.idle.wait()
+            if not await inbox.next_batch(1):
+                return
+            runs.kick()
+            await anyio.lowlevel.checkpoint()
+
+    async def _ship(self, inbox: Inbox) -> bool:
+        """The outbox's events applied and acknowledged; False: there were none."""
+        rows = await inbox.unacked(1000)
+        if not rows:
+            return False
+        for _, out in rows:
+            self.hub.apply(_events.decode(out.frame))
+        await inbox.mark_acked([out for _, out in rows])
+        return True
+
+    async def _refresh(self, inbox: Inbox) -> None:
+        """Status and state as the sidecar holds them (a gate opened, a resume)."""
+        for view in self.hub.runs.values():
+            if view.ended:
+                continue
+            record = await inbox.load_run(view.run_id)
+            if record.status is not None:
+                view.status = record.status
+                view.state = record.state
+            if view.status != "suspended":
+                view.suspended_on = None
+
+    def _live(self) -> tuple[Inbox, Runs]:
+        if self._inbox is None or self._runs is None:
+            raise RuntimeError("use the WorkflowTest inside `async with`")
+        return self._inbox, self._runs
+
+    # --- reading --------------------------------------------------------------------
+
+    def run(self, run_id: str | None = None) -> RunView:
+        """A run (None: the top-level one)."""
+        return self.hub.run(run_id)
+
+    @property
+    def runs(self) -> dict[str, RunView]:
+        return dict(self.hub.runs)
+
+    @property
+    def status(self) -> str:
+        return self.run().status
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.run().state
+
+    @property
+    def result(self) -> Any:
+        return self.run().result
+
+    @property
+    def error(self) -> str | None:
+        return self.run().error
+
+    @property
+    def sent(self) -> list[SentMail]:
+        """Every mail the runs sent, in the order the hub took them."""
+        return list(self.hub.sent)
+
+    @property
+    def now(self) -> float:
+        return self.clock.now
+
+    def timers(self, run: str | None = None) -> list[PendingTimer]:
+        """Pending timers (of one run, or all), in due order."""
+        found = [t for t in self.hub.timers.values() if run is None or t.run_id == run]
+        return sorted(found, key=lambda t: t.due_at)
+
+    def approvals(self, run: str | None = None) -> list[PendingApproval]:
+        """Approvals waiting for a decision (of one run, or all)."""
+        return [a for a in self.hub.approvals.values() if run is None or a.run_id == run]
+
+    def _only_approval(self, run: str | None) -> str:
+        run_id = self.run(run).run_id
+        pending = self.approvals(run_id)
+        if len(pending) != 1:
+            raise UnknownApproval(
+                f"run {run_id} waits for {len(pending)} approvals: name the one to decide"
+            )
+        return pending[0].approval_id
