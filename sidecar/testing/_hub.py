@@ -13,6 +13,7 @@ are envelopes as the sidecar's delivery stores them from a MailInbound.
 from __future__ import annotations
 
 import itertools
+import secrets
 from typing import Any
 
 import msgspec
@@ -42,6 +43,11 @@ from ._errors import ApprovalDecided, RunEnded, UnknownApproval, UnknownRun
 from ._views import Delivered, PendingApproval, PendingTimer, RecordedStep, RunView, SentMail
 
 ENDED = ("completed", "failed", "cancelled")
+
+
+def kit_id(prefix: str) -> str:
+    """An id of the usual shape for what only the kit names (timer rows, schedules)."""
+    return f"{prefix}_{secrets.token_hex(13)}"
 
 
 class KitHub:
@@ -219,7 +225,7 @@ class KitHub:
             )
         elif isinstance(event, TimerSet):
             self.timers[(event.run_id, event.name)] = PendingTimer(
-                event.run_id, event.name, event.due_at, event.payload, new_id("tmr")
+                event.run_id, event.name, event.due_at, event.payload, kit_id("tmr")
             )
         elif isinstance(event, TimerCancelled):
             self.timers.pop((event.run_id, event.name), None)

@@ -39,7 +39,7 @@ from ..storage import Inbox
 from ._clock import Clock, KitSchedule, next_due, no_wait
 from ._errors import NotSettled, UnknownApproval
 from ._faults import StepFaults
-from ._hub import KitHub
+from ._hub import KitHub, kit_id
 from ._views import Delivered, PendingApproval, PendingTimer, RunView, SentMail
 
 _events: FrameDecoder[Any] = FrameDecoder(Event)
@@ -251,7 +251,7 @@ class WorkflowTest(StackedContext):
         skipped past them. Returns its id; raises InvalidSchedule."""
         spec = ScheduleSpec(every=every, cron=cron, tz=tz)
         spec.check()
-        schedule_id = new_id("sch")
+        schedule_id = kit_id("sch")
         first = spec.first_due(self.clock.now)
         self._schedules.append(KitSchedule(schedule_id, spec, subject, payload, first))
         return schedule_id
