@@ -44,6 +44,10 @@ from ._views import Delivered, PendingApproval, PendingTimer, RunView, SentMail
 
 _events: FrameDecoder[Any] = FrameDecoder(Event)
 
+SAME_INSTANT = 1000
+"""Fires due at one time on the clock before the kit calls it a loop (a
+timer that sets itself again ``after=0``)."""
+
 
 class WorkflowTest(StackedContext):
     """``async with WorkflowTest(main) as wf:`` feed items, skip time, read
@@ -113,6 +117,7 @@ class WorkflowTest(StackedContext):
             )
         inbox = await Inbox.open(self._path / "inbox.db", synchronous=Synchronous.NORMAL)
         stack.push_async_callback(inbox.aclose)
+        stack.callback(self._closed)
         config = RunsConfig(now=self.clock, sleep=self._no_wait, step_faults=self.faults)
         runs = Runs(
             inbox=inbox,
@@ -125,6 +130,9 @@ class WorkflowTest(StackedContext):
         await runs.set_policy(self.policy)
         self._inbox = inbox
         self._runs = await stack.enter_async_context(runs)
+
+    def _closed(self) -> None:
+        self._inbox = self._runs = None
 
     # --- the hub's seams ----------------------------------------------------------
 
@@ -267,8 +275,13 @@ class WorkflowTest(StackedContext):
     advance = skip
 
     async def advance_to(self, when: float) -> None:
-        await self.settle()
+        """Move the clock to ``when`` (epoch seconds), as :meth:`skip` does."""
+        await self._settle()
+        fired, at = 0, self.clock.now
         while (due := next_due(self.hub, self._schedules, when)) is not None:
+            fired, at = (fired + 1, at) if due.at <= at else (1, due.at)
+            if fired > SAME_INSTANT:
+                raise NotSettled(f"more than {SAME_INSTANT} fires due at {at}: a timer loop?")
             self.clock.move_to(due.at)
             fired_at = self.clock.now
             if due.kind == "timer":
@@ -277,7 +290,7 @@ class WorkflowTest(StackedContext):
                 self.hub.time_out(due.key.approval_id)
             else:
                 self._fire(due.key, fired_at)
-            await self.settle()
+            await self._settle()
         self.clock.move_to(when)
 
     def _fire(self, schedule: KitSchedule, fired_at: float) -> None:
@@ -304,7 +317,11 @@ class WorkflowTest(StackedContext):
 
     async def settle(self) -> None:
         """Until nothing moves: the accepted items written into the inbox and
-        processed, the committed events applied (which may accept more)."""
+        processed, the committed events applied (which may accept more), and
+        what is due by now fired (a timer set in the past fires at once)."""
+        await self.advance_to(self.clock.now)
+
+    async def _settle(self) -> None:
         inbox, runs = self._live()
         try:
             with anyio.fail_after(self._patience):

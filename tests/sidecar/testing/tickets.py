@@ -37,7 +37,7 @@ def ticket_server() -> Iterator[Tickets]:
     tickets = Tickets()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        def do_POST(self) -> None:
             size = int(self.headers.get("Content-Length", "0"))
             status, body = tickets.answer(self.rfile.read(size))
             self.send_response(status)
