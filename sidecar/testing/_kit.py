@@ -13,40 +13,32 @@ and acknowledges them as the shipper's hub would, until nothing moves.
 
 from __future__ import annotations
 
-import inspect
 import json
-import sys
+import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-import anyio
-import anyio.lowlevel
 import msgspec
 
-from runtime import Event, FrameDecoder, Sources, new_id
+from runtime import new_id
 from runtime.config import DEFAULT_MAIL_DOMAIN
 from runtime.loops import StackedContext
 from runtime.schedules import ScheduleSpec
 from runtime.sqlite import Synchronous
-from runtime.wire import CANCEL_KIND, RESUME_KIND, SCHEDULE_KIND, FailurePolicy, ScheduleFired
+from runtime.wire import CANCEL_KIND, RESUME_KIND, FailurePolicy
 
-from .._errors import EntrypointError
-from ..execution import Handler, Runs, RunsConfig, load_workflow, resolve_entrypoint
+from ..execution import Handler, Runs, RunsConfig
 from ..storage import Inbox
-from ._clock import Clock, KitSchedule, next_due, no_wait
-from ._errors import NotSettled, UnknownApproval
+from ._clock import Clock, Timeline, no_wait
+from ._code import Children, child_resolver, load_sources
+from ._errors import UnknownApproval
 from ._faults import StepFaults
-from ._hub import KitHub, kit_id
+from ._hub import KitHub
+from ._settle import Settler
 from ._views import Delivered, PendingApproval, PendingTimer, RunView, SentMail
-
-_events: FrameDecoder[Any] = FrameDecoder(Event)
-
-SAME_INSTANT = 1000
-"""Fires due at one time on the clock before the kit calls it a loop (a
-timer that sets itself again ``after=0``)."""
 
 
 class WorkflowTest(StackedContext):
@@ -57,7 +49,7 @@ class WorkflowTest(StackedContext):
     def __init__(
         self,
         handler: Handler,
-        children: Mapping[str, Handler] | Callable[[str], Handler] | None = None,
+        children: Children = None,
         *,
         name: str = "flow",
         domain: str = DEFAULT_MAIL_DOMAIN,
@@ -93,9 +85,9 @@ class WorkflowTest(StackedContext):
         self._children = children
         self._patience = patience
         self._path = path
-        self._schedules: list[KitSchedule] = []
-        self._inbox: Inbox | None = None
-        self._runs: Runs | None = None
+        self._timeline = Timeline(self.clock, self.hub)
+        self._settler: Settler | None = None
+        self._sources_home: Path | None = None
 
     @classmethod
     def from_sources(
@@ -103,11 +95,9 @@ class WorkflowTest(StackedContext):
     ) -> WorkflowTest:
         """The workflow as a deployment gives it: its files (``{path: text}``)
         and its entrypoint, loaded the way the sidecar loads them."""
-        sources = Sources(entrypoint=entrypoint, files=dict(files))
-        deployment_id = new_id("dep")
-        src = Path(tempfile.mkdtemp(prefix="mailrun-kit-")) / "src"
-        handler = load_workflow(sources, src, deployment_id)
-        kit = cls(handler, lambda entry: resolve_entrypoint(deployment_id, entry), **options)
+        handler, resolve, home = load_sources(files, entrypoint)
+        kit = cls(handler, resolve, **options)
+        kit._sources_home = home
         return kit
 
     async def _open(self, stack: AsyncExitStack) -> None:
@@ -115,6 +105,8 @@ class WorkflowTest(StackedContext):
             self._path = Path(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="mailrun-kit-"))
             )
+        if self._sources_home is not None:
+            stack.callback(shutil.rmtree, self._sources_home, ignore_errors=True)
         inbox = await Inbox.open(self._path / "inbox.db", synchronous=Synchronous.NORMAL)
         stack.push_async_callback(inbox.aclose)
         stack.callback(self._closed)
@@ -123,16 +115,16 @@ class WorkflowTest(StackedContext):
             inbox=inbox,
             deployment_id=self.deployment_id,
             handler=self._handler,
-            resolve=self._resolve,
+            resolve=child_resolver(self._handler, self._children),
             minter=self,
             config=config,
         )
         await runs.set_policy(self.policy)
-        self._inbox = inbox
-        self._runs = await stack.enter_async_context(runs)
+        await stack.enter_async_context(runs)
+        self._settler = Settler(self.hub, inbox, runs, self._patience)
 
     def _closed(self) -> None:
-        self._inbox = self._runs = None
+        self._settler = None
 
     # --- the hub's seams ----------------------------------------------------------
 
@@ -142,20 +134,6 @@ class WorkflowTest(StackedContext):
     async def _no_wait(self, seconds: float) -> None:
         self.waits.append(seconds)
         await no_wait(seconds)
-
-    def _resolve(self, entrypoint: str) -> Handler:
-        found = self._children
-        if callable(found) and not isinstance(found, Mapping):
-            return found(entrypoint)
-        if found is not None and entrypoint in found:
-            return found[entrypoint]
-        _, _, attr = entrypoint.partition(":")
-        module = sys.modules.get(self._handler.__module__)
-        target = getattr(module, attr, None) if attr else None
-        if target is None or not inspect.iscoroutinefunction(target):
-            raise EntrypointError(f"child run entrypoint {entrypoint!r} is not known to the test")
-        handler: Handler = target
-        return handler
 
     # --- feeding --------------------------------------------------------------------
 
@@ -257,15 +235,12 @@ class WorkflowTest(StackedContext):
         """Add a schedule of the deployment (as ``mailrun schedule add``): its
         fires come as ``schedule`` items to the top-level run when time is
         skipped past them. Returns its id; raises InvalidSchedule."""
-        spec = ScheduleSpec(every=every, cron=cron, tz=tz)
-        spec.check()
-        schedule_id = kit_id("sch")
-        first = spec.first_due(self.clock.now)
-        self._schedules.append(KitSchedule(schedule_id, spec, subject, payload, first))
-        return schedule_id
+        return self._timeline.schedule(
+            ScheduleSpec(every=every, cron=cron, tz=tz), subject, payload
+        )
 
     def unschedule(self, schedule_id: str) -> None:
-        self._schedules = [s for s in self._schedules if s.schedule_id != schedule_id]
+        self._timeline.unschedule(schedule_id)
 
     async def skip(self, seconds: float) -> None:
         """Move the clock ``seconds`` on, firing what falls due on the way, in
@@ -276,44 +251,7 @@ class WorkflowTest(StackedContext):
 
     async def advance_to(self, when: float) -> None:
         """Move the clock to ``when`` (epoch seconds), as :meth:`skip` does."""
-        await self._settle()
-        fired, at = 0, self.clock.now
-        while (due := next_due(self.hub, self._schedules, when)) is not None:
-            fired, at = (fired + 1, at) if due.at <= at else (1, due.at)
-            if fired > SAME_INSTANT:
-                raise NotSettled(f"more than {SAME_INSTANT} fires due at {at}: a timer loop?")
-            self.clock.move_to(due.at)
-            fired_at = self.clock.now
-            if due.kind == "timer":
-                self.hub.fire_timer(self.hub.timers[due.key], fired_at)
-            elif due.kind == "approval":
-                self.hub.time_out(due.key.approval_id)
-            else:
-                self._fire(due.key, fired_at)
-            await self._settle()
-        self.clock.move_to(when)
-
-    def _fire(self, schedule: KitSchedule, fired_at: float) -> None:
-        due_at = schedule.next_due
-        schedule.next_due = schedule.spec.next_due(due_at, fired_at)
-        top = self.hub.top
-        if top is not None and self.hub.runs[top].ended:
-            return  # refused at the hub: the top-level run takes no more items
-        body = ScheduleFired(
-            schedule_id=schedule.schedule_id,
-            due_at=due_at,
-            fired_at=fired_at,
-            subject=schedule.subject,
-            payload=schedule.payload,
-        )
-        self.hub.accept(
-            kind=SCHEDULE_KIND,
-            message_id=f"schedule:{schedule.schedule_id}:{due_at!r}",
-            subject=schedule.subject,
-            body=msgspec.json.encode(body),
-        )
-
-    # --- settling -------------------------------------------------------------------
+        await self._timeline.advance_to(when, self._live().settle)
 
     async def settle(self) -> None:
         """Until nothing moves: the accepted items written into the inbox and
@@ -321,56 +259,10 @@ class WorkflowTest(StackedContext):
         what is due by now fired (a timer set in the past fires at once)."""
         await self.advance_to(self.clock.now)
 
-    async def _settle(self) -> None:
-        inbox, runs = self._live()
-        try:
-            with anyio.fail_after(self._patience):
-                while True:
-                    if new := self.hub.take():
-                        await inbox.store(new)
-                        runs.kick()
-                    await self._idle(inbox, runs)
-                    if not await self._ship(inbox) and not self.hub.accepted_since:
-                        break
-        except TimeoutError:
-            raise NotSettled(f"the runs were still busy after {self._patience}s") from None
-        await self._refresh(inbox)
-
-    async def _idle(self, inbox: Inbox, runs: Runs) -> None:
-        while True:
-            await anyio.lowlevel.checkpoint()  # the scheduler takes the kick
-            await runs.idle.wait()
-            if not await inbox.next_batch(1):
-                return
-            runs.kick()
-            await anyio.lowlevel.checkpoint()
-
-    async def _ship(self, inbox: Inbox) -> bool:
-        """The outbox's events applied and acknowledged; False: there were none."""
-        rows = await inbox.unacked(1000)
-        if not rows:
-            return False
-        for _, out in rows:
-            self.hub.apply(_events.decode(out.frame))
-        await inbox.mark_acked([out for _, out in rows])
-        return True
-
-    async def _refresh(self, inbox: Inbox) -> None:
-        """Status and state as the sidecar holds them (a gate opened, a resume)."""
-        for view in self.hub.runs.values():
-            if view.ended:
-                continue
-            record = await inbox.load_run(view.run_id)
-            if record.status is not None:
-                view.status = record.status
-                view.state = record.state
-            if view.status != "suspended":
-                view.suspended_on = None
-
-    def _live(self) -> tuple[Inbox, Runs]:
-        if self._inbox is None or self._runs is None:
+    def _live(self) -> Settler:
+        if self._settler is None:
             raise RuntimeError("use the WorkflowTest inside `async with`")
-        return self._inbox, self._runs
+        return self._settler
 
     # --- reading --------------------------------------------------------------------
 
