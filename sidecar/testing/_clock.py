@@ -79,7 +79,7 @@ def next_due(hub: KitHub, schedules: list[KitSchedule], until: float) -> Due | N
     for i, timer in enumerate(hub.timers.values()):
         found.append((timer.due_at, i, Due(timer.due_at, "timer", (timer.run_id, timer.name))))
     for i, approval in enumerate(hub.approvals.values()):
-        if approval.expires_at is not None:
+        if approval.expires_at is not None and not hub.runs[approval.run_id].ended:
             found.append((approval.expires_at, i, Due(approval.expires_at, "approval", approval)))
     for schedule in schedules:
         found.append(

@@ -154,6 +154,9 @@ class KitHub:
         pending = self.approvals.get(approval_id)
         if pending is None:
             raise UnknownApproval(f"no approval {approval_id!r} in this test")
+        if self.runs[pending.run_id].ended:
+            # As at the hub: refused, and the approval stays pending.
+            raise RunEnded(f"run {pending.run_id} has ended: it takes no decision")
         delivered = self.accept(
             kind="approval",
             run_id=pending.run_id,
@@ -247,10 +250,10 @@ class KitHub:
         self, view: RunView, status: str, *, result: Any = None, error: str | None = None
     ) -> None:
         view.status, view.result, view.error = status, result, error
+        # Its timers go (an approval's expiry among them: next_due skips an
+        # ended run's); its approvals stay pending, as at the hub.
         for key in [k for k in self.timers if k[0] == view.run_id]:
             del self.timers[key]
-        for approval_id in [a for a, p in self.approvals.items() if p.run_id == view.run_id]:
-            del self.approvals[approval_id]
         if view.parent is not None and self.runs[view.parent].status not in ENDED:
             body = {"child_run_id": view.run_id, "status": status, "result": result}
             body["error"] = error or None

@@ -129,6 +129,18 @@ async def test_an_approval_without_timeout_waits_for_ever_then_is_decided() -> N
         assert wf.result == ["reject", T0 + 365 * 86400]
 
 
+async def test_an_ended_run_s_approval_takes_no_decision_and_never_times_out() -> None:
+    async with WorkflowTest(gate, start=T0) as wf:
+        await wf.mail("ask")
+        await wf.cancel(reason="enough")
+        assert wf.status == "cancelled"
+        await wf.skip(120)
+        (still,) = wf.approvals()
+        with pytest.raises(RunEnded):
+            await wf.approve(still.approval_id)
+        assert wf.approvals() == [still]
+
+
 async def digest(ctx: Any, item: Any) -> None:
     if item.kind == "schedule":
         ctx.state.setdefault("fires", []).append(
