@@ -31,6 +31,7 @@ from ._workflow import Timer as Timer
 from ._workflow import cancel_order as cancel_order
 from ._workflow import item_of as item_of
 from ._workflow import load_workflow as load_workflow
+from ._workflow import resolve_entrypoint as resolve_entrypoint
 from ._workflow import state_migration as state_migration
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "derived_id",
     "item_of",
     "load_workflow",
+    "resolve_entrypoint",
     "state_migration",
     "state_snapshot",
 ]
