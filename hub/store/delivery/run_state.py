@@ -10,14 +10,25 @@ held the ones before them), so it does not wait for dispatches the hub will
 never send again. Settled there means not open: processed, cancelled,
 parked, or left behind by a parked dispatch retried at a new seq (the only
 gap a deployment's seqs ever have).
+
+Each run also comes with the steps (``StepRecorded``, as ``run_event``
+keeps them while they keep their payload) of its dispatches the hub has not
+settled, the latest record of each step: the new owner processes those
+dispatches again without calling their steps again. A parked dispatch
+counts with its successful steps only (a retry tries its failed ones again,
+as its first owner would).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import msgspec
+
+from runtime import FrameDecodeError, FrameDecoder
+from runtime.wire import StepRecorded
 
 from ..schema import ApprovalStatus, DispatchStatus
 from ..sql import Tx, sql
@@ -48,6 +59,12 @@ class StatePage(NamedTuple):
     floor_seq: int
     settled: list[int]
     """Seqs above the floor that are settled, in order."""
+    steps: dict[str, list[StepRecorded]]
+    """Run id -> the steps of its unsettled dispatches, for the page's runs,
+    in the order they were recorded."""
+
+
+log = logging.getLogger("mailrun.hub.state")
 
 
 _FLOOR = sql(
@@ -72,6 +89,21 @@ _OPEN_ABOVE = sql(
     "SELECT seq FROM workflow_run_dispatch WHERE deployment_id = ? AND seq > ?"
     " AND status IN (?, ?) ORDER BY seq LIMIT ?"
 )
+# Both by the partial index of the events that keep their payload.
+_STEPS = sql(
+    "SELECT run_id, payload FROM run_event WHERE kind = 'StepRecorded' AND payload IS NOT NULL"
+    " AND run_id IN (SELECT value FROM json_each(?)) ORDER BY rowid",
+    postgres="SELECT run_id, payload FROM run_event WHERE kind = 'StepRecorded'"
+    " AND payload IS NOT NULL AND run_id IN"
+    " (SELECT value FROM json_array_elements_text(CAST(? AS json))) ORDER BY rowid",
+)
+_STATUS = sql(
+    "SELECT id, status FROM workflow_run_dispatch WHERE id IN (SELECT value FROM json_each(?))",
+    postgres="SELECT id, status FROM workflow_run_dispatch"
+    " WHERE id IN (SELECT value FROM json_array_elements_text(CAST(? AS json)))",
+)
+_OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
+_step_decoder: FrameDecoder[StepRecorded] = FrameDecoder(StepRecorded)
 _NEXT_SEQ = sql("SELECT next_seq FROM deployment WHERE id = ?")
 _OPEN_CHUNK = 1000
 
@@ -92,9 +124,11 @@ def read_state_page(
     ``settled`` seqs settled above it."""
     found = tx.fetch_all(_RUNS, (deployment_id, after_run_id, runs + 1))
     rows = [AppliedRun(*row) for row in found]
-    approvals = _pending_approvals(tx, [row.id for row in rows[:runs]])
+    page_ids = [row.id for row in rows[:runs]]
+    approvals = _pending_approvals(tx, page_ids)
     floor = floor_seq(tx, deployment_id)
-    return StatePage(rows, approvals, floor, _settled_above(tx, deployment_id, floor, settled))
+    above = _settled_above(tx, deployment_id, floor, settled)
+    return StatePage(rows, approvals, floor, above, _unsettled_steps(tx, page_ids))
 
 
 def _settled_above(tx: Tx, deployment_id: str, floor: int, limit: int) -> list[int]:
@@ -125,4 +159,33 @@ def _pending_approvals(tx: Tx, run_ids: Sequence[str]) -> dict[str, list[str]]:
     ids = msgspec.json.encode(run_ids).decode()
     for run_id, approval_id in tx.fetch_all(_APPROVALS, (ApprovalStatus.PENDING, ids)):
         found.setdefault(run_id, []).append(approval_id)
+    return found
+
+
+def _unsettled_steps(tx: Tx, run_ids: Sequence[str]) -> dict[str, list[StepRecorded]]:
+    """The latest record of each step of these runs' unsettled dispatches
+    (a parked one's successful steps only), by run, in recorded order."""
+    if not run_ids:
+        return {}
+    latest: dict[tuple[str, str], StepRecorded] = {}
+    ids = msgspec.json.encode(run_ids).decode()
+    for run_id, payload in tx.fetch_all(_STEPS, (ids,)):
+        try:
+            step = _step_decoder.decode(bytes(payload))
+        except FrameDecodeError as exc:
+            log.warning("run %s: a recorded step does not decode: %s", run_id, exc)
+            continue
+        if step.run_id == run_id:
+            key = (step.dispatch_id, step.name)
+            latest.pop(key, None)  # a later record (after a resume) replaces it, in its place
+            latest[key] = step
+    if not latest:
+        return {}
+    dispatches = msgspec.json.encode(sorted({d for d, _ in latest})).decode()
+    status = {str(d): str(s) for d, s in tx.fetch_all(_STATUS, (dispatches,))}
+    found: dict[str, list[StepRecorded]] = {}
+    for step in latest.values():
+        kind = status.get(step.dispatch_id)
+        if kind in _OPEN or (kind == DispatchStatus.PARKED and step.error is None):
+            found.setdefault(step.run_id, []).append(step)
     return found
