@@ -11,12 +11,14 @@ never send again. Settled there means not open: processed, cancelled,
 parked, or left behind by a parked dispatch retried at a new seq (the only
 gap a deployment's seqs ever have).
 
-Each run also comes with the steps (``StepRecorded``, as ``run_event``
-keeps them while they keep their payload) of its dispatches the hub has not
-settled, the latest record of each step: the new owner processes those
-dispatches again without calling their steps again. A parked dispatch
-counts with its successful steps only (a retry tries its failed ones again,
-as its first owner would).
+Each run also comes with the successful steps (``StepRecorded``, as
+``run_event`` keeps them while they keep their payload) of its dispatches
+the hub has not settled, or has parked (a retry brings one back), the
+latest record of each: the new owner processes those dispatches again
+without calling those steps again. A failed step is not carried: the new
+owner starts the item's attempts anew and tries it again, as a retry of a
+parked item or a resume does (the hub cannot tell a failure those made
+stale from one still current).
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ _STATUS = sql(
     postgres="SELECT id, status FROM workflow_run_dispatch"
     " WHERE id IN (SELECT value FROM json_array_elements_text(CAST(? AS json)))",
 )
-_OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value)
+_OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value, DispatchStatus.PARKED.value)
 _step_decoder: FrameDecoder[StepRecorded] = FrameDecoder(StepRecorded)
 _NEXT_SEQ = sql("SELECT next_seq FROM deployment WHERE id = ?")
 _OPEN_CHUNK = 1000
@@ -163,8 +165,8 @@ def _pending_approvals(tx: Tx, run_ids: Sequence[str]) -> dict[str, list[str]]:
 
 
 def _unsettled_steps(tx: Tx, run_ids: Sequence[str]) -> dict[str, list[StepRecorded]]:
-    """The latest record of each step of these runs' unsettled dispatches
-    (a parked one's successful steps only), by run, in recorded order."""
+    """The latest record of each step of these runs' unsettled or parked
+    dispatches, when it is a success, by run, in recorded order."""
     if not run_ids:
         return {}
     latest: dict[tuple[str, str], StepRecorded] = {}
@@ -186,6 +188,6 @@ def _unsettled_steps(tx: Tx, run_ids: Sequence[str]) -> dict[str, list[StepRecor
     found: dict[str, list[StepRecorded]] = {}
     for step in latest.values():
         kind = status.get(step.dispatch_id)
-        if kind in _OPEN or (kind == DispatchStatus.PARKED and step.error is None):
+        if kind in _OPEN and step.error is None:
             found.setdefault(step.run_id, []).append(step)
     return found
