@@ -11,29 +11,22 @@ never send again. Settled there means not open: processed, cancelled,
 parked, or left behind by a parked dispatch retried at a new seq (the only
 gap a deployment's seqs ever have).
 
-Each run also comes with the successful steps (``StepRecorded``, as
-``run_event`` keeps them while they keep their payload) of its dispatches
-the hub has not settled, or has parked (a retry brings one back), the
-latest record of each: the new owner processes those dispatches again
-without calling those steps again. A failed step is not carried: the new
-owner starts the item's attempts anew and tries it again, as a retry of a
-parked item or a resume does (the hub cannot tell a failure those made
-stale from one still current).
+Each run also comes with the recorded steps of its open dispatches
+(:mod:`~hub.store.delivery.run_steps`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import msgspec
 
-from runtime import FrameDecodeError, FrameDecoder
 from runtime.wire import StepRecorded
 
 from ..schema import ApprovalStatus, DispatchStatus
 from ..sql import Tx, sql
+from .run_steps import open_steps
 
 
 class AppliedRun(NamedTuple):
@@ -66,9 +59,6 @@ class StatePage(NamedTuple):
     in the order they were recorded."""
 
 
-log = logging.getLogger("mailrun.hub.state")
-
-
 _FLOOR = sql(
     "SELECT COALESCE((SELECT MIN(seq) FROM workflow_run_dispatch WHERE deployment_id = ?"
     " AND status IN (?, ?)) - 1, (SELECT next_seq - 1 FROM deployment WHERE id = ?), 0)"
@@ -91,21 +81,6 @@ _OPEN_ABOVE = sql(
     "SELECT seq FROM workflow_run_dispatch WHERE deployment_id = ? AND seq > ?"
     " AND status IN (?, ?) ORDER BY seq LIMIT ?"
 )
-# Both by the partial index of the events that keep their payload.
-_STEPS = sql(
-    "SELECT run_id, payload FROM run_event WHERE kind = 'StepRecorded' AND payload IS NOT NULL"
-    " AND run_id IN (SELECT value FROM json_each(?)) ORDER BY rowid",
-    postgres="SELECT run_id, payload FROM run_event WHERE kind = 'StepRecorded'"
-    " AND payload IS NOT NULL AND run_id IN"
-    " (SELECT value FROM json_array_elements_text(CAST(? AS json))) ORDER BY rowid",
-)
-_STATUS = sql(
-    "SELECT id, status FROM workflow_run_dispatch WHERE id IN (SELECT value FROM json_each(?))",
-    postgres="SELECT id, status FROM workflow_run_dispatch"
-    " WHERE id IN (SELECT value FROM json_array_elements_text(CAST(? AS json)))",
-)
-_OPEN = (DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value, DispatchStatus.PARKED.value)
-_step_decoder: FrameDecoder[StepRecorded] = FrameDecoder(StepRecorded)
 _NEXT_SEQ = sql("SELECT next_seq FROM deployment WHERE id = ?")
 _OPEN_CHUNK = 1000
 
@@ -130,7 +105,7 @@ def read_state_page(
     approvals = _pending_approvals(tx, page_ids)
     floor = floor_seq(tx, deployment_id)
     above = _settled_above(tx, deployment_id, floor, settled)
-    return StatePage(rows, approvals, floor, above, _unsettled_steps(tx, page_ids))
+    return StatePage(rows, approvals, floor, above, open_steps(tx, page_ids))
 
 
 def _settled_above(tx: Tx, deployment_id: str, floor: int, limit: int) -> list[int]:
@@ -161,33 +136,4 @@ def _pending_approvals(tx: Tx, run_ids: Sequence[str]) -> dict[str, list[str]]:
     ids = msgspec.json.encode(run_ids).decode()
     for run_id, approval_id in tx.fetch_all(_APPROVALS, (ApprovalStatus.PENDING, ids)):
         found.setdefault(run_id, []).append(approval_id)
-    return found
-
-
-def _unsettled_steps(tx: Tx, run_ids: Sequence[str]) -> dict[str, list[StepRecorded]]:
-    """The latest record of each step of these runs' unsettled or parked
-    dispatches, when it is a success, by run, in recorded order."""
-    if not run_ids:
-        return {}
-    latest: dict[tuple[str, str], StepRecorded] = {}
-    ids = msgspec.json.encode(run_ids).decode()
-    for run_id, payload in tx.fetch_all(_STEPS, (ids,)):
-        try:
-            step = _step_decoder.decode(bytes(payload))
-        except FrameDecodeError as exc:
-            log.warning("run %s: a recorded step does not decode: %s", run_id, exc)
-            continue
-        if step.run_id == run_id:
-            key = (step.dispatch_id, step.name)
-            latest.pop(key, None)  # a later record (after a resume) replaces it, in its place
-            latest[key] = step
-    if not latest:
-        return {}
-    dispatches = msgspec.json.encode(sorted({d for d, _ in latest})).decode()
-    status = {str(d): str(s) for d, s in tx.fetch_all(_STATUS, (dispatches,))}
-    found: dict[str, list[StepRecorded]] = {}
-    for step in latest.values():
-        kind = status.get(step.dispatch_id)
-        if kind in _OPEN and step.error is None:
-            found.setdefault(step.run_id, []).append(step)
     return found
