@@ -19,7 +19,7 @@ from tests.legacy.v1fixture import SENDER, V1Deployment, V1State, write_v1_state
 from tests.support import free_port, wait_for
 from tests.support.sqlite import dump
 
-from .harness import MAILRUN, Up, mailrun_up
+from .harness import MAILRUN, Up, mailrun, mailrun_up
 
 pytestmark = pytest.mark.anyio
 
@@ -361,4 +361,52 @@ async def test_up_on_a_release_2_state_dir_carries_its_run_on(tmp_path: Path) ->
         assert rows == [(4,)]
 
 
+# The recorder again, in a new version that also sets a timer when told to.
+_TIMED_RECORDER = """
+async def main(ctx, item):
+    seen = ctx.state.setdefault("seen", [])
+    seen.append({"subject": item.subject, "kind": item.kind})
+    ctx.state["count"] = len(seen)
+    if item.subject == "later":
+        ctx.set_timer("nudge", after=0.2, payload={"from": "v2"})
+"""
+
+
+async def test_up_on_a_release_3_state_dir_carries_on_and_keeps_timers(tmp_path: Path) -> None:
+    """The state dir the release before timers left (tests/legacy/release3-state.tar.gz,
+    made by tests/legacy/make_release2_state.py with 2396dc4: hub schema 17,
+    inbox schema 5): the store and the inbox migrate at start, its run goes
+    on from its state, a mail accepted once more is still a duplicate, and a
+    new version of its code sets a timer that fires into the same run."""
+    with tarfile.open(RELEASE_3) as archive:
+        archive.extractall(tmp_path / "state", filter="data")
+    async with mailrun_up(tmp_path) as up:
+        (dep,) = (await up.http.get("/workflows/deployments")).json()["deployments"]
+        runs = (await up.http.get("/runs", params={"deployment": "busy"})).json()["runs"]
+        (run,) = [r for r in runs if r["is_top_level"]]
+        again = await up.send(dep["address"], "m0", body="body 0", message_id="<m0@r2>")
+        assert again.status_code == 202 and again.json()["duplicate"] is True
+        assert again.json()["run_id"] == run["id"]
+        assert (await up.send(dep["address"], "m3", body="body 3")).status_code == 202
+        await up.wait_state(run["id"], lambda r: r["state"].get("count") == 4, timeout=60)
+        v2 = tmp_path / "timed.py"
+        v2.write_text(_TIMED_RECORDER)
+        code, out = await mailrun(up, "deploy", str(v2), "--name", "busy", "--update")
+        assert code == 0, out
+
+        async def active() -> bool:
+            answer = await up.http.get(f"/workflows/deployments/{dep['id']}")
+            return bool(answer.json()["version"] == 2)
+
+        await wait_for(active, timeout=60, what="version 2 active")
+        assert (await up.send(dep["address"], "later")).status_code == 202
+        done = await up.wait_state(run["id"], lambda r: r["state"].get("count") == 6, timeout=60)
+        assert [s["subject"] for s in done["state"]["seen"]] == [
+            "m0", "m1", "m2", "m3", "later", "nudge"
+        ]  # fmt: skip
+        assert done["state"]["seen"][-1]["kind"] == "timer"
+        assert up.query("SELECT COUNT(*) FROM timer") == [(0,)]
+
+
 RELEASE_2 = Path(__file__).resolve().parents[1] / "legacy" / "release2-state.tar.gz"
+RELEASE_3 = Path(__file__).resolve().parents[1] / "legacy" / "release3-state.tar.gz"

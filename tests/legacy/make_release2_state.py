@@ -1,4 +1,4 @@
-"""Write the release-2 state dir kept as tests/legacy/release2-state.tar.gz.
+"""Write a previous release's state dir, kept as tests/legacy/release<N>-state.tar.gz.
 
 Run by hand, never by tests, with the PREVIOUS release's checkout (its
 ``mailrun``), so that the files are what that release wrote:
@@ -12,7 +12,10 @@ Run by hand, never by tests, with the PREVIOUS release's checkout (its
 It starts ``mailrun up`` there, deploys the e2e recorder as ``busy``, mails
 it m0, m1 and m2, waits until the run has processed them, and stops
 ``up`` with SIGTERM (a clean stop: no WAL left beside the databases).
-The release it was made with: 1034cea (hub schema 15, inbox schema 4).
+The releases they were made with: release2-state.tar.gz by 1034cea (hub
+schema 15, inbox schema 4), release3-state.tar.gz by 2396dc4 (hub schema
+17, inbox schema 5: failure policies, before timers and steps), the same
+way with ``/tmp/release3`` and ``release3-state.tar.gz``.
 """
 
 from __future__ import annotations
