@@ -23,7 +23,9 @@ from sidecar.storage._schema import MIGRATIONS
 
 pytestmark = pytest.mark.anyio
 
-RELEASE_2 = Path(__file__).resolve().parents[1] / "legacy" / "release2-state.tar.gz"
+LEGACY = Path(__file__).resolve().parents[1] / "legacy"
+RELEASE_2 = LEGACY / "release2-state.tar.gz"
+RELEASE_3 = LEGACY / "release3-state.tar.gz"
 
 
 @pytest.fixture
@@ -96,8 +98,12 @@ async def test_an_inbox_of_the_current_release_migrates_to_6_and_keeps_its_rows(
         await db.aclose()
 
 
-async def test_a_release_2_inbox_migrates_through_5_to_6(tmp_path: Path) -> None:
-    with tarfile.open(RELEASE_2) as archive:
+@pytest.mark.parametrize("release", [RELEASE_2, RELEASE_3], ids=["release-2", "release-3"])
+async def test_an_inbox_a_previous_release_left_migrates_to_6(
+    tmp_path: Path, release: Path
+) -> None:
+    """Release 3's inbox is at schema 5 (the release before steps), release 2's at 4."""
+    with tarfile.open(release) as archive:
         (member,) = [m for m in archive.getmembers() if m.name.endswith("inbox.db")]
         archive.extract(member, tmp_path, filter="data")
     path = tmp_path / member.name
@@ -105,12 +111,15 @@ async def test_a_release_2_inbox_migrates_through_5_to_6(tmp_path: Path) -> None
     (before,) = conn.execute("SELECT version FROM schema_version").fetchone()
     (rows,) = conn.execute("SELECT COUNT(*) FROM inbox").fetchone()
     conn.close()
-    assert before < 5 and rows > 0
+    assert before == (5 if release is RELEASE_3 else 4) and rows > 0
     box = await Inbox.open(path)
     try:
         assert await query(box, "SELECT version FROM schema_version") == [(6,)]
         assert await query(box, "SELECT COUNT(*) FROM inbox") == [(rows,)]
         assert await query(box, "SELECT COUNT(*) FROM step") == [(0,)]
+        (dispatch_id,) = (await query(box, "SELECT dispatch_id FROM inbox LIMIT 1"))[0]
+        await box.record_step(step(dispatch_id, "charge", {"id": 2}))
+        assert list(await box.steps_of(dispatch_id)) == ["charge"]
     finally:
         await box.aclose()
 
