@@ -60,6 +60,7 @@ REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
         "sidecar.handler.after": "sidecar/execution/_run_actor.py",
         "sidecar.run.before_commit": "sidecar/execution/_run_actor.py",
         "sidecar.run.after_commit": "sidecar/execution/_run_actor.py",
+        "sidecar.step.recorded": "sidecar/execution/_runs.py",
         "sidecar.shipper.before_send": "sidecar/link/_shipper.py",
         "sidecar.shipper.after_ack": "sidecar/link/_shipper.py",
         "sidecar.record.before_rename": "runtime/sidecar_contract/_restore.py",

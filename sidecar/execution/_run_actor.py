@@ -54,6 +54,7 @@ from ._config import RunsConfig
 from ._context import Context, Minter
 from ._failures import attempt_failed, give_up
 from ._state import Snapshot, snapshot_of, state_snapshot
+from ._steps import StepRecorder
 from ._watch import HandlerWatch
 from ._workflow import ApprovalDecision, Handler, Item, StateMigration, cancel_order, item_of
 
@@ -92,6 +93,11 @@ class RunOwner(Protocol):
     @property
     def step_budget(self) -> float:
         """Seconds of handling after which a batch stops and commits."""
+        ...
+
+    @property
+    def recorder(self) -> StepRecorder:
+        """Where a handler's steps are made durable (and shipped) before they return."""
         ...
 
     @property
@@ -261,12 +267,16 @@ class RunActor(Actor[list[Pending]]):
         handler = await runs.handler_for(self._entrypoint, version)
         migrate = await runs.migration_for(self._entrypoint, version) if ran != version else None
         config = runs.config
+        # What this dispatch's steps returned when it was processed before.
+        recorded = await runs.inbox.steps_of(p.dispatch_id)
         ctx = Context(
             run_id=self._run_id,
             deployment_id=runs.deployment_id,
             dispatch_id=p.dispatch_id,
             state=state.take(),
             minter=runs.minter,
+            steps=recorded,
+            recorder=runs.recorder,
             step_faults=config.step_faults,
             now=config.now,
             sleep=config.sleep,

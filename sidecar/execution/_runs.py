@@ -23,6 +23,9 @@ that dies during a handler call is charged the same way
 named in the inbox without waiting for the disk, and at the next start
 those marks say which item it died on.
 
+A handler's ``ctx.step`` is made durable here (:meth:`Runs.record`): its
+record and event in the inbox in one transaction, the shipper woken at once.
+
 The policy comes from the hub (every Welcome, and ``SetPolicy``) and is kept
 in the inbox's ``meta``, so a sidecar that starts without its hub uses the
 last one it had (:data:`~runtime.wire.LEGACY_POLICY` before any).
@@ -38,11 +41,11 @@ import anyio
 import anyio.abc
 import msgspec
 
-from runtime import Flag, RunSnapshot, Wakeup
+from runtime import Flag, RunSnapshot, Wakeup, afailpoint
 from runtime.actors import ActorRef, Supervisor
 from runtime.errors import ActorStopped
 from runtime.loops import Broadcast, StackedContext
-from runtime.wire import LEGACY_POLICY, FailurePolicy
+from runtime.wire import LEGACY_POLICY, FailurePolicy, StepRecorded
 
 from .._errors import EntrypointError
 from ..storage import Inbox, Pending
@@ -144,6 +147,17 @@ class Runs(StackedContext):
     @property
     def handler_timeout(self) -> float:
         return self._policy.handler_timeout
+
+    @property
+    def recorder(self) -> Runs:
+        return self
+
+    async def record(self, step: StepRecorded) -> None:
+        """A step's outcome, durable before the step returns; its event goes
+        to the hub at once, not with the item's commit."""
+        await self.inbox.record_step(step)
+        self.on_commit()
+        await afailpoint("sidecar.step.recorded")
 
     @property
     def step_budget(self) -> float:

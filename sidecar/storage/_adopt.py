@@ -16,6 +16,7 @@ from runtime import RunSnapshot, RunStatus
 
 from ._envelope import encode_run_state
 from ._position import COMPACTED, advance_over_done, mark_settled
+from ._recorded import replace_steps
 
 ADOPT_MARK = "adopt"
 """Meta key set while the inbox must still take the hub's state (a Welcome
@@ -44,8 +45,10 @@ def adopt_hub_state(
     they are processed anew from the hub's state; except a compacted one:
     the hub applied it. Rows a run held are pending again too. ``settled``
     seqs above the floor (processed while a waiting run held earlier ones)
-    are done: a row stands in for each one this disk lacks. Clears the
-    ``adopt`` mark set when it began.
+    are done: a row stands in for each one this disk lacks. The steps the
+    hub recorded for the runs' open dispatches replace this disk's, so
+    processing one again does not call them again. Clears the ``adopt``
+    mark set when it began.
     """
     started = [r for r in runs if r.status != RunStatus.PENDING]
     conn.execute("DELETE FROM run")
@@ -77,6 +80,7 @@ def adopt_hub_state(
         [(r.run_id, encode_run_state(r.state)) for r in started],
     )
     conn.execute("DELETE FROM outbox WHERE acked = 0")
+    replace_steps(conn, [step for r in runs for step in r.steps])
     conn.execute("UPDATE inbox SET state = 'pending' WHERE state = 'held'")
     conn.execute(
         "UPDATE inbox SET state = 'done', outcome = 'skipped', processed_at = ?"

@@ -25,20 +25,22 @@ from typing import Any
 
 import anyio
 
-from runtime import RunSnapshot
+from runtime import DispatchOutcome, RunSnapshot
 from runtime.sqlite import Database, Synchronous, release_free_pages
+from runtime.wire import StepRecorded
 
 from .._errors import InboxConflict
 from ._adopt import adopt_hub_state
 from ._attempts import RetryRow, charge_crash, clear_in_flight, mark_in_flight, revive_parked
 from ._envelope import Envelope, encode_envelope
-from ._events import Outgoing, settled_dispatch
 from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dispatches, learn_seqs
 from ._meta import keep_version, read_meta, read_version, write_meta
 from ._outbox import (
+    Outgoing,
     drop_acknowledged,
     forget_acknowledged,
     set_aside,
+    settled_dispatch,
     unacked_events,
 )
 from ._position import advance_over_done, known_through, read_position, skip_up_to
@@ -52,6 +54,7 @@ from ._queue import (
     run_record,
     run_rows,
 )
+from ._recorded import dispatches_with_steps, read_steps, record_step
 from ._schema import migrate
 from ._step import Commit, write_step
 
@@ -69,7 +72,13 @@ BUSY_TIMEOUT = 5.0
 
 
 class Inbox:
-    def __init__(self, db: Database, last_seq: int, done_kept: int = DONE_KEPT) -> None:
+    def __init__(
+        self,
+        db: Database,
+        last_seq: int,
+        done_kept: int = DONE_KEPT,
+        with_steps: set[str] | None = None,
+    ) -> None:
         self.db = db
         self.path = db.path
         self._last_seq = last_seq
@@ -86,6 +95,9 @@ class Inbox:
         starts above it (0: from the start)."""
         self._lock = anyio.Lock()
         self._cancelled: list[str] = []
+        self._with_steps: set[str] = with_steps or set()
+        """The dispatches that may have recorded steps: a handler call on any
+        other reads none, and a commit of none looks for none."""
 
     @classmethod
     async def open(
@@ -103,10 +115,11 @@ class Inbox:
         try:
             await migrate(db)
             last_seq = await db.transact(_opened)
+            with_steps = await db.read(dispatches_with_steps)
         except BaseException:
             await db.aclose()
             raise
-        return cls(db, last_seq, done_kept)
+        return cls(db, last_seq, done_kept, with_steps)
 
     async def aclose(self) -> None:
         # Shielded: closing runs during cancellation.
@@ -260,6 +273,25 @@ class Inbox:
             self._last_seq = self._known = await self.db.transact(body)
             self._arrived = True
             self._swept = 0  # the position may have moved back: sweep from the start
+            self._with_steps = await self.db.read(dispatches_with_steps)
+
+    # --- steps ----------------------------------------------------------------
+
+    async def steps_of(self, dispatch_id: str) -> dict[str, StepRecorded]:
+        """The steps recorded while ``dispatch_id`` was processed before, by
+        name (no query for a dispatch that has none)."""
+        if dispatch_id not in self._with_steps:
+            return {}
+        async with self._lock:
+            return await self.db.read(partial(read_steps, dispatch_id=dispatch_id))
+
+    async def record_step(self, step: StepRecorded) -> None:
+        """Make ``step`` durable, with its event in the outbox, in one
+        transaction of its own (as durable as a commit), before the handler
+        goes on (:func:`~sidecar.storage._recorded.record_step`)."""
+        async with self._lock:
+            await self.db.transact(partial(record_step, step=step))
+            self._with_steps.add(step.dispatch_id)
 
     # --- processing -----------------------------------------------------------
 
@@ -337,13 +369,20 @@ class Inbox:
         async with self._lock:
             last = self._last_seq
 
+            steps = bool(self._with_steps)
+
             def body(conn: sqlite3.Connection) -> tuple[int, list[str]]:
                 if c.changes_run and ended_meanwhile(conn, c.run_id, c.status):
                     raise InboxConflict(f"run {c.run_id} ended meanwhile")
-                return write_step(conn, c, last_seq=last, now=now)
+                return write_step(conn, c, last_seq=last, now=now, steps=steps)
 
             self._last_seq, cancelled = await self.db.transact(body)
             self._cancelled.extend(cancelled)
+            if steps:
+                # A parked dispatch keeps its successful steps for its retry.
+                self._with_steps.difference_update(
+                    d for d, _, outcome in c.consumed if outcome != DispatchOutcome.PARKED
+                )
 
     # --- outbox ---------------------------------------------------------------
 

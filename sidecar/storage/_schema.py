@@ -5,7 +5,8 @@ migration runs in one transaction together with its version bump, so a crash
 leaves the database either before or after it. Migration 1 creates release
 1's tables verbatim (docs/design.md section 6) when they are absent, so a
 fresh inbox walks the same path as one release 1 left behind; migrations 2
-to 5 extend them. A migration is a plain function of the connection, run
+to 6 extend them (each can run again on what it made: a step's table is
+created only if absent). A migration is a plain function of the connection, run
 whole between ``BEGIN IMMEDIATE`` and ``COMMIT`` (``Database.transact``).
 """
 
@@ -22,8 +23,8 @@ from runtime.sqlite import Database
 
 from .._errors import InboxSchemaTooNew
 from ._envelope import decode_envelope, salvage_run_id
-from ._events import outgoing
-from ._outbox import add_events
+from ._outbox import add_events, outgoing
+from ._recorded import STEP_TABLE
 
 log = logging.getLogger("mailrun.sidecar.inbox")
 
@@ -175,8 +176,14 @@ def _v5(conn: sqlite3.Connection) -> None:
     _script(conn, _V5)
 
 
+def _v6(conn: sqlite3.Connection) -> None:
+    # Steps: what each ``ctx.step`` of a dispatch being processed returned,
+    # kept until the dispatch is consumed (sidecar/storage/_recorded.py).
+    conn.execute(STEP_TABLE)
+
+
 Migration = Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5)
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2, _v3, _v4, _v5, _v6)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -10,6 +10,8 @@ are still pending (or held); it also clears the run's in-flight mark
 (:func:`in_flight_key`) and moves the processing position as far as every
 lower seq is done.
 A run that ends cancels its live children, and theirs, in the same transaction.
+It also drops the recorded steps of what it consumed (and a resume, the
+failed ones of what its run held: ``_recorded``).
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from runtime import RecordDecodeError, RunCancelled, RunStatus, is_live, is_term
 
 from .._errors import InboxConflict
 from ._envelope import decode_envelope, encode_envelope
-from ._events import Outgoing, outgoing
-from ._outbox import add_events
+from ._outbox import Outgoing, add_events, outgoing
 from ._position import advance_over_done
+from ._recorded import drop_consumed, drop_failed_held, drop_runs
 
 IN_FLIGHT = "in_flight"
 """The ``meta`` key naming the dispatches of the batch being processed (a
@@ -86,11 +88,13 @@ class Commit:
 
 
 def write_step(
-    conn: sqlite3.Connection, c: Commit, last_seq: int, now: float
+    conn: sqlite3.Connection, c: Commit, last_seq: int, now: float, steps: bool = False
 ) -> tuple[int, list[str]]:
     """``c`` inside the caller's transaction, the position at ``last_seq``;
     the new position and the runs cancelled because a parent ended. Raises
-    :class:`InboxConflict` when an envelope is no longer pending (or held)."""
+    :class:`InboxConflict` when an envelope is no longer pending (or held).
+    ``steps``: the inbox may hold recorded steps of ``c``'s dispatches or run
+    (without, no statement looks for them)."""
     seqs = [seq for _, seq, _ in c.consumed if seq is not None]
     seqs += [seq for _, seq in c.held if seq is not None]
     cur = conn.executemany(
@@ -114,6 +118,8 @@ def write_step(
             (error, dispatch_id),
         )
     if c.resumed is not None:
+        if steps:
+            drop_failed_held(conn, c.run_id)
         _resume_held(conn, c.run_id, c.resumed)
     conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (IN_FLIGHT, in_flight_key(c.run_id)))
     # The position moves over this step's rows once every lower seq is done
@@ -126,6 +132,10 @@ def write_step(
     # A suspension on a row held already consumes and holds nothing new,
     # but has its event, and its status to write.
     cancelled = _write_run(conn, c, seqs, now) if c.changes_run else []
+    if steps:
+        drop_consumed(conn, ((d, outcome) for d, _, outcome in c.consumed))
+        if is_terminal(c.status):
+            drop_runs(conn, [c.run_id, *cancelled])
     if c.events:
         add_events(conn, c.events)
     if c.dead:

@@ -16,7 +16,7 @@ import pytest
 from runtime import DispatchProcessed, Event, FrameDecoder, RunEvents, RunStarted, encode
 from sidecar.link._shipper import EventsFrame
 from sidecar.storage import encode_run_state, outgoing, processed
-from sidecar.storage._events import _Processed
+from sidecar.storage._outbox import _Processed
 from tests.support import wait_for
 from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 

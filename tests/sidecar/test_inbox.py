@@ -20,8 +20,7 @@ from sidecar.storage import (
     encode_run_state,
     outgoing,
 )
-from sidecar.storage._events import settled_dispatch
-from sidecar.storage._outbox import settled_statements
+from sidecar.storage._outbox import settled_dispatch, settled_statements
 from sidecar.storage._queue import LEGACY_PENDING, NEXT_PENDING, RUN_PENDING
 
 

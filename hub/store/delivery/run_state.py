@@ -10,6 +10,9 @@ held the ones before them), so it does not wait for dispatches the hub will
 never send again. Settled there means not open: processed, cancelled,
 parked, or left behind by a parked dispatch retried at a new seq (the only
 gap a deployment's seqs ever have).
+
+Each run also comes with the recorded steps of its open dispatches
+(:mod:`~hub.store.delivery.run_steps`).
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ from typing import NamedTuple
 
 import msgspec
 
+from runtime.wire import StepRecorded
+
 from ..schema import ApprovalStatus, DispatchStatus
 from ..sql import Tx, sql
+from .run_steps import open_steps
 
 
 class AppliedRun(NamedTuple):
@@ -48,6 +54,9 @@ class StatePage(NamedTuple):
     floor_seq: int
     settled: list[int]
     """Seqs above the floor that are settled, in order."""
+    steps: dict[str, list[StepRecorded]]
+    """Run id -> the steps of its unsettled dispatches, for the page's runs,
+    in the order they were recorded."""
 
 
 _FLOOR = sql(
@@ -92,9 +101,11 @@ def read_state_page(
     ``settled`` seqs settled above it."""
     found = tx.fetch_all(_RUNS, (deployment_id, after_run_id, runs + 1))
     rows = [AppliedRun(*row) for row in found]
-    approvals = _pending_approvals(tx, [row.id for row in rows[:runs]])
+    page_ids = [row.id for row in rows[:runs]]
+    approvals = _pending_approvals(tx, page_ids)
     floor = floor_seq(tx, deployment_id)
-    return StatePage(rows, approvals, floor, _settled_above(tx, deployment_id, floor, settled))
+    above = _settled_above(tx, deployment_id, floor, settled)
+    return StatePage(rows, approvals, floor, above, open_steps(tx, page_ids))
 
 
 def _settled_above(tx: Tx, deployment_id: str, floor: int, limit: int) -> list[int]:

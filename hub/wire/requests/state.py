@@ -10,6 +10,12 @@ each page lists the seqs above the floor that are settled all the same (a
 waiting run held the ones before them), so the new owner does not wait for
 dispatches the hub will never send again: at most ``SETTLED_LIMIT`` of them,
 far more than a deployment settles while one of its runs waits.
+
+A run comes with the steps recorded for its dispatches the hub has not
+settled (``RunSnapshot.steps``), as many as fit in the frame: a page never
+passes ``MAX_FRAME_BYTES``, so a run whose steps do not all fit gets the
+first ones, and the new owner calls the others again when it processes
+their dispatch (at most one step result is ``MAX_STEP_RESULT``).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 import msgspec
 
 from runtime import FrameDecoder, RunSnapshot, RunStates, StateGet
+from runtime.wire import MAX_FRAME_BYTES, StepRecorded
 
 from ...store import Store, read_state_page
 from ..sessions import SessionTable
@@ -27,6 +34,8 @@ from ..sessions import SessionTable
 PAGE_BYTES = 256 * 1024
 PAGE_RUNS = 500
 SETTLED_LIMIT = 20_000
+FRAME_SLACK = 4 * 1024
+"""Bytes a page keeps below ``MAX_FRAME_BYTES`` for the frame around its runs."""
 
 
 class StateHandler:
@@ -53,6 +62,7 @@ class StateHandler:
         )
         runs: list[RunSnapshot] = []
         size = 0
+        room = MAX_FRAME_BYTES - len(msgspec.msgpack.encode(page.settled))
         for row in page.runs[:PAGE_RUNS]:
             snapshot = RunSnapshot(
                 run_id=row.id,
@@ -70,9 +80,23 @@ class StateHandler:
             size += len(msgspec.msgpack.encode(snapshot))
             if runs and size > PAGE_BYTES:
                 break
+            size += _fill_steps(snapshot, page.steps.get(row.id, []), room - size)
             runs.append(snapshot)
         more = len(runs) < len(page.runs)
         return RunStates(runs=runs, floor_seq=page.floor_seq, more=more, settled=page.settled)
+
+
+def _fill_steps(snapshot: RunSnapshot, steps: list[StepRecorded], room: int) -> int:
+    """Give ``snapshot`` the first of ``steps`` that fit in ``room`` bytes;
+    the bytes they take."""
+    taken = 0
+    for step in steps:
+        size = len(msgspec.msgpack.encode(step))
+        if taken + size > room - FRAME_SLACK:
+            break
+        snapshot.steps.append(step)
+        taken += size
+    return taken
 
 
 def _json(text: str | bytes | None) -> Any:
