@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from tests.sidecar.testing.steps import needs_durable_steps
 from tests.sidecar.testing.tickets import ticket_server
 from tests.support import wait_for
 from tests.support.smtp import SmtpServer
@@ -185,7 +184,6 @@ async def test_the_digest_goes_out_on_the_deployment_s_schedule(
         ]
 
 
-@needs_durable_steps
 async def test_the_ticket_is_created_once(tmp_path: Path, smtp: SmtpServer) -> None:
     # The handler fails once after its step: the item is processed again,
     # and the step returns the recorded ticket instead of creating another.

@@ -160,11 +160,6 @@ async def main(ctx, item):
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the sidecar's step recording: until it is merged a sidecar's ctx.step"
-    " raises StepNotRecorded (remove this mark with that merge)",
-)
 async def test_a_run_that_took_steps_replays_without_calling_them(tmp_path: Path) -> None:
     log = tmp_path / "steps.log"
     sources = {

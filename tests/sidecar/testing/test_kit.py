@@ -17,8 +17,6 @@ from sidecar.testing import (
     WorkflowTest,
 )
 
-from .steps import needs_durable_steps
-
 pytestmark = pytest.mark.anyio
 
 T0 = 1_800_000_000.0
@@ -330,7 +328,6 @@ CALLS: list[str] = []
 RAN: list[str] = []
 
 
-@needs_durable_steps
 async def test_steps_are_recorded_per_item_and_not_called_again() -> None:
     CALLS.clear()
     RAN.clear()
@@ -343,7 +340,6 @@ async def test_steps_are_recorded_per_item_and_not_called_again() -> None:
         assert (step.name, step.result, step.error, step.attempts) == ("call", 1, None, 1)
 
 
-@needs_durable_steps
 async def test_an_injected_step_failure_is_retried_without_waiting() -> None:
     CALLS.clear()
     RAN.clear()

@@ -13,7 +13,6 @@ from hub._examples.counter import main as counter
 from sidecar.testing import ApprovalDecided, WorkflowTest
 from tests.e2e.test_recipes import recipes
 
-from .steps import needs_durable_steps
 from .tickets import ticket_server
 
 pytestmark = pytest.mark.anyio
@@ -169,7 +168,6 @@ async def test_the_digest_goes_out_every_morning_at_eight_paris_time() -> None:
         assert wf.now == paris(2026, 12, 2, 8, 0)
 
 
-@needs_durable_steps
 async def test_a_ticket_is_created_once_though_the_item_is_processed_again() -> None:
     # The handler fails once after its step: the item is processed again,
     # and the step returns the ticket it recorded instead of calling again.
@@ -198,7 +196,6 @@ async def test_a_ticket_is_created_once_though_the_item_is_processed_again() -> 
             assert wf.state["tickets"] == {"printer on fire": "T-1"}
 
 
-@needs_durable_steps
 async def test_a_ticket_step_that_keeps_failing_fails_the_item() -> None:
     with ticket_server() as tickets:
         async with recipe("ticket", append=f"\nTICKETS = {tickets.url!r}\n", max_attempts=2) as wf:
