@@ -27,6 +27,7 @@ from runtime import Backoff, Retry, Wakeup
 
 from ..metrics import Counter
 from ..store import Accepted, Fire, Store, due_schedules, earliest_schedule_due, fire_schedule
+from .rounds import run_rounds
 
 log = logging.getLogger("mailrun.hub.schedules")
 
@@ -77,27 +78,17 @@ class Scheduler:
     ) -> None:
         """Fire schedules as they fall due, until cancelled."""
         task_status.started()
-        while True:
-            # A schedule committed after this point wakes the wait below.
-            self._wakeup.clear()
-            try:
-                wait = await self._round()
-            except Exception as exc:
-                # The store failing (locked, disk full, the server gone).
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                delay = self._retry.failed()
-                log.warning("schedules: %s; trying again in %.1f s", self.last_error, delay)
-                await self._retry.wait()
-                continue
-            self._retry.succeeded()
-            self.last_error = None
-            if wait is None or wait > 0:
-                await self._wakeup.wait(self._bounded(wait))
+        await run_rounds(
+            self._round,
+            wakeup=self._wakeup,
+            retry=self._retry,
+            idle_look=self._idle_look,
+            what="schedules",
+            on_error=self._failed,
+        )
 
-    def _bounded(self, wait: float | None) -> float | None:
-        if self._idle_look is None:
-            return wait
-        return self._idle_look if wait is None else min(wait, self._idle_look)
+    def _failed(self, error: str | None) -> None:
+        self.last_error = error
 
     async def _round(self) -> float | None:
         """Fire what is due; seconds until the next due time (0: more are due

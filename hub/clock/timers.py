@@ -46,6 +46,7 @@ from ..store import (
     due_timers,
     earliest_timer_due,
 )
+from .rounds import run_rounds
 
 log = logging.getLogger("mailrun.hub.timers")
 
@@ -137,27 +138,28 @@ class TimerLoop:
     ) -> None:
         """Fire due timers until cancelled."""
         task_status.started()
-        while True:
-            # Timers committed after this point wake the next look.
-            self._wakeup.clear()
-            try:
-                due = await self._store.read(earliest_timer_due)
-                self.reads += 1
-                now = time.time()
-                if due is not None and due <= now:
-                    await self._fire(now)
-                    self._retry.succeeded()
-                    continue
-            except Exception as exc:
-                # The store failing (locked, down, disk full): later, not never.
-                log.warning("timer round failed: %s: %s", type(exc).__name__, exc)
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                self._retry.failed()
-                await self._retry.wait()
-                continue
-            self._retry.succeeded()
-            wait = self._idle_look if due is None else min(self._idle_look, due - now)
-            await self._wakeup.wait(wait)
+        await run_rounds(
+            self._round,
+            wakeup=self._wakeup,
+            retry=self._retry,
+            idle_look=self._idle_look,
+            what="timers",
+            on_error=self._failed,
+        )
+
+    def _failed(self, error: str | None) -> None:
+        self.last_error = error
+
+    async def _round(self) -> float | None:
+        """Fire what is due by now; seconds until the next due timer (0: look
+        again at once; None: none is pending)."""
+        due = await self._store.read(earliest_timer_due)
+        self.reads += 1
+        now = time.time()
+        if due is not None and due <= now:
+            await self._fire(now)
+            return 0.0
+        return None if due is None else due - now
 
     async def _fire(self, now: float) -> None:
         """Pages of rows due by ``now`` until none is left; each page's

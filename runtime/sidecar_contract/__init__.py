@@ -35,6 +35,7 @@ from ._replay import ReplayFailureReport as ReplayFailureReport
 from ._replay import ReplayItem as ReplayItem
 from ._replay import ReplayJob as ReplayJob
 from ._replay import ReplayReport as ReplayReport
+from ._replay import effect_of as effect_of
 from ._restore import HubKey as HubKey
 from ._restore import RestoreRecord as RestoreRecord
 from ._restore import Sources as Sources
@@ -66,6 +67,7 @@ __all__ = [
     "Sources",
     "check_layout",
     "decode_restore_record",
+    "effect_of",
     "make_private",
     "private_umask",
     "read_restore_record",

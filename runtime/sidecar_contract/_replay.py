@@ -5,11 +5,21 @@ both sides read them, and hub and sidecar never import each other
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
 
-from ..wire import DispatchOutcome, StepRecorded
+from ..wire import (
+    ApprovalRequested,
+    ChildRunStarted,
+    DispatchOutcome,
+    Event,
+    MailSent,
+    StepRecorded,
+    TimerCancelled,
+    TimerSet,
+)
 
 REPLAY_ITEM_TIMEOUT = 30.0
 """Seconds one handler call of a replay may take before it counts as raised."""
@@ -41,6 +51,31 @@ class RecordedEffect(msgspec.Struct, kw_only=True, omit_defaults=True):
     expires: bool = False
     """An approval asked with a timeout: only that it expires is compared,
     its expiry depending on the clock at the call."""
+
+
+def effect_of(event: Event, relative: Collection[str] = ()) -> RecordedEffect | None:
+    """The effect ``event`` records, if it is one a handler asks for: how the
+    hub writes a run's history into the job and how the replay compares the
+    calls it makes. ``relative`` holds the event ids of timers set ``after=`` a
+    delay, whose due time depends on the clock of the call and is not kept."""
+    if isinstance(event, MailSent):
+        return RecordedEffect(kind="mail", to=event.to, subject=event.subject, body=event.body)
+    if isinstance(event, ChildRunStarted):
+        return RecordedEffect(
+            kind="spawn",
+            entrypoint=event.entrypoint,
+            input=event.input,
+            child_run_id=event.child_run_id,
+        )
+    if isinstance(event, ApprovalRequested):
+        expires = event.expires_at is not None
+        return RecordedEffect(kind="approval", prompt=event.prompt, expires=expires)
+    if isinstance(event, TimerSet):
+        due_at = None if event.event_id in relative else event.due_at
+        return RecordedEffect(kind="timer", name=event.name, payload=event.payload, due_at=due_at)
+    if isinstance(event, TimerCancelled):
+        return RecordedEffect(kind="timer_cancel", name=event.name)
+    return None
 
 
 class RecordedEnd(msgspec.Struct, kw_only=True):

@@ -23,17 +23,12 @@ from typing import Any
 import msgspec
 
 from runtime import (
-    ApprovalRequested,
-    ChildRunStarted,
     DispatchOutcome,
-    Event,
-    MailSent,
     RecordedEffect,
     RecordedEnd,
     ReplayItem,
 )
 from runtime.sidecar_contract import ReplayDifference
-from runtime.wire import TimerCancelled, TimerSet
 
 
 class Call(msgspec.Struct, kw_only=True):
@@ -53,29 +48,6 @@ def canonical(value: Any) -> bytes:
     """One encoding per JSON value (keys sorted), so equal values compare equal
     however the handler ordered them, and ``True`` never equals ``1``."""
     return msgspec.json.encode(value, order="sorted")
-
-
-def effect_of(event: Event, relative: set[str]) -> RecordedEffect | None:
-    """The effect ``event`` asks for; ``relative`` holds the event ids of the
-    timers set ``after=`` a delay, whose due time is not compared."""
-    if isinstance(event, MailSent):
-        return RecordedEffect(kind="mail", to=event.to, subject=event.subject, body=event.body)
-    if isinstance(event, ChildRunStarted):
-        return RecordedEffect(
-            kind="spawn",
-            entrypoint=event.entrypoint,
-            input=event.input,
-            child_run_id=event.child_run_id,
-        )
-    if isinstance(event, ApprovalRequested):
-        expires = event.expires_at is not None
-        return RecordedEffect(kind="approval", prompt=event.prompt, expires=expires)
-    if isinstance(event, TimerSet):
-        due_at = None if event.event_id in relative else event.due_at
-        return RecordedEffect(kind="timer", name=event.name, payload=event.payload, due_at=due_at)
-    if isinstance(event, TimerCancelled):
-        return RecordedEffect(kind="timer_cancel", name=event.name)
-    return None
 
 
 def _same_effect(recorded: RecordedEffect, replayed: RecordedEffect) -> bool:

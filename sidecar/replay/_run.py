@@ -49,6 +49,7 @@ from runtime import (
     ReplayReport,
     Sources,
 )
+from runtime.sidecar_contract import effect_of
 from runtime.wire import CANCEL_KIND
 
 from .._errors import EntrypointError, WorkflowLoadError
@@ -65,7 +66,7 @@ from ..execution import (
     state_snapshot,
 )
 from ..storage import Envelope
-from ._compare import Call, difference, effect_of
+from ._compare import Call, difference
 
 log = logging.getLogger("mailrun.replay")
 

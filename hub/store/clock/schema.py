@@ -28,8 +28,9 @@ CREATE TABLE IF NOT EXISTS timer (
   set_at        REAL NOT NULL,
   UNIQUE (run_id, kind, name)
 );
--- The one wake of the timer loop: the earliest due row.
-CREATE INDEX IF NOT EXISTS timer_due ON timer (due_at);
+-- The one wake of the timer loop (the earliest due row), and its pages of
+-- due rows in the order they fire, read without a sort.
+CREATE INDEX IF NOT EXISTS timer_due ON timer (due_at, set_at, id);
 CREATE INDEX IF NOT EXISTS timer_by_deployment ON timer (deployment_id)
 """
 
@@ -45,7 +46,7 @@ CREATE TABLE IF NOT EXISTS timer (
   set_at        DOUBLE PRECISION NOT NULL,
   UNIQUE (run_id, kind, name)
 );
-CREATE INDEX IF NOT EXISTS timer_due ON timer (due_at);
+CREATE INDEX IF NOT EXISTS timer_due ON timer (due_at, set_at, id);
 CREATE INDEX IF NOT EXISTS timer_by_deployment ON timer (deployment_id);
 ALTER TABLE approval ADD COLUMN IF NOT EXISTS expires_at DOUBLE PRECISION;
 """

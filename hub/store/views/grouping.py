@@ -16,11 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from runtime import (
-    ApprovalRequested,
-    ChildRunStarted,
     DispatchProcessed,
     Event,
-    MailSent,
     RecordedEffect,
     RecordedEnd,
     RunCancelled,
@@ -28,7 +25,8 @@ from runtime import (
     RunFailed,
     RunStarted,
 )
-from runtime.wire import StepRecorded, TimerCancelled, TimerSet
+from runtime.sidecar_contract import effect_of
+from runtime.wire import StepRecorded
 
 
 @dataclass
@@ -53,29 +51,6 @@ class Grouped:
     def steps_of(self, dispatch_id: str) -> list[StepRecorded]:
         """The steps recorded for ``dispatch_id``, in their index order."""
         return sorted(self.steps.get(dispatch_id, {}).values(), key=lambda s: s.index)
-
-
-def effect_of(event: Event) -> RecordedEffect | None:
-    """The effect ``event`` records, if it is one a handler asks for."""
-    if isinstance(event, MailSent):
-        return RecordedEffect(kind="mail", to=event.to, subject=event.subject, body=event.body)
-    if isinstance(event, ChildRunStarted):
-        return RecordedEffect(
-            kind="spawn",
-            entrypoint=event.entrypoint,
-            input=event.input,
-            child_run_id=event.child_run_id,
-        )
-    if isinstance(event, ApprovalRequested):
-        expires = event.expires_at is not None
-        return RecordedEffect(kind="approval", prompt=event.prompt, expires=expires)
-    if isinstance(event, TimerSet):
-        return RecordedEffect(
-            kind="timer", name=event.name, payload=event.payload, due_at=event.due_at
-        )
-    if isinstance(event, TimerCancelled):
-        return RecordedEffect(kind="timer_cancel", name=event.name)
-    return None
 
 
 def group_events(events: Iterable[Event]) -> Grouped:

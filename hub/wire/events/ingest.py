@@ -194,12 +194,14 @@ class Ingest:
         return woken
 
     def _set_timer(self, event: TimerSet) -> None:
-        """The run's timer, set or moved: the event's id is the new item's."""
+        """The run's timer, set or moved: the event's id is the new item's. It
+        is stamped with the time of the call that set it, so timers due at the
+        same time fire in the order the run set them."""
         payload = None if event.payload is None else msgspec.json.encode(event.payload)
         set_timer(
             self.tx, timer_id=event.event_id, deployment_id=self.deployment_id,
             run_id=event.run_id, kind=TIMER_KIND, name=event.name, due_at=event.due_at,
-            payload=payload, now=self.now,
+            payload=payload, now=event.at or self.now,
         )  # fmt: skip
         self.timers_set = True
 
