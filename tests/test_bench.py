@@ -140,3 +140,21 @@ def test_the_gil_bench_times_a_transaction_each_way() -> None:
     assert (figures["rows"], figures["transactions"]) == (5, 3)
     for key in ("thread_alone_ms", "thread_beside_python_ms", "calling_thread_ms"):
         assert isinstance(figures[key], float) and figures[key] > 0
+
+
+def test_the_timer_bench_sees_each_timer_once_in_each_runs_order() -> None:
+    # The script itself exits non-zero when a timer was missed, doubled or out of order.
+    figures = bench("timers.py", "--runs", "3", "--timers", "4", "--lead", "3")
+    assert (figures["runs"], figures["timers"]) == (3, 12)
+    assert figures["exactly_once"] and figures["in_order"] and figures["armed_before_due"]
+    fired, handled = figures["fire_lateness"], figures["due_to_handler"]
+    assert isinstance(fired, dict) and isinstance(handled, dict)
+    assert 0 <= fired["max_ms"] <= handled["max_ms"]  # never fired early; handled after firing
+
+
+def test_the_idle_timer_bench_times_each_timer_alone() -> None:
+    figures = bench("timers.py", "--idle", "--repeat", "2")
+    assert (figures["runs"], figures["timers"], figures["idle"]) == (1, 2, True)
+    assert figures["exactly_once"] and figures["in_order"]
+    fired = figures["fire_lateness"]
+    assert isinstance(fired, dict) and 0 <= fired["p50_ms"] <= fired["max_ms"]
