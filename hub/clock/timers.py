@@ -157,15 +157,17 @@ class TimerLoop:
         self.reads += 1
         now = time.time()
         if due is not None and due <= now:
-            await self._fire(now)
+            await self._fire()
             return 0.0
         return None if due is None else due - now
 
-    async def _fire(self, now: float) -> None:
-        """Pages of rows due by ``now`` until none is left; each page's
-        deployments woken once it committed."""
+    async def _fire(self) -> None:
+        """Pages of due rows until none is left, each read at the time its
+        transaction runs (its items' ``fired_at``: a backlog's later pages
+        say how late they really were); each page's deployments woken once
+        it committed."""
         while True:
-            fired = await self._store.transact(lambda tx: fire_page(tx, now, self._page))
+            fired = await self._store.transact(lambda tx: fire_page(tx, time.time(), self._page))
             if self._metrics is not None:
                 for seconds in fired.lateness:
                     self._metrics.timers_fired.inc()
