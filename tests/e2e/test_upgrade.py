@@ -7,10 +7,12 @@ import shutil
 import sqlite3
 import subprocess
 import tarfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import msgspec
 import pytest
 
@@ -336,31 +338,6 @@ async def test_a_damaged_envelope_is_quarantined_and_the_others_carry_on(tmp_pat
     ]
 
 
-async def test_up_on_a_release_2_state_dir_carries_its_run_on(tmp_path: Path) -> None:
-    """The state dir the previous release left (tests/legacy/release2-state.tar.gz,
-    made by tests/legacy/make_release2_state.py: hub schema 15, inbox schema
-    4): its deployment gets the default failure policy, its run goes on from
-    its state, a mail accepted once more is still a duplicate, and its
-    handler's bug now suspends the run instead of ending it."""
-    with tarfile.open(RELEASE_2) as archive:
-        archive.extractall(tmp_path / "state", filter="data")
-    async with mailrun_up(tmp_path) as up:
-        (dep,) = (await up.http.get("/workflows/deployments")).json()["deployments"]
-        assert (dep["name"], dep["on_failure"], dep["max_attempts"]) == ("busy", "suspend", 5)
-        runs = (await up.http.get("/runs", params={"deployment": "busy"})).json()["runs"]
-        (run,) = [r for r in runs if r["is_top_level"]]
-        again = await up.send(dep["address"], "m0", body="body 0", message_id="<m0@r2>")
-        assert again.status_code == 202 and again.json()["run_id"] == run["id"]
-        answer = await up.send(dep["address"], "m3", body="body 3")
-        assert answer.status_code == 202, answer.text
-        done = await up.wait_state(run["id"], lambda r: r["state"].get("count") == 4, timeout=60)
-        assert [s["subject"] for s in done["state"]["seen"]] == ["m0", "m1", "m2", "m3"]
-        assert done["status"] == "running"
-        rows = up.query("SELECT COUNT(*) FROM workflow_run_dispatch WHERE deployment_id = ?",
-                        dep["id"])  # fmt: skip
-        assert rows == [(4,)]
-
-
 # The recorder again, in a new version that also sets a timer when told to.
 _TIMED_RECORDER = """
 async def main(ctx, item):
@@ -372,40 +349,89 @@ async def main(ctx, item):
 """
 
 
-async def test_up_on_a_release_3_state_dir_carries_on_and_keeps_timers(tmp_path: Path) -> None:
-    """The state dir the release before timers left (tests/legacy/release3-state.tar.gz,
-    made by tests/legacy/make_release2_state.py with 2396dc4: hub schema 17,
-    inbox schema 5): the store and the inbox migrate at start, its run goes
-    on from its state, a mail accepted once more is still a duplicate, and a
-    new version of its code sets a timer that fires into the same run."""
-    with tarfile.open(RELEASE_3) as archive:
-        archive.extractall(tmp_path / "state", filter="data")
-    async with mailrun_up(tmp_path) as up:
-        (dep,) = (await up.http.get("/workflows/deployments")).json()["deployments"]
-        runs = (await up.http.get("/runs", params={"deployment": "busy"})).json()["runs"]
-        (run,) = [r for r in runs if r["is_top_level"]]
-        again = await up.send(dep["address"], "m0", body="body 0", message_id="<m0@r2>")
-        assert again.status_code == 202 and again.json()["duplicate"] is True
-        assert again.json()["run_id"] == run["id"]
-        assert (await up.send(dep["address"], "m3", body="body 3")).status_code == 202
-        await up.wait_state(run["id"], lambda r: r["state"].get("count") == 4, timeout=60)
-        v2 = tmp_path / "timed.py"
-        v2.write_text(_TIMED_RECORDER)
-        code, out = await mailrun(up, "deploy", str(v2), "--name", "busy", "--update")
-        assert code == 0, out
+async def _release_2_carries_on(up: Up) -> None:
+    """Release 2's state (hub schema 15, inbox schema 4): its deployment gets
+    the default failure policy, its run goes on from its state, a mail
+    accepted once more is still a duplicate."""
+    (dep,) = (await up.http.get("/workflows/deployments")).json()["deployments"]
+    assert (dep["name"], dep["on_failure"], dep["max_attempts"]) == ("busy", "suspend", 5)
+    runs = (await up.http.get("/runs", params={"deployment": "busy"})).json()["runs"]
+    (run,) = [r for r in runs if r["is_top_level"]]
+    again = await up.send(dep["address"], "m0", body="body 0", message_id="<m0@r2>")
+    assert again.status_code == 202 and again.json()["run_id"] == run["id"]
+    answer = await up.send(dep["address"], "m3", body="body 3")
+    assert answer.status_code == 202, answer.text
+    done = await up.wait_state(run["id"], lambda r: r["state"].get("count") == 4, timeout=60)
+    assert [s["subject"] for s in done["state"]["seen"]] == ["m0", "m1", "m2", "m3"]
+    assert done["status"] == "running"
+    rows = up.query("SELECT COUNT(*) FROM workflow_run_dispatch WHERE deployment_id = ?",
+                    dep["id"])  # fmt: skip
+    assert rows == [(4,)]
 
-        async def active() -> bool:
-            answer = await up.http.get(f"/workflows/deployments/{dep['id']}")
-            return bool(answer.json()["version"] == 2)
 
-        await wait_for(active, timeout=60, what="version 2 active")
-        assert (await up.send(dep["address"], "later")).status_code == 202
-        done = await up.wait_state(run["id"], lambda r: r["state"].get("count") == 6, timeout=60)
-        assert [s["subject"] for s in done["state"]["seen"]] == [
-            "m0", "m1", "m2", "m3", "later", "nudge"
-        ]  # fmt: skip
-        assert done["state"]["seen"][-1]["kind"] == "timer"
-        assert up.query("SELECT COUNT(*) FROM timer") == [(0,)]
+async def _release_3_carries_on_and_keeps_timers(up: Up) -> None:
+    """Release 3's state (hub schema 17, inbox schema 5: failure policies,
+    before timers and steps): the store and the inbox migrate, its run goes
+    on, and a new version of its code sets a timer that fires into it."""
+    (dep,) = (await up.http.get("/workflows/deployments")).json()["deployments"]
+    runs = (await up.http.get("/runs", params={"deployment": "busy"})).json()["runs"]
+    (run,) = [r for r in runs if r["is_top_level"]]
+    again = await up.send(dep["address"], "m0", body="body 0", message_id="<m0@r2>")
+    assert again.status_code == 202 and again.json()["duplicate"] is True
+    assert again.json()["run_id"] == run["id"]
+    assert (await up.send(dep["address"], "m3", body="body 3")).status_code == 202
+    await up.wait_state(run["id"], lambda r: r["state"].get("count") == 4, timeout=60)
+    v2 = up.state_dir.parent / "timed.py"
+    v2.write_text(_TIMED_RECORDER)
+    code, out = await mailrun(up, "deploy", str(v2), "--name", "busy", "--update")
+    assert code == 0, out
+
+    async def active() -> bool:
+        answer = await up.http.get(f"/workflows/deployments/{dep['id']}")
+        return bool(answer.json()["version"] == 2)
+
+    await wait_for(active, timeout=60, what="version 2 active")
+    assert (await up.send(dep["address"], "later")).status_code == 202
+    done = await up.wait_state(run["id"], lambda r: r["state"].get("count") == 6, timeout=60)
+    assert [s["subject"] for s in done["state"]["seen"]] == [
+        "m0", "m1", "m2", "m3", "later", "nudge"
+    ]  # fmt: skip
+    assert done["state"]["seen"][-1]["kind"] == "timer"
+    assert up.query("SELECT COUNT(*) FROM timer") == [(0,)]
+
+
+async def test_up_on_the_state_dirs_of_the_previous_releases_carries_their_runs_on(
+    tmp_path: Path,
+) -> None:
+    """The state dirs the previous releases left (tests/legacy/release2-state.tar.gz
+    and release3-state.tar.gz, made by tests/legacy/make_release2_state.py)
+    boot under this release, side by side: each restored elsewhere is a new
+    home, which its hub, just started, lets in once its recorded owner's
+    lease ran out, the same wait for both."""
+    checks = (
+        (RELEASE_2, _release_2_carries_on),
+        (RELEASE_3, _release_3_carries_on_and_keeps_timers),
+    )
+
+    async def boot(
+        n: int,
+        archive: Path,
+        check: Callable[[Up], Awaitable[None]],
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        root = tmp_path / f"r{n}"
+        with tarfile.open(archive) as tar:
+            tar.extractall(root / "state", filter="data")
+        async with mailrun_up(root) as up:
+            # Started one after the other: each `up` takes NATS' default
+            # port when it is free at its start, a free one when not.
+            task_status.started()
+            await check(up)
+
+    async with anyio.create_task_group() as tg:
+        for n, (archive, check) in enumerate(checks, start=2):
+            await tg.start(boot, n, archive, check)
 
 
 RELEASE_2 = Path(__file__).resolve().parents[1] / "legacy" / "release2-state.tar.gz"
