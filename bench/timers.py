@@ -12,9 +12,10 @@ run's queue. Each child records ``{name: [due_at, fired_at, time.time() at
 the handler]}`` in its state and completes once it saw them all; the bench
 polls the parent (under a deadline) until every child ended, then reads
 their states. Prints the lateness of the fires (fired_at - due_at: the hub
-stamps each page of fires with the time its transaction ran), due to handler (p50, p99, max), the last one handled after
-T, and whether each timer was seen once and each run's in the order it set
-them (one due time: the hub breaks the tie by set time); exits 1 when not,
+stamps each page of fires with the time its transaction ran), due to
+handler (p50, p99, max), the last one handled after T, and whether each
+timer was seen once and each run's in the order it set them (one due
+time: the hub breaks the tie by set time); exits 1 when not,
 or when a run set its timers after T. ``--idle``: one timer due in 2 s on
 an otherwise idle hub, ``--repeat`` times one after the other.
 """

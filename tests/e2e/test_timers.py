@@ -75,11 +75,11 @@ async def test_timers_fire_once_on_time_cancelled_never_moved_at_the_new_time(
 ) -> None:
     async with mailrun_up(tmp_path) as up:
         dep = await up.deploy("timers", TIMERS)
-        ops = [["past", "p"], ["set", "a", 1.0, {"k": 1}], ["set", "c", 4, None],
-               ["set", "m", 4, "first"], ["set", "last", 6, None]]  # fmt: skip
+        ops = [["past", "p"], ["set", "a", 1.0, {"k": 1}], ["set", "c", 3, None],
+               ["set", "m", 3, "first"], ["set", "last", 4.5, None]]  # fmt: skip
         run = await _ops(up, dep["address"], ops, 1)
         run_id = run["id"]
-        run = await _ops(up, dep["address"], [["cancel", "c"], ["set", "m", 5, "moved"]], 2)
+        run = await _ops(up, dep["address"], [["cancel", "c"], ["set", "m", 3.5, "moved"]], 2)
         pending = {t["name"]: t for t in run["timers"]}
         assert "c" not in pending and pending["m"]["payload"] == "moved"
         assert pending["m"]["due_at"] == run["state"]["due"]["m"]
