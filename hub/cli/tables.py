@@ -231,7 +231,12 @@ def run_view(r: Mapping[str, Any]) -> str:
     ]
     # A suspension's fields only while it is suspended: None says nothing.
     shown = [(k, r.get(k)) for k in keys if k in r]
-    return key_values([(k, v) for k, v in shown if v is not None or k in _ALWAYS])
+    pairs = [(k, v) for k, v in shown if v is not None or k in _ALWAYS]
+    if timers := r.get("timers"):
+        # Pending ones only (the hub lists those): name and when it is due.
+        due = [f"{t.get('name')} at {cell(t.get('due_at'))}" for t in timers]
+        pairs.append(("timers", ", ".join(due)))
+    return key_values(pairs)
 
 
 _ALWAYS = {"id", "deployment_id", "parent_run_id", "is_top_level", "status", "result",

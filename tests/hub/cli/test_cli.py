@@ -361,6 +361,21 @@ def test_run_shows_status_and_result(stub: Stub) -> None:
     assert out == {"id": RUN_A, "status": "completed", "result": '{"count":4}', "error": "-"}
 
 
+def test_run_shows_its_pending_timers(stub: Stub) -> None:
+    timers = [
+        {"name": "remind", "due_at": 1_800_000_000.0, "payload": None},
+        {"name": "escalate", "due_at": 1_800_086_400.0, "payload": {"to": "boss"}},
+    ]
+    run = {"id": RUN_A, "status": "running", "timers": timers}
+    stub.routes["GET", f"/runs/{RUN_A}"] = (200, run)
+    result = cli(stub, "run", RUN_A)
+    assert result.exit_code == 0
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert out["timers"] == "remind at 2027-01-15 08:00:00, escalate at 2027-01-16 08:00:00"
+    stub.routes["GET", f"/runs/{RUN_A}"] = (200, {**run, "timers": []})
+    assert "timers" not in cli(stub, "run", RUN_A).stdout
+
+
 def test_delete_passes_the_name_or_id_to_the_hub(stub: Stub) -> None:
     stub.routes["DELETE", "/workflows/deployments/counter"] = (
         200,
