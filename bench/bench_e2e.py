@@ -107,6 +107,28 @@ async def stop_up(up: anyio.abc.Process) -> None:
             await up.wait()
 
 
+@contextlib.asynccontextmanager
+async def admin_of_up(tmp: Path) -> AsyncIterator[AdminCall]:
+    """``mailrun up`` in ``tmp/state`` (its log ``tmp/up.log``) on a free
+    port, and the admin call to its hub once it answers; stopped at the end."""
+    state, http = tmp / "state", f"127.0.0.1:{free_port()}"
+    with (tmp / "up.log").open("wb") as log:
+        up = await anyio.open_process(
+            [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            async with aiohttp.ClientSession(
+                f"http://{http}", timeout=aiohttp.ClientTimeout(total=60)
+            ) as client:
+                call, _ = await admin_calls(client, state)
+                yield call
+        finally:
+            await stop_up(up)
+
+
 @contextlib.contextmanager
 def scratch_dir(prefix: str, *, keep: bool) -> Iterator[Path]:
     """A temporary dir for a bench's state and logs: removed afterwards, or

@@ -22,20 +22,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.bench_e2e import admin_calls, mailrun_argv, scratch_dir, stop_up
+from bench.bench_e2e import admin_of_up, scratch_dir
 from runtime.loops import loop_options
-from tests.support import free_port, wait_for
+from tests.support import wait_for
 
 FAN_OUT = """
 import time
@@ -62,49 +60,34 @@ async def child(ctx, item):
 
 
 async def bench(children: int, rounds: int, tmp: Path) -> dict[str, Any]:
-    state, http = tmp / "state", f"127.0.0.1:{free_port()}"
-    log = (tmp / "up.log").open("wb")
-    up = await anyio.open_process(
-        [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
     took: list[float] = []
-    try:
-        async with aiohttp.ClientSession(
-            f"http://{http}", timeout=aiohttp.ClientTimeout(total=60)
-        ) as client:
-            call, _ = await admin_calls(client, state)
-            status, dep = await call(
+    async with admin_of_up(tmp) as call:
+        status, dep = await call(
+            "POST",
+            "/workflows/deployments",
+            json={"name": "fanout", "source": FAN_OUT, "entrypoint": "flow:main"},
+        )
+        assert status == 201, dep
+        # A warm-up round (the sidecar starting, its first mint) is not measured.
+        for n in range(rounds + 1):
+            began = time.time()
+            status, sent = await call(
                 "POST",
-                "/workflows/deployments",
-                json={"name": "fanout", "source": FAN_OUT, "entrypoint": "flow:main"},
+                "/mail",
+                json={"to": dep["address"], "subject": str(children), "body": f"round {n}"},
             )
-            assert status == 201, dep
-            # A warm-up round (the sidecar starting, its first mint) is not measured.
-            for n in range(rounds + 1):
-                began = time.time()
-                status, sent = await call(
-                    "POST",
-                    "/mail",
-                    json={"to": dep["address"], "subject": str(children), "body": f"round {n}"},
-                )
-                assert status == 202, sent
-                run_id = sent["run_id"]
+            assert status == 202, sent
+            run_id = sent["run_id"]
 
-                async def ended(run_id: str = run_id, n: int = n) -> float | None:
-                    _, run = await call("GET", f"/runs/{run_id}")
-                    now = run.get("state") or {}
-                    at = now.get("all_ended_at") if now.get("round") == f"round {n}" else None
-                    return float(at) if at is not None else None
+            async def ended(run_id: str = run_id, n: int = n) -> float | None:
+                _, run = await call("GET", f"/runs/{run_id}")
+                now = run.get("state") or {}
+                at = now.get("all_ended_at") if now.get("round") == f"round {n}" else None
+                return float(at) if at is not None else None
 
-                at = await wait_for(ended, timeout=600, interval=0.05, what="every child ended")
-                if n:
-                    took.append(at - began)
-    finally:
-        await stop_up(up)
-        log.close()
+            at = await wait_for(ended, timeout=600, interval=0.05, what="every child ended")
+            if n:
+                took.append(at - began)
     return {
         "children": children,
         "rounds": rounds,

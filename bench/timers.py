@@ -25,20 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.bench_e2e import admin_calls, mailrun_argv, percentile, scratch_dir, stop_up
+from bench.bench_e2e import admin_of_up, percentile, scratch_dir
 from runtime.loops import loop_options
-from tests.support import free_port, wait_for
+from tests.support import wait_for
 
 TIMERS = """
 import time
@@ -80,68 +78,53 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 async def bench(runs: int, timers: int, lead: float, idle: int, tmp: Path) -> dict[str, Any]:
-    state, http = tmp / "state", f"127.0.0.1:{free_port()}"
-    log = (tmp / "up.log").open("wb")
-    up = await anyio.open_process(
-        [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        async with aiohttp.ClientSession(
-            f"http://{http}", timeout=aiohttp.ClientTimeout(total=60)
-        ) as client:
-            call, _ = await admin_calls(client, state)
-            status, dep = await call(
-                "POST",
-                "/workflows/deployments",
-                json={"name": "timers", "source": TIMERS, "entrypoint": "flow:main"},
+    async with admin_of_up(tmp) as call:
+        status, dep = await call(
+            "POST",
+            "/workflows/deployments",
+            json={"name": "timers", "source": TIMERS, "entrypoint": "flow:main"},
+        )
+        assert status == 201, dep
+        mail = {"to": dep["address"], "subject": str(1 if idle else runs)}
+        status, sent = await call("POST", "/mail", json=mail)
+        assert status == 202, sent
+
+        async def run_state(run_id: str) -> dict[str, Any]:
+            status, run = await call("GET", f"/runs/{run_id}")
+            assert status == 200, run
+            return dict(run.get("state") or {})
+
+        async def spawned() -> list[str] | None:
+            return (await run_state(sent["run_id"])).get("children")
+
+        children = await wait_for(spawned, timeout=120, interval=0.05, what="the children")
+
+        async def arm(run_id: str, round: int, count: int, due_at: float, last: bool) -> None:
+            spec = {"round": round, "timers": count, "due_at": due_at, "last": last}
+            status, got = await call(
+                "POST", f"/runs/{run_id}/signals", json={"name": "arm", "payload": spec}
             )
-            assert status == 201, dep
-            mail = {"to": dep["address"], "subject": str(1 if idle else runs)}
-            status, sent = await call("POST", "/mail", json=mail)
-            assert status == 202, sent
+            assert status == 202, got
 
-            async def run_state(run_id: str) -> dict[str, Any]:
-                status, run = await call("GET", f"/runs/{run_id}")
-                assert status == 200, run
-                return dict(run.get("state") or {})
+        if idle:
+            for n in range(idle):
+                await arm(children[0], n, 1, time.time() + 2.0, last=n == idle - 1)
 
-            async def spawned() -> list[str] | None:
-                return (await run_state(sent["run_id"])).get("children")
+                async def fired(n: int = n) -> bool:
+                    return f"{n:03d}-00000" in (await run_state(children[0])).get("fires", {})
 
-            children = await wait_for(spawned, timeout=120, interval=0.05, what="the children")
+                await wait_for(fired, timeout=60, interval=0.05, what=f"idle timer {n}")
+        else:
+            due_at = time.time() + lead
+            for run_id in children:
+                await arm(run_id, 0, timers, due_at, last=True)
+            sent_by = time.time()
 
-            async def arm(run_id: str, round: int, count: int, due_at: float, last: bool) -> None:
-                spec = {"round": round, "timers": count, "due_at": due_at, "last": last}
-                status, got = await call(
-                    "POST", f"/runs/{run_id}/signals", json={"name": "arm", "payload": spec}
-                )
-                assert status == 202, got
+            async def ended() -> bool:
+                return bool((await run_state(sent["run_id"]))["ended"] == len(children))
 
-            if idle:
-                for n in range(idle):
-                    await arm(children[0], n, 1, time.time() + 2.0, last=n == idle - 1)
-
-                    async def fired(n: int = n) -> bool:
-                        return f"{n:03d}-00000" in (await run_state(children[0])).get("fires", {})
-
-                    await wait_for(fired, timeout=60, interval=0.05, what=f"idle timer {n}")
-            else:
-                due_at = time.time() + lead
-                for run_id in children:
-                    await arm(run_id, 0, timers, due_at, last=True)
-                sent_by = time.time()
-
-                async def ended() -> bool:
-                    return bool((await run_state(sent["run_id"]))["ended"] == len(children))
-
-                await wait_for(ended, timeout=600, interval=0.2, what="every timer handled")
-            states = [await run_state(run_id) for run_id in children]
-    finally:
-        await stop_up(up)
-        log.close()
+            await wait_for(ended, timeout=600, interval=0.2, what="every timer handled")
+        states = [await run_state(run_id) for run_id in children]
     fires = [f for s in states for f in s.get("fires", {}).values()]
     expected = [f"{n:03d}-{i:05d}" for n in range(idle or 1) for i in range(1 if idle else timers)]
     figures: dict[str, Any] = {
@@ -160,7 +143,6 @@ async def bench(runs: int, timers: int, lead: float, idle: int, tmp: Path) -> di
             == expected
             for s in states
         ),
-        "up_exit_code": up.returncode,
     }
     if not idle:
         last = max(seen for _, _, seen in fires) - due_at
