@@ -92,6 +92,17 @@ from ._limits import WIRE_MAX_PAYLOAD as WIRE_MAX_PAYLOAD
 from ._limits import SizeLimit as SizeLimit
 from ._limits import clip_text as clip_text
 from ._limits import encoded_size as encoded_size
+from ._mail import BOUNCE_KIND as BOUNCE_KIND
+from ._mail import REPLIES_TO_ENDED as REPLIES_TO_ENDED
+from ._mail import ROUTED_BY_CATCH_ALL as ROUTED_BY_CATCH_ALL
+from ._mail import ROUTED_BY_HEADERS as ROUTED_BY_HEADERS
+from ._mail import ROUTED_BY_REPLY_ADDRESS as ROUTED_BY_REPLY_ADDRESS
+from ._mail import VERDICTS as VERDICTS
+from ._mail import Attachment as Attachment
+from ._mail import AuthVerdict as AuthVerdict
+from ._mail import BounceReport as BounceReport
+from ._mail import MailAuth as MailAuth
+from ._mail import MailContext as MailContext
 from ._reasons import AckResult as AckResult
 from ._reasons import DispatchOutcome as DispatchOutcome
 from ._reasons import OnFailure as OnFailure
@@ -108,6 +119,7 @@ __all__ = [
     "APPROVAL_TIMEOUT",
     "BATCH_FORMAT",
     "BLOB_CHUNK_SIZE",
+    "BOUNCE_KIND",
     "CANCEL_KIND",
     "FORMAT_VERSION",
     "INLINE_BODY_LIMIT",
@@ -122,18 +134,26 @@ __all__ = [
     "MAX_STATE",
     "MAX_STEP_RESULT",
     "MAX_TIMER_PAYLOAD",
+    "REPLIES_TO_ENDED",
     "RESUME_KIND",
+    "ROUTED_BY_CATCH_ALL",
+    "ROUTED_BY_HEADERS",
+    "ROUTED_BY_REPLY_ADDRESS",
     "SCHEDULE_KIND",
     "SIZE_LIMITS",
     "SUPPORTED_FORMATS",
     "TIMER_KIND",
+    "VERDICTS",
     "WIRE_MAX_PAYLOAD",
     "Ack",
     "AckBatch",
     "AckResult",
     "ApprovalRequested",
+    "Attachment",
+    "AuthVerdict",
     "BlobChunk",
     "BlobGet",
+    "BounceReport",
     "Challenge",
     "ChildRunStarted",
     "Claim",
@@ -154,7 +174,9 @@ __all__ = [
     "IngressReceipt",
     "IngressReceipts",
     "LoadVersion",
+    "MailAuth",
     "MailBatch",
+    "MailContext",
     "MailInbound",
     "MailSent",
     "MintChild",

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from ._mail import Attachment, MailContext
 from ._reasons import AckResult, DispatchOutcome, OnFailure
 
 FORMAT_VERSION = 2
@@ -224,6 +225,10 @@ class MailInbound(_Frame, tag=True, kw_only=True):
     """The message as it came over SMTP, always claim-checked (never inline:
     it repeats the body, and a frame of a hundred of them must stay small).
     An older sidecar ignores it; its handler has no ``item.raw``."""
+    context: MailContext | None = None
+    """What the hub read from the mail for its run (the address's tag, the
+    thread, the sender checks); None for kinds that are not mail and from an
+    older hub."""
 
     @property
     def effective_run_id(self) -> str:
@@ -533,6 +538,22 @@ class MailSent(_Event, tag=True, kw_only=True):
     """Derived from the dispatch and the send's index in the handler call, so
     the same item processed again (after a takeover) sends the same mail,
     which the hub accepts once. Absent from older sidecars: the event id."""
+    header_id: str | None = None
+    """The ``Message-ID`` header the mail carries (``<...@domain>``), which
+    ``ctx.send`` returned: made from ``message_id`` and the deployment's
+    domain, so it is the same when the item is processed again. Absent from
+    older sidecars: the hub makes one from the event id."""
+    html: str | None = None
+    cc: list[str] = msgspec.field(default_factory=list)
+    reply_to: str | None = None
+    """None: the hub sets the run's signed reply address (docs/smtp.md)."""
+    in_reply_to: str | None = None
+    references: list[str] = msgspec.field(default_factory=list)
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    """Extra headers, by name (``X-...`` and the like; the hub refuses to let
+    them replace the ones it writes: From, To, Cc, Subject, Date, Message-ID,
+    Reply-To, In-Reply-To, References, MIME headers)."""
+    attachments: list[Attachment] = msgspec.field(default_factory=list)
 
 
 class ApprovalRequested(_Event, tag=True, kw_only=True):

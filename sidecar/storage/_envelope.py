@@ -4,7 +4,7 @@ An envelope is stored as a msgpack map in ``inbox.envelope``. Release 1 wrote
 ``{"v": 1, dispatch_id, deployment_id, address, kind, message_id, sender,
 subject, body}`` with no ``run_id`` (the run id was the address); this
 release writes ``"v": 2`` with the MailInbound fields. One reader takes both.
-Fields added since (``raw``) have defaults: an envelope written before them
+Fields added since (``raw``, ``context``) have defaults: an envelope written before them
 reads as without them, and an older reader skips them.
 A run's state (``run_state.state``) is the handler's ``ctx.state`` as a
 msgpack map, unchanged since release 1.
@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from runtime import MailInbound, RecordDecodeError
+from runtime.wire import MailContext
 
 ENVELOPE_VERSION = 2
 
@@ -41,6 +42,7 @@ class Envelope(msgspec.Struct, kw_only=True):
     owner_epoch: int = 0
     version: int = 0  # the workflow version that processes it (0: the first)
     raw: bytes | None = None  # the message as it came over SMTP (None: not SMTP)
+    context: MailContext | None = None  # what the hub read from the mail (tag, thread, auth)
 
     @property
     def effective_run_id(self) -> str:
@@ -68,6 +70,7 @@ class Envelope(msgspec.Struct, kw_only=True):
             owner_epoch=frame.owner_epoch,
             version=frame.version,
             raw=raw,
+            context=frame.context,
         )
 
 

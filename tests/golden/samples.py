@@ -59,15 +59,22 @@ from runtime import (
 from runtime.sidecar_contract import HubKey
 from runtime.sidecar_contract._restore import RECORD_VERSION
 from runtime.wire import (
+    BOUNCE_KIND,
     CANCEL_KIND,
     RESUME_KIND,
+    ROUTED_BY_HEADERS,
     SCHEDULE_KIND,
     TIMER_KIND,
+    Attachment,
+    AuthVerdict,
+    BounceReport,
     FailurePolicy,
     IngressBatch,
     IngressMail,
     IngressReceipt,
     IngressReceipts,
+    MailAuth,
+    MailContext,
     PolicySet,
     RunSuspended,
     ScheduleFired,
@@ -133,13 +140,23 @@ class AckBeforeDetail(msgspec.Struct, tag_field="t", tag="Ack", kw_only=True):
 _ADDED_IN_FORMAT_2 = {
     "Hello": ("home", "previous_instance"),
     "Welcome": ("from_hub", "policy"),
-    "MailSent": ("message_id",),
-    "MailInbound": ("version", "code", "raw"),
+    "MailSent": (
+        "message_id",
+        "header_id",
+        "html",
+        "cc",
+        "reply_to",
+        "in_reply_to",
+        "references",
+        "headers",
+        "attachments",
+    ),
+    "MailInbound": ("version", "code", "raw", "context"),
     "DispatchProcessed": ("step", "version", "error"),
     "RunStates": ("settled",),
     "RunSnapshot": ("last_step", "approvals", "parent_run_id", "entrypoint", "version", "steps"),
     "ApprovalRequested": ("expires_at",),
-    "Envelope": ("version", "raw"),
+    "Envelope": ("version", "raw", "context"),
 }
 """Fields added to a format 2 frame (or record) after its golden file was written."""
 
@@ -186,6 +203,13 @@ def _without(value: msgspec.Struct, *fields: str) -> bytes:
     data = msgspec.msgpack.decode(encode(value))
     for field in fields:
         data.pop(field, None)
+    return msgspec.msgpack.encode(data)
+
+
+def _envelope_before_context(envelope: Envelope) -> bytes:
+    """An envelope as written before ``context`` was added (it decodes as None)."""
+    data = msgspec.msgpack.decode(encode_envelope(envelope))
+    data.pop("context", None)
     return msgspec.msgpack.encode(data)
 
 
@@ -363,6 +387,82 @@ _SCHEDULE_V2 = msgspec.structs.replace(
     ),
     version=2,
 )
+_CONTEXT = MailContext(
+    to="support+billing@example.org",
+    tag="billing",
+    in_reply_to="<dsp_" + "6" * 26 + ".1@example.org>",
+    thread=["<first@example.net>", "<dsp_" + "6" * 26 + ".1@example.org>"],
+    routed_by=ROUTED_BY_HEADERS,
+    auth=MailAuth(
+        spf=AuthVerdict(result="pass", domain="example.net"),
+        dkim=AuthVerdict(result="pass", domain="example.net"),
+        dmarc=AuthVerdict(result="fail", domain="example.net", detail="reject"),
+    ),
+)
+_MAIL_WITH_CONTEXT = MailInbound(
+    v=2,
+    dispatch_id=DSP,
+    deployment_id=DEP,
+    run_id=RUN,
+    address=ADDRESS,
+    seq=12,
+    message_id="<reply-1@example.net>",
+    sender="a@example.net",
+    subject="Re: hello",
+    body=b"yes",
+    owner_epoch=3,
+    session_id=SES,
+    version=2,
+    context=_CONTEXT,
+)
+_RICH_MAIL = MailSent(
+    event_id=EVT,
+    run_id=RUN,
+    at=AT,
+    to="x@example.net",
+    subject="Grüße",
+    body=b"plain",
+    message_id=DSP + ":mail:1",
+    header_id="<" + DSP + ".1@example.org>",
+    html="<p>rich</p>",
+    cc=["y@example.net"],
+    reply_to=None,
+    in_reply_to="<first@example.net>",
+    references=["<first@example.net>"],
+    headers={"X-Ticket": "42"},
+    attachments=[Attachment(filename="a.csv", content_type="text/csv", data=b"a,b\n1,2\n")],
+)
+_CONTEXT_V2 = msgspec.structs.replace(
+    _ENVELOPE_V2,
+    dispatch_id=DSP[:-1] + "e",
+    seq=12,
+    message_id="<reply-1@example.net>",
+    sender="a@example.net",
+    subject="Re: hello",
+    body=b"yes",
+    version=2,
+    context=_CONTEXT,
+)
+_BOUNCE_V2 = msgspec.structs.replace(
+    _ENVELOPE_V2,
+    dispatch_id=DSP[:-1] + "f",
+    seq=13,
+    kind=BOUNCE_KIND,
+    message_id="bounce:out_" + "5" * 26,
+    sender=None,
+    subject="<" + DSP + ".1@example.org>",
+    body=msgspec.json.encode(
+        BounceReport(
+            message_id="<" + DSP + ".1@example.org>",
+            recipient="x@example.net",
+            status="5.1.1",
+            diagnostic="550 5.1.1 <x@example.net>: no such user",
+            source="relay",
+            bounced_at=AT + 1.5,
+        )
+    ),
+    version=2,
+)
 _POLICY = FailurePolicy(
     on_failure="park", max_attempts=3, max_backoff=30.0, handler_timeout=60.0, max_concurrent_runs=4
 )
@@ -525,7 +625,7 @@ V2 = [
             version=2,
             code=Claim(digest="sha256:" + "cd" * 32, size=120),
         ),
-        since=("raw",),
+        since=("raw", "context"),
     ),
     _whole(
         "LoadVersion",
@@ -582,7 +682,7 @@ V2 = [
         "v2/MailSent.message_id.msgpack",
         "event",
         _MAIL_SENT,
-        lambda: encode(_MAIL_SENT),
+        lambda: _without(_MAIL_SENT, *_ADDED_IN_FORMAT_2["MailSent"][1:]),
     ),
     # Failure policies (added within format 2).
     _whole(
@@ -648,13 +748,29 @@ V2 = [
         "v2/inbox_envelope.timer.msgpack",
         "envelope",
         _TIMER_V2,
-        lambda: encode_envelope(_TIMER_V2),
+        lambda: _envelope_before_context(_TIMER_V2),
     ),
     Golden(
         "v2/inbox_envelope.schedule.msgpack",
         "envelope",
         _SCHEDULE_V2,
-        lambda: encode_envelope(_SCHEDULE_V2),
+        lambda: _envelope_before_context(_SCHEDULE_V2),
+    ),
+    # Mail that behaves like mail (added within format 2): a mail's context
+    # (tag, thread, sender checks), rich outbound mail, and bounces.
+    _whole("MailInbound.context", _MAIL_WITH_CONTEXT),
+    Golden("v2/MailSent.rich.msgpack", "event", _RICH_MAIL, lambda: encode(_RICH_MAIL)),
+    Golden(
+        "v2/inbox_envelope.context.msgpack",
+        "envelope",
+        _CONTEXT_V2,
+        lambda: encode_envelope(_CONTEXT_V2),
+    ),
+    Golden(
+        "v2/inbox_envelope.bounce.msgpack",
+        "envelope",
+        _BOUNCE_V2,
+        lambda: encode_envelope(_BOUNCE_V2),
     ),
     Golden(
         "v2/restore_record.json",
@@ -684,13 +800,13 @@ V2 = [
         "v2/inbox_envelope.resume.msgpack",
         "envelope",
         _RESUME_V2,
-        lambda: encode_envelope(_RESUME_V2),
+        lambda: _envelope_before_context(_RESUME_V2),
     ),
     Golden(
         "v2/inbox_envelope.cancel.msgpack",
         "envelope",
         _CANCEL_V2,
-        lambda: encode_envelope(_CANCEL_V2),
+        lambda: _envelope_before_context(_CANCEL_V2),
     ),
     Golden(
         "v2/policy_meta.json",
@@ -791,7 +907,7 @@ V1 = [
 ]
 
 
-_ADDED_IN_FORMAT_3 = {"MailInbound": ("raw",)}
+_ADDED_IN_FORMAT_3 = {"MailInbound": ("raw", "context")}
 """Fields added to a format 3 frame's parts after its golden file was written."""
 
 

@@ -22,6 +22,7 @@ from ..._errors import MigrationError
 from ..clock import SCHEDULES_PG, TIMERS_PG, add_schedules, add_timers
 from ..deployments import add_producers, add_workflow_versions
 from ..feed import DEPLOYMENT_FEED_PG, add_change_feed, add_deployment_feed
+from ..mail import MAIL_PG, add_mail
 from ..outbound import add_outbound_mail
 from ..schema import (
     BASELINE,
@@ -107,6 +108,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(18, "0018_timers", add_timers, postgres=TIMERS_PG),
     Migration(19, "0019_schedules", add_schedules, postgres=SCHEDULES_PG),
+    Migration(20, "0020_mail", add_mail, postgres=MAIL_PG),
 )
 LATEST = MIGRATIONS[-1].version
 

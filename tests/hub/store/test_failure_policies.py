@@ -75,6 +75,7 @@ async def test_a_schema_15_database_keeps_its_data_and_gets_the_default_policy(
         "0017_run_settings",
         "0018_timers",
         "0019_schedules",
+        "0020_mail",
     ]
 
     async with await open_store(path) as store:

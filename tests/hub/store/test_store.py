@@ -98,6 +98,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0017_run_settings",
         "0018_timers",
         "0019_schedules",
+        "0020_mail",
     ]
     assert not path.exists()  # checking does not create it
     store = await open_store(path)
@@ -136,6 +137,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0017_run_settings",
         "0018_timers",
         "0019_schedules",
+        "0020_mail",
     ]
     store = await open_store(path)
     await store.aclose()
