@@ -310,6 +310,7 @@ class NatsTransport:
     async def _replace(self, old: Client) -> None:
         subs = list(self._subs.values())  # subscribed from now on: on the new client
         self._up.clear()
+        self._gone.set()  # its requests go to the new client, even if nats-py never said closed
         self._replacing = True
         try:
             await self._discard(old)
