@@ -32,7 +32,7 @@ from ..loops import Backoff, Flag, Retry, Wakeup
 from ..wire import WIRE_MAX_PAYLOAD
 from ._nats_edge import AttemptFailed, as_raised, check_url, is_auth_error, mapped, servers_of
 from ._nats_subscription import NatsSubscription
-from ._natspy import Client, Server
+from ._natspy import Client, Msg, Server
 from ._natspy import Subscription as NatsSub
 from ._natspy import errors as nats_errors
 from ._protocol import ReconnectCallback, Transport
@@ -71,6 +71,7 @@ class NatsTransport:
         self._refused = False  # the server refused our credentials since the last connect
         self._warned: set[str] = set()  # error kinds logged at WARNING since the last connect
         self._nc = Client()
+        self._gone = anyio.Event()  # set once the current client is closed for good
         self._connecting_task: int | None = None
         self._closed = False
         self._callbacks: list[ReconnectCallback] = []
@@ -108,9 +109,9 @@ class NatsTransport:
         self._connecting_task = anyio.get_current_task().id
         try:
             while True:
-                client = Client()
+                client, gone = Client(), anyio.Event()
                 try:
-                    await client.connect(**self._options(client))
+                    await client.connect(**self._options(client, gone))
                 except (AttemptFailed, nats_errors.Error, OSError, TimeoutError) as exc:
                     cause = exc.__cause__ if isinstance(exc, AttemptFailed) else exc
                     if not (isinstance(cause, Exception) and self._refusal(cause)):
@@ -124,7 +125,7 @@ class NatsTransport:
                     await self._discard(client)
                     raise
                 else:
-                    self._nc = client
+                    self._nc, self._gone = client, gone
                     self._connected()
                     log.info("connected to NATS at %s as %s", self.shown_url, self.name)
                     if client.max_payload < WIRE_MAX_PAYLOAD:
@@ -148,7 +149,7 @@ class NatsTransport:
         self._retry.succeeded()
         self._up.set()
 
-    def _options(self, client: Client) -> dict[str, Any]:
+    def _options(self, client: Client, gone: anyio.Event) -> dict[str, Any]:
         # The callbacks are this client's: a client being discarded (a failed
         # attempt, one the keeper replaced) must not speak for the current one.
         async def on_error(exc: Exception) -> None:
@@ -166,6 +167,7 @@ class NatsTransport:
                 await self._on_reconnected()
 
         async def on_closed() -> None:
+            gone.set()  # whether current or being discarded: its requests end here
             if current():
                 self._on_closed(client)
 
@@ -308,6 +310,7 @@ class NatsTransport:
     async def _replace(self, old: Client) -> None:
         subs = list(self._subs.values())  # subscribed from now on: on the new client
         self._up.clear()
+        self._gone.set()  # its requests go to the new client, even if nats-py never said closed
         self._replacing = True
         try:
             await self._discard(old)
@@ -335,10 +338,52 @@ class NatsTransport:
             await self._nc.publish(subject, data)
 
     async def request(self, subject: str, data: bytes, timeout: float) -> bytes:
+        """Ask and wait for the answer, within ``timeout`` whatever happens.
+
+        Made while disconnected, it waits for the connection. Sent on a
+        client nats-py then closes for good (the server closed it, say),
+        it is sent again on the client that replaces it: the answer could
+        never come on the closed one. Its responder may then see it twice,
+        as when a caller sends again after a timeout."""
         self._check_open()
-        with mapped(f"request to {subject}", self):
-            msg = await self._nc.request(subject, data, timeout=timeout)
-        return msg.data
+        with mapped(f"request to {subject}", self), anyio.fail_after(timeout):
+            while True:
+                await self._up.wait()
+                client, gone = self._nc, self._gone
+                msg = await self._ask(client, gone, subject, data, timeout)
+                if msg is not None:
+                    return msg.data
+                self._check_open()
+                # Closed for good: the keeper replaces it and sets _up again.
+                await gone.wait()
+
+    async def _ask(
+        self, client: Client, gone: anyio.Event, subject: str, data: bytes, timeout: float
+    ) -> Msg | None:
+        """The answer, or None when ``client`` was closed for good first."""
+        answer: Msg | None = None
+        failed: Exception | None = None  # raised as nats-py raised it, not in a group
+
+        async def ask() -> None:
+            nonlocal answer, failed
+            try:
+                answer = await client.request(subject, data, timeout=timeout)
+            except nats_errors.ConnectionClosedError:
+                pass  # closed before it was sent: sent again on the next client
+            except Exception as exc:
+                failed = exc
+            tg.cancel_scope.cancel()
+
+        async def watch() -> None:
+            await gone.wait()
+            tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask)
+            tg.start_soon(watch)
+        if failed is not None:
+            raise failed
+        return answer
 
     async def subscribe(
         self, subject: str, *, queue: str | None = None, max_pending: int = 4096

@@ -47,23 +47,27 @@ class AuthorizedServer:
             return "(no server log)"
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
-    def revoke(self, deployment_id: str) -> None:
-        """Remove a deployment's user and reload, as ``up`` does on delete."""
+    async def revoke(self, deployment_id: str) -> None:
+        """Remove a deployment's user and reload, as ``up`` does on delete;
+        returns once the server has applied the reload."""
         del self.deployments[deployment_id]
         self.write()
-        self.server.reload()
+        await self.server.reload_applied()
 
-    def admit_producer(self, producer_id: str, key: UserKey) -> None:
-        """Add a producer's user and reload, as ``up`` does when one is added."""
+    async def admit_producer(self, producer_id: str, key: UserKey) -> None:
+        """Add a producer's user and reload, as ``up`` does when one is added;
+        returns once the server has applied the reload: a client that
+        connects while a reload runs may be closed right after it was admitted."""
         self.producers[producer_id] = key
         self.write()
-        self.server.reload()
+        await self.server.reload_applied()
 
-    def revoke_producer(self, producer_id: str) -> None:
-        """Remove a producer's user and reload, as ``up`` does when one is removed."""
+    async def revoke_producer(self, producer_id: str) -> None:
+        """Remove a producer's user and reload, as ``up`` does when one is removed;
+        returns once the server has applied the reload."""
         del self.producers[producer_id]
         self.write()
-        self.server.reload()
+        await self.server.reload_applied()
 
 
 @asynccontextmanager

@@ -26,6 +26,8 @@ from runtime.config import LOOPBACK
 
 _POLL = 0.005
 _PROBE_TIMEOUT = 1.0
+_RELOADED = "Reloaded server configuration"
+_RELOAD_FAILED = "Failed to reload server configuration"
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -112,6 +114,35 @@ class NatsServerProcess:
         if self._proc is None or self._proc.poll() is not None:
             raise NatsServerError("nats-server is not running")
         self._proc.send_signal(signal.SIGHUP)
+
+    async def reload_applied(self, timeout: float = 10.0) -> None:
+        """:meth:`reload`, and return once the server has applied it.
+
+        SIGHUP only asks: the server applies the new configuration on its own
+        goroutine, and while it does it checks every connected client against
+        the new users again. A client that connects in that window can be
+        closed with an authorization violation right after it was admitted,
+        so a test that admits an identity waits for the reload to be over
+        (the server's log says so) before that identity connects."""
+        if self.log_file is None:
+            raise NatsServerError("reload_applied needs the server's log_file")
+        before = self._log_count(_RELOADED), self._log_count(_RELOAD_FAILED)
+        self.reload()
+        with anyio.fail_after(timeout):
+            while True:
+                if self._log_count(_RELOAD_FAILED) > before[1]:
+                    raise NatsServerError(
+                        f"nats-server refused the new configuration: see {self.log_file}"
+                    )
+                if self._log_count(_RELOADED) > before[0]:
+                    return
+                await anyio.sleep(_POLL)
+
+    def _log_count(self, line: str) -> int:
+        assert self.log_file is not None
+        if not self.log_file.exists():
+            return 0
+        return self.log_file.read_text(errors="replace").count(line)
 
     @contextlib.contextmanager
     def _output(self) -> Iterator[IO[bytes] | int]:

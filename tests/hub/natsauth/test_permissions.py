@@ -154,7 +154,7 @@ async def test_a_removed_identity_is_disconnected_at_the_reload_and_refused_afte
             peer(auth.server.url, seed_a, closed_cb=on_closed) as victim,
             peer(auth.server.url, auth.deployments[b].seed) as other,
         ):
-            auth.revoke(a)
+            await auth.revoke(a)
             await wait_for(lambda: closed, what="A's connection to be closed by the server")
             assert not victim.client.is_connected
             await other.flush()  # B's stays
@@ -168,7 +168,7 @@ async def test_a_transport_says_when_the_server_refuses_its_identity(tmp_path: P
             auth.server.url, name="a", seed=auth.deployments[a].seed, backoff_max=0.05
         ) as transport:
             assert transport.is_connected and not transport.credentials_refused
-            auth.revoke(a)
+            await auth.revoke(a)
             # It keeps trying (a reload may admit it again) and says why it fails.
             await wait_for(lambda: transport.credentials_refused, what="the refusal noticed")
             assert not transport.is_connected

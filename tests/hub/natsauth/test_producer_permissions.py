@@ -102,7 +102,7 @@ async def test_a_removed_producer_is_disconnected_and_refused(tmp_path: Path) ->
             peer(auth.server.url, seed, closed_cb=on_closed) as removed,
             peer(auth.server.url, auth.producers[q].seed) as other,
         ):
-            auth.revoke_producer(p)
+            await auth.revoke_producer(p)
             await wait_for(lambda: closed, what="P's connection closed by the server")
             assert not removed.client.is_connected
             await other.flush()  # Q's stays

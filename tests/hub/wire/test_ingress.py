@@ -64,12 +64,12 @@ class Hub:
         assert r.status_code == 201, r.text
         added = dict(r.json())
         key = UserKey(added.pop("seed"), added["nats_user"])
-        self.auth.admit_producer(added["id"], key)
+        await self.auth.admit_producer(added["id"], key)
         return added, key
 
     @asynccontextmanager
     async def producer(self, producer_id: str, key: UserKey) -> AsyncIterator[IngressClient]:
-        with anyio.fail_after(60):  # waits until the reload has admitted it
+        with anyio.fail_after(60):  # bounds the connect: it retries while refused
             async with IngressClient.connect(
                 self.auth.server.url, producer_id=producer_id, seed=key.seed, backoff_max=0.05
             ) as client:
@@ -234,7 +234,7 @@ async def test_a_producer_the_hub_does_not_know_or_removed_is_refused(tmp_path: 
         mails = [ingress_mail("one@mailrun.local", "m", message_id="m-1")]
         # Admitted by the server, never added at the hub.
         stranger, stranger_key = new_id("prd"), new_user_key()
-        hub.auth.admit_producer(stranger, stranger_key)
+        await hub.auth.admit_producer(stranger, stranger_key)
         async with hub.producer(stranger, stranger_key) as client:
             with pytest.raises(IngressRefused) as refused:
                 await client.send(mails)
