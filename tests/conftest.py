@@ -26,24 +26,12 @@ SLOW_FOLDERS = frozenset({"e2e", "faults"})
 """Folders of tests/ whose every test is ``slow``: real processes, whole
 systems, injected faults (``pytest -m "not slow"`` leaves them out)."""
 
-PROCESS_FOLDERS = frozenset({"e2e", "faults"})
-"""Folders of tests/ whose tests run one at a time on one xdist worker (the
-``processes`` group of ``--dist loadgroup``): whole systems of real processes
-whose fault durations, leases and restarts assume no second system beside
-them, while the in-process tests fill the other worker."""
 
-PROCESS_GROUP = "processes"
-
-
-# tryfirst: xdist's worker reads the xdist_group marks in this same hook to
-# group the tests; it must find them already there.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``slow``: every test in a slow folder, and every test on a real
     PostgreSQL (the ``postgres_server`` fixture; the ``database`` fixture's
     PostgreSQL run is marked where it is parametrized). Other slow tests
-    carry the mark themselves, with the reason beside it. The tests of the
-    process folders go into one xdist group."""
+    carry the mark themselves, with the reason beside it."""
     tests = Path(__file__).parent
     for item in items:
         parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
@@ -51,8 +39,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item, "fixturenames", ()
         ):
             item.add_marker(pytest.mark.slow)
-        if parts and parts[0] in PROCESS_FOLDERS:
-            item.add_marker(pytest.mark.xdist_group(PROCESS_GROUP))
 
 
 @pytest.fixture
