@@ -52,7 +52,7 @@ class PostgresServer:
             warnings.simplefilter("ignore")
             import pgserver  # a dev dependency: only tests start a server
 
-            self._server: Any = pgserver.get_server(self._dir, cleanup_mode=None)
+            self._server: Any = pgserver.get_server(self._dir, cleanup_mode="delete")
         self._uri: str = self._server.get_uri()
 
     def url(self, database: str = "postgres") -> str:
