@@ -27,17 +27,28 @@ SLOW_FOLDERS = frozenset({"e2e", "faults"})
 systems, injected faults (``pytest -m "not slow"`` leaves them out)."""
 
 
+WHOLE_SYSTEMS = "whole_systems"
+"""The xdist group of every test in a slow folder: they run one at a time,
+on one worker, as they did before the suite had two (their faults and
+timings are measured against a machine no other whole system shares),
+while the in-process tests fill the other worker."""
+
+
+# First: xdist's own hook reads the group marks this one adds.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``slow``: every test in a slow folder, and every test on a real
     PostgreSQL (the ``postgres_server`` fixture; the ``database`` fixture's
     PostgreSQL run is marked where it is parametrized). Other slow tests
-    carry the mark themselves, with the reason beside it."""
+    carry the mark themselves, with the reason beside it. The slow folders'
+    tests also share one xdist group (:data:`WHOLE_SYSTEMS`)."""
     tests = Path(__file__).parent
     for item in items:
         parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
-        if (parts and parts[0] in SLOW_FOLDERS) or "postgres_server" in getattr(
-            item, "fixturenames", ()
-        ):
+        if parts and parts[0] in SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group(WHOLE_SYSTEMS))
+        elif "postgres_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
 
 
