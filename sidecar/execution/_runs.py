@@ -262,16 +262,20 @@ class Runs(StackedContext):
         released = self._released.difference(busy)
         self._released.clear()
         best: list[Pending] = []
+        # Batches end while this awaits the inbox, each adding its run to
+        # ``_released``: the runs left over are added back, never assigned over
+        # those (a run dropped from it is not looked at again until a search
+        # from the mark, which starts past its rows: it would wait for ever).
         for run_id in sorted(released):
             batch = await self.inbox.run_batch(run_id, limit)
             if batch and batch[0].held:
-                self._released = released - {run_id}
+                self._released |= released - {run_id}
                 return batch
             if batch and (not best or _first_seq(batch) < _first_seq(best)):
                 best = batch
         if best and _first_seq(best) <= self._scan_from:
             # Before any row the last search did not find busy: no run comes first.
-            self._released = released - {best[0].run_id}
+            self._released |= released - {best[0].run_id}
             return best
         # The released runs have no row at or below the mark: a search from it finds all.
         batch, self._scan_from = await self.inbox.pick(limit, busy, self._scan_from)
