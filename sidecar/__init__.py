@@ -5,6 +5,10 @@ each run's dispatches in seq order through the deployment's workflow code,
 and ships the resulting events to the hub.
 """
 
+from runtime.wire import Attachment as Attachment
+from runtime.wire import AuthVerdict as AuthVerdict
+from runtime.wire import MailAuth as MailAuth
+
 from ._app import Sidecar as Sidecar
 from ._app import SidecarOptions as SidecarOptions
 from ._errors import BlobError as BlobError
@@ -20,6 +24,7 @@ from ._errors import HubUnavailable as HubUnavailable
 from ._errors import InboxConflict as InboxConflict
 from ._errors import InboxError as InboxError
 from ._errors import InboxSchemaTooNew as InboxSchemaTooNew
+from ._errors import InvalidMail as InvalidMail
 from ._errors import InvalidStep as InvalidStep
 from ._errors import InvalidTimer as InvalidTimer
 from ._errors import JoinTokenError as JoinTokenError
@@ -35,6 +40,7 @@ from ._errors import StepFailed as StepFailed
 from ._errors import StepNotRecorded as StepNotRecorded
 from ._errors import WorkflowLoadError as WorkflowLoadError
 from .execution import ApprovalDecision as ApprovalDecision
+from .execution import Bounce as Bounce
 from .execution import Cancel as Cancel
 from .execution import ChildEnded as ChildEnded
 from .execution import Context as Context
@@ -51,7 +57,10 @@ from .storage import Inbox as Inbox
 
 __all__ = [
     "ApprovalDecision",
+    "Attachment",
+    "AuthVerdict",
     "BlobError",
+    "Bounce",
     "Cancel",
     "ChildEnded",
     "Context",
@@ -68,12 +77,14 @@ __all__ = [
     "InboxConflict",
     "InboxError",
     "InboxSchemaTooNew",
+    "InvalidMail",
     "InvalidStep",
     "InvalidTimer",
     "Item",
     "JoinTokenError",
     "LimitExceeded",
     "Mail",
+    "MailAuth",
     "OwnerConflict",
     "RestoreRecordMissing",
     "RunAlreadyEnded",

@@ -27,13 +27,14 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Protocol
 
 import anyio
 import msgspec
 
 from runtime import ApprovalRequested, ChildRunStarted, Event, MailSent, new_id
+from runtime.config import DEFAULT_MAIL_DOMAIN
 from runtime.wire import (
     MAX_EVENT,
     MAX_INPUT,
@@ -41,6 +42,7 @@ from runtime.wire import (
     MAX_PROMPT,
     MAX_RESULT,
     MAX_TIMER_PAYLOAD,
+    Attachment,
     SizeLimit,
     StepRecorded,
     TimerCancelled,
@@ -50,6 +52,7 @@ from runtime.wire import (
 )
 
 from .._errors import (
+    InvalidMail,
     InvalidStep,
     InvalidTimer,
     LimitExceeded,
@@ -57,6 +60,7 @@ from .._errors import (
     StateNotSerializable,
 )
 from ..storage import Outgoing
+from . import handler_io as _out
 from ._steps import StepRecorder, StepRetry, Steps, check_name
 
 log = logging.getLogger("mailrun.workflow")
@@ -126,11 +130,14 @@ class Context:
         step_faults: Mapping[str, BaseException] | None = None,
         now: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,
+        mail_domain: str = DEFAULT_MAIL_DOMAIN,
     ) -> None:
         """``steps`` are the outcomes recorded when this dispatch was processed
         before (by name), ``recorder`` where new ones are made durable (None:
         a replay, which never calls a step). ``step_faults``, ``now`` and
-        ``sleep`` are the test kit's: a step's injected failure, and its clock."""
+        ``sleep`` are the test kit's: a step's injected failure, and its clock.
+        ``mail_domain``: the domain of the deployment's address, the right
+        side of the Message-IDs ``send`` returns."""
         self.run_id = run_id
         self.deployment_id = deployment_id
         self.state = state
@@ -144,6 +151,7 @@ class Context:
         self._minter = minter
         self._spawned = 0
         self._sent = 0
+        self._mail_domain = mail_domain
         self.approvals: list[str] = []
         """The approvals this call asked for: the run waits for their decisions."""
         self._now = now
@@ -174,24 +182,68 @@ class Context:
         self._end()
         self.failed, self.error = True, clip_text(str(error))
 
-    def send(self, to: str, subject: str = "", body: bytes | str = b"") -> None:
-        """Send a mail (delivered by the hub once this item is committed)."""
+    def send(
+        self,
+        to: str,
+        subject: str = "",
+        body: bytes | str = b"",
+        *,
+        html: str | None = None,
+        cc: str | Iterable[str] = (),
+        reply_to: str | None = None,
+        in_reply_to: str | None = None,
+        references: str | Iterable[str] = (),
+        headers: Mapping[str, str] | None = None,
+        attachments: Iterable[Attachment | tuple[Any, ...]] = (),
+    ) -> str:
+        """Send a mail (delivered by the hub once this item is committed);
+        returns the Message-ID it carries (``<...@domain>``), the same when
+        this item is processed again: a reply names it in In-Reply-To.
+
+        ``html`` makes it multipart/alternative with ``body`` as the text
+        part; ``reply_to`` None gives it the run's signed reply address;
+        ``attachments`` are :class:`~runtime.wire.Attachment` or
+        ``(filename, data[, content_type])`` (the type guessed from the
+        name when not given). Raises :class:`InvalidMail` for what makes no
+        mail (docs/sidecar.md, "Sending mail") and :class:`LimitExceeded`
+        for a mail over ``MAX_MAIL`` as a whole."""
         if not isinstance(to, str) or not to:
-            raise ValueError("send() needs a recipient address")
+            raise InvalidMail("send() needs a recipient address")
+        recipient = _out.mailbox(to, "the recipient")
+        title = _out.one_line(subject, "the subject")
         data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-        check_size((subject, data), MAX_MAIL, "the mail's subject and body")
+        if html is not None and not isinstance(html, str):
+            raise InvalidMail(f"html= is a string, not {type(html).__name__}")
+        copies = _out.mailboxes(cc, "a cc address")
+        answer_to = None if reply_to is None else _out.mailbox(reply_to, "reply_to")
+        parent = None if in_reply_to is None else _out.message_id(in_reply_to, "in_reply_to")
+        thread = _out.message_ids(references, "a reference")
+        extra = _out.extra_headers(headers)
+        files = _out.attachments(attachments)
+        value, what = _out.sized(title, data, html, files)
+        check_size(value, MAX_MAIL, what)
         self._sent += 1
+        mail_id = _out.header_id(self._dispatch_id, self._sent, self._mail_domain)
         self.events.append(
             MailSent(
                 event_id=new_id("evt"),
                 run_id=self.run_id,
                 at=time.time(),
-                to=to,
-                subject=subject,
+                to=recipient,
+                subject=title,
                 body=data,
                 message_id=f"{self._dispatch_id}:mail:{self._sent}",
+                header_id=mail_id,
+                html=html,
+                cc=copies,
+                reply_to=answer_to,
+                in_reply_to=parent,
+                references=thread,
+                headers=extra,
+                attachments=files,
             )
         )
+        return mail_id
 
     async def spawn(self, entrypoint: str, input: Any = None) -> str:
         """Start a child run of ``entrypoint`` (``module:attr`` in the
