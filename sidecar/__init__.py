@@ -5,10 +5,6 @@ each run's dispatches in seq order through the deployment's workflow code,
 and ships the resulting events to the hub.
 """
 
-from runtime.wire import Attachment as Attachment
-from runtime.wire import AuthVerdict as AuthVerdict
-from runtime.wire import MailAuth as MailAuth
-
 from ._app import Sidecar as Sidecar
 from ._app import SidecarOptions as SidecarOptions
 from ._errors import BlobError as BlobError
@@ -40,12 +36,15 @@ from ._errors import StepFailed as StepFailed
 from ._errors import StepNotRecorded as StepNotRecorded
 from ._errors import WorkflowLoadError as WorkflowLoadError
 from .execution import ApprovalDecision as ApprovalDecision
+from .execution import Attachment as Attachment
+from .execution import AuthVerdict as AuthVerdict
 from .execution import Bounce as Bounce
 from .execution import Cancel as Cancel
 from .execution import ChildEnded as ChildEnded
 from .execution import Context as Context
 from .execution import Item as Item
 from .execution import Mail as Mail
+from .execution import MailAuth as MailAuth
 from .execution import RunsConfig as RunsConfig
 from .execution import ScheduleFire as ScheduleFire
 from .execution import Signal as Signal

@@ -23,11 +23,14 @@ from ._workflow import load_workflow as load_workflow
 from ._workflow import resolve_entrypoint as resolve_entrypoint
 from ._workflow import state_migration as state_migration
 from .handler_io import ApprovalDecision as ApprovalDecision
+from .handler_io import Attachment as Attachment
+from .handler_io import AuthVerdict as AuthVerdict
 from .handler_io import Bounce as Bounce
 from .handler_io import Cancel as Cancel
 from .handler_io import ChildEnded as ChildEnded
 from .handler_io import Item as Item
 from .handler_io import Mail as Mail
+from .handler_io import MailAuth as MailAuth
 from .handler_io import ScheduleFire as ScheduleFire
 from .handler_io import Signal as Signal
 from .handler_io import Start as Start
@@ -35,10 +38,13 @@ from .handler_io import Timer as Timer
 from .handler_io import cancel_order as cancel_order
 from .handler_io import item_of as item_of
 from .handler_io import mail_domain as mail_domain
+from .handler_io import wire_auth as wire_auth
 
 __all__ = [
     "DEFAULT_STEP_RETRY",
     "ApprovalDecision",
+    "Attachment",
+    "AuthVerdict",
     "Bounce",
     "Cancel",
     "ChildEnded",
@@ -46,6 +52,7 @@ __all__ = [
     "Handler",
     "Item",
     "Mail",
+    "MailAuth",
     "Minter",
     "Runs",
     "RunsConfig",
@@ -67,4 +74,5 @@ __all__ = [
     "resolve_entrypoint",
     "state_migration",
     "state_snapshot",
+    "wire_auth",
 ]

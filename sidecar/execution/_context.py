@@ -194,7 +194,7 @@ class Context:
         in_reply_to: str | None = None,
         references: str | Iterable[str] = (),
         headers: Mapping[str, str] | None = None,
-        attachments: Iterable[Attachment | tuple[Any, ...]] = (),
+        attachments: Iterable[_out.Attachment | Attachment | tuple[Any, ...]] = (),
     ) -> str:
         """Send a mail (delivered by the hub once this item is committed);
         returns the Message-ID it carries (``<...@domain>``), the same when
@@ -202,7 +202,7 @@ class Context:
 
         ``html`` makes it multipart/alternative with ``body`` as the text
         part; ``reply_to`` None gives it the run's signed reply address;
-        ``attachments`` are :class:`~runtime.wire.Attachment` or
+        ``attachments`` are :class:`~sidecar.Attachment` or
         ``(filename, data[, content_type])`` (the type guessed from the
         name when not given). Raises :class:`InvalidMail` for what makes no
         mail (docs/sidecar.md, "Sending mail") and :class:`LimitExceeded`

@@ -41,7 +41,7 @@ from runtime.wire import (
 
 from ..storage import Envelope
 from ._errors import ApprovalDecided, RunEnded, UnknownApproval, UnknownRun
-from ._mailroom import sent_mail, thread_of
+from ._mail import sent_mail, thread_of
 from ._views import Delivered, PendingApproval, PendingTimer, RecordedStep, RunView, SentMail
 
 ENDED = ("completed", "failed", "cancelled")

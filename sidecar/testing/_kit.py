@@ -28,16 +28,16 @@ from runtime.config import DEFAULT_MAIL_DOMAIN
 from runtime.loops import StackedContext
 from runtime.schedules import ScheduleSpec
 from runtime.sqlite import Synchronous
-from runtime.wire import CANCEL_KIND, RESUME_KIND, FailurePolicy, MailAuth
+from runtime.wire import CANCEL_KIND, RESUME_KIND, FailurePolicy
 
-from ..execution import Handler, Runs, RunsConfig, mail_domain
+from ..execution import Handler, MailAuth, Runs, RunsConfig, mail_domain
 from ..storage import Inbox
 from ._clock import Clock, Timeline, no_wait
 from ._code import Children, child_resolver, load_sources
 from ._errors import UnknownApproval
 from ._faults import StepFaults
 from ._hub import KitHub
-from ._mailroom import MailRoom
+from ._mail import MailRoom
 from ._settle import Settler
 from ._views import Delivered, PendingApproval, PendingTimer, RunView, SentMail
 

@@ -28,6 +28,7 @@ from ._kinds import (
     Signal,
     Start,
     Timer,
+    auth_of,
 )
 
 _NOT_JSON = object()
@@ -152,7 +153,7 @@ def _mail(common: dict[str, Any], envelope: Envelope) -> Mail:
         in_reply_to=context.in_reply_to,
         thread=list(context.thread),
         routed_by=context.routed_by,
-        auth=context.auth,
+        auth=auth_of(context.auth),
     )
 
 

@@ -8,7 +8,49 @@ from typing import Any
 
 import msgspec
 
-from runtime.wire import BOUNCE_KIND, CANCEL_KIND, SCHEDULE_KIND, TIMER_KIND, MailAuth
+from runtime import wire
+from runtime.wire import BOUNCE_KIND, CANCEL_KIND, SCHEDULE_KIND, TIMER_KIND
+
+
+class AuthVerdict(msgspec.Struct, frozen=True, kw_only=True):
+    """One check of a mail's sender: ``result`` is ``pass``, ``fail`` (SPF's
+    softfail and permanent errors included) or ``none`` (nothing to check,
+    or DNS did not answer in time); ``domain`` the domain checked (SPF: the
+    envelope sender's; DKIM: the passing signature's ``d=``; DMARC: the From
+    header's); ``detail`` the checker's own word (``softfail``, ...)."""
+
+    result: str = "none"
+    domain: str = ""
+    detail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.result == "pass"
+
+
+class MailAuth(msgspec.Struct, frozen=True, kw_only=True):
+    """A mail's sender checks (``item.auth``): SPF, DKIM and DMARC. ``source``
+    says who checked: ``hub`` (it looked the records up) or ``relay`` (read
+    from the ``Authentication-Results`` of a trusted MTA in front of it)."""
+
+    spf: AuthVerdict = AuthVerdict()
+    dkim: AuthVerdict = AuthVerdict()
+    dmarc: AuthVerdict = AuthVerdict()
+    source: str = "hub"
+
+
+def auth_of(auth: wire.MailAuth | MailAuth | None) -> MailAuth | None:
+    """The handler's view of the hub's verdicts (the same fields)."""
+    if auth is None or isinstance(auth, MailAuth):
+        return auth
+    return msgspec.convert(msgspec.to_builtins(auth), MailAuth)
+
+
+def wire_auth(auth: wire.MailAuth | MailAuth | None) -> wire.MailAuth | None:
+    """The verdicts as the hub sends them (the test kit delivers them so)."""
+    if auth is None or isinstance(auth, wire.MailAuth):
+        return auth
+    return msgspec.convert(msgspec.to_builtins(auth), wire.MailAuth)
 
 
 class Item(msgspec.Struct, frozen=True, kw_only=True):

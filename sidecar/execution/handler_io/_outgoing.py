@@ -5,8 +5,8 @@ A handler's mail is refused while the handler runs, with a typed error
 turn into a message: a recipient that is not one bare mailbox
 (``name@domain``, no display name, no list), a header name or value with a
 line break in it, a header the hub writes itself, an attachment that is
-neither an :class:`~runtime.wire.Attachment` nor a ``(filename, data[,
-content_type])`` tuple. A mail too large as a whole (subject, body, html
+neither an :class:`Attachment` nor a ``(filename, data[, content_type])``
+tuple. A mail too large as a whole (subject, body, html
 and attachments) raises :class:`LimitExceeded`, as a too-large body did.
 Either way the item commits nothing: the error fails the handler call.
 
@@ -23,10 +23,22 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import msgspec
+
+from runtime import wire
 from runtime.config import DEFAULT_MAIL_DOMAIN
-from runtime.wire import Attachment
 
 from ..._errors import InvalidMail
+
+
+class Attachment(msgspec.Struct, frozen=True, kw_only=True):
+    """One attachment of a mail ``ctx.send`` sends: ``data`` (text is sent
+    as UTF-8), ``content_type`` guessed from ``filename`` when None."""
+
+    filename: str
+    data: bytes | str = b""
+    content_type: str | None = None
+
 
 HUB_HEADERS = frozenset(
     {
@@ -122,16 +134,17 @@ def one_line(value: object, what: str) -> str:
     return value
 
 
-def attachments(values: Iterable[Any]) -> list[Attachment]:
-    """``attachments=``: each an Attachment or ``(filename, data[, content_type])``."""
-    if isinstance(values, Attachment):
+def attachments(values: Iterable[Any]) -> list[wire.Attachment]:
+    """``attachments=``: each an Attachment (this module's or the wire's) or
+    ``(filename, data[, content_type])``."""
+    if isinstance(values, Attachment | wire.Attachment):
         values = [values]
     return [_attachment(v) for v in values]
 
 
-def _attachment(value: Any) -> Attachment:
+def _attachment(value: Any) -> wire.Attachment:
     content_type: Any
-    if isinstance(value, Attachment):
+    if isinstance(value, Attachment | wire.Attachment):
         filename, data, content_type = value.filename, value.data, value.content_type
     elif isinstance(value, tuple) and len(value) in (2, 3):
         filename, data = value[0], value[1]
@@ -153,10 +166,12 @@ def _attachment(value: Any) -> Attachment:
         content_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
     if not isinstance(content_type, str) or _CONTENT_TYPE.fullmatch(content_type) is None:
         raise InvalidMail(f"attachment {name!r}: {content_type!r} is not a content type")
-    return Attachment(filename=name, content_type=content_type, data=data)
+    return wire.Attachment(filename=name, content_type=content_type, data=data)
 
 
-def sized(subject: str, body: bytes, html: str | None, files: list[Attachment]) -> tuple[Any, str]:
+def sized(
+    subject: str, body: bytes, html: str | None, files: list[wire.Attachment]
+) -> tuple[Any, str]:
     """What ``runtime.wire.MAX_MAIL`` is checked on, and what the error calls it."""
     if html is None and not files:
         return (subject, body), "the mail's subject and body"

@@ -12,7 +12,7 @@ that sent the mail, one per sent mail, its body a :class:`BounceReport`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import msgspec
 
@@ -21,17 +21,34 @@ from runtime.wire import (
     REPLIES_TO_ENDED,
     ROUTED_BY_HEADERS,
     BounceReport,
-    MailAuth,
     MailContext,
     MailSent,
 )
 
-from ..execution import mail_domain
+from ..execution import MailAuth, mail_domain, wire_auth
 from ._errors import KitError, RunEnded, UnknownMail
-from ._views import Delivered, SentMail
+from ._views import Delivered, RunView, SentMail
 
-if TYPE_CHECKING:
-    from ._hub import KitHub
+
+class _Hub(Protocol):
+    """What the mail room uses of the kit's hub (``KitHub``)."""
+
+    top: str | None
+    runs: dict[str, RunView]
+    sent: list[SentMail]
+
+    def accept(
+        self,
+        *,
+        kind: str,
+        run_id: str | None = None,
+        message_id: str | None = None,
+        sender: str | None = None,
+        subject: str = "",
+        body: bytes = b"",
+        force: bool = False,
+        context: MailContext | None = None,
+    ) -> Delivered: ...
 
 
 def sent_mail(run_id: str, event: MailSent, address: str) -> SentMail:
@@ -91,7 +108,7 @@ class MailRoom:
     """Mail into one kit's hub: to the deployment's address (a tag, sender
     checks), or a reply found by its headers; and bounces of sent mail."""
 
-    def __init__(self, hub: KitHub, replies_to_ended: str = "top_level") -> None:
+    def __init__(self, hub: _Hub, replies_to_ended: str = "top_level") -> None:
         if replies_to_ended not in REPLIES_TO_ENDED:
             raise ValueError(f"replies_to_ended is one of {REPLIES_TO_ENDED}")
         self.hub = hub
@@ -131,7 +148,7 @@ class MailRoom:
             in_reply_to=in_reply_to,
             thread=thread_of(in_reply_to, references),
             routed_by=routed_by,
-            auth=auth,
+            auth=wire_auth(auth),
         )
         return self.hub.accept(
             kind="mail",
