@@ -41,7 +41,7 @@ from runtime.wire import (
 
 from ..storage import Envelope
 from ._errors import ApprovalDecided, RunEnded, UnknownApproval, UnknownRun
-from ._mail import sent_mail, thread_of
+from ._mail import sent_mail, tag_of, thread_of
 from ._views import Delivered, PendingApproval, PendingTimer, RecordedStep, RunView, SentMail
 
 ENDED = ("completed", "failed", "cancelled")
@@ -284,6 +284,7 @@ class KitHub:
                 body=event.body,
                 context=MailContext(
                     to=event.to,
+                    tag=tag_of(event.to),
                     in_reply_to=event.in_reply_to,
                     thread=thread_of(event.in_reply_to, event.references),
                 ),

@@ -89,6 +89,12 @@ def base(address: str) -> str:
     return f"{local.partition('+')[0]}@{domain}"
 
 
+def tag_of(address: str) -> str | None:
+    """What follows the ``+`` of the address's name (None: nothing does)."""
+    _, plus, tag = address.rpartition("@")[0].partition("+")
+    return tag if plus else None
+
+
 def tagged(address: str, tag: str | None) -> str:
     if tag is None:
         return address

@@ -4,6 +4,8 @@ that comes with a tag and sender checks."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -109,3 +111,39 @@ async def test_a_reply_or_bounce_to_a_mail_nobody_sent_is_refused() -> None:
         # A mail whose headers name no sent mail is plain mail to the top-level run.
         await wf.mail("hello", in_reply_to="<elsewhere@example.net>")
         assert wf.state["late"] == ["", "<elsewhere@example.net>", ""]
+
+
+async def test_the_page_s_reply_and_bounce_example_works() -> None:
+    page = Path(__file__).parents[3] / "docs" / "testing-workflows.md"
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    example: dict[str, Any] = {}
+    exec(next(b for b in blocks if "async def ask" in b), example)
+
+    async def parent(ctx: Any, item: Any) -> None:
+        if item.kind == "mail" and item.in_reply_to is None:
+            await ctx.spawn("flow:ask", {"to": item.sender})
+
+    async with WorkflowTest(parent, {"flow:ask": example["ask"]}) as wf:
+        await wf.mail("order", sender="ann@example.net")
+        await wf.mail("order", sender="bob@example.net")
+        ann, bob = wf.run().children
+        await wf.reply(wf.run(ann).sent[0].header_id, "yes")
+        await wf.bounce(wf.run(bob).sent[0], diagnostic="no such user")
+        assert (wf.run(ann).status, wf.run(ann).result) == ("completed", "yes")
+        assert wf.run(bob).status == "failed"
+        assert wf.run(bob).error == "bob@example.net: 5.1.1 no such user"
+
+
+async def test_mail_a_run_sends_to_its_own_tagged_address_comes_back_with_the_tag() -> None:
+    async def loop(ctx: Any, item: Any) -> None:
+        ctx.state.setdefault("seen", []).append([item.subject, item.to, item.tag])
+        if item.subject == "go":
+            ctx.send("flow+later@mailrun.local", "again")
+
+    async with WorkflowTest(loop) as wf:
+        await wf.mail("go")
+        assert wf.sent[0].internal
+        assert wf.state["seen"] == [
+            ["go", "flow@mailrun.local", None],
+            ["again", "flow+later@mailrun.local", "later"],
+        ]
