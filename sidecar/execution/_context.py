@@ -38,7 +38,6 @@ from runtime.config import DEFAULT_MAIL_DOMAIN
 from runtime.wire import (
     MAX_EVENT,
     MAX_INPUT,
-    MAX_MAIL,
     MAX_PROMPT,
     MAX_RESULT,
     MAX_TIMER_PAYLOAD,
@@ -52,7 +51,6 @@ from runtime.wire import (
 )
 
 from .._errors import (
-    InvalidMail,
     InvalidStep,
     InvalidTimer,
     LimitExceeded,
@@ -207,21 +205,18 @@ class Context:
         name when not given). Raises :class:`InvalidMail` for what makes no
         mail (docs/sidecar.md, "Sending mail") and :class:`LimitExceeded`
         for a mail over ``MAX_MAIL`` as a whole."""
-        if not isinstance(to, str) or not to:
-            raise InvalidMail("send() needs a recipient address")
-        recipient = _out.mailbox(to, "the recipient")
-        title = _out.one_line(subject, "the subject")
-        data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-        if html is not None and not isinstance(html, str):
-            raise InvalidMail(f"html= is a string, not {type(html).__name__}")
-        copies = _out.mailboxes(cc, "a cc address")
-        answer_to = None if reply_to is None else _out.mailbox(reply_to, "reply_to")
-        parent = None if in_reply_to is None else _out.message_id(in_reply_to, "in_reply_to")
-        thread = _out.message_ids(references, "a reference")
-        extra = _out.extra_headers(headers)
-        files = _out.attachments(attachments)
-        value, what = _out.sized(title, data, html, files)
-        check_size(value, MAX_MAIL, what)
+        parts = _out.checked_mail(
+            to,
+            subject,
+            body,
+            html=html,
+            cc=cc,
+            reply_to=reply_to,
+            in_reply_to=in_reply_to,
+            references=references,
+            headers=headers,
+            attachments=attachments,
+        )
         self._sent += 1
         mail_id = _out.header_id(self._dispatch_id, self._sent, self._mail_domain)
         self.events.append(
@@ -229,18 +224,9 @@ class Context:
                 event_id=new_id("evt"),
                 run_id=self.run_id,
                 at=time.time(),
-                to=recipient,
-                subject=title,
-                body=data,
                 message_id=f"{self._dispatch_id}:mail:{self._sent}",
                 header_id=mail_id,
-                html=html,
-                cc=copies,
-                reply_to=answer_to,
-                in_reply_to=parent,
-                references=thread,
-                headers=extra,
-                attachments=files,
+                **parts,
             )
         )
         return mail_id

@@ -20,16 +20,9 @@ from ._kinds import auth_of as auth_of
 from ._kinds import wire_auth as wire_auth
 from ._outgoing import HUB_HEADERS as HUB_HEADERS
 from ._outgoing import Attachment as Attachment
-from ._outgoing import attachments as attachments
-from ._outgoing import extra_headers as extra_headers
+from ._outgoing import checked_mail as checked_mail
 from ._outgoing import header_id as header_id
 from ._outgoing import mail_domain as mail_domain
-from ._outgoing import mailbox as mailbox
-from ._outgoing import mailboxes as mailboxes
-from ._outgoing import message_id as message_id
-from ._outgoing import message_ids as message_ids
-from ._outgoing import one_line as one_line
-from ._outgoing import sized as sized
 
 __all__ = [
     "HUB_HEADERS",
@@ -46,18 +39,11 @@ __all__ = [
     "Signal",
     "Start",
     "Timer",
-    "attachments",
     "auth_of",
     "cancel_order",
-    "extra_headers",
+    "checked_mail",
     "header_id",
     "item_of",
     "mail_domain",
-    "mailbox",
-    "mailboxes",
-    "message_id",
-    "message_ids",
-    "one_line",
-    "sized",
     "wire_auth",
 ]

@@ -28,7 +28,7 @@ import msgspec
 from runtime import wire
 from runtime.config import DEFAULT_MAIL_DOMAIN
 
-from ..._errors import InvalidMail
+from ..._errors import InvalidMail, LimitExceeded
 
 
 class Attachment(msgspec.Struct, frozen=True, kw_only=True):
@@ -134,7 +134,7 @@ def one_line(value: object, what: str) -> str:
     return value
 
 
-def attachments(values: Iterable[Any]) -> list[wire.Attachment]:
+def attachments_of(values: Iterable[Any]) -> list[wire.Attachment]:
     """``attachments=``: each an Attachment (this module's or the wire's) or
     ``(filename, data[, content_type])``."""
     if isinstance(values, Attachment | wire.Attachment):
@@ -169,10 +169,50 @@ def _attachment(value: Any) -> wire.Attachment:
     return wire.Attachment(filename=name, content_type=content_type, data=data)
 
 
-def sized(
-    subject: str, body: bytes, html: str | None, files: list[wire.Attachment]
-) -> tuple[Any, str]:
-    """What ``runtime.wire.MAX_MAIL`` is checked on, and what the error calls it."""
-    if html is None and not files:
-        return (subject, body), "the mail's subject and body"
-    return (subject, body, html, [a.data for a in files]), "the mail (subject, body, html, files)"
+def checked_mail(
+    to: object,
+    subject: object,
+    body: bytes | str,
+    *,
+    html: object,
+    cc: str | Iterable[str],
+    reply_to: object,
+    in_reply_to: object,
+    references: str | Iterable[str],
+    headers: Mapping[str, str] | None,
+    attachments: Iterable[Any],
+) -> dict[str, Any]:
+    """``ctx.send``'s arguments checked, as the ``MailSent`` fields they
+    make. Raises :class:`InvalidMail`, or :class:`LimitExceeded` for a mail
+    over ``MAX_MAIL`` as a whole."""
+    if not isinstance(to, str) or not to:
+        raise InvalidMail("send() needs a recipient address")
+    if html is not None and not isinstance(html, str):
+        raise InvalidMail(f"html= is a string, not {type(html).__name__}")
+    title = one_line(subject, "the subject")
+    data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+    files = attachments_of(attachments)
+    _check_size(title, data, html, files)
+    return {
+        "to": mailbox(to, "the recipient"),
+        "subject": title,
+        "body": data,
+        "html": html,
+        "cc": mailboxes(cc, "a cc address"),
+        "reply_to": None if reply_to is None else mailbox(reply_to, "reply_to"),
+        "in_reply_to": None if in_reply_to is None else message_id(in_reply_to, "in_reply_to"),
+        "references": message_ids(references, "a reference"),
+        "headers": extra_headers(headers),
+        "attachments": files,
+    }
+
+
+def _check_size(subject: str, body: bytes, html: str | None, files: list[wire.Attachment]) -> None:
+    value: Any = (subject, body)
+    what = "the mail's subject and body"
+    if html is not None or files:
+        value = (subject, body, html, [a.data for a in files])
+        what = "the mail (subject, body, html, files)"
+    size = wire.encoded_size(value)
+    if size > wire.MAX_MAIL.bytes:
+        raise LimitExceeded(what, size, wire.MAX_MAIL)
