@@ -61,12 +61,13 @@ HUB_HEADERS = frozenset(
 """Headers ``headers=`` may not name (nor any ``Content-*``): the hub writes
 them from the mail's own fields, and signs them."""
 
-# One addr-spec without a display name, comments, quoting or a second address.
-_MAILBOX = re.compile(r"[^\s@<>()\[\],;:\"\\]+@[^\s@<>()\[\],;:\"\\]+")
+# One addr-spec without a display name, comments, quoting, control
+# characters or a second address.
+_MAILBOX = re.compile(r"[^\s\x00-\x1f\x7f@<>()\[\],;:\"\\]+@[^\s\x00-\x1f\x7f@<>()\[\],;:\"\\]+")
 # RFC 5322 field names: printable ASCII but the colon.
 _FIELD_NAME = re.compile(r"[!-9;-~]+")
 _CONTENT_TYPE = re.compile(r"[!#$&^_.+\-0-9A-Za-z]+/[!#$&^_.+\-0-9A-Za-z]+")
-_MSG_ID = re.compile(r"<[^\s<>]+>")
+_MSG_ID = re.compile(r"<[^\s\x00-\x1f\x7f<>]+>")
 
 
 def mail_domain(address: str) -> str:
