@@ -9,9 +9,8 @@ Two calls act during the call: ``spawn`` (the hub mints child runs) and
 ``step``, whose outcome is recorded as soon as its function returns, so
 the item processed again returns it instead of calling again. ``spawn``'s
 request id, the message id (and Message-ID header) of every mail ``send``
-writes and the id of every
-approval ``request_approval`` asks for are derived from the dispatch and the
-call's index, so the same item processed again (a retry, or a new owner
+writes and the id of every approval ``request_approval`` asks for are
+derived from the dispatch and the call's index, so the same item processed again (a retry, or a new owner
 after a takeover) gets the same child back, sends mail the hub accepts once
 and waits for the same approval.
 
