@@ -20,6 +20,7 @@ from ._errors import HubUnavailable as HubUnavailable
 from ._errors import InboxConflict as InboxConflict
 from ._errors import InboxError as InboxError
 from ._errors import InboxSchemaTooNew as InboxSchemaTooNew
+from ._errors import InvalidMail as InvalidMail
 from ._errors import InvalidStep as InvalidStep
 from ._errors import InvalidTimer as InvalidTimer
 from ._errors import JoinTokenError as JoinTokenError
@@ -35,11 +36,15 @@ from ._errors import StepFailed as StepFailed
 from ._errors import StepNotRecorded as StepNotRecorded
 from ._errors import WorkflowLoadError as WorkflowLoadError
 from .execution import ApprovalDecision as ApprovalDecision
+from .execution import Attachment as Attachment
+from .execution import AuthVerdict as AuthVerdict
+from .execution import Bounce as Bounce
 from .execution import Cancel as Cancel
 from .execution import ChildEnded as ChildEnded
 from .execution import Context as Context
 from .execution import Item as Item
 from .execution import Mail as Mail
+from .execution import MailAuth as MailAuth
 from .execution import RunsConfig as RunsConfig
 from .execution import ScheduleFire as ScheduleFire
 from .execution import Signal as Signal
@@ -51,7 +56,10 @@ from .storage import Inbox as Inbox
 
 __all__ = [
     "ApprovalDecision",
+    "Attachment",
+    "AuthVerdict",
     "BlobError",
+    "Bounce",
     "Cancel",
     "ChildEnded",
     "Context",
@@ -68,12 +76,14 @@ __all__ = [
     "InboxConflict",
     "InboxError",
     "InboxSchemaTooNew",
+    "InvalidMail",
     "InvalidStep",
     "InvalidTimer",
     "Item",
     "JoinTokenError",
     "LimitExceeded",
     "Mail",
+    "MailAuth",
     "OwnerConflict",
     "RestoreRecordMissing",
     "RunAlreadyEnded",

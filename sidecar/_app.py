@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -46,7 +46,7 @@ from runtime.wire import LEGACY_POLICY, public_key_of
 from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home
 from ._record import locate
-from .execution import Handler, Runs, RunsConfig, Versions, load_workflow
+from .execution import Handler, Runs, RunsConfig, Versions, load_workflow, mail_domain
 from .link import Control, Delivery, HubLink, Identity, Shipper
 from .storage import ADOPT_MARK, Inbox
 
@@ -150,7 +150,8 @@ class Sidecar:
                 handler=self.versions.first,
                 minter=self,
                 on_commit=self._committed,
-                config=self.options.runs,
+                # Message-IDs carry the domain of the deployment's address.
+                config=replace(self.options.runs, mail_domain=mail_domain(record.address)),
                 versions=self.versions,
             )
             self.runs = await stack.enter_async_context(runs)

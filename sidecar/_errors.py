@@ -17,6 +17,7 @@ The tree (a second base in parentheses)::
         LimitExceeded (ValueError)
         RunAlreadyEnded
         InvalidTimer (ValueError)
+        InvalidMail (ValueError)
         StepError
           InvalidStep (ValueError)
           DuplicateStep (ValueError)
@@ -104,6 +105,12 @@ class InvalidTimer(SidecarError, ValueError):
     """``ctx.set_timer``/``cancel_timer`` called with what makes no timer: no
     name, ``after`` and ``at`` together (or neither), a negative or
     non-finite delay, a naive datetime, a payload not JSON-able."""
+
+
+class InvalidMail(SidecarError, ValueError):
+    """``ctx.send`` called with what makes no mail: a recipient (or cc,
+    reply-to) that is not one bare address, a header with a line break or
+    one the hub writes itself, an attachment of no known shape."""
 
 
 class StepError(SidecarError):

@@ -5,6 +5,7 @@ both sides read them, and hub and sidecar never import each other
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection
 from typing import Any
 
@@ -15,6 +16,7 @@ from ..wire import (
     ChildRunStarted,
     DispatchOutcome,
     Event,
+    MailContext,
     MailSent,
     StepRecorded,
     TimerCancelled,
@@ -51,6 +53,9 @@ class RecordedEffect(msgspec.Struct, kw_only=True, omit_defaults=True):
     expires: bool = False
     """An approval asked with a timeout: only that it expires is compared,
     its expiry depending on the clock at the call."""
+    rich: dict[str, Any] = msgspec.field(default_factory=dict)
+    """A mail's parts beyond recipient, subject and body (:func:`mail_parts`);
+    empty for a plain mail."""
 
 
 def effect_of(event: Event, relative: Collection[str] = ()) -> RecordedEffect | None:
@@ -59,7 +64,13 @@ def effect_of(event: Event, relative: Collection[str] = ()) -> RecordedEffect | 
     calls it makes. ``relative`` holds the event ids of timers set ``after=`` a
     delay, whose due time depends on the clock of the call and is not kept."""
     if isinstance(event, MailSent):
-        return RecordedEffect(kind="mail", to=event.to, subject=event.subject, body=event.body)
+        return RecordedEffect(
+            kind="mail",
+            to=event.to,
+            subject=event.subject,
+            body=event.body,
+            rich=mail_parts(event),
+        )
     if isinstance(event, ChildRunStarted):
         return RecordedEffect(
             kind="spawn",
@@ -76,6 +87,31 @@ def effect_of(event: Event, relative: Collection[str] = ()) -> RecordedEffect | 
     if isinstance(event, TimerCancelled):
         return RecordedEffect(kind="timer_cancel", name=event.name)
     return None
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def mail_parts(event: MailSent) -> dict[str, Any]:
+    """What a sent mail carries besides recipient, subject and body, as a
+    replay compares and shows it: html and attachments by their sha256 (a
+    report holds two items' effects), the rest as given; absent parts left
+    out. The Message-ID is not among them: it is the dispatch's, always
+    the same."""
+    parts: dict[str, Any] = {
+        "html": None if event.html is None else _digest(event.html.encode("utf-8")),
+        "cc": event.cc,
+        "reply_to": event.reply_to,
+        "in_reply_to": event.in_reply_to,
+        "references": event.references,
+        "headers": event.headers,
+        "attachments": [
+            {"filename": a.filename, "content_type": a.content_type, "data": _digest(a.data)}
+            for a in event.attachments
+        ],
+    }
+    return {name: value for name, value in parts.items() if value}
 
 
 class RecordedEnd(msgspec.Struct, kw_only=True):
@@ -110,6 +146,9 @@ class ReplayItem(msgspec.Struct, kw_only=True):
     steps: list[StepRecorded] = msgspec.field(default_factory=list)
     """The steps (``ctx.step``) the run recorded for this dispatch, in their
     index order: replay returns their results instead of calling them."""
+    context: MailContext | None = None
+    """What the hub read from the mail (its tag, thread, sender checks): the
+    replayed item's as the run's was."""
 
 
 class ReplayJob(msgspec.Struct, kw_only=True):
@@ -124,6 +163,9 @@ class ReplayJob(msgspec.Struct, kw_only=True):
     skipped: list[str] = msgspec.field(default_factory=list)
     """What the history leaves out, and why (for the report)."""
     item_timeout: float = REPLAY_ITEM_TIMEOUT
+    address: str = ""
+    """The deployment's address: its domain is the right side of the
+    Message-IDs ``ctx.send`` returns ("": the default domain's)."""
 
 
 class ReplayDifference(msgspec.Struct, kw_only=True):

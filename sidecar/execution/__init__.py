@@ -17,32 +17,42 @@ from ._steps import StepRecorder as StepRecorder
 from ._steps import StepRetry as StepRetry
 from ._steps import Steps as Steps
 from ._versions import Versions as Versions
-from ._workflow import ApprovalDecision as ApprovalDecision
-from ._workflow import Cancel as Cancel
-from ._workflow import ChildEnded as ChildEnded
 from ._workflow import Handler as Handler
-from ._workflow import Item as Item
-from ._workflow import Mail as Mail
-from ._workflow import ScheduleFire as ScheduleFire
-from ._workflow import Signal as Signal
-from ._workflow import Start as Start
 from ._workflow import StateMigration as StateMigration
-from ._workflow import Timer as Timer
-from ._workflow import cancel_order as cancel_order
-from ._workflow import item_of as item_of
 from ._workflow import load_workflow as load_workflow
 from ._workflow import resolve_entrypoint as resolve_entrypoint
 from ._workflow import state_migration as state_migration
+from .handler_io import ApprovalDecision as ApprovalDecision
+from .handler_io import Attachment as Attachment
+from .handler_io import AuthVerdict as AuthVerdict
+from .handler_io import Bounce as Bounce
+from .handler_io import Cancel as Cancel
+from .handler_io import ChildEnded as ChildEnded
+from .handler_io import Item as Item
+from .handler_io import Mail as Mail
+from .handler_io import MailAuth as MailAuth
+from .handler_io import ScheduleFire as ScheduleFire
+from .handler_io import Signal as Signal
+from .handler_io import Start as Start
+from .handler_io import Timer as Timer
+from .handler_io import cancel_order as cancel_order
+from .handler_io import item_of as item_of
+from .handler_io import mail_domain as mail_domain
+from .handler_io import wire_auth as wire_auth
 
 __all__ = [
     "DEFAULT_STEP_RETRY",
     "ApprovalDecision",
+    "Attachment",
+    "AuthVerdict",
+    "Bounce",
     "Cancel",
     "ChildEnded",
     "Context",
     "Handler",
     "Item",
     "Mail",
+    "MailAuth",
     "Minter",
     "Runs",
     "RunsConfig",
@@ -60,7 +70,9 @@ __all__ = [
     "derived_id",
     "item_of",
     "load_workflow",
+    "mail_domain",
     "resolve_entrypoint",
     "state_migration",
     "state_snapshot",
+    "wire_auth",
 ]

@@ -1,5 +1,6 @@
-"""The runs' settings: batching, restarts, the stop grace, and the clock and
-step faults each handler's ``ctx`` gets (the test kit's own under test)."""
+"""The runs' settings: batching, restarts, the stop grace, and what each
+handler's ``ctx`` gets: the clock and step faults (the test kit's own under
+test) and the domain of the Message-IDs it sends."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import anyio
 
 from runtime.actors import RestartPolicy
+from runtime.config import DEFAULT_MAIL_DOMAIN
 
 
 @dataclass(frozen=True)
@@ -34,3 +36,6 @@ class RunsConfig:
     """How a failing step waits before its next attempt (the test kit's returns at once)."""
     step_faults: Mapping[str, BaseException] = field(default_factory=dict)
     """Steps (by name) made to fail with these errors: the test kit's injected failures."""
+    mail_domain: str = DEFAULT_MAIL_DOMAIN
+    """The domain of the deployment's address (its restore record's): the
+    right side of the Message-IDs ``ctx.send`` returns."""

@@ -8,9 +8,9 @@ are effects too: set or cancelled with the item, kept and fired by the hub.
 Two calls act during the call: ``spawn`` (the hub mints child runs) and
 ``step``, whose outcome is recorded as soon as its function returns, so
 the item processed again returns it instead of calling again. ``spawn``'s
-request id, the message id of every mail ``send`` writes and the id of every
-approval ``request_approval`` asks for are derived from the dispatch and the
-call's index, so the same item processed again (a retry, or a new owner
+request id, the message id (and Message-ID header) of every mail ``send``
+writes and the id of every approval ``request_approval`` asks for are
+derived from the dispatch and the call's index, so the same item processed again (a retry, or a new owner
 after a takeover) gets the same child back, sends mail the hub accepts once
 and waits for the same approval.
 
@@ -27,20 +27,21 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from typing import Any, Protocol
 
 import anyio
 import msgspec
 
 from runtime import ApprovalRequested, ChildRunStarted, Event, MailSent, new_id
+from runtime.config import DEFAULT_MAIL_DOMAIN
 from runtime.wire import (
     MAX_EVENT,
     MAX_INPUT,
-    MAX_MAIL,
     MAX_PROMPT,
     MAX_RESULT,
     MAX_TIMER_PAYLOAD,
+    Attachment,
     SizeLimit,
     StepRecorded,
     TimerCancelled,
@@ -57,6 +58,7 @@ from .._errors import (
     StateNotSerializable,
 )
 from ..storage import Outgoing
+from . import handler_io as _out
 from ._steps import StepRecorder, StepRetry, Steps, check_name
 
 log = logging.getLogger("mailrun.workflow")
@@ -126,11 +128,14 @@ class Context:
         step_faults: Mapping[str, BaseException] | None = None,
         now: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,
+        mail_domain: str = DEFAULT_MAIL_DOMAIN,
     ) -> None:
         """``steps`` are the outcomes recorded when this dispatch was processed
         before (by name), ``recorder`` where new ones are made durable (None:
         a replay, which never calls a step). ``step_faults``, ``now`` and
-        ``sleep`` are the test kit's: a step's injected failure, and its clock."""
+        ``sleep`` are the test kit's: a step's injected failure, and its clock.
+        ``mail_domain``: the domain of the deployment's address, the right
+        side of the Message-IDs ``send`` returns."""
         self.run_id = run_id
         self.deployment_id = deployment_id
         self.state = state
@@ -144,6 +149,7 @@ class Context:
         self._minter = minter
         self._spawned = 0
         self._sent = 0
+        self._mail_domain = mail_domain
         self.approvals: list[str] = []
         """The approvals this call asked for: the run waits for their decisions."""
         self._now = now
@@ -174,24 +180,56 @@ class Context:
         self._end()
         self.failed, self.error = True, clip_text(str(error))
 
-    def send(self, to: str, subject: str = "", body: bytes | str = b"") -> None:
-        """Send a mail (delivered by the hub once this item is committed)."""
-        if not isinstance(to, str) or not to:
-            raise ValueError("send() needs a recipient address")
-        data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-        check_size((subject, data), MAX_MAIL, "the mail's subject and body")
+    def send(
+        self,
+        to: str,
+        subject: str = "",
+        body: bytes | str = b"",
+        *,
+        html: str | None = None,
+        cc: str | Iterable[str] = (),
+        reply_to: str | None = None,
+        in_reply_to: str | None = None,
+        references: str | Iterable[str] = (),
+        headers: Mapping[str, str] | None = None,
+        attachments: Iterable[_out.Attachment | Attachment | tuple[Any, ...]] = (),
+    ) -> str:
+        """Send a mail (delivered by the hub once this item is committed);
+        returns the Message-ID it carries (``<...@domain>``), the same when
+        this item is processed again: a reply names it in In-Reply-To.
+
+        ``html`` makes it multipart/alternative with ``body`` as the text
+        part; ``reply_to`` None gives it the run's signed reply address;
+        ``attachments`` are :class:`~sidecar.Attachment` or
+        ``(filename, data[, content_type])`` (the type guessed from the
+        name when not given). Raises :class:`InvalidMail` for what makes no
+        mail (docs/sidecar.md, "Sending mail") and :class:`LimitExceeded`
+        for a mail over ``MAX_MAIL`` as a whole."""
+        parts = _out.checked_mail(
+            to,
+            subject,
+            body,
+            html=html,
+            cc=cc,
+            reply_to=reply_to,
+            in_reply_to=in_reply_to,
+            references=references,
+            headers=headers,
+            attachments=attachments,
+        )
         self._sent += 1
+        mail_id = _out.header_id(self._dispatch_id, self._sent, self._mail_domain)
         self.events.append(
             MailSent(
                 event_id=new_id("evt"),
                 run_id=self.run_id,
                 at=time.time(),
-                to=to,
-                subject=subject,
-                body=data,
                 message_id=f"{self._dispatch_id}:mail:{self._sent}",
+                header_id=mail_id,
+                **parts,
             )
         )
+        return mail_id
 
     async def spawn(self, entrypoint: str, input: Any = None) -> str:
         """Start a child run of ``entrypoint`` (``module:attr`` in the

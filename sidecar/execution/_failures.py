@@ -19,7 +19,7 @@ from runtime.wire import CANCEL_KIND, FailurePolicy, OnFailure, clip_text
 from .._errors import EntrypointError, LimitExceeded, RunStateUnreadable, WorkflowLoadError
 from ..storage import Pending
 from ._batch import Batch
-from ._workflow import cancel_order
+from .handler_io import cancel_order
 
 log = logging.getLogger("mailrun.sidecar.runs")
 

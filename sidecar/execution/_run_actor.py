@@ -56,7 +56,8 @@ from ._failures import attempt_failed, give_up
 from ._state import Snapshot, snapshot_of, state_snapshot
 from ._steps import StepRecorder
 from ._watch import HandlerWatch
-from ._workflow import ApprovalDecision, Handler, Item, StateMigration, cancel_order, item_of
+from ._workflow import Handler, StateMigration
+from .handler_io import ApprovalDecision, Item, cancel_order, item_of
 
 
 class RunOwner(Protocol):
@@ -280,6 +281,7 @@ class RunActor(Actor[list[Pending]]):
             step_faults=config.step_faults,
             now=config.now,
             sleep=config.sleep,
+            mail_domain=config.mail_domain,
         )
         await afailpoint("sidecar.handler.before")
         watch.begin(p.dispatch_id)

@@ -3,7 +3,9 @@ item: its steps, an error on one side, its state, its effects and the run's
 end, in that order; the first that differs is the item's difference.
 
 Effects are compared in order, by what the handler asked for: a mail's
-recipient, subject and body; a spawn's entrypoint and input; an approval's
+recipient, subject and body, and its other parts (html, cc, reply-to,
+threading headers, extra headers, attachments: html and attachment data by
+digest); a spawn's entrypoint and input; an approval's
 prompt and whether it expires; a timer's name and payload, and its due
 time unless the replayed call set it ``after=`` a delay (a time from the
 clock at the call, never the same twice); a cancelled timer's name. Event
@@ -54,8 +56,8 @@ def _same_effect(recorded: RecordedEffect, replayed: RecordedEffect) -> bool:
     if recorded.kind != replayed.kind:
         return False
     if recorded.kind == "mail":
-        mail = (recorded.to, recorded.subject, recorded.body)
-        return mail == (replayed.to, replayed.subject, replayed.body)
+        mail = (recorded.to, recorded.subject, recorded.body, canonical(recorded.rich))
+        return mail == (replayed.to, replayed.subject, replayed.body, canonical(replayed.rich))
     if recorded.kind == "spawn":
         return recorded.entrypoint == replayed.entrypoint and canonical(
             recorded.input
@@ -80,7 +82,8 @@ def _effect_view(effect: RecordedEffect) -> dict[str, Any]:
     """An effect as the report shows it: a mail body as text."""
     if effect.kind == "mail":
         body = effect.body.decode("utf-8", errors="replace")
-        return {"kind": "mail", "to": effect.to, "subject": effect.subject, "body": body}
+        mail = {"kind": "mail", "to": effect.to, "subject": effect.subject, "body": body}
+        return {**mail, **effect.rich}
     if effect.kind == "spawn":
         return {"kind": "spawn", "entrypoint": effect.entrypoint, "input": effect.input}
     if effect.kind == "timer":

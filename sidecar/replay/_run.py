@@ -62,6 +62,7 @@ from ..execution import (
     derived_id,
     item_of,
     load_workflow,
+    mail_domain,
     state_migration,
     state_snapshot,
 )
@@ -139,6 +140,7 @@ async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[
         sender=item.sender,
         subject=item.subject,
         body=item.body,
+        context=item.context,
     )
     ctx = _ReplayContext(
         item,
@@ -148,6 +150,7 @@ async def _call(job: ReplayJob, handler: Handler, item: ReplayItem, state: dict[
         # A copy: the handler may change it in place and still raise.
         state=msgspec.json.decode(msgspec.json.encode(state)),
         minter=_RecordedChildren(item.recorded.effects),
+        mail_domain=mail_domain(job.address),
     )
     raised: str | None = None
     with anyio.move_on_after(job.item_timeout) as scope:

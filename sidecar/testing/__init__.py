@@ -13,6 +13,7 @@ from ._errors import KitError as KitError
 from ._errors import NotSettled as NotSettled
 from ._errors import RunEnded as RunEnded
 from ._errors import UnknownApproval as UnknownApproval
+from ._errors import UnknownMail as UnknownMail
 from ._errors import UnknownRun as UnknownRun
 from ._kit import WorkflowTest as WorkflowTest
 from ._views import Delivered as Delivered
@@ -34,6 +35,7 @@ __all__ = [
     "RunView",
     "SentMail",
     "UnknownApproval",
+    "UnknownMail",
     "UnknownRun",
     "WorkflowTest",
 ]

@@ -8,6 +8,7 @@ naming the hub's reason for the same refusal (``reason``)::
         ApprovalDecided      409 approval_decided: decided already, or timed out
         UnknownApproval      404 unknown_approval
         UnknownRun           404 unknown_run
+        UnknownMail          no run of the test sent that mail
         RunEnded             409 workflow_run_terminal: the run takes no more items
         NotSettled           the workflow did not come to rest in time
 """
@@ -35,6 +36,12 @@ class UnknownApproval(KitError):
 
 class UnknownRun(KitError):
     reason = "unknown_run"
+
+
+class UnknownMail(KitError):
+    """A reply or a bounce names a mail no run of the test sent."""
+
+    reason = "unknown_mail"
 
 
 class RunEnded(KitError):

@@ -31,6 +31,7 @@ from runtime import (
 )
 from runtime.wire import (
     APPROVAL_TIMEOUT,
+    MailContext,
     RunSuspended,
     StepRecorded,
     TimerCancelled,
@@ -40,6 +41,7 @@ from runtime.wire import (
 
 from ..storage import Envelope
 from ._errors import ApprovalDecided, RunEnded, UnknownApproval, UnknownRun
+from ._mail import sent_mail, tag_of, thread_of
 from ._views import Delivered, PendingApproval, PendingTimer, RecordedStep, RunView, SentMail
 
 ENDED = ("completed", "failed", "cancelled")
@@ -98,6 +100,7 @@ class KitHub:
         subject: str = "",
         body: bytes = b"",
         force: bool = False,
+        context: MailContext | None = None,
     ) -> Delivered:
         """Accept one trigger (None: for the top-level run) as the hub's one
         accept path does; ``force`` takes it for an ended run too (the
@@ -124,6 +127,7 @@ class KitHub:
                 sender=sender,
                 subject=subject,
                 body=body,
+                context=context,
             )
         )
         return delivered
@@ -267,26 +271,10 @@ class KitHub:
             )
 
     def _mail(self, view: RunView, event: MailSent) -> None:
-        domain = self.address.rpartition("@")[2] or "mailrun.local"
-        headers = {
-            "From": self.address,
-            "To": event.to,
-            "Subject": event.subject,
-            "Message-ID": f"<{event.event_id}@{domain}>",
-        }
-        internal = event.to.lower() == self.address.lower()
-        mail = SentMail(
-            run_id=view.run_id,
-            to=event.to,
-            subject=event.subject,
-            body=event.body,
-            message_id=event.message_id or event.event_id,
-            headers=headers,
-            internal=internal,
-        )
+        mail = sent_mail(view.run_id, event, self.address)
         view.sent.append(mail)
         self.sent.append(mail)
-        if internal and (self.top is None or self.runs[self.top].status not in ENDED):
+        if mail.internal and (self.top is None or self.runs[self.top].status not in ENDED):
             # Mail to the deployment's own address is a mail item there.
             self.accept(
                 kind="mail",
@@ -294,4 +282,10 @@ class KitHub:
                 sender=self.address,
                 subject=event.subject,
                 body=event.body,
+                context=MailContext(
+                    to=event.to,
+                    tag=tag_of(event.to),
+                    in_reply_to=event.in_reply_to,
+                    thread=thread_of(event.in_reply_to, event.references),
+                ),
             )

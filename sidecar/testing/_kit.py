@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -30,13 +30,14 @@ from runtime.schedules import ScheduleSpec
 from runtime.sqlite import Synchronous
 from runtime.wire import CANCEL_KIND, RESUME_KIND, FailurePolicy
 
-from ..execution import Handler, Runs, RunsConfig
+from ..execution import Handler, MailAuth, Runs, RunsConfig, mail_domain
 from ..storage import Inbox
 from ._clock import Clock, Timeline, no_wait
 from ._code import Children, child_resolver, load_sources
 from ._errors import UnknownApproval
 from ._faults import StepFaults
 from ._hub import KitHub
+from ._mail import MailRoom
 from ._settle import Settler
 from ._views import Delivered, PendingApproval, PendingTimer, RunView, SentMail
 
@@ -59,6 +60,7 @@ class WorkflowTest(StackedContext):
         handler_timeout: float = 30.0,
         patience: float = 10.0,
         path: Path | None = None,
+        replies_to_ended: str = "top_level",
     ) -> None:
         """``handler``: the deployment's entrypoint; ``children``: a child
         run's handler by its entrypoint (``{"flow:child": child}``), or how to
@@ -67,11 +69,14 @@ class WorkflowTest(StackedContext):
         default now). ``max_attempts`` and ``on_failure`` are the
         deployment's failure policy. ``patience``: seconds a settle may take
         before :class:`NotSettled`. ``path``: a directory for the inbox
-        (default a temporary one)."""
+        (default a temporary one). ``replies_to_ended``: the deployment's
+        policy for a reply to a run that has ended (``top_level``: its
+        top-level run takes it; ``refuse``: :class:`RunEnded`)."""
         self.deployment_id = new_id("dep")
         self.address = f"{name}@{domain}"
         self.clock = Clock(start)
         self.hub = KitHub(self.deployment_id, self.address)
+        self.mailroom = MailRoom(self.hub, replies_to_ended)
         self.faults = StepFaults()
         self.waits: list[float] = []
         """The step retry backoffs the handlers asked for (returned at once)."""
@@ -110,7 +115,12 @@ class WorkflowTest(StackedContext):
         inbox = await Inbox.open(self._path / "inbox.db", synchronous=Synchronous.NORMAL)
         stack.push_async_callback(inbox.aclose)
         stack.callback(self._closed)
-        config = RunsConfig(now=self.clock, sleep=self._no_wait, step_faults=self.faults)
+        config = RunsConfig(
+            now=self.clock,
+            sleep=self._no_wait,
+            step_faults=self.faults,
+            mail_domain=mail_domain(self.address),
+        )
         runs = Runs(
             inbox=inbox,
             deployment_id=self.deployment_id,
@@ -145,17 +155,79 @@ class WorkflowTest(StackedContext):
         sender: str | None = "someone@example.org",
         message_id: str | None = None,
         run: str | None = None,
+        tag: str | None = None,
+        auth: MailAuth | None = None,
+        in_reply_to: str | None = None,
+        references: Sequence[str] = (),
     ) -> Delivered:
-        """A mail to the deployment's address (its top-level run, or ``run``)."""
+        """A mail to the deployment's address (``name+tag@`` with ``tag``):
+        to ``run`` when given, else to the run whose mail ``in_reply_to``
+        (or the newest of ``references``) names, else to the top-level run.
+        ``auth``: the sender checks the hub gives it (``item.auth``)."""
         data = body.encode("utf-8") if isinstance(body, str) else body
-        return await self._feed(
-            kind="mail",
-            run_id=run,
+        delivered = self.mailroom.deliver(
+            run=run,
+            to=self.address,
+            tag=tag,
+            auth=auth,
+            in_reply_to=in_reply_to,
+            references=references,
             message_id=message_id,
             sender=sender,
             subject=subject,
             body=data,
         )
+        await self.settle()
+        return delivered
+
+    async def reply(
+        self,
+        mail: str | SentMail,
+        body: bytes | str = b"",
+        *,
+        subject: str | None = None,
+        sender: str | None = None,
+        message_id: str | None = None,
+        auth: MailAuth | None = None,
+    ) -> Delivered:
+        """A reply to a mail a run sent (what ``ctx.send`` returned, or the
+        :class:`SentMail`): In-Reply-To names it, References its thread, so
+        it goes to the run that sent it (a child too) while that run lives.
+        ``subject`` defaults to ``Re: `` and the mail's, ``sender`` to its
+        recipient."""
+        sent = self.mailroom.find(mail)
+        return await self.mail(
+            f"Re: {sent.subject}" if subject is None else subject,
+            body,
+            sender=sent.to if sender is None else sender,
+            message_id=message_id,
+            auth=auth,
+            in_reply_to=sent.header_id,
+            references=[*sent.references, sent.header_id],
+        )
+
+    async def bounce(
+        self,
+        mail: str | SentMail,
+        status: str = "5.1.1",
+        diagnostic: str = "",
+        *,
+        recipient: str | None = None,
+        source: str = "relay",
+    ) -> Delivered:
+        """The mail a run sent (what ``ctx.send`` returned, or the
+        :class:`SentMail`) bounced: a ``bounce`` item to that run, once per
+        mail (a second one is a duplicate), ``bounced_at`` the kit's clock."""
+        delivered = self.mailroom.bounce(
+            mail,
+            status=status,
+            diagnostic=diagnostic,
+            recipient=recipient,
+            source=source,
+            at=self.clock.now,
+        )
+        await self.settle()
+        return delivered
 
     async def signal(
         self,

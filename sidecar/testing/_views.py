@@ -6,11 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.wire import Attachment
+
 
 @dataclass(frozen=True)
 class SentMail:
     """One ``ctx.send`` committed by a run. ``headers`` are the ones the hub
-    gives the message it hands to its relay (From, To, Subject, Message-ID);
+    gives the message it hands to its relay (From, To, Cc, Subject,
+    Message-ID, Reply-To, In-Reply-To, References, and the handler's own);
     the relay adds its own (Date is the hub's, Received and the like the
     relay's). ``internal``: sent to the deployment's own address, so the hub
     made it a mail item of the top-level run instead of relaying it."""
@@ -23,6 +26,16 @@ class SentMail:
     """The send's idempotency key (the dispatch and the send's index)."""
     headers: dict[str, str]
     internal: bool = False
+    header_id: str = ""
+    """The Message-ID header the mail carries: what ``ctx.send`` returned,
+    what :meth:`WorkflowTest.reply` and :meth:`WorkflowTest.bounce` take."""
+    html: str | None = None
+    cc: list[str] = field(default_factory=list)
+    reply_to: str | None = None
+    """As the handler gave it (None: the hub sets the run's signed reply address)."""
+    in_reply_to: str | None = None
+    references: list[str] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
 
     @property
     def text(self) -> str:

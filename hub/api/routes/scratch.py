@@ -45,6 +45,7 @@ def replay_job(history: RunHistory, sources: Sources) -> ReplayJob:
         start=history.start,
         items=history.items,
         skipped=history.skipped,
+        address=history.address,
     )
 
 

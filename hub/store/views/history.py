@@ -28,7 +28,7 @@ import msgspec
 
 from runtime import DispatchOutcome, Event, FrameDecodeError, FrameDecoder, ReplayItem
 from runtime.sidecar_contract import Recorded
-from runtime.wire import INLINE_BODY_LIMIT
+from runtime.wire import INLINE_BODY_LIMIT, MailContext
 
 from ..._errors import UnknownRun
 from ..sql import Row, Tx, json_array, sql
@@ -40,7 +40,7 @@ _RUN = sql(
     # The deployment's entrypoint is its active version's.
     "SELECT r.deployment_id, r.entrypoint, COALESCE((SELECT v.entrypoint"
     " FROM deployment_version v WHERE v.deployment_id = d.id AND v.version = d.version),"
-    " d.entrypoint) AS deployment_entrypoint"
+    " d.entrypoint) AS deployment_entrypoint, d.address"
     " FROM workflow_run r JOIN deployment d ON d.id = r.deployment_id"
     " WHERE r.id = ? AND r.is_anchor = 0"
 )
@@ -50,7 +50,7 @@ _EVENTS = sql(
     "SELECT payload FROM run_event WHERE run_id = ? AND payload IS NOT NULL ORDER BY rowid"
 )
 _DISPATCHES = (
-    "SELECT id, seq, kind, message_id, sender, subject, body, body_size"
+    "SELECT id, seq, kind, message_id, sender, subject, body, body_size, context"
     " FROM workflow_run_dispatch WHERE run_id = ? AND id IN "
 )
 _DISPATCHES_BY_ID = sql(
@@ -70,6 +70,8 @@ class RunHistory(msgspec.Struct, kw_only=True):
     items: list[ReplayItem]
     skipped: list[str]
     """What the history leaves out, and why (for the report)."""
+    address: str = ""
+    """The deployment's address (the domain of the Message-IDs its runs send)."""
 
     @property
     def replayable(self) -> int:
@@ -99,6 +101,7 @@ def read_history(tx: Tx, run_id: str) -> RunHistory:
         start="beginning",
         items=[],
         skipped=[],
+        address=str(run["address"] or ""),
     )
     _arrange(history, grouped, dispatches)
     return history
@@ -181,8 +184,19 @@ def _arrange(history: RunHistory, grouped: Grouped, dispatches: dict[str, Row]) 
                     end=group.end,
                 ),
                 steps=grouped.steps_of(processed.dispatch_id),
+                context=_context(row),
             )
         )
+
+
+def _context(row: Row) -> MailContext | None:
+    """The mail's context as the hub stored it; one that does not decode is none."""
+    if row["context"] is None:
+        return None
+    try:
+        return msgspec.msgpack.decode(bytes(row["context"]), type=MailContext)
+    except msgspec.DecodeError:
+        return None
 
 
 def _body(row: Row) -> bytes | None:

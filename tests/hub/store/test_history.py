@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from hub._errors import UnknownRun
@@ -26,7 +27,13 @@ from runtime import (
     RunStarted,
     new_id,
 )
-from runtime.wire import INLINE_BODY_LIMIT, StepRecorded, TimerCancelled, TimerSet
+from runtime.wire import (
+    INLINE_BODY_LIMIT,
+    MailContext,
+    StepRecorded,
+    TimerCancelled,
+    TimerSet,
+)
 from tests.support.store import execute
 from tests.support.wire import Hub, Sidecar, accept, owned, running_hub, send
 
@@ -259,3 +266,35 @@ async def test_steps_go_with_their_dispatch_and_timers_are_effects(tmp_path: Pat
             ],
             [],
         ]
+
+
+async def test_an_item_has_the_mail_s_context_and_the_history_its_deployment_s_address(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path) as hub:
+        car, (r1, r2) = await owned(hub, 2)
+        run = r1.run_id
+        context = MailContext(to="flow+vip@mailrun.local", tag="vip")
+        await execute(
+            hub.store,
+            "UPDATE workflow_run_dispatch SET context = ? WHERE id = ?",
+            msgspec.msgpack.encode(context),
+            r1.dispatch_id,
+        )
+        rich = MailSent(
+            event_id=new_id("evt"),
+            run_id=run,
+            to="ops@example.org",
+            html="<p>hi</p>",
+            cc=["desk@example.org"],
+        )
+        started = RunStarted(event_id=new_id("evt"), run_id=run)
+        await ship(car, started, processed(run, r1.dispatch_id, 1, 1))
+        await ship(car, rich, processed(run, r2.dispatch_id, 2, 2))
+        history = await history_of(hub, run)
+    assert history.address == car.dep.address
+    first, second = history.items
+    assert (first.context, second.context) == (context, None)
+    (effect,) = second.recorded.effects
+    assert effect.rich["cc"] == ["desk@example.org"]
+    assert effect.rich["html"].startswith("sha256:")
