@@ -151,9 +151,11 @@ from .opening import is_database_url as is_database_url
 from .opening import open_store as open_store
 from .outbound import DueMail as DueMail
 from .outbound import OutboundMail as OutboundMail
+from .outbound import OutboundSpec as OutboundSpec
 from .outbound import OutboundStatus as OutboundStatus
 from .outbound import OutboundView as OutboundView
 from .outbound import count_outbound as count_outbound
+from .outbound import decode_spec as decode_spec
 from .outbound import defer as defer
 from .outbound import due_mail as due_mail
 from .outbound import list_outbound as list_outbound
@@ -162,6 +164,7 @@ from .outbound import mark_retry as mark_retry
 from .outbound import mark_sending as mark_sending
 from .outbound import mark_sent as mark_sent
 from .outbound import next_due as next_due
+from .outbound import one_mailbox as one_mailbox
 from .outbound import record_outbound as record_outbound
 from .outbound import settle_at_boot as settle_at_boot
 from .schema import QUARANTINE_SOURCE as QUARANTINE_SOURCE
@@ -256,6 +259,7 @@ __all__ = [
     "NewRunEvent",
     "OnStep",
     "OutboundMail",
+    "OutboundSpec",
     "OutboundStatus",
     "OutboundView",
     "Outcome",
@@ -315,6 +319,7 @@ __all__ = [
     "count_timers",
     "create_deployment",
     "decision_trigger",
+    "decode_spec",
     "defer",
     "delete_deployment",
     "deployment_address",
@@ -367,6 +372,7 @@ __all__ = [
     "mint_child",
     "name_child_entrypoint",
     "next_due",
+    "one_mailbox",
     "open_store",
     "pause_deployment",
     "paused_deployments",
