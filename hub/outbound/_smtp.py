@@ -21,6 +21,7 @@ from ._config import RelayConfig
 from ._message import Built
 
 _UTF8 = ["SMTPUTF8"]
+_NO_SMTPUTF8 = "invalid_address: an address is not ASCII and the relay does not offer SMTPUTF8"
 
 
 def answer_text(code: int, message: str) -> str:
@@ -64,11 +65,13 @@ async def relay_session(relay: RelayConfig) -> AsyncIterator[aiosmtplib.SMTP]:
 async def transmit(smtp: aiosmtplib.SMTP, sender: str, message: Built) -> str:
     """Hand one mail over, from ``sender`` to each of its recipients; return
     the relay's answer to DATA ("250 ...")."""
-    if message.smtputf8 and not smtp.supports_extension("smtputf8"):
-        raise RelayRefused("invalid_address: an address is not ASCII and the relay does"
-                           " not offer SMTPUTF8", "")  # fmt: skip
     options, encoding = (_UTF8, "utf-8") if message.smtputf8 else ([], "ascii")
     try:
+        if message.smtputf8:
+            if smtp.is_ehlo_or_helo_needed:
+                await smtp.ehlo()  # what the relay offers is known after EHLO
+            if not smtp.supports_extension("smtputf8"):
+                raise RelayRefused(_NO_SMTPUTF8, "")
         await smtp.mail(sender, options=options, encoding=encoding)
         for recipient in message.recipients:
             await smtp.rcpt(recipient, encoding=encoding)
