@@ -39,11 +39,13 @@ from runtime import Retry, Wakeup, afailpoint
 from .._errors import RelayRefused, RelayUnavailable
 from ..mailbox import reply_address
 from ..store import (
+    REPLY_KEY,
     DueMail,
     OutboundStatus,
     Store,
     defer,
     due_mail,
+    hub_secret,
     mark_failed,
     mark_retry,
     mark_sending,
@@ -51,7 +53,6 @@ from ..store import (
     next_due,
     settle_at_boot,
 )
-from ..store.mail import REPLY_KEY, hub_secret
 from ._config import RelayConfig
 from ._dkim import DkimSigner
 from ._message import Built, build_message

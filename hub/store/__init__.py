@@ -9,6 +9,7 @@ concern, and the names the other rooms of the hub use, re-exported here.
 - ``views``: the read models the HTTP API and ``GET /events`` answer with;
 - ``feed``: the change feed, recorded by triggers, read and trimmed;
 - ``outbound``: outgoing mail and the relay's writes;
+- ``mail``: a deployment's mail settings, the hub's secrets, migration 20;
 - ``clock``: time: the runs' timers and the deployments' schedules;
 - ``schema`` and ``migrations``: the schema, and the ordered steps that
   build it on either database (and move a SQLite one to PostgreSQL);
@@ -142,6 +143,8 @@ from .feed import last_change_id as last_change_id
 from .feed import read_changes as read_changes
 from .feed import read_feed as read_feed
 from .feed import trim_changes as trim_changes
+from .mail import REPLY_KEY as REPLY_KEY
+from .mail import hub_secret as hub_secret
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import migrations_after as migrations_after
@@ -229,6 +232,7 @@ __all__ = [
     "LATEST",
     "OPEN_DISPATCH",
     "QUARANTINE_SOURCE",
+    "REPLY_KEY",
     "SHARED_GRACE",
     "WITH_OTHERS",
     "Accepted",
@@ -345,6 +349,7 @@ __all__ = [
     "get_version",
     "give_nats_identities",
     "hold_role",
+    "hub_secret",
     "inbox_format",
     "insert_producer",
     "insert_rows",

@@ -1,5 +1,6 @@
-"""``mailrun dkim-record``: the DNS TXT record that publishes a DKIM key, and
-with ``--generate`` the key itself (docs/smtp.md, "DKIM")."""
+"""``mailrun dkim-record``: what the hub's ``--dkim-key`` needs before it
+starts, the DNS TXT record that publishes the key, and with ``--generate``
+the key itself (docs/smtp.md, "DKIM")."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from .._errors import HubError
-from .base import fail
+from ..._errors import HubError
+from ..base import fail
 
 _DOMAIN = re.compile(r"[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+\.?")
 _SELECTOR = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
@@ -57,7 +58,7 @@ def dkim_record(key_file: Path, selector: str, domain: str, generate: bool) -> N
     The record is SELECTOR._domainkey.DOMAIN in zone-file form, its value
     split in strings of at most 255 bytes. Publish it, then start the hub (or
     `mailrun up`) with --dkim-key FILE --dkim-selector SELECTOR."""
-    from ..outbound import dns_record, generate_key, read_key
+    from ...outbound import dns_record, generate_key, read_key
 
     try:
         if generate and generate_key(key_file):
