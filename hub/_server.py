@@ -151,7 +151,9 @@ async def serve_hub(
             async with anyio.create_task_group() as tg:
                 acceptor = Acceptor(store, metrics=metrics)
                 await tg.start(acceptor.run)
-                outbox = Outbox(store, settings.relay, backoff_max=settings.backoff_max)
+                outbox = Outbox(
+                    store, settings.relay, backoff_max=settings.backoff_max, dkim=settings.dkim
+                )
                 # On PostgreSQL, hubs share the deployments by lease: a second
                 # hub on the same database joins by starting (docs/scaling.md).
                 shared: dict[str, Any] = {}

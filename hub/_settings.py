@@ -23,7 +23,7 @@ from runtime.config import (
 )
 
 from .api import EventLimits, HttpLimits
-from .outbound import RelayConfig
+from .outbound import DkimSigner, RelayConfig
 from .smtp import SmtpConfig
 from .store import DEFAULT_BUSY_TIMEOUT
 from .wire import DispatchConfig, RetentionConfig, WireConfig
@@ -48,6 +48,9 @@ class HubSettings:
     """``GET /events``: streams at once, each one's buffer, the poll interval."""
     relay: RelayConfig | None = None
     """Where mail to outside addresses goes (None: it stays ``no_relay``)."""
+    dkim: DkimSigner | None = None
+    """The DKIM keys that sign it (``--dkim-key``; None: it leaves unsigned).
+    Their keys are not in ``repr``."""
     smtp: SmtpConfig | None = None
     """The SMTP ingress (``--smtp``); None: no SMTP server."""
     database: str | None = field(default=None, repr=False)

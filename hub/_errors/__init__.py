@@ -73,6 +73,7 @@ The tree, in that order (HTTP status, a second base in parentheses)::
           RelayConfigError      --smtp-relay and its environment do not make sense
           RelayUnavailable      not reached, a 4xx answer, TLS or login refused: try later
           RelayRefused          a 5xx answer to one mail: it is not sent again
+          DkimKeyError          --dkim-key and --dkim-selector cannot sign as given
         SmtpError               the SMTP ingress (hub.smtp)
           SmtpConfigError       --smtp, its certificate and its login do not make sense
         HubClientError          the client of the hub's HTTP API (hub._client)
@@ -101,6 +102,7 @@ from .clients import IngressUnavailable as IngressUnavailable
 from .processes import AdminTokenUnavailable as AdminTokenUnavailable
 from .processes import DemoFailed as DemoFailed
 from .processes import DemoTimeout as DemoTimeout
+from .processes import DkimKeyError as DkimKeyError
 from .processes import HubNotReady as HubNotReady
 from .processes import NatsIdentityError as NatsIdentityError
 from .processes import NatsNotReady as NatsNotReady
@@ -166,6 +168,7 @@ __all__ = [
     "DemoTimeout",
     "DeploymentNotLive",
     "DispatchNotParked",
+    "DkimKeyError",
     "HubBadResponse",
     "HubClientError",
     "HubError",

@@ -78,13 +78,22 @@ class RelayUnavailable(RelayError):
 
 
 class RelayRefused(RelayError):
-    """The relay refused the mail for good (a 5xx answer); ``answer`` is its reply."""
+    """The relay refused the mail for good (a 5xx answer); ``answer`` is its
+    reply, ``recipient`` the one it refused at RCPT ("": not a RCPT)."""
 
     reason = "relay_refused"
 
-    def __init__(self, detail: str, answer: str) -> None:
+    def __init__(self, detail: str, answer: str, *, recipient: str = "") -> None:
         super().__init__(detail)
         self.answer = answer
+        self.recipient = recipient
+
+
+class DkimKeyError(RelayError):
+    """``--dkim-key`` and ``--dkim-selector`` cannot sign as given: a key file
+    that cannot be read, is not an RSA private key, or has no selector."""
+
+    reason = "dkim_key_invalid"
 
 
 class SmtpError(HubError):

@@ -2,8 +2,9 @@
 group, and every command gathered into it.
 
 The commands live by what they work on: the processes they run
-(``processes``: ``hub``, ``up``, ``demo``, ``sidecar``), a state dir with no
-hub running (``statedir``: ``migrate``, ``nats-config``), and a running hub
+(``processes``: ``hub``, ``up``, ``demo``, ``sidecar``, and ``dkim-record``
+for the hub's DKIM key), a state dir with no hub running (``statedir``:
+``migrate``, ``nats-config``), and a running hub
 over its HTTP API (``commands``, ``failures``, ``control``, ``producers``,
 ``replay``, ``watch``).
 """
@@ -17,7 +18,7 @@ from runtime.errors import FailpointSpecError
 
 from .base import fail
 from .commands import COMMANDS
-from .processes import demo_cmd, hub_cmd, sidecar_cmd, up_cmd
+from .processes import demo_cmd, dkim_record, hub_cmd, sidecar_cmd, up_cmd
 from .producers import producer
 from .replay import replay
 from .statedir import migrate, nats_config_cmd
@@ -44,6 +45,7 @@ for _command in (
     sidecar_cmd,
     migrate,
     nats_config_cmd,
+    dkim_record,
     *COMMANDS,
     *STEERING_COMMANDS,
     replay,

@@ -14,7 +14,7 @@ from runtime.config import parse_host_port
 
 from .._errors import HubError
 from .._token import DEFAULT_STATE_DIR
-from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV
+from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV, DkimKey, dkim_keys
 from ..smtp import PASSWORD_ENV as SMTP_PASSWORD_ENV
 from ..smtp import USER_ENV as SMTP_USER_ENV
 from ..smtp import smtp_config
@@ -47,6 +47,35 @@ smtp_relay_option = click.option(
     help="Send mail that runs address outside this hub through this SMTP relay"
     f" (STARTTLS and login: env {STARTTLS_ENV}, {USER_ENV}, {PASSWORD_ENV}).",
 )
+
+
+def dkim_options(f: F) -> F:
+    """``--dkim-key`` and ``--dkim-selector``, each repeatable (hub.outbound's
+    ``_dkim``: one key for every domain, or ``DOMAIN=`` one per domain)."""
+    f = click.option(
+        "--dkim-selector",
+        "dkim_selectors",
+        multiple=True,
+        metavar="[DOMAIN=]SELECTOR",
+        help="The selector of --dkim-key (its DNS record: SELECTOR._domainkey.DOMAIN).",
+    )(f)
+    return click.option(
+        "--dkim-key",
+        "dkim_keys",
+        multiple=True,
+        metavar="[DOMAIN=]FILE",
+        help="Sign outgoing mail with DKIM, with this RSA private key (PEM); with"
+        " DOMAIN=, only mail from DOMAIN (repeatable). `mailrun dkim-record` prints"
+        " its DNS record.",
+    )(f)
+
+
+def check_dkim(keys: tuple[str, ...], selectors: tuple[str, ...]) -> tuple[DkimKey, ...]:
+    """Read the DKIM keys as the hub will, before anything starts."""
+    try:
+        return dkim_keys(keys, selectors)
+    except HubError as exc:
+        fail(f"{exc.reason}: {exc.detail}")
 
 
 def smtp_options(*, allow_port_zero: bool) -> Callable[[F], F]:

@@ -15,12 +15,20 @@ carries the row's Message-ID. A hub that dies between the relay's 2xx and
 that commit sends the mail again after its restart, marked ``in_doubt``:
 the receiving side can drop the copy by its Message-ID (docs/hub.md,
 "Outbound mail").
+
+Each attempt builds the row's message again (``_message.py``: the same
+bytes every time) and, with ``--dkim-key``, signs it (``_dkim.py``; the
+signature's ``t=`` is the attempt's). Its Reply-To, unless the run gave
+one, is the run's signed reply address, made with the hub's reply key,
+read from the store once when the loop starts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
+from functools import partial
 
 import aiosmtplib
 import anyio
@@ -29,12 +37,15 @@ import anyio.abc
 from runtime import Retry, Wakeup, afailpoint
 
 from .._errors import RelayRefused, RelayUnavailable
+from ..mailbox import reply_address
 from ..store import (
+    REPLY_KEY,
     DueMail,
     OutboundStatus,
     Store,
     defer,
     due_mail,
+    hub_secret,
     mark_failed,
     mark_retry,
     mark_sending,
@@ -43,7 +54,9 @@ from ..store import (
     settle_at_boot,
 )
 from ._config import RelayConfig
-from ._smtp import build_message, relay_session, transmit
+from ._dkim import DkimSigner
+from ._message import Built, build_message
+from ._smtp import relay_session, transmit
 
 log = logging.getLogger("mailrun.hub.outbound")
 
@@ -56,10 +69,17 @@ class Outbox:
     loop that relays it (``run``)."""
 
     def __init__(
-        self, store: Store, relay: RelayConfig | None, *, backoff_max: float | None = None
+        self,
+        store: Store,
+        relay: RelayConfig | None,
+        *,
+        backoff_max: float | None = None,
+        dkim: DkimSigner | None = None,
     ) -> None:
         self._store = store
         self._relay = relay
+        self._dkim = dkim
+        self._reply_key: bytes | None = None
         # Rounds that could not reach the relay, in a row (no relay: none ever).
         self._retry = Retry(relay.backoff.capped(backoff_max) if relay is not None else None)
         self._wakeup = Wakeup()
@@ -83,6 +103,8 @@ class Outbox:
         """Settle what the previous hub left, then relay until cancelled (without
         a relay: return once settled; the mail waits as ``no_relay``)."""
         moved = await settle_at_boot(self._store, relayed=self._relay is not None)
+        if self._relay is not None:
+            self._reply_key = await self._store.transact(partial(hub_secret, name=REPLY_KEY))
         if moved["in_doubt"]:
             log.warning(
                 "%d outgoing mail(s) were being sent when the hub stopped: sending again"
@@ -140,7 +162,7 @@ class Outbox:
     async def _send(self, smtp: aiosmtplib.SMTP, mail: DueMail) -> bool:
         """One mail; False when the connection is no good for the next."""
         try:
-            message = build_message(mail)
+            message = await anyio.to_thread.run_sync(self._message, mail)
         except (ValueError, TypeError) as exc:
             if await mark_sending(self._store, mail.id):
                 await mark_failed(self._store, mail.id, f"invalid_mail: {exc}", None)
@@ -148,7 +170,7 @@ class Outbox:
         if not await mark_sending(self._store, mail.id):
             return True  # no longer pending
         try:
-            answer = await transmit(smtp, mail, message)
+            answer = await transmit(smtp, mail.sender, message)
         except RelayRefused as exc:
             log.warning("relay refused %s to %s: %s", mail.message_id, mail.recipient, exc.detail)
             await mark_failed(self._store, mail.id, exc.detail, exc.answer or None)
@@ -164,6 +186,17 @@ class Outbox:
         await mark_sent(self._store, mail.id, answer)
         log.info("relayed %s to %s: %s", mail.message_id, mail.recipient, answer)
         return True
+
+    def _message(self, mail: DueMail) -> Built:
+        """The message of ``mail``, signed (a worker thread's work: a large
+        attachment or an RSA signature is not the event loop's)."""
+        reply = None
+        if self._reply_key is not None and "@" in mail.sender:
+            reply = reply_address(self._reply_key, mail.sender, mail.id)
+        built = build_message(mail, reply)
+        if self._dkim is None:
+            return built
+        return dataclasses.replace(built, data=self._dkim.sign(built.data, built.from_domain))
 
     def _unreachable(self, error: str) -> None:
         self.last_error = error

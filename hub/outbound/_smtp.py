@@ -1,43 +1,27 @@
 """One connection to the relay (aiosmtplib), and one mail over it.
 
 What the relay answers decides what happens to a mail: 2xx to DATA is
-accepted; a 5xx to MAIL, RCPT or DATA refuses that mail for good
+accepted; a 5xx to MAIL, to any recipient's RCPT (To or Cc: a mail goes to
+all of its recipients or to none) or to DATA refuses that mail for good
 (:class:`RelayRefused`); anything else (no connection, a timeout, a 4xx,
 STARTTLS or login refused, which are the relay's state and not the mail's) is
-:class:`RelayUnavailable`, tried again later.
+:class:`RelayUnavailable`, tried again later. A mail whose addresses are not
+ASCII goes with SMTPUTF8, and is refused by a relay that does not offer it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import email.policy
-import email.utils
 from collections.abc import AsyncIterator
-from email.message import EmailMessage
 
 import aiosmtplib
 
 from .._errors import RelayRefused, RelayUnavailable
-from ..store import DueMail
 from ._config import RelayConfig
+from ._message import Built
 
-_POLICY = email.policy.SMTP  # CRLF line ends, headers folded for the wire
-
-
-def build_message(mail: DueMail) -> bytes:
-    """The mail as the relay gets it, the same on every attempt: its
-    Message-ID and Date come from the row, not from the moment of sending."""
-    message = EmailMessage(policy=_POLICY)
-    message["From"] = mail.sender
-    message["To"] = mail.recipient
-    message["Subject"] = mail.subject
-    message["Date"] = email.utils.formatdate(mail.created_at, localtime=False)
-    message["Message-ID"] = mail.message_id
-    try:
-        message.set_content(mail.body.decode("utf-8"))
-    except UnicodeDecodeError:
-        message.set_content(mail.body, maintype="application", subtype="octet-stream")
-    return message.as_bytes()
+_UTF8 = ["SMTPUTF8"]
+_NO_SMTPUTF8 = "invalid_address: an address is not ASCII and the relay does not offer SMTPUTF8"
 
 
 def answer_text(code: int, message: str) -> str:
@@ -78,12 +62,20 @@ async def relay_session(relay: RelayConfig) -> AsyncIterator[aiosmtplib.SMTP]:
             smtp.close()
 
 
-async def transmit(smtp: aiosmtplib.SMTP, mail: DueMail, message: bytes) -> str:
-    """Hand one mail over; return the relay's answer to DATA ("250 ...")."""
+async def transmit(smtp: aiosmtplib.SMTP, sender: str, message: Built) -> str:
+    """Hand one mail over, from ``sender`` to each of its recipients; return
+    the relay's answer to DATA ("250 ...")."""
+    options, encoding = (_UTF8, "utf-8") if message.smtputf8 else ([], "ascii")
     try:
-        await smtp.mail(mail.sender)
-        await smtp.rcpt(mail.recipient)
-        response = await smtp.data(message)
+        if message.smtputf8:
+            if smtp.is_ehlo_or_helo_needed:
+                await smtp.ehlo()  # what the relay offers is known after EHLO
+            if not smtp.supports_extension("smtputf8"):
+                raise RelayRefused(_NO_SMTPUTF8, "")
+        await smtp.mail(sender, options=options, encoding=encoding)
+        for recipient in message.recipients:
+            await smtp.rcpt(recipient, encoding=encoding)
+        response = await smtp.data(message.data)
     except aiosmtplib.SMTPResponseException as exc:
         answer = answer_text(exc.code, exc.message)
         if smtp.is_connected:
@@ -91,7 +83,11 @@ async def transmit(smtp: aiosmtplib.SMTP, mail: DueMail, message: bytes) -> str:
             with contextlib.suppress(aiosmtplib.SMTPException, OSError):
                 await smtp.rset()
         if 500 <= exc.code < 600:
-            raise RelayRefused(f"refused: {answer}", answer) from exc
+            who = exc.recipient if isinstance(exc, aiosmtplib.SMTPRecipientRefused) else ""
+            # Of several recipients (a Cc), the refusal says whose.
+            several = who and len(message.recipients) > 1
+            detail = f"refused {who}: {answer}" if several else f"refused: {answer}"
+            raise RelayRefused(detail, answer, recipient=who) from exc
         raise RelayUnavailable(f"not now: {answer}") from exc
     except (aiosmtplib.SMTPException, OSError) as exc:
         raise RelayUnavailable(_describe(exc)) from exc

@@ -9,6 +9,7 @@ concern, and the names the other rooms of the hub use, re-exported here.
 - ``views``: the read models the HTTP API and ``GET /events`` answer with;
 - ``feed``: the change feed, recorded by triggers, read and trimmed;
 - ``outbound``: outgoing mail and the relay's writes;
+- ``mail``: a deployment's mail settings, the hub's secrets, migration 20;
 - ``clock``: time: the runs' timers and the deployments' schedules;
 - ``schema`` and ``migrations``: the schema, and the ordered steps that
   build it on either database (and move a SQLite one to PostgreSQL);
@@ -142,6 +143,8 @@ from .feed import last_change_id as last_change_id
 from .feed import read_changes as read_changes
 from .feed import read_feed as read_feed
 from .feed import trim_changes as trim_changes
+from .mail import REPLY_KEY as REPLY_KEY
+from .mail import hub_secret as hub_secret
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import migrations_after as migrations_after
@@ -151,9 +154,11 @@ from .opening import is_database_url as is_database_url
 from .opening import open_store as open_store
 from .outbound import DueMail as DueMail
 from .outbound import OutboundMail as OutboundMail
+from .outbound import OutboundSpec as OutboundSpec
 from .outbound import OutboundStatus as OutboundStatus
 from .outbound import OutboundView as OutboundView
 from .outbound import count_outbound as count_outbound
+from .outbound import decode_spec as decode_spec
 from .outbound import defer as defer
 from .outbound import due_mail as due_mail
 from .outbound import list_outbound as list_outbound
@@ -162,6 +167,7 @@ from .outbound import mark_retry as mark_retry
 from .outbound import mark_sending as mark_sending
 from .outbound import mark_sent as mark_sent
 from .outbound import next_due as next_due
+from .outbound import one_mailbox as one_mailbox
 from .outbound import record_outbound as record_outbound
 from .outbound import settle_at_boot as settle_at_boot
 from .schema import QUARANTINE_SOURCE as QUARANTINE_SOURCE
@@ -226,6 +232,7 @@ __all__ = [
     "LATEST",
     "OPEN_DISPATCH",
     "QUARANTINE_SOURCE",
+    "REPLY_KEY",
     "SHARED_GRACE",
     "WITH_OTHERS",
     "Accepted",
@@ -256,6 +263,7 @@ __all__ = [
     "NewRunEvent",
     "OnStep",
     "OutboundMail",
+    "OutboundSpec",
     "OutboundStatus",
     "OutboundView",
     "Outcome",
@@ -315,6 +323,7 @@ __all__ = [
     "count_timers",
     "create_deployment",
     "decision_trigger",
+    "decode_spec",
     "defer",
     "delete_deployment",
     "deployment_address",
@@ -340,6 +349,7 @@ __all__ = [
     "get_version",
     "give_nats_identities",
     "hold_role",
+    "hub_secret",
     "inbox_format",
     "insert_producer",
     "insert_rows",
@@ -367,6 +377,7 @@ __all__ = [
     "mint_child",
     "name_child_entrypoint",
     "next_due",
+    "one_mailbox",
     "open_store",
     "pause_deployment",
     "paused_deployments",

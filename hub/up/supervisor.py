@@ -75,6 +75,7 @@ class UpSettings:
     nats_port: int | None = None
     subject_prefix: str | None = None
     smtp_relay: str | None = None  # HOST:PORT, passed on to the hub
+    dkim: tuple[str, ...] = ()  # the hub's --dkim-key/--dkim-selector options, paths absolute
     smtp: str | None = None  # HOST:PORT of the hub's SMTP ingress
     smtp_cert: Path | None = None  # its STARTTLS certificate and key (absolute), passed on
     smtp_key: Path | None = None
@@ -227,6 +228,7 @@ class Up:
         if self.config.smtp_relay:
             # Its login stays in the environment the hub inherits, out of argv.
             argv += ["--smtp-relay", self.config.smtp_relay]
+        argv += self.config.dkim
         if self.config.smtp:
             # Its login, too, stays in the environment.
             argv += ["--smtp", self.config.smtp]

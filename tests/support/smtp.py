@@ -1,6 +1,7 @@
 """A real SMTP server for the relay's tests: aiosmtpd on a loopback port,
 recording every message it accepts. It can refuse recipients, ask for a
-login, offer STARTTLS, and be stopped and started again on the same port."""
+login, offer STARTTLS, not offer SMTPUTF8, and be stopped and started again on the
+same port."""
 
 from __future__ import annotations
 
@@ -87,6 +88,8 @@ class SmtpServer:
     recorder: Recorder = field(default_factory=Recorder)
     login: tuple[str, str] | None = None
     tls: ssl.SSLContext | None = None
+    smtputf8: bool = True
+    """Offer SMTPUTF8 (addresses that are not ASCII), as aiosmtpd's Controller does."""
     _controller: Controller | None = None
 
     @property
@@ -99,6 +102,7 @@ class SmtpServer:
             kwargs.update(authenticator=self._authenticate, auth_require_tls=self.tls is not None)
         if self.tls is not None:
             kwargs.update(tls_context=self.tls, require_starttls=True)
+        kwargs.update(enable_SMTPUTF8=self.smtputf8)
         self._controller = Controller(
             self.recorder, hostname=HOST, port=self.port, ready_timeout=10, **kwargs
         )

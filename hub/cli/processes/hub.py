@@ -28,7 +28,7 @@ from ..._errors import HubError
 from ..._token import read_token_file
 from ...smtp import smtp_config
 from ..base import fail
-from ..options import database_option, host_port, smtp_options, smtp_relay_option
+from ..options import database_option, dkim_options, host_port, smtp_options, smtp_relay_option
 
 _hub_log = logging.getLogger("mailrun.hub")
 
@@ -89,6 +89,7 @@ _hub_log = logging.getLogger("mailrun.hub")
 )
 @database_option
 @smtp_relay_option
+@dkim_options
 @smtp_options(allow_port_zero=True)
 def hub_cmd(
     state_dir: Path,
@@ -103,6 +104,8 @@ def hub_cmd(
     run_history: int | None,
     database: str | None,
     smtp_relay: str | None,
+    dkim_keys: tuple[str, ...],
+    dkim_selectors: tuple[str, ...],
     smtp: str | None,
     smtp_cert: Path | None,
     smtp_key: Path | None,
@@ -112,7 +115,7 @@ def hub_cmd(
     Runs until SIGTERM/SIGINT; `mailrun up` runs it as a supervised child."""
     from ..._server import run_hub
     from ..._settings import HubSettings, wire_settings
-    from ...outbound import relay_config
+    from ...outbound import dkim_signer, relay_config
 
     if smtp is None and (smtp_cert is not None or smtp_key is not None):
         fail("--smtp-cert and --smtp-key need --smtp")
@@ -140,6 +143,7 @@ def hub_cmd(
             wire=wire_settings(redeliver_after=redeliver_after, run_history=run_history),
             admin_token=read_token_file(token_file) if token_file is not None else None,
             relay=relay_config(smtp_relay, environ) if smtp_relay else None,
+            dkim=dkim_signer(dkim_keys, dkim_selectors),
             smtp=ingress,
             database=database,
             process=process,

@@ -20,8 +20,10 @@ from ..._errors import HubError
 from ..._token import ADMIN_TOKEN_FILE
 from ..base import fail
 from ..options import (
+    check_dkim,
     check_smtp,
     database_option,
+    dkim_options,
     host_port,
     smtp_options,
     smtp_relay_option,
@@ -41,6 +43,7 @@ from ..options import (
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
 @database_option
 @smtp_relay_option
+@dkim_options
 @smtp_options(allow_port_zero=False)
 def up_cmd(
     state_dir: Path,
@@ -49,6 +52,8 @@ def up_cmd(
     subject_prefix: str | None,
     database: str | None,
     smtp_relay: str | None,
+    dkim_keys: tuple[str, ...],
+    dkim_selectors: tuple[str, ...],
     smtp: str | None,
     smtp_cert: Path | None,
     smtp_key: Path | None,
@@ -62,6 +67,8 @@ def up_cmd(
 
     check_failpoints()  # its children get them: said here once, and by each child
     check_smtp(smtp, smtp_cert, smtp_key)
+    # Read as the hub will, so a key that cannot sign stops `up` at once.
+    dkim = check_dkim(dkim_keys, dkim_selectors)
 
     def say(line: str) -> None:
         click.echo(line, err=True)
@@ -72,6 +79,7 @@ def up_cmd(
         nats_url,
         subject_prefix=subject_prefix,
         smtp_relay=smtp_relay,
+        dkim=tuple(arg for key in dkim for arg in key.options()),
         smtp=smtp,
         smtp_cert=smtp_cert,
         smtp_key=smtp_key,

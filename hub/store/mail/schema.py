@@ -7,7 +7,7 @@
   when the deployment takes mail to any unknown address there, else NULL;
   a unique index keeps one live catch-all per domain).
 - ``outbound_mail.spec`` (msgpack of the rich parts of a sent mail:
-  :class:`hub.store.mail.OutboundSpec`), the bounce columns, and an index
+  :class:`hub.store.OutboundSpec`), the bounce columns, and an index
   on ``message_id`` that replies are matched by.
 - ``hub_secret``: keys the hub makes once and every hub sharing the store
   uses (the reply addresses' HMAC key).

@@ -1,5 +1,6 @@
 """Outgoing mail in the store: the ``outbound_mail`` rows a run's mail becomes
-(``outbox.py``) and the relay's writes as it sends them (``relaying.py``)."""
+(``outbox.py``), their rich parts (``spec.py``) and the relay's writes as it
+sends them (``relaying.py``)."""
 
 from .outbox import OutboundMail as OutboundMail
 from .outbox import OutboundStatus as OutboundStatus
@@ -17,14 +18,19 @@ from .relaying import mark_sending as mark_sending
 from .relaying import mark_sent as mark_sent
 from .relaying import next_due as next_due
 from .relaying import settle_at_boot as settle_at_boot
+from .spec import OutboundSpec as OutboundSpec
+from .spec import decode_spec as decode_spec
+from .spec import one_mailbox as one_mailbox
 
 __all__ = [
     "DueMail",
     "OutboundMail",
+    "OutboundSpec",
     "OutboundStatus",
     "OutboundView",
     "add_outbound_mail",
     "count_outbound",
+    "decode_spec",
     "defer",
     "due_mail",
     "list_outbound",
@@ -33,6 +39,7 @@ __all__ = [
     "mark_sending",
     "mark_sent",
     "next_due",
+    "one_mailbox",
     "record_outbound",
     "settle_at_boot",
 ]

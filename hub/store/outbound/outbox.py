@@ -1,12 +1,13 @@
-"""Outgoing mail: the ``outbound_mail`` table, its statuses, and the reads of
-``GET /outbox``.
+"""Outgoing mail: the ``outbound_mail`` table, its statuses, the rows a run's
+mail becomes, and the reads of ``GET /outbox``.
 
 A run's mail to an address no deployment holds is a row here, inserted in
 the transaction that ingests its MailSent event, once per mail: the event id
 is unique, and so is the mail's key in its deployment (the sidecar derives
 it from the dispatch that sent it, so a takeover that processes that
 dispatch again sends the same mail). The relay (``hub.outbound``) takes the
-rows from there; its writes are in ``relaying.py``.
+rows from there; its writes are in ``relaying.py``. The rich parts of a mail
+(html, Cc, attachments, ...) are in the row's ``spec`` (``spec.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import msgspec
 from runtime import new_id
 
 from ..sql import Tx, sql
+from .spec import BARE_ADDRESS, PLAIN, OutboundSpec, encode_spec, spec_problem
 
 
 class OutboundStatus(StrEnum):
@@ -64,9 +66,6 @@ CREATE INDEX IF NOT EXISTS outbound_mail_due ON outbound_mail (status, next_atte
 CREATE INDEX IF NOT EXISTS outbound_mail_by_deployment ON outbound_mail (deployment_id, created_at);
 """
 
-# One mailbox, bare: no display name, no whitespace, one "@".
-_ADDRESS = re.compile(r"[^@\s<>,;\"()]+@[^@\s<>,;\"()]+")
-
 
 def add_outbound_mail(conn: sqlite3.Connection) -> None:
     """Migration 8: the table of outgoing mail. Idempotent on its own."""
@@ -86,6 +85,15 @@ class OutboundMail:
     recipient: str
     subject: str
     body: bytes
+    header_id: str | None = None
+    """The ``Message-ID`` the sidecar made for it (``MailSent.header_id``);
+    None (an older sidecar): :func:`header_message_id`."""
+    spec: OutboundSpec = PLAIN
+
+    @property
+    def message_id(self) -> str:
+        """The ``Message-ID`` header the mail carries on every attempt."""
+        return self.header_id or header_message_id(self.event_id, self.sender)
 
 
 def header_message_id(event_id: str, sender: str) -> str:
@@ -98,17 +106,21 @@ def header_message_id(event_id: str, sender: str) -> str:
 
 def unsendable(mail: OutboundMail) -> str | None:
     """Why ``mail`` can never be handed to a relay (None: it can)."""
-    if _ADDRESS.fullmatch(mail.recipient) is None:
+    if BARE_ADDRESS.fullmatch(mail.recipient) is None:
         return f"invalid_address: {mail.recipient[:200]!r} is not one bare mail address"
     if any(c in mail.subject for c in "\r\n\0"):
         return "invalid_mail: the subject is not one line"
-    return None
+    if mail.header_id is not None and _HEADER_ID.fullmatch(mail.header_id) is None:
+        return f"invalid_mail: Message-ID {mail.header_id[:200]!r} is not one <message-id>"
+    return spec_problem(mail.spec)
 
 
+_HEADER_ID = re.compile(r"<[^<>\s]+@[^<>\s]+>")
 _RECORD = sql(
     "INSERT INTO outbound_mail (id, deployment_id, run_id, event_id, send_key,"
     " message_id, sender, recipient, subject, body, body_size, status, last_error,"
-    " next_attempt_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " next_attempt_at, created_at, spec)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT DO NOTHING"
 )
 
@@ -125,9 +137,9 @@ def record_outbound(tx: Tx, mails: Sequence[OutboundMail], status: OutboundStatu
             _RECORD,
             (
                 new_id("out"), mail.deployment_id, mail.run_id, mail.event_id, mail.send_key,
-                header_message_id(mail.event_id, mail.sender), mail.sender, mail.recipient,
+                mail.message_id, mail.sender, mail.recipient,
                 mail.subject, mail.body, len(mail.body),
-                OutboundStatus.FAILED if why else status, why, now, now,
+                OutboundStatus.FAILED if why else status, why, now, now, encode_spec(mail.spec),
             ),
         )  # fmt: skip
     return inserted

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from runtime.loops import ATTEMPT_LIMIT
 
@@ -35,8 +36,8 @@ _INTERRUPTED = sql(
 )
 _UNPARK = sql("UPDATE outbound_mail SET status = ?, next_attempt_at = ? WHERE status = ?")
 _DUE = sql(
-    "SELECT id, message_id, sender, recipient, subject, body, created_at, attempts, in_doubt"
-    " FROM outbound_mail WHERE status = ? AND next_attempt_at <= ?"
+    "SELECT id, message_id, sender, recipient, subject, body, created_at, attempts, in_doubt,"
+    " spec FROM outbound_mail WHERE status = ? AND next_attempt_at <= ?"
     " ORDER BY next_attempt_at, created_at, rowid LIMIT ?"
 )
 _NEXT_DUE = sql("SELECT MIN(next_attempt_at) FROM outbound_mail WHERE status = ?")
@@ -45,7 +46,8 @@ _SENDING = sql(
     postgres=f"UPDATE outbound_mail SET status = ?, {_ATTEMPT_PG} WHERE id = ? AND status = ?",
 )
 _SENT = sql(
-    "UPDATE outbound_mail SET status = ?, relay_answer = ?, sent_at = ?, body = NULL"
+    "UPDATE outbound_mail SET status = ?, relay_answer = ?, sent_at = ?, body = NULL,"
+    " spec = NULL"
     " WHERE id = ? AND status = ?"
 )
 _FAILED = sql(
@@ -76,6 +78,8 @@ class DueMail:
     created_at: float
     attempts: int
     in_doubt: bool
+    spec: bytes | None = None
+    """The msgpack of its rich parts (``spec.OutboundSpec``); None: none."""
 
 
 def _settle_at_boot(tx: Tx, *, relayed: bool, now: float) -> dict[str, int]:
@@ -93,11 +97,13 @@ async def settle_at_boot(store: Store, *, relayed: bool) -> dict[str, int]:
     return await store.transact(partial(_settle_at_boot, relayed=relayed, now=time.time()))
 
 
+def _due_mail(r: Any) -> DueMail:
+    spec = None if r[9] is None else bytes(r[9])
+    return DueMail(r[0], r[1], r[2], r[3], r[4], bytes(r[5] or b""), r[6], r[7], bool(r[8]), spec)
+
+
 def _due(tx: Tx, now: float, limit: int) -> list[DueMail]:
-    return [
-        DueMail(r[0], r[1], r[2], r[3], r[4], bytes(r[5] or b""), r[6], r[7], bool(r[8]))
-        for r in tx.fetch_all(_DUE, (OutboundStatus.PENDING, now, limit))
-    ]
+    return [_due_mail(r) for r in tx.fetch_all(_DUE, (OutboundStatus.PENDING, now, limit))]
 
 
 async def due_mail(store: Store, *, now: float, limit: int) -> list[DueMail]:
@@ -125,7 +131,7 @@ async def mark_sending(store: Store, mail_id: str) -> bool:
 
 
 async def mark_sent(store: Store, mail_id: str, answer: str) -> None:
-    """The relay accepted it: the body goes (it is the relay's now)."""
+    """The relay accepted it: the body and the rich parts go (the relay's now)."""
     await _update(
         store,
         _SENT,

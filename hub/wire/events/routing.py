@@ -19,6 +19,7 @@ from runtime import ChildRunStarted, Event, MailSent, Reason, RunStatus
 from ...store import (
     Accepted,
     OutboundMail,
+    OutboundSpec,
     OutboundStatus,
     Rejected,
     Trigger,
@@ -73,6 +74,8 @@ def route_mail(
                     recipient=event.to.strip(),
                     subject=event.subject,
                     body=event.body,
+                    header_id=event.header_id,
+                    spec=spec_of(event),
                 )
             )
             continue
@@ -91,6 +94,19 @@ def route_mail(
             )
     recorded = record_outbound(tx, away, outbound) if away else 0
     return woken, recorded
+
+
+def spec_of(event: MailSent) -> OutboundSpec:
+    """The rich parts of ``event``'s mail, as its outbound row keeps them."""
+    return OutboundSpec(
+        html=event.html,
+        cc=tuple(event.cc),
+        reply_to=event.reply_to,
+        in_reply_to=event.in_reply_to,
+        references=tuple(event.references),
+        headers=dict(event.headers),
+        attachments=tuple(event.attachments),
+    )
 
 
 def start_item(deployment_id: str, event: ChildRunStarted) -> Trigger:

@@ -733,6 +733,7 @@ MAILRUN_COMMANDS = [
     "demo",
     "deploy",
     "deployments",
+    "dkim-record",
     "hub",
     "migrate",
     "nats-config",

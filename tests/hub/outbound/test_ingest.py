@@ -1,6 +1,7 @@
 """Mail a run sends to an outside address becomes one outbound row, in the
 transaction that ingests its event, however often that event (or the same
-mail from a re-processed dispatch) comes."""
+mail from a re-processed dispatch) comes; its rich parts and Message-ID are
+kept, and what can never be sent is recorded failed."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from hub.store import OutboundStatus
+from hub.store import OutboundSpec, OutboundStatus, decode_spec
 from runtime import EventsAck, MailSent, new_id
+from runtime.wire import Attachment
 from tests.support.wire import Hub, deploy, owned, running_hub, send
 
 pytestmark = pytest.mark.anyio
@@ -121,3 +123,61 @@ async def test_a_mail_no_relay_could_take_is_recorded_failed(
         (row,) = await rows(hub)
         assert row["status"] == "failed"
         assert str(row["last_error"]).startswith(f"{why}: ")
+
+
+async def test_the_rich_parts_and_the_message_id_the_sidecar_made_are_kept(
+    tmp_path: Path,
+) -> None:
+    sink = Sink(OutboundStatus.PENDING)
+    async with running_hub(tmp_path, outbox=sink) as hub:
+        car, (r1,) = await owned(hub, 1)
+        pdf = Attachment(filename="a.pdf", content_type="application/pdf", data=b"%PDF")
+        rich = msgspec.structs.replace(
+            mail_of(r1.run_id, r1.dispatch_id),
+            header_id=f"<{r1.dispatch_id}.1@mailrun.local>",
+            html="<p>hi</p>",
+            cc=["bob@example.org"],
+            in_reply_to="<q@example.org>",
+            references=["<p@example.org>", "<q@example.org>"],
+            headers={"X-Order": "7"},
+            attachments=[pdf],
+        )
+        plain = mail_of(r1.run_id, r1.dispatch_id, 2)
+        assert isinstance(await send(car, rich, plain), EventsAck)
+        first, second = await rows(hub)
+    assert first["message_id"] == f"<{r1.dispatch_id}.1@mailrun.local>"
+    assert first["status"] == "pending"
+    assert decode_spec(first["spec"]) == OutboundSpec(
+        html="<p>hi</p>",
+        cc=("bob@example.org",),
+        in_reply_to="<q@example.org>",
+        references=("<p@example.org>", "<q@example.org>"),
+        headers={"X-Order": "7"},
+        attachments=(pdf,),
+    )
+    # No rich part, no header id (an older sidecar): NULL, and the event's id.
+    assert second["spec"] is None
+    assert second["message_id"] == f"<{plain.event_id}@mailrun.local>"
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"headers": {"Bcc": "x@example.org"}}, "invalid_mail: header 'Bcc' is one the hub writes"),
+        ({"headers": {"X-A": "1\r\nBcc: x@example.org"}}, "invalid_mail: header 'X-A'"),
+        ({"cc": ["two@a.b, three@c.d"]}, "invalid_address: Cc"),
+        ({"header_id": "<two\r\nlines@x>"}, "invalid_mail: Message-ID"),
+    ],
+)
+async def test_rich_parts_that_can_never_be_sent_are_recorded_failed(
+    tmp_path: Path, changes: dict[str, object], why: str
+) -> None:
+    sink = Sink(OutboundStatus.PENDING)
+    async with running_hub(tmp_path, outbox=sink) as hub:
+        car, (r1,) = await owned(hub, 1)
+        mail = msgspec.structs.replace(mail_of(r1.run_id, r1.dispatch_id), **changes)
+        assert isinstance(await send(car, mail), EventsAck)
+        (row,) = await rows(hub)
+    assert row["status"] == "failed"
+    assert str(row["last_error"]).startswith(why), row["last_error"]
+    assert row["attempts"] == 0
