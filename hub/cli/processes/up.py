@@ -22,6 +22,7 @@ from ..base import fail
 from ..options import (
     check_smtp,
     database_option,
+    domain_option,
     host_port,
     smtp_options,
     smtp_relay_option,
@@ -39,6 +40,7 @@ from ..options import (
     help=f"Use this NATS server instead of an embedded one (env {NATS_URL_ENV}).",
 )
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
+@domain_option
 @database_option
 @smtp_relay_option
 @smtp_options(allow_port_zero=False)
@@ -47,6 +49,7 @@ def up_cmd(
     http: str,
     nats_url: str | None,
     subject_prefix: str | None,
+    domains: tuple[str, ...],
     database: str | None,
     smtp_relay: str | None,
     smtp: str | None,
@@ -71,6 +74,7 @@ def up_cmd(
         http,
         nats_url,
         subject_prefix=subject_prefix,
+        domains=domains,
         smtp_relay=smtp_relay,
         smtp=smtp,
         smtp_cert=smtp_cert,

@@ -15,7 +15,7 @@ from hub.store import OutboundMail, OutboundStatus, Tx, record_outbound
 from runtime.wire import MailContext
 from tests.support.store import execute, read_one
 
-from .harness import Api, api, assert_error
+from .harness import SOURCE, Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 
@@ -88,3 +88,22 @@ async def test_post_mail_refuses_a_reply_to_an_ended_child_under_refuse(tmp_path
         r = await hub.send(dep["address"], in_reply_to=asked)
         assert_error(r, 409, "workflow_run_terminal")
         assert await hub.count("SELECT COUNT(*) FROM workflow_run_dispatch") == before
+
+
+async def test_a_deployment_is_made_in_one_of_the_hubs_domains(tmp_path: Path) -> None:
+    async with api(tmp_path, domains=("example.org",)) as hub:
+        first = await hub.deploy("sales")
+        other = await hub.deploy("support", source=SOURCE, domain="Example.ORG")
+        assert (first["address"], other["address"]) == (
+            "sales@mailrun.local",
+            "support@example.org",
+        )
+        r = await hub.client.post(
+            "/workflows/deployments", json={"name": "x", "source": SOURCE, "domain": "evil.com"}
+        )
+        assert_error(r, 422, "invalid_deployment")
+        assert "evil.com" in r.json()["detail"]
+        # Mail to each domain reaches its own deployment; a tag changes nothing.
+        r = await hub.send("support+vip@example.org", message_id="m1")
+        assert r.status_code == 202 and r.json()["deployment_id"] == other["id"]
+        assert_error(await hub.send("support@mailrun.local"), 404, "unknown_address")
