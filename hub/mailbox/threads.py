@@ -17,22 +17,25 @@ from runtime.wire import MailContext
 
 from .addresses import Address, parse_address
 
-_MESSAGE_ID = re.compile(r"<[^<>\s]+>")
+# At most 998 characters: a header line's length (RFC 5322 2.1.1).
+_MESSAGE_ID = re.compile(r"<[^<>\s]{1,996}>")
 MAX_THREAD = 100
 """Message-IDs of a thread kept (the newest): a References header can grow
 with every answer of a long discussion."""
 
 
 def message_ids(text: str | None) -> list[str]:
-    """The Message-IDs a header names, in order, angle brackets kept. A bare
-    ``id@host`` (an HTTP client's, say) is taken as ``<id@host>``."""
+    """The Message-IDs a header names, in order, angle brackets kept (one
+    longer than a header line may be is no Message-ID). A bare ``id@host``
+    (an HTTP client's, say) is taken as ``<id@host>``."""
     if not text:
         return []
     found = _MESSAGE_ID.findall(text)
     if found:
         return list(found)
     bare = text.strip()
-    return [f"<{bare}>"] if bare and not any(c.isspace() or c in "<>" for c in bare) else []
+    wrapped = f"<{bare}>"
+    return [wrapped] if _MESSAGE_ID.fullmatch(wrapped) else []
 
 
 def thread_of(in_reply_to: str | None, references: Iterable[str] = ()) -> list[str]:
