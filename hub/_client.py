@@ -55,11 +55,15 @@ class _Endpoints(abc.ABC, Generic[R]):
         source: str,
         entrypoint: str | None = None,
         policy: Mapping[str, object] | None = None,
+        domain: str | None = None,
     ) -> R:
-        """A new deployment; ``policy``: its failure policy's settings given."""
+        """A new deployment; ``policy``: its failure policy's settings given;
+        ``domain``: one of the hub's mail domains (None: its first)."""
         body: JSON = {"name": name, "source": source, **(policy or {})}
         if entrypoint:
             body["entrypoint"] = entrypoint
+        if domain:
+            body["domain"] = domain
         return self.request("POST", "/workflows/deployments", body)
 
     def set_policy(self, deployment: str, policy: Mapping[str, object]) -> R:

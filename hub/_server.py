@@ -229,6 +229,7 @@ async def serve_hub(
                     await tg.start(smtp.run)
                 api = ApiSettings(
                     domain=settings.domain,
+                    domains=settings.domains,
                     # Shown (/healthz) and handed out (join tokens): never
                     # with credentials; a sidecar gets those from its operator.
                     nats_url=redact_url(settings.nats_url),

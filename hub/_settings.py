@@ -38,6 +38,9 @@ class HubSettings:
     sidecar_root: Path | None = None
     subject_prefix: str = DEFAULT_SUBJECT_PREFIX
     domain: str = DEFAULT_MAIL_DOMAIN
+    """The mail domain of new deployments, unless their creation names another."""
+    domains: tuple[str, ...] = ()
+    """The hub's other mail domains (``--domain`` repeated): a deployment may be made in one."""
     max_body: int = DEFAULT_MAX_BODY
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     wire: WireConfig = field(default_factory=WireConfig)

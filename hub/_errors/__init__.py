@@ -35,6 +35,7 @@ The tree, in that order (HTTP status, a second base in parentheses)::
         UnsupportedMediaType    415
         PayloadTooLarge         413
         NameTaken               409
+        CatchAllTaken           409
         ApprovalDecided         409
         DeploymentNotLive       409
         WorkflowRunTerminal     409
@@ -120,6 +121,7 @@ from .processes import UpError as UpError
 from .requests import ApprovalDecided as ApprovalDecided
 from .requests import BadSchedule as BadSchedule
 from .requests import BodyTimeout as BodyTimeout
+from .requests import CatchAllTaken as CatchAllTaken
 from .requests import DeploymentNotLive as DeploymentNotLive
 from .requests import DispatchNotParked as DispatchNotParked
 from .requests import InvalidDeployment as InvalidDeployment
@@ -164,6 +166,7 @@ __all__ = [
     "ApprovalDecided",
     "BadSchedule",
     "BodyTimeout",
+    "CatchAllTaken",
     "DemoFailed",
     "DemoTimeout",
     "DeploymentNotLive",

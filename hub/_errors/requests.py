@@ -84,6 +84,15 @@ class NameTaken(HubError):
     kind = "rejected"
 
 
+class CatchAllTaken(HubError):
+    """Another live deployment already takes its domain's unknown addresses:
+    a domain has one catch-all at a time."""
+
+    http_status = 409
+    reason = "catch_all_taken"
+    kind = "rejected"
+
+
 class ApprovalDecided(HubError):
     http_status = 409
     reason = Reason.APPROVAL_DECIDED

@@ -24,11 +24,14 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class ApiSettings:
     domain: str
+    """The mail domain of new deployments that name none."""
     nats_url: str
     subject_prefix: str
     sidecar_root: Path | None
     max_body: int
     body_timeout: float = 60.0  # seconds for a whole request body to arrive
+    domains: tuple[str, ...] = ()
+    """The hub's other mail domains: a new deployment may name one."""
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     """The hub's environment at its start: a replay's scratch process gets a
     sidecar's share of it."""

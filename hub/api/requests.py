@@ -41,6 +41,7 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
     source: str | None = None
     files: dict[str, str] | None = None
     entrypoint: str = DEFAULT_ENTRYPOINT
+    domain: str | None = None  # one of the hub's mail domains (None: its first)
     # Its failure policy (None: the default), checked by the store.
     on_failure: str | None = None
     max_attempts: int | None = None

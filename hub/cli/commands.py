@@ -33,6 +33,10 @@ from .tables import (
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--name", required=True, help="Unique name; the address is NAME@<domain>.")
+@click.option(
+    "--domain",
+    help="One of the hub's mail domains (`--domain` of `mailrun up`/`hub`; default its first).",
+)
 @click.option("--entrypoint", help="module:attr (default flow:main; FILE is saved as module).")
 @click.option(
     "--join-token",
@@ -50,6 +54,7 @@ from .tables import (
 def deploy(
     file: Path,
     name: str,
+    domain: str | None,
     entrypoint: str | None,
     show_token: bool,
     update: bool,
@@ -72,6 +77,8 @@ def deploy(
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         fail(f"cannot read {file}: {exc}")
+    if update and domain:
+        fail("--domain is the address's: it is set when a deployment is made, not by --update")
     if update:
         if settings:
             client.set_policy(name, settings)
@@ -81,7 +88,7 @@ def deploy(
         else:
             click.echo(version_line(version))
         return
-    dep = client.deploy(name, source, entrypoint, settings)
+    dep = client.deploy(name, source, entrypoint, settings, domain)
     token = dep.pop("join_token", None)
     if as_json:
         echo_json({**dep, "join_token": token} if show_token else dep)

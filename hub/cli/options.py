@@ -1,16 +1,17 @@
 """Options several ``mailrun`` commands share: the state dir, the hub's
-database, HOST:PORT addresses, and the SMTP ingress and relay, each checked
-before anything starts."""
+database, HOST:PORT addresses, the mail domains, and the SMTP ingress and
+relay, each checked before anything starts."""
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from runtime.config import parse_host_port
+from runtime.config import DEFAULT_MAIL_DOMAIN, parse_host_port
 
 from .._errors import HubError
 from .._token import DEFAULT_STATE_DIR
@@ -38,6 +39,30 @@ def _optional_host_port(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> str | None:
     return None if value is None else host_port(ctx, param, value)
+
+
+_DOMAIN = re.compile(
+    r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*"
+)
+
+
+def _domains(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    domains = tuple(dict.fromkeys(d.strip().lower() for d in value))
+    for domain in domains:
+        if not _DOMAIN.fullmatch(domain):
+            raise click.BadParameter(f"{domain!r} is not a mail domain")
+    return domains
+
+
+domain_option = click.option(
+    "--domain",
+    "domains",
+    multiple=True,
+    callback=_domains,
+    help="A mail domain of this hub's deployments; repeat it for several. The first is"
+    f" the default of new deployments (default {DEFAULT_MAIL_DOMAIN}); `mailrun deploy"
+    " --domain D` picks another.",
+)
 
 
 smtp_relay_option = click.option(

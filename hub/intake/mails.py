@@ -1,6 +1,7 @@
 """A mail as every door hands it in (``POST /mail``, a mail of ``POST
 /mail/batch`` or of the NATS ingress, one recipient of an SMTP message) ->
-a checked mail trigger.
+a checked mail trigger, addressed to the recipient's base address, with the
+mail's context (the recipient as written, its tag, its thread).
 
 Fields that end up in a mail header or a log line (``to``, ``from``,
 ``subject``, ``message_id``) are one line each: a CR or LF there would let
@@ -18,6 +19,7 @@ import msgspec
 from runtime.wire import IngressMail
 
 from .._errors import InvalidMail, PayloadTooLarge
+from ..mailbox import MAX_THREAD, mail_context
 from ..store import Trigger
 
 _ADDRESS = re.compile(r"[^@\s]+@[^@\s]+")
@@ -62,15 +64,20 @@ def _b64decode(text: str) -> bytes:
 def mail_trigger(mail: IngressMail, *, max_body: int) -> Trigger:
     """Validate a mail: a decoded ``POST /mail`` body or a mail of the NATS
     ingress, which have the same fields, names and rules (``to``, ``from``,
-    ``subject``, ``body`` or ``body_b64``, ``message_id``); the caller adds
-    the digest."""
+    ``subject``, ``body`` or ``body_b64``, ``message_id``, ``in_reply_to``,
+    ``references``); the caller adds the digest."""
     address = mail.to.strip().lower()
     if len(address) > 512 or not _ADDRESS.fullmatch(address) or not single_line(mail.to):
         raise InvalidMail(f"'to' is not a mail address: {mail.to[:100]!r}")
     fields = {"from": mail.sender, "subject": mail.subject, "message_id": mail.message_id}
+    fields |= {"in_reply_to": mail.in_reply_to}
+    fields |= {f"references[{at}]": ref for at, ref in enumerate(mail.references)}
     for field, value in fields.items():
         if value is not None and not single_line(value):
             raise InvalidMail(f"'{field}' must be one line: no CR, LF or NUL")
+    threading = [mail.in_reply_to or "", *mail.references]
+    if len(mail.references) > MAX_THREAD or any(len(ref) > 998 for ref in threading):
+        raise InvalidMail(f"'references' (at most {MAX_THREAD}, each 998) is too long")
     if mail.body is not None and mail.body_b64 is not None:
         raise InvalidMail("give 'body' or 'body_b64', not both")
     if mail.message_id is not None and not 0 < len(mail.message_id) <= 512:
@@ -82,8 +89,10 @@ def mail_trigger(mail: IngressMail, *, max_body: int) -> Trigger:
     body = _b64decode(mail.body_b64) if mail.body_b64 is not None else (mail.body or "").encode()
     if len(body) > max_body:
         raise PayloadTooLarge(f"mail body of {len(body)} bytes exceeds {max_body}")
+    parsed, context = mail_context(mail.to, mail.in_reply_to, mail.references)
     return Trigger(
-        address=address,
+        address=parsed.base,
+        context=context,
         kind="mail",
         message_id=mail.message_id,
         sender=mail.sender,

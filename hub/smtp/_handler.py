@@ -118,6 +118,8 @@ class SmtpHandler:
                 subject=parsed.subject,
                 body=parsed.text,
                 message_id=parsed.message_id,
+                in_reply_to=parsed.in_reply_to,
+                references=list(parsed.references),
             )
             for rcpt in envelope.rcpt_tos
         ]

@@ -9,6 +9,8 @@ apart. What reaches the trigger:
 - ``subject``: the ``Subject`` header, decoded, on one line;
 - ``message_id``: the ``Message-ID`` header as written (angle brackets
   kept), on one line; None when there is none;
+- ``in_reply_to`` and ``references``: the Message-IDs those headers name
+  (``<id@host>`` each), by which a reply finds the run it answers;
 - ``text``: the first ``text/plain`` part (what ``get_body`` picks: it looks
   inside ``multipart/alternative`` and skips attachments), else the first
   ``text/html`` part's source, decoded by its transfer encoding and charset;
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 
+from ..mailbox import MAX_THREAD, message_ids
+
 # A header folded over lines, and anything else a header must not carry on
 # into a one-line field (the trigger's validation refuses CR, LF and NUL).
 _BREAKS = re.compile(r"[ \t]*[\r\n\x00]+[ \t]*")
@@ -37,6 +41,8 @@ class ParsedMail:
     subject: str
     message_id: str | None
     text: str
+    in_reply_to: str | None = None
+    references: tuple[str, ...] = ()
 
 
 def one_line(value: str) -> str:
@@ -114,7 +120,10 @@ def parse_message(raw: bytes, mail_from: str | None = None) -> ParsedMail:
     message = _PARSER.parsebytes(raw)
     assert isinstance(message, EmailMessage)  # what policy.default makes
     message_id = _header(message, "Message-ID")
+    replied = message_ids(_header(message, "In-Reply-To"))
     return ParsedMail(
+        in_reply_to=replied[0] if replied else None,
+        references=tuple(message_ids(_header(message, "References"))[-MAX_THREAD:]),
         sender=_sender(message, mail_from),
         subject=_header(message, "Subject") or "",
         message_id=message_id or None,

@@ -74,6 +74,7 @@ class UpSettings:
     # The embedded server's port: None takes 4222 when free, else any free one.
     nats_port: int | None = None
     subject_prefix: str | None = None
+    domains: tuple[str, ...] = ()  # the hub's mail domains, passed on (the first: the default)
     smtp_relay: str | None = None  # HOST:PORT, passed on to the hub
     dkim: tuple[str, ...] = ()  # the hub's --dkim-key/--dkim-selector options, paths absolute
     smtp: str | None = None  # HOST:PORT of the hub's SMTP ingress
@@ -225,6 +226,8 @@ class Up:
         argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
         if self.config.subject_prefix:
             argv += ["--subject-prefix", self.config.subject_prefix]
+        for domain in self.config.domains:
+            argv += ["--domain", domain]
         if self.config.smtp_relay:
             # Its login stays in the environment the hub inherits, out of argv.
             argv += ["--smtp-relay", self.config.smtp_relay]

@@ -411,6 +411,11 @@ class IngressMail(msgspec.Struct, kw_only=True, omit_defaults=True):
     body_b64: str | None = None
     message_id: str | None = None
     sender: str | None = msgspec.field(default=None, name="from")
+    in_reply_to: str | None = None
+    """The Message-ID the mail answers (``<id@host>``): a reply to mail a
+    run of the deployment sent goes to that run (docs/smtp.md, "Replies")."""
+    references: list[str] = msgspec.field(default_factory=list)
+    """The Message-IDs of the thread before it, oldest first."""
 
 
 class IngressBatch(_Frame, tag=True, kw_only=True):

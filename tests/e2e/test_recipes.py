@@ -31,9 +31,11 @@ def recipes() -> dict[str, str]:
 FIRST = ("approval", "fan-out", "reply", "signals")
 
 
-def test_the_page_has_the_eight_recipes() -> None:
+def test_the_page_has_the_nine_recipes() -> None:
+    # "ask" is driven by tests/e2e/test_replies.py, with real SMTP both ways.
     assert sorted(recipes()) == [
         "approval",
+        "ask",
         "digest",
         "escalate",
         "fan-out",

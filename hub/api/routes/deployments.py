@@ -2,6 +2,9 @@
 ``GET|PATCH|DELETE /workflows/deployments/{id or name}`` and
 ``POST /workflows/deployments/{id or name}/pause|unpause``.
 
+A new deployment's address is ``name@domain``: the hub's first mail domain,
+or the one of its domains the creation names (``domain``; 422 for another).
+
 ``PATCH`` changes the deployment's failure policy (any of ``on_failure``,
 ``max_attempts``, ``max_backoff``, ``handler_timeout``) and its
 ``max_concurrent_runs``, checked whole before anything is written; once
@@ -37,11 +40,23 @@ from ...store import (
     set_policy,
     unpause_deployment,
 )
-from ..context import RouteContext
+from ..context import ApiSettings, RouteContext
 from ..requests import DeploymentIn, PolicyIn
 from ..responses import json_response
 
 Live = Callable[[DeploymentView], DeploymentView]
+
+
+def _domain(settings: ApiSettings, wanted: str | None) -> str:
+    """The mail domain a new deployment gets: ``wanted`` if the hub has it."""
+    if wanted is None:
+        return settings.domain
+    domains = (settings.domain, *settings.domains)
+    if wanted.strip().lower() not in (d.lower() for d in domains):
+        raise InvalidDeployment(
+            f"domain {wanted[:100]!r} is not one of this hub's: {', '.join(domains)}"
+        )
+    return wanted.strip().lower()
 
 
 def deployment_routes(
@@ -62,7 +77,7 @@ def deployment_routes(
             entrypoint=spec.entrypoint,
             source=spec.source,
             files=spec.files,
-            domain=settings.domain,
+            domain=_domain(settings, spec.domain),
             nats_url=settings.nats_url,
             subject_prefix=settings.subject_prefix,
             sidecar_root=settings.sidecar_root,

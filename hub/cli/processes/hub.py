@@ -28,7 +28,14 @@ from ..._errors import HubError
 from ..._token import read_token_file
 from ...smtp import smtp_config
 from ..base import fail
-from ..options import database_option, dkim_options, host_port, smtp_options, smtp_relay_option
+from ..options import (
+    database_option,
+    dkim_options,
+    domain_option,
+    host_port,
+    smtp_options,
+    smtp_relay_option,
+)
 
 _hub_log = logging.getLogger("mailrun.hub")
 
@@ -55,7 +62,6 @@ _hub_log = logging.getLogger("mailrun.hub")
     help="Also write each new deployment's restore record under DIR/<deployment id>.",
 )
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
-@click.option("--domain", help=f"Mail domain of deployments (default {DEFAULT_MAIL_DOMAIN}).")
 @click.option(
     "--max-body",
     type=click.IntRange(min=1),
@@ -87,6 +93,7 @@ _hub_log = logging.getLogger("mailrun.hub")
         f" {DEFAULT_RUN_HISTORY}; env {RUN_HISTORY_ENV}, which `mailrun up` passes on)."
     ),
 )
+@domain_option
 @database_option
 @smtp_relay_option
 @dkim_options
@@ -97,7 +104,7 @@ def hub_cmd(
     nats_url: str,
     sidecar_root: Path | None,
     subject_prefix: str | None,
-    domain: str | None,
+    domains: tuple[str, ...],
     max_body: int | None,
     token_file: Path | None,
     redeliver_after: float | None,
@@ -138,7 +145,8 @@ def hub_cmd(
             nats_url=nats_url,
             sidecar_root=sidecar_root,
             subject_prefix=subject_prefix or DEFAULT_SUBJECT_PREFIX,
-            domain=domain or DEFAULT_MAIL_DOMAIN,
+            domain=domains[0] if domains else DEFAULT_MAIL_DOMAIN,
+            domains=domains[1:],
             max_body=max_body or DEFAULT_MAX_BODY,
             wire=wire_settings(redeliver_after=redeliver_after, run_history=run_history),
             admin_token=read_token_file(token_file) if token_file is not None else None,

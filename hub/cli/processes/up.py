@@ -24,6 +24,7 @@ from ..options import (
     check_smtp,
     database_option,
     dkim_options,
+    domain_option,
     host_port,
     smtp_options,
     smtp_relay_option,
@@ -41,6 +42,7 @@ from ..options import (
     help=f"Use this NATS server instead of an embedded one (env {NATS_URL_ENV}).",
 )
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
+@domain_option
 @database_option
 @smtp_relay_option
 @dkim_options
@@ -50,6 +52,7 @@ def up_cmd(
     http: str,
     nats_url: str | None,
     subject_prefix: str | None,
+    domains: tuple[str, ...],
     database: str | None,
     smtp_relay: str | None,
     dkim_keys: tuple[str, ...],
@@ -78,6 +81,7 @@ def up_cmd(
         http,
         nats_url,
         subject_prefix=subject_prefix,
+        domains=domains,
         smtp_relay=smtp_relay,
         dkim=tuple(arg for key in dkim for arg in key.options()),
         smtp=smtp,

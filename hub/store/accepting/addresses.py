@@ -4,6 +4,10 @@ The answer is advisory. The accepting transaction decides again (a deployment
 may be deleted, or its run may end, between RCPT and DATA); asking early only
 lets a client hear "no such mailbox" for the one recipient, before it sends
 the message, instead of a refusal of the whole message after it.
+
+The address is read as the accept path reads it: ``name+tag@domain`` is
+``name@domain``'s (a reply address too: its token is checked at DATA), and
+an address no live deployment has is live when its domain has a catch-all.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import enum
 
 from runtime.wire import accepts_trigger, anchor_is_live
 
+from ...mailbox import parse_address
+from ..mail import catch_alls
 from ..sql import Tx, sql
 
 
@@ -31,12 +37,12 @@ WHERE d.address = ? ORDER BY d.deleted_at IS NULL DESC, d.created_at DESC LIMIT 
 
 
 def address_status(tx: Tx, address: str) -> AddressStatus:
-    """What a mail to ``address`` (compared lower-cased, as ``POST /mail``
-    does) would meet, by the committed data."""
-    row = tx.fetch_one(_ADDRESS, (address.strip().lower(),))
-    if row is None:
-        return AddressStatus.UNKNOWN
-    anchor, run = row
-    if not anchor_is_live(anchor):
-        return AddressStatus.DELETED
-    return AddressStatus.LIVE if accepts_trigger(run) else AddressStatus.ENDED
+    """What a mail to ``address`` (its base address, compared lower-cased,
+    as ``POST /mail`` does) would meet, by the committed data."""
+    parsed = parse_address(address)
+    row = tx.fetch_one(_ADDRESS, (parsed.base,))
+    if row is None or not anchor_is_live(row[0]):
+        if catch_alls(tx, [parsed.domain]):
+            return AddressStatus.LIVE  # its top-level run may have ended: DATA tells
+        return AddressStatus.UNKNOWN if row is None else AddressStatus.DELETED
+    return AddressStatus.LIVE if accepts_trigger(row[1]) else AddressStatus.ENDED

@@ -4,8 +4,8 @@ rows the batch is to write.
 
 Later triggers of a batch see what earlier ones did (a run minted, a seq
 taken, a message id used, an approval decided) without a statement: the
-batch reads before it decides (``lookups.py``) and writes after
-(``rows.py``).
+batch reads before it decides (``lookups.py``, and for mail ``routing.py``:
+catch-alls and replies) and writes after (``rows.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from ..schema import ApprovalStatus, DispatchStatus
 from ..sql import Tx
 from . import lookups
 from .retries import Content, refused_by_run
+from .routing import Routing
 from .rows import NewDispatch, NewRun, write_rows
 from .triggers import Accepted, Receipt, RefusedByRun, Rejected, Trigger, body_digest
 
@@ -55,6 +56,7 @@ class Batch:
         self.blobs: list[tuple[object, ...]] = []
         self.dispatches: list[NewDispatch] = []
         self.decided: list[tuple[object, ...]] = []
+        self.routing = Routing()
 
     def load(self, tx: Tx, triggers: Sequence[Trigger]) -> None:
         """Read what ``triggers`` need, in a handful of statements."""
@@ -66,6 +68,10 @@ class Batch:
         for row in lookups.deployments(tx, addresses, dep_ids):
             self.deps[row[0]] = _Deployment(*row)
             self.addresses[row[1]] = row[0]
+        nobodys = [a for a in addresses if self._live_at(a) is None]
+        if nobodys and (caught := self.routing.catch(tx, nobodys)):
+            for row in lookups.deployments(tx, [], caught):
+                self.deps[row[0]] = _Deployment(*row)
         # Decided meanwhile? On PostgreSQL another hub may have decided one
         # while this batch waited for the deployments' lock; rare enough to
         # ask again on both databases.
@@ -74,6 +80,9 @@ class Batch:
             return
         run_ids = sorted({t.run_id for t in triggers if t.run_id})
         run_ids += [a[0] for a in self.approvals.values()]
+        run_ids += self.routing.find_replies(
+            tx, triggers, self._deployment_of, lambda d: self.deps[d].address
+        )
         for run_id, dep_id, status, top, unstarted in lookups.runs(tx, sorted(self.deps), run_ids):
             self.runs[run_id] = (dep_id, status)
             if unstarted:
@@ -98,13 +107,18 @@ class Batch:
         for approval_id, run_id, dep_id, status in lookups.approvals(tx, approval_ids):
             self.approvals[approval_id] = [run_id, dep_id, status]
 
+    def _live_at(self, address: str) -> str | None:
+        dep_id = self.addresses.get(address)
+        return dep_id if dep_id and anchor_is_live(self.deps[dep_id].anchor_status) else None
+
     def _deployment_of(self, t: Trigger) -> str | None:
         if t.approval_id:
             approval = self.approvals.get(t.approval_id)
             return approval[1] if approval else None
         if t.deployment_id:
             return t.deployment_id if t.deployment_id in self.deps else None
-        return self.addresses.get(t.address or "")
+        address = t.address or ""
+        return self.routing.caught.get(address) or self.addresses.get(address)
 
     def decide(self, t: Trigger) -> Receipt:
         """Decide one trigger against the batch's view, recording what to write."""
@@ -132,6 +146,20 @@ class Batch:
                 return first
             return msgspec.structs.replace(first, duplicate=True)
         run_id = t.run_id
+        context = self.routing.contexts.get(id(t), t.context)
+        if (reply := self.routing.replies.get(id(t))) is not None:
+            answered = reply.sent.run_id
+            if self.runs.get(answered, ("",))[0] == dep_id and accepts_trigger(
+                self.runs[answered][1]
+            ):
+                run_id = answered
+                assert context is not None
+                context = msgspec.structs.replace(context, routed_by=reply.routed_by)
+            elif dep_id in self.routing.refuse_ended:
+                return Rejected(
+                    reason=Reason.WORKFLOW_RUN_TERMINAL,
+                    detail=f"run {answered}, whose mail this answers, has ended",
+                )
         if t.approval_id:
             run_id, _, approval_status = self.approvals[t.approval_id]
             if approval_status != ApprovalStatus.PENDING:
@@ -187,6 +215,7 @@ class Batch:
                 dep.version,
                 raw_digest,
                 None if t.raw is None else len(t.raw),
+                None if context is None else msgspec.msgpack.encode(context),
             )
         )
         if t.message_id:

@@ -35,6 +35,7 @@ class NewDispatch(NamedTuple):
     version: int
     raw_digest: str | None
     raw_size: int | None
+    context: bytes | None  # msgpack of the mail's MailContext (None: not mail)
 
 
 class NewRun(NamedTuple):

@@ -8,6 +8,8 @@ from typing import Literal
 
 import msgspec
 
+from runtime.wire import MailContext
+
 from ..._errors import HubError
 
 
@@ -24,6 +26,13 @@ class Trigger(msgspec.Struct, kw_only=True, frozen=True):
     the dispatch is settled, for the handler's ``item.raw``, and is not part
     of what a message id stands for: the same message relayed again with
     other trace headers is still a retry.
+
+    ``context`` is what the door read from a mail (the recipient as written,
+    its tag, the thread it answers): kept with the dispatch and sent in
+    ``MailInbound.context``. The accept path completes it as it routes the
+    mail (``routing.py``: a reply finds the run that sent what it answers);
+    None for items that are not mail. Not part of what a message id stands
+    for either.
     """
 
     address: str | None = None
@@ -39,6 +48,7 @@ class Trigger(msgspec.Struct, kw_only=True, frozen=True):
     decision: str | None = None
     raw: bytes | None = None
     raw_digest: str | None = None  # body_digest(raw), precomputed like ``digest``
+    context: MailContext | None = None
 
 
 class Accepted(msgspec.Struct, kw_only=True):

@@ -45,6 +45,8 @@ class ReservedDispatch(NamedTuple):
     code_digest: str | None
     """The digest of its version's sources (None: no version row)."""
     code_size: int | None
+    context: bytes | None = None
+    """The mail's MailContext as msgpack (None: not mail, or accepted before it was kept)."""
 
 
 class ReservedCount(NamedTuple):
@@ -58,7 +60,8 @@ class ReservedCount(NamedTuple):
 _RESERVED = sql("""
 SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,
        d.body_digest, d.body_size, d.raw_digest, d.raw_size, r.start_request_id, dep.address,
-       COALESCE(d.version, 1) AS version, v.digest AS code_digest, v.size AS code_size
+       COALESCE(d.version, 1) AS version, v.digest AS code_digest, v.size AS code_size,
+       d.context
 FROM workflow_run_dispatch d
 JOIN deployment dep ON dep.id = d.deployment_id
 LEFT JOIN workflow_run r ON r.id = d.run_id

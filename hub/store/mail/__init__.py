@@ -1,7 +1,13 @@
-"""Mail in the store: a deployment's mail settings, the keys of the signed
-reply addresses, and the columns of migration 20 (a dispatch's mail context,
-the rich parts and bounces of outgoing mail)."""
+"""Mail in the store: a deployment's mail settings and its domain's
+catch-all, the keys of the signed reply addresses, the mail runs sent that
+replies are routed by, and the columns of migration 20 (a dispatch's mail
+context, the rich parts and bounces of outgoing mail)."""
 
+from .catch_all import catch_alls as catch_alls
+from .catch_all import set_catch_all as set_catch_all
+from .replies import SentMail as SentMail
+from .replies import sent_mail as sent_mail
+from .replies import sent_row as sent_row
 from .schema import MAIL_PG as MAIL_PG
 from .schema import add_mail as add_mail
 from .secrets import REPLY_KEY as REPLY_KEY
@@ -17,9 +23,14 @@ __all__ = [
     "MAIL_PG",
     "REPLY_KEY",
     "MailSettings",
+    "SentMail",
     "add_mail",
+    "catch_alls",
     "decode_settings",
     "encode_settings",
     "hub_secret",
     "mail_settings",
+    "sent_mail",
+    "sent_row",
+    "set_catch_all",
 ]

@@ -5,7 +5,8 @@
 - ``deployment.mail_settings`` (JSON of :class:`MailSettings`, NULL: the
   defaults) and ``deployment.catch_all_domain`` (the domain of its address
   when the deployment takes mail to any unknown address there, else NULL;
-  a unique index keeps one live catch-all per domain).
+  a unique index keeps one live catch-all per domain; it holds only
+  catch-alls, so SQLite never takes it for a scan of the live deployments).
 - ``outbound_mail.spec`` (msgpack of the rich parts of a sent mail:
   :class:`hub.store.OutboundSpec`), the bounce columns, and an index
   on ``message_id`` that replies are matched by.
@@ -27,7 +28,7 @@ CREATE TABLE IF NOT EXISTS hub_secret (
 );
 CREATE INDEX IF NOT EXISTS outbound_mail_message_id ON outbound_mail (message_id);
 CREATE UNIQUE INDEX IF NOT EXISTS deployment_catch_all ON deployment (catch_all_domain)
-  WHERE deleted_at IS NULL;
+  WHERE catch_all_domain IS NOT NULL AND deleted_at IS NULL;
 """
 
 _COLUMNS: dict[str, dict[str, str]] = {
@@ -58,7 +59,7 @@ CREATE TABLE IF NOT EXISTS hub_secret (
 );
 CREATE INDEX IF NOT EXISTS outbound_mail_message_id ON outbound_mail (message_id);
 CREATE UNIQUE INDEX IF NOT EXISTS deployment_catch_all ON deployment (catch_all_domain)
-  WHERE deleted_at IS NULL;
+  WHERE catch_all_domain IS NOT NULL AND deleted_at IS NULL;
 """
 """Migration 20 on PostgreSQL."""
 

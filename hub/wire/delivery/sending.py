@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 
+import msgspec
+
 from runtime import (
     MAX_FRAME_BYTES,
     Ack,
@@ -36,11 +38,13 @@ from runtime import (
     afailpoint,
     encode,
 )
+from runtime.wire import MailContext
 
 from ..._errors import LeaseLost, StaleEpoch
 from ...store import ReservedDispatch, Store, record_answers
 from ..sessions import Session, SessionTable
 
+_context = msgspec.msgpack.Decoder(MailContext)
 _acks: FrameDecoder[Ack | Refused] = FrameDecoder(Ack | Refused)
 _batch_acks: FrameDecoder[AckBatch | Ack | Refused] = FrameDecoder(AckBatch | Ack | Refused)
 
@@ -100,6 +104,7 @@ def inbound_frame(session: Session, row: ReservedDispatch) -> MailInbound:
         raw=Claim(digest=row.raw_digest, size=row.raw_size or 0)
         if row.raw_digest is not None
         else None,
+        context=None if row.context is None else _context.decode(row.context),
     )
 
 

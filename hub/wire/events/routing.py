@@ -1,9 +1,11 @@
 """Mail that runs send: a trigger for a deployment here, outgoing mail otherwise.
 
 Mail from a run is accepted by the one accept function, in the events'
-transaction, with a message id derived from the dispatch that sent it; an
-address no deployment holds becomes a row of the outbound relay's table in
-the same transaction (docs/hub.md, "Outbound mail").
+transaction, with a message id derived from the dispatch that sent it and
+the context any mail has (the recipient's tag, the thread it answers: a
+reply to another deployment's mail finds the run that sent it); an address
+no deployment holds becomes a row of the outbound relay's table in the same
+transaction (docs/hub.md, "Outbound mail").
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import msgspec
 
 from runtime import ChildRunStarted, Event, MailSent, Reason, RunStatus
 
+from ...mailbox import mail_context
 from ...store import (
     Accepted,
     OutboundMail,
@@ -48,16 +51,7 @@ def route_mail(
     # from the dispatch that sent it (an older sidecar's: the event id),
     # so it is accepted once however often it is sent, even when a new
     # owner processes that dispatch again.
-    mail = [
-        Trigger(
-            address=e.to,
-            sender=sender,
-            subject=e.subject,
-            body=e.body,
-            message_id=e.message_id or e.event_id,
-        )
-        for e in sent
-    ]
+    mail = [_trigger(e, sender) for e in sent]
     outcomes, woken = accept_triggers(tx, mail)
     away: list[OutboundMail] = []
     for event, trigger, outcome in zip(sent, mail, outcomes, strict=True):
@@ -106,6 +100,18 @@ def spec_of(event: MailSent) -> OutboundSpec:
         references=tuple(event.references),
         headers=dict(event.headers),
         attachments=tuple(event.attachments),
+    )
+
+
+def _trigger(event: MailSent, sender: str | None) -> Trigger:
+    address, context = mail_context(event.to, event.in_reply_to, event.references)
+    return Trigger(
+        address=address.base,
+        context=context,
+        sender=sender,
+        subject=event.subject,
+        body=event.body,
+        message_id=event.message_id or event.event_id,
     )
 
 

@@ -54,10 +54,12 @@ async def api(
     sidecar_root: Path | None = None,
     health_extra: Callable[[], Mapping[str, Any]] = lambda: {"connected_sidecars": 0},
     body_timeout: float = 60.0,
+    domains: tuple[str, ...] = (),
 ) -> AsyncIterator[Api]:
     settings = ApiSettings(
         domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
         sidecar_root=sidecar_root, max_body=MAX_BODY, body_timeout=body_timeout,
+        domains=domains,
     )  # fmt: skip
     async with await open_store(tmp_path / "hub.db") as store:
         acceptor = Acceptor(store)

@@ -269,6 +269,17 @@ def test_deploy_without_entrypoint_leaves_the_hubs_default(stub: Stub, tmp_path:
     assert "entrypoint" not in stub.requests[0][2]
 
 
+def test_deploy_names_the_domain_it_is_made_in(stub: Stub, tmp_path: Path) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text("x = 1\n")
+    stub.routes["POST", "/workflows/deployments"] = (201, deployment(DEP_A, "f"))
+    assert cli(stub, "deploy", str(flow), "--name", "f", "--domain", "example.org").exit_code == 0
+    assert stub.requests[0][2]["domain"] == "example.org"
+    update = cli(stub, "deploy", str(flow), "--name", "f", "--domain", "x.org", "--update")
+    assert update.exit_code == 1 and "--update" in update.output
+    assert len(stub.requests) == 1
+
+
 def test_deploy_of_a_missing_file_is_a_usage_error(stub: Stub, tmp_path: Path) -> None:
     result = cli(stub, "deploy", str(tmp_path / "nope.py"), "--name", "x")
     assert result.exit_code == 2

@@ -1,4 +1,5 @@
-"""``--smtp``, ``--smtp-cert`` and ``--smtp-key`` on ``mailrun up`` and ``mailrun hub``."""
+"""``--smtp``, ``--smtp-cert``, ``--smtp-key`` and the mail domains (``--domain``)
+on ``mailrun up`` and ``mailrun hub``."""
 
 from __future__ import annotations
 
@@ -62,3 +63,17 @@ def test_up_refuses_a_reachable_bind_without_login_before_starting_anything(
     assert result.exit_code == 1
     assert "smtp_config_invalid" in result.output and "MAILRUN_SMTP_USER" in result.output
     assert not state.exists()
+
+
+def test_domain_repeats_its_first_is_the_default(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls: list[HubSettings] = []
+    monkeypatch.setattr("hub._server.run_hub", calls.append)
+    args = ["hub", "--state-dir", str(tmp_path / "s"), "--domain", "Example.org"]
+    result = CliRunner().invoke(main, [*args, "--domain", "b.example", "--domain", "example.org"])
+    assert result.exit_code == 0, result.output
+    ((settings),) = calls
+    assert (settings.domain, settings.domains) == ("example.org", ("b.example",))
+    bad = CliRunner().invoke(main, ["hub", "--state-dir", "s", "--domain", "not a domain"])
+    assert bad.exit_code == 2 and "not a mail domain" in bad.output

@@ -111,3 +111,17 @@ def test_garbage_never_raises() -> None:
     for raw in (b"", b"\x00\xff\r\n\r\n", b"Content-Type: multipart/mixed\r\n\r\n--", b":::"):
         parsed = parse_message(raw)
         assert isinstance(parsed.text, str)
+
+
+def test_in_reply_to_and_references_give_the_message_ids_they_name() -> None:
+    raw = (
+        b"Subject: Re: order 7\r\n"
+        b"In-Reply-To: <q@mailrun.local> (the question)\r\n"
+        b"References: <p@example.com>\r\n <q@mailrun.local>\r\n"
+        b"\r\nyes\r\n"
+    )
+    parsed = parse_message(raw)
+    assert parsed.in_reply_to == "<q@mailrun.local>"
+    assert parsed.references == ("<p@example.com>", "<q@mailrun.local>")
+    plain = parse_message(b"Subject: s\r\nReferences: garbage here\r\n\r\nx")
+    assert (plain.in_reply_to, plain.references) == (None, ())

@@ -101,6 +101,19 @@ async def test_a_reply_goes_to_the_sender_with_the_hub_s_headers() -> None:
         assert not reply.internal
 
 
+async def test_a_child_asks_by_mail_and_the_parent_gets_the_answer() -> None:
+    async with recipe("ask", name="shipping") as wf:
+        await wf.mail("order-7", sender="boss@example.org")
+        (child,) = wf.run().children
+        (question,) = wf.sent
+        assert (question.to, question.subject) == ("boss@example.org", "Ship order-7?")
+        assert wf.status == "running" and wf.run(child).status == "running"
+        # The hub routes the reply to the child that asked.
+        await wf.mail("Re: Ship order-7?", "yes\n\n> Reply yes or no.\n", run=child)
+        assert (wf.run(child).status, wf.run(child).result) == ("completed", "yes")
+        assert (wf.status, wf.result) == ("completed", {"answer": "yes"})
+
+
 async def test_remind_only_the_request_nobody_answered_after_three_days() -> None:
     async with recipe("remind") as wf:
         await wf.mail("invoice 12", sender="ann@example.org")
