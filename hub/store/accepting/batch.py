@@ -18,6 +18,8 @@ import msgspec
 from runtime import Reason, RunStatus, new_id
 from runtime.wire import INLINE_BODY_LIMIT, accepts_trigger, anchor_is_live
 
+from ..._errors import SenderNotAllowed
+from ..mail import MailSettings, sender_refusal, settings_of
 from ..schema import ApprovalStatus, DispatchStatus
 from ..sql import Tx
 from . import lookups
@@ -55,6 +57,7 @@ class Batch:
         self.blobs: list[tuple[object, ...]] = []
         self.dispatches: list[NewDispatch] = []
         self.decided: list[tuple[object, ...]] = []
+        self.senders: dict[str, MailSettings] = {}  # deployment id -> whom it takes mail from
 
     def load(self, tx: Tx, triggers: Sequence[Trigger]) -> None:
         """Read what ``triggers`` need, in a handful of statements."""
@@ -72,6 +75,8 @@ class Batch:
         self._load_approvals(tx, approval_ids)
         if not self.deps:
             return
+        if any(t.kind == "mail" for t in triggers):
+            self.senders = settings_of(tx, sorted(self.deps))
         run_ids = sorted({t.run_id for t in triggers if t.run_id})
         run_ids += [a[0] for a in self.approvals.values()]
         for run_id, dep_id, status, top, unstarted in lookups.runs(tx, sorted(self.deps), run_ids):
@@ -106,6 +111,10 @@ class Batch:
             return t.deployment_id if t.deployment_id in self.deps else None
         return self.addresses.get(t.address or "")
 
+    def _refused_sender(self, dep_id: str, sender: str | None) -> str | None:
+        settings = self.senders.get(dep_id)
+        return None if settings is None else sender_refusal(settings, sender)
+
     def decide(self, t: Trigger) -> Receipt:
         """Decide one trigger against the batch's view, recording what to write."""
         dep_id = self._deployment_of(t)
@@ -131,6 +140,10 @@ class Batch:
             if isinstance(first, RefusedByRun):
                 return first
             return msgspec.structs.replace(first, duplicate=True)
+        # Whom the deployment takes mail from: after the retry's answer (a
+        # mail taken before a deny list changed is still answered as taken).
+        if t.kind == "mail" and (refusal := self._refused_sender(dep_id, t.sender)):
+            return Rejected(reason=SenderNotAllowed.reason, detail=refusal)
         run_id = t.run_id
         if t.approval_id:
             run_id, _, approval_status = self.approvals[t.approval_id]
