@@ -79,6 +79,24 @@ def smtp_options(*, allow_port_zero: bool) -> Callable[[F], F]:
     return decorate
 
 
+def sender_check_options(f: F) -> F:
+    """``--dns-server`` and ``--smtp-trusted-relay``: how the SMTP ingress
+    checks who wrote a mail (docs/smtp.md, "Who may write")."""
+    f = click.option(
+        "--smtp-trusted-relay",
+        "smtp_trusted_relays",
+        metavar="HOST",
+        multiple=True,
+        help="An MTA in front of --smtp whose Authentication-Results header is taken instead"
+        " of the hub's own SPF/DKIM/DMARC checks (repeatable; a name or an address).",
+    )(f)
+    return click.option(
+        "--dns-server",
+        metavar="ADDRESS:PORT",
+        help="The DNS server the SMTP sender checks ask (default: the system's resolver).",
+    )(f)
+
+
 def check_smtp(smtp: str | None, cert: Path | None, key: Path | None) -> None:
     """Refuse, before anything starts, what the hub would refuse (``up`` would
     otherwise restart a hub that cannot start, for ever)."""

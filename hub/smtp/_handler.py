@@ -10,6 +10,13 @@ between RCPT and DATA refuses the message, not one copy of it). ``250`` is writt
 after that returned; a failure of the transaction (store unavailable, hub
 stopping) is a 451 that the client retries, and a retry with the same
 ``Message-ID`` is answered by the first receipt, so it counts once.
+
+Who may write (docs/smtp.md, "Who may write"): RCPT refuses an envelope
+sender the recipient's deployment does not take (``550 5.7.1``); DATA
+checks the sender (``senders.SenderChecks``: SPF, DKIM, DMARC, or a trusted
+relay's verdicts), refuses the message (``550 5.7.1``) when a recipient's
+deployment requires a DMARC pass it did not get, and the accepting
+transaction holds the From header to the allow and deny lists.
 """
 
 from __future__ import annotations
@@ -24,14 +31,16 @@ from typing import Any
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from runtime import Flag
-from runtime.wire import IngressMail
+from runtime.wire import IngressMail, MailAuth
 
 from .._errors import HubError
 from ..intake import Acceptor, accept_mails
-from ..store import WITH_OTHERS, Accepted, AddressStatus, Receipt, Store, address_status
+from ..store import WITH_OTHERS, Accepted, AddressStatus, Receipt, Store, Tx, address_status
+from ..store.mail import MailSettings, sender_refusal, settings_at
 from ._config import SmtpConfig
 from ._message import parse_message
 from ._replies import NotTaken, ok_reply, outcome_reply, refusal_reply
+from .senders import SenderChecks
 
 log = logging.getLogger("mailrun.hub.smtp")
 
@@ -53,6 +62,7 @@ class SmtpHandler:
         self._acceptor = acceptor
         self._config = config
         self._max_body = max_body
+        self.senders = SenderChecks(config.dns_server, config.trusted_relays)
         self.stopping = False  # the server is closing: no message is taken any more
         self._in_hooks = 0  # RCPT lookups and messages between their "." and their answer
         self.idle = Flag(True)
@@ -96,6 +106,8 @@ class SmtpHandler:
             return "451 4.3.0 Cannot look the address up now, try again later"
         if status is not AddressStatus.LIVE:
             return _RCPT_REFUSAL[status].format(_printable(address))
+        if (refused := await self._refused_sender(wanted, envelope.mail_from)) is not None:
+            return refused
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
@@ -103,14 +115,51 @@ class SmtpHandler:
         if self.stopping:
             return "451 4.3.2 Service shutting down, try again later"
         with self._hook():
-            return await self._deliver(envelope)
+            return await self._deliver(session, envelope)
 
-    async def _deliver(self, envelope: Envelope) -> str:
+    async def _refused_sender(self, rcpt: str, mail_from: str | None) -> str | None:
+        """RCPT's answer when ``rcpt``'s deployment does not take mail from
+        the envelope sender; None when it does."""
+        try:
+            with self._hook():
+                settings = await self._store.read(partial(settings_at, address=rcpt))
+        except Exception:
+            log.exception("RCPT lookup of %r's mail settings failed", rcpt)
+            return "451 4.3.0 Cannot look the address up now, try again later"
+        sender = mail_from if mail_from and mail_from != "<>" else None
+        refusal = None if settings is None else sender_refusal(settings, sender)
+        return None if refusal is None else f"550 5.7.1 {_printable(refusal)}"
+
+    async def _dmarc_refusal(self, rcpts: list[str], auth: MailAuth) -> str | None:
+        """DATA's answer when a recipient's deployment requires a DMARC pass
+        the message did not get; None otherwise."""
+        if auth.dmarc.result == "pass":
+            return None
+
+        def requiring(tx: Tx) -> list[str]:
+            found = ((r, settings_at(tx, r)) for r in rcpts)
+            return [r for r, s in found if isinstance(s, MailSettings) and s.require_dmarc]
+
+        strict = await self._store.read(requiring)
+        if not strict:
+            return None
+        verdict = auth.dmarc.detail or auth.dmarc.result
+        return f"550 5.7.1 {_printable(f'DMARC did not pass ({verdict}) for <{strict[0]}>')}"
+
+    async def _deliver(self, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
         parsed = parse_message(raw, envelope.mail_from)
         body = parsed.text.encode("utf-8")
         if len(body) > self._max_body:
             return f"552 5.3.4 Message text of {len(body)} bytes exceeds {self._max_body}"
+        peer = session.peer[0] if isinstance(session.peer, tuple) else ""
+        auth = await self.senders.verify(
+            raw, peer_ip=str(peer), helo=session.host_name or "", mail_from=envelope.mail_from or ""
+        )
+        # The verdicts are the mail's (MailContext.auth, with each recipient's context).
+        if (refused := await self._dmarc_refusal(envelope.rcpt_tos, auth)) is not None:
+            log.warning("SMTP message refused: %s", refused)
+            return refused
         mails: Sequence[IngressMail] = [
             IngressMail(
                 to=rcpt,
