@@ -1,7 +1,7 @@
 """The hub's own checks of an SMTP sender: SPF on the client's address,
 MAIL FROM and HELO (pyspf), the message's DKIM signatures (dkimpy), and
 DMARC, the alignment of the two with the From header's domain under its
-policy record (authheaders) -> a :class:`runtime.wire.MailAuth`, source
+policy record (``dmarc.py``) -> a :class:`runtime.wire.MailAuth`, source
 ``hub``.
 
 What each verdict says (``runtime.wire.VERDICTS``): ``pass``; ``fail``
@@ -16,20 +16,23 @@ from __future__ import annotations
 import email.parser
 import email.policy
 import email.utils
+import logging
 
-import authheaders
 import dkim
 import dns.exception
 import spf
-from authres import AuthenticationResultsHeader, DKIMAuthenticationResult, SPFAuthenticationResult
 
 from runtime.wire import AuthVerdict, MailAuth
 
+from .dmarc import check_dmarc
 from .lookups import Lookups, spf_lookups
 
 _HEADERS = email.parser.BytesHeaderParser(policy=email.policy.compat32)
-_AUTHSERV_ID = "mailrun"
 _SPF_FAIL = ("fail", "softfail", "permerror")
+# dkimpy logs each signature it cannot check at ERROR; the verdict's detail
+# says the same to the handler, so its log is kept for debugging only.
+_DKIM_LOG = logging.getLogger("mailrun.hub.smtp.dkim")
+_DKIM_LOG.setLevel(logging.CRITICAL)
 
 
 def _domain(address: str) -> str:
@@ -49,14 +52,20 @@ def check_spf(lookups: Lookups, ip: str, mail_from: str, helo: str) -> AuthVerdi
     return AuthVerdict(result="none", domain=domain, detail=result)
 
 
-def _dkim_dnsfunc(lookups: Lookups):  # type: ignore[no-untyped-def]
-    def lookup(name: bytes, timeout: float = 5) -> bytes | None:
-        try:
-            return lookups.dkim_txt(name, timeout)
-        except dns.exception.Timeout as exc:
-            raise dkim.DnsTimeoutError(str(exc)) from None
+class _DkimKeys:
+    """dkimpy's ``dnsfunc`` for one message; remembers whether a lookup timed
+    out (dkimpy logs that and answers "does not verify", as for a bad key)."""
 
-    return lookup
+    def __init__(self, lookups: Lookups) -> None:
+        self._lookups = lookups
+        self.timed_out = False
+
+    def __call__(self, name: bytes, timeout: float = 5) -> bytes | None:
+        try:
+            return self._lookups.dkim_txt(name, timeout)
+        except dns.exception.Timeout as exc:
+            self.timed_out = True
+            raise dkim.DnsTimeoutError(str(exc)) from None
 
 
 def check_dkim(lookups: Lookups, raw: bytes) -> AuthVerdict:
@@ -65,17 +74,17 @@ def check_dkim(lookups: Lookups, raw: bytes) -> AuthVerdict:
     signatures = _HEADERS.parsebytes(raw).get_all("DKIM-Signature") or []
     if not signatures:
         return AuthVerdict(detail="no signature")
-    dnsfunc = _dkim_dnsfunc(lookups)
     first: AuthVerdict | None = None
     for index in range(len(signatures)):
-        verifier = dkim.DKIM(raw)
+        keys = _DkimKeys(lookups)
+        verifier = dkim.DKIM(raw, logger=_DKIM_LOG)
         try:
-            good = verifier.verify(idx=index, dnsfunc=dnsfunc)
+            good = verifier.verify(idx=index, dnsfunc=keys)
             detail = "" if good else "signature does not verify"
-        except dkim.DnsTimeoutError:
-            good, detail = False, "temperror"
         except dkim.DKIMException as exc:
             good, detail = False, str(exc)[:200]
+        if keys.timed_out:
+            good, detail = False, "temperror"
         domain = verifier.signature_fields.get(b"d", b"").decode("ascii", "replace").lower()
         if good:
             return AuthVerdict(result="pass", domain=domain)
@@ -87,37 +96,26 @@ def check_dkim(lookups: Lookups, raw: bytes) -> AuthVerdict:
     return first
 
 
-def check_dmarc(
+def _from_domain(raw: bytes) -> str:
+    return _domain(email.utils.parseaddr(_HEADERS.parsebytes(raw).get("From", ""))[1])
+
+
+def dmarc_of(
     lookups: Lookups, raw: bytes, spf_verdict: AuthVerdict, dkim_verdict: AuthVerdict
 ) -> AuthVerdict:
     """DMARC of the From header's domain, given the SPF and DKIM verdicts."""
-    from_domain = _domain(email.utils.parseaddr(_HEADERS.parsebytes(raw).get("From", ""))[1])
+    from_domain = _from_domain(raw)
     if not from_domain:
         return AuthVerdict(result="fail", detail="no From domain")
-    known = []
-    if spf_verdict.result == "pass":
-        mail_from = f"postmaster@{spf_verdict.domain}"
-        known.append(SPFAuthenticationResult(result="pass", smtp_mailfrom=mail_from))
-    if dkim_verdict.result == "pass":
-        known.append(DKIMAuthenticationResult(result="pass", header_d=dkim_verdict.domain))
-    prev = str(AuthenticationResultsHeader(authserv_id=_AUTHSERV_ID, results=known))
     try:
-        header = authheaders.authenticate_message(
-            raw, _AUTHSERV_ID, prev=prev, spf=False, dkim=False, dmarc=True, dnsfunc=lookups.txt
-        )
+        return check_dmarc(lookups, from_domain, spf_verdict, dkim_verdict)
     except dns.exception.Timeout:
         return AuthVerdict(result="none", domain=from_domain, detail="temperror")
-    for result in AuthenticationResultsHeader.parse(header).results:
-        if result.method == "dmarc":
-            verdict = {"pass": "pass", "none": "none"}.get(result.result, "fail")
-            policy = next((p.value for p in result.properties if p.name == "policy"), "")
-            return AuthVerdict(result=verdict, domain=from_domain, detail=policy or result.result)
-    return AuthVerdict(domain=from_domain)
 
 
 def verify_sender(lookups: Lookups, raw: bytes, *, ip: str, helo: str, mail_from: str) -> MailAuth:
     """Every check of one SMTP message, as the hub made it (blocking)."""
     spf_verdict = check_spf(lookups, ip, mail_from, helo)
     dkim_verdict = check_dkim(lookups, raw)
-    dmarc = check_dmarc(lookups, raw, spf_verdict, dkim_verdict)
+    dmarc = dmarc_of(lookups, raw, spf_verdict, dkim_verdict)
     return MailAuth(spf=spf_verdict, dkim=dkim_verdict, dmarc=dmarc, source="hub")
