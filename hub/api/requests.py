@@ -31,8 +31,7 @@ from .._errors import (
 )
 from ..intake import reserved_message_id as _reserved
 from ..intake import single_line
-from ..store import DEFAULT_ENTRYPOINT, PolicyChange, Trigger
-from ..store.mail import MailChange
+from ..store import DEFAULT_ENTRYPOINT, MailChange, PolicyChange, Trigger
 
 T = TypeVar("T")
 

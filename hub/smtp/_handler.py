@@ -35,8 +35,18 @@ from runtime.wire import IngressMail, MailAuth
 
 from .._errors import HubError
 from ..intake import Acceptor, accept_mails
-from ..store import WITH_OTHERS, Accepted, AddressStatus, Receipt, Store, Tx, address_status
-from ..store.mail import MailSettings, sender_refusal, settings_at
+from ..store import (
+    WITH_OTHERS,
+    Accepted,
+    AddressStatus,
+    MailSettings,
+    Receipt,
+    Store,
+    Tx,
+    address_status,
+    sender_refusal,
+    settings_at,
+)
 from ._config import SmtpConfig
 from ._message import parse_message
 from ._replies import NotTaken, ok_reply, outcome_reply, refusal_reply

@@ -9,6 +9,8 @@ concern, and the names the other rooms of the hub use, re-exported here.
 - ``views``: the read models the HTTP API and ``GET /events`` answer with;
 - ``feed``: the change feed, recorded by triggers, read and trimmed;
 - ``outbound``: outgoing mail and the relay's writes;
+- ``mail``: a deployment's mail settings (who may write), reply keys, the
+  mail columns of migration 20;
 - ``clock``: time: the runs' timers and the deployments' schedules;
 - ``schema`` and ``migrations``: the schema, and the ordered steps that
   build it on either database (and move a SQLite one to PostgreSQL);
@@ -142,6 +144,11 @@ from .feed import last_change_id as last_change_id
 from .feed import read_changes as read_changes
 from .feed import read_feed as read_feed
 from .feed import trim_changes as trim_changes
+from .mail import MailChange as MailChange
+from .mail import MailSettings as MailSettings
+from .mail import sender_refusal as sender_refusal
+from .mail import set_mail_settings as set_mail_settings
+from .mail import settings_at as settings_at
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import migrations_after as migrations_after
@@ -250,6 +257,8 @@ __all__ = [
     "InboxFormat",
     "LeaseRound",
     "LeaseToken",
+    "MailChange",
+    "MailSettings",
     "MintParent",
     "NatsUser",
     "NewProducer",
@@ -400,8 +409,11 @@ __all__ = [
     "retry_dispatch",
     "run_timers",
     "schema_version",
+    "sender_refusal",
+    "set_mail_settings",
     "set_policy",
     "set_timer",
+    "settings_at",
     "settle_at_boot",
     "share_health",
     "start_run",

@@ -36,10 +36,10 @@ from ...store import (
     list_deployments,
     pause_deployment,
     resolve_deployment,
+    set_mail_settings,
     set_policy,
     unpause_deployment,
 )
-from ...store.mail import set_mail_settings
 from ..context import RouteContext
 from ..requests import DeploymentIn, PolicyIn
 from ..responses import json_response
