@@ -97,15 +97,31 @@ def sender_check_options(f: F) -> F:
     )(f)
 
 
-def check_smtp(smtp: str | None, cert: Path | None, key: Path | None) -> None:
+def check_smtp(
+    smtp: str | None,
+    cert: Path | None,
+    key: Path | None,
+    dns_server: str | None = None,
+    trusted_relays: tuple[str, ...] = (),
+) -> None:
     """Refuse, before anything starts, what the hub would refuse (``up`` would
     otherwise restart a hub that cannot start, for ever)."""
     if smtp is None:
         if cert is not None or key is not None:
             fail("--smtp-cert and --smtp-key need --smtp")
+        if dns_server is not None or trusted_relays:
+            fail("--dns-server and --smtp-trusted-relay need --smtp")
         return
     try:
-        smtp_config(smtp, os.environ, cert_file=cert, key_file=key, allow_port_zero=True)
+        smtp_config(
+            smtp,
+            os.environ,
+            cert_file=cert,
+            key_file=key,
+            allow_port_zero=True,
+            dns_server=dns_server,
+            trusted_relays=trusted_relays,
+        )
     except HubError as exc:
         fail(f"{exc.reason}: {exc.detail}")
 

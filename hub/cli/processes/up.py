@@ -23,6 +23,7 @@ from ..options import (
     check_smtp,
     database_option,
     host_port,
+    sender_check_options,
     smtp_options,
     smtp_relay_option,
     state_dir_option,
@@ -42,6 +43,7 @@ from ..options import (
 @database_option
 @smtp_relay_option
 @smtp_options(allow_port_zero=False)
+@sender_check_options
 def up_cmd(
     state_dir: Path,
     http: str,
@@ -52,6 +54,8 @@ def up_cmd(
     smtp: str | None,
     smtp_cert: Path | None,
     smtp_key: Path | None,
+    dns_server: str | None,
+    smtp_trusted_relays: tuple[str, ...],
 ) -> None:
     """Run NATS, the hub and the sidecars, supervised.
 
@@ -61,7 +65,7 @@ def up_cmd(
     from ...up import UpSettings, run_up
 
     check_failpoints()  # its children get them: said here once, and by each child
-    check_smtp(smtp, smtp_cert, smtp_key)
+    check_smtp(smtp, smtp_cert, smtp_key, dns_server, smtp_trusted_relays)
 
     def say(line: str) -> None:
         click.echo(line, err=True)
@@ -75,6 +79,8 @@ def up_cmd(
         smtp=smtp,
         smtp_cert=smtp_cert,
         smtp_key=smtp_key,
+        dns_server=dns_server,
+        smtp_trusted_relays=smtp_trusted_relays,
         database=database,
         say=say,
         environ=dict(os.environ),  # what its children inherit
