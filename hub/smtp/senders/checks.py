@@ -81,8 +81,8 @@ def check_dkim(lookups: Lookups, raw: bytes) -> AuthVerdict:
         try:
             good = verifier.verify(idx=index, dnsfunc=keys)
             detail = "" if good else "signature does not verify"
-        except dkim.DKIMException as exc:
-            good, detail = False, str(exc)[:200]
+        except Exception as exc:  # dkimpy's own errors, and what hostile input makes it raise
+            good, detail = False, str(exc)[:200] or type(exc).__name__
         if keys.timed_out:
             good, detail = False, "temperror"
         domain = verifier.signature_fields.get(b"d", b"").decode("ascii", "replace").lower()

@@ -24,10 +24,21 @@ from .relay import relay_verdicts
 log = logging.getLogger("mailrun.hub.smtp")
 
 
+def _plain(address: str) -> str:
+    """An address as its peers are compared: an IPv4 address a dual-stack
+    socket shows as ``::ffff:a.b.c.d`` is ``a.b.c.d``."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped or ip)
+
+
 def _addresses(host: str) -> set[str]:
     """The addresses ``host`` (an address or a name) stands for."""
     try:
-        return {str(ipaddress.ip_address(host))}
+        return {_plain(str(ipaddress.ip_address(host)))}
     except ValueError:
         pass
     try:
@@ -35,7 +46,7 @@ def _addresses(host: str) -> set[str]:
     except OSError as exc:
         log.warning("--smtp-trusted-relay %s does not resolve: %s", host, exc)
         return set()
-    return {str(ipaddress.ip_address(info[4][0])) for info in infos}
+    return {_plain(str(info[4][0])) for info in infos}
 
 
 class SenderChecks:
@@ -53,14 +64,12 @@ class SenderChecks:
 
     def trusted(self, peer_ip: str) -> bool:
         """Whether ``peer_ip`` is one of the trusted relays."""
-        try:
-            return str(ipaddress.ip_address(peer_ip)) in self._relay_ips
-        except ValueError:
-            return False
+        return _plain(peer_ip) in self._relay_ips
 
     async def verify(self, raw: bytes, *, peer_ip: str, helo: str, mail_from: str) -> MailAuth:
         """The message's verdicts: its relay's, or the hub's own."""
-        if self.trusted(peer_ip):
+        peer_ip = _plain(peer_ip)
+        if peer_ip in self._relay_ips:
             return relay_verdicts(raw, self._relays)
         lookups = Lookups(self._resolver)
         try:

@@ -10,7 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from hub.smtp.senders import BUDGET, Lookups, make_resolver, relay_verdicts, verify_sender
+from hub.smtp.senders import (
+    BUDGET,
+    Lookups,
+    SenderChecks,
+    make_resolver,
+    relay_verdicts,
+    verify_sender,
+)
 from runtime.config import HostPort
 from runtime.wire import AuthVerdict, MailAuth
 from tests.support.dns import LocalDns, dns_server
@@ -117,3 +124,33 @@ def test_without_its_authserv_id_the_topmost_header_is_read() -> None:
     assert auth.dmarc == AuthVerdict(result="pass", domain="example.test")
     assert auth.source == "relay"
     assert relay_verdicts(message("x@example.test"), ["127.0.0.1"]) == MailAuth(source="relay")
+
+
+@pytest.mark.anyio
+async def test_a_trusted_relay_is_known_by_its_names_addresses() -> None:
+    checks = SenderChecks(None, ["localhost", "192.0.2.25"])
+    await checks.start()
+    assert checks.trusted("127.0.0.1")
+    assert checks.trusted("::ffff:192.0.2.25")  # as a dual-stack socket shows it
+    assert not checks.trusted("192.0.2.26")
+    assert not checks.trusted("not an address")
+    # Its mail is read, not checked: no DNS is asked (there is no server to ask).
+    auth = await checks.verify(RELAYED + message("x@example.test"), peer_ip="192.0.2.25",
+                               helo="mx.relay.test", mail_from="x@example.test")  # fmt: skip
+    assert auth.source == "relay" and auth.dmarc.result == "pass"
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        b"Authentication-Results: ;;;\r\n",
+        b"Authentication-Results: mx; spf=\r\n",
+        b"Authentication-Results: mx; dkim=pass header.d\r\n",
+        b"Authentication-Results: \xff\xfe; dmarc=pass\r\n",
+        b"Authentication-Results: mx; none\r\n",
+    ],
+)
+def test_a_malformed_header_never_breaks_the_reading(header: bytes) -> None:
+    auth = relay_verdicts(header + message("x@example.test"), ["mx"])
+    assert auth.source == "relay"
+    assert {auth.spf.result, auth.dkim.result, auth.dmarc.result} <= {"pass", "fail", "none"}
