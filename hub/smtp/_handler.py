@@ -31,26 +31,15 @@ from typing import Any
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from runtime import Flag
-from runtime.wire import IngressMail, MailAuth
+from runtime.wire import IngressMail
 
 from .._errors import HubError
 from ..intake import Acceptor, accept_mails
-from ..store import (
-    WITH_OTHERS,
-    Accepted,
-    AddressStatus,
-    MailSettings,
-    Receipt,
-    Store,
-    Tx,
-    address_status,
-    sender_refusal,
-    settings_at,
-)
+from ..store import WITH_OTHERS, Accepted, AddressStatus, Receipt, Store, address_status
 from ._config import SmtpConfig
 from ._message import parse_message
 from ._replies import NotTaken, ok_reply, outcome_reply, refusal_reply
-from .senders import SenderChecks
+from .senders import SenderChecks, dmarc_refusal, envelope_refusal
 
 log = logging.getLogger("mailrun.hub.smtp")
 
@@ -116,7 +105,9 @@ class SmtpHandler:
             return "451 4.3.0 Cannot look the address up now, try again later"
         if status is not AddressStatus.LIVE:
             return _RCPT_REFUSAL[status].format(_printable(address))
-        if (refused := await self._refused_sender(wanted, envelope.mail_from)) is not None:
+        with self._hook():
+            refused = await envelope_refusal(self._store, wanted, envelope.mail_from)
+        if refused is not None:
             return refused
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
@@ -126,35 +117,6 @@ class SmtpHandler:
             return "451 4.3.2 Service shutting down, try again later"
         with self._hook():
             return await self._deliver(session, envelope)
-
-    async def _refused_sender(self, rcpt: str, mail_from: str | None) -> str | None:
-        """RCPT's answer when ``rcpt``'s deployment does not take mail from
-        the envelope sender; None when it does."""
-        try:
-            with self._hook():
-                settings = await self._store.read(partial(settings_at, address=rcpt))
-        except Exception:
-            log.exception("RCPT lookup of %r's mail settings failed", rcpt)
-            return "451 4.3.0 Cannot look the address up now, try again later"
-        sender = mail_from if mail_from and mail_from != "<>" else None
-        refusal = None if settings is None else sender_refusal(settings, sender)
-        return None if refusal is None else f"550 5.7.1 {_printable(refusal)}"
-
-    async def _dmarc_refusal(self, rcpts: list[str], auth: MailAuth) -> str | None:
-        """DATA's answer when a recipient's deployment requires a DMARC pass
-        the message did not get; None otherwise."""
-        if auth.dmarc.result == "pass":
-            return None
-
-        def requiring(tx: Tx) -> list[str]:
-            found = ((r, settings_at(tx, r)) for r in rcpts)
-            return [r for r, s in found if isinstance(s, MailSettings) and s.require_dmarc]
-
-        strict = await self._store.read(requiring)
-        if not strict:
-            return None
-        verdict = auth.dmarc.detail or auth.dmarc.result
-        return f"550 5.7.1 {_printable(f'DMARC did not pass ({verdict}) for <{strict[0]}>')}"
 
     async def _deliver(self, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
@@ -167,7 +129,7 @@ class SmtpHandler:
             raw, peer_ip=str(peer), helo=session.host_name or "", mail_from=envelope.mail_from or ""
         )
         # The verdicts are the mail's (MailContext.auth, with each recipient's context).
-        if (refused := await self._dmarc_refusal(envelope.rcpt_tos, auth)) is not None:
+        if (refused := await dmarc_refusal(self._store, envelope.rcpt_tos, auth)) is not None:
             log.warning("SMTP message refused: %s", refused)
             return refused
         mails: Sequence[IngressMail] = [
