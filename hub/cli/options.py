@@ -87,8 +87,8 @@ def sender_check_options(f: F) -> F:
         "smtp_trusted_relays",
         metavar="HOST",
         multiple=True,
-        help="An MTA in front of --smtp whose Authentication-Results header is taken instead"
-        " of the hub's own SPF/DKIM/DMARC checks (repeatable; a name or an address).",
+        help="An MTA in front of --smtp whose SPF/DKIM/DMARC verdicts (the results header it"
+        " adds) are taken instead of the hub's own checks (repeatable; a name or an address).",
     )(f)
     return click.option(
         "--dns-server",
