@@ -56,6 +56,9 @@ The tree, in that order (HTTP status, a second base in parentheses)::
         UnknownProducer         404
         NothingToReplay         409
         ReplayFailed            422
+        InvalidMailSettings     422
+        SenderNotAllowed        403
+        CatchAllTaken           409
         UnknownSession          a sidecar's frame: say hello again
           LeaseLost             another hub serves the deployment now
         StaleEpoch              a sidecar's frame: fenced
@@ -126,6 +129,7 @@ from .requests import DeploymentNotLive as DeploymentNotLive
 from .requests import DispatchNotParked as DispatchNotParked
 from .requests import InvalidDeployment as InvalidDeployment
 from .requests import InvalidMail as InvalidMail
+from .requests import InvalidMailSettings as InvalidMailSettings
 from .requests import InvalidName as InvalidName
 from .requests import InvalidPolicy as InvalidPolicy
 from .requests import InvalidRequest as InvalidRequest
@@ -138,6 +142,7 @@ from .requests import PayloadTooLarge as PayloadTooLarge
 from .requests import ReplayFailed as ReplayFailed
 from .requests import RunNotStarted as RunNotStarted
 from .requests import RunNotSuspended as RunNotSuspended
+from .requests import SenderNotAllowed as SenderNotAllowed
 from .requests import TooManyStreams as TooManyStreams
 from .requests import Unauthorized as Unauthorized
 from .requests import UnknownAddress as UnknownAddress
@@ -185,6 +190,7 @@ __all__ = [
     "IngressUnavailable",
     "InvalidDeployment",
     "InvalidMail",
+    "InvalidMailSettings",
     "InvalidName",
     "InvalidPolicy",
     "InvalidRequest",
@@ -208,6 +214,7 @@ __all__ = [
     "ReplayFailed",
     "RunNotStarted",
     "RunNotSuspended",
+    "SenderNotAllowed",
     "SmtpConfigError",
     "SmtpError",
     "StaleEpoch",

@@ -239,3 +239,22 @@ class ReplayFailed(HubError):
 
     http_status = 422
     reason = Reason.REPLAY_FAILED
+
+
+class InvalidMailSettings(HubError):
+    """A deployment's ``mail`` settings that cannot be kept: a sender pattern
+    that is not one (no ``@``, spaces, too long, too many), or a
+    ``replies_to_ended`` that is not ``top_level`` or ``refuse``."""
+
+    http_status = 422
+    reason = "invalid_mail_settings"
+
+
+class SenderNotAllowed(HubError):
+    """The deployment does not take mail from this sender: it matches one of
+    its ``deny_from`` patterns, or none of its ``allow_from`` ones (SMTP:
+    ``550 5.7.1``). Nothing is stored."""
+
+    http_status = 403
+    reason = "sender_not_allowed"
+    kind = "rejected"

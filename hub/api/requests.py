@@ -31,7 +31,7 @@ from .._errors import (
 )
 from ..intake import reserved_message_id as _reserved
 from ..intake import single_line
-from ..store import DEFAULT_ENTRYPOINT, PolicyChange, Trigger
+from ..store import DEFAULT_ENTRYPOINT, MailChange, PolicyChange, Trigger
 
 T = TypeVar("T")
 
@@ -48,6 +48,7 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
     max_backoff: float | None = None
     handler_timeout: float | None = None
     max_concurrent_runs: int | None = None
+    mail: MailChange | None = None  # its mail settings (None: the defaults)
 
     def policy(self) -> PolicyChange:
         return PolicyChange(
@@ -60,8 +61,15 @@ class DeploymentIn(msgspec.Struct, kw_only=True):
 
 
 class PolicyIn(PolicyChange, forbid_unknown_fields=True, frozen=True, kw_only=True):
-    """``PATCH /workflows/deployments/{key}``: any of the policy's settings;
-    a misspelt one is refused, not ignored."""
+    """``PATCH /workflows/deployments/{key}``: any of the policy's settings,
+    and any of its ``mail`` settings; a misspelt one is refused, not ignored."""
+
+    mail: MailChange | None = None
+
+    def policy(self) -> PolicyChange:
+        """The failure policy's part of the change."""
+        fields = {name: getattr(self, name) for name in PolicyChange.__struct_fields__}
+        return PolicyChange(**fields)
 
 
 class CancelIn(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):

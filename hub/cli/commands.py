@@ -16,7 +16,7 @@ import msgspec
 
 from .._client import HubClient
 from .base import echo_json, fail, hub_command
-from .steering import policy_options, policy_settings
+from .steering import mail_options, mail_settings, policy_options, policy_settings
 from .tables import (
     approvals_table,
     deployment_view,
@@ -50,6 +50,7 @@ from .tables import (
     help="Add FILE as a new version of the live deployment NAME (same id, address and runs).",
 )
 @policy_options
+@mail_options
 @hub_command
 def deploy(
     file: Path,
@@ -70,9 +71,12 @@ def deploy(
     for a sidecar on another host, so it is printed only when asked for.
     With --update, FILE becomes the next version of deployment NAME once its
     sidecar has loaded it (a version that does not load is refused, and the
-    active one keeps running). The failure policy's options set it at
-    create; with --update, the ones given change it."""
+    active one keeps running). The failure policy's and the mail settings'
+    options set them at create; with --update, the ones given change them
+    (a --allow-from or --deny-from list given replaces the one in force)."""
     settings = policy_settings(**policy)
+    if mail := mail_settings(**policy):
+        settings["mail"] = mail
     try:
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -133,15 +133,49 @@ def smtp_options(*, allow_port_zero: bool) -> Callable[[F], F]:
     return decorate
 
 
-def check_smtp(smtp: str | None, cert: Path | None, key: Path | None) -> None:
+def sender_check_options(f: F) -> F:
+    """``--dns-server`` and ``--smtp-trusted-relay``: how the SMTP ingress
+    checks who wrote a mail (docs/smtp.md, "Who may write")."""
+    f = click.option(
+        "--smtp-trusted-relay",
+        "smtp_trusted_relays",
+        metavar="HOST",
+        multiple=True,
+        help="An MTA in front of --smtp whose SPF/DKIM/DMARC verdicts (the results header it"
+        " adds) are taken instead of the hub's own checks (repeatable; a name or an address).",
+    )(f)
+    return click.option(
+        "--dns-server",
+        metavar="ADDRESS:PORT",
+        help="The DNS server the SMTP sender checks ask (default: the system's resolver).",
+    )(f)
+
+
+def check_smtp(
+    smtp: str | None,
+    cert: Path | None,
+    key: Path | None,
+    dns_server: str | None = None,
+    trusted_relays: tuple[str, ...] = (),
+) -> None:
     """Refuse, before anything starts, what the hub would refuse (``up`` would
     otherwise restart a hub that cannot start, for ever)."""
     if smtp is None:
         if cert is not None or key is not None:
             fail("--smtp-cert and --smtp-key need --smtp")
+        if dns_server is not None or trusted_relays:
+            fail("--dns-server and --smtp-trusted-relay need --smtp")
         return
     try:
-        smtp_config(smtp, os.environ, cert_file=cert, key_file=key, allow_port_zero=True)
+        smtp_config(
+            smtp,
+            os.environ,
+            cert_file=cert,
+            key_file=key,
+            allow_port_zero=True,
+            dns_server=dns_server,
+            trusted_relays=trusted_relays,
+        )
     except HubError as exc:
         fail(f"{exc.reason}: {exc.detail}")
 

@@ -175,12 +175,23 @@ def deployment_view(d: Mapping[str, Any]) -> str:
         "max_backoff",
         "handler_timeout",
         "max_concurrent_runs",
+        "mail",
         "paused_at",
         "owner_epoch",
         "created_at",
         "deleted_at",
     ]
-    return key_values([(k, d.get(k)) for k in keys if k in d])
+    shown = {**d, "mail": mail_line(d["mail"])} if isinstance(d.get("mail"), Mapping) else d
+    return key_values([(k, shown.get(k)) for k in keys if k in shown])
+
+
+def mail_line(mail: Mapping[str, Any]) -> str:
+    """A deployment's mail settings on one line: those not at their default."""
+    parts = [f"{k}={','.join(v)}" for k in ("allow_from", "deny_from") if (v := mail.get(k))]
+    parts += [k for k in ("require_dmarc", "catch_all") if mail.get(k)]
+    if mail.get("replies_to_ended", "top_level") != "top_level":
+        parts.append(f"replies_to_ended={mail['replies_to_ended']}")
+    return " ".join(parts) or "defaults"
 
 
 def version_line(v: Mapping[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """The SMTP ingress's settings: ``--smtp HOST:PORT``, ``--smtp-cert``,
-``--smtp-key`` and the login from the environment.
+``--smtp-key``, the login from the environment, and the sender checks'
+``--dns-server`` and ``--smtp-trusted-relay``.
 
 The login comes from the environment, not from argv, which anyone on the
 host can read: ``MAILRUN_SMTP_USER`` and ``MAILRUN_SMTP_PASSWORD`` (both or
@@ -49,6 +50,12 @@ class SmtpConfig:
     """Sessions at once; each may buffer one message whole (aiosmtpd does)."""
     hostname: str | None = None
     """The name in the greeting (None: this host's fully qualified name)."""
+    dns_server: HostPort | None = None
+    """Where the sender checks look SPF, DKIM and DMARC records up (None:
+    the system's resolver)."""
+    trusted_relays: tuple[str, ...] = ()
+    """Hosts (names or addresses) whose ``Authentication-Results`` the hub
+    takes instead of checking their mail itself (docs/smtp.md)."""
 
     @property
     def address(self) -> str:
@@ -97,6 +104,8 @@ def smtp_config(
     cert_file: Path | str | None = None,
     key_file: Path | str | None = None,
     allow_port_zero: bool = False,
+    dns_server: str | None = None,
+    trusted_relays: tuple[str, ...] = (),
 ) -> SmtpConfig:
     """The SMTP ingress at ``host_port``, with TLS from the files and the
     login from ``environ``; checked whole, before anything binds.
@@ -112,7 +121,16 @@ def smtp_config(
     password = environ.get(PASSWORD_ENV) or None
     if (username is None) != (password is None):
         raise SmtpConfigError(f"set both {USER_ENV} and {PASSWORD_ENV}, or neither")
+    resolver = None
+    if dns_server is not None:
+        try:
+            resolver = parse_host_port(dns_server)
+            ipaddress.ip_address(resolver.host)  # a resolver is reached by its address
+        except ValueError as exc:
+            raise SmtpConfigError(f"--dns-server: {exc}") from None
     config = SmtpConfig(
+        dns_server=resolver,
+        trusted_relays=tuple(trusted_relays),
         host=host,
         port=port,
         cert_file=Path(cert_file).resolve() if cert_file is not None else None,

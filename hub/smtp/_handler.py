@@ -10,6 +10,13 @@ between RCPT and DATA refuses the message, not one copy of it). ``250`` is writt
 after that returned; a failure of the transaction (store unavailable, hub
 stopping) is a 451 that the client retries, and a retry with the same
 ``Message-ID`` is answered by the first receipt, so it counts once.
+
+Who may write (docs/smtp.md, "Who may write"): RCPT refuses an envelope
+sender the recipient's deployment does not take (``550 5.7.1``); DATA
+checks the sender (``senders.SenderChecks``: SPF, DKIM, DMARC, or a trusted
+relay's verdicts), refuses the message (``550 5.7.1``) when a recipient's
+deployment requires a DMARC pass it did not get, and the accepting
+transaction holds the From header to the allow and deny lists.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from ..store import WITH_OTHERS, Accepted, AddressStatus, Receipt, Store, addres
 from ._config import SmtpConfig
 from ._message import parse_message
 from ._replies import NotTaken, ok_reply, outcome_reply, refusal_reply
+from .senders import SenderChecks, dmarc_refusal, envelope_refusal
 
 log = logging.getLogger("mailrun.hub.smtp")
 
@@ -53,6 +61,7 @@ class SmtpHandler:
         self._acceptor = acceptor
         self._config = config
         self._max_body = max_body
+        self.senders = SenderChecks(config.dns_server, config.trusted_relays)
         self.stopping = False  # the server is closing: no message is taken any more
         self._in_hooks = 0  # RCPT lookups and messages between their "." and their answer
         self.idle = Flag(True)
@@ -96,6 +105,10 @@ class SmtpHandler:
             return "451 4.3.0 Cannot look the address up now, try again later"
         if status is not AddressStatus.LIVE:
             return _RCPT_REFUSAL[status].format(_printable(address))
+        with self._hook():
+            refused = await envelope_refusal(self._store, wanted, envelope.mail_from)
+        if refused is not None:
+            return refused
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
@@ -103,14 +116,22 @@ class SmtpHandler:
         if self.stopping:
             return "451 4.3.2 Service shutting down, try again later"
         with self._hook():
-            return await self._deliver(envelope)
+            return await self._deliver(session, envelope)
 
-    async def _deliver(self, envelope: Envelope) -> str:
+    async def _deliver(self, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
         parsed = parse_message(raw, envelope.mail_from)
         body = parsed.text.encode("utf-8")
         if len(body) > self._max_body:
             return f"552 5.3.4 Message text of {len(body)} bytes exceeds {self._max_body}"
+        peer = session.peer[0] if isinstance(session.peer, tuple) else ""
+        auth = await self.senders.verify(
+            raw, peer_ip=str(peer), helo=session.host_name or "", mail_from=envelope.mail_from or ""
+        )
+        # The verdicts are the mail's (MailContext.auth, with each recipient's context).
+        if (refused := await dmarc_refusal(self._store, envelope.rcpt_tos, auth)) is not None:
+            log.warning("SMTP message refused: %s", refused)
+            return refused
         mails: Sequence[IngressMail] = [
             IngressMail(
                 to=rcpt,

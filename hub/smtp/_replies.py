@@ -5,7 +5,7 @@ The code's first digit is what matters to a client: 4 keeps the message and
 tries again later, 5 gives up and bounces it to its sender. Only what may
 pass by itself is a 4: the store busy or the hub stopping; a rule's refusal
 (no such deployment, its run ended, a message id reused with other content,
-a body too large) is a 5.
+a body too large, a sender the deployment does not take) is a 5.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ _BY_REASON = {
     Reason.MESSAGE_ID_REUSED: "554 5.6.0",
     "payload_too_large": "552 5.3.4",
     "invalid_mail": "554 5.6.0",
+    "sender_not_allowed": "550 5.7.1",
 }
 _TEXT_LIMIT = 400  # a reply line is at most 512 octets (RFC 5321 4.5.3.1.5)
 

@@ -156,6 +156,7 @@ class SmtpServer:
         loop = asyncio.get_running_loop()
         # socket.getfqdn may ask DNS: once, off the loop, not per connection.
         hostname = self.config.hostname or await anyio.to_thread.run_sync(socket.getfqdn)
+        await self.handler.senders.start()
         factory = functools.partial(
             _Connection,
             self,

@@ -9,7 +9,8 @@ concern, and the names the other rooms of the hub use, re-exported here.
 - ``views``: the read models the HTTP API and ``GET /events`` answer with;
 - ``feed``: the change feed, recorded by triggers, read and trimmed;
 - ``outbound``: outgoing mail and the relay's writes;
-- ``mail``: a deployment's mail settings, the hub's secrets, migration 20;
+- ``mail``: a deployment's mail settings (who may write, its domain's
+  catch-all), the hub's secrets, the mail runs sent, migration 20;
 - ``clock``: time: the runs' timers and the deployments' schedules;
 - ``schema`` and ``migrations``: the schema, and the ordered steps that
   build it on either database (and move a SQLite one to PostgreSQL);
@@ -144,7 +145,12 @@ from .feed import read_changes as read_changes
 from .feed import read_feed as read_feed
 from .feed import trim_changes as trim_changes
 from .mail import REPLY_KEY as REPLY_KEY
+from .mail import MailChange as MailChange
+from .mail import MailSettings as MailSettings
 from .mail import hub_secret as hub_secret
+from .mail import sender_refusal as sender_refusal
+from .mail import set_mail_settings as set_mail_settings
+from .mail import settings_at as settings_at
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import migrations_after as migrations_after
@@ -257,6 +263,8 @@ __all__ = [
     "InboxFormat",
     "LeaseRound",
     "LeaseToken",
+    "MailChange",
+    "MailSettings",
     "MintParent",
     "NatsUser",
     "NewProducer",
@@ -411,8 +419,11 @@ __all__ = [
     "retry_dispatch",
     "run_timers",
     "schema_version",
+    "sender_refusal",
+    "set_mail_settings",
     "set_policy",
     "set_timer",
+    "settings_at",
     "settle_at_boot",
     "share_health",
     "start_run",

@@ -80,6 +80,8 @@ class UpSettings:
     smtp: str | None = None  # HOST:PORT of the hub's SMTP ingress
     smtp_cert: Path | None = None  # its STARTTLS certificate and key (absolute), passed on
     smtp_key: Path | None = None
+    dns_server: str | None = None  # ADDRESS:PORT of the SMTP sender checks' resolver, passed on
+    smtp_trusted_relays: tuple[str, ...] = ()  # passed on, one --smtp-trusted-relay each
     database: str | None = field(default=None, repr=False)  # the hub's, via its environment
     poll_interval: float = 0.5
     stop_grace: float = 5.0
@@ -241,6 +243,10 @@ class Up:
             ):
                 if path is not None:
                     argv += [flag, str(path)]
+            if self.config.dns_server:
+                argv += ["--dns-server", self.config.dns_server]
+            for relay in self.config.smtp_trusted_relays:
+                argv += ["--smtp-trusted-relay", relay]
         self.hub = self._child("hub", argv)
         tg.start_soon(self.hub.run)
         await self._wait_hub()

@@ -10,9 +10,9 @@ Two calls act during the call: ``spawn`` (the hub mints child runs) and
 the item processed again returns it instead of calling again. ``spawn``'s
 request id, the message id (and Message-ID header) of every mail ``send``
 writes and the id of every approval ``request_approval`` asks for are
-derived from the dispatch and the call's index, so the same item processed again (a retry, or a new owner
-after a takeover) gets the same child back, sends mail the hub accepts once
-and waits for the same approval.
+derived from the dispatch and the call's index, so the same item processed
+again (a retry, or a new owner after a takeover) gets the same child back,
+sends mail the hub accepts once and waits for the same approval.
 
 Each value a handler hands over is checked against its size limit
 (runtime._limits) when it is handed over, the state when the handler

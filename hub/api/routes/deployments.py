@@ -6,9 +6,10 @@ A new deployment's address is ``name@domain``: the hub's first mail domain,
 or the one of its domains the creation names (``domain``; 422 for another).
 
 ``PATCH`` changes the deployment's failure policy (any of ``on_failure``,
-``max_attempts``, ``max_backoff``, ``handler_timeout``) and its
-``max_concurrent_runs``, checked whole before anything is written; once
-committed, its sidecar is told (``on_policy``). A pause keeps what the
+``max_attempts``, ``max_backoff``, ``handler_timeout``), its
+``max_concurrent_runs`` and its ``mail`` settings (``hub.store.mail``), checked
+whole before anything is written, in one transaction; once committed, its
+sidecar is told (``on_policy``). A pause keeps what the
 deployment takes undelivered until it is unpaused; an unpause wakes the
 dispatcher for it, as an accept does.
 
@@ -31,12 +32,14 @@ from starlette.routing import Route
 from ..._errors import InvalidDeployment, InvalidPolicy
 from ...store import (
     DeploymentView,
+    Tx,
     create_deployment,
     delete_deployment,
     get_deployment,
     list_deployments,
     pause_deployment,
     resolve_deployment,
+    set_mail_settings,
     set_policy,
     unpause_deployment,
 )
@@ -82,6 +85,7 @@ def deployment_routes(
             subject_prefix=settings.subject_prefix,
             sidecar_root=settings.sidecar_root,
             policy=spec.policy(),
+            mail=spec.mail,
         )
         view = msgspec.to_builtins(
             await store.read(partial(get_deployment, key=created.deployment_id))
@@ -107,7 +111,13 @@ def deployment_routes(
     async def patch_deployment(request: Request) -> Response:
         dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
         change = await ctx.read(request, PolicyIn, InvalidPolicy, 64 * 1024)
-        await store.transact(partial(set_policy, deployment_id=dep_id, change=change))
+
+        def body(tx: Tx) -> None:
+            set_policy(tx, dep_id, change.policy())
+            if change.mail is not None:
+                set_mail_settings(tx, dep_id, change.mail)
+
+        await store.transact(body)
         if on_policy is not None:
             on_policy(dep_id)
         return json_response(live(await store.read(partial(get_deployment, key=dep_id))))

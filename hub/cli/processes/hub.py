@@ -33,6 +33,7 @@ from ..options import (
     dkim_options,
     domain_option,
     host_port,
+    sender_check_options,
     smtp_options,
     smtp_relay_option,
 )
@@ -98,6 +99,7 @@ _hub_log = logging.getLogger("mailrun.hub")
 @smtp_relay_option
 @dkim_options
 @smtp_options(allow_port_zero=True)
+@sender_check_options
 def hub_cmd(
     state_dir: Path,
     http: str,
@@ -116,6 +118,8 @@ def hub_cmd(
     smtp: str | None,
     smtp_cert: Path | None,
     smtp_key: Path | None,
+    dns_server: str | None,
+    smtp_trusted_relays: tuple[str, ...],
 ) -> None:
     """Run the hub alone, in this process.
 
@@ -126,6 +130,8 @@ def hub_cmd(
 
     if smtp is None and (smtp_cert is not None or smtp_key is not None):
         fail("--smtp-cert and --smtp-key need --smtp")
+    if smtp is None and (dns_server is not None or smtp_trusted_relays):
+        fail("--dns-server and --smtp-trusted-relay need --smtp")
     # The hub's settings: read here, from its options and its environment,
     # once; nothing it runs reads either again.
     private_umask()
@@ -136,7 +142,13 @@ def hub_cmd(
         ingress = None
         if smtp is not None:
             ingress = smtp_config(
-                smtp, environ, cert_file=smtp_cert, key_file=smtp_key, allow_port_zero=True
+                smtp,
+                environ,
+                cert_file=smtp_cert,
+                key_file=smtp_key,
+                allow_port_zero=True,
+                dns_server=dns_server,
+                trusted_relays=smtp_trusted_relays,
             )
         settings = HubSettings(
             state_dir=state_dir,

@@ -26,6 +26,7 @@ from ..options import (
     dkim_options,
     domain_option,
     host_port,
+    sender_check_options,
     smtp_options,
     smtp_relay_option,
     state_dir_option,
@@ -47,6 +48,7 @@ from ..options import (
 @smtp_relay_option
 @dkim_options
 @smtp_options(allow_port_zero=False)
+@sender_check_options
 def up_cmd(
     state_dir: Path,
     http: str,
@@ -60,6 +62,8 @@ def up_cmd(
     smtp: str | None,
     smtp_cert: Path | None,
     smtp_key: Path | None,
+    dns_server: str | None,
+    smtp_trusted_relays: tuple[str, ...],
 ) -> None:
     """Run NATS, the hub and the sidecars, supervised.
 
@@ -69,7 +73,7 @@ def up_cmd(
     from ...up import UpSettings, run_up
 
     check_failpoints()  # its children get them: said here once, and by each child
-    check_smtp(smtp, smtp_cert, smtp_key)
+    check_smtp(smtp, smtp_cert, smtp_key, dns_server, smtp_trusted_relays)
     # Read as the hub will, so a key that cannot sign stops `up` at once.
     dkim = check_dkim(dkim_keys, dkim_selectors)
 
@@ -87,6 +91,8 @@ def up_cmd(
         smtp=smtp,
         smtp_cert=smtp_cert,
         smtp_key=smtp_key,
+        dns_server=dns_server,
+        smtp_trusted_relays=smtp_trusted_relays,
         database=database,
         say=say,
         environ=dict(os.environ),  # what its children inherit

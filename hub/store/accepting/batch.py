@@ -18,6 +18,8 @@ import msgspec
 from runtime import Reason, RunStatus, new_id
 from runtime.wire import INLINE_BODY_LIMIT, accepts_trigger, anchor_is_live
 
+from ..._errors import SenderNotAllowed
+from ..mail import MailSettings, sender_refusal, settings_of
 from ..schema import ApprovalStatus, DispatchStatus
 from ..sql import Tx
 from . import lookups
@@ -57,6 +59,7 @@ class Batch:
         self.dispatches: list[NewDispatch] = []
         self.decided: list[tuple[object, ...]] = []
         self.routing = Routing()
+        self.senders: dict[str, MailSettings] = {}  # deployment id -> whom it takes mail from
 
     def load(self, tx: Tx, triggers: Sequence[Trigger]) -> None:
         """Read what ``triggers`` need, in a handful of statements."""
@@ -78,6 +81,8 @@ class Batch:
         self._load_approvals(tx, approval_ids)
         if not self.deps:
             return
+        if any(t.kind == "mail" for t in triggers):
+            self.senders = settings_of(tx, sorted(self.deps))
         run_ids = sorted({t.run_id for t in triggers if t.run_id})
         run_ids += [a[0] for a in self.approvals.values()]
         run_ids += self.routing.find_replies(
@@ -120,6 +125,10 @@ class Batch:
         address = t.address or ""
         return self.routing.caught.get(address) or self.addresses.get(address)
 
+    def _refused_sender(self, dep_id: str, sender: str | None) -> str | None:
+        settings = self.senders.get(dep_id)
+        return None if settings is None else sender_refusal(settings, sender)
+
     def decide(self, t: Trigger) -> Receipt:
         """Decide one trigger against the batch's view, recording what to write."""
         dep_id = self._deployment_of(t)
@@ -145,6 +154,10 @@ class Batch:
             if isinstance(first, RefusedByRun):
                 return first
             return msgspec.structs.replace(first, duplicate=True)
+        # Whom the deployment takes mail from: after the retry's answer (a
+        # mail taken before a deny list changed is still answered as taken).
+        if t.kind == "mail" and (refusal := self._refused_sender(dep_id, t.sender)):
+            return Rejected(reason=SenderNotAllowed.reason, detail=refusal)
         run_id = t.run_id
         context = self.routing.contexts.get(id(t), t.context)
         if (reply := self.routing.replies.get(id(t))) is not None:

@@ -37,6 +37,7 @@ from ..._errors import InvalidDeployment, InvalidName, NameTaken
 from ...natsauth import new_user_key
 from ..base import Store
 from ..clock import drop_deployment_timers, drop_schedules
+from ..mail import MailChange, set_mail_settings
 from ..schema import KEEPS_BODY, DispatchStatus
 from ..sql import Tx, json_array, sql
 from .policy import PolicyChange, check_policy, write_policy
@@ -147,9 +148,11 @@ async def create_deployment(
     subject_prefix: str,
     sidecar_root: Path | None = None,
     policy: PolicyChange | None = None,
+    mail: MailChange | None = None,
 ) -> Created:
-    """Create a deployment and its anchor row (with ``policy``'s settings,
-    the defaults for the others); return its id and join token."""
+    """Create a deployment and its anchor row (with ``policy``'s and
+    ``mail``'s settings, the defaults for the others); return its id and
+    join token."""
     validate_name(name)
     sources = build_sources(entrypoint, source, files)
     policy = check_policy(policy or PolicyChange())
@@ -169,6 +172,8 @@ async def create_deployment(
         insert_first_version(tx, dep_id, sources, now)
         if not policy.is_empty():
             write_policy(tx, dep_id, policy)
+        if mail is not None:
+            set_mail_settings(tx, dep_id, mail)
 
     await store.transact(body, heavy=True)  # the sources may be megabytes
     log.info("deployment created id=%s name=%s address=%s", dep_id, name, address)

@@ -17,6 +17,7 @@ from runtime.wire import DeploymentStatus
 
 from ..._errors import UnknownDeployment, UnknownDispatch, UnknownRun
 from ..clock import run_timers
+from ..mail import DEFAULT_SETTINGS, MailSettings, decode_settings
 from ..schema import QUARANTINE_SOURCE, DispatchStatus
 from ..sql import Tx, sql
 
@@ -54,6 +55,7 @@ class DeploymentView(msgspec.Struct, kw_only=True):
     handler_timeout: float = 300.0
     max_concurrent_runs: int = 16  # its handler calls at once, each of another run
     paused_at: float | None = None  # since when it is paused (None: it is not)
+    mail: MailSettings = DEFAULT_SETTINGS  # whom it takes mail from, replies, catch-all
 
 
 class TimerView(msgspec.Struct, kw_only=True):
@@ -116,7 +118,7 @@ SELECT d.id, d.name, d.address, d.public_key, a.status, d.entrypoint, d.created_
        (SELECT MIN(x.created_at) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
           AND x.status = '{_OPEN[0]}'),
        d.nats_user, d.version, d.rollout_version, d.on_failure, d.max_attempts, d.max_backoff,
-       d.handler_timeout, d.max_concurrent_runs, d.paused_at
+       d.handler_timeout, d.max_concurrent_runs, d.paused_at, d.mail_settings, d.catch_all_domain
 FROM deployment d """
 # CROSS JOIN: SQLite takes the deployments first (few), then each one's
 # anchor by its key; left to guess, it read every run for the anchors.
@@ -156,7 +158,7 @@ def _deployment(row: Any) -> DeploymentView:
         oldest_wait=0.0 if row[14] is None else round(max(0.0, time.time() - row[14]), 3),
         nats_user=row[15], version=row[16], rollout_version=row[17], on_failure=row[18],
         max_attempts=row[19], max_backoff=row[20], handler_timeout=row[21],
-        max_concurrent_runs=row[22], paused_at=row[23],
+        max_concurrent_runs=row[22], paused_at=row[23], mail=decode_settings(row[24], row[25]),
     )  # fmt: skip
 
 

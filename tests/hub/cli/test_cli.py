@@ -1061,3 +1061,43 @@ def test_schedule_list_prints_a_table_and_remove_names_the_schedule(stub: Stub) 
     assert stub.requests[-1] == ("DELETE", f"{SCHEDULES}/{SCH_A}", None)
     missing = cli(stub, "schedule", "remove", DEP_A, "sch_nothing")
     assert missing.exit_code == 1 and "not_found" in missing.stderr
+
+
+def test_deploy_sends_the_mail_settings_given(stub: Stub, tmp_path: Path) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text("x = 1\n")
+    mail = {"allow_from": ["*@example.test", "boss@other.test"], "deny_from": ["x@example.test"],
+            "require_dmarc": True, "replies_to_ended": "refuse", "catch_all": False}  # fmt: skip
+    stub.routes["POST", "/workflows/deployments"] = (201, deployment(DEP_A, "f", mail=mail))
+    args = ["--allow-from", "*@example.test", "--allow-from", "boss@other.test",
+            "--deny-from", "x@example.test", "--require-dmarc", "--replies-to-ended", "refuse",
+            "--no-catch-all"]  # fmt: skip
+    result = cli(stub, "deploy", str(flow), "--name", "f", *args)
+    assert result.exit_code == 0, result.output
+    assert stub.requests == [
+        ("POST", "/workflows/deployments", {"name": "f", "source": "x = 1\n", "mail": mail})
+    ]
+    out = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert out["mail"] == (
+        "allow_from=*@example.test,boss@other.test deny_from=x@example.test require_dmarc"
+        " replies_to_ended=refuse"
+    )
+    refused = cli(stub, "deploy", str(flow), "--name", "f", "--replies-to-ended", "child")
+    assert refused.exit_code == 2 and "child" in refused.output
+
+
+def test_deploy_update_patches_the_mail_settings_given(stub: Stub, tmp_path: Path) -> None:
+    flow = tmp_path / "flow.py"
+    flow.write_text("x = 2\n")
+    stub.routes["PATCH", "/workflows/deployments/f"] = (200, deployment(DEP_A, "f"))
+    stub.routes["POST", "/workflows/deployments/f/versions?wait=8"] = (
+        201, {"deployment_id": DEP_A, "version": 2, "status": "ready", "active": True},
+    )  # fmt: skip
+    result = cli(stub, "deploy", str(flow), "--name", "f", "--update", "--catch-all",
+                 "--deny-from", "*@spam.test", "--max-attempts", "2")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert stub.requests[0] == (
+        "PATCH",
+        "/workflows/deployments/f",
+        {"max_attempts": 2, "mail": {"deny_from": ["*@spam.test"], "catch_all": True}},
+    )

@@ -77,3 +77,38 @@ def test_domain_repeats_its_first_is_the_default(
     assert (settings.domain, settings.domains) == ("example.org", ("b.example",))
     bad = CliRunner().invoke(main, ["hub", "--state-dir", "s", "--domain", "not a domain"])
     assert bad.exit_code == 2 and "not a mail domain" in bad.output
+
+
+def test_hub_passes_the_sender_check_options_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    calls: list[HubSettings] = []
+    monkeypatch.setattr("hub._server.run_hub", calls.append)
+    args = ["hub", "--state-dir", str(tmp_path / "s"), "--smtp", "127.0.0.1:0",
+            "--dns-server", "127.0.0.1:5353", "--smtp-trusted-relay", "mx1.example.test",
+            "--smtp-trusted-relay", "192.0.2.25"]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    (settings,) = calls
+    assert settings.smtp is not None
+    assert str(settings.smtp.dns_server) == "127.0.0.1:5353"
+    assert settings.smtp.trusted_relays == ("mx1.example.test", "192.0.2.25")
+
+
+@pytest.mark.parametrize("command", ["up", "hub"])
+def test_sender_check_options_need_smtp(command: str, tmp_path: Path) -> None:
+    extra = ["--state-dir", str(tmp_path / "s")] if command == "hub" else []
+    result = CliRunner().invoke(main, [command, *extra, "--dns-server", "127.0.0.1:53"])
+    assert result.exit_code == 1
+    assert "need --smtp" in result.output
+
+
+def test_up_refuses_a_resolver_named_not_addressed_before_starting_anything(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    args = ["up", "--state-dir", str(state), "--smtp", "127.0.0.1:2525"]
+    result = CliRunner().invoke(main, [*args, "--dns-server", "dns.example.test:53"])
+    assert result.exit_code == 1
+    assert "smtp_config_invalid" in result.output and "--dns-server" in result.output
+    assert not state.exists()

@@ -320,3 +320,28 @@ async def test_a_failed_commit_and_a_lost_answer_end_in_each_mail_accepted_once(
             assert await hub.dispatches() == 3
     finally:
         configure_failpoints("")
+
+
+async def test_a_sender_the_deployment_does_not_take_is_refused_and_not_stored(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path) as hub:
+        await hub.deploy("one")
+        r = await hub.http.patch(
+            "/workflows/deployments/one", json={"mail": {"deny_from": ["*@spam.test"]}}
+        )
+        assert r.status_code == 200, r.text
+        added, key = await hub.add_producer("orders")
+        async with hub.producer(added["id"], key) as client:
+            receipts = await client.send(
+                [
+                    as_ingress({"to": "one@mailrun.local", "subject": "s", "from": "e@spam.test"}),
+                    as_ingress({"to": "one@mailrun.local", "subject": "k", "from": "a@ok.test"}),
+                ]
+            )
+        answers = [msgspec.to_builtins(x) for x in receipts]
+        assert [(x["status"], x.get("reason")) for x in answers] == [
+            ("rejected", "sender_not_allowed"),
+            ("accepted", None),
+        ]
+        assert await hub.dispatches() == 1
