@@ -11,7 +11,7 @@ from typing import Final
 
 import msgspec
 
-from runtime.wire import IngressMail
+from runtime.wire import IngressMail, MailAuth, MailContext
 
 from .._errors import HubError, InvalidRequest
 from ..store import WITH_OTHERS, Receipt, Rejected, Trigger
@@ -30,16 +30,18 @@ async def accept_mails(
     max_body: int,
     whole: bool = False,
     raw: bytes | None = None,
+    auth: MailAuth | None = None,
 ) -> list[Receipt | HubError]:
     """``POST /mail/batch`` for decoded mails (or the error a mail failed to
-    decode with): one outcome per mail, in order, each what ``POST /mail``
-    would have answered; the valid mails accepted in their order in one
-    transaction. Raises a HubError when the batch is refused whole: not 1 to
-    ``MAX_BATCH`` mails, or the transaction failed (nothing accepted).
+        decode with): one outcome per mail, in order, each what ``POST /mail``
+        would have answered; the valid mails accepted in their order in one
+        transaction. Raises a HubError when the batch is refused whole: not 1 to
+        ``MAX_BATCH`` mails, or the transaction failed (nothing accepted).
 
-    With ``whole``, all of them or none (``Acceptor.accept_many``): a mail
-    that is invalid stops the others too. ``raw``, the message they were all
-    made of (SMTP), goes with each of them for the handler's ``item.raw``."""
+        With ``whole``, all of them or none (``Acceptor.accept_many``): a mail
+        that is invalid stops the others too. ``raw``, the message they were all
+        made of (SMTP), goes with each of them for the handler's ``item.raw``, and
+    ``auth``, its sender's verdicts, into each one's context (``item.auth``)."""
     if not 0 < len(mails) <= MAX_BATCH:
         raise InvalidRequest(f"'mails' must hold 1 to {MAX_BATCH} mails")
     outcomes: list[Receipt | HubError | None] = [None] * len(mails)
@@ -53,6 +55,9 @@ async def accept_mails(
             trigger = mail_trigger(mail, max_body=max_body)
             if raw is not None:
                 trigger = msgspec.structs.replace(trigger, raw=raw, raw_digest=raw_digest)
+            if auth is not None:
+                context = msgspec.structs.replace(trigger.context or MailContext(), auth=auth)
+                trigger = msgspec.structs.replace(trigger, context=context)
             trigger = await with_digest(trigger)
         except HubError as exc:
             outcomes[at] = exc

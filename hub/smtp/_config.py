@@ -65,6 +65,18 @@ class SmtpConfig:
     def auth(self) -> bool:
         return self.username is not None
 
+    @property
+    def checks_senders(self) -> bool:
+        """Whether DATA checks the sender (SPF, DKIM, DMARC, or a trusted
+        relay's verdicts): when a resolver or a relay is named, or when the
+        server takes mail from other hosts. A server bound to loopback alone
+        takes no mail from the internet, and its mail is not held up by
+        lookups a machine without DNS could not answer (``item.auth`` is
+        None there; docs/smtp.md, "Who may write")."""
+        return (
+            self.dns_server is not None or bool(self.trusted_relays) or not is_loopback(self.host)
+        )
+
     def message_limit(self, max_body: int) -> int:
         """The SIZE the server announces and enforces (552 past it): room for
         a body of ``max_body`` bytes base64-encoded, and some for the rest."""

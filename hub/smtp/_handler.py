@@ -125,10 +125,14 @@ class SmtpHandler:
         if len(body) > self._max_body:
             return f"552 5.3.4 Message text of {len(body)} bytes exceeds {self._max_body}"
         peer = session.peer[0] if isinstance(session.peer, tuple) else ""
-        auth = await self.senders.verify(
-            raw, peer_ip=str(peer), helo=session.host_name or "", mail_from=envelope.mail_from or ""
-        )
-        # The verdicts are the mail's (MailContext.auth, with each recipient's context).
+        auth = None
+        if self._config.checks_senders:
+            auth = await self.senders.verify(
+                raw,
+                peer_ip=str(peer),
+                helo=session.host_name or "",
+                mail_from=envelope.mail_from or "",
+            )
         if (refused := await dmarc_refusal(self._store, envelope.rcpt_tos, auth)) is not None:
             log.warning("SMTP message refused: %s", refused)
             return refused
@@ -146,7 +150,7 @@ class SmtpHandler:
         ]
         try:
             outcomes = await accept_mails(
-                self._acceptor, mails, max_body=self._max_body, whole=True, raw=raw
+                self._acceptor, mails, max_body=self._max_body, whole=True, raw=raw, auth=auth
             )
         except HubError as exc:
             # Nothing committed: the client keeps the message and retries.

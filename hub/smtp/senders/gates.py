@@ -35,10 +35,11 @@ async def envelope_refusal(store: Store, rcpt: str, mail_from: str | None) -> st
     return None if refusal is None else f"550 5.7.1 {_printable(refusal)}"
 
 
-async def dmarc_refusal(store: Store, rcpts: list[str], auth: MailAuth) -> str | None:
+async def dmarc_refusal(store: Store, rcpts: list[str], auth: MailAuth | None) -> str | None:
     """DATA's answer when a recipient's deployment requires a DMARC pass the
-    message did not get (``550 5.7.1``, the whole message); None otherwise."""
-    if auth.dmarc.result == "pass":
+    message did not get (``550 5.7.1``, the whole message; a server that does
+    not check senders, ``auth`` None, gives no pass); None otherwise."""
+    if auth is not None and auth.dmarc.result == "pass":
         return None
 
     def requiring(tx: Tx) -> list[str]:
@@ -52,5 +53,5 @@ async def dmarc_refusal(store: Store, rcpts: list[str], auth: MailAuth) -> str |
         return _RETRY
     if not strict:
         return None
-    verdict = auth.dmarc.detail or auth.dmarc.result
+    verdict = "not checked" if auth is None else auth.dmarc.detail or auth.dmarc.result
     return f"550 5.7.1 {_printable(f'DMARC did not pass ({verdict}) for <{strict[0]}>')}"
