@@ -6,21 +6,35 @@ until a new row is committed (:meth:`Outbox.wake`) or the earliest retry is
 due. A mail the relay did not take is tried again with the project's backoff
 (per mail, by its attempts), for as long as it takes; a relay that cannot be
 reached at all also holds the loop back by that backoff, so an outage costs
-one connection attempt per delay, not one per mail. A 5xx answer to a mail
-is final: it stays ``failed``, with the answer, and is not sent again.
+one connection attempt per delay, not one per mail.
+
+A 5xx answer to a mail is final, and it bounced: in one transaction the row
+becomes ``bounced`` (with the answer's enhanced status code) and its run is
+given a ``bounce`` item (``hub.store.mail.bounces``). A mail that cannot be
+sent for reasons of its own, before any SMTP (an address SMTP cannot carry,
+a message that cannot be built), is ``failed``, with no item. The envelope
+sender of each mail is its signed bounce address (``bounces+<token>@``, the
+sender's domain), where a later delivery status notification finds it
+(``hub.smtp``).
 
 Exactly once in effect, as far as SMTP allows: each attempt commits
 ``sending`` first and ``sent`` after the relay's 2xx, and every attempt
 carries the row's Message-ID. A hub that dies between the relay's 2xx and
 that commit sends the mail again after its restart, marked ``in_doubt``:
 the receiving side can drop the copy by its Message-ID (docs/hub.md,
-"Outbound mail").
+"Outbound mail"). Likewise a hub that dies between a relay's 5xx and the
+bounce's commit sends the mail again after its restart; refused again, it
+bounces then, once.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
+import re
 import time
+from collections.abc import Callable
+from functools import partial
 
 import aiosmtplib
 import anyio
@@ -29,12 +43,17 @@ import anyio.abc
 from runtime import Retry, Wakeup, afailpoint
 
 from .._errors import RelayRefused, RelayUnavailable
+from ..mailbox import bounce_address
 from ..store import (
+    REPLY_KEY,
+    SOURCE_RELAY,
     DueMail,
     OutboundStatus,
     Store,
     defer,
     due_mail,
+    hub_secret,
+    mark_bounced,
     mark_failed,
     mark_retry,
     mark_sending,
@@ -50,6 +69,15 @@ log = logging.getLogger("mailrun.hub.outbound")
 IDLE_LOOK = 60.0
 """The longest the loop sleeps without looking at the table (a safety net)."""
 
+# "550 5.1.1 text" or "550-5.1.1 text": the RFC 3463 code after the reply code.
+_ENHANCED = re.compile(r"\d{3}[ -]([245]\.\d{1,3}\.\d{1,3})(?:\s|$)")
+
+
+def enhanced_status(answer: str) -> str:
+    """The enhanced status code of a refusal's answer; 5.0.0 when it has none."""
+    found = _ENHANCED.match(answer)
+    return found[1] if found is not None else "5.0.0"
+
 
 class Outbox:
     """Where the wire side hands outgoing mail (``status``, ``wake``), and the
@@ -63,7 +91,10 @@ class Outbox:
         # Rounds that could not reach the relay, in a row (no relay: none ever).
         self._retry = Retry(relay.backoff.capped(backoff_max) if relay is not None else None)
         self._wakeup = Wakeup()
+        self._bounce_key = b""  # the reply key (read at start): signs the envelope senders
         self.last_error: str | None = None
+        self.on_accepted: Callable[[set[str]], object] | None = None
+        """Who hears of the bounce items it accepted (the dispatcher's wake)."""
 
     @property
     def failures(self) -> int:
@@ -93,6 +124,7 @@ class Outbox:
         if self._relay is None:
             log.info("no --smtp-relay: mail to outside addresses is kept as no_relay")
             return
+        self._bounce_key = await self._store.transact(partial(hub_secret, name=REPLY_KEY))
         log.info("outbound relay %s (starttls=%s)", self._relay.address, self._relay.starttls)
         while True:
             # Rows committed after this point wake the next look.
@@ -148,10 +180,14 @@ class Outbox:
         if not await mark_sending(self._store, mail.id):
             return True  # no longer pending
         try:
-            answer = await transmit(smtp, mail, message)
+            envelope_from = bounce_address(self._bounce_key, mail.sender, mail.id)
+            answer = await transmit(smtp, mail, message, envelope_from=envelope_from)
         except RelayRefused as exc:
             log.warning("relay refused %s to %s: %s", mail.message_id, mail.recipient, exc.detail)
-            await mark_failed(self._store, mail.id, exc.detail, exc.answer or None)
+            if not exc.answer:  # not the relay's answer: the mail's own fault
+                await mark_failed(self._store, mail.id, exc.detail, None)
+                return True
+            await self._bounced(mail, exc)
             return True
         except RelayUnavailable as exc:
             log.warning("relay did not take %s: %s", mail.message_id, exc.detail)
@@ -164,6 +200,23 @@ class Outbox:
         await mark_sent(self._store, mail.id, answer)
         log.info("relayed %s to %s: %s", mail.message_id, mail.recipient, answer)
         return True
+
+    async def _bounced(self, mail: DueMail, refusal: RelayRefused) -> None:
+        # Refused, not yet recorded: a crash here sends the mail again after
+        # the restart, and its refusal then bounces it, once.
+        await afailpoint("hub.relay.after_refusal")
+        bounced = await mark_bounced(
+            self._store,
+            mail.id,
+            source=SOURCE_RELAY,
+            status=enhanced_status(refusal.answer),
+            diagnostic=refusal.answer,
+            error=refusal.detail,
+        )
+        if bounced is not None and bounced.woken and self.on_accepted is not None:
+            result = self.on_accepted(bounced.woken)
+            if inspect.isawaitable(result):
+                await result
 
     def _unreachable(self, error: str) -> None:
         self.last_error = error

@@ -78,10 +78,13 @@ async def relay_session(relay: RelayConfig) -> AsyncIterator[aiosmtplib.SMTP]:
             smtp.close()
 
 
-async def transmit(smtp: aiosmtplib.SMTP, mail: DueMail, message: bytes) -> str:
-    """Hand one mail over; return the relay's answer to DATA ("250 ...")."""
+async def transmit(
+    smtp: aiosmtplib.SMTP, mail: DueMail, message: bytes, *, envelope_from: str | None = None
+) -> str:
+    """Hand one mail over, from ``envelope_from`` (its bounce address; else
+    its sender); return the relay's answer to DATA ("250 ...")."""
     try:
-        await smtp.mail(mail.sender)
+        await smtp.mail(envelope_from or mail.sender)
         await smtp.rcpt(mail.recipient)
         response = await smtp.data(message)
     except aiosmtplib.SMTPResponseException as exc:

@@ -142,6 +142,12 @@ from .feed import last_change_id as last_change_id
 from .feed import read_changes as read_changes
 from .feed import read_feed as read_feed
 from .feed import trim_changes as trim_changes
+from .mail import REPLY_KEY as REPLY_KEY
+from .mail import SOURCE_DSN as SOURCE_DSN
+from .mail import SOURCE_RELAY as SOURCE_RELAY
+from .mail import Bounced as Bounced
+from .mail import hub_secret as hub_secret
+from .mail import mark_bounced as mark_bounced
 from .migrations import LATEST as LATEST
 from .migrations import OnStep as OnStep
 from .migrations import migrations_after as migrations_after
@@ -226,13 +232,17 @@ __all__ = [
     "LATEST",
     "OPEN_DISPATCH",
     "QUARANTINE_SOURCE",
+    "REPLY_KEY",
     "SHARED_GRACE",
+    "SOURCE_DSN",
+    "SOURCE_RELAY",
     "WITH_OTHERS",
     "Accepted",
     "AddressStatus",
     "AppliedRun",
     "ApprovalStatus",
     "ApprovalView",
+    "Bounced",
     "Change",
     "ChangeKind",
     "Collected",
@@ -340,6 +350,7 @@ __all__ = [
     "get_version",
     "give_nats_identities",
     "hold_role",
+    "hub_secret",
     "inbox_format",
     "insert_producer",
     "insert_rows",
@@ -359,6 +370,7 @@ __all__ = [
     "list_versions",
     "live_deployment_users",
     "load_reserved",
+    "mark_bounced",
     "mark_failed",
     "mark_retry",
     "mark_sending",
