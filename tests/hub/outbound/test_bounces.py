@@ -9,7 +9,6 @@ import dataclasses
 import smtplib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from email.utils import make_msgid
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from hub.store import (
 from runtime import new_id
 from runtime.wire import BOUNCE_KIND, BounceReport
 from tests.support import wait_for
-from tests.support.smtp import Received, SmtpServer
+from tests.support.smtp import Received, SmtpServer, delivery_report
 from tests.support.store import execute, rows
 from tests.support.store import row as read_row
 
@@ -142,38 +141,6 @@ async def hub(tmp_path: Path, sink: SmtpServer) -> AsyncIterator[Hub]:
             tg.cancel_scope.cancel()
 
 
-def dsn(to: str, original_id: str, *, action: str = "failed", status: str = "5.1.1") -> bytes:
-    """A delivery status notification (RFC 3464) as a relay writes one."""
-    text = f"""From: MAILER-DAEMON@relay.example.org
-To: {to}
-Subject: Undelivered Mail Returned to Sender
-Message-ID: {make_msgid(domain="relay.example.org")}
-MIME-Version: 1.0
-Content-Type: multipart/report; report-type=delivery-status; boundary="=b="
-
---=b=
-Content-Type: text/plain
-
-Your message could not be delivered.
---=b=
-Content-Type: message/delivery-status
-
-Reporting-MTA: dns; relay.example.org
-
-Final-Recipient: rfc822; {GONE}
-Action: {action}
-Status: {status}
-Diagnostic-Code: smtp; 550 {status} <{GONE}>: mailbox unknown
---=b=
-Content-Type: text/rfc822-headers
-
-Message-ID: {original_id}
-Subject: hello
---=b=--
-"""
-    return text.replace("\n", "\r\n").encode()
-
-
 def body_of(stored: tuple[Any, ...]) -> BounceReport:
     return msgspec.json.decode(stored[3], type=BounceReport)
 
@@ -233,7 +200,7 @@ async def test_a_dsn_to_the_bounce_address_bounces_a_sent_mail_once(
         copy = await h.relayed(gone)
         key = await h.store.transact(partial(hub_secret, name=REPLY_KEY))
         assert bounce_row(key, copy.mail_from) == gone
-        report = dsn(copy.mail_from, sent["message_id"])
+        report = delivery_report(copy.mail_from, sent["message_id"], GONE)
         # Twice, as a reporting MTA that did not hear the first 250 sends it.
         assert await h.report(copy.mail_from, report) == {}
         assert await h.report(copy.mail_from, report) == {}
@@ -260,7 +227,7 @@ async def test_a_forged_or_foreign_bounce_address_is_refused_at_rcpt_and_nothing
         elsewhere = f"{name}@other.example"  # a token signed for another domain
         for address in (forged, elsewhere):
             with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
-                await h.report(address, dsn(address, sent["message_id"]))
+                await h.report(address, delivery_report(address, sent["message_id"], GONE))
             code, text = refused.value.recipients[address]
             assert code == 550 and text.startswith(b"5.1.1")
         assert await h.bounces() == []
@@ -274,7 +241,9 @@ async def test_reports_that_are_no_failure_are_taken_and_dropped(
         gone = await h.send(GONE)
         sent = await h.reaches(gone, "sent")
         address = (await h.relayed(gone)).mail_from
-        delayed = dsn(address, sent["message_id"], action="delayed", status="4.4.1")
+        delayed = delivery_report(
+            address, sent["message_id"], GONE, action="delayed", status="4.4.1"
+        )
         plain = b"Subject: out of office\r\n\r\nback on monday\r\n"
         for raw in (delayed, plain, b"\x00\xff not a message at all"):
             assert await h.report(address, raw) == {}  # a bounce processor never bounces
