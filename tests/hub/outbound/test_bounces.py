@@ -113,8 +113,8 @@ class Hub:
 
 
 @asynccontextmanager
-async def hub(tmp_path: Path, sink: SmtpServer) -> AsyncIterator[Hub]:
-    async with await open_store(tmp_path / "hub.db") as store:
+async def hub(tmp_path: Path, sink: SmtpServer, database: str | None = None) -> AsyncIterator[Hub]:
+    async with await open_store(database or tmp_path / "hub.db") as store:
         await create_deployment(
             store, name="notices", source="async def main(ctx, item): pass\n",
             domain="mailrun.local", nats_url="nats://127.0.0.1:4222", subject_prefix="mailrun",
@@ -146,10 +146,10 @@ def body_of(stored: tuple[Any, ...]) -> BounceReport:
 
 
 async def test_a_relay_s_550_bounces_the_mail_to_its_run_once(
-    tmp_path: Path, smtp: SmtpServer
+    tmp_path: Path, smtp: SmtpServer, database: str
 ) -> None:
     smtp.recorder.answers[GONE] = [REFUSAL] * 3
-    async with hub(tmp_path, smtp) as h:
+    async with hub(tmp_path, smtp, database) as h:
         gone = await h.send(GONE)
         bounced = await h.reaches(gone, "bounced")
         ok = await h.send("ann@example.org")
@@ -192,9 +192,9 @@ async def test_a_mail_refused_before_any_smtp_fails_without_a_bounce(
 
 
 async def test_a_dsn_to_the_bounce_address_bounces_a_sent_mail_once(
-    tmp_path: Path, smtp: SmtpServer
+    tmp_path: Path, smtp: SmtpServer, database: str
 ) -> None:
-    async with hub(tmp_path, smtp) as h:
+    async with hub(tmp_path, smtp, database) as h:
         gone = await h.send(GONE)
         sent = await h.reaches(gone, "sent")
         copy = await h.relayed(gone)
