@@ -44,7 +44,7 @@ _DIAGNOSTIC_LIMIT = 1000
 
 
 @dataclass(frozen=True)
-class Failure:
+class FailedRecipient:
     """One recipient block of a report with ``Action: failed``."""
 
     recipient: str
@@ -53,11 +53,11 @@ class Failure:
 
 
 @dataclass(frozen=True)
-class Report:
+class DeliveryReport:
     """What a delivery status notification says: the recipients it failed
     for, the other actions it reported, and the original's Message-ID."""
 
-    failures: list[Failure]
+    failures: list[FailedRecipient]
     others: list[str]
     message_id: str | None
 
@@ -113,14 +113,14 @@ def _blocks(part: Message) -> list[Message]:
     return blocks
 
 
-def read_report(raw: bytes) -> Report | None:
+def read_report(raw: bytes) -> DeliveryReport | None:
     """The report ``raw`` is; None when it is not a delivery status report."""
     message = _PARSER.parsebytes(raw)
     if message.get_content_type() != "multipart/report":
         return None
     if str(message.get_param("report-type", "")).lower() != "delivery-status":
         return None
-    failures: list[Failure] = []
+    failures: list[FailedRecipient] = []
     others: list[str] = []
     message_id = None
     for part in _parts(message.get_payload()):
@@ -140,8 +140,10 @@ def read_report(raw: bytes) -> Report | None:
                 continue
             status = _STATUS.search(_field(block, "Status"))
             diagnostic = _typed(_field(block, "Diagnostic-Code"))[:_DIAGNOSTIC_LIMIT]
-            failures.append(Failure(recipient, status[0] if status else "5.0.0", diagnostic))
-    return Report(failures, others, message_id)
+            failures.append(
+                FailedRecipient(recipient, status[0] if status else "5.0.0", diagnostic)
+            )
+    return DeliveryReport(failures, others, message_id)
 
 
 class BounceIntake:
@@ -194,7 +196,7 @@ class BounceIntake:
         for row in rows:
             await self._take_one(row, report)
 
-    async def _take_one(self, row: str, report: Report) -> None:
+    async def _take_one(self, row: str, report: DeliveryReport) -> None:
         if report.others:
             log.info("report on %s: %s (not kept)", row, "; ".join(report.others))
         if not report.failures:
