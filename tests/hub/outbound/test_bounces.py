@@ -249,3 +249,29 @@ async def test_reports_that_are_no_failure_are_taken_and_dropped(
             assert await h.report(address, raw) == {}  # a bounce processor never bounces
         assert await h.bounces() == []
         assert (await h.mail(gone))["status"] == "sent"
+
+
+async def test_a_report_also_addressed_to_a_deployment_is_split(
+    tmp_path: Path, smtp: SmtpServer
+) -> None:
+    async with hub(tmp_path, smtp) as h:
+        gone = await h.send(GONE)
+        sent = await h.reaches(gone, "sent")
+        address = (await h.relayed(gone)).mail_from
+        raw = delivery_report(address, sent["message_id"], GONE)
+
+        def run() -> dict[str, Any]:
+            with smtplib.SMTP("127.0.0.1", h.smtp_port, timeout=10) as client:
+                return client.sendmail("", [address, "notices@mailrun.local"], raw)
+
+        assert await anyio.to_thread.run_sync(run) == {}
+        (item,) = await h.bounces()
+        mails = await rows(
+            h.store,
+            "SELECT run_id, subject FROM workflow_run_dispatch WHERE kind = 'mail' ORDER BY seq",
+        )
+    assert item[1] == f"bounce:{gone}"
+    assert mails == [
+        (h.run_id, "go"),
+        (h.run_id, "Undelivered Mail Returned to Sender"),
+    ]
