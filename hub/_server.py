@@ -186,6 +186,7 @@ async def serve_hub(
                 side: WireSide = await tg.start(start_wire)
                 acceptor.on_accepted = side.on_accepted
                 timers.on_fired = side.on_accepted
+                outbox.on_accepted = side.on_accepted  # its bounce items
                 if "leases" in shared:
                     # One hub fires at a time; the conditional delete of each
                     # row keeps a fire once even while two think they do.

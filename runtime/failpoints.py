@@ -55,6 +55,7 @@ REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
         "hub.hello.before_claim": "hub/wire/sessions/sessions.py",
         "hub.mint.before_claim": "hub/wire/requests/mint.py",
         "hub.relay.after_send": "hub/outbound/_relay.py",
+        "hub.relay.after_refusal": "hub/outbound/_relay.py",
         "sidecar.inbox.after_commit": "sidecar/link/_delivery.py",
         "sidecar.handler.before": "sidecar/execution/_run_actor.py",
         "sidecar.handler.after": "sidecar/execution/_run_actor.py",

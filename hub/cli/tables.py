@@ -139,11 +139,21 @@ def outbox_table(mails: Sequence[Mapping[str, Any]]) -> str:
                 m.get("subject"),
                 f"{m.get('status')}{' (in doubt)' if m.get('in_doubt') else ''}",
                 m.get("attempts"),
-                m.get("relay_answer") if m.get("status") == "sent" else m.get("last_error"),
+                _outbox_outcome(m),
             ]
             for m in mails
         ],
     )
+
+
+def _outbox_outcome(mail: Mapping[str, Any]) -> object:
+    status = mail.get("status")
+    if status == "sent":
+        return mail.get("relay_answer")
+    if status == "bounced":
+        source, code = mail.get("bounce_source"), mail.get("bounce_status")
+        return f"{source} {code}: {mail.get('bounce_diagnostic')}"
+    return mail.get("last_error")
 
 
 def _short(text: object, width: int = 60) -> object:

@@ -25,10 +25,10 @@ from ..store import Trigger
 _ADDRESS = re.compile(r"[^@\s]+@[^@\s]+")
 # The message ids the hub and sidecars derive for their own items (a child's
 # start and end, an approval's decision, a timer's or a schedule's fire, mail
-# a run sends): a client's must not take one first, or the item it stands for
-# would be answered as a retry of the client's and never stored.
+# a run sends, a bounce of it): a client's must not take one first, or the
+# item it stands for would be answered as a retry of the client's and never stored.
 _RESERVED_MESSAGE_ID = re.compile(
-    r"(start|child|approval|cancel|terminate|timer|schedule):|dsp_\w+:mail:"
+    r"(start|child|approval|cancel|terminate|timer|schedule|bounce):|dsp_\w+:mail:"
 )
 _LINE_BREAKS = re.compile(r"[\r\n\x00]")
 

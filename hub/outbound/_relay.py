@@ -6,28 +6,42 @@ until a new row is committed (:meth:`Outbox.wake`) or the earliest retry is
 due. A mail the relay did not take is tried again with the project's backoff
 (per mail, by its attempts), for as long as it takes; a relay that cannot be
 reached at all also holds the loop back by that backoff, so an outage costs
-one connection attempt per delay, not one per mail. A 5xx answer to a mail
-is final: it stays ``failed``, with the answer, and is not sent again.
+one connection attempt per delay, not one per mail.
+
+A 5xx answer to a mail is final, and it bounced: in one transaction the row
+becomes ``bounced`` (with the answer's enhanced status code) and its run is
+given a ``bounce`` item (``hub.store.mail.bounces``). A mail that cannot be
+sent for reasons of its own, before any SMTP (an address SMTP cannot carry,
+a message that cannot be built), is ``failed``, with no item. The envelope
+sender of each mail is its signed bounce address (``bounces+<token>@``, the
+sender's domain), where a later delivery status notification finds it
+(``hub.smtp``).
 
 Exactly once in effect, as far as SMTP allows: each attempt commits
 ``sending`` first and ``sent`` after the relay's 2xx, and every attempt
 carries the row's Message-ID. A hub that dies between the relay's 2xx and
 that commit sends the mail again after its restart, marked ``in_doubt``:
 the receiving side can drop the copy by its Message-ID (docs/hub.md,
-"Outbound mail").
+"Outbound mail"). Likewise a hub that dies between a relay's 5xx and the
+bounce's commit sends the mail again after its restart; refused again, it
+bounces then, once.
 
 Each attempt builds the row's message again (``_message.py``: the same
 bytes every time) and, with ``--dkim-key``, signs it (``_dkim.py``; the
 signature's ``t=`` is the attempt's). Its Reply-To, unless the run gave
-one, is the run's signed reply address, made with the hub's reply key,
-read from the store once when the loop starts.
+one, is the run's signed reply address, and its envelope sender the mail's
+signed bounce address, both made with the hub's reply key, read from the
+store once when the loop starts.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
+import re
 import time
+from collections.abc import Callable
 from functools import partial
 
 import aiosmtplib
@@ -37,15 +51,17 @@ import anyio.abc
 from runtime import Retry, Wakeup, afailpoint
 
 from .._errors import RelayRefused, RelayUnavailable
-from ..mailbox import reply_address
+from ..mailbox import bounce_address, reply_address
 from ..store import (
     REPLY_KEY,
+    SOURCE_RELAY,
     DueMail,
     OutboundStatus,
     Store,
     defer,
     due_mail,
     hub_secret,
+    mark_bounced,
     mark_failed,
     mark_retry,
     mark_sending,
@@ -62,6 +78,15 @@ log = logging.getLogger("mailrun.hub.outbound")
 
 IDLE_LOOK = 60.0
 """The longest the loop sleeps without looking at the table (a safety net)."""
+
+# "550 5.1.1 text" or "550-5.1.1 text": the RFC 3463 code after the reply code.
+_ENHANCED = re.compile(r"\d{3}[ -]([245]\.\d{1,3}\.\d{1,3})(?:\s|$)")
+
+
+def enhanced_status(answer: str) -> str:
+    """The enhanced status code of a refusal's answer; 5.0.0 when it has none."""
+    found = _ENHANCED.match(answer)
+    return found[1] if found is not None else "5.0.0"
 
 
 class Outbox:
@@ -84,6 +109,8 @@ class Outbox:
         self._retry = Retry(relay.backoff.capped(backoff_max) if relay is not None else None)
         self._wakeup = Wakeup()
         self.last_error: str | None = None
+        self.on_accepted: Callable[[set[str]], object] | None = None
+        """Who hears of the bounce items it accepted (the dispatcher's wake)."""
 
     @property
     def failures(self) -> int:
@@ -104,6 +131,7 @@ class Outbox:
         a relay: return once settled; the mail waits as ``no_relay``)."""
         moved = await settle_at_boot(self._store, relayed=self._relay is not None)
         if self._relay is not None:
+            # Signs each mail's Reply-To and its envelope sender (bounce address).
             self._reply_key = await self._store.transact(partial(hub_secret, name=REPLY_KEY))
         if moved["in_doubt"]:
             log.warning(
@@ -170,10 +198,14 @@ class Outbox:
         if not await mark_sending(self._store, mail.id):
             return True  # no longer pending
         try:
-            answer = await transmit(smtp, mail.sender, message)
+            envelope_from = bounce_address(self._reply_key or b"", mail.sender, mail.id)
+            answer = await transmit(smtp, envelope_from, message)
         except RelayRefused as exc:
             log.warning("relay refused %s to %s: %s", mail.message_id, mail.recipient, exc.detail)
-            await mark_failed(self._store, mail.id, exc.detail, exc.answer or None)
+            if not exc.answer:  # not the relay's answer: the mail's own fault
+                await mark_failed(self._store, mail.id, exc.detail, None)
+                return True
+            await self._bounced(mail, exc)
             return True
         except RelayUnavailable as exc:
             log.warning("relay did not take %s: %s", mail.message_id, exc.detail)
@@ -197,6 +229,23 @@ class Outbox:
         if self._dkim is None:
             return built
         return dataclasses.replace(built, data=self._dkim.sign(built.data, built.from_domain))
+
+    async def _bounced(self, mail: DueMail, refusal: RelayRefused) -> None:
+        # Refused, not yet recorded: a crash here sends the mail again after
+        # the restart, and its refusal then bounces it, once.
+        await afailpoint("hub.relay.after_refusal")
+        bounced = await mark_bounced(
+            self._store,
+            mail.id,
+            source=SOURCE_RELAY,
+            status=enhanced_status(refusal.answer),
+            diagnostic=refusal.answer,
+            error=refusal.detail,
+        )
+        if bounced is not None and bounced.woken and self.on_accepted is not None:
+            result = self.on_accepted(bounced.woken)
+            if inspect.isawaitable(result):
+                await result
 
     def _unreachable(self, error: str) -> None:
         self.last_error = error

@@ -17,6 +17,8 @@ checks the sender (``senders.SenderChecks``: SPF, DKIM, DMARC, or a trusted
 relay's verdicts), refuses the message (``550 5.7.1``) when a recipient's
 deployment requires a DMARC pass it did not get, and the accepting
 transaction holds the From header to the allow and deny lists.
+Bounce addresses (``bounces+<token>@``) are a side door (``_bounces``):
+RCPT and DATA hand them to :class:`BounceIntake` before anything else.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from runtime.wire import IngressMail
 from .._errors import HubError
 from ..intake import Acceptor, accept_mails
 from ..store import WITH_OTHERS, Accepted, AddressStatus, Receipt, Store, address_status
+from ._bounces import BounceIntake
 from ._config import SmtpConfig
 from ._message import parse_message
 from ._replies import NotTaken, ok_reply, outcome_reply, refusal_reply
@@ -62,6 +65,7 @@ class SmtpHandler:
         self._config = config
         self._max_body = max_body
         self.senders = SenderChecks(config.dns_server, config.trusted_relays)
+        self._bounces = BounceIntake(store, acceptor)
         self.stopping = False  # the server is closing: no message is taken any more
         self._in_hooks = 0  # RCPT lookups and messages between their "." and their answer
         self.idle = Flag(True)
@@ -99,6 +103,12 @@ class SmtpHandler:
             return f"452 4.5.3 Too many recipients (at most {self._config.max_recipients})"
         try:
             with self._hook():
+                # Reports to a bounce address: the bounce intake's.
+                bounce = await self._bounces.rcpt(address)
+                if bounce is not None:
+                    if bounce.startswith("250"):
+                        envelope.rcpt_tos.append(address)
+                    return bounce
                 status = await self._store.read(partial(address_status, address=wanted))
         except Exception:
             log.exception("RCPT lookup of %r failed", wanted)
@@ -116,9 +126,18 @@ class SmtpHandler:
         if self.stopping:
             return "451 4.3.2 Service shutting down, try again later"
         with self._hook():
-            return await self._deliver(session, envelope)
+            rcpts, bounced = self._bounces.split(envelope.rcpt_tos)
+            if bounced:
+                try:
+                    await self._bounces.take(envelope.original_content or b"", bounced)
+                except Exception:
+                    log.exception("a report to a bounce address was not recorded")
+                    return "451 4.3.0 Not recorded, try again later"
+                if not rcpts:
+                    return "250 2.0.0 Report taken"
+            return await self._deliver(session, envelope, rcpts)
 
-    async def _deliver(self, session: Session, envelope: Envelope) -> str:
+    async def _deliver(self, session: Session, envelope: Envelope, rcpts: list[str]) -> str:
         raw = envelope.original_content or b""
         parsed = parse_message(raw, envelope.mail_from)
         body = parsed.text.encode("utf-8")
@@ -133,7 +152,7 @@ class SmtpHandler:
                 helo=session.host_name or "",
                 mail_from=envelope.mail_from or "",
             )
-        if (refused := await dmarc_refusal(self._store, envelope.rcpt_tos, auth)) is not None:
+        if (refused := await dmarc_refusal(self._store, rcpts, auth)) is not None:
             log.warning("SMTP message refused: %s", refused)
             return refused
         mails: Sequence[IngressMail] = [
@@ -146,7 +165,7 @@ class SmtpHandler:
                 in_reply_to=parsed.in_reply_to,
                 references=list(parsed.references),
             )
-            for rcpt in envelope.rcpt_tos
+            for rcpt in rcpts
         ]
         try:
             outcomes = await accept_mails(
@@ -159,7 +178,7 @@ class SmtpHandler:
         except Exception:
             log.exception("SMTP message not accepted")
             return "451 4.3.0 Not accepted, try again later"
-        return _answer(envelope.rcpt_tos, outcomes)
+        return _answer(rcpts, outcomes)
 
     def authenticate(
         self, server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any

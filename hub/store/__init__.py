@@ -145,9 +145,13 @@ from .feed import read_changes as read_changes
 from .feed import read_feed as read_feed
 from .feed import trim_changes as trim_changes
 from .mail import REPLY_KEY as REPLY_KEY
+from .mail import SOURCE_DSN as SOURCE_DSN
+from .mail import SOURCE_RELAY as SOURCE_RELAY
+from .mail import Bounced as Bounced
 from .mail import MailChange as MailChange
 from .mail import MailSettings as MailSettings
 from .mail import hub_secret as hub_secret
+from .mail import mark_bounced as mark_bounced
 from .mail import sender_refusal as sender_refusal
 from .mail import set_mail_settings as set_mail_settings
 from .mail import settings_at as settings_at
@@ -240,12 +244,15 @@ __all__ = [
     "QUARANTINE_SOURCE",
     "REPLY_KEY",
     "SHARED_GRACE",
+    "SOURCE_DSN",
+    "SOURCE_RELAY",
     "WITH_OTHERS",
     "Accepted",
     "AddressStatus",
     "AppliedRun",
     "ApprovalStatus",
     "ApprovalView",
+    "Bounced",
     "Change",
     "ChangeKind",
     "Collected",
@@ -377,6 +384,7 @@ __all__ = [
     "list_versions",
     "live_deployment_users",
     "load_reserved",
+    "mark_bounced",
     "mark_failed",
     "mark_retry",
     "mark_sending",

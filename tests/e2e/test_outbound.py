@@ -72,7 +72,9 @@ async def test_ctx_send_to_an_outside_address_reaches_the_relay_once(
             )
         )
     (copy,) = smtp.recorder.copies(kept["message_id"])
-    assert copy.rcpt_tos == [OUTSIDE] and copy.mail_from == dep["address"]
+    assert copy.rcpt_tos == [OUTSIDE] and copy.message["From"] == dep["address"]
+    # The envelope sender is the mail's signed bounce address (docs/smtp.md, "Bounces").
+    assert copy.mail_from.startswith("bounces+r-") and copy.mail_from.endswith("@mailrun.local")
     assert copy.message["Subject"] == "re: first"
     assert copy.message.get_content().startswith("hello from run_")
     assert kept["message_id"] == f"<{kept['event_id']}@mailrun.local>"

@@ -39,6 +39,7 @@ def test_the_page_has_the_nine_recipes() -> None:
         "digest",
         "escalate",
         "fan-out",
+        "newsletter",
         "remind",
         "reply",
         "signals",
@@ -214,3 +215,38 @@ async def test_the_ticket_is_created_once(tmp_path: Path, smtp: SmtpServer) -> N
             assert reply.message["Subject"] == "[T-1] printer on fire"
         assert [t["title"] for t in tickets.created] == ["printer on fire"]
         assert tickets.requests == 3
+
+
+async def test_the_newsletter_stops_writing_to_an_address_that_bounced(
+    tmp_path: Path, smtp: SmtpServer
+) -> None:
+    gone = "gone@example.org"
+    smtp.recorder.answers[gone] = ["550 5.1.1 <gone@example.org>: mailbox unknown"]
+    fast = {"MAILRUN_BACKOFF_MAX": "0.2"}
+    async with mailrun_up(tmp_path, "--smtp-relay", smtp.address, env=fast) as up:
+        dep = await up.deploy("newsletter", recipes()["newsletter"])
+        run_id = await _mail(up, dep["address"], "Issue 1", "news")
+        run = await up.wait_state(run_id, lambda r: r["state"].get("dead"), timeout=30)
+        assert run["state"]["dead"] == {gone: "5.1.1"}
+        await _mail(up, dep["address"], "Issue 2", "more news")
+
+        def relayed() -> bool:
+            return len(smtp.recorder.received) >= 4
+
+        await wait_for(relayed, timeout=30, what="issue 1 to two and issue 2 to two")
+        got = sorted((r.message["Subject"], r.rcpt_tos[0]) for r in smtp.recorder.received)
+        statuses = up.query("SELECT recipient, status FROM outbound_mail ORDER BY created_at")
+    assert got == [
+        ("Issue 1", "ann@example.org"),
+        ("Issue 1", "bob@example.org"),
+        ("Issue 2", "ann@example.org"),
+        ("Issue 2", "bob@example.org"),
+    ]
+    assert smtp.recorder.refused == ["550 5.1.1 <gone@example.org>: mailbox unknown"]
+    assert sorted(statuses) == [
+        ("ann@example.org", "sent"),
+        ("ann@example.org", "sent"),
+        ("bob@example.org", "sent"),
+        ("bob@example.org", "sent"),
+        (gone, "bounced"),
+    ]

@@ -1,7 +1,7 @@
 """A real SMTP server for the relay's tests: aiosmtpd on a loopback port,
 recording every message it accepts. It can refuse recipients, ask for a
 login, offer STARTTLS, not offer SMTPUTF8, and be stopped and started again on the
-same port."""
+same port. And the delivery status notification a relay writes when a mail bounces."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import ssl
 import threading
 from dataclasses import dataclass, field
 from email.message import EmailMessage
+from email.utils import make_msgid
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,43 @@ def self_signed(directory: Path) -> tuple[ssl.SSLContext, Path]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
     return context, cert_file
+
+
+def delivery_report(
+    to: str,
+    original_id: str,
+    recipient: str,
+    *,
+    action: str = "failed",
+    status: str = "5.1.1",
+) -> bytes:
+    """A delivery status notification (RFC 3464) to ``to`` as a relay writes
+    one: the mail ``original_id`` was ``action`` for ``recipient``."""
+    text = f"""From: MAILER-DAEMON@relay.example.org
+To: {to}
+Subject: Undelivered Mail Returned to Sender
+Message-ID: {make_msgid(domain="relay.example.org")}
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=delivery-status; boundary="=b="
+
+--=b=
+Content-Type: text/plain
+
+Your message could not be delivered.
+--=b=
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns; relay.example.org
+
+Final-Recipient: rfc822; {recipient}
+Action: {action}
+Status: {status}
+Diagnostic-Code: smtp; 550 {status} <{recipient}>: mailbox unknown
+--=b=
+Content-Type: text/rfc822-headers
+
+Message-ID: {original_id}
+Subject: hello
+--=b=--
+"""
+    return text.replace("\n", "\r\n").encode()

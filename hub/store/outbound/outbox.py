@@ -30,13 +30,15 @@ from .spec import BARE_ADDRESS, PLAIN, OutboundSpec, encode_spec, spec_problem
 
 class OutboundStatus(StrEnum):
     """An outgoing mail's life: pending -> sending -> sent, or failed; no_relay
-    while the hub has no relay."""
+    while the hub has no relay; bounced when the relay refused it for good, or
+    a delivery status notification said it failed (from sent, too)."""
 
     PENDING = "pending"  # waiting for the relay; tried again at next_attempt_at
     SENDING = "sending"  # an SMTP transaction is under way
     SENT = "sent"  # the relay accepted it (relay_answer, sent_at)
     FAILED = "failed"  # refused for good (a 5xx answer), or not a mail that can be sent
     NO_RELAY = "no_relay"  # the hub runs without --smtp-relay: kept until one with it starts
+    BOUNCED = "bounced"  # refused for good by the relay (5xx) or by a DSN (bounce_*)
 
 
 OUTBOUND_SCHEMA = """
@@ -165,11 +167,18 @@ class OutboundView(msgspec.Struct, kw_only=True):
     next_attempt_at: float | None
     created_at: float
     sent_at: float | None
+    bounce_source: str | None = None  # bounced: "relay" or "dsn"
+    bounce_status: str | None = None  # bounced: the RFC 3463 status ("5.1.1")
+    bounce_diagnostic: str | None = (
+        None  # bounced: the relay's answer, the report's Diagnostic-Code
+    )
+    bounced_at: float | None = None
 
 
 _VIEW = """
 SELECT id, deployment_id, run_id, event_id, message_id, sender, recipient, subject, body_size,
-       status, attempts, in_doubt, last_error, relay_answer, next_attempt_at, created_at, sent_at
+       status, attempts, in_doubt, last_error, relay_answer, next_attempt_at, created_at, sent_at,
+       bounce_source, bounce_status, bounce_diagnostic, bounced_at
 FROM outbound_mail"""
 _LATEST = " ORDER BY created_at DESC, rowid DESC LIMIT ?"
 # One statement per filter, each searching its index.

@@ -179,7 +179,7 @@ async def test_message_ids_the_hub_derives_for_its_own_items_are_refused(tmp_pat
         _, run_id = await first_run(hub)
         reserved = ["start:run_1", "child:run_1", "approval:apr_1:approve", "dsp_0a1b:mail:1",
                     "cancel:run_1", "terminate:run_1", "timer:tmr_1",
-                    "schedule:sch_1:1700000000.0"]  # fmt: skip
+                    "schedule:sch_1:1700000000.0", "bounce:out_1"]  # fmt: skip
         for message_id in reserved:
             r = await hub.send("flow@mailrun.local", message_id=message_id)
             assert_error(r, 422, "invalid_mail")

@@ -8,9 +8,17 @@ from pathlib import Path
 import pytest
 
 from hub.cli.tables import outbox_table
-from hub.store import OutboundMail, OutboundStatus, Store, record_outbound
+from hub.store import (
+    SOURCE_RELAY,
+    OutboundMail,
+    OutboundStatus,
+    Store,
+    mark_bounced,
+    record_outbound,
+)
 from runtime import new_id
 from tests.hub.api.harness import Api, api, assert_error
+from tests.support.store import execute
 
 pytestmark = pytest.mark.anyio
 
@@ -78,3 +86,30 @@ async def test_outgoing_mail_is_listed_with_its_status_and_never_its_body(tmp_pa
         table = outbox_table(listed).splitlines()
         assert table[0].split()[:4] == ["ID", "TO", "SUBJECT", "STATUS"]
         assert "a@example.org" in table[1] and "no_relay" in table[1]
+
+
+async def test_a_bounced_mail_is_listed_with_its_bounce(tmp_path: Path) -> None:
+    async with api(tmp_path) as a:
+        dep = await a.deploy("one")
+        event_id = await add(a.store, dep, "gone@example.org", OutboundStatus.PENDING)
+        await execute(
+            a.store, "UPDATE outbound_mail SET status = 'sending' WHERE event_id = ?", event_id
+        )
+        (row_id,) = [m["id"] for m in await outbox(a)]
+        answer = "550 5.1.1 <gone@example.org>: mailbox unknown"
+        bounced = await mark_bounced(
+            a.store, str(row_id), source=SOURCE_RELAY, status="5.1.1", diagnostic=answer
+        )
+        assert bounced is not None and not bounced.delivered  # its run is no run of the store
+        (shown,) = await outbox(a, "?status=bounced")
+        assert (shown["status"], shown["bounce_source"], shown["bounce_status"]) == (
+            "bounced",
+            "relay",
+            "5.1.1",
+        )
+        assert shown["bounce_diagnostic"] == shown["relay_answer"] == answer
+        assert shown["bounced_at"] >= shown["created_at"]
+        assert shown["next_attempt_at"] is None
+        assert 'mailrun_outbound_mail{status="bounced"} 1' in (await a.client.get("/metrics")).text
+        (line,) = outbox_table([shown]).splitlines()[1:]
+        assert "bounced" in line and "relay 5.1.1: 550 5.1.1" in line

@@ -1,6 +1,6 @@
 """The relay loop against a real SMTP server (aiosmtpd on a loopback port):
 delivered once with the derived Message-ID, retried through an outage and
-4xx answers, a 5xx refusal kept as failed, a mail in doubt sent again with
+4xx answers, a 5xx refusal kept as bounced, a mail in doubt sent again with
 the same Message-ID, login and STARTTLS."""
 
 from __future__ import annotations
@@ -16,8 +16,17 @@ from typing import Any
 import anyio
 import pytest
 
+from hub.mailbox import bounce_row
 from hub.outbound import Outbox, RelayConfig, relay_config
-from hub.store import OutboundMail, OutboundStatus, Store, open_store, record_outbound
+from hub.store import (
+    REPLY_KEY,
+    OutboundMail,
+    OutboundStatus,
+    Store,
+    hub_secret,
+    open_store,
+    record_outbound,
+)
 from runtime import new_id
 from tests.support import wait_for
 from tests.support.smtp import SmtpServer, self_signed
@@ -33,6 +42,10 @@ SENDER = "flow@mailrun.local"
 async def store(tmp_path: Path) -> AsyncIterator[Store]:
     async with await open_store(tmp_path / "hub.db") as store:
         yield store
+
+
+async def reply_key(store: Store) -> bytes:
+    return await store.transact(partial(hub_secret, name=REPLY_KEY))
 
 
 def relay_of(server: SmtpServer, **changes: Any) -> RelayConfig:
@@ -91,7 +104,10 @@ async def test_a_mail_is_relayed_once_with_its_derived_message_id(
         await reaches(store, later, "sent")
     assert row["message_id"] == f"<{row['event_id']}@mailrun.local>"
     (copy,) = smtp.recorder.copies(row["message_id"])
-    assert (copy.mail_from, copy.rcpt_tos) == (SENDER, ["someone@example.org"])
+    # The envelope sender is the mail's signed bounce address, at its sender's domain.
+    assert copy.rcpt_tos == ["someone@example.org"]
+    assert copy.mail_from.startswith("bounces+r-") and copy.mail_from.endswith("@mailrun.local")
+    assert bounce_row(await reply_key(store), copy.mail_from) == row["id"]
     message = copy.message
     assert (message["From"], message["To"], message["Subject"]) == (
         SENDER,
@@ -141,7 +157,7 @@ async def test_a_4xx_answer_is_retried_and_a_5xx_refusal_is_final(
         busy = await add_mail(store, to="busy@example.org")
         nobody = await add_mail(store, to="nobody@example.org")
         outbox.wake()
-        refused = await reaches(store, nobody, "failed")
+        refused = await reaches(store, nobody, "bounced")
         sent = await reaches(store, busy, "sent")
         later = await add_mail(store)
         outbox.wake()
@@ -151,6 +167,9 @@ async def test_a_4xx_answer_is_retried_and_a_5xx_refusal_is_final(
     assert refused["relay_answer"] == "550 5.1.1 no such user"
     assert refused["last_error"] == "refused: 550 5.1.1 no such user"
     assert refused["attempts"] == 1
+    assert (refused["bounce_source"], refused["bounce_status"]) == ("relay", "5.1.1")
+    assert refused["bounce_diagnostic"] == "550 5.1.1 no such user"
+    assert refused["body"] is None and refused["bounced_at"] >= refused["created_at"]
     # Asked once, never again; busy twice: three refusals in all.
     assert smtp.recorder.refused.count("550 5.1.1 no such user") == 1
     assert len(smtp.recorder.refused) == 3
