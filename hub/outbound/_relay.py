@@ -10,7 +10,7 @@ one connection attempt per delay, not one per mail.
 
 A 5xx answer to a mail is final, and it bounced: in one transaction the row
 becomes ``bounced`` (with the answer's enhanced status code) and its run is
-given a ``bounce`` item (``hub.store.mail.bounces``). A mail that cannot be
+given a ``bounce`` item (``hub.store.outbound.bounces``). A mail that cannot be
 sent for reasons of its own, before any SMTP (an address SMTP cannot carry,
 a message that cannot be built), is ``failed``, with no item. The envelope
 sender of each mail is its signed bounce address (``bounces+<token>@``, the

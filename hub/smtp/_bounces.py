@@ -8,7 +8,7 @@ the standard library's ``email`` package: a ``multipart/report;
 report-type=delivery-status`` whose ``message/delivery-status`` part has a
 block per recipient (``Final-Recipient``, ``Action``, ``Status``,
 ``Diagnostic-Code``). The token names the outbox row; a recipient block
-with ``Action: failed`` bounces it (``hub.store.mail.bounces``: the row
+with ``Action: failed`` bounces it (``hub.store.outbound.bounces``: the row
 ``bounced`` and the run's ``bounce`` item, in one transaction, once).
 ``delayed``, ``delivered``, ``relayed`` and ``expanded`` are logged and
 kept nowhere.

@@ -145,13 +145,9 @@ from .feed import read_changes as read_changes
 from .feed import read_feed as read_feed
 from .feed import trim_changes as trim_changes
 from .mail import REPLY_KEY as REPLY_KEY
-from .mail import SOURCE_DSN as SOURCE_DSN
-from .mail import SOURCE_RELAY as SOURCE_RELAY
-from .mail import Bounced as Bounced
 from .mail import MailChange as MailChange
 from .mail import MailSettings as MailSettings
 from .mail import hub_secret as hub_secret
-from .mail import mark_bounced as mark_bounced
 from .mail import sender_refusal as sender_refusal
 from .mail import set_mail_settings as set_mail_settings
 from .mail import settings_at as settings_at
@@ -162,6 +158,9 @@ from .migrations import transfer as transfer
 from .opening import DATABASE_ENV as DATABASE_ENV
 from .opening import is_database_url as is_database_url
 from .opening import open_store as open_store
+from .outbound import SOURCE_DSN as SOURCE_DSN
+from .outbound import SOURCE_RELAY as SOURCE_RELAY
+from .outbound import Bounced as Bounced
 from .outbound import DueMail as DueMail
 from .outbound import OutboundMail as OutboundMail
 from .outbound import OutboundSpec as OutboundSpec
@@ -172,6 +171,7 @@ from .outbound import decode_spec as decode_spec
 from .outbound import defer as defer
 from .outbound import due_mail as due_mail
 from .outbound import list_outbound as list_outbound
+from .outbound import mark_bounced as mark_bounced
 from .outbound import mark_failed as mark_failed
 from .outbound import mark_retry as mark_retry
 from .outbound import mark_sending as mark_sending

@@ -1,15 +1,9 @@
 """Mail in the store: a deployment's mail settings (read, checked, written,
 and asked who may write) and its domain's catch-all, the keys of the signed
-reply addresses, the mail runs sent that replies are routed by, the columns
+reply addresses, the mail runs sent that replies are routed by, and the columns
 of migration 20 (a dispatch's mail context, the rich parts and bounces of
-outgoing mail), and a bounce recorded."""
+outgoing mail)."""
 
-from .bounces import SOURCE_DSN as SOURCE_DSN
-from .bounces import SOURCE_RELAY as SOURCE_RELAY
-from .bounces import Bounced as Bounced
-from .bounces import bounce_message_id as bounce_message_id
-from .bounces import mark_bounced as mark_bounced
-from .bounces import record_bounce as record_bounce
 from .catch_all import catch_alls as catch_alls
 from .catch_all import set_catch_all as set_catch_all
 from .replies import SentMail as SentMail
@@ -35,22 +29,16 @@ __all__ = [
     "DEFAULT_SETTINGS",
     "MAIL_PG",
     "REPLY_KEY",
-    "SOURCE_DSN",
-    "SOURCE_RELAY",
-    "Bounced",
     "MailChange",
     "MailSettings",
     "SentMail",
     "add_mail",
-    "bounce_message_id",
     "catch_alls",
     "changed_settings",
     "decode_settings",
     "encode_settings",
     "hub_secret",
     "mail_settings",
-    "mark_bounced",
-    "record_bounce",
     "sender_refusal",
     "sent_mail",
     "sent_row",

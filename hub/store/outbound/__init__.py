@@ -1,7 +1,14 @@
 """Outgoing mail in the store: the ``outbound_mail`` rows a run's mail becomes
 (``outbox.py``), their rich parts (``spec.py``) and the relay's writes as it
-sends them (``relaying.py``)."""
+sends them (``relaying.py``), and a bounce recorded against one
+(``bounces.py``)."""
 
+from .bounces import SOURCE_DSN as SOURCE_DSN
+from .bounces import SOURCE_RELAY as SOURCE_RELAY
+from .bounces import Bounced as Bounced
+from .bounces import bounce_message_id as bounce_message_id
+from .bounces import mark_bounced as mark_bounced
+from .bounces import record_bounce as record_bounce
 from .outbox import OutboundMail as OutboundMail
 from .outbox import OutboundStatus as OutboundStatus
 from .outbox import OutboundView as OutboundView
@@ -23,23 +30,29 @@ from .spec import decode_spec as decode_spec
 from .spec import one_mailbox as one_mailbox
 
 __all__ = [
+    "SOURCE_DSN",
+    "SOURCE_RELAY",
+    "Bounced",
     "DueMail",
     "OutboundMail",
     "OutboundSpec",
     "OutboundStatus",
     "OutboundView",
     "add_outbound_mail",
+    "bounce_message_id",
     "count_outbound",
     "decode_spec",
     "defer",
     "due_mail",
     "list_outbound",
+    "mark_bounced",
     "mark_failed",
     "mark_retry",
     "mark_sending",
     "mark_sent",
     "next_due",
     "one_mailbox",
+    "record_bounce",
     "record_outbound",
     "settle_at_boot",
 ]

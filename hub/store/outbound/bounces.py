@@ -26,8 +26,8 @@ from runtime.wire import BOUNCE_KIND, BounceReport
 
 from ..accepting import Accepted, Outcome, Trigger, accept_triggers
 from ..base import Store
-from ..outbound import OutboundStatus
 from ..sql import Tx, sql
+from .outbox import OutboundStatus
 
 log = logging.getLogger("mailrun.hub.bounces")
 
