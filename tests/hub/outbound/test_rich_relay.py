@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from hub.cli import main
-from hub.mailbox import parse_address, verify_token
+from hub.mailbox import bounce_address, parse_address, verify_token
 from hub.outbound import DkimSigner, Outbox, RelayConfig, dkim_signer, relay_config
 from hub.store import (
     OutboundMail,
@@ -146,7 +146,8 @@ async def test_a_rich_mail_reaches_every_recipient_signed_and_with_its_reply_add
 
     (copy,) = smtp.recorder.copies(row["message_id"])
     assert copy.rcpt_tos == [TO, "zoe@example.org", "bob@example.org"]
-    assert copy.mail_from == SENDER
+    # The envelope sender is the mail's signed bounce address (VERP).
+    assert copy.mail_from == bounce_address(reply_key, SENDER, row["id"])
     message = copy.message
     assert message["Message-ID"] == row["message_id"]
     assert (message["Subject"], message["In-Reply-To"], message["X-Order"]) == (
@@ -244,13 +245,15 @@ async def test_a_refused_cc_refuses_the_whole_mail_and_names_it(
     async with relaying(store, relay_of(smtp)) as outbox:
         row = await add_mail(store)
         outbox.wake()
-        failed = await reaches(store, row, "failed")
+        # A relay's 5xx: the mail bounced (its run gets a bounce item).
+        failed = await reaches(store, row, "bounced")
         # The connection goes on: the next mail is sent.
         later = await add_mail(store, OutboundSpec())
         outbox.wake()
         await reaches(store, later, "sent")
     assert failed["last_error"] == "refused bob@example.org: 550 5.1.1 no such user"
     assert failed["relay_answer"] == "550 5.1.1 no such user"
+    assert (failed["bounce_source"], failed["bounce_status"]) == ("relay", "5.1.1")
     assert smtp.recorder.copies(row["message_id"]) == []
     assert len(smtp.recorder.received) == 1
 
