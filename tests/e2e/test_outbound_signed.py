@@ -6,7 +6,6 @@ signed reply address, its Message-ID the one ``ctx.send`` returned."""
 
 from __future__ import annotations
 
-import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import pytest
 
 from hub.mailbox import parse_address, verify_token
 from hub.store.mail import REPLY_KEY
-from sidecar import Context
 from tests.support import wait_for
 from tests.support.smtp import SmtpServer
 
@@ -43,10 +41,6 @@ async def main(ctx, item):
         attachments=[("report.pdf", b"%PDF-1.7", "application/pdf")],
     )
 """
-
-# ctx.send's html, attachments and returned Message-ID are the sidecar's side
-# of this feature; until it is there, the rich run is skipped, visibly.
-RICH_SEND = "html" in inspect.signature(Context.send).parameters
 
 
 async def dkim_record(key: Path) -> str:
@@ -75,11 +69,7 @@ async def sent_row(up: Up, subject: str) -> dict[str, Any]:
     "source",
     [
         pytest.param(PLAIN, id="plain"),
-        pytest.param(
-            RICH,
-            id="rich",
-            marks=pytest.mark.skipif(not RICH_SEND, reason="ctx.send has no html= yet"),
-        ),
+        pytest.param(RICH, id="rich"),
     ],
 )
 async def test_a_runs_mail_leaves_signed_with_its_reply_address_and_message_id(
