@@ -38,9 +38,9 @@ from hub.store import (
 from hub.store.mail import REPLY_KEY, hub_secret
 from runtime import new_id
 from runtime.wire import Attachment
-from tests.support import wait_for
 from tests.support.smtp import Received, SmtpServer
-from tests.support.store import row as read_row
+
+from .test_relay import reaches, row_of
 
 pytestmark = pytest.mark.anyio
 
@@ -105,20 +105,6 @@ async def add_mail(
     status = OutboundStatus.PENDING
     assert await store.transact(partial(record_outbound, mails=[mail], status=status)) == 1
     return await row_of(store, event_id)
-
-
-async def row_of(store: Store, event_id: str) -> dict[str, Any]:
-    found = await read_row(store, "SELECT * FROM outbound_mail WHERE event_id = ?", event_id)
-    assert found is not None
-    return found
-
-
-async def reaches(store: Store, row: dict[str, Any], status: str) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        now = await row_of(store, row["event_id"])
-        return now if now["status"] == status else None
-
-    return await wait_for(probe, what=f"{row['event_id']} {status}")
 
 
 @asynccontextmanager
