@@ -135,10 +135,11 @@ async def test_a_transaction_long_with_its_own_work_keeps_the_next_ones_on_the_l
 
     # The loop's thread descheduled for long by a busy machine counts as
     # waiting (it cannot be told from a slow disk), so an attempt may be
-    # spoiled that way: a few attempts, one of which must stay on the loop.
-    # Counting CPU time as waiting would spoil every one of them.
+    # spoiled that way: attempts (enough for a suite on two workers beside
+    # whole systems), one of which must stay on the loop. Counting CPU time
+    # as waiting would spoil every one of them.
     loop = threading.get_ident()
-    for attempt in range(1, 6):
+    for attempt in range(1, 16):
         threads.clear()
         monkeypatch.setattr(db._settings, "off_loop_until", 0.0)
         await db.transact(partial(body, busy=slow * 1.25))
