@@ -152,6 +152,17 @@ def test_the_timer_bench_sees_each_timer_once_in_each_runs_order() -> None:
     assert 0 <= fired["max_ms"] <= handled["max_ms"]  # never fired early; handled after firing
 
 
+def test_the_lone_mail_bench_sees_each_mail_once_and_prices_it() -> None:
+    # The script itself exits non-zero when a mail was missed or seen twice.
+    figures = bench("lone_mail.py", "--mails", "8", "--rate", "100", "--deployments", "2")
+    assert (figures["mails"], figures["deployments"], figures["exactly_once"]) == (8, 2, True)
+    latency = figures["post_to_handler"]
+    assert isinstance(latency, dict) and 0 < latency["p50_ms"] <= latency["max_ms"]
+    for role in ("hub", "sidecar"):
+        spent = figures[f"{role}_cpu_ms_per_mail"]
+        assert isinstance(spent, float) and spent > 0  # both processes were found and did work
+
+
 def test_the_idle_timer_bench_times_each_timer_alone() -> None:
     figures = bench("timers.py", "--idle", "--repeat", "2")
     assert (figures["runs"], figures["timers"], figures["idle"]) == (1, 2, True)

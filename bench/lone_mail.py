@@ -1,0 +1,170 @@
+"""Lone mails through a real `mailrun up`: what one mail costs when mail
+comes one at a time, as most deployments get it.
+
+    .venv/bin/python bench/lone_mail.py [--mails 500] [--rate 50] [--deployments 1] [--json]
+
+Deploys ``--deployments`` workflows (round-robin targets) whose handler
+records ``time.time()`` as it starts, under the mail's subject, in its run's
+state. Sends ``--mails`` single ``POST /mail`` at ``--rate`` a second,
+paced by the clock (not by the answers: an offered rate), and waits (under
+a deadline) until every handler saw its mail. Prints the POST-to-handler
+latency (p50, p99, max; clocks of one machine) and the CPU each process
+spent per mail while the mails were sent and handled (``psutil``: the hub,
+and the sidecars together). Exits 1 when a mail was not seen once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+
+from bench.bench_e2e import admin_of_up, percentile, scratch_dir
+from runtime.loops import loop_options
+from tests.support import wait_for
+
+LONE = """
+import time
+
+
+async def main(ctx, item):
+    seen = ctx.state.setdefault("seen", {})
+    if item.subject in seen:
+        ctx.state["twice"] = ctx.state.get("twice", 0) + 1
+    seen[item.subject] = time.time()
+"""
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """p50, p99 and max of ``values`` (seconds) in milliseconds."""
+    ordered = sorted(values)
+    return {
+        "p50_ms": round(percentile(ordered, 0.50) * 1000, 2),
+        "p99_ms": round(percentile(ordered, 0.99) * 1000, 2),
+        "max_ms": round(ordered[-1] * 1000, 2),
+    }
+
+
+def processes(state: Path) -> dict[str, list[psutil.Process]]:
+    """The hub and sidecar processes of the ``mailrun up`` in ``state``, by
+    their argv (docs/design.md: the hub's says ``hub``, a sidecar's ``sidecar``)."""
+    found: dict[str, list[psutil.Process]] = {"hub": [], "sidecar": []}
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if not any(str(state) in arg for arg in argv):
+            continue
+        for role in found:
+            if any(arg in (role, "-m" + role) for arg in argv) or ["-m", role] == argv[1:3]:
+                found[role].append(proc)
+    return found
+
+
+def cpu(procs: list[psutil.Process]) -> float:
+    total = 0.0
+    for proc in procs:
+        times = proc.cpu_times()
+        total += times.user + times.system
+    return total
+
+
+async def bench(mails: int, rate: float, deployments: int, tmp: Path) -> dict[str, Any]:
+    async with admin_of_up(tmp) as call:
+        addresses = []
+        for n in range(deployments):
+            status, dep = await call(
+                "POST",
+                "/workflows/deployments",
+                json={"name": f"lone{n}", "source": LONE, "entrypoint": "flow:main"},
+            )
+            assert status == 201, dep
+            addresses.append(dep["address"])
+        # One mail to each first: every sidecar up and its run started before the clock runs.
+        runs: dict[str, str] = {}
+        for address in addresses:
+            status, sent = await call("POST", "/mail", json={"to": address, "subject": "warm"})
+            assert status == 202, sent
+            runs[address] = sent["run_id"]
+
+        async def states() -> list[dict[str, Any]]:
+            found = []
+            for run_id in runs.values():
+                status, run = await call("GET", f"/runs/{run_id}")
+                assert status == 200, run
+                found.append(dict(run.get("state") or {}))
+            return found
+
+        async def warm() -> bool:
+            return all("warm" in s.get("seen", {}) for s in await states())
+
+        await wait_for(warm, timeout=120, interval=0.05, what="every deployment's first mail")
+        procs = processes(tmp / "state")
+        assert procs["hub"] and len(procs["sidecar"]) == deployments, procs
+        before = {role: cpu(p) for role, p in procs.items()}
+        posted: dict[str, float] = {}
+        start = time.monotonic()
+        for i in range(mails):
+            await anyio.sleep(max(0.0, start + i / rate - time.monotonic()))
+            subject = f"m{i:06d}"
+            posted[subject] = time.time()
+            mail = {"to": addresses[i % deployments], "subject": subject}
+            status, sent = await call("POST", "/mail", json=mail)
+            assert status == 202, sent
+
+        async def handled() -> list[dict[str, Any]] | None:
+            found = await states()
+            # Each run's state also holds its warm-up mail.
+            done = sum(len(s.get("seen", {})) for s in found) >= mails + deployments
+            return found if done else None
+
+        final = await wait_for(handled, timeout=120, interval=0.05, what="every mail handled")
+        after = {role: cpu(p) for role, p in procs.items()}
+    seen = {k: v for s in final for k, v in s.get("seen", {}).items() if k != "warm"}
+    return {
+        "mails": mails,
+        "rate_per_s": rate,
+        "deployments": deployments,
+        "post_to_handler": spread([seen[k] - posted[k] for k in posted if k in seen]),
+        "hub_cpu_ms_per_mail": round((after["hub"] - before["hub"]) / mails * 1000, 3),
+        "sidecar_cpu_ms_per_mail": round((after["sidecar"] - before["sidecar"]) / mails * 1000, 3),
+        "exactly_once": sorted(seen) == sorted(posted) and not any(s.get("twice") for s in final),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mails", type=int, default=500, help="mails sent, one POST each")
+    parser.add_argument("--rate", type=float, default=50.0, help="mails offered a second")
+    parser.add_argument("--deployments", type=int, default=1, help="deployments mailed in turn")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the state dir and logs")
+    args = parser.parse_args()
+    if min(args.mails, args.deployments) < 1 or args.rate <= 0:
+        parser.error("--mails, --deployments and --rate must be positive")
+    with scratch_dir("mailrun-lone-", keep=args.keep) as tmp:
+        figures = anyio.run(
+            bench,
+            args.mails,
+            args.rate,
+            args.deployments,
+            tmp,
+            backend_options=loop_options(os.environ),
+        )
+    for key, value in figures.items() if not args.json else ():
+        print(f"{key:<26} {value}")
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    if not figures["exactly_once"]:
+        sys.exit("FAILED: a mail was missed or seen twice")
+
+
+if __name__ == "__main__":
+    main()
