@@ -148,6 +148,16 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[index]
 
 
+def spread(values: list[float], digits: int = 1) -> dict[str, float]:
+    """p50, p99 and max of ``values`` (seconds) in milliseconds."""
+    ordered = sorted(values)
+    return {
+        "p50_ms": round(percentile(ordered, 0.50) * 1000, digits),
+        "p99_ms": round(percentile(ordered, 0.99) * 1000, digits),
+        "max_ms": round(ordered[-1] * 1000, digits),
+    }
+
+
 def cpu_seconds(up_pid: int) -> dict[str, float]:
     """CPU time (user + system) so far of each part (every sidecar together),
     to see where the time goes."""

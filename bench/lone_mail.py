@@ -28,7 +28,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.bench_e2e import admin_of_up, percentile, scratch_dir
+from bench.bench_e2e import admin_of_up, scratch_dir, spread
 from runtime.loops import loop_options
 from tests.support import wait_for
 
@@ -42,16 +42,6 @@ async def main(ctx, item):
         ctx.state["twice"] = ctx.state.get("twice", 0) + 1
     seen[item.subject] = time.time()
 """
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    """p50, p99 and max of ``values`` (seconds) in milliseconds."""
-    ordered = sorted(values)
-    return {
-        "p50_ms": round(percentile(ordered, 0.50) * 1000, 2),
-        "p99_ms": round(percentile(ordered, 0.99) * 1000, 2),
-        "max_ms": round(ordered[-1] * 1000, 2),
-    }
 
 
 def processes(state: Path) -> dict[str, list[psutil.Process]]:
@@ -132,7 +122,7 @@ async def bench(mails: int, rate: float, deployments: int, tmp: Path) -> dict[st
         "mails": mails,
         "rate_per_s": rate,
         "deployments": deployments,
-        "post_to_handler": spread([seen[k] - posted[k] for k in posted if k in seen]),
+        "post_to_handler": spread([seen[k] - posted[k] for k in posted if k in seen], digits=2),
         "hub_cpu_ms_per_mail": round((after["hub"] - before["hub"]) / mails * 1000, 3),
         "sidecar_cpu_ms_per_mail": round((after["sidecar"] - before["sidecar"]) / mails * 1000, 3),
         "exactly_once": sorted(seen) == sorted(posted) and not any(s.get("twice") for s in final),

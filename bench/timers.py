@@ -34,7 +34,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.bench_e2e import admin_of_up, percentile, scratch_dir
+from bench.bench_e2e import admin_of_up, scratch_dir, spread
 from runtime.loops import loop_options
 from tests.support import wait_for
 
@@ -65,16 +65,6 @@ async def child(ctx, item):
         if ctx.state["last"] and len(fires) == ctx.state["armed"]:
             ctx.complete(len(fires))
 """
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    """p50, p99 and max of ``values`` (seconds) in milliseconds."""
-    ordered = sorted(values)
-    return {
-        "p50_ms": round(percentile(ordered, 0.50) * 1000, 1),
-        "p99_ms": round(percentile(ordered, 0.99) * 1000, 1),
-        "max_ms": round(ordered[-1] * 1000, 1),
-    }
 
 
 async def bench(runs: int, timers: int, lead: float, idle: int, tmp: Path) -> dict[str, Any]:
