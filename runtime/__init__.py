@@ -65,6 +65,7 @@ from .wire import Ack as Ack
 from .wire import AckBatch as AckBatch
 from .wire import AckResult as AckResult
 from .wire import ApprovalRequested as ApprovalRequested
+from .wire import Asleep as Asleep
 from .wire import BlobChunk as BlobChunk
 from .wire import BlobGet as BlobGet
 from .wire import Challenge as Challenge
@@ -97,6 +98,7 @@ from .wire import RunSnapshot as RunSnapshot
 from .wire import RunStarted as RunStarted
 from .wire import RunStates as RunStates
 from .wire import RunStatus as RunStatus
+from .wire import Sleep as Sleep
 from .wire import StateGet as StateGet
 from .wire import Subjects as Subjects
 from .wire import VersionLoaded as VersionLoaded
@@ -118,6 +120,7 @@ __all__ = [
     "AckBatch",
     "AckResult",
     "ApprovalRequested",
+    "Asleep",
     "Backoff",
     "BlobChunk",
     "BlobGet",
@@ -168,6 +171,7 @@ __all__ = [
     "RunStatus",
     "SidecarExit",
     "SignatureError",
+    "Sleep",
     "Sources",
     "StateGet",
     "Subjects",

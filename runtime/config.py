@@ -75,6 +75,9 @@ class SidecarExit(IntEnum):
     deployment moved away from this process: not restarted."""
     DELETED = 4
     """The deployment was deleted: not restarted."""
+    ASLEEP = 5
+    """The hub granted its Sleep: not restarted until the deployment has work
+    again (``mailrun up`` wakes it)."""
 
 
 FINAL_EXIT_NOTE: Final = "final-exit.pid"

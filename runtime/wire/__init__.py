@@ -36,6 +36,7 @@ from ._frames import SUPPORTED_FORMATS as SUPPORTED_FORMATS
 from ._frames import TIMER_KIND as TIMER_KIND
 from ._frames import Ack as Ack
 from ._frames import AckBatch as AckBatch
+from ._frames import Asleep as Asleep
 from ._frames import BlobChunk as BlobChunk
 from ._frames import BlobGet as BlobGet
 from ._frames import Challenge as Challenge
@@ -64,6 +65,7 @@ from ._frames import RunSnapshot as RunSnapshot
 from ._frames import RunStates as RunStates
 from ._frames import ScheduleFired as ScheduleFired
 from ._frames import SetPolicy as SetPolicy
+from ._frames import Sleep as Sleep
 from ._frames import StateGet as StateGet
 from ._frames import TimerFired as TimerFired
 from ._frames import VersionLoaded as VersionLoaded
@@ -149,6 +151,7 @@ __all__ = [
     "AckBatch",
     "AckResult",
     "ApprovalRequested",
+    "Asleep",
     "Attachment",
     "AuthVerdict",
     "BlobChunk",
@@ -199,6 +202,7 @@ __all__ = [
     "ScheduleFired",
     "SetPolicy",
     "SizeLimit",
+    "Sleep",
     "StateGet",
     "StepRecorded",
     "Subjects",

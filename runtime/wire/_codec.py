@@ -54,7 +54,7 @@ class Subjects:
     subject itself tells the hub who sent a frame (docs/security.md).
     """
 
-    REQUESTS = ("hello", "events", "blob", "mint", "state")
+    REQUESTS = ("hello", "events", "blob", "mint", "state", "sleep")
     """The request subjects' names (attributes), each served per deployment."""
 
     def __init__(self, prefix: str = DEFAULT_SUBJECT_PREFIX, *, deployment_id: str = "") -> None:
@@ -71,6 +71,7 @@ class Subjects:
         self.blob = f"{prefix}.hub.blob{suffix}"
         self.mint = f"{prefix}.hub.mint{suffix}"
         self.state = f"{prefix}.hub.state{suffix}"
+        self.sleep = f"{prefix}.hub.sleep{suffix}"
 
     def inbound(self, deployment_id: str) -> str:
         return f"{self.prefix}.mail.inbound.{deployment_id}"

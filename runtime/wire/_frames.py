@@ -116,6 +116,28 @@ class Welcome(_Frame, tag=True, kw_only=True):
     :data:`LEGACY_POLICY`); a change comes later as :class:`SetPolicy`."""
 
 
+class Sleep(_Frame, tag=True, kw_only=True):
+    """sidecar -> hub (``hub.sleep``), answered by Asleep or Refused: the
+    sidecar has had nothing to do for its idle time (every item processed,
+    every event taken by the hub), takes no more deliveries, and asks to stop.
+    The hub grants it only while the deployment has no dispatch waiting for
+    delivery, in the transaction that marks the deployment asleep; else it
+    answers ``Refused(busy)`` and the sidecar goes on as before."""
+
+    deployment_id: str = ""
+    session_id: str
+    owner_epoch: int
+
+
+class Asleep(_Frame, tag=True, kw_only=True):
+    """hub -> sidecar, the answer to a granted Sleep: the deployment is asleep
+    from now, its session ended. The sidecar exits with
+    ``SidecarExit.ASLEEP``; the deployment's next item (mail, timer, schedule,
+    child event, decision) has its supervisor start it again."""
+
+    deployment_id: str = ""
+
+
 class Fenced(_Frame, tag=True, kw_only=True):
     """hub -> sidecar on its inbound subject, unanswered: the deployment was
     deleted or moved to another owner. A notice, not a proof: the sidecar
@@ -489,6 +511,8 @@ Frame = (
     | Refused
     | HubBoot
     | Fenced
+    | Sleep
+    | Asleep
     | MailInbound
     | MailBatch
     | Ping

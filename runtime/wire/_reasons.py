@@ -75,6 +75,8 @@ class Reason(StrEnum):
     # Schedules (HTTP).
     INVALID_SCHEDULE = "invalid_schedule"  # neither or both of every/cron, a bad cron or zone
     UNKNOWN_SCHEDULE = "unknown_schedule"
+    # Scale to zero (NATS).
+    BUSY = "busy"  # a Sleep refused: a dispatch of the deployment waits for delivery
     # Workflow versions (HTTP).
     UNKNOWN_VERSION = "unknown_version"
     VERSION_REFUSED = "version_refused"  # the sidecar could not load it

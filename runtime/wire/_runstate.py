@@ -25,6 +25,10 @@ class DeploymentStatus(StrEnum):
     PAUSED = "paused"
     """Shown for a deployed one that is paused (its anchor stays
     ``deployed``): live, it takes triggers and keeps them undelivered."""
+    ASLEEP = "asleep"
+    """Shown for a deployed one whose sidecar fell asleep (scale to zero: its
+    anchor stays ``deployed``): live, it takes triggers, and the next one
+    wakes it. ``paused`` is shown before ``asleep``."""
 
 
 _TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
@@ -33,7 +37,12 @@ _HOLDING = frozenset({RunStatus.WAITING, RunStatus.SUSPENDED})
 # Release 1 marked a live anchor 'running'; migration rewrites it, but a
 # reader must not call such a deployment dead before that happens.
 _LIVE_ANCHOR = frozenset(
-    {DeploymentStatus.DEPLOYED.value, DeploymentStatus.PAUSED.value, "running"}
+    {
+        DeploymentStatus.DEPLOYED.value,
+        DeploymentStatus.PAUSED.value,
+        DeploymentStatus.ASLEEP.value,
+        "running",
+    }
 )
 
 

@@ -65,6 +65,7 @@ from runtime.wire import (
     ROUTED_BY_HEADERS,
     SCHEDULE_KIND,
     TIMER_KIND,
+    Asleep,
     Attachment,
     AuthVerdict,
     BounceReport,
@@ -79,6 +80,7 @@ from runtime.wire import (
     RunSuspended,
     ScheduleFired,
     SetPolicy,
+    Sleep,
     StepRecorded,
     TimerCancelled,
     TimerFired,
@@ -709,6 +711,9 @@ V2 = [
         SetPolicy(v=2, session_id=SES, policy=FailurePolicy(max_concurrent_runs=4)),
     ),
     _whole("PolicySet", PolicySet(v=2, deployment_id=DEP)),
+    # Scale to zero (added within format 2).
+    _whole("Sleep", Sleep(v=2, deployment_id=DEP, session_id=SES, owner_epoch=3)),
+    _whole("Asleep", Asleep(v=2, deployment_id=DEP)),
     Golden(
         "v2/RunSuspended.msgpack",
         "event",
