@@ -20,8 +20,9 @@ import pytest
 
 from hub import HubSettings, serve_hub
 from hub._client import AsyncHubClient
-from runtime import Asleep, Sleep, Subjects, Welcome, new_id
+from runtime import Subjects, Welcome, new_id
 from runtime.testing import MemoryBus
+from runtime.wire import Asleep, Sleep
 from tests.support import wait_for
 from tests.support.store import rows
 from tests.support.wire import Dep, Sidecar, deploy

@@ -17,8 +17,8 @@ import anyio
 import pytest
 
 from hub.store import add_version, deployments_to_wake, get_deployment
-from runtime import Asleep, Reason, Sleep, Sources, Subjects, Transport, Welcome, open_nats
-from runtime.wire import Frame
+from runtime import Reason, Sources, Subjects, Transport, Welcome, open_nats
+from runtime.wire import Asleep, Frame, Sleep
 from tests.support import NatsServerProcess, wait_for
 from tests.support.wire import Dep, Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
 
