@@ -16,7 +16,17 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.store import add_version, deployments_to_wake, get_deployment
+from hub.store import (
+    Fence,
+    Trigger,
+    accept_triggers,
+    add_version,
+    deployments_to_wake,
+    get_deployment,
+    grant_sleep,
+    open_store,
+)
+from hub.wire.sessions import Sleepers
 from runtime import Reason, Sources, Subjects, Transport, Welcome, open_nats
 from runtime.wire import Asleep, Frame, Sleep
 from tests.support import NatsServerProcess, wait_for
@@ -214,3 +224,30 @@ async def test_an_asleep_deployment_gets_no_delivery_its_mail_wakes_it_and_waits
             assert [f.dispatch_id for f in inbox.frames] == [r.dispatch_id for r in kept]
             assert await hub.wire.wakes(0) == []
             tg.cancel_scope.cancel()
+
+
+async def test_a_poke_of_an_asleep_deployment_answers_a_long_poll_at_once(tmp_path: Path) -> None:
+    async with await open_store(tmp_path / "hub.db") as store:
+        dep, awake = await deploy(store, "asleep"), await deploy(store, "awake")
+        assert await store.transact(partial(grant_sleep, fence=Fence(dep.id, 0))) is None
+        # A re-read far beyond the test's deadline: only a poke can answer.
+        sleepers = Sleepers(store, reread=60)
+        await sleepers.load()
+        assert dep.id in sleepers and awake.id not in sleepers and len(sleepers) == 1
+        polled: list[list[str]] = []
+
+        async def poll() -> None:
+            polled.append(await sleepers.wakes(25))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(poll)
+                await anyio.wait_all_tasks_blocked()
+                for target in (awake, dep):
+                    trigger = Trigger(address=target.address, subject="hi", sender="a@b.c")
+                    _, woken = await store.transact(partial(accept_triggers, triggers=[trigger]))
+                    sleepers.poke(woken)
+        assert polled == [[dep.id]]
+        # Woken, it is no longer poked for.
+        sleepers.woke(dep.id)
+        assert dep.id not in sleepers
