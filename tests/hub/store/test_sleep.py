@@ -8,8 +8,10 @@ an accept leaves either a busy refusal or a sleeper the wakes name."""
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import anyio
+import asyncpg
 import pytest
 
 from hub._errors import StaleEpoch
@@ -30,8 +32,10 @@ from hub.store import (
     unpause_deployment,
     wake_deployment,
 )
+from hub.store.migrations import transfer
 from runtime import Sources
-from tests.support.store import read_one
+from tests.support.postgres import PostgresServer
+from tests.support.store import read_all, read_one
 from tests.support.wire import Dep, deploy
 
 pytestmark = pytest.mark.anyio
@@ -120,3 +124,27 @@ async def test_a_grant_racing_an_accept_is_busy_or_named_by_the_wakes(database: 
             else:
                 assert answers == [BUSY_RESERVED]
                 assert dep.id not in await store.read(asleep_deployments)
+
+
+async def test_a_sleeper_moves_to_postgresql_asleep(
+    tmp_path: Path, postgres_server: PostgresServer
+) -> None:
+    path = tmp_path / "hub.db"
+    async with await open_store(path) as store:
+        dep = await deploy(store)
+        assert await grant(store, dep) is None
+        changes = await read_all(store, "SELECT id, status FROM change ORDER BY id")
+    url = postgres_server.new_database()
+    await (await open_store(url)).aclose()  # migrated, empty
+    conn = await asyncpg.connect(url)
+    try:
+        counts = await transfer(path, conn)
+    finally:
+        await conn.close()
+    assert counts["deployment_sleep"] == 1
+    async with await open_store(url) as store:
+        assert await store.read(asleep_deployments) == [dep.id]
+        assert (await shown(store, dep))[0] == "asleep"
+        # The copy's triggers wrote nothing: the feed is the source's.
+        moved = await read_all(store, "SELECT id, status FROM change ORDER BY id")
+        assert [tuple(r) for r in moved] == [tuple(r) for r in changes]
