@@ -26,6 +26,8 @@ from hub.store import (
     grant_sleep,
     open_store,
 )
+from hub.wire.delivery import HealthConfig
+from hub.wire.service import WireConfig
 from hub.wire.sessions import Sleepers
 from runtime import Reason, Sources, Subjects, Transport, Welcome, open_nats
 from runtime.wire import Asleep, Frame, Sleep
@@ -181,9 +183,10 @@ async def test_a_sleep_of_a_stale_session_or_on_another_deployments_subject_is_r
 async def test_an_asleep_deployment_gets_no_delivery_its_mail_wakes_it_and_waits(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
+    config = WireConfig(health=HealthConfig(undeliverable_after=1.0))
     async with (
         open_nats(nats_server.url, name="hub") as hub_bus,
-        running_hub(tmp_path, transport=hub_bus) as hub,
+        running_hub(tmp_path, transport=hub_bus, config=config) as hub,
         anyio.create_task_group() as tg,
     ):
         dep = await deploy(hub.store)
@@ -215,6 +218,12 @@ async def test_an_asleep_deployment_gets_no_delivery_its_mail_wakes_it_and_waits
                 what="the mail waiting past the probe's silence",
             )
             assert inbox.frames == [] and inbox.pings == []
+            # No silent sidecar: its mail waits for a wake, and says so.
+            health = hub.wire.health()
+            assert health["sessions"] == [] and health["disconnected_sidecars"] == 0
+            assert [(u["deployment_id"], u["last_error"]) for u in health["undeliverable"]] == [
+                (dep.id, "asleep: not woken yet")
+            ]
             view = await hub.store.read(partial(get_deployment, key=dep.id))
             assert view.pending == 3
             # Woken, it gets what waited, in order.
