@@ -1,0 +1,288 @@
+"""Scale to zero, the sidecar's part (sidecar/_sleep.py): idle for
+``idle_stop`` seconds it stops taking deliveries and asks the hub to sleep;
+Asleep stops it. A real nats-server and real inbox files; the hub is the
+scripted one of tests/support/sidecar.py, with a stub answering
+``hub.sleep.<dep>`` here."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+from runtime import (
+    Asleep,
+    DispatchProcessed,
+    FrameDecoder,
+    Reason,
+    Refused,
+    Sleep,
+    Subjects,
+    Transport,
+    TransportError,
+    encode,
+    open_nats,
+)
+from runtime.wire import FailurePolicy, OnFailure
+from sidecar import Sidecar, SidecarOptions
+from tests.support import NatsServerProcess, wait_for
+from tests.support.sidecar import (
+    FAST_RUNS,
+    Deployment,
+    FakeHub,
+    fake_hub_on,
+    mail,
+    make_deployment,
+)
+
+IDLE = 0.3
+"""The idle time of these tests' sidecars (seconds)."""
+
+FLAKY = """
+CALLS = {"n": 0}
+
+
+async def main(ctx, item):
+    if item.subject == "flaky" and CALLS["n"] < 4:
+        CALLS["n"] += 1
+        raise RuntimeError("not yet")
+    ctx.state["seen"] = ctx.state.get("seen", 0) + 1
+"""
+
+
+@dataclass
+class SleepDesk:
+    """Answers ``hub.sleep.<dep>`` from a script (Asleep once it runs out),
+    and keeps what each ask found (``look``, called as it comes in)."""
+
+    transport: Transport
+    dep: Deployment
+    answers: list[Any] = field(default_factory=list)
+    look: Callable[[], Any] = lambda: None
+    hold: anyio.Event | None = None
+    """The next answer waits for it (then it is dropped)."""
+    asks: list[Sleep] = field(default_factory=list)
+    seen: list[Any] = field(default_factory=list)
+    """What ``look`` returned at each ask."""
+    times: list[float] = field(default_factory=list)
+
+    async def serve(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        decoder: FrameDecoder[Sleep] = FrameDecoder(Sleep)
+        subject = Subjects(deployment_id=self.dep.id).sleep
+        sub = await self.transport.subscribe(subject)
+        task_status.started()
+        async for message in sub:
+            self.asks.append(decoder.decode(message.data))
+            self.times.append(anyio.current_time())
+            self.seen.append(self.look())
+            if self.hold is not None:
+                await self.hold.wait()
+                self.hold = None
+            answer = self.answers.pop(0) if self.answers else Asleep(deployment_id=self.dep.id)
+            await message.respond(encode(answer))
+
+
+@asynccontextmanager
+async def hub_and_desk(
+    nats: NatsServerProcess, dep: Deployment, **hub: Any
+) -> AsyncIterator[tuple[FakeHub, SleepDesk]]:
+    async with (
+        open_nats(nats.url, name="fake hub") as transport,
+        fake_hub_on(transport, dep, **hub) as fake,
+        anyio.create_task_group() as tg,
+    ):
+        desk = SleepDesk(transport, dep)
+        await tg.start(desk.serve)
+        yield fake, desk
+        tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def serving(
+    nats: NatsServerProcess, dep: Deployment, *, idle_stop: float = IDLE, **kw: Any
+) -> AsyncIterator[tuple[Sidecar, anyio.Event]]:
+    """``dep``'s Sidecar on the real server, in session; the event is set when
+    its ``run`` has returned (an Asleep stops it by itself)."""
+    options = SidecarOptions(
+        state_dir=dep.state_dir,
+        deployment_id=dep.id,
+        nats_url=nats.url,
+        runs=FAST_RUNS,
+        idle_stop=idle_stop,
+        **kw,
+    )
+    car = Sidecar(options)
+    ended = anyio.Event()
+
+    async def run() -> None:
+        try:
+            await car.run()
+        finally:
+            ended.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await wait_for(lambda: car.link is not None and car.link.session is not None)
+        yield car, ended
+        car.stop()
+
+
+def processed(hub: FakeHub) -> int:
+    return len(hub.of_kind(DispatchProcessed))
+
+
+def inbox_ids(dep: Deployment) -> set[str]:
+    return {row[0] for row in dep.query("SELECT dispatch_id FROM inbox")}
+
+
+@pytest.mark.anyio
+async def test_asks_after_its_idle_time_and_stops_on_asleep(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    async with hub_and_desk(nats_server, dep) as (hub, desk):
+        desk.look = lambda: processed(hub)
+        async with serving(nats_server, dep) as (car, ended):
+            assert (await hub.deliver(mail(dep, 1, "one"))).result == "stored"
+            await hub.wait_events(DispatchProcessed, 1)
+            seen_at = anyio.current_time()
+            with anyio.fail_after(10):
+                await ended.wait()
+            assert car.asleep
+        assert len(desk.asks) == 1 and desk.seen == [1]
+        session = hub.welcomes[-1]
+        assert (desk.asks[0].session_id, desk.asks[0].owner_epoch) == (
+            session.session_id,
+            session.owner_epoch,
+        )
+        # Idle that long after the hub had its events (seen a little later here).
+        assert desk.times[0] - seen_at >= IDLE * 0.9
+    assert dep.query("SELECT state FROM inbox") == [("done",)]
+
+
+@pytest.mark.anyio
+async def test_does_not_ask_while_events_wait_for_the_hub(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    # Refused six times: the shipper's backoff leaves gaps longer than the
+    # idle time with no request in flight, the outbox not empty.
+    async with hub_and_desk(nats_server, dep, refuse_events=["store_unavailable"] * 6) as (
+        hub,
+        desk,
+    ):
+        desk.look = lambda: (len(hub.refuse_events), processed(hub))
+        async with serving(nats_server, dep) as (car, ended):
+            assert (await hub.deliver(mail(dep, 1, "one"))).result == "stored"
+            with anyio.fail_after(20):
+                await ended.wait()
+            assert car.sleeper is not None and car.sleeper.declined >= 1
+        assert desk.seen == [(0, 1)]
+
+
+@pytest.mark.anyio
+async def test_does_not_ask_while_an_item_waits_for_its_retry(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state", source=FLAKY)
+    # Four failures: retries after about 0.1, 0.2, 0.4 and 0.8 s (jittered
+    # down to half), the last ones longer than the idle time.
+    policy = FailurePolicy(
+        on_failure=OnFailure.FAIL, max_attempts=10, max_backoff=2.0, handler_timeout=5.0
+    )
+    async with hub_and_desk(nats_server, dep, policy=policy) as (hub, desk):
+        desk.look = lambda: processed(hub)
+        async with serving(nats_server, dep, idle_stop=0.15) as (car, ended):
+            assert (await hub.deliver(mail(dep, 1, "flaky"))).result == "stored"
+            with anyio.fail_after(20):
+                await ended.wait()
+            assert car.sleeper is not None and car.sleeper.declined >= 1
+        assert desk.seen == [1]
+    assert dep.query("SELECT state, attempts FROM inbox") == [("done", 4)]
+
+
+@pytest.mark.anyio
+async def test_does_not_ask_while_an_item_is_pending(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    async with hub_and_desk(nats_server, dep) as (hub, desk):
+        desk.look = lambda: processed(hub)
+        async with serving(nats_server, dep) as (car, ended):
+            # Seq 2 without seq 1: stored, and waits for the seq before it.
+            assert (await hub.deliver(mail(dep, 2, "two", run_id="run_b"))).result == "stored"
+            sleeper = car.sleeper
+            assert sleeper is not None
+            await wait_for(lambda: sleeper.declined >= 2, what="two idle clocks run out")
+            assert desk.asks == [] and processed(hub) == 0
+            assert (await hub.deliver(mail(dep, 1, "one", run_id="run_a"))).result == "stored"
+            with anyio.fail_after(10):
+                await ended.wait()
+        assert desk.seen == [2]
+
+
+@pytest.mark.anyio
+async def test_busy_takes_deliveries_again_and_asks_again_later(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    async with hub_and_desk(nats_server, dep) as (hub, desk):
+        desk.answers = [Refused(reason=Reason.BUSY)]
+        desk.look = lambda: processed(hub)
+        async with serving(nats_server, dep, backoff_max=0.5) as (car, ended):
+            await wait_for(lambda: len(desk.asks) == 1, what="the first ask")
+            await wait_for(lambda: car.link is not None and car.link.activity.taking)
+            assert (await hub.deliver(mail(dep, 1, "after busy"))).result == "stored"
+            await hub.wait_events(DispatchProcessed, 1)
+            seen_at = anyio.current_time()
+            with anyio.fail_after(10):
+                await ended.wait()
+            assert car.asleep
+        assert desk.seen == [0, 1]
+        assert desk.times[1] - seen_at >= IDLE * 0.9  # the idle clock started again
+    assert dep.query("SELECT state FROM inbox") == [("done",)]
+
+
+@pytest.mark.anyio
+async def test_a_delivery_after_the_ask_is_left_for_the_next_process(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    async with hub_and_desk(nats_server, dep) as (hub, desk):
+        desk.hold = anyio.Event()
+        late = mail(dep, 1, "late")
+        async with serving(nats_server, dep) as (car, ended):
+            await wait_for(lambda: len(desk.asks) == 1, what="the ask")
+            with pytest.raises((TimeoutError, TransportError)):
+                await hub.deliver(late, timeout=0.5)  # neither stored nor answered
+            assert late.dispatch_id not in inbox_ids(dep)
+            desk.hold.set()
+            with anyio.fail_after(10):
+                await ended.wait()
+            assert car.asleep
+        assert late.dispatch_id not in inbox_ids(dep)
+        # The next process takes it (the hub delivers it again).
+        async with serving(nats_server, dep, idle_stop=0):
+            assert (await hub.deliver(late)).result == "stored"
+            await hub.wait_events(DispatchProcessed, 1)
+    assert dep.query("SELECT dispatch_id, state FROM inbox") == [(late.dispatch_id, "done")]
+
+
+@pytest.mark.anyio
+async def test_no_idle_time_never_asks(tmp_path: Path, nats_server: NatsServerProcess) -> None:
+    dep = make_deployment(tmp_path / "state")
+    async with hub_and_desk(nats_server, dep) as (hub, desk):
+        async with serving(nats_server, dep, idle_stop=0) as (car, _):
+            assert car.sleeper is None
+            car.nudge()  # SIGUSR1 without an idle time: nothing
+            for seq in (1, 2):
+                assert (await hub.deliver(mail(dep, seq, "one"))).result == "stored"
+                await hub.wait_events(DispatchProcessed, seq)
+            assert not car.asleep
+        assert desk.asks == []
