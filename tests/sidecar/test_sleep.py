@@ -37,7 +37,7 @@ from runtime import (
     write_restore_record,
 )
 from runtime.sidecar_contract import decode_restore_record
-from runtime.wire import FailurePolicy, OnFailure, unb64url
+from runtime.wire import FailurePolicy, OnFailure, RunSuspended, unb64url
 from sidecar import Sidecar, SidecarOptions
 from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
@@ -236,6 +236,40 @@ async def test_does_not_ask_while_an_item_is_pending(
             with anyio.fail_after(10):
                 await ended.wait()
         assert desk.seen == [2]
+
+
+@pytest.mark.anyio
+async def test_does_not_ask_while_a_suspended_run_holds_its_items(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    fixed = tmp_path / "fixed"
+    source = f"""
+import os
+
+
+async def main(ctx, item):
+    if item.subject == "poison" and not os.path.exists({str(fixed)!r}):
+        raise ValueError("poisoned mail")
+"""
+    dep = make_deployment(tmp_path / "state", source=source)
+    policy = FailurePolicy(
+        on_failure=OnFailure.SUSPEND, max_attempts=1, max_backoff=0.02, handler_timeout=5.0
+    )
+    async with hub_and_desk(nats_server, dep, policy=policy) as (hub, desk):
+        desk.look = lambda: processed(hub)
+        async with serving(nats_server, dep) as (car, ended):
+            assert (await hub.deliver(mail(dep, 1, "poison"))).result == "stored"
+            await hub.wait_events(RunSuspended, 1)
+            sleeper = car.sleeper
+            assert sleeper is not None
+            await wait_for(lambda: sleeper.declined >= 2, what="two idle clocks run out")
+            assert desk.asks == [] and dep.query("SELECT state FROM inbox") == [("held",)]
+            fixed.touch()
+            resume = mail(dep, 2, "", b"", kind="resume")
+            assert (await hub.deliver(resume)).result == "stored"
+            with anyio.fail_after(10):
+                await ended.wait()
+        assert desk.seen == [2]  # the resume and the item it released
 
 
 @pytest.mark.anyio
