@@ -18,7 +18,9 @@ most, a sleeping one never.
 To ask, it first closes the door (``Activity.taking``: a delivery that
 comes after that is neither stored nor answered; the hub delivers it again,
 here or to the next process), then sends ``Sleep``. ``Asleep``: the process
-stops as on SIGTERM (``on_asleep``), and exits with ``SidecarExit.ASLEEP``.
+stops as on SIGTERM (``on_asleep``), and exits with ``SidecarExit.ASLEEP``;
+unless a hello crossed the Sleep (a hub restart, a reconnect), whose Welcome
+wakes the deployment at the hub: then it serves on, as after a refusal.
 Any other answer, or none, opens the door again and starts the idle clock
 again, no earlier than a backoff that grows while the hub keeps saying no
 (a refusal for the session makes the link say hello, as for any request).
@@ -70,8 +72,6 @@ class Sleeper:
         self._on_asleep = on_asleep
         self._refused = Retry(backoff)
         self._nudged = Wakeup()
-        self.asleep = False
-        """The hub granted the Sleep: the process stops, and exits ASLEEP."""
         self.asks = 0
         """Sleep requests sent."""
         self.declined = 0
@@ -100,13 +100,17 @@ class Sleeper:
                 self.declined += 1
                 quiet_from = anyio.current_time()
                 continue
+            session = self._link.session
             reply = await self._reply()
             asked_at = anyio.current_time()
             if isinstance(reply, Asleep):
-                log.info("the hub granted the sleep: stopping")
-                self.asleep = True
-                self._on_asleep()
-                return
+                if not self._activity.working and self._link.session == session:
+                    log.info("the hub granted the sleep: stopping")
+                    self._on_asleep()
+                    return
+                # A hello crossed the Sleep: its Welcome wakes the deployment
+                # at the hub, so this process stays to serve it.
+                reply = "a hello crossed it"
             self._activity.taking = True
             quiet_from = anyio.current_time()
             not_before = quiet_from + self._refused.failed()
@@ -140,7 +144,7 @@ class Sleeper:
     async def _reply(self) -> Asleep | str:
         """The hub's answer to a Sleep: Asleep, or why not."""
         self.asks += 1
-        log.info("idle for %.1f s: asking the hub to sleep", self._idle_stop)
+        log.info("nothing to do: asking the hub to sleep")
         try:
             reply = await self._link.sleep()
         except HubUnavailable as exc:

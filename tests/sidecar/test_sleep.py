@@ -210,3 +210,28 @@ async def test_no_idle_time_never_asks(tmp_path: Path, nats_server: NatsServerPr
                 await hub.wait_events(DispatchProcessed, seq)
             assert not car.asleep
         assert desk.asks == []
+
+
+@pytest.mark.anyio
+async def test_a_hello_that_crosses_the_ask_keeps_it_awake(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    async with hub_and_desk(nats_server, dep) as (hub, desk):
+        desk.hold = anyio.Event()
+        async with serving(nats_server, dep, backoff_max=0.5) as (car, ended):
+            assert car.link is not None
+            await wait_for(lambda: len(desk.asks) == 1, what="the ask")
+            # A hello goes out (unanswered for now) while the Sleep waits.
+            hub.silent_hellos = True
+            car.link.rehello()
+            await wait_for(lambda: len(hub.hellos) >= 3, what="the hello")  # 2: the first
+            desk.hold.set()  # granted: Asleep, but the hello's Welcome will wake it
+            await wait_for(lambda: car.link is not None and car.link.activity.taking)
+            assert not ended.is_set() and not car.asleep
+            hub.silent_hellos = False
+            with anyio.fail_after(10):
+                await ended.wait()  # welcomed again, idle again, asleep
+            assert car.asleep
+        assert len(desk.asks) == 2 and len(hub.welcomes) == 2
+        assert desk.asks[1].session_id == hub.welcomes[-1].session_id
