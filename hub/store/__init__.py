@@ -206,6 +206,8 @@ from .sessions import release_all as release_all
 from .sessions import renew_and_take as renew_and_take
 from .sessions import schema_version as schema_version
 from .sessions import share_health as share_health
+from .sleep import BUSY_RESERVED as BUSY_RESERVED
+from .sleep import BUSY_ROLLOUT as BUSY_ROLLOUT
 from .sleep import asleep_deployments as asleep_deployments
 from .sleep import deployments_to_wake as deployments_to_wake
 from .sleep import grant_sleep as grant_sleep
@@ -241,6 +243,8 @@ from .views import resolve_deployment as resolve_deployment
 
 __all__ = [
     "APPROVAL_EXPIRY",
+    "BUSY_RESERVED",
+    "BUSY_ROLLOUT",
     "DATABASE_ENV",
     "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CHANGES_KEPT",

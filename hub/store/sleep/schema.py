@@ -17,7 +17,7 @@ import sqlite3
 
 from runtime.wire import DeploymentStatus
 
-from ..feed.recording import NOW
+from ..feed import NOW
 
 _PAUSED = DeploymentStatus.PAUSED.value
 _ASLEEP = DeploymentStatus.ASLEEP.value

@@ -20,8 +20,10 @@ import pytest
 
 from hub import HubSettings, serve_hub
 from hub._client import AsyncHubClient
-from runtime import Asleep, Sleep, Subjects, Welcome, new_id
+from hub.cli.tables import deployment_view, deployments_table
+from runtime import Subjects, Welcome, new_id
 from runtime.testing import MemoryBus
+from runtime.wire import Asleep, Sleep
 from tests.support import wait_for
 from tests.support.store import rows
 from tests.support.wire import Dep, Sidecar, deploy
@@ -92,6 +94,12 @@ async def test_an_asleep_deployment_is_shown_counted_and_woken_by_its_mail(
         live = await h.http.get("/workflows/deployments?status=deployed")
         assert {d["id"] for d in live.json()["deployments"]} == {dep.id, awake.id}
         assert await h.metric("mailrun_deployments_asleep ") == 1
+        # The console and mailrun's deployment view show it.
+        page = await h.http.get(f"/console/deployments/{dep.id}", headers={"Accept": "text/html"})
+        assert page.status_code == 200 and "<dd>asleep" in page.text, page.text[:500]
+        shown = deployment_view(view)
+        assert "asleep" in shown and "asleep_since" in shown
+        assert "asleep" in deployments_table([view])
         health = (await h.http.get("/healthz")).json()
         assert (health["status"], health["asleep_deployments"]) == ("ok", 1)
         assert health["disconnected_sidecars"] == 0

@@ -16,9 +16,21 @@ from pathlib import Path
 import anyio
 import pytest
 
-from hub.store import add_version, deployments_to_wake, get_deployment
-from runtime import Asleep, Reason, Sleep, Sources, Subjects, Transport, Welcome, open_nats
-from runtime.wire import Frame
+from hub.store import (
+    Fence,
+    Trigger,
+    accept_triggers,
+    add_version,
+    deployments_to_wake,
+    get_deployment,
+    grant_sleep,
+    open_store,
+)
+from hub.wire.delivery import HealthConfig
+from hub.wire.service import WireConfig
+from hub.wire.sessions import Sleepers
+from runtime import Reason, Sources, Subjects, Transport, Welcome, open_nats
+from runtime.wire import Asleep, Frame, Sleep
 from tests.support import NatsServerProcess, wait_for
 from tests.support.wire import Dep, Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
 
@@ -171,9 +183,10 @@ async def test_a_sleep_of_a_stale_session_or_on_another_deployments_subject_is_r
 async def test_an_asleep_deployment_gets_no_delivery_its_mail_wakes_it_and_waits(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
+    config = WireConfig(health=HealthConfig(undeliverable_after=1.0))
     async with (
         open_nats(nats_server.url, name="hub") as hub_bus,
-        running_hub(tmp_path, transport=hub_bus) as hub,
+        running_hub(tmp_path, transport=hub_bus, config=config) as hub,
         anyio.create_task_group() as tg,
     ):
         dep = await deploy(hub.store)
@@ -205,6 +218,12 @@ async def test_an_asleep_deployment_gets_no_delivery_its_mail_wakes_it_and_waits
                 what="the mail waiting past the probe's silence",
             )
             assert inbox.frames == [] and inbox.pings == []
+            # No silent sidecar: its mail waits for a wake, and says so.
+            health = hub.wire.health()
+            assert health["sessions"] == [] and health["disconnected_sidecars"] == 0
+            assert [(u["deployment_id"], u["last_error"]) for u in health["undeliverable"]] == [
+                (dep.id, "asleep: not woken yet")
+            ]
             view = await hub.store.read(partial(get_deployment, key=dep.id))
             assert view.pending == 3
             # Woken, it gets what waited, in order.
@@ -214,3 +233,30 @@ async def test_an_asleep_deployment_gets_no_delivery_its_mail_wakes_it_and_waits
             assert [f.dispatch_id for f in inbox.frames] == [r.dispatch_id for r in kept]
             assert await hub.wire.wakes(0) == []
             tg.cancel_scope.cancel()
+
+
+async def test_a_poke_of_an_asleep_deployment_answers_a_long_poll_at_once(tmp_path: Path) -> None:
+    async with await open_store(tmp_path / "hub.db") as store:
+        dep, awake = await deploy(store, "asleep"), await deploy(store, "awake")
+        assert await store.transact(partial(grant_sleep, fence=Fence(dep.id, 0))) is None
+        # A re-read far beyond the test's deadline: only a poke can answer.
+        sleepers = Sleepers(store, reread=60)
+        await sleepers.load()
+        assert dep.id in sleepers and awake.id not in sleepers and len(sleepers) == 1
+        polled: list[list[str]] = []
+
+        async def poll() -> None:
+            polled.append(await sleepers.wakes(25))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(poll)
+                await anyio.wait_all_tasks_blocked()
+                for target in (awake, dep):
+                    trigger = Trigger(address=target.address, subject="hi", sender="a@b.c")
+                    _, woken = await store.transact(partial(accept_triggers, triggers=[trigger]))
+                    sleepers.poke(woken)
+        assert polled == [[dep.id]]
+        # Woken, it is no longer poked for.
+        sleepers.woke(dep.id)
+        assert dep.id not in sleepers
