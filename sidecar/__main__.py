@@ -36,6 +36,7 @@ from runtime import (
     private_umask,
     sidecar_env,
     start_process,
+    tracing,
     unwrap_group,
 )
 from runtime.sidecar_contract import Limits
@@ -133,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         backoff_max=process.backoff_max,
         synchronous=process.sqlite_synchronous,
     )
+    tracing.setup("mailrun-sidecar", environ)
     try:
         anyio.run(_serve, options, backend_options=dict(process.backend_options))
     except Exception as exc:
@@ -155,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             log.error("cannot boot: %s", cause)
             return SidecarExit.USAGE
         raise
+    finally:
+        tracing.shutdown()  # what is buffered goes out before the process does
     return 0
 
 

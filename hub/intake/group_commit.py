@@ -17,11 +17,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
 
-from runtime import afailpoint
+from runtime import afailpoint, tracing
 from runtime.failpoints import failpoint
 
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
@@ -37,6 +38,9 @@ from ..store import (
     accept_groups,
     accept_triggers,
 )
+
+if TYPE_CHECKING:
+    from runtime.tracing.spans import Context
 
 log = logging.getLogger("mailrun.hub.accept")
 
@@ -58,6 +62,8 @@ class _Request:
     done: anyio.Event = field(default_factory=anyio.Event)
     outcomes: list[Outcome] | None = None
     error: HubError | None = None
+    trace: Context | None = None
+    """The caller's trace context, when tracing."""
 
     def finish(self, outcomes: list[Outcome] | None, error: HubError | None = None) -> None:
         if not self.done.is_set():
@@ -100,7 +106,15 @@ class Acceptor:
         With ``whole``, all of them or none (the recipients of one SMTP
         message): if any is not accepted, none is stored, and those that
         would have been are answered ``Rejected(reason=WITH_OTHERS)``."""
-        request = _Request(triggers, whole)
+        if tracing.on:
+            with tracing.spans.accepting(len(triggers)):
+                return await self._accept_many(triggers, whole, tracing.spans.current())
+        return await self._accept_many(triggers, whole)
+
+    async def _accept_many(
+        self, triggers: Sequence[Trigger], whole: bool, trace: Context | None = None
+    ) -> list[Outcome]:
+        request = _Request(triggers, whole, trace=trace)
         began = time.monotonic()
         try:
             try:
@@ -186,6 +200,8 @@ class Acceptor:
         for request in batch:
             request.finish(outcomes[at : at + len(request.triggers)])
             at += len(request.triggers)
+            if request.trace is not None:  # before the dispatcher sends them
+                tracing.spans.keep_accepted(request.trace, _new(request.outcomes))
         self._count(outcomes)
         if woken and self.on_accepted is not None:
             try:
@@ -206,3 +222,8 @@ class Acceptor:
                 self.rejected[outcome.reason] += 1
             else:
                 self.counts["failed"] += 1
+
+
+def _new(outcomes: list[Outcome] | None) -> list[str]:
+    """The dispatches these outcomes accepted for the first time."""
+    return [o.dispatch_id for o in outcomes or () if isinstance(o, Accepted) and not o.duplicate]

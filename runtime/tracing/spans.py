@@ -307,9 +307,9 @@ def ingesting(subject: str, deployment_id: str, events: Iterable[object]) -> Ite
 
 
 @contextmanager
-def relaying(message_id: str, recipient_domain: str) -> Iterator[Span]:
+def relaying(message_id: str, recipient: str) -> Iterator[Span]:
     """One mail handed to the SMTP relay, in the trace of the send that made it."""
-    attributes = {"mailrun.message_id": message_id, "mailrun.recipient.domain": recipient_domain}
+    attributes = {"mailrun.message_id": message_id, "mailrun.recipient.domain": _domain(recipient)}
     with _tracer.start_as_current_span(
         "mailrun.relay",
         context=outgoing.pop(message_id),
@@ -367,9 +367,8 @@ def step(name: str) -> Iterator[Span]:
 
 def sent(to: str) -> Carrier:
     """One ``ctx.send``: a span of its own, whose carrier the MailSent event takes."""
-    domain = to.rpartition("@")[2].strip().lower()
     with _tracer.start_as_current_span(
-        "mailrun.send", kind=SpanKind.PRODUCER, attributes={"mailrun.recipient.domain": domain}
+        "mailrun.send", kind=SpanKind.PRODUCER, attributes={"mailrun.recipient.domain": _domain(to)}
     ):
         return carrier()
 
@@ -379,3 +378,8 @@ def spawned(entrypoint: str, child_run_id: str) -> Carrier:
     attributes = {"mailrun.entrypoint": entrypoint, "mailrun.child_run.id": child_run_id}
     with _tracer.start_as_current_span("mailrun.spawn", attributes=attributes):
         return carrier()
+
+
+def _domain(address: str) -> str:
+    """An address's domain: what a span says of whom a mail goes to."""
+    return address.rpartition("@")[2].strip().strip(">").lower()
