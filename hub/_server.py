@@ -307,7 +307,7 @@ def run_hub(settings: HubSettings) -> None:
         # whole state dir, the hub its own top level (hub.db and its WAL).
         settings.state_dir.mkdir(parents=True, exist_ok=True)
         make_private(settings.state_dir, recursive=False)
-        tracing.setup("mailrun-hub")
+        tracing.setup("mailrun-hub", settings.environ)
         anyio.run(
             functools.partial(serve_hub, settings, handle_signals=True),
             backend_options=dict(settings.process.backend_options),

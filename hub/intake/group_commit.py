@@ -17,7 +17,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -39,9 +38,6 @@ from ..store import (
     accept_triggers,
 )
 
-if TYPE_CHECKING:
-    from runtime.tracing.spans import Context
-
 log = logging.getLogger("mailrun.hub.accept")
 
 HEAVY_BYTES = 1 << 20
@@ -62,8 +58,8 @@ class _Request:
     done: anyio.Event = field(default_factory=anyio.Event)
     outcomes: list[Outcome] | None = None
     error: HubError | None = None
-    trace: Context | None = None
-    """The caller's trace context, when tracing."""
+    trace: object = None
+    """The caller's trace context, when tracing (``tracing.spans.current()``)."""
 
     def finish(self, outcomes: list[Outcome] | None, error: HubError | None = None) -> None:
         if not self.done.is_set():
@@ -112,7 +108,7 @@ class Acceptor:
         return await self._accept_many(triggers, whole)
 
     async def _accept_many(
-        self, triggers: Sequence[Trigger], whole: bool, trace: Context | None = None
+        self, triggers: Sequence[Trigger], whole: bool, trace: object = None
     ) -> list[Outcome]:
         request = _Request(triggers, whole, trace=trace)
         began = time.monotonic()

@@ -29,4 +29,4 @@ on: bool = False
 OFF: Final = nullcontext()
 """What a ``with`` hook enters when tracing is off: nothing."""
 
-__all__ = ["OFF", "Kept", "install", "on", "setup", "shutdown", "spans", "wanted"]
+__all__ = ["OFF", "Kept", "install", "on", "setup", "shutdown", "wanted"]

@@ -9,9 +9,9 @@ are inside the functions that run only then.
 from __future__ import annotations
 
 import logging
-import os
+import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -19,10 +19,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("mailrun.tracing")
 
 
-def wanted(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``environ`` (the process's) asks for traces: the standard
-    variables name an exporter, and the SDK is not disabled."""
-    env = os.environ if environ is None else environ
+def wanted(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` (the process's environment) asks for traces: the
+    standard variables name an exporter, and the SDK is not disabled."""
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
     names = [n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "").split(",")]
@@ -35,12 +34,11 @@ def wanted(environ: Mapping[str, str] | None = None) -> bool:
     )
 
 
-def setup(service: str, environ: Mapping[str, str] | None = None) -> bool:
+def setup(service: str, env: Mapping[str, str]) -> bool:
     """Trace this process if its environment asks for it: the SDK's
     TracerProvider, a BatchSpanProcessor per exporter the environment names,
     ``service.name`` ``service`` unless ``OTEL_SERVICE_NAME`` is set. True
     when on. A process that calls it must call :func:`shutdown` as it stops."""
-    env = os.environ if environ is None else environ
     if not wanted(env):
         return False
     from . import spans
@@ -63,15 +61,18 @@ def install(provider: TracerProvider) -> None:
 
 def shutdown() -> None:
     """Flush what is buffered and stop tracing (a clean stop); nothing when off."""
-    from .. import tracing
-
-    if not tracing.on:
+    if not _package()["on"]:
         return
     _switch(False)
-    tracing.spans.stop()
+    from . import spans
+
+    spans.stop()
 
 
 def _switch(on: bool) -> None:
-    from .. import tracing
+    _package()["on"] = on
 
-    tracing.on = on
+
+def _package() -> dict[str, Any]:
+    """The package's namespace, where the hooks read ``tracing.on``."""
+    return vars(sys.modules[__name__.rpartition(".")[0]])

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -28,6 +28,40 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ._kept import Kept
+
+__all__ = [
+    "DEPLOYMENT",
+    "DISPATCH",
+    "KIND",
+    "RUN",
+    "Carrier",
+    "Item",
+    "accepting",
+    "carrier",
+    "children",
+    "context_of",
+    "current",
+    "dispatches",
+    "handling",
+    "http_server",
+    "ingesting",
+    "keep_accepted",
+    "keep_child",
+    "keep_sent",
+    "nats_ingress",
+    "outgoing",
+    "provider_from_env",
+    "receiving",
+    "relaying",
+    "sending",
+    "sent",
+    "service_name",
+    "smtp_ingress",
+    "spawned",
+    "step",
+    "stop",
+    "use",
+]
 
 log = logging.getLogger("mailrun.tracing")
 
@@ -198,10 +232,10 @@ def accepting(triggers: int) -> Iterator[Span]:
         yield span
 
 
-def keep_accepted(context: Context, dispatch_ids: Iterable[str]) -> None:
-    """Each accepted dispatch continues ``context`` when it is sent."""
+def keep_accepted(context: object, dispatch_ids: Iterable[str]) -> None:
+    """Each accepted dispatch continues ``context`` (a :func:`current`) when it is sent."""
     for dispatch_id in dispatch_ids:
-        dispatches.put(dispatch_id, context)
+        dispatches.put(dispatch_id, cast(Context, context))
 
 
 def keep_sent(headers: Mapping[str, str], dispatch_id: str | None, message_id: str | None) -> None:
@@ -272,13 +306,6 @@ def _ids(item: Item) -> dict[str, Any]:
         RUN: item.run_id,
         KIND: item.kind,
     }
-
-
-class Traced(Protocol):
-    """An event that may carry a context (``DispatchProcessed``, ``MailSent``)."""
-
-    run_id: str
-    trace: dict[str, str]
 
 
 @contextmanager

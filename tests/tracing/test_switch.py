@@ -44,10 +44,10 @@ def test_what_the_environment_asks(environ: dict[str, str], wanted: bool) -> Non
 
 
 _IMPORTS = """
-import sys
+import os, sys
 import hub._server, hub.cli, sidecar.__main__, sidecar._app
 from runtime import tracing
-on = tracing.setup("mailrun-hub")
+on = tracing.setup("mailrun-hub", os.environ)
 print(on, sorted(m for m in sys.modules if m.startswith("opentelemetry")))
 """
 
