@@ -1,6 +1,7 @@
 """What traces cost: single-POST throughput of a real `mailrun up` with tracing off and on.
 
-    .venv/bin/python bench/tracing.py [--mails 3000] [--senders 64] [--rounds 2] [--json]
+    .venv/bin/python bench/tracing.py [--mails 3000] [--senders 64] [--rounds 2]
+        [--sample RATIO] [--json]
 
 Runs bench_e2e.py's benchmark (one ``POST /mail`` per mail, one deployment)
 ``--rounds`` times each way, alternating off and on so that a busy machine
@@ -9,7 +10,9 @@ this process that takes every OTLP/HTTP export and drops it (counting the
 requests and bytes, so the figures show the spans did leave), which is what
 hub and sidecars export to with the default exporter (otlp, http/protobuf)
 through their BatchSpanProcessor. Prints each way's best accepted/s and
-processed/s, their CPU ms per mail, and on/off as a ratio.
+processed/s, their CPU ms per mail, and on/off as a ratio. ``--sample
+RATIO`` (below 1) samples that share of the traces, with the SDK's own
+``OTEL_TRACES_SAMPLER=parentbased_traceidratio``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ from bench.bench_e2e import bench, scratch_dir
 from runtime.loops import loop_options
 from tests.support import free_port
 
-_OTEL = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED")
+_OTEL = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+)
 
 
 class Sink:
@@ -62,6 +71,9 @@ async def both(args: argparse.Namespace) -> dict[str, Any]:
                     os.environ.pop(name, None)
                 if way == "on":
                     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
+                    if args.sample < 1:
+                        os.environ["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+                        os.environ["OTEL_TRACES_SAMPLER_ARG"] = str(args.sample)
                 with scratch_dir("mailrun-bench-trace-", keep=False) as tmp:
                     figures = await bench(args.mails, args.senders, "full", tmp)
                 rounds[way].append(figures)
@@ -74,6 +86,7 @@ async def both(args: argparse.Namespace) -> dict[str, Any]:
         "mails": args.mails,
         "senders": args.senders,
         "rounds": args.rounds,
+        "sample": args.sample,
         "exporter": "otlp http/protobuf to a local sink that drops (BatchSpanProcessor)",
         "off": _figures(best["off"], rounds["off"]),
         "on": _figures(best["on"], rounds["on"]),
@@ -101,10 +114,11 @@ def main() -> None:
     parser.add_argument("--mails", type=int, default=3000)
     parser.add_argument("--senders", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2, help="runs each way, alternating")
+    parser.add_argument("--sample", type=float, default=1.0, help="share of traces sampled")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    if args.mails < 1 or args.senders < 1 or args.rounds < 1:
-        parser.error("--mails, --senders and --rounds must be positive")
+    if args.mails < 1 or args.senders < 1 or args.rounds < 1 or not 0 <= args.sample <= 1:
+        parser.error("--mails, --senders and --rounds must be positive, --sample 0 to 1")
     figures = anyio.run(both, args, backend_options=loop_options(os.environ))
     if args.json:
         print(json.dumps(figures, indent=2))
@@ -117,6 +131,7 @@ def main() -> None:
             f" {f['processed_per_s']:6.0f}  p50/p99 {f['accept_p50_ms']:.1f}/"
             f"{f['accept_p99_ms']:.1f} ms  CPU ms/mail {cpu}"
         )
+    print(f"sampled       {figures['sample']:g} of the traces")
     print(
         f"on / off      accepted {figures['on_over_off_accepted']:.3f},"
         f" processed {figures['on_over_off_processed']:.3f}"

@@ -172,6 +172,16 @@ def context_of(headers: Mapping[str, str] | None) -> Context | None:
     return context if trace.get_current_span(context).get_span_context().is_valid else None
 
 
+def _sampled(context: Context | None) -> bool:
+    """Whether the trace of ``context`` (the current one for None) records.
+
+    A trace its arrival did not sample makes no further span: its context
+    travels on as it is, so the rest of the way knows too, at the cost of a
+    lookup (with the default parent-based sampler such spans would record
+    nothing anyway; making them is most of what a span costs)."""
+    return trace.get_current_span(context).get_span_context().trace_flags.sampled
+
+
 def _messaging(subject: str, operation: str, **more: Any) -> dict[str, Any]:
     return {
         "messaging.system": "nats",
@@ -226,6 +236,9 @@ def nats_ingress(subject: str, producer: str, mails: int) -> Iterator[Span]:
 @contextmanager
 def accepting(triggers: int) -> Iterator[Span]:
     """Triggers on their way into the store (``Acceptor.accept_many``)."""
+    if not _sampled(None):
+        yield trace.INVALID_SPAN
+        return
     with _tracer.start_as_current_span(
         "mailrun.accept", attributes={"mailrun.triggers": triggers}
     ) as span:
@@ -282,6 +295,9 @@ def sending(subject: str, items: Sequence[Item]) -> Iterator[None]:
         link = children.get(item.run_id or "") if item.kind == "start" else None
         if parent is None and link is None:
             continue
+        if link is None and not _sampled(parent):
+            item.trace = carrier(parent)
+            continue
         span = _tracer.start_span(
             f"send {subject}",
             context=parent,
@@ -316,7 +332,7 @@ def ingesting(subject: str, deployment_id: str, events: Iterable[object]) -> Ite
     for event in events:
         headers: Mapping[str, str] | None = getattr(event, "trace", None)
         context = context_of(headers)
-        if context is None:
+        if context is None or not _sampled(context):
             continue
         attributes = _messaging(subject, "process", **{DEPLOYMENT: deployment_id})
         attributes[RUN] = getattr(event, "run_id", "")
@@ -336,10 +352,14 @@ def ingesting(subject: str, deployment_id: str, events: Iterable[object]) -> Ite
 @contextmanager
 def relaying(message_id: str, recipient: str) -> Iterator[Span]:
     """One mail handed to the SMTP relay, in the trace of the send that made it."""
+    context = outgoing.pop(message_id)
+    if context is not None and not _sampled(context):
+        yield trace.INVALID_SPAN
+        return
     attributes = {"mailrun.message_id": message_id, "mailrun.recipient.domain": _domain(recipient)}
     with _tracer.start_as_current_span(
         "mailrun.relay",
-        context=outgoing.pop(message_id),
+        context=context,
         kind=SpanKind.CLIENT,
         attributes=attributes,
     ) as span:
@@ -357,6 +377,9 @@ def receiving(subject: str, items: Sequence[Item]) -> Iterator[None]:
     for item in items:
         context = context_of(item.trace)
         if context is None:
+            continue
+        if not _sampled(context):
+            dispatches.put(item.dispatch_id, context)
             continue
         span = _tracer.start_span(
             f"process {subject}",
@@ -378,22 +401,33 @@ def handling(deployment_id: str, run_id: str, dispatch_id: str) -> Iterator[Carr
     """A handler's call on one item: the current span while it runs (its
     steps, sends and spawns are its children, and so are a workflow's own
     spans); yields the carrier its DispatchProcessed event takes."""
+    context = dispatches.pop(dispatch_id)
+    if context is not None and not _sampled(context):
+        token = otel_context.attach(context)  # a workflow's own spans follow the decision
+        try:
+            yield carrier()
+        finally:
+            otel_context.detach(token)
+        return
     attributes = {DEPLOYMENT: deployment_id, RUN: run_id, DISPATCH: dispatch_id}
-    with _tracer.start_as_current_span(
-        "mailrun.handler", context=dispatches.pop(dispatch_id), attributes=attributes
-    ):
+    with _tracer.start_as_current_span("mailrun.handler", context=context, attributes=attributes):
         yield carrier()
 
 
 @contextmanager
 def step(name: str) -> Iterator[Span]:
     """One ``ctx.step``."""
+    if not _sampled(None):
+        yield trace.INVALID_SPAN
+        return
     with _tracer.start_as_current_span("mailrun.step", attributes={"mailrun.step": name}) as span:
         yield span
 
 
 def sent(to: str) -> Carrier:
     """One ``ctx.send``: a span of its own, whose carrier the MailSent event takes."""
+    if not _sampled(None):
+        return carrier()
     with _tracer.start_as_current_span(
         "mailrun.send", kind=SpanKind.PRODUCER, attributes={"mailrun.recipient.domain": _domain(to)}
     ):
@@ -402,6 +436,8 @@ def sent(to: str) -> Carrier:
 
 def spawned(entrypoint: str, child_run_id: str) -> Carrier:
     """One ``ctx.spawn``: the span the child's trace links to."""
+    if not _sampled(None):
+        return {}
     attributes = {"mailrun.entrypoint": entrypoint, "mailrun.child_run.id": child_run_id}
     with _tracer.start_as_current_span("mailrun.spawn", attributes=attributes):
         return carrier()

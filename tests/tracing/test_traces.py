@@ -21,6 +21,12 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import (
+    Decision,
+    ParentBased,
+    Sampler,
+    SamplingResult,
+)
 from opentelemetry.trace import SpanKind
 
 from hub import HubSettings, serve_hub
@@ -48,6 +54,9 @@ async def main(ctx, item):
     n = await ctx.step("count", lambda: 1)
     if item.subject == "spawn":
         await ctx.spawn("flow:main", {"n": n})
+        return
+    if item.subject.startswith("m"):
+        ctx.state["seen"] = ctx.state.get("seen", 0) + 1
         return
     if item.subject == "out":
         ctx.send("someone@example.org", "hello", "a mail that leaves")
@@ -257,3 +266,45 @@ async def test_a_sent_mails_relay_span_is_in_the_trace_of_its_send(
     assert relay.attributes is not None
     assert relay.attributes["mailrun.recipient.domain"] == "example.org"
     assert len(smtp.recorder.received) == 1
+
+
+class EveryOther(Sampler):
+    """Samples the first trace, drops the next, and so on."""
+
+    def __init__(self) -> None:
+        self.roots = 0
+
+    def should_sample(self, *args: Any, **kwargs: Any) -> SamplingResult:
+        self.roots += 1
+        return SamplingResult(Decision.RECORD_AND_SAMPLE if self.roots % 2 else Decision.DROP)
+
+    def get_description(self) -> str:
+        return "EveryOther"
+
+
+async def test_a_trace_its_arrival_did_not_sample_makes_no_span_on_the_way(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(EveryOther()))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing.install(provider)
+    try:
+        async with system(tmp_path, nats_server) as sys_:
+            runs = []
+            for n in range(12):
+                r = await sys_.client.send("flow@mailrun.local", f"m{n}")
+                assert r.status_code == 202, r.text
+                runs.append(r.json())
+            await sys_.client.wait_state(
+                runs[-1]["run_id"], lambda run: (run["state"] or {}).get("seen") == 12
+            )
+    finally:
+        tracing.shutdown()
+    finished_spans = exporter.get_finished_spans()
+    posts = [s for s in finished_spans if s.name == "POST /mail"]
+    sampled = {s.context.trace_id for s in posts if s.context is not None}
+    assert len(posts) == 6, "every other arrival sampled"
+    handlers = [s for s in finished_spans if s.name == "mailrun.handler"]
+    assert len(handlers) == len(posts)
+    assert {s.context.trace_id for s in finished_spans if s.context is not None} == sampled
