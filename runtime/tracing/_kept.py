@@ -2,7 +2,8 @@
 
 The hub keeps the context of each accepted dispatch until its dispatcher
 sends it (and a sent mail's until the relay takes it); a sidecar keeps each
-stored dispatch's until its handler runs. These live in memory only: a
+stored dispatch's until its handler runs. Each entry is a context holding a
+span's ids only, a few hundred bytes. These live in memory only: a
 restart forgets them, and what comes after starts a trace of its own. The
 bound keeps a backlog (a sidecar down for an hour, a relay that refuses
 everything) from growing the memory: the oldest entries go first.
@@ -15,7 +16,7 @@ from typing import Generic, TypeVar
 
 V = TypeVar("V")
 
-DEFAULT_SIZE = 65_536
+DEFAULT_SIZE = 16_384
 
 
 class Kept(Generic[V]):

@@ -172,6 +172,13 @@ def context_of(headers: Mapping[str, str] | None) -> Context | None:
     return context if trace.get_current_span(context).get_span_context().is_valid else None
 
 
+def _light(context: Context) -> Context:
+    """``context`` holding only its span's ids: what a kept context needs,
+    without the whole ended span (its attributes, its events) it points to."""
+    ids = trace.get_current_span(context).get_span_context()
+    return trace.set_span_in_context(trace.NonRecordingSpan(ids))
+
+
 def _sampled(context: Context | None) -> bool:
     """Whether the trace of ``context`` (the current one for None) records.
 
@@ -247,8 +254,9 @@ def accepting(triggers: int) -> Iterator[Span]:
 
 def keep_accepted(context: object, dispatch_ids: Iterable[str]) -> None:
     """Each accepted dispatch continues ``context`` (a :func:`current`) when it is sent."""
+    light = _light(cast(Context, context))
     for dispatch_id in dispatch_ids:
-        dispatches.put(dispatch_id, cast(Context, context))
+        dispatches.put(dispatch_id, light)
 
 
 def keep_sent(headers: Mapping[str, str], dispatch_id: str | None, message_id: str | None) -> None:
@@ -291,8 +299,9 @@ def sending(subject: str, items: Sequence[Item]) -> Iterator[None]:
     spawn that started it."""
     spans = []
     for item in items:
-        parent = dispatches.get(item.dispatch_id)
-        link = children.get(item.run_id or "") if item.kind == "start" else None
+        # Taken by the first send: a dispatch sent again goes without.
+        parent = dispatches.pop(item.dispatch_id)
+        link = children.pop(item.run_id or "") if item.kind == "start" else None
         if parent is None and link is None:
             continue
         if link is None and not _sampled(parent):
@@ -387,7 +396,7 @@ def receiving(subject: str, items: Sequence[Item]) -> Iterator[None]:
             kind=SpanKind.CONSUMER,
             attributes=_messaging(subject, "process", **_ids(item)),
         )
-        dispatches.put(item.dispatch_id, trace.set_span_in_context(span))
+        dispatches.put(item.dispatch_id, _light(trace.set_span_in_context(span)))
         spans.append(span)
     try:
         yield
