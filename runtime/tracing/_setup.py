@@ -41,7 +41,11 @@ def setup(service: str, env: Mapping[str, str]) -> bool:
     when on. A process that calls it must call :func:`shutdown` as it stops."""
     if not wanted(env):
         return False
-    from . import spans
+    try:
+        from . import spans
+    except ImportError as exc:  # asked for, but the otel extra is not installed
+        log.error("tracing stays off: %s (install mailrun[otel])", exc)
+        return False
 
     provider = spans.provider_from_env(service, env)
     spans.use(provider, global_too=True)
