@@ -31,6 +31,7 @@ from runtime import (
     new_id,
     open_nats,
     running_loop,
+    tracing,
 )
 from runtime.config import HostPort, redact_url
 
@@ -309,6 +310,7 @@ def run_hub(settings: HubSettings) -> None:
         # whole state dir, the hub its own top level (hub.db and its WAL).
         settings.state_dir.mkdir(parents=True, exist_ok=True)
         make_private(settings.state_dir, recursive=False)
+        tracing.setup("mailrun-hub", settings.environ)
         anyio.run(
             functools.partial(serve_hub, settings, handle_signals=True),
             backend_options=dict(settings.process.backend_options),
@@ -316,3 +318,5 @@ def run_hub(settings: HubSettings) -> None:
     except (HubError, OSError) as exc:
         log.error("hub failed: %s", exc)
         raise SystemExit(1) from exc
+    finally:
+        tracing.shutdown()  # what is buffered goes out before the process does

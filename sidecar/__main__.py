@@ -46,6 +46,7 @@ from runtime import (
     private_umask,
     sidecar_env,
     start_process,
+    tracing,
     unwrap_group,
 )
 from runtime.sidecar_contract import Limits
@@ -165,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         synchronous=process.sqlite_synchronous,
         idle_stop=settings.idle_stop,
     )
+    tracing.setup("mailrun-sidecar", environ)
     try:
         asleep = anyio.run(_serve, options, backend_options=dict(process.backend_options))
     except Exception as exc:
@@ -187,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             log.error("cannot boot: %s", cause)
             return SidecarExit.USAGE
         raise
+    finally:
+        tracing.shutdown()  # what is buffered goes out before the process does
     if asleep:
         log.info("deployment %s is asleep: exiting", deployment_id)
         return _final(settings.state_dir, SidecarExit.ASLEEP)

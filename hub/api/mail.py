@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from runtime import tracing
 from runtime.wire import IngressMail as MailIn
 
 from .._errors import BodyTimeout, HubError, InvalidMail, InvalidRequest
@@ -81,6 +82,11 @@ class MailAnswers:
 
     async def answer(self, path: str, raw: bytes) -> Answer:
         """The answer to ``raw``, a whole request body POSTed to ``path``."""
+        if tracing.on:
+            return await tracing.spans.http_server("POST", path, self._answer(path, raw))
+        return await self._answer(path, raw)
+
+    async def _answer(self, path: str, raw: bytes) -> Answer:
         try:
             return await self._answers[path](raw)
         except HubError as exc:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
-from runtime import afailpoint
+from runtime import afailpoint, tracing
 from runtime.failpoints import failpoint
 
 from .._errors import HubError, HubShuttingDown, StoreUnavailable
@@ -58,6 +58,8 @@ class _Request:
     done: anyio.Event = field(default_factory=anyio.Event)
     outcomes: list[Outcome] | None = None
     error: HubError | None = None
+    trace: object = None
+    """The caller's trace context, when tracing (``tracing.spans.current()``)."""
 
     def finish(self, outcomes: list[Outcome] | None, error: HubError | None = None) -> None:
         if not self.done.is_set():
@@ -100,7 +102,15 @@ class Acceptor:
         With ``whole``, all of them or none (the recipients of one SMTP
         message): if any is not accepted, none is stored, and those that
         would have been are answered ``Rejected(reason=WITH_OTHERS)``."""
-        request = _Request(triggers, whole)
+        if tracing.on:
+            with tracing.spans.accepting(len(triggers)):
+                return await self._accept_many(triggers, whole, tracing.spans.current())
+        return await self._accept_many(triggers, whole)
+
+    async def _accept_many(
+        self, triggers: Sequence[Trigger], whole: bool, trace: object = None
+    ) -> list[Outcome]:
+        request = _Request(triggers, whole, trace=trace)
         began = time.monotonic()
         try:
             try:
@@ -186,6 +196,8 @@ class Acceptor:
         for request in batch:
             request.finish(outcomes[at : at + len(request.triggers)])
             at += len(request.triggers)
+            if request.trace is not None:  # before the dispatcher sends them
+                tracing.spans.keep_accepted(request.trace, _new(request.outcomes))
         self._count(outcomes)
         if woken and self.on_accepted is not None:
             try:
@@ -206,3 +218,8 @@ class Acceptor:
                 self.rejected[outcome.reason] += 1
             else:
                 self.counts["failed"] += 1
+
+
+def _new(outcomes: list[Outcome] | None) -> list[str]:
+    """The dispatches these outcomes accepted for the first time."""
+    return [o.dispatch_id for o in outcomes or () if isinstance(o, Accepted) and not o.duplicate]

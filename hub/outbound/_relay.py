@@ -48,7 +48,7 @@ import aiosmtplib
 import anyio
 import anyio.abc
 
-from runtime import Retry, Wakeup, afailpoint
+from runtime import Retry, Wakeup, afailpoint, tracing
 
 from .._errors import RelayRefused, RelayUnavailable
 from ..mailbox import bounce_address, reply_address
@@ -199,7 +199,12 @@ class Outbox:
             return True  # no longer pending
         try:
             envelope_from = bounce_address(self._reply_key or b"", mail.sender, mail.id)
-            answer = await transmit(smtp, envelope_from, message)
+            with (
+                tracing.spans.relaying(mail.message_id, mail.recipient)
+                if tracing.on
+                else tracing.OFF
+            ):
+                answer = await transmit(smtp, envelope_from, message)
         except RelayRefused as exc:
             log.warning("relay refused %s to %s: %s", mail.message_id, mail.recipient, exc.detail)
             if not exc.answer:  # not the relay's answer: the mail's own fault

@@ -32,7 +32,7 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from runtime import Flag
+from runtime import Flag, tracing
 from runtime.wire import IngressMail
 
 from .._errors import HubError
@@ -168,9 +168,10 @@ class SmtpHandler:
             for rcpt in rcpts
         ]
         try:
-            outcomes = await accept_mails(
-                self._acceptor, mails, max_body=self._max_body, whole=True, raw=raw, auth=auth
-            )
+            with tracing.spans.smtp_ingress(str(peer), len(mails)) if tracing.on else tracing.OFF:
+                outcomes = await accept_mails(
+                    self._acceptor, mails, max_body=self._max_body, whole=True, raw=raw, auth=auth
+                )
         except HubError as exc:
             # Nothing committed: the client keeps the message and retries.
             log.warning("SMTP message not accepted: %s: %s", exc.reason, exc.detail)

@@ -4,9 +4,10 @@ A sidecar runs the deployment's workflow in its own process, as the same OS
 user as ``mailrun up`` (docs/security.md says what that isolates and what it
 does not). Before it loads that code the process has:
 
-- a stripped environment (:func:`sidecar_env`): the few variables it needs,
-  never the rest of the operator's (cloud keys, tokens, ``MAILRUN_*``
-  settings meant for other parts);
+- a stripped environment (:func:`sidecar_env`): the few variables it needs
+  (``OTEL_*`` among them: whether and where it sends its traces), never the
+  rest of the operator's (cloud keys, tokens, ``MAILRUN_*`` settings meant
+  for other parts);
 - its own state directory as working directory and ``HOME``;
 - hard resource limits (:class:`Limits`): address space and open files.
   CPU time per handler call is bounded by the sidecar's handler timeout.
@@ -85,7 +86,7 @@ def sidecar_env(environ: Mapping[str, str], *, home: Path) -> dict[str, str]:
     env = {
         name: value
         for name, value in environ.items()
-        if name in _KEPT or name in passed or name.startswith("LC_")
+        if name in _KEPT or name in passed or name.startswith(("LC_", "OTEL_"))
     }
     env["HOME"] = str(home)
     return env

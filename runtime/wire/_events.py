@@ -48,6 +48,9 @@ class DispatchProcessed(_Event, tag=True, kw_only=True):
     error: str = ""
     """Why it was not processed: the last attempt's error of a ``failed`` or
     ``parked`` one."""
+    trace: dict[str, str] = msgspec.field(default_factory=dict)
+    """The W3C trace context of the handler call that processed it, when the
+    sidecar traces (docs/tracing.md); empty otherwise."""
 
 
 class RunCompleted(_Event, tag=True, kw_only=True):
@@ -86,6 +89,9 @@ class ChildRunStarted(_Event, tag=True, kw_only=True):
     child_run_id: str
     entrypoint: str = ""
     input: Any = None
+    trace: dict[str, str] = msgspec.field(default_factory=dict)
+    """The W3C trace context of the ``ctx.spawn``, which the child's trace
+    links to, when the sidecar traces; empty otherwise."""
 
 
 class MailSent(_Event, tag=True, kw_only=True):
@@ -115,6 +121,10 @@ class MailSent(_Event, tag=True, kw_only=True):
     them replace the ones it writes: From, To, Cc, Subject, Date, Message-ID,
     Reply-To, In-Reply-To, References, MIME headers)."""
     attachments: list[Attachment] = msgspec.field(default_factory=list)
+    trace: dict[str, str] = msgspec.field(default_factory=dict)
+    """The W3C trace context of the ``ctx.send``, which the mail's relay (or
+    the dispatch it becomes here) continues, when the sidecar traces; empty
+    otherwise."""
 
 
 class ApprovalRequested(_Event, tag=True, kw_only=True):

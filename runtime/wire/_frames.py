@@ -253,6 +253,10 @@ class MailInbound(_Frame, tag=True, kw_only=True):
     """What the hub read from the mail for its run (the address's tag, the
     thread, the sender checks); None for kinds that are not mail and from an
     older hub."""
+    trace: dict[str, str] = msgspec.field(default_factory=dict)
+    """The W3C trace context (``traceparent``, ``tracestate``) of the hub's
+    send of this dispatch, when the hub traces (docs/tracing.md); empty
+    otherwise, and from an older hub."""
 
     @property
     def effective_run_id(self) -> str:

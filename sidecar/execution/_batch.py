@@ -151,7 +151,7 @@ class Batch:
         step = (self.commit.steps or 0) + 1
         return [
             *(check_encoded(outgoing(e)) for e in before),
-            self.processed(p, at, DispatchOutcome.PROCESSED, step, after),
+            self.processed(p, at, DispatchOutcome.PROCESSED, step, after, trace=ctx.trace),
             *(check_encoded(outgoing(e)) for e in end),
         ]
 
@@ -267,6 +267,7 @@ class Batch:
         step: int,
         state: Snapshot | None = None,
         error: str = "",
+        trace: dict[str, str] | None = None,
     ) -> Outgoing:
         """The DispatchProcessed of ``p``, with the run's state (``state``, else
         the batch's), as it is encoded already; ``error``: why it was not
@@ -284,5 +285,6 @@ class Batch:
                 step=step,
                 version=max(envelope.version, 1) if envelope is not None else 0,
                 error=error,
+                trace=trace,
             )
         )

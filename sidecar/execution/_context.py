@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import anyio
 import msgspec
 
-from runtime import ApprovalRequested, ChildRunStarted, Event, MailSent, new_id
+from runtime import ApprovalRequested, ChildRunStarted, Event, MailSent, new_id, tracing
 from runtime.config import DEFAULT_MAIL_DOMAIN
 from runtime.wire import (
     MAX_EVENT,
@@ -152,6 +152,9 @@ class Context:
         self._mail_domain = mail_domain
         self.approvals: list[str] = []
         """The approvals this call asked for: the run waits for their decisions."""
+        self.trace: dict[str, str] = {}
+        """This handler call's W3C trace context (``traceparent``), when the
+        sidecar traces (docs/tracing.md); empty otherwise."""
         self._now = now
         self.steps = Steps(
             run_id=run_id,
@@ -226,6 +229,7 @@ class Context:
                 at=time.time(),
                 message_id=f"{self._dispatch_id}:mail:{self._sent}",
                 header_id=mail_id,
+                trace=tracing.spans.sent(to) if tracing.on else {},
                 **parts,
             )
         )
@@ -254,6 +258,7 @@ class Context:
                 child_run_id=child,
                 entrypoint=entrypoint,
                 input=input,
+                trace=tracing.spans.spawned(entrypoint, child) if tracing.on else {},
             )
         )
         return child

@@ -43,6 +43,7 @@ from runtime import (
     afailpoint,
     is_terminal,
     new_id,
+    tracing,
 )
 from runtime.actors import Actor
 from runtime.wire import CANCEL_KIND, FailurePolicy
@@ -286,10 +287,16 @@ class RunActor(Actor[list[Pending]]):
         await afailpoint("sidecar.handler.before")
         watch.begin(p.dispatch_id)
         try:
-            if migrate is not None and ran:
-                ctx.state = await migrate(ctx.state, ran)
-                state_snapshot(ctx.state)  # a dict, JSON-able, within its limit
-            await handler(ctx, item)
+            with (
+                tracing.spans.handling(runs.deployment_id, self._run_id, p.dispatch_id)
+                if tracing.on
+                else tracing.OFF
+            ) as trace:
+                ctx.trace = trace or ctx.trace
+                if migrate is not None and ran:
+                    ctx.state = await migrate(ctx.state, ran)
+                    state_snapshot(ctx.state)  # a dict, JSON-able, within its limit
+                await handler(ctx, item)
         except Exception as exc:
             # The supervisor logs it with its traceback: say which item it was.
             exc.add_note(f"handling dispatch {p.dispatch_id} (seq {p.seq}) of run {self._run_id}")

@@ -27,7 +27,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from runtime import new_id
+from runtime import new_id, tracing
 from runtime.wire import MAX_STEP_RESULT, StepRecorded, clip_text, encoded_size
 
 from .._errors import (
@@ -167,7 +167,8 @@ class Steps:
             raise StepNotRecorded(
                 f"step {name!r} (step {index} of the item) has no recorded result"
             )
-        return await self._first(name, index, fn, args, kwargs, policy, self._recorder)
+        with tracing.spans.step(name) if tracing.on else tracing.OFF:
+            return await self._first(name, index, fn, args, kwargs, policy, self._recorder)
 
     async def _first(
         self,

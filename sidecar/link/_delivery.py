@@ -39,6 +39,7 @@ from runtime import (
     TransportError,
     afailpoint,
     encode,
+    tracing,
 )
 
 from .._errors import BlobError, DigestMismatch, SidecarError
@@ -169,9 +170,14 @@ class Delivery:
             await self._fetch_code(frames)
             await self._fetch_claims(frames)
         stored = [f for f in frames if f.ack is None]
-        fresh = await self._inbox.store(
-            [Envelope.from_frame(f.frame, f.body, f.raw) for f in stored], dead
-        )
+        with (
+            tracing.spans.receiving(received[0][0].subject, [f.frame for f in stored])
+            if tracing.on
+            else tracing.OFF
+        ):
+            fresh = await self._inbox.store(
+                [Envelope.from_frame(f.frame, f.body, f.raw) for f in stored], dead
+            )
         if stored:
             # Stored, not acknowledged: the hub will send these frames again.
             await afailpoint("sidecar.inbox.after_commit")

@@ -55,6 +55,7 @@ class _Processed(msgspec.Struct, tag="DispatchProcessed", tag_field="t", kw_only
     step: int
     version: int
     error: str
+    trace: dict[str, str]
 
 
 def processed(
@@ -69,10 +70,11 @@ def processed(
     step: int,
     version: int,
     error: str = "",
+    trace: dict[str, str] | None = None,
 ) -> Outgoing:
     """A DispatchProcessed whose ``state`` is the run's state encoded (a
     msgpack map, as the inbox keeps it); ``error``: why a ``failed`` or
-    ``parked`` one was not processed."""
+    ``parked`` one was not processed; ``trace``: the handler call's context."""
     event = _Processed(
         event_id=event_id,
         run_id=run_id,
@@ -84,6 +86,7 @@ def processed(
         step=step,
         version=version,
         error=error,
+        trace=trace or {},
     )
     return Outgoing(event_id, run_id, DispatchProcessed.__name__, encode(event))
 

@@ -152,9 +152,11 @@ _ADDED_IN_FORMAT_2 = {
         "references",
         "headers",
         "attachments",
+        "trace",
     ),
-    "MailInbound": ("version", "code", "raw", "context"),
-    "DispatchProcessed": ("step", "version", "error"),
+    "MailInbound": ("version", "code", "raw", "context", "trace"),
+    "DispatchProcessed": ("step", "version", "error", "trace"),
+    "ChildRunStarted": ("trace",),
     "RunStates": ("settled",),
     "RunSnapshot": ("last_step", "approvals", "parent_run_id", "entrypoint", "version", "steps"),
     "ApprovalRequested": ("expires_at",),
@@ -417,6 +419,27 @@ _MAIL_WITH_CONTEXT = MailInbound(
     version=2,
     context=_CONTEXT,
 )
+_TRACE = {
+    "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    "tracestate": "vendor=x",
+}
+_TRACED_EVENTS: list[Event] = [
+    DispatchProcessed(
+        event_id=EVT, run_id=RUN, at=AT, dispatch_id=DSP, seq=7, step=7, version=1, trace=_TRACE
+    ),
+    MailSent(
+        event_id=EVT,
+        run_id=RUN,
+        at=AT,
+        to="x@example.org",
+        message_id=DSP + ":mail:1",
+        header_id="<" + DSP + ".1@mailrun.local>",
+        trace=_TRACE,
+    ),
+    ChildRunStarted(
+        event_id=EVT, run_id=RUN, at=AT, child_run_id=RUN[:-1] + "9", entrypoint="w:c", trace=_TRACE
+    ),
+]
 _RICH_MAIL = MailSent(
     event_id=EVT,
     run_id=RUN,
@@ -627,7 +650,7 @@ V2 = [
             version=2,
             code=Claim(digest="sha256:" + "cd" * 32, size=120),
         ),
-        since=("raw", "context"),
+        since=("raw", "context", "trace"),
     ),
     _whole(
         "LoadVersion",
@@ -678,7 +701,7 @@ V2 = [
         "v2/DispatchProcessed.version.msgpack",
         "event",
         _PROCESSED_V2,
-        lambda: _without(_PROCESSED_V2, "error"),
+        lambda: _without(_PROCESSED_V2, "error", "trace"),
     ),
     Golden(
         "v2/MailSent.message_id.msgpack",
@@ -724,7 +747,7 @@ V2 = [
         "v2/DispatchProcessed.parked.msgpack",
         "event",
         _PARKED,
-        lambda: encode(_PARKED),
+        lambda: _without(_PARKED, "trace"),
     ),
     # Timers, approvals that expire, schedules and steps (added within format 2).
     *(
@@ -763,8 +786,14 @@ V2 = [
     ),
     # Mail that behaves like mail (added within format 2): a mail's context
     # (tag, thread, sender checks), rich outbound mail, and bounces.
-    _whole("MailInbound.context", _MAIL_WITH_CONTEXT),
-    Golden("v2/MailSent.rich.msgpack", "event", _RICH_MAIL, lambda: encode(_RICH_MAIL)),
+    _whole("MailInbound.context", _MAIL_WITH_CONTEXT, since=("trace",)),
+    Golden("v2/MailSent.rich.msgpack", "event", _RICH_MAIL, lambda: _without(_RICH_MAIL, "trace")),
+    # Trace contexts (added within format 2): W3C headers, empty when not tracing.
+    _whole("MailInbound.trace", msgspec.structs.replace(_MAIL_WITH_CONTEXT, trace=_TRACE)),
+    *(
+        Golden(f"v2/{type(e).__name__}.trace.msgpack", "event", e, lambda e=e: encode(e))
+        for e in _TRACED_EVENTS
+    ),
     Golden(
         "v2/inbox_envelope.context.msgpack",
         "envelope",
@@ -912,7 +941,7 @@ V1 = [
 ]
 
 
-_ADDED_IN_FORMAT_3 = {"MailInbound": ("raw", "context")}
+_ADDED_IN_FORMAT_3 = {"MailInbound": ("raw", "context", "trace")}
 """Fields added to a format 3 frame's parts after its golden file was written."""
 
 

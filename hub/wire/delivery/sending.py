@@ -37,6 +37,7 @@ from runtime import (
     TransportError,
     afailpoint,
     encode,
+    tracing,
 )
 from runtime.wire import MailContext
 
@@ -131,7 +132,8 @@ async def send(
     # The dispatches are committed (reserved) but not on the wire yet.
     await afailpoint("hub.dispatch.before_publish")
     try:
-        data = await transport.request(subject, encode(frame), timeout)
+        with tracing.spans.sending(subject, items(frame)) if tracing.on else tracing.OFF:
+            data = await transport.request(subject, encode(frame), timeout)
         # The sidecar has answered; the hub has not counted the answer yet.
         await afailpoint("hub.dispatch.after_publish")
         reply = (_batch_acks if isinstance(frame, MailBatch) else _acks).decode(data)

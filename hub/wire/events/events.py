@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from runtime import EventsAck, FrameDecoder, Refused, RunEvents, afailpoint
+from runtime import EventsAck, FrameDecoder, Refused, RunEvents, afailpoint, tracing
 from runtime.config import DEFAULT_RUN_HISTORY
 from runtime.failpoints import failpoint
 
@@ -110,7 +110,12 @@ class EventsHandler:
             failpoint("hub.events.before_commit")
             return ingest, released, woken, floor
 
-        ingest, released, woken, floor = await self._store.transact(body)
+        with (
+            tracing.spans.ingesting(self._subject, session.deployment_id, frame.events)
+            if tracing.on
+            else tracing.OFF
+        ):
+            ingest, released, woken, floor = await self._store.transact(body)
         # Ingested, not acknowledged: the sidecar will resend these events.
         await afailpoint("hub.events.after_commit")
         if self._metrics is not None and ingest.settled_after:

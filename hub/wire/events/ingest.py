@@ -28,6 +28,7 @@ from runtime import (
     RunStatus,
     encode,
     is_terminal,
+    tracing,
 )
 from runtime.config import DEFAULT_RUN_HISTORY
 from runtime.wire import TIMER_KIND, RunSuspended, TimerCancelled, TimerSet
@@ -213,6 +214,8 @@ class Ingest:
         ):
             self._dead_letter(event, "unknown_child")
             return
+        if tracing.on:
+            tracing.spans.keep_child(event.trace, event.child_run_id)
         self.items.append(start_item(self.deployment_id, event))
 
     def _finish(

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from runtime import ChildRunStarted, Event, MailSent, Reason, RunStatus
+from runtime import ChildRunStarted, Event, MailSent, Reason, RunStatus, tracing
 
 from ...mailbox import mail_context
 from ...store import (
@@ -55,6 +55,8 @@ def route_mail(
     outcomes, woken = accept_triggers(tx, mail)
     away: list[OutboundMail] = []
     for event, trigger, outcome in zip(sent, mail, outcomes, strict=True):
+        if tracing.on and isinstance(outcome, Accepted) and not outcome.duplicate:
+            tracing.spans.keep_sent(event.trace, outcome.dispatch_id, None)
         if isinstance(outcome, Rejected) and outcome.reason == Reason.UNKNOWN_ADDRESS:
             # Nobody here holds it: the mail leaves through the relay,
             # keyed like a local trigger, so a resend is the same mail.
@@ -72,6 +74,8 @@ def route_mail(
                     spec=spec_of(event),
                 )
             )
+            if tracing.on:
+                tracing.spans.keep_sent(event.trace, None, away[-1].message_id)
             continue
         if isinstance(outcome, Rejected) and outcome.reason == Reason.MESSAGE_ID_REUSED:
             # Another trigger holds this id: the mail is not delivered, and

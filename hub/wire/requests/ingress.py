@@ -34,7 +34,7 @@ import anyio
 import anyio.abc
 import msgspec
 
-from runtime import FrameDecoder, Subjects, Transport, TransportError
+from runtime import FrameDecoder, Subjects, Transport, TransportError, tracing
 from runtime.wire import IngressBatch, IngressMail, IngressReceipt, IngressReceipts
 
 from ..._errors import HubError, InvalidMail, UnknownProducer
@@ -81,7 +81,12 @@ class IngressHandler:
             raise UnknownProducer(f"no active producer {producer}")
         batch = _batch.decode(data)
         mails = [_decode_mail(raw) for raw in batch.mails]
-        outcomes = await accept_mails(self._acceptor, mails, max_body=self._max_body)
+        with (
+            tracing.spans.nats_ingress(f"ingress.{producer}", producer, len(mails))
+            if tracing.on
+            else tracing.OFF
+        ):
+            outcomes = await accept_mails(self._acceptor, mails, max_body=self._max_body)
         return IngressReceipts(receipts=[_receipt(outcome) for outcome in outcomes])
 
 

@@ -1,0 +1,244 @@
+"""What traces cost: single-POST throughput of a real `mailrun up` with tracing off and on.
+
+    .venv/bin/python bench/tracing.py [--mails 3000] [--senders 64] [--rounds 2]
+        [--sample RATIO] [--json]
+    .venv/bin/python bench/tracing.py --hooks [--mails 20000] [--sample RATIO] [--json]
+
+Runs bench_e2e.py's benchmark (one ``POST /mail`` per mail, one deployment)
+``--rounds`` times each way, alternating off and on so that a busy machine
+weighs on both alike. On: ``OTEL_EXPORTER_OTLP_ENDPOINT`` names a sink in
+this process that takes every OTLP/HTTP export and drops it (counting the
+requests and bytes, so the figures show the spans did leave), which is what
+hub and sidecars export to with the default exporter (otlp, http/protobuf)
+through their BatchSpanProcessor. Prints each way's best accepted/s and
+processed/s, their CPU ms per mail, and on/off as a ratio. ``--sample
+RATIO`` (below 1) samples that share of the traces, with the SDK's own
+``OTEL_TRACES_SAMPLER=parentbased_traceidratio``.
+
+``--hooks`` measures, in this process and without the rest of the system,
+the CPU that the tracing hooks of one mail spend in the hub (``POST /mail``,
+``mailrun.accept``, the dispatcher's ``send``, the events' ``process``) and
+in the sidecar (its ``process`` and ``mailrun.handler``), spans made by the
+SDK and handed to a BatchSpanProcessor whose exporter encodes them for OTLP
+and drops the bytes: a figure that a busy machine does not blur the way it
+blurs the end-to-end one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from aiohttp import web
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_e2e import bench, scratch_dir
+from runtime.loops import loop_options
+from tests.support import free_port
+
+_OTEL = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+)
+
+
+class Sink:
+    """An OTLP/HTTP collector that keeps nothing: 200 to every export."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes = 0
+
+    async def take(self, request: web.Request) -> web.Response:
+        self.bytes += len(await request.read())
+        self.requests += 1
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+
+async def both(args: argparse.Namespace) -> dict[str, Any]:
+    sink = Sink()
+    app = web.Application(client_max_size=64 * 2**20)
+    app.router.add_post("/v1/traces", sink.take)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    rounds: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
+    try:
+        for _ in range(args.rounds):
+            for way in ("off", "on"):
+                for name in _OTEL:
+                    os.environ.pop(name, None)
+                if way == "on":
+                    os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
+                    if args.sample < 1:
+                        os.environ["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+                        os.environ["OTEL_TRACES_SAMPLER_ARG"] = str(args.sample)
+                with scratch_dir("mailrun-bench-trace-", keep=False) as tmp:
+                    figures = await bench(args.mails, args.senders, "full", tmp)
+                rounds[way].append(figures)
+    finally:
+        for name in _OTEL:
+            os.environ.pop(name, None)
+        await runner.cleanup()
+    best = {way: max(runs, key=lambda f: f["accepted_per_s"]) for way, runs in rounds.items()}
+    return {
+        "mails": args.mails,
+        "senders": args.senders,
+        "rounds": args.rounds,
+        "sample": args.sample,
+        "exporter": "otlp http/protobuf to a local sink that drops (BatchSpanProcessor)",
+        "off": _figures(best["off"], rounds["off"]),
+        "on": _figures(best["on"], rounds["on"]),
+        "on_over_off_accepted": best["on"]["accepted_per_s"] / best["off"]["accepted_per_s"],
+        "on_over_off_processed": max(f["processed_per_s"] for f in rounds["on"])
+        / max(f["processed_per_s"] for f in rounds["off"]),
+        "sink_requests": sink.requests,
+        "sink_mib": sink.bytes / 2**20,
+    }
+
+
+def _figures(best: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "accepted_per_s": best["accepted_per_s"],
+        "processed_per_s": max(f["processed_per_s"] for f in runs),
+        "accept_p50_ms": best["accept_p50_ms"],
+        "accept_p99_ms": best["accept_p99_ms"],
+        "cpu_ms_per_mail": best["cpu_ms_per_mail"],
+        "every_round_accepted_per_s": [round(f["accepted_per_s"]) for f in runs],
+    }
+
+
+class _Item:
+    """A MailInbound as the hooks see it."""
+
+    def __init__(self, n: int) -> None:
+        self.dispatch_id = f"dsp_{n:026x}"
+        self.deployment_id = "dep_" + "d" * 26
+        self.run_id: str | None = "run_" + "r" * 26
+        self.kind = "mail"
+        self.trace: dict[str, str] = {}
+
+
+class _Processed:
+    def __init__(self, trace: dict[str, str]) -> None:
+        self.run_id = "run_" + "r" * 26
+        self.trace = trace
+
+
+async def hooks(mails: int, sample: float) -> dict[str, Any]:
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
+
+    from runtime import tracing
+
+    class Encoded(SpanExporter):
+        """What the OTLP/HTTP exporter does to spans, short of sending them."""
+
+        def export(self, spans: Any) -> SpanExportResult:
+            encode_spans(spans).SerializePartialToString()
+            return SpanExportResult.SUCCESS
+
+    sampler = ALWAYS_ON if sample >= 1 else ParentBased(TraceIdRatioBased(sample))
+    provider = TracerProvider(sampler=sampler)
+    provider.add_span_processor(BatchSpanProcessor(Encoded()))
+    tracing.install(provider)
+    spans = tracing.spans
+    inbound = "mailrun.mail.inbound.dep_" + "d" * 26
+    events = "mailrun.hub.events.dep_" + "d" * 26
+
+    async def answered() -> tuple[int, bytes]:
+        with spans.accepting(1):
+            spans.keep_accepted(spans.current(), [item.dispatch_id])
+        return 202, b"{}"
+
+    hub = sidecar = 0.0
+    for n in range(mails):
+        item = _Item(n)
+        began = time.process_time()
+        await spans.http_server("POST", "/mail", answered())
+        with spans.sending(inbound, [item]):
+            pass
+        middle = time.process_time()
+        with (
+            spans.receiving(inbound, [item]),
+            spans.handling(item.deployment_id, item.run_id or "", item.dispatch_id) as trace,
+        ):
+            pass
+        ended = time.process_time()
+        with spans.ingesting(events, item.deployment_id, [_Processed(trace)]):
+            pass
+        hub += middle - began + time.process_time() - ended
+        sidecar += ended - middle
+    began = time.process_time()
+    tracing.shutdown()  # the export of what is left, counted on both sides alike
+    flushed = time.process_time() - began
+    return {
+        "mails": mails,
+        "sample": sample,
+        "hub_us_per_mail": (hub + flushed / 2) / mails * 1e6,
+        "sidecar_us_per_mail": (sidecar + flushed / 2) / mails * 1e6,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mails", type=int, default=3000)
+    parser.add_argument("--senders", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2, help="runs each way, alternating")
+    parser.add_argument("--sample", type=float, default=1.0, help="share of traces sampled")
+    parser.add_argument("--hooks", action="store_true",
+                        help="the hooks' CPU a mail, here (--mails default 20000)")  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    if args.hooks:
+        figures = anyio.run(hooks, 20000 if args.mails == 3000 else args.mails, args.sample)
+        if args.json:
+            print(json.dumps(figures, indent=2))
+        else:
+            print(
+                f"tracing hooks, {figures['sample']:g} sampled: hub"
+                f" {figures['hub_us_per_mail']:.1f} us a mail, sidecar"
+                f" {figures['sidecar_us_per_mail']:.1f} us a mail"
+            )
+        return
+    if args.mails < 1 or args.senders < 1 or args.rounds < 1 or not 0 <= args.sample <= 1:
+        parser.error("--mails, --senders and --rounds must be positive, --sample 0 to 1")
+    figures = anyio.run(both, args, backend_options=loop_options(os.environ))
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    for way in ("off", "on"):
+        f = figures[way]
+        cpu = ", ".join(f"{name} {ms:.3f}" for name, ms in f["cpu_ms_per_mail"].items())
+        print(
+            f"tracing {way:3}  accepted/s {f['accepted_per_s']:6.0f}  processed/s"
+            f" {f['processed_per_s']:6.0f}  p50/p99 {f['accept_p50_ms']:.1f}/"
+            f"{f['accept_p99_ms']:.1f} ms  CPU ms/mail {cpu}"
+        )
+    print(f"sampled       {figures['sample']:g} of the traces")
+    print(
+        f"on / off      accepted {figures['on_over_off_accepted']:.3f},"
+        f" processed {figures['on_over_off_processed']:.3f}"
+        f" (sink took {figures['sink_requests']} exports, {figures['sink_mib']:.1f} MiB)"
+    )
+
+
+if __name__ == "__main__":
+    main()
