@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from runtime import DispatchOutcome, RunSnapshot
-from runtime.sqlite import Database, Synchronous, release_free_pages
+from runtime.sqlite import Database, Synchronous, free_pages_over, release_free_pages
 from runtime.wire import StepRecorded
 
 from .._errors import InboxConflict
@@ -401,24 +401,30 @@ class Inbox:
         settled = list({d for d in map(settled_dispatch, events) if d is not None})
         async with self._lock:
             keep_above = self._last_seq - self._done_kept
-            body = partial(
-                forget_acknowledged,
-                event_ids=ids,
-                settled=settled,
-                keep_above=keep_above,
-                swept=self._swept,
-            )
+            swept = self._swept
+
+            def body(conn: sqlite3.Connection) -> tuple[bool, bool]:
+                busy = forget_acknowledged(
+                    conn, event_ids=ids, settled=settled, keep_above=keep_above, swept=swept
+                )
+                # Whether a release has work, asked here: the worker thread
+                # it runs on is a hand-off and back, which a lone mail need
+                # not pay when there is nothing to give back.
+                slack = FREE_BYTES_KEPT if busy else 0
+                return busy, bool(settled) and free_pages_over(conn, FREE_BYTES_KEPT + slack)
+
             # Not durable: these rows only say what the hub already holds. A
             # mark lost to a power failure is a frame sent again, which the
             # hub acknowledges without applying anything; the next durable
             # commit makes this one durable too. Waiting for the disk here
             # held the sidecar's loop that processing and deliveries wait on.
-            busy = await self.db.transact(body, durable=False)
+            busy, release = await self.db.transact(body, durable=False)
             if settled:
                 self._swept = max(self._swept, keep_above)
+            if release:
                 slack = FREE_BYTES_KEPT if busy else 0
-                release = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
-                await self.db.read(release, heavy=True)
+                free = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
+                await self.db.read(free, heavy=True)
 
     async def set_aside(self, event_id: str, reason: str) -> None:
         """Move an event that cannot be shipped from the outbox to the dead letters."""
