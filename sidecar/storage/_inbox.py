@@ -63,6 +63,10 @@ DONE_KEPT = 1000
 look at); older ones are deleted. A late copy of a deleted one is still a
 duplicate: every seq at or below the position is done."""
 
+ON_LOOP_BYTES = 64 * 1024
+"""An envelope at most this large, stored alone, is stored on the loop's
+thread; a batch, or a larger one, on a worker thread (:meth:`Inbox.store`)."""
+
 FREE_BYTES_KEPT = 8 * 1024 * 1024
 """Free pages the file keeps for the next envelopes; the rest goes back to
 the file system once nothing is pending (while envelopes are, once twice
@@ -212,12 +216,17 @@ class Inbox:
                     keep_dead_letters(conn, dead, now)
                 return fresh, moved
 
-            # On a worker thread: its commit's fsync (a stored Ack must be on
-            # disk) waits there while the loop processes the batch before, as
-            # a step's commit waits on the loop; and a batch of big bodies
-            # runs to megabytes. On the loop, the two waits came one after
-            # the other: fewer mails a second for as much CPU (bench_e2e).
-            fresh, self._last_seq = await self.db.transact(body, heavy=True)
+            # A batch on a worker thread: its commit's fsync (a stored Ack
+            # must be on disk) waits there while the loop processes the batch
+            # before, as a step's commit waits on the loop; and a batch of big
+            # bodies runs to megabytes. On the loop, the two waits came one
+            # after the other: fewer mails a second for as much CPU
+            # (bench_e2e). A lone small envelope stays on the loop: there is
+            # rarely a batch before it to overlap, and the hand-off to the
+            # thread and back cost more than its fsync (docs/performance.md,
+            # "Lone mails").
+            heavy = len(rows) > 1 or sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
+            fresh, self._last_seq = await self.db.transact(body, heavy=heavy)
             self._arrived = True
             self._legacy = self._legacy or any(e.seq is None for e in envelopes)
         return fresh
