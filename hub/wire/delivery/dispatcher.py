@@ -107,7 +107,7 @@ class Dispatcher:
         for dep in deployment_ids:
             lane = self._lanes.get(dep)
             if lane is not None:
-                lane.wake.set()
+                lane.poke()
 
     def session_opened(self, session: Session) -> None:
         """A sidecar said hello: send at once, cutting any backoff short."""
@@ -116,7 +116,7 @@ class Dispatcher:
         )
         lane.retry.succeeded()
         lane.kick.set()
-        lane.wake.set()
+        lane.poke()
         self._ensure_running(lane)
 
     def forget(self, deployment_id: str) -> None:
