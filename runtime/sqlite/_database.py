@@ -10,7 +10,11 @@ the loop serves on. A body cannot await, so it cannot hold the write lock
 (and, in the hub, every other writer) across somebody else's work.
 
 One caller at a time: every use of the connection goes through the
-database's lock, so two tasks never interleave inside one transaction.
+database's lock, so two tasks never interleave inside one transaction. The
+lock is taken without a turn of the loop when it is free (a lone mail's
+every statement paid one), and the database yields to the loop itself at
+most every :data:`YIELD_EVERY` seconds instead, so that a caller running
+transaction after transaction still lets the loop serve the others.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import TypeAlias, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from ..errors import TransactionFailed
 from ._settings import Synchronous, open_connection
@@ -45,6 +50,10 @@ would make it longer."""
 SLOW_PAUSE = 1.0
 """Seconds the database's transactions stay off the loop after a slow one."""
 
+YIELD_EVERY = 0.005
+"""Seconds: a use of the database yields to the loop first when it has not
+for this long; within that, uses follow each other without a turn."""
+
 _NORMAL = 1  # PRAGMA synchronous's value for NORMAL
 
 
@@ -53,6 +62,7 @@ class _Settings:
     busy_timeout: int  # ms, PRAGMA busy_timeout as the connection has it
     synchronous: int  # PRAGMA synchronous as the connection has it
     off_loop_until: float = 0.0  # time.monotonic() after a slow one on the loop
+    yielded_at: float = 0.0  # time.monotonic() at the last turn given to the loop
 
 
 class Database:
@@ -62,7 +72,7 @@ class Database:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.path = path
         self._conn = conn
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)
         (busy,) = conn.execute("PRAGMA busy_timeout").fetchone()
         (level,) = conn.execute("PRAGMA synchronous").fetchone()
         self._settings = _Settings(int(busy), int(level))
@@ -92,6 +102,14 @@ class Database:
         conn = await anyio.to_thread.run_sync(opened)
         return cls(conn, path)
 
+    async def _turn(self) -> None:
+        """Give the loop a turn if none was given for :data:`YIELD_EVERY`
+        (with the lock held, as a lock taken the slow way does)."""
+        now = time.monotonic()
+        if now - self._settings.yielded_at >= YIELD_EVERY:
+            self._settings.yielded_at = now
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             async with self._lock:
@@ -109,6 +127,7 @@ class Database:
         (a large read, a vacuum) on a worker thread."""
         async with self._lock:
             if not heavy:
+                await self._turn()
                 return body(self._conn)
             with anyio.CancelScope(shield=True):
                 result = await anyio.to_thread.run_sync(body, self._conn)
@@ -143,6 +162,7 @@ class Database:
         """
         async with self._lock:
             settings = self._settings
+            await self._turn()
             if not heavy and time.monotonic() >= settings.off_loop_until:
                 now = _transaction(self._conn, body, settings, durable=durable, wait=False)
                 if not isinstance(now, _Busy):
