@@ -323,6 +323,7 @@ async def test_uses_back_to_back_give_the_loop_turns_and_uses_apart_pay_none(
                 for n in range(5):
                     await anyio.sleep(2 * _database.APART)
                     await db.transact(partial(put, n), durable=False)
+                    await anyio.sleep(2 * _database.APART)
                     await db.read(rows_of)
             finally:
                 _database.anyio.lowlevel.cancel_shielded_checkpoint = real  # type: ignore[assignment]
