@@ -37,6 +37,11 @@ class _Resettable:
             self._event = anyio.Event()
 
     async def _wait(self, timeout: float | None) -> bool:
+        if timeout is None:
+            # No cancel scope to enter and leave: most waits have no timeout,
+            # and a lone mail passes several.
+            await self._event.wait()
+            return True
         with anyio.move_on_after(timeout):
             await self._event.wait()
             return True

@@ -12,6 +12,7 @@ from ._database import Body as Body
 from ._database import Database as Database
 from ._settings import JOURNAL_SIZE_LIMIT as JOURNAL_SIZE_LIMIT
 from ._settings import Synchronous as Synchronous
+from ._settings import free_pages_over as free_pages_over
 from ._settings import open_connection as open_connection
 from ._settings import release_free_pages as release_free_pages
 from ._settings import sqlite_synchronous as sqlite_synchronous
@@ -23,6 +24,7 @@ __all__ = [
     "Body",
     "Database",
     "Synchronous",
+    "free_pages_over",
     "open_connection",
     "release_free_pages",
     "sqlite_synchronous",

@@ -10,7 +10,12 @@ the loop serves on. A body cannot await, so it cannot hold the write lock
 (and, in the hub, every other writer) across somebody else's work.
 
 One caller at a time: every use of the connection goes through the
-database's lock, so two tasks never interleave inside one transaction.
+database's lock, so two tasks never interleave inside one transaction. The
+lock is taken without a turn of the loop when it is free (a lone mail's
+every use paid one), and the database gives the loop a turn itself only
+when it has been used back to back for :data:`YIELD_EVERY` seconds, so that
+a caller running transaction after transaction still lets the loop serve
+the others.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import TypeAlias, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from ..errors import TransactionFailed
 from ._settings import Synchronous, open_connection
@@ -45,6 +51,15 @@ would make it longer."""
 SLOW_PAUSE = 1.0
 """Seconds the database's transactions stay off the loop after a slow one."""
 
+YIELD_EVERY = 0.005
+"""Seconds of uses back to back (each begun within :data:`APART` of the end
+of the one before) after which the next use gives the loop a turn first."""
+
+APART = 0.0005
+"""Seconds between the end of a use and the start of the next beyond which
+the caller is taken to have awaited something else meanwhile: the loop had
+its turns, and the uses are not back to back."""
+
 _NORMAL = 1  # PRAGMA synchronous's value for NORMAL
 
 
@@ -53,6 +68,8 @@ class _Settings:
     busy_timeout: int  # ms, PRAGMA busy_timeout as the connection has it
     synchronous: int  # PRAGMA synchronous as the connection has it
     off_loop_until: float = 0.0  # time.monotonic() after a slow one on the loop
+    streak_from: float = 0.0  # time.monotonic() when uses began to follow back to back
+    used_at: float = 0.0  # time.monotonic() at the end of the last use
 
 
 class Database:
@@ -62,7 +79,7 @@ class Database:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.path = path
         self._conn = conn
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)
         (busy,) = conn.execute("PRAGMA busy_timeout").fetchone()
         (level,) = conn.execute("PRAGMA synchronous").fetchone()
         self._settings = _Settings(int(busy), int(level))
@@ -92,6 +109,17 @@ class Database:
         conn = await anyio.to_thread.run_sync(opened)
         return cls(conn, path)
 
+    async def _turn(self) -> None:
+        """Give the loop a turn when the uses have followed back to back for
+        :data:`YIELD_EVERY` (with the lock held, as a lock taken the slow
+        way does)."""
+        settings, now = self._settings, time.monotonic()
+        if now - settings.used_at > APART:
+            settings.streak_from = now
+        elif now - settings.streak_from >= YIELD_EVERY:
+            settings.streak_from = now
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             async with self._lock:
@@ -108,11 +136,15 @@ class Database:
         begins and commits its own): on the loop's thread, or with ``heavy``
         (a large read, a vacuum) on a worker thread."""
         async with self._lock:
-            if not heavy:
-                return body(self._conn)
-            with anyio.CancelScope(shield=True):
-                result = await anyio.to_thread.run_sync(body, self._conn)
-            return result
+            try:
+                if not heavy:
+                    await self._turn()
+                    return body(self._conn)
+                with anyio.CancelScope(shield=True):
+                    result = await anyio.to_thread.run_sync(body, self._conn)
+                return result
+            finally:
+                self._settings.used_at = time.monotonic()
 
     async def transact(self, body: Body[T], *, durable: bool = True, heavy: bool = False) -> T:
         """``BEGIN IMMEDIATE``, ``body``, ``COMMIT``, in one go; the body's result.
@@ -143,15 +175,19 @@ class Database:
         """
         async with self._lock:
             settings = self._settings
-            if not heavy and time.monotonic() >= settings.off_loop_until:
-                now = _transaction(self._conn, body, settings, durable=durable, wait=False)
-                if not isinstance(now, _Busy):
-                    return now
-            run = partial(_transaction, self._conn, body, settings, durable=durable, wait=True)
-            with anyio.CancelScope(shield=True):
-                result = await anyio.to_thread.run_sync(run)
-            assert not isinstance(result, _Busy)  # it waited for the lock
-            return result
+            try:
+                await self._turn()
+                if not heavy and time.monotonic() >= settings.off_loop_until:
+                    now = _transaction(self._conn, body, settings, durable=durable, wait=False)
+                    if not isinstance(now, _Busy):
+                        return now
+                run = partial(_transaction, self._conn, body, settings, durable=durable, wait=True)
+                with anyio.CancelScope(shield=True):
+                    result = await anyio.to_thread.run_sync(run)
+                assert not isinstance(result, _Busy)  # it waited for the lock
+                return result
+            finally:
+                settings.used_at = time.monotonic()
 
 
 class _Busy:

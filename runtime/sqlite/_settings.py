@@ -109,6 +109,20 @@ def open_connection(
     return conn
 
 
+def free_pages_over(conn: sqlite3.Connection, limit: int) -> bool:
+    """Whether :func:`release_free_pages` would release anything with
+    ``keep + slack == limit``: more than ``limit`` bytes free in a file with
+    incremental auto-vacuum. Three pragmas on the page cache, no I/O: cheap
+    enough to ask inside any transaction, so that the worker thread a
+    release runs on is asked for only when there is something to release."""
+    (mode,) = conn.execute("PRAGMA auto_vacuum").fetchone()
+    if mode != _INCREMENTAL:
+        return False
+    (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    return bool(free * size > limit)
+
+
 def release_free_pages(conn: sqlite3.Connection, keep: int, *, slack: int = 0) -> int:
     """Give free pages beyond ``keep`` bytes back to the file system, once
     more than ``keep + slack`` bytes are free; the pages released.
@@ -120,13 +134,10 @@ def release_free_pages(conn: sqlite3.Connection, keep: int, *, slack: int = 0) -
     the next checkpoint, which this asks for (passive: it never waits for
     readers).
     """
-    (mode,) = conn.execute("PRAGMA auto_vacuum").fetchone()
-    if mode != _INCREMENTAL:
+    if not free_pages_over(conn, keep + slack):
         return 0
     (free,) = conn.execute("PRAGMA freelist_count").fetchone()
     (size,) = conn.execute("PRAGMA page_size").fetchone()
-    if free * size <= keep + slack:
-        return 0
     pages = int(free) - keep // int(size)
     # executescript steps the pragma to its end; execute() frees one page.
     conn.executescript(f"PRAGMA incremental_vacuum({pages})")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 import anyio
@@ -30,6 +30,7 @@ from ..config import redact_url
 from ..errors import TransportClosed, TransportError
 from ..loops import Backoff, Flag, Retry, Wakeup
 from ..wire import WIRE_MAX_PAYLOAD
+from ._gone import Gone
 from ._nats_edge import AttemptFailed, as_raised, check_url, is_auth_error, mapped, servers_of
 from ._nats_subscription import NatsSubscription
 from ._natspy import Client, Msg, Server
@@ -71,7 +72,7 @@ class NatsTransport:
         self._refused = False  # the server refused our credentials since the last connect
         self._warned: set[str] = set()  # error kinds logged at WARNING since the last connect
         self._nc = Client()
-        self._gone = anyio.Event()  # set once the current client is closed for good
+        self._gone = Gone()  # set once the current client is closed for good
         self._connecting_task: int | None = None
         self._closed = False
         self._callbacks: list[ReconnectCallback] = []
@@ -109,7 +110,7 @@ class NatsTransport:
         self._connecting_task = anyio.get_current_task().id
         try:
             while True:
-                client, gone = Client(), anyio.Event()
+                client, gone = Client(), Gone()
                 try:
                     await client.connect(**self._options(client, gone))
                 except (AttemptFailed, nats_errors.Error, OSError, TimeoutError) as exc:
@@ -149,7 +150,7 @@ class NatsTransport:
         self._retry.succeeded()
         self._up.set()
 
-    def _options(self, client: Client, gone: anyio.Event) -> dict[str, Any]:
+    def _options(self, client: Client, gone: Gone) -> dict[str, Any]:
         # The callbacks are this client's: a client being discarded (a failed
         # attempt, one the keeper replaced) must not speak for the current one.
         async def on_error(exc: Exception) -> None:
@@ -358,31 +359,13 @@ class NatsTransport:
                 await gone.wait()
 
     async def _ask(
-        self, client: Client, gone: anyio.Event, subject: str, data: bytes, timeout: float
+        self, client: Client, gone: Gone, subject: str, data: bytes, timeout: float
     ) -> Msg | None:
         """The answer, or None when ``client`` was closed for good first."""
         answer: Msg | None = None
-        failed: Exception | None = None  # raised as nats-py raised it, not in a group
-
-        async def ask() -> None:
-            nonlocal answer, failed
-            try:
-                answer = await client.request(subject, data, timeout=timeout)
-            except nats_errors.ConnectionClosedError:
-                pass  # closed before it was sent: sent again on the next client
-            except Exception as exc:
-                failed = exc
-            tg.cancel_scope.cancel()
-
-        async def watch() -> None:
-            await gone.wait()
-            tg.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(ask)
-            tg.start_soon(watch)
-        if failed is not None:
-            raise failed
+        # Closed before it was sent: sent again on the next client.
+        with gone.asking(), suppress(nats_errors.ConnectionClosedError):
+            answer = await client.request(subject, data, timeout=timeout)
         return answer
 
     async def subscribe(

@@ -8,8 +8,9 @@ an acknowledged frame's commit (the outbox rows leave) runs beside
 the next frame's round trip, which starts after the acknowledged one's
 outbox position instead of waiting for that commit to say what is left.
 While a full frame is out, the next one is read (it is full too: there is
-a backlog), so that it goes as soon as the ack comes; a frame that was not
-full is read again after the ack, to take what was committed meanwhile.
+a backlog), so that it goes as soon as the ack comes; after a frame that
+was not full, the outbox is read again once something was committed since
+that frame was read (at once, if it was while the frame was out).
 
 The events go as the outbox keeps them, encoded when they were made
 (``msgspec.Raw`` in the frame): nothing is decoded and encoded again on
@@ -160,6 +161,11 @@ class Shipper:
                 if retry.failures:
                     log.info("events acknowledged again after %d failed attempt(s)", retry.failures)
                 retry.succeeded()
+                if after and not packed.full:
+                    # The read took all there was: only a commit since (which
+                    # set the wakeup, cleared before the read) makes more. A
+                    # lone mail's events need no second read that finds none.
+                    await self._wake.wait()
                 continue
             if isinstance(reply, Refused):
                 log.log(

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from runtime import DispatchOutcome, RunSnapshot
-from runtime.sqlite import Database, Synchronous, release_free_pages
+from runtime.sqlite import Database, Synchronous, free_pages_over, release_free_pages
 from runtime.wire import StepRecorded
 
 from .._errors import InboxConflict
@@ -63,6 +63,10 @@ DONE_KEPT = 1000
 look at); older ones are deleted. A late copy of a deleted one is still a
 duplicate: every seq at or below the position is done."""
 
+ON_LOOP_BYTES = 64 * 1024
+"""An envelope at most this large, stored alone, is stored on the loop's
+thread; a batch, or a larger one, on a worker thread (:meth:`Inbox.store`)."""
+
 FREE_BYTES_KEPT = 8 * 1024 * 1024
 """Free pages the file keeps for the next envelopes; the rest goes back to
 the file system once nothing is pending (while envelopes are, once twice
@@ -93,7 +97,9 @@ class Inbox:
         self._swept = 0
         """Compacted rows at or below this seq are deleted: the next sweep
         starts above it (0: from the start)."""
-        self._lock = anyio.Lock()
+        # Taken without a turn of the loop when free: the database gives the
+        # loop its turns (runtime.sqlite), one hop less per inbox operation.
+        self._lock = anyio.Lock(fast_acquire=True)
         self._cancelled: list[str] = []
         self._with_steps: set[str] = with_steps or set()
         """The dispatches that may have recorded steps: a handler call on any
@@ -212,12 +218,17 @@ class Inbox:
                     keep_dead_letters(conn, dead, now)
                 return fresh, moved
 
-            # On a worker thread: its commit's fsync (a stored Ack must be on
-            # disk) waits there while the loop processes the batch before, as
-            # a step's commit waits on the loop; and a batch of big bodies
-            # runs to megabytes. On the loop, the two waits came one after
-            # the other: fewer mails a second for as much CPU (bench_e2e).
-            fresh, self._last_seq = await self.db.transact(body, heavy=True)
+            # A batch on a worker thread: its commit's fsync (a stored Ack
+            # must be on disk) waits there while the loop processes the batch
+            # before, as a step's commit waits on the loop; and a batch of big
+            # bodies runs to megabytes. On the loop, the two waits came one
+            # after the other: fewer mails a second for as much CPU
+            # (bench_e2e). A lone small envelope stays on the loop: there is
+            # rarely a batch before it to overlap, and the hand-off to the
+            # thread and back cost more than its fsync (docs/performance.md,
+            # "Lone mails").
+            heavy = len(rows) > 1 or sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
+            fresh, self._last_seq = await self.db.transact(body, heavy=heavy)
             self._arrived = True
             self._legacy = self._legacy or any(e.seq is None for e in envelopes)
         return fresh
@@ -406,24 +417,30 @@ class Inbox:
         settled = list({d for d in map(settled_dispatch, events) if d is not None})
         async with self._lock:
             keep_above = self._last_seq - self._done_kept
-            body = partial(
-                forget_acknowledged,
-                event_ids=ids,
-                settled=settled,
-                keep_above=keep_above,
-                swept=self._swept,
-            )
+            swept = self._swept
+
+            def body(conn: sqlite3.Connection) -> tuple[bool, bool]:
+                busy = forget_acknowledged(
+                    conn, event_ids=ids, settled=settled, keep_above=keep_above, swept=swept
+                )
+                # Whether a release has work, asked here: the worker thread
+                # it runs on is a hand-off and back, which a lone mail need
+                # not pay when there is nothing to give back.
+                slack = FREE_BYTES_KEPT if busy else 0
+                return busy, bool(settled) and free_pages_over(conn, FREE_BYTES_KEPT + slack)
+
             # Not durable: these rows only say what the hub already holds. A
             # mark lost to a power failure is a frame sent again, which the
             # hub acknowledges without applying anything; the next durable
             # commit makes this one durable too. Waiting for the disk here
             # held the sidecar's loop that processing and deliveries wait on.
-            busy = await self.db.transact(body, durable=False)
+            busy, release = await self.db.transact(body, durable=False)
             if settled:
                 self._swept = max(self._swept, keep_above)
+            if release:
                 slack = FREE_BYTES_KEPT if busy else 0
-                release = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
-                await self.db.read(release, heavy=True)
+                free = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
+                await self.db.read(free, heavy=True)
 
     async def set_aside(self, event_id: str, reason: str) -> None:
         """Move an event that cannot be shipped from the outbox to the dead letters."""

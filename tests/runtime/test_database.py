@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 import runtime.sqlite._database as _database
@@ -282,3 +283,49 @@ async def test_two_tasks_never_interleave_inside_one_transaction(db: Database) -
                 tg.start_soon(partial(db.transact, partial(body, key=f"k{n}"), heavy=n % 2 == 0))
     assert most == 1
     assert len(await rows(db)) == 20
+
+
+async def test_uses_back_to_back_give_the_loop_turns_and_uses_apart_pay_none(
+    db: Database,
+) -> None:
+    turns = 0
+    running = True
+
+    async def other() -> None:
+        nonlocal turns
+        while running:
+            turns += 1
+            await anyio.lowlevel.checkpoint()
+
+    def put(n: int, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT OR REPLACE INTO t VALUES ('k', ?)", (n,))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other)
+            # Back to back, with no other await: the loop still gets turns.
+            began, n, before = time.monotonic(), 0, turns
+            while time.monotonic() - began < 10 * _database.YIELD_EVERY:
+                n += 1
+                await db.transact(partial(put, n), durable=False)
+            assert turns - before >= 5
+            # Apart (the caller awaited something else between them): the
+            # uses themselves give the loop no turn.
+            spied: list[int] = []
+            real = anyio.lowlevel.cancel_shielded_checkpoint
+
+            async def spy() -> None:
+                spied.append(1)
+                await real()
+
+            _database.anyio.lowlevel.cancel_shielded_checkpoint = spy  # type: ignore[assignment]
+            try:
+                for n in range(5):
+                    await anyio.sleep(2 * _database.APART)
+                    await db.transact(partial(put, n), durable=False)
+                    await anyio.sleep(2 * _database.APART)
+                    await db.read(rows_of)
+            finally:
+                _database.anyio.lowlevel.cancel_shielded_checkpoint = real  # type: ignore[assignment]
+            running = False
+    assert spied == []

@@ -16,6 +16,7 @@ from runtime.sqlite import (
     JOURNAL_SIZE_LIMIT,
     Database,
     Synchronous,
+    free_pages_over,
     release_free_pages,
     sqlite_synchronous,
 )
@@ -68,7 +69,9 @@ async def test_freed_pages_go_back_to_the_file_system_beyond_what_is_kept(
     async with await Database.open(path) as db:
         await db.read(partial(fill_and_empty, rows=100))  # about 10 MB freed
         busy = partial(release_free_pages, keep=1_000_000, slack=10_000_000)
+        assert not await db.read(partial(free_pages_over, limit=11_000_000))
         assert await db.read(busy) == 0
+        assert await db.read(partial(free_pages_over, limit=1_000_000))
         released = await db.read(partial(release_free_pages, keep=1_000_000))
         assert released > 2000
         await db.read(lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
@@ -85,6 +88,7 @@ async def test_a_database_without_incremental_vacuum_keeps_its_free_pages(
     async with await Database.open(path) as db:
         assert await pragma(db, "auto_vacuum") == 0  # a table existed: no change
         await db.read(partial(fill_and_empty, rows=30))
+        assert not await db.read(partial(free_pages_over, limit=0))
         assert await db.read(partial(release_free_pages, keep=0)) == 0
 
 

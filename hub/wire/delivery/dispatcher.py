@@ -112,7 +112,7 @@ class Dispatcher:
         for dep in deployment_ids:
             lane = self._lanes.get(dep)
             if lane is not None:
-                lane.wake.set()
+                lane.poke()
             if dep in self.sleepers:
                 self.sleepers.poke((dep,))
 
@@ -133,7 +133,7 @@ class Dispatcher:
         )
         lane.retry.succeeded()
         lane.kick.set()
-        lane.wake.set()
+        lane.poke()
         self._ensure_running(lane)
 
     def forget(self, deployment_id: str) -> None:

@@ -10,7 +10,10 @@ A sidecar stores frames whatever order they land in and processes its inbox
 in seq order (a gap waits), so frames overtaking each other is harmless.
 One rule keeps a trickle cheap (Nagle's): a load that did not fill a frame
 holds the next load until it is settled, so mail accepted meanwhile goes in
-one frame rather than one frame per accept.
+one frame rather than one frame per accept. And a settle alone loads
+nothing: rows become reserved by a poke (an accept, a hello, a rewind), or
+were left behind by a load that took as many as it could, so a lone mail
+costs one load, not one more that finds nothing.
 
 A dispatch stays in the window from its send until its answer is settled, so
 a load never sends what is already out. Rows below the cursor become
@@ -79,11 +82,19 @@ class Lane:
     """Rounds that failed in a row, and the delay before the next."""
     last_error: str = ""
     rewound: bool = False
+    poked: bool = True
+    """Rows may have been reserved since the last load: an accept, a hello,
+    a rewind. A settle wakes the lane too, but makes no row reserved."""
+
+    def poke(self) -> None:
+        """New reserved rows may exist: the next look loads."""
+        self.poked = True
+        self.wake.set()
 
     def rewind(self) -> None:
         """Rows below the cursor may be reserved again: look from the lowest."""
         self.rewound = True
-        self.wake.set()
+        self.poke()
 
 
 @dataclass(eq=False)
@@ -106,6 +117,9 @@ class Window:
     small: set[str] = field(default_factory=set)
     """The dispatches of a load that did not fill a frame, while they are
     out: no load until they are settled (below)."""
+    more: bool = True
+    """The last load may have left reserved rows behind (it took as many as
+    it could), or this pass has not loaded yet."""
 
     async def run(self) -> PassEnd:
         async with anyio.create_task_group() as tg:
@@ -133,8 +147,10 @@ class Window:
             # A load that does not fill a frame waits for the last one that
             # did not to be settled (Nagle's rule): a trickle of mail goes in
             # one frame per round trip, not one per accept; a flood fills
-            # frames, which go out as soon as there is room.
-            if room > 0 and not self.small:
+            # frames, which go out as soon as there is room. A load that
+            # could only find what the last one left needs a poke or rows
+            # left behind: a settle alone (a lone mail's) finds nothing.
+            if room > 0 and not self.small and (lane.poked or self.more):
                 rows = await self._load(room)
                 if rows is None:
                     return PassEnd.NOT_LIVE
@@ -159,12 +175,15 @@ class Window:
             limit, after = room + len(self.out), 0
         else:
             limit, after = room, self.cursor
+        # Pokes from before this load are answered by it.
+        self.lane.poked = False
         load = partial(
             load_reserved, deployment_id=self.session.deployment_id, limit=limit, after=after
         )
         rows = await self.sending.store.read(load)
         if rows is None:
             return None
+        self.more = len(rows) >= limit
         rows = [row for row in rows if row.id not in self.out]
         for row in rows:
             self.out[row.id] = row.seq

@@ -50,7 +50,9 @@ async def serve(
     ``prd``) of the sender the subject's last token names; None on a shared
     subject, whose requests have no sender. With ``serves``, a request of a
     sender it refuses is left unanswered: another hub serves that sender."""
-    slots = anyio.Semaphore(limit)
+    # A free slot is taken without a turn of the loop: the subscription
+    # gives the turns, and the answer runs in a task of its own anyway.
+    slots = anyio.Semaphore(limit, fast_acquire=True)
     async with anyio.create_task_group() as tg:
         async for message in sub:
             sender: str | None = None

@@ -264,6 +264,12 @@ async def test_a_suspension_that_crossed_an_activation_is_resumed_at_once(
         await hub.store.transact(partial(add_version, deployment_id=dep.id, sources=V2))
         hub.wire.on_rollout(dep.id)
 
+        async def active() -> bool:
+            row = await hub.one("SELECT version FROM deployment WHERE id = ?", dep.id)
+            return bool(row["version"] == 2)
+
+        # The suspension comes after the activation, which found nothing to resume.
+        await wait_for(active, what="version 2 active")
         await send(car, suspension(held.run_id, held.dispatch_id))
         assert (await run_row(hub, held.run_id))["status"] == "running"
         await wait_for(lambda: len(inbox.frames) == 2, what="the resume delivered")
