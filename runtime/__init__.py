@@ -18,6 +18,7 @@ process reads at its start (``runtime.process``) and when a schedule fires
 (``runtime.schedules``).
 """
 
+from . import tracing as tracing  # a module: its ``on`` is set where a process starts
 from .config import FINAL_EXIT_NOTE as FINAL_EXIT_NOTE
 from .config import NATS_URL_ENV as NATS_URL_ENV
 from .config import SidecarExit as SidecarExit
@@ -199,6 +200,7 @@ __all__ = [
     "running_loop",
     "sidecar_env",
     "start_process",
+    "tracing",
     "unwrap_group",
     "write_atomic",
     "write_restore_record",
