@@ -29,8 +29,8 @@ import pytest
 
 from hub._errors import HubNotReady
 from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
-from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from hub.up import UpSettings, hub_url, run_up
+from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from runtime import NATS_URL_ENV
 from tests.support import REPO, HubClient, free_port, wait_for
 
