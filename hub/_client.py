@@ -27,6 +27,8 @@ JSON = dict[str, Any]
 R = TypeVar("R")
 
 _HEADERS = {"Accept": "application/json"}
+MAX_WAKE_WAIT = 30.0
+"""The longest ``GET /workflows/wakes`` waits, in seconds."""
 
 
 def _quote(segment: str) -> str:
@@ -295,6 +297,23 @@ class AsyncHubClient(_Endpoints[Coroutine[Any, Any, JSON]]):
         except httpx.RequestError as exc:
             raise self._failed(exc) from exc
         return self._answer(response)
+
+    async def wakes(self, wait: float) -> list[str]:
+        """``GET /workflows/wakes``: the asleep deployments that have work, as
+        soon as there are any, within ``wait`` seconds (0 to 30; empty when
+        none came). The request may take ``wait`` on top of this client's
+        timeout, so the long poll never times out first."""
+        wait = min(max(wait, 0.0), MAX_WAKE_WAIT)
+        try:
+            response = await self._http.request(
+                "GET", f"/workflows/wakes?wait={wait:g}", timeout=wait + self.timeout
+            )
+        except httpx.RequestError as exc:
+            raise self._failed(exc) from exc
+        wake = self._answer(response).get("wake")
+        if not isinstance(wake, list) or not all(isinstance(dep, str) for dep in wake):
+            raise HubBadResponse(f"{self.base_url}: /workflows/wakes did not answer a list of ids")
+        return wake
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -73,6 +73,8 @@ class WireSide(Protocol):
 
     def on_policy(self, deployment_id: str) -> object: ...
 
+    async def wakes(self, wait: float) -> list[str]: ...
+
     def health(self) -> Mapping[str, Any]: ...
 
     def deployment_health(self, deployment_id: str) -> Mapping[str, Any]: ...
@@ -257,6 +259,7 @@ async def serve_hub(
                     on_schedules=scheduler.wake,
                     metrics_extra=lambda: side.metrics() + metrics.render() + scheduler.render(),
                     events=feed,
+                    wakes=side.wakes,
                 )
                 http = HttpServer(app, sock, settings.http_limits, fast_path=mail_answers(app))
                 await tg.start(http.run)

@@ -1,5 +1,5 @@
 """``python -m sidecar --state-dir D [--deployment DEP] [--nats URL] [--takeover]
-[--join TOKEN]``: one deployment's sidecar process.
+[--join TOKEN] [--idle-stop SECONDS]``: one deployment's sidecar process.
 
 Before it loads the workflow the process makes itself what
 ``runtime._contain`` describes: it re-executes itself (once) when its argv
@@ -10,19 +10,29 @@ state directory, under its resource limits, with umask 077.
 
 Its command line and environment are read once, in :func:`main`, into a
 :class:`SidecarSettings`; nothing it runs reads either again.
+
+With ``--idle-stop`` it asks the hub to sleep once idle that long, and
+exits ``SidecarExit.ASLEEP`` when the hub grants it; SIGUSR1 then means
+"sleep now if idle". SIGUSR1 is ignored from the first line of :func:`main`
+(and through the re-execution) until the receiver takes it, and again once
+the receiver is gone: a supervisor that signals a sidecar starting or
+stopping never kills it.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+import anyio.abc
 
 from runtime import (
     FINAL_EXIT_NOTE,
@@ -63,6 +73,8 @@ class SidecarSettings:
     nats_url: str | None = field(repr=False)  # may carry a password
     takeover: bool
     join: str | None = field(repr=False)
+    idle_stop: float
+    """Seconds with nothing to do before it asks the hub to sleep (0: never)."""
     process: ProcessSettings
     """Its log level, event loop, retry cap and SQLite's synchronous level."""
     environ: Mapping[str, str] = field(repr=False)
@@ -85,12 +97,30 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "--takeover", action="store_true", help="move ownership here, fencing the current owner"
     )
     p.add_argument("--join", metavar="TOKEN", help="write the restore record from a join token")
+    p.add_argument(
+        "--idle-stop",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="ask the hub to sleep after this long with nothing to do, and exit"
+        f" {int(SidecarExit.ASLEEP)} when it grants it (default 0: never)",
+    )
     return p
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not (0 <= value < math.inf):
+        raise argparse.ArgumentTypeError(f"not a number of seconds >= 0: {text}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
     """``argv`` None: this is the process (``python -m sidecar``), which contains
     itself; a list: a test calling in, whose process is left as it is."""
+    # Before anything else: a SIGUSR1 that comes before its receiver does
+    # nothing, instead of killing the process (ignored stays ignored over exec).
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     if argv is None:
         private_umask()
     environ = dict(os.environ)
@@ -107,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         nats_url=args.nats,
         takeover=args.takeover,
         join=args.join,
+        idle_stop=args.idle_stop,
         process=process,
         environ=environ,
     )
@@ -132,9 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         takeover=settings.takeover,
         backoff_max=process.backoff_max,
         synchronous=process.sqlite_synchronous,
+        idle_stop=settings.idle_stop,
     )
     try:
-        anyio.run(_serve, options, backend_options=dict(process.backend_options))
+        asleep = anyio.run(_serve, options, backend_options=dict(process.backend_options))
     except Exception as exc:
         cause = unwrap_group(exc)
         if isinstance(cause, OwnerConflict):
@@ -155,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
             log.error("cannot boot: %s", cause)
             return SidecarExit.USAGE
         raise
+    if asleep:
+        log.info("deployment %s is asleep: exiting", deployment_id)
+        return _final(settings.state_dir, SidecarExit.ASLEEP)
     return 0
 
 
@@ -192,14 +227,36 @@ def _argv(settings: SidecarSettings, deployment_id: str) -> list[str]:
     out = ["--state-dir", str(settings.state_dir), "--deployment", deployment_id]
     if settings.takeover:
         out.append("--takeover")
+    if settings.idle_stop:
+        out += ["--idle-stop", repr(settings.idle_stop)]
     return out
 
 
-async def _serve(options: SidecarOptions) -> None:
+async def _serve(options: SidecarOptions) -> bool:
+    """Serve until stopped; True when it stopped because the hub granted its Sleep."""
     sidecar = Sidecar(options)
     # The first SIGTERM/SIGINT stops in order; a second one stops at once.
-    async with cancel_on_signals(graceful=sidecar.stop):
+    async with cancel_on_signals(graceful=sidecar.stop), anyio.create_task_group() as tg:
+        if options.idle_stop > 0:
+            await tg.start(_nudges, sidecar)
         await sidecar.run()
+        tg.cancel_scope.cancel()
+    return sidecar.asleep
+
+
+async def _nudges(
+    sidecar: Sidecar, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """SIGUSR1: sleep now if idle (``mailrun up`` asks while starts wait for a slot)."""
+    try:
+        with anyio.open_signal_receiver(signal.SIGUSR1) as signals:
+            task_status.started()
+            async for _ in signals:
+                log.info("SIGUSR1: sleeping now if idle")
+                sidecar.nudge()
+    finally:
+        # The receiver put the default action (terminate) back: ignored again.
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ home it runs from, so a restart in the same directory takes ownership back
 at once and carries on from its disk, while a copy of the directory (or of
 the restore record) is refused, or, with ``--takeover``, starts from the
 hub's state of every run (see ``hub.wire.ownership``).
+
+With an idle time (``SidecarOptions.idle_stop``, ``--idle-stop``) it also
+runs the sleeper (``_sleep``): idle that long, it asks the hub to sleep, and
+stops when the hub grants it (:attr:`Sidecar.asleep`).
 """
 
 from __future__ import annotations
@@ -46,8 +50,9 @@ from runtime.wire import LEGACY_POLICY, public_key_of
 from ._errors import FencedOut, HubUnavailable, WorkflowLoadError
 from ._home import Home
 from ._record import locate
+from ._sleep import REFUSED, Sleeper
 from .execution import Handler, Runs, RunsConfig, Versions, load_workflow, mail_domain
-from .link import Control, Delivery, HubLink, Identity, Shipper
+from .link import Activity, Control, Delivery, HubLink, Identity, Shipper
 from .storage import ADOPT_MARK, Inbox
 
 log = logging.getLogger("mailrun.sidecar")
@@ -95,6 +100,8 @@ class SidecarOptions:
     synchronous: Synchronous = Synchronous.FULL
     """SQLite's durability for the inbox (``MAILRUN_SQLITE_SYNCHRONOUS``, read
     where the process starts): ``NORMAL`` only for a benchmark."""
+    idle_stop: float = 0.0
+    """Seconds with nothing to do before it asks the hub to sleep (0: never)."""
 
 
 class Sidecar:
@@ -116,6 +123,10 @@ class Sidecar:
         """This process: every start is a new incarnation."""
         self._previous_instance: str | None = None
         self._serving = anyio.CancelScope()
+        self.sleeper: Sleeper | None = None
+        """Its idle clock, while it serves with an idle time."""
+        self.asleep = False
+        """The hub granted its Sleep: it stopped for that (exit ``ASLEEP``)."""
 
     async def run(self) -> None:
         """Serve until stopped or cancelled; raises :class:`FencedOut` when this
@@ -186,6 +197,15 @@ class Sidecar:
         current batch, close the inbox. (Cancelling ``run`` stops at once.)"""
         self._serving.cancel()
 
+    def nudge(self) -> None:
+        """Sleep now if idle (SIGUSR1); nothing without an idle time."""
+        if self.sleeper is not None:
+            self.sleeper.nudge()
+
+    def _asleep(self) -> None:
+        self.asleep = True
+        self.stop()
+
     async def _serve(
         self, transport: Transport, record: RestoreRecord, inbox: Inbox, home: str
     ) -> None:
@@ -208,6 +228,7 @@ class Sidecar:
             request_timeout=self.options.request_timeout,
             backoff=retry,
             on_welcome=self._welcomed,
+            activity=Activity(),
         )
         self.link = link
         self.shipper = Shipper(
@@ -233,6 +254,15 @@ class Sidecar:
             control=control,
             versions=self.versions,
         )
+        if self.options.idle_stop > 0:
+            self.sleeper = Sleeper(
+                idle_stop=self.options.idle_stop,
+                link=link,
+                runs_idle=self.runs.idle,
+                inbox=inbox,
+                on_asleep=self._asleep,
+                backoff=REFUSED.capped(self.options.backoff_max),
+            )
         inbound = await transport.subscribe(subjects.inbound(record.deployment_id))
         # Closed here too: a stop may come before its task has started.
         with closing(control):
@@ -243,6 +273,8 @@ class Sidecar:
                 tg.start_soon(self.shipper.run)
                 tg.start_soon(self._keep_record)
                 tg.start_soon(link.run)
+                if self.sleeper is not None:
+                    tg.start_soon(self.sleeper.run)
 
     async def _persist(self) -> None:
         assert self.record is not None and self._record_path is not None
@@ -292,6 +324,8 @@ class Sidecar:
         self.runs.kick()
 
     def _committed(self) -> None:
+        if self.link is not None:
+            self.link.activity.poke()  # a batch or a step: the end of a handler's work
         if self.shipper is not None:
             self.shipper.wake()
 

@@ -9,7 +9,7 @@ one gate (``auth``), and every error is ``{"status", "reason", "detail"}``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -55,6 +55,7 @@ def create_app(
     on_schedules: Callable[[], object] | None = None,
     metrics_extra: Callable[[], str] | None = None,
     events: ChangeFeed | None = None,
+    wakes: Callable[[float], Awaitable[list[str]]] | None = None,
 ) -> Starlette:
     """The HTTP API over ``store``, for holders of ``admin_token``; triggers go
     through ``acceptor``.
@@ -65,6 +66,7 @@ def create_app(
     ``on_rollout(id)`` has its sidecar load a version asked for at once;
     ``on_policy(id)`` sends its sidecar a changed failure policy;
     ``on_schedules()`` wakes the schedule loop after a schedule is added or removed;
+    ``wakes(wait)`` answers ``GET /workflows/wakes`` (the wire side's long poll);
     ``events`` serves ``GET /events`` (None: it answers 503)."""
     ctx = RouteContext(store, acceptor, settings)
     gate = Gate(admin_token)
@@ -81,7 +83,7 @@ def create_app(
             *health_routes(ctx, boot_id, health_extra),
             *answers.routes(),
             *trigger_routes(ctx),
-            *deployment_routes(ctx, live, on_deleted, on_policy),
+            *deployment_routes(ctx, live, on_deleted, on_policy, wakes),
             *version_routes(ctx, on_rollout or (lambda dep_id: None)),
             *schedule_routes(ctx, on_schedules),
             *run_routes(ctx),

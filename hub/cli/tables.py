@@ -187,6 +187,7 @@ def deployment_view(d: Mapping[str, Any]) -> str:
         "max_concurrent_runs",
         "mail",
         "paused_at",
+        "asleep_since",
         "owner_epoch",
         "created_at",
         "deleted_at",

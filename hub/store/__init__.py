@@ -12,6 +12,8 @@ concern, and the names the other rooms of the hub use, re-exported here.
 - ``mail``: a deployment's mail settings (who may write, its domain's
   catch-all), the hub's secrets, the mail runs sent, migration 20;
 - ``clock``: time: the runs' timers and the deployments' schedules;
+- ``sleep``: scale to zero: the sleep row a granted Sleep writes and a
+  Welcome deletes, the wakes requested, the asleep deployments with work;
 - ``schema`` and ``migrations``: the schema, and the ordered steps that
   build it on either database (and move a SQLite one to PostgreSQL);
 - ``sql``: statements declared once per database, and ``Tx``;
@@ -204,6 +206,13 @@ from .sessions import release_all as release_all
 from .sessions import renew_and_take as renew_and_take
 from .sessions import schema_version as schema_version
 from .sessions import share_health as share_health
+from .sleep import BUSY_RESERVED as BUSY_RESERVED
+from .sleep import BUSY_ROLLOUT as BUSY_ROLLOUT
+from .sleep import asleep_deployments as asleep_deployments
+from .sleep import deployments_to_wake as deployments_to_wake
+from .sleep import grant_sleep as grant_sleep
+from .sleep import request_wake as request_wake
+from .sleep import wake_deployment as wake_deployment
 from .sql import Tx as Tx
 from .sql import insert_rows as insert_rows
 from .sql import insert_statement as insert_statement
@@ -234,6 +243,8 @@ from .views import resolve_deployment as resolve_deployment
 
 __all__ = [
     "APPROVAL_EXPIRY",
+    "BUSY_RESERVED",
+    "BUSY_ROLLOUT",
     "DATABASE_ENV",
     "DEFAULT_BUSY_TIMEOUT",
     "DEFAULT_CHANGES_KEPT",
@@ -318,6 +329,7 @@ __all__ = [
     "add_version",
     "address_status",
     "ask_approval",
+    "asleep_deployments",
     "blob_named",
     "body_digest",
     "build_sources",
@@ -343,6 +355,7 @@ __all__ = [
     "delete_deployment",
     "deployment_address",
     "deployment_of_run",
+    "deployments_to_wake",
     "due_mail",
     "due_schedules",
     "due_timers",
@@ -363,6 +376,7 @@ __all__ = [
     "get_run",
     "get_version",
     "give_nats_identities",
+    "grant_sleep",
     "hold_role",
     "hub_secret",
     "inbox_format",
@@ -419,6 +433,7 @@ __all__ = [
     "remove_schedule",
     "renew_and_take",
     "request_rollout",
+    "request_wake",
     "resolve_deployment",
     "resolve_producer",
     "resume_if_outdated",
@@ -443,5 +458,6 @@ __all__ = [
     "unpause_deployment",
     "update_rows",
     "update_statement",
+    "wake_deployment",
     "write_processed",
 ]

@@ -50,11 +50,19 @@ from .requests import (
     BlobHandler,
     Handler,
     MintHandler,
+    SleepHandler,
     StateHandler,
     serve,
 )
 from .retention import DeadLetters, Garbage, RetentionConfig
-from .sessions import NONCE_TTL, OWNER_LEASE, HelloHandler, LeaseKeeper, SessionTable
+from .sessions import (
+    NONCE_TTL,
+    OWNER_LEASE,
+    HelloHandler,
+    LeaseKeeper,
+    Session,
+    SessionTable,
+)
 
 log = logging.getLogger("mailrun.hub.wire")
 
@@ -132,9 +140,16 @@ class Wire:
         self.dispatcher.wake(deployment_ids)
 
     def on_rollout(self, deployment_id: str) -> None:
-        """A version was asked for: its sidecar is asked to load it now."""
+        """A version was asked for: its sidecar is asked to load it now (an
+        asleep one's wake was requested in that transaction)."""
         if self._rollouts is not None:
             self._rollouts.poke()
+        self.dispatcher.sleepers.poke((deployment_id,))
+
+    async def wakes(self, wait: float) -> list[str]:
+        """``GET /workflows/wakes``: the asleep deployments that have work,
+        waiting up to ``wait`` seconds for one."""
+        return await self.dispatcher.sleepers.wakes(wait)
 
     def on_policy(self, deployment_id: str) -> None:
         """The deployment's failure policy changed: its sidecar is told now."""
@@ -151,13 +166,18 @@ class Wire:
         it goes."""
         self.sessions.drop(deployment_id)
         self.dispatcher.forget(deployment_id)
+        self.dispatcher.sleepers.woke(deployment_id)
         self._letters.forget(deployment_id)
         self._notices.fenced(deployment_id, 0, Reason.DEPLOYMENT_NOT_LIVE)
 
     def health(self) -> dict[str, Any]:
         dispatcher = self.dispatcher
         return health_report(
-            self.sessions, dispatcher.stats(), self._health, dispatcher.redelivered()
+            self.sessions,
+            dispatcher.stats(),
+            self._health,
+            dispatcher.redelivered(),
+            asleep=dispatcher.sleepers,
         )
 
     def deployment_health(self, deployment_id: str) -> dict[str, Any]:
@@ -257,6 +277,7 @@ async def run_wire(
         config=config.dispatch,
         metrics=metrics,
     )
+    sleepers = dispatcher.sleepers
     letters = letters or DeadLetters(config.retention)
     collector = BlobCollector(
         store,
@@ -285,6 +306,14 @@ async def run_wire(
     def moved(deployment_id: str, owner_epoch: int) -> None:
         notices.fenced(deployment_id, owner_epoch, Reason.OWNER_CONFLICT)
 
+    def welcomed(session: Session) -> None:
+        sleepers.woke(session.deployment_id)  # the claim deleted its sleep row
+        dispatcher.session_opened(session)
+
+    def asleep(session: Session) -> None:
+        dispatcher.asleep(session.deployment_id)
+        sleepers.fell_asleep(session.deployment_id)
+
     handlers: dict[str, tuple[str, Handler]] = {
         subjects.hello: (
             "hello",
@@ -292,7 +321,7 @@ async def run_wire(
                 store=store,
                 sessions=sessions,
                 boot_id=boot_id,
-                on_welcome=dispatcher.session_opened,
+                on_welcome=welcomed,
                 on_moved=moved,
                 nonce_ttl=config.nonce_ttl,
                 owner_lease=config.owner_lease,
@@ -316,9 +345,14 @@ async def run_wire(
         subjects.blob: ("blob", blobs),
         subjects.mint: ("mint", MintHandler(store=store, sessions=sessions)),
         subjects.state: ("state", StateHandler(store=store, sessions=sessions)),
+        subjects.sleep: (
+            "sleep",
+            SleepHandler(store=store, sessions=sessions, on_asleep=asleep),
+        ),
     }
     subscriptions: list[Subscription] = []
     announcing = Wakeup()
+    await sleepers.load()
     try:
         async with anyio.create_task_group() as tg:
             if leases is not None:

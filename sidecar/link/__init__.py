@@ -2,11 +2,12 @@
 
 The session (hello, challenge, welcome) and the requests made under it,
 the delivery of ``mail.inbound`` frames into the inbox, the control
-frames that come on the same subject (on a task of their own), and the
+frames that come on the same subject (on a task of their own), the
 shipper that sends the outbox's events to the hub until they are
-acknowledged.
+acknowledged, and the activity they all mark (what keeps the sidecar awake).
 """
 
+from ._activity import Activity as Activity
 from ._control import Control as Control
 from ._delivery import Delivery as Delivery
 from ._session import HubLink as HubLink
@@ -14,4 +15,4 @@ from ._session import Identity as Identity
 from ._session import Session as Session
 from ._shipper import Shipper as Shipper
 
-__all__ = ["Control", "Delivery", "HubLink", "Identity", "Session", "Shipper"]
+__all__ = ["Activity", "Control", "Delivery", "HubLink", "Identity", "Session", "Shipper"]

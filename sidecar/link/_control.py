@@ -14,7 +14,9 @@ sends a LoadVersion again at its next look.
 
 Each is answered only under a session this process holds (the hub stamps
 the ones it sends), so a fenced process that has not stopped yet never
-keeps the deployment looking alive, nor loads code for it.
+keeps the deployment looking alive, nor loads code for it. A LoadVersion
+is work that keeps the sidecar awake; one that comes while it asks to
+sleep is left unanswered (the hub sends it again, to whichever process).
 """
 
 from __future__ import annotations
@@ -126,7 +128,11 @@ class Control:
         Only the session the hub stamped answers (as for a Ping)."""
         if not self._link.holds(frame.session_id) or self._versions is None:
             return
-        error = await self._versions.load(frame.version, frame.code, self._link.fetch_blob)
+        activity = self._link.activity
+        if not activity.taking:
+            return
+        with activity.busy():
+            error = await self._versions.load(frame.version, frame.code, self._link.fetch_blob)
         reply = VersionLoaded(deployment_id=self._deployment_id, version=frame.version, error=error)
         try:
             await message.respond(encode(reply))

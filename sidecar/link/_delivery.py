@@ -10,6 +10,10 @@ after the commit, so the hub never takes a frame for delivered that a crash
 could lose. A MailBatch is answered by one AckBatch once every item has its
 answer; an item left unanswered (not this owner's) leaves the whole batch
 unanswered, and the hub sends it again.
+
+While the sidecar asks to sleep (``Activity.taking`` is False) the writer
+takes nothing: what it finds is left unanswered and unstored, for the hub
+to deliver again, here once the hub said busy, or to the next process.
 """
 
 from __future__ import annotations
@@ -132,6 +136,14 @@ class Delivery:
                 await self._handle(batch)
 
     async def _handle(self, received: list[Received]) -> None:
+        activity = self._link.activity
+        if not activity.taking:
+            log.info("asking to sleep: leaving %d message(s) for the hub to resend", len(received))
+            return
+        with activity.busy():
+            await self._store(received)
+
+    async def _store(self, received: list[Received]) -> None:
         dead: list[tuple[str, str, bytes]] = []
         answers: list[_Answer] = []
         frames: list[_Frame] = []

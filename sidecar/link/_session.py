@@ -18,6 +18,10 @@ or {deployment_not_live | unknown_deployment} (it was deleted) is final:
 A HubBoot from another hub also abandons every request in flight: the hub
 that was asked is gone and its answer will never come, so waiting out the
 request timeout would only delay the resend (every request is idempotent).
+
+Every request, and a hello up to the session it makes, is work in progress
+on the sidecar's :class:`Activity`: a sidecar never asks to sleep (``Sleep``,
+:meth:`HubLink.sleep`) while it waits for the hub.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import anyio
 import msgspec
 
 from runtime import (
+    Asleep,
     Backoff,
     BlobChunk,
     BlobGet,
@@ -49,6 +54,7 @@ from runtime import (
     Retry,
     RunSnapshot,
     RunStates,
+    Sleep,
     StateGet,
     Subjects,
     Transport,
@@ -70,6 +76,7 @@ from .._errors import (
     HubUnavailable,
     OwnerConflict,
 )
+from ._activity import Activity
 
 log = logging.getLogger("mailrun.sidecar.link")
 
@@ -106,6 +113,7 @@ class HubLink:
         request_timeout: float = 2.0,
         backoff: Backoff = Backoff(),
         on_welcome: Callable[[Welcome], Awaitable[None]] | None = None,
+        activity: Activity | None = None,
     ) -> None:
         self.transport = transport
         self.subjects = subjects
@@ -125,6 +133,7 @@ class HubLink:
         self._in_flight: set[anyio.CancelScope] = set()
         self._earlier: deque[Session] = deque(maxlen=8)  # sessions this process had before
         self._helloing = False  # a hello is in flight: it answers every refusal meanwhile
+        self.activity = activity if activity is not None else Activity()
 
     # --- session --------------------------------------------------------------
 
@@ -168,55 +177,57 @@ class HubLink:
         last_problem = ""
         while True:
             self._wake.clear()  # this hello answers every request for one so far
-            try:
-                self._helloing = True
+            # A hello up to its session is work: no Sleep is asked meanwhile.
+            with self.activity.busy():
                 try:
-                    welcome = await self._hello()
-                finally:
-                    self._helloing = False
-            except FencedOut:
-                raise
-            except (HubRefused, HubUnavailable) as exc:
-                if self.told_gone and self.transport.credentials_refused:
-                    # The hub said the deployment is gone and NATS no longer
-                    # admits its identity: two signals no third party can
-                    # give together. Its hello would never be answered.
-                    raise DeploymentGone(
-                        Reason.DEPLOYMENT_NOT_LIVE,
-                        "the hub said the deployment was deleted and NATS revoked its identity",
-                    ) from exc
-                if str(exc) != last_problem:
-                    log.warning("hello failed, retrying: %s", exc)
-                    last_problem = str(exc)
-                hello.failed()
-                await hello.wait(self._wake.wait)
-                continue
-            hello.succeeded()
-            last_problem = ""
-            self.told_gone = False  # welcome after all: the notice was not the hub's last word
-            # Only the first claim may take ownership over; later hellos just
-            # renew the session of the owner this instance now is.
-            self._takeover = False
-            log.info(
-                "session %s (epoch %d, hub boot %s)",
-                welcome.session_id,
-                welcome.owner_epoch,
-                welcome.hub_boot_id,
-            )
-            if self._on_welcome is not None:
-                try:
-                    await self._on_welcome(welcome)
-                except Exception:
-                    # Not the session yet: nothing is shipped under it before
-                    # the sidecar is ready to act as the owner.
-                    log.exception("handling the welcome failed; saying hello again")
+                    self._helloing = True
+                    try:
+                        welcome = await self._hello()
+                    finally:
+                        self._helloing = False
+                except FencedOut:
+                    raise
+                except (HubRefused, HubUnavailable) as exc:
+                    if self.told_gone and self.transport.credentials_refused:
+                        # The hub said the deployment is gone and NATS no longer
+                        # admits its identity: two signals no third party can
+                        # give together. Its hello would never be answered.
+                        raise DeploymentGone(
+                            Reason.DEPLOYMENT_NOT_LIVE,
+                            "the hub said the deployment was deleted and NATS revoked its identity",
+                        ) from exc
+                    if str(exc) != last_problem:
+                        log.warning("hello failed, retrying: %s", exc)
+                        last_problem = str(exc)
                     hello.failed()
                     await hello.wait(self._wake.wait)
                     continue
-            if self.session is not None:
-                self._earlier.append(self.session)
-            self.session = Session(welcome.session_id, welcome.owner_epoch, welcome.hub_boot_id)
-            self._changed.notify()
+                hello.succeeded()
+                last_problem = ""
+                self.told_gone = False  # welcome after all: the notice was not the hub's last word
+                # Only the first claim may take ownership over; later hellos just
+                # renew the session of the owner this instance now is.
+                self._takeover = False
+                log.info(
+                    "session %s (epoch %d, hub boot %s)",
+                    welcome.session_id,
+                    welcome.owner_epoch,
+                    welcome.hub_boot_id,
+                )
+                if self._on_welcome is not None:
+                    try:
+                        await self._on_welcome(welcome)
+                    except Exception:
+                        # Not the session yet: nothing is shipped under it before
+                        # the sidecar is ready to act as the owner.
+                        log.exception("handling the welcome failed; saying hello again")
+                        hello.failed()
+                        await hello.wait(self._wake.wait)
+                        continue
+                if self.session is not None:
+                    self._earlier.append(self.session)
+                self.session = Session(welcome.session_id, welcome.owner_epoch, welcome.hub_boot_id)
+                self._changed.notify()
             began = anyio.current_time()
             await self._wake.wait()
             if anyio.current_time() - began < self._backoff.maximum:
@@ -282,7 +293,7 @@ class HubLink:
         """One request to the hub; transport trouble becomes :class:`HubUnavailable`,
         and a Refused asking for a new session triggers a re-hello."""
         data = None
-        with anyio.CancelScope() as scope:
+        with self.activity.busy(), anyio.CancelScope() as scope:
             self._in_flight.add(scope)
             try:
                 data = await self.transport.request(subject, encode(frame), timeout)
@@ -359,6 +370,22 @@ class HubLink:
             raise HubRefused(reply.reason, reply.detail)
         run_id: str = reply.run_id
         return run_id
+
+    async def sleep(self) -> Asleep | Refused:
+        """Ask the hub to let this process stop (``Sleep``): Asleep when it
+        granted it, else its refusal (``busy``, or one that makes the link
+        say hello again). Raises :class:`HubUnavailable`."""
+        session = self._require_session()
+        sleep = Sleep(
+            deployment_id=self.identity.deployment_id,
+            session_id=session.session_id,
+            owner_epoch=session.owner_epoch,
+        )
+        decoder: FrameDecoder[Asleep | Refused] = FrameDecoder(Asleep | Refused)
+        reply: Asleep | Refused = await self.request(
+            self.subjects.sleep, sleep, decoder, self._request_timeout
+        )
+        return reply
 
     async def fetch_state(self, welcome: Welcome) -> tuple[list[RunSnapshot], int, list[int]]:
         """Every run's state as the hub applied it, the hub's floor seq and the

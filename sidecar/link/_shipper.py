@@ -213,8 +213,9 @@ class Shipper:
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
                 # The hub has them; a crash here resends them (they dedupe there).
-                await afailpoint("sidecar.shipper.after_ack")
-                await self._inbox.mark_acked(events)
+                with self._link.activity.busy():
+                    await afailpoint("sidecar.shipper.after_ack")
+                    await self._inbox.mark_acked(events)
 
     async def _pack(self, frame: EventsFrame, after: int) -> _Packed:
         """The oldest events after outbox position ``after`` that fit

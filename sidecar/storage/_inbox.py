@@ -43,7 +43,7 @@ from ._outbox import (
     settled_dispatch,
     unacked_events,
 )
-from ._position import advance_over_done, known_through, read_position, skip_up_to
+from ._position import advance_over_done, at_rest, known_through, read_position, skip_up_to
 from ._queue import (
     Pending,
     RunRecord,
@@ -383,6 +383,11 @@ class Inbox:
                 self._with_steps.difference_update(
                     d for d, _, outcome in c.consumed if outcome != DispatchOutcome.PARKED
                 )
+
+    async def at_rest(self) -> bool:
+        """Nothing left to process, nothing left for the hub to take."""
+        async with self._lock:
+            return await self.db.read(at_rest)
 
     # --- outbox ---------------------------------------------------------------
 

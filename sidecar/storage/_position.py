@@ -11,6 +11,10 @@ another run is still being handled (and rows set aside, skipped, or release
 Above the position, the known prefix (:func:`known_through`) is how far
 every seq has a row: a run may take an item only within it, since a seq not
 delivered yet could be that run's.
+
+At rest (:func:`at_rest`) is the end of it all: nothing left to process and
+nothing the hub has not taken, what a sidecar waits for before it asks to
+sleep.
 """
 
 from __future__ import annotations
@@ -27,6 +31,17 @@ def read_position(conn: sqlite3.Connection) -> int:
     """The processing position as the inbox keeps it (0: none yet)."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()
     return int(row[0]) if row is not None else 0
+
+
+def at_rest(conn: sqlite3.Connection) -> bool:
+    """Whether nothing is left to do: no row pending or held (whatever holds
+    it: a gap below it, a retry's backoff, a run suspended or waiting for a
+    decision) and no event the hub has not acknowledged."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM inbox WHERE state IN ('pending', 'held'))"
+        " OR EXISTS (SELECT 1 FROM outbox WHERE acked = 0)"
+    ).fetchone()
+    return not row[0]
 
 
 _CHUNK = 512

@@ -1,6 +1,7 @@
 """The routes of deployments: ``POST|GET /workflows/deployments``,
-``GET|PATCH|DELETE /workflows/deployments/{id or name}`` and
-``POST /workflows/deployments/{id or name}/pause|unpause``.
+``GET|PATCH|DELETE /workflows/deployments/{id or name}``,
+``POST /workflows/deployments/{id or name}/pause|unpause`` and
+``GET /workflows/wakes`` (the asleep deployments that have work).
 
 A new deployment's address is ``name@domain``: the hub's first mail domain,
 or the one of its domains the creation names (``domain``; 422 for another).
@@ -13,6 +14,12 @@ sidecar is told (``on_policy``). A pause keeps what the
 deployment takes undelivered until it is unpaused; an unpause wakes the
 dispatcher for it, as an accept does.
 
+A deployment whose sidecar fell asleep (scale to zero) is shown ``asleep``
+(``paused`` first), with ``asleep_since``; ``GET /workflows/wakes?wait=S``
+names those that have work (a reserved dispatch, a wake requested), at
+once when there are any, else as soon as one does, within ``S`` seconds
+(0 to 30): what ``mailrun up`` starts again.
+
 A deployment is shown with the wire side's live view (``connected``,
 ``last_error``: the ``live`` the app is given); the answer to its creation
 alone carries its ``join_token`` and where its restore record was written.
@@ -21,7 +28,8 @@ alone carries its ``join_token`` and where its restore record was written.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import math
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import msgspec
@@ -29,12 +37,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..._errors import InvalidDeployment, InvalidPolicy
+from ..._errors import InvalidDeployment, InvalidPolicy, InvalidRequest
 from ...store import (
     DeploymentView,
     Tx,
     create_deployment,
     delete_deployment,
+    deployments_to_wake,
     get_deployment,
     list_deployments,
     pause_deployment,
@@ -48,6 +57,22 @@ from ..requests import DeploymentIn, PolicyIn
 from ..responses import json_response
 
 Live = Callable[[DeploymentView], DeploymentView]
+Wakes = Callable[[float], Awaitable[list[str]]]
+"""``wakes(wait)``: the asleep deployments with work, waiting up to ``wait`` s."""
+
+MAX_WAKE_WAIT = 30.0
+
+
+def _wait(request: Request) -> float:
+    """``?wait=``: seconds from 0 to 30, else 422."""
+    text = request.query_params.get("wait", "0")
+    try:
+        wait = float(text)
+    except ValueError:
+        wait = math.nan
+    if not 0.0 <= wait <= MAX_WAKE_WAIT:
+        raise InvalidRequest(f"'wait' must be a number of seconds from 0 to {MAX_WAKE_WAIT:g}")
+    return wait
 
 
 def _domain(settings: ApiSettings, wanted: str | None) -> str:
@@ -67,9 +92,11 @@ def deployment_routes(
     live: Live,
     on_deleted: Callable[[str], object] | None,
     on_policy: Callable[[str], object] | None = None,
+    wakes: Wakes | None = None,
 ) -> list[Route]:
     """``on_deleted(id)`` ends a deleted deployment's sessions at once;
-    ``on_policy(id)`` sends a changed policy to its sidecar."""
+    ``on_policy(id)`` sends a changed policy to its sidecar; ``wakes``
+    answers ``GET /workflows/wakes`` (None: from the store, without waiting)."""
     store, settings = ctx.store, ctx.settings
 
     async def post_deployment(request: Request) -> Response:
@@ -135,7 +162,13 @@ def deployment_routes(
                 await result
         return json_response(live(await store.read(partial(get_deployment, key=dep_id))))
 
+    async def get_wakes(request: Request) -> Response:
+        wait = _wait(request)
+        found = await (wakes(wait) if wakes is not None else store.read(deployments_to_wake))
+        return json_response({"wake": found})
+
     return [
+        Route("/workflows/wakes", get_wakes, methods=["GET"]),
         Route("/workflows/deployments/{key}/pause", pause, methods=["POST"]),
         Route("/workflows/deployments/{key}/unpause", unpause, methods=["POST"]),
         Route("/workflows/deployments", post_deployment, methods=["POST"]),

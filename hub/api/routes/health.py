@@ -6,7 +6,8 @@ It is the one route the gate opens to a request without credentials
 ``{status}``: ``ok``, or ``degraded`` while a run is suspended or a
 dispatch parked (handlers that failed past their retry budget wait for an
 operator; the admin is told how many of each). A paused deployment degrades
-nothing (the admin is told how many there are, ``paused_deployments``).
+nothing, nor does an asleep one (the admin is told how many there are,
+``paused_deployments``, ``asleep_deployments``).
 Still 200: the hub itself serves.
 """
 
@@ -19,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...store import LATEST, count_failures, paused_deployments
+from ...store import LATEST, asleep_deployments, count_failures, paused_deployments
 from ..auth import OPEN_PATH
 from ..context import RouteContext
 from ..responses import json_response
@@ -36,6 +37,7 @@ def health_routes(ctx: RouteContext, boot_id: str, extra: HealthExtra | None) ->
         suspended = sum(failures["suspended"].values())
         parked = sum(failures["parked"].values())
         paused = len(await ctx.store.read(paused_deployments))
+        asleep = len(await ctx.store.read(asleep_deployments))
         # The wire side's report has a status of its own (undeliverable or
         # stuck dispatches): either one degrades the hub.
         wire_ok = added.pop("status", "ok") == "ok"
@@ -43,7 +45,7 @@ def health_routes(ctx: RouteContext, boot_id: str, extra: HealthExtra | None) ->
         health = {"status": status, "boot_id": boot_id, "nats_url": ctx.settings.nats_url,
                   "schema_version": LATEST, "suspended_runs": suspended,
                   "parked_dispatches": parked, "paused_deployments": paused,
-                  **added}  # fmt: skip
+                  "asleep_deployments": asleep, **added}  # fmt: skip
         if not getattr(request.state, "admin", False):
             health = {"status": health["status"]}
         return json_response(health)

@@ -12,6 +12,7 @@ from ...intake import Acceptor
 from ...metrics import family, label
 from ...store import (
     Store,
+    asleep_deployments,
     count_by_status,
     count_failures,
     count_outbound,
@@ -83,6 +84,13 @@ async def render_metrics(store: Store, acceptor: Acceptor) -> str:
         "mailrun_deployment_paused", "gauge",
         "1 for each deployment that is paused (what it takes is kept, not delivered).",
         [(_label("deployment", dep), 1) for dep in paused],
+    )  # fmt: skip
+    # From the store: with several hubs, another may have granted the Sleep.
+    asleep = await store.read(asleep_deployments)
+    lines += family(
+        "mailrun_deployments_asleep", "gauge",
+        "Deployments whose sidecar is asleep (scale to zero: started again by their next item).",
+        [("", len(asleep))],
     )  # fmt: skip
     # What waits for an operator: counted through partial indexes (few rows).
     failures = await store.read(count_failures)

@@ -13,7 +13,8 @@ names the version asked for; the rollout driver (``hub.wire.rollout``) has
 the sidecar load it, then :func:`finish_rollout` makes it active (and
 resumes every suspended run of the deployment), or marks it refused with
 the sidecar's reason, in one transaction. Being a row, a requested rollout
-survives a hub restart.
+survives a hub restart. A rollout to an asleep deployment requests its wake
+(``hub.store.sleep``): its sidecar loads the version once it is back.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from runtime.wire import DeploymentStatus
 from ..._errors import DeploymentNotLive, UnknownVersion
 from ..failures import resume_suspended
 from ..schema import add_columns
+from ..sleep import request_wake
 from ..sql import Row, SqliteTx, Tx, sql
 
 
@@ -216,6 +218,8 @@ def request_rollout(tx: Tx, deployment_id: str, version: int) -> bool:
 def _request(tx: Tx, deployment_id: str, version: int) -> None:
     _supersede(tx, deployment_id)
     tx.execute(_ROLLOUT, (version, deployment_id))
+    # Asleep, its sidecar loads nothing: it is woken to (``hub.store.sleep``).
+    request_wake(tx, deployment_id)
 
 
 def _supersede(tx: Tx, deployment_id: str) -> None:

@@ -10,6 +10,7 @@ from .reading import read_changes as read_changes
 from .reading import read_feed as read_feed
 from .reading import trim_changes as trim_changes
 from .recording import DEPLOYMENT_FEED_PG as DEPLOYMENT_FEED_PG
+from .recording import NOW as NOW
 from .recording import Change as Change
 from .recording import ChangeKind as ChangeKind
 from .recording import add_change_feed as add_change_feed
@@ -19,6 +20,7 @@ __all__ = [
     "DEFAULT_CHANGES_KEPT",
     "DEPLOYMENT_FEED_PG",
     "FEED_HOLD",
+    "NOW",
     "Change",
     "ChangeKind",
     "add_change_feed",

@@ -43,6 +43,7 @@ from ..schema import (
     statements,
 )
 from ..sessions import LEASES_SCHEMA
+from ..sleep import SLEEP_PG, add_sleep
 
 Step = Callable[[sqlite3.Connection], None]
 """A migration on SQLite: a plain function of the connection, run inside
@@ -109,6 +110,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(18, "0018_timers", add_timers, postgres=TIMERS_PG),
     Migration(19, "0019_schedules", add_schedules, postgres=SCHEDULES_PG),
     Migration(20, "0020_mail", add_mail, postgres=MAIL_PG),
+    Migration(21, "0021_sleep", add_sleep, postgres=SLEEP_PG),
 )
 LATEST = MIGRATIONS[-1].version
 

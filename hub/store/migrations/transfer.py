@@ -45,6 +45,7 @@ TABLES = (
     "outbound_mail",
     "deployment_version",
     "producer",
+    "deployment_sleep",
     "change",
     "timer",
     "schedule",

@@ -55,6 +55,7 @@ class DeploymentView(msgspec.Struct, kw_only=True):
     handler_timeout: float = 300.0
     max_concurrent_runs: int = 16  # its handler calls at once, each of another run
     paused_at: float | None = None  # since when it is paused (None: it is not)
+    asleep_since: float | None = None  # since when its sidecar is asleep (None: it is awake)
     mail: MailSettings = DEFAULT_SETTINGS  # whom it takes mail from, replies, catch-all
 
 
@@ -118,7 +119,8 @@ SELECT d.id, d.name, d.address, d.public_key, a.status, d.entrypoint, d.created_
        (SELECT MIN(x.created_at) FROM workflow_run_dispatch x WHERE x.deployment_id = d.id
           AND x.status = '{_OPEN[0]}'),
        d.nats_user, d.version, d.rollout_version, d.on_failure, d.max_attempts, d.max_backoff,
-       d.handler_timeout, d.max_concurrent_runs, d.paused_at, d.mail_settings, d.catch_all_domain
+       d.handler_timeout, d.max_concurrent_runs, d.paused_at, d.mail_settings, d.catch_all_domain,
+       (SELECT s.since FROM deployment_sleep s WHERE s.deployment_id = d.id)
 FROM deployment d """
 # CROSS JOIN: SQLite takes the deployments first (few), then each one's
 # anchor by its key; left to guess, it read every run for the anchors.
@@ -146,12 +148,22 @@ def _json(text: str | bytes | None) -> Any:
         return text if isinstance(text, str) else text.decode("utf-8", "replace")
 
 
+def _shown(anchor: str, paused_at: float | None, asleep_since: float | None) -> str:
+    """A pause, then a sleep, is shown as the status; the anchor stays
+    deployed (live)."""
+    if anchor != DeploymentStatus.DEPLOYED:
+        return anchor
+    if paused_at is not None:
+        return DeploymentStatus.PAUSED.value
+    if asleep_since is not None:
+        return DeploymentStatus.ASLEEP.value
+    return anchor
+
+
 def _deployment(row: Any) -> DeploymentView:
-    # A pause is shown as the status; the anchor stays deployed (live).
-    paused = row[4] == DeploymentStatus.DEPLOYED and row[23] is not None
     return DeploymentView(
         id=row[0], name=row[1], address=row[2], public_key=row[3],
-        status=DeploymentStatus.PAUSED.value if paused else row[4],
+        status=_shown(row[4], row[23], row[26]),
         entrypoint=row[5], created_at=row[6], deleted_at=row[7], owner_instance=row[8],
         owner_epoch=row[9], next_seq=row[10], top_level_run_id=row[11],
         pending_dispatches=row[12], pending=row[13],
@@ -159,6 +171,7 @@ def _deployment(row: Any) -> DeploymentView:
         nats_user=row[15], version=row[16], rollout_version=row[17], on_failure=row[18],
         max_attempts=row[19], max_backoff=row[20], handler_timeout=row[21],
         max_concurrent_runs=row[22], paused_at=row[23], mail=decode_settings(row[24], row[25]),
+        asleep_since=row[26],
     )  # fmt: skip
 
 
@@ -231,16 +244,17 @@ def get_deployment(tx: Tx, key: str) -> DeploymentView:
 
 def list_deployments(tx: Tx, *, status: str | None = None) -> list[DeploymentView]:
     """The deployments, those of ``status`` only if given: ``deployed`` is
-    every live one (paused ones too), ``paused`` only those paused."""
-    paused = status == DeploymentStatus.PAUSED
+    every live one (paused and asleep ones too), ``paused`` and ``asleep``
+    only those shown so."""
+    shown = status in (DeploymentStatus.PAUSED, DeploymentStatus.ASLEEP)
     if status:
-        anchor = DeploymentStatus.DEPLOYED.value if paused else status
+        anchor = DeploymentStatus.DEPLOYED.value if shown else status
         rows = tx.fetch_all(_DEPLOYMENT_VIEWS_IN, (anchor,))
     else:
         rows = tx.fetch_all(_DEPLOYMENT_VIEWS)
     views = [_deployment(row) for row in rows]
-    if paused:
-        views = [v for v in views if v.paused_at is not None]
+    if shown:
+        views = [v for v in views if v.status == status]
     return _with_quarantined(tx, views)
 
 

@@ -28,7 +28,7 @@ from runtime.config import DEFAULT_REDELIVER_AFTER
 
 from ...metrics import HubMetrics
 from ...store import ReservedCount, Store, count_reserved, find_overdue, still_open
-from ..sessions import Session, SessionTable
+from ..sessions import Session, SessionTable, Sleepers
 from .redelivery import Redeliveries, Resent, send_again
 from .window import Lane, PassEnd, Sending, Window
 
@@ -69,9 +69,12 @@ class Dispatcher:
         sessions: SessionTable,
         config: DispatchConfig | None = None,
         metrics: HubMetrics | None = None,
+        sleepers: Sleepers | None = None,
     ) -> None:
         self._store = store
         self._metrics = metrics
+        self.sleepers = sleepers or Sleepers(store)
+        """The asleep deployments: every wake pokes them."""
         self._transport = transport
         self._subjects = subjects
         self._sessions = sessions
@@ -103,11 +106,25 @@ class Dispatcher:
             task_status.started()
 
     def wake(self, deployment_ids: Iterable[str]) -> None:
-        """New reserved dispatches exist: lanes that sleep take another round."""
+        """New reserved dispatches exist: lanes that sleep take another round,
+        and an asleep deployment's are the news of ``GET /workflows/wakes``.
+        Every accept of the hub comes here once it committed."""
         for dep in deployment_ids:
             lane = self._lanes.get(dep)
             if lane is not None:
                 lane.wake.set()
+            if dep in self.sleepers:
+                self.sleepers.poke((dep,))
+
+    def asleep(self, deployment_id: str) -> None:
+        """Its Sleep was granted (its session ended already): its lane ends
+        its pass and stays idle until a Welcome; nothing is sent again."""
+        lane = self._lanes.get(deployment_id)
+        if lane is not None:
+            lane.wake.set()
+            lane.kick.set()
+        self._pending.pop(deployment_id, None)
+        self._redeliveries.forget(deployment_id)
 
     def session_opened(self, session: Session) -> None:
         """A sidecar said hello: send at once, cutting any backoff short."""
@@ -225,6 +242,7 @@ class Dispatcher:
                     seqs[0],
                     seqs[-1],
                 )
+            self.sleepers.poke(by_dep)  # reserved again: an asleep one has work
             for dep, seqs in by_dep.items():
                 if (lane := self._lanes.get(dep)) is not None:
                     lane.rewind()  # below what the lane has sent

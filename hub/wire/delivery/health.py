@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,9 +131,13 @@ def health_report(
     dispatch: Mapping[str, Any],
     config: HealthConfig,
     resent: Iterable[Resent] = (),
+    *,
+    asleep: Container[str] = (),
 ) -> dict[str, Any]:
     """``/healthz``'s wire part from the session table, ``Dispatcher.stats()``
-    and ``Dispatcher.redelivered()``."""
+    and ``Dispatcher.redelivered()``. An ``asleep`` deployment has no session
+    and is no silent sidecar; its dispatches that wait past
+    ``undeliverable_after`` are undeliverable all the same (nobody woke it)."""
     now = time.time()
     pending: Mapping[str, Any] = dispatch.get("pending", {})
     lanes: Mapping[str, Any] = dispatch.get("lanes", {})
@@ -157,6 +161,8 @@ def health_report(
     for dep, waiting in sorted(pending.items()):
         lane = lanes.get(dep, {})
         error = _stuck(waiting, by_dep.get(dep), lane, config)
+        if error is not None and dep in asleep:
+            error = "asleep: not woken yet"
         if error is not None:
             undeliverable.append(
                 {

@@ -1,5 +1,5 @@
 """The requests the hub answers besides hello and events: a sidecar's blob,
-child run and state requests, the producers' mail batches (the NATS mail
+child run, state and sleep requests, the producers' mail batches (the NATS mail
 ingress), the loop that serves each subscription, and the blob collector."""
 
 from .blobs import GC_INTERVAL as GC_INTERVAL
@@ -10,6 +10,7 @@ from .ingress import run_ingress as run_ingress
 from .mint import MintHandler as MintHandler
 from .serving import Handler as Handler
 from .serving import serve as serve
+from .sleep import SleepHandler as SleepHandler
 from .state import StateHandler as StateHandler
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "Handler",
     "IngressConfig",
     "MintHandler",
+    "SleepHandler",
     "StateHandler",
     "run_ingress",
     "serve",

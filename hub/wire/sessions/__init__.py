@@ -1,6 +1,6 @@
 """Who the hub talks to: sidecar sessions (the challenge/hello handshake),
-the ownership claim a hello makes, and the deployments this hub serves (all
-of them, or those it holds a lease on)."""
+the ownership claim a hello makes, the deployments this hub serves (all
+of them, or those it holds a lease on), and those asleep (scale to zero)."""
 
 from .leasing import LeaseKeeper as LeaseKeeper
 from .leasing import hub_identity as hub_identity
@@ -9,13 +9,17 @@ from .sessions import NONCE_TTL as NONCE_TTL
 from .sessions import HelloHandler as HelloHandler
 from .sessions import Session as Session
 from .sessions import SessionTable as SessionTable
+from .sleepers import MAX_WAIT as MAX_WAIT
+from .sleepers import Sleepers as Sleepers
 
 __all__ = [
+    "MAX_WAIT",
     "NONCE_TTL",
     "OWNER_LEASE",
     "HelloHandler",
     "LeaseKeeper",
     "Session",
     "SessionTable",
+    "Sleepers",
     "hub_identity",
 ]

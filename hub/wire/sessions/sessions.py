@@ -7,7 +7,8 @@ UPDATE (the store's ``commit_claim``), so the memory table can always be
 rebuilt from fresh hellos. Every write for a sidecar is made under a
 :class:`~hub.store.Fence` (:meth:`SessionTable.fence`), checked in the
 write's own transaction. A Welcome carries the deployment's failure policy,
-read in the claim's transaction.
+read in the claim's transaction, and that transaction deletes the
+deployment's sleep row: the sidecar is awake, wherever it runs.
 """
 
 from __future__ import annotations
@@ -35,7 +36,16 @@ from runtime import (
 from runtime.wire import BATCH_FORMAT, FailurePolicy, verify
 
 from ..._errors import StaleEpoch, UnknownSession
-from ...store import Fence, Store, Tx, commit_claim, floor_seq, read_owner, read_policy
+from ...store import (
+    Fence,
+    Store,
+    Tx,
+    commit_claim,
+    floor_seq,
+    read_owner,
+    read_policy,
+    wake_deployment,
+)
 from .leasing import Everything, Leases
 from .ownership import OWNER_LEASE, OwnerClaim, decide, home_of, not_live
 
@@ -74,6 +84,7 @@ class SessionTable:
         self._by_id: OrderedDict[str, Session] = OrderedDict()
         self._current: dict[str, Session] = {}
         self._seen: dict[str, float] = {}  # deployment id -> monotonic time
+        self._asleep: dict[str, str] = {}  # deployment id -> the session whose Sleep was granted
         self._max = max_sessions
 
     def open(
@@ -96,6 +107,7 @@ class SessionTable:
         # any order: never let a late older claim displace a newer owner.
         if current is None or current.owner_epoch <= owner_epoch:
             self._current[deployment_id] = session
+            self._asleep.pop(deployment_id, None)
             self.seen(deployment_id)
         return session
 
@@ -106,8 +118,36 @@ class SessionTable:
         """Forget a deployment (it was deleted): its frames name no session now."""
         self._current.pop(deployment_id, None)
         self._seen.pop(deployment_id, None)
+        self._asleep.pop(deployment_id, None)
         for session_id in [k for k, s in self._by_id.items() if s.deployment_id == deployment_id]:
             del self._by_id[session_id]
+
+    def fall_asleep(self, session: Session) -> bool:
+        """The session's Sleep was granted: it ends (nothing is delivered to
+        it, it is neither probed nor shown) and is remembered as the one that
+        fell asleep, until the deployment's next Welcome. False when it was
+        no longer the deployment's current session (a newer hello won)."""
+        dep = session.deployment_id
+        if self._current.get(dep) is not session:
+            return False
+        del self._current[dep]
+        self._seen.pop(dep, None)
+        self._asleep[dep] = session.session_id
+        return True
+
+    def asleep(
+        self, session_id: str, deployment_id: str, owner_epoch: int, *, sender: str | None
+    ) -> bool:
+        """Whether a frame names the session whose Sleep was granted, still
+        asleep (no Welcome since): a repeated Sleep is answered Asleep again."""
+        session = self._by_id.get(session_id)
+        return (
+            session is not None
+            and self._asleep.get(session.deployment_id) == session_id
+            and deployment_id in ("", session.deployment_id)
+            and owner_epoch == session.owner_epoch
+            and (sender == session.deployment_id if sender is not None else not session.bound)
+        )
 
     def all_current(self) -> list[Session]:
         """The current session of every deployment, answering or not."""
@@ -276,6 +316,8 @@ class HelloHandler:
                 return claim
             if not commit_claim(tx, dep, row, hello.instance_id, home_of(hello), claim.owner_epoch):
                 return Refused(reason=Reason.OWNER_CONFLICT, detail="ownership moved meanwhile")
+            if wake_deployment(tx, dep):
+                log.info("%s wakes up", dep)
             return claim, floor_seq(tx, dep), read_policy(tx, dep)
 
         claimed = await self._store.transact(body)

@@ -84,6 +84,7 @@ def test_check_reports_every_change_and_makes_none(v1: V1State) -> None:
         "0018_timers",
         "0019_schedules",
         "0020_mail",
+        "0021_sleep",
     ]
     assert {i["deployment_id"]: i["release1"] for i in report["inboxes"]} == {
         d.id: True for d in v1.deployments.values()

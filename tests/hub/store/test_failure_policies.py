@@ -76,6 +76,7 @@ async def test_a_schema_15_database_keeps_its_data_and_gets_the_default_policy(
         "0018_timers",
         "0019_schedules",
         "0020_mail",
+        "0021_sleep",
     ]
 
     async with await open_store(path) as store:

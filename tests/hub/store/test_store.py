@@ -99,6 +99,7 @@ async def test_fresh_database_walks_every_migration(tmp_path: Path) -> None:
         "0018_timers",
         "0019_schedules",
         "0020_mail",
+        "0021_sleep",
     ]
     assert not path.exists()  # checking does not create it
     store = await open_store(path)
@@ -138,6 +139,7 @@ async def test_migration_2_upgrades_a_release_1_database(tmp_path: Path) -> None
         "0018_timers",
         "0019_schedules",
         "0020_mail",
+        "0021_sleep",
     ]
     store = await open_store(path)
     await store.aclose()

@@ -1,0 +1,85 @@
+"""The asleep deployments as this hub knows them, and the long polls of
+``GET /workflows/wakes`` that wait for one of them to have work.
+
+The set is memory: read from the store at boot, then kept by this hub's
+grants (a Sleep) and Welcomes. Its one job is to make the poke cheap: every
+accept of this hub passes through :meth:`Sleepers.poke` (the dispatcher's
+wake), which costs a set lookup for an awake deployment, and wakes the
+waiting polls only for an asleep one. What a poll answers always comes from
+the store (``hub.store.deployments_to_wake``), re-read at least every
+``reread`` seconds: with several hubs on one PostgreSQL, another hub may
+have accepted the mail, or granted the Sleep.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import anyio
+
+from ...store import Store, asleep_deployments, deployments_to_wake
+
+log = logging.getLogger("mailrun.hub.sleep")
+
+MAX_WAIT = 30.0
+"""The longest a poll of ``GET /workflows/wakes`` waits, in seconds."""
+REREAD = 1.0
+"""Seconds between two reads of the store while a poll waits."""
+
+
+class Sleepers:
+    """The asleep deployments, and the polls waiting for one of them to have work."""
+
+    def __init__(self, store: Store, *, reread: float = REREAD) -> None:
+        self._store = store
+        self._reread = reread
+        self._asleep: set[str] = set()
+        # One event per generation: a poke sets it and starts the next, so
+        # every poll that waits on it now is woken, and none misses one.
+        self._poked = anyio.Event()
+
+    def __contains__(self, deployment_id: object) -> bool:
+        return deployment_id in self._asleep
+
+    def __len__(self) -> int:
+        return len(self._asleep)
+
+    async def load(self) -> None:
+        """Read the asleep deployments from the store (at boot)."""
+        self._asleep = set(await self._store.read(asleep_deployments))
+
+    def poke(self, deployment_ids: Iterable[str]) -> None:
+        """Dispatches were accepted for these deployments: a poll waiting for
+        work looks again if any of them is asleep."""
+        if self._asleep and not self._asleep.isdisjoint(deployment_ids):
+            self._wake_polls()
+
+    def fell_asleep(self, deployment_id: str) -> None:
+        """Its Sleep was granted. The polls look again: a dispatch accepted
+        between the grant's commit and now poked nothing."""
+        self._asleep.add(deployment_id)
+        self._wake_polls()
+
+    def woke(self, deployment_id: str) -> None:
+        """Its sidecar was welcomed (or it was deleted): it is not asleep."""
+        self._asleep.discard(deployment_id)
+
+    async def wakes(self, wait: float) -> list[str]:
+        """The asleep deployments that have work, longest asleep first: at
+        once when there are any, else as soon as there are, within ``wait``
+        seconds (at most :data:`MAX_WAIT`); empty when none came."""
+        deadline = anyio.current_time() + min(max(wait, 0.0), MAX_WAIT)
+        while True:
+            # Taken before the read: a poke during the read is not lost.
+            poked = self._poked
+            found = await self._store.read(deployments_to_wake)
+            left = deadline - anyio.current_time()
+            if found or left <= 0:
+                return found
+            with anyio.move_on_after(min(left, self._reread)):
+                await poked.wait()
+
+    def _wake_polls(self) -> None:
+        self._poked.set()
+        self._poked = anyio.Event()

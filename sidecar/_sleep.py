@@ -1,0 +1,156 @@
+"""Scale to zero, the sidecar's part: after ``--idle-stop`` seconds with
+nothing to do, stop taking deliveries and ask the hub to sleep.
+
+Idle means: no work in progress on the link's :class:`~sidecar.link.Activity`
+(no request to the hub in flight, no batch of frames being stored, no
+version loading, a session held), the runs at rest (no handler running, no
+retry waiting out its backoff), and the inbox at rest (no item pending or
+held, a suspended run's included; every event acknowledged by the hub).
+
+The idle clock is a deadline, not a poll: work only stamps the time it
+ended (``Activity.last``), and the one task here sleeps until that time plus
+the idle time, then looks again at the stamp before it looks at anything
+else. A check that finds work still going (a long handler call, events the
+hub has not taken yet) waits a whole idle time more, unless work ends
+before and moves the deadline: an idle sidecar wakes once per idle time at
+most, a sleeping one never.
+
+To ask, it first closes the door (``Activity.taking``: a delivery that
+comes after that is neither stored nor answered; the hub delivers it again,
+here or to the next process), then sends ``Sleep``. ``Asleep``: the process
+stops as on SIGTERM (``on_asleep``), and exits with ``SidecarExit.ASLEEP``;
+unless a hello crossed the Sleep (a hub restart, a reconnect), whose Welcome
+wakes the deployment at the hub: then it serves on, as after a refusal.
+Any other answer, or none, opens the door again and starts the idle clock
+again, no earlier than a backoff that grows while the hub keeps saying no
+(a refusal for the session makes the link say hello, as for any request).
+
+:meth:`Sleeper.nudge` (SIGUSR1, which ``mailrun up`` sends while starts wait
+for a slot) skips the rest of the idle time if the sidecar is idle at that
+moment, never the backoff after a refusal.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import anyio
+
+from runtime import Asleep, Backoff, Flag, Reason, Retry, Wakeup
+
+from ._errors import HubUnavailable
+from .link import Activity, HubLink
+from .storage import Inbox
+
+log = logging.getLogger("mailrun.sidecar.sleep")
+
+REFUSED = Backoff(initial=1.0, maximum=60.0)
+"""Between asks the hub did not grant: a busy hub is not asked in a loop."""
+
+
+class Sleeper:
+    """The idle clock and the ask (:meth:`run`), and the nudge (:meth:`nudge`)."""
+
+    def __init__(
+        self,
+        *,
+        idle_stop: float,
+        link: HubLink,
+        runs_idle: Flag,
+        inbox: Inbox,
+        on_asleep: Callable[[], None],
+        backoff: Backoff = REFUSED,
+    ) -> None:
+        if idle_stop <= 0:
+            raise ValueError(f"an idle time must be positive, not {idle_stop}")
+        self._idle_stop = idle_stop
+        self._link = link
+        self._activity: Activity = link.activity
+        self._runs_idle = runs_idle
+        self._inbox = inbox
+        self._on_asleep = on_asleep
+        self._refused = Retry(backoff)
+        self._nudged = Wakeup()
+        self.asks = 0
+        """Sleep requests sent."""
+        self.declined = 0
+        """Idle clocks that ran out while there was still something to do."""
+
+    def nudge(self) -> None:
+        """Sleep now if idle (SIGUSR1): skip the rest of the idle time."""
+        self._nudged.set()
+
+    async def run(self) -> None:
+        """Until the hub grants a Sleep (then ``on_asleep`` is called)."""
+        quiet_from = anyio.current_time()  # the idle time counts from here at the earliest
+        not_before = quiet_from  # the backoff after a refusal
+        asked_at = 0.0
+        while True:
+            now = anyio.current_time()
+            due = max(max(self._activity.last, quiet_from) + self._idle_stop, not_before)
+            if now < due:
+                if not await self._nudged.wait(due - now):
+                    continue  # the deadline came; work may have moved it
+                if anyio.current_time() < not_before or not self._idle_now():
+                    continue  # a nudge is only for a sidecar idle now
+            if self._activity.last > asked_at:
+                self._refused.succeeded()  # things moved since the hub said no
+            if not self._idle_now() or not await self._ask():
+                self.declined += 1
+                quiet_from = anyio.current_time()
+                continue
+            session = self._link.session
+            reply = await self._reply()
+            asked_at = anyio.current_time()
+            if isinstance(reply, Asleep):
+                if not self._activity.working and self._link.session == session:
+                    log.info("the hub granted the sleep: stopping")
+                    self._on_asleep()
+                    return
+                # A hello crossed the Sleep: its Welcome wakes the deployment
+                # at the hub, so this process stays to serve it.
+                reply = "a hello crossed it"
+            self._activity.taking = True
+            quiet_from = anyio.current_time()
+            not_before = quiet_from + self._refused.failed()
+            log.info(
+                "the hub did not grant the sleep (%s): taking deliveries again;"
+                " asking again after %.1f s idle, in %.1f s at the earliest",
+                reply,
+                self._idle_stop,
+                not_before - quiet_from,
+            )
+
+    def _idle_now(self) -> bool:
+        """What the sidecar knows without reading its inbox: nothing in progress."""
+        return (
+            not self._activity.working
+            and self._runs_idle.is_set()
+            and self._link.session is not None
+        )
+
+    async def _ask(self) -> bool:
+        """Close the door, then make sure the inbox is at rest; False (the
+        door open again) when something is left to do."""
+        # Closed right after the look at the work in progress, with no await
+        # between: a batch of frames that starts later finds it closed.
+        self._activity.taking = False
+        if await self._inbox.at_rest() and self._idle_now():
+            return True
+        self._activity.taking = True
+        return False
+
+    async def _reply(self) -> Asleep | str:
+        """The hub's answer to a Sleep: Asleep, or why not."""
+        self.asks += 1
+        log.info("nothing to do: asking the hub to sleep")
+        try:
+            reply = await self._link.sleep()
+        except HubUnavailable as exc:
+            return str(exc)
+        if isinstance(reply, Asleep):
+            return reply
+        if reply.reason == Reason.BUSY:
+            return f"{reply.reason}: {reply.detail}" if reply.detail else str(reply.reason)
+        return f"refused: {reply.reason} {reply.detail}".rstrip()

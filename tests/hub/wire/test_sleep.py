@@ -1,0 +1,262 @@
+"""Scale to zero on the wire, over a real nats-server: a Sleep granted in
+one transaction (the sleep row written, the session ended: no deliveries,
+no probes, no silent sidecar), refused ``busy`` while a dispatch waits for
+delivery or a version waits to be loaded, refused for a stale session or
+epoch or on another deployment's subject; answered again when repeated;
+the asleep deployment's mail is kept and named by the wakes, and the next
+Welcome wakes it and delivers what waited."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hub.store import (
+    Fence,
+    Trigger,
+    accept_triggers,
+    add_version,
+    deployments_to_wake,
+    get_deployment,
+    grant_sleep,
+    open_store,
+)
+from hub.wire.delivery import HealthConfig
+from hub.wire.service import WireConfig
+from hub.wire.sessions import Sleepers
+from runtime import Reason, Sources, Subjects, Transport, Welcome, open_nats
+from runtime.wire import Asleep, Frame, Sleep
+from tests.support import NatsServerProcess, wait_for
+from tests.support.wire import Dep, Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def bus_of(nats: NatsServerProcess, dep: Dep) -> AsyncIterator[Transport]:
+    """A connection as the deployment's sidecar has: replies to its own inbox."""
+    async with open_nats(
+        nats.url, name=f"sidecar-{dep.id}", inbox_prefix=Subjects.inbox_prefix(dep.id)
+    ) as bus:
+        yield bus
+
+
+async def sleep(
+    car: Sidecar, *, session_id: str | None = None, epoch: int | None = None, on: str = ""
+) -> Frame:
+    """The sidecar's Sleep under its session (or the one given); its answer."""
+    current, owner_epoch = car.session
+    frame = Sleep(
+        deployment_id=car.dep.id,
+        session_id=session_id or current,
+        owner_epoch=owner_epoch if epoch is None else epoch,
+    )
+    return await car.request(on or car.subjects.sleep, frame)
+
+
+async def asleep_since(hub: Hub, dep: Dep) -> float | None:
+    row = await hub.one("SELECT since FROM deployment_sleep WHERE deployment_id = ?", dep.id)
+    return None if row is None else float(row[0])
+
+
+async def test_a_granted_sleep_ends_the_session_and_a_welcome_wakes_it(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    async with (
+        open_nats(nats_server.url, name="hub") as hub_bus,
+        running_hub(tmp_path, transport=hub_bus) as hub,
+    ):
+        dep = await deploy(hub.store)
+        async with bus_of(nats_server, dep) as bus:
+            car = Sidecar(hub, dep, transport=bus, own=True)
+            assert isinstance(await car.hello(), Welcome)
+            assert isinstance(answer := await sleep(car), Asleep)
+            assert answer.deployment_id == dep.id
+            since = await asleep_since(hub, dep)
+            assert since is not None
+            # Its session ended: not current, not shown as a silent sidecar.
+            assert hub.wire.sessions.current(dep.id) is None
+            health = hub.wire.health()
+            assert health["sessions"] == [] and health["disconnected_sidecars"] == 0
+            assert health["status"] == "ok"
+            # Its answer was lost: the same Sleep again is answered alike,
+            # and the deployment stays asleep since the first grant.
+            assert isinstance(await sleep(car), Asleep)
+            assert await asleep_since(hub, dep) == since
+            # Any other frame of the asleep session is stale.
+            assert refused(await sleep(car, epoch=car.session[1] + 1), Reason.STALE_EPOCH)
+            # Woken: the next Welcome deletes the sleep row.
+            again = Sidecar(hub, dep, transport=bus, own=True)
+            assert isinstance(await again.hello(takeover=True), Welcome)
+            assert await asleep_since(hub, dep) is None
+            assert hub.wire.sessions.current(dep.id) is not None
+            # The old session's Sleep is stale now; the new one may sleep.
+            assert refused(await sleep(car), Reason.STALE_EPOCH)
+            assert isinstance(await sleep(again), Asleep)
+
+
+async def test_a_sleep_is_busy_while_a_dispatch_waits_for_delivery(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    async with (
+        open_nats(nats_server.url, name="hub") as hub_bus,
+        running_hub(tmp_path, transport=hub_bus) as hub,
+        anyio.create_task_group() as tg,
+    ):
+        dep = await deploy(hub.store)
+        async with bus_of(nats_server, dep) as bus:
+            car, inbox = Sidecar(hub, dep, transport=bus, own=True), Inbox()
+            # It has stopped taking deliveries: a frame is left unanswered.
+            inbox.answer = lambda frame: None
+            await tg.start(inbox.serve, car)
+            assert isinstance(await car.hello(), Welcome)
+            # Accepted just before the Sleep: the grant sees it reserved.
+            await accept(hub, dep, [b"late"])
+            reply = await sleep(car)
+            assert refused(reply, Reason.BUSY), reply
+            assert await asleep_since(hub, dep) is None
+            assert hub.wire.sessions.current(dep.id) is not None
+            # It takes deliveries again: once acknowledged, nothing is reserved.
+            inbox.answer = Inbox().answer
+            await wait_for(lambda: len(inbox.frames) >= 2, what="the mail sent again")
+            await wait_for(
+                lambda: hub.one("SELECT 1 FROM workflow_run_dispatch WHERE status = 'delivered'"),
+                what="the mail delivered",
+            )
+            assert isinstance(await sleep(car), Asleep)
+            tg.cancel_scope.cancel()
+
+
+async def test_a_sleep_is_busy_while_a_version_waits_and_a_rollout_wakes_a_sleeper(
+    tmp_path: Path,
+) -> None:
+    sources = Sources(files={"flow.py": "async def main(ctx, item):\n    return 2\n"},
+                      entrypoint="flow:main")  # fmt: skip
+    async with running_hub(tmp_path) as hub:
+        dep = await deploy(hub.store)
+        car = Sidecar(hub, dep, own=True)
+        assert isinstance(await car.hello(), Welcome)
+        await hub.store.transact(partial(add_version, deployment_id=dep.id, sources=sources))
+        assert refused(await sleep(car), Reason.BUSY)
+        # Asleep, a rollout requests its wake: the wakes name it.
+        other = await deploy(hub.store, "other")
+        sleeper = Sidecar(hub, other, own=True)
+        assert isinstance(await sleeper.hello(), Welcome)
+        assert isinstance(await sleep(sleeper), Asleep)
+        assert await hub.wire.wakes(0) == []
+        await hub.store.transact(partial(add_version, deployment_id=other.id, sources=sources))
+        hub.wire.on_rollout(other.id)
+        assert await hub.wire.wakes(0) == [other.id]
+        row = await hub.one("SELECT wake_requested FROM deployment_sleep WHERE deployment_id = ?",
+                            other.id)  # fmt: skip
+        assert row is not None and row[0] is not None
+
+
+async def test_a_sleep_of_a_stale_session_or_on_another_deployments_subject_is_refused(
+    tmp_path: Path,
+) -> None:
+    async with running_hub(tmp_path) as hub:
+        a, b = await deploy(hub.store, "a"), await deploy(hub.store, "b")
+        car_a, car_b = Sidecar(hub, a, own=True), Sidecar(hub, b, own=True)
+        for car in (car_a, car_b):
+            assert isinstance(await car.hello(), Welcome)
+        session_b, epoch_b = car_b.session
+        # A's identity names B's session, on A's subject: no such session of A.
+        forged = Sleep(deployment_id=b.id, session_id=session_b, owner_epoch=epoch_b)
+        assert refused(await car_a.request(car_a.subjects.sleep, forged), Reason.UNKNOWN_SESSION)
+        # An unknown session, and a stale epoch.
+        assert refused(await sleep(car_b, session_id="ses_" + "0" * 26), Reason.UNKNOWN_SESSION)
+        assert refused(await sleep(car_b, epoch=epoch_b + 1), Reason.STALE_EPOCH)
+        # A takeover: the old owner's Sleep is stale.
+        newer = Sidecar(hub, b, own=True)
+        assert isinstance(await newer.hello(takeover=True), Welcome)
+        assert refused(await sleep(car_b), Reason.STALE_EPOCH)
+        assert await hub.all("SELECT * FROM deployment_sleep") == []
+        assert hub.wire.sessions.current(b.id) is not None
+
+
+async def test_an_asleep_deployment_gets_no_delivery_its_mail_wakes_it_and_waits(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    config = WireConfig(health=HealthConfig(undeliverable_after=1.0))
+    async with (
+        open_nats(nats_server.url, name="hub") as hub_bus,
+        running_hub(tmp_path, transport=hub_bus, config=config) as hub,
+        anyio.create_task_group() as tg,
+    ):
+        dep = await deploy(hub.store)
+        async with bus_of(nats_server, dep) as bus:
+            car, inbox = Sidecar(hub, dep, transport=bus, own=True), Inbox()
+            await tg.start(inbox.serve, car)
+            assert isinstance(await car.hello(), Welcome)
+            assert isinstance(await sleep(car), Asleep)
+            assert await hub.wire.wakes(0) == []
+            # A long poll is answered as soon as a mail comes.
+            polled: list[list[str]] = []
+
+            async def poll() -> None:
+                polled.append(await hub.wire.wakes(20))
+
+            tg.start_soon(poll)
+            kept = await accept(hub, dep, [b"a", b"b", b"c"])
+            with anyio.fail_after(5):
+                await wait_for(lambda: polled, what="the long poll's answer")
+            assert polled == [[dep.id]]
+            assert await hub.store.read(deployments_to_wake) == [dep.id]
+            # Past a probe's silence and several censuses and sweeps: nothing
+            # was sent to it, not even a probe.
+            await wait_for(
+                lambda: (
+                    hub.wire.dispatcher.stats()["pending"].get(dep.id, {}).get("oldest_age", 0)
+                    > 2.5
+                ),
+                what="the mail waiting past the probe's silence",
+            )
+            assert inbox.frames == [] and inbox.pings == []
+            # No silent sidecar: its mail waits for a wake, and says so.
+            health = hub.wire.health()
+            assert health["sessions"] == [] and health["disconnected_sidecars"] == 0
+            assert [(u["deployment_id"], u["last_error"]) for u in health["undeliverable"]] == [
+                (dep.id, "asleep: not woken yet")
+            ]
+            view = await hub.store.read(partial(get_deployment, key=dep.id))
+            assert view.pending == 3
+            # Woken, it gets what waited, in order.
+            awake = Sidecar(hub, dep, transport=bus, own=True)
+            assert isinstance(await awake.hello(takeover=True), Welcome)
+            await wait_for(lambda: len(inbox.frames) == 3, what="the kept mail delivered")
+            assert [f.dispatch_id for f in inbox.frames] == [r.dispatch_id for r in kept]
+            assert await hub.wire.wakes(0) == []
+            tg.cancel_scope.cancel()
+
+
+async def test_a_poke_of_an_asleep_deployment_answers_a_long_poll_at_once(tmp_path: Path) -> None:
+    async with await open_store(tmp_path / "hub.db") as store:
+        dep, awake = await deploy(store, "asleep"), await deploy(store, "awake")
+        assert await store.transact(partial(grant_sleep, fence=Fence(dep.id, 0))) is None
+        # A re-read far beyond the test's deadline: only a poke can answer.
+        sleepers = Sleepers(store, reread=60)
+        await sleepers.load()
+        assert dep.id in sleepers and awake.id not in sleepers and len(sleepers) == 1
+        polled: list[list[str]] = []
+
+        async def poll() -> None:
+            polled.append(await sleepers.wakes(25))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(poll)
+                await anyio.wait_all_tasks_blocked()
+                for target in (awake, dep):
+                    trigger = Trigger(address=target.address, subject="hi", sender="a@b.c")
+                    _, woken = await store.transact(partial(accept_triggers, triggers=[trigger]))
+                    sleepers.poke(woken)
+        assert polled == [[dep.id]]
+        # Woken, it is no longer poked for.
+        sleepers.woke(dep.id)
+        assert dep.id not in sleepers

@@ -1,0 +1,163 @@
+"""Scale to zero, the sidecar against the hub's own ``hub.sleep`` handler,
+and as a real process (``python -m sidecar --idle-stop``): its exit code
+and note, SIGUSR1 when idle and when busy, SIGUSR1 without an idle time."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from hub.store import create_deployment, deployments_to_wake
+from runtime import (
+    FINAL_EXIT_NOTE,
+    DispatchProcessed,
+    SidecarExit,
+    open_nats,
+    record_path,
+    write_restore_record,
+)
+from runtime.sidecar_contract import decode_restore_record
+from runtime.wire import unb64url
+from tests.sidecar.sleeping import hub_and_desk, serving
+from tests.sidecar.test_process import exited, sidecar_process
+from tests.support import NatsServerProcess, wait_for
+from tests.support.sidecar import (
+    Deployment,
+    mail,
+    make_deployment,
+)
+from tests.support.wire import Dep, accept, running_hub
+
+# --- against the hub's own hub.sleep handler ------------------------------------
+
+
+@pytest.mark.anyio
+async def test_the_hub_puts_it_to_sleep_and_keeps_its_mail_for_the_next_process(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    async with (
+        open_nats(nats_server.url, name="hub") as bus,
+        running_hub(tmp_path, transport=bus) as hub,
+    ):
+        created = await create_deployment(
+            hub.store,
+            name="flow",
+            source="async def main(ctx, item):\n    ctx.state['n'] = ctx.state.get('n', 0) + 1\n",
+            domain="mailrun.local",
+            nats_url=nats_server.url,
+            subject_prefix="mailrun",
+        )
+        record, _ = decode_restore_record(unb64url(created.join_token))
+        state = tmp_path / "sidecar"
+        write_restore_record(record_path(state, record.deployment_id), record)
+        assert record.public_key is not None
+        dep = Deployment(
+            record.deployment_id, record.address, record.hub_key.seed, record.public_key, state
+        )
+        wired = Dep(dep.id, dep.address, dep.seed, dep.public_key)
+
+        async def asleep() -> bool:
+            row = await hub.one("SELECT 1 FROM deployment_sleep WHERE deployment_id = ?", dep.id)
+            return row is not None
+
+        async with serving(nats_server, dep) as (car, ended):
+            await accept(hub, wired, [b"one"])
+            with anyio.fail_after(10):
+                await ended.wait()
+            assert car.asleep and car.sleeper is not None and car.sleeper.asks == 1
+        assert await asleep()
+        assert hub.wire.sessions.current(dep.id) is None
+        assert dep.query("SELECT state FROM inbox") == [("done",)]
+        # Mail for the sleeper waits at the hub, which names it to wake.
+        await accept(hub, wired, [b"two"])
+        assert await hub.store.transact(deployments_to_wake) == [dep.id]
+        async with serving(nats_server, dep, idle_stop=0):
+            await wait_for(lambda: len(dep.query("SELECT 1 FROM inbox WHERE state = 'done'")) == 2)
+            assert not await asleep()  # its Welcome woke it
+
+
+# --- python -m sidecar: the exit, and SIGUSR1 -----------------------------------
+
+
+def _argv(dep: Deployment, nats: NatsServerProcess, *extra: str) -> list[str]:
+    return ["--state-dir", str(dep.state_dir), "--nats", nats.url, *extra]
+
+
+@pytest.mark.slow  # a real `python -m sidecar`
+@pytest.mark.anyio
+async def test_the_process_exits_asleep_with_its_note(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    log = tmp_path / "sidecar.log"
+    async with hub_and_desk(nats_server, dep) as (hub, desk):
+        with sidecar_process(*_argv(dep, nats_server, "--idle-stop", "0.5"), log=log) as proc:
+            await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+            # Re-executed without its secrets, it keeps its idle time.
+            cmdline = psutil.Process(proc.pid).cmdline()
+            assert cmdline[cmdline.index("--idle-stop") + 1] == "0.5"
+            assert (await hub.deliver(mail(dep, 1, "one"))).result == "stored"
+            assert await exited(proc, timeout=10) == SidecarExit.ASLEEP
+            pid = proc.pid
+        assert len(desk.asks) == 1
+    assert (dep.state_dir / FINAL_EXIT_NOTE).read_text() == str(pid)
+    assert dep.query("SELECT state FROM inbox") == [("done",)]
+
+
+@pytest.mark.slow  # a real `python -m sidecar`
+@pytest.mark.anyio
+async def test_sigusr1_makes_an_idle_one_ask_at_once_and_a_busy_one_not(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    log = tmp_path / "sidecar.log"
+
+    def nudges() -> int:
+        return log.read_text().count("SIGUSR1: sleeping now if idle")
+
+    # Its events refused until the test says: busy, and for a while.
+    async with hub_and_desk(nats_server, dep, refuse_events=["store_unavailable"] * 1000) as (
+        hub,
+        desk,
+    ):
+        # An hour of idle time: only SIGUSR1 makes it ask.
+        with sidecar_process(*_argv(dep, nats_server, "--idle-stop", "3600"), log=log) as proc:
+            await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+            assert (await hub.deliver(mail(dep, 1, "one"))).result == "stored"
+            await wait_for(lambda: hub.batches >= 2, what="events refused")
+            proc.send_signal(signal.SIGUSR1)
+            await wait_for(lambda: nudges() == 1, what="the first nudge")
+            refused = hub.batches
+            await wait_for(lambda: hub.batches >= refused + 2, what="more events refused")
+            assert desk.asks == [] and proc.poll() is None
+            hub.refuse_events.clear()
+            await hub.wait_events(DispatchProcessed, 1)
+            await wait_for(lambda: dep.query("SELECT count(*) FROM outbox") == [(0,)])
+            proc.send_signal(signal.SIGUSR1)
+            assert await exited(proc, timeout=10) == SidecarExit.ASLEEP
+        assert len(desk.asks) == 1 and nudges() == 2
+
+
+@pytest.mark.slow  # a real `python -m sidecar`
+@pytest.mark.anyio
+async def test_without_an_idle_time_sigusr1_is_ignored(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    log = tmp_path / "sidecar.log"
+    async with hub_and_desk(nats_server, dep) as (hub, desk):
+        with sidecar_process(*_argv(dep, nats_server), log=log) as proc:
+            await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+            assert (await hub.deliver(mail(dep, 1, "one"))).result == "stored"
+            await hub.wait_events(DispatchProcessed, 1)
+            proc.send_signal(signal.SIGUSR1)
+            assert (await hub.deliver(mail(dep, 2, "two"))).result == "stored"
+            await hub.wait_events(DispatchProcessed, 2)
+            proc.send_signal(signal.SIGTERM)
+            assert await exited(proc) == 0  # not killed by the SIGUSR1
+        assert desk.asks == []
+    assert not (dep.state_dir / FINAL_EXIT_NOTE).exists()
