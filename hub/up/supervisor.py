@@ -66,10 +66,8 @@ class Up:
         config: UpSettings,
         client: AsyncHubClient,
         token: tuple[str, bool],
-        wake_client: AsyncHubClient,
     ) -> None:
         self.config = config
-        self.wake_client = wake_client
         self.token, self.token_created = token
         self.state_dir = config.state_dir.resolve()
         self.logs = self.state_dir / "logs"
@@ -212,7 +210,7 @@ class Up:
         raise HubNotReady(f"the hub did not answer {url}/healthz within {timeout:g} s; see {log}")
 
     async def _wake_loop(self) -> None:
-        await wake_loop(self.fleet, self.wake_client, wait=self.config.wake_wait, say=self._say)
+        await wake_loop(self.fleet, self.client, wait=self.config.wake_wait, say=self._say)
 
     async def _watch_deployments(self, tg: anyio.abc.TaskGroup) -> None:
         while True:
@@ -303,10 +301,5 @@ async def run_up(
     SIGKILL after ``stop_grace``) before this returns."""
     token = await anyio.to_thread.run_sync(ensure_admin_token, config.state_dir)
     url = hub_url(config.http)
-    # The wake list is a long poll: its client waits longer than the others.
-    wake_timeout = config.wake_wait + config.request_timeout
-    async with (
-        AsyncHubClient(url, timeout=config.request_timeout, token=token[0]) as client,
-        AsyncHubClient(url, timeout=wake_timeout, token=token[0]) as wake_client,
-    ):
-        await Up(config, client, token, wake_client).run(task_status=task_status)
+    async with AsyncHubClient(url, timeout=config.request_timeout, token=token[0]) as client:
+        await Up(config, client, token).run(task_status=task_status)

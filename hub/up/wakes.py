@@ -34,11 +34,11 @@ async def wake_loop(
     say: Callable[[str], None],
     backoff: Backoff = WAKE_BACKOFF,
 ) -> NoReturn:
-    """Start what the hub names, forever. ``client``'s timeout must exceed ``wait``."""
+    """Start what the hub names, forever (``wait``: each long poll's, in seconds)."""
     retry = Retry(backoff)
     while True:
         try:
-            answer = await client.wakes(wait=wait)
+            named = await client.wakes(wait)
         except HubClientError as exc:
             if retry.failures == 0:
                 say(f"mailrun up: cannot ask the hub which deployments to wake: {exc}")
@@ -48,8 +48,7 @@ async def wake_loop(
         if retry.failures:
             say("mailrun up: the hub answers again which deployments to wake")
         retry.succeeded()
-        named = answer.get("wake")
-        deployments = [d for d in named if is_id(d, "dep")] if isinstance(named, list) else []
+        deployments = [dep for dep in named if is_id(dep, "dep")]
         started = [dep for dep in deployments if fleet.wake(dep)]
         if deployments and not started:
             await anyio.sleep(_RECHECK)

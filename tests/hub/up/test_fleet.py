@@ -15,7 +15,6 @@ import textwrap
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.abc
@@ -191,19 +190,19 @@ async def test_always_on_starts_the_asleep_without_a_limit(tmp_path: Path) -> No
 class FlakyHub:
     """A hub client whose wake list fails ``down`` times, then names ``named``."""
 
-    def __init__(self, down: int, named: list[Any]) -> None:
+    def __init__(self, down: int, named: list[str]) -> None:
         self.down = down
         self.named = named
         self.calls: list[float] = []
 
-    async def wakes(self, wait: float) -> dict[str, Any]:
+    async def wakes(self, wait: float) -> list[str]:
         self.calls.append(anyio.current_time())
         if len(self.calls) <= self.down:
             raise HubUnreachable("cannot reach the hub")
         if len(self.calls) > self.down + 1:
             await anyio.sleep(wait)  # nothing new: the long poll runs out
-            return {"wake": []}
-        return {"wake": self.named}
+            return []
+        return self.named
 
 
 @pytest.mark.anyio
@@ -213,7 +212,7 @@ async def test_the_wake_loop_outlives_a_hub_outage_with_jittered_backoff(
     stand = Stand(tmp_path)
     fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
     dep = new_id("dep")
-    hub = FlakyHub(down=6, named=[dep, "../etc", 7])
+    hub = FlakyHub(down=6, named=[dep, "../etc"])
     said: list[str] = []
     backoff = Backoff(initial=0.02, maximum=0.08, jitter=True)
     async with running(fleet) as tg:
