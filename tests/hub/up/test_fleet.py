@@ -19,9 +19,12 @@ from pathlib import Path
 import anyio
 import anyio.abc
 import pytest
+from click.testing import CliRunner
 
+import hub.up
 from hub._errors import HubUnreachable
-from hub.up import Backoff, Child, ChildSpec, Fleet
+from hub.cli import main
+from hub.up import Backoff, Child, ChildSpec, Fleet, UpSettings
 from hub.up.wakes import wake_loop
 from runtime import SidecarExit, new_id
 from tests.support import wait_for
@@ -225,3 +228,39 @@ async def test_the_wake_loop_outlives_a_hub_outage_with_jittered_backoff(
     assert len(set(gaps)) == len(gaps)  # jittered: no two delays alike
     assert stand.made == [dep]  # only well-formed ids become paths
     assert len(said) == 2  # the outage said once, its end once
+
+
+@pytest.mark.parametrize(
+    ("args", "idle_stop", "max_awake"),
+    [
+        ([], 300.0, 200),
+        (["--idle-stop", "1.5", "--max-awake", "7"], 1.5, 7),
+        (["--idle-stop", "0"], 0.0, 200),
+    ],
+)
+def test_up_hands_its_scale_to_zero_options_to_the_supervisor(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    args: list[str],
+    idle_stop: float,
+    max_awake: int,
+) -> None:
+    seen: list[UpSettings] = []
+
+    async def run_up(settings: UpSettings, *, task_status: object) -> None:
+        seen.append(settings)  # and returns before it ever started
+
+    monkeypatch.setattr(hub.up, "run_up", run_up)
+    result = CliRunner().invoke(main, ["up", "--state-dir", str(tmp_path), *args])
+    assert seen, result.output
+    assert (seen[0].idle_stop, seen[0].max_awake, seen[0].sleeps) == (
+        idle_stop,
+        max_awake,
+        idle_stop > 0,
+    )
+
+
+@pytest.mark.parametrize("args", [["--idle-stop", "-1"], ["--max-awake", "0"]])
+def test_up_refuses_a_negative_idle_time_and_no_slot(args: list[str]) -> None:
+    result = CliRunner().invoke(main, ["up", *args])
+    assert result.exit_code == 2, result.output
