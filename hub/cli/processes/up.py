@@ -18,7 +18,7 @@ from runtime.loops import unwrapping_groups
 
 from ..._errors import HubError
 from ..._token import ADMIN_TOKEN_FILE
-from ...up.settings import DEFAULT_IDLE_STOP, DEFAULT_MAX_AWAKE
+from ...up import DEFAULT_IDLE_STOP, DEFAULT_MAX_AWAKE
 from ..base import fail
 from ..options import (
     check_dkim,
