@@ -20,6 +20,7 @@ from runtime import (
     record_path,
     write_restore_record,
 )
+from runtime.config import LOOP_ENV
 from runtime.sidecar_contract import decode_restore_record
 from runtime.wire import unb64url
 from tests.sidecar.sleeping import hub_and_desk, serving
@@ -110,8 +111,9 @@ async def test_the_process_exits_asleep_with_its_note(
 
 @pytest.mark.slow  # a real `python -m sidecar`
 @pytest.mark.anyio
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 async def test_sigusr1_makes_an_idle_one_ask_at_once_and_a_busy_one_not(
-    tmp_path: Path, nats_server: NatsServerProcess
+    tmp_path: Path, nats_server: NatsServerProcess, loop: str
 ) -> None:
     dep = make_deployment(tmp_path / "state")
     log = tmp_path / "sidecar.log"
@@ -125,7 +127,8 @@ async def test_sigusr1_makes_an_idle_one_ask_at_once_and_a_busy_one_not(
         desk,
     ):
         # An hour of idle time: only SIGUSR1 makes it ask.
-        with sidecar_process(*_argv(dep, nats_server, "--idle-stop", "3600"), log=log) as proc:
+        argv = _argv(dep, nats_server, "--idle-stop", "3600")
+        with sidecar_process(*argv, log=log, env={LOOP_ENV: loop}) as proc:
             await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
             assert (await hub.deliver(mail(dep, 1, "one"))).result == "stored"
             await wait_for(lambda: hub.batches >= 2, what="events refused")
