@@ -111,10 +111,12 @@ async def test_an_idle_deployment_sleeps_and_mail_or_a_timer_wakes_it(tmp_path: 
         await asleep(up, dep["id"])
 
         # A timer due while it sleeps wakes it; nothing is processed twice.
-        await mail(up, dep, "timer 2.5")
+        await mail(up, dep, "timer 4")
+        await seen(up, run_id, 2)
         await asleep(up, dep["id"])
+        assert (await up.run(run_id))["state"]["count"] == 2  # asleep, the timer pending
         items = await seen(up, run_id, 3)
-        assert [i["name"] for i in items] == ["hello", "timer 2.5", "due"]
+        assert [i["name"] for i in items] == ["hello", "timer 4", "due"]
         assert len({i["dispatch_id"] for i in items}) == 3
         await asleep(up, dep["id"])
         assert (await up.run(run_id))["state"]["count"] == 3
