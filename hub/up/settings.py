@@ -60,9 +60,10 @@ class UpSettings:
             raise ValueError(f"max_awake must be at least 1, not {self.max_awake}")
 
     def hub_options(self) -> list[str]:
-        """The hub's command-line options that come from these settings (logins
-        stay in the environment it inherits, out of argv, which anyone can read)."""
-        argv = ["--http", self.http]
+        """The hub's command-line options that come from these settings, after
+        its ``--state-dir``, ``--http`` and ``--sidecar-root`` (logins stay in
+        the environment it inherits, out of argv, which anyone can read)."""
+        argv: list[str] = []
         if self.subject_prefix:
             argv += ["--subject-prefix", self.subject_prefix]
         for domain in self.domains:

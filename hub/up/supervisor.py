@@ -147,7 +147,8 @@ class Up:
         if self.config.database is not None:
             self.env[DATABASE_ENV] = self.config.database
         argv = [sys.executable, "-m", "hub", "--state-dir", str(self.state_dir)]
-        argv += ["--sidecar-root", str(self.sidecar_root), *self.config.hub_options()]
+        argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
+        argv += self.config.hub_options()
         self.hub = self._child("hub", argv)
         tg.start_soon(self.hub.run)
         await self._wait_hub()
