@@ -435,6 +435,8 @@ async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
         str(state),
         "--deployment",
         dep["id"],
+        "--idle-stop",  # up's default idle time: scale to zero
+        "300",
     ]
     assert sidecar.environ()[NATS_URL_ENV] == info["nats_url"]
 
