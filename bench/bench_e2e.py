@@ -108,13 +108,14 @@ async def stop_up(up: anyio.abc.Process) -> None:
 
 
 @contextlib.asynccontextmanager
-async def admin_of_up(tmp: Path) -> AsyncIterator[AdminCall]:
+async def admin_of_up(tmp: Path, *options: str) -> AsyncIterator[AdminCall]:
     """``mailrun up`` in ``tmp/state`` (its log ``tmp/up.log``) on a free
-    port, and the admin call to its hub once it answers; stopped at the end."""
+    port, with ``options`` added, and the admin call to its hub once it
+    answers; stopped at the end."""
     state, http = tmp / "state", f"127.0.0.1:{free_port()}"
     with (tmp / "up.log").open("wb") as log:
         up = await anyio.open_process(
-            [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http],
+            [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http, *options],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -19,20 +19,20 @@ pytestmark = pytest.mark.slow
 
 
 def run_bench(
-    script: str, *args: str, env: dict[str, str] | None = None
+    script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 100
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(REPO / "bench" / script), *args, "--json"],
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=timeout,
         check=False,
         env=env,
     )
 
 
-def bench(script: str, *args: str) -> dict[str, object]:
-    out = run_bench(script, *args)
+def bench(script: str, *args: str, timeout: float = 100) -> dict[str, object]:
+    out = run_bench(script, *args, timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]
     figures: dict[str, object] = json.loads(out.stdout)
     return figures
@@ -169,3 +169,18 @@ def test_the_idle_timer_bench_times_each_timer_alone() -> None:
     assert figures["exactly_once"] and figures["in_order"]
     fired = figures["fire_lateness"]
     assert isinstance(fired, dict) and 0 <= fired["p50_ms"] <= fired["max_ms"]
+
+
+def test_the_wake_bench_wakes_every_asleep_deployment_once() -> None:
+    # Three `mailrun up` in turn; the script exits non-zero when a mail was
+    # missed or handled twice.
+    args = ["--deployments", "2", "--storm", "3", "--storm-max-awake", "2"]
+    args += ["--many", "3", "--hour", "1", "--many-max-awake", "2"]
+    figures = bench("wake.py", *args, timeout=240)
+    latency, storm, many = figures["latency"], figures["storm"], figures["many"]
+    assert isinstance(latency, dict) and isinstance(storm, dict) and isinstance(many, dict)
+    assert latency["exactly_once"] and storm["exactly_once"] and many["exactly_once"]
+    assert 0 < latency["post_to_handler"]["p50_ms"] <= latency["post_to_handler"]["max_ms"]
+    # The slots held: never more sidecar processes than --max-awake.
+    assert 1 <= storm["most_awake"] <= 2 and 1 <= many["most_awake"] <= 2
+    assert many["hub_rss_mib"] > 0  # the hub was found and sampled

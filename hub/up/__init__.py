@@ -4,16 +4,24 @@ nats-server."""
 from .children import Backoff as Backoff
 from .children import Child as Child
 from .children import ChildSpec as ChildSpec
+from .fleet import Fleet as Fleet
 from .nats import find_nats_server as find_nats_server
 from .nats import free_port as free_port
-from .supervisor import UpSettings as UpSettings
-from .supervisor import hub_url as hub_url
+from .settings import DEFAULT_IDLE_STOP as DEFAULT_IDLE_STOP
+from .settings import DEFAULT_MAX_AWAKE as DEFAULT_MAX_AWAKE
+from .settings import UpInfo as UpInfo
+from .settings import UpSettings as UpSettings
+from .settings import hub_url as hub_url
 from .supervisor import run_up as run_up
 
 __all__ = [
+    "DEFAULT_IDLE_STOP",
+    "DEFAULT_MAX_AWAKE",
     "Backoff",
     "Child",
     "ChildSpec",
+    "Fleet",
+    "UpInfo",
     "UpSettings",
     "find_nats_server",
     "free_port",

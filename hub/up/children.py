@@ -194,6 +194,21 @@ class Child:
         proc.send_signal(sig)
         return True
 
+    def catches(self, sig: int) -> bool:
+        """Whether the running process has a handler for ``sig`` (Linux: its
+        ``SigCgt`` mask), so that the signal does not end it."""
+        pid = self.pid
+        if pid is None:
+            return False
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return False
+        for line in status.splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+        return False
+
     async def run(self) -> None:
         self._done = done = anyio.Event()
         self._running = True

@@ -1,25 +1,24 @@
-"""``mailrun up``: nats-server, the hub and one sidecar per live deployment.
+"""``mailrun up``: nats-server, the hub and one sidecar per live deployment
+that is awake.
 
 Each part is its own OS process (a ``Child``), restarted with backoff when it
 dies and killed by the kernel when ``up`` dies. ``up`` learns which sidecars
 to run only from the hub's HTTP API and the restore records on disk, so it
-never imports sidecar code. While the hub is down it keeps the sidecars it
-has: they reconnect by themselves once the hub is back. It creates the state
-dir's admin token before it starts the hub (which then finds it there), and
-polls the hub with it.
+never imports sidecar code: the listing says which deployments live (the
+fleet, hub/up/fleet.py, keeps their sidecars) and the wake list which asleep
+ones have work (hub/up/wakes.py). While the hub is down it keeps the sidecars
+it has: they reconnect by themselves once the hub is back. It creates the
+state dir's admin token before it starts the hub (which then finds it there),
+and polls the hub with it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
-import socket
 import sys
-import sysconfig
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,130 +36,50 @@ from runtime import (
     sidecar_env,
     write_atomic,
 )
-from runtime.config import (
-    DEFAULT_HTTP,
-    DEFAULT_NATS_PORT,
-    DEFAULT_SUBJECT_PREFIX,
-    LOOPBACK,
-    HostPort,
-    parse_host_port,
-    redact_url,
-)
+from runtime.config import DEFAULT_NATS_PORT, DEFAULT_SUBJECT_PREFIX, LOOPBACK, redact_url
 from runtime.loops import unwrapping_groups
 from runtime.sidecar_contract import remove_sidecar_state
 from runtime.wire import DeploymentStatus, anchor_is_live
 
 from .._client import AsyncHubClient
-from .._errors import HubClientError, HubNotReady, NatsNotReady, UpAlreadyRunning
+from .._errors import HubClientError, HubNotReady, NatsNotReady
 from .._token import ensure_admin_token
 from ..natsauth import hub_seed, producer_users_of, public_key, users_of
 from ..store import DATABASE_ENV
-from .children import Backoff, Child, ChildSpec
+from .children import Child, ChildSpec
+from .fleet import Fleet
+from .host import child_env, port_is_free, state_lock
 from .nats import EmbeddedConfig, find_nats_server, free_port, greets
+from .settings import UpInfo, UpSettings, hub_url
+from .wakes import wake_loop
 
 UP_FILE = "up.json"
 NATS_CONF = "nats.conf"
 SIDECAR_FINAL_CODES = frozenset({SidecarExit.OWNER_CONFLICT, SidecarExit.DELETED})
-
-
-@dataclass(frozen=True)
-class UpSettings:
-    """What ``mailrun up`` runs with, read where it starts (its options and its
-    environment), then handed down."""
-
-    state_dir: Path
-    http: str = DEFAULT_HTTP  # HOST:PORT; a fixed port, since up announces it
-    nats_url: str | None = None
-    # The embedded server's port: None takes 4222 when free, else any free one.
-    nats_port: int | None = None
-    subject_prefix: str | None = None
-    domains: tuple[str, ...] = ()  # the hub's mail domains, passed on (the first: the default)
-    smtp_relay: str | None = None  # HOST:PORT, passed on to the hub
-    dkim: tuple[str, ...] = ()  # the hub's --dkim-key/--dkim-selector options, paths absolute
-    smtp: str | None = None  # HOST:PORT of the hub's SMTP ingress
-    smtp_cert: Path | None = None  # its STARTTLS certificate and key (absolute), passed on
-    smtp_key: Path | None = None
-    dns_server: str | None = None  # ADDRESS:PORT of the SMTP sender checks' resolver, passed on
-    smtp_trusted_relays: tuple[str, ...] = ()  # passed on, one --smtp-trusted-relay each
-    database: str | None = field(default=None, repr=False)  # the hub's, via its environment
-    poll_interval: float = 0.5
-    stop_grace: float = 5.0
-    backoff: Backoff = field(default_factory=Backoff)
-    nats_ready_timeout: float = 15.0
-    hub_ready_timeout: float = 60.0
-    request_timeout: float = 2.0
-    say: Callable[[str], None] | None = None
-    environ: Mapping[str, str] = field(kw_only=True, repr=False)
-    """Its environment, which its children inherit (the relay's and the SMTP
-    ingress's logins among it: never in ``repr``)."""
-
-
-@dataclass(frozen=True)
-class UpInfo:
-    pid: int
-    http: str  # the URL the hub answers on
-    nats_url: str  # as shown: without credentials
-    state_dir: Path
-    admin_token: str = field(repr=False)
-    token_created: bool  # by this start: the first of this state dir
-
-    @property
-    def console_url(self) -> str:
-        """The URL that logs a browser in (it holds the token)."""
-        return f"{self.http}/?token={self.admin_token}"
-
-
-def hub_url(http: str) -> str:
-    """The URL to reach a hub listening on ``H:P`` (a wildcard host means loopback)."""
-    host, port = parse_host_port(http)
-    host = {"0.0.0.0": LOOPBACK, "::": "::1"}.get(host, host)
-    return f"http://{HostPort(host, port)}"
-
-
-def port_is_free(port: int, host: str = LOOPBACK) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-@contextlib.contextmanager
-def _state_lock(state_dir: Path) -> Iterator[None]:
-    """One ``up`` per state dir: two would fight over the same sidecars."""
-    fd = os.open(state_dir / "up.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UpAlreadyRunning(f"another `mailrun up` runs on {state_dir}") from None
-        yield
-    finally:
-        os.close(fd)
-
-
-def _child_env(environ: Mapping[str, str]) -> dict[str, str]:
-    env = {**environ, "PYTHONUNBUFFERED": "1"}
-    # Children must run the same code as this supervisor. Installed, they find
-    # it anyway; from a checkout, they need its root on their path.
-    root = Path(__file__).resolve().parent.parent
-    if root not in {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}:
-        paths = [str(root), *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
-        env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
+# Its Sleep was granted: started again when the deployment has work.
+ASLEEP_CODES = SIDECAR_FINAL_CODES | {SidecarExit.ASLEEP}
 
 
 class Up:
-    def __init__(self, config: UpSettings, client: AsyncHubClient, token: tuple[str, bool]) -> None:
+    def __init__(
+        self,
+        config: UpSettings,
+        client: AsyncHubClient,
+        token: tuple[str, bool],
+    ) -> None:
         self.config = config
         self.token, self.token_created = token
         self.state_dir = config.state_dir.resolve()
         self.logs = self.state_dir / "logs"
         self.sidecar_root = self.state_dir / "sidecars"
         self.client = client
-        self.env = _child_env(config.environ)
-        self.sidecars: dict[str, Child] = {}
+        self.env = child_env(config.environ)
+        self.fleet = Fleet(
+            self._sidecar,
+            sleeps=config.sleeps,
+            max_awake=config.max_awake,
+            say=self._say,
+        )
         self.nats: Child | None = None
         self.hub: Child | None = None
         self.nats_url = config.nats_url or ""
@@ -204,12 +123,15 @@ class Up:
         for d in (self.state_dir, self.logs, self.sidecar_root):
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
         # Callers want the one error that ended ``up``, not a group of one.
-        with _state_lock(self.state_dir), unwrapping_groups():
+        with state_lock(self.state_dir), unwrapping_groups():
             # What an earlier release (or another umask) left readable to others.
             await anyio.to_thread.run_sync(make_private, self.state_dir)
             async with anyio.create_task_group() as tg:
                 try:
                     info = await self._start(tg)
+                    await tg.start(self.fleet.run)
+                    if self.config.sleeps:
+                        tg.start_soon(self._wake_loop)
                     task_status.started(info)
                     await self._watch_deployments(tg)
                 finally:
@@ -226,27 +148,7 @@ class Up:
             self.env[DATABASE_ENV] = self.config.database
         argv = [sys.executable, "-m", "hub", "--state-dir", str(self.state_dir)]
         argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
-        if self.config.subject_prefix:
-            argv += ["--subject-prefix", self.config.subject_prefix]
-        for domain in self.config.domains:
-            argv += ["--domain", domain]
-        if self.config.smtp_relay:
-            # Its login stays in the environment the hub inherits, out of argv.
-            argv += ["--smtp-relay", self.config.smtp_relay]
-        argv += self.config.dkim
-        if self.config.smtp:
-            # Its login, too, stays in the environment.
-            argv += ["--smtp", self.config.smtp]
-            for flag, path in (
-                ("--smtp-cert", self.config.smtp_cert),
-                ("--smtp-key", self.config.smtp_key),
-            ):
-                if path is not None:
-                    argv += [flag, str(path)]
-            if self.config.dns_server:
-                argv += ["--dns-server", self.config.dns_server]
-            for relay in self.config.smtp_trusted_relays:
-                argv += ["--smtp-trusted-relay", relay]
+        argv += self.config.hub_options()
         self.hub = self._child("hub", argv)
         tg.start_soon(self.hub.run)
         await self._wait_hub()
@@ -308,8 +210,12 @@ class Up:
         url = self.client.base_url
         raise HubNotReady(f"the hub did not answer {url}/healthz within {timeout:g} s; see {log}")
 
+    async def _wake_loop(self) -> None:
+        await wake_loop(self.fleet, self.client, wait=self.config.wake_wait, say=self._say)
+
     async def _watch_deployments(self, tg: anyio.abc.TaskGroup) -> None:
         while True:
+            asked_at = anyio.current_time()
             try:
                 listing = await self.client.deployments()
                 producers = await self.client.producers("active")
@@ -317,11 +223,15 @@ class Up:
                 pass  # hub down or restarting: keep every sidecar as it is
             else:
                 deployments = listing.get("deployments") or []
-                self._reconcile(tg, deployments, producers.get("producers") or [])
+                self._reconcile(tg, deployments, producers.get("producers") or [], asked_at)
             await anyio.sleep(self.config.poll_interval)
 
     def _reconcile(
-        self, tg: anyio.abc.TaskGroup, deployments: list[Any], producers: list[Any]
+        self,
+        tg: anyio.abc.TaskGroup,
+        deployments: list[Any],
+        producers: list[Any],
+        asked_at: float,
     ) -> None:
         # Ids become path components below: only well-formed ones count.
         listed = {
@@ -333,33 +243,36 @@ class Up:
         if self.nats_config is not None:
             # Before any sidecar starts: a new one is admitted by this reload
             # (and retries its connect until then); a deleted one is revoked.
+            # An asleep one stays admitted: it wakes without a reload.
             live_items = [d for d in deployments if isinstance(d, dict) and d.get("id") in live]
             active = [p for p in producers if isinstance(p, dict)]
             self.nats_config.admit(users_of(live_items), self.nats, producer_users_of(active))
-        for dep in sorted(live - self.sidecars.keys()):
-            state = self.sidecar_root / dep
-            if record_path(state, dep).exists():
-                argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state)]
-                argv += ["--deployment", dep]
-                child = self.sidecars[dep] = self._child(
-                    f"sidecar-{dep}",
-                    argv,
-                    SIDECAR_FINAL_CODES,
-                    env=sidecar_env(self.env, home=state),
-                    cwd=state,
-                    final_note=state / FINAL_EXIT_NOTE,
-                )
-                tg.start_soon(self._run_sidecar, child)
-        for dep in sorted(self.sidecars.keys() - live):
-            tg.start_soon(self.sidecars.pop(dep).stop)
+        self.fleet.sync(listed, asked_at)
         # Only a deployment the hub says is deleted loses its files, never one
-        # that is merely not listed. Its sidecar (stopping above, or not ours)
-        # holds its home lock until it has exited: the removal waits for that
-        # and a later poll tries again.
+        # that is merely not listed. Its sidecar (stopping, or not ours) holds
+        # its home lock until it has exited: the removal waits for that and a
+        # later poll tries again.
         deleted = {dep for dep, status in listed.items() if status == DeploymentStatus.DELETED}
-        for dep in sorted(deleted - self.sidecars.keys() - self.discarded):
+        for dep in sorted(deleted - self.fleet.children.keys() - self.discarded):
             self.discarded.add(dep)
             tg.start_soon(self._discard, dep)
+
+    def _sidecar(self, dep: str) -> Child | None:
+        """The sidecar ``up`` runs for ``dep`` from its restore record here, if any."""
+        state = self.sidecar_root / dep
+        if dep in self.discarded or not record_path(state, dep).exists():
+            return None
+        argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state), "--deployment", dep]
+        if self.config.sleeps:
+            argv += ["--idle-stop", f"{self.config.idle_stop:g}"]
+        return self._child(
+            f"sidecar-{dep}",
+            argv,
+            ASLEEP_CODES if self.config.sleeps else SIDECAR_FINAL_CODES,
+            env=sidecar_env(self.env, home=state),
+            cwd=state,
+            final_note=state / FINAL_EXIT_NOTE,
+        )
 
     async def _discard(self, dep: str) -> None:
         """Remove a deleted deployment's sidecar state dir (its key, its mail)."""
@@ -373,20 +286,9 @@ class Up:
         if not gone:
             self.discarded.discard(dep)  # a sidecar still runs from it: the next poll tries
 
-    async def _run_sidecar(self, child: Child) -> None:
-        await child.run()
-        if child.final_code is not None:
-            # Kept in self.sidecars: a deployment that moved away (or was
-            # deleted) is not started again by this supervisor.
-            why = "was deleted" if child.final_code == SidecarExit.DELETED else "is owned elsewhere"
-            self._say(f"mailrun up: {child.name} stopped: its deployment {why}")
-
     async def _stop_all(self) -> None:
         # Sidecars first (they flush to the hub), then the hub, then NATS.
-        async with anyio.create_task_group() as tg:
-            for child in self.sidecars.values():
-                tg.start_soon(child.stop)
-        self.sidecars.clear()
+        await self.fleet.stop_all()
         for part in (self.hub, self.nats):
             if part is not None:
                 await part.stop()

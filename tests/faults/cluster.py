@@ -3,8 +3,11 @@ behind its own :class:`~.proxy.NatsFaultProxy`, for fault tests.
 
 Unlike ``mailrun up`` nothing restarts by itself: a test kills, restarts
 and re-configures each process (its failpoints come from its own
-environment) exactly when it means to. Every process dies with the test
-process (``PR_SET_PDEATHSIG``) and logs to ``<root>/logs/<name>.log``.
+environment) exactly when it means to. The one exception is scale to zero:
+with ``idle_stop`` the sidecars fall asleep when idle, and the cluster wakes
+a sidecar that exited asleep when the hub names it, as ``mailrun up`` does
+(``GET /workflows/wakes``). Every process dies with the test process
+(``PR_SET_PDEATHSIG``) and logs to ``<root>/logs/<name>.log``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from typing import Any
 
 import anyio
 
+from hub._client import AsyncHubClient
+from hub._errors import HubClientError
 from hub.store import DATABASE_ENV
 from hub.up.children import ChildSpec, spawn, terminate, wait_exit
+from runtime import SidecarExit
 from runtime.testing import FAILPOINTS_ENV
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
 from tests.support.postgres import query
@@ -70,6 +76,18 @@ class Proc:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    @property
+    def asleep(self) -> bool:
+        """Its last run ended asleep (a sidecar: exit code 5, its Sleep granted)."""
+        if self.popen is not None:
+            return self.popen.poll() == SidecarExit.ASLEEP
+        return bool(self.exit_codes) and self.exit_codes[-1] == SidecarExit.ASLEEP
+
+    def exits(self) -> list[int]:
+        """The exit codes of its past runs, the one just ended included."""
+        ended = [] if self.popen is None or self.running else [self.popen.returncode]
+        return [*self.exit_codes, *ended]
+
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.running:
             assert self.popen is not None
@@ -114,6 +132,7 @@ class Cluster(HubClient):
         env: dict[str, str] | None = None,
         sidecar_proxies: bool = True,
         database: str | None = None,
+        idle_stop: float | None = None,
     ) -> None:
         super().__init__(
             f"http://127.0.0.1:{free_port()}", token_file=root / "state" / "admin-token"
@@ -137,6 +156,10 @@ class Cluster(HubClient):
         self.hub = Proc("hub", [], self.logs / "hub.log", env=hub_env)
         self._stack = stack
         self._moved: list[Proc] = []  # sidecars a takeover replaced
+        self.idle_stop = idle_stop
+        """Its sidecars' ``--idle-stop`` (None: always on)."""
+        self.woken = 0
+        """Sidecars started again because the hub named their deployment."""
 
     # --- processes ----------------------------------------------------------------
 
@@ -201,6 +224,8 @@ class Cluster(HubClient):
                 "--deployment", deployment_id,
                 "--nats", proxy.url if self.sidecar_proxies else self.nats.url,
             ]  # fmt: skip
+            if self.idle_stop is not None:
+                argv += ["--idle-stop", str(self.idle_stop)]
             proc = Proc(
                 f"sidecar-{deployment_id}",
                 argv,
@@ -221,6 +246,8 @@ class Cluster(HubClient):
             sys.executable, "-m", "sidecar", "--state-dir", str(state_dir),
             "--deployment", deployment_id, "--nats", old.proxy.url, "--takeover",
         ]  # fmt: skip
+        if self.idle_stop is not None:
+            argv += ["--idle-stop", str(self.idle_stop)]
         name = f"sidecar-{deployment_id}-moved"
         proc = Proc(name, argv, self.logs / f"{name}.log", env=self.env)
         proc.start()
@@ -237,6 +264,36 @@ class Cluster(HubClient):
         if proc.popen is not None:
             await proc.wait_exit()
         return await self.start_sidecar(deployment_id, failpoints=failpoints)
+
+    async def wake_loop(self) -> None:
+        """What ``mailrun up`` does for an asleep deployment: start its sidecar
+        again when the hub names it (only one that exited asleep: a sidecar
+        a test killed stays down until the test starts it)."""
+        async with AsyncHubClient(self.url, timeout=2.0, token=self.token) as client:
+            while True:
+                try:
+                    named = await client.wakes(wait=5.0)
+                except HubClientError:
+                    await anyio.sleep(0.1)  # the hub is down or restarting
+                    continue
+                for dep in named:
+                    node = self.sidecars.get(dep)
+                    if node is not None and not node.proc.running and node.proc.asleep:
+                        node.proc.start(failpoints=node.proc.failpoints)
+                        self.woken += 1
+                if named:
+                    await anyio.sleep(0.05)  # named until welcomed
+
+    async def wait_asleep(self, deployment_id: str, timeout: float = 20.0) -> None:
+        """Until the deployment is shown asleep and its sidecar exited asleep."""
+        proc = self.sidecars[deployment_id].proc
+
+        async def asleep() -> bool:
+            r = await self.http.get(f"/workflows/deployments/{deployment_id}")
+            shown = r.status_code == 200 and r.json().get("status") == "asleep"
+            return shown and not proc.running and proc.asleep
+
+        await wait_for(asleep, timeout=timeout, what=f"{deployment_id} asleep")
 
     async def stop_all(self) -> None:
         """Sidecars first (they flush to the hub), then the hub, then NATS."""
@@ -286,12 +343,15 @@ async def running_cluster(
     env: dict[str, str] | None = None,
     sidecar_proxies: bool = True,
     database: str | None = None,
+    idle_stop: float | None = None,
 ) -> AsyncIterator[Cluster]:
     """nats-server and the hub (behind ``cluster.hub_proxy``), up and answering.
 
     Sidecars are started by the test (``start_sidecar``). ``env`` is added to
     the environment of the hub and every sidecar (``MAILRUN_BACKOFF_MAX``,
-    say). ``database``: the hub's PostgreSQL URL (default: SQLite). Leaving
+    say). ``database``: the hub's PostgreSQL URL (default: SQLite).
+    ``idle_stop``: the sidecars' ``--idle-stop``, and the cluster wakes the
+    asleep ones (``Cluster.wake_loop``). Leaving
     the block stops every process and proxy; on an error the logs are
     printed first.
     """
@@ -300,11 +360,15 @@ async def running_cluster(
     async with AsyncExitStack() as stack:
         await nats.start()
         stack.push_async_callback(nats.stop)
-        cluster = Cluster(root, nats, stack, env, sidecar_proxies, database)
+        cluster = Cluster(root, nats, stack, env, sidecar_proxies, database, idle_stop)
         stack.push_async_callback(cluster.aclose)
         await stack.enter_async_context(cluster.hub_proxy)
         try:
             await cluster.start_hub(failpoints=hub_failpoints)
+            if idle_stop is not None:
+                waker = await stack.enter_async_context(anyio.create_task_group())
+                stack.callback(waker.cancel_scope.cancel)
+                waker.start_soon(cluster.wake_loop)
             yield cluster
         except BaseException:
             cluster.dump_logs()

@@ -442,7 +442,14 @@ async def run_round(
     if fault.verify is not None:
         await fault.verify(r, result)
     r.expect(cluster.hub.running, "the hub is not running at the end")
-    r.expect(r.sidecar.proc.running, "the sidecar is not running at the end")
+    if cluster.idle_stop is None:
+        r.expect(r.sidecar.proc.running, "the sidecar is not running at the end")
+    else:
+        # Scale to zero: everything settled, the deployment falls asleep again.
+        try:
+            await cluster.wait_asleep(r.dep_id, timeout=fault.settle_within)
+        except AssertionError:
+            r.expect(False, f"not asleep again {fault.settle_within:g}s after the check")
     duration = time.monotonic() - started
     return Outcome(
         fault.key, r.dep_id, result, recovery, duration, r.problems, r.not_injected, history,

@@ -6,7 +6,10 @@ message id, and one fault from ``scenarios.FAULTS``; then it checks the
 history against what the run processed: safe (nothing lost, duplicated or
 reordered) and live (every mail settled within the bound after the fault).
 Each mail sets a timer of the run, pending across the fault: each fires
-exactly once once it healed.
+exactly once once it healed. The sidecars scale to zero (``--idle-stop 1``,
+woken by the cluster as ``mailrun up`` wakes them): a round ends with its
+deployment asleep again, and the asleep faults (tests/faults/asleep.py) strike
+while one wakes up.
 ``MAILRUN_FAULT_SEED`` picks another seed; ``python -m tests.faults.soak``
 runs many.
 """
@@ -21,6 +24,7 @@ import pytest
 
 from tests.support.postgres import PostgresServer
 
+from .asleep import ASLEEP, IDLE_STOP
 from .cluster import running_cluster
 from .rounds import Fault, Outcome, run_round
 from .scenarios import FAULTS, f10_inject, f11_inject, f12_inject, f17_inject
@@ -32,7 +36,7 @@ SEED = int(os.environ.get("MAILRUN_FAULT_SEED", "1"))
 
 async def _round(tmp_path: Path, fault: Fault, database: str | None = None) -> Outcome:
     async with running_cluster(
-        tmp_path, hub_failpoints=fault.hub_failpoints, database=database
+        tmp_path, hub_failpoints=fault.hub_failpoints, database=database, idle_stop=IDLE_STOP
     ) as cluster:
         out = await run_round(
             cluster, fault, seed=SEED, scratch=tmp_path / "scratch", name=fault.key.lower()
@@ -139,6 +143,18 @@ async def test_f16_corrupted_half_fetched_and_orphan_blobs(tmp_path: Path) -> No
 
 async def test_f17_hub_cut_from_nats_for_7_s(tmp_path: Path) -> None:
     _assert_held(await _round(tmp_path, dataclasses.replace(FAULTS["F17"], inject=f17_inject)))
+
+
+async def test_a1_hub_sigkill_as_an_asleep_deployment_wakes(tmp_path: Path) -> None:
+    _assert_held(await _round(tmp_path, ASLEEP["A1"]))
+
+
+async def test_a2_woken_sidecar_sigkill_in_its_first_item(tmp_path: Path) -> None:
+    _assert_held(await _round(tmp_path, ASLEEP["A2"]))
+
+
+async def test_a3_nats_down_while_an_asleep_deployment_wakes(tmp_path: Path) -> None:
+    _assert_held(await _round(tmp_path, ASLEEP["A3"]))
 
 
 async def test_the_matrix_fails_a_hub_that_refuses_every_mail_after_the_fault(

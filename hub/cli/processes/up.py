@@ -18,6 +18,7 @@ from runtime.loops import unwrapping_groups
 
 from ..._errors import HubError
 from ..._token import ADMIN_TOKEN_FILE
+from ...up import DEFAULT_IDLE_STOP, DEFAULT_MAX_AWAKE
 from ..base import fail
 from ..options import (
     check_dkim,
@@ -49,6 +50,24 @@ from ..options import (
 @dkim_options
 @smtp_options(allow_port_zero=False)
 @sender_check_options
+@click.option(
+    "--idle-stop",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_IDLE_STOP,
+    show_default=True,
+    metavar="SECONDS",
+    help="A sidecar idle this long falls asleep (no process) until its deployment "
+    "has work again; 0: sidecars always run.",
+)
+@click.option(
+    "--max-awake",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_AWAKE,
+    show_default=True,
+    metavar="N",
+    help="With --idle-stop: at most N sidecar processes at once; further wakes "
+    "wait their turn while idle sidecars are asked to fall asleep.",
+)
 def up_cmd(
     state_dir: Path,
     http: str,
@@ -64,12 +83,16 @@ def up_cmd(
     smtp_key: Path | None,
     dns_server: str | None,
     smtp_trusted_relays: tuple[str, ...],
+    idle_stop: float,
+    max_awake: int,
 ) -> None:
     """Run NATS, the hub and the sidecars, supervised.
 
     Starts nats-server (unless --nats), the hub and one sidecar per live
     deployment, each its own process; restarts any that dies, with backoff;
-    stops them all on SIGTERM/SIGINT. They die with it even on SIGKILL."""
+    stops them all on SIGTERM/SIGINT. They die with it even on SIGKILL.
+    A sidecar idle for --idle-stop seconds falls asleep; it is started again
+    when its deployment has work (a mail, a timer, a rollout)."""
     from ...up import UpSettings, run_up
 
     check_failpoints()  # its children get them: said here once, and by each child
@@ -94,6 +117,8 @@ def up_cmd(
         dns_server=dns_server,
         smtp_trusted_relays=smtp_trusted_relays,
         database=database,
+        idle_stop=idle_stop,
+        max_awake=max_awake,
         say=say,
         environ=dict(os.environ),  # what its children inherit
     )

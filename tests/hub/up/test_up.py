@@ -29,8 +29,8 @@ import pytest
 
 from hub._errors import HubNotReady
 from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
+from hub.up import UpSettings, hub_url, run_up
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
-from hub.up.supervisor import UpSettings, hub_url, run_up
 from runtime import NATS_URL_ENV
 from tests.support import REPO, HubClient, free_port, wait_for
 
@@ -435,6 +435,8 @@ async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
         str(state),
         "--deployment",
         dep["id"],
+        "--idle-stop",  # up's default idle time: scale to zero
+        "300",
     ]
     assert sidecar.environ()[NATS_URL_ENV] == info["nats_url"]
 

@@ -1,0 +1,262 @@
+"""Scale to zero through a real `mailrun up --idle-stop`: how fast an asleep
+deployment wakes, how a storm of wakes drains, what many deployments cost.
+
+    .venv/bin/python bench/wake.py [--part latency|storm|many|all]
+        [--deployments 10] [--storm 10] [--storm-max-awake 3]
+        [--many 40] [--hour 20] [--many-max-awake 50] [--idle-stop 1] [--json]
+
+Each part runs its own `mailrun up` and deploys a workflow whose handler
+records ``time.time()`` as it starts, under the mail's subject, in its
+run's state (clocks of one machine), and waits until every deployment is
+shown ``asleep`` before the clock runs.
+
+- latency: ``--deployments`` asleep deployments mailed one at a time, each
+  mail waited for: POST-to-handler latency of a wake (p50, p99, max);
+- storm: ``--storm`` asleep deployments mailed within the same second under
+  ``--storm-max-awake``: the seconds until every mail was handled, and the
+  most sidecar processes awake at once (the process table, sampled);
+- many: ``--many`` asleep deployments, each mailed once at a random moment
+  of a compressed hour (``--hour`` seconds) under ``--many-max-awake``: the
+  most sidecars awake, the hub's largest RSS, the handling latency.
+
+Every part checks that every mail was handled exactly once; the script
+exits 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+
+from bench.bench_e2e import AdminCall, admin_of_up, scratch_dir, spread
+from bench.lone_mail import processes
+from runtime.loops import loop_options
+from tests.support import wait_for
+
+STAMP = """
+import time
+
+
+async def main(ctx, item):
+    seen = ctx.state.setdefault("seen", {})
+    if item.subject in seen:
+        ctx.state["twice"] = ctx.state.get("twice", 0) + 1
+    seen[item.subject] = time.time()
+"""
+
+PARTS = ("latency", "storm", "many")
+
+
+class Sampler:
+    """The most sidecar processes alive at once, and the hub's largest RSS,
+    sampled from the process table every ``interval`` seconds."""
+
+    def __init__(self, state: Path, interval: float = 0.05) -> None:
+        self.state = state
+        self.interval = interval
+        self.most_awake = 0
+        self.hub_rss = 0
+
+    def sample(self) -> None:
+        found = processes(self.state)
+        self.most_awake = max(self.most_awake, len(found["sidecar"]))
+        for hub in found["hub"]:
+            with contextlib.suppress(psutil.Error):
+                self.hub_rss = max(self.hub_rss, hub.memory_info().rss)
+
+    async def run(self) -> None:
+        while True:
+            await anyio.to_thread.run_sync(self.sample)
+            await anyio.sleep(self.interval)
+
+
+async def deploy_asleep(call: AdminCall, count: int, prefix: str) -> list[dict[str, Any]]:
+    """``count`` deployments of the stamping workflow, once all are shown asleep."""
+    deps = []
+    for n in range(count):
+        status, dep = await call(
+            "POST",
+            "/workflows/deployments",
+            json={"name": f"{prefix}{n}", "source": STAMP, "entrypoint": "flow:main"},
+        )
+        assert status == 201, dep
+        deps.append(dep)
+    ids = {dep["id"] for dep in deps}
+
+    async def asleep() -> bool:
+        status, listing = await call("GET", "/workflows/deployments")
+        assert status == 200, listing
+        shown = {d["id"]: d.get("status") for d in listing.get("deployments", [])}
+        return all(shown.get(dep) == "asleep" for dep in ids)
+
+    await wait_for(asleep, timeout=60 + count, interval=0.2, what="every deployment asleep")
+    return deps
+
+
+async def post(call: AdminCall, dep: dict[str, Any], subject: str) -> tuple[str, float]:
+    """Mail ``subject`` to ``dep``; its run id and when it was posted."""
+    posted = time.time()
+    status, sent = await call("POST", "/mail", json={"to": dep["address"], "subject": subject})
+    assert status == 202, sent
+    return str(sent["run_id"]), posted
+
+
+async def handled(
+    call: AdminCall, runs: dict[str, str], timeout: float
+) -> dict[str, dict[str, Any]]:
+    """Each run's state once every subject (``runs``: subject -> run id) was seen."""
+
+    async def states() -> dict[str, dict[str, Any]] | None:
+        found = {}
+        for subject, run_id in runs.items():
+            status, run = await call("GET", f"/runs/{run_id}")
+            assert status == 200, run
+            state = dict(run.get("state") or {})
+            if subject not in state.get("seen", {}):
+                return None
+            found[subject] = state
+        return found
+
+    done: dict[str, dict[str, Any]] = await wait_for(
+        states, timeout=timeout, interval=0.02, what="every mail handled"
+    )
+    return done
+
+
+def once(states: dict[str, dict[str, Any]]) -> bool:
+    """Every subject seen, each by one run, none twice."""
+    return all(
+        list(state.get("seen", {})) == [subject] and not state.get("twice")
+        for subject, state in states.items()
+    )
+
+
+async def latency(tmp: Path, deployments: int, idle_stop: float) -> dict[str, Any]:
+    async with admin_of_up(tmp, "--idle-stop", f"{idle_stop:g}") as call:
+        deps = await deploy_asleep(call, deployments, "lat")
+        delays, states = [], {}
+        for n, dep in enumerate(deps):
+            subject = f"wake{n:05d}"
+            run_id, posted = await post(call, dep, subject)
+            state = (await handled(call, {subject: run_id}, timeout=60))[subject]
+            states[subject] = state
+            delays.append(state["seen"][subject] - posted)
+    return {
+        "deployments": deployments,
+        "post_to_handler": spread(delays, digits=1),
+        "exactly_once": once(states),
+    }
+
+
+async def storm(tmp: Path, count: int, max_awake: int, idle_stop: float) -> dict[str, Any]:
+    options = ("--idle-stop", f"{idle_stop:g}", "--max-awake", str(max_awake))
+    async with admin_of_up(tmp, *options) as call:
+        deps = await deploy_asleep(call, count, "storm")
+        sampler = Sampler(tmp / "state")
+        runs: dict[str, str] = {}
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sampler.run)
+            start = time.monotonic()
+
+            async def send(n: int, dep: dict[str, Any]) -> None:
+                runs[f"storm{n:05d}"] = (await post(call, dep, f"storm{n:05d}"))[0]
+
+            async with anyio.create_task_group() as senders:
+                for n, dep in enumerate(deps):
+                    senders.start_soon(send, n, dep)
+            sent = time.monotonic() - start
+            states = await handled(call, runs, timeout=60 + 5 * count)
+            took = time.monotonic() - start
+            tg.cancel_scope.cancel()
+    return {
+        "deployments": count,
+        "max_awake": max_awake,
+        "sent_within_s": round(sent, 2),
+        "all_handled_s": round(took, 2),
+        "most_awake": sampler.most_awake,
+        "exactly_once": once(states),
+    }
+
+
+async def many(
+    tmp: Path, count: int, hour: float, max_awake: int, idle_stop: float
+) -> dict[str, Any]:
+    options = ("--idle-stop", f"{idle_stop:g}", "--max-awake", str(max_awake))
+    async with admin_of_up(tmp, *options) as call:
+        deps = await deploy_asleep(call, count, "many")
+        sampler = Sampler(tmp / "state", interval=0.2)
+        rng = random.Random(1)
+        moments = sorted((rng.uniform(0, hour), n) for n in range(count))
+        runs: dict[str, str] = {}
+        posted: dict[str, float] = {}
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sampler.run)
+            start = time.monotonic()
+            for at, n in moments:
+                await anyio.sleep(max(0.0, start + at - time.monotonic()))
+                subject = f"many{n:05d}"
+                runs[subject], posted[subject] = await post(call, deps[n], subject)
+            states = await handled(call, runs, timeout=120 + count)
+            tg.cancel_scope.cancel()
+    delays = [states[s]["seen"][s] - posted[s] for s in runs]
+    return {
+        "deployments": count,
+        "hour_s": hour,
+        "max_awake": max_awake,
+        "post_to_handler": spread(delays, digits=1),
+        "most_awake": sampler.most_awake,
+        "hub_rss_mib": round(sampler.hub_rss / 2**20, 1),
+        "exactly_once": once(states),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", choices=[*PARTS, "all"], default="all")
+    parser.add_argument("--deployments", type=int, default=10, help="latency: deployments")
+    parser.add_argument("--storm", type=int, default=10, help="storm: deployments")
+    parser.add_argument("--storm-max-awake", type=int, default=3, help="storm: --max-awake")
+    parser.add_argument("--many", type=int, default=40, help="many: deployments")
+    parser.add_argument("--hour", type=float, default=20.0, help="many: the hour, in seconds")
+    parser.add_argument("--many-max-awake", type=int, default=50, help="many: --max-awake")
+    parser.add_argument("--idle-stop", type=float, default=1.0, help="up's --idle-stop")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the state dirs and logs")
+    args = parser.parse_args()
+    counts = (args.deployments, args.storm, args.storm_max_awake, args.many, args.many_max_awake)
+    if min(counts) < 1 or args.hour <= 0 or args.idle_stop <= 0:
+        parser.error("counts, --hour and --idle-stop must be positive")
+    runs: dict[str, Callable[[Path], Any]] = {
+        "latency": lambda tmp: latency(tmp, args.deployments, args.idle_stop),
+        "storm": lambda tmp: storm(tmp, args.storm, args.storm_max_awake, args.idle_stop),
+        "many": lambda tmp: many(tmp, args.many, args.hour, args.many_max_awake, args.idle_stop),
+    }
+    figures: dict[str, Any] = {}
+    for part in PARTS if args.part == "all" else (args.part,):
+        with scratch_dir(f"mailrun-wake-{part}-", keep=args.keep) as tmp:
+            figures[part] = anyio.run(runs[part], tmp, backend_options=loop_options(os.environ))
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        for part, values in figures.items():
+            for key, value in values.items():
+                print(f"{part + '.' + key:<26} {value}")
+    if not all(values["exactly_once"] for values in figures.values()):
+        sys.exit("FAILED: a mail was missed or handled twice")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""The sidecars of ``mailrun up``: one per live deployment, none for an asleep
+one until the hub names it, and at most ``max_awake`` processes at once.
+
+Starts beyond that limit wait in a first-come queue; while any waits, every
+running sidecar gets SIGUSR1 ("sleep now if you are idle"), each at most once
+a second, so a storm of wakes drains through the slots. A sidecar that exits
+``SidecarExit.ASLEEP`` frees its slot and is remembered as asleep: it is not
+restarted until ``wake`` names it or a listing asked for after it fell asleep
+shows it awake (another process of the deployment was welcomed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Callable, Mapping
+
+import anyio
+import anyio.abc
+
+from runtime import SidecarExit
+from runtime.wire import DeploymentStatus, anchor_is_live
+
+from .children import Child
+
+NUDGE_EVERY = 1.0  # seconds between two SIGUSR1 to the same sidecar
+_NUDGE_TICK = 0.25
+# Listed so, a deployment up remembers asleep is not taken for awake: a paused
+# one is shown paused whether or not its sidecar sleeps.
+_NOT_AWAKE = frozenset({DeploymentStatus.ASLEEP.value, DeploymentStatus.PAUSED.value})
+
+MakeChild = Callable[[str], Child | None]
+"""The (not yet started) sidecar of a deployment; None when this host has no
+restore record for it (its sidecar runs elsewhere, or never ran)."""
+
+
+class Fleet:
+    """Which deployments have a sidecar process of ``up``'s, and which wait for one.
+
+    ``run`` owns the sidecars' tasks and the nudges; the supervisor feeds it
+    the hub's listing (``sync``) and the hub's wake list (``wake``)."""
+
+    def __init__(
+        self,
+        make_child: MakeChild,
+        *,
+        sleeps: bool,
+        max_awake: int | None,
+        say: Callable[[str], None],
+    ) -> None:
+        self._make = make_child
+        self.sleeps = sleeps
+        self.max_awake = max_awake if sleeps else None
+        self._say = say
+        self.children: dict[str, Child] = {}
+        """Started and not ended (running, restarting after a crash, or
+        stopping): a slot each."""
+        self.waiting: dict[str, Child] = {}  # first in, first started
+        self.asleep: dict[str, float] = {}  # deployment -> when it fell asleep
+        self.ended: dict[str, int] = {}  # deleted or owned elsewhere: never started again
+        self.most_awake = 0
+        self._nudged: dict[str, float] = {}
+        self._stopping: set[str] = set()
+        self._queued = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """Own the sidecars' tasks until cancelled; ``stop_all`` ends the sidecars."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            tg.start_soon(self._nudge_loop)
+            task_status.started()
+
+    def sync(self, listed: Mapping[str, str], asked_at: float) -> None:
+        """Apply the hub's listing (deployment -> shown status), asked for at
+        ``asked_at`` (``anyio.current_time()``)."""
+        live = {dep for dep, status in listed.items() if anchor_is_live(status)}
+        for dep in sorted(live):
+            status = listed[dep]
+            fell_asleep = self.asleep.get(dep)
+            if fell_asleep is not None:
+                if asked_at < fell_asleep or status in _NOT_AWAKE:
+                    continue
+            elif self.sleeps and status == DeploymentStatus.ASLEEP:
+                continue
+            self._want(dep)
+        for dep in sorted(self.children.keys() - live):
+            self._stop(dep)
+        for dep in self.waiting.keys() - live:
+            del self.waiting[dep]
+        for gone in (self.asleep, self.ended):
+            for dep in gone.keys() - live:
+                del gone[dep]
+
+    def wake(self, dep: str) -> bool:
+        """The hub has work for ``dep``: start its sidecar (or queue it) unless
+        it has one; whether this did start or queue it."""
+        return self._want(dep)
+
+    @property
+    def running(self) -> int:
+        """Sidecar processes of ours that exist now."""
+        return sum(1 for child in self.children.values() if child.pid is not None)
+
+    async def stop_all(self) -> None:
+        self.waiting.clear()
+        async with anyio.create_task_group() as tg:
+            for child in self.children.values():
+                tg.start_soon(child.stop)
+
+    def _want(self, dep: str) -> bool:
+        if dep in self.children or dep in self.waiting or dep in self.ended:
+            return False
+        child = self._make(dep)
+        if child is None:
+            return False
+        self.asleep.pop(dep, None)
+        if self.max_awake is not None and len(self.children) >= self.max_awake:
+            self.waiting[dep] = child
+            self._queued.set()
+        else:
+            self._start(dep, child)
+        return True
+
+    def _start(self, dep: str, child: Child) -> None:
+        assert self._tg is not None, "Fleet.run first"
+        self.children[dep] = child
+        self.most_awake = max(self.most_awake, len(self.children))
+        self._tg.start_soon(self._run, dep, child)
+
+    def _stop(self, dep: str) -> None:
+        assert self._tg is not None, "Fleet.run first"
+        # It keeps its slot until it has exited: a start must not outnumber it.
+        if dep not in self._stopping:
+            self._stopping.add(dep)
+            self._tg.start_soon(self.children[dep].stop)
+
+    async def _run(self, dep: str, child: Child) -> None:
+        try:
+            await child.run()
+        finally:
+            if self.children.get(dep) is child:
+                del self.children[dep]
+            self._nudged.pop(dep, None)
+            self._stopping.discard(dep)
+            self._fill()
+        code = child.final_code
+        if code == SidecarExit.ASLEEP:
+            self.asleep[dep] = anyio.current_time()
+        elif code is not None:
+            # Not started again by this supervisor: a deployment that moved
+            # away (or was deleted) has its sidecar elsewhere (or none).
+            self.ended[dep] = code
+            why = "was deleted" if code == SidecarExit.DELETED else "is owned elsewhere"
+            self._say(f"mailrun up: {child.name} stopped: its deployment {why}")
+
+    def _fill(self) -> None:
+        while self.waiting and (self.max_awake is None or len(self.children) < self.max_awake):
+            dep = next(iter(self.waiting))
+            self._start(dep, self.waiting.pop(dep))
+
+    async def _nudge_loop(self) -> None:
+        while True:
+            await self._queued.wait()
+            while self.waiting:
+                self._nudge()
+                await anyio.sleep(_NUDGE_TICK)
+            self._queued = anyio.Event()
+
+    def _nudge(self) -> None:
+        now = anyio.current_time()
+        for dep, child in list(self.children.items()):
+            if dep in self._stopping or now - self._nudged.get(dep, -NUDGE_EVERY) < NUDGE_EVERY:
+                continue
+            # A process still booting would die of the signal's default
+            # action: only one that has its handler in place gets it.
+            if child.catches(signal.SIGUSR1):
+                self._nudged[dep] = now
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(signal.SIGUSR1)

@@ -1,0 +1,266 @@
+"""`mailrun up`'s fleet of sidecars (hub/up/fleet.py) and its wake loop
+(hub/up/wakes.py), with tiny Python children standing in for sidecars.
+
+A stand-in behaves as a sidecar does towards its supervisor: it catches
+SIGUSR1 ("sleep now if you are idle") and then exits ``SidecarExit.ASLEEP``
+after writing its pid to its final note; it counts its starts in a file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import anyio.abc
+import pytest
+from click.testing import CliRunner
+
+import hub.up
+from hub._errors import HubUnreachable
+from hub.cli import main
+from hub.up import Backoff, Child, ChildSpec, Fleet, UpSettings
+from hub.up.wakes import wake_loop
+from runtime import SidecarExit, new_id
+from tests.support import wait_for
+
+# slow: the children are real processes
+pytestmark = pytest.mark.slow
+
+SLEEPER = """
+    import os, pathlib, signal, sys, time
+    home = pathlib.Path(sys.argv[1])
+    starts = home / "starts"
+    starts.write_text(str(int(starts.read_text()) + 1 if starts.exists() else 1))
+    time.sleep(float(sys.argv[2]))  # booting: SIGUSR1 has its default action meanwhile
+
+    def asleep(signum, frame):
+        (home / "final-exit.pid").write_text(str(os.getpid()))
+        os._exit(5)
+
+    signal.signal(signal.SIGUSR1, asleep)
+    (home / "ready").write_text("")
+    while True:
+        time.sleep(1)
+"""
+
+
+class Stand:
+    """Stand-in sidecars under ``root``, one home per deployment."""
+
+    def __init__(self, root: Path, boot: float = 0.0) -> None:
+        self.root = root
+        self.boot = boot
+        self.made: list[str] = []
+        self.unknown: set[str] = set()  # no restore record here
+
+    def make(self, dep: str) -> Child | None:
+        if dep in self.unknown:
+            return None
+        home = self.root / dep
+        home.mkdir(exist_ok=True)
+        self.made.append(dep)
+        argv = [sys.executable, "-c", textwrap.dedent(SLEEPER), str(home), str(self.boot)]
+        spec = ChildSpec(
+            f"sidecar-{dep}",
+            argv,
+            log_path=home / "log",
+            final_codes=frozenset({SidecarExit.ASLEEP}),
+            final_note=home / "final-exit.pid",
+        )
+        return Child(spec, backoff=Backoff(initial=0.05, maximum=0.1), stop_grace=1.0)
+
+    def starts(self, dep: str) -> int:
+        path = self.root / dep / "starts"
+        return int(path.read_text()) if path.exists() else 0
+
+
+@asynccontextmanager
+async def running(fleet: Fleet) -> AsyncIterator[anyio.abc.TaskGroup]:
+    """``fleet`` runs inside; its sidecars are stopped on the way out, whatever happened."""
+    async with anyio.create_task_group() as tg:
+        await tg.start(fleet.run)
+        try:
+            yield tg
+        finally:
+            with anyio.CancelScope(shield=True), anyio.fail_after(20):
+                await fleet.stop_all()
+            tg.cancel_scope.cancel()
+
+
+async def sampling(fleet: Fleet, most: list[int], until: Callable[[], bool]) -> None:
+    """Record the most sidecar processes alive at once until ``until()``."""
+    with anyio.fail_after(30):
+        while not until():
+            most[0] = max(most[0], fleet.running)
+            await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_starts_beyond_max_awake_wait_in_order_while_the_awake_are_nudged(
+    tmp_path: Path,
+) -> None:
+    stand = Stand(tmp_path)
+    fleet = Fleet(stand.make, sleeps=True, max_awake=2, say=lambda line: None)
+    deps = [f"dep_{n}" for n in range(6)]
+    async with running(fleet):
+        assert [fleet.wake(dep) for dep in deps] == [True] * 6
+        assert list(fleet.children) == deps[:2] and list(fleet.waiting) == deps[2:]
+        assert not fleet.wake(deps[0]) and not fleet.wake(deps[5])  # started or queued once
+        most = [0]
+        await sampling(fleet, most, lambda: set(fleet.asleep) == set(deps[:4]))
+        # Nobody waits any more: the last two are left alone (their idle
+        # time, standing in here for a signal, puts them to sleep).
+        assert list(fleet.children) == deps[4:] and not fleet.waiting
+        await anyio.sleep(1.5)
+        assert list(fleet.children) == deps[4:]
+        for child in fleet.children.values():
+            child.send_signal(signal.SIGUSR1)
+        await sampling(fleet, most, lambda: set(fleet.asleep) == set(deps))
+    assert most[0] == 2 and fleet.most_awake == 2
+    assert stand.made == deps  # first come, first started
+    assert [stand.starts(dep) for dep in deps] == [1] * 6  # asleep: never restarted
+    assert not fleet.children and not fleet.waiting
+
+
+@pytest.mark.anyio
+async def test_a_booting_sidecar_is_not_nudged_to_death(tmp_path: Path) -> None:
+    """SIGUSR1 before the sidecar's handler is in place would kill it: it waits."""
+    stand = Stand(tmp_path, boot=1.0)
+    fleet = Fleet(stand.make, sleeps=True, max_awake=1, say=lambda line: None)
+    async with running(fleet):
+        fleet.wake("dep_a")
+        fleet.wake("dep_b")
+        await wait_for(lambda: set(fleet.asleep) == {"dep_a"}, what="dep_a nudged asleep")
+        await wait_for(lambda: stand.starts("dep_b") == 1, what="dep_b started")
+    assert stand.starts("dep_a") == 1  # not killed by a nudge, then restarted
+
+
+@pytest.mark.anyio
+async def test_the_listing_starts_the_awake_and_leaves_the_asleep(tmp_path: Path) -> None:
+    stand = Stand(tmp_path)
+    stand.unknown.add("dep_elsewhere")
+    fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
+    async with running(fleet):
+        listed = {
+            "dep_up": "deployed",
+            "dep_zz": "asleep",
+            "dep_paused": "paused",
+            "dep_elsewhere": "deployed",
+            "dep_gone": "deleted",
+        }
+        fleet.sync(listed, anyio.current_time())
+        assert set(fleet.children) == {"dep_up", "dep_paused"}
+        # It falls asleep (a nudge stands in for its idle time).
+        await wait_for(lambda: (tmp_path / "dep_up" / "ready").exists(), what="dep_up ready")
+        fleet.children["dep_up"].send_signal(signal.SIGUSR1)
+        await wait_for(lambda: "dep_up" in fleet.asleep, what="dep_up asleep")
+        fell_asleep = fleet.asleep["dep_up"]
+        # A listing asked for before it fell asleep (still "deployed") does
+        # not restart it; "asleep" or "paused" after it does not either.
+        fleet.sync(listed, fell_asleep - 0.1)
+        fleet.sync({**listed, "dep_up": "asleep"}, anyio.current_time())
+        fleet.sync({**listed, "dep_up": "paused"}, anyio.current_time())
+        assert "dep_up" not in fleet.children and stand.starts("dep_up") == 1
+        # Awake in a later listing: another process of it was welcomed.
+        fleet.sync(listed, anyio.current_time())
+        await wait_for(lambda: stand.starts("dep_up") == 2, what="dep_up restarted")
+        # The hub names the asleep one: started; one it cannot run: not.
+        assert fleet.wake("dep_zz") and not fleet.wake("dep_elsewhere")
+        await wait_for(lambda: stand.starts("dep_zz") == 1, what="dep_zz woken")
+        # No longer listed live: stopped, its slot kept until it has exited.
+        fleet.sync({"dep_zz": "deployed"}, anyio.current_time())
+        await wait_for(lambda: set(fleet.children) == {"dep_zz"}, what="the others stopped")
+        assert fleet.asleep == {}  # forgotten: no longer listed
+        fleet.sync({"dep_zz": "deleted"}, anyio.current_time())
+        await wait_for(lambda: not fleet.children, what="dep_zz stopped")
+
+
+@pytest.mark.anyio
+async def test_always_on_starts_the_asleep_without_a_limit(tmp_path: Path) -> None:
+    stand = Stand(tmp_path)
+    fleet = Fleet(stand.make, sleeps=False, max_awake=1, say=lambda line: None)
+    async with running(fleet):
+        fleet.sync({"dep_a": "asleep", "dep_b": "deployed"}, anyio.current_time())
+        assert set(fleet.children) == {"dep_a", "dep_b"} and not fleet.waiting
+
+
+class FlakyHub:
+    """A hub client whose wake list fails ``down`` times, then names ``named``."""
+
+    def __init__(self, down: int, named: list[str]) -> None:
+        self.down = down
+        self.named = named
+        self.calls: list[float] = []
+
+    async def wakes(self, wait: float) -> list[str]:
+        self.calls.append(anyio.current_time())
+        if len(self.calls) <= self.down:
+            raise HubUnreachable("cannot reach the hub")
+        if len(self.calls) > self.down + 1:
+            await anyio.sleep(wait)  # nothing new: the long poll runs out
+            return []
+        return self.named
+
+
+@pytest.mark.anyio
+async def test_the_wake_loop_outlives_a_hub_outage_with_jittered_backoff(
+    tmp_path: Path,
+) -> None:
+    stand = Stand(tmp_path)
+    fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
+    dep = new_id("dep")
+    hub = FlakyHub(down=6, named=[dep, "../etc"])
+    said: list[str] = []
+    backoff = Backoff(initial=0.02, maximum=0.08, jitter=True)
+    async with running(fleet) as tg:
+        tg.start_soon(
+            lambda: wake_loop(fleet, hub, wait=5.0, say=said.append, backoff=backoff)  # type: ignore[arg-type]
+        )
+        await wait_for(lambda: stand.starts(dep) == 1, what="the named one woken")
+    gaps = [b - a for a, b in itertools.pairwise(hub.calls[:7])]
+    assert all(gap >= 0.01 for gap in gaps)  # never hammered
+    assert len(set(gaps)) == len(gaps)  # jittered: no two delays alike
+    assert stand.made == [dep]  # only well-formed ids become paths
+    assert len(said) == 2  # the outage said once, its end once
+
+
+@pytest.mark.parametrize(
+    ("args", "idle_stop", "max_awake"),
+    [
+        ([], 300.0, 200),
+        (["--idle-stop", "1.5", "--max-awake", "7"], 1.5, 7),
+        (["--idle-stop", "0"], 0.0, 200),
+    ],
+)
+def test_up_hands_its_scale_to_zero_options_to_the_supervisor(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    args: list[str],
+    idle_stop: float,
+    max_awake: int,
+) -> None:
+    seen: list[UpSettings] = []
+
+    async def run_up(settings: UpSettings, *, task_status: object) -> None:
+        seen.append(settings)  # and returns before it ever started
+
+    monkeypatch.setattr(hub.up, "run_up", run_up)
+    result = CliRunner().invoke(main, ["up", "--state-dir", str(tmp_path), *args])
+    assert seen, result.output
+    assert (seen[0].idle_stop, seen[0].max_awake, seen[0].sleeps) == (
+        idle_stop,
+        max_awake,
+        idle_stop > 0,
+    )
+
+
+@pytest.mark.parametrize("args", [["--idle-stop", "-1"], ["--max-awake", "0"]])
+def test_up_refuses_a_negative_idle_time_and_no_slot(args: list[str]) -> None:
+    result = CliRunner().invoke(main, ["up", *args])
+    assert result.exit_code == 2, result.output
