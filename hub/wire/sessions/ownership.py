@@ -82,8 +82,10 @@ def decide(
         return OwnerClaim(epoch + 1, from_hub=False, moved=False)  # the first owner
     if home == mine or (home is None and hello.previous_instance == owner):
         # The same directory (a row from before homes were recorded: the same
-        # persistent instance id); its lock proves the old process is gone.
-        return OwnerClaim(epoch + 1, from_hub=False, moved=owner is not None)
+        # persistent instance id); its lock proves the old process is gone, so
+        # no notice is due: one would reach only the new process (a restart, a
+        # wake), which would take it for its own and say hello twice.
+        return OwnerClaim(epoch + 1, from_hub=False, moved=False)
     if hello.takeover or owner is None or not owner_live:
         return OwnerClaim(epoch + 1, from_hub=True, moved=owner is not None)
     if unconfirmed:

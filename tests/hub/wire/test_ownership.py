@@ -103,6 +103,27 @@ async def test_a_copy_is_refused_while_the_owner_lives(tmp_path: Path) -> None:
         assert (await owner(hub, dep.id))[1:] == (HOME_A, 1)
 
 
+async def test_a_restart_in_the_same_home_is_welcomed_without_a_notice(
+    tmp_path: Path,
+) -> None:
+    # Its home's lock proves the previous process gone: a Fenced notice would
+    # reach only the new process (a restart, a wake), and cost it a hello.
+    async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        first = Sidecar(hub, dep, home=HOME_A)
+        assert isinstance(await first.hello(), Welcome)
+        again, inbox = Sidecar(hub, dep, home=HOME_A), Inbox()
+        await tg.start(inbox.serve, again)
+        welcome = await again.hello()
+        assert isinstance(welcome, Welcome) and welcome.owner_epoch == 2
+        assert await owner(hub, dep.id) == (again.instance_id, HOME_A, 2)
+        # A takeover's notice comes after any the restart would have sent.
+        assert isinstance(await Sidecar(hub, dep, home=HOME_B).hello(takeover=True), Welcome)
+        await wait_for(lambda: inbox.notices)
+        assert [(n.owner_epoch, n.reason) for n in inbox.notices] == [(3, "owner_conflict")]
+        tg.cancel_scope.cancel()
+
+
 async def test_takeover_moves_ownership_fences_the_old_owner_and_tells_it(
     tmp_path: Path,
 ) -> None:
