@@ -28,10 +28,11 @@ systems, injected faults (``pytest -m "not slow"`` leaves them out)."""
 
 
 WHOLE_SYSTEMS = "whole_systems"
-"""The xdist group of every test in a slow folder: they run one at a time,
-on one worker, as they did before the suite had two (their faults and
-timings are measured against a machine no other whole system shares),
-while the in-process tests fill the other worker."""
+"""The xdist groups of the slow folders' tests, one a folder
+(``whole_systems-e2e``, ``whole_systems-faults``): each folder's tests run
+one at a time on one worker, so at most two whole systems share the
+machine, and the in-process tests fill the gaps. One group for both took
+a worker for the suite's whole wall time while the other idled."""
 
 
 # First: xdist's own hook reads the group marks this one adds.
@@ -41,13 +42,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     PostgreSQL (the ``postgres_server`` fixture; the ``database`` fixture's
     PostgreSQL run is marked where it is parametrized). Other slow tests
     carry the mark themselves, with the reason beside it. The slow folders'
-    tests also share one xdist group (:data:`WHOLE_SYSTEMS`)."""
+    tests share an xdist group a folder (:data:`WHOLE_SYSTEMS`)."""
     tests = Path(__file__).parent
     for item in items:
         parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
         if parts and parts[0] in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group(WHOLE_SYSTEMS))
+            item.add_marker(pytest.mark.xdist_group(f"{WHOLE_SYSTEMS}-{parts[0]}"))
         elif "postgres_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
 
