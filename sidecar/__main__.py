@@ -49,7 +49,7 @@ from runtime import (
     tracing,
     unwrap_group,
 )
-from runtime.sidecar_contract import Limits
+from runtime.sidecar_contract import Limits, sidecar_argv
 
 from ._app import Sidecar, SidecarOptions
 from ._errors import (
@@ -228,12 +228,12 @@ def _contain(settings: SidecarSettings, deployment_id: str) -> None:
 def _argv(settings: SidecarSettings, deployment_id: str) -> list[str]:
     """The argv this process runs with: no secrets (the join token is on disk
     now, the NATS URL in the environment)."""
-    out = ["--state-dir", str(settings.state_dir), "--deployment", deployment_id]
-    if settings.takeover:
-        out.append("--takeover")
-    if settings.idle_stop:
-        out += ["--idle-stop", repr(settings.idle_stop)]
-    return out
+    return sidecar_argv(
+        settings.state_dir,
+        deployment_id,
+        takeover=settings.takeover,
+        idle_stop=settings.idle_stop,
+    )
 
 
 async def _serve(options: SidecarOptions) -> bool:

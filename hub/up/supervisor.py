@@ -38,7 +38,7 @@ from runtime import (
 )
 from runtime.config import DEFAULT_NATS_PORT, DEFAULT_SUBJECT_PREFIX, LOOPBACK, redact_url
 from runtime.loops import unwrapping_groups
-from runtime.sidecar_contract import remove_sidecar_state
+from runtime.sidecar_contract import remove_sidecar_state, sidecar_argv
 from runtime.wire import DeploymentStatus, anchor_is_live
 
 from .._client import AsyncHubClient
@@ -262,9 +262,8 @@ class Up:
         state = self.sidecar_root / dep
         if dep in self.discarded or not record_path(state, dep).exists():
             return None
-        argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state), "--deployment", dep]
-        if self.config.sleeps:
-            argv += ["--idle-stop", f"{self.config.idle_stop:g}"]
+        idle_stop = self.config.idle_stop if self.config.sleeps else 0.0
+        argv = [sys.executable, "-m", "sidecar", *sidecar_argv(state, dep, idle_stop=idle_stop)]
         return self._child(
             f"sidecar-{dep}",
             argv,

@@ -20,6 +20,7 @@ from ._contain import SIDECAR_MAX_FILES_ENV as SIDECAR_MAX_FILES_ENV
 from ._contain import SIDECAR_MAX_MEMORY_ENV as SIDECAR_MAX_MEMORY_ENV
 from ._contain import SIDECAR_PASS_ENV as SIDECAR_PASS_ENV
 from ._contain import Limits as Limits
+from ._contain import sidecar_argv as sidecar_argv
 from ._contain import sidecar_env as sidecar_env
 from ._layout import check_layout as check_layout
 from ._private import HOME_LOCK_FILE as HOME_LOCK_FILE
@@ -73,6 +74,7 @@ __all__ = [
     "read_restore_record",
     "record_path",
     "remove_sidecar_state",
+    "sidecar_argv",
     "sidecar_env",
     "write_atomic",
     "write_restore_record",

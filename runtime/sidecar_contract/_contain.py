@@ -79,6 +79,22 @@ _KEPT: Final = frozenset(
 )
 
 
+def sidecar_argv(
+    state_dir: Path, deployment_id: str, *, takeover: bool = False, idle_stop: float = 0.0
+) -> list[str]:
+    """The arguments (after ``python -m sidecar``) a sidecar runs with: the
+    ones ``mailrun up`` passes and the ones a sidecar started otherwise
+    re-executes itself with. One spelling for both, so that a sidecar of
+    ``up`` never re-executes (a second interpreter boot on every start and
+    every wake)."""
+    argv = ["--state-dir", str(state_dir), "--deployment", deployment_id]
+    if takeover:
+        argv.append("--takeover")
+    if idle_stop:
+        argv += ["--idle-stop", f"{idle_stop:g}"]
+    return argv
+
+
 def sidecar_env(environ: Mapping[str, str], *, home: Path) -> dict[str, str]:
     """The environment a sidecar whose state directory is ``home`` runs with,
     taken from ``environ`` (the one it would otherwise inherit)."""

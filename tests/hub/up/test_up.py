@@ -440,6 +440,18 @@ async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
     ]
     assert sidecar.environ()[NATS_URL_ENV] == info["nats_url"]
 
+    # Up spells the argv as the sidecar would itself: it serves without
+    # executing itself again (a second interpreter boot on every start and wake).
+    token_file = up.state / "admin-token"
+    async with aclosing(HubClient(f"http://{up.http}", timeout=10, token_file=token_file)) as hub:
+
+        async def connected() -> bool:
+            answer = await hub.http.get(f"/workflows/deployments/{dep['id']}")
+            return bool(answer.json().get("connected"))
+
+        await wait_for(connected, what="the sidecar's session")
+    assert sidecar.cmdline()[-2:] == ["--idle-stop", "300"]
+
     # Killed alone, it is restarted.
     sidecar.kill()
 
