@@ -1,7 +1,8 @@
 """Lone mails through a real `mailrun up`: what one mail costs when mail
 comes one at a time, as most deployments get it.
 
-    .venv/bin/python bench/lone_mail.py [--mails 500] [--rate 50] [--deployments 1] [--json]
+    .venv/bin/python bench/lone_mail.py [--mails 500] [--rate 50] [--deployments 1]
+        [--idle 5] [--json]
 
 Deploys ``--deployments`` workflows (round-robin targets) whose handler
 records ``time.time()`` as it starts, under the mail's subject, in its run's
@@ -10,7 +11,10 @@ paced by the clock (not by the answers: an offered rate), and waits (under
 a deadline) until every handler saw its mail. Prints the POST-to-handler
 latency (p50, p99, max; clocks of one machine) and the CPU each process
 spent per mail while the mails were sent and handled (``psutil``: the hub,
-and the sidecars together). Exits 1 when a mail was not seen once.
+and the sidecars together; user and system apart), and first what each
+spends a second over ``--idle`` seconds with nothing to do, so that the
+part of a mail's figure that is not the mail's own shows. Exits 1 when a
+mail was not seen once.
 """
 
 from __future__ import annotations
@@ -60,14 +64,30 @@ def processes(state: Path) -> dict[str, list[psutil.Process]]:
 
 
 def cpu(procs: list[psutil.Process]) -> float:
-    total = 0.0
+    return sum(user + system for user, system in (split_cpu(procs),))
+
+
+def split_cpu(procs: list[psutil.Process]) -> tuple[float, float]:
+    """User and system CPU seconds of ``procs`` together."""
+    user = system = 0.0
     for proc in procs:
         times = proc.cpu_times()
-        total += times.user + times.system
-    return total
+        user, system = user + times.user, system + times.system
+    return user, system
 
 
-async def bench(mails: int, rate: float, deployments: int, tmp: Path) -> dict[str, Any]:
+def per_mail(before: tuple[float, ...], after: tuple[float, ...], mails: int) -> float:
+    return round((sum(after) - sum(before)) / mails * 1000, 3)
+
+
+def user_sys(before: tuple[float, float], after: tuple[float, float], mails: int) -> list[float]:
+    """The user and the system CPU a mail, in ms."""
+    return [round((b - a) / mails * 1000, 3) for a, b in zip(before, after, strict=True)]
+
+
+async def bench(
+    mails: int, rate: float, deployments: int, tmp: Path, idle: float = 5.0
+) -> dict[str, Any]:
     async with admin_of_up(tmp) as call:
         addresses = []
         for n in range(deployments):
@@ -97,7 +117,14 @@ async def bench(mails: int, rate: float, deployments: int, tmp: Path) -> dict[st
         await wait_for(warm, timeout=120, interval=0.05, what="every deployment's first mail")
         procs = processes(tmp / "state")
         assert procs["hub"] and len(procs["sidecar"]) == deployments, procs
-        before = {role: cpu(p) for role, p in procs.items()}
+        # What the processes spend doing nothing, so the figures a mail can be read.
+        idle_from = {role: split_cpu(p) for role, p in procs.items()}
+        await anyio.sleep(idle)
+        idle_cpu = {
+            role: tuple(b - a for a, b in zip(idle_from[role], split_cpu(p), strict=True))
+            for role, p in procs.items()
+        }
+        before = {role: split_cpu(p) for role, p in procs.items()}
         posted: dict[str, float] = {}
         start = time.monotonic()
         for i in range(mails):
@@ -113,7 +140,7 @@ async def bench(mails: int, rate: float, deployments: int, tmp: Path) -> dict[st
             return lines if len(lines) >= mails + deployments else None
 
         final = await wait_for(handled, timeout=120, interval=0.05, what="every mail handled")
-        after = {role: cpu(p) for role, p in procs.items()}
+        after = {role: split_cpu(p) for role, p in procs.items()}
     seen: dict[str, float] = {}
     twice = False
     for subject, at in final:
@@ -125,8 +152,11 @@ async def bench(mails: int, rate: float, deployments: int, tmp: Path) -> dict[st
         "rate_per_s": rate,
         "deployments": deployments,
         "post_to_handler": spread([seen[k] - posted[k] for k in posted if k in seen], digits=2),
-        "hub_cpu_ms_per_mail": round((after["hub"] - before["hub"]) / mails * 1000, 3),
-        "sidecar_cpu_ms_per_mail": round((after["sidecar"] - before["sidecar"]) / mails * 1000, 3),
+        "hub_cpu_ms_per_mail": per_mail(before["hub"], after["hub"], mails),
+        "sidecar_cpu_ms_per_mail": per_mail(before["sidecar"], after["sidecar"], mails),
+        "hub_user_sys_ms_per_mail": user_sys(before["hub"], after["hub"], mails),
+        "sidecar_user_sys_ms_per_mail": user_sys(before["sidecar"], after["sidecar"], mails),
+        "idle_cpu_ms_per_s": {role: round(sum(v) / idle * 1000, 2) for role, v in idle_cpu.items()},
         "exactly_once": sorted(seen) == sorted(posted) and not twice,
     }
 
@@ -136,11 +166,14 @@ def main() -> None:
     parser.add_argument("--mails", type=int, default=500, help="mails sent, one POST each")
     parser.add_argument("--rate", type=float, default=50.0, help="mails offered a second")
     parser.add_argument("--deployments", type=int, default=1, help="deployments mailed in turn")
+    parser.add_argument(
+        "--idle", type=float, default=5.0, help="seconds of nothing to do, priced first"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--keep", action="store_true", help="keep the state dir and logs")
     args = parser.parse_args()
-    if min(args.mails, args.deployments) < 1 or args.rate <= 0:
-        parser.error("--mails, --deployments and --rate must be positive")
+    if min(args.mails, args.deployments) < 1 or args.rate <= 0 or args.idle <= 0:
+        parser.error("--mails, --deployments, --rate and --idle must be positive")
     with scratch_dir("mailrun-lone-", keep=args.keep) as tmp:
         figures = anyio.run(
             bench,
@@ -148,6 +181,7 @@ def main() -> None:
             args.rate,
             args.deployments,
             tmp,
+            args.idle,
             backend_options=loop_options(os.environ),
         )
     for key, value in figures.items() if not args.json else ():

@@ -154,13 +154,26 @@ def test_the_timer_bench_sees_each_timer_once_in_each_runs_order() -> None:
 
 def test_the_lone_mail_bench_sees_each_mail_once_and_prices_it() -> None:
     # The script itself exits non-zero when a mail was missed or seen twice.
-    figures = bench("lone_mail.py", "--mails", "8", "--rate", "100", "--deployments", "2")
+    figures = bench(
+        "lone_mail.py", "--mails", "8", "--rate", "100", "--deployments", "2", "--idle", "0.2"
+    )
     assert (figures["mails"], figures["deployments"], figures["exactly_once"]) == (8, 2, True)
+    idle = figures["idle_cpu_ms_per_s"]
+    assert isinstance(idle, dict) and set(idle) == {"hub", "sidecar"}
     latency = figures["post_to_handler"]
     assert isinstance(latency, dict) and 0 < latency["p50_ms"] <= latency["max_ms"]
     for role in ("hub", "sidecar"):
         spent = figures[f"{role}_cpu_ms_per_mail"]
         assert isinstance(spent, float) and spent > 0  # both processes were found and did work
+
+
+def test_the_floor_bench_handles_every_mail_and_prices_both_sides() -> None:
+    # The script exits non-zero unless its handler saw every mail.
+    figures = bench("floor.py", "--mails", "10", "--rate", "200")
+    assert (figures["mails"], figures["all_handled"]) == (10, True)
+    spent = figures["cpu_ms_per_mail"]
+    assert isinstance(spent, dict) and set(spent) == {"hub", "sidecar"}
+    assert all(isinstance(ms, float) and ms > 0 for ms in spent.values())
 
 
 def test_the_idle_timer_bench_times_each_timer_alone() -> None:
