@@ -6,7 +6,9 @@ Starts nats-server and `mailrun hub` alone (no sidecars: their memory is
 each its own process's, see the idle sidecar RSS of bench_e2e.py) on free
 loopback ports, deploys ``--deployments`` workflows through the HTTP API,
 and prints the hub's RSS before the first and after the last, with the
-time the deploys took.
+time the deploys took, and what a listing of every deployment (``GET
+/workflows/deployments``, which ``mailrun up`` asks for every half
+second) and a look at the wakes cost then.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ async def bench(deployments: int, tmp: Path) -> dict[str, Any]:
                 took = time.perf_counter() - began
                 assert (await client.get("/healthz")).status_code == 200
                 after = proc.memory_info().rss
+                listing = await priced(client, proc, "/workflows/deployments")
+                wakes = await priced(client, proc, "/workflows/wakes?wait=0")
         finally:
             await stop_up(hub)
     return {
@@ -70,7 +74,23 @@ async def bench(deployments: int, tmp: Path) -> dict[str, Any]:
         "hub_rss_before_mib": before / 2**20,
         "hub_rss_after_mib": after / 2**20,
         "deploys_per_s": deployments / took,
+        "listing_ms": listing,
+        "wakes_ms": wakes,
     }
+
+
+async def priced(
+    client: httpx.AsyncClient, proc: psutil.Process, path: str, times: int = 5
+) -> dict[str, float]:
+    """``GET path`` ``times`` over: the median wall time and the hub's CPU a call (ms)."""
+    walls, cpu = [], 0.0
+    for _ in range(times):
+        spent, began = sum(proc.cpu_times()[:2]), time.perf_counter()
+        r = await client.get(path)
+        walls.append((time.perf_counter() - began) * 1000)
+        cpu += sum(proc.cpu_times()[:2]) - spent
+        assert r.status_code == 200, r.text
+    return {"wall": round(sorted(walls)[times // 2], 1), "hub_cpu": round(cpu / times * 1000, 1)}
 
 
 def main() -> None:
