@@ -47,6 +47,7 @@ from ._position import advance_over_done, at_rest, known_through, read_position,
 from ._queue import (
     Pending,
     RunRecord,
+    any_held,
     ended_meanwhile,
     next_batch,
     next_rows,
@@ -93,6 +94,12 @@ class Inbox:
         read (delivery, the hub's floor, a takeover)."""
         self._legacy = True
         """Release 1's rows (no seq) may be pending: the search looks for them."""
+        self._held = True
+        """Rows may be held (a run waits, is suspended, or has let go of them
+        and not taken them yet): the search looks for them."""
+        self._held_gone = True
+        """A commit may have taken the last held row since the search last
+        looked whether any is left."""
         self._done_kept = done_kept
         self._swept = 0
         """Compacted rows at or below this seq are deleted: the next sweep
@@ -283,6 +290,7 @@ class Inbox:
         async with self._lock:
             self._last_seq = self._known = await self.db.transact(body)
             self._arrived = True
+            self._held = self._held_gone = True  # as at the start: look again
             self._swept = 0  # the position may have moved back: sweep from the start
             self._with_steps = await self.db.read(dispatches_with_steps)
 
@@ -327,12 +335,17 @@ class Inbox:
         to the last one taken has a row, so a frame not delivered yet (a
         gap) cannot be an earlier item of that run; it never reorders.
         """
+        if not self._lock.locked() and self._nothing_after(after):
+            return [], max(self._known, self._last_seq)
         async with self._lock:
             last = self._last_seq
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any, int]:
                 known = self._known_through(conn, last)
-                found = next_rows(conn, last, known, busy, limit, after, legacy=self._legacy)
+                held = self._look_held(conn)
+                found = next_rows(
+                    conn, last, known, busy, limit, after, legacy=self._legacy, held=held
+                )
                 return known, *found
 
             self._known, rows, source, scanned = await self.db.read(body)
@@ -342,15 +355,40 @@ class Inbox:
 
     async def run_batch(self, run_id: str, limit: int) -> list[Pending]:
         """The next envelopes of ``run_id``, as :meth:`pick` would take them."""
+        if not self._lock.locked() and self._nothing_after(0):
+            return []
         async with self._lock:
             last = self._last_seq
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any]:
                 known = self._known_through(conn, last)
-                return known, *run_rows(conn, run_id, last, known, limit, legacy=self._legacy)
+                held = self._look_held(conn)
+                rows = run_rows(conn, run_id, last, known, limit, legacy=self._legacy, held=held)
+                return known, *rows
 
             self._known, rows, source = await self.db.read(body)
         return next_batch(rows, source)
+
+    def _nothing_after(self, after: int) -> bool:
+        """Whether a search from ``after`` would find nothing, known without
+        a query: no row came since the known prefix was read, every pending
+        row in it is at or below ``after`` or the position, and no row can
+        be held, nor be release 1's. A lone mail's scheduler asks three
+        times for each time it finds one (the run taken, then let go)."""
+        return (
+            not self._arrived
+            and not self._held
+            and not self._legacy
+            and max(after, self._last_seq) >= self._known
+        )
+
+    def _look_held(self, conn: sqlite3.Connection) -> bool:
+        """Whether the search looks for held rows: once a commit may have
+        taken the last of them, whether any is left is asked (once)."""
+        if self._held and self._held_gone:
+            self._held_gone = False
+            self._held = any_held(conn)
+        return self._held
 
     def _known_through(self, conn: sqlite3.Connection, last: int) -> int:
         """The known prefix (:func:`known_through`), read again only when
@@ -389,6 +427,8 @@ class Inbox:
 
             self._last_seq, cancelled = await self.db.transact(body)
             self._cancelled.extend(cancelled)
+            self._held = self._held or bool(c.held)
+            self._held_gone = self._held_gone or bool(c.consumed)
             if steps:
                 # A parked dispatch keeps its successful steps for its retry.
                 self._with_steps.difference_update(
