@@ -37,6 +37,7 @@ from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dis
 from ._meta import keep_version, read_meta, read_version, write_meta
 from ._outbox import (
     Outgoing,
+    any_pending,
     drop_acknowledged,
     forget_acknowledged,
     set_aside,
@@ -460,14 +461,19 @@ class Inbox:
             swept = self._swept
 
             def body(conn: sqlite3.Connection) -> tuple[bool, bool]:
-                busy = forget_acknowledged(
+                forget_acknowledged(
                     conn, event_ids=ids, settled=settled, keep_above=keep_above, swept=swept
                 )
                 # Whether a release has work, asked here: the worker thread
                 # it runs on is a hand-off and back, which a lone mail need
-                # not pay when there is nothing to give back.
-                slack = FREE_BYTES_KEPT if busy else 0
-                return busy, bool(settled) and free_pages_over(conn, FREE_BYTES_KEPT + slack)
+                # not pay when there is nothing to give back. The least it
+                # could release for first (one pragma): below that, whether
+                # envelopes are pending (the slack) makes no difference.
+                if not settled or not free_pages_over(conn, FREE_BYTES_KEPT):
+                    return False, False
+                if not any_pending(conn):
+                    return False, True
+                return True, free_pages_over(conn, 2 * FREE_BYTES_KEPT)
 
             # Not durable: these rows only say what the hub already holds. A
             # mark lost to a power failure is a frame sent again, which the
