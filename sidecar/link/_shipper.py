@@ -197,9 +197,9 @@ class Shipper:
             ahead = await self._pack(frame, packed.last)
 
         reply: EventsAck | Refused | None = None
-        async with anyio.create_task_group() as tg:
-            if packed.full:
-                tg.start_soon(read_ahead)
+
+        async def request() -> None:
+            nonlocal reply
             try:
                 reply = await self._link.request(
                     self._link.subjects.events, frame, self._replies, self._timeout
@@ -208,6 +208,15 @@ class Shipper:
                 # Said once per outage, however long: the rest at DEBUG.
                 level = logging.DEBUG if failures else logging.INFO
                 log.log(level, "events not acknowledged (%s); resending", exc)
+
+        if not packed.full:
+            # Nothing to read meanwhile: no task group to open and close (a
+            # lone mail's frame).
+            await request()
+            return reply, ahead
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_ahead)
+            await request()
         return reply, ahead
 
     async def _mark(self, acked: Handoff[list[Outgoing]]) -> None:
