@@ -107,7 +107,9 @@ class Runs(StackedContext):
         """Runs cancelled by a parent's end: their actors hold an older status."""
         self._finished = Broadcast()  # a batch is done; adopt() waits for all
         self._wake = Wakeup()
-        self._picking = anyio.Lock()  # held while a batch is picked; adopt() holds it
+        # Held while a batch is picked; adopt() holds it. Taken without a
+        # turn of the loop when free: the scheduler's wait gave it one.
+        self._picking = anyio.Lock(fast_acquire=True)
         self.idle = Flag()
         """Set while the scheduler has nothing in flight and nothing it can process."""
 
