@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from runtime import DispatchOutcome, RunSnapshot
+from runtime import DispatchOutcome, RunSnapshot, is_terminal
 from runtime.sqlite import Database, Synchronous, free_pages_over, release_free_pages
 from runtime.wire import StepRecorded
 
@@ -76,6 +76,10 @@ this is free)."""
 
 BUSY_TIMEOUT = 5.0
 
+ENDED_KEPT = 4096
+"""Runs cancelled by a parent's end the inbox remembers, at most; past
+that, every commit looks whether its run ended meanwhile (a query each)."""
+
 
 class Inbox:
     def __init__(
@@ -109,6 +113,11 @@ class Inbox:
         # loop its turns (runtime.sqlite), one hop less per inbox operation.
         self._lock = anyio.Lock(fast_acquire=True)
         self._cancelled: list[str] = []
+        self._ended_by_parent: set[str] | None = set()
+        """Runs a parent's end cancelled while this inbox was open, whose
+        actor may not know it yet: a commit of one of them looks whether
+        its run ended meanwhile; no other run's status changes under its
+        actor. None: too many to keep, every commit looks."""
         self._with_steps: set[str] = with_steps or set()
         """The dispatches that may have recorded steps: a handler call on any
         other reads none, and a commit of none looks for none."""
@@ -420,14 +429,17 @@ class Inbox:
             last = self._last_seq
 
             steps = bool(self._with_steps)
+            ended = self._ended_by_parent
+            look = c.changes_run and (ended is None or c.run_id in ended)
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[str]]:
-                if c.changes_run and ended_meanwhile(conn, c.run_id, c.status):
+                if look and ended_meanwhile(conn, c.run_id, c.status):
                     raise InboxConflict(f"run {c.run_id} ended meanwhile")
                 return write_step(conn, c, last_seq=last, now=now, steps=steps)
 
             self._last_seq, cancelled = await self.db.transact(body)
             self._cancelled.extend(cancelled)
+            self._note_ended(c, look, cancelled)
             self._held = self._held or bool(c.held)
             self._held_gone = self._held_gone or bool(c.consumed)
             if steps:
@@ -435,6 +447,18 @@ class Inbox:
                 self._with_steps.difference_update(
                     d for d, _, outcome in c.consumed if outcome != DispatchOutcome.PARKED
                 )
+
+    def _note_ended(self, c: Commit, looked: bool, cancelled: list[str]) -> None:
+        """Keep the runs ``c`` cancelled, and forget its own run once a
+        commit that looked shows its actor knows the run ended."""
+        ended = self._ended_by_parent
+        if ended is None:
+            return
+        if looked and is_terminal(c.status):
+            ended.discard(c.run_id)
+        ended.update(cancelled)
+        if len(ended) > ENDED_KEPT:
+            self._ended_by_parent = None
 
     async def at_rest(self) -> bool:
         """Nothing left to process, nothing left for the hub to take."""

@@ -417,3 +417,32 @@ async def test_rows_compacted_after_an_adoption_moved_the_position_back_are_swep
     await inbox.mark_acked(await process(inbox, range(7, 9)))
     assert inbox.last_seq == 10
     assert await bodies(inbox) == {9: False, 10: False}
+
+
+@pytest.mark.anyio
+async def test_a_commit_of_a_run_its_parents_end_cancelled_is_refused_and_only_its_looks(
+    inbox: Inbox,
+) -> None:
+    first, later = env(2, "run_c"), env(4, "run_c")
+    parent, other = env(1, "run_p"), env(3, "run_o")
+    await inbox.store([parent, first, other, later])
+    child = Commit(run_id="run_c", status="running", consumed=consumed([first]))
+    child.parent_run_id = "run_p"
+    await inbox.commit(child)
+    seen: list[str] = []
+    await inbox.db.read(lambda conn: conn.set_trace_callback(seen.append))
+    try:
+        await inbox.commit(Commit(run_id="run_o", status="running", consumed=consumed([other])))
+        assert seen and not [s for s in seen if s.startswith("SELECT status FROM run")]
+        # The parent ends: its live child is cancelled in the same commit.
+        await inbox.commit(Commit(run_id="run_p", status="completed", consumed=consumed([parent])))
+        assert inbox.take_cancelled() == ["run_c"]
+        seen.clear()
+        # The child's actor still holds "running": its commit would undo the cancel.
+        with pytest.raises(InboxConflict):
+            await inbox.commit(Commit(run_id="run_c", status="running", consumed=consumed([later])))
+        assert [s for s in seen if s.startswith("SELECT status FROM run")]
+    finally:
+        await inbox.db.read(lambda conn: conn.set_trace_callback(None))
+    assert await query(inbox, "SELECT status FROM run WHERE run_id = 'run_c'") == [("cancelled",)]
+    assert await query(inbox, "SELECT state FROM inbox WHERE seq = 4") == [("pending",)]
