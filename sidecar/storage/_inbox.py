@@ -10,8 +10,12 @@ stored on a worker thread (:meth:`Inbox.store`). Batched work (a batch of
 frames, a batch of processed envelopes, one ack) is one transaction. The
 writer task, the run actors (several at once: the runs of the deployment
 are processed concurrently) and the shipper share the inbox; one lock keeps
-each operation and the processing position it reads and moves together, so
-the actors' commits run one after another, each whole.
+each write and the processing position it reads before its transaction and
+moves after it together, so the actors' commits run one after another, each
+whole. A read, or a write that reads nothing of the inbox's own (an
+in-flight mark), takes the database's lock alone: what it reads of the
+inbox's state it reads inside its body, where no transaction is half done
+(a write sets that state in the turn its transaction ends).
 """
 
 from __future__ import annotations
@@ -158,8 +162,7 @@ class Inbox:
     # --- meta -----------------------------------------------------------------
 
     async def get_meta(self, key: str) -> Any:
-        async with self._lock:
-            return await self.db.read(partial(read_meta, key=key))
+        return await self.db.read(partial(read_meta, key=key))
 
     async def set_meta(self, key: str, value: Any) -> None:
         async with self._lock:
@@ -169,8 +172,7 @@ class Inbox:
 
     async def get_version(self, version: int) -> tuple[str, bytes] | None:
         """``(digest, sources JSON)`` of a version kept here, or None."""
-        async with self._lock:
-            return await self.db.read(partial(read_version, version=version))
+        return await self.db.read(partial(read_version, version=version))
 
     async def put_version(self, version: int, digest: str, sources: bytes) -> None:
         kept = partial(keep_version, version=version, digest=digest, sources=sources)
@@ -183,8 +185,7 @@ class Inbox:
         """Which of these dispatches are already in the inbox."""
         if not dispatch_ids:
             return set()
-        async with self._lock:
-            return await self.db.read(partial(known_dispatches, dispatch_ids=dispatch_ids))
+        return await self.db.read(partial(known_dispatches, dispatch_ids=dispatch_ids))
 
     async def store(
         self, envelopes: Sequence[Envelope], dead: Sequence[tuple[str, str, bytes]] = ()
@@ -256,9 +257,8 @@ class Inbox:
         """Name the dispatches of ``run_id`` whose handler calls are about to
         run, without waiting for the disk; the step's commit clears the mark
         (``sidecar/storage/_attempts.py``)."""
-        async with self._lock:
-            body = partial(mark_in_flight, dispatch_ids=dispatch_ids, run_id=run_id)
-            await self.db.transact(body, durable=False)
+        body = partial(mark_in_flight, dispatch_ids=dispatch_ids, run_id=run_id)
+        await self.db.transact(body, durable=False)
 
     async def charge_crash(self) -> list[str]:
         """Charge the death of an earlier process to the item it was handling
@@ -311,8 +311,7 @@ class Inbox:
         name (no query for a dispatch that has none)."""
         if dispatch_id not in self._with_steps:
             return {}
-        async with self._lock:
-            return await self.db.read(partial(read_steps, dispatch_id=dispatch_id))
+        return await self.db.read(partial(read_steps, dispatch_id=dispatch_id))
 
     async def record_step(self, step: StepRecorded) -> None:
         """Make ``step`` durable, with its event in the outbox, in one
@@ -347,36 +346,32 @@ class Inbox:
         """
         if not self._lock.locked() and self._nothing_after(after):
             return [], max(self._known, self._last_seq)
-        async with self._lock:
+
+        def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any, int]:
             last = self._last_seq
+            known = self._known_through(conn, last)
+            held = self._look_held(conn)
+            found = next_rows(conn, last, known, busy, limit, after, legacy=self._legacy, held=held)
+            return known, *found
 
-            def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any, int]:
-                known = self._known_through(conn, last)
-                held = self._look_held(conn)
-                found = next_rows(
-                    conn, last, known, busy, limit, after, legacy=self._legacy, held=held
-                )
-                return known, *found
-
-            self._known, rows, source, scanned = await self.db.read(body)
-            if source != "held":  # else the search did not look for them
-                self._legacy = source == "legacy"
+        self._known, rows, source, scanned = await self.db.read(body)
+        if source != "held":  # else the search did not look for them
+            self._legacy = source == "legacy"
         return next_batch(rows, source), scanned
 
     async def run_batch(self, run_id: str, limit: int) -> list[Pending]:
         """The next envelopes of ``run_id``, as :meth:`pick` would take them."""
         if not self._lock.locked() and self._nothing_after(0):
             return []
-        async with self._lock:
+
+        def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any]:
             last = self._last_seq
+            known = self._known_through(conn, last)
+            held = self._look_held(conn)
+            rows = run_rows(conn, run_id, last, known, limit, legacy=self._legacy, held=held)
+            return known, *rows
 
-            def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any]:
-                known = self._known_through(conn, last)
-                held = self._look_held(conn)
-                rows = run_rows(conn, run_id, last, known, limit, legacy=self._legacy, held=held)
-                return known, *rows
-
-            self._known, rows, source = await self.db.read(body)
+        self._known, rows, source = await self.db.read(body)
         return next_batch(rows, source)
 
     def _nothing_after(self, after: int) -> bool:
@@ -410,8 +405,7 @@ class Inbox:
         return known_through(conn, max(self._known, last))
 
     async def load_run(self, run_id: str) -> RunRecord:
-        async with self._lock:
-            return run_record(run_id, await self.db.read(partial(read_run, run_id=run_id)))
+        return run_record(run_id, await self.db.read(partial(read_run, run_id=run_id)))
 
     def take_cancelled(self) -> list[str]:
         """The runs cancelled since the last call, because a parent ended."""
@@ -462,16 +456,14 @@ class Inbox:
 
     async def at_rest(self) -> bool:
         """Nothing left to process, nothing left for the hub to take."""
-        async with self._lock:
-            return await self.db.read(at_rest)
+        return await self.db.read(at_rest)
 
     # --- outbox ---------------------------------------------------------------
 
     async def unacked(self, limit: int, *, after: int = 0) -> list[tuple[int, Outgoing]]:
         """Events not yet acknowledged by the hub, in outbox order, with
         their positions: those after position ``after`` (0: all)."""
-        async with self._lock:
-            return await self.db.read(partial(unacked_events, limit=limit, after=after))
+        return await self.db.read(partial(unacked_events, limit=limit, after=after))
 
     async def mark_acked(self, events: Sequence[Outgoing]) -> None:
         """The hub has applied these events: they leave the outbox, and the
