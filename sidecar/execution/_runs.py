@@ -106,6 +106,9 @@ class Runs(StackedContext):
         self._stale: set[str] = set()
         """Runs cancelled by a parent's end: their actors hold an older status."""
         self._finished = Broadcast()  # a batch is done; adopt() waits for all
+        self._draining = False
+        """adopt() waits for the batches in flight: each end notifies it (a
+        notify makes an event: none while nobody waits)."""
         self._wake = Wakeup()
         # Held while a batch is picked; adopt() holds it. Taken without a
         # turn of the loop when free: the scheduler's wait gave it one.
@@ -198,8 +201,12 @@ class Runs(StackedContext):
         the batches in flight are done, none starting meanwhile, and restart
         the run actors, which hold their run's state."""
         async with self._picking:
-            while self._busy:
-                await self._finished.wait()
+            self._draining = True
+            try:
+                while self._busy:
+                    await self._finished.wait()
+            finally:
+                self._draining = False
             await self.inbox.adopt(runs, floor, settled)
             await self._supervisor.stop_all()
             self._pacing.clear()
@@ -309,7 +316,8 @@ class Runs(StackedContext):
             self._busy.discard(run_id)
             self._released.add(run_id)
             self._alone = False
-            self._finished.notify()
+            if self._draining:
+                self._finished.notify()
             self.kick()
 
     async def _actor(self, run_id: str) -> ActorRef[list[Pending]]:
