@@ -48,7 +48,14 @@ from ._outbox import (
     settled_dispatch,
     unacked_events,
 )
-from ._position import advance_over_done, at_rest, known_through, read_position, skip_up_to
+from ._position import (
+    advance_over_done,
+    at_rest,
+    highest_seq,
+    known_through,
+    read_position,
+    skip_up_to,
+)
 from ._queue import (
     Pending,
     RunRecord,
@@ -92,6 +99,7 @@ class Inbox:
         last_seq: int,
         done_kept: int = DONE_KEPT,
         with_steps: set[str] | None = None,
+        top: int = 0,
     ) -> None:
         self.db = db
         self.path = db.path
@@ -101,6 +109,12 @@ class Inbox:
         self._arrived = True
         """Rows may have come, or the position jumped, since ``_known`` was
         read (delivery, the hub's floor, a takeover)."""
+        self._top = top
+        """No row has a higher seq (rows above the position go only in a
+        takeover, which reads it again). A delivery of the seqs right after
+        a known prefix that reaches it extends the prefix without a walk,
+        and a commit of every seq up to it moves the position there
+        without one: a lone mail's."""
         self._legacy = True
         """Release 1's rows (no seq) may be pending: the search looks for them."""
         self._held = True
@@ -143,10 +157,11 @@ class Inbox:
             await migrate(db)
             last_seq = await db.transact(_opened)
             with_steps = await db.read(dispatches_with_steps)
+            top = await db.read(highest_seq)
         except BaseException:
             await db.aclose()
             raise
-        return cls(db, last_seq, done_kept, with_steps)
+        return cls(db, last_seq, done_kept, with_steps, top)
 
     async def aclose(self) -> None:
         # Shielded: closing runs during cancellation.
@@ -246,10 +261,32 @@ class Inbox:
             # thread and back cost more than its fsync (docs/performance.md,
             # "Lone mails").
             heavy = len(rows) > 1 or sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
-            fresh, self._last_seq = await self.db.transact(body, heavy=heavy)
-            self._arrived = True
+            fresh, moved = await self.db.transact(body, heavy=heavy)
+            self._extend(envelopes, fresh, moved == last)
+            self._last_seq = moved
             self._legacy = self._legacy or any(e.seq is None for e in envelopes)
         return fresh
+
+    def _extend(self, envelopes: Sequence[Envelope], fresh: list[bool], still: bool) -> None:
+        """What a stored batch tells of the seqs that have a row: the known
+        prefix grows by it, without a walk, when it is the seqs right after
+        that prefix, all new, and no row lay above them (``still``: the
+        position did not move); else the next search walks again."""
+        prefix = max(self._known, self._last_seq)
+        seqs = [e.seq for e in envelopes if e.seq is not None]
+        follows = (
+            still
+            and not self._arrived
+            and self._top <= prefix
+            and all(fresh)
+            and len(seqs) == len(envelopes)
+            and sorted(seqs) == list(range(prefix + 1, prefix + 1 + len(seqs)))
+        )
+        if follows:
+            self._known = self._top = prefix + len(seqs)
+            return
+        self._arrived = True
+        self._top = max(self._top, *seqs) if seqs else self._top
 
     # --- attempts -------------------------------------------------------------
 
@@ -296,9 +333,14 @@ class Inbox:
     ) -> None:
         """Become the owner from the hub's state, in one transaction
         (:func:`~sidecar.storage._adopt.adopt_hub_state`); clears the ``adopt`` mark."""
-        body = partial(adopt_hub_state, runs=runs, floor=floor, settled=settled, now=time.time())
+        adopted = partial(adopt_hub_state, runs=runs, floor=floor, settled=settled, now=time.time())
+
+        def body(conn: sqlite3.Connection) -> tuple[int, int]:
+            return adopted(conn), highest_seq(conn)
+
         async with self._lock:
-            self._last_seq = self._known = await self.db.transact(body)
+            self._last_seq, self._top = await self.db.transact(body)
+            self._known = self._last_seq
             self._arrived = True
             self._held = self._held_gone = True  # as at the start: look again
             self._swept = 0  # the position may have moved back: sweep from the start
@@ -423,13 +465,14 @@ class Inbox:
             last = self._last_seq
 
             steps = bool(self._with_steps)
+            top = self._top
             ended = self._ended_by_parent
             look = c.changes_run and (ended is None or c.run_id in ended)
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[str]]:
                 if look and ended_meanwhile(conn, c.run_id, c.status):
                     raise InboxConflict(f"run {c.run_id} ended meanwhile")
-                return write_step(conn, c, last_seq=last, now=now, steps=steps)
+                return write_step(conn, c, last_seq=last, now=now, steps=steps, top=top)
 
             self._last_seq, cancelled = await self.db.transact(body)
             self._cancelled.extend(cancelled)

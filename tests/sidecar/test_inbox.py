@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -446,3 +447,31 @@ async def test_a_commit_of_a_run_its_parents_end_cancelled_is_refused_and_only_i
         await inbox.db.read(lambda conn: conn.set_trace_callback(None))
     assert await query(inbox, "SELECT status FROM run WHERE run_id = 'run_c'") == [("cancelled",)]
     assert await query(inbox, "SELECT state FROM inbox WHERE seq = 4") == [("pending",)]
+
+
+@pytest.mark.anyio
+async def test_a_lone_mail_is_found_and_committed_without_walking_the_seqs(inbox: Inbox) -> None:
+    walks = r"^SELECT (1|seq) FROM inbox WHERE state"
+    seen: list[str] = []
+    await inbox.db.read(lambda conn: conn.set_trace_callback(seen.append))
+    try:
+        for seq in range(1, 5):
+            e = env(seq, f"run_{seq}")
+            await inbox.store([e])
+            (p,) = await inbox.next_batch(64)
+            assert p.dispatch_id == e.dispatch_id
+            await inbox.commit(Commit(run_id=p.run_id, status="running", consumed=consumed([e])))
+            assert inbox.last_seq == seq
+            if seq == 1:  # the first search after the open walks
+                assert [s for s in seen if re.match(walks, s)]
+                seen.clear()
+        assert seen and not [s for s in seen if re.match(walks, s)]
+        # One that comes after a gap: the walk again, and it waits for the gap.
+        await inbox.store([env(7, "run_7")])
+        assert await inbox.next_batch(64) == []
+        assert [s for s in seen if re.match(walks, s)]
+        await inbox.store([env(5, "run_5"), env(6, "run_6")])
+        assert [p.seq for p in await inbox.next_batch(64)] == [5]
+    finally:
+        await inbox.db.read(lambda conn: conn.set_trace_callback(None))
+    assert await query(inbox, "SELECT value FROM meta WHERE key = 'last_seq'") == [(4,)]
