@@ -99,7 +99,9 @@ class Runs(StackedContext):
         self._alone = False
         """A batch that runs alone in the process is in flight."""
         self._released: set[str] = set()
-        """Runs that left ``_busy`` or a backoff since the last search."""
+        """Runs that left ``_busy`` or a backoff since the last search (one
+        that left nothing pending anywhere in the known prefix need not be:
+        a row of it still to come lies past every mark)."""
         self._scan_from = 0
         """Every pending row at or below this seq is of a run in ``_busy`` or
         a backoff, or in ``_released`` (0: not known): the search starts here."""
@@ -314,11 +316,16 @@ class Runs(StackedContext):
         finally:
             self._suspects.difference_update(p.dispatch_id for p in batch)
             self._busy.discard(run_id)
-            self._released.add(run_id)
             self._alone = False
             if self._draining:
                 self._finished.notify()
-            self.kick()
+            if self._pacing.next_due() is not None or not self.inbox.nothing_to_pick():
+                self._released.add(run_id)
+                self.kick()
+            elif not self._busy:
+                # What the scheduler would find if woken: nothing (no batch is
+                # in flight either: its rows would hold the position back).
+                self.idle.set()
 
     async def _actor(self, run_id: str) -> ActorRef[list[Pending]]:
         ref = self._supervisor.get(run_id)

@@ -416,6 +416,13 @@ class Inbox:
         self._known, rows, source = await self.db.read(body)
         return next_batch(rows, source)
 
+    def nothing_to_pick(self) -> bool:
+        """Whether no search could find anything now, known without a query
+        (and no inbox operation under way): no row came since the known
+        prefix was read, the position is at its end (a batch in flight
+        holds it back), no row is held and none is release 1's."""
+        return not self._lock.locked() and self._nothing_after(0)
+
     def _nothing_after(self, after: int) -> bool:
         """Whether a search from ``after`` would find nothing, known without
         a query: no row came since the known prefix was read, every pending
