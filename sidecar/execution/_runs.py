@@ -222,11 +222,21 @@ class Runs(StackedContext):
             await self._wake.wait(self._pacing.next_due())
             self.idle.clear()
             async with self._picking:
-                while await self._dispatch(tg):
+                while await self._dispatch(tg) and not self._searched_all():
                     pass
             if not self._busy and self._pacing.next_due() is None:
                 # Looked after the last batch ended: nothing can be processed.
                 self.idle.set()
+
+    def _searched_all(self) -> bool:
+        """Whether the search that started a batch left nothing for another
+        to find: no run released or due, and nothing past its mark (a lone
+        mail's batch takes every row of the known prefix)."""
+        return (
+            not self._released
+            and self._pacing.next_due() is None
+            and self.inbox.nothing_past(self._scan_from)
+        )
 
     async def _dispatch(self, tg: anyio.abc.TaskGroup) -> bool:
         """Start one batch in a task of its own; False when none can start now

@@ -416,6 +416,13 @@ class Inbox:
         self._known, rows, source = await self.db.read(body)
         return next_batch(rows, source)
 
+    def nothing_past(self, mark: int) -> bool:
+        """Whether a search from ``mark`` (:meth:`pick`'s ``after``) could
+        find nothing, known without a query (and no inbox operation under
+        way): as :meth:`nothing_to_pick`, with every pending row at or
+        below ``mark`` left out."""
+        return not self._lock.locked() and self._nothing_after(mark)
+
     def nothing_to_pick(self) -> bool:
         """Whether no search could find anything now, known without a query
         (and no inbox operation under way): no row came since the known
