@@ -84,7 +84,7 @@ def open_connection(
     is explicit. ``check_same_thread=False``: its owner runs it on the event
     loop's thread or on a worker thread, one call at a time.
     """
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, factory=_Connection)
     try:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
@@ -109,18 +109,35 @@ def open_connection(
     return conn
 
 
+class _Connection(sqlite3.Connection):
+    """A connection that remembers what :func:`free_pages_over` reads of its
+    file that never changes while it is open (``sqlite3.connect``'s
+    documented ``factory``)."""
+
+    free_page_bytes: int | None = None
+    """A page's size when the file has incremental auto-vacuum, else 0 (None: not read yet)."""
+
+
 def free_pages_over(conn: sqlite3.Connection, limit: int) -> bool:
     """Whether :func:`release_free_pages` would release anything with
     ``keep + slack == limit``: more than ``limit`` bytes free in a file with
-    incremental auto-vacuum. Three pragmas on the page cache, no I/O: cheap
+    incremental auto-vacuum. A pragma on the page cache, no I/O: cheap
     enough to ask inside any transaction, so that the worker thread a
-    release runs on is asked for only when there is something to release."""
-    (mode,) = conn.execute("PRAGMA auto_vacuum").fetchone()
-    if mode != _INCREMENTAL:
+    release runs on is asked for only when there is something to release.
+    The file's auto-vacuum mode and page size are read once a connection
+    (:func:`open_connection`'s): only a ``VACUUM`` changes them, which
+    nothing runs on an open store."""
+    page = conn.free_page_bytes if isinstance(conn, _Connection) else None
+    if page is None:
+        (mode,) = conn.execute("PRAGMA auto_vacuum").fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+        page = int(size) if mode == _INCREMENTAL else 0
+        if isinstance(conn, _Connection):
+            conn.free_page_bytes = page
+    if not page:
         return False
     (free,) = conn.execute("PRAGMA freelist_count").fetchone()
-    (size,) = conn.execute("PRAGMA page_size").fetchone()
-    return bool(free * size > limit)
+    return bool(free * page > limit)
 
 
 def release_free_pages(conn: sqlite3.Connection, keep: int, *, slack: int = 0) -> int:

@@ -99,15 +99,22 @@ class Runs(StackedContext):
         self._alone = False
         """A batch that runs alone in the process is in flight."""
         self._released: set[str] = set()
-        """Runs that left ``_busy`` or a backoff since the last search."""
+        """Runs that left ``_busy`` or a backoff since the last search (one
+        that left nothing pending anywhere in the known prefix need not be:
+        a row of it still to come lies past every mark)."""
         self._scan_from = 0
         """Every pending row at or below this seq is of a run in ``_busy`` or
         a backoff, or in ``_released`` (0: not known): the search starts here."""
         self._stale: set[str] = set()
         """Runs cancelled by a parent's end: their actors hold an older status."""
         self._finished = Broadcast()  # a batch is done; adopt() waits for all
+        self._draining = False
+        """adopt() waits for the batches in flight: each end notifies it (a
+        notify makes an event: none while nobody waits)."""
         self._wake = Wakeup()
-        self._picking = anyio.Lock()  # held while a batch is picked; adopt() holds it
+        # Held while a batch is picked; adopt() holds it. Taken without a
+        # turn of the loop when free: the scheduler's wait gave it one.
+        self._picking = anyio.Lock(fast_acquire=True)
         self.idle = Flag()
         """Set while the scheduler has nothing in flight and nothing it can process."""
 
@@ -196,8 +203,12 @@ class Runs(StackedContext):
         the batches in flight are done, none starting meanwhile, and restart
         the run actors, which hold their run's state."""
         async with self._picking:
-            while self._busy:
-                await self._finished.wait()
+            self._draining = True
+            try:
+                while self._busy:
+                    await self._finished.wait()
+            finally:
+                self._draining = False
             await self.inbox.adopt(runs, floor, settled)
             await self._supervisor.stop_all()
             self._pacing.clear()
@@ -211,11 +222,21 @@ class Runs(StackedContext):
             await self._wake.wait(self._pacing.next_due())
             self.idle.clear()
             async with self._picking:
-                while await self._dispatch(tg):
+                while await self._dispatch(tg) and not self._searched_all():
                     pass
             if not self._busy and self._pacing.next_due() is None:
                 # Looked after the last batch ended: nothing can be processed.
                 self.idle.set()
+
+    def _searched_all(self) -> bool:
+        """Whether the search that started a batch left nothing for another
+        to find: no run released or due, and nothing past its mark (a lone
+        mail's batch takes every row of the known prefix)."""
+        return (
+            not self._released
+            and self._pacing.next_due() is None
+            and self.inbox.nothing_past(self._scan_from)
+        )
 
     async def _dispatch(self, tg: anyio.abc.TaskGroup) -> bool:
         """Start one batch in a task of its own; False when none can start now
@@ -305,10 +326,16 @@ class Runs(StackedContext):
         finally:
             self._suspects.difference_update(p.dispatch_id for p in batch)
             self._busy.discard(run_id)
-            self._released.add(run_id)
             self._alone = False
-            self._finished.notify()
-            self.kick()
+            if self._draining:
+                self._finished.notify()
+            if self._pacing.next_due() is not None or not self.inbox.nothing_to_pick():
+                self._released.add(run_id)
+                self.kick()
+            elif not self._busy:
+                # What the scheduler would find if woken: nothing (no batch is
+                # in flight either: its rows would hold the position back).
+                self.idle.set()
 
     async def _actor(self, run_id: str) -> ActorRef[list[Pending]]:
         ref = self._supervisor.get(run_id)

@@ -2,8 +2,8 @@
 
 The subscription's pump decodes each message: a control frame (Ping,
 Fenced, LoadVersion) goes to the control task (``_control.py``), anything
-else into a bounded memory stream. One writer task drains everything
-waiting there (up to ``batch_limit`` messages), persists every dispatch
+else into a bounded hand-off (``_handoff.py``). One writer task takes
+everything waiting there (up to ``batch_limit`` messages), persists every dispatch
 they carry in one transaction, answers each message, and wakes the
 scheduler. An Ack of ``stored`` or ``duplicate`` is only ever sent
 after the commit, so the hub never takes a frame for delivered that a crash
@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from runtime import (
     Ack,
@@ -46,6 +45,7 @@ from .._errors import BlobError, DigestMismatch, SidecarError
 from ..execution import Versions
 from ..storage import Envelope, Inbox
 from ._control import CONTROL_FRAMES, Control, ControlFrame
+from ._handoff import Handoff
 from ._session import HubLink, Session
 
 log = logging.getLogger("mailrun.sidecar.delivery")
@@ -110,31 +110,26 @@ class Delivery:
         )
 
     async def run(self, subscription: Subscription) -> None:
-        send, receive = anyio.create_memory_object_stream[Received](self._queue_size)
+        received = Handoff[Received](self._queue_size)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._writer, receive)
-            async with send:
+            tg.start_soon(self._writer, received)
+            try:
                 async for message in subscription:
                     try:
                         frame = self._decoder.decode(message.data)
                     except FrameDecodeError as exc:
-                        await send.send((message, exc))
+                        await received.put((message, exc))
                         continue
                     if isinstance(frame, CONTROL_FRAMES):
                         self._control.offer(message, frame)
                     else:
-                        await send.send((message, frame))
+                        await received.put((message, frame))
+            finally:
+                received.close()
 
-    async def _writer(self, receive: MemoryObjectReceiveStream[Received]) -> None:
-        async with receive:
-            async for first in receive:
-                batch = [first]
-                while len(batch) < self._batch_limit:
-                    try:
-                        batch.append(receive.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                await self._handle(batch)
+    async def _writer(self, received: Handoff[Received]) -> None:
+        while batch := await received.take(self._batch_limit):
+            await self._handle(batch)
 
     async def _handle(self, received: list[Received]) -> None:
         activity = self._link.activity

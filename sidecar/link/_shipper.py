@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import anyio
 import msgspec
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from runtime import (
     MAX_FRAME_BYTES,
@@ -55,6 +54,7 @@ from runtime.wire import FORMAT_VERSION
 
 from .._errors import HubUnavailable
 from ..storage import Inbox, Outgoing
+from ._handoff import Handoff
 from ._session import HubLink
 
 log = logging.getLogger("mailrun.sidecar.shipper")
@@ -115,13 +115,15 @@ class Shipper:
         self._wake.set()
 
     async def run(self) -> None:
-        acked, to_mark = anyio.create_memory_object_stream[list[Outgoing]](_ACKS_QUEUED)
+        acked = Handoff[list[Outgoing]](_ACKS_QUEUED)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._mark, to_mark)
-            with acked:
+            tg.start_soon(self._mark, acked)
+            try:
                 await self._ship(acked)
+            finally:
+                acked.close()
 
-    async def _ship(self, acked: MemoryObjectSendStream[list[Outgoing]]) -> None:
+    async def _ship(self, acked: Handoff[list[Outgoing]]) -> None:
         retry = Retry(self._backoff)  # requests in a row that got no EventsAck
         # The outbox position of the last event the hub has acknowledged; 0
         # after a failure, so that everything unacknowledged goes again.
@@ -154,7 +156,7 @@ class Shipper:
             if isinstance(reply, EventsAck) and reply.ids:
                 ids = set(reply.ids)
                 named = [e for e in packed.events if e.event_id in ids]
-                await acked.send(named)
+                await acked.put(named)
                 if reply.floor_seq > self._inbox.last_seq and self._on_floor is not None:
                     await self._on_floor(reply.floor_seq)
                 after = last if len(named) == len(frame.events) else 0
@@ -195,9 +197,9 @@ class Shipper:
             ahead = await self._pack(frame, packed.last)
 
         reply: EventsAck | Refused | None = None
-        async with anyio.create_task_group() as tg:
-            if packed.full:
-                tg.start_soon(read_ahead)
+
+        async def request() -> None:
+            nonlocal reply
             try:
                 reply = await self._link.request(
                     self._link.subjects.events, frame, self._replies, self._timeout
@@ -206,22 +208,26 @@ class Shipper:
                 # Said once per outage, however long: the rest at DEBUG.
                 level = logging.DEBUG if failures else logging.INFO
                 log.log(level, "events not acknowledged (%s); resending", exc)
+
+        if not packed.full:
+            # Nothing to read meanwhile: no task group to open and close (a
+            # lone mail's frame).
+            await request()
+            return reply, ahead
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_ahead)
+            await request()
         return reply, ahead
 
-    async def _mark(self, acked: MemoryObjectReceiveStream[list[Outgoing]]) -> None:
+    async def _mark(self, acked: Handoff[list[Outgoing]]) -> None:
         """Commit the hub's acknowledgements while the next frame is out; the
         acknowledgements that came in meanwhile go in one commit."""
-        with acked:
-            async for events in acked:
-                while True:
-                    try:
-                        events = events + acked.receive_nowait()
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                # The hub has them; a crash here resends them (they dedupe there).
-                with self._link.activity.busy():
-                    await afailpoint("sidecar.shipper.after_ack")
-                    await self._inbox.mark_acked(events)
+        while frames := await acked.take(_ACKS_QUEUED):
+            events = [e for frame in frames for e in frame]
+            # The hub has them; a crash here resends them (they dedupe there).
+            with self._link.activity.busy():
+                await afailpoint("sidecar.shipper.after_ack")
+                await self._inbox.mark_acked(events)
 
     async def _pack(self, frame: EventsFrame, after: int) -> _Packed:
         """The oldest events after outbox position ``after`` that fit

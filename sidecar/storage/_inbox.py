@@ -10,8 +10,12 @@ stored on a worker thread (:meth:`Inbox.store`). Batched work (a batch of
 frames, a batch of processed envelopes, one ack) is one transaction. The
 writer task, the run actors (several at once: the runs of the deployment
 are processed concurrently) and the shipper share the inbox; one lock keeps
-each operation and the processing position it reads and moves together, so
-the actors' commits run one after another, each whole.
+each write and the processing position it reads before its transaction and
+moves after it together, so the actors' commits run one after another, each
+whole. A read, or a write that reads nothing of the inbox's own (an
+in-flight mark), takes the database's lock alone: what it reads of the
+inbox's state it reads inside its body, where no transaction is half done
+(a write sets that state in the turn its transaction ends).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from runtime import DispatchOutcome, RunSnapshot
+from runtime import DispatchOutcome, RunSnapshot, is_terminal
 from runtime.sqlite import Database, Synchronous, free_pages_over, release_free_pages
 from runtime.wire import StepRecorded
 
@@ -37,16 +41,25 @@ from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dis
 from ._meta import keep_version, read_meta, read_version, write_meta
 from ._outbox import (
     Outgoing,
+    any_pending,
     drop_acknowledged,
     forget_acknowledged,
     set_aside,
     settled_dispatch,
     unacked_events,
 )
-from ._position import advance_over_done, at_rest, known_through, read_position, skip_up_to
+from ._position import (
+    advance_over_done,
+    at_rest,
+    highest_seq,
+    known_through,
+    read_position,
+    skip_up_to,
+)
 from ._queue import (
     Pending,
     RunRecord,
+    any_held,
     ended_meanwhile,
     next_batch,
     next_rows,
@@ -74,6 +87,10 @@ this is free)."""
 
 BUSY_TIMEOUT = 5.0
 
+ENDED_KEPT = 4096
+"""Runs cancelled by a parent's end the inbox remembers, at most; past
+that, every commit looks whether its run ended meanwhile (a query each)."""
+
 
 class Inbox:
     def __init__(
@@ -82,6 +99,7 @@ class Inbox:
         last_seq: int,
         done_kept: int = DONE_KEPT,
         with_steps: set[str] | None = None,
+        top: int = 0,
     ) -> None:
         self.db = db
         self.path = db.path
@@ -91,8 +109,20 @@ class Inbox:
         self._arrived = True
         """Rows may have come, or the position jumped, since ``_known`` was
         read (delivery, the hub's floor, a takeover)."""
+        self._top = top
+        """No row has a higher seq (rows above the position go only in a
+        takeover, which reads it again). A delivery of the seqs right after
+        a known prefix that reaches it extends the prefix without a walk,
+        and a commit of every seq up to it moves the position there
+        without one: a lone mail's."""
         self._legacy = True
         """Release 1's rows (no seq) may be pending: the search looks for them."""
+        self._held = True
+        """Rows may be held (a run waits, is suspended, or has let go of them
+        and not taken them yet): the search looks for them."""
+        self._held_gone = True
+        """A commit may have taken the last held row since the search last
+        looked whether any is left."""
         self._done_kept = done_kept
         self._swept = 0
         """Compacted rows at or below this seq are deleted: the next sweep
@@ -101,6 +131,11 @@ class Inbox:
         # loop its turns (runtime.sqlite), one hop less per inbox operation.
         self._lock = anyio.Lock(fast_acquire=True)
         self._cancelled: list[str] = []
+        self._ended_by_parent: set[str] | None = set()
+        """Runs a parent's end cancelled while this inbox was open, whose
+        actor may not know it yet: a commit of one of them looks whether
+        its run ended meanwhile; no other run's status changes under its
+        actor. None: too many to keep, every commit looks."""
         self._with_steps: set[str] = with_steps or set()
         """The dispatches that may have recorded steps: a handler call on any
         other reads none, and a commit of none looks for none."""
@@ -122,10 +157,11 @@ class Inbox:
             await migrate(db)
             last_seq = await db.transact(_opened)
             with_steps = await db.read(dispatches_with_steps)
+            top = await db.read(highest_seq)
         except BaseException:
             await db.aclose()
             raise
-        return cls(db, last_seq, done_kept, with_steps)
+        return cls(db, last_seq, done_kept, with_steps, top)
 
     async def aclose(self) -> None:
         # Shielded: closing runs during cancellation.
@@ -141,8 +177,7 @@ class Inbox:
     # --- meta -----------------------------------------------------------------
 
     async def get_meta(self, key: str) -> Any:
-        async with self._lock:
-            return await self.db.read(partial(read_meta, key=key))
+        return await self.db.read(partial(read_meta, key=key))
 
     async def set_meta(self, key: str, value: Any) -> None:
         async with self._lock:
@@ -152,8 +187,7 @@ class Inbox:
 
     async def get_version(self, version: int) -> tuple[str, bytes] | None:
         """``(digest, sources JSON)`` of a version kept here, or None."""
-        async with self._lock:
-            return await self.db.read(partial(read_version, version=version))
+        return await self.db.read(partial(read_version, version=version))
 
     async def put_version(self, version: int, digest: str, sources: bytes) -> None:
         kept = partial(keep_version, version=version, digest=digest, sources=sources)
@@ -166,8 +200,7 @@ class Inbox:
         """Which of these dispatches are already in the inbox."""
         if not dispatch_ids:
             return set()
-        async with self._lock:
-            return await self.db.read(partial(known_dispatches, dispatch_ids=dispatch_ids))
+        return await self.db.read(partial(known_dispatches, dispatch_ids=dispatch_ids))
 
     async def store(
         self, envelopes: Sequence[Envelope], dead: Sequence[tuple[str, str, bytes]] = ()
@@ -228,10 +261,32 @@ class Inbox:
             # thread and back cost more than its fsync (docs/performance.md,
             # "Lone mails").
             heavy = len(rows) > 1 or sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
-            fresh, self._last_seq = await self.db.transact(body, heavy=heavy)
-            self._arrived = True
+            fresh, moved = await self.db.transact(body, heavy=heavy)
+            self._extend(envelopes, fresh, moved == last)
+            self._last_seq = moved
             self._legacy = self._legacy or any(e.seq is None for e in envelopes)
         return fresh
+
+    def _extend(self, envelopes: Sequence[Envelope], fresh: list[bool], still: bool) -> None:
+        """What a stored batch tells of the seqs that have a row: the known
+        prefix grows by it, without a walk, when it is the seqs right after
+        that prefix, all new, and no row lay above them (``still``: the
+        position did not move); else the next search walks again."""
+        prefix = max(self._known, self._last_seq)
+        seqs = [e.seq for e in envelopes if e.seq is not None]
+        follows = (
+            still
+            and not self._arrived
+            and self._top <= prefix
+            and all(fresh)
+            and len(seqs) == len(envelopes)
+            and sorted(seqs) == list(range(prefix + 1, prefix + 1 + len(seqs)))
+        )
+        if follows:
+            self._known = self._top = prefix + len(seqs)
+            return
+        self._arrived = True
+        self._top = max(self._top, *seqs) if seqs else self._top
 
     # --- attempts -------------------------------------------------------------
 
@@ -239,9 +294,8 @@ class Inbox:
         """Name the dispatches of ``run_id`` whose handler calls are about to
         run, without waiting for the disk; the step's commit clears the mark
         (``sidecar/storage/_attempts.py``)."""
-        async with self._lock:
-            body = partial(mark_in_flight, dispatch_ids=dispatch_ids, run_id=run_id)
-            await self.db.transact(body, durable=False)
+        body = partial(mark_in_flight, dispatch_ids=dispatch_ids, run_id=run_id)
+        await self.db.transact(body, durable=False)
 
     async def charge_crash(self) -> list[str]:
         """Charge the death of an earlier process to the item it was handling
@@ -279,10 +333,16 @@ class Inbox:
     ) -> None:
         """Become the owner from the hub's state, in one transaction
         (:func:`~sidecar.storage._adopt.adopt_hub_state`); clears the ``adopt`` mark."""
-        body = partial(adopt_hub_state, runs=runs, floor=floor, settled=settled, now=time.time())
+        adopted = partial(adopt_hub_state, runs=runs, floor=floor, settled=settled, now=time.time())
+
+        def body(conn: sqlite3.Connection) -> tuple[int, int]:
+            return adopted(conn), highest_seq(conn)
+
         async with self._lock:
-            self._last_seq = self._known = await self.db.transact(body)
+            self._last_seq, self._top = await self.db.transact(body)
+            self._known = self._last_seq
             self._arrived = True
+            self._held = self._held_gone = True  # as at the start: look again
             self._swept = 0  # the position may have moved back: sweep from the start
             self._with_steps = await self.db.read(dispatches_with_steps)
 
@@ -293,8 +353,7 @@ class Inbox:
         name (no query for a dispatch that has none)."""
         if dispatch_id not in self._with_steps:
             return {}
-        async with self._lock:
-            return await self.db.read(partial(read_steps, dispatch_id=dispatch_id))
+        return await self.db.read(partial(read_steps, dispatch_id=dispatch_id))
 
     async def record_step(self, step: StepRecorded) -> None:
         """Make ``step`` durable, with its event in the outbox, in one
@@ -327,30 +386,70 @@ class Inbox:
         to the last one taken has a row, so a frame not delivered yet (a
         gap) cannot be an earlier item of that run; it never reorders.
         """
-        async with self._lock:
+        if not self._lock.locked() and self._nothing_after(after):
+            return [], max(self._known, self._last_seq)
+
+        def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any, int]:
             last = self._last_seq
+            known = self._known_through(conn, last)
+            held = self._look_held(conn)
+            found = next_rows(conn, last, known, busy, limit, after, legacy=self._legacy, held=held)
+            return known, *found
 
-            def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any, int]:
-                known = self._known_through(conn, last)
-                found = next_rows(conn, last, known, busy, limit, after, legacy=self._legacy)
-                return known, *found
-
-            self._known, rows, source, scanned = await self.db.read(body)
-            if source != "held":  # else the search did not look for them
-                self._legacy = source == "legacy"
+        self._known, rows, source, scanned = await self.db.read(body)
+        if source != "held":  # else the search did not look for them
+            self._legacy = source == "legacy"
         return next_batch(rows, source), scanned
 
     async def run_batch(self, run_id: str, limit: int) -> list[Pending]:
         """The next envelopes of ``run_id``, as :meth:`pick` would take them."""
-        async with self._lock:
+        if not self._lock.locked() and self._nothing_after(0):
+            return []
+
+        def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any]:
             last = self._last_seq
+            known = self._known_through(conn, last)
+            held = self._look_held(conn)
+            rows = run_rows(conn, run_id, last, known, limit, legacy=self._legacy, held=held)
+            return known, *rows
 
-            def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any]:
-                known = self._known_through(conn, last)
-                return known, *run_rows(conn, run_id, last, known, limit, legacy=self._legacy)
-
-            self._known, rows, source = await self.db.read(body)
+        self._known, rows, source = await self.db.read(body)
         return next_batch(rows, source)
+
+    def nothing_past(self, mark: int) -> bool:
+        """Whether a search from ``mark`` (:meth:`pick`'s ``after``) could
+        find nothing, known without a query (and no inbox operation under
+        way): as :meth:`nothing_to_pick`, with every pending row at or
+        below ``mark`` left out."""
+        return not self._lock.locked() and self._nothing_after(mark)
+
+    def nothing_to_pick(self) -> bool:
+        """Whether no search could find anything now, known without a query
+        (and no inbox operation under way): no row came since the known
+        prefix was read, the position is at its end (a batch in flight
+        holds it back), no row is held and none is release 1's."""
+        return not self._lock.locked() and self._nothing_after(0)
+
+    def _nothing_after(self, after: int) -> bool:
+        """Whether a search from ``after`` would find nothing, known without
+        a query: no row came since the known prefix was read, every pending
+        row in it is at or below ``after`` or the position, and no row can
+        be held, nor be release 1's. A lone mail's scheduler asks three
+        times for each time it finds one (the run taken, then let go)."""
+        return (
+            not self._arrived
+            and not self._held
+            and not self._legacy
+            and max(after, self._last_seq) >= self._known
+        )
+
+    def _look_held(self, conn: sqlite3.Connection) -> bool:
+        """Whether the search looks for held rows: once a commit may have
+        taken the last of them, whether any is left is asked (once)."""
+        if self._held and self._held_gone:
+            self._held_gone = False
+            self._held = any_held(conn)
+        return self._held
 
     def _known_through(self, conn: sqlite3.Connection, last: int) -> int:
         """The known prefix (:func:`known_through`), read again only when
@@ -362,8 +461,7 @@ class Inbox:
         return known_through(conn, max(self._known, last))
 
     async def load_run(self, run_id: str) -> RunRecord:
-        async with self._lock:
-            return run_record(run_id, await self.db.read(partial(read_run, run_id=run_id)))
+        return run_record(run_id, await self.db.read(partial(read_run, run_id=run_id)))
 
     def take_cancelled(self) -> list[str]:
         """The runs cancelled since the last call, because a parent ended."""
@@ -381,32 +479,48 @@ class Inbox:
             last = self._last_seq
 
             steps = bool(self._with_steps)
+            top = self._top
+            ended = self._ended_by_parent
+            look = c.changes_run and (ended is None or c.run_id in ended)
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[str]]:
-                if c.changes_run and ended_meanwhile(conn, c.run_id, c.status):
+                if look and ended_meanwhile(conn, c.run_id, c.status):
                     raise InboxConflict(f"run {c.run_id} ended meanwhile")
-                return write_step(conn, c, last_seq=last, now=now, steps=steps)
+                return write_step(conn, c, last_seq=last, now=now, steps=steps, top=top)
 
             self._last_seq, cancelled = await self.db.transact(body)
             self._cancelled.extend(cancelled)
+            self._note_ended(c, look, cancelled)
+            self._held = self._held or bool(c.held)
+            self._held_gone = self._held_gone or bool(c.consumed)
             if steps:
                 # A parked dispatch keeps its successful steps for its retry.
                 self._with_steps.difference_update(
                     d for d, _, outcome in c.consumed if outcome != DispatchOutcome.PARKED
                 )
 
+    def _note_ended(self, c: Commit, looked: bool, cancelled: list[str]) -> None:
+        """Keep the runs ``c`` cancelled, and forget its own run once a
+        commit that looked shows its actor knows the run ended."""
+        ended = self._ended_by_parent
+        if ended is None:
+            return
+        if looked and is_terminal(c.status):
+            ended.discard(c.run_id)
+        ended.update(cancelled)
+        if len(ended) > ENDED_KEPT:
+            self._ended_by_parent = None
+
     async def at_rest(self) -> bool:
         """Nothing left to process, nothing left for the hub to take."""
-        async with self._lock:
-            return await self.db.read(at_rest)
+        return await self.db.read(at_rest)
 
     # --- outbox ---------------------------------------------------------------
 
     async def unacked(self, limit: int, *, after: int = 0) -> list[tuple[int, Outgoing]]:
         """Events not yet acknowledged by the hub, in outbox order, with
         their positions: those after position ``after`` (0: all)."""
-        async with self._lock:
-            return await self.db.read(partial(unacked_events, limit=limit, after=after))
+        return await self.db.read(partial(unacked_events, limit=limit, after=after))
 
     async def mark_acked(self, events: Sequence[Outgoing]) -> None:
         """The hub has applied these events: they leave the outbox, and the
@@ -420,14 +534,19 @@ class Inbox:
             swept = self._swept
 
             def body(conn: sqlite3.Connection) -> tuple[bool, bool]:
-                busy = forget_acknowledged(
+                forget_acknowledged(
                     conn, event_ids=ids, settled=settled, keep_above=keep_above, swept=swept
                 )
                 # Whether a release has work, asked here: the worker thread
                 # it runs on is a hand-off and back, which a lone mail need
-                # not pay when there is nothing to give back.
-                slack = FREE_BYTES_KEPT if busy else 0
-                return busy, bool(settled) and free_pages_over(conn, FREE_BYTES_KEPT + slack)
+                # not pay when there is nothing to give back. The least it
+                # could release for first (one pragma): below that, whether
+                # envelopes are pending (the slack) makes no difference.
+                if not settled or not free_pages_over(conn, FREE_BYTES_KEPT):
+                    return False, False
+                if not any_pending(conn):
+                    return False, True
+                return True, free_pages_over(conn, 2 * FREE_BYTES_KEPT)
 
             # Not durable: these rows only say what the hub already holds. A
             # mark lost to a power failure is a frame sent again, which the

@@ -140,11 +140,11 @@ def forget_acknowledged(
     *,
     keep_above: int,
     swept: int,
-) -> bool:
+) -> None:
     """The hub applied ``event_ids``: they leave the outbox; the dispatches
     they ``settled`` lose their bodies, or their rows when they are at or
     below ``keep_above``; compacted rows above ``swept`` (the last sweep)
-    and at or below ``keep_above`` go. Whether anything is still pending."""
+    and at or below ``keep_above`` go."""
     marks = ",".join("?" * len(event_ids))
     conn.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", tuple(event_ids))
     if settled:
@@ -159,6 +159,10 @@ def forget_acknowledged(
             "DELETE FROM inbox WHERE state = 'done' AND seq > ? AND seq <= ? AND envelope = ?",
             (swept, keep_above, COMPACTED),
         )
+
+
+def any_pending(conn: sqlite3.Connection) -> bool:
+    """Whether any envelope waits to be processed."""
     (busy,) = conn.execute("SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'pending')").fetchone()
     return bool(busy)
 

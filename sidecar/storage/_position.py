@@ -20,6 +20,7 @@ sleep.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 COMPACTED = b""
 """``inbox.envelope`` of a row whose body is gone: the hub has applied it
@@ -48,13 +49,33 @@ _CHUNK = 512
 """Rows read at a time by the walks over seqs (a walk stops at its first gap)."""
 
 
-def advance_over_done(conn: sqlite3.Connection, last: int) -> int:
+def advance_over_done(
+    conn: sqlite3.Connection, last: int, *, top: int | None = None, taken: Sequence[int] = ()
+) -> int:
     """Move the processing position over seqs already done or held: those
     committed out of order, while a lower seq was still being handled, and
-    release 1 rows that learned their seq after being processed."""
-    last = _walk(conn, "state IN ('done', 'held')", last)
+    release 1 rows that learned their seq after being processed.
+
+    ``top``: no row has a higher seq (None: not known); ``taken``: seqs
+    done or held by the caller's transaction. When these are every seq
+    above ``last`` up to ``top``, the position goes to ``top`` without a
+    walk (a lone mail's commit: its own row is the last one)."""
+    if (
+        top is not None
+        and 0 <= top - last <= len(taken)
+        and set(range(last + 1, top + 1)) <= set(taken)
+    ):
+        last = top
+    else:
+        last = _walk(conn, "state IN ('done', 'held')", last)
     conn.execute("UPDATE meta SET value = ? WHERE key = 'last_seq'", (last,))
     return last
+
+
+def highest_seq(conn: sqlite3.Connection) -> int:
+    """The highest seq any row has (0: none)."""
+    (top,) = conn.execute("SELECT max(seq) FROM inbox").fetchone()
+    return int(top or 0)
 
 
 def known_through(conn: sqlite3.Connection, start: int) -> int:

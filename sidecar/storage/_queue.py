@@ -105,6 +105,7 @@ def next_rows(
     after: int = 0,
     *,
     legacy: bool = True,
+    held: bool = True,
 ) -> tuple[list[Row], Source, int]:
     """Up to ``limit`` rows to process next, of one run that is not
     ``busy``, in its order; where they come from; and the seq up to which
@@ -118,18 +119,28 @@ def next_rows(
     pending rows of the first run, in seq order, whose next row is within
     ``(last_seq, known]``: no seq below a row taken is still unknown, so no
     later delivery can put an item of that run before it. ``legacy``: False
-    when no release 1 row can be pending (the inbox knows)."""
+    when no release 1 row can be pending, ``held``: False when no row can be
+    held (the inbox knows both).
+
+    The seq it returns goes as far as it can: past the rows it takes when
+    they are every row from the first one it found to the end of the known
+    prefix, so that the search after this one (the run taken is busy then)
+    finds nothing without a query."""
     skip = msgspec.json.encode(list(busy)).decode()
-    held = conn.execute(
-        "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope, i.attempts, i.error FROM inbox AS i"
-        " JOIN run AS r ON r.run_id = i.run_id"
-        f" WHERE i.state = 'held' AND r.status NOT IN ({_HOLDING_MARKS})"
-        " AND i.run_id NOT IN (SELECT value FROM json_each(?))"
-        " ORDER BY i.seq, i.rowid LIMIT ?",
-        (*_HOLDING, skip, limit),
-    ).fetchall()
-    if held:
-        return [_row(r) for r in held], "held", 0
+    found = (
+        conn.execute(
+            "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope, i.attempts, i.error FROM inbox AS i"
+            " JOIN run AS r ON r.run_id = i.run_id"
+            f" WHERE i.state = 'held' AND r.status NOT IN ({_HOLDING_MARKS})"
+            " AND i.run_id NOT IN (SELECT value FROM json_each(?))"
+            " ORDER BY i.seq, i.rowid LIMIT ?",
+            (*_HOLDING, skip, limit),
+        ).fetchall()
+        if held
+        else []
+    )
+    if found:
+        return [_row(r) for r in found], "held", 0
     older = conn.execute(LEGACY_PENDING, (limit,)).fetchall() if legacy else []
     if older:
         return [_row(r) for r in older], "legacy", 0
@@ -141,7 +152,9 @@ def next_rows(
     run_id, seq = first
     last = min(known, seq + LOOKAHEAD)
     rows = conn.execute(RUN_PENDING, (seq, last, run_id, limit)).fetchall()
-    return [_row(r) for r in rows], "pending", seq - 1
+    # Every seq from ``seq`` to ``known`` in the rows taken: none is left there.
+    whole = bool(rows) and rows[-1][2] == known and known - seq == len(rows) - 1
+    return [_row(r) for r in rows], "pending", known if whole else seq - 1
 
 
 def run_rows(
@@ -152,24 +165,38 @@ def run_rows(
     limit: int,
     *,
     legacy: bool = True,
+    held: bool = True,
 ) -> tuple[list[Row], Source]:
     """Up to ``limit`` rows of ``run_id`` to process next, as
     :func:`next_rows` would take them: its held rows once it no longer
     holds them, else its pending ones within ``(last_seq, known]``; none
     while release 1's rows wait (they come first, :func:`next_rows`)."""
-    held = conn.execute(
-        "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope, i.attempts, i.error FROM inbox AS i"
-        " JOIN run AS r ON r.run_id = i.run_id"
-        f" WHERE i.state = 'held' AND i.run_id = ? AND r.status NOT IN ({_HOLDING_MARKS})"
-        " ORDER BY i.seq, i.rowid LIMIT ?",
-        (run_id, *_HOLDING, limit),
-    ).fetchall()
-    if held:
-        return [_row(r) for r in held], "held"
+    found = (
+        conn.execute(
+            "SELECT i.dispatch_id, i.run_id, i.seq, i.envelope, i.attempts, i.error FROM inbox AS i"
+            " JOIN run AS r ON r.run_id = i.run_id"
+            f" WHERE i.state = 'held' AND i.run_id = ? AND r.status NOT IN ({_HOLDING_MARKS})"
+            " ORDER BY i.seq, i.rowid LIMIT ?",
+            (run_id, *_HOLDING, limit),
+        ).fetchall()
+        if held
+        else []
+    )
+    if found:
+        return [_row(r) for r in found], "held"
     if legacy and conn.execute(LEGACY_PENDING, (1,)).fetchone() is not None:
         return [], "legacy"
     rows = conn.execute(RUN_PENDING, (last_seq + 1, known, run_id, limit)).fetchall()
     return [_row(r) for r in rows], "pending"
+
+
+def any_held(conn: sqlite3.Connection) -> bool:
+    """Whether any row is held (by a run waiting or suspended, or let go of
+    and not taken yet): while none is, a search need not look for them."""
+    return bool(conn.execute(ANY_HELD).fetchone()[0])
+
+
+ANY_HELD = "SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'held')"
 
 
 def _row(row: Any) -> Row:

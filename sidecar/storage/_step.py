@@ -88,13 +88,19 @@ class Commit:
 
 
 def write_step(
-    conn: sqlite3.Connection, c: Commit, last_seq: int, now: float, steps: bool = False
+    conn: sqlite3.Connection,
+    c: Commit,
+    last_seq: int,
+    now: float,
+    steps: bool = False,
+    top: int | None = None,
 ) -> tuple[int, list[str]]:
     """``c`` inside the caller's transaction, the position at ``last_seq``;
     the new position and the runs cancelled because a parent ended. Raises
     :class:`InboxConflict` when an envelope is no longer pending (or held).
     ``steps``: the inbox may hold recorded steps of ``c``'s dispatches or run
-    (without, no statement looks for them)."""
+    (without, no statement looks for them). ``top``: no row has a higher seq
+    (None: not known; :func:`advance_over_done`)."""
     seqs = [seq for _, seq, _ in c.consumed if seq is not None]
     seqs += [seq for _, seq in c.held if seq is not None]
     cur = conn.executemany(
@@ -126,7 +132,7 @@ def write_step(
     # (other runs commit concurrently, in any order), and over rows done
     # above it before (by other runs, set aside, skipped, or release 1 rows
     # that learned their seq while being processed).
-    new_last = advance_over_done(conn, last_seq)
+    new_last = advance_over_done(conn, last_seq, top=top, taken=seqs)
     # A commit of a failed attempt alone leaves the run as it was (one
     # that has not started here stays unstarted: its RunStarted is to come).
     # A suspension on a row held already consumes and holds nothing new,

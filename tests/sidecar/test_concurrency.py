@@ -239,9 +239,12 @@ async def test_a_takeover_waits_for_the_batches_in_flight(tmp_path: Path) -> Non
         ctx.state.setdefault("seen", []).append(item.seq)
         order.append(f"call {item.seq}")
 
-    stored = [env(1, "run_a"), env(2, "run_b"), env(3, "run_a")]
+    stored = [env(1, "run_a"), env(2, "run_b")]
     async with running(tmp_path, handler, stored=stored) as (inbox, runs):
         await wait_for(lambda: gauge.now == 2, what="both runs in flight")
+        # Stored once the batches are out, so that it is in none of them
+        # (else run_a's batch takes it, unless its step budget runs out first).
+        await inbox.store([env(3, "run_a")])
 
         async def adopt() -> None:
             await runs.adopt([], floor=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -417,3 +418,60 @@ async def test_rows_compacted_after_an_adoption_moved_the_position_back_are_swep
     await inbox.mark_acked(await process(inbox, range(7, 9)))
     assert inbox.last_seq == 10
     assert await bodies(inbox) == {9: False, 10: False}
+
+
+@pytest.mark.anyio
+async def test_a_commit_of_a_run_its_parents_end_cancelled_is_refused_and_only_its_looks(
+    inbox: Inbox,
+) -> None:
+    first, later = env(2, "run_c"), env(4, "run_c")
+    parent, other = env(1, "run_p"), env(3, "run_o")
+    await inbox.store([parent, first, other, later])
+    child = Commit(run_id="run_c", status="running", consumed=consumed([first]))
+    child.parent_run_id = "run_p"
+    await inbox.commit(child)
+    seen: list[str] = []
+    await inbox.db.read(lambda conn: conn.set_trace_callback(seen.append))
+    try:
+        await inbox.commit(Commit(run_id="run_o", status="running", consumed=consumed([other])))
+        assert seen and not [s for s in seen if s.startswith("SELECT status FROM run")]
+        # The parent ends: its live child is cancelled in the same commit.
+        await inbox.commit(Commit(run_id="run_p", status="completed", consumed=consumed([parent])))
+        assert inbox.take_cancelled() == ["run_c"]
+        seen.clear()
+        # The child's actor still holds "running": its commit would undo the cancel.
+        with pytest.raises(InboxConflict):
+            await inbox.commit(Commit(run_id="run_c", status="running", consumed=consumed([later])))
+        assert [s for s in seen if s.startswith("SELECT status FROM run")]
+    finally:
+        await inbox.db.read(lambda conn: conn.set_trace_callback(None))
+    assert await query(inbox, "SELECT status FROM run WHERE run_id = 'run_c'") == [("cancelled",)]
+    assert await query(inbox, "SELECT state FROM inbox WHERE seq = 4") == [("pending",)]
+
+
+@pytest.mark.anyio
+async def test_a_lone_mail_is_found_and_committed_without_walking_the_seqs(inbox: Inbox) -> None:
+    walks = r"^SELECT (1|seq) FROM inbox WHERE state"
+    seen: list[str] = []
+    await inbox.db.read(lambda conn: conn.set_trace_callback(seen.append))
+    try:
+        for seq in range(1, 5):
+            e = env(seq, f"run_{seq}")
+            await inbox.store([e])
+            (p,) = await inbox.next_batch(64)
+            assert p.dispatch_id == e.dispatch_id
+            await inbox.commit(Commit(run_id=p.run_id, status="running", consumed=consumed([e])))
+            assert inbox.last_seq == seq
+            if seq == 1:  # the first search after the open walks
+                assert [s for s in seen if re.match(walks, s)]
+                seen.clear()
+        assert seen and not [s for s in seen if re.match(walks, s)]
+        # One that comes after a gap: the walk again, and it waits for the gap.
+        await inbox.store([env(7, "run_7")])
+        assert await inbox.next_batch(64) == []
+        assert [s for s in seen if re.match(walks, s)]
+        await inbox.store([env(5, "run_5"), env(6, "run_6")])
+        assert [p.seq for p in await inbox.next_batch(64)] == [5]
+    finally:
+        await inbox.db.read(lambda conn: conn.set_trace_callback(None))
+    assert await query(inbox, "SELECT value FROM meta WHERE key = 'last_seq'") == [(4,)]
