@@ -29,11 +29,9 @@ from ._context import (
     outgoing,
     sampled,
 )
+from ._head import root
 from ._quiet import NO_SPAN, Ending, Quiet, current_span, quiet_now, quiet_of
 from ._sdk import TRACING
-
-# An arrival starts a trace: it has no parent, whatever is current.
-_ROOT = Context()
 
 
 async def http_server(
@@ -41,12 +39,8 @@ async def http_server(
 ) -> tuple[int, bytes]:
     """``answer`` under an HTTP server span (``POST /mail``)."""
     attributes = {"http.request.method": method, "url.path": route, "http.route": route}
-    with current_span(
-        TRACING.tracer,
-        f"{method} {route}",
-        context=_ROOT,
-        kind=SpanKind.SERVER,
-        attributes=attributes,
+    with root(
+        TRACING.tracer, TRACING.head, f"{method} {route}", SpanKind.SERVER, attributes
     ) as span:
         status, body = await answer
         if span.is_recording():
@@ -60,13 +54,7 @@ def smtp_ingress(peer: str | None, recipients: int) -> AbstractContextManager[Sp
     """One message over SMTP (its DATA), for all its recipients."""
     attributes: dict[str, Any] = {"mailrun.smtp.recipients": recipients}
     attributes["network.peer.address"] = peer or ""
-    return current_span(
-        TRACING.tracer,
-        "mailrun.smtp DATA",
-        context=_ROOT,
-        kind=SpanKind.SERVER,
-        attributes=attributes,
-    )
+    return root(TRACING.tracer, TRACING.head, "mailrun.smtp DATA", SpanKind.SERVER, attributes)
 
 
 def nats_ingress(subject: str, producer: str, mails: int) -> AbstractContextManager[Span]:
@@ -74,13 +62,7 @@ def nats_ingress(subject: str, producer: str, mails: int) -> AbstractContextMana
     attributes = messaging(
         subject, "process", **{"messaging.batch.message_count": mails, "mailrun.producer": producer}
     )
-    return current_span(
-        TRACING.tracer,
-        f"process {subject}",
-        context=_ROOT,
-        kind=SpanKind.CONSUMER,
-        attributes=attributes,
-    )
+    return root(TRACING.tracer, TRACING.head, f"process {subject}", SpanKind.CONSUMER, attributes)
 
 
 def accepting(triggers: int) -> AbstractContextManager[Span]:
