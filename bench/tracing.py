@@ -5,15 +5,16 @@
     .venv/bin/python bench/tracing.py --hooks [--mails 20000] [--sample RATIO] [--json]
 
 Runs bench_e2e.py's benchmark (one ``POST /mail`` per mail, one deployment)
-``--rounds`` times each way, in turn (off, on, off, on...) so that a busy
-machine weighs on both alike, the load average noted before each. On:
+``--rounds`` times each way, in turn (off, on, then on, off, and so on) so
+that a busy machine, its load rising or falling, weighs on both alike, the
+load average noted before each. On:
 ``OTEL_EXPORTER_OTLP_ENDPOINT`` names a sink in this process that takes
 every OTLP/HTTP export and drops it (counting the requests and bytes, so the
 figures show the spans did leave), which is what hub and sidecars export to
 with the default exporter (otlp, http/protobuf) through their
 BatchSpanProcessor. Prints each way's best accepted/s and processed/s,
-their CPU ms per mail, each round's on/off (an "on" over the "off" just
-before it) and their median, the figure to quote on a noisy machine, and
+their CPU ms per mail, each round's on/off (an "on" over the "off" of its
+round) and their median, the figure to quote on a noisy machine, and
 each side's median CPU a mail each way.
 
 The sampler is the one an operator gets: with no ``--sample``, none is
@@ -90,8 +91,10 @@ async def both(args: argparse.Namespace) -> dict[str, Any]:
     rounds: dict[str, list[dict[str, Any]]] = {"off": [], "on": []}
     loads: list[float] = []
     try:
-        for _ in range(args.rounds):
-            for way in ("off", "on"):
+        for n in range(args.rounds):
+            # off, on, on, off...: a load that rises or falls through the
+            # rounds weighs on both ways alike, not always on the second.
+            for way in ("off", "on") if n % 2 == 0 else ("on", "off"):
                 with _sampler(args.sample if way == "on" else None):
                     if way == "on":
                         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
