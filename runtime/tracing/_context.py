@@ -1,6 +1,7 @@
 """A trace's context as hub and sidecar hand it on: W3C carriers in and out,
-the contexts each process keeps between two spans, and the attributes
-several spans share.
+the contexts each process keeps between two spans (a sampled trace's
+context, or a :class:`~runtime.tracing._quiet.Quiet` one's carrier), and the
+attributes several spans share.
 
 Loaded only when tracing is on (it imports opentelemetry).
 """
@@ -15,9 +16,10 @@ from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from ._kept import Kept
+from ._quiet import Carrier as Carrier
+from ._quiet import Quiet, quiet_now
 
 Context = otel_context.Context
-Carrier = dict[str, str]
 
 DEPLOYMENT = "mailrun.deployment.id"
 RUN = "mailrun.run.id"
@@ -26,12 +28,12 @@ KIND = "mailrun.dispatch.kind"
 
 _w3c = TraceContextTextMapPropagator()
 
-dispatches: Kept[Context] = Kept()
+dispatches: Kept[Context | Quiet] = Kept()
 """Hub: an accepted dispatch's context until it is sent. Sidecar: a stored
 dispatch's until its handler runs."""
 children: Kept[Context] = Kept()
 """Hub: a child run's id -> the parent's ``mailrun.spawn`` that started it."""
-outgoing: Kept[Context] = Kept()
+outgoing: Kept[Context | Quiet] = Kept()
 """Hub: a leaving mail's Message-ID -> the ``mailrun.send`` that sent it."""
 
 
@@ -52,8 +54,9 @@ def carrier(context: Context | None = None) -> Carrier:
     return out
 
 
-def current() -> Context:
-    return otel_context.get_current()
+def current() -> Context | Quiet:
+    """The trace of the code running now: its quiet trace when it has one."""
+    return quiet_now() or otel_context.get_current()
 
 
 def context_of(headers: Mapping[str, str] | None) -> Context | None:

@@ -15,20 +15,28 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.sampling import ParentBasedTraceIdRatio, Sampler
 
 from ._context import children, dispatches, outgoing
+from ._head import Head, provider
 
 log = logging.getLogger("mailrun.tracing")
 
 _EXPORTERS = "opentelemetry_traces_exporter"  # the SDK's entry point group
 _OTLP = {"http/protobuf": "otlp_proto_http", "grpc": "otlp_proto_grpc"}
 
+DEFAULT_RATIO = 0.01
+"""The share of traces sampled when the operator names no sampler
+(docs/tracing.md, "Sampling"): one mail in a hundred, decided at its arrival."""
+
 
 class Tracing:
-    """The tracer spans come from, and the provider behind it (None: none)."""
+    """The tracer spans come from, the provider behind it (None: none), and
+    its roots' decisions when the provider is one ``_head`` made."""
 
     tracer: trace.Tracer = trace.NoOpTracer()
     provider: TracerProvider | None = None
+    head: Head | None = None
 
 
 TRACING = Tracing()
@@ -41,17 +49,39 @@ def provider_from_env(service: str, environ: Mapping[str, str]) -> TracerProvide
     exporter and processor reads its own variables (endpoint, headers,
     ``OTEL_BSP_*``), the provider its sampler's (``OTEL_TRACES_SAMPLER``);
     the resource reads ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_SERVICE_NAME``,
-    which overrides ``service``."""
+    which overrides ``service``. With no ``OTEL_TRACES_SAMPLER``, the
+    sampler is :func:`default_sampler`."""
     named = environ.get("OTEL_SERVICE_NAME", "").strip()
-    provider = TracerProvider(resource=Resource.create({} if named else {"service.name": service}))
+    resource = Resource.create({} if named else {"service.name": service})
+    traced = provider(default_sampler(environ), resource)
     names = [n.strip().lower() for n in environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")]
     for name in filter(None, names):
         if name == "none":
             continue
         exporter = _exporter(name, environ)
         if exporter is not None:
-            provider.add_span_processor(BatchSpanProcessor(exporter))
-    return provider
+            traced.add_span_processor(BatchSpanProcessor(exporter))
+    return traced
+
+
+def default_sampler(environ: Mapping[str, str]) -> Sampler | None:
+    """The sampler when the operator names none: ``parentbased_traceidratio``
+    at :data:`DEFAULT_RATIO`, or at ``OTEL_TRACES_SAMPLER_ARG`` when that
+    alone is set. None when ``OTEL_TRACES_SAMPLER`` is set: the SDK then
+    makes exactly the sampler it names (from the process's environment)."""
+    if environ.get("OTEL_TRACES_SAMPLER", "").strip():
+        return None
+    ratio = DEFAULT_RATIO
+    arg = environ.get("OTEL_TRACES_SAMPLER_ARG", "").strip()
+    if arg:
+        try:
+            ratio = float(arg)
+        except ValueError:
+            ratio = -1.0
+        if not 0.0 <= ratio <= 1.0:
+            log.warning("OTEL_TRACES_SAMPLER_ARG=%r is no ratio: %g it is", arg, DEFAULT_RATIO)
+            ratio = DEFAULT_RATIO
+    return ParentBasedTraceIdRatio(ratio)
 
 
 def _exporter(name: str, environ: Mapping[str, str]) -> SpanExporter | None:
@@ -74,6 +104,7 @@ def use(provider: TracerProvider, *, global_too: bool) -> None:
     own spans, unless it is a test's)."""
     TRACING.tracer = provider.get_tracer("mailrun")
     TRACING.provider = provider
+    TRACING.head = Head.of(provider)
     if global_too:
         trace.set_tracer_provider(provider)
     for kept in (dispatches, children, outgoing):
@@ -83,6 +114,7 @@ def use(provider: TracerProvider, *, global_too: bool) -> None:
 def stop() -> None:
     """Flush and shut the provider down (a clean stop)."""
     provider, TRACING.provider, TRACING.tracer = TRACING.provider, None, trace.NoOpTracer()
+    TRACING.head = None
     if provider is not None:
         provider.force_flush()
         provider.shutdown()

@@ -8,8 +8,11 @@ One trace per mail: its arrival (``POST /mail``, SMTP, the NATS ingress) ->
 hub's ``process hub.events`` and, for a sent mail leaving, ``mailrun.relay``.
 A context crosses processes as a W3C ``traceparent``/``tracestate`` carrier
 in the frames' and events' ``trace`` field; inside a process it waits in a
-bounded :class:`~runtime.tracing.Kept` (docs/tracing.md). The SDK's set-up
-is ``_sdk``, the carriers and kept contexts ``_context``, the hub's spans
+bounded :class:`~runtime.tracing.Kept` (docs/tracing.md). A trace the
+sampler did not take at its root goes its way as its ``traceparent`` alone
+(``_quiet``), decided before any span where the provider is one
+:func:`provider` made (``_head``): a few µs a mail. The SDK's set-up and the
+default sampler are ``_sdk``, the carriers and kept contexts ``_context``, the hub's spans
 ``_hub`` and the sidecar's ``_sidecar``.
 """
 
@@ -25,6 +28,7 @@ from ._context import context_of as context_of
 from ._context import current as current
 from ._context import dispatches as dispatches
 from ._context import outgoing as outgoing
+from ._head import provider as provider
 from ._hub import accepting as accepting
 from ._hub import http_server as http_server
 from ._hub import ingesting as ingesting
@@ -35,6 +39,8 @@ from ._hub import nats_ingress as nats_ingress
 from ._hub import relaying as relaying
 from ._hub import sending as sending
 from ._hub import smtp_ingress as smtp_ingress
+from ._sdk import DEFAULT_RATIO as DEFAULT_RATIO
+from ._sdk import default_sampler as default_sampler
 from ._sdk import provider_from_env as provider_from_env
 from ._sdk import service_name as service_name
 from ._sdk import stop as stop
@@ -46,6 +52,7 @@ from ._sidecar import spawned as spawned
 from ._sidecar import step as step
 
 __all__ = [
+    "DEFAULT_RATIO",
     "DEPLOYMENT",
     "DISPATCH",
     "KIND",
@@ -57,6 +64,7 @@ __all__ = [
     "children",
     "context_of",
     "current",
+    "default_sampler",
     "dispatches",
     "handling",
     "http_server",
@@ -66,6 +74,7 @@ __all__ = [
     "keep_sent",
     "nats_ingress",
     "outgoing",
+    "provider",
     "provider_from_env",
     "receiving",
     "relaying",

@@ -28,11 +28,17 @@ def _run(*args: str) -> dict[str, object]:
 
 
 def test_the_on_rounds_export_to_the_sink() -> None:
-    figures = _run("--mails", "20", "--senders", "4", "--rounds", "1")
+    # Every mail sampled: with the default ratio, 20 mails would most likely export nothing.
+    figures = _run("--mails", "20", "--senders", "4", "--rounds", "1", "--sample", "1")
     assert isinstance(figures["sink_requests"], int) and figures["sink_requests"] > 0
     for way in ("off", "on"):
         part = figures[way]
         assert isinstance(part, dict) and part["accepted_per_s"] > 0
+    assert figures["sample"] == "1"
+    ratios = figures["on_over_off_each_round"]
+    assert isinstance(ratios, list) and len(ratios) == 1
+    median = figures["on_over_off_median"]
+    assert isinstance(median, float) and round(median, 3) == ratios[0]
 
 
 def test_the_hooks_are_priced_on_both_sides() -> None:

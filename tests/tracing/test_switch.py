@@ -99,7 +99,12 @@ async def test_a_hub_on_the_console_exporter_flushes_its_spans_on_a_clean_stop(
     argv = [sys.executable, "-m", "hub", "--state-dir", str(state), "--http", f"127.0.0.1:{port}"]
     argv += ["--nats", nats_server.url]
     # The batch processor would wait 5 s before exporting: only the stop flushes it.
-    env = _clean_env(OTEL_TRACES_EXPORTER="console", OTEL_BSP_SCHEDULE_DELAY="60000")
+    # Every trace sampled: the default samples too few for one mail to show.
+    env = _clean_env(
+        OTEL_TRACES_EXPORTER="console",
+        OTEL_BSP_SCHEDULE_DELAY="60000",
+        OTEL_TRACES_SAMPLER="parentbased_always_on",
+    )
     with out.open("wb") as stdout:
         proc = await anyio.open_process(argv, env=env, stdout=stdout, stderr=subprocess.DEVNULL)
     async with proc:

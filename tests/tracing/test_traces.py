@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_ON,
     Decision,
     ParentBased,
     Sampler,
@@ -66,8 +67,9 @@ async def main(ctx, item):
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
+    """Every trace sampled, its roots decided as a process decides them."""
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
+    provider = tracing.spans.provider(ParentBased(ALWAYS_ON))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing.install(provider)
     try:
@@ -282,11 +284,15 @@ class EveryOther(Sampler):
         return "EveryOther"
 
 
+@pytest.mark.parametrize("decided_first", [True, False], ids=["head", "sdk"])
 async def test_a_trace_its_arrival_did_not_sample_makes_no_span_on_the_way(
-    tmp_path: Path, nats_server: NatsServerProcess
+    tmp_path: Path, nats_server: NatsServerProcess, decided_first: bool
 ) -> None:
+    """Roots decided before their span (a process's own provider) or by the
+    SDK (a provider made elsewhere): the same traces, whole or absent."""
     exporter = InMemorySpanExporter()
-    provider = TracerProvider(sampler=ParentBased(EveryOther()))
+    sampler = ParentBased(EveryOther())
+    provider = tracing.spans.provider(sampler) if decided_first else TracerProvider(sampler)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing.install(provider)
     try:
