@@ -9,7 +9,9 @@ approval, with a mail held, lets it sleep; the decision over HTTP wakes it
 and the run completes, each item processed once. A sidecar started by hand
 with a join token is never put to sleep. With ``--max-awake 2``, six asleep
 deployments mailed at once are each processed once, never by more than two
-sidecar processes at a time, and all fall asleep again.
+sidecar processes at a time, and all fall asleep again. With ``--max-awake
+1``, a deployment whose sidecar exits at once leaves the slot to another
+one's mail while it waits out its restart's backoff.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import anyio
 import psutil
 import pytest
 
+from runtime import record_path
 from tests.support import wait_for
 
 from .harness import Up, mailrun_up, read_json
@@ -240,3 +243,31 @@ async def test_a_run_waiting_for_an_approval_sleeps_and_the_decision_wakes_it(
             "SELECT status FROM workflow_run_dispatch WHERE run_id = ? ORDER BY seq", run_id
         )
         assert dispatches == [("processed",)] * 3, dispatches
+
+
+async def test_a_sidecar_that_crashes_at_once_leaves_its_slot_to_the_others(
+    tmp_path: Path,
+) -> None:
+    async with mailrun_up(tmp_path, "--idle-stop", "1", "--max-awake", "1") as up:
+        broken, fine = [await up.deploy(name, SLEEPY) for name in ("broken", "fine")]
+        for dep in (broken, fine):
+            await asleep(up, dep["id"])
+        # An unreadable restore record: its sidecar exits 2 at once, every start.
+        state = up.state_dir / "sidecars" / broken["id"]
+        record_path(state, broken["id"]).write_text("{not json")
+        log = tmp_path / "up.log"
+
+        def crashes() -> int:
+            return log.read_text().count(f"sidecar-{broken['id']} exited with 2")
+
+        await mail(up, broken, "lost")
+        await wait_for(lambda: crashes() >= 2, what="the broken sidecar crash-looping")
+        # Its backoff's slot goes to the one waiting: its mail is processed.
+        run_id = await mail(up, fine, "hello")
+        items = await seen(up, run_id, 1)
+        assert [i["name"] for i in items] == ["hello"]
+        await asleep(up, fine["id"])
+        # The broken one queues for the slot again, and crashes on.
+        before = crashes()
+        await wait_for(lambda: crashes() > before, what="the broken sidecar started again")
+        assert (await up.run(run_id))["state"]["count"] == 1

@@ -35,8 +35,9 @@ pytestmark = pytest.mark.slow
 SLEEPER = """
     import os, pathlib, signal, sys, time
     home = pathlib.Path(sys.argv[1])
-    starts = home / "starts"
-    starts.write_text(str(int(starts.read_text()) + 1 if starts.exists() else 1))
+    starts, counting = home / "starts", home / "starts.new"
+    counting.write_text(str(int(starts.read_text()) + 1 if starts.exists() else 1))
+    counting.replace(starts)  # whole, for the test reading it meanwhile
     time.sleep(float(sys.argv[2]))  # booting: SIGUSR1 has its default action meanwhile
 
     def asleep(signum, frame):
@@ -50,6 +51,16 @@ SLEEPER = """
 """
 
 
+CRASHER = """
+    import pathlib, sys
+    home = pathlib.Path(sys.argv[1])
+    starts, counting = home / "starts", home / "starts.new"
+    counting.write_text(str(int(starts.read_text()) + 1 if starts.exists() else 1))
+    counting.replace(starts)  # whole, for the test reading it meanwhile
+    sys.exit(1)
+"""
+
+
 class Stand:
     """Stand-in sidecars under ``root``, one home per deployment."""
 
@@ -58,6 +69,7 @@ class Stand:
         self.boot = boot
         self.made: list[str] = []
         self.unknown: set[str] = set()  # no restore record here
+        self.crashing: set[str] = set()  # exit 1 at once, every start
 
     def make(self, dep: str) -> Child | None:
         if dep in self.unknown:
@@ -65,7 +77,8 @@ class Stand:
         home = self.root / dep
         home.mkdir(exist_ok=True)
         self.made.append(dep)
-        argv = [sys.executable, "-c", textwrap.dedent(SLEEPER), str(home), str(self.boot)]
+        code = CRASHER if dep in self.crashing else SLEEPER
+        argv = [sys.executable, "-c", textwrap.dedent(code), str(home), str(self.boot)]
         spec = ChildSpec(
             f"sidecar-{dep}",
             argv,
@@ -139,6 +152,28 @@ async def test_a_booting_sidecar_is_not_nudged_to_death(tmp_path: Path) -> None:
         await wait_for(lambda: set(fleet.asleep) == {"dep_a"}, what="dep_a nudged asleep")
         await wait_for(lambda: stand.starts("dep_b") == 1, what="dep_b started")
     assert stand.starts("dep_a") == 1  # not killed by a nudge, then restarted
+
+
+@pytest.mark.anyio
+async def test_a_crash_loop_gives_its_slot_to_the_starts_that_wait(tmp_path: Path) -> None:
+    stand = Stand(tmp_path)
+    stand.crashing.add("dep_crash")
+    fleet = Fleet(stand.make, sleeps=True, max_awake=1, say=lambda line: None)
+    most = [0]
+    async with running(fleet):
+        assert fleet.wake("dep_crash") and fleet.wake("dep_b")
+        assert list(fleet.children) == ["dep_crash"] and list(fleet.waiting) == ["dep_b"]
+        # dep_b starts while dep_crash waits out its backoff; dep_crash, queued
+        # again, has it nudged asleep and gets the slot back.
+        await sampling(fleet, most, lambda: "dep_b" in fleet.asleep)
+        starts = stand.starts("dep_crash")
+        await sampling(fleet, most, lambda: stand.starts("dep_crash") > starts + 2)
+        # Nobody else waits: it keeps crashing, restarted, slot or not.
+        assert set(fleet.started()) == {"dep_crash"} and not fleet.waiting
+        assert not fleet.wake("dep_crash")  # it has one already
+    assert stand.starts("dep_b") == 1
+    assert most[0] == 1 and fleet.most_awake == 1
+    assert not fleet.started() and not fleet.waiting
 
 
 @pytest.mark.anyio
