@@ -109,6 +109,10 @@ class Fleet:
         """Sidecar processes of ours that exist now."""
         return sum(1 for child in self.children.values() if child.pid is not None)
 
+    def has(self, dep: str) -> bool:
+        """Whether ``dep``'s sidecar is started, or queued for a slot."""
+        return dep in self.children or dep in self.resting or dep in self.waiting
+
     def started(self) -> set[str]:
         """The deployments whose sidecar ``run`` keeps (with a slot or not)."""
         return self.children.keys() | self.resting.keys()
@@ -121,9 +125,7 @@ class Fleet:
                 tg.start_soon(child.stop)
 
     def _want(self, dep: str) -> bool:
-        if dep in self.children or dep in self.resting or dep in self.waiting:
-            return False
-        if dep in self.ended:
+        if self.has(dep) or dep in self.ended:
             return False
         child = self._make(dep)
         if child is None:

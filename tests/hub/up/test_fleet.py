@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pytest
 from click.testing import CliRunner
 
@@ -70,8 +71,10 @@ class Stand:
         self.made: list[str] = []
         self.unknown: set[str] = set()  # no restore record here
         self.crashing: set[str] = set()  # exit 1 at once, every start
+        self.asked: list[str] = []  # every make, made or not
 
     def make(self, dep: str) -> Child | None:
+        self.asked.append(dep)
         if dep in self.unknown:
             return None
         home = self.root / dep
@@ -263,6 +266,45 @@ async def test_the_wake_loop_outlives_a_hub_outage_with_jittered_backoff(
     assert len(set(gaps)) == len(gaps)  # jittered: no two delays alike
     assert stand.made == [dep]  # only well-formed ids become paths
     assert len(said) == 2  # the outage said once, its end once
+
+
+class NamingHub:
+    """A hub client whose wake list names ``named`` at once, every time."""
+
+    def __init__(self, named: list[str]) -> None:
+        self.named = named
+        self.calls: list[float] = []
+
+    async def wakes(self, wait: float) -> list[str]:
+        self.calls.append(anyio.current_time())
+        await anyio.lowlevel.checkpoint()
+        return list(self.named)
+
+
+@pytest.mark.anyio
+async def test_another_hosts_deployment_named_for_ever_costs_a_bounded_rate(
+    tmp_path: Path,
+) -> None:
+    stand = Stand(tmp_path)
+    stranger, ours = new_id("dep"), new_id("dep")
+    stand.unknown.add(stranger)  # no restore record here: another host's
+    fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
+    hub = NamingHub([stranger])
+    said: list[str] = []
+    async with running(fleet) as tg:
+        tg.start_soon(lambda: wake_loop(fleet, hub, wait=5.0, say=said.append))  # type: ignore[arg-type]
+        await wait_for(lambda: len(hub.calls) >= 8, timeout=10, what="eight questions")
+        # The pause grows to a second (jittered down to half at most): not
+        # one question every quarter of a second for as long as it is named.
+        assert hub.calls[7] - hub.calls[0] >= 2.5, hub.calls
+        # Looked at after a backoff of its own (1 s, 2 s, 4 s, jittered: at
+        # 0, 0.5, 1.5 and 3.5 s at the soonest), said once.
+        assert stand.asked.count(stranger) <= 4, stand.asked
+        assert len(said) == 1 and stranger in said[0]
+        # One of this host's named meanwhile is started within a pause.
+        hub.named.append(ours)
+        await wait_for(lambda: fleet.has(ours), timeout=1.5, what="ours started")
+    assert stand.made == [ours]
 
 
 @pytest.mark.parametrize(
