@@ -307,6 +307,23 @@ async def test_another_hosts_deployment_named_for_ever_costs_a_bounded_rate(
     assert stand.made == [ours]
 
 
+@pytest.mark.parametrize("named", [["../etc"], []], ids=["ill-formed", "no-wait"])
+@pytest.mark.anyio
+async def test_answers_at_once_that_start_nothing_are_not_asked_again_at_once(
+    tmp_path: Path, named: list[str]
+) -> None:
+    """A hub that names only what is not an id, or answers an empty list
+    without waiting: the loop pauses all the same."""
+    stand = Stand(tmp_path)
+    fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
+    hub = NamingHub(named)
+    async with running(fleet) as tg:
+        tg.start_soon(lambda: wake_loop(fleet, hub, wait=5.0, say=print))  # type: ignore[arg-type]
+        await wait_for(lambda: len(hub.calls) >= 6, timeout=10, what="six questions")
+    assert hub.calls[5] - hub.calls[0] >= 1.5, hub.calls
+    assert stand.asked == []
+
+
 @pytest.mark.parametrize(
     ("args", "idle_stop", "max_awake"),
     [
