@@ -30,6 +30,10 @@ COMPACTED = b""
 is at or below the hub's floor), so it is never processed here again."""
 
 
+_HOLDING = ",".join(f"'{s.value}'" for s in RunStatus if holds_items(s))
+"""The run statuses that hold their items, as SQL literals (fixed values)."""
+
+
 def read_position(conn: sqlite3.Connection) -> int:
     """The processing position as the inbox keeps it (0: none yet)."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()
@@ -52,9 +56,6 @@ def at_rest(conn: sqlite3.Connection) -> bool:
     ).fetchone()
     return not row[0]
 
-
-_HOLDING = ",".join(f"'{s.value}'" for s in RunStatus if holds_items(s))
-"""The run statuses that hold their items, as SQL literals (fixed values)."""
 
 _CHUNK = 512
 """Rows read at a time by the walks over seqs (a walk stops at its first gap)."""
