@@ -4,8 +4,11 @@ nothing to do, stop taking deliveries and ask the hub to sleep.
 Idle means: no work in progress on the link's :class:`~sidecar.link.Activity`
 (no request to the hub in flight, no batch of frames being stored, no
 version loading, a session held), the runs at rest (no handler running, no
-retry waiting out its backoff), and the inbox at rest (no item pending or
-held, a suspended run's included; every event acknowledged by the hub).
+retry waiting out its backoff), and the inbox at rest (no item pending, no
+held item its run has let go of; every event acknowledged by the hub). An
+item a run waiting for a decision, or suspended, still holds does not keep
+the sidecar awake: what lets it go is a new dispatch, which wakes the
+deployment at the hub.
 
 The idle clock is a deadline, not a poll: work only stamps the time it
 ended (``Activity.last``), and the one task here sleeps until that time plus

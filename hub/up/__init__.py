@@ -4,6 +4,7 @@ nats-server."""
 from .children import Backoff as Backoff
 from .children import Child as Child
 from .children import ChildSpec as ChildSpec
+from .children import Slot as Slot
 from .fleet import Fleet as Fleet
 from .nats import find_nats_server as find_nats_server
 from .nats import free_port as free_port
@@ -21,6 +22,7 @@ __all__ = [
     "Child",
     "ChildSpec",
     "Fleet",
+    "Slot",
     "UpInfo",
     "UpSettings",
     "find_nats_server",

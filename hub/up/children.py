@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 
@@ -63,6 +64,18 @@ class Backoff(runtime.Backoff):
     maximum: float = 5.0
     jitter: bool = False
     reset_after: float = 10.0
+
+
+class Slot(Protocol):
+    """A place to run in, of which there are few (``mailrun up --max-awake``):
+    a child that crashed gives it up while it waits out its restart's
+    backoff, and takes one again before it starts again."""
+
+    def free(self) -> None:
+        """The child's process has exited and the child will restart."""
+
+    async def take(self) -> None:
+        """Return once the child may start its process again."""
 
 
 @dataclass(frozen=True)
@@ -209,17 +222,21 @@ class Child:
                 return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
         return False
 
-    async def run(self) -> None:
+    async def run(self, slot: Slot | None = None) -> None:
+        """Keep the child alive until ``stop`` (or until it exits with one of
+        its final codes). With ``slot``, it is held only while a process of
+        the child exists: freed on every exit before a restart, taken again
+        once the backoff is over."""
         self._done = done = anyio.Event()
         self._running = True
         try:
             with self._scope:
-                await self._keep_alive()
+                await self._keep_alive(slot)
         finally:
             self._running = False
             done.set()
 
-    async def _keep_alive(self) -> None:
+    async def _keep_alive(self, slot: Slot | None) -> None:
         retry = runtime.Retry(self.backoff)
         while not self._scope.cancel_called:
             started = anyio.current_time()
@@ -246,7 +263,11 @@ class Child:
             delay = retry.failed()
             if self.on_exit is not None:
                 self.on_exit(self.name, code, delay)
+            if slot is not None:
+                slot.free()
             await retry.wait()
+            if slot is not None:
+                await slot.take()
 
     async def stop(self) -> None:
         """Stop the child (SIGTERM, SIGKILL after the grace) and end ``run``."""

@@ -6,7 +6,10 @@ running sidecar gets SIGUSR1 ("sleep now if you are idle"), each at most once
 a second, so a storm of wakes drains through the slots. A sidecar that exits
 ``SidecarExit.ASLEEP`` frees its slot and is remembered as asleep: it is not
 restarted until ``wake`` names it or a listing asked for after it fell asleep
-shows it awake (another process of the deployment was welcomed).
+shows it awake (another process of the deployment was welcomed). A sidecar
+that crashed frees its slot while it waits out its restart's backoff, then
+queues for one again like any start: a crash loop never holds a slot that a
+deployment waiting to wake could use.
 """
 
 from __future__ import annotations
@@ -53,9 +56,13 @@ class Fleet:
         self.max_awake = max_awake if sleeps else None
         self._say = say
         self.children: dict[str, Child] = {}
-        """Started and not ended (running, restarting after a crash, or
-        stopping): a slot each."""
-        self.waiting: dict[str, Child] = {}  # first in, first started
+        """Started and not ended, a process of it running, starting or
+        stopping: a slot each."""
+        self.resting: dict[str, Child] = {}
+        """Started and not ended, crashed: waiting out the restart's backoff,
+        or waiting for a slot again; no slot."""
+        self.waiting: dict[str, Child] = {}  # first in, first started (a resting one: resumed)
+        self._turns: dict[str, anyio.Event] = {}  # set when a waiting resting one gets its slot
         self.asleep: dict[str, float] = {}  # deployment -> when it fell asleep
         self.ended: dict[str, int] = {}  # deleted or owned elsewhere: never started again
         self.most_awake = 0
@@ -84,10 +91,10 @@ class Fleet:
             elif self.sleeps and status == DeploymentStatus.ASLEEP:
                 continue
             self._want(dep)
-        for dep in sorted(self.children.keys() - live):
+        for dep in sorted((self.children.keys() | self.resting.keys()) - live):
             self._stop(dep)
-        for dep in self.waiting.keys() - live:
-            del self.waiting[dep]
+        for dep in self.waiting.keys() - live - self.resting.keys():
+            del self.waiting[dep]  # a resting one leaves the queue as its task ends
         for gone in (self.asleep, self.ended):
             for dep in gone.keys() - live:
                 del gone[dep]
@@ -102,45 +109,60 @@ class Fleet:
         """Sidecar processes of ours that exist now."""
         return sum(1 for child in self.children.values() if child.pid is not None)
 
+    def has(self, dep: str) -> bool:
+        """Whether ``dep``'s sidecar is started, or queued for a slot."""
+        return dep in self.children or dep in self.resting or dep in self.waiting
+
+    def started(self) -> set[str]:
+        """The deployments whose sidecar ``run`` keeps (with a slot or not)."""
+        return self.children.keys() | self.resting.keys()
+
     async def stop_all(self) -> None:
-        self.waiting.clear()
+        for dep in self.waiting.keys() - self.resting.keys():
+            del self.waiting[dep]
         async with anyio.create_task_group() as tg:
-            for child in self.children.values():
+            for child in [*self.children.values(), *self.resting.values()]:
                 tg.start_soon(child.stop)
 
     def _want(self, dep: str) -> bool:
-        if dep in self.children or dep in self.waiting or dep in self.ended:
+        if self.has(dep) or dep in self.ended:
             return False
         child = self._make(dep)
         if child is None:
             return False
         self.asleep.pop(dep, None)
-        if self.max_awake is not None and len(self.children) >= self.max_awake:
+        if self._room():
+            self._start(dep, child)
+        else:
             self.waiting[dep] = child
             self._queued.set()
-        else:
-            self._start(dep, child)
         return True
 
     def _start(self, dep: str, child: Child) -> None:
         assert self._tg is not None, "Fleet.run first"
+        self._hold(dep, child)
+        self._tg.start_soon(self._run, dep, child)
+
+    def _hold(self, dep: str, child: Child) -> None:
         self.children[dep] = child
         self.most_awake = max(self.most_awake, len(self.children))
-        self._tg.start_soon(self._run, dep, child)
 
     def _stop(self, dep: str) -> None:
         assert self._tg is not None, "Fleet.run first"
         # It keeps its slot until it has exited: a start must not outnumber it.
         if dep not in self._stopping:
             self._stopping.add(dep)
-            self._tg.start_soon(self.children[dep].stop)
+            child = self.children.get(dep) or self.resting[dep]
+            self._tg.start_soon(child.stop)
 
     async def _run(self, dep: str, child: Child) -> None:
         try:
-            await child.run()
+            await child.run(_Place(self, dep, child))
         finally:
-            if self.children.get(dep) is child:
-                del self.children[dep]
+            for held in (self.children, self.resting, self.waiting):
+                if held.get(dep) is child:
+                    del held[dep]
+            self._turns.pop(dep, None)
             self._nudged.pop(dep, None)
             self._stopping.discard(dep)
             self._fill()
@@ -154,10 +176,43 @@ class Fleet:
             why = "was deleted" if code == SidecarExit.DELETED else "is owned elsewhere"
             self._say(f"mailrun up: {child.name} stopped: its deployment {why}")
 
+    def _rest(self, dep: str, child: Child) -> None:
+        """``child`` crashed: its slot goes to the first start waiting."""
+        if self.children.get(dep) is child:
+            del self.children[dep]
+            self.resting[dep] = child
+            self._nudged.pop(dep, None)
+            self._fill()
+
+    async def _resume(self, dep: str, child: Child) -> None:
+        """``child``'s backoff is over: return once it holds a slot again,
+        after the starts that queued before it."""
+        if self.resting.get(dep) is not child:
+            return  # not ours to count (a test's Child): let it be
+        if not self.waiting and self._room():
+            del self.resting[dep]
+            self._hold(dep, child)
+            return
+        self._turns[dep] = turn = anyio.Event()
+        self.waiting[dep] = child
+        self._queued.set()
+        await turn.wait()
+
+    def _room(self) -> bool:
+        """A slot is free."""
+        return self.max_awake is None or len(self.children) < self.max_awake
+
     def _fill(self) -> None:
-        while self.waiting and (self.max_awake is None or len(self.children) < self.max_awake):
+        while self.waiting and self._room():
             dep = next(iter(self.waiting))
-            self._start(dep, self.waiting.pop(dep))
+            child = self.waiting.pop(dep)
+            turn = self._turns.pop(dep, None)
+            if turn is None:
+                self._start(dep, child)
+            else:
+                del self.resting[dep]
+                self._hold(dep, child)
+                turn.set()
 
     async def _nudge_loop(self) -> None:
         while True:
@@ -178,3 +233,18 @@ class Fleet:
                 self._nudged[dep] = now
                 with contextlib.suppress(ProcessLookupError):
                     child.send_signal(signal.SIGUSR1)
+
+
+class _Place:
+    """A sidecar's slot in the fleet (``children.Slot``)."""
+
+    __slots__ = ("_child", "_dep", "_fleet")
+
+    def __init__(self, fleet: Fleet, dep: str, child: Child) -> None:
+        self._fleet, self._dep, self._child = fleet, dep, child
+
+    def free(self) -> None:
+        self._fleet._rest(self._dep, self._child)
+
+    async def take(self) -> None:
+        await self._fleet._resume(self._dep, self._child)

@@ -253,7 +253,7 @@ class Up:
         # its home lock until it has exited: the removal waits for that and a
         # later poll tries again.
         deleted = {dep for dep, status in listed.items() if status == DeploymentStatus.DELETED}
-        for dep in sorted(deleted - self.fleet.children.keys() - self.discarded):
+        for dep in sorted(deleted - self.fleet.started() - self.discarded):
             self.discarded.add(dep)
             tg.start_soon(self._discard, dep)
 

@@ -12,9 +12,9 @@ Above the position, the known prefix (:func:`known_through`) is how far
 every seq has a row: a run may take an item only within it, since a seq not
 delivered yet could be that run's.
 
-At rest (:func:`at_rest`) is the end of it all: nothing left to process and
-nothing the hub has not taken, what a sidecar waits for before it asks to
-sleep.
+At rest (:func:`at_rest`) is the end of it all: nothing left to process
+(rows a run holds until a decision or a resume are not), nothing the hub
+has not taken, what a sidecar waits for before it asks to sleep.
 """
 
 from __future__ import annotations
@@ -22,10 +22,17 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from runtime import RunStatus
+from runtime.wire import holds_items
+
 COMPACTED = b""
 """``inbox.envelope`` of a row whose body is gone: the hub has applied it
 (its DispatchProcessed or EnvelopeQuarantined was acknowledged, or its seq
 is at or below the hub's floor), so it is never processed here again."""
+
+
+_HOLDING = ",".join(f"'{s.value}'" for s in RunStatus if holds_items(s))
+"""The run statuses that hold their items, as SQL literals (fixed values)."""
 
 
 def read_position(conn: sqlite3.Connection) -> int:
@@ -35,11 +42,17 @@ def read_position(conn: sqlite3.Connection) -> int:
 
 
 def at_rest(conn: sqlite3.Connection) -> bool:
-    """Whether nothing is left to do: no row pending or held (whatever holds
-    it: a gap below it, a retry's backoff, a run suspended or waiting for a
-    decision) and no event the hub has not acknowledged."""
+    """Whether nothing is left to do: no row pending (whatever keeps it: a
+    gap below it, a retry's backoff), no held row its run has let go of,
+    and no event the hub has not acknowledged.
+
+    A row its run still holds (waiting for a decision, or suspended) is not
+    work: only a new dispatch lets it go (the decision, the resume, a
+    cancel), and the hub wakes an asleep deployment for that."""
     row = conn.execute(
-        "SELECT EXISTS (SELECT 1 FROM inbox WHERE state IN ('pending', 'held'))"
+        "SELECT EXISTS (SELECT 1 FROM inbox WHERE state = 'pending')"
+        " OR EXISTS (SELECT 1 FROM inbox AS i WHERE i.state = 'held' AND NOT EXISTS"
+        f" (SELECT 1 FROM run AS r WHERE r.run_id = i.run_id AND r.status IN ({_HOLDING})))"
         " OR EXISTS (SELECT 1 FROM outbox WHERE acked = 0)"
     ).fetchone()
     return not row[0]

@@ -4,10 +4,14 @@ nats-server as OS processes).
 An idle deployment falls asleep: shown ``asleep``, no sidecar process, no
 NATS connection but the hub's. A mail to it is accepted (202) and processed
 exactly once by a sidecar ``up`` starts again, which falls asleep again; a
-timer due while it sleeps wakes it the same way. A sidecar started by hand
+timer due while it sleeps wakes it the same way. A run waiting for an
+approval, with a mail held, lets it sleep; the decision over HTTP wakes it
+and the run completes, each item processed once. A sidecar started by hand
 with a join token is never put to sleep. With ``--max-awake 2``, six asleep
 deployments mailed at once are each processed once, never by more than two
-sidecar processes at a time, and all fall asleep again.
+sidecar processes at a time, and all fall asleep again. With ``--max-awake
+1``, a deployment whose sidecar exits at once leaves the slot to another
+one's mail while it waits out its restart's backoff.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import anyio
 import psutil
 import pytest
 
+from runtime import record_path
 from tests.support import wait_for
 
 from .harness import Up, mailrun_up, read_json
@@ -195,3 +200,74 @@ async def test_a_storm_of_wakes_drains_through_max_awake_slots(tmp_path: Path) -
         for run_id in runs:  # still once each, everything settled
             run = await up.run(run_id)
             assert run["state"]["count"] == 1, json.dumps(run["state"])
+
+
+# Waits for an approval on "gate"; "done" completes the run.
+GATED = """
+import os
+
+
+async def main(ctx, item):
+    seen = ctx.state.setdefault("seen", [])
+    seen.append({"kind": item.kind, "dispatch_id": item.dispatch_id, "pid": os.getpid()})
+    if item.kind == "mail" and item.subject == "gate":
+        ctx.state["approval"] = await ctx.request_approval("ship it?")
+    if item.kind == "mail" and item.subject == "done":
+        ctx.complete(len(seen))
+"""
+
+
+async def test_a_run_waiting_for_an_approval_sleeps_and_the_decision_wakes_it(
+    tmp_path: Path,
+) -> None:
+    async with mailrun_up(tmp_path, "--idle-stop", "1") as up:
+        dep = await up.deploy("gated", GATED)
+        run_id = await mail(up, dep, "gate")
+        run = await up.wait_state(run_id, lambda r: r["status"] == "waiting")
+        # Held by the waiting run, in the sidecar's inbox: no reason to stay awake.
+        await mail(up, dep, "done")
+        await asleep(up, dep["id"])
+        run = await up.run(run_id)
+        assert run["status"] == "waiting" and len(run["state"]["seen"]) == 1
+
+        decision = {"decision": "approve"}
+        r = await up.http.post(f"/approvals/{run['state']['approval']}", json=decision)
+        assert r.status_code == 202, r.text
+        run = await up.wait_state(run_id, lambda r: r["status"] == "completed", timeout=30)
+        kinds = [i["kind"] for i in run["state"]["seen"]]
+        assert kinds == ["mail", "approval", "mail"], kinds
+        assert len({i["dispatch_id"] for i in run["state"]["seen"]}) == 3  # each once
+        assert run["state"]["seen"][1]["pid"] != run["state"]["seen"][0]["pid"]  # woken
+        await asleep(up, dep["id"])
+        dispatches = up.query(
+            "SELECT status FROM workflow_run_dispatch WHERE run_id = ? ORDER BY seq", run_id
+        )
+        assert dispatches == [("processed",)] * 3, dispatches
+
+
+async def test_a_sidecar_that_crashes_at_once_leaves_its_slot_to_the_others(
+    tmp_path: Path,
+) -> None:
+    async with mailrun_up(tmp_path, "--idle-stop", "1", "--max-awake", "1") as up:
+        broken, fine = [await up.deploy(name, SLEEPY) for name in ("broken", "fine")]
+        for dep in (broken, fine):
+            await asleep(up, dep["id"])
+        # An unreadable restore record: its sidecar exits 2 at once, every start.
+        state = up.state_dir / "sidecars" / broken["id"]
+        record_path(state, broken["id"]).write_text("{not json")
+        log = tmp_path / "up.log"
+
+        def crashes() -> int:
+            return log.read_text().count(f"sidecar-{broken['id']} exited with 2")
+
+        await mail(up, broken, "lost")
+        await wait_for(lambda: crashes() >= 2, what="the broken sidecar crash-looping")
+        # Its backoff's slot goes to the one waiting: its mail is processed.
+        run_id = await mail(up, fine, "hello")
+        items = await seen(up, run_id, 1)
+        assert [i["name"] for i in items] == ["hello"]
+        await asleep(up, fine["id"])
+        # The broken one queues for the slot again, and crashes on.
+        before = crashes()
+        await wait_for(lambda: crashes() > before, what="the broken sidecar started again")
+        assert (await up.run(run_id))["state"]["count"] == 1

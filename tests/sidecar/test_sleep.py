@@ -120,7 +120,7 @@ async def test_does_not_ask_while_an_item_is_pending(
 
 
 @pytest.mark.anyio
-async def test_does_not_ask_while_a_suspended_run_holds_its_items(
+async def test_a_suspended_run_holding_its_items_sleeps_until_the_resume_wakes_it(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
     fixed = tmp_path / "fixed"
@@ -136,21 +136,27 @@ async def main(ctx, item):
     policy = FailurePolicy(
         on_failure=OnFailure.SUSPEND, max_attempts=1, max_backoff=0.02, handler_timeout=5.0
     )
+    states = lambda: sorted(dep.query("SELECT state FROM inbox"))  # noqa: E731
     async with hub_and_desk(nats_server, dep, policy=policy) as (hub, desk):
-        desk.look = lambda: processed(hub)
+        desk.look = lambda: (processed(hub), states())
         async with serving(nats_server, dep) as (car, ended):
             assert (await hub.deliver(mail(dep, 1, "poison"))).result == "stored"
-            await hub.wait_events(RunSuspended, 1)
-            sleeper = car.sleeper
-            assert sleeper is not None
-            await wait_for(lambda: sleeper.declined >= 2, what="two idle clocks run out")
-            assert desk.asks == [] and dep.query("SELECT state FROM inbox") == [("held",)]
-            fixed.touch()
+            # Only a new dispatch (the resume) lets the row go: nothing to stay awake for.
+            with anyio.fail_after(10):
+                await ended.wait()
+            assert car.asleep
+        assert len(hub.of_kind(RunSuspended)) == 1
+        assert desk.seen == [(0, [("held",)])]
+        fixed.touch()
+        # The hub wakes the deployment for the resume: the next process takes
+        # it, and the row it released, then sleeps again.
+        async with serving(nats_server, dep) as (car, ended):
             resume = mail(dep, 2, "", b"", kind="resume")
             assert (await hub.deliver(resume)).result == "stored"
             with anyio.fail_after(10):
                 await ended.wait()
-        assert desk.seen == [2]  # the resume and the item it released
+            assert car.asleep
+        assert desk.seen[1:] == [(2, [("done",), ("done",)])]
 
 
 @pytest.mark.anyio

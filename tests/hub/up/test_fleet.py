@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import pytest
 from click.testing import CliRunner
 
@@ -35,8 +36,9 @@ pytestmark = pytest.mark.slow
 SLEEPER = """
     import os, pathlib, signal, sys, time
     home = pathlib.Path(sys.argv[1])
-    starts = home / "starts"
-    starts.write_text(str(int(starts.read_text()) + 1 if starts.exists() else 1))
+    starts, counting = home / "starts", home / "starts.new"
+    counting.write_text(str(int(starts.read_text()) + 1 if starts.exists() else 1))
+    counting.replace(starts)  # whole, for the test reading it meanwhile
     time.sleep(float(sys.argv[2]))  # booting: SIGUSR1 has its default action meanwhile
 
     def asleep(signum, frame):
@@ -50,6 +52,16 @@ SLEEPER = """
 """
 
 
+CRASHER = """
+    import pathlib, sys
+    home = pathlib.Path(sys.argv[1])
+    starts, counting = home / "starts", home / "starts.new"
+    counting.write_text(str(int(starts.read_text()) + 1 if starts.exists() else 1))
+    counting.replace(starts)  # whole, for the test reading it meanwhile
+    sys.exit(1)
+"""
+
+
 class Stand:
     """Stand-in sidecars under ``root``, one home per deployment."""
 
@@ -58,14 +70,18 @@ class Stand:
         self.boot = boot
         self.made: list[str] = []
         self.unknown: set[str] = set()  # no restore record here
+        self.crashing: set[str] = set()  # exit 1 at once, every start
+        self.asked: list[str] = []  # every make, made or not
 
     def make(self, dep: str) -> Child | None:
+        self.asked.append(dep)
         if dep in self.unknown:
             return None
         home = self.root / dep
         home.mkdir(exist_ok=True)
         self.made.append(dep)
-        argv = [sys.executable, "-c", textwrap.dedent(SLEEPER), str(home), str(self.boot)]
+        code = CRASHER if dep in self.crashing else SLEEPER
+        argv = [sys.executable, "-c", textwrap.dedent(code), str(home), str(self.boot)]
         spec = ChildSpec(
             f"sidecar-{dep}",
             argv,
@@ -139,6 +155,28 @@ async def test_a_booting_sidecar_is_not_nudged_to_death(tmp_path: Path) -> None:
         await wait_for(lambda: set(fleet.asleep) == {"dep_a"}, what="dep_a nudged asleep")
         await wait_for(lambda: stand.starts("dep_b") == 1, what="dep_b started")
     assert stand.starts("dep_a") == 1  # not killed by a nudge, then restarted
+
+
+@pytest.mark.anyio
+async def test_a_crash_loop_gives_its_slot_to_the_starts_that_wait(tmp_path: Path) -> None:
+    stand = Stand(tmp_path)
+    stand.crashing.add("dep_crash")
+    fleet = Fleet(stand.make, sleeps=True, max_awake=1, say=lambda line: None)
+    most = [0]
+    async with running(fleet):
+        assert fleet.wake("dep_crash") and fleet.wake("dep_b")
+        assert list(fleet.children) == ["dep_crash"] and list(fleet.waiting) == ["dep_b"]
+        # dep_b starts while dep_crash waits out its backoff; dep_crash, queued
+        # again, has it nudged asleep and gets the slot back.
+        await sampling(fleet, most, lambda: "dep_b" in fleet.asleep)
+        starts = stand.starts("dep_crash")
+        await sampling(fleet, most, lambda: stand.starts("dep_crash") > starts + 2)
+        # Nobody else waits: it keeps crashing, restarted, slot or not.
+        assert set(fleet.started()) == {"dep_crash"} and not fleet.waiting
+        assert not fleet.wake("dep_crash")  # it has one already
+    assert stand.starts("dep_b") == 1
+    assert most[0] == 1 and fleet.most_awake == 1
+    assert not fleet.started() and not fleet.waiting
 
 
 @pytest.mark.anyio
@@ -228,6 +266,62 @@ async def test_the_wake_loop_outlives_a_hub_outage_with_jittered_backoff(
     assert len(set(gaps)) == len(gaps)  # jittered: no two delays alike
     assert stand.made == [dep]  # only well-formed ids become paths
     assert len(said) == 2  # the outage said once, its end once
+
+
+class NamingHub:
+    """A hub client whose wake list names ``named`` at once, every time."""
+
+    def __init__(self, named: list[str]) -> None:
+        self.named = named
+        self.calls: list[float] = []
+
+    async def wakes(self, wait: float) -> list[str]:
+        self.calls.append(anyio.current_time())
+        await anyio.lowlevel.checkpoint()
+        return list(self.named)
+
+
+@pytest.mark.anyio
+async def test_another_hosts_deployment_named_for_ever_costs_a_bounded_rate(
+    tmp_path: Path,
+) -> None:
+    stand = Stand(tmp_path)
+    stranger, ours = new_id("dep"), new_id("dep")
+    stand.unknown.add(stranger)  # no restore record here: another host's
+    fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
+    hub = NamingHub([stranger])
+    said: list[str] = []
+    async with running(fleet) as tg:
+        tg.start_soon(lambda: wake_loop(fleet, hub, wait=5.0, say=said.append))  # type: ignore[arg-type]
+        await wait_for(lambda: len(hub.calls) >= 8, timeout=10, what="eight questions")
+        # The pause grows to a second (jittered down to half at most): not
+        # one question every quarter of a second for as long as it is named.
+        assert hub.calls[7] - hub.calls[0] >= 2.5, hub.calls
+        # Looked at after a backoff of its own (1 s, 2 s, 4 s, jittered: at
+        # 0, 0.5, 1.5 and 3.5 s at the soonest), said once.
+        assert stand.asked.count(stranger) <= 4, stand.asked
+        assert len(said) == 1 and stranger in said[0]
+        # One of this host's named meanwhile is started within a pause.
+        hub.named.append(ours)
+        await wait_for(lambda: fleet.has(ours), timeout=1.5, what="ours started")
+    assert stand.made == [ours]
+
+
+@pytest.mark.parametrize("named", [["../etc"], []], ids=["ill-formed", "no-wait"])
+@pytest.mark.anyio
+async def test_answers_at_once_that_start_nothing_are_not_asked_again_at_once(
+    tmp_path: Path, named: list[str]
+) -> None:
+    """A hub that names only what is not an id, or answers an empty list
+    without waiting: the loop pauses all the same."""
+    stand = Stand(tmp_path)
+    fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
+    hub = NamingHub(named)
+    async with running(fleet) as tg:
+        tg.start_soon(lambda: wake_loop(fleet, hub, wait=5.0, say=print))  # type: ignore[arg-type]
+        await wait_for(lambda: len(hub.calls) >= 6, timeout=10, what="six questions")
+    assert hub.calls[5] - hub.calls[0] >= 1.5, hub.calls
+    assert stand.asked == []
 
 
 @pytest.mark.parametrize(
