@@ -214,6 +214,7 @@ from .sleep import grant_sleep as grant_sleep
 from .sleep import request_wake as request_wake
 from .sleep import wake_deployment as wake_deployment
 from .sql import Tx as Tx
+from .sql import each_in_savepoint as each_in_savepoint
 from .sql import insert_rows as insert_rows
 from .sql import insert_statement as insert_statement
 from .sql import update_rows as update_rows
@@ -359,6 +360,7 @@ __all__ = [
     "due_mail",
     "due_schedules",
     "due_timers",
+    "each_in_savepoint",
     "earliest_schedule_due",
     "earliest_timer_due",
     "event_run",

@@ -43,7 +43,7 @@ from .delivery import (
     redelivery_metrics,
     stuck_report,
 )
-from .events import EventsHandler, OutboundSink
+from .events import EventsHandler, GroupCommit, OutboundSink
 from .requests import (
     GC_INTERVAL,
     BlobCollector,
@@ -314,6 +314,7 @@ async def run_wire(
         dispatcher.asleep(session.deployment_id)
         sleepers.fell_asleep(session.deployment_id)
 
+    events_group = GroupCommit(store)
     handlers: dict[str, tuple[str, Handler]] = {
         subjects.hello: (
             "hello",
@@ -340,6 +341,7 @@ async def run_wire(
                 outbox=outbox,
                 metrics=metrics,
                 on_timers=on_timers,
+                group=events_group,
             ),
         ),
         subjects.blob: ("blob", blobs),
@@ -366,6 +368,7 @@ async def run_wire(
                 leases.on_gained = lambda deployment_ids: announcing.set()
                 leases.on_lost = lost
                 await tg.start(leases.run)
+            await tg.start(events_group.run)
             await tg.start(dispatcher.run)
             tg.start_soon(collector.run)
             tg.start_soon(prober.run)

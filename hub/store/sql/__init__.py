@@ -12,6 +12,7 @@ from ._bulk import insert_rows as insert_rows
 from ._bulk import insert_statement as insert_statement
 from ._bulk import update_rows as update_rows
 from ._bulk import update_statement as update_statement
+from ._each import each_in_savepoint as each_in_savepoint
 from ._sqlite import SqliteTx as SqliteTx
 from ._statement import DECLARED as DECLARED
 from ._statement import Params as Params
@@ -33,6 +34,7 @@ __all__ = [
     "Statement",
     "Tx",
     "TxBody",
+    "each_in_savepoint",
     "groups",
     "insert_rows",
     "insert_statement",

@@ -1,6 +1,8 @@
 """Run event ingestion (``hub.events``): the hub's copy of what sidecars did.
 
-A RunEvents frame is ingested in ONE write transaction. ``run_event.id`` is
+A RunEvents frame is ingested in ONE write transaction (shared with the
+frames of other sidecars that wait at the same moment, each in a savepoint
+of its own: :mod:`hub.wire.events.grouped`). ``run_event.id`` is
 the sidecar-minted event id, so a resent frame inserts nothing and applies
 nothing; only events inserted now are applied. A DispatchProcessed moves the
 run's state only forward in the run's processing order (its ``step``; seq
@@ -38,6 +40,7 @@ from ...metrics import HubMetrics
 from ...store import OutboundStatus, Store, Tx, check_fence, floor_seq, trim_history
 from ..retention import DeadLetters
 from ..sessions import SessionTable
+from .grouped import GroupCommit
 from .ingest import Ingest
 
 log = logging.getLogger("mailrun.hub.events")
@@ -71,8 +74,11 @@ class EventsHandler:
         outbox: OutboundSink | None = None,
         metrics: HubMetrics | None = None,
         on_timers: Callable[[], None] | None = None,
+        group: GroupCommit | None = None,
     ) -> None:
         self._store = store
+        # Frames of several sidecars in one commit (its run in the wire's task group).
+        self._transact = group.transact if group is not None else store.transact
         self._on_timers = on_timers
         self._outbox = outbox
         self._metrics = metrics
@@ -115,7 +121,7 @@ class EventsHandler:
             if tracing.on
             else tracing.OFF
         ):
-            ingest, released, woken, floor = await self._store.transact(body)
+            ingest, released, woken, floor = await self._transact(body)
         # Ingested, not acknowledged: the sidecar will resend these events.
         await afailpoint("hub.events.after_commit")
         if self._metrics is not None and ingest.settled_after:
