@@ -85,6 +85,7 @@ from .delivery import finish_run as finish_run
 from .delivery import floor_seq as floor_seq
 from .delivery import keep_dead_letter as keep_dead_letter
 from .delivery import load_reserved as load_reserved
+from .delivery import mark_delivered as mark_delivered
 from .delivery import name_child_entrypoint as name_child_entrypoint
 from .delivery import put_back as put_back
 from .delivery import quarantined_dispatch as quarantined_dispatch
@@ -399,6 +400,7 @@ __all__ = [
     "live_deployment_users",
     "load_reserved",
     "mark_bounced",
+    "mark_delivered",
     "mark_failed",
     "mark_retry",
     "mark_sending",

@@ -340,6 +340,7 @@ async def run_wire(
                 outbox=outbox,
                 metrics=metrics,
                 on_timers=on_timers,
+                marks=dispatcher.marks,
             ),
         ),
         subjects.blob: ("blob", blobs),

@@ -123,6 +123,15 @@ def count_reserved(tx: Tx) -> dict[str, ReservedCount]:
     return {row[0]: ReservedCount(int(row[1]), float(row[2])) for row in rows}
 
 
+def mark_delivered(tx: Tx, acked: Sequence[str], now: float) -> None:
+    """The ``acked`` dispatches still reserved become delivered at ``now``,
+    inside a transaction that checked the fence they were sent under
+    already (the events' transaction of their deployment: ``check_fence``
+    once, whatever it writes)."""
+    ids = msgspec.json.encode(acked).decode()
+    tx.execute(_DELIVERED, (DispatchStatus.DELIVERED, now, DispatchStatus.RESERVED, ids))
+
+
 def record_answers(
     tx: Tx,
     fence: Fence,
@@ -139,8 +148,7 @@ def record_answers(
     and the old owner's ack must not mark them delivered."""
     check_fence(tx, fence)
     if acked:
-        ids = msgspec.json.encode(acked).decode()
-        tx.execute(_DELIVERED, (DispatchStatus.DELIVERED, now, DispatchStatus.RESERVED, ids))
+        mark_delivered(tx, acked, now)
     if refused:
         tx.execute_many(
             _REFUSED, [(reason, dsp, DispatchStatus.RESERVED) for dsp, reason in refused]

@@ -30,6 +30,7 @@ reserved again only by a failure, a redelivery or a takeover:
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
@@ -42,7 +43,8 @@ from runtime import MailBatch, MailInbound, Retry, Subjects, Transport, Wakeup
 from ...metrics import HubMetrics
 from ...store import ReservedDispatch, Store, load_reserved
 from ..sessions import Session, SessionTable
-from .sending import Answers, frames_of, items, send, settle
+from .marks import Held, Marks
+from .sending import Answers, frames_of, items, send, settle, write_held
 
 log = logging.getLogger("mailrun.hub.dispatch")
 
@@ -66,6 +68,8 @@ class Sending:
     frame_items: int
     request_timeout: float
     metrics: HubMetrics | None = None
+    marks: Marks | None = None
+    """Where acks wait for the events' transaction (None: written at once)."""
 
 
 @dataclass(eq=False)
@@ -117,18 +121,28 @@ class Window:
     small: set[str] = field(default_factory=set)
     """The dispatches of a load that did not fill a frame, while they are
     out: no load until they are settled (below)."""
+    held: list[Held] = field(default_factory=list)
+    """Acks settled whose ``delivered`` mark waits for the events'
+    transaction (``marks.py``): their dispatches stay out meanwhile."""
     more: bool = True
     """The last load may have left reserved rows behind (it took as many as
     it could), or this pass has not loaded yet."""
 
     async def run(self) -> PassEnd:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._settler)
-            end = await self._feed(tg)
-            # Each request ends within its timeout; its answer is settled.
-            while self.out:
-                await self.lane.wake.wait()
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._settler)
+                end = await self._feed(tg)
+                # Each request ends within its timeout; its answer is settled.
+                while self.out:
+                    await self.lane.wake.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            # Cut short (the hub stops, the lane is forgotten): marks still
+            # held are dropped, as a lazy write is lost to a crash.
+            if self.sending.marks is not None:
+                for held in self.held:
+                    self.sending.marks.reclaim(held)
         if self.error is not None:
             self.lane.last_error = self.error
         return end
@@ -202,16 +216,22 @@ class Window:
     async def _settler(self) -> None:
         sending, lane, dep = self.sending, self.lane, self.session.deployment_id
         while True:
-            await self.ready.wait()
+            await self.ready.wait(self._until_due())
             answers, answered = self.answers, self.answered
             self.answers, self.answered = Answers(), []
             if answers.acked or answers.refused:
                 sending.sessions.seen(dep)
+            held = None
             try:
-                if (
-                    await settle(sending.store, sending.sessions, self.session, answers)
-                    and sending.metrics
-                ):
+                ok, held = await settle(
+                    sending.store,
+                    sending.sessions,
+                    self.session,
+                    answers,
+                    sending.marks,
+                    self.ready.set,
+                )
+                if ok and held is None and sending.metrics:
                     sending.metrics.delivered.inc(dep, len(answers.acked))
             except Exception as exc:
                 log.exception("settling answers of %s failed", dep)
@@ -222,10 +242,46 @@ class Window:
             self.error = self.error or why
             if why is None and answers.acked:
                 lane.retry.succeeded()
+            # A held mark keeps its dispatches out until it is written.
+            kept = set(held.acked) if held is not None else ()
             for dispatch_id in answered:
-                self.out.pop(dispatch_id, None)
+                if dispatch_id not in kept:
+                    self.out.pop(dispatch_id, None)
             self.small.difference_update(answered)
+            if held is not None:
+                self.held.append(held)
+            if self.held:
+                await self._marks()
             lane.wake.set()
+
+    def _until_due(self) -> float | None:
+        """How long the settler may sleep: until a held mark it may write is due."""
+        due = [h.due for h in self.held if not h.taken]
+        return max(0.0, min(due) - time.monotonic()) if due else None
+
+    async def _marks(self) -> None:
+        """Held marks written by the events' transaction, or due and written
+        alone now, leave the window."""
+        sending, dep = self.sending, self.session.deployment_id
+        assert sending.marks is not None  # nothing is held without
+        now, left = time.monotonic(), []
+        for held in self.held:
+            if not held.written:
+                if held.due > now or not sending.marks.reclaim(held):
+                    left.append(held)
+                    continue
+                try:
+                    why = await write_held(sending.store, held)
+                except Exception as exc:
+                    log.exception("writing delivered marks of %s failed", dep)
+                    why = f"settle: {exc}"
+                if why is not None:
+                    self.error = self.error or why
+            elif sending.metrics:
+                sending.metrics.delivered.inc(dep, len(held.acked))
+            for dispatch_id in held.acked:
+                self.out.pop(dispatch_id, None)
+        self.held = left
 
 
 def _why(answers: Answers) -> str | None:

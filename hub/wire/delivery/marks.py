@@ -1,0 +1,106 @@
+"""Delivered marks held for the events' transaction: a lone mail's ack and
+its events written in one commit, not two.
+
+A sidecar acknowledges a frame once it has stored it, and ships the run
+events of processing it about a millisecond later. Rather than a write
+transaction of its own for the ``delivered`` mark, the settler *holds* the
+acknowledged ids here, under the fence they were sent under, for at most
+``wait`` seconds; the events handler of the same deployment *takes* every
+mark held under its own fence and writes them in its transaction, before the
+events it applies. A mark nobody took in time is written alone, as before.
+
+Nothing is lost that was safe before: the mark was already a lazy write
+(not ``durable``), and a dispatch whose mark never lands stays ``reserved``,
+is sent again by a later pass, and is answered ``duplicate`` by the sidecar,
+which settles it then. While a mark is held its dispatches stay in the
+window (``window.py``), so no load sends them again meanwhile.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ...store import Fence
+
+DEFAULT_MARK_WAIT = 0.05
+"""Seconds a mark waits for the events' transaction before it is written
+alone: a lone mail's events follow its ack within a few milliseconds."""
+
+
+@dataclass(eq=False)
+class Held:
+    """One settle's acknowledged dispatches, their ``delivered`` mark not written yet."""
+
+    fence: Fence
+    acked: list[str]
+    at: float
+    """When they were acknowledged: their ``delivered_at``."""
+    due: float
+    """``time.monotonic()`` from which the settler writes the mark alone."""
+    wake: Callable[[], None]
+    """Tells the holder that the mark was written, or given back."""
+    taken: bool = False
+    """An events transaction has it now: it is written with it, or given back."""
+    written: bool = False
+
+
+@dataclass(eq=False)
+class Marks:
+    """Every deployment's held marks: the settlers hold, the events handler takes."""
+
+    wait: float = DEFAULT_MARK_WAIT
+    _held: dict[str, list[Held]] = field(default_factory=dict)
+
+    def hold(self, fence: Fence, acked: list[str], at: float, wake: Callable[[], None]) -> Held:
+        """Hold ``acked`` (acknowledged at ``at``) for the next events'
+        transaction of its deployment under ``fence``."""
+        held = Held(fence, acked, at, time.monotonic() + self.wait, wake)
+        self._held.setdefault(fence.deployment_id, []).append(held)
+        return held
+
+    def take(self, fence: Fence) -> list[Held]:
+        """The marks held under ``fence`` (its deployment, epoch and lease),
+        for a transaction under that fence to write: it calls :meth:`written`
+        once it committed, :meth:`give_back` if it did not."""
+        held = self._held.get(fence.deployment_id)
+        if not held:
+            return []
+        taken = [h for h in held if h.fence == fence]
+        if len(taken) == len(held):
+            del self._held[fence.deployment_id]
+        else:
+            self._held[fence.deployment_id] = [h for h in held if h.fence != fence]
+        for h in taken:
+            h.taken = True
+        return taken
+
+    def written(self, taken: Iterable[Held]) -> None:
+        """The transaction that took them committed: their marks are written."""
+        for h in taken:
+            h.written = True
+            h.wake()
+
+    def give_back(self, taken: Iterable[Held]) -> None:
+        """The transaction that took them did not commit: held again, for
+        the settler to write alone (they may be due already)."""
+        for h in taken:
+            h.taken = False
+            self._held.setdefault(h.fence.deployment_id, []).append(h)
+            h.wake()
+
+    def reclaim(self, held: Held) -> bool:
+        """Take ``held`` back to write it alone: False while a transaction
+        has it (it is written with it, or given back)."""
+        if held.taken or held.written:
+            return False
+        mine = self._held.get(held.fence.deployment_id, [])
+        if held in mine:
+            mine.remove(held)
+            if not mine:
+                del self._held[held.fence.deployment_id]
+        return True
+
+
+__all__ = ["DEFAULT_MARK_WAIT", "Held", "Marks"]
