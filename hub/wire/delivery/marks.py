@@ -60,6 +60,10 @@ class Marks:
         self._held.setdefault(fence.deployment_id, []).append(held)
         return held
 
+    def waiting(self, deployment_id: str) -> int:
+        """How many of the deployment's dispatches wait here for their mark."""
+        return sum(len(h.acked) for h in self._held.get(deployment_id, ()))
+
     def take(self, fence: Fence) -> list[Held]:
         """The marks held under ``fence`` (its deployment, epoch and lease),
         for a transaction under that fence to write: it calls :meth:`written`
