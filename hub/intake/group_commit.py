@@ -24,7 +24,7 @@ import anyio.abc
 from runtime import afailpoint, tracing
 from runtime.failpoints import failpoint
 
-from .._errors import HubError, HubShuttingDown, StoreUnavailable
+from .._errors import HubError, HubShuttingDown, StoreConflict, StoreUnavailable
 from ..metrics import HubMetrics
 from ..store import (
     Accepted,
@@ -34,8 +34,10 @@ from ..store import (
     Store,
     Trigger,
     Tx,
+    accept_alone,
     accept_groups,
     accept_triggers,
+    conflict_outcome,
 )
 
 log = logging.getLogger("mailrun.hub.accept")
@@ -161,9 +163,14 @@ class Acceptor:
 
     async def _commit(self, batch: list[_Request]) -> None:
         triggers = [t for request in batch for t in request.triggers]
+        # One trigger alone in its transaction (a lone mail): no savepoint,
+        # its conflict rolls back the transaction, which holds nothing else.
+        alone = len(triggers) == 1 and not batch[0].whole
 
         def body(tx: Tx) -> tuple[list[Outcome], set[str]]:
-            if any(request.whole for request in batch):
+            if alone:
+                accepted = accept_alone(tx, triggers[0])
+            elif any(request.whole for request in batch):
                 accepted = accept_groups(tx, [(r.triggers, r.whole) for r in batch])
             else:
                 accepted = accept_triggers(tx, triggers)
@@ -172,7 +179,13 @@ class Acceptor:
 
         try:
             heavy = sum(len(t.body) + len(t.raw or b"") for t in triggers) > HEAVY_BYTES
-            outcomes, woken = await self._store.transact(body, heavy=heavy)
+            try:
+                outcomes, woken = await self._store.transact(body, heavy=heavy)
+            except StoreConflict as exc:
+                if not alone:
+                    raise
+                # Answered as accept_triggers answers it: this trigger failed.
+                outcomes, woken = [conflict_outcome(exc)], set()
         except Exception as exc:
             # Whatever broke the transaction, it rolled back: nobody in this
             # batch is accepted, and the loop lives on for the next batch.

@@ -30,10 +30,12 @@ from .accepting import Receipt as Receipt
 from .accepting import RefusedByRun as RefusedByRun
 from .accepting import Rejected as Rejected
 from .accepting import Trigger as Trigger
+from .accepting import accept_alone as accept_alone
 from .accepting import accept_groups as accept_groups
 from .accepting import accept_triggers as accept_triggers
 from .accepting import address_status as address_status
 from .accepting import body_digest as body_digest
+from .accepting import conflict_outcome as conflict_outcome
 from .accepting import decision_trigger as decision_trigger
 from .base import Store as Store
 from .clock import APPROVAL_EXPIRY as APPROVAL_EXPIRY
@@ -322,6 +324,7 @@ __all__ = [
     "Tx",
     "VersionStatus",
     "VersionView",
+    "accept_alone",
     "accept_groups",
     "accept_triggers",
     "active_entrypoint",
@@ -343,6 +346,7 @@ __all__ = [
     "claim_timers",
     "collect_blobs",
     "commit_claim",
+    "conflict_outcome",
     "count_by_status",
     "count_failures",
     "count_outbound",
