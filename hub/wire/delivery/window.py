@@ -10,8 +10,9 @@ A sidecar stores frames whatever order they land in and processes its inbox
 in seq order (a gap waits), so frames overtaking each other is harmless.
 One rule keeps a trickle cheap (Nagle's): a load that did not fill a frame
 holds the next load until it is settled, so mail accepted meanwhile goes in
-one frame rather than one frame per accept. And a settle alone loads
-nothing: rows become reserved by a poke (an accept, a hello, a rewind), or
+one frame rather than one frame per accept (such a load's one frame is sent
+by the lane itself, which has nothing else to do until it is settled). And
+a settle alone loads nothing: rows become reserved by a poke (an accept, a hello, a rewind), or
 were left behind by a load that took as many as it could, so a lone mail
 costs one load, not one more that finds nothing.
 
@@ -169,9 +170,17 @@ class Window:
                 if rows is None:
                     return PassEnd.NOT_LIVE
                 if rows:
+                    frames = frames_of(self.session, rows, sending.frame_items)
                     if len(rows) < sending.frame_items:
                         self.small = {row.id for row in rows}
-                    for frame in frames_of(self.session, rows, sending.frame_items):
+                        if len(frames) == 1:
+                            # Nagle's rule holds every load until this frame
+                            # is settled: the feed has nothing to do but wait
+                            # for it, so it sends it itself (a lone mail's
+                            # frame costs no task).
+                            await self._send(subject, frames[0])
+                            continue
+                    for frame in frames:
                         tg.start_soon(self._send, subject, frame)
                     continue
                 if not self.out and self.error is None:
