@@ -18,7 +18,7 @@ window (``window.py``), so no load sends them again meanwhile.
 
 from __future__ import annotations
 
-import time
+import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -37,13 +37,17 @@ class Held:
     acked: list[str]
     at: float
     """When they were acknowledged: their ``delivered_at``."""
-    due: float
-    """``time.monotonic()`` from which the settler writes the mark alone."""
     wake: Callable[[], None]
-    """Tells the holder that the mark was written, or given back."""
+    """Tells the holder that the mark was given back (to write it alone)."""
+    done: Callable[[Held], None]
+    """Tells the holder that the mark was written (on the writer's task)."""
     taken: bool = False
     """An events transaction has it now: it is written with it, or given back."""
     written: bool = False
+    due: bool = False
+    """Held for ``wait`` seconds already: the holder writes it alone."""
+    timer: asyncio.TimerHandle | None = None
+    """Wakes the holder once it is due (a loop timer: no task, no scope)."""
 
 
 @dataclass(eq=False)
@@ -53,10 +57,19 @@ class Marks:
     wait: float = DEFAULT_MARK_WAIT
     _held: dict[str, list[Held]] = field(default_factory=dict)
 
-    def hold(self, fence: Fence, acked: list[str], at: float, wake: Callable[[], None]) -> Held:
+    def hold(
+        self,
+        fence: Fence,
+        acked: list[str],
+        at: float,
+        wake: Callable[[], None],
+        done: Callable[[Held], None],
+    ) -> Held:
         """Hold ``acked`` (acknowledged at ``at``) for the next events'
-        transaction of its deployment under ``fence``."""
-        held = Held(fence, acked, at, time.monotonic() + self.wait, wake)
+        transaction of its deployment under ``fence``: ``done`` is called
+        once it is written there, ``wake`` if it is given back."""
+        held = Held(fence, acked, at, wake, done)
+        held.timer = asyncio.get_running_loop().call_later(self.wait, _due, held)
         self._held.setdefault(fence.deployment_id, []).append(held)
         return held
 
@@ -84,7 +97,8 @@ class Marks:
         """The transaction that took them committed: their marks are written."""
         for h in taken:
             h.written = True
-            h.wake()
+            _stop(h)
+            h.done(h)
 
     def give_back(self, taken: Iterable[Held]) -> None:
         """The transaction that took them did not commit: held again, for
@@ -99,12 +113,25 @@ class Marks:
         has it (it is written with it, or given back)."""
         if held.taken or held.written:
             return False
+        _stop(held)
         mine = self._held.get(held.fence.deployment_id, [])
         if held in mine:
             mine.remove(held)
             if not mine:
                 del self._held[held.fence.deployment_id]
         return True
+
+
+def _due(held: Held) -> None:
+    held.due, held.timer = True, None
+    if not held.taken and not held.written:
+        held.wake()
+
+
+def _stop(held: Held) -> None:
+    if held.timer is not None:
+        held.timer.cancel()
+        held.timer = None
 
 
 __all__ = ["DEFAULT_MARK_WAIT", "Held", "Marks"]

@@ -197,20 +197,21 @@ async def settle(
     result: Answers,
     marks: Marks | None = None,
     wake: Callable[[], None] = lambda: None,
+    done: Callable[[Held], None] = lambda held: None,
 ) -> tuple[bool, Held | None]:
     """Record answers in one transaction, under the epoch they were sent in
     and while this hub serves the deployment; False when the epoch moved (or
     the lease) meanwhile and nothing was recorded. With ``marks``, the acks
     of answers without a refusal are held for the events' transaction instead
-    (the :class:`Held` returned, ``wake`` called when it is written or given
-    back: ``marks.py``); refusals are rare, and written with their acks at once."""
+    (the :class:`Held` returned, ``done`` called when it is written, ``wake``
+    when it is given back: ``marks.py``); refusals are rare, and written with their acks at once."""
     if not result.acked and not result.refused:
         return True, None
     # Acks are in, none recorded: a crash here redelivers them all.
     await afailpoint("hub.dispatch.before_settle")
     fence = sessions.fence(session.deployment_id, session.owner_epoch)
     if marks is not None and not result.refused:
-        return True, marks.hold(fence, result.acked, time.time(), wake)
+        return True, marks.hold(fence, result.acked, time.time(), wake, done)
     try:
         # Not durable: a mark lost to a power failure is a dispatch sent
         # again, which the sidecar answers "duplicate". Waiting for the disk

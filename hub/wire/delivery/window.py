@@ -31,7 +31,6 @@ reserved again only by a failure, a redelivery or a takeover:
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
@@ -225,7 +224,7 @@ class Window:
     async def _settler(self) -> None:
         sending, lane, dep = self.sending, self.lane, self.session.deployment_id
         while True:
-            await self.ready.wait(self._until_due())
+            await self.ready.wait()
             answers, answered = self.answers, self.answered
             self.answers, self.answered = Answers(), []
             if answers.acked or answers.refused:
@@ -239,6 +238,7 @@ class Window:
                     answers,
                     sending.marks,
                     self.ready.set,
+                    self._written,
                 )
                 if ok and held is None and sending.metrics:
                     sending.metrics.delivered.inc(dep, len(answers.acked))
@@ -263,34 +263,38 @@ class Window:
                 await self._marks()
             lane.wake.set()
 
-    def _until_due(self) -> float | None:
-        """How long the settler may sleep: until a held mark it may write is due."""
-        due = [h.due for h in self.held if not h.taken]
-        return max(0.0, min(due) - time.monotonic()) if due else None
+    def _written(self, held: Held) -> None:
+        """The events' transaction wrote ``held``: its dispatches leave the
+        window at once, without a turn of the settler."""
+        if held in self.held:
+            self.held.remove(held)
+        for dispatch_id in held.acked:
+            self.out.pop(dispatch_id, None)
+        if self.sending.metrics:
+            self.sending.metrics.delivered.inc(self.session.deployment_id, len(held.acked))
+        self.lane.wake.set()
 
     async def _marks(self) -> None:
-        """Held marks written by the events' transaction, or due and written
-        alone now, leave the window."""
+        """Held marks that are due and nobody took (their timer woke the
+        settler): written alone now, and their dispatches leave the window."""
         sending, dep = self.sending, self.session.deployment_id
         assert sending.marks is not None  # nothing is held without
-        now, left = time.monotonic(), []
-        for held in self.held:
-            if not held.written:
-                if held.due > now or not sending.marks.reclaim(held):
-                    left.append(held)
-                    continue
-                try:
-                    why = await write_held(sending.store, held)
-                except Exception as exc:
-                    log.exception("writing delivered marks of %s failed", dep)
-                    why = f"settle: {exc}"
-                if why is not None:
-                    self.error = self.error or why
+        due = [h for h in self.held if h.due and sending.marks.reclaim(h)]
+        for held in due:
+            self.held.remove(held)
+        # The events' transaction may write others meanwhile (``_written``).
+        for held in due:
+            try:
+                why = await write_held(sending.store, held)
+            except Exception as exc:
+                log.exception("writing delivered marks of %s failed", dep)
+                why = f"settle: {exc}"
+            if why is not None:
+                self.error = self.error or why
             elif sending.metrics:
                 sending.metrics.delivered.inc(dep, len(held.acked))
             for dispatch_id in held.acked:
                 self.out.pop(dispatch_id, None)
-        self.held = left
 
 
 def _why(answers: Answers) -> str | None:

@@ -28,11 +28,12 @@ def config(mark_wait: float) -> WireConfig:
     )
 
 
-def test_a_transaction_takes_the_marks_of_its_own_fence_only() -> None:
-    marks, woken = Marks(wait=10.0), []
+@pytest.mark.anyio
+async def test_a_transaction_takes_the_marks_of_its_own_fence_only() -> None:
+    marks, woken, done = Marks(wait=10.0), [], []
     mine, other = Fence("dep_a", 1), Fence("dep_a", 2)
-    held = marks.hold(mine, ["dsp_1"], 1.0, lambda: woken.append("mine"))
-    stale = marks.hold(other, ["dsp_2"], 1.0, lambda: woken.append("other"))
+    held = marks.hold(mine, ["dsp_1"], 1.0, lambda: woken.append("mine"), done.append)
+    stale = marks.hold(other, ["dsp_2"], 1.0, lambda: woken.append("other"), done.append)
     assert marks.waiting("dep_a") == 2
     taken = marks.take(mine)
     assert taken == [held] and marks.waiting("dep_a") == 1
@@ -42,9 +43,19 @@ def test_a_transaction_takes_the_marks_of_its_own_fence_only() -> None:
     assert woken == ["mine"] and marks.waiting("dep_a") == 2
     assert marks.reclaim(held) and marks.reclaim(stale)
     assert marks.waiting("dep_a") == 0 and marks.take(mine) == []
-    again = marks.hold(mine, ["dsp_3"], 2.0, lambda: woken.append("again"))
+    again = marks.hold(mine, ["dsp_3"], 2.0, lambda: woken.append("again"), done.append)
     marks.written(marks.take(mine))
-    assert again.written and woken[-1] == "again" and not marks.reclaim(again)
+    assert again.written and done == [again] and not marks.reclaim(again)
+    assert woken == ["mine"]  # a written mark wakes nobody
+
+
+@pytest.mark.anyio
+async def test_a_mark_nobody_takes_wakes_its_holder_when_due() -> None:
+    marks, woken = Marks(wait=0.01), anyio.Event()
+    held = marks.hold(Fence("dep_a", 1), ["dsp_1"], 1.0, woken.set, lambda h: None)
+    with anyio.fail_after(5):
+        await woken.wait()
+    assert held.due and marks.reclaim(held) and marks.waiting("dep_a") == 0
 
 
 @pytest.mark.anyio
