@@ -11,20 +11,22 @@ never a receipt that the store does not hold.
 
 from __future__ import annotations
 
-import inspect
+import asyncio
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from inspect import isawaitable
 
 import anyio
 import anyio.abc
 
 from runtime import afailpoint, tracing
+from runtime.actors import Mailbox
 from runtime.failpoints import failpoint
 
-from .._errors import HubError, HubShuttingDown, StoreUnavailable
+from .._errors import HubError, HubShuttingDown, StoreConflict, StoreUnavailable
 from ..metrics import HubMetrics
 from ..store import (
     Accepted,
@@ -34,8 +36,10 @@ from ..store import (
     Store,
     Trigger,
     Tx,
+    accept_alone,
     accept_groups,
     accept_triggers,
+    conflict_outcome,
 )
 
 log = logging.getLogger("mailrun.hub.accept")
@@ -55,7 +59,9 @@ may return an awaitable. Keep it quick: the next batch waits for it."""
 class _Request:
     triggers: Sequence[Trigger]
     whole: bool = False
-    done: anyio.Event = field(default_factory=anyio.Event)
+    # A bare asyncio event (the runtime runs on anyio's asyncio backend):
+    # an anyio.Event costs a backend lookup for every mail.
+    done: asyncio.Event = field(default_factory=asyncio.Event)
     outcomes: list[Outcome] | None = None
     error: HubError | None = None
     trace: object = None
@@ -83,7 +89,9 @@ class Acceptor:
         self._metrics = metrics
         self.on_accepted = on_accepted
         self._max_batch = max_batch
-        self._send, self._receive = anyio.create_memory_object_stream[_Request](queue_size)
+        # runtime's Mailbox, not an anyio stream: a receive of a queued
+        # request returns at once, and a lone mail's costs no turn of the loop.
+        self._queue: Mailbox[_Request] = Mailbox(queue_size)
         self.counts: Counter[str] = Counter()
         self.rejected: Counter[str] = Counter()
 
@@ -113,13 +121,10 @@ class Acceptor:
         request = _Request(triggers, whole, trace=trace)
         began = time.monotonic()
         try:
-            try:
-                # Without a checkpoint while there is room: one step less of
-                # the caller's whole coroutine stack per trigger.
-                self._send.send_nowait(request)
-            except anyio.WouldBlock:
-                await self._send.send(request)  # the queue is full: wait for room
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            # Without a checkpoint while there is room: one step less of the
+            # caller's whole coroutine stack per trigger (full: it waits).
+            await self._queue.send(request)
+        except anyio.ClosedResourceError as exc:
             raise HubShuttingDown("the hub is shutting down") from exc
         await request.done.wait()
         if request.error is not None:
@@ -134,36 +139,43 @@ class Acceptor:
     ) -> None:
         """Serve requests until cancelled; pending callers then get HubShuttingDown."""
         batch: list[_Request] = []
-        async with self._send, self._receive:
-            try:
-                task_status.started()
-                async for first in self._receive:
-                    batch = [first]
-                    size = len(first.triggers)
-                    while size < self._max_batch:
-                        try:
-                            more = self._receive.receive_nowait()
-                        except anyio.WouldBlock:
-                            break
-                        batch.append(more)
-                        size += len(more.triggers)
-                    await self._commit(batch)
-                    batch = []
-            finally:
-                stopping = HubShuttingDown("the hub is shutting down")
-                for request in batch:
-                    request.finish(None, stopping)
-                while True:
+        queue = self._queue
+        try:
+            task_status.started()
+            while True:
+                first = await queue.receive()
+                batch = [first]
+                size = len(first.triggers)
+                while size < self._max_batch:
                     try:
-                        self._receive.receive_nowait().finish(None, stopping)
+                        more = queue.receive_nowait()
                     except anyio.WouldBlock:
                         break
+                    batch.append(more)
+                    size += len(more.triggers)
+                await self._commit(batch)
+                batch = []
+        finally:
+            queue.close()
+            stopping = HubShuttingDown("the hub is shutting down")
+            for request in batch:
+                request.finish(None, stopping)
+            while True:
+                try:
+                    queue.receive_nowait().finish(None, stopping)
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
 
     async def _commit(self, batch: list[_Request]) -> None:
         triggers = [t for request in batch for t in request.triggers]
+        # One trigger alone in its transaction (a lone mail): no savepoint,
+        # its conflict rolls back the transaction, which holds nothing else.
+        alone = len(triggers) == 1 and not batch[0].whole
 
         def body(tx: Tx) -> tuple[list[Outcome], set[str]]:
-            if any(request.whole for request in batch):
+            if alone:
+                accepted = accept_alone(tx, triggers[0])
+            elif any(request.whole for request in batch):
                 accepted = accept_groups(tx, [(r.triggers, r.whole) for r in batch])
             else:
                 accepted = accept_triggers(tx, triggers)
@@ -172,7 +184,13 @@ class Acceptor:
 
         try:
             heavy = sum(len(t.body) + len(t.raw or b"") for t in triggers) > HEAVY_BYTES
-            outcomes, woken = await self._store.transact(body, heavy=heavy)
+            try:
+                outcomes, woken = await self._store.transact(body, heavy=heavy)
+            except StoreConflict as exc:
+                if not alone:
+                    raise
+                # Answered as accept_triggers answers it: this trigger failed.
+                outcomes, woken = [conflict_outcome(exc)], set()
         except Exception as exc:
             # Whatever broke the transaction, it rolled back: nobody in this
             # batch is accepted, and the loop lives on for the next batch.
@@ -202,7 +220,8 @@ class Acceptor:
         if woken and self.on_accepted is not None:
             try:
                 result = self.on_accepted(woken)
-                if inspect.isawaitable(result):
+                # Most callbacks return None: no ABC check for them.
+                if result is not None and isawaitable(result):
                     await result
             except Exception:
                 log.exception("on_accepted callback failed")

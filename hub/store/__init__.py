@@ -30,10 +30,12 @@ from .accepting import Receipt as Receipt
 from .accepting import RefusedByRun as RefusedByRun
 from .accepting import Rejected as Rejected
 from .accepting import Trigger as Trigger
+from .accepting import accept_alone as accept_alone
 from .accepting import accept_groups as accept_groups
 from .accepting import accept_triggers as accept_triggers
 from .accepting import address_status as address_status
 from .accepting import body_digest as body_digest
+from .accepting import conflict_outcome as conflict_outcome
 from .accepting import decision_trigger as decision_trigger
 from .base import Store as Store
 from .clock import APPROVAL_EXPIRY as APPROVAL_EXPIRY
@@ -85,6 +87,7 @@ from .delivery import finish_run as finish_run
 from .delivery import floor_seq as floor_seq
 from .delivery import keep_dead_letter as keep_dead_letter
 from .delivery import load_reserved as load_reserved
+from .delivery import mark_delivered as mark_delivered
 from .delivery import name_child_entrypoint as name_child_entrypoint
 from .delivery import put_back as put_back
 from .delivery import quarantined_dispatch as quarantined_dispatch
@@ -322,6 +325,7 @@ __all__ = [
     "Tx",
     "VersionStatus",
     "VersionView",
+    "accept_alone",
     "accept_groups",
     "accept_triggers",
     "active_entrypoint",
@@ -343,6 +347,7 @@ __all__ = [
     "claim_timers",
     "collect_blobs",
     "commit_claim",
+    "conflict_outcome",
     "count_by_status",
     "count_failures",
     "count_outbound",
@@ -401,6 +406,7 @@ __all__ = [
     "live_deployment_users",
     "load_reserved",
     "mark_bounced",
+    "mark_delivered",
     "mark_failed",
     "mark_retry",
     "mark_sending",

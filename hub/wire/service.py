@@ -341,6 +341,7 @@ async def run_wire(
                 outbox=outbox,
                 metrics=metrics,
                 on_timers=on_timers,
+                marks=dispatcher.marks,
                 group=events_group,
             ),
         ),

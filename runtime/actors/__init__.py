@@ -6,10 +6,12 @@ from ._actor import Actor as Actor
 from ._actor import ActorRef as ActorRef
 from ._actor import RestartPolicy as RestartPolicy
 from ._actor import Supervisor as Supervisor
+from ._mailbox import Mailbox as Mailbox
 
 __all__ = [
     "Actor",
     "ActorRef",
+    "Mailbox",
     "RestartPolicy",
     "Supervisor",
 ]

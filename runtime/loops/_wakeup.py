@@ -18,25 +18,34 @@ All three are cheap to signal from sync code (callbacks, ``on_*`` hooks).
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
+import anyio.lowlevel
 
 
 class _Resettable:
-    """An ``anyio.Event`` swapped for a fresh one on ``clear``."""
+    """An ``asyncio.Event`` cleared in place (the runtime runs on anyio's
+    asyncio backend): a fresh ``anyio.Event`` for every firing cost a lone
+    mail several backend lookups in the hub alone."""
 
     __slots__ = ("_event",)
 
     def __init__(self) -> None:
-        self._event = anyio.Event()
+        self._event = asyncio.Event()
 
     def set(self) -> None:
         self._event.set()
 
     def clear(self) -> None:
-        if self._event.is_set():
-            self._event = anyio.Event()
+        self._event.clear()
 
     async def _wait(self, timeout: float | None) -> bool:
+        if self._event.is_set():
+            # As ``anyio.Event.wait``: a wait that need not block still
+            # yields, so a loop woken again and again lets the others in.
+            await anyio.lowlevel.checkpoint()
+            return True
         if timeout is None:
             # No cancel scope to enter and leave: most waits have no timeout,
             # and a lone mail passes several.

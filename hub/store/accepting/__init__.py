@@ -3,7 +3,9 @@ transaction (``accept_triggers``), in groups some of which are all or none
 (``accept_groups``), and whether an address takes mail now. What a trigger
 and its receipt are is ``triggers.py``."""
 
+from .accept import accept_alone as accept_alone
 from .accept import accept_triggers as accept_triggers
+from .accept import conflict_outcome as conflict_outcome
 from .addresses import AddressStatus as AddressStatus
 from .addresses import address_status as address_status
 from .triggers import WITH_OTHERS as WITH_OTHERS
@@ -26,9 +28,11 @@ __all__ = [
     "RefusedByRun",
     "Rejected",
     "Trigger",
+    "accept_alone",
     "accept_groups",
     "accept_triggers",
     "address_status",
     "body_digest",
+    "conflict_outcome",
     "decision_trigger",
 ]

@@ -7,7 +7,9 @@ what a batch needs in a handful of queries, decides each trigger in order in
 memory (``batch.py``), then writes the outcome in a few statements
 (``rows.py``). A trigger that trips an unexpected constraint
 (``StoreConflict``) is retried alone under a SAVEPOINT, so it fails by
-itself and never takes its batch mates with it.
+itself and never takes its batch mates with it. A transaction that holds
+one trigger and nothing else (a lone mail's) needs no savepoint:
+:func:`accept_alone` lets the conflict roll the whole transaction back.
 """
 
 from __future__ import annotations
@@ -40,6 +42,24 @@ def _attempt(tx: Tx, triggers: Sequence[Trigger]) -> tuple[list[Receipt], set[st
     return receipts, batch.woken
 
 
+def accept_alone(tx: Tx, trigger: Trigger) -> tuple[list[Outcome], set[str]]:
+    """:func:`accept_triggers` for a transaction that holds ``trigger`` and
+    nothing else: no savepoint around it, since a constraint it trips
+    (``StoreConflict``, raised) rolls back the whole transaction, which
+    leaves what a savepoint would have; its caller answers it
+    :func:`conflict_outcome`."""
+    batch = Batch(time.time())
+    batch.load(tx, [trigger])
+    receipt = batch.decide(trigger)
+    batch.write(tx)
+    return [receipt], batch.woken
+
+
+def conflict_outcome(exc: StoreConflict) -> AcceptFailed:
+    """What a trigger that tripped a constraint is answered."""
+    return AcceptFailed(f"trigger not stored: {exc}")
+
+
 def accept_triggers(tx: Tx, triggers: Sequence[Trigger]) -> tuple[list[Outcome], set[str]]:
     """Accept or reject each trigger in order, inside the caller's write transaction.
 
@@ -53,14 +73,14 @@ def accept_triggers(tx: Tx, triggers: Sequence[Trigger]) -> tuple[list[Outcome],
         return list(receipts), woken
     except StoreConflict as exc:
         if len(triggers) == 1:
-            return [AcceptFailed(f"trigger not stored: {exc}")], set()
+            return [conflict_outcome(exc)], set()
     outcomes: list[Outcome] = []
     woken = set()
     for trigger in triggers:
         try:
             one, more = _attempt(tx, [trigger])
         except StoreConflict as exc:
-            outcomes.append(AcceptFailed(f"trigger not stored: {exc}"))
+            outcomes.append(conflict_outcome(exc))
             continue
         outcomes.extend(one)
         woken |= more

@@ -19,7 +19,7 @@ from runtime import Reason, RunStatus, new_id
 from runtime.wire import INLINE_BODY_LIMIT, accepts_trigger, anchor_is_live
 
 from ..._errors import SenderNotAllowed
-from ..mail import MailSettings, sender_refusal, settings_of
+from ..mail import MailSettings, decode_settings, sender_refusal
 from ..schema import ApprovalStatus, DispatchStatus
 from ..sql import Tx
 from . import lookups
@@ -38,6 +38,7 @@ class _Deployment:
     anchor_status: str
     next_seq: int
     version: int  # the active workflow version, stamped on each dispatch
+    mail_settings: str | None  # whom it takes mail from (NULL: the defaults)
 
 
 class Batch:
@@ -82,7 +83,11 @@ class Batch:
         if not self.deps:
             return
         if any(t.kind == "mail" for t in triggers):
-            self.senders = settings_of(tx, sorted(self.deps))
+            self.senders = {
+                dep.id: decode_settings(dep.mail_settings)
+                for dep in self.deps.values()
+                if dep.mail_settings is not None
+            }
         run_ids = sorted({t.run_id for t in triggers if t.run_id})
         run_ids += [a[0] for a in self.approvals.values()]
         run_ids += self.routing.find_replies(

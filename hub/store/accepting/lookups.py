@@ -15,7 +15,9 @@ from ..sql import Row, Tx, json_array, sql
 _IN_JSON = "IN (SELECT value FROM json_each(?))"
 _IN_JSON_PG = "IN (SELECT value FROM json_array_elements_text(CAST(? AS json)))"
 
-_DEPLOYMENT_COLUMNS = "SELECT d.id, d.address, a.status, d.next_seq, d.version"
+# Its mail settings too: a mail's sender is checked against them, and a
+# statement of their own cost each lone mail one more read.
+_DEPLOYMENT_COLUMNS = "SELECT d.id, d.address, a.status, d.next_seq, d.version, d.mail_settings"
 # CROSS JOIN: SQLite takes the deployment rows first (few), then each one's
 # anchor by its key; left to guess, it read every run for the anchors.
 _DEPLOYMENTS = (
@@ -81,7 +83,7 @@ PRIOR_DISPATCHES = sql(_PRIOR + _IN_JSON, postgres=_PRIOR + _IN_JSON_PG)
 
 def deployments(tx: Tx, addresses: list[str], ids: list[str]) -> list[Row]:
     """The deployments at ``addresses`` or with ``ids`` (``id, address,
-    anchor status, next_seq, version``), live rows last so that they win
+    anchor status, next_seq, version, mail_settings``), live rows last so that they win
     per address; on PostgreSQL locked for the rest of the transaction."""
     if addresses and ids:
         return tx.fetch_all(_BY_ADDRESS_OR_ID, (json_array(addresses), json_array(ids)))

@@ -43,6 +43,7 @@ from .sending import ReservedCount as ReservedCount
 from .sending import ReservedDispatch as ReservedDispatch
 from .sending import count_reserved as count_reserved
 from .sending import load_reserved as load_reserved
+from .sending import mark_delivered as mark_delivered
 from .sending import record_answers as record_answers
 from .trimming import trim_history as trim_history
 
@@ -77,6 +78,7 @@ __all__ = [
     "floor_seq",
     "keep_dead_letter",
     "load_reserved",
+    "mark_delivered",
     "name_child_entrypoint",
     "put_back",
     "quarantined_dispatch",

@@ -45,6 +45,8 @@ class RunPosition(NamedTuple):
 
     last_seq: int
     last_step: int
+    pending: bool = True
+    """Not started yet: the first event with a state makes it running."""
 
 
 class DispatchToSettle(NamedTuple):
@@ -81,6 +83,9 @@ class RunMoved(NamedTuple):
     """The state of the last event that moved it (None: no event set one)."""
     version: int
     """The last non-zero version among those events (0: none)."""
+    pending: bool = True
+    """Pending when read: only such a run is made running (no statement
+    for one that runs already, as a lone mail's run does)."""
 
 
 # The ids as one JSON array: one statement whatever their number.
@@ -90,9 +95,9 @@ _RECORDED = sql(
     " WHERE id IN (SELECT value FROM json_array_elements_text(CAST(? AS json)))",
 )
 _RUNS = sql(
-    "SELECT id, last_seq, last_step FROM workflow_run WHERE deployment_id = ? AND is_anchor = 0"
-    " AND id IN (SELECT value FROM json_each(?))",
-    postgres="SELECT id, last_seq, last_step FROM workflow_run WHERE deployment_id = ?"
+    "SELECT id, last_seq, last_step, status FROM workflow_run"
+    " WHERE deployment_id = ? AND is_anchor = 0 AND id IN (SELECT value FROM json_each(?))",
+    postgres="SELECT id, last_seq, last_step, status FROM workflow_run WHERE deployment_id = ?"
     " AND is_anchor = 0"
     " AND id IN (SELECT value FROM json_array_elements_text(CAST(? AS json)))",
 )
@@ -171,7 +176,7 @@ def read_processed(
     the events recorded already, the runs and the dispatches they name."""
     recorded = {row[0] for row in tx.fetch_all(_RECORDED, (_ids(event_ids),))}
     runs = {
-        row[0]: RunPosition(row[1], row[2])
+        row[0]: RunPosition(row[1], row[2], row[3] == RunStatus.PENDING)
         for row in tx.fetch_all(_RUNS, (deployment_id, _ids(run_ids)))
     }
     dispatches = {
@@ -191,9 +196,9 @@ def write_processed(
 ) -> None:
     """Inside the batch's write transaction: record ``events`` (those
     recorded meanwhile are left alone), move each of ``moved`` (a run with a
-    state also goes from pending to running), make each of ``resumed`` running
-    again if it is waiting and no approval of it is pending, settle each of
-    ``settled`` that is still open."""
+    state also goes from pending to running, if it was pending when read),
+    make each of ``resumed`` running again if it is waiting and no approval
+    of it is pending, settle each of ``settled`` that is still open."""
     for group in groups(events):
         tx.execute(_INSERT_EVENTS[len(group)], [v for row in group for v in row])
     tx.execute_many(
@@ -218,7 +223,8 @@ def write_processed(
     # once no approval of the run is pending. Each applies to one status
     # only, so applying them after every event is as applying them after each.
     tx.execute_many(
-        _STARTED, [(RunStatus.RUNNING, now, r.run_id, RunStatus.PENDING) for r in with_state]
+        _STARTED,
+        [(RunStatus.RUNNING, now, r.run_id, RunStatus.PENDING) for r in with_state if r.pending],
     )
     tx.execute_many(
         _RESUMED,

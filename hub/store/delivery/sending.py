@@ -57,17 +57,22 @@ class ReservedCount(NamedTuple):
     """When the oldest of them was accepted (epoch seconds)."""
 
 
+# The deployment's anchor status rides on each row (the last column), and a
+# deleted or paused deployment yields none: a load that finds rows (a lone
+# mail's) needs no statement of its own to know the deployment is live.
 _RESERVED = sql("""
 SELECT d.id, d.run_id, d.seq, d.kind, d.message_id, d.sender, d.subject, d.body,
        d.body_digest, d.body_size, d.raw_digest, d.raw_size, r.start_request_id, dep.address,
        COALESCE(d.version, 1) AS version, v.digest AS code_digest, v.size AS code_size,
-       d.context
+       d.context, a.status AS anchor_status
 FROM workflow_run_dispatch d
 JOIN deployment dep ON dep.id = d.deployment_id
+LEFT JOIN workflow_run a ON a.id = dep.id AND a.is_anchor = 1
 LEFT JOIN workflow_run r ON r.id = d.run_id
 LEFT JOIN deployment_version v ON v.deployment_id = d.deployment_id
   AND v.version = COALESCE(d.version, 1)
 WHERE d.deployment_id = ? AND d.status = ? AND d.seq > ?
+  AND dep.deleted_at IS NULL AND dep.paused_at IS NULL
 ORDER BY d.seq LIMIT ?
 """)
 _ANCHOR = sql("""
@@ -106,13 +111,17 @@ def load_reserved(
     """The first ``limit`` reserved dispatches past seq ``after``, in seq
     order; none while the deployment is paused; None once it is not live
     (deleted, or its anchor not)."""
+    params = (deployment_id, DispatchStatus.RESERVED, after, limit)
+    rows = tx.fetch_all(_RESERVED, params)
+    if rows:
+        if not anchor_is_live(rows[0][-1] or ""):
+            return None
+        return [ReservedDispatch(*tuple(row)[:-1]) for row in rows]
+    # None found: deleted, not live, paused, or simply nothing reserved.
     anchor = tx.fetch_one(_ANCHOR, (deployment_id,))
     if anchor is None or anchor[0] is not None or not anchor_is_live(anchor[1] or ""):
         return None
-    if anchor[2] is not None:
-        return []  # paused: kept until it is unpaused
-    params = (deployment_id, DispatchStatus.RESERVED, after, limit)
-    return [ReservedDispatch(*row) for row in tx.fetch_all(_RESERVED, params)]
+    return []  # paused (kept until it is unpaused), or nothing to send
 
 
 def count_reserved(tx: Tx) -> dict[str, ReservedCount]:
@@ -121,6 +130,15 @@ def count_reserved(tx: Tx) -> dict[str, ReservedCount]:
     purpose)."""
     rows = tx.fetch_all(_RESERVED_COUNTS, {"reserved": DispatchStatus.RESERVED})
     return {row[0]: ReservedCount(int(row[1]), float(row[2])) for row in rows}
+
+
+def mark_delivered(tx: Tx, acked: Sequence[str], now: float) -> None:
+    """The ``acked`` dispatches still reserved become delivered at ``now``,
+    inside a transaction that checked the fence they were sent under
+    already (the events' transaction of their deployment: ``check_fence``
+    once, whatever it writes)."""
+    ids = msgspec.json.encode(acked).decode()
+    tx.execute(_DELIVERED, (DispatchStatus.DELIVERED, now, DispatchStatus.RESERVED, ids))
 
 
 def record_answers(
@@ -139,8 +157,7 @@ def record_answers(
     and the old owner's ack must not mark them delivered."""
     check_fence(tx, fence)
     if acked:
-        ids = msgspec.json.encode(acked).decode()
-        tx.execute(_DELIVERED, (DispatchStatus.DELIVERED, now, DispatchStatus.RESERVED, ids))
+        mark_delivered(tx, acked, now)
     if refused:
         tx.execute_many(
             _REFUSED, [(reason, dsp, DispatchStatus.RESERVED) for dsp, reason in refused]

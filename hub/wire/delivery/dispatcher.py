@@ -29,6 +29,7 @@ from runtime.config import DEFAULT_REDELIVER_AFTER
 from ...metrics import HubMetrics
 from ...store import ReservedCount, Store, count_reserved, find_overdue, still_open
 from ..sessions import Session, SessionTable, Sleepers
+from .marks import DEFAULT_MARK_WAIT, Marks
 from .redelivery import Redeliveries, Resent, send_again
 from .window import Lane, PassEnd, Sending, Window
 
@@ -55,6 +56,10 @@ class DispatchConfig:
     redeliver_window: int = 64
     """What a slow handler's head costs per bound: at most this many frames
     sent again."""
+    mark_wait: float | None = DEFAULT_MARK_WAIT
+    """Seconds an ack's ``delivered`` mark waits to be written with its
+    deployment's events (:mod:`hub.wire.delivery.marks`); None: each settle
+    writes its own."""
     redelivery_memory: int = 10_000
     """Re-sent, unprocessed dispatches remembered for health (oldest forgotten first)."""
 
@@ -81,6 +86,8 @@ class Dispatcher:
         self._config = config = config or DispatchConfig()
         self._delays = config.backoff
         self._lanes: dict[str, Lane] = {}
+        self.marks = None if config.mark_wait is None else Marks(config.mark_wait)
+        """The acks held for the events' transaction (the events handler takes them)."""
         self._sending = Sending(
             store=store,
             transport=transport,
@@ -90,6 +97,7 @@ class Dispatcher:
             frame_items=config.frame_items,
             request_timeout=config.request_timeout,
             metrics=metrics,
+            marks=self.marks,
         )
         self._pending: dict[str, ReservedCount] = {}
         self._redeliveries = Redeliveries(config.redelivery_memory)

@@ -16,6 +16,7 @@ dispatch. An older sidecar gets one MailInbound request per dispatch.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -44,6 +45,7 @@ from runtime.wire import MailContext
 from ..._errors import LeaseLost, StaleEpoch
 from ...store import ReservedDispatch, Store, record_answers
 from ..sessions import Session, SessionTable
+from .marks import Held, Marks
 
 _context = msgspec.msgpack.Decoder(MailContext)
 _acks: FrameDecoder[Ack | Refused] = FrameDecoder(Ack | Refused)
@@ -188,14 +190,28 @@ def _refusal(ack: Ack) -> str:
     return f"{reason}: {ack.detail}" if ack.detail else reason
 
 
-async def settle(store: Store, sessions: SessionTable, session: Session, result: Answers) -> bool:
+async def settle(
+    store: Store,
+    sessions: SessionTable,
+    session: Session,
+    result: Answers,
+    marks: Marks | None = None,
+    wake: Callable[[], None] = lambda: None,
+    done: Callable[[Held], None] = lambda held: None,
+) -> tuple[bool, Held | None]:
     """Record answers in one transaction, under the epoch they were sent in
     and while this hub serves the deployment; False when the epoch moved (or
-    the lease) meanwhile and nothing was recorded."""
+    the lease) meanwhile and nothing was recorded. With ``marks``, the acks
+    of answers without a refusal are held for the events' transaction instead
+    (the :class:`Held` returned, ``done`` called when it is written, ``wake``
+    when it is given back: ``marks.py``); refusals are rare, and written with their acks at once."""
     if not result.acked and not result.refused:
-        return True
+        return True, None
     # Acks are in, none recorded: a crash here redelivers them all.
     await afailpoint("hub.dispatch.before_settle")
+    fence = sessions.fence(session.deployment_id, session.owner_epoch)
+    if marks is not None and not result.refused:
+        return True, marks.hold(fence, result.acked, time.time(), wake, done)
     try:
         # Not durable: a mark lost to a power failure is a dispatch sent
         # again, which the sidecar answers "duplicate". Waiting for the disk
@@ -203,7 +219,7 @@ async def settle(store: Store, sessions: SessionTable, session: Session, result:
         await store.transact(
             partial(
                 record_answers,
-                fence=sessions.fence(session.deployment_id, session.owner_epoch),
+                fence=fence,
                 acked=result.acked,
                 refused=result.refused,
                 now=time.time(),
@@ -212,10 +228,25 @@ async def settle(store: Store, sessions: SessionTable, session: Session, result:
         )
     except (StaleEpoch, LeaseLost) as exc:
         result.failed += len(result.acked)
-        result.last_error = (
-            "ownership moved while the frames were out"
-            if isinstance(exc, StaleEpoch)
-            else "another hub serves the deployment now"
+        result.last_error = _fenced(exc)
+        return False, None
+    return True, None
+
+
+async def write_held(store: Store, held: Held) -> str | None:
+    """A held mark nobody took in time, written alone (lazily, as a settle's);
+    why it was not (the epoch or the lease moved), or None."""
+    try:
+        await store.transact(
+            partial(record_answers, fence=held.fence, acked=held.acked, refused=(), now=held.at),
+            durable=False,
         )
-        return False
-    return True
+    except (StaleEpoch, LeaseLost) as exc:
+        return _fenced(exc)
+    return None
+
+
+def _fenced(exc: StaleEpoch | LeaseLost) -> str:
+    if isinstance(exc, StaleEpoch):
+        return "ownership moved while the frames were out"
+    return "another hub serves the deployment now"

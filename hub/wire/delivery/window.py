@@ -10,8 +10,9 @@ A sidecar stores frames whatever order they land in and processes its inbox
 in seq order (a gap waits), so frames overtaking each other is harmless.
 One rule keeps a trickle cheap (Nagle's): a load that did not fill a frame
 holds the next load until it is settled, so mail accepted meanwhile goes in
-one frame rather than one frame per accept. And a settle alone loads
-nothing: rows become reserved by a poke (an accept, a hello, a rewind), or
+one frame rather than one frame per accept (such a load's one frame is sent
+by the lane itself, which has nothing else to do until it is settled). And
+a settle alone loads nothing: rows become reserved by a poke (an accept, a hello, a rewind), or
 were left behind by a load that took as many as it could, so a lone mail
 costs one load, not one more that finds nothing.
 
@@ -42,7 +43,8 @@ from runtime import MailBatch, MailInbound, Retry, Subjects, Transport, Wakeup
 from ...metrics import HubMetrics
 from ...store import ReservedDispatch, Store, load_reserved
 from ..sessions import Session, SessionTable
-from .sending import Answers, frames_of, items, send, settle
+from .marks import Held, Marks
+from .sending import Answers, frames_of, items, send, settle, write_held
 
 log = logging.getLogger("mailrun.hub.dispatch")
 
@@ -66,6 +68,8 @@ class Sending:
     frame_items: int
     request_timeout: float
     metrics: HubMetrics | None = None
+    marks: Marks | None = None
+    """Where acks wait for the events' transaction (None: written at once)."""
 
 
 @dataclass(eq=False)
@@ -117,18 +121,28 @@ class Window:
     small: set[str] = field(default_factory=set)
     """The dispatches of a load that did not fill a frame, while they are
     out: no load until they are settled (below)."""
+    held: list[Held] = field(default_factory=list)
+    """Acks settled whose ``delivered`` mark waits for the events'
+    transaction (``marks.py``): their dispatches stay out meanwhile."""
     more: bool = True
     """The last load may have left reserved rows behind (it took as many as
     it could), or this pass has not loaded yet."""
 
     async def run(self) -> PassEnd:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._settler)
-            end = await self._feed(tg)
-            # Each request ends within its timeout; its answer is settled.
-            while self.out:
-                await self.lane.wake.wait()
-            tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._settler)
+                end = await self._feed(tg)
+                # Each request ends within its timeout; its answer is settled.
+                while self.out:
+                    await self.lane.wake.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            # Cut short (the hub stops, the lane is forgotten): marks still
+            # held are dropped, as a lazy write is lost to a crash.
+            if self.sending.marks is not None:
+                for held in self.held:
+                    self.sending.marks.reclaim(held)
         if self.error is not None:
             self.lane.last_error = self.error
         return end
@@ -155,9 +169,17 @@ class Window:
                 if rows is None:
                     return PassEnd.NOT_LIVE
                 if rows:
+                    frames = frames_of(self.session, rows, sending.frame_items)
                     if len(rows) < sending.frame_items:
                         self.small = {row.id for row in rows}
-                    for frame in frames_of(self.session, rows, sending.frame_items):
+                        if len(frames) == 1:
+                            # Nagle's rule holds every load until this frame
+                            # is settled: the feed has nothing to do but wait
+                            # for it, so it sends it itself (a lone mail's
+                            # frame costs no task).
+                            await self._send(subject, frames[0])
+                            continue
+                    for frame in frames:
                         tg.start_soon(self._send, subject, frame)
                     continue
                 if not self.out and self.error is None:
@@ -207,11 +229,18 @@ class Window:
             self.answers, self.answered = Answers(), []
             if answers.acked or answers.refused:
                 sending.sessions.seen(dep)
+            held = None
             try:
-                if (
-                    await settle(sending.store, sending.sessions, self.session, answers)
-                    and sending.metrics
-                ):
+                ok, held = await settle(
+                    sending.store,
+                    sending.sessions,
+                    self.session,
+                    answers,
+                    sending.marks,
+                    self.ready.set,
+                    self._written,
+                )
+                if ok and held is None and sending.metrics:
                     sending.metrics.delivered.inc(dep, len(answers.acked))
             except Exception as exc:
                 log.exception("settling answers of %s failed", dep)
@@ -222,10 +251,50 @@ class Window:
             self.error = self.error or why
             if why is None and answers.acked:
                 lane.retry.succeeded()
+            # A held mark keeps its dispatches out until it is written.
+            kept = set(held.acked) if held is not None else ()
             for dispatch_id in answered:
-                self.out.pop(dispatch_id, None)
+                if dispatch_id not in kept:
+                    self.out.pop(dispatch_id, None)
             self.small.difference_update(answered)
+            if held is not None:
+                self.held.append(held)
+            if self.held:
+                await self._marks()
             lane.wake.set()
+
+    def _written(self, held: Held) -> None:
+        """The events' transaction wrote ``held``: its dispatches leave the
+        window at once, without a turn of the settler."""
+        if held in self.held:
+            self.held.remove(held)
+        for dispatch_id in held.acked:
+            self.out.pop(dispatch_id, None)
+        if self.sending.metrics:
+            self.sending.metrics.delivered.inc(self.session.deployment_id, len(held.acked))
+        self.lane.wake.set()
+
+    async def _marks(self) -> None:
+        """Held marks that are due and nobody took (their timer woke the
+        settler): written alone now, and their dispatches leave the window."""
+        sending, dep = self.sending, self.session.deployment_id
+        assert sending.marks is not None  # nothing is held without
+        due = [h for h in self.held if h.due and sending.marks.reclaim(h)]
+        for held in due:
+            self.held.remove(held)
+        # The events' transaction may write others meanwhile (``_written``).
+        for held in due:
+            try:
+                why = await write_held(sending.store, held)
+            except Exception as exc:
+                log.exception("writing delivered marks of %s failed", dep)
+                why = f"settle: {exc}"
+            if why is not None:
+                self.error = self.error or why
+            elif sending.metrics:
+                sending.metrics.delivered.inc(dep, len(held.acked))
+            for dispatch_id in held.acked:
+                self.out.pop(dispatch_id, None)
 
 
 def _why(answers: Answers) -> str | None:

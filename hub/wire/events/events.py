@@ -18,6 +18,8 @@ A ChildRunStarted gives the child its ``start`` item (the spawn's input);
 a child run that ends gives its live parent a ``child`` item. Both are
 triggers accepted in the same transaction, with message ids derived from
 the child's id, so a resent event adds nothing.
+The delivered marks of acks held for it (``hub.wire.delivery.marks``) under
+the same fence are written first, in the same transaction.
 Events naming a run outside the sender's deployment are acknowledged (so the
 sidecar's outbox moves on) but kept as dead letters, never applied. Each
 run's history is trimmed in the same transaction (:mod:`hub.wire.retention`).
@@ -37,7 +39,16 @@ from runtime.config import DEFAULT_RUN_HISTORY
 from runtime.failpoints import failpoint
 
 from ...metrics import HubMetrics
-from ...store import OutboundStatus, Store, Tx, check_fence, floor_seq, trim_history
+from ...store import (
+    OutboundStatus,
+    Store,
+    Tx,
+    check_fence,
+    floor_seq,
+    mark_delivered,
+    trim_history,
+)
+from ..delivery import Marks
 from ..retention import DeadLetters
 from ..sessions import SessionTable
 from .grouped import GroupCommit
@@ -74,9 +85,11 @@ class EventsHandler:
         outbox: OutboundSink | None = None,
         metrics: HubMetrics | None = None,
         on_timers: Callable[[], None] | None = None,
+        marks: Marks | None = None,
         group: GroupCommit | None = None,
     ) -> None:
         self._store = store
+        self._marks = marks
         # Frames of several sidecars in one commit (its run in the wire's task group).
         self._transact = group.transact if group is not None else store.transact
         self._on_timers = on_timers
@@ -98,9 +111,14 @@ class EventsHandler:
         status = self._outbox.status if self._outbox else OutboundStatus.NO_RELAY
 
         fence = self._sessions.fence(session.deployment_id, frame.owner_epoch)
+        # The acks held under this very fence: written here, fenced once.
+        marks = self._marks
+        held = marks.take(fence) if marks is not None else []
 
         def body(tx: Tx) -> tuple[Ingest, bool, set[str], int]:
             check_fence(tx, fence)
+            for mark in held:
+                mark_delivered(tx, mark.acked, mark.at)
             ingest = Ingest(
                 tx,
                 session.deployment_id,
@@ -121,7 +139,14 @@ class EventsHandler:
             if tracing.on
             else tracing.OFF
         ):
-            ingest, released, woken, floor = await self._transact(body)
+            try:
+                ingest, released, woken, floor = await self._transact(body)
+            except BaseException:
+                if marks is not None:
+                    marks.give_back(held)
+                raise
+        if marks is not None:
+            marks.written(held)
         # Ingested, not acknowledged: the sidecar will resend these events.
         await afailpoint("hub.events.after_commit")
         if self._metrics is not None and ingest.settled_after:

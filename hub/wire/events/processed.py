@@ -51,6 +51,7 @@ class _Run:
     state: dict[str, Any] | None = None  # set by the last event that moved it
     version: int = 0  # the last non-zero version among those events
     resume: bool = False  # it processed an approval decision
+    pending: bool = True  # not started when read
 
 
 class ProcessedBatch:
@@ -88,7 +89,10 @@ class ProcessedBatch:
             [e.dispatch_id for e in events],
         )
         recorded = found.recorded
-        runs = {run_id: _Run(*position) for run_id, position in found.runs.items()}
+        runs = {
+            run_id: _Run(position.last_seq, position.last_step, pending=position.pending)
+            for run_id, position in found.runs.items()
+        }
         fresh: list[DispatchProcessed] = []
         for event in events:
             if event.run_id not in runs:
@@ -127,7 +131,7 @@ class ProcessedBatch:
                 )
             )
         moved = [
-            RunMoved(run_id, run.last_seq, run.last_step, run.state, run.version)
+            RunMoved(run_id, run.last_seq, run.last_step, run.state, run.version, run.pending)
             for run_id, run in runs.items()
             if run.moved
         ]

@@ -507,6 +507,20 @@ async def test_one_broken_trigger_does_not_fail_its_batch(database: str) -> None
         assert counts == [("bad", 1), ("good", 2)]
 
 
+async def test_a_broken_trigger_alone_fails_by_itself_and_leaves_nothing(database: str) -> None:
+    async with running(database) as (store, acceptor):
+        bad = await deploy(store, "bad")
+        assert isinstance(await acceptor.accept(mail("bad")), Accepted)
+        await execute(store, "UPDATE deployment SET next_seq = 1 WHERE id = ?", bad)
+        # Alone in its transaction, without a savepoint: the same answer.
+        (outcome,) = await acceptor.accept_many([mail("bad", subject="again")])
+        assert type(outcome).__name__ == "AcceptFailed"
+        assert await query(store, "SELECT COUNT(*) FROM workflow_run_dispatch") == [(1,)]
+        assert await query(store, "SELECT next_seq FROM deployment WHERE id = ?", bad) == [(1,)]
+        await deploy(store, "good")
+        assert isinstance(await acceptor.accept(mail("good")), Accepted)
+
+
 async def test_a_failed_transaction_answers_no_one_accepted(tmp_path: Path) -> None:
     async with running(str(tmp_path / "hub.db")) as (store, acceptor):
         await deploy(store, "flow")
