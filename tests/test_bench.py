@@ -169,11 +169,13 @@ def test_the_lone_mail_bench_sees_each_mail_once_and_prices_it() -> None:
 
 def test_the_floor_bench_handles_every_mail_and_prices_both_sides() -> None:
     # The script exits non-zero unless its handler saw every mail.
-    figures = bench("floor.py", "--mails", "10", "--rate", "200")
-    assert (figures["mails"], figures["all_handled"]) == (10, True)
+    figures = bench("floor.py", "--mails", "60", "--rate", "300")
+    assert (figures["mails"], figures["all_handled"]) == (60, True)
     spent = figures["cpu_ms_per_mail"]
     assert isinstance(spent, dict) and set(spent) == {"hub", "sidecar"}
-    assert all(isinstance(ms, float) and ms > 0 for ms in spent.values())
+    # CPU times come in clock ticks (10 ms): each side's can round to 0, not both.
+    assert all(isinstance(ms, float) and ms >= 0 for ms in spent.values())
+    assert sum(spent.values()) > 0
 
 
 def test_the_idle_timer_bench_times_each_timer_alone() -> None:
