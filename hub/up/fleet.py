@@ -1,9 +1,12 @@
 """The sidecars of ``mailrun up``: one per live deployment, none for an asleep
 one until the hub names it, and at most ``max_awake`` processes at once.
 
-Starts beyond that limit wait in a first-come queue; while any waits, every
-running sidecar gets SIGUSR1 ("sleep now if you are idle"), each at most once
-a second, so a storm of wakes drains through the slots. A sidecar that exits
+Starts beyond that limit wait in a first-come queue; while any waits, as many
+running sidecars get SIGUSR1 ("sleep now if you are idle") as starts wait,
+beyond those asked in the last second that have not exited yet, the least
+recently asked first: a storm of wakes drains through the slots, and a lone
+wake at the limit puts one idle sidecar to sleep, not all of them (each put
+to sleep for nothing pays a boot when its own mail comes). A sidecar that exits
 ``SidecarExit.ASLEEP`` frees its slot and is remembered as asleep: it is not
 restarted until ``wake`` names it or a listing asked for after it fell asleep
 shows it awake (another process of the deployment was welcomed). A sidecar
@@ -26,7 +29,7 @@ from runtime.wire import DeploymentStatus, anchor_is_live
 
 from .children import Child
 
-NUDGE_EVERY = 1.0  # seconds between two SIGUSR1 to the same sidecar
+NUDGE_EVERY = 1.0  # seconds a SIGUSR1 is awaited (the sidecar busy) before another is sent
 _NUDGE_TICK = 0.25
 # Listed so, a deployment up remembers asleep is not taken for awake: a paused
 # one is shown paused whether or not its sidecar sleeps.
@@ -50,8 +53,10 @@ class Fleet:
         sleeps: bool,
         max_awake: int | None,
         say: Callable[[str], None],
+        nudge_every: float = NUDGE_EVERY,
     ) -> None:
         self._make = make_child
+        self._nudge_every = nudge_every
         self.sleeps = sleeps
         self.max_awake = max_awake if sleeps else None
         self._say = say
@@ -224,13 +229,27 @@ class Fleet:
 
     def _nudge(self) -> None:
         now = anyio.current_time()
-        for dep, child in list(self.children.items()):
-            if dep in self._stopping or now - self._nudged.get(dep, -NUDGE_EVERY) < NUDGE_EVERY:
-                continue
+        # A sidecar asked and still running is idle-checking or busy: it is
+        # counted as on its way out until ``nudge_every`` has passed.
+        awaited = sum(1 for at in self._nudged.values() if now - at < self._nudge_every)
+        wanted = len(self.waiting) - awaited
+        if wanted <= 0:
+            return
+        never = -self._nudge_every
+        candidates = [
+            (dep, child)
+            for dep, child in self.children.items()
+            if dep not in self._stopping and now - self._nudged.get(dep, never) >= self._nudge_every
+        ]
+        candidates.sort(key=lambda item: self._nudged.get(item[0], never))  # stable: oldest first
+        for dep, child in candidates:
+            if wanted == 0:
+                return
             # A process still booting would die of the signal's default
             # action: only one that has its handler in place gets it.
             if child.catches(signal.SIGUSR1):
                 self._nudged[dep] = now
+                wanted -= 1
                 with contextlib.suppress(ProcessLookupError):
                     child.send_signal(signal.SIGUSR1)
 
