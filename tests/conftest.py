@@ -9,6 +9,7 @@ alone needs to be collected.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import psutil
 import pytest
+
+from tests.support.ports import PORTS_ENV, claim_run_ports, show, worker_ports
 
 if TYPE_CHECKING:
     from tests.support import NatsServerProcess
@@ -33,6 +36,22 @@ WHOLE_SYSTEMS = "whole_systems"
 one at a time on one worker, so at most two whole systems share the
 machine, and the in-process tests fill the gaps. One group for both took
 a worker for the suite's whole wall time while the other idled."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ports of its own for this run and for each of its workers
+    (tests/support/ports.py): the controller, or a run without xdist, claims
+    the run's (unless ``MAILRUN_PORTS`` names them already) before it starts
+    the workers, which inherit the variable; each worker narrows it to its
+    part. Every process a test starts inherits the worker's."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        worker_ports(os.environ, worker["workerid"], int(worker["workercount"]))
+    elif PORTS_ENV not in os.environ:
+        ports, lock = claim_run_ports()
+        os.environ[PORTS_ENV] = show(ports)
+        if lock is not None:
+            config.add_cleanup(lambda: os.close(lock))
 
 
 # First: xdist's own hook reads the group marks this one adds.

@@ -69,6 +69,7 @@ The tree, in that order (HTTP status, a second base in parentheses)::
           NatsServerStartTimeout (TimeoutError)
         UpError                 ``mailrun up``
           UpAlreadyRunning
+          NoFreePort            every port of --ports is taken
           NatsNotReady (TimeoutError)
           HubNotReady (TimeoutError)
         DemoFailed              ``mailrun demo``
@@ -113,6 +114,7 @@ from .processes import NatsNotReady as NatsNotReady
 from .processes import NatsServerError as NatsServerError
 from .processes import NatsServerNotFound as NatsServerNotFound
 from .processes import NatsServerStartTimeout as NatsServerStartTimeout
+from .processes import NoFreePort as NoFreePort
 from .processes import RelayConfigError as RelayConfigError
 from .processes import RelayError as RelayError
 from .processes import RelayRefused as RelayRefused
@@ -205,6 +207,7 @@ __all__ = [
     "NatsServerError",
     "NatsServerNotFound",
     "NatsServerStartTimeout",
+    "NoFreePort",
     "NothingToReplay",
     "PayloadTooLarge",
     "RelayConfigError",

@@ -45,6 +45,12 @@ class UpAlreadyRunning(UpError):
     reason = "up_already_running"
 
 
+class NoFreePort(UpError):
+    """Every port of the range ``up`` was given to choose from is taken."""
+
+    reason = "no_free_port"
+
+
 class NatsNotReady(UpError, TimeoutError):
     reason = "nats_not_ready"
 

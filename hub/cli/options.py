@@ -1,6 +1,6 @@
 """Options several ``mailrun`` commands share: the state dir, the hub's
-database, HOST:PORT addresses, the mail domains, and the SMTP ingress and
-relay, each checked before anything starts."""
+database, HOST:PORT addresses, the ports ``up`` chooses from, the mail
+domains, and the SMTP ingress and relay, each checked before anything starts."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..smtp import PASSWORD_ENV as SMTP_PASSWORD_ENV
 from ..smtp import USER_ENV as SMTP_USER_ENV
 from ..smtp import smtp_config
 from ..store import DATABASE_ENV, is_database_url
+from ..up import PORTS_ENV, parse_ports
 from .base import F, fail
 
 
@@ -39,6 +40,25 @@ def _optional_host_port(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> str | None:
     return None if value is None else host_port(ctx, param, value)
+
+
+def _ports(ctx: click.Context, param: click.Parameter, value: str | None) -> range | None:
+    if value is None or not value.strip():
+        return None
+    try:
+        return parse_ports(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+ports_option = click.option(
+    "--ports",
+    metavar="LOW-HIGH",
+    envvar=PORTS_ENV,
+    callback=_ports,
+    help="Choose the ports it picks itself (the embedded nats-server's) from these,"
+    f" both included (env {PORTS_ENV}); default: 4222 when free, else a free one.",
+)
 
 
 _DOMAIN = re.compile(

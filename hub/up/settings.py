@@ -23,8 +23,12 @@ class UpSettings:
     state_dir: Path
     http: str = DEFAULT_HTTP  # HOST:PORT; a fixed port, since up announces it
     nats_url: str | None = None
-    # The embedded server's port: None takes 4222 when free, else any free one.
+    # The embedded server's port: None takes one (hub/up/ports.py, from ``ports``).
     nats_port: int | None = None
+    ports: range | None = None
+    """``--ports``: the ports it chooses from when it picks one itself (the
+    embedded nats-server's); None: 4222 when free, else a free one below the
+    ephemeral ports."""
     subject_prefix: str | None = None
     domains: tuple[str, ...] = ()  # the hub's mail domains, passed on (the first: the default)
     smtp_relay: str | None = None  # HOST:PORT, passed on to the hub

@@ -36,7 +36,7 @@ from runtime import (
     sidecar_env,
     write_atomic,
 )
-from runtime.config import DEFAULT_NATS_PORT, DEFAULT_SUBJECT_PREFIX, LOOPBACK, redact_url
+from runtime.config import DEFAULT_SUBJECT_PREFIX, LOOPBACK, redact_url
 from runtime.loops import unwrapping_groups
 from runtime.sidecar_contract import remove_sidecar_state, sidecar_argv
 from runtime.wire import DeploymentStatus, anchor_is_live
@@ -48,8 +48,9 @@ from ..natsauth import hub_seed, producer_users_of, public_key, users_of
 from ..store import DATABASE_ENV
 from .children import Child, ChildSpec
 from .fleet import Fleet
-from .host import child_env, port_is_free, state_lock
-from .nats import EmbeddedConfig, find_nats_server, free_port, greets
+from .host import child_env, state_lock
+from .nats import EmbeddedConfig, find_nats_server, greets
+from .ports import embedded_nats_port
 from .settings import UpInfo, UpSettings, hub_url
 from .wakes import wake_loop
 
@@ -167,7 +168,7 @@ class Up:
     async def _start_nats(self, tg: anyio.abc.TaskGroup) -> str:
         port = self.config.nats_port
         if port is None:
-            port = DEFAULT_NATS_PORT if port_is_free(DEFAULT_NATS_PORT) else free_port()
+            port = embedded_nats_port(self.config.ports)
         name = f"mailrun-up-{os.getpid()}-{secrets.token_hex(4)}"
         # No anonymous clients: the hub from the start, deployments as they come.
         hub_user = public_key(await anyio.to_thread.run_sync(hub_seed, self.state_dir))

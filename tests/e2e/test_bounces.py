@@ -15,8 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from hub.up import free_port
-from tests.support import wait_for
+from tests.support import free_port, wait_for
 from tests.support.smtp import SmtpServer, delivery_report
 
 from .harness import Up, mailrun_up

@@ -29,6 +29,7 @@ import anyio.abc
 from anyio.abc import SocketAttribute
 
 from runtime.loops import StackedContext
+from tests.support import free_port
 
 from .natsproto import Frame, FrameParser, ProtocolError, subject_matches
 
@@ -85,13 +86,15 @@ class _Connection:
 class NatsFaultProxy(StackedContext):
     """Async context manager; serves until the block ends."""
 
-    def __init__(self, upstream: str, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, upstream: str, *, host: str = "127.0.0.1", port: int | None = None) -> None:
         parts = urlsplit(upstream)
         if parts.hostname is None or parts.port is None:
             raise ValueError(f"upstream must be nats://host:port, not {upstream!r}")
         self.upstream = (parts.hostname, parts.port)
         self.host = host
-        self.port = port
+        # Chosen, not the OS's pick: a cut gives the port up, and the OS
+        # hands ports out of its pick's range to outgoing connections too.
+        self.port = port if port is not None else free_port(host)
         self.rules: list[Rule] = []
         self.counts: Counter[str] = Counter()
         """``connections``, ``refused``, ``upstream_failed``, and per direction

@@ -14,11 +14,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from hub.up import free_port as free_port
-
     from .http import HubClient as HubClient
     from .nats import NatsServerProcess as NatsServerProcess
     from .nats import running_nats_server as running_nats_server
+    from .ports import free_port as free_port
     from .repo import REPO as REPO
     from .waiting import wait_for as wait_for
 
@@ -35,7 +34,7 @@ _HOMES = {
     "REPO": ".repo",
     "HubClient": ".http",
     "NatsServerProcess": ".nats",
-    "free_port": "hub.up",
+    "free_port": ".ports",
     "running_nats_server": ".nats",
     "wait_for": ".waiting",
 }

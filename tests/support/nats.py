@@ -19,10 +19,12 @@ from typing import IO
 import anyio
 
 from hub._errors import NatsServerError, NatsServerStartTimeout
-from hub.up import find_nats_server, free_port
+from hub.up import find_nats_server
 from hub.up.children import pdeathsig_preexec
 from hub.up.nats import greeting_names, greets
 from runtime.config import LOOPBACK
+
+from .ports import free_port
 
 _POLL = 0.005
 _PROBE_TIMEOUT = 1.0

@@ -100,20 +100,23 @@ async def run_demo(
     environ: Mapping[str, str],
     advance: Advance | None = None,
     deadline: float = DEADLINE,
+    ports: range | None = None,
 ) -> dict[str, Any]:
     """Run the demo; the completed run's JSON. ``DemoFailed`` if it does not
     complete within ``deadline`` seconds (the state dir is then kept for its logs).
     Each mail processed goes to ``advance`` (default: a line to ``say``);
-    ``environ`` is what the processes it starts inherit."""
+    ``environ`` is what the processes it starts inherit; its HTTP and NATS
+    ports are free ones of ``ports`` (``--ports``)."""
 
     def said(done: int, note: str) -> None:
         say(f"processed {done} of {len(SUBJECTS)}: {note}")
 
     tmp = Path(tempfile.mkdtemp(prefix="mailrun-demo-"))
+    http_port = free_port(within=ports)
     config = UpSettings(
         state_dir=tmp / "state",
-        http=f"{LOOPBACK}:{free_port()}",
-        nats_port=free_port(),
+        http=f"{LOOPBACK}:{http_port}",
+        nats_port=free_port(within=ports, avoid={http_port}),
         stop_grace=3.0,
         say=say,
         environ=environ,

@@ -27,6 +27,7 @@ from ..options import (
     dkim_options,
     domain_option,
     host_port,
+    ports_option,
     sender_check_options,
     smtp_options,
     smtp_relay_option,
@@ -44,6 +45,7 @@ from ..options import (
     help=f"Use this NATS server instead of an embedded one (env {NATS_URL_ENV}).",
 )
 @click.option("--subject-prefix", help=f"NATS subject prefix (default {DEFAULT_SUBJECT_PREFIX}).")
+@ports_option
 @domain_option
 @database_option
 @smtp_relay_option
@@ -73,6 +75,7 @@ def up_cmd(
     http: str,
     nats_url: str | None,
     subject_prefix: str | None,
+    ports: range | None,
     domains: tuple[str, ...],
     database: str | None,
     smtp_relay: str | None,
@@ -108,6 +111,7 @@ def up_cmd(
         http,
         nats_url,
         subject_prefix=subject_prefix,
+        ports=ports,
         domains=domains,
         smtp_relay=smtp_relay,
         dkim=tuple(arg for key in dkim for arg in key.options()),
@@ -145,7 +149,8 @@ def up_cmd(
 
 
 @click.command("demo")
-def demo_cmd() -> None:
+@ports_option
+def demo_cmd(ports: range | None) -> None:
     """Run the bundled example end to end.
 
     Starts `up` in a temporary dir on free ports, deploys the counter example,
@@ -161,7 +166,9 @@ def demo_cmd() -> None:
                 progress.echo(f"mailrun demo: {line}")
 
             async with cancel_on_signals() as received:
-                await run_demo(say, advance=progress.advance_to, environ=dict(os.environ))
+                await run_demo(
+                    say, advance=progress.advance_to, environ=dict(os.environ), ports=ports
+                )
         return received
 
     try:
@@ -169,5 +176,7 @@ def demo_cmd() -> None:
             interrupted = anyio.run(go)
     except DemoFailed as exc:
         fail(f"demo failed: {exc.detail}")
+    except HubError as exc:  # before it started anything: no free port in --ports
+        fail(f"{exc.reason}: {exc.detail}")
     if interrupted:
         fail("demo interrupted; everything it started is stopped", 128 + interrupted[0])

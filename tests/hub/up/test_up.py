@@ -29,10 +29,11 @@ import pytest
 
 from hub._errors import HubNotReady
 from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
-from hub.up import UpSettings, hub_url, run_up
+from hub.up import PORTS_ENV, UpSettings, hub_url, run_up
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from runtime import NATS_URL_ENV
 from tests.support import REPO, HubClient, free_port, wait_for
+from tests.support.ports import assigned_ports
 
 # slow: every test runs `mailrun up`, the hub or their children as real processes
 pytestmark = pytest.mark.slow
@@ -341,6 +342,9 @@ async def test_up_runs_nats_and_the_hub_and_stops_them_on_sigterm(up: UpProcess)
     assert info["http"] == f"http://{up.http}"
     health = up.health()
     assert health is not None and health["nats_url"] == info["nats_url"]
+    # Its own nats-server on a port of the worker's (MAILRUN_PORTS: tests/conftest.py).
+    ours = assigned_ports()
+    assert ours is not None and int(str(info["nats_url"]).rsplit(":", 1)[1]) in ours
     assert f"mailrun up: hub http://{up.http} nats {info['nats_url']} state {up.state}" in up.log
     hub = up.child("-m", "hub")
     assert hub is not None
@@ -414,6 +418,31 @@ async def test_a_second_up_on_the_same_state_dir_is_refused(up: UpProcess) -> No
     assert second.returncode == 1
     assert "error: up_already_running" in second.stderr.decode()
     assert up.health() is not None  # the first one is untouched
+
+
+@pytest.mark.parametrize("via", ["option", "environment"])
+def test_up_takes_its_ports_from_ports_or_the_environment(tmp_path: Path, via: str) -> None:
+    with socket.socket() as taken:  # the one port it may take is busy: it says so, and stops
+        taken.bind(("127.0.0.1", free_port()))
+        port = taken.getsockname()[1]
+        argv = [*mailrun_argv(), "up", "--state-dir", str(tmp_path / "state")]
+        argv += ["--http", f"127.0.0.1:{free_port()}"]
+        env = {**os.environ, PORTS_ENV: f"{port}-{port}"}
+        if via == "option":
+            argv += ["--ports", f"{port}-{port}"]
+            env[PORTS_ENV] = "1-0"  # the option wins; unread
+        done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"error: no_free_port: no port of {port}-{port} is free" in done.stderr
+    assert psutil.Process().children() == []
+
+
+def test_up_refuses_malformed_ports(tmp_path: Path) -> None:
+    argv = [*mailrun_argv(), "up", "--state-dir", str(tmp_path / "state"), "--ports", "9-1"]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "Invalid value for '--ports'" in done.stderr
+    assert not (tmp_path / "state").exists()
 
 
 async def deploy_counter(up: UpProcess, name: str = "counter") -> dict[str, Any]:
