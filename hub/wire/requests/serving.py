@@ -10,6 +10,7 @@ Refused, anything else as ``internal_error`` (logged), never a crash.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -51,8 +52,10 @@ async def serve(
     subject, whose requests have no sender. With ``serves``, a request of a
     sender it refuses is left unanswered: another hub serves that sender."""
     # A free slot is taken without a turn of the loop: the subscription
-    # gives the turns, and the answer runs in a task of its own anyway.
-    slots = anyio.Semaphore(limit, fast_acquire=True)
+    # gives the turns, and the answer runs in a task of its own anyway. A
+    # bare asyncio semaphore (the hub runs on anyio's asyncio backend): a
+    # free one is taken without anyio's look up the task's cancel scopes.
+    slots = asyncio.Semaphore(limit)
     async with anyio.create_task_group() as tg:
         async for message in sub:
             sender: str | None = None
@@ -92,7 +95,7 @@ async def _answer(
     source: str,
     handler: Handler,
     sender: str | None,
-    slots: anyio.Semaphore,
+    slots: asyncio.Semaphore,
 ) -> None:
     try:
         reply = await _handle(garbage, message, source, handler, sender)
