@@ -1,36 +1,36 @@
 """Group commit: one write transaction for every trigger waiting at that moment.
 
-Callers hand requests to the :class:`Acceptor` through a bounded stream
-(a full queue makes callers wait: backpressure, not unbounded memory). Its
-loop takes the first request, drains whatever else is already waiting (up
-to ``max_batch`` triggers), runs :func:`accept_triggers` over all of them in
-one transaction, and answers each caller only after COMMIT returned. A
-failed commit answers every caller of the batch with :class:`StoreUnavailable`:
-never a receipt that the store does not hold.
+Callers hand requests to the :class:`Acceptor`, whose loop
+(``hub.store.Batches``: a bounded mailbox, so a full queue makes callers
+wait) takes the first request and whatever else is already waiting (up to
+``max_batch`` triggers). What is the Acceptor's own: it runs
+:func:`accept_triggers` over all of them in one transaction, and answers
+each caller only after COMMIT returned. A failed commit answers every
+caller of the batch with :class:`StoreUnavailable`: never a receipt that
+the store does not hold.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from inspect import isawaitable
 
 import anyio
 import anyio.abc
 
 from runtime import afailpoint, tracing
-from runtime.actors import Mailbox
 from runtime.failpoints import failpoint
 
-from .._errors import HubError, HubShuttingDown, StoreConflict, StoreUnavailable
+from .._errors import HubError, StoreConflict, StoreUnavailable
 from ..metrics import HubMetrics
 from ..store import (
     Accepted,
+    Batches,
     Outcome,
+    Pending,
     Receipt,
     Rejected,
     Store,
@@ -55,22 +55,15 @@ OnAccepted = Callable[[set[str]], object]
 may return an awaitable. Keep it quick: the next batch waits for it."""
 
 
-@dataclass(eq=False)
-class _Request:
-    triggers: Sequence[Trigger]
-    whole: bool = False
-    # A bare asyncio event (the runtime runs on anyio's asyncio backend):
-    # an anyio.Event costs a backend lookup for every mail.
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-    outcomes: list[Outcome] | None = None
-    error: HubError | None = None
-    trace: object = None
-    """The caller's trace context, when tracing (``tracing.spans.current()``)."""
+class _Request(Pending[list[Outcome]]):
+    __slots__ = ("trace", "triggers", "whole")
 
-    def finish(self, outcomes: list[Outcome] | None, error: HubError | None = None) -> None:
-        if not self.done.is_set():
-            self.outcomes, self.error = outcomes, error
-            self.done.set()
+    def __init__(self, triggers: Sequence[Trigger], whole: bool, trace: object) -> None:
+        super().__init__(len(triggers))
+        self.triggers = triggers
+        self.whole = whole
+        self.trace = trace
+        """The caller's trace context, when tracing (``tracing.spans.current()``)."""
 
 
 class Acceptor:
@@ -88,10 +81,9 @@ class Acceptor:
         self._store = store
         self._metrics = metrics
         self.on_accepted = on_accepted
-        self._max_batch = max_batch
-        # runtime's Mailbox, not an anyio stream: a receive of a queued
-        # request returns at once, and a lone mail's costs no turn of the loop.
-        self._queue: Mailbox[_Request] = Mailbox(queue_size)
+        self._batches: Batches[_Request] = Batches(
+            self._commit, max_batch=max_batch, queue_size=queue_size
+        )
         self.counts: Counter[str] = Counter()
         self.rejected: Counter[str] = Counter()
 
@@ -118,53 +110,19 @@ class Acceptor:
     async def _accept_many(
         self, triggers: Sequence[Trigger], whole: bool, trace: object = None
     ) -> list[Outcome]:
-        request = _Request(triggers, whole, trace=trace)
+        request = _Request(triggers, whole, trace)
         began = time.monotonic()
-        try:
-            # Without a checkpoint while there is room: one step less of the
-            # caller's whole coroutine stack per trigger (full: it waits).
-            await self._queue.send(request)
-        except anyio.ClosedResourceError as exc:
-            raise HubShuttingDown("the hub is shutting down") from exc
-        await request.done.wait()
-        if request.error is not None:
-            raise request.error
-        assert request.outcomes is not None
+        await self._batches.ask(request)
+        assert request.result is not None
         if self._metrics is not None:
             self._metrics.accept_seconds.observe(time.monotonic() - began)
-        return request.outcomes
+        return request.result
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve requests until cancelled; pending callers then get HubShuttingDown."""
-        batch: list[_Request] = []
-        queue = self._queue
-        try:
-            task_status.started()
-            while True:
-                first = await queue.receive()
-                batch = [first]
-                size = len(first.triggers)
-                while size < self._max_batch:
-                    try:
-                        more = queue.receive_nowait()
-                    except anyio.WouldBlock:
-                        break
-                    batch.append(more)
-                    size += len(more.triggers)
-                await self._commit(batch)
-                batch = []
-        finally:
-            queue.close()
-            stopping = HubShuttingDown("the hub is shutting down")
-            for request in batch:
-                request.finish(None, stopping)
-            while True:
-                try:
-                    queue.receive_nowait().finish(None, stopping)
-                except (anyio.WouldBlock, anyio.EndOfStream):
-                    break
+        await self._batches.run(task_status=task_status)
 
     async def _commit(self, batch: list[_Request]) -> None:
         triggers = [t for request in batch for t in request.triggers]
@@ -215,7 +173,7 @@ class Acceptor:
             request.finish(outcomes[at : at + len(request.triggers)])
             at += len(request.triggers)
             if request.trace is not None:  # before the dispatcher sends them
-                tracing.spans.keep_accepted(request.trace, _new(request.outcomes))
+                tracing.spans.keep_accepted(request.trace, _new(request.result))
         self._count(outcomes)
         if woken and self.on_accepted is not None:
             try:

@@ -17,6 +17,7 @@ concern, and the names the other rooms of the hub use, re-exported here.
 - ``schema`` and ``migrations``: the schema, and the ordered steps that
   build it on either database (and move a SQLite one to PostgreSQL);
 - ``sql``: statements declared once per database, and ``Tx``;
+- ``batching``: the one loop under every group commit (``Batches``);
 - ``sqlite`` and ``pg``: the two stores behind ``Store`` (``base.py``),
   one of which ``open_store`` (``opening.py``) opens.
 
@@ -38,6 +39,8 @@ from .accepting import body_digest as body_digest
 from .accepting import conflict_outcome as conflict_outcome
 from .accepting import decision_trigger as decision_trigger
 from .base import Store as Store
+from .batching import Batches as Batches
+from .batching import Pending as Pending
 from .clock import APPROVAL_EXPIRY as APPROVAL_EXPIRY
 from .clock import DueTimer as DueTimer
 from .clock import Fire as Fire
@@ -267,6 +270,7 @@ __all__ = [
     "AppliedRun",
     "ApprovalStatus",
     "ApprovalView",
+    "Batches",
     "Bounced",
     "Change",
     "ChangeKind",
@@ -299,6 +303,7 @@ __all__ = [
     "Outcome",
     "Overdue",
     "OwnerRow",
+    "Pending",
     "PendingTimer",
     "PolicyChange",
     "ProcessedRows",

@@ -1,8 +1,8 @@
 """What every long-running loop and process uses: the event loop, SIGTERM
 and SIGINT as cancellation, wakeups between tasks, the retry delays with
 their saturating attempt counter and one retry loop's bookkeeping (Retry),
-a context over an exit stack it owns, and a task group's error of one as
-itself."""
+a context over an exit stack it owns, a task group's error of one as
+itself, and workers that run short jobs in tasks kept for the next one."""
 
 from ._backoff import ATTEMPT_LIMIT as ATTEMPT_LIMIT
 from ._backoff import Backoff as Backoff
@@ -19,6 +19,7 @@ from ._stacked import StackedContext as StackedContext
 from ._wakeup import Broadcast as Broadcast
 from ._wakeup import Flag as Flag
 from ._wakeup import Wakeup as Wakeup
+from ._workers import Workers as Workers
 
 __all__ = [
     "ATTEMPT_LIMIT",
@@ -28,6 +29,7 @@ __all__ = [
     "Retry",
     "StackedContext",
     "Wakeup",
+    "Workers",
     "backoff",
     "backoff_max_from_env",
     "cancel_on_signals",

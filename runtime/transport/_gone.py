@@ -1,6 +1,6 @@
 """A client's end, as its requests in flight see it: one event that, once
 set, cancels every request still waiting on that client, without a watcher
-task per request.
+task per request; the request's deadline rides on the same cancel scope.
 
 A request made on a client that nats-py then closes for good could never be
 answered there; it must end at once, to be sent again on the client that
@@ -14,6 +14,7 @@ after the end is cancelled before it waits.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -42,11 +43,13 @@ class Gone:
         await self._event.wait()
 
     @contextmanager
-    def asking(self) -> Iterator[anyio.CancelScope]:
+    def asking(self, deadline: float = math.inf) -> Iterator[anyio.CancelScope]:
         """A scope for one request on the client: cancelled when the client
-        ends (at once, if it has ended already). Its ``cancelled_caught``
-        says whether the request was cut short by the end."""
-        with anyio.CancelScope() as scope:
+        ends (at once, if it has ended already), or at ``deadline`` (anyio's
+        clock): one scope for both, a request's only one. Its
+        ``cancelled_caught`` says whether the request was cut short; by the
+        end if :meth:`is_set`, else by the deadline."""
+        with anyio.CancelScope(deadline=deadline) as scope:
             if self._event.is_set():
                 scope.cancel()
             self._asking.add(scope)

@@ -347,25 +347,34 @@ class NatsTransport:
         never come on the closed one. Its responder may then see it twice,
         as when a caller sends again after a timeout."""
         self._check_open()
-        with mapped(f"request to {subject}", self), anyio.fail_after(timeout):
+        deadline = anyio.current_time() + timeout
+        with mapped(f"request to {subject}", self):
             while True:
-                await self._up.wait()
+                if not self._up.is_set():
+                    with anyio.fail_at(deadline):
+                        await self._up.wait()
                 client, gone = self._nc, self._gone
-                msg = await self._ask(client, gone, subject, data, timeout)
+                msg = await self._ask(client, gone, subject, data, timeout, deadline)
                 if msg is not None:
                     return msg.data
                 self._check_open()
                 # Closed for good: the keeper replaces it and sets _up again.
-                await gone.wait()
+                with anyio.fail_at(deadline):
+                    await gone.wait()
 
     async def _ask(
-        self, client: Client, gone: Gone, subject: str, data: bytes, timeout: float
+        self, client: Client, gone: Gone, subject: str, data: bytes, timeout: float, deadline: float
     ) -> Msg | None:
-        """The answer, or None when ``client`` was closed for good first."""
+        """The answer, or None when ``client`` was closed for good first.
+
+        Connected, a request enters this one cancel scope (the client's end
+        and the deadline together): a lone mail makes one request each way."""
         answer: Msg | None = None
         # Closed before it was sent: sent again on the next client.
-        with gone.asking(), suppress(nats_errors.ConnectionClosedError):
+        with gone.asking(deadline) as scope, suppress(nats_errors.ConnectionClosedError):
             answer = await client.request(subject, data, timeout=timeout)
+        if scope.cancelled_caught and not gone.is_set():
+            raise TimeoutError  # the deadline, not the end (``mapped``: RequestTimeout)
         return answer
 
     async def subscribe(

@@ -1,4 +1,5 @@
-"""A client's end cancels the requests waiting on it, and those begun after it."""
+"""A client's end cancels the requests waiting on it, and those begun after
+it; a request's deadline rides on the same scope."""
 
 from __future__ import annotations
 
@@ -43,3 +44,13 @@ async def test_a_request_begun_after_the_end_is_cancelled_before_it_waits() -> N
         with gone.asking() as scope:
             await anyio.sleep_forever()
     assert scope.cancelled_caught
+
+
+async def test_the_deadline_rides_on_the_same_scope() -> None:
+    gone = Gone()
+    with anyio.fail_after(5):
+        with gone.asking(anyio.current_time() + 0.05) as scope:
+            await anyio.sleep_forever()
+    # Cut short by the deadline, not by the end: the caller tells them apart.
+    assert scope.cancelled_caught
+    assert not gone.is_set()

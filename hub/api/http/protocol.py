@@ -197,7 +197,7 @@ class Connection(Link):
             body, fast = request.body(), self.serving.fast_path
             if body is not None and fast is not None:
                 self.serving.in_flight += 1
-                self.serving.answers.start_soon(self._answer_fast, request, fast, body)
+                self.serving.workers.start_soon(self._answer_fast, request, fast, body)
 
     # What the requests call (the rest is Link's)
 
@@ -228,7 +228,7 @@ class Connection(Link):
     def _start(self, cycle: AsgiCycle, app: App) -> None:
         self._answering = cycle
         self.serving.in_flight += 1
-        self.serving.answers.start_soon(self._run, cycle, app)
+        self.serving.workers.start_soon(self._run, cycle, app)
 
     async def _run(self, cycle: AsgiCycle, app: App) -> None:
         try:

@@ -1,6 +1,6 @@
 """What the connections of one server share (``Serving``): the app, the
-limits, the task group that owns every answer, who is connected, and the
-drain that a stop starts."""
+limits, the task group that owns every answer and the workers that run them
+in it, who is connected, and the drain that a stop starts."""
 
 from __future__ import annotations
 
@@ -9,9 +9,15 @@ from typing import Protocol
 import anyio
 import anyio.abc
 
+from runtime.loops import Workers
+
 from .cycle import App
 from .fast import FastPath
 from .limits import HttpLimits
+
+KEEP = 64
+"""Answering tasks at most kept waiting for the next request: as many as a
+busy client pool keeps in flight, so that a flood spawns none either."""
 
 
 class Member(Protocol):
@@ -37,6 +43,9 @@ class Serving:
         self.limits = limits
         self.fast_path = fast_path
         self.answers = answers
+        # Tasks of ``answers`` kept for the next request: a task spawned per
+        # request was a lone mail's largest single cost here.
+        self.workers = Workers(answers, keep=KEEP)
         self.connections: set[Member] = set()
         self.in_flight = 0  # answers under way
         self.draining = False

@@ -52,12 +52,12 @@ class Grouped:
 def groups(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
     """``rows`` in order, :data:`GROUP` a group, the rest in halves (a size
     of :data:`SIZES` each)."""
-    at, size = 0, GROUP
-    while at < len(rows):
-        while size > len(rows) - at:
-            size //= 2
+    at, left = 0, len(rows)
+    while left:
+        # The largest size of SIZES that fits what is left: a power of two.
+        size = GROUP if left >= GROUP else 1 << (left.bit_length() - 1)
         yield rows[at : at + size]
-        at += size
+        at, left = at + size, left - size
 
 
 def _values(marks: Sequence[str], rows: int) -> str:

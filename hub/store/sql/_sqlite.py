@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-from typing import cast
 
 from ..._errors import StoreConflict, StoreUnavailable
 from ._statement import Params, Statement
@@ -64,6 +63,8 @@ class SqliteTx:
             raise store_error(exc)  # noqa: B904 (its cause is set)
 
     def execute_many(self, statement: Statement, rows: Iterable[Params]) -> None:
+        if not rows:  # an empty list or tuple (an iterator is never false)
+            return  # nothing to run: no statement looked up, bound and reset
         try:
             self._conn.executemany(statement.sqlite, rows)
         except sqlite3.Error as exc:
@@ -71,7 +72,9 @@ class SqliteTx:
 
     def fetch_all(self, statement: Statement, params: Params = ()) -> list[Row]:
         try:
-            return cast(list[Row], self._conn.execute(statement.sqlite, params).fetchall())
+            # Annotated, not cast: a cast's type is built at every call.
+            rows: list[Row] = self._conn.execute(statement.sqlite, params).fetchall()
+            return rows
         except sqlite3.Error as exc:
             raise store_error(exc)  # noqa: B904 (its cause is set)
 
@@ -79,7 +82,8 @@ class SqliteTx:
         try:
             cursor = self._conn.execute(statement.sqlite, params)
             try:
-                return cast(Row | None, cursor.fetchone())
+                row: Row | None = cursor.fetchone()
+                return row
             finally:
                 cursor.close()
         except sqlite3.Error as exc:

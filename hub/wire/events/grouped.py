@@ -9,37 +9,32 @@ body and every one already queued behind it (up to ``max_batch``), runs
 them in one transaction, each in a savepoint of its own
 (:func:`~hub.store.each_in_savepoint`: a body that raises, a stale fence
 say, takes back only its own writes), and answers each caller only after
-COMMIT returned. A failed commit answers every caller of the batch with its
-error: none of them is acknowledged, and each sidecar sends its events
-again. A lone frame runs alone, without a savepoint.
+COMMIT returned. A failed commit answers every caller of the batch with
+its error: none of them is acknowledged, and each sidecar sends its events
+again. A lone frame runs alone, without a savepoint. The loop is
+``hub.store.Batches``; what a batch runs, and how its failure is split, is
+this module's own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.abc
 
-from ..._errors import HubShuttingDown
-from ...store import Store, Tx, each_in_savepoint
+from ...store import Batches, Pending, Store, Tx, each_in_savepoint
 
 T = TypeVar("T")
 
 
-@dataclass(eq=False)
-class _Request(Generic[T]):
-    body: Callable[[Tx], T]
-    done: anyio.Event = field(default_factory=anyio.Event)
-    result: T | None = None
-    error: BaseException | None = None
+class _Request(Pending[T], Generic[T]):
+    __slots__ = ("body",)
 
-    def finish(self, result: T | None, error: BaseException | None = None) -> None:
-        if not self.done.is_set():
-            self.result, self.error = result, error
-            self.done.set()
+    def __init__(self, body: Callable[[Tx], T]) -> None:
+        super().__init__()
+        self.body = body
 
 
 class GroupCommit:
@@ -47,51 +42,22 @@ class GroupCommit:
 
     def __init__(self, store: Store, *, max_batch: int = 64, queue_size: int = 256) -> None:
         self._store = store
-        self._max_batch = max_batch
-        self._send, self._receive = anyio.create_memory_object_stream[_Request[Any]](queue_size)
+        self._batches: Batches[_Request[Any]] = Batches(
+            self._commit, max_batch=max_batch, queue_size=queue_size
+        )
 
     async def transact(self, body: Callable[[Tx], T]) -> T:
         """``body``'s result once it is committed; what it raised, or what
         broke the batch's commit, raised here."""
         request: _Request[T] = _Request(body)
-        try:
-            try:
-                self._send.send_nowait(request)
-            except anyio.WouldBlock:
-                await self._send.send(request)  # full: the callers wait, memory does not grow
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            raise HubShuttingDown("the hub is shutting down") from exc
-        await request.done.wait()
-        if request.error is not None:
-            raise request.error
+        await self._batches.ask(request)
         return request.result  # type: ignore[return-value]  # set with no error
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """Serve until cancelled; callers still waiting then get HubShuttingDown."""
-        batch: list[_Request[Any]] = []
-        async with self._send, self._receive:
-            try:
-                task_status.started()
-                async for first in self._receive:
-                    batch = [first]
-                    while len(batch) < self._max_batch:
-                        try:
-                            batch.append(self._receive.receive_nowait())
-                        except anyio.WouldBlock:
-                            break
-                    await self._commit(batch)
-                    batch = []
-            finally:
-                stopping = HubShuttingDown("the hub is shutting down")
-                for request in batch:
-                    request.finish(None, stopping)
-                while True:
-                    try:
-                        self._receive.receive_nowait().finish(None, stopping)
-                    except anyio.WouldBlock:
-                        break
+        await self._batches.run(task_status=task_status)
 
     async def _commit(self, batch: list[_Request[Any]]) -> None:
         if len(batch) == 1:

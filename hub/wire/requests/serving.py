@@ -5,11 +5,14 @@ sender the subject names (``<subject>.<id>``, an id only that identity may
 publish under) is served only if its reply goes to that sender's own inbox,
 at most ``limit`` requests at once; a frame that does not decode is kept as a
 dead letter and answered ``decode_error``, a HubError is answered as its
-Refused, anything else as ``internal_error`` (logged), never a crash.
+Refused, anything else as ``internal_error`` (logged), never a crash. Each
+request is answered in a task of the subscription's group, kept for the
+next request once done (``runtime.loops.Workers``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -27,11 +30,15 @@ from runtime import (
     encode,
     is_id,
 )
+from runtime.loops import Workers
 
 from ..._errors import HubError
 from ..retention import Garbage
 
 log = logging.getLogger("mailrun.hub.wire")
+
+KEEP = 16
+"""Tasks at most kept waiting for the next request, per subscription."""
 
 Handler = Callable[[bytes, str | None], Awaitable[msgspec.Struct]]
 """A request's data and its sender (None on a shared subject) to its answer."""
@@ -51,9 +58,14 @@ async def serve(
     subject, whose requests have no sender. With ``serves``, a request of a
     sender it refuses is left unanswered: another hub serves that sender."""
     # A free slot is taken without a turn of the loop: the subscription
-    # gives the turns, and the answer runs in a task of its own anyway.
-    slots = anyio.Semaphore(limit, fast_acquire=True)
+    # gives the turns, and the answer runs in a task of its own anyway. A
+    # bare asyncio semaphore (the hub runs on anyio's asyncio backend): a
+    # free one is taken without anyio's look up the task's cancel scopes.
+    slots = asyncio.Semaphore(limit)
     async with anyio.create_task_group() as tg:
+        # Tasks kept for the next request: a task spawned per request was a
+        # lone mail's largest single cost here (runtime.loops.Workers).
+        workers = Workers(tg, keep=min(limit, KEEP))
         async for message in sub:
             sender: str | None = None
             if sender_kind is not None:
@@ -61,7 +73,8 @@ async def serve(
                 if sender is None or (serves is not None and not serves(sender)):
                     continue
             await slots.acquire()
-            tg.start_soon(_answer, garbage, message, source, handler, sender, slots)
+            workers.start_soon(_answer, garbage, message, source, handler, sender, slots)
+        workers.close()  # the answers under way finish, then the group
     log.info("subscription %s ended", sub.subject)
 
 
@@ -92,7 +105,7 @@ async def _answer(
     source: str,
     handler: Handler,
     sender: str | None,
-    slots: anyio.Semaphore,
+    slots: asyncio.Semaphore,
 ) -> None:
     try:
         reply = await _handle(garbage, message, source, handler, sender)

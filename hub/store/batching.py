@@ -1,0 +1,123 @@
+"""One batching loop under every group commit of the hub: callers' requests
+queued in a bounded mailbox, taken in batches, each batch handed to its
+owner's commit, every caller answered once.
+
+The hub has two group commits, the acceptor's (``hub.intake``: triggers)
+and the events' (``hub.wire.events``: bodies of transactions); each writes
+one transaction for every request waiting at that moment, so that one
+fsync serves them all. What they share is here: :class:`Batches` takes the
+first request, drains whatever else already waits (up to ``max_batch``,
+counted by each request's ``weight``), awaits the owner's ``commit`` of the
+batch, and, when it stops, tells every caller still waiting that the hub is
+shutting down. What a batch does, and how a failure is split among its
+callers, is the owner's: its ``commit`` answers each request
+(:meth:`Pending.finish`) before it returns.
+
+The mailbox is ``runtime.actors.Mailbox``, not an anyio stream: a send into
+room and a receive of a queued request return at once, so a lone request
+costs no turn of the loop. A full mailbox makes callers wait (backpressure,
+not unbounded memory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
+
+import anyio
+import anyio.abc
+
+from runtime.actors import Mailbox
+
+from .._errors import HubShuttingDown
+
+T = TypeVar("T")
+R = TypeVar("R", bound="Pending[Any]")
+
+
+class Pending(Generic[T]):
+    """A caller's request while it waits: answered once, with a result or an
+    error (later answers are ignored)."""
+
+    __slots__ = ("done", "error", "result", "weight")
+
+    def __init__(self, weight: int = 1) -> None:
+        self.weight = weight
+        """What this request counts for against the batch's ``max_batch``."""
+        # A bare asyncio event (the hub runs on anyio's asyncio backend): an
+        # anyio.Event costs a backend lookup for every request.
+        self.done = asyncio.Event()
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+    def finish(self, result: T | None, error: BaseException | None = None) -> None:
+        if not self.done.is_set():
+            self.result, self.error = result, error
+            self.done.set()
+
+
+class Batches(Generic[R]):
+    """The loop of one group commit; run :meth:`run` in a task group."""
+
+    def __init__(
+        self,
+        commit: Callable[[list[R]], Awaitable[None]],
+        *,
+        max_batch: int,
+        queue_size: int,
+    ) -> None:
+        self._commit = commit
+        self._max_batch = max_batch
+        self._mailbox: Mailbox[R] = Mailbox(queue_size)
+
+    async def ask(self, request: R) -> None:
+        """Queue ``request`` and wait until its batch answered it; its error,
+        if it got one, is raised here (``request.result`` holds the rest).
+        :class:`HubShuttingDown` once the loop has stopped."""
+        try:
+            try:
+                # Without a checkpoint while there is room: one step less of
+                # the caller's whole coroutine stack per request.
+                self._mailbox.send_nowait(request)
+            except anyio.WouldBlock:
+                await self._mailbox.send(request)  # full: the caller waits
+        except anyio.ClosedResourceError as exc:
+            raise HubShuttingDown("the hub is shutting down") from exc
+        await request.done.wait()
+        if request.error is not None:
+            raise request.error
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Serve batches until cancelled; callers still waiting then get
+        :class:`HubShuttingDown`, and later ones at once."""
+        batch: list[R] = []
+        mailbox = self._mailbox
+        max_batch = self._max_batch
+        try:
+            task_status.started()
+            while True:
+                first = await mailbox.receive()
+                batch = [first]
+                size = first.weight
+                while size < max_batch:
+                    try:
+                        more = mailbox.receive_nowait()
+                    except anyio.WouldBlock:
+                        break
+                    batch.append(more)
+                    size += more.weight
+                await self._commit(batch)
+                batch = []
+        finally:
+            mailbox.close()
+            stopping = HubShuttingDown("the hub is shutting down")
+            for request in batch:
+                request.finish(None, stopping)
+            while True:
+                try:
+                    mailbox.receive_nowait().finish(None, stopping)
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break

@@ -1,0 +1,118 @@
+"""The one batching loop under the hub's group commits: requests waiting at
+the same moment go to one commit, up to ``max_batch`` by weight, in the
+order they came; the commit's answer reaches each caller, its error raised;
+callers still waiting when the loop stops, and later ones, are told the hub
+is shutting down."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from hub._errors import HubShuttingDown
+from hub.store import Batches, Pending
+
+pytestmark = pytest.mark.anyio
+
+
+class Job(Pending[str]):
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, weight: int = 1) -> None:
+        super().__init__(weight)
+        self.name = name
+
+
+class Recorder:
+    """A commit that answers each request with its name, and keeps each batch's names."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.hold = anyio.Event()
+        self.hold.set()
+        self.began = anyio.Event()
+
+    async def commit(self, batch: list[Job]) -> None:
+        self.batches.append([job.name for job in batch])
+        self.began.set()
+        await self.hold.wait()
+        for job in batch:
+            if job.name.startswith("bad"):
+                job.finish(None, ValueError(job.name))
+            else:
+                job.finish(job.name.upper())
+
+
+async def test_waiting_requests_share_a_batch_up_to_its_weight() -> None:
+    recorder = Recorder()
+    batches: Batches[Job] = Batches(recorder.commit, max_batch=4, queue_size=16)
+    answers: dict[str, object] = {}
+
+    async def ask(job: Job) -> None:
+        try:
+            await batches.ask(job)
+            answers[job.name] = job.result
+        except ValueError as exc:
+            answers[job.name] = exc
+
+    jobs = [Job("a", 3), Job("bad", 1), Job("b", 2), Job("c"), Job("d", 5), Job("e")]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(batches.run)
+        async with anyio.create_task_group() as callers:
+            for job in jobs:  # all queued before the loop's first turn
+                callers.start_soon(ask, job)
+        tg.cancel_scope.cancel()
+    # Taken in order; a batch closes once its weight reaches 4 (a request
+    # heavier than what is left still goes in whole, as the first or last).
+    assert recorder.batches == [["a", "bad"], ["b", "c", "d"], ["e"]]
+    assert answers["a"] == "A" and answers["e"] == "E"
+    assert isinstance(answers["bad"], ValueError)
+
+
+async def test_callers_waiting_when_the_loop_stops_are_told_so() -> None:
+    recorder = Recorder()
+    recorder.hold = anyio.Event()  # the first commit never ends
+    batches: Batches[Job] = Batches(recorder.commit, max_batch=1, queue_size=16)
+    refused: list[str] = []
+
+    async def ask(job: Job) -> None:
+        try:
+            await batches.ask(job)
+        except HubShuttingDown:
+            refused.append(job.name)
+
+    # The callers outside the loop's group: its cancellation is not theirs.
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as callers, anyio.create_task_group() as tg:
+            await tg.start(batches.run)
+            for name in ("in-commit", "queued"):
+                callers.start_soon(ask, Job(name))
+            await recorder.began.wait()
+            tg.cancel_scope.cancel()
+    assert sorted(refused) == ["in-commit", "queued"]
+    with pytest.raises(HubShuttingDown):
+        await batches.ask(Job("late"))
+
+
+async def test_a_full_mailbox_makes_callers_wait_and_loses_none() -> None:
+    recorder = Recorder()
+    recorder.hold = anyio.Event()
+    batches: Batches[Job] = Batches(recorder.commit, max_batch=2, queue_size=2)
+    answers: dict[str, object] = {}
+
+    async def ask(job: Job) -> None:
+        await batches.ask(job)
+        answers[job.name] = job.result
+
+    async with anyio.create_task_group() as tg:
+        await tg.start(batches.run)
+        async with anyio.create_task_group() as callers:
+            for n in range(9):
+                callers.start_soon(ask, Job(f"j{n}"))
+            with anyio.fail_after(5):
+                await recorder.began.wait()
+            recorder.hold.set()
+        tg.cancel_scope.cancel()
+    assert answers == {f"j{n}": f"J{n}" for n in range(9)}
+    assert all(len(batch) <= 2 for batch in recorder.batches)
+    assert [name for batch in recorder.batches for name in batch] == [f"j{n}" for n in range(9)]
