@@ -2,7 +2,7 @@
 `mailrun up` starts it, again and again, under a real hub and nats-server.
 
     .venv/bin/python bench/boot.py [--starts 10] [--idle-stop 0.5] [--keep] [--json]
-        [--python-options '-X importtime']
+        [--python-options '-X importtime'] [--code DIR]
 
 Starts nats-server and a hub (``python -m hub --sidecar-root``), deploys a
 workflow whose handler records, for each mail, the wall clock and its own
@@ -22,7 +22,9 @@ waits for it to handle the mail and fall asleep again. Of each start:
 
 Prints the median and p90 of each. ``--python-options`` adds interpreter
 options to the sidecar's command line (``-X importtime``, say; each start's
-log stays in the scratch dir with ``--keep``). Exits 1 unless every start
+log stays in the scratch dir with ``--keep``); ``--code`` runs the
+sidecar from another checkout (``git archive`` of an earlier commit, say),
+the hub from this one. Exits 1 unless every start
 handled its mail exactly once and fell asleep.
 """
 
@@ -104,10 +106,10 @@ def sidecar_command(state: Path, dep: str, idle_stop: float, options: list[str])
     ]
 
 
-def up_environment(nats_url: str) -> dict[str, str]:
+def up_environment(nats_url: str, code: Path) -> dict[str, str]:
     """What ``up`` hands its children (hub/up/host.py ``child_env``) before a
-    sidecar's is cut down from it: the checkout on the path, unbuffered."""
-    paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    sidecar's is cut down from it: the checkout (``code``) on the path, unbuffered."""
+    paths = [str(code), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return {
         **os.environ,
         "PYTHONUNBUFFERED": "1",
@@ -137,7 +139,7 @@ async def boot_once(
     sent = await hub.send(dep["address"], subject)
     assert sent.status_code == 202, sent.text
     run_id = sent.json()["run_id"]
-    env = sidecar_env(up_environment(args.nats_url), home=state)
+    env = sidecar_env(up_environment(args.nats_url, args.code), home=state)
     argv = sidecar_command(state, dep["id"], args.idle_stop, args.python_options)
     start = Start(spawned=time.time())
     # A plain Popen, reaped below by os.wait4 for the child's rusage (anyio's
@@ -251,6 +253,13 @@ def main() -> int:
         default=[],
         metavar="OPTIONS",
         help="interpreter options for the sidecar, as one string ('-X importtime', say)",
+    )
+    p.add_argument(
+        "--code",
+        type=Path,
+        default=REPO,
+        metavar="DIR",
+        help="the checkout the sidecar runs (default this one): another release's, to compare",
     )
     p.add_argument("--keep", action="store_true", help="keep the scratch dir (logs) and say where")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
