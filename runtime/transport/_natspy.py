@@ -1,17 +1,16 @@
-"""nats-py, imported without its websocket transport and without looking up
-its own version.
+"""nats-py, imported without its websocket transport.
 
 nats-py imports aiohttp at import time whenever it is installed, only for
 ``ws://`` servers, which mailrun never uses: 0.2 s and about 10 MiB in every
 hub, sidecar and CLI process on a machine that has aiohttp for something
-else. It also asks ``importlib.metadata`` for its version at import time,
-only to name it in its CONNECT (``connz`` shows it) and its ``repr``: the
-metadata package and the scan of ``sys.path`` for nats-py's distribution
-are 4 % of the instructions of a sidecar's imports, paid on every wake of an
-asleep deployment (docs/performance.md, "A sidecar's start"). While nats-py
-is imported both imports fail, so nats-py takes its no-websocket path and
-names itself version ``0.0.0``; afterwards both import as usual. A process
-that imported either before is left as it is for that one.
+else. It also asks ``importlib.metadata`` for its own version, only to name
+it in its CONNECT (the server's ``connz`` shows it) and its ``repr``: that
+package and its scan of ``sys.path`` are 4 % of the instructions of a
+sidecar's imports, paid on every wake of an asleep deployment
+(docs/performance.md, "A sidecar's start"). While nats-py is imported both
+imports fail, so nats-py takes its no-websocket path and calls itself
+version ``0.0.0``; afterwards both import as usual. A process that imported
+either before is left as it is for that one.
 """
 
 from __future__ import annotations
