@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shlex
 import subprocess
 import sys
@@ -65,7 +64,7 @@ async def main(ctx, item):
 """
 
 RESTORED = " restored (instance "
-WELCOMED = " session "
+WELCOMED = "mailrun.sidecar.link: session "
 
 
 @dataclass
@@ -149,12 +148,19 @@ async def boot_once(
         stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stderr is not None
-    with (logs / f"sidecar-{n:04d}.log").open("wb") as sink, anyio.fail_after(60):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_log, proc.stderr, start, sink)
-            # The kernel's rusage of the child as it is reaped: Popen's own
-            # wait keeps only the status.
-            _, status, usage = await anyio.to_thread.run_sync(os.wait4, proc.pid, 0)
+    with (logs / f"sidecar-{n:04d}.log").open("wb") as sink:
+        try:
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read_log, proc.stderr, start, sink)
+                    # The kernel's rusage of the child as it is reaped: Popen's
+                    # own wait keeps only the status.
+                    _, status, usage = await anyio.to_thread.run_sync(
+                        os.wait4, proc.pid, 0, abandon_on_cancel=True
+                    )
+        finally:
+            if start.exit_code is None and proc.returncode is None:
+                proc.kill()  # a start that hung: its log says where
         proc.returncode = start.exit_code = os.waitstatus_to_exitcode(status)
         proc.stderr.close()
     start.cpu_life = usage.ru_utime + usage.ru_stime
@@ -227,14 +233,13 @@ async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
             k: None if v is None else round(v * 1000, 1) for k, v in first.figures().items()
         },
         "wall": {
-            name: spread([f[name] for f in per_start if f[name] is not None])
+            name: spread([v for f in per_start if (v := f[name]) is not None])
             for name in ("to_restored", "to_welcomed", "to_handled")
         },
         "cpu": {
-            name: spread([f[name] for f in per_start if f[name] is not None])
+            name: spread([v for f in per_start if (v := f[name]) is not None])
             for name in ("cpu_to_handled", "cpu_life")
         },
-        "bench_cpu_s": round(resource.getrusage(resource.RUSAGE_SELF).ru_utime, 2),
         "exit_codes": [s.exit_code for s in [first, *starts]],
         "handled_once": [s.once for s in [first, *starts]],
         "exactly_once": ok,
