@@ -10,11 +10,12 @@ import sys as _sys
 from itertools import pairwise as _pairwise
 
 # A sidecar's imports make some 46,000 objects, each of which lives as long
-# as the process: the collector's passes over them cost about 6 % of the CPU
-# of a start, paid on every wake (docs/performance.md, "A sidecar's start").
-# In ``python -m sidecar`` they are made with the collector paused, then
-# frozen out of its sight; a process importing the package for anything
-# else (a test, the test kit, a tool) is left as it is.
+# as the process: the collector's passes over them, while they were made and
+# again in the interpreter's full collections at exit, were about a quarter
+# of the CPU of a wake (docs/performance.md, "A sidecar's start"). In
+# ``python -m sidecar`` they are made with the collector paused, then frozen
+# out of its sight; a process importing the package for anything else (a
+# test, the test kit, a tool) is left as it is.
 _paused = _gc.isenabled() and ("-m", "sidecar") in _pairwise(_sys.orig_argv)
 if _paused:
     _gc.disable()
