@@ -199,3 +199,17 @@ def test_the_wake_bench_wakes_every_asleep_deployment_once() -> None:
     # The slots held: never more sidecar processes than --max-awake.
     assert 1 <= storm["most_awake"] <= 2 and 1 <= many["most_awake"] <= 2
     assert many["hub_rss_mib"] > 0  # the hub was found and sampled
+
+
+def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> None:
+    # The script exits non-zero unless each start handled its mail once and fell asleep.
+    figures = bench("boot.py", "--starts", "2", "--idle-stop", "0.3")
+    assert figures["starts"] == 2 and figures["exactly_once"]
+    assert figures["exit_codes"] == [5, 5, 5]  # SidecarExit.ASLEEP, the first start's too
+    wall, cpu = figures["wall"], figures["cpu"]
+    assert isinstance(wall, dict) and isinstance(cpu, dict)
+    # Restored, then welcomed, then the mail handled: each milestone after the last.
+    assert 0 < wall["to_restored"]["p50_ms"] <= wall["to_welcomed"]["p50_ms"]
+    assert wall["to_welcomed"]["p50_ms"] <= wall["to_handled"]["p50_ms"]
+    # The CPU up to the handler's call is part of the whole life's.
+    assert 0 < cpu["cpu_to_handled"]["p50_ms"] <= cpu["cpu_life"]["p90_ms"]

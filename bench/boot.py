@@ -1,0 +1,287 @@
+"""What a sidecar's start costs: an asleep deployment's sidecar started the way
+`mailrun up` starts it, again and again, under a real hub and nats-server.
+
+    .venv/bin/python bench/boot.py [--starts 10] [--idle-stop 0.5] [--keep] [--json]
+        [--python-options '-X importtime'] [--code DIR]
+
+Starts nats-server and a hub (``python -m hub --sidecar-root``), deploys a
+workflow whose handler records, for each mail, the wall clock and its own
+process's CPU time (``time.process_time()``: user and system, every
+thread) as it runs, and lets the deployment's first sidecar boot, handle a
+mail and fall asleep (``--idle-stop``). Then, ``--starts`` times: mails the
+asleep deployment, starts its sidecar with ``up``'s command line and
+environment (``sidecar_argv``, ``sidecar_env``, its state dir as cwd), and
+waits for it to handle the mail and fall asleep again. Of each start:
+
+- wall time from the spawn to its log's "restored" line (inbox open, runs
+  restored), to its "session" line (welcomed by the hub) and to the
+  handler's call on the mail;
+- CPU of the sidecar process up to that call, and over its whole life
+  (the kernel's rusage of the child once it exited: the start, the mail,
+  the idle time, the Sleep and the stop).
+
+Prints the median and p90 of each. ``--python-options`` adds interpreter
+options to the sidecar's command line (``-X importtime``, say; each start's
+log stays in the scratch dir with ``--keep``); ``--code`` runs the
+sidecar from another checkout (``git archive`` of an earlier commit, say),
+the hub from this one. Exits 1 unless every start
+handled its mail exactly once and fell asleep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+
+from bench.bench_e2e import percentile, scratch_dir
+from runtime import NATS_URL_ENV, SidecarExit, record_path, sidecar_env
+from runtime.sidecar_contract import sidecar_argv
+from tests.faults.cluster import Proc
+from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
+
+STAMP = """
+import time
+
+
+async def main(ctx, item):
+    seen = ctx.state.setdefault("seen", {})
+    if item.subject in seen:
+        ctx.state["twice"] = ctx.state.get("twice", 0) + 1
+    seen[item.subject] = [time.time(), time.process_time()]
+"""
+
+RESTORED = " restored (instance "
+WELCOMED = "mailrun.sidecar.link: session "
+
+
+@dataclass
+class Start:
+    """One start of the sidecar: when its milestones came, what it cost."""
+
+    spawned: float
+    restored: float | None = None
+    welcomed: float | None = None
+    handled: float | None = None
+    cpu_handled: float | None = None
+    cpu_life: float | None = None
+    exit_code: int | None = None
+    once: bool = False
+    log: list[str] = field(default_factory=list)
+
+    def figures(self) -> dict[str, float | None]:
+        def since(at: float | None) -> float | None:
+            return None if at is None else at - self.spawned
+
+        return {
+            "to_restored": since(self.restored),
+            "to_welcomed": since(self.welcomed),
+            "to_handled": since(self.handled),
+            "cpu_to_handled": self.cpu_handled,
+            "cpu_life": self.cpu_life,
+        }
+
+
+def sidecar_command(state: Path, dep: str, idle_stop: float, options: list[str]) -> list[str]:
+    """``up``'s command line for the sidecar of ``dep``, with ``options`` for the interpreter."""
+    return [
+        sys.executable,
+        *options,
+        "-m",
+        "sidecar",
+        *sidecar_argv(state, dep, idle_stop=idle_stop),
+    ]
+
+
+def up_environment(nats_url: str, code: Path) -> dict[str, str]:
+    """What ``up`` hands its children (hub/up/host.py ``child_env``) before a
+    sidecar's is cut down from it: the checkout (``code``) on the path, unbuffered."""
+    paths = [str(code), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(paths),
+        NATS_URL_ENV: nats_url,
+    }
+
+
+async def read_log(stream: IO[bytes], start: Start, sink: IO[bytes]) -> None:
+    """The sidecar's log, line by line as it comes, each milestone's line timed."""
+    while line := await anyio.to_thread.run_sync(stream.readline):
+        at = time.time()
+        sink.write(line)
+        text = line.decode(errors="replace")
+        if start.restored is None and RESTORED in text:
+            start.restored = at
+        elif start.welcomed is None and WELCOMED in text:
+            start.welcomed = at
+
+
+async def boot_once(
+    hub: HubClient, dep: dict[str, Any], state: Path, args: argparse.Namespace, n: int, logs: Path
+) -> Start:
+    """Mail the asleep deployment, start its sidecar, and wait until it handled
+    the mail and exited asleep."""
+    subject = f"boot{n:04d}"
+    sent = await hub.send(dep["address"], subject)
+    assert sent.status_code == 202, sent.text
+    run_id = sent.json()["run_id"]
+    env = sidecar_env(up_environment(args.nats_url, args.code), home=state)
+    argv = sidecar_command(state, dep["id"], args.idle_stop, args.python_options)
+    start = Start(spawned=time.time())
+    # A plain Popen, reaped below by os.wait4 for the child's rusage (anyio's
+    # process would reap it first); spawning does not block for long.
+    proc = subprocess.Popen(  # noqa: ASYNC220
+        argv, env=env, cwd=state, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    with (logs / f"sidecar-{n:04d}.log").open("wb") as sink:
+        try:
+            with anyio.fail_after(60):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(read_log, proc.stderr, start, sink)
+                    # The kernel's rusage of the child as it is reaped: Popen's
+                    # own wait keeps only the status.
+                    _, status, usage = await anyio.to_thread.run_sync(
+                        os.wait4, proc.pid, 0, abandon_on_cancel=True
+                    )
+        finally:
+            if start.exit_code is None and proc.returncode is None:
+                proc.kill()  # a start that hung: its log says where
+        proc.returncode = start.exit_code = os.waitstatus_to_exitcode(status)
+        proc.stderr.close()
+    start.cpu_life = usage.ru_utime + usage.ru_stime
+    run = await hub.run(run_id)
+    state_of = run.get("state") or {}
+    stamp = state_of.get("seen", {}).get(subject)
+    if stamp is not None:
+        start.handled, start.cpu_handled = stamp
+    # The mails may share a run: a second call on any of them counts in "twice".
+    start.once = stamp is not None and not state_of.get("twice")
+    return start
+
+
+async def asleep(hub: HubClient, dep_id: str) -> bool:
+    r = await hub.http.get("/workflows/deployments")
+    assert r.status_code == 200, r.text
+    return any(
+        d.get("id") == dep_id and d.get("status") == "asleep" for d in r.json()["deployments"]
+    )
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Median and p90 (nearest rank) of ``values`` (seconds), in milliseconds."""
+    ordered = sorted(values)
+    return {
+        "p50_ms": round(percentile(ordered, 0.50) * 1000, 1),
+        "p90_ms": round(percentile(ordered, 0.90) * 1000, 1),
+    }
+
+
+async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    token = tmp / "admin-token"
+    token.write_text("b" * 43 + "\n")
+    token.chmod(0o600)
+    nats = NatsServerProcess(log_file=tmp / "nats.log")
+    args.nats_url = nats.url
+    root = tmp / "sidecars"
+    http = f"127.0.0.1:{free_port()}"
+    hub_argv = [
+        sys.executable, "-m", "hub", "--state-dir", str(tmp / "hub"), "--http", http,
+        "--nats", nats.url, "--sidecar-root", str(root), "--token-file", str(token),
+    ]  # fmt: skip
+    logs = tmp / "logs"
+    logs.mkdir()
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(nats)
+        hub_proc = Proc("hub", hub_argv, tmp / "hub.log")
+        stack.push_async_callback(hub_proc.stop)
+        hub_proc.start()
+        hub = HubClient(f"http://{http}", timeout=30, token_file=token)
+        stack.push_async_callback(hub.aclose)
+        await wait_for(hub.healthz, timeout=60, what="the hub")
+        dep = await hub.deploy("boot", STAMP)
+        state = root / dep["id"]
+        await wait_for(lambda: record_path(state, dep["id"]).exists(), what="the restore record")
+        # The deployment's first start (its inbox created, its sources
+        # written) is not a wake: it is shown apart.
+        first = await boot_once(hub, dep, state, args, 0, logs)
+        await wait_for(lambda: asleep(hub, dep["id"]), timeout=30, what="the deployment asleep")
+        starts = []
+        for n in range(1, args.starts + 1):
+            starts.append(await boot_once(hub, dep, state, args, n, logs))
+    ok = all(s.once and s.exit_code == SidecarExit.ASLEEP for s in [first, *starts])
+    per_start = [s.figures() for s in starts]
+    return {
+        "starts": len(starts),
+        "idle_stop_s": args.idle_stop,
+        "python_options": args.python_options,
+        "first_start": {
+            k: None if v is None else round(v * 1000, 1) for k, v in first.figures().items()
+        },
+        "wall": {
+            name: spread([v for f in per_start if (v := f[name]) is not None])
+            for name in ("to_restored", "to_welcomed", "to_handled")
+        },
+        "cpu": {
+            name: spread([v for f in per_start if (v := f[name]) is not None])
+            for name in ("cpu_to_handled", "cpu_life")
+        },
+        "exit_codes": [s.exit_code for s in [first, *starts]],
+        "handled_once": [s.once for s in [first, *starts]],
+        "exactly_once": ok,
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--starts", type=int, default=10, help="starts measured (after the first)")
+    p.add_argument(
+        "--idle-stop", type=float, default=0.5, help="the sidecar's --idle-stop (seconds)"
+    )
+    p.add_argument(
+        "--python-options",
+        type=shlex.split,
+        default=[],
+        metavar="OPTIONS",
+        help="interpreter options for the sidecar, as one string ('-X importtime', say)",
+    )
+    p.add_argument(
+        "--code",
+        type=Path,
+        default=REPO,
+        metavar="DIR",
+        help="the checkout the sidecar runs (default this one): another release's, to compare",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the scratch dir (logs) and say where")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = p.parse_args()
+    with scratch_dir("mailrun-boot-", keep=args.keep) as tmp:
+        figures = anyio.run(bench, tmp, args)
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        load = os.getloadavg()[0]
+        print(f"{figures['starts']} starts of an asleep deployment's sidecar (load {load:.1f})")
+        for name, spread_ in (*figures["wall"].items(), *figures["cpu"].items()):
+            print(f"  {name:16} p50 {spread_['p50_ms']:8.1f} ms   p90 {spread_['p90_ms']:8.1f} ms")
+        print(f"  first start: {figures['first_start']}")
+        print(f"  each mail handled once, each start asleep after: {figures['exactly_once']}")
+    return 0 if figures["exactly_once"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
