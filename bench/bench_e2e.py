@@ -23,9 +23,9 @@ producer added for the run (``hub.IngressClient``), in batches of
 zero (``--max-awake N`` with it) and starts the clock only once every
 deployment is shown asleep: each mail then finds its deployment asleep or
 woken by an earlier one, and the figures add the most sidecars awake at
-once (the process table, sampled). CPU per mail counts hub and sidecars
-(all of them, those that fell asleep and exited too) from the first mail
-sent to the last one processed.
+once and how many were started (the process table, sampled). CPU per mail
+counts hub and sidecars (all of them, those that fell asleep and exited
+too) from the first mail sent to the last one processed.
 """
 
 from __future__ import annotations
@@ -200,6 +200,32 @@ def sidecar_process(up_pid: int, deployment_id: str) -> psutil.Process | None:
     return None
 
 
+class Awake:
+    """The sidecar processes of `up` (``up_pid``), sampled from the process
+    table every ``interval`` seconds: the most alive at once, and every one
+    seen (a woken deployment's is a new process)."""
+
+    def __init__(self, up_pid: int, interval: float = 0.05) -> None:
+        self.up_pid = up_pid
+        self.interval = interval
+        self.most = 0
+        self.seen: set[int] = set()
+
+    def sample(self) -> None:
+        alive = set()
+        for child in psutil.Process(self.up_pid).children():
+            with contextlib.suppress(psutil.Error):
+                if "sidecar" in child.cmdline():
+                    alive.add(child.pid)
+        self.most = max(self.most, len(alive))
+        self.seen |= alive
+
+    async def run(self) -> None:
+        while True:
+            await anyio.to_thread.run_sync(self.sample)
+            await anyio.sleep(self.interval)
+
+
 async def all_asleep(call: AdminCall, ids: set[str]) -> bool:
     """Whether the hub shows every deployment of ``ids`` asleep."""
     status, listing = await call("GET", "/workflows/deployments")
@@ -313,9 +339,7 @@ async def bench(
                     interval=0.2,
                     what="every deployment asleep",
                 )
-                from bench.wake import Sampler  # bench.wake imports this module
-
-                sampler = Sampler(state)
+                sampler = Awake(up.pid)
             ingress = None
             if nats:
                 ingress = await producer.enter_async_context(nats_producer(call, state))
@@ -417,7 +441,8 @@ async def bench(
         "deployments": deployments,
         "idle_stop": idle_stop,
         "max_awake": max_awake,
-        "most_awake": sampler.most_awake if sampler is not None else None,
+        "most_awake": sampler.most if sampler is not None else None,
+        "sidecars_started": len(sampler.seen) if sampler is not None else None,
         "offered_per_s": rate or None,
         "synchronous": synchronous,
         "accepted_per_s": mails / accepted_in,
@@ -513,7 +538,8 @@ def main() -> None:
         print(
             f"scale to zero              every deployment asleep at the start (--idle-stop"
             f" {figures['idle_stop']:g}, --max-awake {figures['max_awake'] or 'default'});"
-            f" at most {figures['most_awake']} sidecars awake"
+            f" at most {figures['most_awake']} sidecars awake,"
+            f" {figures['sidecars_started']} started"
         )
     cpu = ", ".join(f"{name} {secs:.1f}" for name, secs in figures["cpu_seconds"].items())
     print(f"CPU seconds                {cpu}")
