@@ -92,7 +92,8 @@ async def admin_calls(
         except aiohttp.ClientError:
             return False
 
-    await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
+    # A loaded machine can take tens of seconds to start the hub.
+    await wait_for(healthy, timeout=120, interval=0.05, what="hub /healthz")
     auth["Authorization"] = f"Bearer {(state / 'admin-token').read_text().strip()}"
     return call, auth
 
