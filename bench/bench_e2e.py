@@ -1,7 +1,8 @@
 """End-to-end throughput of a real `mailrun up` (nats-server, hub, sidecar processes).
 
     .venv/bin/python bench/bench_e2e.py [--mails 5000] [--senders 64] [--batch N]
-        [--deployments N] [--rate R] [--nats] [--json] [--synchronous full|normal]
+        [--deployments N] [--idle-stop S] [--max-awake N] [--rate R] [--nats] [--json]
+        [--synchronous full|normal]
 
 Starts `mailrun up` in a temporary dir on free loopback ports, deploys a
 workflow that only counts, sends one warm-up mail (so the sidecar is up and
@@ -18,8 +19,13 @@ sidecar each). ``--rate R`` is an open loop: R requests start each second,
 answered or not, and a latency counts from when its request was due.
 ``--nats`` sends through the NATS mail ingress instead of HTTP, as a
 producer added for the run (``hub.IngressClient``), in batches of
-``--batch`` (100 unless given). CPU per mail counts hub and sidecars (all
-of them) from the first mail sent to the last one processed.
+``--batch`` (100 unless given). ``--idle-stop S`` hands `up` its scale to
+zero (``--max-awake N`` with it) and starts the clock only once every
+deployment is shown asleep: each mail then finds its deployment asleep or
+woken by an earlier one, and the figures add the most sidecars awake at
+once and how many were started (the process table, sampled). CPU per mail
+counts hub and sidecars (all of them, those that fell asleep and exited
+too) from the first mail sent to the last one processed.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +92,8 @@ async def admin_calls(
         except aiohttp.ClientError:
             return False
 
-    await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
+    # A loaded machine can take tens of seconds to start the hub.
+    await wait_for(healthy, timeout=120, interval=0.05, what="hub /healthz")
     auth["Authorization"] = f"Bearer {(state / 'admin-token').read_text().strip()}"
     return call, auth
 
@@ -161,8 +169,12 @@ def spread(values: list[float], digits: int = 1) -> dict[str, float]:
 
 def cpu_seconds(up_pid: int) -> dict[str, float]:
     """CPU time (user + system) so far of each part (every sidecar together),
-    to see where the time goes."""
-    parts = [("bench", psutil.Process()), ("up", psutil.Process(up_pid))]
+    to see where the time goes. A sidecar that fell asleep has exited: `up`
+    reaped it, so its CPU is in `up`'s children's times (its only children
+    that exit are sidecars)."""
+    up = psutil.Process(up_pid)
+    reaped = up.cpu_times()
+    parts = [("bench", psutil.Process()), ("up", up)]
     for child in psutil.Process(up_pid).children():
         try:
             argv = child.cmdline()
@@ -170,7 +182,7 @@ def cpu_seconds(up_pid: int) -> dict[str, float]:
             continue
         name = "hub" if "hub" in argv else "sidecar" if "sidecar" in argv else child.name()
         parts.append((name, child))
-    out: dict[str, float] = {}
+    out: dict[str, float] = {"sidecar": reaped.children_user + reaped.children_system}
     for name, proc in parts:
         with contextlib.suppress(psutil.Error):
             times = proc.cpu_times()
@@ -187,6 +199,40 @@ def sidecar_process(up_pid: int, deployment_id: str) -> psutil.Process | None:
         if "sidecar" in argv and deployment_id in argv:
             return child
     return None
+
+
+class Awake:
+    """The sidecar processes of `up` (``up_pid``), sampled from the process
+    table every ``interval`` seconds: the most alive at once, and every one
+    seen (a woken deployment's is a new process)."""
+
+    def __init__(self, up_pid: int, interval: float = 0.05) -> None:
+        self.up_pid = up_pid
+        self.interval = interval
+        self.most = 0
+        self.seen: set[int] = set()
+
+    def sample(self) -> None:
+        alive = set()
+        for child in psutil.Process(self.up_pid).children():
+            with contextlib.suppress(psutil.Error):
+                if "sidecar" in child.cmdline():
+                    alive.add(child.pid)
+        self.most = max(self.most, len(alive))
+        self.seen |= alive
+
+    async def run(self) -> None:
+        while True:
+            await anyio.to_thread.run_sync(self.sample)
+            await anyio.sleep(self.interval)
+
+
+async def all_asleep(call: AdminCall, ids: set[str]) -> bool:
+    """Whether the hub shows every deployment of ``ids`` asleep."""
+    status, listing = await call("GET", "/workflows/deployments")
+    assert status == 200, listing
+    shown = {d["id"]: d.get("status") for d in listing.get("deployments", [])}
+    return all(shown.get(dep) == "asleep" for dep in ids)
 
 
 def cpu_per_mail(before: dict[str, float], after: dict[str, float], mails: int) -> dict[str, float]:
@@ -226,11 +272,18 @@ async def bench(
     deployments: int = 1,
     rate: float = 0.0,
     nats: bool = False,
+    idle_stop: float | None = None,
+    max_awake: int | None = None,
 ) -> dict[str, Any]:
     state, http = tmp / "state", f"127.0.0.1:{free_port()}"
     log = (tmp / "up.log").open("wb")
+    scale: list[str] = []  # up's scale to zero: its defaults unless asked
+    if idle_stop is not None:
+        scale += ["--idle-stop", f"{idle_stop:g}"]
+    if max_awake is not None:
+        scale += ["--max-awake", str(max_awake)]
     up = await anyio.open_process(
-        [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http],
+        [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http, *scale],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -254,24 +307,41 @@ async def bench(
                 )
                 assert status == 201, dep
                 deps.append(dep)
+                # Mailed at once: with --max-awake, a deployment's first boot
+                # takes its warm-up before it falls asleep (mailed after all
+                # are created, most would need a second boot).
+                status, warm = await call(
+                    "POST", "/mail", json={"to": dep["address"], "subject": "warm-up"}
+                )
+                assert status == 202, warm
 
             async def count() -> int:
                 _, runs = await call("GET", "/runs", params={"limit": "1000"})
                 states = [run.get("state") or {} for run in runs["runs"]]
                 return sum(int(s.get("count", 0)) for s in states)
 
-            for dep in deps:
-                status, warm = await call(
-                    "POST", "/mail", json={"to": dep["address"], "subject": "warm-up"}
-                )
-                assert status == 202, warm
-
             async def warm() -> bool:
                 return await count() >= deployments
 
-            await wait_for(warm, timeout=120, interval=0.05, what="the warm-up mails processed")
+            # Each sidecar's first boot: about 0.3 s of CPU, a few a second
+            # on two cores.
+            await wait_for(
+                warm,
+                timeout=120 + deployments,
+                interval=0.05,
+                what="the warm-up mails processed",
+            )
             sidecar = sidecar_process(up.pid, deps[0]["id"])
             idle_rss = sidecar.memory_info().rss if sidecar is not None else None
+            sampler = None  # the sidecars awake, sampled while the clock runs
+            if idle_stop is not None:
+                await wait_for(
+                    partial(all_asleep, call, {dep["id"] for dep in deps}),
+                    timeout=60 + idle_stop + deployments,
+                    interval=0.2,
+                    what="every deployment asleep",
+                )
+                sampler = Awake(up.pid)
             ingress = None
             if nats:
                 ingress = await producer.enter_async_context(nats_producer(call, state))
@@ -332,26 +402,33 @@ async def bench(
 
             cpu_before = cpu_seconds(up.pid)
             began = time.perf_counter()
-            async with anyio.create_task_group() as tg:
-                if rate:
-                    await open_loop(tg)
-                else:
-                    for _ in range(senders):
-                        tg.start_soon(sender)
-            accepted_in = time.perf_counter() - began
+            async with anyio.create_task_group() as sampling:
+                if sampler is not None:
+                    sampling.start_soon(sampler.run)
+                async with anyio.create_task_group() as tg:
+                    if rate:
+                        await open_loop(tg)
+                    else:
+                        for _ in range(senders):
+                            tg.start_soon(sender)
+                accepted_in = time.perf_counter() - began
 
-            with Progress("processed", mails) as progress:
+                with Progress("processed", mails) as progress:
 
-                async def all_processed() -> bool:
-                    done = await count() - deployments
-                    progress.advance_to(done)
-                    return done >= mails
+                    async def all_processed() -> bool:
+                        done = await count() - deployments
+                        progress.advance_to(done)
+                        return done >= mails
 
-                await wait_for(
-                    all_processed, timeout=600, interval=0.05, what="every mail processed"
-                )
-            processed_in = time.perf_counter() - began
-            cpu = cpu_seconds(up.pid)
+                    await wait_for(
+                        all_processed,
+                        timeout=600 + deployments,
+                        interval=0.05,
+                        what="every mail processed",
+                    )
+                processed_in = time.perf_counter() - began
+                cpu = cpu_seconds(up.pid)
+                sampling.cancel_scope.cancel()
             senders_pool.close()
     finally:
         await producer.aclose()
@@ -364,6 +441,10 @@ async def bench(
         "batch": batch,
         "nats": nats,
         "deployments": deployments,
+        "idle_stop": idle_stop,
+        "max_awake": max_awake,
+        "most_awake": sampler.most if sampler is not None else None,
+        "sidecars_started": len(sampler.seen) if sampler is not None else None,
         "offered_per_s": rate or None,
         "synchronous": synchronous,
         "accepted_per_s": mails / accepted_in,
@@ -389,6 +470,11 @@ def main() -> None:
     )
     parser.add_argument("--deployments", type=int, default=1,
                         help="deployments the mails are spread over, in turn")  # fmt: skip
+    parser.add_argument("--idle-stop", type=float,
+                        help="up's --idle-stop; the clock starts once every deployment is"
+                             " asleep")  # fmt: skip
+    parser.add_argument("--max-awake", type=int,
+                        help="up's --max-awake: sidecars at once (with --idle-stop)")  # fmt: skip
     parser.add_argument("--rate", type=float, default=0.0,
                         help="an open loop: requests started per second, answered or not"
                              " (--senders is then ignored)")  # fmt: skip
@@ -403,6 +489,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.mails < 1 or args.senders < 1 or args.deployments < 1 or args.rate < 0:
         parser.error("--mails, --senders and --deployments must be positive, --rate not negative")
+    if (args.idle_stop is not None and args.idle_stop <= 0) or (
+        args.max_awake is not None and (args.max_awake < 1 or args.idle_stop is None)
+    ):
+        parser.error("--idle-stop must be positive; --max-awake positive, with --idle-stop")
     if not 0 <= args.batch <= 500:
         parser.error("--batch must be from 0 to 500")
     if args.nats and not args.batch:
@@ -418,6 +508,8 @@ def main() -> None:
             args.deployments,
             args.rate,
             args.nats,
+            args.idle_stop,
+            args.max_awake,
             # The senders on the loop the hub runs on: a load generator that
             # spends less of the two cores leaves more of them to what it measures.
             backend_options=loop_options(os.environ),
@@ -444,6 +536,13 @@ def main() -> None:
         f"{figures['accept_p99_ms']:.1f} ms"
     )
     print(f"idle sidecar RSS           {f'{rss:.1f} MiB' if rss is not None else 'n/a'}")
+    if figures["idle_stop"] is not None:
+        print(
+            f"scale to zero              every deployment asleep at the start (--idle-stop"
+            f" {figures['idle_stop']:g}, --max-awake {figures['max_awake'] or 'default'});"
+            f" at most {figures['most_awake']} sidecars awake,"
+            f" {figures['sidecars_started']} started"
+        )
     cpu = ", ".join(f"{name} {secs:.1f}" for name, secs in figures["cpu_seconds"].items())
     print(f"CPU seconds                {cpu}")
     per_mail = ", ".join(f"{name} {ms:.3f}" for name, ms in figures["cpu_ms_per_mail"].items())

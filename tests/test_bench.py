@@ -62,6 +62,19 @@ def test_the_e2e_bench_spreads_an_open_loop_over_deployments() -> None:
     assert isinstance(cpu, dict) and cpu["hub"] > 0 and cpu["sidecar"] > 0
 
 
+def test_the_e2e_bench_wakes_deployments_asleep_at_the_start() -> None:
+    args = ["--mails", "30", "--senders", "4", "--deployments", "3"]
+    figures = bench("bench_e2e.py", *args, "--idle-stop", "1", "--max-awake", "2", timeout=240)
+    assert (figures["mails"], figures["deployments"], figures["up_exit_code"]) == (30, 3, 0)
+    assert (figures["idle_stop"], figures["max_awake"]) == (1.0, 2)
+    # Every deployment was asleep when the clock started: each mailed one was
+    # woken, a new process, and never more at once than --max-awake.
+    assert isinstance(figures["sidecars_started"], int) and figures["sidecars_started"] >= 3
+    assert figures["most_awake"] in (1, 2)
+    cpu = figures["cpu_ms_per_mail"]
+    assert isinstance(cpu, dict) and cpu["sidecar"] > 0
+
+
 def test_the_fan_out_bench_waits_for_every_child() -> None:
     figures = bench("fan_out.py", "--children", "3", "--rounds", "1")
     assert (figures["children"], figures["rounds"]) == (3, 1)
