@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import random
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -52,14 +53,26 @@ from runtime.loops import loop_options
 from tests.support import wait_for
 
 STAMP = """
+import os
 import time
 
 
+def born():
+    # The process's start (its fork by `up`), as a Unix time: /proc gives it
+    # in clock ticks since boot, which CLOCK_BOOTTIME counts too.
+    with open("/proc/self/stat") as stat:
+        ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+    since = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    return time.time() - since
+
+
 async def main(ctx, item):
+    now = time.time()
     seen = ctx.state.setdefault("seen", {})
     if item.subject in seen:
         ctx.state["twice"] = ctx.state.get("twice", 0) + 1
-    seen[item.subject] = time.time()
+    seen[item.subject] = now
+    ctx.state.setdefault("born", {})[item.subject] = born()
 """
 
 PARTS = ("latency", "storm", "many")
@@ -148,6 +161,50 @@ async def handled(
     return done
 
 
+def welcomes(state: Path) -> dict[str, list[float]]:
+    """When each deployment's sidecar was welcomed awake, from the hub's
+    change feed in ``state/hub.db`` (its sleep row deleted in the Welcome's
+    transaction), read once ``up`` has stopped."""
+    uri = f"{(state / 'hub.db').resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        rows = db.execute(
+            "SELECT row_id, at FROM change WHERE kind = 'deployment' AND status = 'deployed'"
+            " ORDER BY id"
+        ).fetchall()
+    found: dict[str, list[float]] = {}
+    for dep, at in rows:
+        found.setdefault(str(dep), []).append(float(at))
+    return found
+
+
+def split(
+    states: dict[str, dict[str, Any]],
+    posted: dict[str, float],
+    deps: dict[str, str],
+    woke: dict[str, list[float]],
+) -> dict[str, dict[str, float]]:
+    """A wake's latency in its three legs: the POST until ``up`` has spawned
+    the sidecar (the hub's accept, its wake list's answer, the fleet's
+    start), the spawn until the hub welcomed it (the sidecar's boot, hello,
+    the claim), the Welcome until the handler ran (the delivery). The spawn
+    is the process's start in clock ticks (10 ms here): it reads up to a
+    tick early."""
+    legs: dict[str, list[float]] = {
+        "post_to_spawn": [],
+        "spawn_to_welcome": [],
+        "welcome_to_handler": [],
+    }
+    for subject, state in states.items():
+        handler, born = state["seen"][subject], state.get("born", {}).get(subject)
+        welcome = next((at for at in woke.get(deps[subject], []) if at >= posted[subject]), None)
+        if born is None or welcome is None or not posted[subject] <= welcome <= handler:
+            continue  # not a wake (its sidecar was up already)
+        legs["post_to_spawn"].append(born - posted[subject])
+        legs["spawn_to_welcome"].append(welcome - born)
+        legs["welcome_to_handler"].append(handler - welcome)
+    return {leg: spread(values, digits=1) for leg, values in legs.items() if values}
+
+
 def once(states: dict[str, dict[str, Any]]) -> bool:
     """Every subject seen, each by one run, none twice."""
     return all(
@@ -159,16 +216,18 @@ def once(states: dict[str, dict[str, Any]]) -> bool:
 async def latency(tmp: Path, deployments: int, idle_stop: float) -> dict[str, Any]:
     async with admin_of_up(tmp, "--idle-stop", f"{idle_stop:g}") as call:
         deps = await deploy_asleep(call, deployments, "lat")
-        delays, states = [], {}
+        delays, states, posted, mailed = [], {}, {}, {}
         for n, dep in enumerate(deps):
             subject = f"wake{n:05d}"
-            run_id, posted = await post(call, dep, subject)
+            run_id, posted[subject] = await post(call, dep, subject)
+            mailed[subject] = dep["id"]
             state = (await handled(call, {subject: run_id}, timeout=60))[subject]
             states[subject] = state
-            delays.append(state["seen"][subject] - posted)
+            delays.append(state["seen"][subject] - posted[subject])
     return {
         "deployments": deployments,
         "post_to_handler": spread(delays, digits=1),
+        **split(states, posted, mailed, welcomes(tmp / "state")),
         "exactly_once": once(states),
     }
 
@@ -225,12 +284,14 @@ async def many(
             states = await handled(call, runs, timeout=120 + count)
             tg.cancel_scope.cancel()
     delays = [states[s]["seen"][s] - posted[s] for s in runs]
+    mailed = {f"many{n:05d}": deps[n]["id"] for _, n in moments}
     return {
         "deployments": count,
         "mailed": len(runs),
         "hour_s": hour,
         "max_awake": max_awake,
         "post_to_handler": spread(delays, digits=1),
+        **split(states, posted, mailed, welcomes(tmp / "state")),
         "most_awake": sampler.most_awake,
         "hub_rss_mib": round(sampler.hub_rss / 2**20, 1),
         "most_rss_mib": round(sampler.total_rss / 2**20, 1),
