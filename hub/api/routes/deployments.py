@@ -18,7 +18,9 @@ A deployment whose sidecar fell asleep (scale to zero) is shown ``asleep``
 (``paused`` first), with ``asleep_since``; ``GET /workflows/wakes?wait=S``
 names those that have work (a reserved dispatch, a wake requested), at
 once when there are any, else as soon as one does, within ``S`` seconds
-(0 to 30): what ``mailrun up`` starts again.
+(0 to 30): what ``mailrun up`` starts again. Its answer's ``cursor``, sent
+back as ``?cursor=``, makes the next poll wait for news: work that came
+since that answer, not the names it gave already.
 
 A deployment is shown with the wire side's live view (``connected``,
 ``last_error``: the ``live`` the app is given); the answer to its creation
@@ -57,8 +59,11 @@ from ..requests import DeploymentIn, PolicyIn
 from ..responses import json_response
 
 Live = Callable[[DeploymentView], DeploymentView]
-Wakes = Callable[[float], Awaitable[list[str]]]
-"""``wakes(wait)``: the asleep deployments with work, waiting up to ``wait`` s."""
+Wakes = Callable[[float, str | None], Awaitable[tuple[list[str], str]]]
+"""``wakes(wait, cursor)``: the asleep deployments with work, waiting up to
+``wait`` s (for news since ``cursor``'s answer, when it is given), and the
+answer's cursor."""
+MAX_CURSOR = 64
 
 MAX_WAKE_WAIT = 30.0
 
@@ -164,8 +169,12 @@ def deployment_routes(
 
     async def get_wakes(request: Request) -> Response:
         wait = _wait(request)
-        found = await (wakes(wait) if wakes is not None else store.read(deployments_to_wake))
-        return json_response({"wake": found})
+        if wakes is None:
+            return json_response({"wake": await store.read(deployments_to_wake)})
+        # Opaque: one this hub did not give (or too long to be one) is none.
+        cursor = request.query_params.get("cursor")
+        found, after = await wakes(wait, cursor if cursor and len(cursor) <= MAX_CURSOR else None)
+        return json_response({"wake": found, "cursor": after})
 
     return [
         Route("/workflows/wakes", get_wakes, methods=["GET"]),
