@@ -73,6 +73,7 @@ async def main(ctx, item):
         ctx.state["twice"] = ctx.state.get("twice", 0) + 1
     seen[item.subject] = now
     ctx.state.setdefault("born", {})[item.subject] = born()
+    ctx.state.setdefault("cpu", {})[item.subject] = time.process_time()
 """
 
 PARTS = ("latency", "storm", "many")
@@ -186,13 +187,16 @@ def split(
     """A wake's latency in its three legs: the POST until ``up`` has spawned
     the sidecar (the hub's accept, its wake list's answer, the fleet's
     start), the spawn until the hub welcomed it (the sidecar's boot, hello,
-    the claim), the Welcome until the handler ran (the delivery). The spawn
-    is the process's start in clock ticks (10 ms here): it reads up to a
-    tick early."""
+    the claim), the Welcome until the handler ran (the delivery); and the
+    CPU the sidecar had used by then (its boot's share of its wall time
+    says how much of the boot waited for a core). The spawn is the
+    process's start in clock ticks (10 ms here): it reads up to a tick
+    early."""
     legs: dict[str, list[float]] = {
         "post_to_spawn": [],
         "spawn_to_welcome": [],
         "welcome_to_handler": [],
+        "sidecar_cpu_to_handler": [],
     }
     for subject, state in states.items():
         handler, born = state["seen"][subject], state.get("born", {}).get(subject)
@@ -202,6 +206,7 @@ def split(
         legs["post_to_spawn"].append(born - posted[subject])
         legs["spawn_to_welcome"].append(welcome - born)
         legs["welcome_to_handler"].append(handler - welcome)
+        legs["sidecar_cpu_to_handler"].append(state["cpu"][subject])
     return {leg: spread(values, digits=1) for leg, values in legs.items() if values}
 
 

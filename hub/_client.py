@@ -120,6 +120,11 @@ class _Endpoints(abc.ABC, Generic[R]):
     def deployments(self) -> R:
         return self.request("GET", "/workflows/deployments")
 
+    def deployments_changed(self, after: int) -> R:
+        """The deployments changed after a listing's ``cursor`` (0: all), with
+        the next ``cursor`` and ``whole`` (true when all were listed)."""
+        return self.request("GET", f"/workflows/deployments?changed_after={after}")
+
     def deployment(self, deployment_id: str) -> R:
         return self.request("GET", f"/workflows/deployments/{_quote(deployment_id)}")
 

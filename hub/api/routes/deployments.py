@@ -14,6 +14,12 @@ sidecar is told (``on_policy``). A pause keeps what the
 deployment takes undelivered until it is unpaused; an unpause wakes the
 dispatcher for it, as an accept does.
 
+``GET /workflows/deployments?changed_after=C`` lists only the deployments
+changed after the answer that gave ``cursor`` C (0: all of them), with the
+next ``cursor`` and ``whole`` (true when it had to list all: C's changes
+were trimmed, or C is not this database's): what ``mailrun up`` asks every
+half second (``hub.store.deployments_changed``).
+
 A deployment whose sidecar fell asleep (scale to zero) is shown ``asleep``
 (``paused`` first), with ``asleep_since``; ``GET /workflows/wakes?wait=S``
 names those that have work (a reserved dispatch, a wake requested), at
@@ -45,6 +51,7 @@ from ...store import (
     Tx,
     create_deployment,
     delete_deployment,
+    deployments_changed,
     deployments_to_wake,
     get_deployment,
     list_deployments,
@@ -78,6 +85,16 @@ def _wait(request: Request) -> float:
     if not 0.0 <= wait <= MAX_WAKE_WAIT:
         raise InvalidRequest(f"'wait' must be a number of seconds from 0 to {MAX_WAKE_WAIT:g}")
     return wait
+
+
+def _changed_after(request: Request) -> int | None:
+    """``?changed_after=``: a listing's cursor (0: none yet), else 422."""
+    text = request.query_params.get("changed_after")
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit() and len(text) <= 19):
+        raise InvalidRequest("'changed_after' must be a listing's cursor: a whole number")
+    return int(text)
 
 
 def _domain(settings: ApiSettings, wanted: str | None) -> str:
@@ -128,8 +145,17 @@ def deployment_routes(
 
     async def get_deployments(request: Request) -> Response:
         status = request.query_params.get("status")
-        found = await store.read(partial(list_deployments, status=status))
-        return json_response({"deployments": [live(d) for d in found]})
+        after = _changed_after(request)
+        if after is None:
+            found = await store.read(partial(list_deployments, status=status))
+            return json_response({"deployments": [live(d) for d in found]})
+        if status is not None:
+            raise InvalidRequest("'changed_after' lists every status: it takes no 'status'")
+        changed = await store.read(partial(deployments_changed, after=after, shared=store.shared))
+        views = [live(d) for d in changed.deployments]
+        return json_response(
+            {"deployments": views, "cursor": changed.cursor, "whole": changed.whole}
+        )
 
     async def one_deployment(request: Request) -> Response:
         dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
