@@ -48,7 +48,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
 from bench.bench_e2e import AdminCall, admin_of_up, scratch_dir, spread
-from bench.lone_mail import processes
+from bench.lone_mail import cpu, processes
 from runtime.loops import loop_options
 from tests.support import wait_for
 
@@ -107,6 +107,18 @@ class Sampler:
         while True:
             await anyio.to_thread.run_sync(self.sample)
             await anyio.sleep(self.interval)
+
+
+def busy(state: Path) -> dict[str, float]:
+    """CPU seconds so far of the hub and of ``up`` itself (not its children)."""
+    found = processes(state)
+    seconds = {"hub": cpu(found["hub"]), "up": 0.0}
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if "up" in argv and str(state) in argv:
+            with contextlib.suppress(psutil.Error):
+                seconds["up"] += cpu([proc])
+    return seconds
 
 
 async def deploy_asleep(call: AdminCall, count: int, prefix: str) -> list[dict[str, Any]]:
@@ -281,12 +293,13 @@ async def many(
         posted: dict[str, float] = {}
         async with anyio.create_task_group() as tg:
             tg.start_soon(sampler.run)
-            start = time.monotonic()
+            start, spent = time.monotonic(), busy(tmp / "state")
             for at, n in moments:
                 await anyio.sleep(max(0.0, start + at - time.monotonic()))
                 subject = f"many{n:05d}"
                 runs[subject], posted[subject] = await post(call, deps[n], subject)
             states = await handled(call, runs, timeout=120 + count)
+            took, spent_after = time.monotonic() - start, busy(tmp / "state")
             tg.cancel_scope.cancel()
     delays = [states[s]["seen"][s] - posted[s] for s in runs]
     mailed = {f"many{n:05d}": deps[n]["id"] for _, n in moments}
@@ -298,6 +311,12 @@ async def many(
         "post_to_handler": spread(delays, digits=1),
         **split(states, posted, mailed, welcomes(tmp / "state")),
         "most_awake": sampler.most_awake,
+        # The share of a core each used while the clock ran (the hub's
+        # includes the mail; up's is its polls and the sidecars it starts).
+        **{
+            f"{role}_cpu_share": round((spent_after[role] - spent[role]) / took, 3)
+            for role in ("hub", "up")
+        },
         "hub_rss_mib": round(sampler.hub_rss / 2**20, 1),
         "most_rss_mib": round(sampler.total_rss / 2**20, 1),
         "exactly_once": once(states),
