@@ -2,7 +2,7 @@
 that starts the asleep deployments it names, through the fleet's slots.
 
 The hub never starts processes; it only says which asleep deployments have
-work, and answers at once while any has. The loop outlives any hub outage
+work. The loop outlives any hub outage
 (backoff with jitter, so that many ``up`` do not retry in step), and a hub
 without the route (an older release) is retried the same way.
 
@@ -39,9 +39,11 @@ from .fleet import Fleet
 
 WAKE_BACKOFF = Backoff(initial=0.2, maximum=10.0, jitter=True)
 PAUSE = Backoff(initial=0.25, maximum=1.0, jitter=True)
-"""Between an answer that started nothing and the next question: the hub
-names a woken deployment until its sidecar is welcomed, and another host's
-until that host wakes it, answering at once in the meantime."""
+"""How long a poll lasts while a name is held by a sidecar of ours; with a
+hub that gives no cursor, the pause between an answer that started nothing
+and the next question (such a hub names a woken deployment until its
+sidecar is welcomed, and another host's until that host wakes it,
+answering at once in the meantime)."""
 STRANGER = Backoff(initial=1.0, maximum=30.0, jitter=True)
 """Between two looks at a deployment named that this host cannot start."""
 NEWS_GAP = 0.05
