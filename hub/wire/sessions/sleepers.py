@@ -106,7 +106,7 @@ class Sleepers:
     def _generation_of(self, cursor: str | None) -> int | None:
         """The pokes a cursor of this hub's counted; None for any other."""
         boot, _, count = (cursor or "").partition(".")
-        if boot != self._boot or not count.isdigit():
+        if boot != self._boot or not (count.isascii() and count.isdigit()):
             return None
         return int(count)
 
