@@ -179,7 +179,7 @@ async def test_a_poll_with_a_cursor_waits_for_news_not_for_the_names_it_was_give
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(poll)
-            await anyio.sleep(0.2)  # the poll is waiting (nothing to wait for: it does not answer)
+            await anyio.wait_all_tasks_blocked()  # the poll waits: nothing new to answer
             assert not polled
             began = anyio.current_time()
             r = await h.http.post("/mail", json={"to": second.address, "subject": "me too"})
