@@ -7,8 +7,9 @@ each its own process's, see the idle sidecar RSS of bench_e2e.py) on free
 loopback ports, deploys ``--deployments`` workflows through the HTTP API,
 and prints the hub's RSS before the first and after the last, with the
 time the deploys took, and what a listing of every deployment (``GET
-/workflows/deployments``, which ``mailrun up`` asks for every half
-second) and a look at the wakes cost then.
+/workflows/deployments``), a listing of what changed since a cursor when
+nothing did (``?changed_after=``, what ``mailrun up`` asks for every half
+second, with the active producers) and a look at the wakes cost then.
 """
 
 from __future__ import annotations
@@ -66,6 +67,12 @@ async def bench(deployments: int, tmp: Path) -> dict[str, Any]:
                 assert (await client.get("/healthz")).status_code == 200
                 after = proc.memory_info().rss
                 listing = await priced(client, proc, "/workflows/deployments")
+                r = await client.get("/workflows/deployments?changed_after=0")
+                cursor = r.json()["cursor"]
+                changed = await priced(
+                    client, proc, f"/workflows/deployments?changed_after={cursor}"
+                )
+                producers = await priced(client, proc, "/producers?status=active")
                 wakes = await priced(client, proc, "/workflows/wakes?wait=0")
         finally:
             await stop_up(hub)
@@ -75,12 +82,14 @@ async def bench(deployments: int, tmp: Path) -> dict[str, Any]:
         "hub_rss_after_mib": after / 2**20,
         "deploys_per_s": deployments / took,
         "listing_ms": listing,
+        "listing_changed_ms": changed,
+        "producers_ms": producers,
         "wakes_ms": wakes,
     }
 
 
 async def priced(
-    client: httpx.AsyncClient, proc: psutil.Process, path: str, times: int = 5
+    client: httpx.AsyncClient, proc: psutil.Process, path: str, times: int = 20
 ) -> dict[str, float]:
     """``GET path`` ``times`` over: the median wall time and the hub's CPU a call (ms)."""
     walls, cpu = [], 0.0
@@ -110,6 +119,14 @@ def main() -> None:
         f"hub RSS before/after  {figures['hub_rss_before_mib']:.1f} /"
         f" {figures['hub_rss_after_mib']:.1f} MiB"
     )
+    for name, key in [
+        ("listing of all", "listing_ms"),
+        ("listing, none changed", "listing_changed_ms"),
+        ("active producers", "producers_ms"),
+        ("wakes, wait=0", "wakes_ms"),
+    ]:
+        price = figures[key]
+        print(f"{name:<22}{price['wall']} ms ({price['hub_cpu']} ms of the hub's CPU)")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import random
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -47,19 +48,32 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
 from bench.bench_e2e import AdminCall, admin_of_up, scratch_dir, spread
-from bench.lone_mail import processes
+from bench.lone_mail import cpu, processes
 from runtime.loops import loop_options
 from tests.support import wait_for
 
 STAMP = """
+import os
 import time
 
 
+def born():
+    # The process's start (its fork by `up`), as a Unix time: /proc gives it
+    # in clock ticks since boot, which CLOCK_BOOTTIME counts too.
+    with open("/proc/self/stat") as stat:
+        ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+    since = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    return time.time() - since
+
+
 async def main(ctx, item):
+    now = time.time()
     seen = ctx.state.setdefault("seen", {})
     if item.subject in seen:
         ctx.state["twice"] = ctx.state.get("twice", 0) + 1
-    seen[item.subject] = time.time()
+    seen[item.subject] = now
+    ctx.state.setdefault("born", {})[item.subject] = born()
+    ctx.state.setdefault("cpu", {})[item.subject] = time.process_time()
 """
 
 PARTS = ("latency", "storm", "many")
@@ -93,6 +107,18 @@ class Sampler:
         while True:
             await anyio.to_thread.run_sync(self.sample)
             await anyio.sleep(self.interval)
+
+
+def busy(state: Path) -> dict[str, float]:
+    """CPU seconds so far of the hub and of ``up`` itself (not its children)."""
+    found = processes(state)
+    seconds = {"hub": cpu(found["hub"]), "up": 0.0}
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if "up" in argv and str(state) in argv:
+            with contextlib.suppress(psutil.Error):
+                seconds["up"] += cpu([proc])
+    return seconds
 
 
 async def deploy_asleep(call: AdminCall, count: int, prefix: str) -> list[dict[str, Any]]:
@@ -148,6 +174,54 @@ async def handled(
     return done
 
 
+def welcomes(state: Path) -> dict[str, list[float]]:
+    """When each deployment's sidecar was welcomed awake, from the hub's
+    change feed in ``state/hub.db`` (its sleep row deleted in the Welcome's
+    transaction), read once ``up`` has stopped."""
+    uri = f"{(state / 'hub.db').resolve().as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+        rows = db.execute(
+            "SELECT row_id, at FROM change WHERE kind = 'deployment' AND status = 'deployed'"
+            " ORDER BY id"
+        ).fetchall()
+    found: dict[str, list[float]] = {}
+    for dep, at in rows:
+        found.setdefault(str(dep), []).append(float(at))
+    return found
+
+
+def split(
+    states: dict[str, dict[str, Any]],
+    posted: dict[str, float],
+    deps: dict[str, str],
+    woke: dict[str, list[float]],
+) -> dict[str, dict[str, float]]:
+    """A wake's latency in its three legs: the POST until ``up`` has spawned
+    the sidecar (the hub's accept, its wake list's answer, the fleet's
+    start), the spawn until the hub welcomed it (the sidecar's boot, hello,
+    the claim), the Welcome until the handler ran (the delivery); and the
+    CPU the sidecar had used by then (its boot's share of its wall time
+    says how much of the boot waited for a core). The spawn is the
+    process's start in clock ticks (10 ms here): it reads up to a tick
+    early."""
+    legs: dict[str, list[float]] = {
+        "post_to_spawn": [],
+        "spawn_to_welcome": [],
+        "welcome_to_handler": [],
+        "sidecar_cpu_to_handler": [],
+    }
+    for subject, state in states.items():
+        handler, born = state["seen"][subject], state.get("born", {}).get(subject)
+        welcome = next((at for at in woke.get(deps[subject], []) if at >= posted[subject]), None)
+        if born is None or welcome is None or not posted[subject] <= welcome <= handler:
+            continue  # not a wake (its sidecar was up already)
+        legs["post_to_spawn"].append(born - posted[subject])
+        legs["spawn_to_welcome"].append(welcome - born)
+        legs["welcome_to_handler"].append(handler - welcome)
+        legs["sidecar_cpu_to_handler"].append(state["cpu"][subject])
+    return {leg: spread(values, digits=1) for leg, values in legs.items() if values}
+
+
 def once(states: dict[str, dict[str, Any]]) -> bool:
     """Every subject seen, each by one run, none twice."""
     return all(
@@ -159,16 +233,18 @@ def once(states: dict[str, dict[str, Any]]) -> bool:
 async def latency(tmp: Path, deployments: int, idle_stop: float) -> dict[str, Any]:
     async with admin_of_up(tmp, "--idle-stop", f"{idle_stop:g}") as call:
         deps = await deploy_asleep(call, deployments, "lat")
-        delays, states = [], {}
+        delays, states, posted, mailed = [], {}, {}, {}
         for n, dep in enumerate(deps):
             subject = f"wake{n:05d}"
-            run_id, posted = await post(call, dep, subject)
+            run_id, posted[subject] = await post(call, dep, subject)
+            mailed[subject] = dep["id"]
             state = (await handled(call, {subject: run_id}, timeout=60))[subject]
             states[subject] = state
-            delays.append(state["seen"][subject] - posted)
+            delays.append(state["seen"][subject] - posted[subject])
     return {
         "deployments": deployments,
         "post_to_handler": spread(delays, digits=1),
+        **split(states, posted, mailed, welcomes(tmp / "state")),
         "exactly_once": once(states),
     }
 
@@ -217,21 +293,30 @@ async def many(
         posted: dict[str, float] = {}
         async with anyio.create_task_group() as tg:
             tg.start_soon(sampler.run)
-            start = time.monotonic()
+            start, spent = time.monotonic(), busy(tmp / "state")
             for at, n in moments:
                 await anyio.sleep(max(0.0, start + at - time.monotonic()))
                 subject = f"many{n:05d}"
                 runs[subject], posted[subject] = await post(call, deps[n], subject)
             states = await handled(call, runs, timeout=120 + count)
+            took, spent_after = time.monotonic() - start, busy(tmp / "state")
             tg.cancel_scope.cancel()
     delays = [states[s]["seen"][s] - posted[s] for s in runs]
+    mailed = {f"many{n:05d}": deps[n]["id"] for _, n in moments}
     return {
         "deployments": count,
         "mailed": len(runs),
         "hour_s": hour,
         "max_awake": max_awake,
         "post_to_handler": spread(delays, digits=1),
+        **split(states, posted, mailed, welcomes(tmp / "state")),
         "most_awake": sampler.most_awake,
+        # The share of a core each used while the clock ran (the hub's
+        # includes the mail; up's is its polls and the sidecars it starts).
+        **{
+            f"{role}_cpu_share": round((spent_after[role] - spent[role]) / took, 3)
+            for role in ("hub", "up")
+        },
         "hub_rss_mib": round(sampler.hub_rss / 2**20, 1),
         "most_rss_mib": round(sampler.total_rss / 2**20, 1),
         "exactly_once": once(states),

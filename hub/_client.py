@@ -120,6 +120,11 @@ class _Endpoints(abc.ABC, Generic[R]):
     def deployments(self) -> R:
         return self.request("GET", "/workflows/deployments")
 
+    def deployments_changed(self, after: int) -> R:
+        """The deployments changed after a listing's ``cursor`` (0: all), with
+        the next ``cursor`` and ``whole`` (true when all were listed)."""
+        return self.request("GET", f"/workflows/deployments?changed_after={after}")
+
     def deployment(self, deployment_id: str) -> R:
         return self.request("GET", f"/workflows/deployments/{_quote(deployment_id)}")
 
@@ -303,17 +308,28 @@ class AsyncHubClient(_Endpoints[Coroutine[Any, Any, JSON]]):
         soon as there are any, within ``wait`` seconds (0 to 30; empty when
         none came). The request may take ``wait`` on top of this client's
         timeout, so the long poll never times out first."""
-        wait = min(max(wait, 0.0), MAX_WAKE_WAIT)
+        return (await self.wakes_after(wait, None))[0]
+
+    async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], str | None]:
+        """As :meth:`wakes`, with the ``cursor`` of the answer before: names
+        given already do not answer at once, only news since. Also the
+        answer's cursor (None from a hub that gives none)."""
+        query = {"wait": f"{min(max(wait, 0.0), MAX_WAKE_WAIT):g}"}
+        if cursor is not None:
+            query["cursor"] = cursor
         try:
             response = await self._http.request(
-                "GET", f"/workflows/wakes?wait={wait:g}", timeout=wait + self.timeout
+                "GET",
+                f"/workflows/wakes?{urllib.parse.urlencode(query)}",
+                timeout=float(query["wait"]) + self.timeout,
             )
         except httpx.RequestError as exc:
             raise self._failed(exc) from exc
-        wake = self._answer(response).get("wake")
+        answer = self._answer(response)
+        wake, after = answer.get("wake"), answer.get("cursor")
         if not isinstance(wake, list) or not all(isinstance(dep, str) for dep in wake):
             raise HubBadResponse(f"{self.base_url}: /workflows/wakes did not answer a list of ids")
-        return wake
+        return wake, after if isinstance(after, str) else None
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -74,7 +74,7 @@ class WireSide(Protocol):
 
     def on_policy(self, deployment_id: str) -> object: ...
 
-    async def wakes(self, wait: float) -> list[str]: ...
+    async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], str]: ...
 
     def health(self) -> Mapping[str, Any]: ...
 
@@ -260,7 +260,7 @@ async def serve_hub(
                     on_schedules=scheduler.wake,
                     metrics_extra=lambda: side.metrics() + metrics.render() + scheduler.render(),
                     events=feed,
-                    wakes=side.wakes,
+                    wakes=side.wakes_after,
                 )
                 http = HttpServer(app, sock, settings.http_limits, fast_path=mail_answers(app))
                 await tg.start(http.run)

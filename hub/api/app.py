@@ -55,7 +55,7 @@ def create_app(
     on_schedules: Callable[[], object] | None = None,
     metrics_extra: Callable[[], str] | None = None,
     events: ChangeFeed | None = None,
-    wakes: Callable[[float], Awaitable[list[str]]] | None = None,
+    wakes: Callable[[float, str | None], Awaitable[tuple[list[str], str]]] | None = None,
 ) -> Starlette:
     """The HTTP API over ``store``, for holders of ``admin_token``; triggers go
     through ``acceptor``.
@@ -66,7 +66,7 @@ def create_app(
     ``on_rollout(id)`` has its sidecar load a version asked for at once;
     ``on_policy(id)`` sends its sidecar a changed failure policy;
     ``on_schedules()`` wakes the schedule loop after a schedule is added or removed;
-    ``wakes(wait)`` answers ``GET /workflows/wakes`` (the wire side's long poll);
+    ``wakes(wait, cursor)`` answers ``GET /workflows/wakes`` (the wire side's long poll);
     ``events`` serves ``GET /events`` (None: it answers 503)."""
     ctx = RouteContext(store, acceptor, settings)
     gate = Gate(admin_token)

@@ -237,6 +237,7 @@ from .views import RunView as RunView
 from .views import change_views as change_views
 from .views import count_by_status as count_by_status
 from .views import deployment_of_run as deployment_of_run
+from .views import deployments_changed as deployments_changed
 from .views import get_approval as get_approval
 from .views import get_deployment as get_deployment
 from .views import get_dispatch as get_dispatch
@@ -366,6 +367,7 @@ __all__ = [
     "delete_deployment",
     "deployment_address",
     "deployment_of_run",
+    "deployments_changed",
     "deployments_to_wake",
     "due_mail",
     "due_schedules",

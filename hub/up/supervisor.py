@@ -5,8 +5,9 @@ Each part is its own OS process (a ``Child``), restarted with backoff when it
 dies and killed by the kernel when ``up`` dies. ``up`` learns which sidecars
 to run only from the hub's HTTP API and the restore records on disk, so it
 never imports sidecar code: the listing says which deployments live (the
-fleet, hub/up/fleet.py, keeps their sidecars) and the wake list which asleep
-ones have work (hub/up/wakes.py). While the hub is down it keeps the sidecars
+fleet, hub/up/fleet.py, keeps their sidecars; each poll reads only what
+changed since the one before, hub/up/listing.py) and the wake list which
+asleep ones have work (hub/up/wakes.py). While the hub is down it keeps the sidecars
 it has: they reconnect by themselves once the hub is back. It creates the
 state dir's admin token before it starts the hub (which then finds it there),
 and polls the hub with it.
@@ -30,7 +31,6 @@ from runtime import (
     NATS_URL_ENV,
     SidecarExit,
     Subjects,
-    is_id,
     make_private,
     record_path,
     sidecar_env,
@@ -39,16 +39,17 @@ from runtime import (
 from runtime.config import DEFAULT_SUBJECT_PREFIX, LOOPBACK, redact_url
 from runtime.loops import unwrapping_groups
 from runtime.sidecar_contract import remove_sidecar_state, sidecar_argv
-from runtime.wire import DeploymentStatus, anchor_is_live
+from runtime.wire import DeploymentStatus
 
 from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady
 from .._token import ensure_admin_token
-from ..natsauth import hub_seed, producer_users_of, public_key, users_of
+from ..natsauth import hub_seed, producer_users_of, public_key
 from ..store import DATABASE_ENV
 from .children import Child, ChildSpec
 from .fleet import Fleet
 from .host import child_env, state_lock
+from .listing import Listing
 from .nats import EmbeddedConfig, find_nats_server, greets
 from .ports import embedded_nats_port
 from .settings import UpInfo, UpSettings, hub_url
@@ -215,39 +216,33 @@ class Up:
         await wake_loop(self.fleet, self.client, wait=self.config.wake_wait, say=self._say)
 
     async def _watch_deployments(self, tg: anyio.abc.TaskGroup) -> None:
+        listing = Listing()
         while True:
             asked_at = anyio.current_time()
             try:
-                listing = await self.client.deployments()
+                answer = await self.client.deployments_changed(listing.cursor)
                 producers = await self.client.producers("active")
             except HubClientError:
                 pass  # hub down or restarting: keep every sidecar as it is
             else:
-                deployments = listing.get("deployments") or []
-                self._reconcile(tg, deployments, producers.get("producers") or [], asked_at)
+                listing.apply(answer, asked_at)
+                self._reconcile(tg, listing, producers.get("producers") or [], asked_at)
             await anyio.sleep(self.config.poll_interval)
 
     def _reconcile(
         self,
         tg: anyio.abc.TaskGroup,
-        deployments: list[Any],
+        listing: Listing,
         producers: list[Any],
         asked_at: float,
     ) -> None:
-        # Ids become path components below: only well-formed ones count.
-        listed = {
-            d["id"]: str(d.get("status", ""))
-            for d in deployments
-            if isinstance(d, dict) and is_id(d.get("id"), "dep")
-        }
-        live = {dep for dep, status in listed.items() if anchor_is_live(status)}
+        listed = listing.statuses(self.fleet.asleep)
         if self.nats_config is not None:
             # Before any sidecar starts: a new one is admitted by this reload
             # (and retries its connect until then); a deleted one is revoked.
             # An asleep one stays admitted: it wakes without a reload.
-            live_items = [d for d in deployments if isinstance(d, dict) and d.get("id") in live]
             active = [p for p in producers if isinstance(p, dict)]
-            self.nats_config.admit(users_of(live_items), self.nats, producer_users_of(active))
+            self.nats_config.admit(listing.users(), self.nats, producer_users_of(active))
         self.fleet.sync(listed, asked_at)
         # Only a deployment the hub says is deleted loses its files, never one
         # that is merely not listed. Its sidecar (stopping, or not ours) holds

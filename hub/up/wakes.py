@@ -2,15 +2,20 @@
 that starts the asleep deployments it names, through the fleet's slots.
 
 The hub never starts processes; it only says which asleep deployments have
-work, and answers at once while any has. The loop outlives any hub outage
+work. The loop outlives any hub outage
 (backoff with jitter, so that many ``up`` do not retry in step), and a hub
 without the route (an older release) is retried the same way.
 
-An answer that starts nothing (what it names is starting already, or is not
-this host's to run) is not followed by another question at once: the pause
-grows from a quarter of a second to a second while that lasts, so a name
-that stays on the list for hours costs the hub a request a second at most,
-and a deployment of this host named meanwhile waits a second at most. A
+Each question carries the cursor of the answer before, so the hub answers
+at once only with news (work that came since), not with the names it gave
+already: a deployment whose sidecar is starting stays on the list until it
+is welcomed, and a wake meanwhile is started as soon as the hub has it.
+While a name is held by a sidecar of ours (starting, or exiting asleep
+just as work came) the poll is as long as a pause that grows from a
+quarter of a second to a second, so that one is looked at again within it.
+A hub that gives no cursor answers at once while it names anything: then
+an answer that starts nothing is followed by that pause, so a name that
+stays on the list for hours costs the hub a request a second at most. A
 deployment named that this host has no sidecar for (another host's, or one
 whose sidecar stopped for good) is said once, and looked at again only
 after a backoff of its own (1 s doubling up to 30 s, jittered); one the hub
@@ -34,11 +39,15 @@ from .fleet import Fleet
 
 WAKE_BACKOFF = Backoff(initial=0.2, maximum=10.0, jitter=True)
 PAUSE = Backoff(initial=0.25, maximum=1.0, jitter=True)
-"""Between an answer that started nothing and the next question: the hub
-names a woken deployment until its sidecar is welcomed, and another host's
-until that host wakes it, answering at once in the meantime."""
+"""How long a poll lasts while a name is held by a sidecar of ours; with a
+hub that gives no cursor, the pause between an answer that started nothing
+and the next question (such a hub names a woken deployment until its
+sidecar is welcomed, and another host's until that host wakes it,
+answering at once in the meantime)."""
 STRANGER = Backoff(initial=1.0, maximum=30.0, jitter=True)
 """Between two looks at a deployment named that this host cannot start."""
+NEWS_GAP = 0.05
+"""Seconds between two questions at least, with a hub that waits for news."""
 FORGET = 300.0
 """Seconds after which a stranger the hub no longer names is forgotten."""
 
@@ -120,10 +129,15 @@ async def wake_loop(
     retry = Retry(backoff)
     calm = Retry(pause)
     strangers = Strangers(stranger, say)
+    cursor: str | None = None
     while True:
         asked = anyio.current_time()
+        # A name held by a sidecar of ours (starting, or on its way out
+        # asleep as work came) is looked at again within the pause, news or
+        # not: the hub gives none when that one exits.
+        poll = min(wait, calm.delay) if cursor is not None and calm.failures else wait
         try:
-            named = await client.wakes(wait)
+            named, cursor = await client.wakes_after(poll, cursor)
         except HubClientError as exc:
             if retry.failures == 0:
                 say(f"mailrun up: cannot ask the hub which deployments to wake: {exc}")
@@ -134,11 +148,25 @@ async def wake_loop(
             say("mailrun up: the hub answers again which deployments to wake")
         retry.succeeded()
         now = anyio.current_time()
-        # A long poll that ran out is asked again at once; an answer that
-        # came at once and started nothing is not (nor an empty one that came
-        # at once: a hub that does not wait).
+        started = wake(fleet, strangers, named, now)
+        if cursor is not None:
+            held = any(fleet.has(dep) for dep in named)
+            # The hub answers at once only with news: no pause, but a gap,
+            # so that a flood of mail to a deployment still starting costs
+            # a question per gap at most.
+            if held:
+                calm.failed()
+            else:
+                calm.succeeded()
+            if not started and now - asked < NEWS_GAP:
+                await anyio.sleep(NEWS_GAP - (now - asked))
+            continue
+        # A hub without cursors answers at once while it names anything. A
+        # long poll that ran out is asked again at once; an answer that came
+        # at once and started nothing is not (nor an empty one that came at
+        # once: a hub that does not wait).
         ran_out = not named and now - asked >= max(wait / 2, pause.initial)
-        if wake(fleet, strangers, named, now) or ran_out:
+        if started or ran_out:
             calm.succeeded()
         else:
             calm.failed()

@@ -151,6 +151,12 @@ class Wire:
         waiting up to ``wait`` seconds for one."""
         return await self.dispatcher.sleepers.wakes(wait)
 
+    async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], str]:
+        """``GET /workflows/wakes?cursor=``: as :meth:`wakes`, answering at
+        once only with news since the answer that gave ``cursor``; and the
+        answer's cursor."""
+        return await self.dispatcher.sleepers.wakes_after(wait, cursor)
+
     def on_policy(self, deployment_id: str) -> None:
         """The deployment's failure policy changed: its sidecar is told now."""
         if self._policies is not None:

@@ -14,11 +14,19 @@ sidecar is told (``on_policy``). A pause keeps what the
 deployment takes undelivered until it is unpaused; an unpause wakes the
 dispatcher for it, as an accept does.
 
+``GET /workflows/deployments?changed_after=C`` lists only the deployments
+changed after the answer that gave ``cursor`` C (0: all of them), with the
+next ``cursor`` and ``whole`` (true when it had to list all: C's changes
+were trimmed, or C is not this database's): what ``mailrun up`` asks every
+half second (``hub.store.deployments_changed``).
+
 A deployment whose sidecar fell asleep (scale to zero) is shown ``asleep``
 (``paused`` first), with ``asleep_since``; ``GET /workflows/wakes?wait=S``
 names those that have work (a reserved dispatch, a wake requested), at
 once when there are any, else as soon as one does, within ``S`` seconds
-(0 to 30): what ``mailrun up`` starts again.
+(0 to 30): what ``mailrun up`` starts again. Its answer's ``cursor``, sent
+back as ``?cursor=``, makes the next poll wait for news: work that came
+since that answer, not the names it gave already.
 
 A deployment is shown with the wire side's live view (``connected``,
 ``last_error``: the ``live`` the app is given); the answer to its creation
@@ -43,6 +51,7 @@ from ...store import (
     Tx,
     create_deployment,
     delete_deployment,
+    deployments_changed,
     deployments_to_wake,
     get_deployment,
     list_deployments,
@@ -57,8 +66,11 @@ from ..requests import DeploymentIn, PolicyIn
 from ..responses import json_response
 
 Live = Callable[[DeploymentView], DeploymentView]
-Wakes = Callable[[float], Awaitable[list[str]]]
-"""``wakes(wait)``: the asleep deployments with work, waiting up to ``wait`` s."""
+Wakes = Callable[[float, str | None], Awaitable[tuple[list[str], str]]]
+"""``wakes(wait, cursor)``: the asleep deployments with work, waiting up to
+``wait`` s (for news since ``cursor``'s answer, when it is given), and the
+answer's cursor."""
+MAX_CURSOR = 64
 
 MAX_WAKE_WAIT = 30.0
 
@@ -73,6 +85,16 @@ def _wait(request: Request) -> float:
     if not 0.0 <= wait <= MAX_WAKE_WAIT:
         raise InvalidRequest(f"'wait' must be a number of seconds from 0 to {MAX_WAKE_WAIT:g}")
     return wait
+
+
+def _changed_after(request: Request) -> int | None:
+    """``?changed_after=``: a listing's cursor (0: none yet), else 422."""
+    text = request.query_params.get("changed_after")
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit() and len(text) <= 19):
+        raise InvalidRequest("'changed_after' must be a listing's cursor: a whole number")
+    return int(text)
 
 
 def _domain(settings: ApiSettings, wanted: str | None) -> str:
@@ -123,8 +145,17 @@ def deployment_routes(
 
     async def get_deployments(request: Request) -> Response:
         status = request.query_params.get("status")
-        found = await store.read(partial(list_deployments, status=status))
-        return json_response({"deployments": [live(d) for d in found]})
+        after = _changed_after(request)
+        if after is None:
+            found = await store.read(partial(list_deployments, status=status))
+            return json_response({"deployments": [live(d) for d in found]})
+        if status is not None:
+            raise InvalidRequest("'changed_after' lists every status: it takes no 'status'")
+        changed = await store.read(partial(deployments_changed, after=after, shared=store.shared))
+        views = [live(d) for d in changed.deployments]
+        return json_response(
+            {"deployments": views, "cursor": changed.cursor, "whole": changed.whole}
+        )
 
     async def one_deployment(request: Request) -> Response:
         dep_id = await store.read(partial(resolve_deployment, key=str(request.path_params["key"])))
@@ -164,8 +195,12 @@ def deployment_routes(
 
     async def get_wakes(request: Request) -> Response:
         wait = _wait(request)
-        found = await (wakes(wait) if wakes is not None else store.read(deployments_to_wake))
-        return json_response({"wake": found})
+        if wakes is None:
+            return json_response({"wake": await store.read(deployments_to_wake)})
+        # Opaque: one this hub did not give (or too long to be one) is none.
+        cursor = request.query_params.get("cursor")
+        found, after = await wakes(wait, cursor if cursor and len(cursor) <= MAX_CURSOR else None)
+        return json_response({"wake": found, "cursor": after})
 
     return [
         Route("/workflows/wakes", get_wakes, methods=["GET"]),

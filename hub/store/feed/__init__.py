@@ -4,10 +4,13 @@ read in id order and trimmed to its newest rows (``reading.py``)."""
 
 from .reading import DEFAULT_CHANGES_KEPT as DEFAULT_CHANGES_KEPT
 from .reading import FEED_HOLD as FEED_HOLD
+from .reading import database_now as database_now
 from .reading import feed_start as feed_start
 from .reading import last_change_id as last_change_id
 from .reading import read_changes as read_changes
 from .reading import read_feed as read_feed
+from .reading import settled_changes as settled_changes
+from .reading import settled_horizon as settled_horizon
 from .reading import trim_changes as trim_changes
 from .recording import DEPLOYMENT_FEED_PG as DEPLOYMENT_FEED_PG
 from .recording import NOW as NOW
@@ -25,9 +28,12 @@ __all__ = [
     "ChangeKind",
     "add_change_feed",
     "add_deployment_feed",
+    "database_now",
     "feed_start",
     "last_change_id",
     "read_changes",
     "read_feed",
+    "settled_changes",
+    "settled_horizon",
     "trim_changes",
 ]

@@ -1,10 +1,13 @@
 """The store's read models: the JSON views of deployments, runs, dispatches and
-approvals the HTTP API answers with, a run's history as replay reads it, and
-the views ``GET /events`` sends for a batch of changes."""
+approvals the HTTP API answers with (the deployments also as changed after a
+point of the change feed), a run's history as replay reads it, and the views
+``GET /events`` sends for a batch of changes."""
 
 from .approvals import ApprovalView as ApprovalView
 from .approvals import get_approval as get_approval
 from .approvals import list_approvals as list_approvals
+from .changed import Changed as Changed
+from .changed import deployments_changed as deployments_changed
 from .events import change_views as change_views
 from .history import RunHistory as RunHistory
 from .history import read_history as read_history
@@ -26,6 +29,7 @@ from .queries import resolve_deployment as resolve_deployment
 __all__ = [
     "DISPATCHES_BY_ID",
     "ApprovalView",
+    "Changed",
     "DeploymentView",
     "DispatchView",
     "RunHistory",
@@ -33,6 +37,7 @@ __all__ = [
     "change_views",
     "count_by_status",
     "deployment_of_run",
+    "deployments_changed",
     "dispatch_view",
     "get_approval",
     "get_deployment",

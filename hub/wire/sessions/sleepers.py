@@ -9,11 +9,20 @@ waiting polls only for an asleep one. What a poll answers always comes from
 the store (``hub.store.deployments_to_wake``), re-read at least every
 ``reread`` seconds: with several hubs on one PostgreSQL, another hub may
 have accepted the mail, or granted the Sleep.
+
+A poll may carry the cursor of the answer its caller had before
+(:meth:`Sleepers.wakes_after`): then names it has seen already do not
+answer it at once, only work that came since (a poke of this hub after that
+answer, or a name a re-read finds that the poll's first read had not), so
+a caller that is starting what it was named waits for news instead of
+asking again and again. A cursor is this hub's boot and the count of its
+pokes; another hub's (or a restarted one's) counts as none.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Iterable
 
 import anyio
@@ -38,6 +47,8 @@ class Sleepers:
         # One event per generation: a poke sets it and starts the next, so
         # every poll that waits on it now is woken, and none misses one.
         self._poked = anyio.Event()
+        self._generation = 0  # pokes so far: what a cursor counts
+        self._boot = secrets.token_hex(4)
 
     def __contains__(self, deployment_id: object) -> bool:
         return deployment_id in self._asleep
@@ -69,17 +80,37 @@ class Sleepers:
         """The asleep deployments that have work, longest asleep first: at
         once when there are any, else as soon as there are, within ``wait``
         seconds (at most :data:`MAX_WAIT`); empty when none came."""
+        return (await self.wakes_after(wait, None))[0]
+
+    async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], str]:
+        """As :meth:`wakes`, and the answer's cursor; with the ``cursor`` of an
+        earlier answer of this hub, it answers once there is news since
+        that answer (a poke, or a name the first read had not), else when
+        ``wait`` ran out, with what it names then."""
         deadline = anyio.current_time() + min(max(wait, 0.0), MAX_WAIT)
+        since = self._generation_of(cursor)
+        first: frozenset[str] | None = None
         while True:
             # Taken before the read: a poke during the read is not lost.
-            poked = self._poked
+            poked, generation = self._poked, self._generation
             found = await self._store.read(deployments_to_wake)
             left = deadline - anyio.current_time()
-            if found or left <= 0:
-                return found
+            news = since != generation or (first is not None and not first.issuperset(found))
+            if (found and news) or left <= 0:
+                return found, f"{self._boot}.{generation}"
+            if first is None:
+                first = frozenset(found)
             with anyio.move_on_after(min(left, self._reread)):
                 await poked.wait()
 
+    def _generation_of(self, cursor: str | None) -> int | None:
+        """The pokes a cursor of this hub's counted; None for any other."""
+        boot, _, count = (cursor or "").partition(".")
+        if boot != self._boot or not (count.isascii() and count.isdigit()):
+            return None
+        return int(count)
+
     def _wake_polls(self) -> None:
+        self._generation += 1
         self._poked.set()
         self._poked = anyio.Event()

@@ -148,6 +148,49 @@ async def test_a_wait_out_of_range_is_refused(tmp_path: Path) -> None:
     async with hub(tmp_path) as h:
         for wait in ("31", "-1", "soon", "nan"):
             assert_error(await h.http.get(f"/workflows/wakes?wait={wait}"), 422, "invalid_request")
-        assert (await h.http.get("/workflows/wakes")).json() == {"wake": []}
+        answer = (await h.http.get("/workflows/wakes")).json()
+        assert answer["wake"] == [] and isinstance(answer["cursor"], str)
         async with httpx.AsyncClient(base_url=str(h.http.base_url)) as anonymous:
             assert (await anonymous.get("/workflows/wakes")).status_code == 401
+
+
+async def test_a_poll_with_a_cursor_waits_for_news_not_for_the_names_it_was_given(
+    tmp_path: Path,
+) -> None:
+    async with hub(tmp_path) as h:
+        first, second = await deploy(h.wire.store, "first"), await deploy(h.wire.store, "second")
+        await fall_asleep(h, first)
+        await fall_asleep(h, second)
+        r = await h.http.post("/mail", json={"to": first.address, "subject": "wake up"})
+        assert r.status_code == 202, r.text
+        named, cursor = await h.client.wakes_after(0, None)
+        assert named == [first.id] and cursor is not None
+        # Named already, and nothing new: the poll waits all of its time
+        # (the caller is starting it), then says what it names still.
+        began = anyio.current_time()
+        with anyio.fail_after(5):
+            assert await h.client.wakes_after(0.5, cursor) == ([first.id], cursor)
+        assert anyio.current_time() - began >= 0.45
+        # Work for another comes during the poll: answered as soon as accepted.
+        polled: list[tuple[list[str], str | None]] = []
+
+        async def poll() -> None:
+            polled.append(await h.client.wakes_after(25, cursor))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(poll)
+            await anyio.wait_all_tasks_blocked()  # the poll waits: nothing new to answer
+            assert not polled
+            began = anyio.current_time()
+            r = await h.http.post("/mail", json={"to": second.address, "subject": "me too"})
+            assert r.status_code == 202, r.text
+            with anyio.fail_after(5):
+                await wait_for(lambda: polled, what="the long poll's answer")
+        assert anyio.current_time() - began < 2
+        ((named, after),) = polled
+        assert named == [first.id, second.id] and after not in (None, cursor)
+        # A cursor this hub did not give (another hub's, a restarted one's,
+        # or none at all) is no cursor: what it names is answered at once.
+        for other in ("0123abcd.1", "nonsense", "x" * 500, ""):
+            with anyio.fail_after(5):
+                assert (await h.client.wakes_after(25, other))[0] == [first.id, second.id]

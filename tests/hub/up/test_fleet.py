@@ -273,6 +273,9 @@ class FlakyHub:
             return []
         return self.named
 
+    async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], None]:
+        return await self.wakes(wait), None  # a hub that gives no cursor
+
 
 @pytest.mark.anyio
 async def test_the_wake_loop_outlives_a_hub_outage_with_jittered_backoff(
@@ -307,6 +310,9 @@ class NamingHub:
         self.calls.append(anyio.current_time())
         await anyio.lowlevel.checkpoint()
         return list(self.named)
+
+    async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], None]:
+        return await self.wakes(wait), None  # a hub that gives no cursor
 
 
 @pytest.mark.anyio
@@ -350,6 +356,84 @@ async def test_answers_at_once_that_start_nothing_are_not_asked_again_at_once(
         await wait_for(lambda: len(hub.calls) >= 6, timeout=10, what="six questions")
     assert hub.calls[5] - hub.calls[0] >= 1.5, hub.calls
     assert stand.asked == []
+
+
+class CursorHub:
+    """A hub client that gives cursors: with the one it gave last, it
+    answers once a name is added (news), else when the poll runs out."""
+
+    def __init__(self, named: list[str]) -> None:
+        self.named = named
+        self.calls: list[float] = []
+        self.log: list[str] = []  # "ask", and "name <dep>"
+        self._news = anyio.Event()
+        self._count = 0
+
+    def name(self, dep: str) -> None:
+        self.log.append(f"name {dep}")
+        self.named.append(dep)
+        self._count += 1
+        self._news.set()
+        self._news = anyio.Event()
+
+    async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], str]:
+        self.calls.append(anyio.current_time())
+        self.log.append("ask")
+        if cursor == str(self._count):
+            with anyio.move_on_after(wait):
+                await self._news.wait()
+        await anyio.lowlevel.checkpoint()
+        return list(self.named), str(self._count)
+
+
+@pytest.mark.anyio
+async def test_with_cursors_a_wake_is_started_at_once_while_another_is_still_named(
+    tmp_path: Path,
+) -> None:
+    stand = Stand(tmp_path, boot=30.0)  # never welcomed: named all along
+    booting, mailed = new_id("dep"), new_id("dep")
+    hub = CursorHub([booting])
+
+    def make(dep: str) -> Child | None:
+        hub.log.append(f"make {dep}")
+        return stand.make(dep)
+
+    fleet = Fleet(make, sleeps=True, max_awake=5, say=lambda line: None)
+    async with running(fleet) as tg:
+        tg.start_soon(lambda: wake_loop(fleet, hub, wait=5.0, say=print))  # type: ignore[arg-type]
+        await wait_for(lambda: fleet.has(booting), what="the first started")
+        # Its name stays: the loop waits for news, asking again within a
+        # pause (held by a sidecar of ours), not at once.
+        await wait_for(lambda: len(hub.calls) >= 4, timeout=10, what="four questions")
+        gaps = [b - a for a, b in itertools.pairwise(hub.calls[1:4])]
+        assert all(gap >= 0.1 for gap in gaps), gaps
+        # News is started by the answer to the question in flight, not
+        # after a pause and another question.
+        hub.name(mailed)
+        await wait_for(lambda: fleet.has(mailed), timeout=5, what="news started")
+        after = hub.log[hub.log.index(f"name {mailed}") :]
+        assert after[:2] == [f"name {mailed}", f"make {mailed}"], hub.log
+    assert stand.made == [booting, mailed]
+
+
+@pytest.mark.anyio
+async def test_with_cursors_a_name_whose_sidecar_fell_asleep_meanwhile_is_started_again(
+    tmp_path: Path,
+) -> None:
+    """The hub names a deployment (work came just as its sidecar fell
+    asleep) while the sidecar is on its way out: no news follows, and the
+    loop starts it again once it has exited, within a pause."""
+    stand = Stand(tmp_path)
+    dep = new_id("dep")
+    fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
+    hub = CursorHub([dep])
+    async with running(fleet) as tg:
+        tg.start_soon(lambda: wake_loop(fleet, hub, wait=30.0, say=print))  # type: ignore[arg-type]
+        await wait_for(lambda: (tmp_path / dep / "ready").exists(), what="its sidecar ready")
+        (tmp_path / dep / "ready").unlink()
+        fleet.children[dep].send_signal(signal.SIGUSR1)  # it falls asleep
+        await wait_for(lambda: stand.starts(dep) == 2, timeout=5, what="started again")
+    assert stand.made == [dep, dep]
 
 
 @pytest.mark.parametrize(

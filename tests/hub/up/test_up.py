@@ -499,6 +499,8 @@ async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
         assert r.status_code == 200, r.text
     await wait_for(lambda: gone(again.pid), timeout=15, what="the deleted deployment's sidecar")
     assert up.child("sidecar", dep["id"]) is None
+    # The listing showed it deleted: its directory (its key, its mail) goes.
+    await wait_for(lambda: not state.exists(), timeout=15, what="its sidecar directory removed")
     assert up.child("-m", "hub") is not None
 
 

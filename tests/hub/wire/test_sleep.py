@@ -260,3 +260,42 @@ async def test_a_poke_of_an_asleep_deployment_answers_a_long_poll_at_once(tmp_pa
         # Woken, it is no longer poked for.
         sleepers.woke(dep.id)
         assert dep.id not in sleepers
+
+
+async def test_with_a_cursor_a_reread_answers_for_a_name_no_poke_announced(
+    tmp_path: Path,
+) -> None:
+    """Another hub on the same database accepted the mail: no poke here.
+    A poll with a cursor answers once a re-read names a deployment its
+    first read had not, and not for one it had."""
+    async with await open_store(tmp_path / "hub.db") as store:
+        first, second = await deploy(store, "first"), await deploy(store, "second")
+        for dep in (first, second):
+            assert await store.transact(partial(grant_sleep, fence=Fence(dep.id, 0))) is None
+        sleepers = Sleepers(store, reread=0.05)
+        await sleepers.load()
+
+        async def mail(dep: Dep) -> None:
+            trigger = Trigger(address=dep.address, subject="hi", sender="a@b.c")
+            await store.transact(partial(accept_triggers, triggers=[trigger]))  # not poked
+
+        await mail(first)
+        named, cursor = await sleepers.wakes_after(0, None)
+        assert named == [first.id]
+        # Re-read many times over, nothing new: it runs out.
+        began = anyio.current_time()
+        with anyio.fail_after(10):
+            assert await sleepers.wakes_after(0.5, cursor) == ([first.id], cursor)
+        assert anyio.current_time() - began >= 0.45
+        polled: list[list[str]] = []
+
+        async def poll() -> None:
+            polled.append((await sleepers.wakes_after(25, cursor))[0])
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(poll)
+                await anyio.wait_all_tasks_blocked()
+                assert not polled
+                await mail(second)
+        assert polled == [[first.id, second.id]]

@@ -1,0 +1,85 @@
+"""What ``mailrun up`` knows of the hub's deployments: a listing kept from
+poll to poll, each poll reading only what changed since the one before.
+
+``GET /workflows/deployments?changed_after=C`` answers the deployments
+changed after the answer that gave ``cursor`` C, or all of them (``whole``)
+when the hub cannot follow C; a hub that gives no cursor (an older
+release) lists all every time. Either way the poll costs the hub what
+changed, not what exists: with 2,000 deployments a full listing took 32 ms
+of the hub's CPU, every half second, on the loop that also answers wakes.
+
+A view is as old as the poll that brought it. A sidecar of ours that fell
+asleep after its deployment's view was read is not shown awake by that
+view: on a database several hubs write, the change that says it fell
+asleep may come a poll later (the hub's cursor waits at a gap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runtime import is_id
+from runtime.wire import DeploymentStatus, anchor_is_live
+
+from ..natsauth import DeploymentUser, users_of
+
+
+@dataclass(slots=True, frozen=True)
+class _Known:
+    item: Mapping[str, Any]
+    read_at: float  # when the poll that brought it was asked
+
+
+class Listing:
+    """The hub's deployments as the polls so far told them."""
+
+    def __init__(self) -> None:
+        self.cursor = 0
+        """What the next poll sends as ``changed_after`` (0: list them all)."""
+        self._known: dict[str, _Known] = {}
+        self._users: set[DeploymentUser] | None = None  # of the live ones, while unchanged
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def apply(self, answer: Mapping[str, Any], asked_at: float) -> None:
+        """Take a poll's answer, asked for at ``asked_at``."""
+        items = answer.get("deployments")
+        cursor = answer.get("cursor")
+        followed = type(cursor) is int and cursor >= 0 and answer.get("whole") is False
+        if not followed:
+            self._known = {}
+        for item in items if isinstance(items, list) else []:
+            # Ids become path components below: only well-formed ones count.
+            if isinstance(item, dict) and is_id(item.get("id"), "dep"):
+                self._known[item["id"]] = _Known(item, asked_at)
+                self._users = None
+        if not followed:
+            self._users = None
+        self.cursor = cursor if type(cursor) is int and cursor >= 0 else 0
+
+    def statuses(self, asleep: Mapping[str, float]) -> dict[str, str]:
+        """Each deployment's shown status. ``asleep``: ours that fell asleep,
+        and when (``anyio.current_time()``); one whose view was read before
+        is shown asleep, not as that view says."""
+        shown: dict[str, str] = {}
+        for dep, known in self._known.items():
+            status = str(known.item.get("status", ""))
+            fell = asleep.get(dep)
+            if fell is not None and known.read_at < fell and status == DeploymentStatus.DEPLOYED:
+                status = DeploymentStatus.ASLEEP.value
+            shown[dep] = status
+        return shown
+
+    def users(self) -> set[DeploymentUser]:
+        """The NATS users of the live deployments (asleep ones included)."""
+        if self._users is None:
+            live = [
+                known.item
+                for known in self._known.values()
+                if anchor_is_live(str(known.item.get("status", "")))
+            ]
+            self._users = users_of(live)
+        return self._users
