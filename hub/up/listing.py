@@ -12,6 +12,14 @@ A view is as old as the poll that brought it. A sidecar of ours that fell
 asleep after its deployment's view was read is not shown awake by that
 view: on a database several hubs write, the change that says it fell
 asleep may come a poll later (the hub's cursor waits at a gap).
+
+A deployment seen deleted keeps its NATS identity for ``REVOKE_AFTER``
+seconds more. The hub tells its sidecar at once (a Fenced notice on the
+sidecar's subject, at most once), and the sidecar stops when the hub refuses
+the hello that notice makes it say: revoked sooner, the server could close
+the sidecar's connection before the notice reached it, and the sidecar, its
+identity refused and told nothing, would retry forever instead of stopping.
+Meanwhile the identity can do nothing the hub accepts: the delete fenced it.
 """
 
 from __future__ import annotations
@@ -24,6 +32,9 @@ from runtime import is_id
 from runtime.wire import DeploymentStatus, anchor_is_live
 
 from ..natsauth import DeploymentUser, users_of
+
+REVOKE_AFTER = 5.0
+"""Seconds a deployment seen deleted stays admitted to NATS (see above)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -40,6 +51,7 @@ class Listing:
         """What the next poll sends as ``changed_after`` (0: list them all)."""
         self._known: dict[str, _Known] = {}
         self._users: set[DeploymentUser] | None = None  # of the live ones, while unchanged
+        self._deleted: dict[str, _Known] = {}  # seen going from live to deleted, and when
 
     def __len__(self) -> int:
         return len(self._known)
@@ -54,6 +66,9 @@ class Listing:
         for item in items if isinstance(items, list) else []:
             # Ids become path components below: only well-formed ones count.
             if isinstance(item, dict) and is_id(item.get("id"), "dep"):
+                before = self._known.get(item["id"])
+                if before is not None and _live(before.item) and not _live(item):
+                    self._deleted[item["id"]] = _Known(before.item, asked_at)
                 self._known[item["id"]] = _Known(item, asked_at)
                 self._users = None
         if not followed:
@@ -73,13 +88,19 @@ class Listing:
             shown[dep] = status
         return shown
 
-    def users(self) -> set[DeploymentUser]:
-        """The NATS users of the live deployments (asleep ones included)."""
+    def users(self, now: float) -> set[DeploymentUser]:
+        """The NATS users of the live deployments (asleep ones included), and
+        of those seen deleted less than ``REVOKE_AFTER`` before ``now``."""
         if self._users is None:
-            live = [
-                known.item
-                for known in self._known.values()
-                if anchor_is_live(str(known.item.get("status", "")))
-            ]
-            self._users = users_of(live)
-        return self._users
+            self._users = users_of(k.item for k in self._known.values() if _live(k.item))
+        for dep, gone in list(self._deleted.items()):
+            known = self._known.get(dep)
+            if now - gone.read_at >= REVOKE_AFTER or known is None or _live(known.item):
+                del self._deleted[dep]
+        if not self._deleted:
+            return self._users
+        return self._users | users_of(gone.item for gone in self._deleted.values())
+
+
+def _live(item: Mapping[str, Any]) -> bool:
+    return anchor_is_live(str(item.get("status", "")))

@@ -239,10 +239,12 @@ class Up:
         listed = listing.statuses(self.fleet.asleep)
         if self.nats_config is not None:
             # Before any sidecar starts: a new one is admitted by this reload
-            # (and retries its connect until then); a deleted one is revoked.
+            # (and retries its connect until then); a deleted one is revoked
+            # once its sidecar has had time to hear so (hub/up/listing.py).
             # An asleep one stays admitted: it wakes without a reload.
             active = [p for p in producers if isinstance(p, dict)]
-            self.nats_config.admit(listing.users(), self.nats, producer_users_of(active))
+            users = listing.users(anyio.current_time())
+            self.nats_config.admit(users, self.nats, producer_users_of(active))
         self.fleet.sync(listed, asked_at)
         # Only a deployment the hub says is deleted loses its files, never one
         # that is merely not listed. Its sidecar (stopping, or not ours) holds

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from hub.natsauth import DeploymentUser, new_user_key
-from hub.up.listing import Listing
+from hub.up.listing import REVOKE_AFTER, Listing
 from runtime import new_id
 
 
@@ -62,8 +62,21 @@ def test_the_nats_users_are_the_live_deployments_and_follow_the_changes() -> Non
     ka, kb = new_user_key().public, new_user_key().public
     listing = Listing()
     listing.apply({"deployments": [view(a, user=ka)], "cursor": 1, "whole": True}, 1.0)
-    assert listing.users() == {DeploymentUser(a, ka)}
+    assert listing.users(1.0) == {DeploymentUser(a, ka)}
     listing.apply({"deployments": [view(b, "asleep", kb)], "cursor": 2, "whole": False}, 2.0)
-    assert listing.users() == {DeploymentUser(a, ka), DeploymentUser(b, kb)}
+    assert listing.users(2.0) == {DeploymentUser(a, ka), DeploymentUser(b, kb)}
     listing.apply({"deployments": [view(a, "deleted", ka)], "cursor": 3, "whole": False}, 3.0)
-    assert listing.users() == {DeploymentUser(b, kb)}
+    # Deleted: admitted REVOKE_AFTER more, so that its sidecar hears the hub
+    # say so before NATS closes its connection; then revoked.
+    both = {DeploymentUser(a, ka), DeploymentUser(b, kb)}
+    assert listing.users(3.0) == listing.users(3.0 + REVOKE_AFTER - 0.1) == both
+    assert listing.users(3.0 + REVOKE_AFTER) == {DeploymentUser(b, kb)}
+    assert listing.users(3.0) == {DeploymentUser(b, kb)}  # for good
+
+
+def test_a_deployment_deleted_before_up_started_is_never_admitted() -> None:
+    a, b = new_id("dep"), new_id("dep")
+    ka, kb = new_user_key().public, new_user_key().public
+    listing = Listing()
+    listing.apply({"deployments": [view(a, "deleted", ka), view(b, user=kb)], "cursor": 1}, 1.0)
+    assert listing.users(1.0) == {DeploymentUser(b, kb)}
