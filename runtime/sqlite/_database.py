@@ -15,16 +15,11 @@ lock is taken without a turn of the loop when it is free (a lone mail's
 every use paid one), and the database gives the loop a turn itself only
 when it has been used back to back for :data:`YIELD_EVERY` seconds, so that
 a caller running transaction after transaction still lets the loop serve
-the others. It is a bare ``asyncio.Lock`` (the runtime runs on anyio's
-asyncio backend): a free one is taken with no look at the caller's cancel
-scopes, which anyio's lock pays on every acquire (a walk up the scopes, a
-lookup of the task, about twenty calls a use); a caller cancelled meanwhile
-learns of it at its next checkpoint, as it does after a commit.
+the others.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import time
 from collections.abc import Callable
@@ -84,7 +79,7 @@ class Database:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.path = path
         self._conn = conn
-        self._lock = asyncio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)
         (busy,) = conn.execute("PRAGMA busy_timeout").fetchone()
         (level,) = conn.execute("PRAGMA synchronous").fetchone()
         self._settings = _Settings(int(busy), int(level))
