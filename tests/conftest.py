@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
-from tests.support.ports import PORTS_ENV, claim_run_ports, show, worker_ports
+from tests.support.ports import PORTS_ENV, claim_run_ports, share, show, worker_ports
 
 if TYPE_CHECKING:
     from tests.support import NatsServerProcess
@@ -43,7 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
     (tests/support/ports.py): the controller, or a run without xdist, claims
     the run's (unless ``MAILRUN_PORTS`` names them already) before it starts
     the workers, which inherit the variable; each worker narrows it to its
-    part. Every process a test starts inherits the worker's."""
+    part. The process that runs the tests keeps half of its ports for
+    itself and leaves the other half to every process a test starts."""
     worker = getattr(config, "workerinput", None)
     if worker is not None:
         worker_ports(os.environ, worker["workerid"], int(worker["workercount"]))
@@ -52,6 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[PORTS_ENV] = show(ports)
         if lock is not None:
             config.add_cleanup(lambda: os.close(lock))
+    if worker is not None or not getattr(config.option, "numprocesses", None):
+        share(os.environ)
 
 
 # First: xdist's own hook reads the group marks this one adds.

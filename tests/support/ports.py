@@ -92,9 +92,26 @@ def worker_ports(environ: MutableMapping[str, str], worker_id: str, workers: int
     return ports
 
 
+OWN_ENV = "MAILRUN_TEST_OWN_PORTS"
+"""The ports the test process itself draws from (:func:`free_port`)."""
+
+
+def share(environ: MutableMapping[str, str]) -> range:
+    """Split ``environ``'s range between the test process (the first half,
+    ``OWN_ENV``) and the processes it starts (the second, ``PORTS_ENV``);
+    the first half. A test picks its hub's HTTP port before the ``mailrun
+    up`` it starts picks its NATS port, and both test a port's freedom by
+    binding it: from one range, ``up`` could take the port the hub was
+    about to bind (its clients then knocking at nats-server)."""
+    ports = parse(environ[PORTS_ENV])
+    own = part(ports, 0, 2)
+    environ[OWN_ENV], environ[PORTS_ENV] = show(own), show(part(ports, 1, 2))
+    return own
+
+
 def assigned_ports() -> range | None:
     """This process's ports (None outside a test run: bench/, say)."""
-    text = os.environ.get(PORTS_ENV)
+    text = os.environ.get(OWN_ENV) or os.environ.get(PORTS_ENV)
     return parse(text) if text else None
 
 

@@ -29,7 +29,7 @@ import pytest
 
 from hub._errors import HubNotReady
 from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
-from hub.up import PORTS_ENV, UpSettings, hub_url, run_up
+from hub.up import PORTS_ENV, UpSettings, hub_url, parse_ports, run_up
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from runtime import NATS_URL_ENV
 from tests.support import REPO, HubClient, free_port, wait_for
@@ -342,9 +342,11 @@ async def test_up_runs_nats_and_the_hub_and_stops_them_on_sigterm(up: UpProcess)
     assert info["http"] == f"http://{up.http}"
     health = up.health()
     assert health is not None and health["nats_url"] == info["nats_url"]
-    # Its own nats-server on a port of the worker's (MAILRUN_PORTS: tests/conftest.py).
-    ours = assigned_ports()
-    assert ours is not None and int(str(info["nats_url"]).rsplit(":", 1)[1]) in ours
+    # Its own nats-server on a port of the worker's children (MAILRUN_PORTS:
+    # tests/conftest.py), none of the test's own, where its HTTP port is.
+    theirs, ours = parse_ports(os.environ[PORTS_ENV]), assigned_ports()
+    nats_port = int(str(info["nats_url"]).rsplit(":", 1)[1])
+    assert ours is not None and nats_port in theirs and nats_port not in ours
     assert f"mailrun up: hub http://{up.http} nats {info['nats_url']} state {up.state}" in up.log
     hub = up.child("-m", "hub")
     assert hub is not None
