@@ -229,9 +229,7 @@ class NatsTransport:
         if isinstance(exc, nats_errors.SlowConsumerError):
             sub = self._subs.get(exc.sub)
             if sub is not None:
-                sub.dropped += 1
-                if sub.dropped & (sub.dropped - 1) == 0:  # 1, 2, 4, ...: log, don't flood
-                    log.warning("slow consumer on %s: %d dropped", exc.subject, sub.dropped)
+                sub.slow()
         elif isinstance(exc, OSError | nats_errors.StaleConnectionError):
             log.debug("NATS connection error: %r", exc)
         elif self._refusal(exc):
@@ -381,11 +379,9 @@ class NatsTransport:
         self, subject: str, *, queue: str | None = None, max_pending: int = 4096
     ) -> NatsSubscription:
         self._check_open()
+        wrapper = NatsSubscription(self, queue=queue or "", max_pending=max_pending)
         with mapped(f"subscribe to {subject}", self):
-            sub = await self._nc.subscribe(
-                subject, queue=queue or "", pending_msgs_limit=max_pending
-            )
-        wrapper = NatsSubscription(self, sub, queue=queue or "", max_pending=max_pending)
+            sub = await wrapper.subscribe(self._nc, subject)
         self._subs[sub] = wrapper
         return wrapper
 

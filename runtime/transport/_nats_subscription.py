@@ -1,20 +1,39 @@
 """What a NATS subscription hands its reader: messages, and one subscription
 that outlives the client it was made on (the keeper subscribes it again on
-a new one, ``_nats``)."""
+a new one, ``_nats``).
+
+Messages come through nats-py's callback form (``subscribe(cb=...)``), not
+its message iterator: the iterator makes a task and an ``asyncio.wait`` for
+every message it yields, where the callback runs in the one task nats-py
+keeps for the subscription, and appends to a buffer of ours that the reader
+takes from without waiting while it holds messages.
+
+The bound: at most ``max_pending`` messages (and
+``PENDING_BYTES`` of data) wait in that buffer for the reader; a message
+that finds it full is dropped and counted (``dropped``), the newest first,
+as NATS drops for a slow consumer. nats-py's own queue before the callback
+has the same bounds and drops (counted alike, through the transport's error
+callback); it holds what one read of the socket brought until its task runs.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from ..loops import Broadcast
+from ..loops import Wakeup
 from ._natspy import Client, Msg
 from ._natspy import Subscription as NatsSub
 from ._natspy import errors as nats_errors
 from ._protocol import Message
 
 log = logging.getLogger("runtime.transport._nats")
+
+PENDING_BYTES = 64 * 1024 * 1024
+"""Data at most waiting for the reader in a subscription's buffer (and as
+much again in nats-py's queue: nats-py's default bound, 128 MiB, in all)."""
 
 
 class SubscriptionOwner(Protocol):
@@ -61,23 +80,27 @@ class NatsMessage:
 
 
 class NatsSubscription:
-    """One subscription read through nats-py's message iterator, carried over
-    to the new client when the keeper replaces one."""
+    """One subscription fed by nats-py's callback, carried over to the new
+    client when the keeper replaces one."""
 
-    def __init__(
-        self, transport: SubscriptionOwner, sub: NatsSub, *, queue: str, max_pending: int
-    ) -> None:
+    def __init__(self, transport: SubscriptionOwner, *, queue: str, max_pending: int) -> None:
+        if max_pending < 1:
+            raise ValueError("max_pending must be at least 1")
         self._transport = transport
-        self._sub = sub
+        self._sub: NatsSub | None = None
         self._queue = queue
         self._max_pending = max_pending
-        self._renewed = Broadcast()
+        self._buffer: deque[Msg] = deque()
+        self._bytes = 0
+        self._arrived = Wakeup()
         self._closed = False
+        self._ended = False
         self.dropped = 0
-        """Messages the client discarded because this consumer fell behind."""
+        """Messages discarded because this consumer fell behind."""
 
     @property
     def subject(self) -> str:
+        assert self._sub is not None, "subscribed first"
         return self._sub.subject
 
     @property
@@ -85,46 +108,78 @@ class NatsSubscription:
         """Unsubscribed: never renewed."""
         return self._closed
 
+    async def subscribe(self, client: Client, subject: str) -> NatsSub:
+        """Subscribe on ``client``: the first time, and again on a new one."""
+        sub = await client.subscribe(
+            subject,
+            queue=self._queue,
+            cb=self._deliver,
+            pending_msgs_limit=self._max_pending,
+            pending_bytes_limit=PENDING_BYTES,
+        )
+        self._sub = sub
+        return sub
+
+    async def _deliver(self, msg: Msg) -> None:
+        # nats-py's task for this subscription: it must not wait here (the
+        # messages behind would queue in nats-py instead), so a full buffer
+        # drops, as NATS does for a slow consumer.
+        size = len(msg.data)
+        if len(self._buffer) >= self._max_pending or self._bytes + size > PENDING_BYTES:
+            self.slow()
+            return
+        self._buffer.append(msg)
+        self._bytes += size
+        self._arrived.set()
+
+    def slow(self) -> None:
+        """A message for this subscription was dropped: the reader fell behind."""
+        self.dropped += 1
+        if self.dropped & (self.dropped - 1) == 0:  # 1, 2, 4, ...: log, don't flood
+            log.warning("slow consumer on %s: %d dropped", self.subject, self.dropped)
+
     def __aiter__(self) -> AsyncIterator[Message]:
         return self
 
     async def __anext__(self) -> Message:
-        while True:
-            sub = self._sub
-            try:
-                msg = await sub.messages.__anext__()
-            except StopAsyncIteration:
-                # nats-py ends its iterator when the subscription or the client
-                # closes: for good after unsubscribe or aclose, or until the
-                # keeper has subscribed again on a new client.
-                if self._closed or self._transport.closed:
-                    raise
-                if self._sub is sub:
-                    await self._renewed.wait()
-                continue
-            return NatsMessage(self._transport, msg)
+        buffer = self._buffer
+        while not buffer:
+            if self._ended or self._transport.closed:
+                raise StopAsyncIteration
+            # Cleared before the wait, with nothing buffered: a message
+            # that comes after sets it again, none is missed.
+            self._arrived.clear()
+            await self._arrived.wait()
+        msg = buffer.popleft()
+        self._bytes -= len(msg.data)
+        return NatsMessage(self._transport, msg)
 
     async def renew(self, client: Client) -> None:
-        """Subscribe again on ``client`` (the old one is closed)."""
-        sub = await client.subscribe(
-            self.subject, queue=self._queue, pending_msgs_limit=self._max_pending
-        )
-        self._transport.rekey(self._sub, sub, self)
-        self._sub = sub
-        self._renewed.notify()
+        """Subscribe again on ``client`` (the old one is closed). What the
+        buffer holds is still read."""
+        old = self._sub
+        assert old is not None, "subscribed first"
+        new = await self.subscribe(client, old.subject)
+        self._transport.rekey(old, new, self)
 
     def end(self) -> None:
-        """The transport closed: an iterator waiting for a renewal ends."""
-        self._renewed.notify()
+        """The transport closed: what is buffered is dropped, as the client
+        drops what it holds, and the reader's iteration ends."""
+        self._ended = True
+        self._buffer.clear()
+        self._bytes = 0
+        self._arrived.set()
 
     async def unsubscribe(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._transport.forget(self._sub)
-        self._renewed.notify()
+        self.end()
+        sub = self._sub
+        assert sub is not None, "subscribed first"
+        self._transport.forget(sub)
         try:
-            await self._sub.unsubscribe()
+            await sub.unsubscribe()
         except (nats_errors.ConnectionClosedError, nats_errors.BadSubscriptionError):
             pass  # already gone with its connection
         except (nats_errors.Error, OSError) as exc:
