@@ -18,12 +18,13 @@ callback); it holds what one read of the socket brought until its task runs.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator
+from contextlib import suppress
 from typing import Protocol
 
-from ..loops import Wakeup
 from ._natspy import Client, Msg
 from ._natspy import Subscription as NatsSub
 from ._natspy import errors as nats_errors
@@ -92,7 +93,10 @@ class NatsSubscription:
         self._max_pending = max_pending
         self._buffer: deque[Msg] = deque()
         self._bytes = 0
-        self._arrived = Wakeup()
+        # The readers waiting for a message (one, as a rule), each on a bare
+        # asyncio future: the transport runs on anyio's asyncio backend, and
+        # a future is the least a wait that a callback ends can cost.
+        self._readers: list[asyncio.Future[None]] = []
         self._closed = False
         self._ended = False
         self.dropped = 0
@@ -130,7 +134,13 @@ class NatsSubscription:
             return
         self._buffer.append(msg)
         self._bytes += size
-        self._arrived.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        readers, self._readers = self._readers, []
+        for reader in readers:
+            if not reader.done():  # else cancelled: its task is ending
+                reader.set_result(None)
 
     def slow(self) -> None:
         """A message for this subscription was dropped: the reader fell behind."""
@@ -146,10 +156,18 @@ class NatsSubscription:
         while not buffer:
             if self._ended or self._transport.closed:
                 raise StopAsyncIteration
-            # Cleared before the wait, with nothing buffered: a message
-            # that comes after sets it again, none is missed.
-            self._arrived.clear()
-            await self._arrived.wait()
+            # Nothing buffered, and nothing arrives between this look and the
+            # wait: a message that comes next completes this future.
+            reader = asyncio.get_running_loop().create_future()
+            self._readers.append(reader)
+            try:
+                await reader
+            except BaseException:
+                if not reader.done():  # cancelled while waiting: off the list
+                    reader.cancel()
+                    with suppress(ValueError):
+                        self._readers.remove(reader)
+                raise  # a message it was woken for stays buffered for the next read
         msg = buffer.popleft()
         self._bytes -= len(msg.data)
         return NatsMessage(self._transport, msg)
@@ -168,7 +186,7 @@ class NatsSubscription:
         self._ended = True
         self._buffer.clear()
         self._bytes = 0
-        self._arrived.set()
+        self._wake()
 
     async def unsubscribe(self) -> None:
         if self._closed:

@@ -143,6 +143,20 @@ async def test_a_flood_past_the_bound_is_delivered_in_order_or_counted_dropped(
     assert got[:20] == list(range(20))
 
 
+async def test_a_reader_cancelled_while_waiting_misses_no_later_message(
+    nats_server: NatsServerProcess,
+) -> None:
+    async with open_nats(nats_server.url, name="t") as t:
+        sub = await t.subscribe("quiet")
+        await t.flush()
+        for _ in range(3):  # readers that gave up waiting
+            with anyio.move_on_after(0.02) as scope:
+                await anext(aiter(sub))
+            assert scope.cancelled_caught
+        await t.publish("quiet", b"after")
+        assert await take(sub, 1) == [b"after"]
+
+
 @pytest.mark.slow  # a real nats-server killed and started again
 async def test_subscriptions_survive_server_sigkill_and_restart(
     nats_server: NatsServerProcess, caplog: pytest.LogCaptureFixture
