@@ -1,6 +1,7 @@
 """Request/reply round trips over the transport seam: NATS on loopback and in-memory.
 
     .venv/bin/python bench/transport_rtt.py [--requests 5000] [--concurrency 1 16] [--size 256]
+        [--bus nats memory]
 
 Starts an embedded nats-server on a free loopback port, connects a responder
 and a requester (two connections, as hub and sidecar are), and runs
@@ -73,15 +74,21 @@ async def bench(server: Transport, client: Transport, label: str, args: argparse
 
 
 async def main(args: argparse.Namespace) -> None:
+    if "nats" in args.bus:
+        await over_nats(args)
+    if "memory" in args.bus:
+        bus = MemoryBus()
+        async with bus.connect("server") as server, bus.connect("client") as client:
+            await bench(server, client, "memory", args)
+
+
+async def over_nats(args: argparse.Namespace) -> None:
     async with (
         NatsServerProcess() as nats,
         open_nats(nats.url, name="bench-server") as server,
         open_nats(nats.url, name="bench-client") as client,
     ):
         await bench(server, client, "nats", args)
-    bus = MemoryBus()
-    async with bus.connect("server") as server, bus.connect("client") as client:
-        await bench(server, client, "memory", args)
 
 
 if __name__ == "__main__":
@@ -89,6 +96,9 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--size", type=int, default=256, help="payload bytes")
+    parser.add_argument(
+        "--bus", nargs="+", choices=["nats", "memory"], default=["nats", "memory"], help="buses run"
+    )
     arguments = parser.parse_args()
     print(f"{Path(__file__).name}: {arguments.requests} requests of {arguments.size} B")
     anyio.run(main, arguments, backend_options=loop_options(os.environ))
