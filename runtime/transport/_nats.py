@@ -320,7 +320,7 @@ class NatsTransport:
             if sub.closed:
                 continue
             try:
-                with mapped(f"subscribe to {sub.subject}", self):
+                with mapped("subscribe to", self, sub.subject):
                     await sub.renew(self._nc)
             except TransportError as exc:
                 # Lost again already: the next replacement tries again.
@@ -333,7 +333,7 @@ class NatsTransport:
 
     async def publish(self, subject: str, data: bytes) -> None:
         self._check_open()
-        with mapped(f"publish to {subject}", self):
+        with mapped("publish to", self, subject):
             await self._nc.publish(subject, data)
 
     async def request(self, subject: str, data: bytes, timeout: float) -> bytes:
@@ -346,7 +346,7 @@ class NatsTransport:
         as when a caller sends again after a timeout."""
         self._check_open()
         deadline = anyio.current_time() + timeout
-        with mapped(f"request to {subject}", self):
+        with mapped("request to", self, subject):
             while True:
                 if not self._up.is_set():
                     with anyio.fail_at(deadline):
@@ -380,7 +380,7 @@ class NatsTransport:
     ) -> NatsSubscription:
         self._check_open()
         wrapper = NatsSubscription(self, queue=queue or "", max_pending=max_pending)
-        with mapped(f"subscribe to {subject}", self):
+        with mapped("subscribe to", self, subject):
             sub = await wrapper.subscribe(self._nc, subject)
         self._subs[sub] = wrapper
         return wrapper

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import TracebackType
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -55,22 +56,41 @@ class AttemptFailed(Exception):
     """Ends one nats-py connect attempt so that our loop owns the retry."""
 
 
-@contextmanager
-def mapped(what: str, transport: _Closable) -> Iterator[None]:
-    """Turn nats-py and socket errors into the runtime's transport errors."""
-    try:
-        yield
-    except nats_errors.NoRespondersError as exc:
-        raise NoResponders(f"{what}: no responders") from exc
-    except nats_errors.ConnectionClosedError as exc:
-        if transport.closed:
-            raise TransportClosed(f"{what}: connection closed") from exc
-        # A client nats-py gave up on, until the keeper has replaced it.
-        raise TransportError(f"{what}: not connected, reconnecting") from exc
-    except TimeoutError as exc:  # nats-py's TimeoutError is a builtin TimeoutError
-        raise RequestTimeout(f"{what}: timed out") from exc
-    except (nats_errors.Error, OSError) as exc:
-        raise TransportError(f"{what}: {exc}") from exc
+class mapped:  # lower case: used in ``with`` as contextlib's context managers are
+    """Turn nats-py and socket errors into the runtime's transport errors:
+    ``with mapped("publish to", transport, subject):``.
+
+    A class, not a ``@contextmanager`` generator, and the text put together
+    only when something is raised: every publish and request passes here (a
+    lone mail, one each way in each process)."""
+
+    __slots__ = ("_action", "_subject", "_transport")
+
+    def __init__(self, action: str, transport: _Closable, subject: str = "") -> None:
+        self._action = action
+        self._transport = transport
+        self._subject = subject
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None:
+            return
+        what = f"{self._action} {self._subject}" if self._subject else self._action
+        if isinstance(exc, nats_errors.NoRespondersError):
+            raise NoResponders(f"{what}: no responders") from exc
+        if isinstance(exc, nats_errors.ConnectionClosedError):
+            if self._transport.closed:
+                raise TransportClosed(f"{what}: connection closed") from exc
+            # A client nats-py gave up on, until the keeper has replaced it.
+            raise TransportError(f"{what}: not connected, reconnecting") from exc
+        if isinstance(exc, TimeoutError):  # nats-py's TimeoutError is a builtin TimeoutError
+            raise RequestTimeout(f"{what}: timed out") from exc
+        if isinstance(exc, nats_errors.Error | OSError):
+            raise TransportError(f"{what}: {exc}") from exc
 
 
 @contextmanager
