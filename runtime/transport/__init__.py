@@ -6,7 +6,7 @@ transports check.
 The in-memory bus behind the same seam is test tooling: ``runtime.testing``.
 """
 
-from ._nats import open_nats as open_nats
+from ._nats_open import open_nats as open_nats
 from ._protocol import Message as Message
 from ._protocol import ReconnectCallback as ReconnectCallback
 from ._protocol import Subscription as Subscription

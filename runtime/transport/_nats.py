@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from contextlib import suppress
 from typing import Any
 
 import anyio
@@ -31,12 +30,12 @@ from ..errors import TransportClosed, TransportError
 from ..loops import Backoff, Flag, Retry, Wakeup
 from ..wire import WIRE_MAX_PAYLOAD
 from ._gone import Gone
-from ._nats_edge import AttemptFailed, as_raised, check_url, is_auth_error, mapped, servers_of
+from ._nats_edge import AttemptFailed, is_auth_error, mapped, servers_of
 from ._nats_subscription import NatsSubscription
 from ._natspy import Client, Msg, Server
 from ._natspy import Subscription as NatsSub
 from ._natspy import errors as nats_errors
-from ._protocol import ReconnectCallback, Transport
+from ._protocol import ReconnectCallback
 
 log = logging.getLogger(__name__)
 
@@ -422,49 +421,3 @@ class NatsTransport:
         for sub in self._subs.values():
             sub.end()
         self._subs.clear()
-
-
-@asynccontextmanager
-async def open_nats(
-    url: str,
-    *,
-    name: str,
-    connect_timeout: float = 2.0,
-    seed: str | None = None,
-    inbox_prefix: str | None = None,
-    backoff_max: float | None = None,
-) -> AsyncIterator[Transport]:
-    """Connect to NATS at ``url`` (waiting for the server as long as it takes).
-
-    ``seed`` is the connection's nkey seed (its NATS identity; without one it
-    connects anonymously or with the URL's user and password).
-    ``inbox_prefix`` replaces ``_INBOX`` in the reply subjects of its
-    requests (a sidecar's identity may subscribe only below its own).
-    Every connect attempt, the first ones and those after a lost connection,
-    waits its backoff first (up to 1 s; ``backoff_max`` lowers that cap),
-    however long the server stays away.
-    Cancel the surrounding scope to give up waiting: a server that refuses
-    the credentials is retried like one that is down, since a config reload
-    may admit them. Leaving the block closes the connection within a couple
-    of seconds, whether or not the server is up.
-    """
-    check_url(url)
-    transport = NatsTransport(
-        url,
-        name=name,
-        connect_timeout=connect_timeout,
-        seed=seed,
-        inbox_prefix=inbox_prefix,
-        backoff=DEFAULT_BACKOFF.capped(backoff_max),
-    )
-    await transport.connect()
-    try:
-        with as_raised():
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(transport.keep, name=f"NATS keeper {name}")
-                try:
-                    yield transport
-                finally:
-                    tg.cancel_scope.cancel()
-    finally:
-        await transport.aclose()

@@ -1,6 +1,5 @@
 """The edge between nats-py and the runtime: NATS URLs checked up front,
-nats-py's errors (and the socket's) as the runtime's transport errors, and
-``open_nats``'s block's exception as the block raised it.
+and nats-py's errors (and the socket's) as the runtime's transport errors.
 
 Kept apart from the connection's life (``_nats``) so that what a caller of
 the transport may see raised is read in one place.
@@ -8,8 +7,6 @@ the transport may see raised is read in one place.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import TracebackType
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -91,21 +88,3 @@ class mapped:  # lower case: used in ``with`` as contextlib's context managers a
             raise RequestTimeout(f"{what}: timed out") from exc
         if isinstance(exc, nats_errors.Error | OSError):
             raise TransportError(f"{what}: {exc}") from exc
-
-
-@contextmanager
-def as_raised() -> Iterator[None]:
-    """What the block of ``open_nats`` raised, as it raised it: the keeper's
-    task group wraps it in a group of one (the keeper itself raises nothing
-    but cancellation). One level only: a group the block raised stays one."""
-    try:
-        yield
-    except BaseExceptionGroup as group:
-        if len(group.exceptions) != 1:
-            raise
-        lone = group.exceptions[0]
-        context, suppress = lone.__context__, lone.__suppress_context__
-        try:
-            raise lone
-        finally:
-            lone.__context__, lone.__suppress_context__ = context, suppress
