@@ -378,9 +378,9 @@ class NatsTransport:
         self, subject: str, *, queue: str | None = None, max_pending: int = 4096
     ) -> NatsSubscription:
         self._check_open()
-        wrapper = NatsSubscription(self, queue=queue or "", max_pending=max_pending)
+        wrapper = NatsSubscription(self, subject, queue=queue or "", max_pending=max_pending)
         with mapped("subscribe to", self, subject):
-            sub = await wrapper.subscribe(self._nc, subject)
+            sub = await wrapper.subscribe(self._nc)
         self._subs[sub] = wrapper
         return wrapper
 

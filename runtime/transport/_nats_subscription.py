@@ -84,10 +84,13 @@ class NatsSubscription:
     """One subscription fed by nats-py's callback, carried over to the new
     client when the keeper replaces one."""
 
-    def __init__(self, transport: SubscriptionOwner, *, queue: str, max_pending: int) -> None:
+    def __init__(
+        self, transport: SubscriptionOwner, subject: str, *, queue: str, max_pending: int
+    ) -> None:
         if max_pending < 1:
             raise ValueError("max_pending must be at least 1")
         self._transport = transport
+        self._subject = subject
         self._sub: NatsSub | None = None
         self._queue = queue
         self._max_pending = max_pending
@@ -104,18 +107,17 @@ class NatsSubscription:
 
     @property
     def subject(self) -> str:
-        assert self._sub is not None, "subscribed first"
-        return self._sub.subject
+        return self._subject
 
     @property
     def closed(self) -> bool:
         """Unsubscribed: never renewed."""
         return self._closed
 
-    async def subscribe(self, client: Client, subject: str) -> NatsSub:
+    async def subscribe(self, client: Client) -> NatsSub:
         """Subscribe on ``client``: the first time, and again on a new one."""
         sub = await client.subscribe(
-            subject,
+            self._subject,
             queue=self._queue,
             cb=self._deliver,
             pending_msgs_limit=self._max_pending,
@@ -163,11 +165,14 @@ class NatsSubscription:
             try:
                 await reader
             except BaseException:
-                if not reader.done():  # cancelled while waiting: off the list
+                # Cancelled while waiting (asyncio cancels the future with its
+                # task): off the list, which only a message empties. Woken
+                # first, the message stays buffered for the next read.
+                if reader.cancelled() or not reader.done():
                     reader.cancel()
                     with suppress(ValueError):
                         self._readers.remove(reader)
-                raise  # a message it was woken for stays buffered for the next read
+                raise
         msg = buffer.popleft()
         self._bytes -= len(msg.data)
         return NatsMessage(self._transport, msg)
@@ -177,7 +182,7 @@ class NatsSubscription:
         buffer holds is still read."""
         old = self._sub
         assert old is not None, "subscribed first"
-        new = await self.subscribe(client, old.subject)
+        new = await self.subscribe(client)
         self._transport.rekey(old, new, self)
 
     def end(self) -> None:
