@@ -20,34 +20,29 @@ inbox's state it reads inside its body, where no transaction is half done
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
 from runtime import DispatchOutcome, RunSnapshot, is_terminal
-from runtime.sqlite import Database, Synchronous, free_pages_over, release_free_pages
+from runtime.errors import TransactionFailed
+from runtime.sqlite import Database, Synchronous, release_free_pages
 from runtime.wire import StepRecorded
 
 from .._errors import InboxConflict
+from ._acks import FREE_BYTES_KEPT, HeldAcks, Marking
 from ._adopt import adopt_hub_state
 from ._attempts import RetryRow, charge_crash, clear_in_flight, mark_in_flight, revive_parked
 from ._envelope import Envelope, encode_envelope
 from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dispatches, learn_seqs
 from ._meta import keep_version, read_meta, read_version, write_meta
-from ._outbox import (
-    Outgoing,
-    any_pending,
-    drop_acknowledged,
-    forget_acknowledged,
-    set_aside,
-    settled_dispatch,
-    unacked_events,
-)
+from ._outbox import Outgoing, drop_acknowledged, set_aside, unacked_events
 from ._position import (
     advance_over_done,
     at_rest,
@@ -71,6 +66,10 @@ from ._recorded import dispatches_with_steps, read_steps, record_step
 from ._schema import migrate
 from ._step import Commit, write_step
 
+T = TypeVar("T")
+
+log = logging.getLogger("mailrun.sidecar.inbox")
+
 DONE_KEPT = 1000
 """Compacted rows kept behind the processing position (for an operator to
 look at); older ones are deleted. A late copy of a deleted one is still a
@@ -79,11 +78,6 @@ duplicate: every seq at or below the position is done."""
 ON_LOOP_BYTES = 64 * 1024
 """An envelope at most this large, stored alone, is stored on the loop's
 thread; a batch, or a larger one, on a worker thread (:meth:`Inbox.store`)."""
-
-FREE_BYTES_KEPT = 8 * 1024 * 1024
-"""Free pages the file keeps for the next envelopes; the rest goes back to
-the file system once nothing is pending (while envelopes are, once twice
-this is free)."""
 
 BUSY_TIMEOUT = 5.0
 
@@ -127,6 +121,9 @@ class Inbox:
         self._swept = 0
         """Compacted rows at or below this seq are deleted: the next sweep
         starts above it (0: from the start)."""
+        self._acks = HeldAcks()
+        """The hub's acknowledgements, written by the next durable
+        transaction (``sidecar/storage/_acks.py``)."""
         # Taken without a turn of the loop when free: the database gives the
         # loop its turns (runtime.sqlite), one hop less per inbox operation.
         self._lock = anyio.Lock(fast_acquire=True)
@@ -166,6 +163,12 @@ class Inbox:
     async def aclose(self) -> None:
         # Shielded: closing runs during cancellation.
         with anyio.CancelScope(shield=True):
+            if self._acks:
+                try:
+                    await self.write_acked()
+                except (sqlite3.Error, TransactionFailed) as exc:
+                    # Only a resend of events the hub holds: it acknowledges them again.
+                    log.warning("acknowledgements not marked on closing: %s", exc)
             async with self._lock:
                 await self.db.aclose()
 
@@ -227,6 +230,7 @@ class Inbox:
             ]
             if not rows and not dead:
                 return [False] * len(envelopes)
+            marking = self._take_acks()
 
             def body(conn: sqlite3.Connection) -> tuple[list[bool], int]:
                 inserted = insert_envelopes(conn, rows)
@@ -249,6 +253,8 @@ class Inbox:
                 moved = advance_over_done(conn, last) if learn_seqs(conn, learned) else last
                 if dead:
                     keep_dead_letters(conn, dead, now)
+                if marking is not None:
+                    marking.write(conn)
                 return fresh, moved
 
             # A batch on a worker thread: its commit's fsync (a stored Ack
@@ -261,10 +267,11 @@ class Inbox:
             # thread and back cost more than its fsync (docs/performance.md,
             # "Lone mails").
             heavy = len(rows) > 1 or sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
-            fresh, moved = await self.db.transact(body, heavy=heavy)
+            fresh, moved = await self._transact(body, marking, heavy=heavy)
             self._extend(envelopes, fresh, moved == last)
             self._last_seq = moved
             self._legacy = self._legacy or any(e.seq is None for e in envelopes)
+            await self._marked(marking)
         return fresh
 
     def _extend(self, envelopes: Sequence[Envelope], fresh: list[bool], still: bool) -> None:
@@ -344,6 +351,7 @@ class Inbox:
             self._arrived = True
             self._held = self._held_gone = True  # as at the start: look again
             self._swept = 0  # the position may have moved back: sweep from the start
+            self._acks.drop()  # their rows went with the outbox
             self._with_steps = await self.db.read(dispatches_with_steps)
 
     # --- steps ----------------------------------------------------------------
@@ -482,13 +490,17 @@ class Inbox:
             top = self._top
             ended = self._ended_by_parent
             look = c.changes_run and (ended is None or c.run_id in ended)
+            marking = self._take_acks()
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[str]]:
                 if look and ended_meanwhile(conn, c.run_id, c.status):
                     raise InboxConflict(f"run {c.run_id} ended meanwhile")
-                return write_step(conn, c, last_seq=last, now=now, steps=steps, top=top)
+                written = write_step(conn, c, last_seq=last, now=now, steps=steps, top=top)
+                if marking is not None:
+                    marking.write(conn)
+                return written
 
-            self._last_seq, cancelled = await self.db.transact(body)
+            self._last_seq, cancelled = await self._transact(body, marking)
             self._cancelled.extend(cancelled)
             self._note_ended(c, look, cancelled)
             self._held = self._held or bool(c.held)
@@ -498,6 +510,7 @@ class Inbox:
                 self._with_steps.difference_update(
                     d for d, _, outcome in c.consumed if outcome != DispatchOutcome.PARKED
                 )
+            await self._marked(marking)
 
     def _note_ended(self, c: Commit, looked: bool, cancelled: list[str]) -> None:
         """Keep the runs ``c`` cancelled, and forget its own run once a
@@ -512,7 +525,9 @@ class Inbox:
             self._ended_by_parent = None
 
     async def at_rest(self) -> bool:
-        """Nothing left to process, nothing left for the hub to take."""
+        """Nothing left to process, nothing left for the hub to take (an
+        acknowledgement held is written first: no sidecar sleeps with one)."""
+        await self.write_acked()
         return await self.db.read(at_rest)
 
     # --- outbox ---------------------------------------------------------------
@@ -524,42 +539,68 @@ class Inbox:
 
     async def mark_acked(self, events: Sequence[Outgoing]) -> None:
         """The hub has applied these events: they leave the outbox, and the
-        envelopes they settled drop their bodies (:data:`COMPACTED`)."""
-        if not events:
+        envelopes they settled drop their bodies (:data:`COMPACTED`), now."""
+        self.hold_acked(events)
+        await self.write_acked()
+
+    def hold_acked(self, events: Sequence[Outgoing]) -> None:
+        """The hub has applied these events: the inbox's next transaction
+        marks them (:meth:`write_acked` writes them before)."""
+        self._acks.hold(events)
+
+    @property
+    def acks_held(self) -> bool:
+        """Some acknowledgement waits for a transaction to write it."""
+        return bool(self._acks)
+
+    async def write_acked(self) -> None:
+        """Write the acknowledgements held, in a transaction of their own
+        unless there are none."""
+        if not self._acks:
             return
-        ids = [e.event_id for e in events]
-        settled = list({d for d in map(settled_dispatch, events) if d is not None})
         async with self._lock:
-            keep_above = self._last_seq - self._done_kept
-            swept = self._swept
-
-            def body(conn: sqlite3.Connection) -> tuple[bool, bool]:
-                forget_acknowledged(
-                    conn, event_ids=ids, settled=settled, keep_above=keep_above, swept=swept
-                )
-                # Whether a release has work, asked here: the worker thread
-                # it runs on is a hand-off and back, which a lone mail need
-                # not pay when there is nothing to give back. The least it
-                # could release for first (one pragma): below that, whether
-                # envelopes are pending (the slack) makes no difference.
-                if not settled or not free_pages_over(conn, FREE_BYTES_KEPT):
-                    return False, False
-                if not any_pending(conn):
-                    return False, True
-                return True, free_pages_over(conn, 2 * FREE_BYTES_KEPT)
-
+            marking = self._take_acks()
+            if marking is None:
+                return  # a transaction took them while this one waited
             # Not durable: these rows only say what the hub already holds. A
             # mark lost to a power failure is a frame sent again, which the
             # hub acknowledges without applying anything; the next durable
             # commit makes this one durable too. Waiting for the disk here
             # held the sidecar's loop that processing and deliveries wait on.
-            busy, release = await self.db.transact(body, durable=False)
-            if settled:
-                self._swept = max(self._swept, keep_above)
-            if release:
-                slack = FREE_BYTES_KEPT if busy else 0
-                free = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
-                await self.db.read(free, heavy=True)
+            await self._transact(marking.write, marking, durable=False)
+            await self._marked(marking)
+
+    def _take_acks(self) -> Marking | None:
+        """The acknowledgements held, for the transaction about to run."""
+        return self._acks.take(keep_above=self._last_seq - self._done_kept, swept=self._swept)
+
+    async def _transact(
+        self,
+        body: Callable[[sqlite3.Connection], T],
+        marking: Marking | None,
+        *,
+        durable: bool = True,
+        heavy: bool = False,
+    ) -> T:
+        """``body`` in a transaction that writes ``marking`` too; held again
+        if it does not commit."""
+        try:
+            return await self.db.transact(body, durable=durable, heavy=heavy)
+        except BaseException:
+            self._acks.give_back(marking)
+            raise
+
+    async def _marked(self, marking: Marking | None) -> None:
+        """After ``marking``'s commit: the sweep's start moves, and free
+        pages go back to the file system when enough are free."""
+        if marking is None:
+            return
+        if marking.settled:
+            self._swept = max(self._swept, marking.keep_above)
+        if marking.release:
+            slack = FREE_BYTES_KEPT if marking.busy else 0
+            free = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
+            await self.db.read(free, heavy=True)
 
     async def set_aside(self, event_id: str, reason: str) -> None:
         """Move an event that cannot be shipped from the outbox to the dead letters."""
