@@ -249,6 +249,7 @@ class Shipper:
             await anyio.sleep(self._mark_wait)
             if self._inbox.acks_held:
                 with self._link.activity.busy():
+                    await afailpoint("sidecar.shipper.before_mark")
                     await self._inbox.write_acked()
 
     async def _pack(self, frame: EventsFrame, after: int) -> _Packed:
