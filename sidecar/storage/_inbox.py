@@ -76,8 +76,8 @@ look at); older ones are deleted. A late copy of a deleted one is still a
 duplicate: every seq at or below the position is done."""
 
 ON_LOOP_BYTES = 64 * 1024
-"""An envelope at most this large, stored alone, is stored on the loop's
-thread; a batch, or a larger one, on a worker thread (:meth:`Inbox.store`)."""
+"""A batch of envelopes at most this large is stored on the loop's thread;
+a larger one on a worker thread (:meth:`Inbox.store`)."""
 
 BUSY_TIMEOUT = 5.0
 
@@ -146,7 +146,8 @@ class Inbox:
         done_kept: int = DONE_KEPT,
     ) -> Inbox:
         """The inbox at ``path``, migrated. ``synchronous``: SQLite's
-        durability (``FULL``: stored Acks and shipped events are on disk; a
+        durability (``FULL``: a processing commit is on disk before its events
+        ship, and a stored batch with it at the latest; a
         benchmark may run ``NORMAL``)."""
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         db = await Database.open(path, busy_timeout=BUSY_TIMEOUT, synchronous=synchronous)
@@ -257,17 +258,19 @@ class Inbox:
                     marking.write(conn)
                 return fresh, moved
 
-            # A batch on a worker thread: its commit's fsync (a stored Ack
-            # must be on disk) waits there while the loop processes the batch
-            # before, as a step's commit waits on the loop; and a batch of big
-            # bodies runs to megabytes. On the loop, the two waits came one
-            # after the other: fewer mails a second for as much CPU
-            # (bench_e2e). A lone small envelope stays on the loop: there is
-            # rarely a batch before it to overlap, and the hand-off to the
-            # thread and back cost more than its fsync (docs/performance.md,
-            # "Lone mails").
-            heavy = len(rows) > 1 or sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
-            fresh, moved = await self._transact(body, marking, heavy=heavy)
+            # Not durable: the hub holds every frame durably, and sends
+            # again a dispatch it took for delivered that is still not
+            # processed after its redelivery bound (hub/wire/delivery/
+            # redelivery.py). A crash of any process loses nothing here (the
+            # commit is in the file, the OS writes it); a power failure may
+            # lose the envelopes stored since the last durable commit, and
+            # only those, as they were never processed: a processing commit
+            # is durable, and makes every commit before it durable too. So a
+            # cycle pays one fsync, its step's (tests/faults/test_lost_store.py).
+            # Dead letters are this sidecar's own record: kept durably.
+            # A batch of large bodies (megabytes) is written on a worker thread.
+            heavy = sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
+            fresh, moved = await self._transact(body, marking, durable=bool(dead), heavy=heavy)
             self._extend(envelopes, fresh, moved == last)
             self._last_seq = moved
             self._legacy = self._legacy or any(e.seq is None for e in envelopes)
