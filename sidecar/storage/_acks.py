@@ -19,10 +19,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import TypeVar
 
-from runtime.sqlite import free_pages_over
+from runtime.sqlite import Body, Database, free_pages_over, release_free_pages
 
 from ._outbox import Outgoing, any_pending, forget_acknowledged, settled_dispatch
+
+T = TypeVar("T")
 
 FREE_BYTES_KEPT = 8 * 1024 * 1024
 """Free pages the file keeps for the next envelopes; the rest goes back to
@@ -69,12 +73,20 @@ class Marking:
 
 
 class HeldAcks:
-    """Acknowledged events whose mark no transaction has written yet."""
+    """Acknowledged events whose mark no transaction has written yet, and
+    where the last mark's sweep of compacted rows ended. The inbox calls it
+    under its lock: :meth:`take` before a transaction, :meth:`transact` for
+    it, :meth:`marked` after its commit."""
 
-    __slots__ = ("_events",)
+    __slots__ = ("_db", "_done_kept", "_events", "_swept")
 
-    def __init__(self) -> None:
+    def __init__(self, db: Database, done_kept: int) -> None:
+        self._db = db
+        self._done_kept = done_kept
         self._events: list[Outgoing] = []
+        self._swept = 0
+        """Compacted rows at or below this seq are deleted: the next sweep
+        starts above it (0: from the start)."""
 
     def __bool__(self) -> bool:
         return bool(self._events)
@@ -82,20 +94,54 @@ class HeldAcks:
     def hold(self, events: Sequence[Outgoing]) -> None:
         self._events.extend(events)
 
-    def take(self, *, keep_above: int, swept: int) -> Marking | None:
-        """Everything held, for one transaction to write (None: nothing held);
-        :meth:`give_back` it if that transaction does not commit."""
+    def take(self, last_seq: int) -> Marking | None:
+        """Everything held, for the transaction about to run (None: nothing
+        held); ``last_seq``: the inbox's processing position."""
         if not self._events:
             return None
         events, self._events = self._events, []
         settled = list({d for d in map(settled_dispatch, events) if d is not None})
-        return Marking(events, keep_above, swept, settled)
+        return Marking(events, last_seq - self._done_kept, self._swept, settled)
 
-    def give_back(self, marking: Marking | None) -> None:
-        """``marking``'s transaction rolled back: its events are held again."""
-        if marking is not None:
-            self._events[:0] = marking.events
+    async def transact(
+        self, body: Body[T], marking: Marking | None, *, durable: bool = True, heavy: bool = False
+    ) -> T:
+        """``body`` (which writes ``marking`` too) in a transaction; the
+        events are held again if it does not commit."""
+        try:
+            return await self._db.transact(body, durable=durable, heavy=heavy)
+        except BaseException:
+            if marking is not None:
+                self._events[:0] = marking.events
+            raise
 
-    def drop(self) -> None:
-        """Forget everything held: the outbox was replaced (a takeover)."""
+    async def marked(self, marking: Marking | None) -> None:
+        """After ``marking``'s commit: the sweep's start moves, and free
+        pages go back to the file system when enough are free."""
+        if marking is None:
+            return
+        if marking.settled:
+            self._swept = max(self._swept, marking.keep_above)
+        if marking.release:
+            slack = FREE_BYTES_KEPT if marking.busy else 0
+            free = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
+            await self._db.read(free, heavy=True)
+
+    async def write(self, last_seq: int) -> None:
+        """What is held, in a transaction of its own (none if nothing is)."""
+        marking = self.take(last_seq)
+        if marking is None:
+            return
+        # Not durable: these rows only say what the hub already holds. A
+        # mark lost to a power failure is a frame sent again, which the
+        # hub acknowledges without applying anything; the next durable
+        # commit makes this one durable too. Waiting for the disk here
+        # held the sidecar's loop that processing and deliveries wait on.
+        await self.transact(marking.write, marking, durable=False)
+        await self.marked(marking)
+
+    def reset(self) -> None:
+        """Forget everything held, and sweep from the start: the outbox was
+        replaced and the position may have moved back (a takeover)."""
         self._events.clear()
+        self._swept = 0

@@ -23,20 +23,20 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
 
 from runtime import DispatchOutcome, RunSnapshot, is_terminal
 from runtime.errors import TransactionFailed
-from runtime.sqlite import Database, Synchronous, release_free_pages
+from runtime.sqlite import Database, Synchronous
 from runtime.wire import StepRecorded
 
 from .._errors import InboxConflict
-from ._acks import FREE_BYTES_KEPT, HeldAcks, Marking
+from ._acks import HeldAcks
 from ._adopt import adopt_hub_state
 from ._attempts import RetryRow, charge_crash, clear_in_flight, mark_in_flight, revive_parked
 from ._envelope import Envelope, encode_envelope
@@ -65,8 +65,6 @@ from ._queue import (
 from ._recorded import dispatches_with_steps, read_steps, record_step
 from ._schema import migrate
 from ._step import Commit, write_step
-
-T = TypeVar("T")
 
 log = logging.getLogger("mailrun.sidecar.inbox")
 
@@ -118,10 +116,7 @@ class Inbox:
         """A commit may have taken the last held row since the search last
         looked whether any is left."""
         self._done_kept = done_kept
-        self._swept = 0
-        """Compacted rows at or below this seq are deleted: the next sweep
-        starts above it (0: from the start)."""
-        self._acks = HeldAcks()
+        self._acks = HeldAcks(db, done_kept)
         """The hub's acknowledgements, written by the next durable
         transaction (``sidecar/storage/_acks.py``)."""
         # Taken without a turn of the loop when free: the database gives the
@@ -231,7 +226,7 @@ class Inbox:
             ]
             if not rows and not dead:
                 return [False] * len(envelopes)
-            marking = self._take_acks()
+            marking = self._acks.take(self._last_seq)
 
             def body(conn: sqlite3.Connection) -> tuple[list[bool], int]:
                 inserted = insert_envelopes(conn, rows)
@@ -270,11 +265,11 @@ class Inbox:
             # Dead letters are this sidecar's own record: kept durably.
             # A batch of large bodies (megabytes) is written on a worker thread.
             heavy = sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
-            fresh, moved = await self._transact(body, marking, durable=bool(dead), heavy=heavy)
+            fresh, moved = await self._acks.transact(body, marking, durable=bool(dead), heavy=heavy)
             self._extend(envelopes, fresh, moved == last)
             self._last_seq = moved
             self._legacy = self._legacy or any(e.seq is None for e in envelopes)
-            await self._marked(marking)
+            await self._acks.marked(marking)
         return fresh
 
     def _extend(self, envelopes: Sequence[Envelope], fresh: list[bool], still: bool) -> None:
@@ -353,8 +348,7 @@ class Inbox:
             self._known = self._last_seq
             self._arrived = True
             self._held = self._held_gone = True  # as at the start: look again
-            self._swept = 0  # the position may have moved back: sweep from the start
-            self._acks.drop()  # their rows went with the outbox
+            self._acks.reset()  # the outbox replaced, the position maybe moved back
             self._with_steps = await self.db.read(dispatches_with_steps)
 
     # --- steps ----------------------------------------------------------------
@@ -493,7 +487,7 @@ class Inbox:
             top = self._top
             ended = self._ended_by_parent
             look = c.changes_run and (ended is None or c.run_id in ended)
-            marking = self._take_acks()
+            marking = self._acks.take(self._last_seq)
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[str]]:
                 if look and ended_meanwhile(conn, c.run_id, c.status):
@@ -503,7 +497,7 @@ class Inbox:
                     marking.write(conn)
                 return written
 
-            self._last_seq, cancelled = await self._transact(body, marking)
+            self._last_seq, cancelled = await self._acks.transact(body, marking)
             self._cancelled.extend(cancelled)
             self._note_ended(c, look, cancelled)
             self._held = self._held or bool(c.held)
@@ -513,7 +507,7 @@ class Inbox:
                 self._with_steps.difference_update(
                     d for d, _, outcome in c.consumed if outcome != DispatchOutcome.PARKED
                 )
-            await self._marked(marking)
+            await self._acks.marked(marking)
 
     def _note_ended(self, c: Commit, looked: bool, cancelled: list[str]) -> None:
         """Keep the runs ``c`` cancelled, and forget its own run once a
@@ -562,48 +556,7 @@ class Inbox:
         if not self._acks:
             return
         async with self._lock:
-            marking = self._take_acks()
-            if marking is None:
-                return  # a transaction took them while this one waited
-            # Not durable: these rows only say what the hub already holds. A
-            # mark lost to a power failure is a frame sent again, which the
-            # hub acknowledges without applying anything; the next durable
-            # commit makes this one durable too. Waiting for the disk here
-            # held the sidecar's loop that processing and deliveries wait on.
-            await self._transact(marking.write, marking, durable=False)
-            await self._marked(marking)
-
-    def _take_acks(self) -> Marking | None:
-        """The acknowledgements held, for the transaction about to run."""
-        return self._acks.take(keep_above=self._last_seq - self._done_kept, swept=self._swept)
-
-    async def _transact(
-        self,
-        body: Callable[[sqlite3.Connection], T],
-        marking: Marking | None,
-        *,
-        durable: bool = True,
-        heavy: bool = False,
-    ) -> T:
-        """``body`` in a transaction that writes ``marking`` too; held again
-        if it does not commit."""
-        try:
-            return await self.db.transact(body, durable=durable, heavy=heavy)
-        except BaseException:
-            self._acks.give_back(marking)
-            raise
-
-    async def _marked(self, marking: Marking | None) -> None:
-        """After ``marking``'s commit: the sweep's start moves, and free
-        pages go back to the file system when enough are free."""
-        if marking is None:
-            return
-        if marking.settled:
-            self._swept = max(self._swept, marking.keep_above)
-        if marking.release:
-            slack = FREE_BYTES_KEPT if marking.busy else 0
-            free = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
-            await self.db.read(free, heavy=True)
+            await self._acks.write(self._last_seq)
 
     async def set_aside(self, event_id: str, reason: str) -> None:
         """Move an event that cannot be shipped from the outbox to the dead letters."""
