@@ -246,8 +246,11 @@ class Shipper:
     async def _write_late(self, held: Wakeup) -> None:
         while True:
             await held.wait()
+            taken = self._inbox.acks_taken
             await anyio.sleep(self._mark_wait)
-            if self._inbox.acks_held:
+            # A transaction took them meanwhile: what is held now came since,
+            # and gets its own wait (under steady mail, none is written alone).
+            if self._inbox.acks_held and self._inbox.acks_taken == taken:
                 with self._link.activity.busy():
                     await afailpoint("sidecar.shipper.before_mark")
                     await self._inbox.write_acked()

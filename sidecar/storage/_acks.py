@@ -78,7 +78,7 @@ class HeldAcks:
     under its lock: :meth:`take` before a transaction, :meth:`transact` for
     it, :meth:`marked` after its commit."""
 
-    __slots__ = ("_db", "_done_kept", "_events", "_swept")
+    __slots__ = ("_db", "_done_kept", "_events", "_swept", "taken")
 
     def __init__(self, db: Database, done_kept: int) -> None:
         self._db = db
@@ -87,6 +87,8 @@ class HeldAcks:
         self._swept = 0
         """Compacted rows at or below this seq are deleted: the next sweep
         starts above it (0: from the start)."""
+        self.taken = 0
+        """How many times a transaction took what was held."""
 
     def __bool__(self) -> bool:
         return bool(self._events)
@@ -100,6 +102,7 @@ class HeldAcks:
         if not self._events:
             return None
         events, self._events = self._events, []
+        self.taken += 1
         settled = list({d for d in map(settled_dispatch, events) if d is not None})
         return Marking(events, last_seq - self._done_kept, self._swept, settled)
 

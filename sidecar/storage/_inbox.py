@@ -550,6 +550,12 @@ class Inbox:
         """Some acknowledgement waits for a transaction to write it."""
         return bool(self._acks)
 
+    @property
+    def acks_taken(self) -> int:
+        """How many transactions took the acknowledgements held: one that
+        moved since a look took all that was held then."""
+        return self._acks.taken
+
     async def write_acked(self) -> None:
         """Write the acknowledgements held, in a transaction of their own
         unless there are none."""
