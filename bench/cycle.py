@@ -8,9 +8,11 @@ SQL, in-process (the Sidecar with the tests' FakeHub on the memory bus,
 SQLite's trace callback on the inbox's connection): statements, write
 transactions, and those that wait for the disk (not preceded by the lazy
 ``PRAGMA synchronous = 1``), per cycle, and the statements by their first
-two words. With ``--strace``: a real ``python -m sidecar`` on a real
-nats-server, ``strace -f -c`` over the same cycles (fdatasync, loop wakes,
-WAL writes, file locks, futexes, per cycle). Mails go 20 ms apart, each
+two words; then, untraced, the process's CPU a cycle (the sidecar's, and
+the FakeHub's and the memory bus's, the same on any sidecar). With
+``--strace``: a real ``python -m sidecar`` on a real nats-server,
+``strace -f -c`` over the same cycles (fdatasync, loop wakes, WAL writes,
+file locks, futexes, per cycle). Mails go 20 ms apart, each
 once the one before was processed, so every cycle holds one frame's mails.
 """
 
@@ -21,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -84,6 +87,11 @@ async def count_sql(cycles: int) -> None:
                 f" {(hub.batches - frames) / cycles:.2f} events frames a cycle"
             )
             print("   ", ", ".join(f"{k} {v / cycles:.2f}" for k, v in kinds.most_common()))
+        for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+            cpu = time.process_time()
+            seq = await _cycles(hub, dep, seq, cycles, size)
+            cpu = time.process_time() - cpu
+            print(f"{name}: {cpu / cycles * 1000:.2f} ms of the process's CPU a cycle (untraced)")
 
 
 def _strace(pid: int, out: Path) -> subprocess.Popen[bytes]:
