@@ -6,12 +6,12 @@ outbox, and the envelopes they settle drop their bodies. Nothing waits on
 that mark and nobody is told of it; a mark lost to a crash is a frame sent
 again, which the hub acknowledges without applying anything (it ingests by
 event id). So it need not be a transaction of its own: it is held here, and
-the inbox's next durable transaction (a batch of frames stored, a step's
-commit) writes it with its own rows. Under load that is within
-milliseconds; a sidecar mailed once a second pays one transaction a mail
-less. The shipper writes what no transaction took within a while
-(``sidecar/link/_shipper.py``), and the inbox writes it before it says it
-is at rest, so a sidecar never sleeps with a mark unwritten.
+the inbox's next transaction (a batch of frames stored, a step's commit)
+writes it with its own rows. Under steady mail that is within
+milliseconds: a cycle is one transaction shorter. The shipper writes what
+no transaction took within half a second (``sidecar/link/_shipper.py``),
+the inbox writes it before it says it is at rest, so a sidecar never
+sleeps with a mark unwritten, and when it closes.
 """
 
 from __future__ import annotations

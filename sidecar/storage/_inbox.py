@@ -117,8 +117,8 @@ class Inbox:
         looked whether any is left."""
         self._done_kept = done_kept
         self._acks = HeldAcks(db, done_kept)
-        """The hub's acknowledgements, written by the next durable
-        transaction (``sidecar/storage/_acks.py``)."""
+        """The hub's acknowledgements, written by the next transaction (a
+        store, a step's commit: ``sidecar/storage/_acks.py``)."""
         # Taken without a turn of the loop when free: the database gives the
         # loop its turns (runtime.sqlite), one hop less per inbox operation.
         self._lock = anyio.Lock(fast_acquire=True)
