@@ -5,9 +5,11 @@ one connection (``runtime.sqlite.Database``). Every operation is a plain
 function of the connection (the modules beside this one hold them, and all
 of the sidecar's SQL): a read runs on the event loop's thread, a write is
 one transaction run whole, on the loop's thread while SQLite's write lock
-is free (no other process writes here, so it is), except a batch of frames,
-stored on a worker thread (:meth:`Inbox.store`). Batched work (a batch of
-frames, a batch of processed envelopes, one ack) is one transaction. The
+is free (no other process writes here, so it is), except a batch of frames
+of large bodies, stored on a worker thread (:meth:`Inbox.store`). Batched
+work (a batch of frames, a batch of processed envelopes) is one
+transaction, and the hub's acknowledgements ride on the next one
+(``_acks.py``). The
 writer task, the run actors (several at once: the runs of the deployment
 are processed concurrently) and the shipper share the inbox; one lock keeps
 each write and the processing position it reads before its transaction and
