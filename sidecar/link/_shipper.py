@@ -105,10 +105,10 @@ class Shipper:
         session_wait: float = 1.0,
         backoff: Backoff = Backoff(),
         on_floor: Callable[[int], Awaitable[object]] | None = None,
-        mark_wait: float = MARK_WAIT,
+        mark_wait: float | None = None,
     ) -> None:
         self._inbox = inbox
-        self._mark_wait = mark_wait
+        self._mark_wait = MARK_WAIT if mark_wait is None else mark_wait
         self._link = link
         self._batch_limit = batch_limit
         self._timeout = timeout
