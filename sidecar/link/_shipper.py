@@ -229,7 +229,7 @@ class Shipper:
 
     async def _mark(self, acked: Handoff[list[Outgoing]]) -> None:
         """Hold the hub's acknowledgements for the inbox's next transaction
-        (``sidecar/storage/_acks.py``); those no transaction took within
+        (``sidecar/storage/_outbox.py``); those no transaction took within
         :data:`MARK_WAIT` are written in one of their own."""
         held = Wakeup()
         async with anyio.create_task_group() as tg:

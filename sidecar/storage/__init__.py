@@ -6,7 +6,6 @@ a takeover from the hub's state, the processing position, and the records
 the rows hold (envelopes, run state).
 """
 
-from ._acks import FREE_BYTES_KEPT as FREE_BYTES_KEPT
 from ._adopt import ADOPT_MARK as ADOPT_MARK
 from ._envelope import Envelope as Envelope
 from ._envelope import decode_envelope as decode_envelope
@@ -14,6 +13,7 @@ from ._envelope import decode_run_state as decode_run_state
 from ._envelope import encode_envelope as encode_envelope
 from ._envelope import encode_run_state as encode_run_state
 from ._inbox import Inbox as Inbox
+from ._outbox import FREE_BYTES_KEPT as FREE_BYTES_KEPT
 from ._outbox import Outgoing as Outgoing
 from ._outbox import outgoing as outgoing
 from ._outbox import processed as processed

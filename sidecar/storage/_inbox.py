@@ -9,7 +9,7 @@ is free (no other process writes here, so it is), except a batch of frames
 of large bodies, stored on a worker thread (:meth:`Inbox.store`). Batched
 work (a batch of frames, a batch of processed envelopes) is one
 transaction, and the hub's acknowledgements ride on the next one
-(``_acks.py``). The
+(``_outbox.py``). The
 writer task, the run actors (several at once: the runs of the deployment
 are processed concurrently) and the shipper share the inbox; one lock keeps
 each write and the processing position it reads before its transaction and
@@ -38,13 +38,12 @@ from runtime.sqlite import Database, Synchronous
 from runtime.wire import StepRecorded
 
 from .._errors import InboxConflict
-from ._acks import HeldAcks
 from ._adopt import adopt_hub_state
 from ._attempts import RetryRow, charge_crash, clear_in_flight, mark_in_flight, revive_parked
 from ._envelope import Envelope, encode_envelope
 from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dispatches, learn_seqs
 from ._meta import keep_version, read_meta, read_version, write_meta
-from ._outbox import Outgoing, drop_acknowledged, set_aside, unacked_events
+from ._outbox import HeldAcks, Outgoing, drop_acknowledged, set_aside, unacked_events
 from ._position import (
     advance_over_done,
     at_rest,
@@ -120,7 +119,7 @@ class Inbox:
         self._done_kept = done_kept
         self._acks = HeldAcks(db, done_kept)
         """The hub's acknowledgements, written by the next transaction (a
-        store, a step's commit: ``sidecar/storage/_acks.py``)."""
+        store, a step's commit: ``sidecar/storage/_outbox.py``)."""
         # Taken without a turn of the loop when free: the database gives the
         # loop its turns (runtime.sqlite), one hop less per inbox operation.
         self._lock = anyio.Lock(fast_acquire=True)
