@@ -64,6 +64,7 @@ REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
         "sidecar.step.recorded": "sidecar/execution/_runs.py",
         "sidecar.shipper.before_send": "sidecar/link/_shipper.py",
         "sidecar.shipper.after_ack": "sidecar/link/_shipper.py",
+        "sidecar.shipper.before_mark": "sidecar/link/_shipper.py",
         "sidecar.record.before_rename": "runtime/sidecar_contract/_restore.py",
     }
 )

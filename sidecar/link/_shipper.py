@@ -4,9 +4,10 @@ Only while a session is established: events are stamped with its id and
 owner epoch. A batch is resent until an EventsAck names its events; the hub
 ingests by event id, so a resend after a lost ack (or a crash) is harmless.
 One frame is in flight at a time, so the hub applies them in outbox order;
-an acknowledged frame's commit (the outbox rows leave) runs beside
-the next frame's round trip, which starts after the acknowledged one's
-outbox position instead of waiting for that commit to say what is left.
+an acknowledged frame's mark (the outbox rows leave) is held for the
+inbox's next transaction, and the next frame's round trip starts after the
+acknowledged one's outbox position instead of waiting for that mark to say
+what is left.
 While a full frame is out, the next one is read (it is full too: there is
 a backlog), so that it goes as soon as the ack comes; after a frame that
 was not full, the outbox is read again once something was committed since
@@ -60,7 +61,12 @@ from ._session import HubLink
 log = logging.getLogger("mailrun.sidecar.shipper")
 
 _ARRAY_HEADER = 5  # msgpack's largest array header: the frame's list of events grows by it
-_ACKS_QUEUED = 4  # acknowledged frames waiting for their commit before the shipper waits too
+_ACKS_QUEUED = 4  # acknowledged frames waiting to be held before the shipper waits too
+
+MARK_WAIT = 0.5
+"""Seconds an acknowledgement waits for a transaction of the inbox to write
+it with its own rows (the next mail's, under any steady traffic) before it
+is written alone."""
 
 
 class EventsFrame(msgspec.Struct, tag=RunEvents.__name__, tag_field="t", kw_only=True):
@@ -99,8 +105,10 @@ class Shipper:
         session_wait: float = 1.0,
         backoff: Backoff = Backoff(),
         on_floor: Callable[[int], Awaitable[object]] | None = None,
+        mark_wait: float | None = None,
     ) -> None:
         self._inbox = inbox
+        self._mark_wait = MARK_WAIT if mark_wait is None else mark_wait
         self._link = link
         self._batch_limit = batch_limit
         self._timeout = timeout
@@ -220,14 +228,32 @@ class Shipper:
         return reply, ahead
 
     async def _mark(self, acked: Handoff[list[Outgoing]]) -> None:
-        """Commit the hub's acknowledgements while the next frame is out; the
-        acknowledgements that came in meanwhile go in one commit."""
-        while frames := await acked.take(_ACKS_QUEUED):
-            events = [e for frame in frames for e in frame]
-            # The hub has them; a crash here resends them (they dedupe there).
-            with self._link.activity.busy():
-                await afailpoint("sidecar.shipper.after_ack")
-                await self._inbox.mark_acked(events)
+        """Hold the hub's acknowledgements for the inbox's next transaction
+        (``sidecar/storage/_outbox.py``); those no transaction took within
+        :data:`MARK_WAIT` are written in one of their own."""
+        held = Wakeup()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._write_late, held)
+            while frames := await acked.take(_ACKS_QUEUED):
+                events = [e for frame in frames for e in frame]
+                # The hub has them; a crash here resends them (they dedupe there).
+                with self._link.activity.busy():
+                    await afailpoint("sidecar.shipper.after_ack")
+                    self._inbox.hold_acked(events)
+                held.set()
+            tg.cancel_scope.cancel()
+
+    async def _write_late(self, held: Wakeup) -> None:
+        while True:
+            await held.wait()
+            taken = self._inbox.acks_taken
+            await anyio.sleep(self._mark_wait)
+            # A transaction took them meanwhile: what is held now came since,
+            # and gets its own wait (under steady mail, none is written alone).
+            if self._inbox.acks_held and self._inbox.acks_taken == taken:
+                with self._link.activity.busy():
+                    await afailpoint("sidecar.shipper.before_mark")
+                    await self._inbox.write_acked()
 
     async def _pack(self, frame: EventsFrame, after: int) -> _Packed:
         """The oldest events after outbox position ``after`` that fit

@@ -12,8 +12,8 @@ from ._envelope import decode_envelope as decode_envelope
 from ._envelope import decode_run_state as decode_run_state
 from ._envelope import encode_envelope as encode_envelope
 from ._envelope import encode_run_state as encode_run_state
-from ._inbox import FREE_BYTES_KEPT as FREE_BYTES_KEPT
 from ._inbox import Inbox as Inbox
+from ._outbox import FREE_BYTES_KEPT as FREE_BYTES_KEPT
 from ._outbox import Outgoing as Outgoing
 from ._outbox import outgoing as outgoing
 from ._outbox import processed as processed

@@ -5,9 +5,11 @@ one connection (``runtime.sqlite.Database``). Every operation is a plain
 function of the connection (the modules beside this one hold them, and all
 of the sidecar's SQL): a read runs on the event loop's thread, a write is
 one transaction run whole, on the loop's thread while SQLite's write lock
-is free (no other process writes here, so it is), except a batch of frames,
-stored on a worker thread (:meth:`Inbox.store`). Batched work (a batch of
-frames, a batch of processed envelopes, one ack) is one transaction. The
+is free (no other process writes here, so it is), except a batch of frames
+of large bodies, stored on a worker thread (:meth:`Inbox.store`). Batched
+work (a batch of frames, a batch of processed envelopes) is one
+transaction, and the hub's acknowledgements ride on the next one
+(``_outbox.py``). The
 writer task, the run actors (several at once: the runs of the deployment
 are processed concurrently) and the shipper share the inbox; one lock keeps
 each write and the processing position it reads before its transaction and
@@ -20,6 +22,7 @@ inbox's state it reads inside its body, where no transaction is half done
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -30,7 +33,8 @@ from typing import Any
 import anyio
 
 from runtime import DispatchOutcome, RunSnapshot, is_terminal
-from runtime.sqlite import Database, Synchronous, free_pages_over, release_free_pages
+from runtime.errors import TransactionFailed
+from runtime.sqlite import Database, Synchronous
 from runtime.wire import StepRecorded
 
 from .._errors import InboxConflict
@@ -39,15 +43,7 @@ from ._attempts import RetryRow, charge_crash, clear_in_flight, mark_in_flight, 
 from ._envelope import Envelope, encode_envelope
 from ._intake import EnvelopeRow, insert_envelopes, keep_dead_letters, known_dispatches, learn_seqs
 from ._meta import keep_version, read_meta, read_version, write_meta
-from ._outbox import (
-    Outgoing,
-    any_pending,
-    drop_acknowledged,
-    forget_acknowledged,
-    set_aside,
-    settled_dispatch,
-    unacked_events,
-)
+from ._outbox import HeldAcks, Outgoing, drop_acknowledged, set_aside, unacked_events
 from ._position import (
     advance_over_done,
     at_rest,
@@ -71,19 +67,16 @@ from ._recorded import dispatches_with_steps, read_steps, record_step
 from ._schema import migrate
 from ._step import Commit, write_step
 
+log = logging.getLogger("mailrun.sidecar.inbox")
+
 DONE_KEPT = 1000
 """Compacted rows kept behind the processing position (for an operator to
 look at); older ones are deleted. A late copy of a deleted one is still a
 duplicate: every seq at or below the position is done."""
 
 ON_LOOP_BYTES = 64 * 1024
-"""An envelope at most this large, stored alone, is stored on the loop's
-thread; a batch, or a larger one, on a worker thread (:meth:`Inbox.store`)."""
-
-FREE_BYTES_KEPT = 8 * 1024 * 1024
-"""Free pages the file keeps for the next envelopes; the rest goes back to
-the file system once nothing is pending (while envelopes are, once twice
-this is free)."""
+"""A batch of envelopes at most this large is stored on the loop's thread;
+a larger one on a worker thread (:meth:`Inbox.store`)."""
 
 BUSY_TIMEOUT = 5.0
 
@@ -124,9 +117,9 @@ class Inbox:
         """A commit may have taken the last held row since the search last
         looked whether any is left."""
         self._done_kept = done_kept
-        self._swept = 0
-        """Compacted rows at or below this seq are deleted: the next sweep
-        starts above it (0: from the start)."""
+        self._acks = HeldAcks(db, done_kept)
+        """The hub's acknowledgements, written by the next transaction (a
+        store, a step's commit: ``sidecar/storage/_outbox.py``)."""
         # Taken without a turn of the loop when free: the database gives the
         # loop its turns (runtime.sqlite), one hop less per inbox operation.
         self._lock = anyio.Lock(fast_acquire=True)
@@ -149,7 +142,8 @@ class Inbox:
         done_kept: int = DONE_KEPT,
     ) -> Inbox:
         """The inbox at ``path``, migrated. ``synchronous``: SQLite's
-        durability (``FULL``: stored Acks and shipped events are on disk; a
+        durability (``FULL``: a processing commit is on disk before its events
+        ship, and a stored batch with it at the latest; a
         benchmark may run ``NORMAL``)."""
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         db = await Database.open(path, busy_timeout=BUSY_TIMEOUT, synchronous=synchronous)
@@ -166,6 +160,12 @@ class Inbox:
     async def aclose(self) -> None:
         # Shielded: closing runs during cancellation.
         with anyio.CancelScope(shield=True):
+            if self._acks:
+                try:
+                    await self.write_acked()
+                except (sqlite3.Error, TransactionFailed) as exc:
+                    # Only a resend of events the hub holds: it acknowledges them again.
+                    log.warning("acknowledgements not marked on closing: %s", exc)
             async with self._lock:
                 await self.db.aclose()
 
@@ -227,6 +227,7 @@ class Inbox:
             ]
             if not rows and not dead:
                 return [False] * len(envelopes)
+            marking = self._acks.take(self._last_seq)
 
             def body(conn: sqlite3.Connection) -> tuple[list[bool], int]:
                 inserted = insert_envelopes(conn, rows)
@@ -249,22 +250,27 @@ class Inbox:
                 moved = advance_over_done(conn, last) if learn_seqs(conn, learned) else last
                 if dead:
                     keep_dead_letters(conn, dead, now)
+                if marking is not None:
+                    marking.write(conn)
                 return fresh, moved
 
-            # A batch on a worker thread: its commit's fsync (a stored Ack
-            # must be on disk) waits there while the loop processes the batch
-            # before, as a step's commit waits on the loop; and a batch of big
-            # bodies runs to megabytes. On the loop, the two waits came one
-            # after the other: fewer mails a second for as much CPU
-            # (bench_e2e). A lone small envelope stays on the loop: there is
-            # rarely a batch before it to overlap, and the hand-off to the
-            # thread and back cost more than its fsync (docs/performance.md,
-            # "Lone mails").
-            heavy = len(rows) > 1 or sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
-            fresh, moved = await self.db.transact(body, heavy=heavy)
+            # Not durable: the hub holds every frame durably, and sends
+            # again a dispatch it took for delivered that is still not
+            # processed after its redelivery bound (hub/wire/delivery/
+            # redelivery.py). A crash of any process loses nothing here (the
+            # commit is in the file, the OS writes it); a power failure may
+            # lose the envelopes stored since the last durable commit, and
+            # only those, as they were never processed: a processing commit
+            # is durable, and makes every commit before it durable too. So a
+            # cycle pays one fsync, its step's (tests/faults/test_lost_store.py).
+            # Dead letters are this sidecar's own record: kept durably.
+            # A batch of large bodies (megabytes) is written on a worker thread.
+            heavy = sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
+            fresh, moved = await self._acks.transact(body, marking, durable=bool(dead), heavy=heavy)
             self._extend(envelopes, fresh, moved == last)
             self._last_seq = moved
             self._legacy = self._legacy or any(e.seq is None for e in envelopes)
+            await self._acks.marked(marking)
         return fresh
 
     def _extend(self, envelopes: Sequence[Envelope], fresh: list[bool], still: bool) -> None:
@@ -343,7 +349,7 @@ class Inbox:
             self._known = self._last_seq
             self._arrived = True
             self._held = self._held_gone = True  # as at the start: look again
-            self._swept = 0  # the position may have moved back: sweep from the start
+            self._acks.reset()  # the outbox replaced, the position maybe moved back
             self._with_steps = await self.db.read(dispatches_with_steps)
 
     # --- steps ----------------------------------------------------------------
@@ -482,13 +488,17 @@ class Inbox:
             top = self._top
             ended = self._ended_by_parent
             look = c.changes_run and (ended is None or c.run_id in ended)
+            marking = self._acks.take(self._last_seq)
 
             def body(conn: sqlite3.Connection) -> tuple[int, list[str]]:
                 if look and ended_meanwhile(conn, c.run_id, c.status):
                     raise InboxConflict(f"run {c.run_id} ended meanwhile")
-                return write_step(conn, c, last_seq=last, now=now, steps=steps, top=top)
+                written = write_step(conn, c, last_seq=last, now=now, steps=steps, top=top)
+                if marking is not None:
+                    marking.write(conn)
+                return written
 
-            self._last_seq, cancelled = await self.db.transact(body)
+            self._last_seq, cancelled = await self._acks.transact(body, marking)
             self._cancelled.extend(cancelled)
             self._note_ended(c, look, cancelled)
             self._held = self._held or bool(c.held)
@@ -498,6 +508,7 @@ class Inbox:
                 self._with_steps.difference_update(
                     d for d, _, outcome in c.consumed if outcome != DispatchOutcome.PARKED
                 )
+            await self._acks.marked(marking)
 
     def _note_ended(self, c: Commit, looked: bool, cancelled: list[str]) -> None:
         """Keep the runs ``c`` cancelled, and forget its own run once a
@@ -512,7 +523,9 @@ class Inbox:
             self._ended_by_parent = None
 
     async def at_rest(self) -> bool:
-        """Nothing left to process, nothing left for the hub to take."""
+        """Nothing left to process, nothing left for the hub to take (an
+        acknowledgement held is written first: no sidecar sleeps with one)."""
+        await self.write_acked()
         return await self.db.read(at_rest)
 
     # --- outbox ---------------------------------------------------------------
@@ -524,42 +537,33 @@ class Inbox:
 
     async def mark_acked(self, events: Sequence[Outgoing]) -> None:
         """The hub has applied these events: they leave the outbox, and the
-        envelopes they settled drop their bodies (:data:`COMPACTED`)."""
-        if not events:
+        envelopes they settled drop their bodies (:data:`COMPACTED`), now."""
+        self.hold_acked(events)
+        await self.write_acked()
+
+    def hold_acked(self, events: Sequence[Outgoing]) -> None:
+        """The hub has applied these events: the inbox's next transaction
+        marks them (:meth:`write_acked` writes them before)."""
+        self._acks.hold(events)
+
+    @property
+    def acks_held(self) -> bool:
+        """Some acknowledgement waits for a transaction to write it."""
+        return bool(self._acks)
+
+    @property
+    def acks_taken(self) -> int:
+        """How many transactions took the acknowledgements held: one that
+        moved since a look took all that was held then."""
+        return self._acks.taken
+
+    async def write_acked(self) -> None:
+        """Write the acknowledgements held, in a transaction of their own
+        unless there are none."""
+        if not self._acks:
             return
-        ids = [e.event_id for e in events]
-        settled = list({d for d in map(settled_dispatch, events) if d is not None})
         async with self._lock:
-            keep_above = self._last_seq - self._done_kept
-            swept = self._swept
-
-            def body(conn: sqlite3.Connection) -> tuple[bool, bool]:
-                forget_acknowledged(
-                    conn, event_ids=ids, settled=settled, keep_above=keep_above, swept=swept
-                )
-                # Whether a release has work, asked here: the worker thread
-                # it runs on is a hand-off and back, which a lone mail need
-                # not pay when there is nothing to give back. The least it
-                # could release for first (one pragma): below that, whether
-                # envelopes are pending (the slack) makes no difference.
-                if not settled or not free_pages_over(conn, FREE_BYTES_KEPT):
-                    return False, False
-                if not any_pending(conn):
-                    return False, True
-                return True, free_pages_over(conn, 2 * FREE_BYTES_KEPT)
-
-            # Not durable: these rows only say what the hub already holds. A
-            # mark lost to a power failure is a frame sent again, which the
-            # hub acknowledges without applying anything; the next durable
-            # commit makes this one durable too. Waiting for the disk here
-            # held the sidecar's loop that processing and deliveries wait on.
-            busy, release = await self.db.transact(body, durable=False)
-            if settled:
-                self._swept = max(self._swept, keep_above)
-            if release:
-                slack = FREE_BYTES_KEPT if busy else 0
-                free = partial(release_free_pages, keep=FREE_BYTES_KEPT, slack=slack)
-                await self.db.read(free, heavy=True)
+            await self._acks.write(self._last_seq)
 
     async def set_aside(self, event_id: str, reason: str) -> None:
         """Move an event that cannot be shipped from the outbox to the dead letters."""

@@ -73,7 +73,7 @@ def imports(path: Path) -> Iterator[tuple[int, str, list[str]]]:
 
 def test_imports_are_read_relative_ones_resolved() -> None:
     inbox = {(module, *names) for _, module, names in imports(STORAGE / "_inbox.py")}
-    sqlite = ("Database", "Synchronous", "free_pages_over", "release_free_pages")
+    sqlite = ("Database", "Synchronous")
     assert ("runtime.sqlite", *sqlite) in inbox
     assert ("sidecar.storage._schema", "migrate") in inbox
     assert ("anyio",) in inbox

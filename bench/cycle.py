@@ -1,0 +1,158 @@
+"""What one sidecar cycle costs: a frame's arrival through its store, the
+handler, the events out and their acknowledgement's mark, counted for lone
+mails and for cycles of two (one ``MailBatch`` of two mails).
+
+    .venv/bin/python bench/cycle.py [--cycles 40] [--strace]
+
+SQL, in-process (the Sidecar with the tests' FakeHub on the memory bus,
+SQLite's trace callback on the inbox's connection): statements, write
+transactions, and those that wait for the disk (not preceded by the lazy
+``PRAGMA synchronous = 1``), per cycle, and the statements by their first
+two words; then, untraced, the process's CPU a cycle (the sidecar's, and
+the FakeHub's and the memory bus's, the same on any sidecar). With
+``--strace``: a real ``python -m sidecar`` on a real nats-server,
+``strace -f -c`` over the same cycles (fdatasync, loop wakes, WAL writes,
+file locks, futexes, per cycle). Mails go 20 ms apart, each
+once the one before was processed, so every cycle holds one frame's mails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+
+from runtime import DispatchProcessed, open_nats
+from tests.sidecar.test_process import sidecar_process
+from tests.support import running_nats_server, wait_for
+from tests.support.sidecar import (
+    Deployment,
+    FakeHub,
+    deployed_sidecar,
+    fake_hub_on,
+    mail,
+    make_deployment,
+)
+
+SOURCE = """
+async def main(ctx, item):
+    ctx.state["n"] = ctx.state.get("n", 0) + 1
+"""
+
+SYSCALLS = ("fdatasync", "fsync", "epoll_pwait", "epoll_wait", "pwrite64", "fcntl", "futex")
+
+
+async def _cycles(hub: FakeHub, dep: Deployment, seq: int, cycles: int, size: int) -> int:
+    for _ in range(cycles):
+        if size == 1:
+            await hub.deliver(mail(dep, seq + 1, "x"))
+        else:
+            frames = [mail(dep, seq + i, "x") for i in (1, 2)]
+            await hub.deliver_batch(frames)
+        seq += size
+        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == seq)  # noqa: B023
+        await anyio.sleep(0.02)
+    await anyio.sleep(0.05)
+    return seq
+
+
+async def count_sql(cycles: int) -> None:
+    dep = make_deployment(Path(tempfile.mkdtemp(prefix="cycle-")), source=SOURCE)
+    async with deployed_sidecar(dep) as (hub, car):
+        assert car.inbox is not None
+        db = car.inbox.db
+        seq = await _cycles(hub, dep, 0, 5, 1)
+        for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+            seen: list[str] = []
+            await db.read(lambda conn: conn.set_trace_callback(seen.append))  # noqa: B023
+            frames = hub.batches
+            seq = await _cycles(hub, dep, seq, cycles, size)
+            await db.read(lambda conn: conn.set_trace_callback(None))
+            begins = [i for i, s in enumerate(seen) if s.startswith("BEGIN")]
+            lazy = sum(1 for i in begins if "PRAGMA synchronous = 1" in seen[max(0, i - 2) : i])
+            kinds = Counter(" ".join(s.split()[:2]) for s in seen)
+            print(
+                f"{name}: {len(seen) / cycles:.1f} statements, {len(begins) / cycles:.2f} write"
+                f" transactions, {(len(begins) - lazy) / cycles:.2f} of them durable;"
+                f" {(hub.batches - frames) / cycles:.2f} events frames a cycle"
+            )
+            print("   ", ", ".join(f"{k} {v / cycles:.2f}" for k, v in kinds.most_common()))
+        for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+            cpu = time.process_time()
+            seq = await _cycles(hub, dep, seq, cycles, size)
+            cpu = time.process_time() - cpu
+            print(f"{name}: {cpu / cycles * 1000:.2f} ms of the process's CPU a cycle (untraced)")
+
+
+def _strace(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    argv = ["strace", "-f", "-c", "-o", str(out), "-p", str(pid)]
+    return subprocess.Popen(argv, stderr=subprocess.DEVNULL)
+
+
+def _stop(tracer: subprocess.Popen[bytes], out: Path) -> dict[str, int]:
+    """The calls ``strace -c`` counted, by system call."""
+    tracer.send_signal(signal.SIGINT)
+    tracer.wait()
+    calls: dict[str, int] = {}
+    for line in out.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0].replace(".", "").isdigit() and parts[3].isdigit():
+            calls[parts[-1]] = int(parts[3])
+    return calls
+
+
+async def _straced(pid: int, out: Path, body: Callable[[], Awaitable[None]]) -> dict[str, int]:
+    tracer = _strace(pid, out)
+    await anyio.sleep(1.0)  # attached to every thread
+    await body()
+    return _stop(tracer, out)
+
+
+async def count_syscalls(cycles: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="cycle-"))
+    with running_nats_server(tmp) as server:
+        dep = make_deployment(tmp / "state", source=SOURCE)
+        async with (
+            open_nats(server.url, name="fake hub") as transport,
+            fake_hub_on(transport, dep) as hub,
+        ):
+            argv = ("--state-dir", str(dep.state_dir), "--nats", server.url)
+            with sidecar_process(*argv, log=tmp / "sidecar.log") as proc:
+                await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+                seq = await _cycles(hub, dep, 0, 10, 1)
+                for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+
+                    async def run(size: int = size) -> None:
+                        nonlocal seq
+                        seq = await _cycles(hub, dep, seq, cycles, size)
+                        await anyio.sleep(1.0)  # the acknowledgements' marks
+
+                    calls = await _straced(proc.pid, tmp / f"{size}.strace", run)
+                    counted = [f"{k} {calls[k] / cycles:.2f}" for k in SYSCALLS if k in calls]
+                    print(f"{name} (strace): " + ", ".join(counted))
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cycles", type=int, default=40, help="cycles counted of each kind")
+    parser.add_argument("--strace", action="store_true", help="count a real process's syscalls")
+    args = parser.parse_args()
+    anyio.run(count_sql, args.cycles)
+    if args.strace:
+        anyio.run(count_syscalls, args.cycles)
+
+
+if __name__ == "__main__":
+    main()
