@@ -156,14 +156,14 @@ class Up:
         self.env[NATS_URL_ENV] = nats_url
         if self.config.database is not None:
             self.env[DATABASE_ENV] = self.config.database
-        if self.config.sidecar_start == "fork":
-            self._start_fork_server(tg)
         argv = [sys.executable, "-m", "hub", "--state-dir", str(self.state_dir)]
         argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
         argv += self.config.hub_options()
         self.hub = self._child("hub", argv)
         tg.start_soon(self.hub.run)
         await self._wait_hub()
+        if self.config.sidecar_start == "fork":
+            self._start_fork_server(tg)
         info = UpInfo(
             os.getpid(),
             self.client.base_url,
@@ -177,7 +177,9 @@ class Up:
         return info
 
     def _start_fork_server(self, tg: anyio.abc.TaskGroup) -> None:
-        """Started early: it imports the sidecar while the hub starts."""
+        """Started once the hub answers (its imports would slow the hub's start
+        on a small machine), before any sidecar: the first forks wait for
+        its imports in its socket."""
         self.forks = ForkServer(self._say)
         self.fork_server = self._child(
             "fork-server",

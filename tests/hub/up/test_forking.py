@@ -68,6 +68,14 @@ def gone(pid: int) -> bool:
         return True
 
 
+def catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (its ``SigCgt`` mask)."""
+    for line in text(Path(f"/proc/{pid}/status")).splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
 def text(path: Path) -> str:
     return path.read_text(errors="replace")
 
@@ -142,7 +150,9 @@ async def test_sigkill_and_sigterm_of_a_forked_sidecar_are_seen_and_it_is_forked
         assert psutil.Process(second).ppid() == server
         assert f"sidecar-{dep['id']} exited with -9" in up_log(up)
 
-        os.kill(second, signal.SIGTERM)  # a clean stop, still not one up asked for
+        # A clean stop (once it has its handler), still not one up asked for.
+        await wait_for(lambda: catches(second, signal.SIGTERM), what="its SIGTERM handler")
+        os.kill(second, signal.SIGTERM)
         third = await new_sidecar(up, dep["id"], second)
         assert psutil.Process(third).ppid() == server
         assert f"sidecar-{dep['id']} exited with 0" in up_log(up)
