@@ -345,7 +345,9 @@ async def test_up_runs_nats_and_the_hub_and_stops_them_on_sigterm(up: UpProcess)
     theirs, ours = parse_ports(os.environ[PORTS_ENV]), assigned_ports()
     nats_port = int(str(info["nats_url"]).rsplit(":", 1)[1])
     assert ours is not None and nats_port in theirs and nats_port not in ours
-    assert f"mailrun up: hub http://{up.http} nats {info['nats_url']} state {up.state}" in up.log
+    # up.json is written before the line is printed: wait for it.
+    line = f"mailrun up: hub http://{up.http} nats {info['nats_url']} state {up.state}"
+    await wait_for(lambda: line in up.log, what="up's first line")
     hub = up.child("-m", "hub")
     assert hub is not None
     assert hub.cmdline()[-6:] == [
