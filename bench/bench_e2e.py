@@ -57,7 +57,8 @@ from hub import IngressClient, ingress_mail
 from hub.cli.progress import Progress
 from runtime.config import SQLITE_SYNCHRONOUS_ENV
 from runtime.loops import loop_options
-from tests.support import free_port, wait_for
+from runtime.sidecar_contract import FORK_SERVER_MODULE
+from tests.support import command_words, free_port, wait_for
 
 COUNTER = """
 async def main(ctx, item):
@@ -171,18 +172,22 @@ def cpu_seconds(up_pid: int) -> dict[str, float]:
     """CPU time (user + system) so far of each part (every sidecar together),
     to see where the time goes. A sidecar that fell asleep has exited: `up`
     reaped it, so its CPU is in `up`'s children's times (its only children
-    that exit are sidecars)."""
+    that exit are sidecars), or, forked, in the fork server's."""
     up = psutil.Process(up_pid)
     reaped = up.cpu_times()
     parts = [("bench", psutil.Process()), ("up", up)]
-    for child in psutil.Process(up_pid).children():
+    out: dict[str, float] = {"sidecar": reaped.children_user + reaped.children_system}
+    for child in up.children(recursive=True):
         try:
-            argv = child.cmdline()
+            argv = command_words(child)
+            if FORK_SERVER_MODULE in argv:
+                times = child.cpu_times()
+                out["sidecar"] += times.children_user + times.children_system
         except psutil.Error:
             continue
         name = "hub" if "hub" in argv else "sidecar" if "sidecar" in argv else child.name()
+        name = "fork-server" if FORK_SERVER_MODULE in argv else name
         parts.append((name, child))
-    out: dict[str, float] = {"sidecar": reaped.children_user + reaped.children_system}
     for name, proc in parts:
         with contextlib.suppress(psutil.Error):
             times = proc.cpu_times()
@@ -191,9 +196,9 @@ def cpu_seconds(up_pid: int) -> dict[str, float]:
 
 
 def sidecar_process(up_pid: int, deployment_id: str) -> psutil.Process | None:
-    for child in psutil.Process(up_pid).children():
+    for child in psutil.Process(up_pid).children(recursive=True):
         try:
-            argv = child.cmdline()
+            argv = command_words(child)
         except psutil.Error:
             continue
         if "sidecar" in argv and deployment_id in argv:
@@ -214,9 +219,9 @@ class Awake:
 
     def sample(self) -> None:
         alive = set()
-        for child in psutil.Process(self.up_pid).children():
+        for child in psutil.Process(self.up_pid).children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                if "sidecar" in child.cmdline():
+                if "sidecar" in command_words(child):
                     alive.add(child.pid)
         self.most = max(self.most, len(alive))
         self.seen |= alive

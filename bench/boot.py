@@ -2,7 +2,7 @@
 `mailrun up` starts it, again and again, under a real hub and nats-server.
 
     .venv/bin/python bench/boot.py [--starts 10] [--idle-stop 0.5] [--keep] [--json]
-        [--python-options '-X importtime'] [--code DIR]
+        [--python-options '-X importtime'] [--code DIR] [--start exec|fork]
 
 Starts nats-server and a hub (``python -m hub --sidecar-root``), deploys a
 workflow whose handler records, for each mail, the wall clock and its own
@@ -24,8 +24,13 @@ Prints the median and p90 of each. ``--python-options`` adds interpreter
 options to the sidecar's command line (``-X importtime``, say; each start's
 log stays in the scratch dir with ``--keep``); ``--code`` runs the
 sidecar from another checkout (``git archive`` of an earlier commit, say),
-the hub from this one. Exits 1 unless every start
-handled its mail exactly once and fell asleep.
+the hub from this one. ``--start fork`` forks each sidecar from a fork
+server started once (``python -m sidecar.forking``, as ``up --sidecar-start
+fork`` does; its log is a pipe the bench reads, its exit status the one the
+fork server relays); its whole-life CPU is then the growth of the fork
+server's reaped children's times (clock ticks: 10 ms steps), its CPU to the
+handler exact (a fork starts the child's times at zero). Exits 1 unless
+every start handled its mail exactly once and fell asleep.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import argparse
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -43,12 +49,23 @@ from pathlib import Path
 from typing import IO, Any
 
 import anyio
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
 from bench.bench_e2e import percentile, scratch_dir
 from runtime import NATS_URL_ENV, SidecarExit, record_path, sidecar_env
-from runtime.sidecar_contract import sidecar_argv
+from runtime.sidecar_contract import (
+    FORK_MAX_FRAME,
+    FORK_SERVER_MODULE,
+    FORK_TITLE_ROOM,
+    Exited,
+    Fork,
+    Forked,
+    decode_answer,
+    encode_frame,
+    sidecar_argv,
+)
 from tests.faults.cluster import Proc
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
 
@@ -117,6 +134,40 @@ def up_environment(nats_url: str, code: Path) -> dict[str, str]:
     }
 
 
+class ForkServer:
+    """A fork server of the bench's own, spoken to in its frames, one start at a time."""
+
+    def __init__(self, env: dict[str, str], cwd: Path, log: Path) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = [sys.executable, "-m", FORK_SERVER_MODULE, "--control-fd", str(theirs.fileno())]
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [*argv, "--room", " " * FORK_TITLE_ROOM], env=env, cwd=cwd,
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        theirs.close()
+
+    def fork(self, argv: list[str], env: dict[str, str], cwd: Path, log_fd: int) -> int:
+        socket.send_fds(self.sock, [encode_frame(Fork(0, argv, env, str(cwd)))], [log_fd])
+        answer = decode_answer(self.sock.recv(FORK_MAX_FRAME))
+        assert isinstance(answer, Forked), answer
+        return answer.pid
+
+    def exited(self) -> int:
+        answer = decode_answer(self.sock.recv(FORK_MAX_FRAME))
+        assert isinstance(answer, Exited), answer
+        return answer.returncode
+
+    def reaped_cpu(self) -> float:
+        times = psutil.Process(self.proc.pid).cpu_times()
+        return float(times.children_user + times.children_system)
+
+    def stop(self) -> None:
+        self.sock.close()  # its end: it exits
+        self.proc.wait(timeout=30)
+
+
 async def read_log(stream: IO[bytes], start: Start, sink: IO[bytes]) -> None:
     """The sidecar's log, line by line as it comes, each milestone's line timed."""
     while line := await anyio.to_thread.run_sync(stream.readline):
@@ -139,6 +190,52 @@ async def boot_once(
     assert sent.status_code == 202, sent.text
     run_id = sent.json()["run_id"]
     env = sidecar_env(up_environment(args.nats_url, args.code), home=state)
+    if args.fork_server is not None:
+        start = await fork_once(
+            args.fork_server, env, state, dep, args, logs / f"sidecar-{n:04d}.log"
+        )
+    else:
+        start = await spawn_once(env, state, dep, args, logs / f"sidecar-{n:04d}.log")
+    run = await hub.run(run_id)
+    state_of = run.get("state") or {}
+    stamp = state_of.get("seen", {}).get(subject)
+    if stamp is not None:
+        start.handled, start.cpu_handled = stamp
+    # The mails may share a run: a second call on any of them counts in "twice".
+    start.once = stamp is not None and not state_of.get("twice")
+    return start
+
+
+async def fork_once(
+    server: ForkServer,
+    env: dict[str, str],
+    state: Path,
+    dep: dict[str, Any],
+    args: argparse.Namespace,
+    log: Path,
+) -> Start:
+    """Start the sidecar through the fork server; its log comes through a pipe."""
+    reaped = server.reaped_cpu()
+    read_end, write_end = os.pipe()
+    start = Start(spawned=time.time())
+    try:
+        argv = sidecar_argv(state, dep["id"], idle_stop=args.idle_stop)
+        await anyio.to_thread.run_sync(server.fork, argv, env, state, write_end)
+    finally:
+        os.close(write_end)
+    with os.fdopen(read_end, "rb") as stream, log.open("wb") as sink:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(read_log, stream, start, sink)
+                start.exit_code = await anyio.to_thread.run_sync(server.exited)
+    start.cpu_life = server.reaped_cpu() - reaped
+    return start
+
+
+async def spawn_once(
+    env: dict[str, str], state: Path, dep: dict[str, Any], args: argparse.Namespace, log: Path
+) -> Start:
+    """Start the sidecar as ``up --sidecar-start exec`` does, reaped here for its rusage."""
     argv = sidecar_command(state, dep["id"], args.idle_stop, args.python_options)
     start = Start(spawned=time.time())
     # A plain Popen, reaped below by os.wait4 for the child's rusage (anyio's
@@ -148,7 +245,7 @@ async def boot_once(
         stderr=subprocess.PIPE,
     )  # fmt: skip
     assert proc.stderr is not None
-    with (logs / f"sidecar-{n:04d}.log").open("wb") as sink:
+    with log.open("wb") as sink:
         try:
             with anyio.fail_after(60):
                 async with anyio.create_task_group() as tg:
@@ -164,13 +261,6 @@ async def boot_once(
         proc.returncode = start.exit_code = os.waitstatus_to_exitcode(status)
         proc.stderr.close()
     start.cpu_life = usage.ru_utime + usage.ru_stime
-    run = await hub.run(run_id)
-    state_of = run.get("state") or {}
-    stamp = state_of.get("seen", {}).get(subject)
-    if stamp is not None:
-        start.handled, start.cpu_handled = stamp
-    # The mails may share a run: a second call on any of them counts in "twice".
-    start.once = stamp is not None and not state_of.get("twice")
     return start
 
 
@@ -215,6 +305,11 @@ async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         await wait_for(hub.healthz, timeout=60, what="the hub")
         dep = await hub.deploy("boot", STAMP)
         state = root / dep["id"]
+        args.fork_server = None
+        if args.start == "fork":
+            env = sidecar_env(up_environment(args.nats_url, args.code), home=root)
+            args.fork_server = ForkServer(env, root, tmp / "fork-server.log")
+            stack.callback(args.fork_server.stop)
         await wait_for(lambda: record_path(state, dep["id"]).exists(), what="the restore record")
         # The deployment's first start (its inbox created, its sources
         # written) is not a wake: it is shown apart.
@@ -228,6 +323,7 @@ async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     return {
         "starts": len(starts),
         "idle_stop_s": args.idle_stop,
+        "start": args.start,
         "python_options": args.python_options,
         "first_start": {
             k: None if v is None else round(v * 1000, 1) for k, v in first.figures().items()
@@ -266,6 +362,12 @@ def main() -> int:
         metavar="DIR",
         help="the checkout the sidecar runs (default this one): another release's, to compare",
     )
+    p.add_argument(
+        "--start",
+        choices=("exec", "fork"),
+        default="exec",
+        help="exec: each sidecar a `python -m sidecar` (default); fork: forked from a fork server",
+    )
     p.add_argument("--keep", action="store_true", help="keep the scratch dir (logs) and say where")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args()
@@ -275,7 +377,10 @@ def main() -> int:
         print(json.dumps(figures))
     else:
         load = os.getloadavg()[0]
-        print(f"{figures['starts']} starts of an asleep deployment's sidecar (load {load:.1f})")
+        print(
+            f"{figures['starts']} starts ({args.start}) of an asleep deployment's sidecar"
+            f" (load {load:.1f})"
+        )
         for name, spread_ in (*figures["wall"].items(), *figures["cpu"].items()):
             print(f"  {name:16} p50 {spread_['p50_ms']:8.1f} ms   p90 {spread_['p90_ms']:8.1f} ms")
         print(f"  first start: {figures['first_start']}")

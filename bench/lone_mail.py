@@ -54,7 +54,8 @@ def processes(state: Path) -> dict[str, list[psutil.Process]]:
     their argv (docs/design.md: the hub's says ``hub``, a sidecar's ``sidecar``)."""
     found: dict[str, list[psutil.Process]] = {"hub": [], "sidecar": []}
     for proc in psutil.process_iter(["cmdline"]):
-        argv = proc.info["cmdline"] or []
+        # A forked sidecar's title is one string: read as words.
+        argv = " ".join(proc.info["cmdline"] or []).split()
         if not any(str(state) in arg for arg in argv):
             continue
         for role in found:

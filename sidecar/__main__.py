@@ -117,9 +117,14 @@ def _seconds(text: str) -> float:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, forked: bool = False) -> int:
     """``argv`` None: this is the process (``python -m sidecar``), which contains
-    itself; a list: a test calling in, whose process is left as it is."""
+    itself; a list: a test calling in, whose process is left as it is.
+
+    ``forked``: this process was forked by the fork server (sidecar/forking/)
+    with its argv and environment already contained: it applies its limits,
+    umask and cwd, and never executes itself again (that would be a full
+    interpreter start, and would run another release's code after an upgrade)."""
     # Before anything else: a SIGUSR1 that comes before its receiver does
     # nothing, instead of killing the process (ignored stays ignored over exec).
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
@@ -158,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         return SidecarExit.USAGE
     if argv is None:
         try:
-            _contain(settings, deployment_id)
+            _contain(settings, deployment_id, forked=forked)
         except (ValueError, OSError) as exc:
             log.error("cannot contain the sidecar: %s", exc)
             return SidecarExit.USAGE
@@ -215,16 +220,24 @@ def _final(state_dir: Path, code: SidecarExit) -> SidecarExit:
     return code
 
 
-def _contain(settings: SidecarSettings, deployment_id: str) -> None:
+def _contain(settings: SidecarSettings, deployment_id: str, *, forked: bool) -> None:
     env = sidecar_env(settings.environ, home=settings.state_dir)
     if settings.nats_url:
         env[NATS_URL_ENV] = settings.nats_url
     argv = _argv(settings, deployment_id)
     if sys.argv[1:] != argv or dict(settings.environ) != env:
+        if forked:
+            raise ValueError("forked with an argv or environment it would have to change")
         # Operators and supervisors find a sidecar by the deployment id in its
         # argv: name it there. The cwd stays for now: `-m sidecar` may be
         # found through it.
         os.execve(sys.executable, [sys.executable, "-m", "sidecar", *argv], env)
+    _confine(settings)
+
+
+def _confine(settings: SidecarSettings) -> None:
+    """What a contained process does to itself, executed or forked: its
+    state directory as cwd, private, and its limits lowered."""
     limits = Limits.from_env(settings.environ)
     os.chdir(settings.state_dir)
     make_private(settings.state_dir)

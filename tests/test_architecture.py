@@ -298,7 +298,9 @@ def test_the_mail_doors_never_import_the_http_api() -> None:
 # Where a process starts: its command line and environment are read there,
 # once, into its settings (HubSettings, UpSettings, SidecarSettings, a CLI
 # command's options), and handed down; nothing below reads the environment.
-ENVIRONMENT_READERS = ("hub.cli", "sidecar.__main__", "sidecar.replay.__main__")
+# sidecar.forking: the fork server's start, and a forked sidecar's (it
+# takes the environment up gives it before the sidecar's main reads it).
+ENVIRONMENT_READERS = ("hub.cli", "sidecar.__main__", "sidecar.forking", "sidecar.replay.__main__")
 # Not yet: each named with why it still reads the environment itself.
 ENVIRONMENT_READERS_FOR_NOW = {
     "runtime.failpoints": "MAILRUN_FAILPOINTS, read at import: to be reconciled with settings",

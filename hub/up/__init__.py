@@ -12,6 +12,8 @@ from .ports import free_port as free_port
 from .ports import parse_ports as parse_ports
 from .settings import DEFAULT_IDLE_STOP as DEFAULT_IDLE_STOP
 from .settings import DEFAULT_MAX_AWAKE as DEFAULT_MAX_AWAKE
+from .settings import DEFAULT_SIDECAR_START as DEFAULT_SIDECAR_START
+from .settings import SIDECAR_START_ENV as SIDECAR_START_ENV
 from .settings import UpInfo as UpInfo
 from .settings import UpSettings as UpSettings
 from .settings import hub_url as hub_url
@@ -20,7 +22,9 @@ from .supervisor import run_up as run_up
 __all__ = [
     "DEFAULT_IDLE_STOP",
     "DEFAULT_MAX_AWAKE",
+    "DEFAULT_SIDECAR_START",
     "PORTS_ENV",
+    "SIDECAR_START_ENV",
     "Backoff",
     "Child",
     "ChildSpec",

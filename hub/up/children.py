@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -23,6 +23,8 @@ from typing import Protocol
 import anyio
 
 import runtime
+
+from .handles import Handle, PopenHandle, stop_handle, wait_exit
 
 SPAWN_FAILED = 127
 _PR_SET_PDEATHSIG = 1
@@ -106,8 +108,15 @@ class ChildSpec:
         return noted == str(pid)
 
 
-def spawn(spec: ChildSpec) -> subprocess.Popen[bytes]:
-    """Start ``spec`` now, output appended to its log (or inherited), stdin closed."""
+Start = Callable[[ChildSpec], Awaitable[Handle]]
+"""How a child's process is started: :func:`exec_start` (``up`` spawns it),
+or the fork server's (hub/up/forking.py). Raises ``OSError`` or
+``subprocess.SubprocessError`` when it cannot be."""
+
+
+def spawn(spec: ChildSpec, *, pass_fds: Sequence[int] = ()) -> subprocess.Popen[bytes]:
+    """Start ``spec`` now, output appended to its log (or inherited), stdin closed;
+    ``pass_fds`` stay open in it."""
     log = None
     if spec.log_path is not None:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,6 +129,7 @@ def spawn(spec: ChildSpec) -> subprocess.Popen[bytes]:
             stderr=subprocess.STDOUT if log is not None else None,
             env=dict(spec.env) if spec.env is not None else None,
             cwd=spec.cwd,
+            pass_fds=tuple(pass_fds),
             preexec_fn=pdeathsig_preexec(),
             # Its own process group: a terminal's Ctrl-C (or `timeout`) signals
             # only the supervisor, which then stops its children in order.
@@ -130,21 +140,9 @@ def spawn(spec: ChildSpec) -> subprocess.Popen[bytes]:
             log.close()
 
 
-async def wait_exit(proc: subprocess.Popen[bytes]) -> int:
-    """Wait for ``proc`` to exit without a thread: a pidfd becomes readable then."""
-    try:
-        pidfd = os.pidfd_open(proc.pid)
-    except (AttributeError, OSError):  # pragma: no cover - kernels before 5.3
-        while True:
-            if (code := proc.poll()) is not None:
-                return code
-            await anyio.sleep(0.05)
-    try:
-        while (code := proc.poll()) is None:
-            await anyio.wait_readable(pidfd)
-        return code
-    finally:
-        os.close(pidfd)
+async def exec_start(spec: ChildSpec) -> Handle:
+    """The process ``up`` spawns itself (``python -m ...``, a full start)."""
+    return PopenHandle(spawn(spec))
 
 
 async def terminate(proc: subprocess.Popen[bytes], grace: float) -> int:
@@ -174,12 +172,14 @@ class Child:
         backoff: Backoff | None = None,
         stop_grace: float = 5.0,
         on_exit: ExitHook | None = None,
+        start: Start = exec_start,
     ) -> None:
         self.spec = spec
+        self.start = start
         self.backoff = backoff or Backoff()
         self.stop_grace = stop_grace
         self.on_exit = on_exit
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.handle: Handle | None = None
         self.starts = 0
         self.last_error: str | None = None
         self.final_code: int | None = None
@@ -195,16 +195,16 @@ class Child:
     @property
     def pid(self) -> int | None:
         """The pid of the running process, None between death and restart."""
-        proc = self.proc
-        return proc.pid if proc is not None and proc.poll() is None else None
+        handle = self.handle
+        return handle.pid if handle is not None and handle.returncode is None else None
 
     def send_signal(self, sig: int) -> bool:
         """Send ``sig`` to the running process; False between death and restart
         (the process started next reads its configuration afresh)."""
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
+        handle = self.handle
+        if handle is None or handle.returncode is not None:
             return False
-        proc.send_signal(sig)
+        handle.send_signal(sig)
         return True
 
     def catches(self, sig: int) -> bool:
@@ -241,7 +241,7 @@ class Child:
         while not self._scope.cancel_called:
             started = anyio.current_time()
             try:
-                self.proc = proc = spawn(self.spec)
+                self.handle = handle = await self.start(self.spec)
             except (OSError, subprocess.SubprocessError) as exc:
                 # Out of pids or fds is as transient as a crash: back off, retry.
                 self.last_error = f"cannot start {self.spec.argv[0]}: {exc}"
@@ -250,12 +250,12 @@ class Child:
                 self.starts += 1
                 self.last_error = None
                 try:
-                    code = await wait_exit(proc)
+                    code = await handle.wait()
                 finally:
-                    if proc.poll() is None:
+                    if handle.returncode is None:
                         with anyio.CancelScope(shield=True):
-                            await terminate(proc, self.stop_grace)
-                if self.spec.meant(code, proc.pid):
+                            await stop_handle(handle, self.stop_grace)
+                if self.spec.meant(code, handle.pid):
                     self.final_code = code
                     return
             if anyio.current_time() - started >= self.backoff.reset_after:

@@ -3,9 +3,11 @@ runs (``UpInfo``), and the URL it reaches its hub at."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final, Literal
 
 from runtime.config import DEFAULT_HTTP, LOOPBACK, HostPort, parse_host_port
 
@@ -13,6 +15,10 @@ from .children import Backoff
 
 DEFAULT_IDLE_STOP = 300.0
 DEFAULT_MAX_AWAKE = 200
+SIDECAR_START_ENV: Final = "MAILRUN_SIDECAR_START"
+SIDECAR_STARTS: Final = ("fork", "exec")
+SidecarStart = Literal["fork", "exec"]
+DEFAULT_SIDECAR_START: Final[SidecarStart] = "fork" if sys.platform.startswith("linux") else "exec"
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,10 @@ class UpSettings:
     max_awake: int = DEFAULT_MAX_AWAKE
     """With ``idle_stop``: at most this many sidecar processes of its own at
     once; further starts wait their turn (first come, first started)."""
+    sidecar_start: SidecarStart = DEFAULT_SIDECAR_START
+    """``fork``: sidecars are forked from a fork server ``up`` starts (which
+    imported the sidecar once); ``exec``: each is a full ``python -m
+    sidecar`` (and the fallback while the fork server is not running)."""
     wake_wait: float = 10.0  # the long poll of GET /workflows/wakes
     poll_interval: float = 0.5
     stop_grace: float = 5.0
@@ -60,6 +70,8 @@ class UpSettings:
     def __post_init__(self) -> None:
         if not self.idle_stop >= 0:
             raise ValueError(f"idle_stop must be 0 or more seconds, not {self.idle_stop}")
+        if self.sidecar_start not in SIDECAR_STARTS:
+            raise ValueError(f"sidecar_start must be fork or exec, not {self.sidecar_start!r}")
         if self.max_awake < 1:
             raise ValueError(f"max_awake must be at least 1, not {self.max_awake}")
 

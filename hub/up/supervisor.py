@@ -38,7 +38,7 @@ from runtime import (
 )
 from runtime.config import DEFAULT_SUBJECT_PREFIX, LOOPBACK, redact_url
 from runtime.loops import unwrapping_groups
-from runtime.sidecar_contract import remove_sidecar_state, sidecar_argv
+from runtime.sidecar_contract import FORK_SERVER_MODULE, remove_sidecar_state, sidecar_argv
 from runtime.wire import DeploymentStatus
 
 from .._client import AsyncHubClient
@@ -46,8 +46,9 @@ from .._errors import HubClientError, HubNotReady, NatsNotReady
 from .._token import ensure_admin_token
 from ..natsauth import hub_seed, producer_users_of, public_key
 from ..store import DATABASE_ENV
-from .children import Child, ChildSpec
+from .children import Child, ChildSpec, Start, exec_start
 from .fleet import Fleet
+from .forking import ForkServer
 from .host import child_env, state_lock
 from .listing import Listing
 from .nats import EmbeddedConfig, find_nats_server, greets
@@ -84,6 +85,8 @@ class Up:
         )
         self.nats: Child | None = None
         self.hub: Child | None = None
+        self.forks: ForkServer | None = None
+        self.fork_server: Child | None = None
         self.nats_url = config.nats_url or ""
         self.nats_config: EmbeddedConfig | None = None  # embedded only, not an external one
         # Deleted deployments whose sidecar state dir is gone, or being removed.
@@ -102,6 +105,7 @@ class Up:
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
         final_note: Path | None = None,
+        start: Start = exec_start,
     ) -> Child:
         def on_exit(name: str, code: int, delay: float) -> None:
             why = child.last_error or f"exited with {code} (log {self.logs / name}.log)"
@@ -117,7 +121,11 @@ class Up:
             final_note=final_note,
         )
         child = Child(
-            spec, backoff=self.config.backoff, stop_grace=self.config.stop_grace, on_exit=on_exit
+            spec,
+            backoff=self.config.backoff,
+            stop_grace=self.config.stop_grace,
+            on_exit=on_exit,
+            start=start,
         )
         return child
 
@@ -154,6 +162,8 @@ class Up:
         self.hub = self._child("hub", argv)
         tg.start_soon(self.hub.run)
         await self._wait_hub()
+        if self.config.sidecar_start == "fork":
+            self._start_fork_server(tg)
         info = UpInfo(
             os.getpid(),
             self.client.base_url,
@@ -165,6 +175,22 @@ class Up:
         up = {"pid": info.pid, "http": info.http, "nats_url": info.nats_url}
         write_atomic(self.state_dir / UP_FILE, msgspec.json.encode(up), mode=0o600)
         return info
+
+    def _start_fork_server(self, tg: anyio.abc.TaskGroup) -> None:
+        """Started once the hub answers (its imports would slow the hub's start
+        on a small machine), before any sidecar: the first forks wait for
+        its imports in its socket."""
+        self.forks = ForkServer(self._say)
+        self.fork_server = self._child(
+            "fork-server",
+            [sys.executable, "-m", FORK_SERVER_MODULE],
+            # Every sidecar forked from it shares its memory: a sidecar's
+            # environment (the NATS URL, which each gets anyway), no more.
+            env=sidecar_env(self.env, home=self.sidecar_root),
+            cwd=self.sidecar_root,
+            start=self.forks.start_server,
+        )
+        tg.start_soon(self.fork_server.run)
 
     async def _start_nats(self, tg: anyio.abc.TaskGroup) -> str:
         port = self.config.nats_port
@@ -269,6 +295,7 @@ class Up:
             env=sidecar_env(self.env, home=state),
             cwd=state,
             final_note=state / FINAL_EXIT_NOTE,
+            start=self.forks.start if self.forks is not None else exec_start,
         )
 
     async def _discard(self, dep: str) -> None:
@@ -284,9 +311,10 @@ class Up:
             self.discarded.discard(dep)  # a sidecar still runs from it: the next poll tries
 
     async def _stop_all(self) -> None:
-        # Sidecars first (they flush to the hub), then the hub, then NATS.
+        # Sidecars first (they flush to the hub), then the fork server they
+        # die with, then the hub, then NATS.
         await self.fleet.stop_all()
-        for part in (self.hub, self.nats):
+        for part in (self.fork_server, self.hub, self.nats):
             if part is not None:
                 await part.stop()
 

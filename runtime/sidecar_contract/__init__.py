@@ -11,6 +11,8 @@ sides apply, kept here because hub and sidecar never import each other.
 - private state: the umask of every process that writes state, and the
   removal of a deleted deployment's directory, never from under the sidecar
   holding its home lock;
+- the fork server's frames, between ``mailrun up`` and the process it
+  forks sidecars from;
 - the replay's job and report, between the hub and its scratch process.
 """
 
@@ -22,6 +24,16 @@ from ._contain import SIDECAR_PASS_ENV as SIDECAR_PASS_ENV
 from ._contain import Limits as Limits
 from ._contain import sidecar_argv as sidecar_argv
 from ._contain import sidecar_env as sidecar_env
+from ._forking import FORK_MAX_FRAME as FORK_MAX_FRAME
+from ._forking import FORK_SERVER_MODULE as FORK_SERVER_MODULE
+from ._forking import FORK_TITLE_ROOM as FORK_TITLE_ROOM
+from ._forking import Exited as Exited
+from ._forking import Fork as Fork
+from ._forking import Forked as Forked
+from ._forking import ForkRefused as ForkRefused
+from ._forking import decode_answer as decode_answer
+from ._forking import decode_request as decode_request
+from ._forking import encode_frame as encode_frame
 from ._layout import check_layout as check_layout
 from ._private import HOME_LOCK_FILE as HOME_LOCK_FILE
 from ._private import make_private as make_private
@@ -49,11 +61,18 @@ from ._restore import write_restore_record as write_restore_record
 __all__ = [
     "DEFAULT_SIDECAR_MAX_FILES",
     "DEFAULT_SIDECAR_MAX_MEMORY",
+    "FORK_MAX_FRAME",
+    "FORK_SERVER_MODULE",
+    "FORK_TITLE_ROOM",
     "HOME_LOCK_FILE",
     "REPLAY_ITEM_TIMEOUT",
     "SIDECAR_MAX_FILES_ENV",
     "SIDECAR_MAX_MEMORY_ENV",
     "SIDECAR_PASS_ENV",
+    "Exited",
+    "Fork",
+    "ForkRefused",
+    "Forked",
     "HubKey",
     "Limits",
     "Recorded",
@@ -67,8 +86,11 @@ __all__ = [
     "RestoreRecord",
     "Sources",
     "check_layout",
+    "decode_answer",
+    "decode_request",
     "decode_restore_record",
     "effect_of",
+    "encode_frame",
     "make_private",
     "private_umask",
     "read_restore_record",

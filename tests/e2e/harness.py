@@ -19,7 +19,7 @@ import psutil
 from hub.natsauth import HUB_SEED_FILE
 from hub.store import is_database_url
 from runtime import RestoreRecord, read_restore_record, record_path
-from tests.support import HubClient, free_port, wait_for
+from tests.support import HubClient, command_words, descendants, free_port, wait_for
 from tests.support.postgres import query
 
 MAILRUN = str(Path(sys.executable).with_name("mailrun"))
@@ -84,18 +84,16 @@ class Up(HubClient):
     # --- processes ------------------------------------------------------------
 
     def children(self) -> list[psutil.Process]:
-        try:
-            return psutil.Process(self.proc.pid).children(recursive=False)
-        except psutil.NoSuchProcess:
-            return []
+        """up's processes: its children, and the sidecars its fork server forked."""
+        return descendants(self.proc.pid)
 
     def find(self, *words: str) -> psutil.Process | None:
         for child in self.children():
             try:
-                argv = child.cmdline()
+                argv = command_words(child)
             except psutil.Error:
                 continue
-            # Whole argv elements only: a path in the argv (a test's tmp dir
+            # Whole words only: a path in the argv (a test's tmp dir
             # named after the test, say) must not match "hub" or "sidecar".
             if all(w in argv for w in words):
                 return child

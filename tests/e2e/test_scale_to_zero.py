@@ -27,7 +27,7 @@ import psutil
 import pytest
 
 from runtime import record_path
-from tests.support import wait_for
+from tests.support import command_words, wait_for
 
 from .harness import Up, mailrun_up, read_json
 
@@ -53,7 +53,7 @@ def sidecars(up: Up, dep_id: str | None = None) -> list[int]:
     found = []
     for child in up.children():
         try:
-            argv = child.cmdline()
+            argv = command_words(child)
             if child.status() == psutil.STATUS_ZOMBIE:
                 continue
         except psutil.Error:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from .nats import NatsServerProcess as NatsServerProcess
     from .nats import running_nats_server as running_nats_server
     from .ports import free_port as free_port
+    from .processes import command_words as command_words
+    from .processes import descendants as descendants
     from .repo import REPO as REPO
     from .waiting import wait_for as wait_for
 
@@ -25,6 +27,8 @@ __all__ = [
     "REPO",
     "HubClient",
     "NatsServerProcess",
+    "command_words",
+    "descendants",
     "free_port",
     "running_nats_server",
     "wait_for",
@@ -34,6 +38,8 @@ _HOMES = {
     "REPO": ".repo",
     "HubClient": ".http",
     "NatsServerProcess": ".nats",
+    "command_words": ".processes",
+    "descendants": ".processes",
     "free_port": ".ports",
     "running_nats_server": ".nats",
     "wait_for": ".waiting",

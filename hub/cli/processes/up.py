@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import click
@@ -18,7 +19,7 @@ from runtime.loops import unwrapping_groups
 
 from ..._errors import HubError
 from ..._token import ADMIN_TOKEN_FILE
-from ...up import DEFAULT_IDLE_STOP, DEFAULT_MAX_AWAKE
+from ...up import DEFAULT_IDLE_STOP, DEFAULT_MAX_AWAKE, DEFAULT_SIDECAR_START, SIDECAR_START_ENV
 from ..base import fail
 from ..options import (
     check_dkim,
@@ -70,6 +71,15 @@ from ..options import (
     help="With --idle-stop: at most N sidecar processes at once; further wakes "
     "wait their turn while idle sidecars are asked to fall asleep.",
 )
+@click.option(
+    "--sidecar-start",
+    type=click.Choice(["fork", "exec"]),
+    envvar=SIDECAR_START_ENV,
+    default=None,
+    help="fork: sidecars are forked from a process that imported the sidecar once "
+    "(the default on Linux); exec: each is a full `python -m sidecar`. "
+    "After an upgrade restart `up`: a fork server forks the code it imported.",
+)
 def up_cmd(
     state_dir: Path,
     http: str,
@@ -88,6 +98,7 @@ def up_cmd(
     smtp_trusted_relays: tuple[str, ...],
     idle_stop: float,
     max_awake: int,
+    sidecar_start: Literal["fork", "exec"] | None,
 ) -> None:
     """Run NATS, the hub and the sidecars, supervised.
 
@@ -123,6 +134,7 @@ def up_cmd(
         database=database,
         idle_stop=idle_stop,
         max_awake=max_awake,
+        sidecar_start=sidecar_start or DEFAULT_SIDECAR_START,
         say=say,
         environ=dict(os.environ),  # what its children inherit
     )

@@ -32,7 +32,8 @@ from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
 from hub.up import PORTS_ENV, UpSettings, hub_url, parse_ports, run_up
 from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from runtime import NATS_URL_ENV
-from tests.support import REPO, HubClient, free_port, wait_for
+from runtime.sidecar_contract import FORK_SERVER_MODULE
+from tests.support import REPO, HubClient, command_words, descendants, free_port, wait_for
 from tests.support.ports import assigned_ports
 
 # slow: every test runs `mailrun up`, the hub or their children as real processes
@@ -147,7 +148,7 @@ async def test_stop_uses_sigterm_then_sigkill_after_the_grace(tmp_path: Path) ->
         started = anyio.current_time()
         await child.stop()
         assert anyio.current_time() - started >= 0.3
-    assert child.proc is not None and child.proc.returncode == -signal.SIGKILL
+    assert child.handle is not None and child.handle.returncode == -signal.SIGKILL
     assert gone(pid)
 
 
@@ -287,14 +288,11 @@ class UpProcess:
             return None
 
     def child(self, *words: str) -> psutil.Process | None:
-        """The direct child whose argv has all of ``words`` as elements."""
-        try:
-            children = psutil.Process(self.proc.pid).children()
-        except psutil.NoSuchProcess:
-            return None
-        for child in children:
+        """The process of up's (its child, or a sidecar the fork server forked)
+        whose command line has all of ``words`` as words."""
+        for child in descendants(self.proc.pid):
             try:
-                argv = child.cmdline()
+                argv = command_words(child)
             except psutil.Error:
                 continue
             if all(w in argv for w in words) and child.status() != psutil.STATUS_ZOMBIE:
@@ -347,7 +345,9 @@ async def test_up_runs_nats_and_the_hub_and_stops_them_on_sigterm(up: UpProcess)
     theirs, ours = parse_ports(os.environ[PORTS_ENV]), assigned_ports()
     nats_port = int(str(info["nats_url"]).rsplit(":", 1)[1])
     assert ours is not None and nats_port in theirs and nats_port not in ours
-    assert f"mailrun up: hub http://{up.http} nats {info['nats_url']} state {up.state}" in up.log
+    # up.json is written before the line is printed: wait for it.
+    line = f"mailrun up: hub http://{up.http} nats {info['nats_url']} state {up.state}"
+    await wait_for(lambda: line in up.log, what="up's first line")
     hub = up.child("-m", "hub")
     assert hub is not None
     assert hub.cmdline()[-6:] == [
@@ -402,8 +402,11 @@ async def test_up_restarts_a_killed_hub(up: UpProcess) -> None:
 @pytest.mark.anyio
 async def test_sigkill_of_up_takes_every_child_down(up: UpProcess) -> None:
     await ready(up)
+    # nats-server, the hub and the fork server (sidecars are forked from it),
+    # which is started as up.json is written.
+    await wait_for(lambda: up.child("-m", FORK_SERVER_MODULE), what="the fork server")
     children = psutil.Process(up.proc.pid).children()
-    assert len(children) == 2  # nats-server and the hub
+    assert len(children) == 3
     up.proc.kill()
     up.proc.wait()
     pids = [child.pid for child in children]
@@ -459,7 +462,7 @@ async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
     dep = await deploy_counter(up)
     sidecar = await wait_for(lambda: up.child("sidecar", dep["id"]), what="the sidecar")
     state = up.state / "sidecars" / dep["id"]
-    assert sidecar.cmdline()[1:] == [
+    assert command_words(sidecar)[1:] == [
         "-m",
         "sidecar",
         "--state-dir",
@@ -481,7 +484,7 @@ async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
             return bool(answer.json().get("connected"))
 
         await wait_for(connected, what="the sidecar's session")
-    assert sidecar.cmdline()[-2:] == ["--idle-stop", "300"]
+    assert command_words(sidecar)[-2:] == ["--idle-stop", "300"]
 
     # Killed alone, it is restarted.
     sidecar.kill()
