@@ -416,9 +416,9 @@ async def test_over_real_nats_delivery_survives_a_server_restart(
         tg.cancel_scope.cancel()
 
 
-@pytest.mark.slow  # thousands of failing delivery rounds
+@pytest.mark.slow  # a thousand failing delivery rounds
 @pytest.mark.anyio
-async def test_a_lane_failing_thousands_of_rounds_keeps_the_hub_up_and_delivers_after(
+async def test_a_lane_failing_over_a_thousand_rounds_keeps_the_hub_up_and_delivers_after(
     tmp_path: Path,
 ) -> None:
     # Time compressed by configuration: every round still fails and backs
@@ -433,9 +433,9 @@ async def test_a_lane_failing_thousands_of_rounds_keeps_the_hub_up_and_delivers_
         def failures() -> int:
             return int(hub.wire.health()["lanes"].get(dep.id, {}).get("failures", 0))
 
-        # Far past round 1025, where the backoff once overflowed and the
+        # Past round 1025, where the backoff once overflowed and the
         # exception took the whole hub down.
-        await wait_for(lambda: failures() >= 3000, timeout=90, what="3000 failed rounds")
+        await wait_for(lambda: failures() >= 1100, timeout=90, what="1100 failed rounds")
         assert await statuses(hub, dep.id) == ["reserved", "reserved"]
         inbox = Inbox()
         await tg.start(inbox.serve, car)
