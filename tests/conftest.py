@@ -31,11 +31,13 @@ systems, injected faults (``pytest -m "not slow"`` leaves them out)."""
 
 
 WHOLE_SYSTEMS = "whole_systems"
-"""The xdist groups of the slow folders' tests, one a folder
-(``whole_systems-e2e``, ``whole_systems-faults``): each folder's tests run
-one at a time on one worker, so at most two whole systems share the
-machine, and the in-process tests fill the gaps. One group for both took
-a worker for the suite's whole wall time while the other idled."""
+"""The xdist groups of the slow folders' tests, one a module
+(``whole_systems-faults-test_matrix``, ...): a module's tests run one after the
+other on one worker, the biggest modules first (``loadgroup`` orders its
+units by size), and the in-process tests fill the gaps. One group for both
+folders took a worker for the suite's whole wall time while the other
+idled; one a folder still did for tests/e2e alone (563-617 s on one
+worker, 321-422 s on two: docs/testing.md)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -64,13 +66,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     PostgreSQL (the ``postgres_server`` fixture; the ``database`` fixture's
     PostgreSQL run is marked where it is parametrized). Other slow tests
     carry the mark themselves, with the reason beside it. The slow folders'
-    tests share an xdist group a folder (:data:`WHOLE_SYSTEMS`)."""
+    tests share an xdist group a module (:data:`WHOLE_SYSTEMS`)."""
     tests = Path(__file__).parent
     for item in items:
         parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
         if parts and parts[0] in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group(f"{WHOLE_SYSTEMS}-{parts[0]}"))
+            item.add_marker(pytest.mark.xdist_group(f"{WHOLE_SYSTEMS}-{parts[0]}-{item.path.stem}"))
         elif "postgres_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
 

@@ -31,7 +31,7 @@ from runtime.errors import FailpointError
 from runtime.testing import CRASH_EXIT_CODE, configure_failpoints, failpoint_spent
 from tests.support import REPO, wait_for
 from tests.support.sidecar import APPLIED, deployed_sidecar, mail, make_deployment
-from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
+from tests.support.wire import Hub, Sidecar, accept, deploy, refused, running_hub, served
 
 pytestmark = pytest.mark.anyio
 
@@ -120,11 +120,7 @@ async def test_events_ingested_but_unacknowledged_are_applied_once(tmp_path: Pat
 async def test_acks_not_settled_are_delivered_again(tmp_path: Path) -> None:
     configure_failpoints("hub.dispatch.before_settle=1*raise")
     async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
-        dep = await deploy(hub.store)
-        receipts = await accept(hub, dep, [b"a", b"b"])
-        car, inbox = Sidecar(hub, dep), Inbox()
-        await tg.start(inbox.serve, car)
-        assert isinstance(await car.hello(), Welcome)
+        _, inbox, receipts = await served(hub, tg, [b"a", b"b"])
 
         async def delivered() -> bool:
             return await count(hub, "workflow_run_dispatch WHERE status = 'delivered'") == 2

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import msgspec
+from anyio.abc import TaskGroup
 
 from hub.store import Accepted, Store, Trigger, accept_triggers, create_deployment, open_store
 from hub.wire.events import OutboundSink
@@ -286,6 +287,20 @@ async def owned(hub: Hub, n: int = 0, name: str = "flow") -> tuple[Sidecar, list
     car = Sidecar(hub, dep)
     assert isinstance(await car.hello(), Welcome)
     return car, receipts
+
+
+async def served(
+    hub: Hub, tg: TaskGroup, bodies: Sequence[bytes] = (), **sidecar: Any
+) -> tuple[Sidecar, Inbox, list[Accepted]]:
+    """A deployment with a mail accepted per body (before its sidecar says
+    hello), and a Sidecar (``sidecar``: its fields) whose Inbox serves in
+    ``tg``, welcomed as the owner: its Welcome is ``car.welcome``."""
+    dep = await deploy(hub.store)
+    receipts = await accept(hub, dep, list(bodies)) if bodies else []
+    car, inbox = Sidecar(hub, dep, **sidecar), Inbox()
+    await tg.start(inbox.serve, car)
+    assert isinstance(await car.hello(), Welcome)
+    return car, inbox, receipts
 
 
 async def send(car: Sidecar, *events: Event) -> Frame:

@@ -34,6 +34,7 @@ from hub import HubSettings, serve_hub
 from hub.outbound import RelayConfig
 from hub.smtp import SmtpConfig
 from runtime import Backoff, ProcessSettings, tracing
+from runtime.tracing.spans import provider as made_here
 from sidecar import Sidecar, SidecarOptions
 from tests.support import wait_for
 from tests.support.http import HubClient
@@ -69,7 +70,7 @@ async def main(ctx, item):
 def spans() -> Iterator[InMemorySpanExporter]:
     """Every trace sampled, its roots decided as a process decides them."""
     exporter = InMemorySpanExporter()
-    provider = tracing.spans.provider(ParentBased(ALWAYS_ON))
+    provider = made_here(ParentBased(ALWAYS_ON))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing.install(provider)
     try:
@@ -292,7 +293,7 @@ async def test_a_trace_its_arrival_did_not_sample_makes_no_span_on_the_way(
     SDK (a provider made elsewhere): the same traces, whole or absent."""
     exporter = InMemorySpanExporter()
     sampler = ParentBased(EveryOther())
-    provider = tracing.spans.provider(sampler) if decided_first else TracerProvider(sampler)
+    provider = made_here(sampler) if decided_first else TracerProvider(sampler)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     tracing.install(provider)
     try:

@@ -46,7 +46,6 @@ from tests.support import NatsServerProcess, wait_for
 from tests.support.store import statement
 from tests.support.wire import (
     Hub,
-    Inbox,
     Sidecar,
     accept,
     deploy,
@@ -54,6 +53,7 @@ from tests.support.wire import (
     processed,
     running_hub,
     send,
+    served,
 )
 
 pytestmark = pytest.mark.anyio
@@ -228,10 +228,8 @@ _DELIVERED_LONG_AGO = (
 
 async def test_a_version_made_active_sends_the_suspended_run_its_resume(tmp_path: Path) -> None:
     async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
-        dep = await deploy(hub.store)
-        car, inbox = Sidecar(hub, dep), Inbox()
-        await tg.start(inbox.serve, car)
-        assert isinstance(await car.hello(), Welcome)
+        car, inbox, _ = await served(hub, tg)
+        dep = car.dep
         (held,) = await accept(hub, dep, [b"boom"])
         await wait_for(lambda: len(inbox.frames) == 1, what="the mail delivered")
         await send(car, suspension(held.run_id, held.dispatch_id))
@@ -255,10 +253,8 @@ async def test_a_suspension_that_crossed_an_activation_is_resumed_at_once(
     run resumes at once, under version 2. Failing under version 2 too, it
     stays suspended."""
     async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
-        dep = await deploy(hub.store)
-        car, inbox = Sidecar(hub, dep), Inbox()
-        await tg.start(inbox.serve, car)
-        assert isinstance(await car.hello(), Welcome)
+        car, inbox, _ = await served(hub, tg)
+        dep = car.dep
         (held,) = await accept(hub, dep, [b"boom"])
         await wait_for(lambda: len(inbox.frames) == 1, what="the mail delivered")
         await hub.store.transact(partial(add_version, deployment_id=dep.id, sources=V2))

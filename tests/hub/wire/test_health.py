@@ -11,9 +11,9 @@ import pytest
 from hub.wire.delivery.dispatcher import DispatchConfig
 from hub.wire.delivery.health import HealthConfig
 from hub.wire.service import WireConfig
-from runtime import Ack, Backoff, MailInbound, Welcome
+from runtime import Ack, Backoff, MailInbound
 from tests.support import wait_for
-from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
+from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, served
 
 # slow: every test waits out the health checks' silence thresholds
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -38,11 +38,9 @@ def session_of(hub: Hub, dep_id: str) -> dict[str, Any]:
 
 async def test_an_idle_sidecar_is_probed_and_stays_connected(tmp_path: Path) -> None:
     async with running_hub(tmp_path, config=FAST) as hub, anyio.create_task_group() as tg:
-        dep = await deploy(hub.store)
-        car, inbox = Sidecar(hub, dep), Inbox()
-        await tg.start(inbox.serve, car)
-        welcome = await car.hello()
-        assert isinstance(welcome, Welcome)
+        car, inbox, _ = await served(hub, tg)
+        dep, welcome = car.dep, car.welcome
+        assert welcome is not None
 
         # Four probes take longer than stale_after: only their answers keep it connected.
         await wait_for(lambda: len(inbox.pings) >= 4)

@@ -12,9 +12,9 @@ from hub.store import Fence
 from hub.wire.delivery import Marks
 from hub.wire.delivery.dispatcher import DispatchConfig
 from hub.wire.service import WireConfig
-from runtime import Backoff, EventsAck, Welcome
+from runtime import Backoff, EventsAck
 from tests.support import wait_for
-from tests.support.wire import Inbox, Sidecar, accept, deploy, processed, running_hub, send
+from tests.support.wire import accept, processed, running_hub, send, served
 
 
 def config(mark_wait: float) -> WireConfig:
@@ -62,11 +62,8 @@ async def test_a_mark_nobody_takes_wakes_its_holder_when_due() -> None:
 async def test_the_events_transaction_writes_the_mark_it_finds_held(tmp_path: Path) -> None:
     # Nobody writes a mark alone within the test: only the events can.
     async with running_hub(tmp_path, config=config(600.0)) as hub, anyio.create_task_group() as tg:
-        dep = await deploy(hub.store)
-        (receipt,) = await accept(hub, dep, [b"lone"])
-        car, inbox = Sidecar(hub, dep), Inbox()
-        await tg.start(inbox.serve, car)
-        assert isinstance(await car.hello(), Welcome)
+        car, inbox, (receipt,) = await served(hub, tg, [b"lone"])
+        dep = car.dep
         marks = hub.wire.dispatcher.marks
         assert marks is not None
         await wait_for(lambda: marks.waiting(dep.id) == 1)
@@ -91,11 +88,8 @@ async def test_the_events_transaction_writes_the_mark_it_finds_held(tmp_path: Pa
 @pytest.mark.anyio
 async def test_a_mark_nobody_takes_is_written_alone_and_sent_once(tmp_path: Path) -> None:
     async with running_hub(tmp_path, config=config(0.05)) as hub, anyio.create_task_group() as tg:
-        dep = await deploy(hub.store)
-        receipts = await accept(hub, dep, [b"a", b"b"])
-        car, inbox = Sidecar(hub, dep), Inbox()
-        await tg.start(inbox.serve, car)
-        assert isinstance(await car.hello(), Welcome)
+        car, inbox, receipts = await served(hub, tg, [b"a", b"b"])
+        dep = car.dep
 
         async def delivered() -> bool:
             rows = await hub.all(

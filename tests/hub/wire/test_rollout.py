@@ -12,7 +12,7 @@ import pytest
 from hub.store import add_version, list_versions
 from runtime import Ack, AckResult, Reason, Sources, VersionLoaded, Welcome
 from tests.support import wait_for
-from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub
+from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, served
 
 pytestmark = pytest.mark.anyio
 
@@ -33,11 +33,9 @@ async def test_a_loaded_version_becomes_active_and_later_mail_carries_its_code(
     tmp_path: Path,
 ) -> None:
     async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
-        dep = await deploy(hub.store)
-        car, inbox = Sidecar(hub, dep), Inbox()
-        await tg.start(inbox.serve, car)
-        welcome = await car.hello()
-        assert isinstance(welcome, Welcome)
+        car, inbox, _ = await served(hub, tg)
+        dep, welcome = car.dep, car.welcome
+        assert welcome is not None
         await ask(hub, dep.id)
 
         async def active() -> bool:
