@@ -11,7 +11,7 @@ import pytest
 from runtime import DispatchProcessed, new_id
 from sidecar import InboxConflict
 from sidecar.link import _shipper
-from sidecar.storage import Commit, Envelope, Inbox, encode_run_state, outgoing
+from sidecar.storage import Commit, Envelope, Inbox, Outgoing, encode_run_state, outgoing
 from tests.support import wait_for
 from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 
@@ -76,20 +76,7 @@ async def test_a_lone_mails_cycle_is_three_transactions_its_ack_riding_on_the_ne
 async def test_a_held_ack_stays_held_through_a_commit_that_rolls_back(tmp_path: Path) -> None:
     inbox = await Inbox.open(tmp_path / "inbox.db")
     try:
-        e1 = Envelope(dispatch_id=new_id("dsp"), run_id="run_a", seq=1)
-        await inbox.store([e1])
-        event = outgoing(
-            DispatchProcessed(event_id=new_id("evt"), run_id="run_a", dispatch_id=e1.dispatch_id)
-        )
-        consumed = [(e1.dispatch_id, 1, "processed")]
-        step = Commit(
-            run_id="run_a",
-            status="running",
-            consumed=consumed,
-            state=encode_run_state({"n": 1}),
-            events=[event],
-        )
-        await inbox.commit(step)
+        step, event = await processed_once(inbox, state=encode_run_state({"n": 1}))
         inbox.hold_acked([event])
         with pytest.raises(InboxConflict):
             await inbox.commit(step)  # no longer next: rolled back, the mark with it
@@ -106,21 +93,26 @@ async def test_a_held_ack_stays_held_through_a_commit_that_rolls_back(tmp_path: 
 async def test_the_inbox_is_at_rest_only_once_it_wrote_what_it_held(tmp_path: Path) -> None:
     inbox = await Inbox.open(tmp_path / "inbox.db")
     try:
-        e1 = Envelope(dispatch_id=new_id("dsp"), run_id="run_a", seq=1)
-        await inbox.store([e1])
-        event = outgoing(
-            DispatchProcessed(event_id=new_id("evt"), run_id="run_a", dispatch_id=e1.dispatch_id)
-        )
-        consumed = [(e1.dispatch_id, 1, "processed")]
-        await inbox.commit(
-            Commit(run_id="run_a", status="running", consumed=consumed, events=[event])
-        )
+        _, event = await processed_once(inbox)
         inbox.hold_acked([event])
         assert await outbox(inbox) == [event.event_id]
         assert await inbox.at_rest()
         assert await outbox(inbox) == []
     finally:
         await inbox.aclose()
+
+
+async def processed_once(inbox: Inbox, state: bytes | None = None) -> tuple[Commit, Outgoing]:
+    """Seq 1 of run_a stored and processed: the step, and its one event."""
+    e1 = Envelope(dispatch_id=new_id("dsp"), run_id="run_a", seq=1)
+    await inbox.store([e1])
+    event = outgoing(
+        DispatchProcessed(event_id=new_id("evt"), run_id="run_a", dispatch_id=e1.dispatch_id)
+    )
+    consumed = [(e1.dispatch_id, 1, "processed")]
+    step = Commit(run_id="run_a", status="running", consumed=consumed, state=state, events=[event])
+    await inbox.commit(step)
+    return step, event
 
 
 async def outbox(inbox: Inbox) -> list[str]:
