@@ -65,8 +65,10 @@ _NORMAL = 1  # PRAGMA synchronous's value for NORMAL
 
 @dataclass
 class _Settings:
-    busy_timeout: int  # ms, PRAGMA busy_timeout as the connection has it
-    synchronous: int  # PRAGMA synchronous as the connection has it
+    busy_timeout: int  # ms, PRAGMA busy_timeout as the connection was opened with
+    synchronous: int  # PRAGMA synchronous as the connection was opened with
+    busy_now: int  # ms, PRAGMA busy_timeout as the last use left it
+    synchronous_now: int  # PRAGMA synchronous as the last use left it
     off_loop_until: float = 0.0  # time.monotonic() after a slow one on the loop
     streak_from: float = 0.0  # time.monotonic() when uses began to follow back to back
     used_at: float = 0.0  # time.monotonic() at the end of the last use
@@ -82,7 +84,7 @@ class Database:
         self._lock = anyio.Lock(fast_acquire=True)
         (busy,) = conn.execute("PRAGMA busy_timeout").fetchone()
         (level,) = conn.execute("PRAGMA synchronous").fetchone()
-        self._settings = _Settings(int(busy), int(level))
+        self._settings = _Settings(int(busy), int(level), int(busy), int(level))
 
     @classmethod
     async def open(
@@ -137,6 +139,8 @@ class Database:
         (a large read, a vacuum) on a worker thread."""
         async with self._lock:
             try:
+                settings = self._settings
+                _pragmas(self._conn, settings, settings.busy_timeout, settings.synchronous)
                 if not heavy:
                     await self._turn()
                     return body(self._conn)
@@ -197,32 +201,47 @@ class _Busy:
 def _transaction(
     conn: sqlite3.Connection, body: Body[T], settings: _Settings, *, durable: bool, wait: bool
 ) -> T | _Busy:
+    # On the loop nothing waits for SQLite's lock: a try that finds it held
+    # goes to a worker thread, which waits up to the busy timeout. Once
+    # BEGIN IMMEDIATE holds the write lock of a WAL file, no statement of
+    # the transaction waits on another connection (the checkpoint a COMMIT
+    # may run is passive, which never does): the body runs at the timeout
+    # the begin had, and the connection keeps it for the next one.
+    busy = settings.busy_timeout if wait else 0
     lazy = not durable and settings.synchronous > _NORMAL
-    if lazy:
-        conn.execute(f"PRAGMA synchronous = {_NORMAL}")
+    _pragmas(conn, settings, busy, _NORMAL if lazy else settings.synchronous)
+    if not _begin(conn, wait=wait):
+        return _Busy()
+    began, ran = time.perf_counter(), 0.0 if wait else time.thread_time()
     try:
-        if not _begin(conn, settings, wait=wait):
-            return _Busy()
-        began, ran = time.perf_counter(), 0.0 if wait else time.thread_time()
-        try:
-            result = body(conn)
-        except BaseException:
-            _rollback(conn)
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            _rollback(conn)
-            raise TransactionFailed(f"commit failed: {exc}") from exc
-        # On the loop; the wall clock first, as a thread's CPU clock is a
-        # system call (about 0.5 us, in every transaction of both processes).
-        slow = not wait and time.perf_counter() - began > SLOW_TRANSACTION
-        if slow and _waited(began, ran) > SLOW_TRANSACTION:
-            settings.off_loop_until = time.monotonic() + SLOW_PAUSE
-        return result
-    finally:
-        if lazy:
-            conn.execute(f"PRAGMA synchronous = {settings.synchronous}")
+        result = body(conn)
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        _rollback(conn)
+        raise TransactionFailed(f"commit failed: {exc}") from exc
+    # On the loop; the wall clock first, as a thread's CPU clock is a
+    # system call (about 0.5 us, in every transaction of both processes).
+    slow = not wait and time.perf_counter() - began > SLOW_TRANSACTION
+    if slow and _waited(began, ran) > SLOW_TRANSACTION:
+        settings.off_loop_until = time.monotonic() + SLOW_PAUSE
+    return result
+
+
+def _pragmas(conn: sqlite3.Connection, settings: _Settings, busy: int, synchronous: int) -> None:
+    """The busy timeout and the sync level a use needs, each set only when
+    the use before left another: a lone mail's transactions and reads ask
+    for what the last one left (it was two statements a transaction, four
+    for a lazy one, each time)."""
+    if settings.busy_now != busy:
+        conn.execute(f"PRAGMA busy_timeout = {busy}")
+        settings.busy_now = busy
+    if settings.synchronous_now != synchronous:
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        settings.synchronous_now = synchronous
 
 
 def _waited(began: float, ran: float) -> float:
@@ -231,11 +250,10 @@ def _waited(began: float, ran: float) -> float:
     return (time.perf_counter() - began) - (time.thread_time() - ran)
 
 
-def _begin(conn: sqlite3.Connection, settings: _Settings, *, wait: bool) -> bool:
-    """``BEGIN IMMEDIATE``; without ``wait``, False at once (and nothing
-    begun) if another connection holds the write lock."""
-    if not wait:
-        conn.execute("PRAGMA busy_timeout = 0")
+def _begin(conn: sqlite3.Connection, *, wait: bool) -> bool:
+    """``BEGIN IMMEDIATE``; without ``wait`` (and a busy timeout of 0),
+    False at once (and nothing begun) if another connection holds the
+    write lock."""
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.Error as exc:
@@ -246,9 +264,6 @@ def _begin(conn: sqlite3.Connection, settings: _Settings, *, wait: bool) -> bool
         if busy and not wait:
             return False
         raise TransactionFailed(f"cannot begin a write transaction: {exc}") from exc
-    finally:
-        if not wait:
-            conn.execute(f"PRAGMA busy_timeout = {settings.busy_timeout}")
     return True
 
 

@@ -362,3 +362,35 @@ async def test_uses_back_to_back_give_the_loop_turns_and_uses_apart_pay_none(
                 _database.anyio.lowlevel.cancel_shielded_checkpoint = real  # type: ignore[assignment]
             running = False
     assert spied == []
+
+
+async def test_transactions_on_the_loop_set_a_pragma_only_when_the_last_use_left_another(
+    db: Database,
+) -> None:
+    statements: list[str] = []
+    busy: list[object] = []
+
+    def put(key: str, conn: sqlite3.Connection) -> None:
+        busy.append(pragma("busy_timeout", conn))
+        conn.execute("INSERT INTO t VALUES (?, 1)", (key,))
+
+    await db.read(lambda c: c.set_trace_callback(statements.append))
+    for key, durable in [("a", True), ("b", True), ("c", False), ("d", False), ("e", True)]:
+        await db.transact(partial(put, key), durable=durable)
+    traced = list(statements)
+    await db.read(lambda c: c.set_trace_callback(None))
+    assert [k for k, _ in await rows(db)] == ["a", "b", "c", "d", "e"]
+    # The first transaction after a read drops the busy timeout, the first
+    # lazy one and the durable one after the lazy ones set the level: each
+    # once, where every transaction set two pragmas and a lazy one four.
+    assert [s for s in traced if s.startswith("PRAGMA") and "=" in s] == [
+        "PRAGMA busy_timeout = 0",
+        "PRAGMA synchronous = 1",
+        "PRAGMA synchronous = 2",
+    ]
+    assert traced.count("BEGIN IMMEDIATE") == traced.count("COMMIT") == 5
+    # The bodies on the loop ran without a busy timeout (the write lock was
+    # theirs); a read, which may wait, has the connection's own again.
+    assert busy == [0] * 5
+    assert await db.read(partial(pragma, "busy_timeout")) == 5000
+    assert await db.read(partial(pragma, "synchronous")) == 2
