@@ -14,9 +14,17 @@ callers, is the owner's: its ``commit`` answers each request
 (:meth:`Pending.finish`) before it returns.
 
 The mailbox is ``runtime.actors.Mailbox``, not an anyio stream: a send into
-room and a receive of a queued request return at once, so a lone request
-costs no turn of the loop. A full mailbox makes callers wait (backpressure,
-not unbounded memory).
+room and a receive of a queued request return at once. A full mailbox makes
+callers wait (backpressure, not unbounded memory).
+
+A caller that finds the loop idle (waiting for a request, none queued, no
+commit running) takes the loop's role for one batch: it gives the event
+loop one turn, so that callers ready at the same moment queue behind it,
+takes them, and commits the batch in its own task, shielded. A lone
+request (a lone mail's accept, its events) so costs no hand-off to the
+loop's task and back. Whoever comes while that commit runs queues, and the
+loop commits them once it is done: one commit at a time, in the order the
+requests came, as before.
 """
 
 from __future__ import annotations
@@ -70,11 +78,54 @@ class Batches(Generic[R]):
         self._commit = commit
         self._max_batch = max_batch
         self._mailbox: Mailbox[R] = Mailbox(queue_size)
+        self._idle = False  # the loop waits for a request and commits none
+        self._queued = 0  # requests sent, or being sent, and not yet taken
+        self._inline: asyncio.Future[None] | None = None  # a caller's commit running
 
     async def ask(self, request: R) -> None:
         """Queue ``request`` and wait until its batch answered it; its error,
         if it got one, is raised here (``request.result`` holds the rest).
         :class:`HubShuttingDown` once the loop has stopped."""
+        if self._idle and not self._queued and self._inline is None:
+            await self._commit_inline(request)
+        else:
+            await self._queue(request)
+        await request.done.wait()
+        if request.error is not None:
+            raise request.error
+
+    async def _commit_inline(self, first: R) -> None:
+        self._inline = done = asyncio.get_running_loop().create_future()
+        batch = [first]
+        try:
+            # Shielded as the loop's commit is from its callers: the batch
+            # may hold others' requests, and what the owner's commit does
+            # after COMMIT (the dispatcher's wake, say) is not cut short.
+            with anyio.CancelScope(shield=True):
+                # One turn first: callers ready at this moment queue behind
+                # this one and share its commit, as they would the loop's.
+                await asyncio.sleep(0)
+                self._take_more(batch, first.weight)
+                await self._commit(batch)
+        finally:
+            self._inline = None
+            if not done.done():  # the loop's wait for it was cancelled
+                done.set_result(None)
+
+    def _take_more(self, batch: list[R], size: int) -> None:
+        """What already waits, after ``batch``, up to ``max_batch`` by weight."""
+        mailbox, max_batch = self._mailbox, self._max_batch
+        while size < max_batch:
+            try:
+                more = mailbox.receive_nowait()
+            except anyio.WouldBlock:
+                break
+            batch.append(more)
+            size += more.weight
+            self._queued -= 1
+
+    async def _queue(self, request: R) -> None:
+        self._queued += 1
         try:
             try:
                 # Without a checkpoint while there is room: one step less of
@@ -83,10 +134,11 @@ class Batches(Generic[R]):
             except anyio.WouldBlock:
                 await self._mailbox.send(request)  # full: the caller waits
         except anyio.ClosedResourceError as exc:
+            self._queued -= 1
             raise HubShuttingDown("the hub is shutting down") from exc
-        await request.done.wait()
-        if request.error is not None:
-            raise request.error
+        except BaseException:
+            self._queued -= 1  # cancelled while waiting for room: not sent
+            raise
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -95,20 +147,19 @@ class Batches(Generic[R]):
         :class:`HubShuttingDown`, and later ones at once."""
         batch: list[R] = []
         mailbox = self._mailbox
-        max_batch = self._max_batch
         try:
             task_status.started()
             while True:
-                first = await mailbox.receive()
+                self._idle = True
+                try:
+                    first = await mailbox.receive()
+                finally:
+                    self._idle = False
+                self._queued -= 1
                 batch = [first]
-                size = first.weight
-                while size < max_batch:
-                    try:
-                        more = mailbox.receive_nowait()
-                    except anyio.WouldBlock:
-                        break
-                    batch.append(more)
-                    size += more.weight
+                self._take_more(batch, first.weight)
+                while self._inline is not None:  # came while a caller committed
+                    await self._inline
                 await self._commit(batch)
                 batch = []
         finally:

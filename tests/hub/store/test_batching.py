@@ -1,8 +1,9 @@
-"""The one batching loop under the hub's group commits: requests waiting at
-the same moment go to one commit, up to ``max_batch`` by weight, in the
-order they came; the commit's answer reaches each caller, its error raised;
-callers still waiting when the loop stops, and later ones, are told the hub
-is shutting down."""
+"""The one batching loop under the hub's group commits: a lone request, the
+loop idle, commits in its caller's task; requests waiting at the same moment
+go to one commit, up to ``max_batch`` by weight, in the order they came,
+after any commit running; the commit's answer reaches each caller, its
+error raised; callers still waiting when the loop stops, and later ones,
+are told the hub is shutting down."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from hub._errors import HubShuttingDown
 from hub.store import Batches, Pending
+from tests.support import wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -28,19 +30,39 @@ class Recorder:
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
+        self.log: list[str] = []  # "+name" as a commit begins, "-name" as it ends
+        self.tasks: dict[str, int] = {}  # the task each job's commit ran in
         self.hold = anyio.Event()
         self.hold.set()
         self.began = anyio.Event()
 
     async def commit(self, batch: list[Job]) -> None:
         self.batches.append([job.name for job in batch])
+        self.log.append("+" + batch[0].name)
+        for job in batch:
+            self.tasks[job.name] = anyio.get_current_task().id
         self.began.set()
         await self.hold.wait()
+        self.log.append("-" + batch[0].name)
         for job in batch:
             if job.name.startswith("bad"):
                 job.finish(None, ValueError(job.name))
             else:
                 job.finish(job.name.upper())
+
+
+async def test_a_lone_request_commits_in_its_callers_task() -> None:
+    recorder = Recorder()
+    batches: Batches[Job] = Batches(recorder.commit, max_batch=4, queue_size=16)
+    async with anyio.create_task_group() as tg:
+        await tg.start(batches.run)
+        for name in ("one", "two"):  # one after the other: each finds the loop idle
+            job = Job(name)
+            await batches.ask(job)
+            assert job.result == name.upper()
+            assert recorder.tasks[name] == anyio.get_current_task().id
+        tg.cancel_scope.cancel()
+    assert recorder.batches == [["one"], ["two"]]
 
 
 async def test_waiting_requests_share_a_batch_up_to_its_weight() -> None:
@@ -59,7 +81,7 @@ async def test_waiting_requests_share_a_batch_up_to_its_weight() -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(batches.run)
         async with anyio.create_task_group() as callers:
-            for job in jobs:  # all queued before the loop's first turn
+            for job in jobs:  # all ready at once: the first one takes the others
                 callers.start_soon(ask, job)
         tg.cancel_scope.cancel()
     # Taken in order; a batch closes once its weight reaches 4 (a request
@@ -69,13 +91,67 @@ async def test_waiting_requests_share_a_batch_up_to_its_weight() -> None:
     assert isinstance(answers["bad"], ValueError)
 
 
-async def test_callers_waiting_when_the_loop_stops_are_told_so() -> None:
+async def test_requests_arriving_during_a_lone_commit_are_committed_after_it() -> None:
     recorder = Recorder()
-    recorder.hold = anyio.Event()  # the first commit never ends
-    batches: Batches[Job] = Batches(recorder.commit, max_batch=1, queue_size=16)
-    refused: list[str] = []
+    recorder.hold = anyio.Event()
+    batches: Batches[Job] = Batches(recorder.commit, max_batch=8, queue_size=16)
+    answers: dict[str, object] = {}
+
+    asked: list[str] = []
 
     async def ask(job: Job) -> None:
+        asked.append(job.name)  # queued by the time another task looks
+        await batches.ask(job)
+        answers[job.name] = job.result
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await tg.start(batches.run)
+            async with anyio.create_task_group() as callers:
+                callers.start_soon(ask, Job("lone"))
+                await recorder.began.wait()
+                callers.start_soon(ask, Job("b"))
+                callers.start_soon(ask, Job("c"))
+                await wait_for(lambda: len(asked) == 3, timeout=5)
+                assert recorder.batches == [["lone"]]  # the loop waits for it to end
+                recorder.hold.set()
+            tg.cancel_scope.cancel()
+    assert recorder.log == ["+lone", "-lone", "+b", "-b"]
+    assert recorder.batches == [["lone"], ["b", "c"]]
+    assert answers == {"lone": "LONE", "b": "B", "c": "C"}
+    assert recorder.tasks["lone"] != recorder.tasks["b"] == recorder.tasks["c"]
+
+
+async def test_a_lone_commit_runs_whole_when_its_caller_is_cancelled() -> None:
+    recorder = Recorder()
+    recorder.hold = anyio.Event()
+    batches: Batches[Job] = Batches(recorder.commit, max_batch=8, queue_size=16)
+    lone = Job("lone")
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await tg.start(batches.run)
+            async with anyio.create_task_group() as caller:
+                caller.start_soon(batches.ask, lone)
+                await recorder.began.wait()
+                caller.cancel_scope.cancel()
+                recorder.hold.set()
+            assert recorder.log == ["+lone", "-lone"] and lone.result == "LONE"
+            later = Job("later")
+            await batches.ask(later)
+            assert later.result == "LATER"
+            tg.cancel_scope.cancel()
+
+
+async def test_callers_waiting_when_the_loop_stops_are_told_so() -> None:
+    recorder = Recorder()
+    recorder.hold = anyio.Event()
+    batches: Batches[Job] = Batches(recorder.commit, max_batch=1, queue_size=16)
+    refused: list[str] = []
+    asked: list[str] = []
+    lone = Job("lone")
+
+    async def ask(job: Job) -> None:
+        asked.append(job.name)
         try:
             await batches.ask(job)
         except HubShuttingDown:
@@ -83,13 +159,19 @@ async def test_callers_waiting_when_the_loop_stops_are_told_so() -> None:
 
     # The callers outside the loop's group: its cancellation is not theirs.
     with anyio.fail_after(5):
-        async with anyio.create_task_group() as callers, anyio.create_task_group() as tg:
-            await tg.start(batches.run)
-            for name in ("in-commit", "queued"):
-                callers.start_soon(ask, Job(name))
-            await recorder.began.wait()
-            tg.cancel_scope.cancel()
-    assert sorted(refused) == ["in-commit", "queued"]
+        async with anyio.create_task_group() as callers:
+            async with anyio.create_task_group() as tg:
+                await tg.start(batches.run)
+                callers.start_soon(ask, lone)  # commits in its own task, held
+                await recorder.began.wait()
+                for name in ("taken", "queued"):  # the loop takes one and waits
+                    callers.start_soon(ask, Job(name))
+                await wait_for(lambda: len(asked) == 3, timeout=5)
+                tg.cancel_scope.cancel()
+            await wait_for(lambda: len(refused) == 2, timeout=5)
+            recorder.hold.set()  # the lone commit is its caller's: it ends, answered
+    assert sorted(refused) == ["queued", "taken"]
+    assert lone.result == "LONE"
     with pytest.raises(HubShuttingDown):
         await batches.ask(Job("late"))
 
