@@ -178,9 +178,12 @@ class Acceptor:
         if woken and self.on_accepted is not None:
             try:
                 result = self.on_accepted(woken)
-                # Most callbacks return None: no ABC check for them.
+                # Most callbacks return None: no ABC check for them. A lone
+                # caller commits in its own task (hub.store.Batches): its
+                # cancellation must not cut the wake of what it committed.
                 if result is not None and isawaitable(result):
-                    await result
+                    with anyio.CancelScope(shield=True):
+                        await result
             except Exception:
                 log.exception("on_accepted callback failed")
 

@@ -20,7 +20,8 @@ callers wait (backpressure, not unbounded memory).
 A caller that finds the loop idle (waiting for a request, none queued, no
 commit running) takes the loop's role for one batch: it gives the event
 loop one turn, so that callers ready at the same moment queue behind it,
-takes them, and commits the batch in its own task, shielded. A lone
+takes them, and commits the batch in its own task (shielded when it
+holds others' requests, as the loop's commit is from its callers). A lone
 request (a lone mail's accept, its events) so costs no hand-off to the
 loop's task and back. Whoever comes while that commit runs queues, and the
 loop commits them once it is done: one commit at a time, in the order the
@@ -96,17 +97,22 @@ class Batches(Generic[R]):
 
     async def _commit_inline(self, first: R) -> None:
         self._inline = done = asyncio.get_running_loop().create_future()
-        batch = [first]
         try:
-            # Shielded as the loop's commit is from its callers: the batch
-            # may hold others' requests, and what the owner's commit does
-            # after COMMIT (the dispatcher's wake, say) is not cut short.
-            with anyio.CancelScope(shield=True):
-                # One turn first: callers ready at this moment queue behind
-                # this one and share its commit, as they would the loop's.
-                await asyncio.sleep(0)
-                self._take_more(batch, first.weight)
+            # One turn first: callers ready at this moment queue behind this
+            # one and share its commit, as they would the loop's. Cancelled
+            # here, it has taken nobody's request: the loop takes them.
+            await asyncio.sleep(0)
+            batch = [first]
+            self._take_more(batch, first.weight)
+            if len(batch) == 1:
+                # Its caller's alone: cancelled before the store's transaction
+                # began, nothing is committed; once begun, the transaction
+                # runs to its end whatever happens to its caller.
                 await self._commit(batch)
+            else:
+                # Others wait on it, as on the loop's commit: shielded.
+                with anyio.CancelScope(shield=True):
+                    await self._commit(batch)
         finally:
             self._inline = None
             if not done.done():  # the loop's wait for it was cancelled

@@ -122,23 +122,43 @@ async def test_requests_arriving_during_a_lone_commit_are_committed_after_it() -
     assert recorder.tasks["lone"] != recorder.tasks["b"] == recorder.tasks["c"]
 
 
-async def test_a_lone_commit_runs_whole_when_its_caller_is_cancelled() -> None:
+async def test_a_caller_cancelled_while_committing_others_commits_them_whole() -> None:
     recorder = Recorder()
     recorder.hold = anyio.Event()
     batches: Batches[Job] = Batches(recorder.commit, max_batch=8, queue_size=16)
-    lone = Job("lone")
+    first, other = Job("first"), Job("other")
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await tg.start(batches.run)
+            async with anyio.create_task_group() as callers, anyio.create_task_group() as caller:
+                caller.start_soon(batches.ask, first)
+                callers.start_soon(batches.ask, other)  # ready at the same moment
+                await recorder.began.wait()
+                assert recorder.batches == [["first", "other"]]
+                caller.cancel_scope.cancel()
+                recorder.hold.set()
+            assert recorder.log == ["+first", "-first"]
+            assert (first.result, other.result) == ("FIRST", "OTHER")
+            tg.cancel_scope.cancel()
+
+
+async def test_a_lone_caller_cancelled_in_its_commit_leaves_the_loop_free() -> None:
+    recorder = Recorder()
+    recorder.hold = anyio.Event()
+    batches: Batches[Job] = Batches(recorder.commit, max_batch=8, queue_size=16)
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             await tg.start(batches.run)
             async with anyio.create_task_group() as caller:
-                caller.start_soon(batches.ask, lone)
+                caller.start_soon(batches.ask, Job("lone"))
                 await recorder.began.wait()
                 caller.cancel_scope.cancel()
-                recorder.hold.set()
-            assert recorder.log == ["+lone", "-lone"] and lone.result == "LONE"
+            assert recorder.log == ["+lone"]  # its own commit, cut short with it
+            recorder.hold.set()
             later = Job("later")
             await batches.ask(later)
             assert later.result == "LATER"
+            assert recorder.tasks["later"] == anyio.get_current_task().id
             tg.cancel_scope.cancel()
 
 
