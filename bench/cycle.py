@@ -2,7 +2,7 @@
 handler, the events out and their acknowledgement's mark, counted for lone
 mails and for cycles of two (one ``MailBatch`` of two mails).
 
-    .venv/bin/python bench/cycle.py [--cycles 40] [--strace]
+    .venv/bin/python bench/cycle.py [--cycles 40] [--strace] [--calls]
 
 SQL, in-process (the Sidecar with the tests' FakeHub on the memory bus,
 SQLite's trace callback on the inbox's connection): statements, write
@@ -10,6 +10,9 @@ transactions, and those that wait for the disk (not preceded by the lazy
 ``PRAGMA synchronous = 1``), per cycle, and the statements by their first
 two words; then, untraced, the process's CPU a cycle (the sidecar's, and
 the FakeHub's and the memory bus's, the same on any sidecar). With
+``--calls``: Python function calls a cycle (``cProfile``, every
+resumption of a coroutine counted; the FakeHub's and the memory bus's the
+same on any sidecar), a measure the machine's load does not move. With
 ``--strace``: a real ``python -m sidecar`` on a real nats-server,
 ``strace -f -c`` over the same cycles (fdatasync, loop wakes, WAL writes,
 file locks, futexes, per cycle). Mails go 20 ms apart, each
@@ -19,6 +22,8 @@ once the one before was processed, so every cycle holds one frame's mails.
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import signal
 import subprocess
 import sys
@@ -94,6 +99,19 @@ async def count_sql(cycles: int) -> None:
             print(f"{name}: {cpu / cycles * 1000:.2f} ms of the process's CPU a cycle (untraced)")
 
 
+async def count_calls(cycles: int) -> None:
+    dep = make_deployment(Path(tempfile.mkdtemp(prefix="cycle-")), source=SOURCE)
+    async with deployed_sidecar(dep) as (hub, _):
+        seq = await _cycles(hub, dep, 0, 5, 1)
+        for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+            profile = cProfile.Profile()
+            profile.enable()
+            seq = await _cycles(hub, dep, seq, cycles, size)
+            profile.disable()
+            calls = pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
+            print(f"{name}: {calls / cycles:.0f} Python function calls a cycle (cProfile)")
+
+
 def _strace(pid: int, out: Path) -> subprocess.Popen[bytes]:
     argv = ["strace", "-f", "-c", "-o", str(out), "-p", str(pid)]
     return subprocess.Popen(argv, stderr=subprocess.DEVNULL)
@@ -148,8 +166,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cycles", type=int, default=40, help="cycles counted of each kind")
     parser.add_argument("--strace", action="store_true", help="count a real process's syscalls")
+    parser.add_argument("--calls", action="store_true", help="count Python function calls")
     args = parser.parse_args()
     anyio.run(count_sql, args.cycles)
+    if args.calls:
+        anyio.run(count_calls, args.cycles)
     if args.strace:
         anyio.run(count_syscalls, args.cycles)
 

@@ -1,11 +1,10 @@
-"""A bounded hand-off between two tasks of the hub link: the taker gets
-everything waiting at once, and neither side gives the loop a turn unless
-it has to wait.
+"""A bounded hand-off between two tasks of the hub link (delivery's pump
+and its writer): the taker gets everything waiting at once, and neither
+side gives the loop a turn unless it has to wait.
 
 An ``anyio`` memory object stream checkpoints in every ``send`` and
-``receive``: a turn of the event loop each, four of them a lone mail
-between delivery's pump and its writer and between the shipper and the
-task that commits its acknowledgements. Here a ``put`` into room and a
+``receive``: a turn of the event loop each, two of them a lone mail
+between delivery's pump and its writer. Here a ``put`` into room and a
 ``take`` of what is there run straight on; a side that has to wait (the
 other one is behind, or there is nothing yet) waits on an event, which
 cancellation ends as any wait.

@@ -55,13 +55,11 @@ from runtime.wire import FORMAT_VERSION
 
 from .._errors import HubUnavailable
 from ..storage import Inbox, Outgoing
-from ._handoff import Handoff
 from ._session import HubLink
 
 log = logging.getLogger("mailrun.sidecar.shipper")
 
 _ARRAY_HEADER = 5  # msgpack's largest array header: the frame's list of events grows by it
-_ACKS_QUEUED = 4  # acknowledged frames waiting to be held before the shipper waits too
 
 MARK_WAIT = 0.5
 """Seconds an acknowledgement waits for a transaction of the inbox to write
@@ -123,15 +121,12 @@ class Shipper:
         self._wake.set()
 
     async def run(self) -> None:
-        acked = Handoff[list[Outgoing]](_ACKS_QUEUED)
+        held = Wakeup()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._mark, acked)
-            try:
-                await self._ship(acked)
-            finally:
-                acked.close()
+            tg.start_soon(self._write_late, held)
+            await self._ship(held)
 
-    async def _ship(self, acked: Handoff[list[Outgoing]]) -> None:
+    async def _ship(self, held: Wakeup) -> None:
         retry = Retry(self._backoff)  # requests in a row that got no EventsAck
         # The outbox position of the last event the hub has acknowledged; 0
         # after a failure, so that everything unacknowledged goes again.
@@ -164,7 +159,7 @@ class Shipper:
             if isinstance(reply, EventsAck) and reply.ids:
                 ids = set(reply.ids)
                 named = [e for e in packed.events if e.event_id in ids]
-                await acked.put(named)
+                await self._hold(named, held)
                 if reply.floor_seq > self._inbox.last_seq and self._on_floor is not None:
                     await self._on_floor(reply.floor_seq)
                 after = last if len(named) == len(frame.events) else 0
@@ -227,21 +222,17 @@ class Shipper:
             await request()
         return reply, ahead
 
-    async def _mark(self, acked: Handoff[list[Outgoing]]) -> None:
-        """Hold the hub's acknowledgements for the inbox's next transaction
-        (``sidecar/storage/_outbox.py``); those no transaction took within
-        :data:`MARK_WAIT` are written in one of their own."""
-        held = Wakeup()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._write_late, held)
-            while frames := await acked.take(_ACKS_QUEUED):
-                events = [e for frame in frames for e in frame]
-                # The hub has them; a crash here resends them (they dedupe there).
-                with self._link.activity.busy():
-                    await afailpoint("sidecar.shipper.after_ack")
-                    self._inbox.hold_acked(events)
-                held.set()
-            tg.cancel_scope.cancel()
+    async def _hold(self, events: list[Outgoing], held: Wakeup) -> None:
+        """Hold the hub's acknowledgement for the inbox's next transaction
+        (``sidecar/storage/_outbox.py``); what no transaction took within
+        :data:`MARK_WAIT` is written in one of its own. Held here, in the
+        shipper's own task: holding is a list extended, and a task of its
+        own to do it was a turn of the loop and a hand-off a lone mail."""
+        # The hub has them; a crash here resends them (they dedupe there).
+        with self._link.activity.busy():
+            await afailpoint("sidecar.shipper.after_ack")
+            self._inbox.hold_acked(events)
+        held.set()
 
     async def _write_late(self, held: Wakeup) -> None:
         while True:
