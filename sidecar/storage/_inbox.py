@@ -62,10 +62,7 @@ from ._queue import (
     read_run,
     run_record,
     run_rows,
-    stored_next,
-    stored_run,
 )
-from ._queue import Row as QueueRow
 from ._recorded import dispatches_with_steps, read_steps, record_step
 from ._schema import migrate
 from ._step import Commit, write_step
@@ -132,10 +129,6 @@ class Inbox:
         actor may not know it yet: a commit of one of them looks whether
         its run ended meanwhile; no other run's status changes under its
         actor. None: too many to keep, every commit looks."""
-        self._stored: tuple[list[QueueRow], int, int] | None = None
-        """The rows of the last store, in seq order, while they are every
-        pending row: ``(rows, last_seq, known)`` as they were then. A lone
-        mail's search takes them from here, not from the file."""
         self._with_steps: set[str] = with_steps or set()
         """The dispatches that may have recorded steps: a handler call on any
         other reads none, and a commit of none looks for none."""
@@ -226,7 +219,6 @@ class Inbox:
         now = time.time()
         async with self._lock:
             last = self._last_seq
-            alone = self._nothing_after(0)  # no row pending before this store
             behind = [e.seq is not None and e.seq <= last for e in envelopes]
             rows: list[EnvelopeRow] = [
                 (e.dispatch_id, encode_envelope(e), e.effective_run_id, e.seq, now)
@@ -238,7 +230,6 @@ class Inbox:
             marking = self._acks.take(self._last_seq)
 
             def body(conn: sqlite3.Connection) -> tuple[list[bool], int]:
-                nonlocal alone
                 inserted = insert_envelopes(conn, rows)
                 retries: list[RetryRow] = [
                     (row[0], row[1], row[3], now)
@@ -246,7 +237,6 @@ class Inbox:
                     if row[3] is not None and row[0] not in inserted
                 ]
                 if retries:
-                    alone = False  # a revived row keeps its attempts
                     inserted |= revive_parked(conn, retries)
                 fresh: list[bool] = []
                 for e in envelopes:
@@ -277,23 +267,17 @@ class Inbox:
             # A batch of large bodies (megabytes) is written on a worker thread.
             heavy = sum(len(row[1]) for row in rows) > ON_LOOP_BYTES
             fresh, moved = await self._acks.transact(body, marking, durable=bool(dead), heavy=heavy)
-            follows = self._extend(envelopes, fresh, moved == last)
+            self._extend(envelopes, fresh, moved == last)
             self._last_seq = moved
-            self._stored = None
-            if alone and follows and rows:
-                # Every pending row now, as a search would read them back.
-                taken = sorted(((r[0], r[2], r[3], r[1], 0, "") for r in rows), key=_seq)
-                self._stored = (taken, moved, self._known)
             self._legacy = self._legacy or any(e.seq is None for e in envelopes)
             await self._acks.marked(marking)
         return fresh
 
-    def _extend(self, envelopes: Sequence[Envelope], fresh: list[bool], still: bool) -> bool:
+    def _extend(self, envelopes: Sequence[Envelope], fresh: list[bool], still: bool) -> None:
         """What a stored batch tells of the seqs that have a row: the known
         prefix grows by it, without a walk, when it is the seqs right after
         that prefix, all new, and no row lay above them (``still``: the
-        position did not move); else the next search walks again. Whether
-        it grew so."""
+        position did not move); else the next search walks again."""
         prefix = max(self._known, self._last_seq)
         seqs = [e.seq for e in envelopes if e.seq is not None]
         follows = (
@@ -306,10 +290,9 @@ class Inbox:
         )
         if follows:
             self._known = self._top = prefix + len(seqs)
-            return True
+            return
         self._arrived = True
         self._top = max(self._top, *seqs) if seqs else self._top
-        return False
 
     # --- attempts -------------------------------------------------------------
 
@@ -325,13 +308,11 @@ class Inbox:
         (:func:`~sidecar.storage._attempts.charge_crash`); the suspects when
         it was handling several."""
         async with self._lock:
-            self._stored = None  # pending rows may change
             return await self.db.transact(charge_crash)
 
     async def clear_in_flight(self) -> None:
         """An orderly stop cut the batch short: that was no item's fault."""
         async with self._lock:
-            self._stored = None  # pending rows may change
             await self.db.transact(clear_in_flight)
 
     async def raise_floor(self, floor: int) -> int:
@@ -347,7 +328,6 @@ class Inbox:
             return skipped, advance_over_done(conn, floor)
 
         async with self._lock:
-            self._stored = None  # pending rows may change
             if floor <= self._last_seq:
                 return 0
             skipped, self._last_seq = await self.db.transact(body)
@@ -365,7 +345,6 @@ class Inbox:
             return adopted(conn), highest_seq(conn)
 
         async with self._lock:
-            self._stored = None  # pending rows may change
             self._last_seq, self._top = await self.db.transact(body)
             self._known = self._last_seq
             self._arrived = True
@@ -415,9 +394,6 @@ class Inbox:
         """
         if not self._lock.locked() and self._nothing_after(after):
             return [], max(self._known, self._last_seq)
-        if (stored := self._stored_now()) is not None:
-            found, scanned = stored_next(stored, self._last_seq, self._known, busy, limit, after)
-            return next_batch(found, "pending"), scanned
 
         def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any, int]:
             last = self._last_seq
@@ -435,8 +411,6 @@ class Inbox:
         """The next envelopes of ``run_id``, as :meth:`pick` would take them."""
         if not self._lock.locked() and self._nothing_after(0):
             return []
-        if (stored := self._stored_now()) is not None:
-            return next_batch(stored_run(stored, run_id, self._last_seq, limit), "pending")
 
         def body(conn: sqlite3.Connection) -> tuple[int, list[Any], Any]:
             last = self._last_seq
@@ -447,19 +421,6 @@ class Inbox:
 
         self._known, rows, source = await self.db.read(body)
         return next_batch(rows, source)
-
-    def _stored_now(self) -> list[QueueRow] | None:
-        """The last store's rows while they are still every pending row (no
-        inbox operation under way, no commit, nothing come or moved since,
-        none held nor release 1's); None: a search reads the file."""
-        if self._stored is None or self._lock.locked():
-            return None
-        rows, last, known = self._stored
-        if (last, known) != (self._last_seq, self._known):
-            return None
-        if self._arrived or self._held or self._legacy:
-            return None
-        return rows
 
     def nothing_past(self, mark: int) -> bool:
         """Whether a search from ``mark`` (:meth:`pick`'s ``after``) could
@@ -521,7 +482,6 @@ class Inbox:
         cancelled it while its actor processed a batch)."""
         now = time.time()
         async with self._lock:
-            self._stored = None  # pending rows may change
             last = self._last_seq
 
             steps = bool(self._with_steps)
@@ -616,7 +576,3 @@ def _opened(conn: sqlite3.Connection) -> int:
     # Acknowledged events are the hub's now; keep the outbox small.
     drop_acknowledged(conn)
     return read_position(conn)
-
-
-def _seq(row: QueueRow) -> int:
-    return row[2] or 0

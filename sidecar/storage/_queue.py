@@ -157,35 +157,6 @@ def next_rows(
     return [_row(r) for r in rows], "pending", known if whole else seq - 1
 
 
-def stored_next(
-    rows: Sequence[Row], last_seq: int, known: int, busy: Sequence[str], limit: int, after: int = 0
-) -> tuple[list[Row], int]:
-    """What :func:`next_rows` finds when ``rows`` (in seq order) are every
-    pending row past ``last_seq``, every seq to ``known`` among them, and no
-    row is held or release 1's: the rows a lone store just wrote, taken
-    without reading them back (``Inbox.store``). The same walk, in memory."""
-    start = max(last_seq, after)
-    past = [r for r in rows if r[2] is not None and r[2] > start][:LOOKAHEAD]
-    skip = set(busy)
-    first = next((r for r in past if r[1] not in skip), None)
-    if first is None:
-        end = past[-1][2] if len(past) == LOOKAHEAD else None
-        return [], known if end is None else end
-    run_id, seq = first[1], first[2]
-    assert seq is not None
-    last = min(known, seq + LOOKAHEAD)
-    taken = [r for r in rows if r[1] == run_id and r[2] is not None and seq <= r[2] <= last]
-    taken = taken[:limit]
-    whole = bool(taken) and taken[-1][2] == known and known - seq == len(taken) - 1
-    return taken, known if whole else seq - 1
-
-
-def stored_run(rows: Sequence[Row], run_id: str, last_seq: int, limit: int) -> list[Row]:
-    """What :func:`run_rows` finds of ``run_id`` among ``rows`` (as
-    :func:`stored_next` has them)."""
-    return [r for r in rows if r[1] == run_id and r[2] is not None and r[2] > last_seq][:limit]
-
-
 def run_rows(
     conn: sqlite3.Connection,
     run_id: str,
