@@ -8,7 +8,7 @@ import msgspec
 
 from ..config import DEFAULT_SUBJECT_PREFIX
 from ..errors import FrameDecodeError
-from ._frames import Frame
+from .frames import Frame
 
 T = TypeVar("T")
 

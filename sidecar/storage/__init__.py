@@ -12,7 +12,6 @@ from ._envelope import decode_envelope as decode_envelope
 from ._envelope import decode_run_state as decode_run_state
 from ._envelope import encode_envelope as encode_envelope
 from ._envelope import encode_run_state as encode_run_state
-from ._inbox import Inbox as Inbox
 from ._outbox import FREE_BYTES_KEPT as FREE_BYTES_KEPT
 from ._outbox import Outgoing as Outgoing
 from ._outbox import outgoing as outgoing
@@ -22,6 +21,7 @@ from ._queue import RunRecord as RunRecord
 from ._schema import SCHEMA_VERSION as SCHEMA_VERSION
 from ._step import DEAD_LETTER as DEAD_LETTER
 from ._step import Commit as Commit
+from .inbox import Inbox as Inbox
 
 __all__ = [
     "ADOPT_MARK",

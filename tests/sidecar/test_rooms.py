@@ -72,7 +72,7 @@ def imports(path: Path) -> Iterator[tuple[int, str, list[str]]]:
 
 
 def test_imports_are_read_relative_ones_resolved() -> None:
-    inbox = {(module, *names) for _, module, names in imports(STORAGE / "_inbox.py")}
+    inbox = {(module, *names) for _, module, names in imports(STORAGE / "inbox" / "_inbox.py")}
     sqlite = ("Database", "Synchronous")
     assert ("runtime.sqlite", *sqlite) in inbox
     assert ("sidecar.storage._schema", "migrate") in inbox
