@@ -18,8 +18,9 @@ shown ``asleep`` before the clock runs.
   most sidecar processes awake at once (the process table, sampled);
 - many: ``--many`` asleep deployments, each mailed once at a random moment
   of a compressed hour (``--hour`` seconds) under ``--many-max-awake``: the
-  most sidecars awake, the hub's largest RSS and the largest of the hub's
-  and the sidecars' together, the handling latency. ``--many-mailed N``
+  most sidecars awake, the hub's largest RSS, the largest of the hub's
+  and the sidecars' together and of ``up``'s whole tree (nats-server and
+  the fork server too), the handling latency. ``--many-mailed N``
   mails only N of them, chosen at random, in that time (a window of a real
   hour at its own rate: 2,000 deployments mailed hourly are 0.56 mails a
   second, so 667 over a 1,200-second window).
@@ -89,10 +90,20 @@ class Sampler:
         self.most_awake = 0
         self.hub_rss = 0
         self.total_rss = 0  # the hub's and every sidecar's at one sample
+        # up's and every process's below it at one sample (RSS: the fork
+        # server's pages its sidecars share are counted in each).
+        self.tree_rss = 0
 
     def sample(self) -> None:
         found = processes(self.state)
         self.most_awake = max(self.most_awake, len(found["sidecar"]))
+        tree = 0
+        for up in ups(self.state):
+            with contextlib.suppress(psutil.Error):
+                for proc in [up, *up.children(recursive=True)]:
+                    with contextlib.suppress(psutil.Error):
+                        tree += proc.memory_info().rss
+        self.tree_rss = max(self.tree_rss, tree)
         total = 0
         for role, procs in found.items():
             for proc in procs:
@@ -109,15 +120,22 @@ class Sampler:
             await anyio.sleep(self.interval)
 
 
+def ups(state: Path) -> list[psutil.Process]:
+    """The ``mailrun up`` process of ``state``."""
+    return [
+        proc
+        for proc in psutil.process_iter(["cmdline"])
+        if "up" in (argv := proc.info["cmdline"] or []) and str(state) in argv
+    ]
+
+
 def busy(state: Path) -> dict[str, float]:
     """CPU seconds so far of the hub and of ``up`` itself (not its children)."""
     found = processes(state)
     seconds = {"hub": cpu(found["hub"]), "up": 0.0}
-    for proc in psutil.process_iter(["cmdline"]):
-        argv = proc.info["cmdline"] or []
-        if "up" in argv and str(state) in argv:
-            with contextlib.suppress(psutil.Error):
-                seconds["up"] += cpu([proc])
+    for proc in ups(state):
+        with contextlib.suppress(psutil.Error):
+            seconds["up"] += cpu([proc])
     return seconds
 
 
@@ -319,6 +337,7 @@ async def many(
         },
         "hub_rss_mib": round(sampler.hub_rss / 2**20, 1),
         "most_rss_mib": round(sampler.total_rss / 2**20, 1),
+        "tree_rss_mib": round(sampler.tree_rss / 2**20, 1),
         "exactly_once": once(states),
     }
 

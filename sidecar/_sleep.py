@@ -30,12 +30,18 @@ again, no earlier than a backoff that grows while the hub keeps saying no
 
 :meth:`Sleeper.nudge` (SIGUSR1, which ``mailrun up`` sends while starts wait
 for a slot) skips the rest of the idle time if the sidecar is idle at that
-moment, never the backoff after a refusal.
+moment or becomes idle within ``NUDGE_HOLDS`` seconds, never the backoff
+after a refusal: ``up`` counts a nudged sidecar as on its way out for a
+second, and one busy when nudged (most are: they were woken for their
+mail) used to keep its slot until the next nudge, up to a second after its
+work had ended. A nudge before the sidecar has a session is dropped: its
+deployment's mail comes after the Welcome.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 
 import anyio
@@ -50,6 +56,12 @@ log = logging.getLogger("mailrun.sidecar.sleep")
 
 REFUSED = Backoff(initial=1.0, maximum=60.0)
 """Between asks the hub did not grant: a busy hub is not asked in a loop."""
+NUDGE_HOLDS = 1.0
+"""Seconds a nudge that found the sidecar busy waits for it to be idle
+(``mailrun up`` nudges again after as long: hub/up/fleet.py)."""
+NUDGE_LOOK = 0.05
+"""Seconds between two looks at the work while a nudge holds (work stamps
+when it ends; it wakes nobody)."""
 
 
 class Sleeper:
@@ -75,13 +87,18 @@ class Sleeper:
         self._on_asleep = on_asleep
         self._refused = Retry(backoff)
         self._nudged = Wakeup()
+        self._nudge_until = -math.inf  # a nudge holds until then
         self.asks = 0
         """Sleep requests sent."""
         self.declined = 0
         """Idle clocks that ran out while there was still something to do."""
 
     def nudge(self) -> None:
-        """Sleep now if idle (SIGUSR1): skip the rest of the idle time."""
+        """Sleep as soon as idle, within ``NUDGE_HOLDS`` (SIGUSR1): skip the
+        rest of the idle time."""
+        if self._link.session is None:
+            return  # still joining: its mail comes after the Welcome
+        self._nudge_until = anyio.current_time() + NUDGE_HOLDS
         self._nudged.set()
 
     async def run(self) -> None:
@@ -89,20 +106,26 @@ class Sleeper:
         quiet_from = anyio.current_time()  # the idle time counts from here at the earliest
         not_before = quiet_from  # the backoff after a refusal
         asked_at = 0.0
+        looked = -math.inf  # the last look that found something to do
         while True:
             now = anyio.current_time()
             due = max(max(self._activity.last, quiet_from) + self._idle_stop, not_before)
             if now < due:
-                if not await self._nudged.wait(due - now):
-                    continue  # the deadline came; work may have moved it
-                if anyio.current_time() < not_before or not self._idle_now():
-                    continue  # a nudge is only for a sidecar idle now
+                held = now < self._nudge_until
+                look = max(not_before, looked + NUDGE_LOOK)
+                if not (held and now >= look and self._idle_now()):
+                    wait = due - now
+                    if held:  # look again soon: work that ends wakes nobody
+                        wait = min(wait, max(NUDGE_LOOK, look - now))
+                    await self._nudged.wait(wait)
+                    continue  # the deadline came, or a nudge: work may have moved it
             if self._activity.last > asked_at:
                 self._refused.succeeded()  # things moved since the hub said no
             if not self._idle_now() or not await self._ask():
                 self.declined += 1
-                quiet_from = anyio.current_time()
+                quiet_from = looked = anyio.current_time()
                 continue
+            self._nudge_until = -math.inf  # a nudge makes one ask at most
             session = self._link.session
             reply = await self._reply()
             asked_at = anyio.current_time()

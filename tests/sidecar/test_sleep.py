@@ -205,6 +205,33 @@ async def test_a_delivery_after_the_ask_is_left_for_the_next_process(
 
 
 @pytest.mark.anyio
+async def test_a_nudge_that_finds_it_busy_makes_it_ask_once_its_work_is_done(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    dep = make_deployment(tmp_path / "state")
+    # Its events refused until the test says: busy when nudged.
+    async with hub_and_desk(nats_server, dep, refuse_events=["store_unavailable"] * 1000) as (
+        hub,
+        desk,
+    ):
+        # An hour of idle time: only the nudge makes it ask.
+        async with serving(nats_server, dep, idle_stop=3600, backoff_max=0.1) as (car, ended):
+            desk.look = lambda: processed(hub)
+            assert (await hub.deliver(mail(dep, 1, "one"))).result == "stored"
+            await wait_for(lambda: hub.batches >= 2, what="events refused")
+            car.nudge()
+            refused = hub.batches
+            await wait_for(lambda: hub.batches >= refused + 1, what="refused again")
+            assert desk.asks == [] and not ended.is_set()  # busy: not yet
+            hub.refuse_events.clear()  # its work ends within the nudge's second
+            with anyio.fail_after(10):
+                await ended.wait()
+            assert car.asleep
+        assert len(desk.asks) == 1 and desk.seen == [1]
+    assert dep.query("SELECT state FROM inbox") == [("done",)]
+
+
+@pytest.mark.anyio
 async def test_no_idle_time_never_asks(tmp_path: Path, nats_server: NatsServerProcess) -> None:
     dep = make_deployment(tmp_path / "state")
     async with hub_and_desk(nats_server, dep) as (hub, desk):
