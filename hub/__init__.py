@@ -1,5 +1,17 @@
 """The control plane: store, deployments, mail acceptance, dispatch, HTTP API;
-and the producers' client of its NATS mail ingress (``IngressClient``)."""
+and the producers' client of its NATS mail ingress (``IngressClient``).
+
+The errors are imported with the package; every other name is imported the
+first time it is read (``from hub import Store`` works as ever): the CLI and
+``mailrun up`` import ``hub.cli`` or ``hub.up``, which import this package
+first, and must not pay for the HTTP server, the store and the intake they do
+not use (docs/testing.md, "What the suite costs").
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._errors import HubError as HubError
 from ._errors import IngressError as IngressError
@@ -8,23 +20,61 @@ from ._errors import IngressUnavailable as IngressUnavailable
 from ._errors import MigrationError as MigrationError
 from ._errors import StoreConflict as StoreConflict
 from ._errors import StoreUnavailable as StoreUnavailable
-from ._ingress import IngressClient as IngressClient
-from ._ingress import ingress_mail as ingress_mail
-from ._server import HubHandle as HubHandle
-from ._server import serve_hub as serve_hub
-from ._settings import HubSettings as HubSettings
-from .api import create_app as create_app
-from .intake import Acceptor as Acceptor
-from .store import Accepted as Accepted
-from .store import ApprovalStatus as ApprovalStatus
-from .store import DispatchStatus as DispatchStatus
-from .store import Rejected as Rejected
-from .store import Store as Store
-from .store import Trigger as Trigger
-from .store import accept_triggers as accept_triggers
-from .store import create_deployment as create_deployment
-from .store import delete_deployment as delete_deployment
-from .store import pending_migrations as pending_migrations
+
+if TYPE_CHECKING:
+    from ._ingress import IngressClient as IngressClient
+    from ._ingress import ingress_mail as ingress_mail
+    from ._server import HubHandle as HubHandle
+    from ._server import serve_hub as serve_hub
+    from ._settings import HubSettings as HubSettings
+    from .api import create_app as create_app
+    from .intake import Acceptor as Acceptor
+    from .store import Accepted as Accepted
+    from .store import ApprovalStatus as ApprovalStatus
+    from .store import DispatchStatus as DispatchStatus
+    from .store import Rejected as Rejected
+    from .store import Store as Store
+    from .store import Trigger as Trigger
+    from .store import accept_triggers as accept_triggers
+    from .store import create_deployment as create_deployment
+    from .store import delete_deployment as delete_deployment
+    from .store import pending_migrations as pending_migrations
+
+# Each lazy name and the module it comes from; the TYPE_CHECKING imports above
+# say the same to mypy (tests/hub/test_lazy_packages.py holds the two together).
+_LAZY = {
+    "Accepted": ".store",
+    "Acceptor": ".intake",
+    "ApprovalStatus": ".store",
+    "DispatchStatus": ".store",
+    "HubHandle": "._server",
+    "HubSettings": "._settings",
+    "IngressClient": "._ingress",
+    "Rejected": ".store",
+    "Store": ".store",
+    "Trigger": ".store",
+    "accept_triggers": ".store",
+    "create_app": ".api",
+    "create_deployment": ".store",
+    "delete_deployment": ".store",
+    "ingress_mail": "._ingress",
+    "pending_migrations": ".store",
+    "serve_hub": "._server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # read once: later reads are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Accepted",

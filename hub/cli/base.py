@@ -19,7 +19,6 @@ import msgspec
 
 from runtime.config import DEFAULT_HUB_URL, HUB_URL_ENV
 
-from .._client import HubClient
 from .._errors import AdminTokenUnavailable, HubBadResponse, HubResponseError, HubUnreachable
 from .._token import DEFAULT_STATE_DIR, TOKEN_ENV, admin_token_path, find_token
 
@@ -87,6 +86,8 @@ def hub_command(fn: F) -> F:
     def wrapper(
         *args: Any, hub_url: str, token_file: Path | None, as_json: bool, **kwargs: Any
     ) -> Any:
+        from .._client import HubClient  # httpx: only the commands that talk to a hub
+
         with reporting(as_json):
             token = find_token(token_file, os.environ)
             with HubClient(hub_url, token=token) as client:

@@ -9,12 +9,11 @@ blocks (``tables``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
 import msgspec
 
-from .._client import HubClient
 from .base import echo_json, fail, hub_command
 from .steering import mail_options, mail_settings, policy_options, policy_settings
 from .tables import (
@@ -28,6 +27,9 @@ from .tables import (
     version_line,
     versions_table,
 )
+
+if TYPE_CHECKING:
+    from .._client import HubClient
 
 
 @click.command()

@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,13 +16,23 @@ from runtime.config import DEFAULT_MAIL_DOMAIN, parse_host_port
 
 from .._errors import HubError
 from .._token import DEFAULT_STATE_DIR
-from ..outbound import PASSWORD_ENV, STARTTLS_ENV, USER_ENV, DkimKey, dkim_keys
-from ..smtp import PASSWORD_ENV as SMTP_PASSWORD_ENV
-from ..smtp import USER_ENV as SMTP_USER_ENV
-from ..smtp import smtp_config
-from ..store import DATABASE_ENV, is_database_url
 from ..up import PORTS_ENV, parse_ports
 from .base import F, fail
+
+if TYPE_CHECKING:
+    from ..outbound import DkimKey
+
+# The environment of hub.outbound (the relay's login), hub.smtp (the SMTP
+# ingress's) and hub.store (the database), named here as they are there:
+# importing those packages to read four names would cost every `mailrun`
+# process the SMTP server, the relay and the store (docs/testing.md, "What
+# the suite costs"); tests/hub/test_lazy_packages.py checks both agree.
+RELAY_STARTTLS_ENV = "MAILRUN_SMTP_RELAY_STARTTLS"
+RELAY_USER_ENV = "MAILRUN_SMTP_RELAY_USER"
+RELAY_PASSWORD_ENV = "MAILRUN_SMTP_RELAY_PASSWORD"
+SMTP_USER_ENV = "MAILRUN_SMTP_USER"
+SMTP_PASSWORD_ENV = "MAILRUN_SMTP_PASSWORD"
+DATABASE_ENV = "MAILRUN_DATABASE"
 
 
 def host_port(
@@ -90,7 +101,7 @@ smtp_relay_option = click.option(
     metavar="HOST:PORT",
     callback=_optional_host_port,
     help="Send mail that runs address outside this hub through this SMTP relay"
-    f" (STARTTLS and login: env {STARTTLS_ENV}, {USER_ENV}, {PASSWORD_ENV}).",
+    f" (STARTTLS and login: env {RELAY_STARTTLS_ENV}, {RELAY_USER_ENV}, {RELAY_PASSWORD_ENV}).",
 )
 
 
@@ -117,6 +128,8 @@ def dkim_options(f: F) -> F:
 
 def check_dkim(keys: tuple[str, ...], selectors: tuple[str, ...]) -> tuple[DkimKey, ...]:
     """Read the DKIM keys as the hub will, before anything starts."""
+    from ..outbound import dkim_keys
+
     try:
         return dkim_keys(keys, selectors)
     except HubError as exc:
@@ -186,6 +199,8 @@ def check_smtp(
         if dns_server is not None or trusted_relays:
             fail("--dns-server and --smtp-trusted-relay need --smtp")
         return
+    from ..smtp import smtp_config
+
     try:
         smtp_config(
             smtp,
@@ -201,7 +216,11 @@ def check_smtp(
 
 
 def check_database(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is not None and not is_database_url(value):
+    if value is None:
+        return None
+    from ..store import is_database_url
+
+    if not is_database_url(value):
         raise click.BadParameter("a postgresql:// URL (without it: the state dir's SQLite file)")
     return value
 

@@ -12,13 +12,15 @@ installs ``mailrun nats-config`` again after each add and remove.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .._client import HubClient
 from .base import echo_json, hub_command
 from .tables import key_values, table
+
+if TYPE_CHECKING:
+    from .._client import HubClient
 
 _VIEW = ["id", "name", "status", "subject", "inbox_prefix", "nats_user", "created_at", "removed_at"]
 

@@ -18,7 +18,6 @@ from typing import Any, NoReturn
 import click
 import msgspec
 
-from .._client import HubClient
 from .._errors import HubError, HubResponseError
 from .._token import find_token
 from .base import hub_options
@@ -117,6 +116,8 @@ def replay(
     body: dict[str, Any] = {"source": source}
     if entrypoint:
         body["entrypoint"] = entrypoint
+    from .._client import HubClient  # httpx: imported by the command that uses it
+
     try:
         token = find_token(token_file, os.environ)
         with HubClient(hub_url, token=token, timeout=CLIENT_TIMEOUT) as client:

@@ -13,7 +13,6 @@ import msgspec
 from runtime.config import DEFAULT_SUBJECT_PREFIX, redact_url
 
 from .._errors import HubError
-from ..store import LATEST
 from .base import fail
 from .options import check_database, database_option, state_dir_option
 
@@ -53,6 +52,7 @@ def migrate(
     --to, the hub's database is then copied into PostgreSQL, whole or not at
     all; start the hub with --database URL afterwards. With --database (or
     MAILRUN_DATABASE), the hub's PostgreSQL database is migrated instead."""
+    from ..store import LATEST
     from .progress import Steps
     from .upgrade import (
         database_state,

@@ -18,10 +18,9 @@ import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import httpx
 import msgspec
 
 from runtime import Backoff, Retry
@@ -29,6 +28,9 @@ from runtime import Backoff, Retry
 from .._errors import HubResponseError, HubUnreachable
 from .._token import find_token
 from .base import hub_options, reporting
+
+if TYPE_CHECKING:
+    import httpx
 
 RECONNECT = Backoff(initial=0.2, maximum=5.0)
 READ_TIMEOUT = 45.0
@@ -108,6 +110,9 @@ class Watcher:
         self, hub_url: str, token: str | None, *, deployment: str | None, since: int | None,
         as_json: bool,
     ) -> None:  # fmt: skip
+        # httpx here, not at the top: every `mailrun` process imports this module.
+        import httpx
+
         headers = {"Accept": "text/event-stream"}
         if token is not None:
             headers["Authorization"] = f"Bearer {token}"
@@ -119,6 +124,8 @@ class Watcher:
         self._names: dict[str, str] = {}
 
     def run(self) -> None:
+        import httpx
+
         retry, away = Retry(RECONNECT), False
         while True:
             try:
@@ -154,6 +161,8 @@ class Watcher:
         """Deployment names for the lines (deployment events add later ones)."""
         if self._as_json:
             return
+        import httpx
+
         try:
             listing = self._http.get("/workflows/deployments").json()
             for dep in listing.get("deployments") or []:

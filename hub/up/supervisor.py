@@ -45,7 +45,6 @@ from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady
 from .._token import ensure_admin_token
 from ..natsauth import hub_seed, producer_users_of, public_key
-from ..store import DATABASE_ENV
 from .children import Child, ChildSpec, Start, exec_start
 from .fleet import Fleet
 from .forking import ForkServer
@@ -155,6 +154,8 @@ class Up:
         # which only this user can read, never in argv, which anyone can.
         self.env[NATS_URL_ENV] = nats_url
         if self.config.database is not None:
+            from ..store import DATABASE_ENV  # the store's many modules: only with --database
+
             self.env[DATABASE_ENV] = self.config.database
         argv = [sys.executable, "-m", "hub", "--state-dir", str(self.state_dir)]
         argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]

@@ -33,6 +33,7 @@ from runtime import (
 from ..metrics import HubMetrics, family, label
 from ..store import Store
 from .delivery import (
+    POLICY_TIMEOUT,
     DispatchConfig,
     Dispatcher,
     HealthConfig,
@@ -80,6 +81,8 @@ class WireConfig:
     health: HealthConfig = field(default_factory=HealthConfig)
     owner_lease: float = OWNER_LEASE
     retention: RetentionConfig = field(default_factory=RetentionConfig)
+    policy_timeout: float = POLICY_TIMEOUT
+    """How long a changed policy's SetPolicy waits for its PolicySet (docs/hub.md)."""
 
 
 class Notices:
@@ -307,7 +310,13 @@ async def run_wire(
         sessions=sessions,
         on_activated=dispatcher.wake,
     )
-    policies = PolicyDriver(store=store, transport=transport, subjects=subjects, sessions=sessions)
+    policies = PolicyDriver(
+        store=store,
+        transport=transport,
+        subjects=subjects,
+        sessions=sessions,
+        timeout=config.policy_timeout,
+    )
 
     def moved(deployment_id: str, owner_epoch: int) -> None:
         notices.fenced(deployment_id, owner_epoch, Reason.OWNER_CONFLICT)

@@ -17,17 +17,14 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from hub.store import create_deployment
 from hub.wire.delivery.dispatcher import DispatchConfig
 from hub.wire.service import WireConfig
-from runtime import Backoff, open_nats, record_path, write_restore_record
-from runtime.sidecar_contract import decode_restore_record
+from runtime import Backoff, open_nats
 from runtime.testing import CRASH_EXIT_CODE, FAILPOINTS_ENV
-from runtime.wire import unb64url
 from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
 from tests.support.sidecar import Deployment
-from tests.support.wire import Dep, accept, running_hub
+from tests.support.wire import accept, joined, running_hub
 
 # slow: three `python -m sidecar` processes in turn against a hub
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -57,23 +54,8 @@ async def test_a_stored_envelope_lost_with_the_unsynced_tail_comes_again_and_run
         open_nats(nats_server.url, name="hub") as bus,
         running_hub(tmp_path, transport=bus, config=FAST) as hub,
     ):
-        created = await create_deployment(
-            hub.store,
-            name="flow",
-            source=COUNTING,
-            domain="mailrun.local",
-            nats_url=nats_server.url,
-            subject_prefix="mailrun",
-        )
-        record, _ = decode_restore_record(unb64url(created.join_token))
-        state = tmp_path / "sidecar"
-        write_restore_record(record_path(state, record.deployment_id), record)
-        assert record.public_key is not None
-        dep = Deployment(
-            record.deployment_id, record.address, record.hub_key.seed, record.public_key, state
-        )
-        wired = Dep(dep.id, dep.address, dep.seed, dep.public_key)
-        args = ("--state-dir", str(state), "--nats", nats_server.url)
+        dep, wired = await joined(hub, nats_server.url, tmp_path / "sidecar", COUNTING)
+        args = ("--state-dir", str(dep.state_dir), "--nats", nats_server.url)
 
         def inbox() -> list[tuple[int, str]]:
             return [(r[0], r[1]) for r in dep.query("SELECT seq, state FROM inbox ORDER BY seq")]

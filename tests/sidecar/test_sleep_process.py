@@ -11,18 +11,14 @@ import anyio
 import psutil
 import pytest
 
-from hub.store import create_deployment, deployments_to_wake
+from hub.store import deployments_to_wake
 from runtime import (
     FINAL_EXIT_NOTE,
     DispatchProcessed,
     SidecarExit,
     open_nats,
-    record_path,
-    write_restore_record,
 )
 from runtime.config import LOOP_ENV
-from runtime.sidecar_contract import decode_restore_record
-from runtime.wire import unb64url
 from tests.sidecar.sleeping import hub_and_desk, serving
 from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
@@ -31,7 +27,7 @@ from tests.support.sidecar import (
     mail,
     make_deployment,
 )
-from tests.support.wire import Dep, accept, running_hub
+from tests.support.wire import accept, joined, running_hub
 
 # --- against the hub's own hub.sleep handler ------------------------------------
 
@@ -44,22 +40,8 @@ async def test_the_hub_puts_it_to_sleep_and_keeps_its_mail_for_the_next_process(
         open_nats(nats_server.url, name="hub") as bus,
         running_hub(tmp_path, transport=bus) as hub,
     ):
-        created = await create_deployment(
-            hub.store,
-            name="flow",
-            source="async def main(ctx, item):\n    ctx.state['n'] = ctx.state.get('n', 0) + 1\n",
-            domain="mailrun.local",
-            nats_url=nats_server.url,
-            subject_prefix="mailrun",
-        )
-        record, _ = decode_restore_record(unb64url(created.join_token))
-        state = tmp_path / "sidecar"
-        write_restore_record(record_path(state, record.deployment_id), record)
-        assert record.public_key is not None
-        dep = Deployment(
-            record.deployment_id, record.address, record.hub_key.seed, record.public_key, state
-        )
-        wired = Dep(dep.id, dep.address, dep.seed, dep.public_key)
+        source = "async def main(ctx, item):\n    ctx.state['n'] = ctx.state.get('n', 0) + 1\n"
+        dep, wired = await joined(hub, nats_server.url, tmp_path / "sidecar", source)
 
         async def asleep() -> bool:
             row = await hub.one("SELECT 1 FROM deployment_sleep WHERE deployment_id = ?", dep.id)

@@ -41,9 +41,10 @@ from runtime import (
     hello_message,
     new_id,
 )
-from runtime.sidecar_contract import decode_restore_record
+from runtime.sidecar_contract import decode_restore_record, record_path, write_restore_record
 from runtime.testing import MemoryBus
 from runtime.wire import SUPPORTED_FORMATS, Frame, sign, unb64url
+from tests.support.sidecar import Deployment
 from tests.support.store import read_all, read_one
 
 
@@ -120,6 +121,27 @@ async def deploy(store: Store, name: str = "flow") -> Dep:
     record, _ = decode_restore_record(unb64url(created.join_token))
     assert record.public_key is not None
     return Dep(created.deployment_id, record.address, record.hub_key.seed, record.public_key)
+
+
+async def joined(hub: Hub, nats_url: str, state: Path, source: str) -> tuple[Deployment, Dep]:
+    """A deployment of ``source`` created in ``hub``'s store, its join token's
+    restore record written in ``state`` (where ``python -m sidecar --state-dir``
+    finds it): the deployment as the sidecar's tests and the hub's see it."""
+    created = await create_deployment(
+        hub.store,
+        name="flow",
+        source=source,
+        domain="mailrun.local",
+        nats_url=nats_url,
+        subject_prefix="mailrun",
+    )
+    record, _ = decode_restore_record(unb64url(created.join_token))
+    write_restore_record(record_path(state, record.deployment_id), record)
+    assert record.public_key is not None
+    dep = Deployment(
+        record.deployment_id, record.address, record.hub_key.seed, record.public_key, state
+    )
+    return dep, Dep(dep.id, dep.address, dep.seed, dep.public_key)
 
 
 async def accept(

@@ -26,7 +26,6 @@ from runtime.config import (
 
 from ..._errors import HubError
 from ..._token import read_token_file
-from ...smtp import smtp_config
 from ..base import fail
 from ..options import (
     database_option,
@@ -127,6 +126,7 @@ def hub_cmd(
     from ..._server import run_hub
     from ..._settings import HubSettings, wire_settings
     from ...outbound import dkim_signer, relay_config
+    from ...smtp import smtp_config
 
     if smtp is None and (smtp_cert is not None or smtp_key is not None):
         fail("--smtp-cert and --smtp-key need --smtp")

@@ -19,7 +19,12 @@ from runtime.loops import unwrapping_groups
 
 from ..._errors import HubError
 from ..._token import ADMIN_TOKEN_FILE
-from ...up import DEFAULT_IDLE_STOP, DEFAULT_MAX_AWAKE, DEFAULT_SIDECAR_START, SIDECAR_START_ENV
+from ...up import (
+    DEFAULT_IDLE_STOP,
+    DEFAULT_MAX_AWAKE,
+    DEFAULT_SIDECAR_START,
+    SIDECAR_START_ENV,
+)
 from ..base import fail
 from ..options import (
     check_dkim,

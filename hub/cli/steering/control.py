@@ -8,11 +8,15 @@ takes (accepted, not delivered) until it is unpaused (docs/operations.md).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..._client import HubClient
 from ..base import echo_json, hub_command
 from ..tables import deployment_view, receipt_view
+
+if TYPE_CHECKING:
+    from ..._client import HubClient
 
 
 @click.command()

@@ -8,11 +8,15 @@ until resumed, or the item is parked until retried, or the run fails.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..._client import HubClient
 from ..base import echo_json, hub_command
 from ..tables import parked_table, run_view
+
+if TYPE_CHECKING:
+    from ..._client import HubClient
 
 
 @click.command()

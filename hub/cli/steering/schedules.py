@@ -10,14 +10,16 @@ reason, exit 1); a fire missed while the hub was down comes once, late.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
 
-from ..._client import HubClient
 from ..base import echo_json, hub_command
 from ..tables import key_values, table
+
+if TYPE_CHECKING:
+    from ..._client import HubClient
 
 _VIEW = ["id", "deployment_id", "every", "cron", "tz", "subject", "payload", "next_due"]
 

@@ -13,10 +13,12 @@ from .health import redelivery_metrics as redelivery_metrics
 from .health import stuck_report as stuck_report
 from .marks import Held as Held
 from .marks import Marks as Marks
+from .policies import POLICY_TIMEOUT as POLICY_TIMEOUT
 from .policies import PolicyDriver as PolicyDriver
 from .rollout import RolloutDriver as RolloutDriver
 
 __all__ = [
+    "POLICY_TIMEOUT",
     "DispatchConfig",
     "Dispatcher",
     "HealthConfig",

@@ -25,6 +25,10 @@ from .asking import ask_sidecar
 
 log = logging.getLogger("mailrun.hub.policy")
 
+POLICY_TIMEOUT = 5.0
+"""How long one SetPolicy waits for its PolicySet before the driver moves on
+(and asks again at its next round): ``WireConfig.policy_timeout``."""
+
 _replies: FrameDecoder[PolicySet | Ack] = FrameDecoder(PolicySet | Ack)
 
 
@@ -39,7 +43,7 @@ class PolicyDriver:
         subjects: Subjects,
         sessions: SessionTable,
         interval: float = 1.0,
-        timeout: float = 5.0,
+        timeout: float = POLICY_TIMEOUT,
     ) -> None:
         self._store = store
         self._transport = transport

@@ -22,6 +22,7 @@ from hub.store import (
     resume_run,
     set_policy,
 )
+from hub.wire import WireConfig
 from runtime import (
     Ack,
     AckResult,
@@ -87,14 +88,16 @@ async def test_every_welcome_carries_the_deployments_policy(tmp_path: Path) -> N
         )
 
 
-@pytest.mark.slow  # waits out one unanswered SetPolicy
 async def test_a_changed_policy_is_sent_until_the_sidecar_answers(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
+    # The first SetPolicy goes unanswered: the driver waits out its timeout,
+    # short here, then asks again at its next round.
+    config = WireConfig(policy_timeout=0.2)
     async with (
         open_nats(nats_server.url, name="hub") as hub_bus,
         open_nats(nats_server.url, name="sidecar") as car_bus,
-        running_hub(tmp_path, transport=hub_bus) as hub,
+        running_hub(tmp_path, transport=hub_bus, config=config) as hub,
         anyio.create_task_group() as tg,
     ):
         dep = await deploy(hub.store)

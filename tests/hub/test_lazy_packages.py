@@ -1,0 +1,93 @@
+"""What a ``mailrun`` process imports before it runs a command: ``hub`` and
+``hub.up`` import their names the first time they are read, and the CLI
+imports the server, the store, the SMTP ingress, the relay and httpx only
+inside the commands that use them (docs/testing.md, "What the suite costs").
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hub.cli.options
+import hub.outbound
+import hub.smtp
+import hub.store
+import hub.up
+from tests.support import REPO
+
+LAZY = ("hub", "hub.up")
+
+# What a CLI process must not import to read its argv: each costs a tenth of
+# a second or more, in every `mailrun` process the suite and operators start.
+HEAVY = ("hub._server", "hub.api", "hub.store", "hub.intake", "hub.smtp", "hub.outbound", "httpx")
+
+
+def type_checking_imports(package: str) -> dict[str, str]:
+    """The names the package's ``if TYPE_CHECKING:`` block imports, and from where."""
+    init = REPO / Path(*package.split(".")) / "__init__.py"
+    found = {}
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom)
+                for alias in imp.names:
+                    found[alias.asname or alias.name] = "." * imp.level + (imp.module or "")
+    return found
+
+
+@pytest.mark.parametrize("package", LAZY)
+def test_each_lazy_name_comes_from_where_mypy_is_told(package: str) -> None:
+    module = importlib.import_module(package)
+    assert type_checking_imports(package) == module._LAZY
+    for name, source in module._LAZY.items():
+        assert name in module.__all__
+        origin = importlib.import_module(source, package)
+        assert getattr(module, name) is getattr(origin, name)
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        _ = hub.up.nothing_here  # type: ignore[attr-defined]
+
+
+def imported_by(code: str) -> set[str]:
+    """The modules a fresh interpreter holds after ``code``."""
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    return set(json.loads(out))
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
+
+
+def test_the_cli_imports_no_server_store_or_http_client_to_read_its_argv() -> None:
+    modules = imported_by("import hub.cli")
+    assert "hub.cli.main" in modules
+    assert heavy(modules) == []
+
+
+def test_the_commands_import_what_they_use_when_they_run() -> None:
+    # The other side of the test above: the command still finds what it needs.
+    modules = imported_by("from hub import Store")
+    assert {"hub.store", "hub.store.opening"} <= modules
+    assert "hub._server" not in modules
+
+
+def test_the_clis_environment_names_are_the_packages() -> None:
+    options = hub.cli.options
+    assert options.DATABASE_ENV == hub.store.DATABASE_ENV
+    assert options.SMTP_USER_ENV == hub.smtp.USER_ENV
+    assert options.SMTP_PASSWORD_ENV == hub.smtp.PASSWORD_ENV
+    assert options.RELAY_USER_ENV == hub.outbound.USER_ENV
+    assert options.RELAY_PASSWORD_ENV == hub.outbound.PASSWORD_ENV
+    assert options.RELAY_STARTTLS_ENV == hub.outbound.STARTTLS_ENV
