@@ -136,7 +136,8 @@ def test_this_worker_draws_from_its_own_part() -> None:
     # The processes a test starts draw from the rest of the worker's part:
     # never the port the test picked for the hub it is about to start.
     theirs = test_ports.parse(os.environ[PORTS_ENV])
-    assert theirs.start == ours.stop and len(theirs) >= len(ours) >= 500
+    # A run's slice (an eighth of the listener ports) over three workers.
+    assert theirs.start == ours.stop and len(theirs) >= len(ours) >= 400
     assert set(ours) <= set(test_ports.listener_ports())
     assert ours.stop <= ephemeral_ports().start
     picked = [test_ports.free_port() for _ in range(50)]
