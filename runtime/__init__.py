@@ -14,8 +14,9 @@ use is re-exported here, what one side alone uses it imports from its room.
 Beside them, public modules every room uses: the exception tree
 (``runtime.errors``), the shared defaults and HOST:PORT rules
 (``runtime.config``), the failpoints (``runtime.failpoints``), what every
-process reads at its start (``runtime.process``) and when a schedule fires
-(``runtime.schedules``).
+process reads at its start (``runtime.process``), when a schedule fires
+(``runtime.schedules``) and a package's names imported when first read
+(``runtime.lazy``).
 """
 
 from . import tracing as tracing  # a module: its ``on`` is set where a process starts
