@@ -64,10 +64,6 @@ def processes(state: Path) -> dict[str, list[psutil.Process]]:
     return found
 
 
-def cpu(procs: list[psutil.Process]) -> float:
-    return sum(user + system for user, system in (split_cpu(procs),))
-
-
 def split_cpu(procs: list[psutil.Process]) -> tuple[float, float]:
     """User and system CPU seconds of ``procs`` together."""
     user = system = 0.0
@@ -158,6 +154,7 @@ async def bench(
         "hub_user_sys_ms_per_mail": user_sys(before["hub"], after["hub"], mails),
         "sidecar_user_sys_ms_per_mail": user_sys(before["sidecar"], after["sidecar"], mails),
         "idle_cpu_ms_per_s": {role: round(sum(v) / idle * 1000, 2) for role, v in idle_cpu.items()},
+        "processes_priced": {role: len(p) for role, p in procs.items()},
         "exactly_once": sorted(seen) == sorted(posted) and not twice,
     }
 

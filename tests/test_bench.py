@@ -175,9 +175,11 @@ def test_the_lone_mail_bench_sees_each_mail_once_and_prices_it() -> None:
     assert isinstance(idle, dict) and set(idle) == {"hub", "sidecar"}
     latency = figures["post_to_handler"]
     assert isinstance(latency, dict) and 0 < latency["p50_ms"] <= latency["max_ms"]
+    assert figures["processes_priced"] == {"hub": 1, "sidecar": 2}
+    # CPU times come in clock ticks (10 ms): eight quick mails can round a side to 0.
     for role in ("hub", "sidecar"):
         spent = figures[f"{role}_cpu_ms_per_mail"]
-        assert isinstance(spent, float) and spent > 0  # both processes were found and did work
+        assert isinstance(spent, float) and spent >= 0
 
 
 def test_the_floor_bench_handles_every_mail_and_prices_both_sides() -> None:
