@@ -1,22 +1,22 @@
-"""The API's routes, one module per resource: deployments, runs, failures
-(resume, parked, retry), triggers (signals, and the mail the server
-answers), approvals, versions, schedules, replay, producers, health and
-metrics. Each module gives the app a list of routes made over the shared
-``RouteContext``."""
+"""The API's routes, by resource family: a deployment, its versions and
+schedules (``workflows``); runs, their failures, approvals and replay
+(``runs``); triggers (signals, and the mail the server answers); producers;
+health and metrics. Each module gives the app a list of routes made over the
+shared ``RouteContext``."""
 
-from .approvals import approval_routes as approval_routes
-from .deployments import deployment_routes as deployment_routes
-from .failures import failure_routes as failure_routes
 from .health import health_routes as health_routes
 from .metrics import metrics_routes as metrics_routes
 from .producers import producer_routes as producer_routes
-from .replay import replay_routes as replay_routes
+from .runs import approval_routes as approval_routes
+from .runs import failure_routes as failure_routes
+from .runs import replay_routes as replay_routes
 from .runs import run_routes as run_routes
-from .schedules import schedule_routes as schedule_routes
 from .triggers import post_batch as post_batch
 from .triggers import post_mail as post_mail
 from .triggers import trigger_routes as trigger_routes
-from .versions import version_routes as version_routes
+from .workflows import deployment_routes as deployment_routes
+from .workflows import schedule_routes as schedule_routes
+from .workflows import version_routes as version_routes
 
 __all__ = [
     "approval_routes",

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from hub.api.routes.scratch import replay_job, scratch_env
+from hub.api.routes.runs.scratch import replay_job, scratch_env
 from hub.store import read_history
 from hub.store.sql import sql
 from runtime import (

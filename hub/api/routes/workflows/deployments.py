@@ -45,8 +45,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..._errors import InvalidDeployment, InvalidPolicy, InvalidRequest
-from ...store import (
+from ...._errors import InvalidDeployment, InvalidPolicy, InvalidRequest
+from ....store import (
     DeploymentView,
     Tx,
     create_deployment,
@@ -61,9 +61,9 @@ from ...store import (
     set_policy,
     unpause_deployment,
 )
-from ..context import ApiSettings, RouteContext
-from ..requests import DeploymentIn, PolicyIn
-from ..responses import json_response
+from ...context import ApiSettings, RouteContext
+from ...requests import DeploymentIn, PolicyIn
+from ...responses import json_response
 
 Live = Callable[[DeploymentView], DeploymentView]
 Wakes = Callable[[float, str | None], Awaitable[tuple[list[str], str]]]

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..._errors import InvalidDeployment, InvalidRequest, VersionRefused
-from ...store import (
+from ...._errors import InvalidDeployment, InvalidRequest, VersionRefused
+from ....store import (
     VersionStatus,
     VersionView,
     active_entrypoint,
@@ -32,9 +32,9 @@ from ...store import (
     request_rollout,
     resolve_deployment,
 )
-from ..context import RouteContext
-from ..requests import VersionIn, is_number
-from ..responses import json_response
+from ...context import RouteContext
+from ...requests import VersionIn, is_number
+from ...responses import json_response
 
 DEFAULT_WAIT = 30.0
 _POLL = 0.05

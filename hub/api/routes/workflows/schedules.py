@@ -26,11 +26,11 @@ from starlette.routing import Route
 from runtime.schedules import InvalidSchedule, ScheduleSpec
 from runtime.wire import MAX_TIMER_PAYLOAD
 
-from ..._errors import BadSchedule
-from ...intake import single_line
-from ...store import add_schedule, list_schedules, remove_schedule, resolve_deployment
-from ..context import RouteContext
-from ..responses import json_response
+from ...._errors import BadSchedule
+from ....intake import single_line
+from ....store import add_schedule, list_schedules, remove_schedule, resolve_deployment
+from ...context import RouteContext
+from ...responses import json_response
 
 MAX_SUBJECT = 998
 """Characters: a mail header line's limit (RFC 5322), as a subject may end up in one."""

@@ -25,8 +25,8 @@ from anyio.abc import ByteReceiveStream
 from runtime import NATS_URL_ENV, ReplayFailureReport, ReplayJob, ReplayReport, Sources, sidecar_env
 from runtime.sidecar_contract import SIDECAR_PASS_ENV
 
-from ..._errors import ReplayFailed
-from ...store import RunHistory
+from ...._errors import ReplayFailed
+from ....store import RunHistory
 
 REPLAY_TIMEOUT = 120.0
 """Seconds a whole replay may take."""

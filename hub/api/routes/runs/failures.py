@@ -19,9 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..._errors import InvalidRequest
-from ...intake import single_line
-from ...store import (
+from ...._errors import InvalidRequest
+from ....intake import single_line
+from ....store import (
     DispatchStatus,
     cancel_run,
     get_dispatch,
@@ -31,9 +31,9 @@ from ...store import (
     resume_run,
     retry_dispatch,
 )
-from ..context import RouteContext, query_limit
-from ..requests import CancelIn, decode_json, read_body
-from ..responses import json_response
+from ...context import RouteContext, query_limit
+from ...requests import CancelIn, decode_json, read_body
+from ...responses import json_response
 
 MAX_REASON = 1000
 """Characters of a cancel's reason at most."""
