@@ -5,8 +5,9 @@ The commands live by what they work on: the processes they run
 (``processes``: ``hub``, ``up``, ``demo``, ``sidecar``, and ``dkim-record``
 for the hub's DKIM key), a state dir with no hub running (``statedir``:
 ``migrate``, ``nats-config``), and a running hub
-over its HTTP API (``commands``, ``failures``, ``control``, ``producers``,
-``replay``, ``watch``).
+over its HTTP API (``operating``: deploy, send, list, ``producer``,
+``replay``, ``watch``; ``steering``: resume, retry, cancel, pause,
+schedules).
 """
 
 from __future__ import annotations
@@ -17,13 +18,10 @@ from runtime import check_failpoints, private_umask
 from runtime.errors import FailpointSpecError
 
 from .base import fail
-from .commands import COMMANDS
+from .operating import COMMANDS, producer, replay, watch
 from .processes import demo_cmd, dkim_record, hub_cmd, sidecar_cmd, up_cmd
-from .producers import producer
-from .replay import replay
 from .statedir import migrate, nats_config_cmd
 from .steering import COMMANDS as STEERING_COMMANDS
-from .watch import watch
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

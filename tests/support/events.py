@@ -10,7 +10,7 @@ import anyio
 import httpx
 import msgspec
 
-from hub.cli.watch import Event, parse_sse
+from hub.cli.operating.watch import Event, parse_sse
 
 Seen = tuple[int, str, str, str]
 """(change id, kind, row id, the change's status)."""

@@ -25,9 +25,9 @@ import msgspec
 
 from runtime import Backoff, Retry
 
-from .._errors import HubResponseError, HubUnreachable
-from .._token import find_token
-from .base import hub_options, reporting
+from ..._errors import HubResponseError, HubUnreachable
+from ..._token import find_token
+from ..base import hub_options, reporting
 
 if TYPE_CHECKING:
     import httpx

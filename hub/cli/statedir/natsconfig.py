@@ -15,9 +15,9 @@ from pathlib import Path
 
 from runtime import Subjects
 
-from .._errors import MigrationError, StoreUnavailable
-from ..natsauth import hub_seed, producer_users_of, public_key, render_authorization, users_of
-from ..store import (
+from ..._errors import MigrationError, StoreUnavailable
+from ...natsauth import hub_seed, producer_users_of, public_key, render_authorization, users_of
+from ...store import (
     NatsUser,
     Tx,
     active_producer_users,

@@ -18,9 +18,9 @@ from typing import Any, NoReturn
 import click
 import msgspec
 
-from .._errors import HubError, HubResponseError
-from .._token import find_token
-from .base import hub_options
+from ..._errors import HubError, HubResponseError
+from ..._token import find_token
+from ..base import hub_options
 
 EXIT_SAME = 0
 EXIT_DIFFERS = 1
@@ -116,7 +116,7 @@ def replay(
     body: dict[str, Any] = {"source": source}
     if entrypoint:
         body["entrypoint"] = entrypoint
-    from .._client import HubClient  # httpx: imported by the command that uses it
+    from ..._client import HubClient  # httpx: imported by the command that uses it
 
     try:
         token = find_token(token_file, os.environ)

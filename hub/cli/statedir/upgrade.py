@@ -21,8 +21,8 @@ import msgspec
 from runtime import RecordDecodeError, read_restore_record
 from runtime.config import redact_url
 
-from .._errors import MigrationError, StoreUnavailable
-from ..store import (
+from ..._errors import MigrationError, StoreUnavailable
+from ...store import (
     LATEST,
     OnStep,
     inbox_format,

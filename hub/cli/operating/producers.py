@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .base import echo_json, hub_command
-from .tables import key_values, table
+from ..base import echo_json, hub_command
+from ..tables import key_values, table
 
 if TYPE_CHECKING:
-    from .._client import HubClient
+    from ..._client import HubClient
 
 _VIEW = ["id", "name", "status", "subject", "inbox_prefix", "nats_user", "created_at", "removed_at"]
 

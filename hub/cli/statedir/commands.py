@@ -12,9 +12,9 @@ import msgspec
 
 from runtime.config import DEFAULT_SUBJECT_PREFIX, redact_url
 
-from .._errors import HubError
-from .base import fail
-from .options import check_database, database_option, state_dir_option
+from ..._errors import HubError
+from ..base import fail
+from ..options import check_database, database_option, state_dir_option
 
 
 @click.command("migrate")
@@ -52,8 +52,8 @@ def migrate(
     --to, the hub's database is then copied into PostgreSQL, whole or not at
     all; start the hub with --database URL afterwards. With --database (or
     MAILRUN_DATABASE), the hub's PostgreSQL database is migrated instead."""
-    from ..store import LATEST
-    from .progress import Steps
+    from ...store import LATEST
+    from ..progress import Steps
     from .upgrade import (
         database_state,
         inspect_state,

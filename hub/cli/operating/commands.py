@@ -14,9 +14,9 @@ from typing import IO, TYPE_CHECKING, Any
 import click
 import msgspec
 
-from .base import echo_json, fail, hub_command
-from .steering import mail_options, mail_settings, policy_options, policy_settings
-from .tables import (
+from ..base import echo_json, fail, hub_command
+from ..steering import mail_options, mail_settings, policy_options, policy_settings
+from ..tables import (
     approvals_table,
     deployment_view,
     deployments_table,
@@ -29,7 +29,7 @@ from .tables import (
 )
 
 if TYPE_CHECKING:
-    from .._client import HubClient
+    from ..._client import HubClient
 
 
 @click.command()
