@@ -64,7 +64,7 @@ SHARED_IDLE_LOOK = 5.0
 
 
 class WireSide(Protocol):
-    """What the hub needs from the started wire side (``hub.wire.service.Wire``)."""
+    """What the hub needs from the started wire side (``hub.wire.front.Wire``)."""
 
     def on_accepted(self, deployment_ids: set[str]) -> object: ...
 

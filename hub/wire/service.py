@@ -13,13 +13,11 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import anyio
 import anyio.abc
 
 from runtime import (
-    Fenced,
     HubBoot,
     Reason,
     Subjects,
@@ -30,7 +28,7 @@ from runtime import (
     encode,
 )
 
-from ..metrics import HubMetrics, family, label
+from ..metrics import HubMetrics
 from ..store import Store
 from .delivery import (
     POLICY_TIMEOUT,
@@ -40,11 +38,10 @@ from .delivery import (
     PolicyDriver,
     Prober,
     RolloutDriver,
-    health_report,
-    redelivery_metrics,
-    stuck_report,
 )
 from .events import EventsHandler, GroupCommit, OutboundSink
+from .front import Wire
+from .notices import Notices
 from .requests import (
     GC_INTERVAL,
     BlobCollector,
@@ -83,174 +80,6 @@ class WireConfig:
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     policy_timeout: float = POLICY_TIMEOUT
     """How long a changed policy's SetPolicy waits for its PolicySet (docs/hub.md)."""
-
-
-class Notices:
-    """Fenced notices to sidecars, published from one task.
-
-    Callers are synchronous (a claim just committed, a deletion); a notice is
-    a hint that makes a fenced process find out at once instead of at its
-    next exchange, so a full queue drops one rather than block the caller."""
-
-    def __init__(self, transport: Transport, subjects: Subjects, size: int = 256) -> None:
-        self._transport = transport
-        self._subjects = subjects
-        self._send, self._receive = anyio.create_memory_object_stream[Fenced](size)
-
-    def fenced(self, deployment_id: str, owner_epoch: int, reason: Reason) -> None:
-        notice = Fenced(deployment_id=deployment_id, owner_epoch=owner_epoch, reason=reason)
-        try:
-            self._send.send_nowait(notice)
-        except anyio.WouldBlock:
-            log.warning("fenced notice for %s dropped: too many queued", deployment_id)
-
-    async def run(self) -> None:
-        # Both ends close with this task: nothing queues once the wire stops.
-        with self._send, self._receive:
-            async for notice in self._receive:
-                subject = self._subjects.inbound(notice.deployment_id)
-                try:
-                    await self._transport.publish(subject, encode(notice))
-                except TransportError as exc:
-                    log.warning("cannot tell %s it is fenced: %s", notice.deployment_id, exc)
-
-
-class Wire:
-    """What the rest of the hub sees of the wire side."""
-
-    def __init__(
-        self,
-        sessions: SessionTable,
-        dispatcher: Dispatcher,
-        notices: Notices,
-        health: HealthConfig | None = None,
-        letters: DeadLetters | None = None,
-        rollouts: RolloutDriver | None = None,
-        leases: LeaseKeeper | None = None,
-        policies: PolicyDriver | None = None,
-    ) -> None:
-        self.sessions = sessions
-        self._policies = policies
-        self._leases = leases
-        self.dispatcher = dispatcher
-        self._rollouts = rollouts
-        self._notices = notices
-        self._health = health or HealthConfig()
-        self._letters = letters or DeadLetters()
-
-    def on_accepted(self, deployment_ids: set[str]) -> None:
-        """The acceptor committed dispatches for these deployments."""
-        self.dispatcher.wake(deployment_ids)
-
-    def on_rollout(self, deployment_id: str) -> None:
-        """A version was asked for: its sidecar is asked to load it now (an
-        asleep one's wake was requested in that transaction)."""
-        if self._rollouts is not None:
-            self._rollouts.poke()
-        self.dispatcher.sleepers.poke((deployment_id,))
-
-    async def wakes(self, wait: float) -> list[str]:
-        """``GET /workflows/wakes``: the asleep deployments that have work,
-        waiting up to ``wait`` seconds for one."""
-        return await self.dispatcher.sleepers.wakes(wait)
-
-    async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], str]:
-        """``GET /workflows/wakes?cursor=``: as :meth:`wakes`, answering at
-        once only with news since the answer that gave ``cursor``; and the
-        answer's cursor."""
-        return await self.dispatcher.sleepers.wakes_after(wait, cursor)
-
-    def on_policy(self, deployment_id: str) -> None:
-        """The deployment's failure policy changed: its sidecar is told now."""
-        if self._policies is not None:
-            self._policies.changed(deployment_id)
-
-    def policy_owed(self, deployment_id: str) -> str | None:
-        """The session still owed the deployment's changed policy, if any."""
-        return self._policies.owed(deployment_id) if self._policies is not None else None
-
-    def on_deleted(self, deployment_id: str) -> None:
-        """The deployment was deleted (its epoch bumped in that transaction):
-        its sessions end now, its sidecar is told, and what memory held for
-        it goes."""
-        self.sessions.drop(deployment_id)
-        self.dispatcher.forget(deployment_id)
-        self.dispatcher.sleepers.woke(deployment_id)
-        self._letters.forget(deployment_id)
-        self._notices.fenced(deployment_id, 0, Reason.DEPLOYMENT_NOT_LIVE)
-
-    def health(self) -> dict[str, Any]:
-        dispatcher = self.dispatcher
-        return health_report(
-            self.sessions,
-            dispatcher.stats(),
-            self._health,
-            dispatcher.redelivered(),
-            asleep=dispatcher.sleepers,
-        )
-
-    def deployment_health(self, deployment_id: str) -> dict[str, Any]:
-        """What a deployment's JSON adds from memory: ``connected``,
-        ``last_error``, ``stuck`` (its dispatches that stay unprocessed).
-        Several hubs: the view of the hub that serves the deployment, as its
-        last lease round recorded it (at most a second old)."""
-        leases = self._leases
-        if leases is not None and not leases.serves(deployment_id):
-            view = leases.health_of(deployment_id) or {}
-            return {
-                "connected": bool(view.get("connected", False)),
-                "last_error": view.get("last_error"),
-                "stuck": int(view.get("stuck", 0)),
-            }
-        return self.local_health(deployment_id)
-
-    def local_health(self, deployment_id: str) -> dict[str, Any]:
-        """:meth:`deployment_health` from this hub's own memory."""
-        silence = self.sessions.silence(deployment_id)
-        stuck = stuck_report(self.dispatcher.redelivered(deployment_id), self._health)
-        return {
-            "connected": silence is not None and silence < self._health.stale_after,
-            "last_error": self.dispatcher.last_error(deployment_id),
-            "stuck": stuck[0]["count"] if stuck else 0,
-        }
-
-    def metrics(self) -> str:
-        """``GET /metrics``'s wire part (Prometheus text)."""
-        stuck = stuck_report(self.dispatcher.redelivered(), self._health)
-        stuck_count = sum(s["count"] for s in stuck)
-        return (
-            redelivery_metrics(self.dispatcher.redelivered_total, stuck_count)
-            + self._letters.metrics()
-            + self._gauges()
-        )
-
-    def _gauges(self) -> str:
-        """Per deployment: what waits (the census's, at most a second old) and
-        whether its sidecar answers."""
-        pending = self.dispatcher.stats()["pending"]
-        stale = self._health.stale_after
-        sidecars = {
-            session.deployment_id: (silence := self.sessions.silence(session.deployment_id))
-            is not None
-            and silence < stale
-            for session in self.sessions.all_current()
-        }
-        dep = [("{" + label("deployment", d) + "}", p) for d, p in sorted(pending.items())]
-        lines = family(
-            "mailrun_deployment_pending", "gauge", "Dispatches reserved, not yet delivered.",
-            [(labels, p["count"]) for labels, p in dep],
-        )  # fmt: skip
-        lines += family(
-            "mailrun_deployment_oldest_pending_seconds", "gauge",
-            "Age of the deployment's oldest reserved dispatch.",
-            [(labels, p["oldest_age"]) for labels, p in dep],
-        )  # fmt: skip
-        lines += family(
-            "mailrun_sidecar_connected", "gauge",
-            "1 while the deployment's sidecar session answers, else 0.",
-            [("{" + label("deployment", d) + "}", int(up)) for d, up in sorted(sidecars.items())],
-        )  # fmt: skip
-        return "\n".join(lines) + "\n"
 
 
 async def run_wire(

@@ -1,0 +1,78 @@
+"""The Wire: the wire side as the rest of the hub holds it, told what the
+acceptor, the API and the store's changes did (``on_*``), asked for wakes
+and, through :class:`~hub.wire.reports.WireReports`, for health and metrics."""
+
+from __future__ import annotations
+
+from runtime import Reason
+
+from .delivery import Dispatcher, HealthConfig, PolicyDriver, RolloutDriver
+from .notices import Notices
+from .reports import WireReports
+from .retention import DeadLetters
+from .sessions import LeaseKeeper, SessionTable
+
+
+class Wire(WireReports):
+    """What the rest of the hub sees of the wire side."""
+
+    def __init__(
+        self,
+        sessions: SessionTable,
+        dispatcher: Dispatcher,
+        notices: Notices,
+        health: HealthConfig | None = None,
+        letters: DeadLetters | None = None,
+        rollouts: RolloutDriver | None = None,
+        leases: LeaseKeeper | None = None,
+        policies: PolicyDriver | None = None,
+    ) -> None:
+        self.sessions = sessions
+        self._policies = policies
+        self._leases = leases
+        self.dispatcher = dispatcher
+        self._rollouts = rollouts
+        self._notices = notices
+        self._health = health or HealthConfig()
+        self._letters = letters or DeadLetters()
+
+    def on_accepted(self, deployment_ids: set[str]) -> None:
+        """The acceptor committed dispatches for these deployments."""
+        self.dispatcher.wake(deployment_ids)
+
+    def on_rollout(self, deployment_id: str) -> None:
+        """A version was asked for: its sidecar is asked to load it now (an
+        asleep one's wake was requested in that transaction)."""
+        if self._rollouts is not None:
+            self._rollouts.poke()
+        self.dispatcher.sleepers.poke((deployment_id,))
+
+    async def wakes(self, wait: float) -> list[str]:
+        """``GET /workflows/wakes``: the asleep deployments that have work,
+        waiting up to ``wait`` seconds for one."""
+        return await self.dispatcher.sleepers.wakes(wait)
+
+    async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], str]:
+        """``GET /workflows/wakes?cursor=``: as :meth:`wakes`, answering at
+        once only with news since the answer that gave ``cursor``; and the
+        answer's cursor."""
+        return await self.dispatcher.sleepers.wakes_after(wait, cursor)
+
+    def on_policy(self, deployment_id: str) -> None:
+        """The deployment's failure policy changed: its sidecar is told now."""
+        if self._policies is not None:
+            self._policies.changed(deployment_id)
+
+    def policy_owed(self, deployment_id: str) -> str | None:
+        """The session still owed the deployment's changed policy, if any."""
+        return self._policies.owed(deployment_id) if self._policies is not None else None
+
+    def on_deleted(self, deployment_id: str) -> None:
+        """The deployment was deleted (its epoch bumped in that transaction):
+        its sessions end now, its sidecar is told, and what memory held for
+        it goes."""
+        self.sessions.drop(deployment_id)
+        self.dispatcher.forget(deployment_id)
+        self.dispatcher.sleepers.woke(deployment_id)
+        self._letters.forget(deployment_id)
+        self._notices.fenced(deployment_id, 0, Reason.DEPLOYMENT_NOT_LIVE)
