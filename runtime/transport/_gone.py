@@ -4,7 +4,7 @@ task per request; the request's deadline rides on the same cancel scope.
 
 A request made on a client that nats-py then closes for good could never be
 answered there; it must end at once, to be sent again on the client that
-replaces it (``_nats``). A task per request that waits for the end and
+replaces it (``_nats_connection``). A task per request that waits for the end and
 cancels the request's group did that, at the price of a task group, a
 second task and its cancellation for every request (a lone mail makes one
 each way). Here each request registers its own cancel scope while it waits;

@@ -1,7 +1,7 @@
 """The edge between nats-py and the runtime: NATS URLs checked up front,
 and nats-py's errors (and the socket's) as the runtime's transport errors.
 
-Kept apart from the connection's life (``_nats``) so that what a caller of
+Kept apart from the connection's life (``_nats_connection``) so that what a caller of
 the transport may see raised is read in one place.
 """
 

@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 
-from ._nats import DEFAULT_BACKOFF, NatsTransport
+from ._nats import NatsTransport
 from ._nats_edge import check_url
+from ._nats_hooks import DEFAULT_BACKOFF
 from ._protocol import Transport
 
 

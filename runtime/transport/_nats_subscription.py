@@ -1,6 +1,6 @@
 """What a NATS subscription hands its reader: messages, and one subscription
 that outlives the client it was made on (the keeper subscribes it again on
-a new one, ``_nats``).
+a new one, ``_nats_connection``).
 
 Messages come through nats-py's callback form (``subscribe(cb=...)``), not
 its message iterator: the iterator makes a task and an ``asyncio.wait`` for
