@@ -2,7 +2,7 @@
 ``ast`` (nothing is imported): no cycles, hub and sidecar never import each
 other, runtime imports neither, a package's rooms (its sub-packages) are
 each entered through their package, and no folder holds more than a dozen
-modules.
+modules, its ``__init__.py`` counted.
 
 Every import statement counts, wherever it stands: at the top, inside a
 function, or under ``if TYPE_CHECKING:`` (a type-only cycle still ties two
@@ -26,6 +26,11 @@ PACKAGES = ("runtime", "hub", "sidecar")
 MAX_FLAT_HUB_MODULES = 10
 MIN_HUB_ROOMS = 3
 MAX_MODULES_A_FOLDER = 12
+"""Counting the folder's ``__init__.py``: it is one more module to read there."""
+CROWDED_FOR_NOW = {
+    "sidecar/execution": "13 with __init__.py: its modules are being changed; grouped after that",
+}
+"""Folders over the limit for now, each with why it is not grouped yet."""
 
 Graph = dict[str, set[str]]
 
@@ -345,13 +350,11 @@ def test_hub_is_rooms_with_few_flat_modules() -> None:
 
 
 def folders() -> dict[str, list[str]]:
-    """Every folder of the three packages (``hub/store``) -> its modules but ``__init__.py``."""
+    """Every folder of the three packages (``hub/store``) -> its modules, ``__init__.py`` too."""
     found: dict[str, list[str]] = {}
     for package in PACKAGES:
         for folder in sorted({p.parent for p in (REPO / package).rglob("*.py")}):
-            found[folder.relative_to(REPO).as_posix()] = sorted(
-                p.name for p in folder.glob("*.py") if p.name != "__init__.py"
-            )
+            found[folder.relative_to(REPO).as_posix()] = sorted(p.name for p in folder.glob("*.py"))
     return found
 
 
@@ -365,12 +368,16 @@ def crowded(found: dict[str, list[str]]) -> list[str]:
 
 
 def test_no_folder_holds_more_than_a_dozen_modules() -> None:
-    found = crowded(folders())
-    assert found == [], "\n".join(found)
+    found = folders()
+    over = crowded({f: m for f, m in found.items() if f not in CROWDED_FOR_NOW})
+    assert over == [], "\n".join(over)
+    grouped = [f for f in CROWDED_FOR_NOW if not crowded({f: found.get(f, [])})]
+    assert grouped == [], "no longer crowded: drop it from CROWDED_FOR_NOW"
 
 
 def test_a_crowded_folder_is_named() -> None:
-    modules = [f"m{i}.py" for i in range(MAX_MODULES_A_FOLDER + 1)]
+    # __init__.py is counted: a package with 11 modules beside it is full.
+    modules = ["__init__.py", *(f"m{i}.py" for i in range(MAX_MODULES_A_FOLDER))]
     found = {"runtime": modules, "hub/up": modules[:-1]}
     assert crowded(found) == [
         f"runtime/ holds 13 modules (at most {MAX_MODULES_A_FOLDER}): "
