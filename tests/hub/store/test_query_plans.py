@@ -27,6 +27,8 @@ from hub.store import (
     accept_triggers,
     count_by_status,
     count_reserved,
+    deployments_to_wake,
+    find_overdue,
     floor_seq,
     load_reserved,
     record_answers,
@@ -178,7 +180,8 @@ async def test_a_lone_mails_statements_are_compiled_once(tmp_path: Path) -> None
     index on a constant (``dispatch_parked``: status = 'parked') made SQLite
     compile that statement again at every run, as if the schema had changed
     (the load of reserved rows 88 us instead of 8): compiling is what calls
-    the authorizer."""
+    the authorizer. The reads the hub makes every second, whatever the mail,
+    likewise."""
     async with await SqliteStore.open(tmp_path / "hub.db") as store:
         dep = await deploy(store, "lone")
         compiled: list[str] = []
@@ -207,7 +210,11 @@ async def test_a_lone_mails_statements_are_compiled_once(tmp_path: Path) -> None
             await step("accept", store.transact(partial(accept_triggers, triggers=[trigger])))
             load = partial(load_reserved, deployment_id=dep.id, limit=8, after=n - 1)
             (row,) = await step("load", store.read(load))
+            # The census, the redelivery sweep and the wakes' read: each once a second.
             await step("count", store.read(count_reserved))
+            sweep = partial(find_overdue, window=64, before=time.time())
+            await step("sweep", store.read(sweep))
+            await step("wakes", store.read(deployments_to_wake))
             fence = Fence(dep.id, 0)  # nobody claimed it: epoch 0
             refuse = partial(
                 record_answers, fence=fence, acked=[], refused=[(row.id, "no")], now=time.time()
