@@ -119,11 +119,12 @@ async def bench(mails: int, rate: float, deployments: int, tmp: Path) -> dict[st
             mail = {"to": addresses[i % deployments], "subject": subject}
             status, sent = await call("POST", "/mail", json=mail)
             assert status == 202, sent
-        final = await wait_for(
-            lambda: (lines := handled()) and len(lines) >= mails + deployments and lines,
-            timeout=120,
-            what="every mail handled",
-        )
+
+        def all_handled() -> list[tuple[str, float]] | None:
+            lines = handled()
+            return lines if len(lines) >= mails + deployments else None
+
+        final = await wait_for(all_handled, timeout=120, what="every mail handled")
         after = {role: schedstat(p) for role, p in pids.items()}
     seen = [(subject, at) for subject, at in final if subject != "warm"]
     at = dict(seen)
