@@ -49,6 +49,11 @@ _HELD_NAMES = ", ".join(f":held{i}" for i in range(len(_HELD)))
 _HELD_MARKS = ", ".join("?" * len(_HELD))
 
 
+# The statuses written out, not bound: SQLite compiles a statement that binds
+# one again at every run (the table's partial index on a status; docs/hub.md).
+_DELIVERED, _RESERVED = DispatchStatus.DELIVERED.value, DispatchStatus.RESERVED.value
+
+
 def _overdue(smaller: str) -> str:
     """The query, with the scalar minimum of two as each database spells it."""
     return f"""
@@ -56,12 +61,12 @@ SELECT d.id, d.deployment_id, d.seq, d.delivered_at
 FROM deployment dep CROSS JOIN workflow_run_dispatch d
 LEFT JOIN workflow_run r ON r.id = d.run_id
 WHERE dep.deleted_at IS NULL AND dep.paused_at IS NULL
-  AND d.deployment_id = dep.id AND d.status = :delivered
+  AND d.deployment_id = dep.id AND d.status = '{_DELIVERED}'
   AND d.seq < :window + {smaller}(
         COALESCE((SELECT MIN(x.seq) FROM workflow_run_dispatch x
-                  WHERE x.deployment_id = dep.id AND x.status = :reserved), {_NO_SEQ}),
+                  WHERE x.deployment_id = dep.id AND x.status = '{_RESERVED}'), {_NO_SEQ}),
         COALESCE((SELECT MIN(x.seq) FROM workflow_run_dispatch x
-                  WHERE x.deployment_id = dep.id AND x.status = :delivered), {_NO_SEQ}))
+                  WHERE x.deployment_id = dep.id AND x.status = '{_DELIVERED}'), {_NO_SEQ}))
   AND d.delivered_at < :before
   AND (r.status IS NULL OR r.status NOT IN ({_HELD_NAMES})
        OR d.kind IN ('approval', 'resume', 'cancel'))
@@ -93,8 +98,6 @@ _STILL_OPEN = sql(
 def overdue_params(window: int, before: float) -> dict[str, object]:
     """:data:`OVERDUE`'s parameters."""
     return {
-        "delivered": DispatchStatus.DELIVERED.value,
-        "reserved": DispatchStatus.RESERVED.value,
         "window": window,
         "before": before,
         **{f"held{i}": status for i, status in enumerate(_HELD)},

@@ -120,9 +120,12 @@ _SUPERSEDE = sql(
     "UPDATE deployment_version SET status = ? WHERE deployment_id = ? AND status = ?"
     " AND version = (SELECT rollout_version FROM deployment WHERE id = ?)"
 )
+# The anchor's status written out: bound, SQLite would compile the statement
+# again at every run (the run table's partial index on a status).
 _LIVE = sql(
     "SELECT d.version FROM deployment d JOIN workflow_run a ON a.id = d.id"
-    " AND a.is_anchor = 1 WHERE d.id = ? AND d.deleted_at IS NULL AND a.status = ?"
+    " AND a.is_anchor = 1 WHERE d.id = ? AND d.deleted_at IS NULL"
+    f" AND a.status = '{DeploymentStatus.DEPLOYED}'"
 )
 # ``deployment.entrypoint`` follows the active version (the deployment view's).
 _FINISH = sql(
@@ -231,7 +234,7 @@ def _supersede(tx: Tx, deployment_id: str) -> None:
 
 def _live(tx: Tx, deployment_id: str) -> int:
     """The active version of a live deployment; raises for any other."""
-    row = tx.fetch_one(_LIVE, (deployment_id, DeploymentStatus.DEPLOYED))
+    row = tx.fetch_one(_LIVE, (deployment_id,))
     if row is None:
         raise DeploymentNotLive(f"deployment {deployment_id} is not live")
     return int(row[0])

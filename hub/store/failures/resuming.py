@@ -23,7 +23,12 @@ _RUN = sql(
     "SELECT r.deployment_id, r.status, d.version FROM workflow_run r"
     " JOIN deployment d ON d.id = r.deployment_id WHERE r.id = ? AND r.is_anchor = 0"
 )
-_SUSPENDED = sql("SELECT id FROM workflow_run WHERE deployment_id = ? AND status = ? ORDER BY id")
+# The statuses compared are written out: bound, SQLite would compile these
+# statements again at every run (the run table's partial index on a status).
+_IS_SUSPENDED = f"status = '{RunStatus.SUSPENDED}'"
+_SUSPENDED = sql(
+    f"SELECT id FROM workflow_run WHERE deployment_id = ? AND {_IS_SUSPENDED} ORDER BY id"
+)
 _RESTAMP = sql("UPDATE workflow_run_dispatch SET version = ? WHERE run_id = ? AND status IN (?, ?)")
 _RUNNING = sql(
     "UPDATE workflow_run SET status = ?, suspended_at = NULL, failing_dispatch_id = NULL,"
@@ -34,7 +39,7 @@ _FAILED_ON = sql(
     "SELECT COALESCE(f.version, 1) AS failed_on, d.version AS active"
     " FROM workflow_run r JOIN deployment d ON d.id = r.deployment_id"
     " JOIN workflow_run_dispatch f ON f.id = r.failing_dispatch_id"
-    " WHERE r.id = ? AND r.status = ?"
+    f" WHERE r.id = ? AND r.{_IS_SUSPENDED}"
 )
 
 
@@ -55,7 +60,7 @@ def resume_suspended(tx: Tx, deployment_id: str) -> list[str]:
     row = tx.fetch_one(_ACTIVE, (deployment_id,))
     if row is None:
         return []
-    runs = [str(r["id"]) for r in tx.fetch_all(_SUSPENDED, (deployment_id, RunStatus.SUSPENDED))]
+    runs = [str(r["id"]) for r in tx.fetch_all(_SUSPENDED, (deployment_id,))]
     for run_id in runs:
         _resume(tx, run_id, deployment_id, int(row["version"]))
     return runs
@@ -67,7 +72,7 @@ def resume_if_outdated(tx: Tx, run_id: str) -> str | None:
     longer the active one (the suspension crossed an activation, which
     resumed the suspended runs before this one was); the resume dispatch's
     id, or None. An item that fails under the active version stays suspended."""
-    row = tx.fetch_one(_FAILED_ON, (run_id, RunStatus.SUSPENDED))
+    row = tx.fetch_one(_FAILED_ON, (run_id,))
     if row is None or int(row["failed_on"]) == int(row["active"]):
         return None
     deployment = tx.fetch_one(_RUN, (run_id,))

@@ -43,9 +43,11 @@ _CLAIM = sql(
     " WHERE id = ? AND owner_instance IS NOT DISTINCT FROM ?"
     " AND owner_home IS NOT DISTINCT FROM ? AND owner_epoch = ? AND deleted_at IS NULL",
 )
+# The status compared is written out: bound, SQLite would compile the
+# statement again at every run (the table's partial index on a status).
 _REDELIVER = sql(
     "UPDATE workflow_run_dispatch SET status = ?, delivered_at = NULL"
-    " WHERE deployment_id = ? AND status = ?"
+    f" WHERE deployment_id = ? AND status = '{DispatchStatus.DELIVERED}'"
 )
 
 
@@ -77,5 +79,5 @@ def commit_claim(
     if claimed != 1:
         return False
     if owner_epoch != read.owner_epoch:
-        tx.execute(_REDELIVER, (DispatchStatus.RESERVED, deployment_id, DispatchStatus.DELIVERED))
+        tx.execute(_REDELIVER, (DispatchStatus.RESERVED, deployment_id))
     return True

@@ -26,8 +26,11 @@ _DEPLOYMENT = sql(
     " WHERE id = ? AND deleted_at IS NULL FOR UPDATE",
 )
 _ASLEEP = sql("SELECT since FROM deployment_sleep WHERE deployment_id = ?")
+# The status written out, not bound: SQLite compiles a statement that binds
+# it again at every run (the table's partial index on a status; docs/hub.md).
+_IS_RESERVED = f"status = '{DispatchStatus.RESERVED}'"
 _RESERVED = sql(
-    "SELECT 1 FROM workflow_run_dispatch WHERE deployment_id = ? AND status = ? LIMIT 1"
+    f"SELECT 1 FROM workflow_run_dispatch WHERE deployment_id = ? AND {_IS_RESERVED} LIMIT 1"
 )
 _FALL_ASLEEP = sql("INSERT INTO deployment_sleep (deployment_id, since) VALUES (?, ?)")
 _WAKE = sql("DELETE FROM deployment_sleep WHERE deployment_id = ?")
@@ -43,7 +46,7 @@ _ALL_ASLEEP = sql(f"{_LIVE_ASLEEP} ORDER BY s.deployment_id")
 _TO_WAKE = sql(
     f"""{_LIVE_ASLEEP} AND (s.wake_requested IS NOT NULL OR (d.paused_at IS NULL AND EXISTS (
   SELECT 1 FROM workflow_run_dispatch x WHERE x.deployment_id = s.deployment_id
-  AND x.status = ?))) ORDER BY s.since, s.deployment_id"""
+  AND x.{_IS_RESERVED}))) ORDER BY s.since, s.deployment_id"""
 )
 
 BUSY_RESERVED = "a dispatch waits for delivery"
@@ -65,7 +68,7 @@ def grant_sleep(tx: Tx, fence: Fence) -> str | None:
         return None
     if row[1] is not None:
         return BUSY_ROLLOUT
-    if row[0] is None and tx.fetch_one(_RESERVED, (dep, DispatchStatus.RESERVED)) is not None:
+    if row[0] is None and tx.fetch_one(_RESERVED, (dep,)) is not None:
         return BUSY_RESERVED
     tx.execute(_FALL_ASLEEP, (dep, time.time()))
     return None
@@ -91,4 +94,4 @@ def asleep_deployments(tx: Tx) -> list[str]:
 
 def deployments_to_wake(tx: Tx) -> list[str]:
     """The asleep live deployments that have work, longest asleep first."""
-    return [str(row[0]) for row in tx.fetch_all(_TO_WAKE, (DispatchStatus.RESERVED,))]
+    return [str(row[0]) for row in tx.fetch_all(_TO_WAKE)]

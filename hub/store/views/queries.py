@@ -203,8 +203,11 @@ _ORDERED = " ORDER BY d.created_at, d.id"
 _DEPLOYMENT_VIEWS = sql(
     f"{_DEPLOYMENT}{_ANCHOR}{_ORDERED}", postgres=f"{_DEPLOYMENT}{_ANCHOR_PG}{_ORDERED}"
 )
+# The status asked for is the caller's, so bound; ``+`` keeps SQLite from
+# weighing the run table's partial index on a status against it, which it
+# would do (compiling the statement again) at every run.
 _DEPLOYMENT_VIEWS_IN = sql(
-    f"{_DEPLOYMENT}{_ANCHOR} WHERE a.status = ?{_ORDERED}",
+    f"{_DEPLOYMENT}{_ANCHOR} WHERE +a.status = ?{_ORDERED}",
     postgres=f"{_DEPLOYMENT}{_ANCHOR_PG} WHERE a.status = ?{_ORDERED}",
 )
 _QUARANTINED = (

@@ -10,8 +10,9 @@ A sidecar stores frames whatever order they land in and processes its inbox
 in seq order (a gap waits), so frames overtaking each other is harmless.
 One rule keeps a trickle cheap (Nagle's): a load that did not fill a frame
 holds the next load until it is settled, so mail accepted meanwhile goes in
-one frame rather than one frame per accept (such a load's one frame is sent
-by the lane itself, which has nothing else to do until it is settled). And
+one frame rather than one frame per accept (such a load's one frame is sent,
+and its answer settled, by the lane's feed itself, which has nothing else to
+do until it is settled). And
 a settle alone loads nothing: rows become reserved by a poke (an accept, a hello, a rewind), or
 were left behind by a load that took as many as it could, so a lone mail
 costs one load, not one more that finds nothing.
@@ -127,6 +128,8 @@ class Window:
     more: bool = True
     """The last load may have left reserved rows behind (it took as many as
     it could), or this pass has not loaded yet."""
+    draining: bool = False
+    """The feed has ended: the pass waits for what is out to settle."""
 
     async def run(self) -> PassEnd:
         try:
@@ -134,6 +137,7 @@ class Window:
                 tg.start_soon(self._settler)
                 end = await self._feed(tg)
                 # Each request ends within its timeout; its answer is settled.
+                self.draining = True
                 while self.out:
                     await self.lane.wake.wait()
                 tg.cancel_scope.cancel()
@@ -175,9 +179,10 @@ class Window:
                         if len(frames) == 1:
                             # Nagle's rule holds every load until this frame
                             # is settled: the feed has nothing to do but wait
-                            # for it, so it sends it itself (a lone mail's
-                            # frame costs no task).
-                            await self._send(subject, frames[0])
+                            # for it, so it sends and settles it itself (a
+                            # lone mail's frame costs no task, and its answer
+                            # no turn of the settler and of the feed again).
+                            await self._send_alone(subject, frames[0])
                             continue
                     for frame in frames:
                         tg.start_soon(self._send, subject, frame)
@@ -221,58 +226,78 @@ class Window:
         self.answered += [item.dispatch_id for item in items(frame)]
         self.ready.set()
 
+    async def _send_alone(self, subject: str, frame: MailInbound | MailBatch) -> None:
+        """The feed's own frame, sent and its answer settled on the feed's
+        task: the settler is not woken, and the feed is not woken after it."""
+        result = await send(self.sending.transport, subject, frame, self.sending.request_timeout)
+        self.error = self.error or _why(result)
+        await self._settle(result, [item.dispatch_id for item in items(frame)])
+
     async def _settler(self) -> None:
-        sending, lane, dep = self.sending, self.lane, self.session.deployment_id
         while True:
             await self.ready.wait()
             answers, answered = self.answers, self.answered
             self.answers, self.answered = Answers(), []
-            if answers.acked or answers.refused:
-                sending.sessions.seen(dep)
-            held = None
-            try:
-                ok, held = await settle(
-                    sending.store,
-                    sending.sessions,
-                    self.session,
-                    answers,
-                    sending.marks,
-                    self.ready.set,
-                    self._written,
-                )
-                if ok and held is None and sending.metrics:
-                    sending.metrics.delivered.inc(dep, len(answers.acked))
-            except Exception as exc:
-                log.exception("settling answers of %s failed", dep)
-                answers.failed, answers.last_error = answers.failed + 1, f"settle: {exc}"
-            if answers.refused:
-                log.warning("sidecar of %s refused: %s", dep, answers.refused[:5])
-            why = _why(answers)
-            self.error = self.error or why
-            if why is None and answers.acked:
-                lane.retry.succeeded()
-            # A held mark keeps its dispatches out until it is written.
-            kept = set(held.acked) if held is not None else ()
-            for dispatch_id in answered:
-                if dispatch_id not in kept:
-                    self.out.pop(dispatch_id, None)
-            self.small.difference_update(answered)
-            if held is not None:
-                self.held.append(held)
+            await self._settle(answers, answered)
+            # Held marks come due on a timer that wakes the settler alone.
             if self.held:
                 await self._marks()
-            lane.wake.set()
+            self.lane.wake.set()
+
+    async def _settle(self, answers: Answers, answered: list[str]) -> None:
+        """Record ``answers`` (of the dispatches ``answered``) and let their
+        dispatches leave the window (or wait in it for their held mark).
+        The settler's and the feed's may interleave at their awaits: each
+        settles its own answers, and the window's state changes between
+        awaits only."""
+        sending, lane, dep = self.sending, self.lane, self.session.deployment_id
+        if answers.acked or answers.refused:
+            sending.sessions.seen(dep)
+        held = None
+        try:
+            ok, held = await settle(
+                sending.store,
+                sending.sessions,
+                self.session,
+                answers,
+                sending.marks,
+                self.ready.set,
+                self._written,
+            )
+            if ok and held is None and sending.metrics:
+                sending.metrics.delivered.inc(dep, len(answers.acked))
+        except Exception as exc:
+            log.exception("settling answers of %s failed", dep)
+            answers.failed, answers.last_error = answers.failed + 1, f"settle: {exc}"
+        if answers.refused:
+            log.warning("sidecar of %s refused: %s", dep, answers.refused[:5])
+        why = _why(answers)
+        self.error = self.error or why
+        if why is None and answers.acked:
+            lane.retry.succeeded()
+        # A held mark keeps its dispatches out until it is written.
+        kept = set(held.acked) if held is not None else ()
+        for dispatch_id in answered:
+            if dispatch_id not in kept:
+                self.out.pop(dispatch_id, None)
+        self.small.difference_update(answered)
+        if held is not None:
+            self.held.append(held)
 
     def _written(self, held: Held) -> None:
         """The events' transaction wrote ``held``: its dispatches leave the
         window at once, without a turn of the settler."""
         if held in self.held:
             self.held.remove(held)
+        full = len(self.out) >= self.sending.window
         for dispatch_id in held.acked:
             self.out.pop(dispatch_id, None)
         if self.sending.metrics:
             self.sending.metrics.delivered.inc(self.session.deployment_id, len(held.acked))
-        self.lane.wake.set()
+        # The feed waits for room, or the pass for what is out: else nothing
+        # it waits for changed (a lone mail's mark woke it to find nothing).
+        if full or self.draining:
+            self.lane.wake.set()
 
     async def _marks(self) -> None:
         """Held marks that are due and nobody took (their timer woke the

@@ -14,6 +14,7 @@ import sqlite3
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,9 @@ from hub.store import (
     accept_triggers,
     count_by_status,
     count_reserved,
+    deployments_to_wake,
+    find_overdue,
+    floor_seq,
     load_reserved,
     record_answers,
     trim_changes,
@@ -168,3 +172,83 @@ async def test_the_guard_sees_a_scan(tmp_path: Path) -> None:
         scanning: ["workflow_run_dispatch"],
         guessed[:200]: ["workflow_run"],
     }
+
+
+async def test_a_lone_mails_statements_are_compiled_once(tmp_path: Path) -> None:
+    """Mail after mail, the statements of a lone mail's path run as SQLite
+    compiled them the first time. A value bound where the table has a partial
+    index on a constant (``dispatch_parked``: status = 'parked') made SQLite
+    compile that statement again at every run, as if the schema had changed
+    (the load of reserved rows 88 us instead of 8): compiling is what calls
+    the authorizer. The reads the hub makes every second, whatever the mail,
+    likewise."""
+    async with await SqliteStore.open(tmp_path / "hub.db") as store:
+        dep = await deploy(store, "lone")
+        compiled: list[str] = []
+
+        def authorizer(action: int, *names: str | None) -> int:
+            # A pragma is the database's own, set when a use needs another
+            # busy timeout (a transaction sent to a worker thread, under load).
+            if action != sqlite3.SQLITE_PRAGMA:
+                compiled.append(f"{action} {names}")
+            return sqlite3.SQLITE_OK
+
+        for db in (store._writer, store._reader):
+            await db.read(lambda conn: conn.set_authorizer(authorizer))
+
+        def dead_letter(event: Event, reason: str) -> None:
+            raise AssertionError(reason)
+
+        async def lone_mail(n: int) -> dict[str, int]:
+            """One mail through the store's steps; how many compilations each cost."""
+            costs: dict[str, int] = {}
+
+            async def step(name: str, run: Any) -> Any:
+                before = len(compiled)
+                result = await run
+                costs[name] = len(compiled) - before
+                return result
+
+            trigger = Trigger(address=dep.address, sender="a@b.c", subject=f"m{n}", body=b"x")
+            await step("accept", store.transact(partial(accept_triggers, triggers=[trigger])))
+            load = partial(load_reserved, deployment_id=dep.id, limit=8, after=n - 1)
+            (row,) = await step("load", store.read(load))
+            # The census, the redelivery sweep and the wakes' read: each once a second.
+            await step("count", store.read(count_reserved))
+            sweep = partial(find_overdue, window=64, before=time.time())
+            await step("sweep", store.read(sweep))
+            await step("wakes", store.read(deployments_to_wake))
+            fence = Fence(dep.id, 0)  # nobody claimed it: epoch 0
+            refuse = partial(
+                record_answers, fence=fence, acked=[], refused=[(row.id, "no")], now=time.time()
+            )
+            await step("refuse", store.transact(refuse))
+            settle = partial(
+                record_answers, fence=fence, acked=[row.id], refused=[], now=time.time()
+            )
+            await step("settle", store.transact(settle))
+            event = DispatchProcessed(
+                event_id=new_id("evt"),
+                run_id=row.run_id,
+                dispatch_id=row.id,
+                seq=row.seq,
+                state={"n": n},
+                step=n,
+                version=1,
+                at=time.time(),
+            )
+
+            def ingest(tx: Tx) -> None:
+                batch = ProcessedBatch(tx, dep.id, time.time(), dead_letter)
+                batch.apply([event])
+                trim_history(tx, batch.runs_with_events, 2)
+                floor_seq(tx, dep.id)
+
+            await step("ingest", store.transact(ingest))
+            return costs
+
+        first = await lone_mail(1)
+        assert all(first.values()), first  # the authorizer sees a compilation
+        # Past the first mail, and past the history's trim (keep 2): nothing new.
+        later = [await lone_mail(n) for n in range(2, 7)]
+        assert later[-2:] == [dict.fromkeys(first, 0)] * 2, later

@@ -11,8 +11,9 @@ import pytest
 from hub.store import Fence
 from hub.wire.delivery import Marks
 from hub.wire.delivery.dispatcher import DispatchConfig
+from hub.wire.delivery.window import Lane
 from hub.wire.service import WireConfig
-from runtime import Backoff, EventsAck
+from runtime import Backoff, EventsAck, Wakeup
 from tests.support import wait_for
 from tests.support.wire import accept, processed, running_hub, send, served
 
@@ -104,4 +105,46 @@ async def test_a_mark_nobody_takes_is_written_alone_and_sent_once(tmp_path: Path
         # Held or written, a mark's dispatch is never sent twice.
         assert [f.dispatch_id for f in inbox.frames[:2]] == [r.dispatch_id for r in receipts]
         assert [f.seq for f in inbox.frames] == [1, 2, 3]
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_a_lone_mail_wakes_its_lane_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The accept's poke wakes the feed, which sends the lone frame and settles
+    # its ack itself; the events' transaction that writes the held mark frees
+    # room the feed was not waiting for. Neither wakes the feed again (each
+    # did, a turn of the feed that found nothing to load).
+    sets: dict[int, int] = {}
+    lane_wakes: set[int] = set()
+    real_set, real_poke = Wakeup.set, Lane.poke
+
+    def counted_set(self: Wakeup) -> None:
+        sets[id(self)] = sets.get(id(self), 0) + 1
+        real_set(self)
+
+    def recorded_poke(self: Lane) -> None:
+        lane_wakes.add(id(self.wake))
+        real_poke(self)
+
+    async with running_hub(tmp_path, config=config(600.0)) as hub, anyio.create_task_group() as tg:
+        car, inbox, _ = await served(hub, tg)
+        dep = car.dep
+        marks = hub.wire.dispatcher.marks
+        assert marks is not None
+        monkeypatch.setattr(Wakeup, "set", counted_set)
+        monkeypatch.setattr(Lane, "poke", recorded_poke)
+        (receipt,) = await accept(hub, dep, [b"lone"])
+        await wait_for(lambda: marks.waiting(dep.id) == 1)
+        assert isinstance(await send(car, processed(receipt)), EventsAck)
+        row = await hub.one(
+            "SELECT status, delivered_at FROM workflow_run_dispatch WHERE id = ?",
+            receipt.dispatch_id,
+        )
+        assert row["status"] == "processed" and row["delivered_at"] is not None
+        assert len(lane_wakes) == 1 and [sets.get(i, 0) for i in lane_wakes] == [1]
+        # The window let it go all the same: the next mail goes out at once.
+        await accept(hub, dep, [b"next"])
+        await wait_for(lambda: [f.seq for f in inbox.frames] == [1, 2])
         tg.cancel_scope.cancel()
