@@ -5,10 +5,19 @@ The sources (``{path: text}``) are written under
 package of their own (``mailrun_workflow_<hex>``), so user module names never
 collide with the sidecar's or the standard library's, relative imports work
 between the files, and tracebacks point at real files.
+
+A start whose sources are those already written leaves the files (and the
+bytecode Python cached beside them) as they are: a digest of the sources,
+kept beside the directory, is written (and fsynced) after the files and
+removed before any rewrite, and the files are read back and compared, so a
+write cut short by a crash or a power cut is done again at the next start.
+A new version of the sources (a rollout, an upgrade's record) has another
+digest and is written afresh.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 import shutil
@@ -18,11 +27,15 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from runtime import InvalidSources, Sources, check_layout
+from runtime import InvalidSources, Sources, check_layout, write_atomic
 
 from .._errors import EntrypointError, WorkflowLoadError
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
+
+_LAYOUT = b"mailrun workflow sources, layout 1\n"
+"""Begins every digest: changed when the way sources are written changes,
+so that an upgrade writes them again."""
 
 
 def load_workflow(sources: Sources, src_dir: Path, deployment_id: str, version: int = 1) -> Handler:
@@ -113,6 +126,11 @@ def _write_sources(files: dict[str, str], src_dir: Path) -> None:
     except InvalidSources as exc:
         raise WorkflowLoadError(f"the sources cannot be laid out: {exc}") from None
     targets = [(src_dir.joinpath(*name.split("/")), text) for name, text in files.items()]
+    mark = written_mark(src_dir)
+    digest = _digest(files)
+    if _written(mark, digest, targets):
+        return
+    mark.unlink(missing_ok=True)
     # Files of an earlier version of the sources must not linger importable.
     if src_dir.exists():
         shutil.rmtree(src_dir)
@@ -120,6 +138,34 @@ def _write_sources(files: dict[str, str], src_dir: Path) -> None:
     for path, text in targets:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.write_text(text, encoding="utf-8")
+    write_atomic(mark, digest)
+
+
+def written_mark(src_dir: Path) -> Path:
+    """The file beside ``src_dir`` holding the digest of the sources written in it."""
+    return src_dir.with_name(f".{src_dir.name}.sources")
+
+
+def _written(mark: Path, digest: bytes, targets: list[tuple[Path, str]]) -> bool:
+    """Whether the sources of ``digest`` are on disk whole. The mark says that
+    the directory holds these files and no others; reading them back says
+    that none was cut short (the files are not fsynced: after a power cut one
+    may be empty under a mark that was)."""
+    try:
+        if mark.read_bytes() != digest:
+            return False
+        return all(path.read_bytes() == text.encode("utf-8") for path, text in targets)
+    except OSError:
+        return False
+
+
+def _digest(files: dict[str, str]) -> bytes:
+    hashed = hashlib.sha256(_LAYOUT)
+    for name in sorted(files):
+        for part in (name.encode("utf-8"), files[name].encode("utf-8")):
+            hashed.update(len(part).to_bytes(8, "big"))
+            hashed.update(part)
+    return hashed.hexdigest().encode()
 
 
 def _package_name(deployment_id: str, version: int = 1) -> str:
