@@ -216,6 +216,13 @@ def test_the_wake_bench_wakes_every_asleep_deployment_once() -> None:
     assert many["hub_rss_mib"] > 0  # the hub was found and sampled
 
 
+def test_the_up_poll_bench_prices_polls_that_keep_every_deployment_admitted() -> None:
+    figures = bench("up_poll.py", "--deployments", "20", "--polls", "10")
+    assert (figures["deployments"], figures["polls"], figures["admitted"]) == (20, 10, 20)
+    rounds = figures["rounds_ms"]
+    assert isinstance(rounds, list) and len(rounds) == 5
+
+
 def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> None:
     # The script exits non-zero unless each start handled its mail once and fell asleep.
     figures = bench("boot.py", "--starts", "2", "--idle-stop", "0.3")
