@@ -47,8 +47,8 @@ def load_workflow(sources: Sources, src_dir: Path, deployment_id: str, version: 
     malformed or missing, or not an async function).
     """
     _split(sources.entrypoint)
-    _write_sources(sources.files, src_dir)
-    _package(src_dir, deployment_id, version)
+    written = _write_sources(sources.files, src_dir)
+    _package(src_dir, deployment_id, version, written=written)
     return resolve_entrypoint(deployment_id, sources.entrypoint, version)
 
 
@@ -118,7 +118,8 @@ def _split(entrypoint: str) -> tuple[str, str]:
     return module_name, attr
 
 
-def _write_sources(files: dict[str, str], src_dir: Path) -> None:
+def _write_sources(files: dict[str, str], src_dir: Path) -> bool:
+    """Lay ``files`` out under ``src_dir`` unless they are there; whether it wrote."""
     # The hub accepted these under the same rule; a record from elsewhere (a
     # join token, an older hub) is held to it before anything is written.
     try:
@@ -129,7 +130,7 @@ def _write_sources(files: dict[str, str], src_dir: Path) -> None:
     mark = written_mark(src_dir)
     digest = _digest(files)
     if _written(mark, digest, targets):
-        return
+        return False
     mark.unlink(missing_ok=True)
     # Files of an earlier version of the sources must not linger importable.
     if src_dir.exists():
@@ -139,6 +140,7 @@ def _write_sources(files: dict[str, str], src_dir: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         path.write_text(text, encoding="utf-8")
     write_atomic(mark, digest)
+    return True
 
 
 def written_mark(src_dir: Path) -> Path:
@@ -175,14 +177,18 @@ def _package_name(deployment_id: str, version: int = 1) -> str:
     return "mailrun_workflow_" + deployment_id.rpartition("_")[2] + suffix
 
 
-def _package(src_dir: Path, deployment_id: str, version: int) -> str:
+def _package(src_dir: Path, deployment_id: str, version: int, *, written: bool) -> str:
     """Register a fresh package whose submodules are the source files."""
     name = _package_name(deployment_id, version)
-    for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[loaded]
+    if name in sys.modules:  # loaded before in this process: its modules go too
+        for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[loaded]
     package = types.ModuleType(name, f"workflow sources of {deployment_id}")
     package.__path__ = [str(src_dir)]
     package.__package__ = name
     sys.modules[name] = package
-    importlib.invalidate_caches()
+    if written:
+        # A finder that listed these directories before must look again;
+        # files left as they were need no new look (a wake's start).
+        importlib.invalidate_caches()
     return name
