@@ -223,6 +223,15 @@ def test_the_up_poll_bench_prices_polls_that_keep_every_deployment_admitted() ->
     assert isinstance(rounds, list) and len(rounds) == 5
 
 
+def test_the_workflow_load_bench_leaves_the_sources_and_their_bytecode() -> None:
+    figures = bench("workflow_load.py", "--files", "2", "--starts", "3")
+    assert (figures["files"], figures["starts"]) == (2, 3)
+    left = figures["left_on_disk"]
+    assert isinstance(left, list)
+    assert {"src/flow.py", "src/helper0.py", ".src.sources"} <= set(left)
+    assert sum(name.startswith("src/__pycache__/") for name in left) == 2
+
+
 def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> None:
     # The script exits non-zero unless each start handled its mail once and fell asleep.
     figures = bench("boot.py", "--starts", "2", "--idle-stop", "0.3")
