@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import os
 import shutil
 import sys
 import types
@@ -131,7 +132,11 @@ def _write_sources(files: dict[str, str], src_dir: Path) -> bool:
     digest = _digest(files)
     if _written(mark, digest, targets):
         return False
-    mark.unlink(missing_ok=True)
+    if mark.exists():
+        mark.unlink()
+        # Gone for good before the files it vouched for go: a power cut
+        # mid-rewrite must not leave it over what is left of them.
+        _fsync_directory(mark.parent)
     # Files of an earlier version of the sources must not linger importable.
     if src_dir.exists():
         shutil.rmtree(src_dir)
@@ -159,6 +164,14 @@ def _written(mark: Path, digest: bytes, targets: list[tuple[Path, str]]) -> bool
         return all(path.read_bytes() == text.encode("utf-8") for path, text in targets)
     except OSError:
         return False
+
+
+def _fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _digest(files: dict[str, str]) -> bytes:
