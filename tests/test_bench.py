@@ -234,7 +234,8 @@ def test_the_workflow_load_bench_leaves_the_sources_and_their_bytecode() -> None
 
 def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> None:
     # The script exits non-zero unless each start handled its mail once and fell asleep.
-    figures = bench("boot.py", "--starts", "2", "--idle-stop", "0.3")
+    # A workflow of some size (--lines): its module must still load and run.
+    figures = bench("boot.py", "--starts", "2", "--idle-stop", "0.3", "--lines", "60")
     assert figures["starts"] == 2 and figures["exactly_once"]
     assert figures["exit_codes"] == [5, 5, 5]  # SidecarExit.ASLEEP, the first start's too
     wall, cpu = figures["wall"], figures["cpu"]
