@@ -2,7 +2,7 @@
 `mailrun up` starts it, again and again, under a real hub and nats-server.
 
     .venv/bin/python bench/boot.py [--starts 10] [--idle-stop 0.5] [--keep] [--json]
-        [--python-options '-X importtime'] [--code DIR] [--start exec|fork]
+        [--python-options '-X importtime'] [--code DIR] [--start exec|fork] [--lines N]
 
 Starts nats-server and a hub (``python -m hub --sidecar-root``), deploys a
 workflow whose handler records, for each mail, the wall clock and its own
@@ -29,8 +29,11 @@ server started once (``python -m sidecar.forking``, as ``up --sidecar-start
 fork`` does; its log is a pipe the bench reads, its exit status the one the
 fork server relays); its whole-life CPU is then the growth of the fork
 server's reaped children's times (clock ticks: 10 ms steps), its CPU to the
-handler exact (a fork starts the child's times at zero). Exits 1 unless
-every start handled its mail exactly once and fell asleep.
+handler exact (a fork starts the child's times at zero). ``--lines N``
+grows the workflow's one module by about N lines of helper functions (a
+workflow of some size: its sources are laid out and imported at every
+start). Exits 1 unless every start handled its mail exactly once and fell
+asleep.
 """
 
 from __future__ import annotations
@@ -79,6 +82,22 @@ async def main(ctx, item):
         ctx.state["twice"] = ctx.state.get("twice", 0) + 1
     seen[item.subject] = [time.time(), time.process_time()]
 """
+
+
+def helpers(lines: int) -> str:
+    """About ``lines`` lines of functions the handler never calls."""
+    body = []
+    for k in range(lines // 6):
+        body += [
+            f"def step_{k}(item, state):",
+            f"    value = state.get('k{k}', 0) + {k}",
+            "    if value % 3 == 0:",
+            "        return {'value': value, 'subject': getattr(item, 'subject', '')}",
+            "    return value",
+            "",
+        ]
+    return "\n\n" + "\n".join(body)
+
 
 RESTORED = " restored (instance "
 WELCOMED = "mailrun.sidecar.link: session "
@@ -303,7 +322,7 @@ async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         hub = HubClient(f"http://{http}", timeout=30, token_file=token)
         stack.push_async_callback(hub.aclose)
         await wait_for(hub.healthz, timeout=60, what="the hub")
-        dep = await hub.deploy("boot", STAMP)
+        dep = await hub.deploy("boot", STAMP + helpers(args.lines))
         state = root / dep["id"]
         args.fork_server = None
         if args.start == "fork":
@@ -367,6 +386,9 @@ def main() -> int:
         choices=("exec", "fork"),
         default="exec",
         help="exec: each sidecar a `python -m sidecar` (default); fork: forked from a fork server",
+    )
+    p.add_argument(
+        "--lines", type=int, default=0, help="about this many lines more in the workflow's module"
     )
     p.add_argument("--keep", action="store_true", help="keep the scratch dir (logs) and say where")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")

@@ -49,7 +49,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
 from bench.bench_e2e import AdminCall, admin_of_up, scratch_dir, spread
-from bench.lone_mail import cpu, processes
+from bench.lone_mail import processes, split_cpu
 from runtime.loops import loop_options
 from tests.support import wait_for
 
@@ -127,6 +127,11 @@ def ups(state: Path) -> list[psutil.Process]:
         for proc in psutil.process_iter(["cmdline"])
         if "up" in (argv := proc.info["cmdline"] or []) and str(state) in argv
     ]
+
+
+def cpu(procs: list[psutil.Process]) -> float:
+    """User and system CPU seconds of ``procs`` together."""
+    return sum(split_cpu(procs))
 
 
 def busy(state: Path) -> dict[str, float]:
@@ -213,7 +218,7 @@ def split(
     posted: dict[str, float],
     deps: dict[str, str],
     woke: dict[str, list[float]],
-) -> dict[str, dict[str, float]]:
+) -> dict[str, Any]:
     """A wake's latency in its three legs: the POST until ``up`` has spawned
     the sidecar (the hub's accept, its wake list's answer, the fleet's
     start), the spawn until the hub welcomed it (the sidecar's boot, hello,
@@ -221,7 +226,11 @@ def split(
     CPU the sidecar had used by then (its boot's share of its wall time
     says how much of the boot waited for a core). The spawn is the
     process's start in clock ticks (10 ms here): it reads up to a tick
-    early."""
+    early. ``slowest``: the five slowest wakes, their legs in ms, and when
+    each mail was posted (seconds after the first), to tell a leg slow now
+    and then from one slow in bursts."""
+    first = min(posted.values(), default=0.0)
+    wakes: list[dict[str, float]] = []
     legs: dict[str, list[float]] = {
         "post_to_spawn": [],
         "spawn_to_welcome": [],
@@ -237,7 +246,11 @@ def split(
         legs["spawn_to_welcome"].append(welcome - born)
         legs["welcome_to_handler"].append(handler - welcome)
         legs["sidecar_cpu_to_handler"].append(state["cpu"][subject])
-    return {leg: spread(values, digits=1) for leg, values in legs.items() if values}
+        wake = {leg: round(values[-1] * 1000, 1) for leg, values in legs.items()}
+        wakes.append(wake | {"posted_s": round(posted[subject] - first, 2)})
+    wakes.sort(key=lambda w: w["post_to_spawn"] + w["spawn_to_welcome"] + w["welcome_to_handler"])
+    figures: dict[str, Any] = {leg: spread(v, digits=1) for leg, v in legs.items() if v}
+    return figures | {"slowest": wakes[-5:][::-1]}
 
 
 def once(states: dict[str, dict[str, Any]]) -> bool:

@@ -83,7 +83,7 @@ class SidecarSettings:
     """The environment it started with: what it contains itself to."""
 
 
-def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m sidecar",
         description="Run one deployment's sidecar from its restore record.",
@@ -92,7 +92,6 @@ def _parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     p.add_argument("--deployment", help="deployment id (optional when only one record exists)")
     p.add_argument(
         "--nats",
-        default=environ.get(NATS_URL_ENV),
         help=f"NATS URL (overrides the one in the restore record; env {NATS_URL_ENV})",
     )
     p.add_argument(
@@ -117,6 +116,10 @@ def _seconds(text: str) -> float:
     return value
 
 
+# Built once, at import: a forked sidecar finds it made in the fork server.
+_PARSER = _parser()
+
+
 def main(argv: list[str] | None = None, *, forked: bool = False) -> int:
     """``argv`` None: this is the process (``python -m sidecar``), which contains
     itself; a list: a test calling in, whose process is left as it is.
@@ -136,7 +139,7 @@ def main(argv: list[str] | None = None, *, forked: bool = False) -> int:
         # (docs/performance.md, "A sidecar's start").
         gc.freeze()
     environ = dict(os.environ)
-    args = _parser(environ).parse_args(argv)
+    args = _PARSER.parse_args(argv)
     try:
         # Failpoints are said below, once this is the process that runs.
         process = start_process(environ, say_failpoints=False)
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None, *, forked: bool = False) -> int:
     settings = SidecarSettings(
         state_dir=args.state_dir.absolute(),
         deployment=args.deployment,
-        nats_url=args.nats,
+        nats_url=args.nats if args.nats is not None else environ.get(NATS_URL_ENV),
         takeover=args.takeover,
         join=args.join,
         idle_stop=args.idle_stop,

@@ -216,9 +216,26 @@ def test_the_wake_bench_wakes_every_asleep_deployment_once() -> None:
     assert many["hub_rss_mib"] > 0  # the hub was found and sampled
 
 
+def test_the_up_poll_bench_prices_polls_that_keep_every_deployment_admitted() -> None:
+    figures = bench("up_poll.py", "--deployments", "20", "--polls", "10")
+    assert (figures["deployments"], figures["polls"], figures["admitted"]) == (20, 10, 20)
+    rounds = figures["rounds_ms"]
+    assert isinstance(rounds, list) and len(rounds) == 5
+
+
+def test_the_workflow_load_bench_leaves_the_sources_and_their_bytecode() -> None:
+    figures = bench("workflow_load.py", "--files", "2", "--starts", "3")
+    assert (figures["files"], figures["starts"]) == (2, 3)
+    left = figures["left_on_disk"]
+    assert isinstance(left, list)
+    assert {"src/flow.py", "src/helper0.py", ".src.sources"} <= set(left)
+    assert sum(name.startswith("src/__pycache__/") for name in left) == 2
+
+
 def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> None:
     # The script exits non-zero unless each start handled its mail once and fell asleep.
-    figures = bench("boot.py", "--starts", "2", "--idle-stop", "0.3")
+    # A workflow of some size (--lines): its module must still load and run.
+    figures = bench("boot.py", "--starts", "2", "--idle-stop", "0.3", "--lines", "60")
     assert figures["starts"] == 2 and figures["exactly_once"]
     assert figures["exit_codes"] == [5, 5, 5]  # SidecarExit.ASLEEP, the first start's too
     wall, cpu = figures["wall"], figures["cpu"]

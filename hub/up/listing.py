@@ -20,6 +20,12 @@ the hello that notice makes it say: revoked sooner, the server could close
 the sidecar's connection before the notice reached it, and the sidecar, its
 identity refused and told nothing, would retry forever instead of stopping.
 Meanwhile the identity can do nothing the hub accepts: the delete fenced it.
+
+The users are kept per deployment and follow each changed view: a wake or
+a sleep (the status moves between live ones) changes no user, and the
+admitted set stays the same object, which the NATS config compares at no
+cost. With 500 deployments waking and sleeping, deriving every user again
+on each poll that changed anything was a tenth of ``up``'s CPU.
 """
 
 from __future__ import annotations
@@ -50,7 +56,8 @@ class Listing:
         self.cursor = 0
         """What the next poll sends as ``changed_after`` (0: list them all)."""
         self._known: dict[str, _Known] = {}
-        self._users: set[DeploymentUser] | None = None  # of the live ones, while unchanged
+        self._users: dict[str, DeploymentUser] = {}  # of the live ones that have one
+        self._admitted: frozenset[DeploymentUser] | None = None  # theirs, while unchanged
         self._deleted: dict[str, _Known] = {}  # seen going from live to deleted, and when
 
     def __len__(self) -> int:
@@ -63,16 +70,17 @@ class Listing:
         followed = type(cursor) is int and cursor >= 0 and answer.get("whole") is False
         if not followed:
             self._known = {}
+            self._users = {}
+            self._admitted = None
         for item in items if isinstance(items, list) else []:
             # Ids become path components below: only well-formed ones count.
             if isinstance(item, dict) and is_id(item.get("id"), "dep"):
-                before = self._known.get(item["id"])
+                dep = item["id"]
+                before = self._known.get(dep)
                 if before is not None and _live(before.item) and not _live(item):
-                    self._deleted[item["id"]] = _Known(before.item, asked_at)
-                self._known[item["id"]] = _Known(item, asked_at)
-                self._users = None
-        if not followed:
-            self._users = None
+                    self._deleted[dep] = _Known(before.item, asked_at)
+                self._known[dep] = _Known(item, asked_at)
+                self._follow_user(dep, item)
         self.cursor = cursor if type(cursor) is int and cursor >= 0 else 0
 
     def statuses(self, asleep: Mapping[str, float]) -> dict[str, str]:
@@ -88,18 +96,29 @@ class Listing:
             shown[dep] = status
         return shown
 
-    def users(self, now: float) -> set[DeploymentUser]:
+    def users(self, now: float) -> frozenset[DeploymentUser]:
         """The NATS users of the live deployments (asleep ones included), and
-        of those seen deleted less than ``REVOKE_AFTER`` before ``now``."""
-        if self._users is None:
-            self._users = users_of(k.item for k in self._known.values() if _live(k.item))
+        of those seen deleted less than ``REVOKE_AFTER`` before ``now``: the
+        same object from call to call while that does not change."""
+        if self._admitted is None:
+            self._admitted = frozenset(self._users.values())
         for dep, gone in list(self._deleted.items()):
             known = self._known.get(dep)
             if now - gone.read_at >= REVOKE_AFTER or known is None or _live(known.item):
                 del self._deleted[dep]
         if not self._deleted:
-            return self._users
-        return self._users | users_of(gone.item for gone in self._deleted.values())
+            return self._admitted
+        return self._admitted | users_of(gone.item for gone in self._deleted.values())
+
+    def _follow_user(self, dep: str, item: Mapping[str, Any]) -> None:
+        user = next(iter(users_of((item,))), None) if _live(item) else None
+        if self._users.get(dep) == user:
+            return
+        if user is None:
+            del self._users[dep]
+        else:
+            self._users[dep] = user
+        self._admitted = None
 
 
 def _live(item: Mapping[str, Any]) -> bool:

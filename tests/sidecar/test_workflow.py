@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 
@@ -24,6 +25,7 @@ from sidecar import (
     load_workflow,
 )
 from sidecar.execution import item_of
+from sidecar.execution._workflow import written_mark
 from sidecar.storage import Envelope, decode_envelope, encode_envelope
 from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 
@@ -55,6 +57,37 @@ def test_reloading_new_sources_drops_the_old_files(tmp_path: Path) -> None:
     load(tmp_path, {"flow.py": "async def main(ctx, item): pass\n", "old.py": "X = 1\n"})
     load(tmp_path, {"flow.py": "async def main(ctx, item): pass\n"})
     assert not (tmp_path / "src" / "old.py").exists()
+
+
+def test_a_start_with_the_sources_already_written_leaves_their_files_and_bytecode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as in a sidecar
+    files = {"flow.py": "async def main(ctx, item): pass\n", "pkg/helper.py": "X = 1\n"}
+    load(tmp_path, files)
+    flow = tmp_path / "src" / "flow.py"
+    cached = sorted((tmp_path / "src" / "__pycache__").iterdir())
+    assert cached  # the import compiled flow.py and cached it beside the file
+    before = {path: path.stat().st_ino for path in [flow, *cached]}
+    load(tmp_path, dict(files))
+    assert {path: path.stat().st_ino for path in before} == before
+
+
+def test_new_sources_are_written_again_and_run(tmp_path: Path) -> None:
+    load(tmp_path, {"flow.py": "async def main(ctx, item):\n    return 1\n"})
+    handler = load(tmp_path, {"flow.py": "async def main(ctx, item):\n    return 2\n"})
+    assert "return 2" in (tmp_path / "src" / "flow.py").read_text()
+    assert anyio.run(handler, None, None) == 2
+
+
+def test_sources_cut_short_under_their_mark_are_written_again(tmp_path: Path) -> None:
+    files = {"flow.py": "async def main(ctx, item):\n    return 3\n"}
+    load(tmp_path, files)
+    # A power cut after the mark was fsynced and before the file was.
+    (tmp_path / "src" / "flow.py").write_text("")
+    handler = load(tmp_path, files)
+    assert anyio.run(handler, None, None) == 3
+    assert written_mark(tmp_path / "src").exists()
 
 
 @pytest.mark.parametrize(

@@ -80,3 +80,25 @@ def test_a_deployment_deleted_before_up_started_is_never_admitted() -> None:
     listing = Listing()
     listing.apply({"deployments": [view(a, "deleted", ka), view(b, user=kb)], "cursor": 1}, 1.0)
     assert listing.users(1.0) == {DeploymentUser(b, kb)}
+
+
+def test_a_wake_or_a_sleep_keeps_the_users_and_a_new_key_or_a_pause_follows() -> None:
+    a, b = new_id("dep"), new_id("dep")
+    ka, kb, kb2 = (new_user_key().public for _ in range(3))
+    listing = Listing()
+    listing.apply({"deployments": [view(a, user=ka), view(b, user=kb)], "cursor": 1}, 1.0)
+    admitted = listing.users(1.0)
+    # Statuses moving between live ones change no user: the very same set,
+    # which the NATS config compares by identity before any element.
+    for n, status in enumerate(["asleep", "deployed", "asleep"], start=2):
+        listing.apply({"deployments": [view(a, status, ka)], "cursor": n, "whole": False}, n)
+        assert listing.users(float(n)) is admitted
+    listing.apply({"deployments": [view(b, user=kb2)], "cursor": 5, "whole": False}, 5.0)
+    assert listing.users(5.0) == {DeploymentUser(a, ka), DeploymentUser(b, kb2)}
+    listing.apply({"deployments": [view(b, "paused", kb2)], "cursor": 6, "whole": False}, 6.0)
+    assert listing.users(6.0) == {DeploymentUser(a, ka), DeploymentUser(b, kb2)}
+    listing.apply({"deployments": [view(a, user="not a key")], "cursor": 7, "whole": False}, 7.0)
+    assert listing.users(7.0) == {DeploymentUser(b, kb2)}
+    # A whole listing starts over: what it lists, only.
+    listing.apply({"deployments": [view(a, user=ka)], "cursor": 8, "whole": True}, 8.0)
+    assert listing.users(8.0) == {DeploymentUser(a, ka)}
