@@ -2,7 +2,7 @@
 handler, the events out and their acknowledgement's mark, counted for lone
 mails and for cycles of two (one ``MailBatch`` of two mails).
 
-    .venv/bin/python bench/cycle.py [--cycles 40] [--strace] [--calls]
+    .venv/bin/python bench/cycle.py [--cycles 40] [--strace] [--calls] [--cpu]
 
 SQL, in-process (the Sidecar with the tests' FakeHub on the memory bus,
 SQLite's trace callback on the inbox's connection): statements, write
@@ -15,7 +15,10 @@ resumption of a coroutine counted; the FakeHub's and the memory bus's the
 same on any sidecar), a measure the machine's load does not move. With
 ``--strace``: a real ``python -m sidecar`` on a real nats-server,
 ``strace -f -c`` over the same cycles (fdatasync, loop wakes, WAL writes,
-file locks, futexes, per cycle). Mails go 20 ms apart, each
+file locks, futexes, per cycle). With ``--cpu``: a real ``python -m
+sidecar`` on a real nats-server, its on-CPU time a cycle, every thread's
+(``/proc/PID/task/*/schedstat``, nanoseconds: the sidecar's alone, not the
+FakeHub's). Mails go 20 ms apart, each
 once the one before was processed, so every cycle holds one frame's mails.
 """
 
@@ -37,6 +40,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
+from bench.lone_mail import oncpu_ns
 from runtime import DispatchProcessed, open_nats
 from tests.sidecar.test_process import sidecar_process
 from tests.support import running_nats_server, wait_for
@@ -162,13 +166,43 @@ async def count_syscalls(cycles: int) -> None:
                 proc.wait(timeout=10)
 
 
+async def count_cpu(cycles: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="cycle-"))
+    with running_nats_server(tmp) as server:
+        dep = make_deployment(tmp / "state", source=SOURCE)
+        async with (
+            open_nats(server.url, name="fake hub") as transport,
+            fake_hub_on(transport, dep) as hub,
+        ):
+            argv = ("--state-dir", str(dep.state_dir), "--nats", server.url)
+            with sidecar_process(*argv, log=tmp / "sidecar.log") as proc:
+                await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+                seq = await _cycles(hub, dep, 0, 20, 1)
+                for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+                    await anyio.sleep(1.0)  # the last acknowledgement's mark
+                    spent = oncpu_ns(proc.pid)
+                    seq = await _cycles(hub, dep, seq, cycles, size)
+                    spent = oncpu_ns(proc.pid) - spent
+                    print(
+                        f"{name}: {spent / cycles / 1e6:.3f} ms of the sidecar's CPU a cycle"
+                        " (schedstat, a real process)"
+                    )
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cycles", type=int, default=40, help="cycles counted of each kind")
     parser.add_argument("--strace", action="store_true", help="count a real process's syscalls")
     parser.add_argument("--calls", action="store_true", help="count Python function calls")
+    parser.add_argument("--cpu", action="store_true", help="a real sidecar's CPU (schedstat)")
+    parser.add_argument("--only", action="store_true", help="skip the in-process SQL counts")
     args = parser.parse_args()
-    anyio.run(count_sql, args.cycles)
+    if not args.only:
+        anyio.run(count_sql, args.cycles)
+    if args.cpu:
+        anyio.run(count_cpu, args.cycles)
     if args.calls:
         anyio.run(count_calls, args.cycles)
     if args.strace:
