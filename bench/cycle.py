@@ -3,6 +3,7 @@ handler, the events out and their acknowledgement's mark, counted for lone
 mails and for cycles of two (one ``MailBatch`` of two mails).
 
     .venv/bin/python bench/cycle.py [--cycles 40] [--strace] [--calls] [--cpu]
+        [--callgrind] [--only]
 
 SQL, in-process (the Sidecar with the tests' FakeHub on the memory bus,
 SQLite's trace callback on the inbox's connection): statements, write
@@ -18,13 +19,18 @@ same on any sidecar), a measure the machine's load does not move. With
 file locks, futexes, per cycle). With ``--cpu``: a real ``python -m
 sidecar`` on a real nats-server, its on-CPU time a cycle, every thread's
 (``/proc/PID/task/*/schedstat``, nanoseconds: the sidecar's alone, not the
-FakeHub's). Mails go 20 ms apart, each
+FakeHub's). With ``--callgrind``: the same process under valgrind's
+callgrind, the instructions it ran a cycle (every thread; instrumented
+only over the cycles counted): a count the machine's load does not move,
+for changes too small for its CPU time to show. ``--only`` skips the
+in-process SQL counts. Mails go 20 ms apart, each
 once the one before was processed, so every cycle holds one frame's mails.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import pstats
 import signal
@@ -33,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -43,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.suppor
 from bench.lone_mail import oncpu_ns
 from runtime import DispatchProcessed, open_nats
 from tests.sidecar.test_process import sidecar_process
-from tests.support import running_nats_server, wait_for
+from tests.support import REPO, running_nats_server, wait_for
 from tests.support.sidecar import (
     Deployment,
     FakeHub,
@@ -191,18 +197,98 @@ async def count_cpu(cycles: int) -> None:
                 proc.wait(timeout=10)
 
 
+@contextlib.contextmanager
+def _under_callgrind(argv: tuple[str, ...], out: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m sidecar`` under callgrind, not instrumented until told."""
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        "--trace-children=yes",  # it re-executes itself
+        f"--callgrind-out-file={out}/callgrind.%p",
+        sys.executable,
+        "-m",
+        "sidecar",
+        *argv,
+    ]
+    with (out / "sidecar.log").open("wb") as log:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=log)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+
+
+def _callgrind(pid: int, *args: str) -> None:
+    done = subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
+    print(done.stdout, done.stderr)
+
+
+def _dumps(out: Path) -> set[Path]:
+    return set(out.glob("callgrind.*.*"))
+
+
+def _instructions(out: Path, before: set[Path]) -> int | None:
+    """The instructions counted in the dump made since ``before`` was
+    listed; None until it is written whole."""
+    for dump in _dumps(out) - before:
+        for line in dump.read_text(errors="replace").splitlines():
+            if line.startswith("totals:"):
+                return int(line.split()[1])
+    return None
+
+
+async def count_instructions(cycles: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="cycle-"))
+    with running_nats_server(tmp) as server:
+        dep = make_deployment(tmp / "state", source=SOURCE)
+        async with (
+            open_nats(server.url, name="fake hub") as transport,
+            fake_hub_on(transport, dep) as hub,
+        ):
+            argv = ("--state-dir", str(dep.state_dir), "--nats", server.url)
+            with _under_callgrind(argv, tmp) as proc:
+                await wait_for(lambda: len(hub.welcomes) == 1, timeout=300)
+                seq = await _cycles(hub, dep, 0, 10, 1)
+                _callgrind(proc.pid, "-i", "on")
+                for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+                    await anyio.sleep(1.0)  # the last acknowledgement's mark
+                    _callgrind(proc.pid, "-z")
+                    dumps = _dumps(tmp)
+                    seq = await _cycles(hub, dep, seq, cycles, size)
+                    _callgrind(proc.pid, "-d")
+                    spent = await wait_for(
+                        lambda: _instructions(tmp, dumps),  # noqa: B023
+                        timeout=60,
+                        what="the dump",
+                    )
+                    print(
+                        f"{name}: {spent / cycles / 1e6:.3f} M instructions of the sidecar"
+                        " a cycle (callgrind, a real process)"
+                    )
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cycles", type=int, default=40, help="cycles counted of each kind")
     parser.add_argument("--strace", action="store_true", help="count a real process's syscalls")
     parser.add_argument("--calls", action="store_true", help="count Python function calls")
     parser.add_argument("--cpu", action="store_true", help="a real sidecar's CPU (schedstat)")
+    parser.add_argument(
+        "--callgrind", action="store_true", help="a real sidecar's instructions (valgrind)"
+    )
     parser.add_argument("--only", action="store_true", help="skip the in-process SQL counts")
     args = parser.parse_args()
     if not args.only:
         anyio.run(count_sql, args.cycles)
     if args.cpu:
         anyio.run(count_cpu, args.cycles)
+    if args.callgrind:
+        anyio.run(count_instructions, args.cycles)
     if args.calls:
         anyio.run(count_calls, args.cycles)
     if args.strace:

@@ -155,11 +155,12 @@ def forget_acknowledged(
     *,
     keep_above: int,
     swept: int,
+    sweep: bool = True,
 ) -> None:
     """The hub applied ``event_ids``: they leave the outbox; the dispatches
     they ``settled`` lose their bodies, or their rows when they are at or
-    below ``keep_above``; compacted rows above ``swept`` (the last sweep)
-    and at or below ``keep_above`` go."""
+    below ``keep_above``; with ``sweep``, compacted rows above ``swept``
+    (the last sweep) and at or below ``keep_above`` go."""
     marks = ",".join("?" * len(event_ids))
     conn.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", tuple(event_ids))
     if settled:
@@ -167,6 +168,7 @@ def forget_acknowledged(
         forget, compact = settled_statements(len(settled))
         conn.execute(forget, (keep_above, *settled))
         conn.execute(compact, (COMPACTED, *settled))
+    if settled and sweep:
         # Only the rows the position has left behind since the last sweep:
         # below them, the done rows still waiting for their events' acks are
         # many under load, and none is compacted.
@@ -222,6 +224,9 @@ class Marking:
     swept: int
     """Compacted rows at or below this seq were deleted by an earlier mark."""
     settled: list[str]
+    sweep: bool = True
+    """Delete the compacted rows between ``swept`` and ``keep_above``: once
+    enough have gathered (:meth:`HeldAcks.take`)."""
     release: bool = False
     """Free pages are worth giving back to the file system."""
     busy: bool = False
@@ -235,6 +240,7 @@ class Marking:
             settled=self.settled,
             keep_above=self.keep_above,
             swept=self.swept,
+            sweep=self.sweep,
         )
         # Whether a release has work, asked here: the worker thread it runs
         # on is a hand-off and back, which a lone mail need not pay when
@@ -282,7 +288,12 @@ class HeldAcks:
         events, self._events = self._events, []
         self.taken += 1
         settled = list({d for d in map(settled_dispatch, events) if d is not None})
-        return Marking(events, last_seq - self._done_kept, self._swept, settled)
+        keep_above = last_seq - self._done_kept
+        # A sweep a mail was a statement each lone mail for one row: they
+        # gather to a sixteenth of the rows kept (at most that many more
+        # bodiless rows stay in the file) and go in one.
+        sweep = keep_above - self._swept >= max(1, self._done_kept // 16)
+        return Marking(events, keep_above, self._swept, settled, sweep)
 
     async def transact(
         self, body: Body[T], marking: Marking | None, *, durable: bool = True, heavy: bool = False
@@ -301,7 +312,7 @@ class HeldAcks:
         pages go back to the file system when enough are free."""
         if marking is None:
             return
-        if marking.settled:
+        if marking.settled and marking.sweep:
             self._swept = max(self._swept, marking.keep_above)
         if marking.release:
             slack = FREE_BYTES_KEPT if marking.busy else 0
