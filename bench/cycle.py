@@ -19,10 +19,13 @@ same on any sidecar), a measure the machine's load does not move. With
 file locks, futexes, per cycle). With ``--cpu``: a real ``python -m
 sidecar`` on a real nats-server, its on-CPU time a cycle, every thread's
 (``/proc/PID/task/*/schedstat``, nanoseconds: the sidecar's alone, not the
-FakeHub's). With ``--callgrind``: the same process under valgrind's
-callgrind, the instructions it ran a cycle (every thread; instrumented
-only over the cycles counted): a count the machine's load does not move,
-for changes too small for its CPU time to show. ``--only`` skips the
+FakeHub's). With ``--callgrind``: the in-process cycles again (the Sidecar, the
+FakeHub and the memory bus, as for the SQL counts) under valgrind's
+callgrind, the instructions the process ran a cycle (every thread;
+instrumented only over the cycles counted): a count the machine's load
+does not move, for changes too small for CPU time to show. (A real
+``python -m sidecar`` cannot run under valgrind: valgrind's additions to
+its environment make it execute itself again, and again.) ``--only`` skips the
 in-process SQL counts. Mails go 20 ms apart, each
 once the one before was processed, so every cycle holds one frame's mails.
 """
@@ -30,8 +33,8 @@ once the one before was processed, so every cycle holds one frame's mails.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
+import os
 import pstats
 import signal
 import subprocess
@@ -39,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -49,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.suppor
 from bench.lone_mail import oncpu_ns
 from runtime import DispatchProcessed, open_nats
 from tests.sidecar.test_process import sidecar_process
-from tests.support import REPO, running_nats_server, wait_for
+from tests.support import running_nats_server, wait_for
 from tests.support.sidecar import (
     Deployment,
     FakeHub,
@@ -197,33 +200,9 @@ async def count_cpu(cycles: int) -> None:
                 proc.wait(timeout=10)
 
 
-@contextlib.contextmanager
-def _under_callgrind(argv: tuple[str, ...], out: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m sidecar`` under callgrind, not instrumented until told."""
-    cmd = [
-        "valgrind",
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        "--trace-children=yes",  # it re-executes itself
-        f"--callgrind-out-file={out}/callgrind.%p",
-        sys.executable,
-        "-m",
-        "sidecar",
-        *argv,
-    ]
-    with (out / "sidecar.log").open("wb") as log:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=log)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
-
-
-def _callgrind(pid: int, *args: str) -> None:
-    done = subprocess.run(["callgrind_control", *args, str(pid)], check=True, capture_output=True)
-    print(done.stdout, done.stderr)
+def _callgrind(*args: str) -> None:
+    """``callgrind_control`` on this process (run under callgrind)."""
+    subprocess.run(["callgrind_control", *args, str(os.getpid())], check=True, capture_output=True)
 
 
 def _dumps(out: Path) -> set[Path]:
@@ -240,36 +219,45 @@ def _instructions(out: Path, before: set[Path]) -> int | None:
     return None
 
 
-async def count_instructions(cycles: int) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="cycle-"))
-    with running_nats_server(tmp) as server:
-        dep = make_deployment(tmp / "state", source=SOURCE)
-        async with (
-            open_nats(server.url, name="fake hub") as transport,
-            fake_hub_on(transport, dep) as hub,
-        ):
-            argv = ("--state-dir", str(dep.state_dir), "--nats", server.url)
-            with _under_callgrind(argv, tmp) as proc:
-                await wait_for(lambda: len(hub.welcomes) == 1, timeout=300)
-                seq = await _cycles(hub, dep, 0, 10, 1)
-                _callgrind(proc.pid, "-i", "on")
-                for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
-                    await anyio.sleep(1.0)  # the last acknowledgement's mark
-                    _callgrind(proc.pid, "-z")
-                    dumps = _dumps(tmp)
-                    seq = await _cycles(hub, dep, seq, cycles, size)
-                    _callgrind(proc.pid, "-d")
-                    spent = await wait_for(
-                        lambda: _instructions(tmp, dumps),  # noqa: B023
-                        timeout=60,
-                        what="the dump",
-                    )
-                    print(
-                        f"{name}: {spent / cycles / 1e6:.3f} M instructions of the sidecar"
-                        " a cycle (callgrind, a real process)"
-                    )
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=60)
+async def count_instructions(cycles: int, out: Path) -> None:
+    dep = make_deployment(Path(tempfile.mkdtemp(prefix="cycle-")), source=SOURCE)
+    async with deployed_sidecar(dep) as (hub, _):
+        seq = await _cycles(hub, dep, 0, 5, 1)
+        _callgrind("-i", "on")
+        for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+            await anyio.sleep(1.0)  # the last acknowledgement's mark
+            dumps = _dumps(out)
+            _callgrind("-z")
+            seq = await _cycles(hub, dep, seq, cycles, size)
+            _callgrind("-d")
+            spent = await wait_for(
+                lambda: _instructions(out, dumps),  # noqa: B023
+                timeout=120,
+                what="the dump",
+            )
+            print(
+                f"{name}: {spent / cycles / 1e6:.3f} M instructions of the process a cycle"
+                " (callgrind)"
+            )
+
+
+def under_callgrind(cycles: int) -> None:
+    """This script again, under callgrind, counting instructions only."""
+    out = Path(tempfile.mkdtemp(prefix="cycle-callgrind-"))
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        f"--callgrind-out-file={out}/callgrind.%p",
+        sys.executable,
+        __file__,
+        "--only",
+        "--cycles",
+        str(cycles),
+        "--callgrind-into",
+        str(out),
+    ]
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
 
 
 def main() -> None:
@@ -281,6 +269,7 @@ def main() -> None:
     parser.add_argument(
         "--callgrind", action="store_true", help="a real sidecar's instructions (valgrind)"
     )
+    parser.add_argument("--callgrind-into", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--only", action="store_true", help="skip the in-process SQL counts")
     args = parser.parse_args()
     if not args.only:
@@ -288,7 +277,9 @@ def main() -> None:
     if args.cpu:
         anyio.run(count_cpu, args.cycles)
     if args.callgrind:
-        anyio.run(count_instructions, args.cycles)
+        under_callgrind(args.cycles)
+    if args.callgrind_into is not None:
+        anyio.run(count_instructions, args.cycles, args.callgrind_into)
     if args.calls:
         anyio.run(count_calls, args.cycles)
     if args.strace:
