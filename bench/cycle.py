@@ -89,7 +89,18 @@ class _Processed:
         return self.count
 
 
-async def _cycles(hub: FakeHub, dep: Deployment, seq: int, cycles: int, size: int) -> int:
+POLL = 0.02
+"""Seconds between looks for a cycle's event."""
+
+SLOW_POLL = 0.25
+"""The same where the process's own work is counted (``--calls``,
+``--callgrind``): each look is the harness's work, and their number, at
+0.02 s, moved with the machine's speed by a tenth of a cycle's count."""
+
+
+async def _cycles(
+    hub: FakeHub, dep: Deployment, seq: int, cycles: int, size: int, poll: float = POLL
+) -> int:
     processed = _Processed(hub)
     for _ in range(cycles):
         if size == 1:
@@ -98,7 +109,7 @@ async def _cycles(hub: FakeHub, dep: Deployment, seq: int, cycles: int, size: in
             frames = [mail(dep, seq + i, "x") for i in (1, 2)]
             await hub.deliver_batch(frames)
         seq += size
-        await wait_for(lambda: processed() == seq)  # noqa: B023
+        await wait_for(lambda: processed() == seq, interval=poll)  # noqa: B023
         await anyio.sleep(0.02)
     await anyio.sleep(0.05)
     return seq
@@ -139,7 +150,7 @@ async def count_calls(cycles: int) -> None:
         for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
             profile = cProfile.Profile()
             profile.enable()
-            seq = await _cycles(hub, dep, seq, cycles, size)
+            seq = await _cycles(hub, dep, seq, cycles, size, SLOW_POLL)
             profile.disable()
             calls = pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
             print(f"{name}: {calls / cycles:.0f} Python function calls a cycle (cProfile)")
@@ -248,7 +259,7 @@ async def count_instructions(cycles: int, out: Path) -> None:
             await anyio.sleep(1.0)  # the last acknowledgement's mark
             dumps = _dumps(out)
             _callgrind("-z")
-            seq = await _cycles(hub, dep, seq, cycles, size)
+            seq = await _cycles(hub, dep, seq, cycles, size, SLOW_POLL)
             _callgrind("-d")
             spent = await wait_for(
                 lambda: _instructions(out, dumps),  # noqa: B023
