@@ -2,7 +2,8 @@
 handler, the events out and their acknowledgement's mark, counted for lone
 mails and for cycles of two (one ``MailBatch`` of two mails).
 
-    .venv/bin/python bench/cycle.py [--cycles 40] [--strace] [--calls]
+    .venv/bin/python bench/cycle.py [--cycles 40] [--strace] [--calls] [--cpu]
+        [--callgrind] [--only]
 
 SQL, in-process (the Sidecar with the tests' FakeHub on the memory bus,
 SQLite's trace callback on the inbox's connection): statements, write
@@ -15,7 +16,17 @@ resumption of a coroutine counted; the FakeHub's and the memory bus's the
 same on any sidecar), a measure the machine's load does not move. With
 ``--strace``: a real ``python -m sidecar`` on a real nats-server,
 ``strace -f -c`` over the same cycles (fdatasync, loop wakes, WAL writes,
-file locks, futexes, per cycle). Mails go 20 ms apart, each
+file locks, futexes, per cycle). With ``--cpu``: a real ``python -m
+sidecar`` on a real nats-server, its on-CPU time a cycle, every thread's
+(``/proc/PID/task/*/schedstat``, nanoseconds: the sidecar's alone, not the
+FakeHub's). With ``--callgrind``: the in-process cycles again (the Sidecar, the
+FakeHub and the memory bus, as for the SQL counts) under valgrind's
+callgrind, the instructions the process ran a cycle (every thread;
+instrumented only over the cycles counted): a count the machine's load
+does not move, for changes too small for CPU time to show. (A real
+``python -m sidecar`` cannot run under valgrind: valgrind's additions to
+its environment make it execute itself again, and again.) ``--only`` skips the
+in-process SQL counts. Mails go 20 ms apart, each
 once the one before was processed, so every cycle holds one frame's mails.
 """
 
@@ -23,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import itertools
+import os
 import pstats
 import signal
 import subprocess
@@ -37,6 +50,7 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
+from bench.lone_mail import oncpu_ns
 from runtime import DispatchProcessed, open_nats
 from tests.sidecar.test_process import sidecar_process
 from tests.support import running_nats_server, wait_for
@@ -57,7 +71,37 @@ async def main(ctx, item):
 SYSCALLS = ("fdatasync", "fsync", "epoll_pwait", "epoll_wait", "pwrite64", "fcntl", "futex")
 
 
-async def _cycles(hub: FakeHub, dep: Deployment, seq: int, cycles: int, size: int) -> int:
+class _Processed:
+    """The DispatchProcessed events the hub has, counted as they come: a
+    look walks only the events since the last (a walk of them all, every
+    poll, was most of the instructions a cycle under callgrind)."""
+
+    def __init__(self, hub: FakeHub) -> None:
+        self._hub = hub
+        self._walked = len(hub.events)
+        self.count = len(hub.of_kind(DispatchProcessed))
+
+    def __call__(self) -> int:
+        events = self._hub.events
+        fresh = list(itertools.islice(events.values(), self._walked, None))
+        self._walked += len(fresh)
+        self.count += sum(isinstance(e, DispatchProcessed) for e in fresh)
+        return self.count
+
+
+POLL = 0.02
+"""Seconds between looks for a cycle's event."""
+
+SLOW_POLL = 0.25
+"""The same where the process's own work is counted (``--calls``,
+``--callgrind``): each look is the harness's work, and their number, at
+0.02 s, moved with the machine's speed by a tenth of a cycle's count."""
+
+
+async def _cycles(
+    hub: FakeHub, dep: Deployment, seq: int, cycles: int, size: int, poll: float = POLL
+) -> int:
+    processed = _Processed(hub)
     for _ in range(cycles):
         if size == 1:
             await hub.deliver(mail(dep, seq + 1, "x"))
@@ -65,7 +109,7 @@ async def _cycles(hub: FakeHub, dep: Deployment, seq: int, cycles: int, size: in
             frames = [mail(dep, seq + i, "x") for i in (1, 2)]
             await hub.deliver_batch(frames)
         seq += size
-        await wait_for(lambda: len(hub.of_kind(DispatchProcessed)) == seq)  # noqa: B023
+        await wait_for(lambda: processed() == seq, interval=poll)  # noqa: B023
         await anyio.sleep(0.02)
     await anyio.sleep(0.05)
     return seq
@@ -106,7 +150,7 @@ async def count_calls(cycles: int) -> None:
         for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
             profile = cProfile.Profile()
             profile.enable()
-            seq = await _cycles(hub, dep, seq, cycles, size)
+            seq = await _cycles(hub, dep, seq, cycles, size, SLOW_POLL)
             profile.disable()
             calls = pstats.Stats(profile).total_calls  # type: ignore[attr-defined]
             print(f"{name}: {calls / cycles:.0f} Python function calls a cycle (cProfile)")
@@ -162,13 +206,111 @@ async def count_syscalls(cycles: int) -> None:
                 proc.wait(timeout=10)
 
 
+async def count_cpu(cycles: int) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="cycle-"))
+    with running_nats_server(tmp) as server:
+        dep = make_deployment(tmp / "state", source=SOURCE)
+        async with (
+            open_nats(server.url, name="fake hub") as transport,
+            fake_hub_on(transport, dep) as hub,
+        ):
+            argv = ("--state-dir", str(dep.state_dir), "--nats", server.url)
+            with sidecar_process(*argv, log=tmp / "sidecar.log") as proc:
+                await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+                seq = await _cycles(hub, dep, 0, 20, 1)
+                for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+                    await anyio.sleep(1.0)  # the last acknowledgement's mark
+                    spent = oncpu_ns(proc.pid)
+                    seq = await _cycles(hub, dep, seq, cycles, size)
+                    spent = oncpu_ns(proc.pid) - spent
+                    print(
+                        f"{name}: {spent / cycles / 1e6:.3f} ms of the sidecar's CPU a cycle"
+                        " (schedstat, a real process)"
+                    )
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=10)
+
+
+def _callgrind(*args: str) -> None:
+    """``callgrind_control`` on this process (run under callgrind)."""
+    subprocess.run(["callgrind_control", *args, str(os.getpid())], check=True, capture_output=True)
+
+
+def _dumps(out: Path) -> set[Path]:
+    return set(out.glob("callgrind.*.*"))
+
+
+def _instructions(out: Path, before: set[Path]) -> int | None:
+    """The instructions counted in the dump made since ``before`` was
+    listed; None until it is written whole."""
+    for dump in _dumps(out) - before:
+        for line in dump.read_text(errors="replace").splitlines():
+            if line.startswith("totals:"):
+                return int(line.split()[1])
+    return None
+
+
+async def count_instructions(cycles: int, out: Path) -> None:
+    dep = make_deployment(Path(tempfile.mkdtemp(prefix="cycle-")), source=SOURCE)
+    async with deployed_sidecar(dep) as (hub, _):
+        seq = await _cycles(hub, dep, 0, 5, 1)
+        _callgrind("-i", "on")
+        for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+            await anyio.sleep(1.0)  # the last acknowledgement's mark
+            dumps = _dumps(out)
+            _callgrind("-z")
+            seq = await _cycles(hub, dep, seq, cycles, size, SLOW_POLL)
+            _callgrind("-d")
+            spent = await wait_for(
+                lambda: _instructions(out, dumps),  # noqa: B023
+                timeout=120,
+                what="the dump",
+            )
+            print(
+                f"{name}: {spent / cycles / 1e6:.3f} M instructions of the process a cycle"
+                " (callgrind)"
+            )
+
+
+def under_callgrind(cycles: int) -> None:
+    """This script again, under callgrind, counting instructions only."""
+    out = Path(tempfile.mkdtemp(prefix="cycle-callgrind-"))
+    cmd = [
+        "valgrind",
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        f"--callgrind-out-file={out}/callgrind.%p",
+        sys.executable,
+        __file__,
+        "--only",
+        "--cycles",
+        str(cycles),
+        "--callgrind-into",
+        str(out),
+    ]
+    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cycles", type=int, default=40, help="cycles counted of each kind")
     parser.add_argument("--strace", action="store_true", help="count a real process's syscalls")
     parser.add_argument("--calls", action="store_true", help="count Python function calls")
+    parser.add_argument("--cpu", action="store_true", help="a real sidecar's CPU (schedstat)")
+    parser.add_argument(
+        "--callgrind", action="store_true", help="a real sidecar's instructions (valgrind)"
+    )
+    parser.add_argument("--callgrind-into", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--only", action="store_true", help="skip the in-process SQL counts")
     args = parser.parse_args()
-    anyio.run(count_sql, args.cycles)
+    if not args.only:
+        anyio.run(count_sql, args.cycles)
+    if args.cpu:
+        anyio.run(count_cpu, args.cycles)
+    if args.callgrind:
+        under_callgrind(args.cycles)
+    if args.callgrind_into is not None:
+        anyio.run(count_instructions, args.cycles, args.callgrind_into)
     if args.calls:
         anyio.run(count_calls, args.cycles)
     if args.strace:

@@ -130,6 +130,29 @@ class ActorRef(Generic[M]):
         finally:
             self._deadlines.discard(reply)
 
+    def ask_nowait(self, message: M, *, timeout: float) -> asyncio.Future[Any]:
+        """Send ``message`` now; the future of its answer, for an asker that
+        takes it in a callback rather than in a task waiting for it (a task
+        and two of its turns less an ask).
+
+        The future holds what :meth:`ask` would return, or raise: the
+        actor's error, :class:`ActorStopped`, or :class:`AskTimeout` past
+        ``timeout``. Raises :class:`MailboxFull` at once when the mailbox
+        has no room, :class:`ActorStopped` when the actor is stopped.
+        """
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[object] = loop.create_future()
+        try:
+            self._mailbox.send_nowait(_Envelope(message, reply))
+        except anyio.WouldBlock:
+            raise MailboxFull(f"mailbox of {self.name} is full") from None
+        except anyio.ClosedResourceError:
+            raise ActorStopped(f"actor {self.name} is stopped") from None
+        # Answered, it leaves the deadlines at the next ask or when the
+        # timer fires: no callback to take it off sooner.
+        self._deadlines.add(loop, reply, timeout)
+        return reply
+
     def _timed_out(self, timeout: float) -> AskTimeout:
         return AskTimeout(f"{self.name} did not answer within {timeout}s")
 

@@ -4,8 +4,10 @@ concurrently, each in its seq order, with the deployment's failure policy.
 Every dispatch of the deployment comes to this sidecar and seq is per
 deployment. One scheduler looks for the next batch of a run that is not
 busy (:meth:`Inbox.next_batch`: within the known prefix of seqs, so a frame
-still to come can never be an earlier item of the run it picks), hands it
-to that run's actor in a task of its own, and looks again: at most the
+still to come can never be an earlier item of the run it picks), names its
+items in flight, hands it to that run's actor, and looks again; the actor's
+answer settles the batch in a callback (no task of its own waits for it:
+a lone mail's cycle paid a task's start and two of its turns). At most the
 policy's ``max_concurrent_runs`` batches are in flight, one per run, so a
 run's items are taken strictly in its order while the others go on. A run
 whose handler hangs holds back only itself (until its handler timeout).
@@ -33,17 +35,17 @@ last one it had (:data:`~runtime.wire.LEGACY_POLICY` before any).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 
 import anyio
-import anyio.abc
 import msgspec
 
 from runtime import Flag, RunSnapshot, Wakeup, afailpoint
 from runtime.actors import ActorRef, Supervisor
-from runtime.errors import ActorStopped
+from runtime.errors import ActorStopped, MailboxFull
 from runtime.loops import Broadcast, StackedContext
 from runtime.wire import LEGACY_POLICY, FailurePolicy, StepRecorded
 
@@ -64,8 +66,7 @@ POLICY_KEY = "policy"
 
 
 class Runs(StackedContext):
-    """Async context manager owning the run actors, the scheduler task and
-    the tasks of the batches in flight."""
+    """Async context manager owning the run actors and the scheduler task."""
 
     def __init__(
         self,
@@ -107,6 +108,9 @@ class Runs(StackedContext):
         a backoff, or in ``_released`` (0: not known): the search starts here."""
         self._stale: set[str] = set()
         """Runs cancelled by a parent's end: their actors hold an older status."""
+        self._stopped_actors: set[str] = set()
+        """Runs whose actor stopped (past its restart budget): the next batch
+        starts a fresh one once the old one has finished."""
         self._finished = Broadcast()  # a batch is done; adopt() waits for all
         self._draining = False
         """adopt() waits for the batches in flight: each end notifies it (a
@@ -131,7 +135,7 @@ class Runs(StackedContext):
         # actors, in order (each finishes and commits its current batch,
         # within the stop grace) unless we leave on an error or cancellation.
         stack.callback(tg.cancel_scope.cancel)
-        tg.start_soon(self._schedule, tg)
+        tg.start_soon(self._schedule)
         self.kick()
 
     async def _stopped(self) -> None:
@@ -217,12 +221,12 @@ class Runs(StackedContext):
         log.info("adopted the hub's state of %d run(s), up to seq %d", len(runs), floor)
         self.kick()
 
-    async def _schedule(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _schedule(self) -> None:
         while True:
             await self._wake.wait(self._pacing.next_due())
             self.idle.clear()
             async with self._picking:
-                while await self._dispatch(tg) and not self._searched_all():
+                while await self._dispatch() and not self._searched_all():
                     pass
             if not self._busy and self._pacing.next_due() is None:
                 # Looked after the last batch ended: nothing can be processed.
@@ -238,9 +242,9 @@ class Runs(StackedContext):
             and self.inbox.nothing_past(self._scan_from)
         )
 
-    async def _dispatch(self, tg: anyio.abc.TaskGroup) -> bool:
-        """Start one batch in a task of its own; False when none can start now
-        (the limit is reached, a batch runs alone, or nothing is ready)."""
+    async def _dispatch(self) -> bool:
+        """Start one batch; False when none can start now (the limit is
+        reached, a batch runs alone, or nothing is ready)."""
         limit = max(1, self._policy.max_concurrent_runs)
         if self._alone or len(self._busy) >= limit:
             return False
@@ -272,7 +276,7 @@ class Runs(StackedContext):
         ref = await self._actor(run_id)
         self._busy.add(run_id)
         self._alone = alone
-        tg.start_soon(self._process, ref, run_id, batch)
+        await self._send(ref, run_id, batch)
         return True
 
     async def _next(self, busy: list[str]) -> list[Pending]:
@@ -302,43 +306,65 @@ class Runs(StackedContext):
         batch, self._scan_from = await self.inbox.pick(limit, busy, self._scan_from)
         return batch or best  # best: past the rows a search walks
 
-    async def _process(
-        self, ref: ActorRef[list[Pending]], run_id: str, batch: list[Pending]
-    ) -> None:
-        """One batch of one run through its actor, then a look for the next."""
+    async def _send(self, ref: ActorRef[list[Pending]], run_id: str, batch: list[Pending]) -> None:
+        """Name the batch's items in flight, then hand it to the run's actor;
+        its answer settles it (:meth:`_settle`)."""
         try:
             await self.inbox.mark_in_flight([p.dispatch_id for p in batch], run_id)
-            try:
-                await ref.ask(batch, timeout=self._ask_timeout())
-            except ActorStopped:
-                # Past its restart budget: the next batch starts a fresh one.
-                await ref.stop()
-                log.warning("run %s: its actor stopped; starting another", run_id)
-                self._pacing.broke(run_id)
-            except Exception as exc:
-                # Not a handler's failure (those are attempts): the inbox, say.
-                # The kernel restarts the actor; the next batch tries again.
-                log.warning("run %s: processing broke: %r", run_id, exc)
-                self._pacing.broke(run_id)
-            else:
-                self._pacing.succeeded(run_id)
-            self.on_commit()
-        finally:
-            self._suspects.difference_update(p.dispatch_id for p in batch)
-            self._busy.discard(run_id)
-            self._alone = False
-            if self._draining:
-                self._finished.notify()
-            if self._pacing.next_due() is not None or not self.inbox.nothing_to_pick():
-                self._released.add(run_id)
-                self.kick()
-            elif not self._busy:
-                # What the scheduler would find if woken: nothing (no batch is
-                # in flight either: its rows would hold the position back).
-                self.idle.set()
+            # The run is not busy, so its mailbox is empty, unless batches
+            # whose asks timed out are still queued there.
+            answer = ref.ask_nowait(batch, timeout=self._ask_timeout())
+        except (ActorStopped, MailboxFull) as exc:
+            done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+            done.set_exception(exc)
+            self._settle(run_id, batch, done)
+        except BaseException:
+            self._finish(run_id, batch)
+            raise
+        else:
+            answer.add_done_callback(lambda answer: self._settle(run_id, batch, answer))
+
+    def _settle(self, run_id: str, batch: list[Pending], answer: asyncio.Future[object]) -> None:
+        """The actor's answer to a batch: count its run's success or break,
+        wake the shipper, and look for the next batch."""
+        exc = None if answer.cancelled() else answer.exception()
+        if isinstance(exc, ActorStopped):
+            # Past its restart budget: the next batch starts a fresh one.
+            self._stopped_actors.add(run_id)
+            log.warning("run %s: its actor stopped; starting another", run_id)
+            self._pacing.broke(run_id)
+        elif exc is not None or answer.cancelled():
+            # Not a handler's failure (those are attempts): the inbox, say,
+            # or no room for the batch. The kernel restarts a crashed actor;
+            # the next batch tries again.
+            log.warning("run %s: processing broke: %r", run_id, exc)
+            self._pacing.broke(run_id)
+        else:
+            self._pacing.succeeded(run_id)
+        self.on_commit()
+        self._finish(run_id, batch)
+
+    def _finish(self, run_id: str, batch: list[Pending]) -> None:
+        """The batch is no longer in flight: its run may take the next."""
+        self._suspects.difference_update(p.dispatch_id for p in batch)
+        self._busy.discard(run_id)
+        self._alone = False
+        if self._draining:
+            self._finished.notify()
+        if self._pacing.next_due() is not None or not self.inbox.nothing_to_pick():
+            self._released.add(run_id)
+            self.kick()
+        elif not self._busy:
+            # What the scheduler would find if woken: nothing (no batch is
+            # in flight either: its rows would hold the position back).
+            self.idle.set()
 
     async def _actor(self, run_id: str) -> ActorRef[list[Pending]]:
         ref = self._supervisor.get(run_id)
+        if ref is not None and run_id in self._stopped_actors:
+            await ref.stop()  # it is stopping: done once its task has ended
+            ref = None
+        self._stopped_actors.discard(run_id)
         if ref is not None and ref.alive:
             return ref
         return await self._supervisor.spawn(

@@ -29,7 +29,7 @@ sleeps with a mark unwritten, and when it closes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple, TypeVar
@@ -125,11 +125,30 @@ def settled_dispatch(event: Outgoing) -> str | None:
     return _settles.decode(event.frame).dispatch_id
 
 
+_ADD_EVENT = "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)"
+
+
 def add_events(conn: sqlite3.Connection, events: Iterable[Outgoing]) -> None:
     """Append ``events`` to the outbox, in order."""
-    conn.executemany(
-        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)", events
-    )
+    conn.executemany(_ADD_EVENT, events)
+
+
+def add_events_at(
+    conn: sqlite3.Connection, events: Sequence[Outgoing]
+) -> list[tuple[int, Outgoing]]:
+    """Append ``events`` to the outbox, in order; each with its position."""
+    if len(events) == 1:
+        (event,) = events
+        position = conn.execute(_ADD_EVENT, event).lastrowid
+        assert position is not None
+        return [(position, event)]
+    if not events:
+        return []
+    conn.executemany(_ADD_EVENT, events)
+    # AUTOINCREMENT: the rows of one statement take consecutive positions.
+    (last,) = conn.execute("SELECT last_insert_rowid()").fetchone()
+    first = int(last) - len(events) + 1
+    return [(first + i, event) for i, event in enumerate(events)]
 
 
 def unacked_events(conn: sqlite3.Connection, limit: int, after: int) -> list[tuple[int, Outgoing]]:
@@ -155,11 +174,12 @@ def forget_acknowledged(
     *,
     keep_above: int,
     swept: int,
+    sweep: bool = True,
 ) -> None:
     """The hub applied ``event_ids``: they leave the outbox; the dispatches
     they ``settled`` lose their bodies, or their rows when they are at or
-    below ``keep_above``; compacted rows above ``swept`` (the last sweep)
-    and at or below ``keep_above`` go."""
+    below ``keep_above``; with ``sweep``, compacted rows above ``swept``
+    (the last sweep) and at or below ``keep_above`` go."""
     marks = ",".join("?" * len(event_ids))
     conn.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", tuple(event_ids))
     if settled:
@@ -167,6 +187,7 @@ def forget_acknowledged(
         forget, compact = settled_statements(len(settled))
         conn.execute(forget, (keep_above, *settled))
         conn.execute(compact, (COMPACTED, *settled))
+    if settled and sweep:
         # Only the rows the position has left behind since the last sweep:
         # below them, the done rows still waiting for their events' acks are
         # many under load, and none is compacted.
@@ -222,6 +243,9 @@ class Marking:
     swept: int
     """Compacted rows at or below this seq were deleted by an earlier mark."""
     settled: list[str]
+    sweep: bool = True
+    """Delete the compacted rows between ``swept`` and ``keep_above``: once
+    enough have gathered (:meth:`HeldAcks.take`)."""
     release: bool = False
     """Free pages are worth giving back to the file system."""
     busy: bool = False
@@ -235,6 +259,7 @@ class Marking:
             settled=self.settled,
             keep_above=self.keep_above,
             swept=self.swept,
+            sweep=self.sweep,
         )
         # Whether a release has work, asked here: the worker thread it runs
         # on is a hand-off and back, which a lone mail need not pay when
@@ -256,10 +281,14 @@ class HeldAcks:
     under its lock: :meth:`take` before a transaction, :meth:`transact` for
     it, :meth:`marked` after its commit."""
 
-    __slots__ = ("_db", "_done_kept", "_events", "_swept", "taken")
+    __slots__ = ("_db", "_done_kept", "_events", "_marked", "_swept", "taken")
 
-    def __init__(self, db: Database, done_kept: int) -> None:
+    def __init__(
+        self, db: Database, done_kept: int, marked: Callable[[set[str]], None] = lambda _: None
+    ) -> None:
         self._db = db
+        self._marked = marked
+        """Told the event ids of each mark once it has committed."""
         self._done_kept = done_kept
         self._events: list[Outgoing] = []
         self._swept = 0
@@ -282,7 +311,12 @@ class HeldAcks:
         events, self._events = self._events, []
         self.taken += 1
         settled = list({d for d in map(settled_dispatch, events) if d is not None})
-        return Marking(events, last_seq - self._done_kept, self._swept, settled)
+        keep_above = last_seq - self._done_kept
+        # A sweep a mail was a statement each lone mail for one row: they
+        # gather to a sixteenth of the rows kept (at most that many more
+        # bodiless rows stay in the file) and go in one.
+        sweep = keep_above - self._swept >= max(1, self._done_kept // 16)
+        return Marking(events, keep_above, self._swept, settled, sweep)
 
     async def transact(
         self, body: Body[T], marking: Marking | None, *, durable: bool = True, heavy: bool = False
@@ -301,7 +335,8 @@ class HeldAcks:
         pages go back to the file system when enough are free."""
         if marking is None:
             return
-        if marking.settled:
+        self._marked({e.event_id for e in marking.events})
+        if marking.settled and marking.sweep:
             self._swept = max(self._swept, marking.keep_above)
         if marking.release:
             slack = FREE_BYTES_KEPT if marking.busy else 0

@@ -372,3 +372,29 @@ async def test_an_ask_that_waited_for_room_gets_the_actors_own_error() -> None:
             gate.set()
     assert [str(e) for e in errors] == ["the actor's own"]
     assert not isinstance(errors[0], AskTimeout)
+
+
+async def test_ask_nowait_gives_the_answer_the_error_or_the_timeout_in_a_future() -> None:
+    log: list[object] = []
+    gate = Gate()
+    async with Supervisor() as sup:
+        ref = await sup.spawn(lambda: Recorder(log, []), name="rec", mailbox_size=2, policy=FAST)
+        with anyio.fail_after(5):
+            assert await ref.ask_nowait("one", timeout=2) == "got one"
+            with pytest.raises(RuntimeError, match="boom"):
+                await ref.ask_nowait("boom", timeout=2)
+            # Busy behind the gate: the next ask waits past its timeout.
+            held = ref.ask_nowait(gate, timeout=5)
+            await gate.entered.wait()
+            late = ref.ask_nowait("late", timeout=0.05)
+            ref.ask_nowait("queued", timeout=5)
+            with pytest.raises(MailboxFull):
+                ref.ask_nowait("no room", timeout=5)
+            with pytest.raises(AskTimeout):
+                await late
+            gate.set()
+            assert await held == "released"
+            await ref.stop()
+        with pytest.raises(ActorStopped):
+            ref.ask_nowait("after", timeout=2)
+    assert log == ["one", "late", "queued"]

@@ -402,6 +402,32 @@ async def test_applied_rows_go_as_the_position_leaves_them_behind_over_many_acks
 
 
 @pytest.mark.anyio
+async def test_rows_left_behind_gather_to_a_sixteenth_of_those_kept_before_a_sweep(
+    tmp_path: Path,
+) -> None:
+    # 32 done rows kept: the compacted rows the position leaves behind go
+    # two at a time, not in a statement every lone mail.
+    inbox = await Inbox.open(tmp_path / "inbox.db", done_kept=32)
+    sweeps: list[str] = []
+
+    def traced(sql: str) -> None:
+        if sql.startswith("DELETE FROM inbox WHERE state = 'done' AND seq >"):
+            sweeps.append(sql)
+
+    try:
+        await inbox.db.read(lambda conn: conn.set_trace_callback(traced))
+        for seq in range(1, 61):
+            await inbox.mark_acked(await process(inbox, range(seq, seq + 1)))
+            kept = await bodies(inbox)
+            assert not any(kept.values())  # each compacted by its ack
+            assert min(seq, 32) <= len(kept) <= min(seq, 33), seq
+        assert len(sweeps) == len(range(34, 61, 2))
+        assert sorted(await bodies(inbox)) == list(range(29, 61))
+    finally:
+        await inbox.aclose()
+
+
+@pytest.mark.anyio
 async def test_rows_compacted_after_an_adoption_moved_the_position_back_are_swept(
     two_kept: Inbox,
 ) -> None:
