@@ -29,7 +29,7 @@ sleeps with a mark unwritten, and when it closes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple, TypeVar
@@ -125,30 +125,11 @@ def settled_dispatch(event: Outgoing) -> str | None:
     return _settles.decode(event.frame).dispatch_id
 
 
-_ADD_EVENT = "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)"
-
-
 def add_events(conn: sqlite3.Connection, events: Iterable[Outgoing]) -> None:
     """Append ``events`` to the outbox, in order."""
-    conn.executemany(_ADD_EVENT, events)
-
-
-def add_events_at(
-    conn: sqlite3.Connection, events: Sequence[Outgoing]
-) -> list[tuple[int, Outgoing]]:
-    """Append ``events`` to the outbox, in order; each with its position."""
-    if len(events) == 1:
-        (event,) = events
-        position = conn.execute(_ADD_EVENT, event).lastrowid
-        assert position is not None
-        return [(position, event)]
-    if not events:
-        return []
-    conn.executemany(_ADD_EVENT, events)
-    # AUTOINCREMENT: the rows of one statement take consecutive positions.
-    (last,) = conn.execute("SELECT last_insert_rowid()").fetchone()
-    first = int(last) - len(events) + 1
-    return [(first + i, event) for i, event in enumerate(events)]
+    conn.executemany(
+        "INSERT INTO outbox (event_id, run_id, kind, frame) VALUES (?, ?, ?, ?)", events
+    )
 
 
 def unacked_events(conn: sqlite3.Connection, limit: int, after: int) -> list[tuple[int, Outgoing]]:
@@ -281,14 +262,10 @@ class HeldAcks:
     under its lock: :meth:`take` before a transaction, :meth:`transact` for
     it, :meth:`marked` after its commit."""
 
-    __slots__ = ("_db", "_done_kept", "_events", "_marked", "_swept", "taken")
+    __slots__ = ("_db", "_done_kept", "_events", "_swept", "taken")
 
-    def __init__(
-        self, db: Database, done_kept: int, marked: Callable[[set[str]], None] = lambda _: None
-    ) -> None:
+    def __init__(self, db: Database, done_kept: int) -> None:
         self._db = db
-        self._marked = marked
-        """Told the event ids of each mark once it has committed."""
         self._done_kept = done_kept
         self._events: list[Outgoing] = []
         self._swept = 0
@@ -335,7 +312,6 @@ class HeldAcks:
         pages go back to the file system when enough are free."""
         if marking is None:
             return
-        self._marked({e.event_id for e in marking.events})
         if marking.settled and marking.sweep:
             self._swept = max(self._swept, marking.keep_above)
         if marking.release:

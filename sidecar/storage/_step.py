@@ -25,7 +25,7 @@ from runtime import RecordDecodeError, RunCancelled, RunStatus, is_live, is_term
 
 from .._errors import InboxConflict
 from ._envelope import decode_envelope, encode_envelope
-from ._outbox import Outgoing, add_events, add_events_at, outgoing
+from ._outbox import Outgoing, add_events, outgoing
 from ._position import advance_over_done
 from ._recorded import drop_consumed, drop_failed_held, drop_runs
 
@@ -94,12 +94,9 @@ def write_step(
     now: float,
     steps: bool = False,
     top: int | None = None,
-    positions: bool = False,
-) -> tuple[int, list[str], list[tuple[int, Outgoing]]]:
+) -> tuple[int, list[str]]:
     """``c`` inside the caller's transaction, the position at ``last_seq``;
-    the new position, the runs cancelled because a parent ended (each with
-    its event in the outbox), and with ``positions`` ``c``'s events with
-    their outbox positions (else none). Raises
+    the new position and the runs cancelled because a parent ended. Raises
     :class:`InboxConflict` when an envelope is no longer pending (or held).
     ``steps``: the inbox may hold recorded steps of ``c``'s dispatches or run
     (without, no statement looks for them). ``top``: no row has a higher seq
@@ -145,17 +142,14 @@ def write_step(
         drop_consumed(conn, ((d, outcome) for d, _, outcome in c.consumed))
         if is_terminal(c.status):
             drop_runs(conn, [c.run_id, *cancelled])
-    written: list[tuple[int, Outgoing]] = []
-    if positions:
-        written = add_events_at(conn, c.events)
-    elif c.events:
+    if c.events:
         add_events(conn, c.events)
     if c.dead:
         conn.executemany(
             "INSERT INTO dead_letter (source, reason, data, at) VALUES ('inbox', ?, ?, ?)",
             [(reason, data, now) for reason, data in c.dead],
         )
-    return new_last, cancelled, written
+    return new_last, cancelled
 
 
 def _write_run(conn: sqlite3.Connection, c: Commit, seqs: list[int], now: float) -> list[str]:

@@ -23,11 +23,7 @@ class Acks(InboxState):
     async def unacked(self, limit: int, *, after: int = 0) -> list[tuple[int, Outgoing]]:
         """Events not yet acknowledged by the hub, in outbox order, with
         their positions: those after position ``after`` (0: all)."""
-        rows = self._tail.read(limit, after)
-        if rows is None:
-            rows = await self.db.read(partial(unacked_events, limit=limit, after=after))
-            self._tail.read_from_file(rows, limit, after)
-        return rows
+        return await self.db.read(partial(unacked_events, limit=limit, after=after))
 
     async def mark_acked(self, events: Sequence[Outgoing]) -> None:
         """The hub has applied these events: they leave the outbox, and the
@@ -63,7 +59,4 @@ class Acks(InboxState):
         """Move an event that cannot be shipped from the outbox to the dead letters."""
         body = partial(set_aside, event_id=event_id, reason=reason, now=time.time())
         async with self._lock:
-            try:
-                await self.db.transact(body)
-            finally:
-                self._tail.forget()
+            await self.db.transact(body)

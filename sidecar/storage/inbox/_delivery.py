@@ -137,5 +137,4 @@ class Delivery(InboxState):
             self._arrived = True
             self._held = self._held_gone = True  # as at the start: look again
             self._acks.reset()  # the outbox replaced, the position maybe moved back
-            self._tail.forget()
             self._with_steps = await self.db.read(dispatches_with_steps)

@@ -12,7 +12,6 @@ from runtime.wire import StepRecorded
 
 from ..._errors import InboxConflict
 from .._attempts import charge_crash, clear_in_flight, mark_in_flight
-from .._outbox import Outgoing
 from .._queue import ended_meanwhile
 from .._recorded import read_steps, record_step
 from .._step import Commit, write_step
@@ -57,10 +56,7 @@ class Processing(InboxState):
         transaction of its own (as durable as a commit), before the handler
         goes on (:func:`~sidecar.storage._recorded.record_step`)."""
         async with self._lock:
-            try:
-                await self.db.transact(partial(record_step, step=step))
-            finally:
-                self._tail.forget()  # its event went in without a position
+            await self.db.transact(partial(record_step, step=step))
             self._with_steps.add(step.dispatch_id)
 
     def take_cancelled(self) -> list[str]:
@@ -83,23 +79,16 @@ class Processing(InboxState):
             ended = self._ended_by_parent
             look = c.changes_run and (ended is None or c.run_id in ended)
             marking = self._acks.take(self._last_seq)
-            positions = self._tail.kept
 
-            def body(conn: sqlite3.Connection) -> tuple[int, list[str], list[tuple[int, Outgoing]]]:
+            def body(conn: sqlite3.Connection) -> tuple[int, list[str]]:
                 if look and ended_meanwhile(conn, c.run_id, c.status):
                     raise InboxConflict(f"run {c.run_id} ended meanwhile")
-                written = write_step(
-                    conn, c, last_seq=last, now=now, steps=steps, top=top, positions=positions
-                )
+                written = write_step(conn, c, last_seq=last, now=now, steps=steps, top=top)
                 if marking is not None:
                     marking.write(conn)
                 return written
 
-            self._last_seq, cancelled, shipped = await self._acks.transact(body, marking)
-            if cancelled:
-                self._tail.forget()  # the children's events went in without positions
-            else:
-                self._tail.wrote(shipped)
+            self._last_seq, cancelled = await self._acks.transact(body, marking)
             self._cancelled.extend(cancelled)
             self._note_ended(c, look, cancelled)
             self._held = self._held or bool(c.held)

@@ -33,7 +33,6 @@ from .._envelope import Envelope
 from .._outbox import HeldAcks
 from .._position import known_through
 from .._queue import any_held
-from ._tail import OutboxTail
 
 DONE_KEPT = 1000
 """Compacted rows kept behind the processing position (for an operator to
@@ -76,9 +75,7 @@ class InboxState:
         """A commit may have taken the last held row since the search last
         looked whether any is left."""
         self._done_kept = done_kept
-        self._tail = OutboxTail()
-        """What the shipper reads next, when a commit's events are all of it."""
-        self._acks = HeldAcks(db, done_kept, self._tail.acknowledged)
+        self._acks = HeldAcks(db, done_kept)
         """The hub's acknowledgements, written by the next transaction (a
         store, a step's commit: ``sidecar/storage/_outbox.py``)."""
         # Taken without a turn of the loop when free: the database gives the
