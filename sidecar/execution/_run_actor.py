@@ -57,7 +57,7 @@ from ._failures import attempt_failed, give_up
 from ._state import Snapshot, snapshot_of, state_snapshot
 from ._steps import StepRecorder
 from ._watch import HandlerWatch
-from ._workflow import Handler, StateMigration
+from .code import Handler, StateMigration
 from .handler_io import ApprovalDecision, Item, cancel_order, item_of
 
 

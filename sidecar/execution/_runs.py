@@ -55,8 +55,7 @@ from ._config import RunsConfig
 from ._context import Minter
 from ._pacing import Pacing
 from ._run_actor import RunActor
-from ._versions import Versions
-from ._workflow import Handler, StateMigration
+from .code import Handler, StateMigration, Versions
 
 log = logging.getLogger("mailrun.sidecar.runs")
 

@@ -1,4 +1,4 @@
-"""The sidecar's workflow code by version (``sidecar.execution._versions``): fetched once,
+"""The sidecar's workflow code by version (``sidecar.execution.code``): fetched once,
 kept in the inbox, imported side by side, refused with a reason."""
 
 from __future__ import annotations

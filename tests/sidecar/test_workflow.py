@@ -25,7 +25,7 @@ from sidecar import (
     load_workflow,
 )
 from sidecar.execution import item_of
-from sidecar.execution._workflow import written_mark
+from sidecar.execution.code import written_mark
 from sidecar.storage import Envelope, decode_envelope, encode_envelope
 from tests.support.sidecar import deployed_sidecar, mail, make_deployment
 

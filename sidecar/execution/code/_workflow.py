@@ -30,7 +30,7 @@ from typing import Any
 
 from runtime import InvalidSources, Sources, check_layout, write_atomic
 
-from .._errors import EntrypointError, WorkflowLoadError
+from ..._errors import EntrypointError, WorkflowLoadError
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 

@@ -26,8 +26,8 @@ import msgspec
 
 from runtime import Claim, Sources, TransportError
 
-from .._errors import SidecarError, WorkflowLoadError
-from ..storage import Inbox
+from ..._errors import SidecarError, WorkflowLoadError
+from ...storage import Inbox
 from ._workflow import (
     Handler,
     StateMigration,
