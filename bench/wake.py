@@ -49,7 +49,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
 from bench.bench_e2e import AdminCall, admin_of_up, scratch_dir, spread
-from bench.lone_mail import cpu, processes
+from bench.lone_mail import processes, split_cpu
 from runtime.loops import loop_options
 from tests.support import wait_for
 
@@ -127,6 +127,11 @@ def ups(state: Path) -> list[psutil.Process]:
         for proc in psutil.process_iter(["cmdline"])
         if "up" in (argv := proc.info["cmdline"] or []) and str(state) in argv
     ]
+
+
+def cpu(procs: list[psutil.Process]) -> float:
+    """User and system CPU seconds of ``procs`` together."""
+    return sum(split_cpu(procs))
 
 
 def busy(state: Path) -> dict[str, float]:
