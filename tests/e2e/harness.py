@@ -18,6 +18,7 @@ import psutil
 
 from hub.natsauth import HUB_SEED_FILE
 from hub.store import is_database_url
+from hub.up import UpSettings
 from runtime import RestoreRecord, read_restore_record, record_path
 from tests.support import HubClient, command_words, descendants, free_port, wait_for
 from tests.support.postgres import query
@@ -134,6 +135,14 @@ class Up(HubClient):
             return db.execute(sql, args).fetchall()
 
 
+_UP = UpSettings(Path(), environ={})
+UP_START_TIMEOUT = _UP.nats_ready_timeout + _UP.hub_ready_timeout
+"""How long `mailrun up` itself waits for its nats-server and then its hub
+before it gives up: a process start takes that long on a loaded 2-core
+machine (40 s from spawn to the hub's answer at load 20), and up says why
+it gave up in its log (a harness that gave up first said nothing)."""
+
+
 def _spawn_up(
     tmp_path: Path, http: str, *extra: str, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
@@ -174,7 +183,7 @@ async def mailrun_up(
     proc = _spawn_up(tmp_path, http, *extra, env=env)
     up = Up(tmp_path / "state", proc, http, database=url)
     try:
-        await wait_for(up.healthz, timeout=30, what="hub /healthz")
+        await wait_started(up)
         yield up
     except BaseException:
         _dump_logs(tmp_path)
@@ -182,6 +191,19 @@ async def mailrun_up(
     finally:
         await up.http.aclose()
         await anyio.to_thread.run_sync(_stop, proc)
+
+
+async def wait_started(up: Up) -> None:
+    """Until ``up``'s hub answers /healthz; fails at once if up exits first."""
+
+    async def answered() -> bool:
+        if up.proc.poll() is not None:
+            raise AssertionError(
+                f"mailrun up exited with {up.proc.returncode} before its hub answered"
+            )
+        return await up.healthz() is not None
+
+    await wait_for(answered, timeout=UP_START_TIMEOUT, what="hub /healthz")
 
 
 async def mailrun(up: Up, *args: str) -> tuple[int, str]:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import free_port, wait_for
 
-from .harness import MAILRUN, Up, mailrun_up, recorder_source
+from .harness import MAILRUN, UP_START_TIMEOUT, Up, mailrun_up, recorder_source, wait_started
 
 pytestmark = pytest.mark.anyio
 
@@ -128,9 +128,9 @@ async def test_the_cli_finds_the_token_by_itself_after_up(tmp_path: Path) -> Non
     proc = _up_in(tmp_path, http, env)
     try:
         token_file = tmp_path / "mailrun-state" / "admin-token"
-        await wait_for(token_file.exists, timeout=30, what="up to create the token")
+        await wait_for(token_file.exists, timeout=UP_START_TIMEOUT, what="up to create the token")
         up = Up(tmp_path / "mailrun-state", proc, http)
-        await wait_for(up.healthz, timeout=30, what="hub /healthz")
+        await wait_started(up)
         (tmp_path / "flow.py").write_text(recorder_source())
 
         done = await mailrun(tmp_path, "deploy", "flow.py", "--name", "plain", env=env)

@@ -21,7 +21,7 @@ from runtime.sidecar_contract import (
     DEFAULT_SIDECAR_MAX_FILES,
     FORK_SERVER_MODULE,
 )
-from tests.e2e.harness import Up, mailrun_up
+from tests.e2e.harness import UP_START_TIMEOUT, Up, mailrun_up
 from tests.support import wait_for
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -85,7 +85,15 @@ def up_log(up: Up) -> str:
 
 
 async def fork_server(up: Up) -> int:
-    return await up.pid_of("-m", FORK_SERVER_MODULE)
+    """The fork server's pid once it serves (it sets its SIGCHLD handler as
+    its loop starts). A fork asked earlier waits for its imports, and up
+    spawns the sidecar instead past a few seconds: at load 20 the imports
+    take longer than that."""
+    pid = await up.pid_of("-m", FORK_SERVER_MODULE)
+    await wait_for(
+        lambda: catches(pid, signal.SIGCHLD), timeout=UP_START_TIMEOUT, what="the fork server"
+    )
+    return pid
 
 
 async def mail(up: Up, dep: dict[str, Any], subject: str) -> str:
