@@ -119,8 +119,11 @@ def _insert_events(rows: int) -> Statement:
     )
 
 
+# A sidecar's events can settle a dispatch whose stored Ack never reached this
+# hub (a restart between them): it had the dispatch by then at the latest.
 _SETTLE_SET = (
     "UPDATE workflow_run_dispatch SET status = v.s_status, processed_at = v.s_at,"
+    " delivered_at = COALESCE(delivered_at, v.s_at),"
     " last_error = COALESCE(v.s_error, last_error),"
     " version = COALESCE(NULLIF(v.s_version, 0), version),"
     " inline_digest = COALESCE(inline_digest, v.s_digest),"

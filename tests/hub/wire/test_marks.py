@@ -15,7 +15,7 @@ from hub.wire.delivery.window import Lane
 from hub.wire.service import WireConfig
 from runtime import Backoff, EventsAck, Wakeup
 from tests.support import wait_for
-from tests.support.wire import accept, processed, running_hub, send, served
+from tests.support.wire import accept, owned, processed, running_hub, send, served
 
 
 def config(mark_wait: float) -> WireConfig:
@@ -148,3 +148,21 @@ async def test_a_lone_mail_wakes_its_lane_once(
         await accept(hub, dep, [b"next"])
         await wait_for(lambda: [f.seq for f in inbox.frames] == [1, 2])
         tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_events_that_come_before_the_ack_still_leave_a_delivered_time(
+    tmp_path: Path,
+) -> None:
+    # After a hub restart the sidecar's events can settle a dispatch whose
+    # stored Ack the new hub never saw (nobody answers its frame here): the
+    # record must not show it processed and never delivered.
+    async with running_hub(tmp_path, config=config(600.0)) as hub:
+        car, (receipt,) = await owned(hub, 1)
+        assert isinstance(await send(car, processed(receipt)), EventsAck)
+        row = await hub.one(
+            "SELECT status, delivered_at, processed_at FROM workflow_run_dispatch WHERE id = ?",
+            receipt.dispatch_id,
+        )
+        assert row["status"] == "processed"
+        assert row["delivered_at"] is not None and row["delivered_at"] <= row["processed_at"]
