@@ -21,6 +21,9 @@ times (``psutil``, also printed apart) come in 10 ms clock ticks, coarser
 than a lone mail's whole cost, and a few hundred mails' sum of them moves
 by a tick's rounding from run to run. A thread that ends during the mails
 takes its time with it (the inbox's worker threads live on between uses).
+``schedstat_per_mail`` adds, per mail, the time the threads waited for a
+CPU (the machine's load, felt) and how many times they were put on one
+(every wake of the loop or of a worker thread is one).
 """
 
 from __future__ import annotations
@@ -70,25 +73,46 @@ def processes(state: Path) -> dict[str, list[psutil.Process]]:
     return found
 
 
-def oncpu_ns(pid: int) -> int:
-    """The nanoseconds every live thread of ``pid`` has spent on a CPU."""
-    total = 0
+def schedstat(pid: int) -> tuple[int, int, int]:
+    """Of every live thread of ``pid`` together: the nanoseconds on a CPU,
+    the nanoseconds waited for one, and the times put on one."""
+    total = [0, 0, 0]
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except FileNotFoundError:
-        return 0
+        return (0, 0, 0)
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as stat:
-                total += int(stat.read().split()[0])
+                fields = stat.read().split()
         except (FileNotFoundError, ProcessLookupError):
             continue  # the thread ended since the listing
-    return total
+        for i in range(3):
+            total[i] += int(fields[i])
+    return (total[0], total[1], total[2])
+
+
+def sched(procs: list[psutil.Process]) -> tuple[int, int, int]:
+    """``schedstat`` of ``procs`` together."""
+    each = [schedstat(proc.pid) for proc in procs]
+    return (sum(e[0] for e in each), sum(e[1] for e in each), sum(e[2] for e in each))
 
 
 def oncpu(procs: list[psutil.Process]) -> float:
     """The on-CPU seconds of ``procs`` together (schedstat)."""
-    return sum(oncpu_ns(proc.pid) for proc in procs) / 1e9
+    return sched(procs)[0] / 1e9
+
+
+def priced(
+    before: tuple[int, int, int], after: tuple[int, int, int], mails: int
+) -> dict[str, float]:
+    """A mail's on-CPU and waited-for-a-CPU ms, and the times its threads ran."""
+    cpu, waited, runs = (b - a for a, b in zip(before, after, strict=True))
+    return {
+        "cpu_ms": round(cpu / mails / 1e6, 3),
+        "waited_ms": round(waited / mails / 1e6, 3),
+        "runs": round(runs / mails, 2),
+    }
 
 
 def split_cpu(procs: list[psutil.Process]) -> tuple[float, float]:
@@ -100,8 +124,9 @@ def split_cpu(procs: list[psutil.Process]) -> tuple[float, float]:
     return user, system
 
 
-def per_mail(before: float, after: float, mails: int) -> float:
-    return round((after - before) / mails * 1000, 3)
+def per_mail(before: int, after: int, mails: int) -> float:
+    """On-CPU ms a mail, from two schedstat nanosecond readings."""
+    return round((after - before) / mails / 1e6, 3)
 
 
 def user_sys(before: tuple[float, float], after: tuple[float, float], mails: int) -> list[float]:
@@ -145,7 +170,7 @@ async def bench(
         idle_from = {role: oncpu(p) for role, p in procs.items()}
         await anyio.sleep(idle)
         idle_cpu = {role: oncpu(p) - idle_from[role] for role, p in procs.items()}
-        before = {role: oncpu(p) for role, p in procs.items()}
+        before = {role: sched(p) for role, p in procs.items()}
         ticks = {role: split_cpu(p) for role, p in procs.items()}
         posted: dict[str, float] = {}
         start = time.monotonic()
@@ -162,7 +187,7 @@ async def bench(
             return lines if len(lines) >= mails + deployments else None
 
         final = await wait_for(handled, timeout=120, interval=0.05, what="every mail handled")
-        after = {role: oncpu(p) for role, p in procs.items()}
+        after = {role: sched(p) for role, p in procs.items()}
         ticked = {role: split_cpu(p) for role, p in procs.items()}
     seen: dict[str, float] = {}
     twice = False
@@ -175,8 +200,9 @@ async def bench(
         "rate_per_s": rate,
         "deployments": deployments,
         "post_to_handler": spread([seen[k] - posted[k] for k in posted if k in seen], digits=2),
-        "hub_cpu_ms_per_mail": per_mail(before["hub"], after["hub"], mails),
-        "sidecar_cpu_ms_per_mail": per_mail(before["sidecar"], after["sidecar"], mails),
+        "hub_cpu_ms_per_mail": per_mail(before["hub"][0], after["hub"][0], mails),
+        "sidecar_cpu_ms_per_mail": per_mail(before["sidecar"][0], after["sidecar"][0], mails),
+        "schedstat_per_mail": {role: priced(before[role], after[role], mails) for role in procs},
         "hub_user_sys_ms_per_mail": user_sys(ticks["hub"], ticked["hub"], mails),
         "sidecar_user_sys_ms_per_mail": user_sys(ticks["sidecar"], ticked["sidecar"], mails),
         "idle_cpu_ms_per_s": {role: round(v / idle * 1000, 2) for role, v in idle_cpu.items()},

@@ -183,6 +183,9 @@ def test_the_lone_mail_bench_sees_each_mail_once_and_prices_it() -> None:
         assert isinstance(spent, float) and 0 < spent < 1000
         ticked = figures[f"{role}_user_sys_ms_per_mail"]
         assert isinstance(ticked, list) and len(ticked) == 2 and min(ticked) >= 0
+        sched = figures["schedstat_per_mail"][role]
+        # Each mail put both sides' threads on a CPU at least once.
+        assert sched["cpu_ms"] == spent and sched["runs"] >= 1 and sched["waited_ms"] >= 0
 
 
 def test_the_floor_bench_handles_every_mail_and_prices_both_sides() -> None:
