@@ -15,7 +15,9 @@ waits for it to handle the mail and fall asleep again. Of each start:
 
 - wall time from the spawn to its log's "restored" line (inbox open, runs
   restored), to its "session" line (welcomed by the hub) and to the
-  handler's call on the mail;
+  handler's call on the mail (the log's lines are timed as this script
+  reads them, the call by the handler itself: on a loaded machine the
+  welcome's line can be read after the call);
 - CPU of the sidecar process up to that call, and over its whole life
   (the kernel's rusage of the child once it exited: the start, the mail,
   the idle time, the Sleep and the stop).

@@ -246,8 +246,10 @@ def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> Non
     assert figures["exit_codes"] == [5, 5, 5]  # SidecarExit.ASLEEP, the first start's too
     wall, cpu = figures["wall"], figures["cpu"]
     assert isinstance(wall, dict) and isinstance(cpu, dict)
-    # Restored, then welcomed, then the mail handled: each milestone after the last.
+    # Restored, then welcomed: two lines of the log, timed as the bench reads
+    # them, in order. The handler stamps its own time, which a loaded reader
+    # can read the welcome's line after: each milestone is seen, no order.
     assert 0 < wall["to_restored"]["p50_ms"] <= wall["to_welcomed"]["p50_ms"]
-    assert wall["to_welcomed"]["p50_ms"] <= wall["to_handled"]["p50_ms"]
+    assert wall["to_handled"]["p50_ms"] > 0
     # The CPU up to the handler's call is part of the whole life's.
     assert 0 < cpu["cpu_to_handled"]["p50_ms"] <= cpu["cpu_life"]["p90_ms"]
