@@ -43,14 +43,16 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.lone_mail import oncpu_ns
+from bench.lone_mail import schedstat
 from runtime import DispatchProcessed, open_nats
 from tests.sidecar.test_process import sidecar_process
 from tests.support import running_nats_server, wait_for
@@ -180,7 +182,11 @@ async def _straced(pid: int, out: Path, body: Callable[[], Awaitable[None]]) -> 
     return _stop(tracer, out)
 
 
-async def count_syscalls(cycles: int) -> None:
+@asynccontextmanager
+async def real_sidecar(warm: int) -> AsyncIterator[tuple[Any, Any, Any, int, Path]]:
+    """A real ``python -m sidecar`` on a real nats-server, welcomed by the
+    fake hub and ``warm`` lone cycles in: the hub, the deployment, the
+    process, the next seq and a scratch dir. The process is stopped (SIGTERM) on the way out."""
     tmp = Path(tempfile.mkdtemp(prefix="cycle-"))
     with running_nats_server(tmp) as server:
         dep = make_deployment(tmp / "state", source=SOURCE)
@@ -191,44 +197,37 @@ async def count_syscalls(cycles: int) -> None:
             argv = ("--state-dir", str(dep.state_dir), "--nats", server.url)
             with sidecar_process(*argv, log=tmp / "sidecar.log") as proc:
                 await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
-                seq = await _cycles(hub, dep, 0, 10, 1)
-                for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
-
-                    async def run(size: int = size) -> None:
-                        nonlocal seq
-                        seq = await _cycles(hub, dep, seq, cycles, size)
-                        await anyio.sleep(1.0)  # the acknowledgements' marks
-
-                    calls = await _straced(proc.pid, tmp / f"{size}.strace", run)
-                    counted = [f"{k} {calls[k] / cycles:.2f}" for k in SYSCALLS if k in calls]
-                    print(f"{name} (strace): " + ", ".join(counted))
+                seq = await _cycles(hub, dep, 0, warm, 1)
+                yield hub, dep, proc, seq, tmp
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=10)
+
+
+async def count_syscalls(cycles: int) -> None:
+    async with real_sidecar(10) as (hub, dep, proc, seq, tmp):
+        for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+
+            async def run(size: int = size) -> None:
+                nonlocal seq
+                seq = await _cycles(hub, dep, seq, cycles, size)
+                await anyio.sleep(1.0)  # the acknowledgements' marks
+
+            calls = await _straced(proc.pid, tmp / f"{size}.strace", run)
+            counted = [f"{k} {calls[k] / cycles:.2f}" for k in SYSCALLS if k in calls]
+            print(f"{name} (strace): " + ", ".join(counted))
 
 
 async def count_cpu(cycles: int) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="cycle-"))
-    with running_nats_server(tmp) as server:
-        dep = make_deployment(tmp / "state", source=SOURCE)
-        async with (
-            open_nats(server.url, name="fake hub") as transport,
-            fake_hub_on(transport, dep) as hub,
-        ):
-            argv = ("--state-dir", str(dep.state_dir), "--nats", server.url)
-            with sidecar_process(*argv, log=tmp / "sidecar.log") as proc:
-                await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
-                seq = await _cycles(hub, dep, 0, 20, 1)
-                for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
-                    await anyio.sleep(1.0)  # the last acknowledgement's mark
-                    spent = oncpu_ns(proc.pid)
-                    seq = await _cycles(hub, dep, seq, cycles, size)
-                    spent = oncpu_ns(proc.pid) - spent
-                    print(
-                        f"{name}: {spent / cycles / 1e6:.3f} ms of the sidecar's CPU a cycle"
-                        " (schedstat, a real process)"
-                    )
-                proc.send_signal(signal.SIGTERM)
-                proc.wait(timeout=10)
+    async with real_sidecar(20) as (hub, dep, proc, seq, _):
+        for name, size in (("lone mail", 1), ("2-mail cycle", 2)):
+            await anyio.sleep(1.0)  # the last acknowledgement's mark
+            spent = schedstat(proc.pid)[0]
+            seq = await _cycles(hub, dep, seq, cycles, size)
+            spent = schedstat(proc.pid)[0] - spent
+            print(
+                f"{name}: {spent / cycles / 1e6:.3f} ms of the sidecar's CPU a cycle"
+                " (schedstat, a real process)"
+            )
 
 
 def _callgrind(*args: str) -> None:

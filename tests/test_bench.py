@@ -253,3 +253,21 @@ def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> Non
     assert wall["to_handled"]["p50_ms"] > 0
     # The CPU up to the handler's call is part of the whole life's.
     assert 0 < cpu["cpu_to_handled"]["p50_ms"] <= cpu["cpu_life"]["p90_ms"]
+
+
+def test_the_cycle_bench_prices_a_real_sidecars_cycles() -> None:
+    # It prints text, not JSON: one line a cycle kind, from the real process's schedstat.
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "cycle.py"), "--cycles", "5", "--cpu", "--only"],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    spent = {
+        line.split(":")[0]: float(line.split(": ")[1].split()[0])
+        for line in out.stdout.splitlines()
+        if "of the sidecar's CPU a cycle" in line
+    }
+    assert set(spent) == {"lone mail", "2-mail cycle"} and min(spent.values()) > 0
