@@ -1,7 +1,8 @@
 """The import graph of runtime/, hub/ and sidecar/, read from the source with
 ``ast`` (nothing is imported): no cycles, hub and sidecar never import each
 other, runtime imports neither, a package's rooms (its sub-packages) are
-each entered through their package, and no folder holds more than a dozen
+each entered through their package, imports are relative with at most three
+dots (absolute past that reach), and no folder holds more than a dozen
 modules, its ``__init__.py`` counted.
 
 Every import statement counts, wherever it stands: at the top, inside a
@@ -27,6 +28,8 @@ MAX_FLAT_HUB_MODULES = 10
 MIN_HUB_ROOMS = 3
 MAX_MODULES_A_FOLDER = 12
 """Counting the folder's ``__init__.py``: it is one more module to read there."""
+MAX_IMPORT_DOTS = 3
+"""``from ...room import X`` at most: deeper, a module names the room from its package's top."""
 CROWDED_FOR_NOW: dict[str, str] = {}
 """Folders over the limit for now, each with why it is not grouped yet."""
 
@@ -281,6 +284,60 @@ def test_a_room_entered_past_its_package_is_caught() -> None:
         "hub.store.delivery.sending -> hub.store.sessions.fencing",
         "hub.wire.service -> hub.store.opening",
         "runtime.testing._memory -> runtime.transport._subjects",
+    ]
+
+
+def reach(module: str, package: bool) -> str:
+    """The package a relative import of :data:`MAX_IMPORT_DOTS` dots in ``module`` names."""
+    base = module if package else module.rpartition(".")[0]
+    for _ in range(MAX_IMPORT_DOTS - 1):
+        base = base.rpartition(".")[0]
+    return base
+
+
+def import_depths(module: str, source: str, package: bool = False) -> list[str]:
+    """The imports in ``module`` that break the one style: relative, at most
+    :data:`MAX_IMPORT_DOTS` dots; absolute (``from hub.store import``) only
+    for a module of its own package that so many dots cannot reach."""
+    top, near = module.partition(".")[0], reach(module, package)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        name = "." * node.level + (node.module or "")
+        if node.level > MAX_IMPORT_DOTS:
+            found.append(f"{module}: from {name} (more than {MAX_IMPORT_DOTS} dots)")
+        elif not node.level and inside(node.module or "", top) and inside(node.module or "", near):
+            found.append(f"{module}: from {name} (a relative import reaches it)")
+    return found
+
+
+def test_imports_are_relative_and_shallow() -> None:
+    found = [
+        line
+        for module, path in sources().items()
+        for line in import_depths(module, path.read_text(), is_package(module))
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_a_deep_or_needlessly_absolute_import_is_caught() -> None:
+    deep = "hub.api.routes.runs.reading"
+    source = (
+        "from ....store import get_run\n"  # four dots
+        "from hub.store import list_runs\n"  # beyond three dots' reach: absolute
+        "from hub.api.context import RouteContext\n"  # ...context reaches it
+        "from ...responses import json_response\n"
+        "from runtime import Flag\n"
+    )
+    assert import_depths(deep, source) == [
+        f"{deep}: from ....store (more than 3 dots)",
+        f"{deep}: from hub.api.context (a relative import reaches it)",
+    ]
+    # In a package's __init__.py one dot is the package: hub/api/routes/
+    # reaches hub with three.
+    assert import_depths("hub.api.routes", "from hub.store import get_run\n", True) == [
+        "hub.api.routes: from hub.store (a relative import reaches it)"
     ]
 
 

@@ -17,8 +17,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...._errors import InvalidRequest
-from ....store import decision_trigger, get_approval, list_approvals
+from hub._errors import InvalidRequest
+from hub.store import decision_trigger, get_approval, list_approvals
+
 from ...context import RouteContext, query_limit
 from ...requests import DECISIONS, ApprovalIn
 from ...responses import json_response

@@ -19,9 +19,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...._errors import InvalidRequest
-from ....intake import single_line
-from ....store import (
+from hub._errors import InvalidRequest
+from hub.intake import single_line
+from hub.store import (
     DispatchStatus,
     cancel_run,
     get_dispatch,
@@ -31,6 +31,7 @@ from ....store import (
     resume_run,
     retry_dispatch,
 )
+
 from ...context import RouteContext, query_limit
 from ...requests import CancelIn, decode_json, read_body
 from ...responses import json_response

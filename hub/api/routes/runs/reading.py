@@ -9,8 +9,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...._errors import InvalidRequest
-from ....store import (
+from hub._errors import InvalidRequest
+from hub.store import (
     OutboundStatus,
     get_dispatch,
     get_run,
@@ -18,6 +18,7 @@ from ....store import (
     list_runs,
     resolve_deployment,
 )
+
 from ...context import RouteContext, query_limit
 from ...responses import json_response
 

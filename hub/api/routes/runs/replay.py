@@ -18,8 +18,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...._errors import InvalidDeployment, NothingToReplay
-from ....store import build_sources, read_history
+from hub._errors import InvalidDeployment, NothingToReplay
+from hub.store import build_sources, read_history
+
 from ...context import RouteContext
 from ...responses import json_response
 from .scratch import replay_job, run_scratch

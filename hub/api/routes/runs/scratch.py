@@ -22,11 +22,10 @@ import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream
 
+from hub._errors import ReplayFailed
+from hub.store import RunHistory
 from runtime import NATS_URL_ENV, ReplayFailureReport, ReplayJob, ReplayReport, Sources, sidecar_env
 from runtime.sidecar_contract import SIDECAR_PASS_ENV
-
-from ...._errors import ReplayFailed
-from ....store import RunHistory
 
 REPLAY_TIMEOUT = 120.0
 """Seconds a whole replay may take."""

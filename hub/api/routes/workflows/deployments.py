@@ -45,8 +45,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...._errors import InvalidDeployment, InvalidPolicy, InvalidRequest
-from ....store import (
+from hub._errors import InvalidDeployment, InvalidPolicy, InvalidRequest
+from hub.store import (
     DeploymentView,
     Tx,
     create_deployment,
@@ -61,6 +61,7 @@ from ....store import (
     set_policy,
     unpause_deployment,
 )
+
 from ...context import ApiSettings, RouteContext
 from ...requests import DeploymentIn, PolicyIn
 from ...responses import json_response

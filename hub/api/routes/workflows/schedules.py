@@ -23,12 +23,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from hub._errors import BadSchedule
+from hub.intake import single_line
+from hub.store import add_schedule, list_schedules, remove_schedule, resolve_deployment
 from runtime.schedules import InvalidSchedule, ScheduleSpec
 from runtime.wire import MAX_TIMER_PAYLOAD
 
-from ...._errors import BadSchedule
-from ....intake import single_line
-from ....store import add_schedule, list_schedules, remove_schedule, resolve_deployment
 from ...context import RouteContext
 from ...responses import json_response
 

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...._errors import InvalidDeployment, InvalidRequest, VersionRefused
-from ....store import (
+from hub._errors import InvalidDeployment, InvalidRequest, VersionRefused
+from hub.store import (
     VersionStatus,
     VersionView,
     active_entrypoint,
@@ -32,6 +32,7 @@ from ....store import (
     request_rollout,
     resolve_deployment,
 )
+
 from ...context import RouteContext
 from ...requests import VersionIn, is_number
 from ...responses import json_response
