@@ -1,8 +1,11 @@
 """The Wire: the wire side as the rest of the hub holds it, told what the
 acceptor, the API and the store's changes did (``on_*``), asked for wakes
-and, through :class:`~hub.wire.reports.WireReports`, for health and metrics."""
+and for health and metrics, which its :class:`~hub.wire.reports.WireReports`
+renders."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from runtime import Reason
 
@@ -13,7 +16,7 @@ from .retention import DeadLetters
 from .sessions import LeaseKeeper, SessionTable
 
 
-class Wire(WireReports):
+class Wire:
     """What the rest of the hub sees of the wire side."""
 
     def __init__(
@@ -29,12 +32,29 @@ class Wire(WireReports):
     ) -> None:
         self.sessions = sessions
         self._policies = policies
-        self._leases = leases
         self.dispatcher = dispatcher
         self._rollouts = rollouts
         self._notices = notices
-        self._health = health or HealthConfig()
         self._letters = letters or DeadLetters()
+        self._reports = WireReports(
+            sessions, dispatcher, health or HealthConfig(), self._letters, leases
+        )
+
+    def health(self) -> dict[str, Any]:
+        """``GET /health``'s wire part."""
+        return self._reports.health()
+
+    def deployment_health(self, deployment_id: str) -> dict[str, Any]:
+        """:meth:`WireReports.deployment_health`: ``connected``, ``last_error``, ``stuck``."""
+        return self._reports.deployment_health(deployment_id)
+
+    def local_health(self, deployment_id: str) -> dict[str, Any]:
+        """:meth:`deployment_health` from this hub's own memory."""
+        return self._reports.local_health(deployment_id)
+
+    def metrics(self) -> str:
+        """``GET /metrics``'s wire part (Prometheus text)."""
+        return self._reports.metrics()
 
     def on_accepted(self, deployment_ids: set[str]) -> None:
         """The acceptor committed dispatches for these deployments."""

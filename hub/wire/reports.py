@@ -13,20 +13,28 @@ from .sessions import LeaseKeeper, SessionTable
 
 
 class WireReports:
-    """The reading half of :class:`~hub.wire.front.Wire`: what it tells the
-    API, rendered from the sessions, the dispatcher and the dead letters it
-    holds (set by ``Wire.__init__``)."""
+    """What :class:`~hub.wire.front.Wire` tells the API, rendered from the
+    sessions, the dispatcher and the dead letters (and, with several hubs,
+    the leases' view of the others)."""
 
-    sessions: SessionTable
-    dispatcher: Dispatcher
-    _health: HealthConfig
-    _letters: DeadLetters
-    _leases: LeaseKeeper | None
+    def __init__(
+        self,
+        sessions: SessionTable,
+        dispatcher: Dispatcher,
+        health: HealthConfig,
+        letters: DeadLetters,
+        leases: LeaseKeeper | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._dispatcher = dispatcher
+        self._health = health
+        self._letters = letters
+        self._leases = leases
 
     def health(self) -> dict[str, Any]:
-        dispatcher = self.dispatcher
+        dispatcher = self._dispatcher
         return health_report(
-            self.sessions,
+            self._sessions,
             dispatcher.stats(),
             self._health,
             dispatcher.redelivered(),
@@ -50,20 +58,20 @@ class WireReports:
 
     def local_health(self, deployment_id: str) -> dict[str, Any]:
         """:meth:`deployment_health` from this hub's own memory."""
-        silence = self.sessions.silence(deployment_id)
-        stuck = stuck_report(self.dispatcher.redelivered(deployment_id), self._health)
+        silence = self._sessions.silence(deployment_id)
+        stuck = stuck_report(self._dispatcher.redelivered(deployment_id), self._health)
         return {
             "connected": silence is not None and silence < self._health.stale_after,
-            "last_error": self.dispatcher.last_error(deployment_id),
+            "last_error": self._dispatcher.last_error(deployment_id),
             "stuck": stuck[0]["count"] if stuck else 0,
         }
 
     def metrics(self) -> str:
         """``GET /metrics``'s wire part (Prometheus text)."""
-        stuck = stuck_report(self.dispatcher.redelivered(), self._health)
+        stuck = stuck_report(self._dispatcher.redelivered(), self._health)
         stuck_count = sum(s["count"] for s in stuck)
         return (
-            redelivery_metrics(self.dispatcher.redelivered_total, stuck_count)
+            redelivery_metrics(self._dispatcher.redelivered_total, stuck_count)
             + self._letters.metrics()
             + self._gauges()
         )
@@ -71,13 +79,13 @@ class WireReports:
     def _gauges(self) -> str:
         """Per deployment: what waits (the census's, at most a second old) and
         whether its sidecar answers."""
-        pending = self.dispatcher.stats()["pending"]
+        pending = self._dispatcher.stats()["pending"]
         stale = self._health.stale_after
         sidecars = {
-            session.deployment_id: (silence := self.sessions.silence(session.deployment_id))
+            session.deployment_id: (silence := self._sessions.silence(session.deployment_id))
             is not None
             and silence < stale
-            for session in self.sessions.all_current()
+            for session in self._sessions.all_current()
         }
         dep = [("{" + label("deployment", d) + "}", p) for d, p in sorted(pending.items())]
         lines = family(
