@@ -13,6 +13,10 @@ violation after a configuration reload), and its reconnect task could end
 without reconnecting. Either way the keeper replaces the client with a
 fresh one through our own connect loop, subscribes every subscription on it
 again, and runs the ``on_reconnect`` callbacks, as after any reconnect.
+
+The connection works on the transport's state (``_nats_hooks``'s
+:class:`Current`) and speaks through its hooks: both passed in by the
+transport that owns it.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ import time
 import anyio
 
 from ..errors import TransportError
+from ..loops import Backoff, Retry
 from ..wire import WIRE_MAX_PAYLOAD
 from ._gone import Gone
 from ._nats_edge import AttemptFailed, mapped
-from ._nats_hooks import NatsHooks
+from ._nats_hooks import Current, Endpoint, NatsHooks
 from ._natspy import Client
 from ._natspy import errors as nats_errors
 
@@ -36,93 +41,116 @@ log = logging.getLogger("runtime.transport._nats")
 _CLOSE_TIMEOUT = 2.0
 _KEEPER_PERIOD = 1.0
 """How often the keeper looks whether nats-py's reconnecting still makes progress."""
+_FLUSH_AFTER_RECONNECT = 10.0
+"""How long nats-py's reconnect waits for its first PONG (its flush default)."""
 
 
-class NatsConnection(NatsHooks):
+class NatsConnection:
     """Our connect loop, and the keeper that replaces a client nats-py gave
     up on (see the module's docstring)."""
 
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        current: Current,
+        hooks: NatsHooks,
+        retry: Retry,
+        backoff: Backoff,
+    ) -> None:
+        self._endpoint = endpoint
+        self._current = current
+        self._hooks = hooks
+        self._retry = retry  # connect attempts since the connection was last up
+        # An attempt of nats-py's takes at most its delay, a TCP connect, the
+        # INFO and PONG waits and the flush after it; silence past that (and
+        # some slack) means its reconnect task ended without reconnecting.
+        self.stall_after = (
+            backoff.maximum + 4 * endpoint.connect_timeout + _FLUSH_AFTER_RECONNECT + 5.0
+        )
+
     async def connect(self) -> None:
         """Connect, retrying until the server answers; cancel to give up."""
-        self._connecting_task = anyio.get_current_task().id
-        try:
+        endpoint, current, hooks = self._endpoint, self._current, self._hooks
+        with hooks.attempting():
             while True:
                 client, gone = Client(), Gone()
                 try:
-                    await client.connect(**self._options(client, gone))
+                    await client.connect(**hooks.options(client, gone))
                 except (AttemptFailed, nats_errors.Error, OSError, TimeoutError) as exc:
                     cause = exc.__cause__ if isinstance(exc, AttemptFailed) else exc
-                    if not (isinstance(cause, Exception) and self._refusal(cause)):
+                    if not (isinstance(cause, Exception) and hooks.refusal(cause)):
                         log.debug(
                             "connect to %s failed (attempt %d): %r",
-                            self.shown_url,
+                            endpoint.shown_url,
                             self._retry.failures + 1,
                             cause,
                         )
                 except BaseException:
-                    await self._discard(client)
+                    await discard(client)
                     raise
                 else:
-                    self._nc, self._gone = client, gone
-                    self._connected()
-                    log.info("connected to NATS at %s as %s", self.shown_url, self.name)
+                    current.client, current.gone = client, gone
+                    hooks.connected()
+                    log.info("connected to NATS at %s as %s", endpoint.shown_url, endpoint.name)
                     if client.max_payload < WIRE_MAX_PAYLOAD:
                         log.warning(
                             "NATS at %s takes messages of at most %d bytes; mailrun's frames"
                             " need %d (the server's default max_payload)",
-                            self.shown_url,
+                            endpoint.shown_url,
                             client.max_payload,
                             WIRE_MAX_PAYLOAD,
                         )
                     return
-                await self._discard(client)
+                await discard(client)
                 self._retry.failed()
                 await self._retry.wait()
-        finally:
-            self._connecting_task = None
-
-    async def _discard(self, client: Client) -> None:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
-            try:
-                await client.close()
-            except Exception as exc:  # a half-set-up client; nothing left to save
-                log.debug("closing NATS client failed: %r", exc)
 
     async def keep(self) -> None:
         """Replace a client nats-py has given up on; runs until cancelled."""
-        while not self._closed:
-            await self._lost.wait(_KEEPER_PERIOD)
-            client = self._nc
+        current, hooks = self._current, self._hooks
+        while not current.closed:
+            await hooks.lost.wait(_KEEPER_PERIOD)
+            client = current.client
             stalled = (
-                not client.is_connected and time.monotonic() - self._last_try > self._stall_after
+                not client.is_connected and time.monotonic() - hooks.last_try > self.stall_after
             )
-            if self._closed or not (client.is_closed or stalled):
+            if current.closed or not (client.is_closed or stalled):
                 continue
             if stalled and not client.is_closed:
                 log.warning(
                     "NATS at %s: no reconnect attempt for %.0f s; connecting again",
-                    self.shown_url,
-                    self._stall_after,
+                    self._endpoint.shown_url,
+                    self.stall_after,
                 )
             await self._replace(client)
 
     async def _replace(self, old: Client) -> None:
-        subs = list(self._subs.values())  # subscribed from now on: on the new client
-        self._up.clear()
-        self._gone.set()  # its requests go to the new client, even if nats-py never said closed
-        self._replacing = True
+        current = self._current
+        subs = list(current.subs.values())  # subscribed from now on: on the new client
+        current.up.clear()
+        current.gone.set()  # its requests go to the new client, even if nats-py never said closed
+        current.replacing = True
         try:
-            await self._discard(old)
+            await discard(old)
             await self.connect()
         finally:
-            self._replacing = False
+            current.replacing = False
         for sub in subs:
             if sub.closed:
                 continue
             try:
-                with mapped("subscribe to", self, sub.subject):
-                    await sub.renew(self._nc)
+                with mapped("subscribe to", current, sub.subject):
+                    await sub.renew(current.client)
             except TransportError as exc:
                 # Lost again already: the next replacement tries again.
                 log.warning("subscribing again to %s failed: %s", sub.subject, exc)
-        await self._on_reconnected()
+        await self._hooks.on_reconnected()
+
+
+async def discard(client: Client) -> None:
+    """Close ``client`` within :data:`_CLOSE_TIMEOUT`, whatever state it is in."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
+        try:
+            await client.close()
+        except Exception as exc:  # a half-set-up client; nothing left to save
+            log.debug("closing NATS client failed: %r", exc)
