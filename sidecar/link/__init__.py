@@ -10,9 +10,9 @@ acknowledged, and the activity they all mark (what keeps the sidecar awake).
 from ._activity import Activity as Activity
 from ._control import Control as Control
 from ._delivery import Delivery as Delivery
+from ._hello import Identity as Identity
+from ._hello import Session as Session
 from ._session import HubLink as HubLink
-from ._session import Identity as Identity
-from ._session import Session as Session
 from ._shipper import Shipper as Shipper
 
 __all__ = ["Activity", "Control", "Delivery", "HubLink", "Identity", "Session", "Shipper"]

@@ -1,4 +1,6 @@
-"""The hub link: the session (hello, challenge, welcome), and requests to the hub.
+"""The hub link: the loop that keeps a session with the hub, and the one
+way every request to the hub goes (the hello exchange is ``_hello``'s, the
+requests made under the session ``_requests``').
 
 One owned loop keeps a session: it says hello, keeps the Welcome, and then
 sleeps until something says the session may be gone: a HubBoot from a hub
@@ -26,79 +28,47 @@ on the sidecar's :class:`Activity`: a sidecar never asks to sleep (``Sleep``,
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import msgspec
 
 from runtime import (
     Asleep,
     Backoff,
-    BlobChunk,
-    BlobGet,
-    Challenge,
     Claim,
     FrameDecodeError,
     FrameDecoder,
-    Hello,
     HubBoot,
-    MintChild,
-    Minted,
     Reason,
     Refused,
     Retry,
     RunSnapshot,
-    RunStates,
-    Sleep,
-    StateGet,
     Subjects,
     Transport,
     TransportError,
     Wakeup,
     Welcome,
     encode,
-    hello_message,
 )
 from runtime.loops import Broadcast
-from runtime.wire import sign
 
 from .._errors import (
-    BlobError,
     DeploymentGone,
-    DigestMismatch,
     FencedOut,
     HubRefused,
     HubUnavailable,
-    OwnerConflict,
 )
 from ._activity import Activity
+from ._hello import Identity, say_hello
+from ._hello import Session as Session  # the link's users take it from here too
+from ._requests import HubRequests
 
 log = logging.getLogger("mailrun.sidecar.link")
 
 REHELLO_REASONS = frozenset({Reason.UNKNOWN_SESSION, Reason.STALE_EPOCH})
-_GONE_REASONS = frozenset({Reason.DEPLOYMENT_NOT_LIVE, Reason.UNKNOWN_DEPLOYMENT})
-
-
-@dataclass(frozen=True, slots=True)
-class Session:
-    session_id: str
-    owner_epoch: int
-    hub_boot_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    deployment_id: str
-    instance_id: str
-    seed: str
-    public_key: str
-    home: str = ""
-    previous_instance: str = ""
 
 
 class HubLink:
@@ -134,6 +104,13 @@ class HubLink:
         self._earlier: deque[Session] = deque(maxlen=8)  # sessions this process had before
         self._helloing = False  # a hello is in flight: it answers every refusal meanwhile
         self.activity = activity if activity is not None else Activity()
+        self._requests = HubRequests(
+            request=self.request,
+            require_session=self._require_session,
+            identity=identity,
+            subjects=subjects,
+            request_timeout=request_timeout,
+        )
 
     # --- session --------------------------------------------------------------
 
@@ -182,7 +159,13 @@ class HubLink:
                 try:
                     self._helloing = True
                     try:
-                        welcome = await self._hello()
+                        welcome = await say_hello(
+                            self.request,
+                            self.subjects.hello,
+                            self.identity,
+                            takeover=self._takeover,
+                            timeout=self._hello_timeout,
+                        )
                     finally:
                         self._helloing = False
                 except FencedOut:
@@ -255,36 +238,6 @@ class HubLink:
     async def _on_reconnect(self) -> None:
         self.rehello()
 
-    async def _hello(self) -> Welcome:
-        ident = self.identity
-        hello = Hello(
-            deployment_id=ident.deployment_id,
-            instance_id=ident.instance_id,
-            public_key=ident.public_key,
-            takeover=self._takeover,
-            home=ident.home,
-            previous_instance=ident.previous_instance,
-        )
-        decoder: FrameDecoder[Challenge | Welcome | Refused] = FrameDecoder(
-            Challenge | Welcome | Refused
-        )
-        reply = await self.request(self.subjects.hello, hello, decoder, self._hello_timeout)
-        if isinstance(reply, Challenge):
-            message = hello_message(reply.nonce, ident.deployment_id, ident.instance_id)
-            signed = msgspec.structs.replace(
-                hello, nonce=reply.nonce, signature=sign(ident.seed, message)
-            )
-            reply = await self.request(self.subjects.hello, signed, decoder, self._hello_timeout)
-        if isinstance(reply, Welcome):
-            return reply
-        if isinstance(reply, Refused):
-            if reply.reason == Reason.OWNER_CONFLICT:
-                raise OwnerConflict(reply.reason, reply.detail)
-            if reply.reason in _GONE_REASONS:
-                raise DeploymentGone(reply.reason, reply.detail)
-            raise HubRefused(reply.reason, reply.detail)
-        raise HubRefused("unexpected_reply", type(reply).__name__)
-
     # --- requests -------------------------------------------------------------
 
     async def request(
@@ -330,83 +283,17 @@ class HubLink:
 
     async def fetch_blob(self, claim: Claim) -> bytes:
         """Fetch a claim-checked body chunk by chunk and verify size and sha256."""
-        session = self._require_session()
-        decoder: FrameDecoder[BlobChunk | Refused] = FrameDecoder(BlobChunk | Refused)
-        data = bytearray()
-        while len(data) < claim.size:
-            get = BlobGet(
-                digest=claim.digest,
-                offset=len(data),
-                deployment_id=self.identity.deployment_id,
-                session_id=session.session_id,
-            )
-            reply = await self.request(self.subjects.blob, get, decoder, self._request_timeout)
-            if isinstance(reply, Refused):
-                raise BlobError(f"blob {claim.digest}: hub refused: {reply.reason}")
-            if reply.offset != len(data) or reply.size != claim.size or not reply.data:
-                raise DigestMismatch(
-                    f"blob {claim.digest}: chunk at {reply.offset} of {reply.size} bytes"
-                    f" does not continue {len(data)} of {claim.size}"
-                )
-            data += reply.data
-        actual = "sha256:" + hashlib.sha256(data).hexdigest()
-        if len(data) != claim.size or actual != claim.digest:
-            raise DigestMismatch(f"blob {claim.digest}: got {len(data)} bytes hashing to {actual}")
-        return bytes(data)
+        return await self._requests.fetch_blob(claim)
 
     async def mint_child(self, parent_run_id: str, request_id: str) -> str:
         """Ask the hub to mint a child run (idempotent per request id)."""
-        session = self._require_session()
-        mint = MintChild(
-            parent_run_id=parent_run_id,
-            request_id=request_id,
-            deployment_id=self.identity.deployment_id,
-            session_id=session.session_id,
-            owner_epoch=session.owner_epoch,
-        )
-        decoder: FrameDecoder[Minted | Refused] = FrameDecoder(Minted | Refused)
-        reply = await self.request(self.subjects.mint, mint, decoder, self._request_timeout)
-        if isinstance(reply, Refused):
-            raise HubRefused(reply.reason, reply.detail)
-        run_id: str = reply.run_id
-        return run_id
+        return await self._requests.mint_child(parent_run_id, request_id)
 
     async def sleep(self) -> Asleep | Refused:
-        """Ask the hub to let this process stop (``Sleep``): Asleep when it
-        granted it, else its refusal (``busy``, or one that makes the link
-        say hello again). Raises :class:`HubUnavailable`."""
-        session = self._require_session()
-        sleep = Sleep(
-            deployment_id=self.identity.deployment_id,
-            session_id=session.session_id,
-            owner_epoch=session.owner_epoch,
-        )
-        decoder: FrameDecoder[Asleep | Refused] = FrameDecoder(Asleep | Refused)
-        reply: Asleep | Refused = await self.request(
-            self.subjects.sleep, sleep, decoder, self._request_timeout
-        )
-        return reply
+        """Ask the hub to let this process stop: :meth:`HubRequests.sleep`."""
+        return await self._requests.sleep()
 
     async def fetch_state(self, welcome: Welcome) -> tuple[list[RunSnapshot], int, list[int]]:
-        """Every run's state as the hub applied it, the hub's floor seq and the
-        seqs above it that are settled (RunStates), asked under ``welcome``'s
-        session (not the session yet: the sidecar adopts this state before it
-        acts as the owner)."""
-        decoder: FrameDecoder[RunStates | Refused] = FrameDecoder(RunStates | Refused)
-        runs: list[RunSnapshot] = []
-        after, floor = "", welcome.floor_seq
-        while True:
-            get = StateGet(
-                deployment_id=self.identity.deployment_id,
-                session_id=welcome.session_id,
-                owner_epoch=welcome.owner_epoch,
-                after_run_id=after,
-            )
-            reply = await self.request(self.subjects.state, get, decoder, self._request_timeout)
-            if isinstance(reply, Refused):
-                raise HubRefused(reply.reason, reply.detail)
-            runs.extend(reply.runs)
-            floor = reply.floor_seq
-            if not reply.more or not reply.runs:
-                return runs, floor, reply.settled
-            after = reply.runs[-1].run_id
+        """Every run's state as the hub applied it, asked under ``welcome``'s
+        session: :meth:`HubRequests.fetch_state`."""
+        return await self._requests.fetch_state(welcome)
