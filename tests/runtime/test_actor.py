@@ -398,3 +398,22 @@ async def test_ask_nowait_gives_the_answer_the_error_or_the_timeout_in_a_future(
         with pytest.raises(ActorStopped):
             ref.ask_nowait("after", timeout=2)
     assert log == ["one", "late", "queued"]
+
+
+async def test_ask_nowait_to_an_actor_that_gave_up_is_refused_not_left_pending() -> None:
+    class NeverStarts(Actor[object]):
+        async def started(self) -> None:
+            raise RuntimeError("cannot start")
+
+    settled: list[BaseException | None] = []
+    async with Supervisor() as sup:
+        ref = await sup.spawn(NeverStarts, name="never", policy=FAST)
+        answer = ref.ask_nowait("queued", timeout=60)
+        answer.add_done_callback(lambda done: settled.append(done.exception()))
+        # Refused when it gives up past its budget, not at the ask's timeout.
+        with anyio.fail_after(5), pytest.raises(ActorStopped, match="gave up"):
+            await answer
+        assert [type(exc) for exc in settled] == [ActorStopped]
+        assert not ref.alive
+        with pytest.raises(ActorStopped):
+            ref.ask_nowait("after", timeout=2)
