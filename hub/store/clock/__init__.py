@@ -19,7 +19,6 @@ from .schema import TIMERS_PG as TIMERS_PG
 from .schema import add_schedules as add_schedules
 from .schema import add_timers as add_timers
 from .timers import DueTimer as DueTimer
-from .timers import PendingTimer as PendingTimer
 from .timers import cancel_timer as cancel_timer
 from .timers import claim_timers as claim_timers
 from .timers import count_timers as count_timers
@@ -31,23 +30,13 @@ from .timers import run_timers as run_timers
 from .timers import set_timer as set_timer
 
 __all__ = [
-    "APPROVAL_EXPIRY",
-    "SCHEDULES_PG",
-    "TIMERS_PG",
-    "TIMER_KIND",
     "DueTimer",
     "Fire",
-    "PendingTimer",
     "ScheduleView",
     "add_schedule",
-    "add_schedules",
-    "add_timers",
     "cancel_timer",
     "claim_timers",
     "count_timers",
-    "drop_deployment_timers",
-    "drop_run_timers",
-    "drop_schedules",
     "due_schedules",
     "due_timers",
     "earliest_schedule_due",
@@ -56,6 +45,5 @@ __all__ = [
     "fire_schedule",
     "list_schedules",
     "remove_schedule",
-    "run_timers",
     "set_timer",
 ]

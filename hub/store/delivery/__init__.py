@@ -3,8 +3,6 @@ that sidecars report applied, redelivery, quarantine, dead letters, run
 histories trimmed, the blobs dispatches name, and the state a new owner
 starts from. The protocol around them is ``hub.wire``'s."""
 
-from .blobs import SHARED_GRACE as SHARED_GRACE
-from .blobs import Collected as Collected
 from .blobs import blob_named as blob_named
 from .blobs import collect_blobs as collect_blobs
 from .dead_letters import DeadLetter as DeadLetter
@@ -12,13 +10,10 @@ from .dead_letters import keep_dead_letter as keep_dead_letter
 from .processed import OPEN_DISPATCH as OPEN_DISPATCH
 from .processed import DispatchToSettle as DispatchToSettle
 from .processed import NewRunEvent as NewRunEvent
-from .processed import ProcessedRows as ProcessedRows
 from .processed import RunMoved as RunMoved
-from .processed import RunPosition as RunPosition
 from .processed import SettledDispatch as SettledDispatch
 from .processed import read_processed as read_processed
 from .processed import write_processed as write_processed
-from .quarantine import QuarantinedDispatch as QuarantinedDispatch
 from .quarantine import cancel_quarantined as cancel_quarantined
 from .quarantine import count_quarantined as count_quarantined
 from .quarantine import quarantined_dispatch as quarantined_dispatch
@@ -35,8 +30,6 @@ from .run_events import name_child_entrypoint as name_child_entrypoint
 from .run_events import record_event as record_event
 from .run_events import start_run as start_run
 from .run_events import suspend_run as suspend_run
-from .run_state import AppliedRun as AppliedRun
-from .run_state import StatePage as StatePage
 from .run_state import floor_seq as floor_seq
 from .run_state import read_state_page as read_state_page
 from .sending import ReservedCount as ReservedCount
@@ -49,22 +42,15 @@ from .trimming import trim_history as trim_history
 
 __all__ = [
     "OPEN_DISPATCH",
-    "SHARED_GRACE",
-    "AppliedRun",
-    "Collected",
     "DeadLetter",
     "DispatchToSettle",
     "EventRun",
     "NewRunEvent",
     "Overdue",
-    "ProcessedRows",
-    "QuarantinedDispatch",
     "ReservedCount",
     "ReservedDispatch",
     "RunMoved",
-    "RunPosition",
     "SettledDispatch",
-    "StatePage",
     "ask_approval",
     "blob_named",
     "cancel_quarantined",

@@ -4,7 +4,6 @@ that may send mail over the NATS ingress."""
 
 from .identities import give_nats_identities as give_nats_identities
 from .lifecycle import DEFAULT_ENTRYPOINT as DEFAULT_ENTRYPOINT
-from .lifecycle import Created as Created
 from .lifecycle import build_sources as build_sources
 from .lifecycle import create_deployment as create_deployment
 from .lifecycle import delete_deployment as delete_deployment
@@ -12,10 +11,8 @@ from .pausing import pause_deployment as pause_deployment
 from .pausing import paused_deployments as paused_deployments
 from .pausing import unpause_deployment as unpause_deployment
 from .policy import PolicyChange as PolicyChange
-from .policy import check_policy as check_policy
 from .policy import read_policy as read_policy
 from .policy import set_policy as set_policy
-from .producers import NewProducer as NewProducer
 from .producers import ProducerStatus as ProducerStatus
 from .producers import ProducerView as ProducerView
 from .producers import add_producers as add_producers
@@ -39,8 +36,6 @@ from .versions import request_rollout as request_rollout
 
 __all__ = [
     "DEFAULT_ENTRYPOINT",
-    "Created",
-    "NewProducer",
     "PolicyChange",
     "ProducerStatus",
     "ProducerView",
@@ -48,11 +43,8 @@ __all__ = [
     "VersionStatus",
     "VersionView",
     "active_entrypoint",
-    "add_producers",
     "add_version",
-    "add_workflow_versions",
     "build_sources",
-    "check_policy",
     "create_deployment",
     "delete_deployment",
     "finish_rollout",

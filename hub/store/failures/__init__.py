@@ -6,7 +6,6 @@ deployment's policy itself is the deployments room's
 
 from .cancelling import cancel_message_ids as cancel_message_ids
 from .cancelling import cancel_run as cancel_run
-from .parking import RetriedDispatch as RetriedDispatch
 from .parking import count_failures as count_failures
 from .parking import list_parked as list_parked
 from .parking import retry_dispatch as retry_dispatch
@@ -15,13 +14,10 @@ from .resuming import resume_run as resume_run
 from .resuming import resume_suspended as resume_suspended
 
 __all__ = [
-    "RetriedDispatch",
-    "cancel_message_ids",
     "cancel_run",
     "count_failures",
     "list_parked",
     "resume_if_outdated",
     "resume_run",
-    "resume_suspended",
     "retry_dispatch",
 ]

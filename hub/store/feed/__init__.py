@@ -21,19 +21,11 @@ from .recording import add_deployment_feed as add_deployment_feed
 
 __all__ = [
     "DEFAULT_CHANGES_KEPT",
-    "DEPLOYMENT_FEED_PG",
     "FEED_HOLD",
-    "NOW",
     "Change",
-    "ChangeKind",
-    "add_change_feed",
-    "add_deployment_feed",
-    "database_now",
     "feed_start",
     "last_change_id",
     "read_changes",
     "read_feed",
-    "settled_changes",
-    "settled_horizon",
     "trim_changes",
 ]

@@ -26,24 +26,11 @@ from .settings import sender_refusal as sender_refusal
 from .writing import set_mail_settings as set_mail_settings
 
 __all__ = [
-    "DEFAULT_SETTINGS",
-    "MAIL_PG",
     "REPLY_KEY",
     "MailChange",
     "MailSettings",
-    "SentMail",
-    "add_mail",
-    "catch_alls",
-    "changed_settings",
-    "decode_settings",
-    "encode_settings",
     "hub_secret",
-    "mail_settings",
     "sender_refusal",
-    "sent_mail",
-    "sent_row",
-    "set_catch_all",
     "set_mail_settings",
     "settings_at",
-    "settings_of",
 ]

@@ -13,11 +13,7 @@ from .transfer import transfer as transfer
 
 __all__ = [
     "LATEST",
-    "MIGRATIONS",
-    "Migration",
     "OnStep",
-    "apply_migrations",
-    "current_version",
     "migrations_after",
     "transfer",
 ]

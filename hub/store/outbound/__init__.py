@@ -5,13 +5,11 @@ sends them (``relaying.py``), and a bounce recorded against one
 
 from .bounces import SOURCE_DSN as SOURCE_DSN
 from .bounces import SOURCE_RELAY as SOURCE_RELAY
-from .bounces import Bounced as Bounced
 from .bounces import bounce_message_id as bounce_message_id
 from .bounces import mark_bounced as mark_bounced
 from .bounces import record_bounce as record_bounce
 from .outbox import OutboundMail as OutboundMail
 from .outbox import OutboundStatus as OutboundStatus
-from .outbox import OutboundView as OutboundView
 from .outbox import add_outbound_mail as add_outbound_mail
 from .outbox import count_outbound as count_outbound
 from .outbox import list_outbound as list_outbound
@@ -32,14 +30,10 @@ from .spec import one_mailbox as one_mailbox
 __all__ = [
     "SOURCE_DSN",
     "SOURCE_RELAY",
-    "Bounced",
     "DueMail",
     "OutboundMail",
     "OutboundSpec",
     "OutboundStatus",
-    "OutboundView",
-    "add_outbound_mail",
-    "bounce_message_id",
     "count_outbound",
     "decode_spec",
     "defer",
@@ -52,7 +46,6 @@ __all__ = [
     "mark_sent",
     "next_due",
     "one_mailbox",
-    "record_bounce",
     "record_outbound",
     "settle_at_boot",
 ]

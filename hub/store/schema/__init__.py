@@ -26,25 +26,7 @@ from .steps import add_run_step as add_run_step
 from .steps import statements as statements
 
 __all__ = [
-    "BASELINE",
-    "FAILURE_POLICIES_PG",
-    "INLINE_DIGEST_PG",
-    "KEEPS_BODY",
     "QUARANTINE_SOURCE",
-    "RUN_SETTINGS_PG",
     "ApprovalStatus",
     "DispatchStatus",
-    "add_columns",
-    "add_dead_letter_deployment",
-    "add_failure_policies",
-    "add_inline_digest",
-    "add_nats_user",
-    "add_owner_home",
-    "add_raw_message",
-    "add_retention_indexes",
-    "add_run_settings",
-    "add_run_step",
-    "create_v1",
-    "migrate_v1_to_v2",
-    "statements",
 ]

@@ -18,7 +18,6 @@ from .minting import mint_child as mint_child
 from .ownership import OwnerRow as OwnerRow
 from .ownership import commit_claim as commit_claim
 from .ownership import read_owner as read_owner
-from .state_files import InboxFormat as InboxFormat
 from .state_files import NatsUser as NatsUser
 from .state_files import active_producer_users as active_producer_users
 from .state_files import inbox_format as inbox_format
@@ -28,9 +27,7 @@ from .state_files import read_state_file as read_state_file
 from .state_files import schema_version as schema_version
 
 __all__ = [
-    "LEASES_SCHEMA",
     "Fence",
-    "InboxFormat",
     "LeaseRound",
     "LeaseToken",
     "MintParent",

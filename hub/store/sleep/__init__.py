@@ -16,11 +16,8 @@ from .sleeping import wake_deployment as wake_deployment
 __all__ = [
     "BUSY_RESERVED",
     "BUSY_ROLLOUT",
-    "SLEEP_PG",
-    "add_sleep",
     "asleep_deployments",
     "deployments_to_wake",
     "grant_sleep",
-    "request_wake",
     "wake_deployment",
 ]

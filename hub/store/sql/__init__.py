@@ -24,22 +24,8 @@ from ._tx import Tx as Tx
 from ._tx import TxBody as TxBody
 
 __all__ = [
-    "DECLARED",
-    "GROUP",
-    "SIZES",
-    "Grouped",
-    "Params",
-    "Row",
-    "SqliteTx",
-    "Statement",
     "Tx",
-    "TxBody",
     "each_in_savepoint",
-    "groups",
-    "insert_rows",
-    "insert_statement",
-    "json_array",
-    "sql",
     "update_rows",
     "update_statement",
 ]

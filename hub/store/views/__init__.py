@@ -3,7 +3,6 @@ approvals the HTTP API answers with (the deployments also as changed after a
 point of the change feed), a run's history as replay reads it, and the views
 ``GET /events`` sends for a batch of changes."""
 
-from .approvals import ApprovalView as ApprovalView
 from .approvals import get_approval as get_approval
 from .approvals import list_approvals as list_approvals
 from .changed import Changed as Changed
@@ -27,18 +26,12 @@ from .queries import list_runs as list_runs
 from .queries import resolve_deployment as resolve_deployment
 
 __all__ = [
-    "DISPATCHES_BY_ID",
-    "ApprovalView",
-    "Changed",
     "DeploymentView",
-    "DispatchView",
     "RunHistory",
-    "RunView",
     "change_views",
     "count_by_status",
     "deployment_of_run",
     "deployments_changed",
-    "dispatch_view",
     "get_approval",
     "get_deployment",
     "get_dispatch",
