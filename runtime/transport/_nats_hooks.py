@@ -1,12 +1,11 @@
-"""The NATS transport's state, and the hooks nats-py calls on its client.
-
-:class:`Endpoint` is where and as whom it connects; :class:`Current` the
-client it speaks through now and what is known of it (up, closed for good,
-being replaced, its subscriptions); :class:`NatsHooks` what nats-py tells:
-the options a client is made with, the server and the delay before each of
-its reconnect attempts (our backoff, with jitter: nats-py has none), and
-what it reports: errors, a refusal of our credentials, disconnects, a close
-for good, a reconnect (then the ``on_reconnect`` callbacks run).
+"""The NATS transport's state, and the hooks nats-py calls on its client:
+where it connects (:class:`Endpoint`), the client it speaks through now and
+what is known of it (:class:`Current`: up, closed for good, being replaced,
+its subscriptions), and what nats-py tells (:class:`NatsHooks`): the options
+a client is made with, the server and the delay before each of its
+reconnect attempts (our backoff, with jitter: nats-py has none), errors, a
+refusal of our credentials, disconnects, a close for good, a reconnect
+(then the ``on_reconnect`` callbacks run).
 
 Each client gets hooks of its own: a client being discarded (a failed
 attempt, one the keeper replaced, ``_nats_connection``) must not speak for
