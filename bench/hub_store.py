@@ -9,7 +9,8 @@ dir, deploys one workflow and accepts ``--rows`` mails in transactions of
 ``--batch`` (``hub.store.accept_triggers``, as the Acceptor runs it), then
 applies a DispatchProcessed for each, in frames of ``--frame`` (70; 1 is
 a lone mail's frame), each in its transaction, the history trimmed where
-``hub.wire.events`` trims it (the runs due). It prints the accept's CPU per
+``hub.wire.events`` trims it (the runs due), and counts the events left
+whole. It prints the accept's CPU per
 mail for each fifth of the rows (the table grows under it) and the
 ingestion's. No NATS, no HTTP, no other process: what the hub's one writer
 spends, without the rest of the system on the same cores.
@@ -33,9 +34,11 @@ from hub.store import Accepted, Trigger, Tx, accept_triggers, open_store, trim_h
 from hub.wire.events.processed import ProcessedBatch
 from runtime import DispatchProcessed, Event
 from runtime.config import DEFAULT_RUN_HISTORY
+from tests.support.store import read_one
 from tests.support.wire import deploy, processed
 
 FRAME = 70  # events per frame, about what a sidecar under load sends
+_WHOLE = "payload IS NOT NULL"
 
 
 async def bench(
@@ -90,6 +93,10 @@ async def bench(
 
                 await store.transact(ingest)
             figures["ingest_us_per_mail"] = 1e6 * (time.process_time() - began) / len(receipts)
+            # What the trims left whole: the run's history, and at most a
+            # quarter more (hub.wire.events.processed.trim_every).
+            whole = await read_one(store, f"SELECT COUNT(*) FROM run_event WHERE {_WHOLE}")
+            figures["events_whole"] = int(whole[0]) if whole is not None else 0
 
 
 def main() -> None:
