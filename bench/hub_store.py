@@ -1,13 +1,16 @@
 """The hub's writer alone: CPU per mail of the accept and of the ingestion, as
 the dispatch table grows.
 
-    .venv/bin/python bench/hub_store.py [--rows 100000] [--batch 100] [--message-ids] [--json]
+    .venv/bin/python bench/hub_store.py [--rows 100000] [--batch 100] [--frame 70]
+        [--message-ids] [--json]
 
 Opens a real hub store (SQLite, as the hub configures it) in a temporary
 dir, deploys one workflow and accepts ``--rows`` mails in transactions of
 ``--batch`` (``hub.store.accept_triggers``, as the Acceptor runs it), then
-applies a DispatchProcessed for each, in frames of 70 (as
-``hub.wire.events`` does, history trimmed). It prints the accept's CPU per
+applies a DispatchProcessed for each, in frames of ``--frame`` (70; 1 is
+a lone mail's frame), each in its transaction, the history trimmed where
+``hub.wire.events`` trims it (the runs due), and counts the events left
+whole. It prints the accept's CPU per
 mail for each fifth of the rows (the table grows under it) and the
 ingestion's. No NATS, no HTTP, no other process: what the hub's one writer
 spends, without the rest of the system on the same cores.
@@ -31,12 +34,16 @@ from hub.store import Accepted, Trigger, Tx, accept_triggers, open_store, trim_h
 from hub.wire.events.processed import ProcessedBatch
 from runtime import DispatchProcessed, Event
 from runtime.config import DEFAULT_RUN_HISTORY
+from tests.support.store import read_one
 from tests.support.wire import deploy, processed
 
 FRAME = 70  # events per frame, about what a sidecar under load sends
+_WHOLE = "payload IS NOT NULL"
 
 
-async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, object]) -> None:
+async def bench(
+    rows: int, batch: int, frame: int, message_ids: bool, figures: dict[str, object]
+) -> None:
     with tempfile.TemporaryDirectory(prefix="mailrun-store-") as tmp:
         async with await open_store(Path(tmp) / "hub.db") as store:
             dep = await deploy(store)
@@ -69,12 +76,12 @@ async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, obj
                 raise RuntimeError(f"{event} dead-lettered: {reason}")
 
             began = time.process_time()
-            for at in range(0, len(receipts), FRAME):
+            for at in range(0, len(receipts), frame):
                 events = [
                     processed(
                         r, state={"count": at + n}, step=at + n + 1, version=1, at=time.time()
                     )
-                    for n, r in enumerate(receipts[at : at + FRAME])
+                    for n, r in enumerate(receipts[at : at + frame])
                 ]
 
                 def ingest(tx: Tx, events: list[DispatchProcessed] = events) -> None:
@@ -82,23 +89,29 @@ async def bench(rows: int, batch: int, message_ids: bool, figures: dict[str, obj
                         tx, dep.id, time.time(), dead_letter, keep=DEFAULT_RUN_HISTORY
                     )
                     batch_.apply(events)
-                    trim_history(tx, batch_.runs_with_events, DEFAULT_RUN_HISTORY)
+                    trim_history(tx, batch_.due, DEFAULT_RUN_HISTORY)
 
                 await store.transact(ingest)
             figures["ingest_us_per_mail"] = 1e6 * (time.process_time() - began) / len(receipts)
+            # What the trims left whole: the run's history, and at most a
+            # quarter more (hub.wire.events.processed.trim_every).
+            whole = await read_one(store, f"SELECT COUNT(*) FROM run_event WHERE {_WHOLE}")
+            figures["events_whole"] = int(whole[0]) if whole is not None else 0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=100, help="mails per accept transaction")
+    parser.add_argument("--frame", type=int, default=FRAME, help="events per ingested frame")
     parser.add_argument("--message-ids", action="store_true", help="each mail names a message id")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    if min(args.rows, args.batch) < 1:
-        parser.error("--rows and --batch must be positive")
+    if min(args.rows, args.batch, args.frame) < 1:
+        parser.error("--rows, --batch and --frame must be positive")
     figures: dict[str, object] = {"rows": args.rows, "message_ids": args.message_ids}
-    anyio.run(bench, args.rows, args.batch, args.message_ids, figures)
+    figures["frame"] = args.frame
+    anyio.run(bench, args.rows, args.batch, args.frame, args.message_ids, figures)
     if args.json:
         print(json.dumps(figures, indent=2))
         return
@@ -106,7 +119,8 @@ def main() -> None:
     print(f"{args.rows} mails {ids} message ids, {args.batch} per accept transaction")
     for fifth in figures["accept_us_per_mail"]:  # type: ignore[attr-defined]
         print(f"accept, up to {fifth['rows']:>7} rows   {fifth['us']:6.1f} us CPU per mail")
-    print(f"ingestion                      {figures['ingest_us_per_mail']:6.1f} us CPU per mail")
+    frames = f"ingestion, {args.frame} a frame"
+    print(f"{frames:<31}{figures['ingest_us_per_mail']:6.1f} us CPU per mail")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.dbos_peer import NOT_INSTALLED
+from runtime.config import DEFAULT_RUN_HISTORY
 from tests.support import REPO
 
 # slow: every test runs a benchmark script, most of them starting `mailrun up`
@@ -126,6 +127,15 @@ def test_the_store_bench_accepts_and_ingests_every_mail() -> None:
     assert isinstance(fifths, list) and [f["rows"] for f in fifths] == [60, 120, 180, 240, 300]
     assert all(f["us"] > 0 for f in fifths)
     assert isinstance(figures["ingest_us_per_mail"], float) and figures["ingest_us_per_mail"] > 0
+    assert figures["events_whole"] == DEFAULT_RUN_HISTORY  # frames of 70: trimmed at each
+
+
+def test_the_store_bench_ingests_lone_frames_trimmed_a_quarter_at_a_time() -> None:
+    figures = bench("hub_store.py", "--rows", "61", "--batch", "61", "--frame", "1")
+    assert (figures["rows"], figures["frame"]) == (61, 1)
+    # 61 steps, trimmed at each fourth: the run holds its 16 latest and the
+    # one past the last trim (at step 60).
+    assert figures["events_whole"] == DEFAULT_RUN_HISTORY + 1
 
 
 def test_the_trigger_bench_measures_each_way_of_writing() -> None:

@@ -3,12 +3,13 @@ older ones only their row.
 
 ``run_event`` keeps every event's row (id, kind, time) for good, so a
 resent event is still recognised by its id and applies nothing; its payload
-is kept for the run's latest ``keep`` events only. Trimmed in the ingest
-transaction, for the runs it touched, through an index of the rows that
-still hold a payload, so the cost is that history, not the run's past. A
-processed dispatch keeps its inline body while its DispatchProcessed keeps
-its payload (replay calls the handler with it, docs/replay.md), and loses
-it with that payload.
+is kept for the run's latest ``keep`` events, and up to a quarter more
+until the next trim. Trimmed in the ingest transaction, for the runs it
+touched that are due (``hub.wire.events.processed.trim_every``), through an
+index of the rows that still hold a payload, so the cost is that history,
+not the run's past. A processed dispatch keeps its inline body while its
+DispatchProcessed keeps its payload (replay calls the handler with it,
+docs/replay.md), and loses it with that payload.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ The delivered marks of acks held for it (``hub.wire.delivery.marks``) under
 the same fence are written first, in the same transaction.
 Events naming a run outside the sender's deployment are acknowledged (so the
 sidecar's outbox moves on) but kept as dead letters, never applied. Each
-run's history is trimmed in the same transaction (:mod:`hub.wire.retention`).
+run's history is trimmed in the same transaction (:mod:`hub.wire.retention`)
+once a quarter of it has come since the last trim (``processed.trim_every``).
 The statements are the store's; the rules are this module's and
 :mod:`hub.wire.events.ingest`'s.
 """
@@ -129,7 +130,7 @@ class EventsHandler:
             )
             released = ingest.events(frame.events)
             woken = ingest.route(status)
-            trim_history(tx, ingest.runs, self._history)
+            trim_history(tx, ingest.due, self._history)
             floor = floor_seq(tx, session.deployment_id)
             failpoint("hub.events.before_commit")
             return ingest, released, woken, floor

@@ -84,8 +84,10 @@ class Ingest:
         self.mail: list[MailSent] = []
         self.items: list[Trigger] = []
         """``start`` and ``child`` items, accepted after the frame's events."""
-        self.runs: set[str] = set()
-        """Runs that got new events: their history is trimmed."""
+        self.due: set[str] = set()
+        """Runs whose history is trimmed in this transaction: those that got
+        an event other than a DispatchProcessed that moved its run's step,
+        or whose step passed a multiple of ``trim_every`` (``processed.py``)."""
         self.settled_after: list[float] = []
         """Seconds from acceptance of each dispatch the frame settled (metrics)."""
         self.outbound = 0
@@ -106,7 +108,7 @@ class Ingest:
                     self.tx, self.deployment_id, self.now, self._dead_letter, keep=self.history
                 )
                 released |= batch.apply(cast(list[DispatchProcessed], list(group)))
-                self.runs |= batch.runs_with_events
+                self.due |= batch.due
                 self.settled_after += batch.settled_after
             else:
                 for event in group:
@@ -130,7 +132,7 @@ class Ingest:
             self.tx, event.event_id, event.run_id, self.deployment_id, kind, encode(event), at
         ):
             return False
-        self.runs.add(event.run_id)
+        self.due.add(event.run_id)
         if isinstance(event, _EFFECTS) and is_terminal(run.status):
             # The hub ended the run first (a terminate, a delete): what the
             # sidecar committed before it heard of that takes no effect.

@@ -43,6 +43,13 @@ SetAside = Callable[[Event, str], None]
 """What becomes of an event that cannot be applied: a dead letter, for a reason."""
 
 
+def trim_every(keep: int) -> int:
+    """Steps of a run between two trims of its history (``keep`` events):
+    a quarter of it, so a run holds at most ``keep + trim_every(keep) - 1``
+    payloads (a history under 8 is trimmed at every step, as before)."""
+    return max(1, keep // 4)
+
+
 @dataclass
 class _Run:
     last_seq: int
@@ -74,7 +81,12 @@ class ProcessedBatch:
         self.keep = keep
         """The run history's length (``trim_history``'s ``keep``)."""
         self.runs_with_events: set[str] = set()
-        """Runs that got new events: their history is trimmed."""
+        """Runs that got new events."""
+        self.due: set[str] = set()
+        """Runs whose history is trimmed in this transaction: one got a
+        payload that did not move its step, or its step passed a multiple of
+        ``trim_every``. The step only grows (its one writer is this batch),
+        so between two trims a run gains fewer payloads than that."""
         self.settled_after: list[float] = []
         """Seconds from acceptance of each dispatch this batch settled."""
         self._closed: set[str] = set()  # dispatches this batch settled
@@ -108,18 +120,23 @@ class ProcessedBatch:
         new_events: list[NewRunEvent] = []
         settled: list[SettledDispatch] = []
         released = False
+        unpaced: set[str] = set()
         for event in fresh:
             later[event.run_id] -= 1
             trimmed = later[event.run_id] >= self.keep
             self.runs_with_events.add(event.run_id)
             dispatch = found.dispatches.get(event.dispatch_id)
+            run = runs[event.run_id]
+            stepped = run.last_step
             if dispatch is None or dispatch.run_id != event.run_id:
                 self.dead_letter(event, UnknownDispatch.reason)
             else:
                 # An event of a dispatch settled before is recorded whole:
                 # trim_history takes its payload and the dispatch's body.
                 trimmed = trimmed and self._open(event.dispatch_id, dispatch)
-                released |= self._decide(event, runs[event.run_id], dispatch, settled, trimmed)
+                released |= self._decide(event, run, dispatch, settled, trimmed)
+            if not trimmed and not (event.step and run.last_step == event.step > stepped):
+                unpaced.add(event.run_id)  # a payload its run's step does not count
             new_events.append(
                 (
                     event.event_id,
@@ -137,6 +154,13 @@ class ProcessedBatch:
         ]
         resumed = [run_id for run_id, run in runs.items() if run.resume]
         write_processed(self.tx, self.now, new_events, moved, resumed, settled)
+        every = trim_every(self.keep)
+        self.due |= {
+            run_id
+            for run_id in self.runs_with_events
+            if run_id in unpaced
+            or found.runs[run_id].last_step // every != runs[run_id].last_step // every
+        }
         return released
 
     def _open(self, dispatch_id: str, dispatch: DispatchToSettle) -> bool:

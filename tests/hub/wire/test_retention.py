@@ -173,6 +173,47 @@ async def test_an_applied_dispatch_keeps_its_body_while_its_history_does_and_its
         assert isinstance(other, Rejected) and other.reason == "message_id_reused"
 
 
+async def test_a_run_is_trimmed_once_a_quarter_of_its_history_came_and_never_holds_more(
+    tmp_path: Path,
+) -> None:
+    # A history of 8 is trimmed each second step (8 // 4): one frame an item,
+    # a lone mail's, trims at even steps only and so holds 9 payloads at most.
+    async with running_hub(tmp_path, config=config(run_history=8)) as hub:
+        car, receipts = await owned(hub, 13)
+
+        async def history() -> tuple[int, list[tuple[int, int]]]:
+            whole = await hub.one(
+                "SELECT SUM(payload IS NOT NULL) AS n FROM run_event WHERE run_id = ?",
+                receipts[0].run_id,
+            )
+            # A processed dispatch keeps its body exactly while its event
+            # keeps its payload.
+            pairs = await hub.all(
+                "SELECT e.payload IS NOT NULL AS event, d.body IS NOT NULL AS body"
+                " FROM run_event e JOIN workflow_run_dispatch d ON d.run_id = e.run_id"
+                " AND d.seq = (SELECT seq FROM workflow_run_dispatch WHERE id = ?)"
+                " WHERE e.id = ?",
+                receipts[0].dispatch_id,
+                first_event,
+            )
+            return int(whole["n"]), [tuple(p) for p in pairs]
+
+        first_event = ""
+        counts: list[int] = []
+        for step, receipt in enumerate(receipts[:12], start=1):
+            event = processed(receipt, state={"seen": step}, step=step)
+            first_event = first_event or event.event_id
+            assert isinstance(await send(car, event), EventsAck)
+            whole, pairs = await history()
+            counts.append(whole)
+            assert pairs in ([(1, 1)], [(0, 0)])
+        assert counts == [1, 2, 3, 4, 5, 6, 7, 8, 9, 8, 9, 8]
+        # An event its run's step does not count (an older sidecar's, without
+        # one) is trimmed with its frame, whatever the step.
+        assert isinstance(await send(car, processed(receipts[12])), EventsAck)
+        assert (await history())[0] == 8
+
+
 async def test_the_history_is_per_run(tmp_path: Path) -> None:
     async with running_hub(tmp_path, config=config(run_history=2)) as hub:
         first, (a1, a2) = await owned(hub, 2, "first")
