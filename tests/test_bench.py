@@ -18,6 +18,10 @@ from tests.support import REPO
 # slow: every test runs a benchmark script, most of them starting `mailrun up`
 pytestmark = pytest.mark.slow
 
+# What a bench that starts `mailrun up` several times may take on a loaded
+# two-core machine (above the suite's 120 s); its test waits a minute longer.
+BENCH_BOUND = 240
+
 
 def run_bench(
     script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 100
@@ -63,9 +67,10 @@ def test_the_e2e_bench_spreads_an_open_loop_over_deployments() -> None:
     assert isinstance(cpu, dict) and cpu["hub"] > 0 and cpu["sidecar"] > 0
 
 
+@pytest.mark.timeout(BENCH_BOUND + 60)
 def test_the_e2e_bench_wakes_deployments_asleep_at_the_start() -> None:
-    args = ["--mails", "30", "--senders", "4", "--deployments", "3"]
-    figures = bench("bench_e2e.py", *args, "--idle-stop", "1", "--max-awake", "2", timeout=240)
+    args = ["--mails", "30", "--senders", "4", "--deployments", "3", "--idle-stop", "1"]
+    figures = bench("bench_e2e.py", *args, "--max-awake", "2", timeout=BENCH_BOUND)
     assert (figures["mails"], figures["deployments"], figures["up_exit_code"]) == (30, 3, 0)
     assert (figures["idle_stop"], figures["max_awake"]) == (1.0, 2)
     # Every deployment was asleep when the clock started: each mailed one was
@@ -217,12 +222,13 @@ def test_the_idle_timer_bench_times_each_timer_alone() -> None:
     assert isinstance(fired, dict) and 0 <= fired["p50_ms"] <= fired["max_ms"]
 
 
+@pytest.mark.timeout(BENCH_BOUND + 60)
 def test_the_wake_bench_wakes_every_asleep_deployment_once() -> None:
     # Three `mailrun up` in turn; the script exits non-zero when a mail was
     # missed or handled twice.
     args = ["--deployments", "2", "--storm", "3", "--storm-max-awake", "2"]
     args += ["--many", "3", "--hour", "1", "--many-max-awake", "2"]
-    figures = bench("wake.py", *args, timeout=240)
+    figures = bench("wake.py", *args, timeout=BENCH_BOUND)
     latency, storm, many = figures["latency"], figures["storm"], figures["many"]
     assert isinstance(latency, dict) and isinstance(storm, dict) and isinstance(many, dict)
     assert latency["exactly_once"] and storm["exactly_once"] and many["exactly_once"]

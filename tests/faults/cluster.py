@@ -36,6 +36,12 @@ from tests.support.postgres import query
 
 from .proxy import NatsFaultProxy
 
+ASLEEP_WITHIN = 20.0
+"""Seconds for an idle deployment to be shown asleep with its sidecar gone:
+its ``--idle-stop`` (1 s in the tests) and an orderly exit, with room for a
+loaded machine. Apart from a fault's liveness bound, which a test may make
+short on purpose."""
+
 
 def _base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != FAILPOINTS_ENV}
@@ -284,7 +290,7 @@ class Cluster(HubClient):
                 if named:
                     await anyio.sleep(0.05)  # named until welcomed
 
-    async def wait_asleep(self, deployment_id: str, timeout: float = 20.0) -> None:
+    async def wait_asleep(self, deployment_id: str, timeout: float = ASLEEP_WITHIN) -> None:
         """Until the deployment is shown asleep and its sidecar exited asleep."""
         proc = self.sidecars[deployment_id].proc
 

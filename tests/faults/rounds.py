@@ -44,7 +44,7 @@ import anyio
 from tests.support import wait_for
 
 from .checker import CheckResult, Liveness
-from .cluster import Cluster, Proc, SidecarNode
+from .cluster import ASLEEP_WITHIN, Cluster, Proc, SidecarNode
 from .observe import check_deployment
 from .workload import History, Workload, WorkloadConfig
 
@@ -447,9 +447,9 @@ async def run_round(
     else:
         # Scale to zero: everything settled, the deployment falls asleep again.
         try:
-            await cluster.wait_asleep(r.dep_id, timeout=fault.settle_within)
+            await cluster.wait_asleep(r.dep_id, timeout=ASLEEP_WITHIN)
         except AssertionError:
-            r.expect(False, f"not asleep again {fault.settle_within:g}s after the check")
+            r.expect(False, f"not asleep again {ASLEEP_WITHIN:g}s after the check")
     duration = time.monotonic() - started
     return Outcome(
         fault.key, r.dep_id, result, recovery, duration, r.problems, r.not_injected, history,
