@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runtime import DispatchProcessed, RunSnapshot, new_id
+from runtime import DispatchProcessed, EnvelopeQuarantined, RunSnapshot, new_id
 from sidecar import Inbox, InboxConflict
 from sidecar.storage import (
     ADOPT_MARK,
@@ -501,3 +501,35 @@ async def test_a_lone_mail_is_found_and_committed_without_walking_the_seqs(inbox
     finally:
         await inbox.db.read(lambda conn: conn.set_trace_callback(None))
     assert await query(inbox, "SELECT value FROM meta WHERE key = 'last_seq'") == [(4,)]
+
+
+@pytest.mark.anyio
+async def test_an_ack_deletes_by_seq_only_when_it_settles_a_row_past_those_kept(
+    two_kept: Inbox,
+) -> None:
+    inbox = two_kept
+    forgets: list[str] = []
+
+    def traced(sql: str) -> None:
+        if sql.startswith("DELETE FROM inbox WHERE +state = 'done' AND +seq <="):
+            forgets.append(sql)
+
+    await inbox.db.read(lambda conn: conn.set_trace_callback(traced))
+    # Lone mails, each acknowledged before the next: every row it settles
+    # is among those kept, compacted; no statement looks for rows to delete.
+    for seq in range(1, 6):
+        await inbox.mark_acked(await process(inbox, range(seq, seq + 1)))
+    assert forgets == []
+    assert await bodies(inbox) == {4: False, 5: False}
+    # An ack that comes late settles rows already past the kept ones: they go.
+    late = await process(inbox, range(6, 10))
+    await inbox.mark_acked(late)
+    assert len(forgets) == 1
+    assert await bodies(inbox) == {8: False, 9: False}
+    # An event that names no seq may settle any row: the statement runs.
+    quarantined = outgoing(
+        EnvelopeQuarantined(event_id=new_id("evt"), run_id="run_a", dispatch_id=new_id("dsp"))
+    )
+    await inbox.mark_acked([quarantined])
+    assert len(forgets) == 2
+    await inbox.db.read(lambda conn: conn.set_trace_callback(None))
