@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from runtime import DispatchProcessed, EnvelopeQuarantined, RunSnapshot, new_id
@@ -533,3 +534,19 @@ async def test_an_ack_deletes_by_seq_only_when_it_settles_a_row_past_those_kept(
     await inbox.mark_acked([quarantined])
     assert len(forgets) == 2
     await inbox.db.read(lambda conn: conn.set_trace_callback(None))
+
+
+@pytest.mark.anyio
+async def test_an_operation_of_a_cancelled_caller_writes_nothing_and_keeps_the_acks_held(
+    inbox: Inbox,
+) -> None:
+    events = await process(inbox, range(1, 2))
+    inbox.hold_acked(events)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await inbox.store([env(2)])
+    assert scope.cancelled_caught
+    assert await bodies(inbox) == {1: True}  # 2 not stored, 1 not compacted
+    assert inbox.acks_held
+    await inbox.write_acked()
+    assert await bodies(inbox) == {1: False}
