@@ -23,7 +23,7 @@ from sidecar.storage import (
     outgoing,
 )
 from sidecar.storage._outbox import settled_dispatch, settled_statements
-from sidecar.storage._queue import LEGACY_PENDING, NEXT_PENDING, RUN_PENDING
+from sidecar.storage._queue import LEGACY_PENDING, NEXT_PENDING, NEXT_RUN_PENDING, RUN_PENDING
 
 
 @pytest.fixture
@@ -116,6 +116,7 @@ async def test_release_1_envelopes_come_first_in_arrival_order_then_by_seq(
 async def test_the_next_batch_walks_the_index_and_never_sorts_the_backlog(inbox: Inbox) -> None:
     for sql, params in [
         (NEXT_PENDING, (0, 10**6, 4096, '["run_a"]')),
+        (NEXT_RUN_PENDING, (0, 10**6, 4096, '["run_a"]', 10**6, 4096, 64)),
         (RUN_PENDING, (1, 4097, "run_a", 64)),
         (LEGACY_PENDING, (64,)),
     ]:
