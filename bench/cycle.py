@@ -7,8 +7,8 @@ mails and for cycles of two (one ``MailBatch`` of two mails).
 
 SQL, in-process (the Sidecar with the tests' FakeHub on the memory bus,
 SQLite's trace callback on the inbox's connection): statements, write
-transactions, and those that wait for the disk (not preceded by the lazy
-``PRAGMA synchronous = 1``), per cycle, and the statements by their first
+transactions, and those that wait for the disk (not begun at the lazy
+``synchronous = 1`` the last such pragma set), per cycle, and the statements by their first
 two words; then, untraced, the process's CPU a cycle (the sidecar's, and
 the FakeHub's and the memory bus's, the same on any sidecar). With
 ``--calls``: Python function calls a cycle (``cProfile``, every
@@ -130,7 +130,7 @@ async def count_sql(cycles: int) -> None:
             seq = await _cycles(hub, dep, seq, cycles, size)
             await db.read(lambda conn: conn.set_trace_callback(None))
             begins = [i for i, s in enumerate(seen) if s.startswith("BEGIN")]
-            lazy = sum(1 for i in begins if "PRAGMA synchronous = 1" in seen[max(0, i - 2) : i])
+            lazy = sum(1 for i in begins if _level_at(seen, i) == "1")
             kinds = Counter(" ".join(s.split()[:2]) for s in seen)
             print(
                 f"{name}: {len(seen) / cycles:.1f} statements, {len(begins) / cycles:.2f} write"
@@ -143,6 +143,16 @@ async def count_sql(cycles: int) -> None:
             seq = await _cycles(hub, dep, seq, cycles, size)
             cpu = time.process_time() - cpu
             print(f"{name}: {cpu / cycles * 1000:.2f} ms of the process's CPU a cycle (untraced)")
+
+
+def _level_at(seen: list[str], i: int) -> str:
+    """The sync level statement ``i`` ran at: the last one set before it
+    (the connection keeps a level until a use needs another; before the
+    first set seen, the durable one)."""
+    for s in reversed(seen[:i]):
+        if s.startswith("PRAGMA synchronous = "):
+            return s.rsplit(" ", 1)[1]
+    return "2"
 
 
 async def count_calls(cycles: int) -> None:

@@ -136,11 +136,18 @@ class Database:
     async def read(self, body: Body[T], *, heavy: bool = False) -> T:
         """``body`` outside a transaction (reads, pragmas, a migration that
         begins and commits its own): on the loop's thread, or with ``heavy``
-        (a large read, a vacuum) on a worker thread."""
+        (a large read, a vacuum) on a worker thread.
+
+        It runs at the connection's busy timeout. A read commits nothing, so
+        it leaves the sync level as the last transaction left it (``NORMAL``
+        after a lazy one): a body that commits on its own (a table made if
+        missing, at a start) commits at that level; a ``heavy`` one (a
+        vacuum, which moves pages) at the connection's own."""
         async with self._lock:
             try:
                 settings = self._settings
-                _pragmas(self._conn, settings, settings.busy_timeout, settings.synchronous)
+                level = settings.synchronous if heavy else settings.synchronous_now
+                _pragmas(self._conn, settings, settings.busy_timeout, level)
                 if not heavy:
                     await self._turn()
                     return body(self._conn)
@@ -235,7 +242,8 @@ def _pragmas(conn: sqlite3.Connection, settings: _Settings, busy: int, synchrono
     """The busy timeout and the sync level a use needs, each set only when
     the use before left another: a lone mail's transactions and reads ask
     for what the last one left (it was two statements a transaction, four
-    for a lazy one, each time)."""
+    for a lazy one, each time). SQLite compiles a pragma that sets a value
+    again at every run (a statement run once), so each set costs a parse."""
     if settings.busy_now != busy:
         conn.execute(f"PRAGMA busy_timeout = {busy}")
         settings.busy_now = busy

@@ -112,17 +112,25 @@ SETTLING = frozenset({DispatchProcessed.__name__, EnvelopeQuarantined.__name__})
 
 class _Settles(msgspec.Struct):
     dispatch_id: str
+    seq: int | None = None  # an EnvelopeQuarantined names none
 
 
 _settles = msgspec.msgpack.Decoder(_Settles)
 
 
 def settled_dispatch(event: Outgoing) -> str | None:
-    """The dispatch ``event`` settles (None: it settles none). Read alone: a
-    decoder skips the rest of the event (the state) without building it."""
+    """The dispatch ``event`` settles (None: it settles none)."""
+    settles = _settled(event)
+    return None if settles is None else settles.dispatch_id
+
+
+def _settled(event: Outgoing) -> _Settles | None:
+    """The dispatch ``event`` settles and the seq it was processed at. Read
+    alone: a decoder skips the rest of the event (the state) without
+    building it."""
     if event.kind not in SETTLING:
         return None
-    return _settles.decode(event.frame).dispatch_id
+    return _settles.decode(event.frame)
 
 
 def add_events(conn: sqlite3.Connection, events: Iterable[Outgoing]) -> None:
@@ -156,17 +164,19 @@ def forget_acknowledged(
     keep_above: int,
     swept: int,
     sweep: bool = True,
+    past: bool = True,
 ) -> None:
     """The hub applied ``event_ids``: they leave the outbox; the dispatches
     they ``settled`` lose their bodies, or their rows when they are at or
-    below ``keep_above``; with ``sweep``, compacted rows above ``swept``
-    (the last sweep) and at or below ``keep_above`` go."""
+    below ``keep_above`` (``past``: some may be); with ``sweep``, compacted
+    rows above ``swept`` (the last sweep) and at or below ``keep_above`` go."""
     marks = ",".join("?" * len(event_ids))
     conn.execute(f"DELETE FROM outbox WHERE event_id IN ({marks})", tuple(event_ids))
     if settled:
         # Rows already past the kept ones go at once, not compacted first.
         forget, compact = settled_statements(len(settled))
-        conn.execute(forget, (keep_above, *settled))
+        if past:
+            conn.execute(forget, (keep_above, *settled))
         conn.execute(compact, (COMPACTED, *settled))
     if settled and sweep:
         # Only the rows the position has left behind since the last sweep:
@@ -224,6 +234,8 @@ class Marking:
     swept: int
     """Compacted rows at or below this seq were deleted by an earlier mark."""
     settled: list[str]
+    past: bool = True
+    """Some settled row may be at or below ``keep_above``: its row goes."""
     sweep: bool = True
     """Delete the compacted rows between ``swept`` and ``keep_above``: once
     enough have gathered (:meth:`HeldAcks.take`)."""
@@ -241,6 +253,7 @@ class Marking:
             keep_above=self.keep_above,
             swept=self.swept,
             sweep=self.sweep,
+            past=self.past,
         )
         # Whether a release has work, asked here: the worker thread it runs
         # on is a hand-off and back, which a lone mail need not pay when
@@ -287,13 +300,18 @@ class HeldAcks:
             return None
         events, self._events = self._events, []
         self.taken += 1
-        settled = list({d for d in map(settled_dispatch, events) if d is not None})
+        settles = [s for s in map(_settled, events) if s is not None]
+        settled = list({s.dispatch_id for s in settles})
         keep_above = last_seq - self._done_kept
+        # A done row's seq is the one its event carries (a parked row taken
+        # again moves to a higher seq, pending): events processed above the
+        # kept rows settle none that goes, a lone mail's always.
+        past = any(s.seq is None or s.seq <= keep_above for s in settles)
         # A sweep a mail was a statement each lone mail for one row: they
         # gather to a sixteenth of the rows kept (at most that many more
         # bodiless rows stay in the file) and go in one.
         sweep = keep_above - self._swept >= max(1, self._done_kept // 16)
-        return Marking(events, keep_above, self._swept, settled, sweep)
+        return Marking(events, keep_above, self._swept, settled, past, sweep)
 
     async def transact(
         self, body: Body[T], marking: Marking | None, *, durable: bool = True, heavy: bool = False

@@ -38,6 +38,18 @@ RUN_PENDING = (
 )
 """A run's pending rows from its first, in seq order (the same index walk)."""
 
+NEXT_RUN_PENDING = (
+    f"WITH first AS ({NEXT_PENDING})"
+    " SELECT dispatch_id, run_id, seq, envelope, attempts, error FROM inbox"
+    " WHERE state = 'pending' AND seq >= (SELECT seq FROM first)"
+    " AND seq <= MIN(?, (SELECT seq FROM first) + ?) AND run_id = (SELECT run_id FROM first)"
+    " ORDER BY seq LIMIT ?"
+)
+""":data:`NEXT_PENDING`'s run's pending rows from its first, up to a seq and
+at most :data:`LOOKAHEAD` past the first, as :data:`RUN_PENDING` reads them:
+one statement where a lone mail's search ran two (SQLite reads the first
+row's once; the walk is the index's, in its order). None: no run to take."""
+
 NTH_PENDING = (
     "SELECT seq FROM inbox WHERE state = 'pending' AND seq > ? AND seq <= ?"
     " ORDER BY seq LIMIT 1 OFFSET ?"
@@ -145,15 +157,14 @@ def next_rows(
     if older:
         return [_row(r) for r in older], "legacy", 0
     start = max(last_seq, after)
-    first = conn.execute(NEXT_PENDING, (start, known, LOOKAHEAD, skip)).fetchone()
-    if first is None:
+    params = (start, known, LOOKAHEAD, skip, known, LOOKAHEAD, limit)
+    rows = conn.execute(NEXT_RUN_PENDING, params).fetchall()
+    if not rows:  # a run found has its first row here at least
         end = conn.execute(NTH_PENDING, (start, known, LOOKAHEAD - 1)).fetchone()
         return [], "pending", known if end is None else int(end[0])
-    run_id, seq = first
-    last = min(known, seq + LOOKAHEAD)
-    rows = conn.execute(RUN_PENDING, (seq, last, run_id, limit)).fetchall()
+    seq = rows[0][2]
     # Every seq from ``seq`` to ``known`` in the rows taken: none is left there.
-    whole = bool(rows) and rows[-1][2] == known and known - seq == len(rows) - 1
+    whole = rows[-1][2] == known and known - seq == len(rows) - 1
     return [_row(r) for r in rows], "pending", known if whole else seq - 1
 
 

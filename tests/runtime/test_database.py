@@ -394,3 +394,38 @@ async def test_transactions_on_the_loop_set_a_pragma_only_when_the_last_use_left
     assert busy == [0] * 5
     assert await db.read(partial(pragma, "busy_timeout")) == 5000
     assert await db.read(partial(pragma, "synchronous")) == 2
+
+
+async def test_a_read_leaves_the_sync_level_a_lazy_transaction_left(db: Database) -> None:
+    statements: list[str] = []
+    levels: list[object] = []
+
+    def put(key: str, conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES (?, 1)", (key,))
+
+    def look(conn: sqlite3.Connection) -> None:
+        levels.append(pragma("synchronous", conn))
+        conn.execute("SELECT COUNT(*) FROM t").fetchone()
+
+    await db.read(lambda c: c.set_trace_callback(statements.append))
+    for key in ("a", "b"):
+        await db.transact(partial(put, key), durable=False)
+        await db.read(look)
+    await db.transact(partial(put, "c"))
+    await db.read(look, heavy=True)
+    await db.transact(partial(put, "d"), durable=False)
+    await db.read(look, heavy=True)
+    traced = list(statements)
+    await db.read(lambda c: c.set_trace_callback(None))
+    assert [k for k, _ in await rows(db)] == ["a", "b", "c", "d"]
+    # A read commits nothing: the lazy level stays for the next lazy
+    # transaction, and only the durable one sets FULL again. A heavy read
+    # (a vacuum commits what it moves) runs at the connection's own level.
+    assert levels == [1, 1, 2, 2]
+    assert [s for s in traced if s.startswith("PRAGMA synchronous =")] == [
+        "PRAGMA synchronous = 1",
+        "PRAGMA synchronous = 2",
+        "PRAGMA synchronous = 1",
+        "PRAGMA synchronous = 2",
+    ]
+    assert traced.count("BEGIN IMMEDIATE") == traced.count("COMMIT") == 4

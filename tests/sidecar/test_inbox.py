@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from runtime import DispatchProcessed, RunSnapshot, new_id
+from runtime import DispatchProcessed, EnvelopeQuarantined, RunSnapshot, new_id
 from sidecar import Inbox, InboxConflict
 from sidecar.storage import (
     ADOPT_MARK,
@@ -22,7 +23,7 @@ from sidecar.storage import (
     outgoing,
 )
 from sidecar.storage._outbox import settled_dispatch, settled_statements
-from sidecar.storage._queue import LEGACY_PENDING, NEXT_PENDING, RUN_PENDING
+from sidecar.storage._queue import LEGACY_PENDING, NEXT_PENDING, NEXT_RUN_PENDING, RUN_PENDING
 
 
 @pytest.fixture
@@ -115,6 +116,7 @@ async def test_release_1_envelopes_come_first_in_arrival_order_then_by_seq(
 async def test_the_next_batch_walks_the_index_and_never_sorts_the_backlog(inbox: Inbox) -> None:
     for sql, params in [
         (NEXT_PENDING, (0, 10**6, 4096, '["run_a"]')),
+        (NEXT_RUN_PENDING, (0, 10**6, 4096, '["run_a"]', 10**6, 4096, 64)),
         (RUN_PENDING, (1, 4097, "run_a", 64)),
         (LEGACY_PENDING, (64,)),
     ]:
@@ -501,3 +503,51 @@ async def test_a_lone_mail_is_found_and_committed_without_walking_the_seqs(inbox
     finally:
         await inbox.db.read(lambda conn: conn.set_trace_callback(None))
     assert await query(inbox, "SELECT value FROM meta WHERE key = 'last_seq'") == [(4,)]
+
+
+@pytest.mark.anyio
+async def test_an_ack_deletes_by_seq_only_when_it_settles_a_row_past_those_kept(
+    two_kept: Inbox,
+) -> None:
+    inbox = two_kept
+    forgets: list[str] = []
+
+    def traced(sql: str) -> None:
+        if sql.startswith("DELETE FROM inbox WHERE +state = 'done' AND +seq <="):
+            forgets.append(sql)
+
+    await inbox.db.read(lambda conn: conn.set_trace_callback(traced))
+    # Lone mails, each acknowledged before the next: every row it settles
+    # is among those kept, compacted; no statement looks for rows to delete.
+    for seq in range(1, 6):
+        await inbox.mark_acked(await process(inbox, range(seq, seq + 1)))
+    assert forgets == []
+    assert await bodies(inbox) == {4: False, 5: False}
+    # An ack that comes late settles rows already past the kept ones: they go.
+    late = await process(inbox, range(6, 10))
+    await inbox.mark_acked(late)
+    assert len(forgets) == 1
+    assert await bodies(inbox) == {8: False, 9: False}
+    # An event that names no seq may settle any row: the statement runs.
+    quarantined = outgoing(
+        EnvelopeQuarantined(event_id=new_id("evt"), run_id="run_a", dispatch_id=new_id("dsp"))
+    )
+    await inbox.mark_acked([quarantined])
+    assert len(forgets) == 2
+    await inbox.db.read(lambda conn: conn.set_trace_callback(None))
+
+
+@pytest.mark.anyio
+async def test_an_operation_of_a_cancelled_caller_writes_nothing_and_keeps_the_acks_held(
+    inbox: Inbox,
+) -> None:
+    events = await process(inbox, range(1, 2))
+    inbox.hold_acked(events)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await inbox.store([env(2)])
+    assert scope.cancelled_caught
+    assert await bodies(inbox) == {1: True}  # 2 not stored, 1 not compacted
+    assert inbox.acks_held
+    await inbox.write_acked()
+    assert await bodies(inbox) == {1: False}
