@@ -78,7 +78,9 @@ class InboxState:
         self._acks = HeldAcks(db, done_kept)
         """The hub's acknowledgements, written by the next transaction (a
         store, a step's commit: ``sidecar/storage/_outbox.py``)."""
-        self._lock = _Lock()
+        # Taken without a turn of the loop when free: the database gives the
+        # loop its turns (runtime.sqlite), one hop less per inbox operation.
+        self._lock = anyio.Lock(fast_acquire=True)
         self._cancelled: list[str] = []
         self._ended_by_parent: set[str] | None = set()
         """Runs a parent's end cancelled while this inbox was open, whose
@@ -144,33 +146,3 @@ class InboxState:
             return
         self._arrived = True
         self._top = max(self._top, *seqs) if seqs else self._top
-
-
-class _Lock:
-    """The inbox's lock: an ``anyio.Lock`` taken at once when it is free.
-
-    Without a turn of the loop: the database gives the loop its turns
-    (runtime.sqlite), one hop less per inbox operation. And without the
-    cancellation check of ``anyio.Lock.acquire`` (a walk up the task's
-    cancel scopes, some twenty calls): every operation under this lock goes
-    on to the database's lock, which makes that check before anything is
-    read or written, and what it did before is held again on the way out
-    (an acknowledgement taken for the transaction). A lock held by another
-    task is waited for as ``anyio.Lock`` does, cancellation and all."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self) -> None:
-        self._lock = anyio.Lock(fast_acquire=True)
-
-    def locked(self) -> bool:
-        return self._lock.locked()
-
-    async def __aenter__(self) -> None:
-        try:
-            self._lock.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._lock.acquire()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._lock.release()
