@@ -55,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.suppor
 from bench._http import Pool
 from hub import IngressClient, ingress_mail
 from hub.cli.progress import Progress
+from hub.up.children import ChildSpec, spawn
 from runtime.config import SQLITE_SYNCHRONOUS_ENV
 from runtime.loops import loop_options
 from runtime.sidecar_contract import FORK_SERVER_MODULE
@@ -104,16 +105,26 @@ def mailrun_argv() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "hub.cli.main"]
 
 
-async def stop_up(up: anyio.abc.Process) -> None:
+def start_mailrun(
+    args: list[str], log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``mailrun ARGS`` (``up`` or ``hub``), its output to ``log``, tied to
+    this process's life as ``up`` ties its own children (``PR_SET_PDEATHSIG``):
+    a bench killed at a caller's timeout leaves no fleet running behind it,
+    eating the CPU of whatever runs next."""
+    return spawn(ChildSpec("mailrun", [*mailrun_argv(), *args], log_path=log, env=env))
+
+
+async def stop_up(up: subprocess.Popen[bytes]) -> None:
     """SIGTERM ``up`` (it stops its children in order), SIGKILL after 30 s."""
     with anyio.CancelScope(shield=True):
-        if up.returncode is None:
+        if up.poll() is None:
             up.send_signal(signal.SIGTERM)
-            with anyio.move_on_after(30):
-                await up.wait()
-        if up.returncode is None:
-            up.kill()
-            await up.wait()
+            try:
+                await anyio.to_thread.run_sync(partial(up.wait, timeout=30))
+            except subprocess.TimeoutExpired:
+                up.kill()
+        await anyio.to_thread.run_sync(up.wait)
 
 
 @contextlib.asynccontextmanager
@@ -122,21 +133,15 @@ async def admin_of_up(tmp: Path, *options: str) -> AsyncIterator[AdminCall]:
     port, with ``options`` added, and the admin call to its hub once it
     answers; stopped at the end."""
     state, http = tmp / "state", f"127.0.0.1:{free_port()}"
-    with (tmp / "up.log").open("wb") as log:
-        up = await anyio.open_process(
-            [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http, *options],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            async with aiohttp.ClientSession(
-                f"http://{http}", timeout=aiohttp.ClientTimeout(total=60)
-            ) as client:
-                call, _ = await admin_calls(client, state)
-                yield call
-        finally:
-            await stop_up(up)
+    up = start_mailrun(["up", "--state-dir", str(state), "--http", http, *options], tmp / "up.log")
+    try:
+        async with aiohttp.ClientSession(
+            f"http://{http}", timeout=aiohttp.ClientTimeout(total=60)
+        ) as client:
+            call, _ = await admin_calls(client, state)
+            yield call
+    finally:
+        await stop_up(up)
 
 
 @contextlib.contextmanager
@@ -281,17 +286,14 @@ async def bench(
     max_awake: int | None = None,
 ) -> dict[str, Any]:
     state, http = tmp / "state", f"127.0.0.1:{free_port()}"
-    log = (tmp / "up.log").open("wb")
     scale: list[str] = []  # up's scale to zero: its defaults unless asked
     if idle_stop is not None:
         scale += ["--idle-stop", f"{idle_stop:g}"]
     if max_awake is not None:
         scale += ["--max-awake", str(max_awake)]
-    up = await anyio.open_process(
-        [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http, *scale],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    up = start_mailrun(
+        ["up", "--state-dir", str(state), "--http", http, *scale],
+        tmp / "up.log",
         env={**os.environ, SQLITE_SYNCHRONOUS_ENV: synchronous.upper()},
     )
     # aiohttp for setting up and counting; the mails go through bench/_http.py,
@@ -441,7 +443,6 @@ async def bench(
     finally:
         await producer.aclose()
         await stop_up(up)
-        log.close()
     latencies.sort()
     return {
         "mails": mails,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,19 +28,17 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.bench_e2e import COUNTER, mailrun_argv, stop_up
+from bench.bench_e2e import COUNTER, start_mailrun, stop_up
 from tests.support import NatsServerProcess, free_port, wait_for
 
 
 async def bench(deployments: int, tmp: Path) -> dict[str, Any]:
     async with NatsServerProcess(log_file=tmp / "nats.log") as nats:
         state, http = tmp / "state", f"127.0.0.1:{free_port()}"
-        with (tmp / "hub.log").open("wb") as log:
-            hub = await anyio.open_process(
-                [*mailrun_argv(), "hub", "--state-dir", str(state), "--http", http,
-                 "--nats", nats.url],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+        hub = start_mailrun(
+            ["hub", "--state-dir", str(state), "--http", http, "--nats", nats.url],
+            tmp / "hub.log",
+        )
         try:
             async with httpx.AsyncClient(base_url=f"http://{http}", timeout=30) as client:
 

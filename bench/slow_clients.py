@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import json
 import resource
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -40,7 +39,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
 
-from bench.bench_e2e import COUNTER, mailrun_argv, percentile, scratch_dir, stop_up
+from bench.bench_e2e import COUNTER, percentile, scratch_dir, start_mailrun, stop_up
 from tests.support import free_port, wait_for
 
 
@@ -90,13 +89,7 @@ class Slow:
 async def bench(slow_count: int, requests: int, drop_timeout: float, tmp: Path) -> dict[str, Any]:
     state, http = tmp / "state", f"127.0.0.1:{free_port()}"
     host, port = http.split(":")
-    log = (tmp / "up.log").open("wb")
-    up = await anyio.open_process(
-        [*mailrun_argv(), "up", "--state-dir", str(state), "--http", http],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    up = start_mailrun(["up", "--state-dir", str(state), "--http", http], tmp / "up.log")
     try:
         async with httpx.AsyncClient(base_url=f"http://{http}", timeout=30) as client:
 
@@ -153,7 +146,6 @@ async def bench(slow_count: int, requests: int, drop_timeout: float, tmp: Path) 
             await wait_for(processed, timeout=60, what="every accepted mail processed")
     finally:
         await stop_up(up)
-        log.close()
     latencies.sort()
     lifetimes = sorted(slow.lifetimes) or [float("nan")]
     return {

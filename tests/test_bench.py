@@ -9,11 +9,13 @@ import sys
 from importlib.util import find_spec
 from pathlib import Path
 
+import anyio
+import psutil
 import pytest
 
 from bench.dbos_peer import NOT_INSTALLED
 from runtime.config import DEFAULT_RUN_HISTORY
-from tests.support import REPO
+from tests.support import REPO, wait_for
 
 # slow: every test runs a benchmark script, most of them starting `mailrun up`
 pytestmark = pytest.mark.slow
@@ -287,3 +289,29 @@ def test_the_cycle_bench_prices_a_real_sidecars_cycles() -> None:
         if "of the sidecar's CPU a cycle" in line
     }
     assert set(spent) == {"lone mail", "2-mail cycle"} and min(spent.values()) > 0
+
+
+def _dead(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE  # dead, not yet reaped by its new parent
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.anyio
+async def test_a_bench_killed_at_its_timeout_leaves_no_fleet_behind() -> None:
+    # A bench's caller (a test's timeout) SIGKILLs it: its `mailrun up`, and so
+    # every process up runs, must go with it, not eat the CPU of what runs next.
+    script = str(REPO / "bench" / "lone_mail.py")
+    argv = [sys.executable, script, "--mails", "100000", "--json"]
+    async with await anyio.open_process(argv, stdout=subprocess.DEVNULL) as bench_proc:
+        me = psutil.Process(bench_proc.pid)
+
+        def up_started() -> list[psutil.Process]:
+            return [p for p in me.children(recursive=True) if "up" in p.cmdline()]
+
+        fleet = await wait_for(up_started, timeout=60, what="the bench's `mailrun up`")
+        fleet += fleet[0].children(recursive=True)
+        bench_proc.kill()
+        await bench_proc.wait()
+        await wait_for(lambda: all(map(_dead, fleet)), timeout=30, what="up and its children gone")
