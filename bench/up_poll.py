@@ -4,12 +4,14 @@
     .venv/bin/python bench/up_poll.py [--deployments 2000] [--polls 400] [--json]
 
 The poll's work in ``up`` (hub/up/supervisor.py, ``_reconcile``): the
-answer applied to the listing kept (hub/up/listing.py), the statuses shown,
+answer applied to the listing kept (hub/up/listing.py), the statuses shown (of what changed),
 the NATS users derived and compared with those admitted (hub/up/nats.py,
 which rewrites the config only when they differ), the fleet synced
-(hub/up/fleet.py; this host has no sidecar for any, so none starts). Every
-answer names one deployment whose status moved between ``asleep`` and
-``deployed``, as a wake or a sleep does; the CPU of a poll
+(hub/up/fleet.py, with what changed; this host has no sidecar for any, so
+none starts, and every one is looked at again as unsettled: a host whose
+records are there settles them). Every
+answer names one deployment woken (``deployed``) and the one woken in the
+answer before asleep again; the CPU of a poll
 (``time.process_time``) is the median of five rounds of ``--polls``.
 Run with ``PYTHONPATH`` on another checkout to price its code.
 """
@@ -48,12 +50,21 @@ def round_ms(deployments: list[dict[str, Any]], polls: int, tmp: Path) -> tuple[
     config.admit(listing.users(0.0), None)
     started = time.process_time()
     for n in range(polls):
-        moved = dict(deployments[n % len(deployments)])
-        moved["status"] = "deployed" if (n // len(deployments)) % 2 == 0 else "asleep"
-        listing.apply({"deployments": [moved], "cursor": n + 2, "whole": False}, float(n))
-        listed = listing.statuses(fleet.asleep)
-        config.admit(listing.users(float(n)), None)
-        fleet.sync(listed, float(n))
+        # One wakes, the one woken a poll before falls asleep again: a few
+        # are awake at a time, as among 2,000 mailed hourly.
+        woken = dict(deployments[n % len(deployments)], status="deployed")
+        slept = dict(deployments[(n - 1) % len(deployments)], status="asleep")
+        moved = [woken, slept] if n else [woken]
+        listing.apply({"deployments": moved, "cursor": n + 2, "whole": False}, float(n))
+        if hasattr(listing, "changed"):  # as _reconcile does: what changed alone
+            among = None if listing.whole else listing.changed | fleet.unsettled
+            listed = listing.statuses(fleet.asleep, among)
+            config.admit(listing.users(float(n)), None)
+            fleet.sync(listed, float(n), whole=listing.whole)
+        else:  # a checkout from before, which passed over every deployment
+            listed = listing.statuses(fleet.asleep)
+            config.admit(listing.users(float(n)), None)
+            fleet.sync(listed, float(n))
     return (time.process_time() - started) / polls * 1000, len(config.users)
 
 
@@ -82,7 +93,7 @@ def main() -> None:
         print(json.dumps(figures, indent=2))
     else:
         print(
-            f"{args.deployments} deployments, one status moved a poll: "
+            f"{args.deployments} deployments, a wake and a sleep a poll: "
             f"{figures['cpu_ms_per_poll']} ms of up's CPU a poll (rounds {figures['rounds_ms']})"
         )
 

@@ -248,6 +248,34 @@ async def test_the_listing_starts_the_awake_and_leaves_the_asleep(tmp_path: Path
 
 
 @pytest.mark.anyio
+async def test_a_sync_of_changes_leaves_what_it_does_not_name_as_it_is(tmp_path: Path) -> None:
+    """A poll that lists only what changed does not stop the sidecars it does
+    not name; one it names deleted is stopped; one it names that has no
+    restore record yet is kept as unsettled, and started once it has one."""
+    stand = Stand(tmp_path)
+    stand.unknown.add("dep_later")
+    fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
+    async with running(fleet):
+        fleet.sync({"dep_up": "deployed", "dep_zz": "asleep"}, anyio.current_time())
+        assert set(fleet.children) == {"dep_up"} and fleet.unsettled == set()
+        changes = {"dep_new": "deployed", "dep_later": "deployed"}
+        fleet.sync(changes, anyio.current_time(), whole=False)
+        assert set(fleet.children) == {"dep_up", "dep_new"}
+        assert fleet.unsettled == {"dep_later"}
+        # Its record came: the next poll lists it again with its changes.
+        stand.unknown.discard("dep_later")
+        fleet.sync({dep: "deployed" for dep in fleet.unsettled}, anyio.current_time(), whole=False)
+        assert set(fleet.children) == {"dep_up", "dep_new", "dep_later"}
+        assert fleet.unsettled == set()
+        fleet.sync({"dep_new": "deleted"}, anyio.current_time(), whole=False)
+        await wait_for(lambda: set(fleet.children) == {"dep_up", "dep_later"}, what="stopped")
+        assert stand.made.count("dep_up") == 1 and "dep_zz" not in stand.made
+        # A whole listing without them: gone.
+        fleet.sync({"dep_zz": "asleep"}, anyio.current_time())
+        await wait_for(lambda: not fleet.children, what="the unlisted stopped")
+
+
+@pytest.mark.anyio
 async def test_always_on_starts_the_asleep_without_a_limit(tmp_path: Path) -> None:
     stand = Stand(tmp_path)
     fleet = Fleet(stand.make, sleeps=False, max_awake=1, say=lambda line: None)
