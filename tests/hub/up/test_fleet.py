@@ -26,6 +26,7 @@ import hub.up
 from hub._errors import HubUnreachable
 from hub.cli import main
 from hub.up import Backoff, Child, ChildSpec, Fleet, UpSettings
+from hub.up.handles import Handle
 from hub.up.wakes import wake_loop
 from runtime import SidecarExit, new_id
 from tests.support import wait_for
@@ -442,6 +443,29 @@ async def test_with_cursors_a_wake_is_started_at_once_while_another_is_still_nam
         after = hub.log[hub.log.index(f"name {mailed}") :]
         assert after[:2] == [f"name {mailed}", f"make {mailed}"], hub.log
     assert stand.made == [booting, mailed]
+
+
+@pytest.mark.anyio
+async def test_a_wakes_start_is_asked_for_before_the_next_question(tmp_path: Path) -> None:
+    """The fork server's request (the start's first step) goes out before the
+    wake loop asks the hub again: the question wakes the hub, which would
+    compete for a core with the fork server's wake."""
+    named = new_id("dep")
+    hub = CursorHub([named])
+
+    async def start(spec: ChildSpec) -> Handle:
+        hub.log.append(f"start {spec.name}")
+        await anyio.sleep_forever()
+        raise AssertionError("never started")
+
+    def make(dep: str) -> Child:
+        return Child(ChildSpec(f"sidecar-{dep}", ["true"]), start=start)
+
+    fleet = Fleet(make, sleeps=True, max_awake=5, say=lambda line: None)
+    async with running(fleet) as tg:
+        tg.start_soon(lambda: wake_loop(fleet, hub, wait=5.0, say=print))  # type: ignore[arg-type]
+        await wait_for(lambda: hub.log.count("ask") >= 2, what="a second question")
+        assert hub.log[:3] == ["ask", f"start sidecar-{named}", "ask"], hub.log
 
 
 @pytest.mark.anyio
