@@ -70,6 +70,10 @@ class Fleet:
         self._turns: dict[str, anyio.Event] = {}  # set when a waiting resting one gets its slot
         self.asleep: dict[str, float] = {}  # deployment -> when it fell asleep
         self.ended: dict[str, int] = {}  # deleted or owned elsewhere: never started again
+        self.unsettled: set[str] = set()
+        """Live and wanted at the last sync, not started: no restore record
+        here (yet, or ever: another host's). A sync of changes lists them
+        again, so that a record that comes is found."""
         self.most_awake = 0
         self._nudged: dict[str, float] = {}
         self._stopping: set[str] = set()
@@ -83,10 +87,13 @@ class Fleet:
             tg.start_soon(self._nudge_loop)
             task_status.started()
 
-    def sync(self, listed: Mapping[str, str], asked_at: float) -> None:
+    def sync(self, listed: Mapping[str, str], asked_at: float, *, whole: bool = True) -> None:
         """Apply the hub's listing (deployment -> shown status), asked for at
-        ``asked_at`` (``anyio.current_time()``)."""
+        ``asked_at`` (``anyio.current_time()``). ``whole``: it lists every
+        deployment, and one not in it is gone; else it lists what changed
+        (with :attr:`unsettled`), and the others stay as they are."""
         live = {dep for dep, status in listed.items() if anchor_is_live(status)}
+        unsettled: set[str] = set()
         for dep in sorted(live):
             status = listed[dep]
             fell_asleep = self.asleep.get(dep)
@@ -95,14 +102,21 @@ class Fleet:
                     continue
             elif self.sleeps and status == DeploymentStatus.ASLEEP:
                 continue
-            self._want(dep)
-        for dep in sorted((self.children.keys() | self.resting.keys()) - live):
+            if not self._want(dep) and not self.has(dep) and dep not in self.ended:
+                unsettled.add(dep)
+        self.unsettled = unsettled
+        if whole:
+            gone = (self.children.keys() | self.resting.keys() | self.asleep.keys()) - live
+            gone |= (self.waiting.keys() | self.ended.keys()) - live
+        else:
+            gone = listed.keys() - live
+        for dep in sorted(gone & (self.children.keys() | self.resting.keys())):
             self._stop(dep)
-        for dep in self.waiting.keys() - live - self.resting.keys():
+        for dep in gone & self.waiting.keys() - self.resting.keys():
             del self.waiting[dep]  # a resting one leaves the queue as its task ends
-        for gone in (self.asleep, self.ended):
-            for dep in gone.keys() - live:
-                del gone[dep]
+        for held in (self.asleep, self.ended):
+            for dep in gone & held.keys():
+                del held[dep]
 
     def wake(self, dep: str) -> bool:
         """The hub has work for ``dep``: start its sidecar (or queue it) unless

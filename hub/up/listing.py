@@ -30,7 +30,7 @@ on each poll that changed anything was a tenth of ``up``'s CPU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,10 @@ class Listing:
         self._users: dict[str, DeploymentUser] = {}  # of the live ones that have one
         self._admitted: frozenset[DeploymentUser] | None = None  # theirs, while unchanged
         self._deleted: dict[str, _Known] = {}  # seen going from live to deleted, and when
+        self.whole = True
+        """The last answer listed every deployment (else what changed)."""
+        self.changed: set[str] = set()
+        """The deployments the last answer named."""
 
     def __len__(self) -> int:
         return len(self._known)
@@ -72,10 +76,13 @@ class Listing:
             self._known = {}
             self._users = {}
             self._admitted = None
+        self.whole = not followed
+        self.changed = set()
         for item in items if isinstance(items, list) else []:
             # Ids become path components below: only well-formed ones count.
             if isinstance(item, dict) and is_id(item.get("id"), "dep"):
                 dep = item["id"]
+                self.changed.add(dep)
                 before = self._known.get(dep)
                 if before is not None and _live(before.item) and not _live(item):
                     self._deleted[dep] = _Known(before.item, asked_at)
@@ -83,12 +90,19 @@ class Listing:
                 self._follow_user(dep, item)
         self.cursor = cursor if type(cursor) is int and cursor >= 0 else 0
 
-    def statuses(self, asleep: Mapping[str, float]) -> dict[str, str]:
-        """Each deployment's shown status. ``asleep``: ours that fell asleep,
-        and when (``anyio.current_time()``); one whose view was read before
-        is shown asleep, not as that view says."""
+    def statuses(
+        self, asleep: Mapping[str, float], among: Iterable[str] | None = None
+    ) -> dict[str, str]:
+        """Each deployment's shown status (``among``: of these alone, those
+        known). ``asleep``: ours that fell asleep, and when
+        (``anyio.current_time()``); one whose view was read before is shown
+        asleep, not as that view says."""
         shown: dict[str, str] = {}
-        for dep, known in self._known.items():
+        if among is None:
+            known_ones: Iterable[tuple[str, _Known]] = self._known.items()
+        else:
+            known_ones = [(dep, self._known[dep]) for dep in among if dep in self._known]
+        for dep, known in known_ones:
             status = str(known.item.get("status", ""))
             fell = asleep.get(dep)
             if fell is not None and known.read_at < fell and status == DeploymentStatus.DEPLOYED:

@@ -60,6 +60,7 @@ NATS_CONF = "nats.conf"
 SIDECAR_FINAL_CODES = frozenset({SidecarExit.OWNER_CONFLICT, SidecarExit.DELETED})
 # Its Sleep was granted: started again when the deployment has work.
 ASLEEP_CODES = SIDECAR_FINAL_CODES | {SidecarExit.ASLEEP}
+DELETED = DeploymentStatus.DELETED.value
 
 
 class Up:
@@ -90,6 +91,8 @@ class Up:
         self.nats_config: EmbeddedConfig | None = None  # embedded only, not an external one
         # Deleted deployments whose sidecar state dir is gone, or being removed.
         self.discarded: set[str] = set()
+        # Seen deleted, their state dir not yet removed.
+        self.to_discard: set[str] = set()
 
     def _say(self, line: str) -> None:
         if self.config.say is not None:
@@ -263,7 +266,11 @@ class Up:
         producers: list[Any],
         asked_at: float,
     ) -> None:
-        listed = listing.statuses(self.fleet.asleep)
+        # What changed, and what the last pass left to do: a pass over every
+        # deployment only when the answer listed them all.
+        whole = listing.whole
+        among = None if whole else listing.changed | self.fleet.unsettled
+        listed = listing.statuses(self.fleet.asleep, among)
         if self.nats_config is not None:
             # Before any sidecar starts: a new one is admitted by this reload
             # (and retries its connect until then); a deleted one is revoked
@@ -272,13 +279,13 @@ class Up:
             active = [p for p in producers if isinstance(p, dict)]
             users = listing.users(anyio.current_time())
             self.nats_config.admit(users, self.nats, producer_users_of(active))
-        self.fleet.sync(listed, asked_at)
+        self.fleet.sync(listed, asked_at, whole=whole)
         # Only a deployment the hub says is deleted loses its files, never one
         # that is merely not listed. Its sidecar (stopping, or not ours) holds
         # its home lock until it has exited: the removal waits for that and a
         # later poll tries again.
-        deleted = {dep for dep, status in listed.items() if status == DeploymentStatus.DELETED}
-        for dep in sorted(deleted - self.fleet.started() - self.discarded):
+        self.to_discard |= {dep for dep, status in listed.items() if status == DELETED}
+        for dep in sorted(self.to_discard - self.fleet.started() - self.discarded):
             self.discarded.add(dep)
             tg.start_soon(self._discard, dep)
 
@@ -308,7 +315,9 @@ class Up:
             # Said once: the next `up` tries again.
             self._say(f"mailrun up: cannot remove {directory}: {exc}")
             return
-        if not gone:
+        if gone:
+            self.to_discard.discard(dep)
+        else:
             self.discarded.discard(dep)  # a sidecar still runs from it: the next poll tries
 
     async def _stop_all(self) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 import anyio
+import anyio.lowlevel
 
 from runtime import Backoff, Retry, is_id
 
@@ -149,6 +150,12 @@ async def wake_loop(
         retry.succeeded()
         now = anyio.current_time()
         started = wake(fleet, strangers, named, now)
+        if started:
+            # The starts' first steps (the fork server's request) go before
+            # the next question: that one wakes the hub, which would compete
+            # for a core with the fork server's wake, and a wake's fork
+            # waited behind it.
+            await anyio.lowlevel.checkpoint()
         if cursor is not None:
             held = any(fleet.has(dep) for dep in named)
             # The hub answers at once only with news: no pause, but a gap,

@@ -15,6 +15,7 @@ grant ``busy``, or commits after the row exists and names the deployment to
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 
 from ..schema import DispatchStatus
 from ..sessions import Fence, check_fence
@@ -38,16 +39,20 @@ _WAKE_REQUESTED = sql(
     "UPDATE deployment_sleep SET wake_requested = ?"
     " WHERE deployment_id = ? AND wake_requested IS NULL"
 )
-_LIVE_ASLEEP = """SELECT s.deployment_id FROM deployment_sleep s
-JOIN deployment d ON d.id = s.deployment_id WHERE d.deleted_at IS NULL"""
+# The sleep rows lead (CROSS JOIN keeps SQLite's planner to that order; an
+# inner join to PostgreSQL's): the asleep deployments are read, not every
+# live one.
+_LIVE_ASLEEP = """SELECT s.deployment_id, s.since FROM deployment_sleep s
+CROSS JOIN deployment d WHERE d.id = s.deployment_id AND d.deleted_at IS NULL"""
 _ALL_ASLEEP = sql(f"{_LIVE_ASLEEP} ORDER BY s.deployment_id")
 # Work is a reserved dispatch of an unpaused deployment (the dispatch_pending
 # index finds one per deployment) or a wake requested.
-_TO_WAKE = sql(
-    f"""{_LIVE_ASLEEP} AND (s.wake_requested IS NOT NULL OR (d.paused_at IS NULL AND EXISTS (
+_HAS_WORK = f"""(s.wake_requested IS NOT NULL OR (d.paused_at IS NULL AND EXISTS (
   SELECT 1 FROM workflow_run_dispatch x WHERE x.deployment_id = s.deployment_id
-  AND x.{_IS_RESERVED}))) ORDER BY s.since, s.deployment_id"""
-)
+  AND x.{_IS_RESERVED})))"""
+_TO_WAKE = sql(f"{_LIVE_ASLEEP} AND {_HAS_WORK} ORDER BY s.since, s.deployment_id")
+# One deployment by its sleep row's key: what a notice of new work costs.
+_ONE_TO_WAKE = sql(f"{_LIVE_ASLEEP} AND s.deployment_id = ? AND {_HAS_WORK}")
 
 BUSY_RESERVED = "a dispatch waits for delivery"
 BUSY_ROLLOUT = "a version waits to be loaded"
@@ -92,6 +97,15 @@ def asleep_deployments(tx: Tx) -> list[str]:
     return [str(row[0]) for row in tx.fetch_all(_ALL_ASLEEP)]
 
 
-def deployments_to_wake(tx: Tx) -> list[str]:
-    """The asleep live deployments that have work, longest asleep first."""
-    return [str(row[0]) for row in tx.fetch_all(_TO_WAKE)]
+def deployments_to_wake(tx: Tx, among: Collection[str] | None = None) -> list[str]:
+    """The asleep live deployments that have work, longest asleep first;
+    ``among``: only these are looked at, each by its key (a few named by a
+    notice, where the whole list reads every asleep deployment)."""
+    if among is None:
+        return [str(row[0]) for row in tx.fetch_all(_TO_WAKE)]
+    found: list[tuple[float, str]] = []
+    for dep in sorted(among):
+        row = tx.fetch_one(_ONE_TO_WAKE, (dep,))
+        if row is not None:
+            found.append((float(row[1]), str(row[0])))
+    return [dep for _, dep in sorted(found)]

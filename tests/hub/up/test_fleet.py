@@ -26,6 +26,7 @@ import hub.up
 from hub._errors import HubUnreachable
 from hub.cli import main
 from hub.up import Backoff, Child, ChildSpec, Fleet, UpSettings
+from hub.up.handles import Handle
 from hub.up.wakes import wake_loop
 from runtime import SidecarExit, new_id
 from tests.support import wait_for
@@ -248,6 +249,34 @@ async def test_the_listing_starts_the_awake_and_leaves_the_asleep(tmp_path: Path
 
 
 @pytest.mark.anyio
+async def test_a_sync_of_changes_leaves_what_it_does_not_name_as_it_is(tmp_path: Path) -> None:
+    """A poll that lists only what changed does not stop the sidecars it does
+    not name; one it names deleted is stopped; one it names that has no
+    restore record yet is kept as unsettled, and started once it has one."""
+    stand = Stand(tmp_path)
+    stand.unknown.add("dep_later")
+    fleet = Fleet(stand.make, sleeps=True, max_awake=5, say=lambda line: None)
+    async with running(fleet):
+        fleet.sync({"dep_up": "deployed", "dep_zz": "asleep"}, anyio.current_time())
+        assert set(fleet.children) == {"dep_up"} and fleet.unsettled == set()
+        changes = {"dep_new": "deployed", "dep_later": "deployed"}
+        fleet.sync(changes, anyio.current_time(), whole=False)
+        assert set(fleet.children) == {"dep_up", "dep_new"}
+        assert fleet.unsettled == {"dep_later"}
+        # Its record came: the next poll lists it again with its changes.
+        stand.unknown.discard("dep_later")
+        fleet.sync({dep: "deployed" for dep in fleet.unsettled}, anyio.current_time(), whole=False)
+        assert set(fleet.children) == {"dep_up", "dep_new", "dep_later"}
+        assert fleet.unsettled == set()
+        fleet.sync({"dep_new": "deleted"}, anyio.current_time(), whole=False)
+        await wait_for(lambda: set(fleet.children) == {"dep_up", "dep_later"}, what="stopped")
+        assert stand.made.count("dep_up") == 1 and "dep_zz" not in stand.made
+        # A whole listing without them: gone.
+        fleet.sync({"dep_zz": "asleep"}, anyio.current_time())
+        await wait_for(lambda: not fleet.children, what="the unlisted stopped")
+
+
+@pytest.mark.anyio
 async def test_always_on_starts_the_asleep_without_a_limit(tmp_path: Path) -> None:
     stand = Stand(tmp_path)
     fleet = Fleet(stand.make, sleeps=False, max_awake=1, say=lambda line: None)
@@ -414,6 +443,29 @@ async def test_with_cursors_a_wake_is_started_at_once_while_another_is_still_nam
         after = hub.log[hub.log.index(f"name {mailed}") :]
         assert after[:2] == [f"name {mailed}", f"make {mailed}"], hub.log
     assert stand.made == [booting, mailed]
+
+
+@pytest.mark.anyio
+async def test_a_wakes_start_is_asked_for_before_the_next_question(tmp_path: Path) -> None:
+    """The fork server's request (the start's first step) goes out before the
+    wake loop asks the hub again: the question wakes the hub, which would
+    compete for a core with the fork server's wake."""
+    named = new_id("dep")
+    hub = CursorHub([named])
+
+    async def start(spec: ChildSpec) -> Handle:
+        hub.log.append(f"start {spec.name}")
+        await anyio.sleep_forever()
+        raise AssertionError("never started")
+
+    def make(dep: str) -> Child:
+        return Child(ChildSpec(f"sidecar-{dep}", ["true"]), start=start)
+
+    fleet = Fleet(make, sleeps=True, max_awake=5, say=lambda line: None)
+    async with running(fleet) as tg:
+        tg.start_soon(lambda: wake_loop(fleet, hub, wait=5.0, say=print))  # type: ignore[arg-type]
+        await wait_for(lambda: hub.log.count("ask") >= 2, what="a second question")
+        assert hub.log[:3] == ["ask", f"start sidecar-{named}", "ask"], hub.log
 
 
 @pytest.mark.anyio

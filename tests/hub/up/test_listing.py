@@ -102,3 +102,20 @@ def test_a_wake_or_a_sleep_keeps_the_users_and_a_new_key_or_a_pause_follows() ->
     # A whole listing starts over: what it lists, only.
     listing.apply({"deployments": [view(a, user=ka)], "cursor": 8, "whole": True}, 8.0)
     assert listing.users(8.0) == {DeploymentUser(a, ka)}
+
+
+def test_a_poll_of_changes_shows_what_it_named_and_nothing_else() -> None:
+    """``up``'s pass over a poll is over what changed: among 2,000
+    deployments, a poll naming one shows that one, not all again."""
+    deps = [new_id("dep") for _ in range(2000)]
+    listing = Listing()
+    listing.apply({"deployments": [view(d, "asleep") for d in deps], "cursor": 3}, 1.0)
+    assert listing.whole and listing.changed == set(deps)
+    assert len(listing.statuses({})) == 2000
+    listing.apply({"deployments": [view(deps[7])], "cursor": 4, "whole": False}, 2.0)
+    assert not listing.whole and listing.changed == {deps[7]}
+    assert listing.statuses({}, listing.changed) == {deps[7]: "deployed"}
+    # Asked for with one it does not know (a poll's leftover): the known alone.
+    assert listing.statuses({}, {deps[9], new_id("dep")}) == {deps[9]: "asleep"}
+    listing.apply({"deployments": [], "cursor": 4, "whole": False}, 3.0)
+    assert listing.changed == set() and listing.statuses({}, listing.changed) == {}

@@ -8,6 +8,7 @@ Welcome wakes it and delivers what waited."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -18,6 +19,7 @@ import pytest
 
 from hub.store import (
     Fence,
+    SqliteStore,
     Trigger,
     accept_triggers,
     add_version,
@@ -299,3 +301,50 @@ async def test_with_a_cursor_a_reread_answers_for_a_name_no_poke_announced(
                 assert not polled
                 await mail(second)
         assert polled == [[first.id, second.id]]
+
+
+async def test_a_poke_is_answered_from_a_read_of_the_poked_deployment_alone(
+    tmp_path: Path,
+) -> None:
+    """The whole list reads every asleep deployment (2 ms of the hub's loop
+    among 2,000): a wake's answer reads the deployment poked, by its key,
+    and keeps what the last whole read named; a poll with the cursor of
+    that answer waits, reading nothing, until there is news."""
+    path = tmp_path / "hub.db"
+    async with await SqliteStore.open(path) as store:
+        deps = [await deploy(store, f"flow{n}") for n in range(30)]
+        for dep in deps:
+            assert await store.transact(partial(grant_sleep, fence=Fence(dep.id, 0))) is None
+        first, woken = deps[3], deps[17]
+        trigger = Trigger(address=first.address, subject="hi", sender="a@b.c")
+        await store.transact(partial(accept_triggers, triggers=[trigger]))  # not poked
+        sleepers = Sleepers(store, reread=60)
+        await sleepers.load()
+        named, cursor = await sleepers.wakes_after(0, None)
+        assert named == [first.id]  # the whole list, read once
+        statements: list[str] = []
+        await store._reader.read(lambda conn: conn.set_trace_callback(statements.append))
+        polled: list[tuple[list[str], str]] = []
+
+        async def poll() -> None:
+            polled.append(await sleepers.wakes_after(25, cursor))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(poll)
+                await anyio.wait_all_tasks_blocked()
+                assert not polled
+                trigger = Trigger(address=woken.address, subject="hi", sender="a@b.c")
+                _, accepted = await store.transact(partial(accept_triggers, triggers=[trigger]))
+                sleepers.poke(accepted)
+        assert [named for named, _ in polled] == [[first.id, woken.id]]
+        reads = [s for s in statements if "deployment_sleep" in s]
+        assert len(reads) == 1, reads
+        with sqlite3.connect(path) as conn:
+            plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {reads[0]}")]
+        assert not [step for step in plan if step.startswith("SCAN")], plan
+        assert woken.id in reads[0]
+        # Welcomed: no longer named, with nothing read again.
+        sleepers.woke(woken.id)
+        assert await sleepers.wakes_after(0, polled[0][1]) == ([first.id], polled[0][1])
+        assert len([s for s in statements if "deployment_sleep" in s]) == 1
