@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -119,6 +120,14 @@ class Up(HubClient):
         connects with it (the embedded server admits no anonymous client)."""
         return (self.state_dir / HUB_SEED_FILE).read_text().strip()
 
+    def first_child_at(self) -> float | None:
+        """When up spawned its first child (nats-server, as it starts), if it has."""
+        times = []
+        for child in self.children():
+            with contextlib.suppress(psutil.Error):
+                times.append(child.create_time())
+        return min(times, default=None)
+
     @property
     def logs(self) -> list[Path]:
         """up's own log and its hub's."""
@@ -191,11 +200,12 @@ async def mailrun_up(
 
 
 async def wait_started(up: Up) -> None:
-    """Until ``up``'s hub answers /healthz, as long as up itself waits for it;
-    fails at once if up exits first."""
+    """Until ``up``'s hub answers /healthz, as long as up itself waits for it
+    (from its spawn of nats-server on, as up counts); fails at once if up
+    exits first."""
     await started(
         up.healthz, exit_code=up.proc.poll, logs=up.logs, timeout=UP_START_TIMEOUT,
-        what="the hub's /healthz",
+        what="the hub's /healthz", since=up.first_child_at,
     )  # fmt: skip
 
 

@@ -13,6 +13,8 @@ hub up restarts, its restart delay (at most the backoff's cap) first.
 from __future__ import annotations
 
 import inspect
+import math
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -57,14 +59,19 @@ async def started(
     timeout: float,
     what: str,
     interval: float = 0.02,
+    since: Callable[[], float | None] | None = None,
 ) -> T:
     """``ready()``'s first true value, polled as ``wait_for`` polls.
 
     ``exit_code()`` is the process's exit code once it has exited (a
     ``Popen.poll``): then this fails at once, with that code and the tail of
     ``logs``, rather than waiting out ``timeout`` for an answer that cannot
-    come. A timeout shows the tails too.
+    come. ``timeout`` runs from the call, or from ``since()`` once it names a
+    moment (``time.time()``): where the product starts its own clock (`mailrun
+    up` its bounds when it spawns nats-server, after its own imports). A
+    timeout shows the tails too.
     """
+    called = time.time()
 
     async def probe() -> T | None:
         value = ready()
@@ -75,10 +82,16 @@ async def started(
         code = exit_code()
         if code is not None:
             raise AssertionError(f"exited with {code} before {what}\n{tails(logs)}")
+        begun = (since() if since is not None else None) or called
+        if time.time() > begun + timeout:
+            late = f"{time.time() - called:.1f}s from the call" if begun != called else ""
+            raise AssertionError(
+                f"timed out after {timeout}s{f' ({late})' if late else ''} waiting for {what}"
+                f"\n{tails(logs)}"
+            )
         return None
 
-    found = await wait_for(
-        probe, timeout=timeout, interval=interval, what=what, explain=lambda: tails(logs)
-    )
+    # The deadline is probe's: it may move (``since``); fail_after(inf) only owns the loop.
+    found = await wait_for(probe, timeout=math.inf, interval=interval, what=what)
     assert found is not None
     return found
