@@ -68,13 +68,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     carry the mark themselves, with the reason beside it. The slow folders'
     tests share an xdist group a module (:data:`WHOLE_SYSTEMS`)."""
     tests = Path(__file__).parent
+    watchdog: pytest.MarkDecorator | None = None
     for item in items:
         parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
         if parts and parts[0] in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
             item.add_marker(pytest.mark.xdist_group(f"{WHOLE_SYSTEMS}-{parts[0]}-{item.path.stem}"))
+            if item.get_closest_marker("timeout") is None:
+                watchdog = watchdog or _whole_system_watchdog(config)
+                item.add_marker(watchdog)
         elif "postgres_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+
+
+def _whole_system_watchdog(config: pytest.Config) -> pytest.MarkDecorator:
+    """pytest-timeout's bound for a whole system's test: the suite's (120 s,
+    pyproject.toml, or ``--timeout``; 0 leaves it off) and, on top, the start
+    of `mailrun up` and a hub's restart as long as the product allows them
+    (tests/support/starts.py). At load 20-27 these tests took 85-134 s, an
+    up's start and most a hub's restart among it: the suite's bound alone
+    ended them, with a stack in the event loop's select, before the waits
+    inside, bounded by the product, could either pass or say what failed."""
+    from tests.support.starts import HUB_RESTART_TIMEOUT, UP_START_TIMEOUT
+
+    asked = config.getoption("timeout", None)
+    base = float(asked if asked is not None else config.getini("timeout") or 0)
+    if base <= 0:
+        return pytest.mark.timeout(0)
+    return pytest.mark.timeout(base + UP_START_TIMEOUT + HUB_RESTART_TIMEOUT)
 
 
 @pytest.fixture

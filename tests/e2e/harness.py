@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,10 +19,10 @@ import psutil
 
 from hub.natsauth import HUB_SEED_FILE
 from hub.store import is_database_url
-from hub.up import UpSettings
 from runtime import RestoreRecord, read_restore_record, record_path
 from tests.support import HubClient, command_words, descendants, free_port, wait_for
 from tests.support.postgres import query
+from tests.support.starts import HUB_RESTART_TIMEOUT, UP_START_TIMEOUT, started
 
 MAILRUN = str(Path(sys.executable).with_name("mailrun"))
 
@@ -119,6 +120,19 @@ class Up(HubClient):
         connects with it (the embedded server admits no anonymous client)."""
         return (self.state_dir / HUB_SEED_FILE).read_text().strip()
 
+    def first_child_at(self) -> float | None:
+        """When up spawned its first child (nats-server, as it starts), if it has."""
+        times = []
+        for child in self.children():
+            with contextlib.suppress(psutil.Error):
+                times.append(child.create_time())
+        return min(times, default=None)
+
+    @property
+    def logs(self) -> list[Path]:
+        """up's own log and its hub's."""
+        return [self.state_dir.parent / "up.log", self.state_dir / "logs" / "hub.log"]
+
     def record_of(self, deployment_id: str) -> RestoreRecord:
         """The restore record the hub wrote for a deployment's local sidecar."""
         state = self.state_dir / "sidecars" / deployment_id
@@ -133,14 +147,6 @@ class Up(HubClient):
             return query(self.database, sql, *args)
         with self.hub_db() as db:
             return db.execute(sql, args).fetchall()
-
-
-_UP = UpSettings(Path(), environ={})
-UP_START_TIMEOUT = _UP.nats_ready_timeout + _UP.hub_ready_timeout
-"""How long `mailrun up` itself waits for its nats-server and then its hub
-before it gives up: a process start takes that long on a loaded 2-core
-machine (40 s from spawn to the hub's answer at load 20), and up says why
-it gave up in its log (a harness that gave up first said nothing)."""
 
 
 def _spawn_up(
@@ -194,16 +200,28 @@ async def mailrun_up(
 
 
 async def wait_started(up: Up) -> None:
-    """Until ``up``'s hub answers /healthz; fails at once if up exits first."""
+    """Until ``up``'s hub answers /healthz, as long as up itself waits for it
+    (from its spawn of nats-server on, as up counts); fails at once if up
+    exits first."""
+    await started(
+        up.healthz, exit_code=up.proc.poll, logs=up.logs, timeout=UP_START_TIMEOUT,
+        what="the hub's /healthz", since=up.first_child_at,
+    )  # fmt: skip
 
-    async def answered() -> bool:
-        if up.proc.poll() is not None:
-            raise AssertionError(
-                f"mailrun up exited with {up.proc.returncode} before its hub answered"
-            )
-        return await up.healthz() is not None
 
-    await wait_for(answered, timeout=UP_START_TIMEOUT, what="hub /healthz")
+async def restarted_hub(up: Up, boot_id: str) -> dict[str, Any]:
+    """The /healthz of the hub up started after the one booted as ``boot_id``
+    died: as long as up allows for its restart delay and a hub's start;
+    fails at once if up exits."""
+
+    async def new_boot() -> dict[str, Any] | None:
+        health = await up.healthz()
+        return health if health is not None and health["boot_id"] != boot_id else None
+
+    return await started(
+        new_boot, exit_code=up.proc.poll, logs=up.logs, timeout=HUB_RESTART_TIMEOUT,
+        what="a restarted hub's /healthz",
+    )  # fmt: skip
 
 
 async def mailrun(up: Up, *args: str) -> tuple[int, str]:

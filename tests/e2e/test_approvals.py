@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support import wait_for
 
-from .harness import Up, mailrun_up
+from .harness import Up, mailrun_up, restarted_hub
 
 pytestmark = pytest.mark.anyio
 
@@ -36,11 +35,7 @@ async def _restart_hub(up: Up) -> None:
     assert before is not None
     os.kill(await up.hub_pid(), signal.SIGKILL)
 
-    async def new_hub() -> dict[str, Any] | None:
-        h = await up.healthz()
-        return h if h is not None and h["boot_id"] != before["boot_id"] else None
-
-    await wait_for(new_hub, timeout=30, what="a restarted hub")
+    await restarted_hub(up, before["boot_id"])
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["steady", "hub-restarted"])

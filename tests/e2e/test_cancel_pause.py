@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support import wait_for
 
-from .harness import Up, mailrun, mailrun_up, run_status, send_accepted
+from .harness import Up, mailrun, mailrun_up, restarted_hub, run_status, send_accepted
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -162,11 +161,7 @@ async def test_a_paused_deployment_keeps_its_mail_through_a_hub_restart_and_deli
         boot_before = health["boot_id"]
         os.kill(await up.hub_pid(), signal.SIGKILL)
 
-        async def new_hub() -> dict[str, Any] | None:
-            h = await up.healthz()
-            return h if h is not None and h["boot_id"] != boot_before else None
-
-        await wait_for(new_hub, timeout=30, what="a restarted hub")
+        await restarted_hub(up, boot_before)
         shown = (await up.http.get("/workflows/deployments/pauses")).json()
         assert shown["status"] == "paused" and shown["paused_at"] is not None
         await send_accepted(up, dep["address"], "m3")

@@ -21,6 +21,7 @@ from hub.store import DATABASE_ENV
 from tests.faults.cluster import Proc
 from tests.support import HubClient, NatsServerProcess, free_port, wait_for
 from tests.support.postgres import PostgresServer, query
+from tests.support.starts import HUB_START_TIMEOUT, started
 
 pytestmark = pytest.mark.anyio
 
@@ -45,7 +46,13 @@ class Hubs:
         return query(self.database, sql, *args)
 
     async def up(self, at: int) -> None:
-        await wait_for(self.clients[at].healthz, timeout=30, what=f"hub {at} /healthz")
+        """Until hub ``at`` answers, as long as `mailrun up` waits for a hub."""
+        proc = self.procs[at]
+        assert proc.popen is not None, f"hub {at} was not started"
+        await started(
+            self.clients[at].healthz, exit_code=proc.popen.poll, logs=[proc.log_path],
+            timeout=HUB_START_TIMEOUT, what=f"hub {at}'s /healthz",
+        )  # fmt: skip
 
     async def restart(self, at: int) -> None:
         """SIGKILL hub ``at`` and start it again (as a supervisor would)."""

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support import wait_for
 
-from .harness import mailrun_up, recorder_source
+from .harness import mailrun_up, recorder_source, restarted_hub
 
 pytestmark = pytest.mark.anyio
 
@@ -71,11 +71,7 @@ async def test_sigkilled_hub_comes_back_and_the_sidecar_reconnects(tmp_path: Pat
         assert before.status_code == 202
         os.kill(await up.hub_pid(), signal.SIGKILL)
 
-        async def new_hub() -> dict[str, str] | None:
-            h = await up.healthz()
-            return h if h is not None and h["boot_id"] != boot_before else None
-
-        await wait_for(new_hub, timeout=30, what="a restarted hub")
+        await restarted_hub(up, boot_before)
         after = await up.send(dep["address"], "after the restart")
         assert after.status_code == 202, after.text
 

@@ -21,7 +21,7 @@ import pytest
 
 from tests.support import wait_for
 
-from .harness import Up, mailrun, mailrun_up
+from .harness import Up, mailrun, mailrun_up, restarted_hub
 
 pytestmark = pytest.mark.anyio
 
@@ -100,11 +100,7 @@ async def test_schedules_fire_once_after_an_outage_and_stop_when_removed(tmp_pat
         finally:
             os.kill(up.proc.pid, signal.SIGCONT)
 
-        async def new_hub() -> bool:
-            health = await up.healthz()
-            return health is not None and health["boot_id"] != boot_before
-
-        await wait_for(new_hub, timeout=60, what="the hub back")
+        await restarted_hub(up, boot_before)
 
         def after_the_late_one(r: Any) -> bool:
             late = [f for f in fires(r, "a") if f["fired_at"] > killed_at]

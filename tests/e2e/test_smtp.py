@@ -25,7 +25,7 @@ from runtime.wire import BLOB_CHUNK_SIZE
 from tests.support import free_port, wait_for
 from tests.support.smtp import self_signed
 
-from .harness import MAILRUN, Up, mailrun_up
+from .harness import MAILRUN, Up, mailrun_up, restarted_hub
 
 pytestmark = pytest.mark.anyio
 T = TypeVar("T")
@@ -216,6 +216,7 @@ async def test_250_only_after_commit_a_hub_crash_before_it_is_retried_once(
         dep = await up.deploy("crashy", RECORDER)
         message = mail("alice@example.com", "exactly once", "body")
         hub = await up.hub_pid()
+        boot = (await up.healthz() or {})["boot_id"]
         outcome: list[BaseException] = []
 
         async def first_attempt() -> None:
@@ -234,11 +235,7 @@ async def test_250_only_after_commit_a_hub_crash_before_it_is_retried_once(
         gate.touch()  # the hubs from now on pass the failpoint
         assert up.query("SELECT count(*) FROM workflow_run_dispatch")[0][0] == 0
 
-        async def restarted() -> bool:
-            found = up.find("-m", "hub")
-            return found is not None and found.pid != hub and await up.healthz() is not None
-
-        await wait_for(restarted, timeout=30, what="`up` to restart the hub")
+        await restarted_hub(up, boot)
 
         async def retried() -> Any:
             try:

@@ -19,9 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import wait_for
-
-from .harness import Up, mailrun_up, run_status
+from .harness import Up, mailrun_up, restarted_hub, run_status
 
 pytestmark = pytest.mark.anyio
 
@@ -132,11 +130,7 @@ async def test_a_timer_set_before_hub_and_sidecar_are_killed_fires_once(tmp_path
         os.kill(sidecar, signal.SIGKILL)
         os.kill(await up.hub_pid(), signal.SIGKILL)
 
-        async def new_hub() -> bool:
-            h = await up.healthz()
-            return h is not None and h["boot_id"] != before
-
-        await wait_for(new_hub, timeout=30, what="a restarted hub")
+        await restarted_hub(up, before)
         run = await up.wait_state(
             run_id, lambda r: "y" in _names(r), timeout=60, what="both timers after the restart"
         )

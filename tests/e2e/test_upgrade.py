@@ -20,6 +20,7 @@ from runtime import read_restore_record
 from tests.legacy.v1fixture import SENDER, V1Deployment, V1State, write_v1_state
 from tests.support import free_port, wait_for
 from tests.support.sqlite import dump
+from tests.support.starts import UP_START_TIMEOUT, started
 
 from .harness import MAILRUN, Up, mailrun, mailrun_up
 
@@ -299,7 +300,11 @@ async def test_a_hub_killed_in_the_middle_of_the_migration_finishes_it_at_the_ne
             text = hub_log.read_text() if hub_log.exists() else ""
             return f"failpoint {MIGRATION_FAILPOINT}: crash" in text
 
-        await wait_for(crashed, timeout=20, what="the hub to die mid-migration")
+        # Within up's start: its nats-server, then its hub's, to the migration.
+        await started(
+            crashed, exit_code=proc.poll, logs=[tmp_path / "crashed" / "up.log", hub_log],
+            timeout=UP_START_TIMEOUT, what="the hub to die mid-migration",
+        )  # fmt: skip
     finally:
         proc.terminate()
         await anyio.to_thread.run_sync(proc.wait)

@@ -33,6 +33,7 @@ from runtime import SidecarExit
 from runtime.testing import FAILPOINTS_ENV
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
 from tests.support.postgres import query
+from tests.support.starts import HUB_START_TIMEOUT, started
 
 from .proxy import NatsFaultProxy
 
@@ -187,15 +188,23 @@ class Cluster(HubClient):
             return None
         old = before.get("boot_id") if before is not None else None
 
+        return await self.wait_booted(old)
+
+    async def wait_booted(self, old: str | None, *, interval: float = 0.02) -> dict[str, Any]:
+        """The /healthz of the hub just started, once it answers as a boot other
+        than ``old``: as long as `mailrun up` waits for a hub; fails at once if
+        the hub exits first."""
+        popen = self.hub.popen
+        assert popen is not None, "the hub was not started"
+
         async def booted() -> dict[str, Any] | None:
             health = await self.healthz()
-            if health is not None and health.get("boot_id", old) != old:
-                return health
-            if not self.hub.running:
-                raise AssertionError(f"the hub exited while starting: {self.hub.exit_codes}")
-            return None
+            return health if health is not None and health.get("boot_id", old) != old else None
 
-        return await wait_for(booted, timeout=30, what="the hub's /healthz")
+        return await started(
+            booted, exit_code=popen.poll, logs=[self.hub.log_path], timeout=HUB_START_TIMEOUT,
+            what="the new hub's /healthz", interval=interval,
+        )  # fmt: skip
 
     @property
     def hub_behind_proxy(self) -> bool:

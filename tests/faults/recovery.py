@@ -25,7 +25,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tests.support import wait_for
 
@@ -132,16 +131,7 @@ async def restart_sample(
     proxy.remove_rule(events)
     proxy.remove_rule(deliveries)
     await cluster.start_hub(direct=True, wait=False)
-
-    async def new_boot() -> dict[str, Any] | None:
-        health = await cluster.healthz()
-        return (
-            health
-            if health is not None and health.get("boot_id", old["boot_id"]) != old["boot_id"]
-            else None
-        )
-
-    health = await wait_for(new_boot, timeout=30, interval=_POLL, what="the new hub's /healthz")
+    health = await cluster.wait_booted(old["boot_id"], interval=_POLL)
     back = time.monotonic() - start
     everything, boot_id = processing + pending, health["boot_id"]
     took: dict[str, float] = {}  # each measure, from the first poll it held in

@@ -105,11 +105,11 @@ async def f3_lost_frames(r: Round) -> None:
     # request times out, and no Ack would flow meanwhile to be lost.
     first = proxy.add_rule("drop", "_INBOX.>", direction="to_server", times=1)
     acks = proxy.add_rule("drop", "_INBOX.>", direction="to_server", match=_chance(r, p))
-    await anyio.sleep(r.rng.uniform(0.5, 1.0))
+    await anyio.sleep(r.rng.uniform(0.5, 1.0))  # the fault: Acks lost for a drawn while
     inbound = proxy.add_rule(
         "drop", "mailrun.mail.inbound.>", direction="to_client", match=_chance(r, p / 2)
     )
-    await anyio.sleep(r.rng.uniform(0.5, 1.0))
+    await anyio.sleep(r.rng.uniform(0.5, 1.0))  # ... and deliveries too
     r.over()
     for rule in (first, acks, inbound):
         proxy.remove_rule(rule)
@@ -137,7 +137,7 @@ async def f5_duplicated_frames(r: Round) -> None:
                        match=_chance(r, p)),
         proxy.add_rule("duplicate", "_INBOX.>", direction="to_server", match=_chance(r, p)),
     ]  # fmt: skip
-    await anyio.sleep(r.rng.uniform(1.0, 2.0))
+    await anyio.sleep(r.rng.uniform(1.0, 2.0))  # the fault's duration
     r.over()
     for rule in rules:
         proxy.remove_rule(rule)

@@ -25,6 +25,7 @@ from hub.up.nats import greeting_names, greets
 from runtime.config import LOOPBACK
 
 from .ports import free_port
+from .starts import NATS_START_TIMEOUT
 
 _POLL = 0.005
 _PROBE_TIMEOUT = 1.0
@@ -55,7 +56,7 @@ class NatsServerProcess:
         monitor_port: int | None = None,
         log_file: Path | None = None,
         pdeathsig: bool = False,
-        start_timeout: float = 10.0,
+        start_timeout: float = NATS_START_TIMEOUT,
         server_name: str | None = None,
         config_file: Path | None = None,
         extra_args: list[str] | None = None,

@@ -17,8 +17,9 @@ import pytest
 
 from runtime import sidecar_env, tracing
 from runtime.tracing import Kept
-from tests.support import REPO, free_port, wait_for
+from tests.support import REPO, free_port
 from tests.support.nats import NatsServerProcess
+from tests.support.starts import HUB_START_TIMEOUT, started
 
 
 def _clean_env(**more: str) -> dict[str, str]:
@@ -125,7 +126,11 @@ async def test_a_hub_on_the_console_exporter_flushes_its_spans_on_a_clean_stop(
                 return None
             return r.status_code
 
-        assert await wait_for(answered, timeout=30, what="the hub's answer") == 404
+        answer = await started(
+            answered, exit_code=lambda: proc.returncode, timeout=HUB_START_TIMEOUT,
+            what="the hub's answer",
+        )  # fmt: skip
+        assert answer == 404
         assert b"POST /mail" not in out.read_bytes()  # still buffered
         proc.send_signal(signal.SIGTERM)
         with anyio.fail_after(30):

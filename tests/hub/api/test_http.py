@@ -19,7 +19,8 @@ import pytest
 from runtime import read_restore_record
 from runtime.sidecar_contract import decode_restore_record
 from runtime.wire import INLINE_BODY_LIMIT, public_key_of
-from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
+from tests.support import REPO, HubClient, NatsServerProcess, free_port
+from tests.support.starts import HUB_START_TIMEOUT, started
 
 from .harness import MAX_BODY, SOURCE, api, assert_error
 
@@ -239,7 +240,10 @@ async def test_hub_process_serves_and_stops_on_sigterm(
                 async with aclosing(
                     HubClient(f"http://127.0.0.1:{port}", token_file=token_file)
                 ) as hub:
-                    health = await wait_for(hub.healthz, timeout=8)
+                    health = await started(
+                        hub.healthz, exit_code=lambda: proc.returncode, logs=[log_path],
+                        timeout=HUB_START_TIMEOUT, what="the hub's /healthz",
+                    )  # fmt: skip
                     assert health["nats_url"] == nats_server.url
                     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
                     anonymous = await hub.http.get("/healthz", auth=None)

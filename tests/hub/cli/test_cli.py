@@ -43,7 +43,7 @@ from runtime.config import (
     RUN_HISTORY_ENV,
     SQLITE_SYNCHRONOUS_ENV,
 )
-from tests.support import wait_for
+from tests.support.starts import HUB_START_TIMEOUT, started
 
 DEP_A = "dep_" + "a" * 26
 DEP_B = "dep_" + "b" * 26
@@ -908,7 +908,13 @@ def test_a_hub_with_failpoints_armed_says_so_at_start(tmp_path: Path) -> None:
         async def warned() -> bool:
             return "failpoints armed" in log.read_text()
 
-        anyio.run(functools.partial(wait_for, warned, timeout=20))
+        # Its start, up to where it waits for NATS, as long as up waits for a hub.
+        anyio.run(
+            functools.partial(
+                started, warned, exit_code=proc.poll, logs=[log], timeout=HUB_START_TIMEOUT,
+                what="the warning",
+            )
+        )  # fmt: skip
     finally:
         proc.kill()
         proc.wait()

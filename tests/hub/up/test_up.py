@@ -35,6 +35,7 @@ from runtime import NATS_URL_ENV
 from runtime.sidecar_contract import FORK_SERVER_MODULE
 from tests.support import REPO, HubClient, command_words, descendants, free_port, wait_for
 from tests.support.ports import assigned_ports
+from tests.support.starts import HUB_RESTART_TIMEOUT, HUB_START_TIMEOUT, UP_START_TIMEOUT, started
 
 # slow: every test runs `mailrun up`, the hub or their children as real processes
 pytestmark = pytest.mark.slow
@@ -273,13 +274,9 @@ class UpProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def logs(self) -> str:
-        """up's output and the tail of each child's log, for failure messages."""
-        parts = [f"--- up\n{self.log}"]
-        for path in sorted((self.state / "logs").glob("*.log")):
-            tail = path.read_text(errors="replace").splitlines()[-15:]
-            parts.append(f"--- {path.name}\n" + "\n".join(tail))
-        return "\n".join(parts)
+    def log_paths(self) -> list[Path]:
+        """up's output and its hub's and nats-server's logs, for failure messages."""
+        return [self.log_path, self.state / "logs" / "hub.log", self.state / "logs" / "nats.log"]
 
     def up_json(self) -> dict[str, object] | None:
         try:
@@ -328,7 +325,10 @@ def up(tmp_path: Path) -> Iterator[UpProcess]:
 
 
 async def ready(up: UpProcess) -> dict[str, object]:
-    info = await wait_for(up.up_json, timeout=20, what="up.json", explain=up.logs)
+    info = await started(
+        up.up_json, exit_code=up.proc.poll, logs=up.log_paths(), timeout=UP_START_TIMEOUT,
+        what="up.json",
+    )  # fmt: skip
     assert await wait_for(up.health, what="/healthz")
     return info
 
@@ -390,10 +390,10 @@ async def test_up_restarts_a_killed_hub(up: UpProcess) -> None:
         now = up.health()
         return now if now is not None and now["boot_id"] != health["boot_id"] else None
 
-    try:
-        await wait_for(new_boot, timeout=15, what="a restarted hub")
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{up.logs()}") from None
+    await started(
+        new_boot, exit_code=up.proc.poll, logs=up.log_paths(), timeout=HUB_RESTART_TIMEOUT,
+        what="a restarted hub",
+    )  # fmt: skip
     restarted = up.child("-m", "hub")
     assert restarted is not None and restarted.pid != hub.pid
     assert "mailrun up: hub exited with -9" in up.log
@@ -522,8 +522,14 @@ async def test_sidecars_keep_running_while_the_hub_is_down(up: UpProcess) -> Non
         now = up.child("-m", "hub")
         return now if now is not None and now.pid != hub.pid else None
 
-    await wait_for(new_hub, timeout=15, what="a restarted hub")
-    await wait_for(up.health, timeout=15, what="the restarted hub's /healthz")
+    await started(
+        new_hub, exit_code=up.proc.poll, logs=up.log_paths(), timeout=HUB_RESTART_TIMEOUT,
+        what="a restarted hub",
+    )  # fmt: skip
+    await started(
+        up.health, exit_code=up.proc.poll, logs=up.log_paths(), timeout=HUB_START_TIMEOUT,
+        what="the restarted hub's /healthz",
+    )  # fmt: skip
     assert up.child("sidecar", dep["id"]) is not None
     assert up.child("sidecar", dep["id"]).pid == sidecar.pid  # type: ignore[union-attr]
 
