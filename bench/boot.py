@@ -71,7 +71,7 @@ from runtime.sidecar_contract import (
     encode_frame,
     sidecar_argv,
 )
-from tests.faults.cluster import Proc
+from tests.faults.harness.cluster import Proc
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
 
 STAMP = """

@@ -3,11 +3,11 @@
     .venv/bin/python bench/hub_restart.py [--restarts 30] [--deployments 5] [--pending 3] [--json]
 
 Runs nats-server, the hub and one sidecar per deployment as separate
-processes (``tests/faults/cluster.py``). For each restart, every deployment
+processes (``tests/faults/harness/cluster.py``). For each restart, every deployment
 gets ``--pending`` mails that the hub accepts but does not deliver (its lanes
 are held before publishing), the hub is SIGKILLed and started again, and the
 time from the kill until every sidecar has a session and every pending
-dispatch is delivered is measured (``tests/faults/recovery.py``), with the
+dispatch is delivered is measured (``tests/faults/harness/recovery.py``), with the
 part of it the new hub took to answer ``/healthz`` at all. docs/design.md
 section 7.5 guarantees 2 s.
 """
@@ -24,8 +24,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.faults helpers
 
-from tests.faults.cluster import running_cluster
-from tests.faults.recovery import GUARANTEE, Sample, deploy_many, percentile, restart_sample
+from tests.faults.harness.cluster import running_cluster
+from tests.faults.harness.recovery import GUARANTEE, Sample, deploy_many, percentile, restart_sample
 
 
 async def bench(restarts: int, deployments: int, pending: int) -> list[Sample]:

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpe
 
 from bench._http import Pool
 from hub.store import DATABASE_ENV
-from tests.faults.cluster import Proc
+from tests.faults.harness.cluster import Proc
 from tests.support import HubClient, NatsServerProcess, free_port, wait_for
 from tests.support.postgres import PostgresServer, query
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from hub.store import DATABASE_ENV
-from tests.faults.cluster import Proc
+from tests.faults.harness.cluster import Proc
 from tests.support import HubClient, NatsServerProcess, free_port, wait_for
 from tests.support.postgres import PostgresServer, query
 from tests.support.starts import HUB_START_TIMEOUT, started

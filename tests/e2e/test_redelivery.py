@@ -30,7 +30,7 @@ from runtime import (
     open_nats,
 )
 from runtime.config import REDELIVER_AFTER_ENV
-from tests.faults.proxy import NatsFaultProxy
+from tests.faults.harness.proxy import NatsFaultProxy
 from tests.support import NatsServerProcess, wait_for
 
 from .harness import Up, mailrun_up, recorder_source

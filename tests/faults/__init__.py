@@ -1,14 +1,14 @@
 """Fault injection for tests: a NATS fault proxy and a cluster of real processes."""
 
-from .cluster import Cluster as Cluster
-from .cluster import Proc as Proc
-from .cluster import SidecarNode as SidecarNode
-from .cluster import running_cluster as running_cluster
-from .natsproto import Frame as Frame
-from .natsproto import FrameParser as FrameParser
-from .natsproto import subject_matches as subject_matches
-from .proxy import NatsFaultProxy as NatsFaultProxy
-from .proxy import Rule as Rule
+from .harness.cluster import Cluster as Cluster
+from .harness.cluster import Proc as Proc
+from .harness.cluster import SidecarNode as SidecarNode
+from .harness.cluster import running_cluster as running_cluster
+from .harness.natsproto import Frame as Frame
+from .harness.natsproto import FrameParser as FrameParser
+from .harness.natsproto import subject_matches as subject_matches
+from .harness.proxy import NatsFaultProxy as NatsFaultProxy
+from .harness.proxy import Rule as Rule
 
 __all__ = [
     "Cluster",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.faults.checker import (
+from tests.faults.harness.checker import (
     HubDispatch,
     Liveness,
     Processed,
@@ -13,7 +13,7 @@ from tests.faults.checker import (
     check_timers,
     processed_from_state,
 )
-from tests.faults.workload import History, Op
+from tests.faults.harness.workload import History, Op
 
 DEP = "dep_1"
 RUNS = {DEP: 1}

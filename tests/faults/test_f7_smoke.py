@@ -13,7 +13,7 @@ from runtime.testing import CRASH_EXIT_CODE
 from tests.e2e.harness import recorder_source
 from tests.support import wait_for
 
-from .cluster import running_cluster
+from .harness.cluster import running_cluster
 
 pytestmark = pytest.mark.anyio
 

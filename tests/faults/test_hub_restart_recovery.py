@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import running_cluster
-from .recovery import deploy_many, restart_sample
+from .harness.cluster import running_cluster
+from .harness.recovery import deploy_many, restart_sample
 
 pytestmark = pytest.mark.anyio
 

@@ -8,9 +8,9 @@ reordered) and live (every mail settled within the bound after the fault).
 Each mail sets a timer of the run, pending across the fault: each fires
 exactly once once it healed. The sidecars scale to zero (``--idle-stop 1``,
 woken by the cluster as ``mailrun up`` wakes them): a round ends with its
-deployment asleep again, and the asleep faults (tests/faults/asleep.py) strike
+deployment asleep again, and the asleep faults (tests/faults/harness/asleep.py) strike
 while one wakes up.
-``MAILRUN_FAULT_SEED`` picks another seed; ``python -m tests.faults.soak``
+``MAILRUN_FAULT_SEED`` picks another seed; ``python -m tests.faults.harness.soak``
 runs many.
 """
 
@@ -24,10 +24,10 @@ import pytest
 
 from tests.support.postgres import PostgresServer
 
-from .asleep import ASLEEP, IDLE_STOP
-from .cluster import running_cluster
-from .rounds import Fault, Outcome, run_round
-from .scenarios import FAULTS, f10_inject, f11_inject, f12_inject, f17_inject
+from .harness.asleep import ASLEEP, IDLE_STOP
+from .harness.cluster import running_cluster
+from .harness.rounds import Fault, Outcome, run_round
+from .harness.scenarios import FAULTS, f10_inject, f11_inject, f12_inject, f17_inject
 
 pytestmark = pytest.mark.anyio
 

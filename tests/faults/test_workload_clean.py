@@ -14,8 +14,8 @@ import pytest
 from tests.e2e.harness import Up, mailrun_up, recorder_source
 from tests.support import wait_for
 
-from .observe import check_deployment
-from .workload import Workload, WorkloadConfig
+from .harness.observe import check_deployment
+from .harness.workload import Workload, WorkloadConfig
 
 pytestmark = pytest.mark.anyio
 

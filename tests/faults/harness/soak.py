@@ -1,6 +1,6 @@
 """The long fault run: N seeded rounds of randomly mixed faults under load.
 
-    .venv/bin/python -m tests.faults.soak --rounds 200 --seed 1
+    .venv/bin/python -m tests.faults.harness.soak --rounds 200 --seed 1
 
 Each round picks a fault of the matrix (``scenarios.FAULTS``) and its
 parameters from the seed, adds light network noise (duplicated and late
@@ -262,7 +262,7 @@ def _line(key: str, row: Row) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.faults.soak", description=__doc__.splitlines()[0]
+        prog="python -m tests.faults.harness.soak", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--rounds", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
