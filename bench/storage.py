@@ -26,7 +26,7 @@ import anyio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
 from bench.bench_e2e import scratch_dir
-from tests.e2e.storage import Sizes, storage
+from tests.e2e.footprint.storage import Sizes, storage
 
 
 async def bench(rounds: int, mails: int, size: int, tmp: Path, out: list[Sizes]) -> None:

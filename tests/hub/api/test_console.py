@@ -1,5 +1,5 @@
 """The web console's pages over the ASGI app (the browser's view of them is
-tests/e2e/test_console.py): what they list, that store text is escaped,
+tests/e2e/operators/test_console.py): what they list, that store text is escaped,
 their headers, and that they are the admin's like every route."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 from hub._examples.counter import main as counter
 from sidecar.testing import ApprovalDecided, WorkflowTest
-from tests.e2e.test_recipes import recipes
+from tests.e2e.mail.test_recipes import recipes
 
 from .tickets import ticket_server
 

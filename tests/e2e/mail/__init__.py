@@ -1,0 +1,1 @@
+"""Mail in, end to end: HTTP, SMTP and NATS ingress, bad input, redelivery, the recipes."""

@@ -1,0 +1,1 @@
+"""Mail that leaves, end to end: sent, signed, bounced, replied to."""

@@ -1,0 +1,3 @@
+"""Upgrades end to end: state dirs an older release left, workflow versions, older frames on the
+wire.
+"""
