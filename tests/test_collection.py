@@ -17,7 +17,7 @@ NEEDLESS = ("hub", "sidecar", "asyncpg", "aiosmtpd", "cryptography")
 @pytest.mark.slow  # a fresh Python process
 def test_collecting_a_runtime_test_imports_no_hub_postgresql_or_smtp_code() -> None:
     probe = (
-        "import sys; import tests.conftest, tests.support, tests.runtime.test_backoff;"
+        "import sys; import tests.conftest, tests.support, tests.runtime.loops.test_backoff;"
         f" print(sorted(m for m in {NEEDLESS!r} if m in sys.modules))"
     )
     done = subprocess.run(

@@ -5,7 +5,7 @@
 Only missing files are written; an existing one is never rewritten. If the
 bytes this release would write for an existing file differ, the format has
 changed: keep the old file (its bytes must still decode, and
-tests/runtime/test_golden.py keeps checking that), and add the new samples as a new
+tests/runtime/wire/test_golden.py keeps checking that), and add the new samples as a new
 version directory in samples.py. This script then exits 1 and names them.
 """
 

@@ -3,7 +3,7 @@
 ``tests/golden/v<N>/`` keeps the bytes format version N wrote. The files are
 written once by ``generate.py`` and then never rewritten: a format change
 adds a ``v<N+1>`` set, and every older file must keep decoding (this is what
-tests/runtime/test_golden.py checks) into the value listed here. Expected values pin
+tests/runtime/wire/test_golden.py checks) into the value listed here. Expected values pin
 ``v`` to the version that wrote them.
 """
 

@@ -1,0 +1,1 @@
+"""The actor kernel's tests (runtime/actors)."""

@@ -1,0 +1,1 @@
+"""Task and loop helpers' tests (runtime/loops)."""

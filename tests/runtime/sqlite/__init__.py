@@ -1,0 +1,1 @@
+"""runtime.sqlite's tests: the durable stores' settings and transactions."""

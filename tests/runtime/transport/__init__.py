@@ -1,0 +1,1 @@
+"""The transports' tests (runtime/transport, the in-memory bus)."""

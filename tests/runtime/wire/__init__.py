@@ -1,0 +1,1 @@
+"""The wire format's tests (runtime/wire): codec, golden files, limits, decoders under fuzz."""
