@@ -69,7 +69,7 @@ is written alone."""
 
 class EventsFrame(msgspec.Struct, tag=RunEvents.__name__, tag_field="t", kw_only=True):
     """``runtime.RunEvents`` as the shipper encodes it, its events encoded
-    already: the same fields in the same order (tests/sidecar/test_events.py
+    already: the same fields in the same order (tests/sidecar/storage/test_events.py
     holds the two to the same bytes)."""
 
     v: int = FORMAT_VERSION

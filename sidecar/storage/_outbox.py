@@ -57,7 +57,7 @@ def outgoing(event: Event) -> Outgoing:
 
 class _Processed(msgspec.Struct, tag="DispatchProcessed", tag_field="t", kw_only=True):
     """``runtime.DispatchProcessed`` as it is encoded, its state already
-    encoded: the same fields in the same order (tests/sidecar/test_events.py
+    encoded: the same fields in the same order (tests/sidecar/storage/test_events.py
     holds the two to the same bytes)."""
 
     event_id: str

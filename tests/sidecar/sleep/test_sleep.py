@@ -2,7 +2,7 @@
 ``idle_stop`` seconds it stops taking deliveries and asks the hub to sleep;
 Asleep stops it. A real nats-server and real inbox files; the hub is the
 scripted one of tests/support/sidecar.py, with a stub answering
-``hub.sleep.<dep>`` (tests/sidecar/sleeping.py)."""
+``hub.sleep.<dep>`` (tests/sidecar/sleep/sleeping.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from runtime import (
     TransportError,
 )
 from runtime.wire import FailurePolicy, OnFailure, RunSuspended
-from tests.sidecar.sleeping import IDLE, hub_and_desk, idle_for, inbox_ids, processed, serving
+from tests.sidecar.sleep.sleeping import IDLE, hub_and_desk, idle_for, inbox_ids, processed, serving
 from tests.support import NatsServerProcess, wait_for
 from tests.support.sidecar import (
     mail,

@@ -48,7 +48,7 @@ from tests.support.sidecar import (
     make_deployment,
 )
 
-from .test_process import exited, sidecar_process
+from ..test_process import exited, sidecar_process
 
 # The subject says what to make and how big: "state 300000", "mail 100", ...
 # Every call is written down, so a test sees how often an item was tried.

@@ -19,7 +19,7 @@ from runtime import (
     open_nats,
 )
 from runtime.config import LOOP_ENV
-from tests.sidecar.sleeping import hub_and_desk, serving
+from tests.sidecar.sleep.sleeping import hub_and_desk, serving
 from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
 from tests.support.sidecar import (
@@ -123,7 +123,7 @@ async def test_sigusr1_makes_an_idle_one_ask_at_once_and_a_busy_one_not_while_bu
             await hub.wait_events(DispatchProcessed, 1)
             await wait_for(lambda: dep.query("SELECT count(*) FROM outbox") == [(0,)])
             # Idle now: this one asks, unless the first (which holds a
-            # second, tests/sidecar/test_sleep.py) has had it ask already.
+            # second, tests/sidecar/sleep/test_sleep.py) has had it ask already.
             proc.send_signal(signal.SIGUSR1)
             assert await exited(proc, timeout=10) == SidecarExit.ASLEEP
         assert len(desk.asks) == 1 and nudges() in (1, 2)

@@ -15,7 +15,7 @@ from runtime.wire import OnFailure, RunSuspended, StepRecorded
 from tests.support import wait_for
 from tests.support.sidecar import Deployment, FakeHub, deployed_sidecar, mail, make_deployment
 
-from .test_policies import outcomes, policy, resume
+from ..execution.test_policies import outcomes, policy, resume
 
 pytestmark = pytest.mark.anyio
 

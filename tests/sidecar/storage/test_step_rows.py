@@ -23,7 +23,7 @@ from sidecar.storage._schema import MIGRATIONS
 
 pytestmark = pytest.mark.anyio
 
-LEGACY = Path(__file__).resolve().parents[1] / "legacy"
+LEGACY = Path(__file__).resolve().parents[2] / "legacy"
 RELEASE_2 = LEGACY / "release2-state.tar.gz"
 RELEASE_3 = LEGACY / "release3-state.tar.gz"
 

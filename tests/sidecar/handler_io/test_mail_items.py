@@ -15,7 +15,7 @@ from sidecar.storage import Envelope, decode_envelope
 from tests.golden.samples import AT
 from tests.golden.samples import DSP as SENT_BY
 
-GOLDEN = Path(__file__).parents[1] / "golden" / "v2"
+GOLDEN = Path(__file__).parents[2] / "golden" / "v2"
 DSP = "dsp_" + "6" * 26
 
 

@@ -1,0 +1,1 @@
+"""Scale to zero, the sidecar's part (sidecar/_sleep.py)."""
