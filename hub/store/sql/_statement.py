@@ -14,7 +14,7 @@ are. PostgreSQL's driver numbers them (``$1``, ``$2``...): the declaration
 numbers the PostgreSQL text once, and keeps the names in the order of
 their numbers, so a mapping becomes its arguments with no parsing at run
 time. Every declared statement is prepared on both databases by the
-store's tests (``tests/hub/store/test_statements.py``), so a spelling one
+store's tests (``tests/hub/store/sql/test_statements.py``), so a spelling one
 of them does not take fails there, not in production.
 """
 

@@ -5,7 +5,7 @@ double fire, and the fires go on after it; `mailrun schedule remove` stops
 them, while the deployment's other schedule goes on. On SQLite: the fire on
 PostgreSQL (one hub of several under the ``schedules`` role, two stores
 firing one due time making one dispatch) is proven at the store
-(tests/hub/store/test_schedules.py), on both databases."""
+(tests/hub/store/clock/test_schedules.py), on both databases."""
 
 from __future__ import annotations
 

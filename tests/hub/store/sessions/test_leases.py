@@ -32,7 +32,7 @@ from runtime.wire import INLINE_BODY_LIMIT
 from tests.support.postgres import PostgresServer
 from tests.support.store import execute, rows
 
-from .test_accept import deploy
+from ..accepting.test_accept import deploy
 
 pytestmark = pytest.mark.anyio
 

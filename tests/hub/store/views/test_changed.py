@@ -25,7 +25,7 @@ from hub.store import (
 from tests.support import wait_for
 from tests.support.wire import deploy
 
-from .test_sleep import fence
+from ..sessions.test_sleep import fence
 
 pytestmark = pytest.mark.anyio
 

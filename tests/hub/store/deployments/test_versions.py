@@ -23,7 +23,7 @@ from hub.store.deployments.versions import (
 )
 from runtime import Sources
 
-from .test_accept import deploy, mail, query, running
+from ..accepting.test_accept import deploy, mail, query, running
 
 pytestmark = pytest.mark.anyio
 

@@ -1,0 +1,1 @@
+"""Time in the store (hub/store/clock): schedules and timers."""

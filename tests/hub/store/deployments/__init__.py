@@ -1,0 +1,1 @@
+"""Deployments in the store (hub/store/deployments): files, identities, versions."""

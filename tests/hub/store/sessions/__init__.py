@@ -1,0 +1,3 @@
+"""What owners and hubs hold in the store (hub/store/sessions, sleep): leases, sleeps, steps taken
+over.
+"""

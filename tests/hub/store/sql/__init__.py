@@ -1,0 +1,1 @@
+"""hub.store.sql: statements, bulk writes, reads, query plans."""

@@ -1,0 +1,1 @@
+"""What the store's readers see (hub/store/views): changed listings, run history."""
