@@ -15,7 +15,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from hub.api.auth import AdminAuth, Gate
 
-from .harness import BEARER, ORIGIN, SOURCE, TOKEN, Api, api, assert_error
+from ..harness import BEARER, ORIGIN, SOURCE, TOKEN, Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

@@ -28,7 +28,7 @@ from runtime import (
 from runtime.sidecar_contract import SIDECAR_PASS_ENV
 from runtime.wire import StepRecorded
 
-from .harness import Api, api, assert_error
+from ..harness import Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

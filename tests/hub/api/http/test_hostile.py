@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .harness import SOURCE, Api, api, assert_error
+from ..harness import SOURCE, Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

@@ -29,7 +29,7 @@ from tests.support.store import rows
 from tests.support.wire import Dep, Sidecar, deploy
 from tests.support.wire import Hub as WireHub
 
-from .harness import assert_error
+from ..harness import assert_error
 
 pytestmark = pytest.mark.anyio
 

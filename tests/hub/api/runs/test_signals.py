@@ -13,7 +13,7 @@ import pytest
 from runtime.wire import INLINE_BODY_LIMIT
 from tests.support.store import execute, read_one
 
-from .harness import MAX_BODY, Api, api, assert_error
+from ..harness import MAX_BODY, Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from runtime.wire import INLINE_BODY_LIMIT, public_key_of
 from tests.support import REPO, HubClient, NatsServerProcess, free_port
 from tests.support.starts import HUB_START_TIMEOUT, started
 
-from .harness import MAX_BODY, SOURCE, api, assert_error
+from ..harness import MAX_BODY, SOURCE, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

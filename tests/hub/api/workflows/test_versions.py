@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import SOURCE, api, assert_error
+from ..harness import SOURCE, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from hub.api import HttpLimits, HttpServer, bind_socket, mail_answers
 from tests.support.store import rows
 
-from .harness import BEARER, TOKEN, Api, api
+from ..harness import BEARER, TOKEN, Api, api
 
 # slow: every test talks to the hub's HTTP server over real sockets, most wait out a deadline
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

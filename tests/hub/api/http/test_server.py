@@ -27,7 +27,7 @@ from hub.api.http import BODY_ARRIVED_EXTENSION
 from hub.api.http.cycle import AsgiCycle
 from tests.support import wait_for
 
-from .harness import TOKEN, api, assert_error
+from ..harness import TOKEN, api, assert_error
 
 # slow: every test runs the HTTP server over real sockets, most wait out a deadline
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

@@ -12,7 +12,7 @@ import pytest
 
 from hub.store import trim_changes
 
-from .harness import Api, api, assert_error
+from ..harness import Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import pytest
 from hub.natsauth import public_key
 from runtime import Subjects, is_id
 
-from .harness import api, assert_error
+from ..harness import api, assert_error
 
 pytestmark = pytest.mark.anyio
 

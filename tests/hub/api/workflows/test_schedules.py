@@ -15,7 +15,7 @@ import pytest
 
 from runtime import is_id
 
-from .harness import Api, api, assert_error
+from ..harness import Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

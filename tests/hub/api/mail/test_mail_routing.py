@@ -15,7 +15,7 @@ from hub.store import OutboundMail, OutboundStatus, Tx, record_outbound
 from runtime.wire import MailContext
 from tests.support.store import execute, read_one
 
-from .harness import SOURCE, Api, api, assert_error
+from ..harness import SOURCE, Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from hub.api import HttpLimits, HttpServer, bind_socket, mail_answers
 from hub.api.auth import ADMIN, OPEN, Gate, Login, Refusal
 
-from .harness import BEARER, TOKEN, Api, api
+from ..harness import BEARER, TOKEN, Api, api
 
 pytestmark = pytest.mark.anyio
 

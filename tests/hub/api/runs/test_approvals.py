@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.store import execute, read_one, rows
 
-from .harness import Api, api, assert_error
+from ..harness import Api, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

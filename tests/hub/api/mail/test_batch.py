@@ -11,7 +11,7 @@ import pytest
 
 from runtime.wire import INLINE_BODY_LIMIT
 
-from .harness import MAX_BODY, api, assert_error
+from ..harness import MAX_BODY, api, assert_error
 
 pytestmark = pytest.mark.anyio
 

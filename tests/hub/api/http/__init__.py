@@ -1,0 +1,3 @@
+"""The hub's HTTP server and its guards (hub/api/http, auth): limits, the gate, hostile bodies,
+tokens.
+"""

@@ -1,0 +1,1 @@
+"""The runs' routes (hub/api/routes/runs): approvals, cancel and pause, signals, replay."""
