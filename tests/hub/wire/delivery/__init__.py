@@ -1,0 +1,3 @@
+"""Delivery to sidecars (hub/wire/delivery): dispatch, marks, redelivery, rollouts, policies,
+health, cancel, mail context.
+"""

@@ -1,0 +1,3 @@
+"""Requests a sidecar or producer makes of the hub (hub/wire/requests): blobs, ingress, sleep,
+state.
+"""

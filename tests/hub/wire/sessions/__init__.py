@@ -1,0 +1,1 @@
+"""Sessions and ownership at the hub (hub/wire/sessions): hello, fences, owners, senders."""
