@@ -56,7 +56,7 @@ from bench.lone_mail import schedstat
 from runtime import DispatchProcessed, open_nats
 from tests.sidecar.test_process import sidecar_process
 from tests.support import running_nats_server, wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     Deployment,
     FakeHub,
     deployed_sidecar,

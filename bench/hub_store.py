@@ -34,8 +34,8 @@ from hub.store import Accepted, Trigger, Tx, accept_triggers, open_store, trim_h
 from hub.wire.events.processed import ProcessedBatch
 from runtime import DispatchProcessed, Event
 from runtime.config import DEFAULT_RUN_HISTORY
+from tests.support.harnesses.wire import deploy, processed
 from tests.support.store import read_one
-from tests.support.wire import deploy, processed
 
 FRAME = 70  # events per frame, about what a sidecar under load sends
 _WHOLE = "payload IS NOT NULL"

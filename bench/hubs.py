@@ -43,7 +43,7 @@ from bench._http import Pool
 from hub.store import DATABASE_ENV
 from tests.faults.harness.cluster import Proc
 from tests.support import HubClient, NatsServerProcess, free_port, wait_for
-from tests.support.postgres import PostgresServer, query
+from tests.support.servers.postgres import PostgresServer, query
 
 COUNTER = """
 async def main(ctx, item):

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.suppor
 
 from hub.store import DispatchStatus, SqliteStore, Trigger, accept_triggers
 from hub.store.delivery import sending
-from tests.support.wire import deploy
+from tests.support.harnesses.wire import deploy
 
 RESERVED, DELIVERED = DispatchStatus.RESERVED.value, DispatchStatus.DELIVERED.value
 

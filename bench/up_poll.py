@@ -90,7 +90,7 @@ async def hub_round_ms(path: Path, count: int, polls: int) -> float:
     from hub.store import Fence, Trigger, accept_triggers, grant_sleep, open_store, wake_deployment
     from hub.wire.sessions import Sleepers
     from runtime.sqlite import Synchronous
-    from tests.support.wire import deploy
+    from tests.support.harnesses.wire import deploy
 
     async with await open_store(path, synchronous=Synchronous.NORMAL) as store:
         deps = [await deploy(store, f"flow{n}") for n in range(count)]

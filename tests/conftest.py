@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
-from tests.support.ports import PORTS_ENV, claim_run_ports, share, show, worker_ports
+from tests.support.launch.ports import PORTS_ENV, claim_run_ports, share, show, worker_ports
 
 if TYPE_CHECKING:
     from tests.support import NatsServerProcess
-    from tests.support.postgres import PostgresServer
-    from tests.support.smtp import SmtpServer
+    from tests.support.servers.postgres import PostgresServer
+    from tests.support.servers.smtp import SmtpServer
 
 SLOW_FOLDERS = frozenset({"e2e", "faults"})
 """Folders of tests/ whose every test is ``slow``: real processes, whole
@@ -42,7 +42,7 @@ worker, 321-422 s on two: docs/testing.md)."""
 
 def pytest_configure(config: pytest.Config) -> None:
     """Ports of its own for this run and for each of its workers
-    (tests/support/ports.py): the controller, or a run without xdist, claims
+    (tests/support/launch/ports.py): the controller, or a run without xdist, claims
     the run's (unless ``MAILRUN_PORTS`` names them already) before it starts
     the workers, which inherit the variable; each worker narrows it to its
     part. The process that runs the tests keeps half of its ports for
@@ -85,11 +85,11 @@ def _whole_system_watchdog(config: pytest.Config) -> pytest.MarkDecorator:
     """pytest-timeout's bound for a whole system's test: the suite's (120 s,
     pyproject.toml, or ``--timeout``; 0 leaves it off) and, on top, the start
     of `mailrun up` and a hub's restart as long as the product allows them
-    (tests/support/starts.py). At load 20-27 these tests took 85-134 s, an
+    (tests/support/launch/starts.py). At load 20-27 these tests took 85-134 s, an
     up's start and most a hub's restart among it: the suite's bound alone
     ended them, with a stack in the event loop's select, before the waits
     inside, bounded by the product, could either pass or say what failed."""
-    from tests.support.starts import HUB_RESTART_TIMEOUT, UP_START_TIMEOUT
+    from tests.support.launch.starts import HUB_RESTART_TIMEOUT, UP_START_TIMEOUT
 
     asked = config.getoption("timeout", None)
     base = float(asked if asked is not None else config.getini("timeout") or 0)
@@ -115,7 +115,7 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServerProcess]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server for the session (started in about a second)."""
-    from tests.support.postgres import PostgresServer
+    from tests.support.servers.postgres import PostgresServer
 
     server = PostgresServer()
     yield server
@@ -137,7 +137,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def smtp() -> Iterator[SmtpServer]:
     """A real SMTP server (aiosmtpd) on a free loopback port, recording what it gets."""
-    from tests.support.smtp import SmtpServer
+    from tests.support.servers.smtp import SmtpServer
 
     server = SmtpServer()
     server.start()

@@ -21,8 +21,8 @@ from hub.natsauth import HUB_SEED_FILE
 from hub.store import is_database_url
 from runtime import RestoreRecord, read_restore_record, record_path
 from tests.support import HubClient, command_words, descendants, free_port, wait_for
-from tests.support.postgres import query
-from tests.support.starts import HUB_RESTART_TIMEOUT, UP_START_TIMEOUT, started
+from tests.support.launch.starts import HUB_RESTART_TIMEOUT, UP_START_TIMEOUT, started
+from tests.support.servers.postgres import query
 
 MAILRUN = str(Path(sys.executable).with_name("mailrun"))
 

@@ -30,8 +30,8 @@ from runtime import (
 from runtime.errors import FailpointError
 from runtime.testing import CRASH_EXIT_CODE, configure_failpoints, failpoint_spent
 from tests.support import REPO, wait_for
-from tests.support.sidecar import APPLIED, deployed_sidecar, mail, make_deployment
-from tests.support.wire import Hub, Sidecar, accept, deploy, refused, running_hub, served
+from tests.support.harnesses.sidecar import APPLIED, deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.wire import Hub, Sidecar, accept, deploy, refused, running_hub, served
 
 pytestmark = pytest.mark.anyio
 

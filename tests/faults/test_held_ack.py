@@ -14,7 +14,7 @@ from runtime import DispatchProcessed, TransportError, open_nats
 from runtime.testing import CRASH_EXIT_CODE, FAILPOINTS_ENV
 from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
-from tests.support.sidecar import fake_hub_on, mail, make_deployment
+from tests.support.harnesses.sidecar import fake_hub_on, mail, make_deployment
 
 # slow: three `python -m sidecar` processes in turn
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

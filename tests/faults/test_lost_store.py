@@ -23,8 +23,8 @@ from runtime import Backoff, open_nats
 from runtime.testing import CRASH_EXIT_CODE, FAILPOINTS_ENV
 from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
-from tests.support.sidecar import Deployment
-from tests.support.wire import accept, joined, running_hub
+from tests.support.harnesses.sidecar import Deployment
+from tests.support.harnesses.wire import accept, joined, running_hub
 
 # slow: three `python -m sidecar` processes in turn against a hub
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

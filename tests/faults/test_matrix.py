@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.postgres import PostgresServer
+from tests.support.servers.postgres import PostgresServer
 
 from .harness.asleep import ASLEEP, IDLE_STOP
 from .harness.cluster import running_cluster

@@ -15,7 +15,7 @@ from runtime import Subscription, Transport, open_nats
 from tests.faults import FrameParser, NatsFaultProxy, subject_matches
 from tests.faults.harness.natsproto import ProtocolError
 from tests.support import NatsServerProcess, wait_for
-from tests.support.transport import echo, take
+from tests.support.harnesses.transport import echo, take
 
 pytestmark = pytest.mark.anyio
 

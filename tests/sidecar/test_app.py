@@ -35,7 +35,7 @@ from runtime import (
 from runtime.testing import MemoryBus
 from sidecar import HomeLocked, RunsConfig, Sidecar, SidecarOptions
 from tests.support import wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     APPLIED,
     FAST_POLICY,
     Deployment,

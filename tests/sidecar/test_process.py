@@ -21,7 +21,7 @@ from runtime.config import BACKOFF_MAX_ENV, LOOP_ENV, LOOPBACK
 from runtime.sidecar_contract import DEFAULT_SIDECAR_MAX_FILES, DEFAULT_SIDECAR_MAX_MEMORY
 from runtime.wire import FailurePolicy, OnFailure, RunSuspended, b64url
 from tests.support import REPO, NatsServerProcess, free_port, wait_for
-from tests.support.sidecar import fake_hub_on, mail, make_deployment
+from tests.support.harnesses.sidecar import fake_hub_on, mail, make_deployment
 
 # slow: every test runs `python -m sidecar` as a real process
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
 """Helpers for every test (and bench/): import them from here.
 
-Bigger harnesses have modules of their own: ``tests.support.wire`` (the hub's
-wire side on an in-memory bus, a scripted sidecar) and ``tests.support.sidecar``
+Bigger harnesses have modules of their own: ``tests.support.harnesses.wire`` (the hub's
+wire side on an in-memory bus, a scripted sidecar) and ``tests.support.harnesses.sidecar``
 (a scripted hub, restore records, a running Sidecar).
 
 Each name is imported when it is first asked for (PEP 562), so a test that
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .http import HubClient as HubClient
-    from .nats import NatsServerProcess as NatsServerProcess
-    from .nats import running_nats_server as running_nats_server
-    from .ports import free_port as free_port
-    from .processes import command_words as command_words
-    from .processes import descendants as descendants
+    from .launch.ports import free_port as free_port
+    from .launch.processes import command_words as command_words
+    from .launch.processes import descendants as descendants
     from .repo import REPO as REPO
+    from .servers.nats import NatsServerProcess as NatsServerProcess
+    from .servers.nats import running_nats_server as running_nats_server
     from .waiting import wait_for as wait_for
 
 __all__ = [
@@ -37,11 +37,11 @@ __all__ = [
 _HOMES = {
     "REPO": ".repo",
     "HubClient": ".http",
-    "NatsServerProcess": ".nats",
-    "command_words": ".processes",
-    "descendants": ".processes",
-    "free_port": ".ports",
-    "running_nats_server": ".nats",
+    "NatsServerProcess": ".servers.nats",
+    "command_words": ".launch.processes",
+    "descendants": ".launch.processes",
+    "free_port": ".launch.ports",
+    "running_nats_server": ".servers.nats",
     "wait_for": ".waiting",
 }
 

@@ -18,8 +18,8 @@ import pytest
 from runtime import sidecar_env, tracing
 from runtime.tracing import Kept
 from tests.support import REPO, free_port
-from tests.support.nats import NatsServerProcess
-from tests.support.starts import HUB_START_TIMEOUT, started
+from tests.support.launch.starts import HUB_START_TIMEOUT, started
+from tests.support.servers.nats import NatsServerProcess
 
 
 def _clean_env(**more: str) -> dict[str, str]:

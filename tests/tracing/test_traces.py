@@ -38,8 +38,8 @@ from runtime.tracing.spans import provider as made_here
 from sidecar import Sidecar, SidecarOptions
 from tests.support import wait_for
 from tests.support.http import HubClient
-from tests.support.nats import NatsServerProcess
-from tests.support.smtp import SmtpServer
+from tests.support.servers.nats import NatsServerProcess
+from tests.support.servers.smtp import SmtpServer
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.e2e.harness import MAILRUN, mailrun_up, recorder_source
 from tests.support import NatsServerProcess
-from tests.support.identities import refusal
+from tests.support.servers.identities import refusal
 
 pytestmark = pytest.mark.anyio
 

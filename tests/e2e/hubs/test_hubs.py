@@ -20,8 +20,8 @@ import pytest
 from hub.store import DATABASE_ENV
 from tests.faults.harness.cluster import Proc
 from tests.support import HubClient, NatsServerProcess, free_port, wait_for
-from tests.support.postgres import PostgresServer, query
-from tests.support.starts import HUB_START_TIMEOUT, started
+from tests.support.launch.starts import HUB_START_TIMEOUT, started
+from tests.support.servers.postgres import PostgresServer, query
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from hub.store import open_store
-from tests.support.postgres import PostgresServer
+from tests.support.servers.postgres import PostgresServer
 from tests.support.store import rows
 
 from ..harness import MAILRUN, mailrun_up, recorder_source

@@ -18,7 +18,7 @@ from hub import IngressClient, ingress_mail
 from runtime import HubBoot, Subjects, encode, new_id
 from runtime.wire import IngressBatch
 from tests.support import wait_for
-from tests.support.identities import admitted, peer, refusal
+from tests.support.servers.identities import admitted, peer, refusal
 
 from ..harness import MAILRUN, Up, mailrun_up, recorder_source
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.sidecar.testing.tickets import ticket_server
 from tests.support import wait_for
-from tests.support.smtp import SmtpServer
+from tests.support.servers.smtp import SmtpServer
 
 from ..harness import Up, mailrun, mailrun_up
 

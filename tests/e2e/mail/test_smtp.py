@@ -23,7 +23,7 @@ import pytest
 
 from runtime.wire import BLOB_CHUNK_SIZE
 from tests.support import free_port, wait_for
-from tests.support.smtp import self_signed
+from tests.support.servers.smtp import self_signed
 
 from ..harness import MAILRUN, Up, mailrun_up, restarted_hub
 

@@ -29,7 +29,7 @@ from runtime import (
 from runtime.wire import INLINE_BODY_LIMIT
 from tests.e2e.harness import Up, mailrun_up, recorder_source
 from tests.support import wait_for
-from tests.support.identities import Peer, peer, refusal
+from tests.support.servers.identities import Peer, peer, refusal
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from tests.support import free_port, wait_for
-from tests.support.smtp import SmtpServer, delivery_report
+from tests.support.servers.smtp import SmtpServer, delivery_report
 
 from ..harness import Up, mailrun_up
 

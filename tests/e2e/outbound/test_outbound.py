@@ -17,7 +17,7 @@ import anyio
 import pytest
 
 from tests.support import wait_for
-from tests.support.smtp import SmtpServer
+from tests.support.servers.smtp import SmtpServer
 
 from ..harness import MAILRUN, Up, mailrun_up
 

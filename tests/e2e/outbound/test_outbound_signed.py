@@ -17,7 +17,7 @@ import pytest
 from hub.mailbox import bounce_address, parse_address, verify_token
 from hub.store.mail import REPLY_KEY
 from tests.support import wait_for
-from tests.support.smtp import SmtpServer
+from tests.support.servers.smtp import SmtpServer
 
 from ..harness import MAILRUN, Up, mailrun_up
 

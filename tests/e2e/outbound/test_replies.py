@@ -22,7 +22,7 @@ import pytest
 from hub.mailbox import reply_address
 from runtime.wire import MailContext
 from tests.support import free_port, wait_for
-from tests.support.smtp import SmtpServer
+from tests.support.servers.smtp import SmtpServer
 
 from ..harness import Up, mailrun, mailrun_up
 from ..mail.test_recipes import recipes

@@ -14,8 +14,8 @@ import msgspec
 import pytest
 
 from runtime import DispatchProcessed, EventsAck, RunStarted, Welcome, new_id
-from tests.support.sidecar import deployed_sidecar, make_deployment
-from tests.support.wire import Sidecar, accept, deploy, running_hub
+from tests.support.harnesses.sidecar import deployed_sidecar, make_deployment
+from tests.support.harnesses.wire import Sidecar, accept, deploy, running_hub
 
 pytestmark = pytest.mark.anyio
 

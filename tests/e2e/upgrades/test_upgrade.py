@@ -19,8 +19,8 @@ import pytest
 from runtime import read_restore_record
 from tests.legacy.v1fixture import SENDER, V1Deployment, V1State, write_v1_state
 from tests.support import free_port, wait_for
+from tests.support.launch.starts import UP_START_TIMEOUT, started
 from tests.support.sqlite import dump
-from tests.support.starts import UP_START_TIMEOUT, started
 
 from ..harness import MAILRUN, Up, mailrun, mailrun_up
 

@@ -32,8 +32,8 @@ from hub.up.children import ChildSpec, spawn, terminate, wait_exit
 from runtime import SidecarExit
 from runtime.testing import FAILPOINTS_ENV
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
-from tests.support.postgres import query
-from tests.support.starts import HUB_START_TIMEOUT, started
+from tests.support.launch.starts import HUB_START_TIMEOUT, started
+from tests.support.servers.postgres import query
 
 from .proxy import NatsFaultProxy
 

@@ -43,7 +43,7 @@ from runtime.config import (
     RUN_HISTORY_ENV,
     SQLITE_SYNCHRONOUS_ENV,
 )
-from tests.support.starts import HUB_START_TIMEOUT, started
+from tests.support.launch.starts import HUB_START_TIMEOUT, started
 
 DEP_A = "dep_" + "a" * 26
 DEP_B = "dep_" + "b" * 26

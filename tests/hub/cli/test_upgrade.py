@@ -19,7 +19,7 @@ from hub.store.schema import add_dead_letter_deployment
 from runtime.errors import FailpointError
 from runtime.testing import configure_failpoints
 from tests.legacy.v1fixture import V1State, write_v1_state
-from tests.support.postgres import PostgresServer
+from tests.support.servers.postgres import PostgresServer
 from tests.support.sqlite import dump
 from tests.support.store import migrations_from
 

@@ -23,8 +23,8 @@ from hub.store import Accepted, Store, Trigger, accept_triggers, open_store, set
 from hub.store.sql import Tx
 from runtime.wire import TimerFired
 from tests.support import wait_for
+from tests.support.harnesses.wire import deploy
 from tests.support.store import rows
-from tests.support.wire import deploy
 
 pytestmark = pytest.mark.anyio
 

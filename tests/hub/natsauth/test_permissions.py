@@ -17,7 +17,7 @@ from nats.aio.msg import Msg
 from hub.natsauth import new_user_key
 from runtime import Subjects, open_nats
 from tests.support import wait_for
-from tests.support.identities import authorized_server, collector, explain, peer, refusal
+from tests.support.servers.identities import authorized_server, collector, explain, peer, refusal
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from nats.aio.msg import Msg
 
 from runtime import Subjects
 from tests.support import wait_for
-from tests.support.identities import authorized_server, collector, explain, peer, refusal
+from tests.support.servers.identities import authorized_server, collector, explain, peer, refusal
 
 pytestmark = pytest.mark.anyio
 

@@ -38,7 +38,7 @@ from hub.store import (
 from runtime import new_id
 from runtime.wire import BOUNCE_KIND, BounceReport
 from tests.support import wait_for
-from tests.support.smtp import Received, SmtpServer, delivery_report
+from tests.support.servers.smtp import Received, SmtpServer, delivery_report
 from tests.support.store import execute, rows
 from tests.support.store import row as read_row
 

@@ -13,7 +13,7 @@ import pytest
 from hub.store import OutboundSpec, OutboundStatus, decode_spec
 from runtime import EventsAck, MailSent, new_id
 from runtime.wire import Attachment
-from tests.support.wire import Hub, deploy, owned, running_hub, send
+from tests.support.harnesses.wire import Hub, deploy, owned, running_hub, send
 
 pytestmark = pytest.mark.anyio
 

@@ -29,7 +29,7 @@ from hub.store import (
 )
 from runtime import new_id
 from tests.support import wait_for
-from tests.support.smtp import SmtpServer, self_signed
+from tests.support.servers.smtp import SmtpServer, self_signed
 from tests.support.store import execute
 from tests.support.store import row as read_row
 

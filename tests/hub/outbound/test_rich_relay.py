@@ -38,7 +38,7 @@ from hub.store import (
 from hub.store.mail import REPLY_KEY, hub_secret
 from runtime import new_id
 from runtime.wire import Attachment
-from tests.support.smtp import Received, SmtpServer
+from tests.support.servers.smtp import Received, SmtpServer
 
 from .test_relay import reaches, row_of
 

@@ -14,7 +14,7 @@ import dkim
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.support.dns import LocalDns
+from tests.support.servers.dns import LocalDns
 
 SELECTOR = "s1"
 

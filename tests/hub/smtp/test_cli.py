@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from hub import HubSettings
 from hub.cli import main
-from tests.support.smtp import self_signed
+from tests.support.servers.smtp import self_signed
 
 
 def test_hub_passes_the_smtp_options_on(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

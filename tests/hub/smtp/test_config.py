@@ -8,7 +8,7 @@ import pytest
 
 from hub._errors import SmtpConfigError
 from hub.smtp import PASSWORD_ENV, USER_ENV, is_loopback, smtp_config
-from tests.support.smtp import self_signed
+from tests.support.servers.smtp import self_signed
 
 LOGIN = {USER_ENV: "robot", PASSWORD_ENV: "s3cret"}
 

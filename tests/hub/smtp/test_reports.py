@@ -5,7 +5,7 @@ the shapes relays write, and nothing from what is no report."""
 from __future__ import annotations
 
 from hub.smtp import read_report
-from tests.support.smtp import delivery_report
+from tests.support.servers.smtp import delivery_report
 
 GONE = "gone@example.org"
 

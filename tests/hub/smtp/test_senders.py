@@ -1,4 +1,4 @@
-"""The hub's sender checks against a real DNS server (tests/support/dns.py)
+"""The hub's sender checks against a real DNS server (tests/support/servers/dns.py)
 with SPF, DKIM and DMARC records, on messages signed with dkimpy by a key
 made here; and a trusted relay's Authentication-Results read."""
 
@@ -20,7 +20,7 @@ from hub.smtp.senders import (
 )
 from runtime.config import HostPort
 from runtime.wire import AuthVerdict, MailAuth
-from tests.support.dns import LocalDns, dns_server
+from tests.support.servers.dns import LocalDns, dns_server
 
 from .senders_zone import fill, message, signed
 

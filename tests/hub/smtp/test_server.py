@@ -23,7 +23,7 @@ from hub.store import Accepted, Trigger, create_deployment, delete_deployment, o
 from hub.store.sql import sql
 from runtime.testing import configure_failpoints
 from tests.support import wait_for
-from tests.support.smtp import self_signed
+from tests.support.servers.smtp import self_signed
 from tests.support.store import rows
 
 # slow: every test runs the SMTP ingress over real sockets against a hub's store

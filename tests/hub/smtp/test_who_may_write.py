@@ -23,7 +23,7 @@ from hub.api import bind_socket
 from hub.smtp import SmtpServer, smtp_config
 from hub.store import create_deployment, open_store
 from hub.store.mail import MailChange, set_mail_settings
-from tests.support.dns import LocalDns, dns_server
+from tests.support.servers.dns import LocalDns, dns_server
 from tests.support.store import rows
 
 from .senders_zone import fill, message, signed

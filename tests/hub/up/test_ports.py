@@ -1,5 +1,5 @@
 """The ports ``up`` and ``demo`` choose themselves (hub/up/ports.py), and the
-test run's share of them (tests/support/ports.py)."""
+test run's share of them (tests/support/launch/ports.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hub._errors import NoFreePort, UpError
 from hub.up import PORTS_ENV, free_port, parse_ports
 from hub.up.ports import embedded_nats_port, ephemeral_ports
-from tests.support import ports as test_ports
+from tests.support.launch import ports as test_ports
 
 
 @contextmanager
@@ -123,7 +123,7 @@ def test_malformed_ports_are_refused(text: str) -> None:
         parse_ports(text)
 
 
-# -- tests/support/ports.py ------------------------------------------------------------
+# -- tests/support/launch/ports.py ------------------------------------------------------------
 
 
 def test_the_tests_name_the_variable_up_reads() -> None:

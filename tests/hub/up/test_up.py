@@ -34,8 +34,13 @@ from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
 from runtime import NATS_URL_ENV
 from runtime.sidecar_contract import FORK_SERVER_MODULE
 from tests.support import REPO, HubClient, command_words, descendants, free_port, wait_for
-from tests.support.ports import assigned_ports
-from tests.support.starts import HUB_RESTART_TIMEOUT, HUB_START_TIMEOUT, UP_START_TIMEOUT, started
+from tests.support.launch.ports import assigned_ports
+from tests.support.launch.starts import (
+    HUB_RESTART_TIMEOUT,
+    HUB_START_TIMEOUT,
+    UP_START_TIMEOUT,
+    started,
+)
 
 # slow: every test runs `mailrun up`, the hub or their children as real processes
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from runtime.errors import NoResponders, RequestTimeout, TransportClosed
 from runtime.testing import MemoryBus
 from runtime.testing._memory import MemorySubscription
 from runtime.transport import subject_matches, validate_subject
-from tests.support.transport import echo, take
+from tests.support.harnesses.transport import echo, take
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from runtime.errors import NoResponders, RequestTimeout, TransportClosed
 from runtime.transport._nats import NatsTransport
 from runtime.transport._nats_subscription import NatsSubscription
 from tests.support import NatsServerProcess, wait_for
-from tests.support.transport import echo, take
+from tests.support.harnesses.transport import echo, take
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,13 @@ import pytest
 from runtime import DispatchProcessed, MailInbound, MailSent, RunCancelled, RunCompleted, new_id
 from runtime.wire import CANCEL_KIND, FailurePolicy, OnFailure, RunSuspended
 from tests.support import wait_for
-from tests.support.sidecar import Deployment, FakeHub, deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import (
+    Deployment,
+    FakeHub,
+    deployed_sidecar,
+    mail,
+    make_deployment,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from runtime import DispatchProcessed, RunCancelled, RunCompleted, RunFailed, RunStarted
-from tests.support.sidecar import Deployment, deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import Deployment, deployed_sidecar, mail, make_deployment
 
 pytestmark = pytest.mark.anyio
 

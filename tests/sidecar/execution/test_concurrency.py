@@ -22,7 +22,7 @@ from sidecar import Inbox
 from sidecar.execution import Runs
 from sidecar.storage import Envelope
 from tests.support import wait_for
-from tests.support.sidecar import FAST_RUNS, deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import FAST_RUNS, deployed_sidecar, mail, make_deployment
 
 from .test_gate import decision, held
 

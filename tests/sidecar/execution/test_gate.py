@@ -11,7 +11,13 @@ import pytest
 
 from runtime import ApprovalRequested, DispatchProcessed, MailInbound, RunSnapshot
 from tests.support import wait_for
-from tests.support.sidecar import Deployment, FakeHub, deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import (
+    Deployment,
+    FakeHub,
+    deployed_sidecar,
+    mail,
+    make_deployment,
+)
 
 pytestmark = pytest.mark.anyio
 

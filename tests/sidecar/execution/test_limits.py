@@ -39,7 +39,7 @@ from runtime.wire import (
     encoded_size,
 )
 from tests.support import NatsServerProcess, wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     APPLIED,
     Deployment,
     deployed_sidecar,

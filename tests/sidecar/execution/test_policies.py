@@ -38,7 +38,7 @@ from sidecar.execution._pacing import retry_delay
 from sidecar.storage import Commit, Envelope
 from sidecar.storage._attempts import DIED
 from tests.support import wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     FAST_POLICY,
     Deployment,
     FakeHub,

@@ -18,7 +18,7 @@ from sidecar import Inbox
 from sidecar.execution import Runs
 from sidecar.storage import Envelope
 from tests.support import wait_for
-from tests.support.sidecar import FAST_RUNS
+from tests.support.harnesses.sidecar import FAST_RUNS
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from runtime import DispatchProcessed, MailSent, read_restore_record, write_rest
 from runtime.wire import MAX_MAIL, Attachment, MailContext
 from sidecar import Context, InvalidMail, LimitExceeded
 from sidecar.testing import WorkflowTest
-from tests.support.sidecar import deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import deployed_sidecar, mail, make_deployment
 
 pytestmark = pytest.mark.anyio
 

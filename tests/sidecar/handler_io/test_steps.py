@@ -13,7 +13,13 @@ import pytest
 from runtime import DispatchProcessed, MailSent
 from runtime.wire import OnFailure, RunSuspended, StepRecorded
 from tests.support import wait_for
-from tests.support.sidecar import Deployment, FakeHub, deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import (
+    Deployment,
+    FakeHub,
+    deployed_sidecar,
+    mail,
+    make_deployment,
+)
 
 from ..execution.test_policies import outcomes, policy, resume
 

@@ -27,7 +27,7 @@ from sidecar import (
 from sidecar.execution import item_of
 from sidecar.execution.code import written_mark
 from sidecar.storage import Envelope, decode_envelope, encode_envelope
-from tests.support.sidecar import deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import deployed_sidecar, mail, make_deployment
 
 
 def load(tmp_path: Path, files: dict[str, str], entrypoint: str = "flow:main") -> object:

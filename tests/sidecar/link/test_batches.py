@@ -13,7 +13,7 @@ import pytest
 
 from runtime import DispatchProcessed
 from runtime.errors import RequestTimeout
-from tests.support.sidecar import deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import deployed_sidecar, mail, make_deployment
 
 pytestmark = pytest.mark.anyio
 

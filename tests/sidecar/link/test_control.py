@@ -22,7 +22,7 @@ from runtime import (
 )
 from sidecar.link._control import MAILBOX
 from tests.support import wait_for
-from tests.support.sidecar import deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import deployed_sidecar, mail, make_deployment
 
 pytestmark = pytest.mark.anyio
 

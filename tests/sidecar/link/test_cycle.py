@@ -13,7 +13,7 @@ from sidecar import InboxConflict
 from sidecar.link import _shipper
 from sidecar.storage import Commit, Envelope, Inbox, Outgoing, encode_run_state, outgoing
 from tests.support import wait_for
-from tests.support.sidecar import deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import deployed_sidecar, mail, make_deployment
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ import pytest
 
 from runtime import FrameDecoder, Ping, Pong, encode, new_id
 from runtime.errors import RequestTimeout
-from tests.support.sidecar import deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import deployed_sidecar, mail, make_deployment
 
 # slow: every test waits out frames a sidecar must leave unanswered
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

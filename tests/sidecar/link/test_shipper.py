@@ -12,7 +12,7 @@ import pytest
 from runtime import DispatchProcessed, RunStarted
 from sidecar.storage import Outgoing
 from tests.support import wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     APPLIED,
     Deployment,
     FakeHub,

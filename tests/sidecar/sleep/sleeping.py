@@ -1,5 +1,5 @@
 """What the scale-to-zero tests of the sidecar share: a stub answering
-``hub.sleep.<dep>`` beside the scripted hub of tests/support/sidecar.py, and
+``hub.sleep.<dep>`` beside the scripted hub of tests/support/harnesses/sidecar.py, and
 a Sidecar with an idle time on a real nats-server."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from runtime import (
 )
 from sidecar import Sidecar, SidecarOptions
 from tests.support import NatsServerProcess, wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     FAST_RUNS,
     Deployment,
     FakeHub,

@@ -1,7 +1,7 @@
 """Scale to zero, the sidecar's part (sidecar/_sleep.py): idle for
 ``idle_stop`` seconds it stops taking deliveries and asks the hub to sleep;
 Asleep stops it. A real nats-server and real inbox files; the hub is the
-scripted one of tests/support/sidecar.py, with a stub answering
+scripted one of tests/support/harnesses/sidecar.py, with a stub answering
 ``hub.sleep.<dep>`` (tests/sidecar/sleep/sleeping.py)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from runtime import (
 from runtime.wire import FailurePolicy, OnFailure, RunSuspended
 from tests.sidecar.sleep.sleeping import IDLE, hub_and_desk, idle_for, inbox_ids, processed, serving
 from tests.support import NatsServerProcess, wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     mail,
     make_deployment,
 )

@@ -22,12 +22,12 @@ from runtime.config import LOOP_ENV
 from tests.sidecar.sleep.sleeping import hub_and_desk, serving
 from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     Deployment,
     mail,
     make_deployment,
 )
-from tests.support.wire import accept, joined, running_hub
+from tests.support.harnesses.wire import accept, joined, running_hub
 
 # --- against the hub's own hub.sleep handler ------------------------------------
 

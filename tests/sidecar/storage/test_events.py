@@ -18,7 +18,7 @@ from sidecar.link._shipper import EventsFrame
 from sidecar.storage import encode_run_state, outgoing, processed
 from sidecar.storage._outbox import _Processed
 from tests.support import wait_for
-from tests.support.sidecar import deployed_sidecar, mail, make_deployment
+from tests.support.harnesses.sidecar import deployed_sidecar, mail, make_deployment
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from runtime.testing import MemoryBus
 from sidecar import Inbox
 from sidecar.storage import SCHEMA_VERSION
 from tests.support import wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     deployed_sidecar,
     fake_hub,
     mail,

@@ -12,7 +12,7 @@ from runtime import DispatchProcessed, EnvelopeQuarantined, RunFailed
 from sidecar import Inbox
 from sidecar.storage import Envelope, encode_envelope
 from tests.support import wait_for
-from tests.support.sidecar import (
+from tests.support.harnesses.sidecar import (
     RECORDER,
     Deployment,
     deployed_sidecar,

@@ -20,7 +20,7 @@ from runtime import read_restore_record
 from runtime.sidecar_contract import decode_restore_record
 from runtime.wire import INLINE_BODY_LIMIT, public_key_of
 from tests.support import REPO, HubClient, NatsServerProcess, free_port
-from tests.support.starts import HUB_START_TIMEOUT, started
+from tests.support.launch.starts import HUB_START_TIMEOUT, started
 
 from ..harness import MAX_BODY, SOURCE, api, assert_error
 

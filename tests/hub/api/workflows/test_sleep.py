@@ -25,9 +25,9 @@ from runtime import Subjects, Welcome, new_id
 from runtime.testing import MemoryBus
 from runtime.wire import Asleep, Sleep
 from tests.support import wait_for
+from tests.support.harnesses.wire import Dep, Sidecar, deploy
+from tests.support.harnesses.wire import Hub as WireHub
 from tests.support.store import rows
-from tests.support.wire import Dep, Sidecar, deploy
-from tests.support.wire import Hub as WireHub
 
 from ..harness import assert_error
 

@@ -27,7 +27,7 @@ from hub.store import (
 from hub.store.sql import sql
 from runtime.wire import INLINE_BODY_LIMIT
 from tests.support import wait_for
-from tests.support.postgres import PostgresServer
+from tests.support.servers.postgres import PostgresServer
 from tests.support.store import execute, rows
 
 pytestmark = pytest.mark.anyio

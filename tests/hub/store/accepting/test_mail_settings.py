@@ -22,8 +22,8 @@ from hub.store import (
     settings_at,
 )
 from hub.store.mail import settings_of
+from tests.support.harnesses.wire import deploy
 from tests.support.store import read_one
-from tests.support.wire import deploy
 
 pytestmark = pytest.mark.anyio
 

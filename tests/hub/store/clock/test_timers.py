@@ -33,8 +33,8 @@ from hub.wire.events.ingest import Ingest
 from hub.wire.retention import DeadLetters
 from runtime import ApprovalRequested, Event, RunCompleted, new_id
 from runtime.wire import APPROVAL_TIMEOUT, TimerCancelled, TimerFired, TimerSet
+from tests.support.harnesses.wire import Dep, deploy
 from tests.support.store import rows
-from tests.support.wire import Dep, deploy
 
 pytestmark = pytest.mark.anyio
 

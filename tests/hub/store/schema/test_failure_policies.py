@@ -36,8 +36,8 @@ from hub.wire.events.ingest import Ingest
 from hub.wire.retention import DeadLetters
 from runtime import DispatchProcessed, new_id
 from runtime.wire import FailurePolicy, RunSuspended
+from tests.support.harnesses.wire import deploy
 from tests.support.store import migrations_from
-from tests.support.wire import deploy
 
 pytestmark = pytest.mark.anyio
 

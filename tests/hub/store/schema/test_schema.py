@@ -20,7 +20,7 @@ import asyncpg
 import pytest
 
 from hub.store import open_store
-from tests.support.postgres import PostgresServer
+from tests.support.servers.postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
 

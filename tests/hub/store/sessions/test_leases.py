@@ -29,7 +29,7 @@ from hub.store import (
     renew_and_take,
 )
 from runtime.wire import INLINE_BODY_LIMIT
-from tests.support.postgres import PostgresServer
+from tests.support.servers.postgres import PostgresServer
 from tests.support.store import execute, rows
 
 from ..accepting.test_accept import deploy

@@ -15,7 +15,7 @@ from hub.wire.events.ingest import Ingest
 from hub.wire.retention import DeadLetters
 from runtime import DispatchProcessed, Event, new_id
 from runtime.wire import RunSuspended, StepRecorded
-from tests.support.wire import deploy
+from tests.support.harnesses.wire import deploy
 
 pytestmark = pytest.mark.anyio
 

@@ -34,9 +34,9 @@ from hub.store import (
 )
 from hub.store.migrations import transfer
 from runtime import Sources
-from tests.support.postgres import PostgresServer
+from tests.support.harnesses.wire import Dep, deploy
+from tests.support.servers.postgres import PostgresServer
 from tests.support.store import read_all, read_one
-from tests.support.wire import Dep, deploy
 
 pytestmark = pytest.mark.anyio
 

@@ -39,7 +39,7 @@ from hub.store.accepting.lookups import PRIOR_DISPATCHES
 from hub.wire.events.processed import ProcessedBatch
 from runtime import DispatchProcessed, Event, new_id
 from runtime.sqlite import Database
-from tests.support.wire import deploy
+from tests.support.harnesses.wire import deploy
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ import hub.store
 from hub import StoreConflict
 from hub.store import SqliteStore, open_store
 from hub.store.sql import DECLARED, SIZES, Grouped, Statement, Tx, sql
-from tests.support.postgres import PostgresServer
+from tests.support.servers.postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
 

@@ -23,7 +23,7 @@ from hub.store import (
     pause_deployment,
 )
 from tests.support import wait_for
-from tests.support.wire import deploy
+from tests.support.harnesses.wire import deploy
 
 from ..sessions.test_sleep import fence
 

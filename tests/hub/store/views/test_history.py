@@ -34,8 +34,8 @@ from runtime.wire import (
     TimerCancelled,
     TimerSet,
 )
+from tests.support.harnesses.wire import Hub, Sidecar, accept, owned, running_hub, send
 from tests.support.store import execute
-from tests.support.wire import Hub, Sidecar, accept, owned, running_hub, send
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from hub.store import (
 )
 from runtime import Welcome, open_nats
 from tests.support import NatsServerProcess, wait_for
-from tests.support.wire import Inbox, Sidecar, accept, deploy, running_hub
+from tests.support.harnesses.wire import Inbox, Sidecar, accept, deploy, running_hub
 
 pytestmark = pytest.mark.anyio
 

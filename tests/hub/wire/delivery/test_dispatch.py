@@ -29,7 +29,7 @@ from runtime import (
 )
 from runtime.wire import INLINE_BODY_LIMIT
 from tests.support import NatsServerProcess, wait_for
-from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, served
+from tests.support.harnesses.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, served
 
 FAST = WireConfig(
     dispatch=DispatchConfig(request_timeout=0.2, backoff=Backoff(0.05, 0.2), census_interval=0.1)

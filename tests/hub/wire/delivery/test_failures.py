@@ -44,8 +44,7 @@ from runtime.wire import (
     SetPolicy,
 )
 from tests.support import NatsServerProcess, wait_for
-from tests.support.store import statement
-from tests.support.wire import (
+from tests.support.harnesses.wire import (
     Hub,
     Sidecar,
     accept,
@@ -56,6 +55,7 @@ from tests.support.wire import (
     send,
     served,
 )
+from tests.support.store import statement
 
 pytestmark = pytest.mark.anyio
 

@@ -13,7 +13,7 @@ from hub.wire.delivery.health import HealthConfig
 from hub.wire.service import WireConfig
 from runtime import Ack, Backoff, MailInbound
 from tests.support import wait_for
-from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, served
+from tests.support.harnesses.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, served
 
 # slow: every test waits out the health checks' silence thresholds
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

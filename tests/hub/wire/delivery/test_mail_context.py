@@ -17,7 +17,7 @@ from hub.store import Accepted, accept_triggers
 from runtime import EventsAck, MailSent, Welcome, new_id
 from runtime.wire import IngressMail, MailContext
 from tests.support import wait_for
-from tests.support.wire import Inbox, Sidecar, deploy, owned, running_hub, send
+from tests.support.harnesses.wire import Inbox, Sidecar, deploy, owned, running_hub, send
 
 pytestmark = pytest.mark.anyio
 

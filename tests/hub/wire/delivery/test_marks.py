@@ -15,7 +15,7 @@ from hub.wire.delivery.window import Lane
 from hub.wire.service import WireConfig
 from runtime import Backoff, EventsAck, Wakeup
 from tests.support import wait_for
-from tests.support.wire import accept, owned, processed, running_hub, send, served
+from tests.support.harnesses.wire import accept, owned, processed, running_hub, send, served
 
 
 def config(mark_wait: float, census_interval: float = 0.1) -> WireConfig:

@@ -42,8 +42,8 @@ from runtime import (
 )
 from runtime.testing import configure_failpoints, failpoint_spent
 from tests.support import NatsServerProcess, wait_for
+from tests.support.harnesses.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, send
 from tests.support.store import execute
-from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, send
 
 # slow: every test waits out a redelivery bound
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

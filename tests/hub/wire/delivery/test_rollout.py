@@ -12,7 +12,7 @@ import pytest
 from hub.store import add_version, list_versions
 from runtime import Ack, AckResult, Reason, Sources, VersionLoaded, Welcome
 from tests.support import wait_for
-from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, served
+from tests.support.harnesses.wire import Hub, Inbox, Sidecar, accept, deploy, running_hub, served
 
 pytestmark = pytest.mark.anyio
 

@@ -31,7 +31,16 @@ from runtime import (
     RunStarted,
     new_id,
 )
-from tests.support.wire import Hub, Sidecar, accept, deploy, owned, refused, running_hub, send
+from tests.support.harnesses.wire import (
+    Hub,
+    Sidecar,
+    accept,
+    deploy,
+    owned,
+    refused,
+    running_hub,
+    send,
+)
 
 
 def processed(receipt: Accepted, step: int = 0, **state: object) -> DispatchProcessed:

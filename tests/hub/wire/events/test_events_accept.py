@@ -22,8 +22,8 @@ from hub.store import (
 )
 from hub.store.sql import sql
 from runtime import Reason
-from tests.support.postgres import PostgresServer
-from tests.support.wire import deploy
+from tests.support.harnesses.wire import deploy
+from tests.support.servers.postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
 

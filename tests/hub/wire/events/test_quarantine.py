@@ -16,7 +16,7 @@ from runtime import (
     Welcome,
     new_id,
 )
-from tests.support.wire import accept, deploy, owned, running_hub, send
+from tests.support.harnesses.wire import accept, deploy, owned, running_hub, send
 
 pytestmark = pytest.mark.anyio
 

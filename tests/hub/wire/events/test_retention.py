@@ -21,8 +21,16 @@ from hub.store import (
 from hub.wire import RetentionConfig, WireConfig
 from hub.wire.sessions.sessions import _Nonces
 from runtime import DispatchProcessed, EnvelopeQuarantined, EventsAck, new_id
+from tests.support.harnesses.wire import (
+    Sidecar,
+    accept,
+    owned,
+    processed,
+    refused,
+    running_hub,
+    send,
+)
 from tests.support.store import execute
-from tests.support.wire import Sidecar, accept, owned, processed, refused, running_hub, send
 
 pytestmark = pytest.mark.anyio
 

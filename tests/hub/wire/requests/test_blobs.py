@@ -24,7 +24,7 @@ from runtime import (
 )
 from runtime.wire import BLOB_CHUNK_SIZE, INLINE_BODY_LIMIT
 from tests.support import wait_for
-from tests.support.wire import Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
+from tests.support.harnesses.wire import Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
 
 
 async def processed(car: Sidecar, receipt: Accepted) -> None:

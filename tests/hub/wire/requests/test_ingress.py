@@ -2,7 +2,7 @@
 with nkey auth: a producer's batch is answered as ``POST /mail/batch``
 answers it, and a producer the hub does not know (or removed) is refused.
 
-The server's config is the test's (``tests.support.identities``): it admits
+The server's config is the test's (``tests.support.servers.identities``): it admits
 producers the hub never heard of, or keeps one the hub removed, which is
 how the hub's own check is seen apart from the server's.
 """
@@ -35,7 +35,7 @@ from runtime import FrameDecoder, ProcessSettings, Reason, Refused, Subjects, en
 from runtime.testing import configure_failpoints
 from runtime.wire import IngressBatch, IngressMail, IngressReceipts
 from tests.support import wait_for
-from tests.support.identities import AuthorizedServer, admitted, authorized_server, peer
+from tests.support.servers.identities import AuthorizedServer, admitted, authorized_server, peer
 from tests.support.store import read_one
 
 # slow: every test runs a hub and producers with NATS identities on a real nats-server

@@ -34,7 +34,16 @@ from hub.wire.sessions import Sleepers
 from runtime import Reason, Sources, Subjects, Transport, Welcome, open_nats
 from runtime.wire import Asleep, Frame, Sleep
 from tests.support import NatsServerProcess, wait_for
-from tests.support.wire import Dep, Hub, Inbox, Sidecar, accept, deploy, refused, running_hub
+from tests.support.harnesses.wire import (
+    Dep,
+    Hub,
+    Inbox,
+    Sidecar,
+    accept,
+    deploy,
+    refused,
+    running_hub,
+)
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ import pytest
 from hub.store import retry_dispatch
 from runtime import EventsAck, RunStates, StateGet, Welcome, encode, new_id
 from runtime.wire import MAX_FRAME_BYTES, RunSuspended, StepRecorded
-from tests.support.wire import Hub, Sidecar, accept, deploy, processed, running_hub, send
+from tests.support.harnesses.wire import Hub, Sidecar, accept, deploy, processed, running_hub, send
 
 pytestmark = pytest.mark.anyio
 

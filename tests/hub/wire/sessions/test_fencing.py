@@ -24,8 +24,8 @@ from hub.store import (
     record_answers,
 )
 from hub.store.sql import sql
-from tests.support.postgres import PostgresServer
-from tests.support.wire import deploy
+from tests.support.harnesses.wire import deploy
+from tests.support.servers.postgres import PostgresServer
 
 pytestmark = pytest.mark.anyio
 

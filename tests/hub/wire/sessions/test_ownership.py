@@ -30,7 +30,7 @@ from runtime import (
 )
 from runtime.testing import configure_failpoints
 from tests.support import wait_for
-from tests.support.wire import (
+from tests.support.harnesses.wire import (
     Hub,
     Inbox,
     Sidecar,

@@ -26,7 +26,7 @@ from runtime import (
 )
 from runtime.errors import RequestTimeout
 from runtime.wire import INLINE_BODY_LIMIT
-from tests.support.wire import Hub, Sidecar, accept, deploy, refused, running_hub, send
+from tests.support.harnesses.wire import Hub, Sidecar, accept, deploy, refused, running_hub, send
 
 pytestmark = pytest.mark.anyio
 

@@ -22,8 +22,8 @@ from runtime import (
     new_id,
 )
 from runtime.wire import generate_keypair, sign
+from tests.support.harnesses.wire import Sidecar, accept, deploy, refused, running_hub
 from tests.support.store import execute
-from tests.support.wire import Sidecar, accept, deploy, refused, running_hub
 
 
 async def owner(hub: object, dep_id: str) -> tuple[str | None, int]:

@@ -56,7 +56,7 @@ from runtime.wire import FailurePolicy, OnFailure, generate_keypair, verify
 from sidecar import RunsConfig, Sidecar, SidecarOptions
 from sidecar._app import Connect
 
-from .waiting import wait_for
+from ..waiting import wait_for
 
 RECORDER = """
 import hashlib

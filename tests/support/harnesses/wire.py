@@ -44,7 +44,7 @@ from runtime import (
 from runtime.sidecar_contract import decode_restore_record, record_path, write_restore_record
 from runtime.testing import MemoryBus
 from runtime.wire import SUPPORTED_FORMATS, Frame, sign, unb64url
-from tests.support.sidecar import Deployment
+from tests.support.harnesses.sidecar import Deployment
 from tests.support.store import read_all, read_one
 
 

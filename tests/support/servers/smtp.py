@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from .ports import free_port
+from ..launch.ports import free_port
 
 HOST = "127.0.0.1"
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-from .store import statement
+from ..store import statement
 
 T = TypeVar("T")
 

@@ -1,4 +1,5 @@
-"""NatsServerProcess (tests/support/nats.py), the tests' nats-server, against the real binary."""
+"""NatsServerProcess (tests/support/servers/nats.py), the tests' nats-server, against the real
+binary."""
 
 from __future__ import annotations
 

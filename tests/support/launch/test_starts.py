@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.support.starts import started
+from tests.support.launch.starts import started
 
 pytestmark = pytest.mark.anyio
 

@@ -24,8 +24,8 @@ from hub.up.children import pdeathsig_preexec
 from hub.up.nats import greeting_names, greets
 from runtime.config import LOOPBACK
 
-from .ports import free_port
-from .starts import NATS_START_TIMEOUT
+from ..launch.ports import free_port
+from ..launch.starts import NATS_START_TIMEOUT
 
 _POLL = 0.005
 _PROBE_TIMEOUT = 1.0

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from hub.up import UpSettings
 
-from .waiting import wait_for
+from ..waiting import wait_for
 
 T = TypeVar("T")
 

@@ -1,0 +1,3 @@
+"""In-process doubles: a hub's wire side and a scripted sidecar, a scripted hub, transport
+readers.
+"""
