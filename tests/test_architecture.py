@@ -3,7 +3,7 @@
 other, runtime imports neither, a package's rooms (its sub-packages) are
 each entered through their package, imports are relative with at most three
 dots (absolute past that reach), and no folder holds more than a dozen
-modules, its ``__init__.py`` counted.
+modules, its ``__init__.py`` counted (tests/'s folders too).
 
 Every import statement counts, wherever it stands: at the top, inside a
 function, or under ``if TYPE_CHECKING:`` (a type-only cycle still ties two
@@ -28,6 +28,9 @@ MAX_FLAT_HUB_MODULES = 10
 MIN_HUB_ROOMS = 3
 MAX_MODULES_A_FOLDER = 12
 """Counting the folder's ``__init__.py``: it is one more module to read there."""
+ROOMED = (*PACKAGES, "tests")
+"""The trees whose folders the limit holds: the packages, and the tests, where a behaviour's test
+is found by its folder and file name as the code is."""
 MAX_IMPORT_DOTS = 3
 """``from ...room import X`` at most: deeper, a module names the room from its package's top."""
 CROWDED_FOR_NOW: dict[str, str] = {}
@@ -405,10 +408,11 @@ def test_hub_is_rooms_with_few_flat_modules() -> None:
 
 
 def folders() -> dict[str, list[str]]:
-    """Every folder of the three packages (``hub/store``) -> its modules, ``__init__.py`` too."""
+    """Every folder of the packages and of tests/ (``hub/store``, ``tests/e2e/runs``) -> its
+    modules, ``__init__.py`` too."""
     found: dict[str, list[str]] = {}
-    for package in PACKAGES:
-        for folder in sorted({p.parent for p in (REPO / package).rglob("*.py")}):
+    for tree in ROOMED:
+        for folder in sorted({p.parent for p in (REPO / tree).rglob("*.py")}):
             found[folder.relative_to(REPO).as_posix()] = sorted(p.name for p in folder.glob("*.py"))
     return found
 
