@@ -32,7 +32,8 @@ systems, injected faults (``pytest -m "not slow"`` leaves them out)."""
 
 WHOLE_SYSTEMS = "whole_systems"
 """The xdist groups of the slow folders' tests, one a module
-(``whole_systems-faults-test_matrix``, ...): a module's tests run one after the
+(``whole_systems-faults-test_matrix``,
+``whole_systems-e2e-mail-test_smtp``, ...): a module's tests run one after the
 other on one worker, the biggest modules first (``loadgroup`` orders its
 units by size), and the in-process tests fill the gaps. One group for both
 folders took a worker for the suite's whole wall time while the other
@@ -73,7 +74,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         parts = item.path.relative_to(tests).parts if item.path.is_relative_to(tests) else ()
         if parts and parts[0] in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
-            item.add_marker(pytest.mark.xdist_group(f"{WHOLE_SYSTEMS}-{parts[0]}-{item.path.stem}"))
+            # The module's whole path: two rooms may hold modules of one name.
+            group = "-".join((WHOLE_SYSTEMS, *parts[:-1], item.path.stem))
+            item.add_marker(pytest.mark.xdist_group(group))
             if item.get_closest_marker("timeout") is None:
                 watchdog = watchdog or _whole_system_watchdog(config)
                 item.add_marker(watchdog)
