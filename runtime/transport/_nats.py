@@ -43,7 +43,11 @@ class NatsTransport:
         seed: str | None = None,
         inbox_prefix: str | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
+        stall_after: float | None = None,
     ) -> None:
+        """``stall_after``: seconds without a connect attempt after which
+        nats-py's reconnect loop is taken to have stopped and its client is
+        replaced; by default the longest attempt nats-py makes, with slack."""
         endpoint = Endpoint(url, name, connect_timeout, seed, inbox_prefix)
         self.url = url
         self.shown_url = endpoint.shown_url
@@ -53,22 +57,13 @@ class NatsTransport:
         self._retry = Retry(backoff)  # connect attempts since the connection was last up
         self._hooks = NatsHooks(endpoint, self._current, self._retry)
         self._connection = NatsConnection(
-            endpoint, self._current, self._hooks, self._retry, backoff
+            endpoint, self._current, self._hooks, self._retry, backoff, stall_after
         )
 
     @property
     def _nc(self) -> Client:
         """The client it speaks through now."""
         return self._current.client
-
-    @property
-    def _stall_after(self) -> float:
-        """The keeper's patience with a reconnect that makes no progress."""
-        return self._connection.stall_after
-
-    @_stall_after.setter
-    def _stall_after(self, seconds: float) -> None:
-        self._connection.stall_after = seconds
 
     @property
     def is_connected(self) -> bool:

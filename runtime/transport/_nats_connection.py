@@ -56,6 +56,7 @@ class NatsConnection:
         hooks: NatsHooks,
         retry: Retry,
         backoff: Backoff,
+        stall_after: float | None = None,
     ) -> None:
         self._endpoint = endpoint
         self._current = current
@@ -64,9 +65,8 @@ class NatsConnection:
         # An attempt of nats-py's takes at most its delay, a TCP connect, the
         # INFO and PONG waits and the flush after it; silence past that (and
         # some slack) means its reconnect task ended without reconnecting.
-        self.stall_after = (
-            backoff.maximum + 4 * endpoint.connect_timeout + _FLUSH_AFTER_RECONNECT + 5.0
-        )
+        longest = backoff.maximum + 4 * endpoint.connect_timeout + _FLUSH_AFTER_RECONNECT
+        self.stall_after = longest + 5.0 if stall_after is None else stall_after
 
     async def connect(self) -> None:
         """Connect, retrying until the server answers; cancel to give up."""

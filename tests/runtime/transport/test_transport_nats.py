@@ -14,6 +14,7 @@ import pytest
 from runtime import WIRE_MAX_PAYLOAD, Transport, TransportError, open_nats
 from runtime.errors import NoResponders, RequestTimeout, TransportClosed
 from runtime.transport._nats import NatsTransport
+from runtime.transport._nats_hooks import DEFAULT_BACKOFF
 from runtime.transport._nats_subscription import NatsSubscription
 from tests.support import NatsServerProcess, wait_for
 from tests.support.harnesses.transport import echo, take
@@ -378,33 +379,49 @@ async def test_a_client_nats_py_closes_for_good_is_replaced(
 async def test_a_reconnect_loop_that_stopped_trying_is_replaced(
     nats_server: NatsServerProcess,
 ) -> None:
-    async with open_nats(nats_server.url, name="t", backoff_max=0.01) as t:
-        assert isinstance(t, NatsTransport)
-        t._stall_after = 0.5  # instead of some 20 s: the longest attempt nats-py makes
-        sub = await t.subscribe("still.here")
-        await t.flush()
-        nats_server.kill()
-        await wait_for(lambda: not t.is_connected)
-        # nats-py's reconnect task ends without reconnecting or closing. One
-        # cancel is not always enough: an attempt under way may swallow it
-        # (asyncio.wait_for's race) or start a task of its own, which would
-        # reconnect this client once the server is back. So each task is
-        # cancelled until none is left.
-        stuck = t._nc
+    # Patience of 0.5 s instead of some 20 s: the longest attempt nats-py makes.
+    t = NatsTransport(
+        nats_server.url,
+        name="t",
+        connect_timeout=2.0,
+        backoff=DEFAULT_BACKOFF.capped(0.01),
+        stall_after=0.5,
+    )
+    await t.connect()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.keep)
+        await _stopped_reconnects_are_replaced(t, nats_server)
+        tg.cancel_scope.cancel()
+    await t.aclose()
 
-        def given_up() -> bool:
-            task = stuck._reconnection_task
-            if task is not None and not task.done():
-                task.cancel()
-                return False
-            return True
 
-        await wait_for(given_up, what="nats-py's reconnect task to end")
-        await nats_server.start()
-        await wait_for(lambda: t.is_connected, what="a new client")
-        assert t._nc is not stuck
-        await t.publish("still.here", b"on the new client")
-        assert await take(sub, 1) == [b"on the new client"]
+async def _stopped_reconnects_are_replaced(
+    t: NatsTransport, nats_server: NatsServerProcess
+) -> None:
+    sub = await t.subscribe("still.here")
+    await t.flush()
+    nats_server.kill()
+    await wait_for(lambda: not t.is_connected)
+    # nats-py's reconnect task ends without reconnecting or closing. One
+    # cancel is not always enough: an attempt under way may swallow it
+    # (asyncio.wait_for's race) or start a task of its own, which would
+    # reconnect this client once the server is back. So each task is
+    # cancelled until none is left.
+    stuck = t._nc
+
+    def given_up() -> bool:
+        task = stuck._reconnection_task
+        if task is not None and not task.done():
+            task.cancel()
+            return False
+        return True
+
+    await wait_for(given_up, what="nats-py's reconnect task to end")
+    await nats_server.start()
+    await wait_for(lambda: t.is_connected, what="a new client")
+    assert t._nc is not stuck
+    await t.publish("still.here", b"on the new client")
+    assert await take(sub, 1) == [b"on the new client"]
 
 
 async def test_a_server_with_a_smaller_max_payload_is_warned_about(
