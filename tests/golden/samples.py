@@ -1021,3 +1021,9 @@ V3 = [
 ]
 
 GOLDEN = [*V1, *V2, *V3]
+
+
+def golden_bytes(kind: str) -> list[bytes]:
+    """The bytes of every golden file of ``kind`` ("frame", "envelope", ...):
+    real input of every release, which the fuzz tests mutate."""
+    return [g.file.read_bytes() for g in GOLDEN if g.kind == kind]

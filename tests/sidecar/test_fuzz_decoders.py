@@ -18,7 +18,7 @@ from sidecar._record import join, read_join_token
 from sidecar.execution import item_of
 from sidecar.storage import Envelope, decode_envelope, decode_run_state, encode_envelope
 from sidecar.storage._envelope import salvage_run_id
-from tests.golden.samples import GOLDEN
+from tests.golden.samples import golden_bytes
 from tests.support.fuzz import (
     damaged,
     fuzz,
@@ -32,13 +32,9 @@ from tests.support.fuzz import (
 pytestmark = [pytest.mark.fuzz, pytest.mark.slow]
 
 
-def _golden(kind: str) -> list[bytes]:
-    return [g.file.read_bytes() for g in GOLDEN if g.kind == kind]
-
-
-ENVELOPES = _golden("envelope")  # release 1's and this release's
-STATES = _golden("run_state")
-RECORDS = _golden("restore_record")
+ENVELOPES = golden_bytes("envelope")  # release 1's and this release's
+STATES = golden_bytes("run_state")
+RECORDS = golden_bytes("restore_record")
 
 
 # --- inbox envelopes -----------------------------------------------------------

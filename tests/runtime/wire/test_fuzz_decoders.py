@@ -26,7 +26,7 @@ from runtime import (
 )
 from runtime.sidecar_contract import decode_restore_record
 from runtime.wire import Frame
-from tests.golden.samples import GOLDEN
+from tests.golden.samples import golden_bytes
 from tests.support.fuzz import (
     damaged,
     fuzz,
@@ -40,13 +40,9 @@ from tests.support.fuzz import (
 pytestmark = [pytest.mark.fuzz, pytest.mark.slow]
 
 
-def _golden(kind: str) -> list[bytes]:
-    return [g.file.read_bytes() for g in GOLDEN if g.kind == kind]
-
-
 # Real bytes of every frame type and format (tests/golden), and every event
 # inside a RunEvents frame: what mutations start from.
-FRAMES = _golden("frame") + [
+FRAMES = golden_bytes("frame") + [
     msgspec.msgpack.encode(
         {
             "t": "RunEvents",
@@ -55,7 +51,7 @@ FRAMES = _golden("frame") + [
             "events": [msgspec.msgpack.decode(e)],
         }
     )
-    for e in _golden("event")
+    for e in golden_bytes("event")
 ]
 FRAME_TYPES = typing.get_args(Frame)
 
@@ -118,7 +114,7 @@ def test_deep_nesting_in_a_free_form_field_is_a_frame_decode_error() -> None:
 # --- restore records -----------------------------------------------------------
 
 
-RECORDS = _golden("restore_record")
+RECORDS = golden_bytes("restore_record")
 
 
 @st.composite
