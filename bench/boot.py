@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/boot.py [--starts 10] [--idle-stop 0.5] [--keep] [--json]
         [--python-options '-X importtime'] [--code DIR] [--start exec|fork] [--lines N]
+        [--profile DIR]
 
 Starts nats-server and a hub (``python -m hub --sidecar-root``), deploys a
 workflow whose handler records, for each mail, the wall clock and its own
@@ -34,8 +35,15 @@ server's reaped children's times (clock ticks: 10 ms steps), its CPU to the
 handler exact (a fork starts the child's times at zero). ``--lines N``
 grows the workflow's one module by about N lines of helper functions (a
 workflow of some size: its sources are laid out and imported at every
-start). Exits 1 unless every start handled its mail exactly once and fell
-asleep.
+start). With ``--start fork`` a ``sitecustomize`` in the fork server
+(``INSIDE``) has each forked sidecar write its own rusage as it leaves
+through ``os._exit`` (a fork starts it at zero): its user and system CPU,
+minor page faults and context switches, exact where the reaped times step
+by ticks, printed as means over the starts; ``--profile DIR`` also profiles
+each life with cProfile on process CPU time from the fork on (dumped to
+``DIR/<pid>.prof``, its Python calls printed; the profiler's cost then
+counts in the CPU).
+Exits 1 unless every start handled its mail exactly once and fell asleep.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pstats
 import shlex
 import socket
 import subprocess
@@ -101,6 +110,44 @@ def helpers(lines: int) -> str:
     return "\n\n" + "\n".join(body)
 
 
+INSIDE = """
+import cProfile
+import json
+import os
+import resource
+import time
+
+_DIR = os.environ.pop("MAILRUN_BOOT_INSIDE")
+_PROFILE = os.environ.pop("MAILRUN_BOOT_PROFILE", "") == "1"
+
+
+def _inside_child():
+    profile = cProfile.Profile(time.process_time) if _PROFILE else None
+    leave = os._exit
+
+    def _exit(code):
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.path.join(_DIR, f"{os.getpid()}.prof"))
+        with open(os.path.join(_DIR, f"{os.getpid()}.json"), "w") as out:
+            json.dump({
+                "user": usage.ru_utime, "system": usage.ru_stime, "minflt": usage.ru_minflt,
+                "nvcsw": usage.ru_nvcsw, "nivcsw": usage.ru_nivcsw,
+            }, out)
+        leave(code)
+
+    os._exit = _exit
+    if profile is not None:
+        profile.enable()
+
+
+os.register_at_fork(after_in_child=_inside_child)
+"""
+"""The fork server's ``sitecustomize`` (``--start fork``): each forked
+sidecar's own rusage at its ``os._exit`` (a fork starts it at zero), and its
+cProfile with ``--profile``."""
+
 RESTORED = " restored (instance "
 WELCOMED = "mailrun.sidecar.link: session "
 
@@ -115,6 +162,7 @@ class Start:
     handled: float | None = None
     cpu_handled: float | None = None
     cpu_life: float | None = None
+    cpu_life_system: float | None = None
     exit_code: int | None = None
     once: bool = False
     log: list[str] = field(default_factory=list)
@@ -180,9 +228,10 @@ class ForkServer:
         assert isinstance(answer, Exited), answer
         return answer.returncode
 
-    def reaped_cpu(self) -> float:
+    def reaped_cpu(self) -> tuple[float, float]:
+        """The reaped children's CPU, user and system."""
         times = psutil.Process(self.proc.pid).cpu_times()
-        return float(times.children_user + times.children_system)
+        return float(times.children_user), float(times.children_system)
 
     def stop(self) -> None:
         self.sock.close()  # its end: it exits
@@ -249,7 +298,9 @@ async def fork_once(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(read_log, stream, start, sink)
                 start.exit_code = await anyio.to_thread.run_sync(server.exited)
-    start.cpu_life = server.reaped_cpu() - reaped
+    user, system = server.reaped_cpu()
+    start.cpu_life = user + system - sum(reaped)
+    start.cpu_life_system = system - reaped[1]
     return start
 
 
@@ -282,6 +333,7 @@ async def spawn_once(
         proc.returncode = start.exit_code = os.waitstatus_to_exitcode(status)
         proc.stderr.close()
     start.cpu_life = usage.ru_utime + usage.ru_stime
+    start.cpu_life_system = usage.ru_stime
     return start
 
 
@@ -291,6 +343,40 @@ async def asleep(hub: HubClient, dep_id: str) -> bool:
     return any(
         d.get("id") == dep_id and d.get("status") == "asleep" for d in r.json()["deployments"]
     )
+
+
+def inside_env(env: dict[str, str], inside: Path, tmp: Path, profile: bool) -> dict[str, str]:
+    """The fork server's environment: its ``sitecustomize`` first on the path,
+    which writes each life's figures into ``inside``."""
+    site = tmp / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(INSIDE)
+    inside.mkdir(parents=True, exist_ok=True)
+    path = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    return {
+        "PYTHONPATH": path,
+        "MAILRUN_BOOT_INSIDE": str(inside.absolute()),
+        "MAILRUN_BOOT_PROFILE": "1" if profile else "0",
+    }
+
+
+def lives(inside: Path) -> dict[str, float]:
+    """Each forked life's own rusage, the mean over the lives (and with
+    ``--profile`` its Python calls)."""
+    usages = [json.loads(path.read_text()) for path in inside.glob("*.json")]
+    n = max(1, len(usages))
+    figures = {
+        "lives": len(usages),
+        "user_ms": round(sum(u["user"] for u in usages) / n * 1000, 2),
+        "system_ms": round(sum(u["system"] for u in usages) / n * 1000, 2),
+        "minor_faults": round(sum(u["minflt"] for u in usages) / n),
+        "context_switches": round(sum(u["nvcsw"] + u["nivcsw"] for u in usages) / n),
+    }
+    profiles = [pstats.Stats(str(path)) for path in inside.glob("*.prof")]
+    if profiles:
+        total = sum(s.total_calls for s in profiles)  # type: ignore[attr-defined]
+        figures["python_calls"] = round(total / len(profiles))
+    return figures
 
 
 def spread(values: list[float]) -> dict[str, float]:
@@ -329,6 +415,8 @@ async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         args.fork_server = None
         if args.start == "fork":
             env = sidecar_env(up_environment(args.nats_url, args.code), home=root)
+            args.inside = args.profile or tmp / "inside"
+            env.update(inside_env(env, args.inside, tmp, args.profile is not None))
             args.fork_server = ForkServer(env, root, tmp / "fork-server.log")
             stack.callback(args.fork_server.stop)
         await wait_for(lambda: record_path(state, dep["id"]).exists(), what="the restore record")
@@ -336,11 +424,15 @@ async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         # written) is not a wake: it is shown apart.
         first = await boot_once(hub, dep, state, args, 0, logs)
         await wait_for(lambda: asleep(hub, dep["id"]), timeout=30, what="the deployment asleep")
+        if args.start == "fork":  # the first start is not a wake
+            for path in [*args.inside.glob("*.prof"), *args.inside.glob("*.json")]:
+                path.unlink()
         starts = []
         for n in range(1, args.starts + 1):
             starts.append(await boot_once(hub, dep, state, args, n, logs))
     ok = all(s.once and s.exit_code == SidecarExit.ASLEEP for s in [first, *starts])
     per_start = [s.figures() for s in starts]
+    n = max(1, len(starts))
     return {
         "starts": len(starts),
         "idle_stop_s": args.idle_stop,
@@ -357,6 +449,11 @@ async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
             name: spread([v for f in per_start if (v := f[name]) is not None])
             for name in ("cpu_to_handled", "cpu_life")
         },
+        "cpu_life_mean_ms": round(sum(s.cpu_life or 0.0 for s in starts) / n * 1000, 1),
+        "cpu_life_system_mean_ms": round(
+            sum(s.cpu_life_system or 0.0 for s in starts) / n * 1000, 1
+        ),
+        "lives": lives(args.inside) if args.start == "fork" else None,
         "exit_codes": [s.exit_code for s in [first, *starts]],
         "handled_once": [s.once for s in [first, *starts]],
         "exactly_once": ok,
@@ -392,6 +489,12 @@ def main() -> int:
     p.add_argument(
         "--lines", type=int, default=0, help="about this many lines more in the workflow's module"
     )
+    p.add_argument(
+        "--profile",
+        type=Path,
+        metavar="DIR",
+        help="with --start fork: cProfile each forked life into DIR/<pid>.prof",
+    )
     p.add_argument("--keep", action="store_true", help="keep the scratch dir (logs) and say where")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args()
@@ -407,6 +510,12 @@ def main() -> int:
         )
         for name, spread_ in (*figures["wall"].items(), *figures["cpu"].items()):
             print(f"  {name:16} p50 {spread_['p50_ms']:8.1f} ms   p90 {spread_['p90_ms']:8.1f} ms")
+        print(
+            f"  cpu_life mean    {figures['cpu_life_mean_ms']:8.1f} ms"
+            f"   of it system {figures['cpu_life_system_mean_ms']:.1f} ms"
+        )
+        if figures["lives"] is not None:
+            print(f"  each life's own: {figures['lives']}")
         print(f"  first start: {figures['first_start']}")
         print(f"  each mail handled once, each start asleep after: {figures['exactly_once']}")
     return 0 if figures["exactly_once"] else 1

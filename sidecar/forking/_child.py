@@ -43,8 +43,7 @@ def run_forked(request: Fork, log_fd: int | None, control: socket.socket, server
     # Before the environment changes: setproctitle reads SPT_NOENV (set by
     # the fork server) as it first writes.
     setproctitle.setproctitle(" ".join([sys.executable, "-m", "sidecar", *request.argv]))
-    os.environ.clear()
-    os.environ.update(request.env)
+    _become(request.env)
     os.chdir(request.cwd)
     # What `python -m sidecar ARGV` would have had: main parses it, finds it
     # contained already, and does not execute itself again.
@@ -63,6 +62,17 @@ def run_forked(request: Fork, log_fd: int | None, control: socket.socket, server
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     return int(code)
+
+
+def _become(env: dict[str, str]) -> None:
+    """``os.environ`` made ``env``, which differs from the fork server's (a
+    sidecar's environment too) in a name or two: only those are unset or set,
+    each a ``putenv``, where clearing and filling it again made some forty."""
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 def _own_fds(log_fd: int | None, control: socket.socket) -> None:

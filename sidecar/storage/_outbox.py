@@ -156,6 +156,12 @@ def drop_acknowledged(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM outbox WHERE acked = 1")
 
 
+def has_acknowledged(conn: sqlite3.Connection) -> bool:
+    """Whether an older release left acknowledged rows (this one never marks
+    a row acknowledged: it deletes it)."""
+    return conn.execute("SELECT 1 FROM outbox WHERE acked = 1 LIMIT 1").fetchone() is not None
+
+
 def forget_acknowledged(
     conn: sqlite3.Connection,
     event_ids: Sequence[str],

@@ -203,10 +203,19 @@ async def migrate(db: Database) -> int:
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
-    """The version the database is at (0: a new file); the table is made if need be."""
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-    (version,) = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    """The version the database is at (0: a new file); the table is made if need be.
+
+    One read when the table is there (every start but a new inbox's first,
+    or release 1's); the table made, and read again, when it is not."""
+    try:
+        (version,) = conn.execute(_VERSION).fetchone()
+    except sqlite3.OperationalError:  # no such table (or a lock: read again below)
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        (version,) = conn.execute(_VERSION).fetchone()
     return int(version) if version is not None else 0
+
+
+_VERSION = "SELECT MAX(version) FROM schema_version"
 
 
 def _apply(version: int, conn: sqlite3.Connection) -> None:

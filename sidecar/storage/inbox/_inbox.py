@@ -16,7 +16,7 @@ from runtime.errors import TransactionFailed
 from runtime.sqlite import Database, Synchronous
 
 from .._meta import keep_version, read_meta, read_version, write_meta
-from .._outbox import drop_acknowledged
+from .._outbox import drop_acknowledged, has_acknowledged
 from .._position import highest_seq, read_position
 from .._recorded import dispatches_with_steps
 from .._schema import migrate
@@ -50,9 +50,11 @@ class Inbox(Delivery, Search, Processing, Acks):
         db = await Database.open(path, busy_timeout=BUSY_TIMEOUT, synchronous=synchronous)
         try:
             await migrate(db)
-            last_seq = await db.transact(_opened)
-            with_steps = await db.read(dispatches_with_steps)
-            top = await db.read(highest_seq)
+            left, last_seq, with_steps, top = await db.read(_opened)
+            # Acknowledged rows an older release kept go once: a start that
+            # finds none (each after the first) writes nothing.
+            if left:
+                await db.transact(drop_acknowledged)
         except BaseException:
             await db.aclose()
             raise
@@ -87,7 +89,9 @@ class Inbox(Delivery, Search, Processing, Acks):
             await self.db.transact(partial(kept, now=time.time()))
 
 
-def _opened(conn: sqlite3.Connection) -> int:
-    # Acknowledged events are the hub's now; keep the outbox small.
-    drop_acknowledged(conn)
-    return read_position(conn)
+def _opened(conn: sqlite3.Connection) -> tuple[bool, int, set[str], int]:
+    """What an open reads, in one use of the connection: whether acknowledged
+    rows are left, the processing position, the dispatches with recorded
+    steps, the highest seq."""
+    left = has_acknowledged(conn)
+    return left, read_position(conn), dispatches_with_steps(conn), highest_seq(conn)

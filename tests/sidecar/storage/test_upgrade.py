@@ -9,8 +9,10 @@ import msgspec
 import pytest
 
 from runtime import DispatchProcessed, EnvelopeQuarantined, RunFailed
+from runtime.sqlite import Database
 from sidecar import Inbox
 from sidecar.storage import Envelope, encode_envelope
+from sidecar.storage._schema import SCHEMA_VERSION, migrate, schema_version
 from tests.support import wait_for
 from tests.support.harnesses.sidecar import (
     RECORDER,
@@ -178,3 +180,47 @@ async def test_an_unreadable_run_state_fails_the_run_visibly_and_keeps_its_bytes
     assert outcomes == ["failed", "refused_terminal"]
     assert dep.query("SELECT state FROM run_state") == [(b"\xc1 not a state",)]
     assert dep.query("SELECT status FROM run") == [("failed",)]
+
+
+async def test_acknowledged_rows_an_older_release_kept_go_at_the_open(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.db"
+    inbox = await Inbox.open(path)
+    await inbox.aclose()
+    db = sqlite3.connect(path)
+    db.executemany(
+        "INSERT INTO outbox (event_id, run_id, kind, frame, acked)"
+        " VALUES (?, 'run_x', 'k', x'00', ?)",
+        [("evt_acked", 1), ("evt_open", 0)],
+    )
+    db.commit()
+    db.close()
+    inbox = await Inbox.open(path)
+    await inbox.aclose()
+    db = sqlite3.connect(path)
+    left = [row[0] for row in db.execute("SELECT event_id FROM outbox ORDER BY pos")]
+    db.close()
+    assert left == ["evt_open"]
+
+
+async def test_the_schema_check_of_an_inbox_at_this_release_is_one_read(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.db"
+    inbox = await Inbox.open(path)
+    await inbox.aclose()
+    db = await Database.open(path)
+    statements: list[str] = []
+    await db.read(lambda conn: conn.set_trace_callback(statements.append))
+    try:
+        assert await migrate(db) == SCHEMA_VERSION
+    finally:
+        await db.read(lambda conn: conn.set_trace_callback(None))
+        await db.aclose()
+    assert statements == ["SELECT MAX(version) FROM schema_version"]
+
+
+async def test_a_new_inbox_is_migrated_from_nothing(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "inbox.db")
+    try:
+        assert await migrate(db) == 0
+        assert await db.read(schema_version) == SCHEMA_VERSION
+    finally:
+        await db.aclose()
