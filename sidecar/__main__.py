@@ -243,25 +243,8 @@ def _confine(settings: SidecarSettings) -> None:
     state directory as cwd, private, and its limits lowered."""
     limits = Limits.from_env(settings.environ)
     os.chdir(settings.state_dir)
-    _tighten(settings.state_dir)
+    make_private(settings.state_dir)
     limits.apply()
-
-
-PRIVATE_MARK = ".private"
-"""In a sidecar's state dir once its whole tree was made private (by this
-release or a later one)."""
-
-
-def _tighten(state_dir: Path) -> None:
-    """Bring a state dir an earlier release wrote in line (group and other
-    bits off), once: what a start creates in it since is private by the umask,
-    and walking its whole tree (the sources, their bytecode) at every wake
-    bought nothing."""
-    mark = state_dir / PRIVATE_MARK
-    if mark.exists():
-        return
-    make_private(state_dir)
-    mark.touch()
 
 
 def _argv(settings: SidecarSettings, deployment_id: str) -> list[str]:

@@ -20,7 +20,6 @@ from runtime import NATS_URL_ENV, DispatchProcessed, new_id, open_nats, read_res
 from runtime.config import BACKOFF_MAX_ENV, LOOP_ENV, LOOPBACK
 from runtime.sidecar_contract import DEFAULT_SIDECAR_MAX_FILES, DEFAULT_SIDECAR_MAX_MEMORY
 from runtime.wire import FailurePolicy, OnFailure, RunSuspended, b64url
-from sidecar.__main__ import PRIVATE_MARK, _tighten
 from tests.support import REPO, NatsServerProcess, free_port, wait_for
 from tests.support.harnesses.sidecar import fake_hub_on, mail, make_deployment
 
@@ -369,21 +368,3 @@ async def test_a_handler_that_kills_its_process_ends_in_the_policy_not_a_crash_l
         (1, "held", 3),
         (2, "done", 0),
     ]
-
-
-def test_a_state_dir_is_walked_private_once_and_not_at_every_start(tmp_path: Path) -> None:
-    # An earlier release's state dir: made private by the first start, which
-    # marks it; later starts (every wake) walk none of its tree again.
-    dep = make_deployment(tmp_path / "state")
-    dep.record_file.chmod(0o644)
-    dep.record_file.parent.chmod(0o755)
-    _tighten(dep.state_dir)
-    assert stat.S_IMODE(dep.record_file.stat().st_mode) == 0o600
-    assert stat.S_IMODE(dep.record_file.parent.stat().st_mode) == 0o700
-    assert (dep.state_dir / PRIVATE_MARK).exists()
-    dep.record_file.chmod(0o644)  # by hand, after the upgrade
-    _tighten(dep.state_dir)
-    assert stat.S_IMODE(dep.record_file.stat().st_mode) == 0o644
-    (dep.state_dir / PRIVATE_MARK).unlink()  # an earlier release's copy of the dir
-    _tighten(dep.state_dir)
-    assert stat.S_IMODE(dep.record_file.stat().st_mode) == 0o600
