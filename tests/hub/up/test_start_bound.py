@@ -1,0 +1,104 @@
+"""A sidecar's start bound (hub/up/fleet.py ``StartBound``), with the fleet's
+stand-in sidecars (real processes, tests/hub/up/test_fleet.py) and a hub
+that says, per deployment, whether it welcomed the sidecar: one never
+welcomed is killed and started again through its slot, with a growing
+bound and a jittered backoff; nothing is restarted while the hub or NATS
+is down, however long.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from hub.up import Fleet
+from hub.up.fleet import StartBound
+from tests.hub.up.test_fleet import Stand, running, sampling
+from tests.support import wait_for
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+BOUND = 0.5
+
+
+class Hub:
+    """Whether each deployment's sidecar is welcomed; down: no answer at all."""
+
+    def __init__(self, welcomed: set[str]) -> None:
+        self.welcomed = welcomed
+        self.up = True
+        self.nats = True
+        self.looks = 0
+
+    async def look(self, dep: str) -> bool | None:
+        self.looks += 1
+        return (dep in self.welcomed) if self.up else None
+
+    async def nats_up(self) -> bool:
+        return self.nats
+
+    async def polls(self, bound: StartBound) -> None:
+        """What up's listing poll tells the bound, every 50 ms."""
+        while True:
+            bound.answered(self.up)
+            await anyio.sleep(0.05)
+
+
+async def test_a_start_never_welcomed_is_restarted_after_its_bound_within_max_awake(
+    tmp_path: Path,
+) -> None:
+    stand = Stand(tmp_path)
+    fleet = Fleet(stand.make, sleeps=True, max_awake=1, say=lambda line: None)
+    hub = Hub(welcomed={"dep_b"})
+    bound = StartBound(fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, say=print, tick=0.05)
+    most = [0]
+    async with running(fleet) as tg:
+        tg.start_soon(hub.polls, bound)
+        tg.start_soon(bound.run)
+        stand.boot = 600  # SIGUSR1 kills it, as it does a sidecar not yet joined
+        assert fleet.wake("dep_a")
+        stand.boot = 0
+        assert fleet.wake("dep_b")
+        assert list(fleet.waiting) == ["dep_b"]
+        # dep_a misses its bound: killed, its slot goes to dep_b (welcomed,
+        # then nudged asleep as dep_a waits), and dep_a starts again.
+        await sampling(fleet, most, lambda: stand.starts("dep_a") >= 3)
+        child = fleet.children.get("dep_a") or fleet.resting["dep_a"]
+        assert child.misses >= 2
+        # Each miss in a row doubles the next start's bound, up to four times.
+        assert bound.bound_of(child) == BOUND * min(2**child.misses, 4)
+        hub.welcomed.add("dep_a")
+        misses = bound.missed
+        await wait_for(lambda: child.misses == 0, what="dep_a seen welcomed")
+        assert bound.missed == misses
+    assert stand.starts("dep_b") >= 1
+    assert bound.missed >= 2
+    assert most[0] == 1 and fleet.most_awake == 1
+
+
+async def test_no_start_is_restarted_while_the_hub_or_nats_is_down(tmp_path: Path) -> None:
+    stand = Stand(tmp_path, boot=600)
+    fleet = Fleet(stand.make, sleeps=False, max_awake=None, say=lambda line: None)
+    hub = Hub(welcomed=set())
+    bound = StartBound(fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, say=print, tick=0.05)
+    async with running(fleet) as tg:
+        hub.up = False
+        tg.start_soon(hub.polls, bound)
+        tg.start_soon(bound.run)
+        assert fleet.wake("dep_a")
+        await wait_for(lambda: stand.starts("dep_a") == 1, what="dep_a started")
+        # Ten bounds of a hub outage, then ten of a NATS outage: not one restart.
+        with anyio.move_on_after(10 * BOUND):
+            await wait_for(lambda: stand.starts("dep_a") > 1, timeout=60, what="a restart")
+        assert hub.looks == 0
+        hub.up, hub.nats = True, False
+        with anyio.move_on_after(10 * BOUND):
+            await wait_for(lambda: stand.starts("dep_a") > 1, timeout=60, what="a restart")
+        assert stand.starts("dep_a") == 1 and bound.missed == 0
+        # NATS asked once a bound at most, after a look: no spin.
+        assert 1 <= hub.looks <= 10
+        hub.nats = True
+        await wait_for(lambda: stand.starts("dep_a") == 2, what="the restart once both are up")
+    assert bound.missed == 1
