@@ -3,11 +3,17 @@ stand-in sidecars (real processes, tests/hub/up/test_fleet.py) and a hub
 that says, per deployment, whether it welcomed the sidecar: one never
 welcomed is killed and started again through its slot, with a growing
 bound and a jittered backoff; nothing is restarted while the hub or NATS
-is down, however long.
+is down, however long. Then through real `mailrun up` processes: a
+sidecar whose hello the hub holds (a failpoint) is started again past the
+bound and, once the hub lets hellos through, processes its mail once; a
+NATS outage six bounds long restarts no sidecar.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import signal
 from pathlib import Path
 
 import anyio
@@ -15,8 +21,11 @@ import pytest
 
 from hub.up import Fleet
 from hub.up.fleet import StartBound
+from tests.e2e.harness import Up, mailrun_up, recorder_source, send_accepted
 from tests.hub.up.test_fleet import Stand, running, sampling
+from tests.hub.up.test_forking import gone, up_log
 from tests.support import wait_for
+from tests.support.launch.starts import SIDECAR_START_TIMEOUT
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -102,3 +111,86 @@ async def test_no_start_is_restarted_while_the_hub_or_nats_is_down(tmp_path: Pat
         hub.nats = True
         await wait_for(lambda: stand.starts("dep_a") == 2, what="the restart once both are up")
     assert bound.missed == 1
+
+
+# --- through a real `mailrun up` -----------------------------------------------------------
+
+JOIN = 5.0  # up's bound in these tests: a start whose hello the hub holds misses it
+
+
+def sidecars_seen(up: Up, dep_id: str, seen: set[int]) -> set[int]:
+    """The pids of ``dep_id``'s sidecars seen so far, with the one running now."""
+    found = up.find("sidecar", dep_id)
+    if found is not None:
+        seen.add(found.pid)
+    return seen
+
+
+async def test_a_sidecar_the_hub_does_not_welcome_is_started_again_and_joins_once_let(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "hello-gate"
+    # The hub holds every hello, verified, before its claim: no sidecar joins.
+    env = {"MAILRUN_FAILPOINTS": f"hub.hello.before_claim=pause({gate})"}
+    async with mailrun_up(tmp_path, "--sidecar-join-timeout", str(JOIN), env=env) as up:
+        dep = await up.deploy("held", recorder_source())
+        first = await up.sidecar_pid(dep["id"])
+        receipt = await send_accepted(up, dep["address"], "one")
+        await wait_for(lambda: Path(f"{gate}.reached").exists(), what="a hello held")
+
+        def restarted() -> bool:
+            found = up.find("sidecar", dep["id"])
+            return found is not None and found.pid != first
+
+        # Its bound, its stop (SIGTERM, 5 s of grace at most) and a restart delay.
+        await wait_for(restarted, timeout=SIDECAR_START_TIMEOUT, what="a sidecar started again")
+        log = up_log(up)
+        assert f"sidecar-{dep['id']} was not welcomed by the hub within {JOIN:g} s" in log
+        assert "such restarts by this up); restarting in" in log
+        assert not gone(up.proc.pid)
+
+        gate.touch()  # the cause is gone
+        run = await up.wait_state(receipt["run_id"], lambda r: r["state"].get("count") == 1)
+        await send_accepted(up, dep["address"], "two")
+        run = await up.wait_state(receipt["run_id"], lambda r: r["state"].get("count") == 2)
+        seen = run["state"]["seen"]
+        assert [s["subject"] for s in seen] == ["one", "two"]
+        assert len({s["dispatch_id"] for s in seen}) == 2
+        statuses = up.query(
+            "SELECT status FROM workflow_run_dispatch WHERE deployment_id = ?", dep["id"]
+        )
+        assert sorted(statuses) == [("processed",), ("processed",)]
+
+
+async def test_a_nats_outage_longer_than_the_bound_restarts_no_sidecar(tmp_path: Path) -> None:
+    async with mailrun_up(tmp_path, "--sidecar-join-timeout", str(JOIN)) as up:
+        dep = await up.deploy("patient", recorder_source())
+        receipt = await send_accepted(up, dep["address"], "one")
+        await up.wait_state(receipt["run_id"], lambda r: r["state"].get("count") == 1)
+        (nats,) = [p for p in up.children() if p.name() == "nats-server"]
+        first = await up.sidecar_pid(dep["id"])
+        pids: set[int] = set()
+        nats.suspend()  # it greets no one: no sidecar can join
+        try:
+            os.kill(first, signal.SIGKILL)  # its next start cannot join
+            await wait_for(
+                lambda: len(sidecars_seen(up, dep["id"], pids) - {first}) == 1,
+                timeout=SIDECAR_START_TIMEOUT,
+                what="the sidecar started again",
+            )
+            # Six bounds of the outage: the start is looked at, NATS does
+            # not greet, and nothing is restarted.
+            with anyio.move_on_after(6 * JOIN):
+                await wait_for(
+                    lambda: len(sidecars_seen(up, dep["id"], pids) - {first}) > 1,
+                    timeout=math.inf,
+                    what="another start",
+                )
+        finally:
+            nats.resume()
+        assert len(pids - {first}) == 1
+        assert "was not welcomed" not in up_log(up)
+        await send_accepted(up, dep["address"], "two")
+        run = await up.wait_state(receipt["run_id"], lambda r: r["state"].get("count") == 2)
+        assert [s["subject"] for s in run["state"]["seen"]] == ["one", "two"]
+        assert len(sidecars_seen(up, dep["id"], pids) - {first}) == 1
