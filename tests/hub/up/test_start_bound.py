@@ -18,8 +18,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from click.testing import CliRunner
 
-from hub.up import Fleet
+import hub.up
+from hub.cli import main
+from hub.up import Fleet, UpSettings
 from hub.up.fleet import StartBound
 from tests.e2e.harness import Up, mailrun_up, recorder_source, send_accepted
 from tests.hub.up.test_fleet import Stand, running, sampling
@@ -111,6 +114,34 @@ async def test_no_start_is_restarted_while_the_hub_or_nats_is_down(tmp_path: Pat
         hub.nats = True
         await wait_for(lambda: stand.starts("dep_a") == 2, what="the restart once both are up")
     assert bound.missed == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "bound"),
+    [
+        ([], {}, 60.0),
+        (["--sidecar-join-timeout", "12.5"], {}, 12.5),
+        ([], {"MAILRUN_SIDECAR_JOIN_TIMEOUT": "0"}, 0.0),
+    ],
+)
+def test_up_hands_its_start_bound_to_the_supervisor(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    args: list[str],
+    env: dict[str, str],
+    bound: float,
+) -> None:
+    seen: list[UpSettings] = []
+
+    async def run_up(settings: UpSettings, *, task_status: object) -> None:
+        seen.append(settings)  # and returns before it ever started
+
+    monkeypatch.setattr(hub.up, "run_up", run_up)
+    result = CliRunner().invoke(main, ["up", "--state-dir", str(tmp_path), *args], env=env)
+    assert seen, result.output
+    assert seen[0].sidecar_join_timeout == bound
+    refused = CliRunner().invoke(main, ["up", "--sidecar-join-timeout", "-1"])
+    assert refused.exit_code == 2, refused.output
 
 
 # --- through a real `mailrun up` -----------------------------------------------------------
