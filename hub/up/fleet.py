@@ -331,14 +331,12 @@ class StartBound:
         bound: float,
         look: Look,
         nats_up: Callable[[], Awaitable[bool]],
-        say: Callable[[str], None],
         tick: float = 1.0,
     ) -> None:
         self.fleet = fleet
         self.bound = bound
         self._look = look
         self._nats_up = nats_up
-        self._say = say
         self._tick = tick
         self._calm_since: float | None = None  # None: the hub or NATS is down
         self._looked: dict[str, tuple[float, float]] = {}  # dep -> (its start, last look)
@@ -388,6 +386,8 @@ class StartBound:
             if seen is None:
                 self.answered(False)
                 return
+            if child.spawned_at != spawned or child.restarting:
+                continue  # another process by now: the answer is not of it
             if seen:
                 child.joined()
             elif age >= bound:

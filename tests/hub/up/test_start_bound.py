@@ -64,7 +64,7 @@ async def test_a_start_never_welcomed_is_restarted_after_its_bound_within_max_aw
     stand = Stand(tmp_path)
     fleet = Fleet(stand.make, sleeps=True, max_awake=1, say=lambda line: None)
     hub = Hub(welcomed={"dep_b"})
-    bound = StartBound(fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, say=print, tick=0.05)
+    bound = StartBound(fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, tick=0.05)
     most = [0]
     async with running(fleet) as tg:
         tg.start_soon(hub.polls, bound)
@@ -94,7 +94,7 @@ async def test_no_start_is_restarted_while_the_hub_or_nats_is_down(tmp_path: Pat
     stand = Stand(tmp_path, boot=600)
     fleet = Fleet(stand.make, sleeps=False, max_awake=None, say=lambda line: None)
     hub = Hub(welcomed=set())
-    bound = StartBound(fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, say=print, tick=0.05)
+    bound = StartBound(fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, tick=0.05)
     async with running(fleet) as tg:
         hub.up = False
         tg.start_soon(hub.polls, bound)
