@@ -331,12 +331,14 @@ class StartBound:
         bound: float,
         look: Look,
         nats_up: Callable[[], Awaitable[bool]],
+        say: Callable[[str], None],
         tick: float = 1.0,
     ) -> None:
         self.fleet = fleet
         self.bound = bound
         self._look = look
         self._nats_up = nats_up
+        self._say = say
         self._tick = tick
         self._calm_since: float | None = None  # None: the hub or NATS is down
         self._looked: dict[str, tuple[float, float]] = {}  # dep -> (its start, last look)
@@ -389,6 +391,11 @@ class StartBound:
             if child.spawned_at != spawned or child.restarting:
                 continue  # another process by now: the answer is not of it
             if seen:
+                if child.misses:
+                    self._say(
+                        f"mailrun up: {child.name} welcomed after {child.misses}"
+                        " start(s) that missed the bound"
+                    )
                 child.joined()
             elif age >= bound:
                 if not await self._nats_up():

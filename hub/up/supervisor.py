@@ -88,6 +88,7 @@ class Up:
             bound=config.sidecar_join_timeout,
             look=self._welcomed,
             nats_up=self._nats_up,
+            say=self._say,
         )
         self.nats: Child | None = None
         self.nats_probe: tuple[str, int, str | None] | None = None  # host, port, server name

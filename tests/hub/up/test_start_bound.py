@@ -64,7 +64,10 @@ async def test_a_start_never_welcomed_is_restarted_after_its_bound_within_max_aw
     stand = Stand(tmp_path)
     fleet = Fleet(stand.make, sleeps=True, max_awake=1, say=lambda line: None)
     hub = Hub(welcomed={"dep_b"})
-    bound = StartBound(fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, tick=0.05)
+    said: list[str] = []
+    bound = StartBound(
+        fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, say=said.append, tick=0.05
+    )
     most = [0]
     async with running(fleet) as tg:
         tg.start_soon(hub.polls, bound)
@@ -85,6 +88,9 @@ async def test_a_start_never_welcomed_is_restarted_after_its_bound_within_max_aw
         misses = bound.missed
         await wait_for(lambda: child.misses == 0, what="dep_a seen welcomed")
         assert bound.missed == misses
+        assert said == [
+            f"mailrun up: sidecar-dep_a welcomed after {misses} start(s) that missed the bound"
+        ]
     assert stand.starts("dep_b") >= 1
     assert bound.missed >= 2
     assert most[0] == 1 and fleet.most_awake == 1
@@ -94,7 +100,10 @@ async def test_no_start_is_restarted_while_the_hub_or_nats_is_down(tmp_path: Pat
     stand = Stand(tmp_path, boot=600)
     fleet = Fleet(stand.make, sleeps=False, max_awake=None, say=lambda line: None)
     hub = Hub(welcomed=set())
-    bound = StartBound(fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, tick=0.05)
+    said: list[str] = []
+    bound = StartBound(
+        fleet, bound=BOUND, look=hub.look, nats_up=hub.nats_up, say=said.append, tick=0.05
+    )
     async with running(fleet) as tg:
         hub.up = False
         tg.start_soon(hub.polls, bound)
@@ -182,6 +191,12 @@ async def test_a_sidecar_the_hub_does_not_welcome_is_started_again_and_joins_onc
 
         gate.touch()  # the cause is gone
         run = await up.wait_state(receipt["run_id"], lambda r: r["state"].get("count") == 1)
+        # up looks again within its look interval (5 s) and sees it welcomed.
+        await wait_for(
+            lambda: f"sidecar-{dep['id']} welcomed after" in up_log(up),
+            timeout=SIDECAR_START_TIMEOUT,
+            what="up to see it welcomed",
+        )
         await send_accepted(up, dep["address"], "two")
         run = await up.wait_state(receipt["run_id"], lambda r: r["state"].get("count") == 2)
         seen = run["state"]["seen"]
