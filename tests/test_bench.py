@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -315,3 +316,27 @@ async def test_a_bench_killed_at_its_timeout_leaves_no_fleet_behind() -> None:
         bench_proc.kill()
         await bench_proc.wait()
         await wait_for(lambda: all(map(_dead, fleet)), timeout=30, what="up and its children gone")
+
+
+def test_sidecar_starts_reads_a_start_and_its_welcome_from_the_logs(tmp_path: Path) -> None:
+    logs = tmp_path / "state" / "logs"
+    logs.mkdir(parents=True)
+    log = logs / "sidecar-dep_a.log"
+    log.write_text("")  # born now: its first start
+    born = os.stat(log).st_mtime
+    stamp = datetime.datetime.fromtimestamp(born + 3.0).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+    log.write_text(
+        f"{stamp} INFO mailrun.sidecar: deployment dep_a restored\n"
+        f"{stamp} INFO mailrun.sidecar.link: session ses_1 (epoch 1, hub boot boot_1)\n"
+    )
+    (logs / "sidecar-dep_b.log").write_text("never welcomed\n")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "sidecar_starts.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("first starts: 1 welcomed, 1 never"), done.stdout
+    assert "max 3.0" in first or "max 2.99" in first, done.stdout

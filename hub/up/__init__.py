@@ -24,7 +24,9 @@ if TYPE_CHECKING:
     from .ports import parse_ports as parse_ports
     from .settings import DEFAULT_IDLE_STOP as DEFAULT_IDLE_STOP
     from .settings import DEFAULT_MAX_AWAKE as DEFAULT_MAX_AWAKE
+    from .settings import DEFAULT_SIDECAR_JOIN_TIMEOUT as DEFAULT_SIDECAR_JOIN_TIMEOUT
     from .settings import DEFAULT_SIDECAR_START as DEFAULT_SIDECAR_START
+    from .settings import SIDECAR_JOIN_TIMEOUT_ENV as SIDECAR_JOIN_TIMEOUT_ENV
     from .settings import SIDECAR_START_ENV as SIDECAR_START_ENV
     from .settings import UpInfo as UpInfo
     from .settings import UpSettings as UpSettings
@@ -39,9 +41,11 @@ _LAZY = {
     "ChildSpec": ".children",
     "DEFAULT_IDLE_STOP": ".settings",
     "DEFAULT_MAX_AWAKE": ".settings",
+    "DEFAULT_SIDECAR_JOIN_TIMEOUT": ".settings",
     "DEFAULT_SIDECAR_START": ".settings",
     "Fleet": ".fleet",
     "PORTS_ENV": ".ports",
+    "SIDECAR_JOIN_TIMEOUT_ENV": ".settings",
     "SIDECAR_START_ENV": ".settings",
     "Slot": ".children",
     "UpInfo": ".settings",
@@ -59,8 +63,10 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY)
 __all__ = [
     "DEFAULT_IDLE_STOP",
     "DEFAULT_MAX_AWAKE",
+    "DEFAULT_SIDECAR_JOIN_TIMEOUT",
     "DEFAULT_SIDECAR_START",
     "PORTS_ENV",
+    "SIDECAR_JOIN_TIMEOUT_ENV",
     "SIDECAR_START_ENV",
     "Backoff",
     "Child",

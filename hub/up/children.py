@@ -68,6 +68,13 @@ class Backoff(runtime.Backoff):
     reset_after: float = 10.0
 
 
+MISSED_START = runtime.Backoff(initial=1.0, maximum=30.0, jitter=True)
+"""The delay before a child that missed its start's bound (``Child.restart``)
+is started again: doubling per miss in a row, jittered (sidecars that missed
+together, behind one cause, do not come back in step), and never reset by
+the time the missed one was up."""
+
+
 class Slot(Protocol):
     """A place to run in, of which there are few (``mailrun up --max-awake``):
     a child that crashed gives it up while it waits out its restart's
@@ -184,6 +191,11 @@ class Child:
         self.last_error: str | None = None
         self.final_code: int | None = None
         """The exit code that ended ``run`` (one of ``spec.final_codes``)."""
+        self.spawned_at: float | None = None
+        """When its running process was started (``anyio.current_time()``)."""
+        self._joined: Handle | None = None  # the process seen started in full
+        self._missed = runtime.Retry(MISSED_START)
+        self._restarting: str | None = None  # why ``restart`` ends the running process
         self._scope = anyio.CancelScope(shield=True)
         self._catching: dict[int, Handle] = {}  # signal -> the process seen catching it
         self._running = False
@@ -198,6 +210,37 @@ class Child:
         """The pid of the running process, None between death and restart."""
         handle = self.handle
         return handle.pid if handle is not None and handle.returncode is None else None
+
+    @property
+    def joining(self) -> bool:
+        """Its process runs and has not been seen started in full (``joined``)."""
+        handle = self.handle
+        return handle is not None and handle.returncode is None and handle is not self._joined
+
+    @property
+    def restarting(self) -> bool:
+        """``restart`` is ending its running process."""
+        return self._restarting is not None
+
+    @property
+    def misses(self) -> int:
+        """Starts in a row ended by ``restart``, none since seen ``joined``."""
+        return self._missed.failures
+
+    def joined(self) -> None:
+        """Its running process has started in full (a sidecar: welcomed)."""
+        self._joined = self.handle
+        self._missed.succeeded()
+
+    async def restart(self, why: str) -> None:
+        """End the running process (as ``stop`` does: SIGTERM, SIGKILL after
+        the grace) and start it again after ``MISSED_START``'s delay; ``why``
+        is said as its exit's cause."""
+        handle = self.handle
+        if handle is None or handle.returncode is not None or self._scope.cancel_called:
+            return
+        self._restarting = why
+        await stop_handle(handle, self.stop_grace)
 
     def send_signal(self, sig: int) -> bool:
         """Send ``sig`` to the running process; False between death and restart
@@ -262,23 +305,31 @@ class Child:
             else:
                 self.starts += 1
                 self.last_error = None
+                self.spawned_at = started
                 try:
                     code = await handle.wait()
                 finally:
                     if handle.returncode is None:
                         with anyio.CancelScope(shield=True):
                             await stop_handle(handle, self.stop_grace)
+                    self.spawned_at = None
                 if self.spec.meant(code, handle.pid):
                     self.final_code = code
                     return
-            if anyio.current_time() - started >= self.backoff.reset_after:
-                retry.succeeded()  # it stayed up: healthy, whatever ended it
-            delay = retry.failed()
+            why, self._restarting = self._restarting, None
+            if why is not None:
+                self.last_error = why
+                waited = self._missed  # not reset by the time it was up: it never started
+            else:
+                waited = retry
+                if anyio.current_time() - started >= self.backoff.reset_after:
+                    retry.succeeded()  # it stayed up: healthy, whatever ended it
+            delay = waited.failed()
             if self.on_exit is not None:
                 self.on_exit(self.name, code, delay)
             if slot is not None:
                 slot.free()
-            await retry.wait()
+            await waited.wait()
             if slot is not None:
                 await slot.take()
 

@@ -13,6 +13,7 @@ import shutil
 import signal
 import sys
 import sysconfig
+import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from runtime import Subjects, write_atomic
 from .._errors import NatsServerNotFound
 from ..natsauth import DeploymentUser, ProducerUser, render_authorization
 from .children import Child
+
+DEFAULT_NATS_PORT = 4222
 
 
 def find_nats_server() -> Path:
@@ -43,8 +46,9 @@ def find_nats_server() -> Path:
     )
 
 
-def greeting_names(line: bytes, server_name: str) -> bool:
-    """Whether ``line`` is the INFO greeting of the server named ``server_name``.
+def greeting_names(line: bytes, server_name: str | None) -> bool:
+    """Whether ``line`` is the INFO greeting of the server named ``server_name``
+    (None: of any nats-server).
 
     A port that merely accepts could belong to another process (an old server
     still holding it while ours failed to bind, another ``up`` that took the
@@ -55,11 +59,13 @@ def greeting_names(line: bytes, server_name: str) -> bool:
         info = json.loads(line[5:])
     except ValueError:
         return False
-    return isinstance(info, dict) and info.get("server_name") == server_name
+    if not isinstance(info, dict):
+        return False
+    return server_name is None or info.get("server_name") == server_name
 
 
-async def greets(host: str, port: int, server_name: str, timeout: float = 1.0) -> bool:
-    """Whether the nats-server named ``server_name`` answers on ``host:port``."""
+async def greets(host: str, port: int, server_name: str | None, timeout: float = 1.0) -> bool:
+    """Whether the nats-server named ``server_name`` (None: any) answers on ``host:port``."""
     try:
         async with await anyio.connect_tcp(host, port) as stream:
             with anyio.fail_after(timeout):
@@ -67,6 +73,18 @@ async def greets(host: str, port: int, server_name: str, timeout: float = 1.0) -
     except (OSError, TimeoutError, anyio.EndOfStream, anyio.DelimiterNotFound):
         return False
     return greeting_names(line, server_name)
+
+
+def nats_address(url: str) -> tuple[str, int, None] | None:
+    """The host and port of the first server of a NATS URL (a list may follow
+    a comma), to ask whether it greets; None when it names none."""
+    first = url.split(",")[0].strip()
+    try:
+        split = urllib.parse.urlsplit(first if "://" in first else f"nats://{first}")
+        host, port = split.hostname, split.port or DEFAULT_NATS_PORT
+    except ValueError:
+        return None
+    return None if not host else (host, port, None)
 
 
 class EmbeddedConfig:

@@ -19,6 +19,10 @@ SIDECAR_START_ENV: Final = "MAILRUN_SIDECAR_START"
 SIDECAR_STARTS: Final = ("fork", "exec")
 SidecarStart = Literal["fork", "exec"]
 DEFAULT_SIDECAR_START: Final[SidecarStart] = "fork" if sys.platform.startswith("linux") else "exec"
+SIDECAR_JOIN_TIMEOUT_ENV: Final = "MAILRUN_SIDECAR_JOIN_TIMEOUT"
+DEFAULT_SIDECAR_JOIN_TIMEOUT: Final = 60.0
+"""Seconds from a sidecar's start to its Welcome: at load 20-27 on 2 cores a
+start took up to 20-30 s (docs/operations.md, "A sidecar's start bound")."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,9 @@ class UpSettings:
     """``fork``: sidecars are forked from a fork server ``up`` starts (which
     imported the sidecar once); ``exec``: each is a full ``python -m
     sidecar`` (and the fallback while the fork server is not running)."""
+    sidecar_join_timeout: float = DEFAULT_SIDECAR_JOIN_TIMEOUT
+    """Seconds a sidecar it starts has, from its spawn (or fork request) to
+    its Welcome, before it is killed and started again; 0: no bound."""
     wake_wait: float = 10.0  # the long poll of GET /workflows/wakes
     poll_interval: float = 0.5
     stop_grace: float = 5.0
@@ -72,6 +79,10 @@ class UpSettings:
             raise ValueError(f"idle_stop must be 0 or more seconds, not {self.idle_stop}")
         if self.sidecar_start not in SIDECAR_STARTS:
             raise ValueError(f"sidecar_start must be fork or exec, not {self.sidecar_start!r}")
+        if not self.sidecar_join_timeout >= 0:
+            raise ValueError(
+                f"sidecar_join_timeout must be 0 or more seconds, not {self.sidecar_join_timeout}"
+            )
         if self.max_awake < 1:
             raise ValueError(f"max_awake must be at least 1, not {self.max_awake}")
 

@@ -46,11 +46,11 @@ from .._errors import HubClientError, HubNotReady, NatsNotReady
 from .._token import ensure_admin_token
 from ..natsauth import hub_seed, producer_users_of, public_key
 from .children import Child, ChildSpec, Start, exec_start
-from .fleet import Fleet
+from .fleet import Fleet, StartBound
 from .forking import ForkServer
 from .host import child_env, state_lock
 from .listing import Listing
-from .nats import EmbeddedConfig, find_nats_server, greets
+from .nats import EmbeddedConfig, find_nats_server, greets, nats_address
 from .ports import embedded_nats_port
 from .settings import UpInfo, UpSettings, hub_url
 from .wakes import wake_loop
@@ -83,7 +83,15 @@ class Up:
             max_awake=config.max_awake,
             say=self._say,
         )
+        self.bound = StartBound(
+            self.fleet,
+            bound=config.sidecar_join_timeout,
+            look=self._welcomed,
+            nats_up=self._nats_up,
+            say=self._say,
+        )
         self.nats: Child | None = None
+        self.nats_probe: tuple[str, int, str | None] | None = None  # host, port, server name
         self.hub: Child | None = None
         self.forks: ForkServer | None = None
         self.fork_server: Child | None = None
@@ -144,6 +152,8 @@ class Up:
                     await tg.start(self.fleet.run)
                     if self.config.sleeps:
                         tg.start_soon(self._wake_loop)
+                    if self.config.sidecar_join_timeout > 0:
+                        tg.start_soon(self.bound.run)
                     task_status.started(info)
                     await self._watch_deployments(tg)
                 finally:
@@ -153,6 +163,8 @@ class Up:
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> UpInfo:
         self.nats_url = nats_url = self.config.nats_url or await self._start_nats(tg)
+        if self.nats_probe is None:
+            self.nats_probe = nats_address(nats_url)
         # The URL may carry a password: children get it in their environment,
         # which only this user can read, never in argv, which anyone can.
         self.env[NATS_URL_ENV] = nats_url
@@ -213,6 +225,7 @@ class Up:
             subjects=subjects,
         )
         self.nats_config.write()
+        self.nats_probe = (LOOPBACK, port, name)
         argv = [str(find_nats_server()), "-c", str(self.nats_config.path)]
         self.nats = self._child("nats", argv)
         tg.start_soon(self.nats.run)
@@ -253,8 +266,11 @@ class Up:
                 answer = await self.client.deployments_changed(listing.cursor)
                 producers = await self.client.producers("active")
             except HubClientError:
-                pass  # hub down or restarting: keep every sidecar as it is
+                # Hub down or restarting: keep every sidecar as it is, and
+                # count no start's time against it.
+                self.bound.answered(False)
             else:
+                self.bound.answered(True)
                 listing.apply(answer, asked_at)
                 self._reconcile(tg, listing, producers.get("producers") or [], asked_at)
             await anyio.sleep(self.config.poll_interval)
@@ -288,6 +304,21 @@ class Up:
         for dep in sorted(self.to_discard - self.fleet.started() - self.discarded):
             self.discarded.add(dep)
             tg.start_soon(self._discard, dep)
+
+    async def _welcomed(self, dep: str) -> bool | None:
+        """Whether the hub has a live session of ``dep`` (None: no answer)."""
+        try:
+            view = await self.client.deployment(dep)
+        except HubClientError:
+            return None
+        return view.get("connected") is True
+
+    async def _nats_up(self) -> bool:
+        """Whether NATS greets (a sidecar could join): ours, or the first
+        server of ``--nats``; True when there is none to ask."""
+        if self.nats_probe is None:
+            return True
+        return await greets(*self.nats_probe)
 
     def _sidecar(self, dep: str) -> Child | None:
         """The sidecar ``up`` runs for ``dep`` from its restore record here, if any."""

@@ -9,7 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,12 @@ from hub.natsauth import HUB_SEED_FILE
 from hub.store import is_database_url
 from runtime import RestoreRecord, read_restore_record, record_path
 from tests.support import HubClient, command_words, descendants, free_port, wait_for
-from tests.support.launch.starts import HUB_RESTART_TIMEOUT, UP_START_TIMEOUT, started
+from tests.support.launch.starts import (
+    HUB_RESTART_TIMEOUT,
+    SIDECAR_FIRST_MAIL_TIMEOUT,
+    UP_START_TIMEOUT,
+    started,
+)
 from tests.support.servers.postgres import query
 
 MAILRUN = str(Path(sys.executable).with_name("mailrun"))
@@ -77,6 +82,18 @@ class Up(HubClient):
         self.state_dir = state_dir
         self.proc = proc
         self.database = database  # a PostgreSQL URL; None: the state dir's hub.db
+
+    async def wait_state(
+        self,
+        run_id: str,
+        pred: Callable[[Any], bool],
+        timeout: float = SIDECAR_FIRST_MAIL_TIMEOUT,
+        what: str = "run state",
+    ) -> Any:
+        """The run once ``pred(run)`` holds; by default as long as up allows a
+        sidecar's start and then some for the mail's handling: most waits here
+        are a new (or restarted) sidecar's first mails."""
+        return await super().wait_state(run_id, pred, timeout=timeout, what=what)
 
     @property
     def hub_options(self) -> list[str]:

@@ -12,6 +12,7 @@ from runtime import read_restore_record, record_path
 from runtime.testing import CRASH_EXIT_CODE
 from tests.e2e.harness import recorder_source
 from tests.support import wait_for
+from tests.support.launch.starts import SIDECAR_START_TIMEOUT
 
 from .harness.cluster import running_cluster
 
@@ -29,7 +30,7 @@ async def test_f7_torn_record_write_leaves_the_old_record_to_boot_from(tmp_path:
         node = await cluster.start_sidecar(
             dep["id"], failpoints="sidecar.record.before_rename=1*crash"
         )
-        assert await node.proc.wait_exit() == CRASH_EXIT_CODE
+        assert await node.proc.wait_exit(SIDECAR_START_TIMEOUT) == CRASH_EXIT_CODE
         assert record.read_bytes() == before
         (temp,) = record.parent.glob(".deployment.json.*.tmp")
         assert read_restore_record(temp)[0].session_id is not None  # complete, never renamed

@@ -15,6 +15,7 @@ from runtime.testing import CRASH_EXIT_CODE, FAILPOINTS_ENV
 from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
 from tests.support.harnesses.sidecar import fake_hub_on, mail, make_deployment
+from tests.support.launch.starts import SIDECAR_START_TIMEOUT
 
 # slow: three `python -m sidecar` processes in turn
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -40,7 +41,7 @@ async def test_a_kill_with_an_ack_held_and_after_the_store_it_rode_on_loses_noth
         # process dies as it is about to write it alone.
         env = {FAILPOINTS_ENV: "sidecar.shipper.before_mark=1*crash"}
         with sidecar_process(*args, log=tmp_path / "first.log", env=env) as proc:
-            await wait_for(lambda: len(hub.welcomes) == 1, timeout=10)
+            await wait_for(lambda: len(hub.welcomes) == 1, timeout=SIDECAR_START_TIMEOUT)
             one = mail(dep, 1, "one")
             assert (await hub.deliver(one)).result == "stored"
             await hub.wait_events(DispatchProcessed, 1)
@@ -54,7 +55,7 @@ async def test_a_kill_with_an_ack_held_and_after_the_store_it_rode_on_loses_noth
         # commits and the process dies before it answers.
         env = {FAILPOINTS_ENV: "sidecar.inbox.after_commit=1*crash"}
         with sidecar_process(*args, log=tmp_path / "second.log", env=env) as proc:
-            await wait_for(lambda: len(hub.welcomes) == 2, timeout=10)
+            await wait_for(lambda: len(hub.welcomes) == 2, timeout=SIDECAR_START_TIMEOUT)
             await wait_for(lambda: hub.batches == 2, what="the held events sent again")
             assert set(hub.frames[1]) == acknowledged
             two = mail(dep, 2, "two")
@@ -69,7 +70,7 @@ async def test_a_kill_with_an_ack_held_and_after_the_store_it_rode_on_loses_noth
         # The third: mail two again is a duplicate, processed once; every
         # acknowledgement ends up written.
         with sidecar_process(*args, log=tmp_path / "third.log") as proc:
-            await wait_for(lambda: len(hub.welcomes) == 3, timeout=10)
+            await wait_for(lambda: len(hub.welcomes) == 3, timeout=SIDECAR_START_TIMEOUT)
             assert (await hub.deliver(two)).result == "duplicate"
             await hub.wait_events(DispatchProcessed, 2)
             await wait_for(

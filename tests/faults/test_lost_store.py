@@ -25,6 +25,7 @@ from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
 from tests.support.harnesses.sidecar import Deployment
 from tests.support.harnesses.wire import accept, joined, running_hub
+from tests.support.launch.starts import SIDECAR_FIRST_MAIL_TIMEOUT, SIDECAR_START_TIMEOUT
 
 # slow: three `python -m sidecar` processes in turn against a hub
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -65,7 +66,7 @@ async def test_a_stored_envelope_lost_with_the_unsynced_tail_comes_again_and_run
             return hub.wire.sessions.current(dep.id) is not None
 
         with sidecar_process(*args, log=tmp_path / "first.log") as proc:
-            await wait_for(in_session, timeout=10, what="a session")
+            await wait_for(in_session, timeout=SIDECAR_START_TIMEOUT, what="a session")
             await accept(hub, wired, [b"one"])
             await wait_for(lambda: inbox() == [(1, "done")], timeout=10, what="one done")
             proc.send_signal(signal.SIGTERM)
@@ -79,7 +80,7 @@ async def test_a_stored_envelope_lost_with_the_unsynced_tail_comes_again_and_run
         # Mail two stored and acknowledged; the process dies before its handler.
         env = {FAILPOINTS_ENV: "sidecar.handler.before=1*crash"}
         with sidecar_process(*args, log=tmp_path / "second.log", env=env) as proc:
-            await wait_for(in_session, timeout=10, what="a session")
+            await wait_for(in_session, timeout=SIDECAR_START_TIMEOUT, what="a session")
             await accept(hub, wired, [b"two"])
             assert await exited(proc, timeout=10) == CRASH_EXIT_CODE
         assert inbox() == [(1, "done"), (2, "pending")]
@@ -95,7 +96,9 @@ async def test_a_stored_envelope_lost_with_the_unsynced_tail_comes_again_and_run
         # The hub sends mail two again after its bound; processed once.
         with sidecar_process(*args, log=tmp_path / "third.log") as proc:
             await wait_for(
-                lambda: inbox() == [(1, "done"), (2, "done")], timeout=20, what="two done"
+                lambda: inbox() == [(1, "done"), (2, "done")],
+                timeout=SIDECAR_FIRST_MAIL_TIMEOUT,
+                what="two done",
             )
             proc.send_signal(signal.SIGTERM)
             assert await exited(proc) == 0

@@ -22,7 +22,9 @@ from ..._token import ADMIN_TOKEN_FILE
 from ...up import (
     DEFAULT_IDLE_STOP,
     DEFAULT_MAX_AWAKE,
+    DEFAULT_SIDECAR_JOIN_TIMEOUT,
     DEFAULT_SIDECAR_START,
+    SIDECAR_JOIN_TIMEOUT_ENV,
     SIDECAR_START_ENV,
 )
 from ..base import fail
@@ -85,6 +87,16 @@ from ..options import (
     "(the default on Linux); exec: each is a full `python -m sidecar`. "
     "After an upgrade restart `up`: a fork server forks the code it imported.",
 )
+@click.option(
+    "--sidecar-join-timeout",
+    type=click.FloatRange(min=0),
+    envvar=SIDECAR_JOIN_TIMEOUT_ENV,
+    default=DEFAULT_SIDECAR_JOIN_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="A sidecar the hub has not welcomed this long after its start (NATS and "
+    f"the hub up) is killed and started again; 0: no bound (env {SIDECAR_JOIN_TIMEOUT_ENV}).",
+)
 def up_cmd(
     state_dir: Path,
     http: str,
@@ -104,6 +116,7 @@ def up_cmd(
     idle_stop: float,
     max_awake: int,
     sidecar_start: Literal["fork", "exec"] | None,
+    sidecar_join_timeout: float,
 ) -> None:
     """Run NATS, the hub and the sidecars, supervised.
 
@@ -140,6 +153,7 @@ def up_cmd(
         idle_stop=idle_stop,
         max_awake=max_awake,
         sidecar_start=sidecar_start or DEFAULT_SIDECAR_START,
+        sidecar_join_timeout=sidecar_join_timeout,
         say=say,
         environ=dict(os.environ),  # what its children inherit
     )

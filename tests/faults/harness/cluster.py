@@ -32,7 +32,7 @@ from hub.up.children import ChildSpec, spawn, terminate, wait_exit
 from runtime import SidecarExit
 from runtime.testing import FAILPOINTS_ENV
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for
-from tests.support.launch.starts import HUB_START_TIMEOUT, started
+from tests.support.launch.starts import HUB_START_TIMEOUT, SIDECAR_START_TIMEOUT, started
 from tests.support.servers.postgres import query
 
 from .proxy import NatsFaultProxy
@@ -322,8 +322,11 @@ class Cluster(HubClient):
 
     # --- the hub's sessions and store ------------------------------------------------------
 
-    async def wait_connected(self, deployment_id: str, timeout: float = 20.0) -> None:
-        """Until the hub has a session with the deployment's sidecar."""
+    async def wait_connected(
+        self, deployment_id: str, timeout: float = SIDECAR_START_TIMEOUT
+    ) -> None:
+        """Until the hub has a session with the deployment's sidecar: as long as
+        `mailrun up` gives a sidecar's start before it starts it again."""
 
         async def connected() -> bool:
             health = await self.healthz()

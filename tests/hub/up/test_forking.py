@@ -22,7 +22,8 @@ from runtime.sidecar_contract import (
     FORK_SERVER_MODULE,
 )
 from tests.e2e.harness import UP_START_TIMEOUT, Up, mailrun_up
-from tests.support import wait_for
+from tests.support import command_words, wait_for
+from tests.support.launch.starts import SIDECAR_FIRST_MAIL_TIMEOUT
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -102,7 +103,9 @@ async def mail(up: Up, dep: dict[str, Any], subject: str) -> str:
     return str(r.json()["run_id"])
 
 
-async def seen(up: Up, run_id: str, count: int, timeout: float = 30) -> dict[str, Any]:
+async def seen(
+    up: Up, run_id: str, count: int, timeout: float = SIDECAR_FIRST_MAIL_TIMEOUT
+) -> dict[str, Any]:
     run = await up.wait_state(
         run_id, lambda r: r["state"].get("count", 0) >= count, timeout=timeout, what=f"{count}"
     )
@@ -251,3 +254,46 @@ async def test_a_forked_sidecar_has_what_up_gives_it_and_nothing_of_the_fork_ser
         assert control_socket not in fds.values()
         assert str(up.state_dir / "logs" / "fork-server.log") not in fds.values()
         assert "restored" in text(Path(log))
+
+
+async def test_a_fork_server_that_does_not_answer_costs_a_start_five_seconds_and_no_mail(
+    tmp_path: Path,
+) -> None:
+    async with mailrun_up(tmp_path) as up:
+        server = psutil.Process(await fork_server(up))
+        server.suspend()  # alive, its socket open, answering nothing
+        try:
+            dep = await up.deploy("unanswered", INSPECTOR)
+            run_id = await mail(up, dep, "one")
+            # up waits ANSWER_TIMEOUT for the fork, then spawns the sidecar itself.
+            state = await seen(up, run_id, 1)
+            spawned = state["seen"][0]["pid"]
+            assert psutil.Process(spawned).ppid() == up.proc.pid
+            log = up_log(up)
+            assert f"sidecar-{dep['id']} spawned: the fork server did not answer" in log
+        finally:
+            server.resume()
+        # The fork server forks what it was asked, in order: once another
+        # deployment's sidecar is forked, the late fork of the first was
+        # answered, and up killed what it forked.
+        other = await up.deploy("answered", INSPECTOR)
+        other_pid = await up.sidecar_pid(other["id"])
+        assert psutil.Process(other_pid).ppid() == server.pid
+
+        def sidecars_of(dep_id: str) -> list[int]:
+            found = []
+            for child in up.children():
+                try:
+                    words = command_words(child)
+                    if dep_id in words and child.status() != psutil.STATUS_ZOMBIE:
+                        found.append(child.pid)
+                except psutil.Error:
+                    continue
+            return found
+
+        await wait_for(lambda: sidecars_of(dep["id"]) == [spawned], what="one sidecar of it")
+        await mail(up, dep, "two")
+        state = await seen(up, run_id, 2)
+        pids = [(s["name"], s["pid"]) for s in state["seen"]]
+        assert pids == [("one", spawned), ("two", spawned)]
+        assert f"sidecar-{dep['id']} exited" not in up_log(up)

@@ -7,7 +7,9 @@ that gives up sooner fails where the product would not; and a test that
 polls a dead process waits out its whole bound and then says nothing of
 why. The bounds are `mailrun up`'s own (docs/operations.md): 15 s for
 nats-server to listen, 60 s for the hub's first ``/healthz``, and, for a
-hub up restarts, its restart delay (at most the backoff's cap) first.
+hub up restarts, its restart delay (at most the backoff's cap) first; 60 s
+from a sidecar's start to its Welcome (``--sidecar-join-timeout``), past
+which up starts it again.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ UP_START_TIMEOUT = NATS_START_TIMEOUT + HUB_START_TIMEOUT
 HUB_RESTART_TIMEOUT = _UP.backoff.maximum + HUB_START_TIMEOUT
 """From a hub's death under `mailrun up` to the new hub's first answer: up's
 longest restart delay, then a hub's start."""
+
+SIDECAR_START_TIMEOUT = _UP.sidecar_join_timeout
+"""Seconds `mailrun up` gives a sidecar from its start to its Welcome."""
+SIDECAR_FIRST_MAIL_TIMEOUT = SIDECAR_START_TIMEOUT + 15.0
+"""From a deployment's creation (or a sidecar's start) to its first mails
+processed: a sidecar's start as up bounds it, then the mails' delivery and
+handling (seconds on a loaded machine). Past it up itself would have given
+up on the start."""
 
 TAIL = 30
 """Lines of each log a failure shows."""
