@@ -163,9 +163,10 @@ class Batches(Generic[R]):
                     self._idle = False
                 self._queued -= 1
                 batch = [first]
-                self._take_more(batch, first.weight)
                 while self._inline is not None:  # came while a caller committed
                     await self._inline
+                # What queued behind it meanwhile shares its commit.
+                self._take_more(batch, first.weight)
                 await self._commit(batch)
                 batch = []
         finally:
