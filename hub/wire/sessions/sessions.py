@@ -98,6 +98,9 @@ class Session:
     sidecar of an earlier release, on the shared subjects."""
     batches: bool = False
     """Its sidecar takes MailBatch frames (format 3 in its hello)."""
+    challenged: float = 0.0
+    """When its hello's Challenge was issued (``time.monotonic()``): of two
+    hellos of one instance, the later one asked for its Challenge later."""
 
 
 class SessionTable:
@@ -122,17 +125,33 @@ class SessionTable:
         *,
         bound: bool = False,
         batches: bool = False,
+        challenged: float = 0.0,
     ) -> Session:
         session = Session(
-            new_id("ses"), deployment_id, instance_id, owner_epoch, time.time(), bound, batches
+            new_id("ses"),
+            deployment_id,
+            instance_id,
+            owner_epoch,
+            time.time(),
+            bound,
+            batches,
+            challenged,
         )
         self._by_id[session.session_id] = session
         while len(self._by_id) > self._max:
             self._by_id.popitem(last=False)
         current = self._current.get(deployment_id)
         # Claims commit in epoch order but their hello handlers may resume in
-        # any order: never let a late older claim displace a newer owner.
-        if current is None or current.owner_epoch <= owner_epoch:
+        # any order: never let a late older claim displace a newer owner. At
+        # one epoch (one instance) the later hello wins: a hello welcomed from
+        # a read may overtake an earlier one of the same sidecar whose claim
+        # waited for the writer, and whose answer came after the sidecar had
+        # given up on it.
+        if (
+            current is None
+            or current.owner_epoch < owner_epoch
+            or (current.owner_epoch == owner_epoch and current.challenged <= challenged)
+        ):
             self._current[deployment_id] = session
             self._asleep.pop(deployment_id, None)
             self.seen(deployment_id)
@@ -259,10 +278,15 @@ class _Nonces:
     def take(self, nonce: str, deployment_id: str) -> OwnerRow | None:
         """The row kept with ``nonce`` if it is valid for the deployment
         (None if not); used up either way."""
+        taken = self.take_issued(nonce, deployment_id)
+        return None if taken is None else taken[0]
+
+    def take_issued(self, nonce: str, deployment_id: str) -> tuple[OwnerRow, float] | None:
+        """:meth:`take`, with when the nonce was issued (``time.monotonic()``)."""
         entry = self._issued.pop(nonce, None)
         if entry is None or entry[0] != deployment_id or entry[1] <= time.monotonic():
             return None
-        return entry[2]
+        return entry[2], entry[1] - self._ttl
 
 
 class HelloHandler:
@@ -307,9 +331,10 @@ class HelloHandler:
             return Challenge(nonce=self._nonces.issue(hello.deployment_id, row))
         # The row as the Challenge read it: the key never changes, and the
         # claim's transaction reads the row again before it decides.
-        row = self._nonces.take(hello.nonce, hello.deployment_id)
-        if row is None:
+        taken = self._nonces.take_issued(hello.nonce, hello.deployment_id)
+        if taken is None:
             return Refused(reason=Reason.BAD_NONCE, detail="unknown, used or expired nonce")
+        row, challenged = taken
         if not hello.instance_id or hello.public_key != row.public_key:
             return Refused(reason=Reason.BAD_SIGNATURE, detail="not this deployment's key")
         try:
@@ -326,7 +351,7 @@ class HelloHandler:
             claimed = await self._writes.transact(self._claim_body(hello, row.public_key))
         if isinstance(claimed, Refused):
             return claimed
-        return self._welcome(hello, claimed, bound=sender is not None)
+        return self._welcome(hello, claimed, bound=sender is not None, challenged=challenged)
 
     def _live_owner(self, deployment_id: str) -> str | None:
         """The instance that may still be running as the owner, if any (a
@@ -367,7 +392,9 @@ class HelloHandler:
 
         return body
 
-    def _welcome(self, hello: Hello, claimed: _Claimed, *, bound: bool) -> Welcome:
+    def _welcome(
+        self, hello: Hello, claimed: _Claimed, *, bound: bool, challenged: float
+    ) -> Welcome:
         claim, floor, policy, woke = claimed
         dep = hello.deployment_id
         session = self._sessions.open(
@@ -376,6 +403,7 @@ class HelloHandler:
             claim.owner_epoch,
             bound=bound,
             batches=BATCH_FORMAT in hello.formats,
+            challenged=challenged,
         )
         log.info(
             "welcome %s instance %s epoch %d session %s%s%s",

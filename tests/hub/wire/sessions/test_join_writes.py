@@ -193,3 +193,38 @@ async def test_claims_and_sleeps_waiting_together_share_a_commit(tmp_path: Path)
         assert sleeps <= 2
         asleep = await hub.all("SELECT deployment_id FROM deployment_sleep")
         assert len(asleep) == len(cars)
+
+
+async def test_a_later_hello_welcomed_from_a_read_stays_current(tmp_path: Path) -> None:
+    # A sidecar's hello (B) times out while its claim waits for the writer;
+    # it says hello again (C), and the owner row, claimed by a hello before
+    # (A), names it already: C is welcomed from a read, before B's claim
+    # commits. The sidecar holds C's session; the hub must too.
+    async with running_hub(tmp_path, wrap=Counting) as hub:
+        store = counted(hub)
+        car = Sidecar(hub, await deploy(hub.store))
+        first = await car.request(car.subjects.hello, car._hello())
+        second = await car.request(car.subjects.hello, car._hello())
+        assert isinstance(first, Challenge) and isinstance(second, Challenge)
+        assert isinstance(await signed_hello(car, first), Welcome)  # A: claimed
+        held = WriterHeld(store.store)
+        late: list[Any] = []
+
+        async def hello_b() -> None:
+            late.append(await signed_hello(car, second))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(held.hold)
+            assert await anyio.to_thread.run_sync(held.inside.wait, 10)
+            tg.start_soon(hello_b)  # its Challenge read no owner: a write, held
+            await anyio.wait_all_tasks_blocked()
+            third = await car.request(car.subjects.hello, car._hello())
+            assert isinstance(third, Challenge)
+            welcome_c = await signed_hello(car, third)
+            assert isinstance(welcome_c, Welcome)
+            held.go.set()
+        (welcome_b,) = late
+        assert isinstance(welcome_b, Welcome)
+        assert welcome_b.owner_epoch == welcome_c.owner_epoch == 1
+        current = hub.wire.sessions.current(car.dep.id)
+        assert current is not None and current.session_id == welcome_c.session_id
