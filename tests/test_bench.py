@@ -274,6 +274,18 @@ def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> Non
     assert 0 < cpu["cpu_to_handled"]["p50_ms"] <= cpu["cpu_life"]["p90_ms"]
 
 
+def test_the_join_bench_welcomes_every_join_and_grants_every_sleep() -> None:
+    # The script exits non-zero unless every join was welcomed and every Sleep granted.
+    figures = bench(
+        "hub_join.py", "--deployments", "3", "--rounds", "2", "--again", "--idle", "0.2"
+    )
+    assert figures["joins"] == 6 and figures["all_granted"]
+    wall = figures["wall_ms"]
+    assert isinstance(wall, dict)
+    assert set(wall) == {"hello_to_welcome", "again_to_welcome", "sleep_to_asleep"}
+    assert all(spread["p50"] > 0 for spread in wall.values())
+
+
 def test_the_cycle_bench_prices_a_real_sidecars_cycles() -> None:
     # It prints text, not JSON: one line a cycle kind, from the real process's schedstat.
     out = subprocess.run(

@@ -178,6 +178,7 @@ __all__ = [
     "inbox_format",
     "insert_producer",
     "is_active_producer",
+    "is_asleep",
     "is_database_url",
     "keep_dead_letter",
     "last_change_id",

@@ -24,8 +24,8 @@ takes them, and commits the batch in its own task (shielded when it
 holds others' requests, as the loop's commit is from its callers). A lone
 request (a lone mail's accept, its events) so costs no hand-off to the
 loop's task and back. Whoever comes while that commit runs queues, and the
-loop commits them once it is done: one commit at a time, in the order the
-requests came, as before.
+loop commits them once it is done, all that queued meanwhile in one batch:
+one commit at a time, in the order the requests came, as before.
 """
 
 from __future__ import annotations
@@ -163,9 +163,10 @@ class Batches(Generic[R]):
                     self._idle = False
                 self._queued -= 1
                 batch = [first]
-                self._take_more(batch, first.weight)
                 while self._inline is not None:  # came while a caller committed
                     await self._inline
+                # What queued behind it meanwhile shares its commit.
+                self._take_more(batch, first.weight)
                 await self._commit(batch)
                 batch = []
         finally:

@@ -170,6 +170,7 @@ async def run_wire(
                 on_moved=moved,
                 nonce_ttl=config.nonce_ttl,
                 owner_lease=config.owner_lease,
+                writes=events_group,
             ),
         ),
         subjects.events: (
@@ -194,7 +195,7 @@ async def run_wire(
         subjects.state: ("state", StateHandler(store=store, sessions=sessions)),
         subjects.sleep: (
             "sleep",
-            SleepHandler(store=store, sessions=sessions, on_asleep=asleep),
+            SleepHandler(store=store, sessions=sessions, on_asleep=asleep, writes=events_group),
         ),
     }
     subscriptions: list[Subscription] = []

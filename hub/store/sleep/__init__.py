@@ -10,6 +10,7 @@ from .sleeping import BUSY_ROLLOUT as BUSY_ROLLOUT
 from .sleeping import asleep_deployments as asleep_deployments
 from .sleeping import deployments_to_wake as deployments_to_wake
 from .sleeping import grant_sleep as grant_sleep
+from .sleeping import is_asleep as is_asleep
 from .sleeping import request_wake as request_wake
 from .sleeping import wake_deployment as wake_deployment
 
@@ -19,5 +20,6 @@ __all__ = [
     "asleep_deployments",
     "deployments_to_wake",
     "grant_sleep",
+    "is_asleep",
     "wake_deployment",
 ]

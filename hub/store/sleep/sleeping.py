@@ -69,7 +69,7 @@ def grant_sleep(tx: Tx, fence: Fence) -> str | None:
     row = tx.fetch_one(_DEPLOYMENT, (dep,))
     if row is None:
         return None  # deleted meanwhile: its sidecar stops either way
-    if tx.fetch_one(_ASLEEP, (dep,)) is not None:
+    if is_asleep(tx, dep):
         return None
     if row[1] is not None:
         return BUSY_ROLLOUT
@@ -83,6 +83,11 @@ def wake_deployment(tx: Tx, deployment_id: str) -> bool:
     """Inside a write transaction (a Welcome's): the deployment is awake;
     whether it was asleep."""
     return tx.execute(_WAKE, (deployment_id,)) == 1
+
+
+def is_asleep(tx: Tx, deployment_id: str) -> bool:
+    """Whether the deployment has a sleep row (read or write transaction)."""
+    return tx.fetch_one(_ASLEEP, (deployment_id,)) is not None
 
 
 def request_wake(tx: Tx, deployment_id: str) -> bool:

@@ -6,7 +6,9 @@ subject's deployment, the frame's, the session and the owner epoch), then
 granted in one write transaction under the session's fence
 (``hub.store.grant_sleep``): the deployment's sleep row is written unless a
 dispatch waits for delivery or a version waits to be loaded, which answer
-``Refused(busy)`` (the sidecar takes deliveries again). Once granted, the
+``Refused(busy)`` (the sidecar takes deliveries again). The transaction is
+made through ``writes``, the wire's group commit: Sleeps and claims and
+events frames that wait at the same moment share one commit. Once granted, the
 session ends in memory (``on_asleep``): nothing more is delivered to it,
 and it is neither probed nor shown as a silent sidecar. A Sleep repeated by
 the same session (its answer was lost) is answered Asleep again.
@@ -21,7 +23,7 @@ from functools import partial
 from runtime import Asleep, FrameDecoder, Reason, Refused, Sleep
 
 from ...store import Store, grant_sleep
-from ..sessions import Session, SessionTable
+from ..sessions import Session, SessionTable, Writes
 
 log = logging.getLogger("mailrun.hub.sleep")
 
@@ -35,8 +37,9 @@ class SleepHandler:
         store: Store,
         sessions: SessionTable,
         on_asleep: Callable[[Session], None] = lambda session: None,
+        writes: Writes | None = None,
     ) -> None:
-        self._store = store
+        self._writes: Writes = writes or store
         self._sessions = sessions
         self._on_asleep = on_asleep
         self._decoder: FrameDecoder[Sleep] = FrameDecoder(Sleep)
@@ -48,7 +51,7 @@ class SleepHandler:
             return Asleep(deployment_id=req.deployment_id or sender or "")
         session = sessions.check(req.session_id, req.deployment_id, req.owner_epoch, sender=sender)
         dep = session.deployment_id
-        busy = await self._store.transact(
+        busy = await self._writes.transact(
             partial(grant_sleep, fence=sessions.fence(dep, req.owner_epoch))
         )
         if busy is not None:

@@ -9,6 +9,7 @@ from .sessions import NONCE_TTL as NONCE_TTL
 from .sessions import HelloHandler as HelloHandler
 from .sessions import Session as Session
 from .sessions import SessionTable as SessionTable
+from .sessions import Writes as Writes
 from .sleepers import MAX_WAIT as MAX_WAIT
 from .sleepers import Sleepers as Sleepers
 
@@ -21,5 +22,6 @@ __all__ = [
     "Session",
     "SessionTable",
     "Sleepers",
+    "Writes",
     "hub_identity",
 ]

@@ -9,6 +9,17 @@ rebuilt from fresh hellos. Every write for a sidecar is made under a
 write's own transaction. A Welcome carries the deployment's failure policy,
 read in the claim's transaction, and that transaction deletes the
 deployment's sleep row: the sidecar is awake, wherever it runs.
+
+What a join costs the hub (every wake of an asleep deployment is one): the
+deployment's row is read once, for the Challenge, and kept with its nonce;
+the signed hello is checked against that row's key, and the claim's
+transaction reads the row again and decides on it. The claim is a durable
+write made through ``writes`` (the wire's group commit, which the events of
+other sidecars share: one fsync for every claim and frame waiting at the
+same moment, each in a savepoint of its own). The owner itself saying hello
+again (its answer came after its timeout, a reconnect, a hub's restart)
+holds the claim already: when the row still says so and the deployment is
+awake, its Welcome is made from a read, with nothing written.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Protocol, TypeVar
 
 from runtime import (
     Challenge,
@@ -38,10 +50,12 @@ from runtime.wire import BATCH_FORMAT, FailurePolicy, verify
 from ..._errors import StaleEpoch, UnknownSession
 from ...store import (
     Fence,
+    OwnerRow,
     Store,
     Tx,
     commit_claim,
     floor_seq,
+    is_asleep,
     read_owner,
     read_policy,
     wake_deployment,
@@ -57,6 +71,19 @@ NONCE_TTL = 30.0
 MAX_NONCES = 10_000
 MAX_SESSIONS = 10_000
 
+T = TypeVar("T")
+
+
+class Writes(Protocol):
+    """Where a write transaction's body is committed: the store itself, or a
+    group commit in front of it (``hub.wire.events.GroupCommit``)."""
+
+    async def transact(self, body: Callable[[Tx], T]) -> T: ...
+
+
+_Claimed = tuple[OwnerClaim, int, FailurePolicy, bool]
+"""A claim made: its epoch, the floor, the policy, whether it woke the deployment."""
+
 
 @dataclass(frozen=True, slots=True)
 class Session:
@@ -71,6 +98,9 @@ class Session:
     sidecar of an earlier release, on the shared subjects."""
     batches: bool = False
     """Its sidecar takes MailBatch frames (format 3 in its hello)."""
+    challenged: float = 0.0
+    """When its hello's Challenge was issued (``time.monotonic()``): of two
+    hellos of one instance, the later one asked for its Challenge later."""
 
 
 class SessionTable:
@@ -95,17 +125,33 @@ class SessionTable:
         *,
         bound: bool = False,
         batches: bool = False,
+        challenged: float = 0.0,
     ) -> Session:
         session = Session(
-            new_id("ses"), deployment_id, instance_id, owner_epoch, time.time(), bound, batches
+            new_id("ses"),
+            deployment_id,
+            instance_id,
+            owner_epoch,
+            time.time(),
+            bound,
+            batches,
+            challenged,
         )
         self._by_id[session.session_id] = session
         while len(self._by_id) > self._max:
             self._by_id.popitem(last=False)
         current = self._current.get(deployment_id)
         # Claims commit in epoch order but their hello handlers may resume in
-        # any order: never let a late older claim displace a newer owner.
-        if current is None or current.owner_epoch <= owner_epoch:
+        # any order: never let a late older claim displace a newer owner. At
+        # one epoch (one instance) the later hello wins: a hello welcomed from
+        # a read may overtake an earlier one of the same sidecar whose claim
+        # waited for the writer, and whose answer came after the sidecar had
+        # given up on it.
+        if (
+            current is None
+            or current.owner_epoch < owner_epoch
+            or (current.owner_epoch == owner_epoch and current.challenged <= challenged)
+        ):
             self._current[deployment_id] = session
             self._asleep.pop(deployment_id, None)
             self.seen(deployment_id)
@@ -210,27 +256,37 @@ class SessionTable:
 
 
 class _Nonces:
-    """Challenge nonces: single use, bound to one deployment, kept ``ttl`` seconds."""
+    """Challenge nonces: single use, bound to one deployment, kept ``ttl``
+    seconds, each with the deployment's row as the Challenge read it."""
 
     def __init__(self, *, ttl: float = NONCE_TTL, limit: int = MAX_NONCES) -> None:
-        self._issued: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._issued: OrderedDict[str, tuple[str, float, OwnerRow]] = OrderedDict()
         self._ttl = ttl
         self._limit = limit
 
-    def issue(self, deployment_id: str) -> str:
+    def issue(self, deployment_id: str, row: OwnerRow) -> str:
         nonce = secrets.token_urlsafe(24)
         now = time.monotonic()
         # Issued in order with one ttl: the expired ones are at the front.
         while self._issued and next(iter(self._issued.values()))[1] <= now:
             self._issued.popitem(last=False)
-        self._issued[nonce] = (deployment_id, now + self._ttl)
+        self._issued[nonce] = (deployment_id, now + self._ttl, row)
         while len(self._issued) > self._limit:
             self._issued.popitem(last=False)
         return nonce
 
-    def take(self, nonce: str, deployment_id: str) -> bool:
+    def take(self, nonce: str, deployment_id: str) -> OwnerRow | None:
+        """The row kept with ``nonce`` if it is valid for the deployment
+        (None if not); used up either way."""
+        taken = self.take_issued(nonce, deployment_id)
+        return None if taken is None else taken[0]
+
+    def take_issued(self, nonce: str, deployment_id: str) -> tuple[OwnerRow, float] | None:
+        """:meth:`take`, with when the nonce was issued (``time.monotonic()``)."""
         entry = self._issued.pop(nonce, None)
-        return entry is not None and entry[0] == deployment_id and entry[1] > time.monotonic()
+        if entry is None or entry[0] != deployment_id or entry[1] <= time.monotonic():
+            return None
+        return entry[2], entry[1] - self._ttl
 
 
 class HelloHandler:
@@ -247,8 +303,10 @@ class HelloHandler:
         on_moved: Callable[[str, int], None] = lambda dep, epoch: None,
         nonce_ttl: float = NONCE_TTL,
         owner_lease: float = OWNER_LEASE,
+        writes: Writes | None = None,
     ) -> None:
         self._store = store
+        self._writes: Writes = writes or store
         self._sessions = sessions
         self._boot_id = boot_id
         self._on_welcome = on_welcome
@@ -265,14 +323,18 @@ class HelloHandler:
                 reason=Reason.WRONG_DEPLOYMENT,
                 detail=f"a hello for {hello.deployment_id} on {sender}'s subject",
             )
-        row = await self._store.read(partial(read_owner, deployment_id=hello.deployment_id))
-        if (refused := not_live(row, hello.deployment_id)) is not None:
-            return refused
-        assert row is not None
         if hello.nonce is None:
-            return Challenge(nonce=self._nonces.issue(hello.deployment_id))
-        if not self._nonces.take(hello.nonce, hello.deployment_id):
+            row = await self._store.read(partial(read_owner, deployment_id=hello.deployment_id))
+            if (refused := not_live(row, hello.deployment_id)) is not None:
+                return refused
+            assert row is not None
+            return Challenge(nonce=self._nonces.issue(hello.deployment_id, row))
+        # The row as the Challenge read it: the key never changes, and the
+        # claim's transaction reads the row again before it decides.
+        taken = self._nonces.take_issued(hello.nonce, hello.deployment_id)
+        if taken is None:
             return Refused(reason=Reason.BAD_NONCE, detail="unknown, used or expired nonce")
+        row, challenged = taken
         if not hello.instance_id or hello.public_key != row.public_key:
             return Refused(reason=Reason.BAD_SIGNATURE, detail="not this deployment's key")
         try:
@@ -282,7 +344,14 @@ class HelloHandler:
             return Refused(reason=Reason.BAD_SIGNATURE, detail=str(exc))
         # Verified, not claimed: a deletion or another claim may commit here.
         await afailpoint("hub.hello.before_claim")
-        return await self._claim(hello, bound=sender is not None)
+        claimed: _Claimed | Refused | None = None
+        if row.owner_instance == hello.instance_id:
+            claimed = await self._store.read(partial(_held, hello=hello))
+        if claimed is None:
+            claimed = await self._writes.transact(self._claim_body(hello, row.public_key))
+        if isinstance(claimed, Refused):
+            return claimed
+        return self._welcome(hello, claimed, bound=sender is not None, challenged=challenged)
 
     def _live_owner(self, deployment_id: str) -> str | None:
         """The instance that may still be running as the owner, if any (a
@@ -297,17 +366,19 @@ class HelloHandler:
             return _ANY_OWNER
         return None
 
-    async def _claim(self, hello: Hello, *, bound: bool) -> Welcome | Refused:
+    def _claim_body(self, hello: Hello, key: str) -> Callable[[Tx], _Claimed | Refused]:
         dep = hello.deployment_id
         live_owner = self._live_owner(dep)
 
         # The decision is made on the row as the claim's own transaction
         # reads it: nothing commits between the read and the claim.
-        def body(tx: Tx) -> tuple[OwnerClaim, int, FailurePolicy] | Refused:
+        def body(tx: Tx) -> _Claimed | Refused:
             row = read_owner(tx, dep)
             if (refused := not_live(row, dep)) is not None:
                 return refused
             assert row is not None
+            if row.public_key != key:
+                return Refused(reason=Reason.BAD_SIGNATURE, detail="not this deployment's key")
             owner = row.owner_instance
             owner_live = owner is not None and live_owner in (_ANY_OWNER, owner)
             unconfirmed = live_owner == _ANY_OWNER
@@ -316,28 +387,32 @@ class HelloHandler:
                 return claim
             if not commit_claim(tx, dep, row, hello.instance_id, home_of(hello), claim.owner_epoch):
                 return Refused(reason=Reason.OWNER_CONFLICT, detail="ownership moved meanwhile")
-            if wake_deployment(tx, dep):
-                log.info("%s wakes up", dep)
-            return claim, floor_seq(tx, dep), read_policy(tx, dep)
+            woke = wake_deployment(tx, dep)
+            return claim, floor_seq(tx, dep), read_policy(tx, dep), woke
 
-        claimed = await self._store.transact(body)
-        if isinstance(claimed, Refused):
-            return claimed
-        claim, floor, policy = claimed
+        return body
+
+    def _welcome(
+        self, hello: Hello, claimed: _Claimed, *, bound: bool, challenged: float
+    ) -> Welcome:
+        claim, floor, policy, woke = claimed
+        dep = hello.deployment_id
         session = self._sessions.open(
             dep,
             hello.instance_id,
             claim.owner_epoch,
             bound=bound,
             batches=BATCH_FORMAT in hello.formats,
+            challenged=challenged,
         )
         log.info(
-            "welcome %s instance %s epoch %d session %s%s",
+            "welcome %s instance %s epoch %d session %s%s%s",
             dep,
             hello.instance_id,
             claim.owner_epoch,
             session.session_id,
             " (from the hub's state)" if claim.from_hub else "",
+            ": it wakes up" if woke else "",
         )
         if claim.moved:
             self._on_moved(dep, claim.owner_epoch)
@@ -350,3 +425,19 @@ class HelloHandler:
             from_hub=claim.from_hub,
             policy=policy,
         )
+
+
+def _held(tx: Tx, hello: Hello) -> _Claimed | Refused | None:
+    """On the reader: the Welcome of an owner saying hello again, which holds
+    the claim already (the same instance, awake: nothing to write); None
+    when the claim must be made in a write transaction (the row moved on,
+    or the deployment is asleep and its sleep row must go)."""
+    dep = hello.deployment_id
+    row = read_owner(tx, dep)
+    if (refused := not_live(row, dep)) is not None:
+        return refused
+    assert row is not None
+    if row.owner_instance != hello.instance_id or is_asleep(tx, dep):
+        return None
+    claim = OwnerClaim(int(row.owner_epoch), from_hub=False, moved=False)
+    return claim, floor_seq(tx, dep), read_policy(tx, dep), False

@@ -73,10 +73,14 @@ async def running_hub(
     bus: MemoryBus | None = None,
     transport: Transport | None = None,
     outbox: OutboundSink | None = None,
+    wrap: Callable[[Store], Store] | None = None,
 ) -> AsyncIterator[Hub]:
     """The wire side on ``transport`` (default: a connection to ``bus``);
-    outgoing mail to ``outbox`` (default: none, kept as no_relay)."""
+    outgoing mail to ``outbox`` (default: none, kept as no_relay); ``wrap``:
+    what the wire uses in place of the store (one that counts its calls)."""
     store = await open_store(tmp_path / "hub.db")
+    if wrap is not None:
+        store = wrap(store)
     bus = bus or MemoryBus()
     transport = transport or bus.connect("hub")
     subjects = Subjects()

@@ -12,6 +12,7 @@ import pytest
 from hub._errors import UnknownSession
 from hub.store import (
     Accepted,
+    OwnerRow,
     Rejected,
     Trigger,
     accept_triggers,
@@ -292,6 +293,7 @@ async def test_a_deleted_deployment_leaves_nothing_in_memory(tmp_path: Path) -> 
 
 def test_expired_nonces_are_forgotten_as_new_ones_are_issued() -> None:
     nonces = _Nonces(ttl=0.0)
-    issued = [nonces.issue("dep_x") for _ in range(50)]
+    row = OwnerRow("key", None, None, 0, None, "running")
+    issued = [nonces.issue("dep_x", row) for _ in range(50)]
     assert len(nonces._issued) == 1
-    assert not nonces.take(issued[-1], "dep_x")  # expired, as before
+    assert nonces.take(issued[-1], "dep_x") is None  # expired, as before
