@@ -5,19 +5,22 @@ closes before it asks the hub to sleep (``sidecar/_sleep.py``).
 Nothing here wakes anybody: marking work costs a counter and a clock read,
 so a busy sidecar pays nothing for an idle clock it may never use. The
 sleeper reads :attr:`Activity.last` when its own deadline comes, and moves
-the deadline instead of waking on every frame.
+the deadline instead of waking on every frame. Only opening the door wakes
+someone: the deliveries held at it while it was closed.
 """
 
 from __future__ import annotations
 
 import anyio
 
+from runtime import Flag
+
 
 class Activity:
     """Work in progress, counted; the end of any work, timed; and whether
     deliveries are taken."""
 
-    __slots__ = ("_busy", "_working", "last", "taking")
+    __slots__ = ("_busy", "_door", "_working", "last")
 
     def __init__(self) -> None:
         self._working = 0
@@ -25,10 +28,28 @@ class Activity:
         self.last = 0.0
         """When work last ended, on the loop's clock (0: none yet; the
         sleeper counts its idle time from its own start at the earliest)."""
-        self.taking = True
+        self._door = Flag(True)
+
+    @property
+    def taking(self) -> bool:
         """Deliveries (mail frames, LoadVersion) are taken; False while the
-        sidecar asks to sleep: one that comes then is left unanswered, never
-        stored, and the hub delivers it again to this process or the next."""
+        sidecar asks to sleep: a mail frame that comes then waits at the door
+        (:meth:`opened`), never stored before it opens: refused, the sidecar
+        stores and answers it within the hub's timeout; granted, the process
+        stops and the hub delivers it again to the next one. A LoadVersion
+        is left unanswered (the hub asks again)."""
+        return self._door.is_set()
+
+    @taking.setter
+    def taking(self, value: bool) -> None:
+        if value:
+            self._door.set()
+        else:
+            self._door.clear()
+
+    async def opened(self) -> None:
+        """Until deliveries are taken again (at once if they are)."""
+        await self._door.wait()
 
     @property
     def working(self) -> bool:

@@ -12,8 +12,13 @@ answer; an item left unanswered (not this owner's) leaves the whole batch
 unanswered, and the hub sends it again.
 
 While the sidecar asks to sleep (``Activity.taking`` is False) the writer
-takes nothing: what it finds is left unanswered and unstored, for the hub
-to deliver again, here once the hub said busy, or to the next process.
+stores nothing: what it finds waits at the door, unanswered, until the hub
+answers the Sleep. A frame that comes then is the hub's dispatch, so the
+hub refuses the Sleep ``busy``, the door opens, and the frame is stored and
+answered at once (it used to be dropped, and the hub sent it again only
+after its request's timeout, a second of silence). Granted, the process
+stops with the frame unanswered and unstored: the hub delivers it to the
+next process.
 """
 
 from __future__ import annotations
@@ -133,9 +138,11 @@ class Delivery:
 
     async def _handle(self, received: list[Received]) -> None:
         activity = self._link.activity
-        if not activity.taking:
-            log.info("asking to sleep: leaving %d message(s) for the hub to resend", len(received))
-            return
+        while not activity.taking:
+            # Not counted as work while they wait: the sleeper reads an
+            # Asleep given while work is in progress as crossed by a hello.
+            log.info("asking to sleep: %d message(s) wait for the hub's answer", len(received))
+            await activity.opened()
         with activity.busy():
             await self._store(received)
 

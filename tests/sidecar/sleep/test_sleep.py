@@ -6,6 +6,7 @@ scripted one of tests/support/harnesses/sidecar.py, with a stub answering
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import anyio
@@ -177,6 +178,45 @@ async def test_busy_takes_deliveries_again_and_asks_again_later(
         # Each after an idle time: the clock started again after the mail.
         assert desk.seen == [(0, True), (1, True)]
     assert dep.query("SELECT state FROM inbox") == [("done",)]
+
+
+@pytest.mark.anyio
+async def test_mail_at_the_closed_door_is_stored_once_the_hub_says_busy(
+    tmp_path: Path, nats_server: NatsServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The hub refuses a Sleep ``busy`` because its dispatch was sent while
+    the door was closed: that frame is answered once the door opens, not
+    left for the hub's request to time out and send again."""
+    caplog.set_level(logging.INFO, logger="mailrun.sidecar.delivery")
+    dep = make_deployment(tmp_path / "state")
+    async with hub_and_desk(nats_server, dep) as (hub, desk):
+        desk.hold = anyio.Event()
+        desk.answers = [Refused(reason=Reason.BUSY)]  # then Asleep
+        late = mail(dep, 1, "late")
+        acks: list[str] = []
+
+        async def deliver() -> None:
+            # Unanswered, the request would time out: the frame dropped.
+            acks.append((await hub.deliver(late, timeout=5.0)).result)
+
+        async with serving(nats_server, dep) as (car, ended):
+            desk.look = lambda: (processed(hub), inbox_ids(dep))
+            await wait_for(lambda: len(desk.asks) == 1, what="the ask")
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(deliver)
+                await wait_for(
+                    lambda: any("asking to sleep" in r.getMessage() for r in caplog.records),
+                    what="the frame at the closed door",
+                )
+                assert late.dispatch_id not in inbox_ids(dep)  # not stored while closed
+                desk.hold.set()  # busy
+            assert acks == ["stored"]
+            with anyio.fail_after(10):
+                await ended.wait()  # idle again: the second ask is granted
+            assert car.asleep
+        assert desk.seen == [(0, set()), (1, {late.dispatch_id})]
+        assert processed(hub) == 1
+    assert dep.query("SELECT dispatch_id, state FROM inbox") == [(late.dispatch_id, "done")]
 
 
 @pytest.mark.anyio
