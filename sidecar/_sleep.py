@@ -18,9 +18,11 @@ hub has not taken yet) waits a whole idle time more, unless work ends
 before and moves the deadline: an idle sidecar wakes once per idle time at
 most, a sleeping one never.
 
-To ask, it first closes the door (``Activity.taking``: a delivery that
-comes after that is neither stored nor answered; the hub delivers it again,
-here or to the next process), then sends ``Sleep``. ``Asleep``: the process
+To ask, it first closes the door (``Activity.taking``: a mail frame that
+comes after that waits there, neither stored nor answered, for the hub's
+answer: a refusal opens the door and the frame is stored and answered
+within the hub's timeout; a grant stops the process and the hub delivers
+it to the next one), then sends ``Sleep``. ``Asleep``: the process
 stops as on SIGTERM (``on_asleep``), and exits with ``SidecarExit.ASLEEP``;
 unless a hello crossed the Sleep (a hub restart, a reconnect), whose Welcome
 wakes the deployment at the hub: then it serves on, as after a refusal.
