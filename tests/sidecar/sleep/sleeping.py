@@ -82,10 +82,16 @@ async def hub_and_desk(
 
 @asynccontextmanager
 async def serving(
-    nats: NatsServerProcess, dep: Deployment, *, idle_stop: float = IDLE, **kw: Any
+    nats: NatsServerProcess,
+    dep: Deployment,
+    *,
+    idle_stop: float = IDLE,
+    connect: Any = None,
+    **kw: Any,
 ) -> AsyncIterator[tuple[Sidecar, anyio.Event]]:
-    """``dep``'s Sidecar on the real server, in session; the event is set when
-    its ``run`` has returned (an Asleep stops it by itself)."""
+    """``dep``'s Sidecar on the real server (through ``connect``, if given),
+    in session; the event is set when its ``run`` has returned (an Asleep
+    stops it by itself)."""
     options = SidecarOptions(
         state_dir=dep.state_dir,
         deployment_id=dep.id,
@@ -94,7 +100,7 @@ async def serving(
         idle_stop=idle_stop,
         **kw,
     )
-    car = Sidecar(options)
+    car = Sidecar(options, connect=connect)
     ended = anyio.Event()
 
     async def run() -> None:
@@ -123,3 +129,35 @@ def idle_for(car: Sidecar) -> float:
 
 def inbox_ids(dep: Deployment) -> set[str]:
     return {row[0] for row in dep.query("SELECT dispatch_id FROM inbox")}
+
+
+@dataclass
+class HeldSleeps:
+    """Opens the sidecar's real NATS connection, whose Sleep requests wait
+    for ``release`` before they go out (``held`` is set when one waits): the
+    hub's answer comes only after what the test does meanwhile."""
+
+    held: anyio.Event = field(default_factory=anyio.Event)
+    release: anyio.Event = field(default_factory=anyio.Event)
+
+    @asynccontextmanager
+    async def __call__(
+        self, url: str, name: str, *, seed: str | None, inbox_prefix: str
+    ) -> AsyncIterator[Transport]:
+        async with open_nats(url, name=name, seed=seed, inbox_prefix=inbox_prefix) as transport:
+            yield _Holding(transport, self)
+
+
+class _Holding:
+    def __init__(self, inner: Transport, gate: HeldSleeps) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def request(self, subject: str, data: bytes, timeout: float) -> bytes:
+        if ".hub.sleep." in subject:
+            self._gate.held.set()
+            await self._gate.release.wait()
+        return await self._inner.request(subject, data, timeout)

@@ -4,6 +4,7 @@ and note, SIGUSR1 when idle and when busy, SIGUSR1 without an idle time."""
 
 from __future__ import annotations
 
+import logging
 import signal
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import psutil
 import pytest
 
 from hub.store import deployments_to_wake
+from hub.wire import DispatchConfig, WireConfig
 from runtime import (
     FINAL_EXIT_NOTE,
     DispatchProcessed,
@@ -19,7 +21,7 @@ from runtime import (
     open_nats,
 )
 from runtime.config import LOOP_ENV
-from tests.sidecar.sleep.sleeping import hub_and_desk, serving
+from tests.sidecar.sleep.sleeping import HeldSleeps, hub_and_desk, serving
 from tests.sidecar.test_process import exited, sidecar_process
 from tests.support import NatsServerProcess, wait_for
 from tests.support.harnesses.sidecar import (
@@ -61,6 +63,46 @@ async def test_the_hub_puts_it_to_sleep_and_keeps_its_mail_for_the_next_process(
         async with serving(nats_server, dep, idle_stop=0):
             await wait_for(lambda: len(dep.query("SELECT 1 FROM inbox WHERE state = 'done'")) == 2)
             assert not await asleep()  # its Welcome woke it
+
+
+@pytest.mark.anyio
+async def test_mail_accepted_while_it_asks_is_delivered_without_a_timeout_then_it_sleeps(
+    tmp_path: Path, nats_server: NatsServerProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A mail accepted while the sidecar asks to sleep: its frame reaches
+    the closed door, the hub refuses the Sleep ``busy``, and the frame is
+    answered then, not after the lane's request timed out (30 s here, so a
+    frame dropped at the door cannot be sent again within the test); it is
+    processed once, and the next Sleep is granted."""
+    caplog.set_level(logging.INFO, logger="mailrun.sidecar.delivery")
+    config = WireConfig(dispatch=DispatchConfig(request_timeout=30.0))
+    gate = HeldSleeps()
+    async with (
+        open_nats(nats_server.url, name="hub") as bus,
+        running_hub(tmp_path, transport=bus, config=config) as hub,
+    ):
+        source = "async def main(ctx, item):\n    ctx.state['n'] = ctx.state.get('n', 0) + 1\n"
+        dep, wired = await joined(hub, nats_server.url, tmp_path / "sidecar", source)
+
+        async with serving(nats_server, dep, connect=gate) as (car, ended):
+            with anyio.fail_after(10):
+                await gate.held.wait()  # the door is closed, the Sleep not sent yet
+            await accept(hub, wired, [b"late"])
+            await wait_for(
+                lambda: any("asking to sleep" in r.getMessage() for r in caplog.records),
+                what="the frame at the closed door",
+            )
+            gate.release.set()  # the hub answers busy: a dispatch waits
+            with anyio.fail_after(10):  # well within the lane's 30 s timeout
+                await ended.wait()  # stored, processed, idle again, asked again, granted
+            assert car.asleep and car.sleeper is not None and car.sleeper.asks == 2
+        assert await hub.one("SELECT 1 FROM deployment_sleep WHERE deployment_id = ?", dep.id)
+        assert hub.wire.sessions.current(dep.id) is None
+        rows = await hub.all(
+            "SELECT status, attempts FROM workflow_run_dispatch WHERE deployment_id = ?", dep.id
+        )
+        assert [tuple(row) for row in rows] == [("processed", 0)]
+    assert dep.query("SELECT state FROM inbox") == [("done",)]
 
 
 # --- python -m sidecar: the exit, and SIGUSR1 -----------------------------------
