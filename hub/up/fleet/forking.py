@@ -38,8 +38,7 @@ from runtime.sidecar_contract import (
     encode_frame,
 )
 
-from .children import ChildSpec, exec_start, spawn
-from .handles import ForkedHandle, Handle, PopenHandle, wait_exit
+from ..processes import ChildSpec, ForkedHandle, Handle, PopenHandle, exec_start, spawn, wait_exit
 
 log = logging.getLogger("mailrun.up")
 
