@@ -12,6 +12,7 @@ from .fleet import NUDGE_EVERY as NUDGE_EVERY
 from .fleet import Fleet as Fleet
 from .fleet import MakeChild as MakeChild
 from .forking import ANSWER_TIMEOUT as ANSWER_TIMEOUT
+from .forking import MISSED_ANSWERS as MISSED_ANSWERS
 from .forking import ForkServer as ForkServer
 from .forking import ForkUnavailable as ForkUnavailable
 from .wakes import Strangers as Strangers
@@ -23,6 +24,7 @@ __all__ = [
     "BOUND_GROWTH",
     "LOOK_AFTER",
     "LOOK_EVERY",
+    "MISSED_ANSWERS",
     "NUDGE_EVERY",
     "Fleet",
     "ForkServer",
