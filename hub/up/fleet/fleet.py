@@ -14,7 +14,7 @@ that crashed frees its slot while it waits out its restart's backoff, then
 queues for one again like any start: a crash loop never holds a slot that a
 deployment waiting to wake could use.
 
-A start has a bound (``StartBound``, ``mailrun up --sidecar-join-timeout``):
+A start has a bound (``StartBound``, bound.py; ``mailrun up --sidecar-join-timeout``):
 a sidecar the hub has not welcomed within it is killed and started again,
 through its slot like a crash, with a jittered backoff of its own.
 """
