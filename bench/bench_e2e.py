@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.suppor
 from bench._http import Pool
 from hub import IngressClient, ingress_mail
 from hub.cli.progress import Progress
-from hub.up.children import ChildSpec, spawn
+from hub.up.processes import ChildSpec, spawn
 from runtime.config import SQLITE_SYNCHRONOUS_ENV
 from runtime.loops import loop_options
 from runtime.sidecar_contract import FORK_SERVER_MODULE

@@ -192,7 +192,7 @@ def sidecar_command(state: Path, dep: str, idle_stop: float, options: list[str])
 
 
 def up_environment(nats_url: str, code: Path) -> dict[str, str]:
-    """What ``up`` hands its children (hub/up/host.py ``child_env``) before a
+    """What ``up`` hands its children (hub/up/config/host.py ``child_env``) before a
     sidecar's is cut down from it: the checkout (``code``) on the path, unbuffered."""
     paths = [str(code), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return {

@@ -8,7 +8,7 @@ The poll's work in ``up`` (hub/up/supervisor.py, ``_reconcile``): the
 answer applied to the listing kept (hub/up/listing.py), the statuses shown (of what changed),
 the NATS users derived and compared with those admitted (hub/up/nats.py,
 which rewrites the config only when they differ), the fleet synced
-(hub/up/fleet.py, with what changed; this host has no sidecar for any, so
+(hub/up/fleet/fleet.py, with what changed; this host has no sidecar for any, so
 none starts, and every one is looked at again as unsettled: a host whose
 records are there settles them). Every
 answer names one deployment woken (``deployed``) and the one woken in the

@@ -13,47 +13,47 @@ from typing import TYPE_CHECKING
 from runtime.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .children import Backoff as Backoff
-    from .children import Child as Child
-    from .children import ChildSpec as ChildSpec
-    from .children import Slot as Slot
+    from .config import DEFAULT_IDLE_STOP as DEFAULT_IDLE_STOP
+    from .config import DEFAULT_MAX_AWAKE as DEFAULT_MAX_AWAKE
+    from .config import DEFAULT_SIDECAR_JOIN_TIMEOUT as DEFAULT_SIDECAR_JOIN_TIMEOUT
+    from .config import DEFAULT_SIDECAR_START as DEFAULT_SIDECAR_START
+    from .config import PORTS_ENV as PORTS_ENV
+    from .config import SIDECAR_JOIN_TIMEOUT_ENV as SIDECAR_JOIN_TIMEOUT_ENV
+    from .config import SIDECAR_START_ENV as SIDECAR_START_ENV
+    from .config import UpInfo as UpInfo
+    from .config import UpSettings as UpSettings
+    from .config import free_port as free_port
+    from .config import hub_url as hub_url
+    from .config import parse_ports as parse_ports
     from .fleet import Fleet as Fleet
     from .nats import find_nats_server as find_nats_server
-    from .ports import PORTS_ENV as PORTS_ENV
-    from .ports import free_port as free_port
-    from .ports import parse_ports as parse_ports
-    from .settings import DEFAULT_IDLE_STOP as DEFAULT_IDLE_STOP
-    from .settings import DEFAULT_MAX_AWAKE as DEFAULT_MAX_AWAKE
-    from .settings import DEFAULT_SIDECAR_JOIN_TIMEOUT as DEFAULT_SIDECAR_JOIN_TIMEOUT
-    from .settings import DEFAULT_SIDECAR_START as DEFAULT_SIDECAR_START
-    from .settings import SIDECAR_JOIN_TIMEOUT_ENV as SIDECAR_JOIN_TIMEOUT_ENV
-    from .settings import SIDECAR_START_ENV as SIDECAR_START_ENV
-    from .settings import UpInfo as UpInfo
-    from .settings import UpSettings as UpSettings
-    from .settings import hub_url as hub_url
+    from .processes import Backoff as Backoff
+    from .processes import Child as Child
+    from .processes import ChildSpec as ChildSpec
+    from .processes import Slot as Slot
     from .supervisor import run_up as run_up
 
 # Each name and the module it comes from; the TYPE_CHECKING imports above
 # say the same to mypy (tests/hub/test_lazy_packages.py holds the two together).
 _LAZY = {
-    "Backoff": ".children",
-    "Child": ".children",
-    "ChildSpec": ".children",
-    "DEFAULT_IDLE_STOP": ".settings",
-    "DEFAULT_MAX_AWAKE": ".settings",
-    "DEFAULT_SIDECAR_JOIN_TIMEOUT": ".settings",
-    "DEFAULT_SIDECAR_START": ".settings",
+    "Backoff": ".processes",
+    "Child": ".processes",
+    "ChildSpec": ".processes",
+    "DEFAULT_IDLE_STOP": ".config",
+    "DEFAULT_MAX_AWAKE": ".config",
+    "DEFAULT_SIDECAR_JOIN_TIMEOUT": ".config",
+    "DEFAULT_SIDECAR_START": ".config",
     "Fleet": ".fleet",
-    "PORTS_ENV": ".ports",
-    "SIDECAR_JOIN_TIMEOUT_ENV": ".settings",
-    "SIDECAR_START_ENV": ".settings",
-    "Slot": ".children",
-    "UpInfo": ".settings",
-    "UpSettings": ".settings",
+    "PORTS_ENV": ".config",
+    "SIDECAR_JOIN_TIMEOUT_ENV": ".config",
+    "SIDECAR_START_ENV": ".config",
+    "Slot": ".processes",
+    "UpInfo": ".config",
+    "UpSettings": ".config",
     "find_nats_server": ".nats",
-    "free_port": ".ports",
-    "hub_url": ".settings",
-    "parse_ports": ".ports",
+    "free_port": ".config",
+    "hub_url": ".config",
+    "parse_ports": ".config",
     "run_up": ".supervisor",
 }
 

@@ -24,7 +24,7 @@ from runtime import Subjects, write_atomic
 
 from .._errors import NatsServerNotFound
 from ..natsauth import DeploymentUser, ProducerUser, render_authorization
-from .children import Child
+from .processes import Child
 
 DEFAULT_NATS_PORT = 4222
 

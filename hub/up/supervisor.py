@@ -5,12 +5,13 @@ Each part is its own OS process (a ``Child``), restarted with backoff when it
 dies and killed by the kernel when ``up`` dies. ``up`` learns which sidecars
 to run only from the hub's HTTP API and the restore records on disk, so it
 never imports sidecar code: the listing says which deployments live (the
-fleet, hub/up/fleet.py, keeps their sidecars; each poll reads only what
+fleet, hub/up/fleet/, keeps their sidecars; each poll reads only what
 changed since the one before, hub/up/listing.py) and the wake list which
-asleep ones have work (hub/up/wakes.py). While the hub is down it keeps the sidecars
-it has: they reconnect by themselves once the hub is back. It creates the
-state dir's admin token before it starts the hub (which then finds it there),
-and polls the hub with it.
+asleep ones have work (hub/up/fleet/wakes.py). Each process is a ``Child``
+of hub/up/processes/; what ``up`` runs with is in hub/up/config/. While the
+hub is down it keeps the sidecars it has: they reconnect by themselves once
+the hub is back. It creates the state dir's admin token before it starts the
+hub (which then finds it there), and polls the hub with it.
 """
 
 from __future__ import annotations
@@ -45,15 +46,11 @@ from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady
 from .._token import ensure_admin_token
 from ..natsauth import hub_seed, producer_users_of, public_key
-from .children import Child, ChildSpec, Start, exec_start
-from .fleet import Fleet, StartBound
-from .forking import ForkServer
-from .host import child_env, state_lock
+from .config import UpInfo, UpSettings, child_env, embedded_nats_port, hub_url, state_lock
+from .fleet import Fleet, ForkServer, StartBound, wake_loop
 from .listing import Listing
 from .nats import EmbeddedConfig, find_nats_server, greets, nats_address
-from .ports import embedded_nats_port
-from .settings import UpInfo, UpSettings, hub_url
-from .wakes import wake_loop
+from .processes import Child, ChildSpec, Start, exec_start
 
 UP_FILE = "up.json"
 NATS_CONF = "nats.conf"

@@ -5,7 +5,7 @@ asks for, instead of a full interpreter start per sidecar
 choose it).
 
 Its frames are runtime's (``runtime.sidecar_contract``); its client is
-``up``'s (hub/up/forking.py): the two never import each other.
+``up``'s (hub/up/fleet/forking.py): the two never import each other.
 """
 
 from ._server import serve as serve

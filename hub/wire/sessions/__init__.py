@@ -4,8 +4,8 @@ of them, or those it holds a lease on), and those asleep (scale to zero)."""
 
 from .leasing import LeaseKeeper as LeaseKeeper
 from .leasing import hub_identity as hub_identity
+from .nonces import NONCE_TTL as NONCE_TTL
 from .ownership import OWNER_LEASE as OWNER_LEASE
-from .sessions import NONCE_TTL as NONCE_TTL
 from .sessions import HelloHandler as HelloHandler
 from .sessions import Session as Session
 from .sessions import SessionTable as SessionTable

@@ -25,7 +25,6 @@ awake, its Welcome is made from a read, with nothing written.
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -50,7 +49,6 @@ from runtime.wire import BATCH_FORMAT, FailurePolicy, verify
 from ..._errors import StaleEpoch, UnknownSession
 from ...store import (
     Fence,
-    OwnerRow,
     Store,
     Tx,
     commit_claim,
@@ -61,14 +59,13 @@ from ...store import (
     wake_deployment,
 )
 from .leasing import Everything, Leases
+from .nonces import NONCE_TTL, Nonces
 from .ownership import OWNER_LEASE, OwnerClaim, decide, home_of, not_live
 
 log = logging.getLogger("mailrun.hub.sessions")
 
 _ANY_OWNER = "*"  # just after a restart: whoever is recorded may still be running
 
-NONCE_TTL = 30.0
-MAX_NONCES = 10_000
 MAX_SESSIONS = 10_000
 
 T = TypeVar("T")
@@ -255,40 +252,6 @@ class SessionTable:
         return Fence(deployment_id, owner_epoch, self.leases.lease(deployment_id))
 
 
-class _Nonces:
-    """Challenge nonces: single use, bound to one deployment, kept ``ttl``
-    seconds, each with the deployment's row as the Challenge read it."""
-
-    def __init__(self, *, ttl: float = NONCE_TTL, limit: int = MAX_NONCES) -> None:
-        self._issued: OrderedDict[str, tuple[str, float, OwnerRow]] = OrderedDict()
-        self._ttl = ttl
-        self._limit = limit
-
-    def issue(self, deployment_id: str, row: OwnerRow) -> str:
-        nonce = secrets.token_urlsafe(24)
-        now = time.monotonic()
-        # Issued in order with one ttl: the expired ones are at the front.
-        while self._issued and next(iter(self._issued.values()))[1] <= now:
-            self._issued.popitem(last=False)
-        self._issued[nonce] = (deployment_id, now + self._ttl, row)
-        while len(self._issued) > self._limit:
-            self._issued.popitem(last=False)
-        return nonce
-
-    def take(self, nonce: str, deployment_id: str) -> OwnerRow | None:
-        """The row kept with ``nonce`` if it is valid for the deployment
-        (None if not); used up either way."""
-        taken = self.take_issued(nonce, deployment_id)
-        return None if taken is None else taken[0]
-
-    def take_issued(self, nonce: str, deployment_id: str) -> tuple[OwnerRow, float] | None:
-        """:meth:`take`, with when the nonce was issued (``time.monotonic()``)."""
-        entry = self._issued.pop(nonce, None)
-        if entry is None or entry[0] != deployment_id or entry[1] <= time.monotonic():
-            return None
-        return entry[2], entry[1] - self._ttl
-
-
 class HelloHandler:
     """Answers ``hub.hello``: Challenge, then Welcome or Refused (see
     :mod:`hub.wire.sessions.ownership` for who is welcomed)."""
@@ -311,7 +274,7 @@ class HelloHandler:
         self._boot_id = boot_id
         self._on_welcome = on_welcome
         self._on_moved = on_moved
-        self._nonces = _Nonces(ttl=nonce_ttl)
+        self._nonces = Nonces(ttl=nonce_ttl)
         self._lease = owner_lease
         self._booted = time.monotonic()
         self._decoder: FrameDecoder[Hello] = FrameDecoder(Hello)

@@ -28,7 +28,7 @@ import anyio
 from hub._client import AsyncHubClient
 from hub._errors import HubClientError
 from hub.store import DATABASE_ENV
-from hub.up.children import ChildSpec, spawn, terminate, wait_exit
+from hub.up.processes import ChildSpec, spawn, terminate, wait_exit
 from runtime import SidecarExit
 from runtime.testing import FAILPOINTS_ENV
 from tests.support import REPO, HubClient, NatsServerProcess, free_port, wait_for

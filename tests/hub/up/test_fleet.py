@@ -1,5 +1,5 @@
-"""`mailrun up`'s fleet of sidecars (hub/up/fleet.py) and its wake loop
-(hub/up/wakes.py), with tiny Python children standing in for sidecars.
+"""`mailrun up`'s fleet of sidecars (hub/up/fleet/fleet.py) and its wake loop
+(hub/up/fleet/wakes.py), with tiny Python children standing in for sidecars.
 
 A stand-in behaves as a sidecar does towards its supervisor: it catches
 SIGUSR1 ("sleep now if you are idle") and then exits ``SidecarExit.ASLEEP``
@@ -26,8 +26,8 @@ import hub.up
 from hub._errors import HubUnreachable
 from hub.cli import main
 from hub.up import Backoff, Child, ChildSpec, Fleet, UpSettings
-from hub.up.handles import Handle
-from hub.up.wakes import wake_loop
+from hub.up.fleet import wake_loop
+from hub.up.processes import Handle
 from runtime import SidecarExit, new_id
 from tests.support import wait_for
 

@@ -2,8 +2,9 @@
 they process mail, fall asleep and are forked again by the next mail; a
 SIGTERM or SIGKILL of one is seen by up, which starts it again; killing the
 fork server kills its sidecars, and up starts both again with no mail lost
-or processed twice; a forked sidecar has the environment, cwd, umask, limits
-and files up gives it, and nothing of the fork server's.
+or processed twice; one that stops answering is replaced; a forked sidecar
+has the environment, cwd, umask, limits and files up gives it, and nothing
+of the fork server's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import psutil
 import pytest
 
+from hub.up.fleet import MISSED_ANSWERS
 from runtime.sidecar_contract import (
     DEFAULT_SIDECAR_MAX_FILES,
     FORK_SERVER_MODULE,
@@ -297,3 +299,45 @@ async def test_a_fork_server_that_does_not_answer_costs_a_start_five_seconds_and
         pids = [(s["name"], s["pid"]) for s in state["seen"]]
         assert pids == [("one", spawned), ("two", spawned)]
         assert f"sidecar-{dep['id']} exited" not in up_log(up)
+
+
+async def test_a_fork_server_that_misses_answers_in_a_row_is_replaced(tmp_path: Path) -> None:
+    async with mailrun_up(tmp_path) as up:
+        stuck = psutil.Process(await fork_server(up))
+        stuck.suspend()  # alive, its socket open, answering nothing, never resumed
+        deps = [await up.deploy(f"s{i}", INSPECTOR) for i in range(MISSED_ANSWERS)]
+        runs = [await mail(up, dep, "one") for dep in deps]
+        spawned = []
+        for dep, run_id in zip(deps, runs, strict=True):
+            state = await seen(up, run_id, 1)
+            spawned.append(state["seen"][0]["pid"])
+            assert psutil.Process(spawned[-1]).ppid() == up.proc.pid
+            assert f"sidecar-{dep['id']} spawned: the fork server did not answer" in up_log(up)
+
+        def replaced() -> int | None:
+            found = up.find("-m", FORK_SERVER_MODULE)
+            return found.pid if found is not None and found.pid != stuck.pid else None
+
+        again = await wait_for(replaced, timeout=30, what="a new fork server")
+        await wait_for(lambda: gone(stuck.pid), what="the stuck fork server dead")
+        log = up_log(up)
+        assert f"the fork server missed {MISSED_ANSWERS} answers in a row: killed" in log
+        assert "fork-server exited with -9" in log
+        await wait_for(
+            lambda: catches(again, signal.SIGCHLD), timeout=UP_START_TIMEOUT, what="it serving"
+        )
+        # A later start is forked by the new one.
+        later = await up.deploy("later", INSPECTOR)
+        run_later = await mail(up, later, "one")
+        state = await seen(up, run_later, 1)
+        assert psutil.Process(state["seen"][0]["pid"]).ppid() == again
+        assert f"sidecar-{later['id']} spawned" not in up_log(up)
+
+        # The spawned ones were up's own children: they outlived the stuck
+        # fork server and go on, each mail processed once.
+        for dep in deps:
+            await mail(up, dep, "two")
+        for run_id, pid in zip(runs, spawned, strict=True):
+            state = await seen(up, run_id, 2)
+            assert [(s["name"], s["pid"]) for s in state["seen"]] == [("one", pid), ("two", pid)]
+            assert len({s["dispatch_id"] for s in state["seen"]}) == 2

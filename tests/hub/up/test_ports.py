@@ -1,4 +1,4 @@
-"""The ports ``up`` and ``demo`` choose themselves (hub/up/ports.py), and the
+"""The ports ``up`` and ``demo`` choose themselves (hub/up/config/ports.py), and the
 test run's share of them (tests/support/launch/ports.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from hub._errors import NoFreePort, UpError
 from hub.up import PORTS_ENV, free_port, parse_ports
-from hub.up.ports import embedded_nats_port, ephemeral_ports
+from hub.up.config import embedded_nats_port, ephemeral_ports
 from tests.support.launch import ports as test_ports
 
 
@@ -56,8 +56,10 @@ def test_a_busy_port_is_never_handed_out(monkeypatch: pytest.MonkeyPatch) -> Non
         held_one.listen()
         busy = held_one.getsockname()[1]
         # Every draw lands on the busy port: the fallback (the OS's pick) answers.
-        monkeypatch.setattr("hub.up.ports._LOWEST", busy)
-        monkeypatch.setattr("hub.up.ports.ephemeral_ports", lambda: range(busy + 1, busy + 2))
+        monkeypatch.setattr("hub.up.config.ports._LOWEST", busy)
+        monkeypatch.setattr(
+            "hub.up.config.ports.ephemeral_ports", lambda: range(busy + 1, busy + 2)
+        )
         assert free_port() != busy
 
 

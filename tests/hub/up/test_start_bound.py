@@ -1,4 +1,4 @@
-"""A sidecar's start bound (hub/up/fleet.py ``StartBound``), with the fleet's
+"""A sidecar's start bound (hub/up/fleet/bound.py ``StartBound``), with the fleet's
 stand-in sidecars (real processes, tests/hub/up/test_fleet.py) and a hub
 that says, per deployment, whether it welcomed the sidecar: one never
 welcomed is killed and started again through its slot, with a growing

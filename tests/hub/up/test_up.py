@@ -1,4 +1,4 @@
-"""`mailrun up` and its process machinery (hub/up/children.py), with real processes.
+"""`mailrun up` and its process machinery (hub/up/processes/children.py), with real processes.
 
 The machinery tests use tiny Python children; the `up` tests run the real
 console script with the real hub, sidecars and nats-server.
@@ -30,7 +30,7 @@ import pytest
 from hub._errors import HubNotReady
 from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
 from hub.up import PORTS_ENV, UpSettings, hub_url, parse_ports, run_up
-from hub.up.children import Backoff, Child, ChildSpec, spawn, terminate
+from hub.up.processes import Backoff, Child, ChildSpec, spawn, terminate
 from runtime import NATS_URL_ENV
 from runtime.sidecar_contract import FORK_SERVER_MODULE
 from tests.support import REPO, HubClient, command_words, descendants, free_port, wait_for
@@ -60,7 +60,7 @@ def py(code: str) -> list[str]:
     return [PY, "-c", textwrap.dedent(code)]
 
 
-# -- hub/up/children.py ---------------------------------------------------------------
+# -- hub/up/processes/children.py ---------------------------------------------------------------
 
 
 @pytest.mark.anyio
@@ -219,7 +219,7 @@ PARENT = """
 import sys
 import anyio
 from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
-from hub.up.children import Child, ChildSpec
+from hub.up.processes import Child, ChildSpec
 
 async def main() -> None:
     child = Child(ChildSpec("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"]))

@@ -36,7 +36,7 @@ _LOCKS = Path(tempfile.gettempdir()) / "mailrun-test-ports"
 
 def listener_ports() -> range:
     """The ports below the OS's ephemeral range, where only listeners go (as
-    hub/up/ports.py draws from by default)."""
+    hub/up/config/ports.py draws from by default)."""
     try:
         start = int(_EPHEMERAL.read_text().split()[0])
     except (OSError, ValueError, IndexError):

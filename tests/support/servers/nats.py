@@ -20,8 +20,8 @@ import anyio
 
 from hub._errors import NatsServerError, NatsServerStartTimeout
 from hub.up import find_nats_server
-from hub.up.children import pdeathsig_preexec
 from hub.up.nats import greeting_names, greets
+from hub.up.processes import pdeathsig_preexec
 from runtime.config import LOOPBACK
 
 from ..launch.ports import free_port

@@ -20,7 +20,7 @@ from hub.store import (
     get_dispatch,
 )
 from hub.wire import RetentionConfig, WireConfig
-from hub.wire.sessions.sessions import _Nonces
+from hub.wire.sessions.nonces import Nonces
 from runtime import DispatchProcessed, EnvelopeQuarantined, EventsAck, new_id
 from tests.support.harnesses.wire import (
     Sidecar,
@@ -292,7 +292,7 @@ async def test_a_deleted_deployment_leaves_nothing_in_memory(tmp_path: Path) -> 
 
 
 def test_expired_nonces_are_forgotten_as_new_ones_are_issued() -> None:
-    nonces = _Nonces(ttl=0.0)
+    nonces = Nonces(ttl=0.0)
     row = OwnerRow("key", None, None, 0, None, "running")
     issued = [nonces.issue("dep_x", row) for _ in range(50)]
     assert len(nonces._issued) == 1

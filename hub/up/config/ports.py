@@ -23,7 +23,7 @@ from typing import Final
 
 from runtime.config import DEFAULT_NATS_PORT, LOOPBACK
 
-from .._errors import NoFreePort
+from ..._errors import NoFreePort
 from .host import port_is_free
 
 PORTS_ENV: Final = "MAILRUN_PORTS"

@@ -11,10 +11,16 @@ server relays. When the fork server dies its sidecars die with it
 (``PR_SET_PDEATHSIG``): their handles end as killed, and their children
 restart them with their own backoff, forked again once it is back. While
 it is not running, or does not answer, a sidecar is spawned as without it.
+
+A fork server that is alive but answers nothing (stopped, stuck) would cost
+every start its ``ANSWER_TIMEOUT`` for as long as it lives: after
+``MISSED_ANSWERS`` such misses in a row ``up`` kills it, and its child
+starts it again with backoff, as after any death.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -38,8 +44,7 @@ from runtime.sidecar_contract import (
     encode_frame,
 )
 
-from .children import ChildSpec, exec_start, spawn
-from .handles import ForkedHandle, Handle, PopenHandle, wait_exit
+from ..processes import ChildSpec, ForkedHandle, Handle, PopenHandle, exec_start, spawn, wait_exit
 
 log = logging.getLogger("mailrun.up")
 
@@ -47,6 +52,14 @@ ANSWER_TIMEOUT: Final = 5.0
 """Seconds a fork waits for the fork server's answer before the sidecar is
 spawned instead (a fork server that is still importing answers within
 about a quarter of a second)."""
+
+MISSED_ANSWERS: Final = 3
+"""Forks in a row that got no answer within ``ANSWER_TIMEOUT``, the fork
+server having said nothing at all meanwhile (no answer, no late answer, no
+sidecar's end), after which ``up`` kills it. A slow one under load still
+answers some fork within the timeout, or late: that it spoke ends the row.
+Killed, its sidecars die with it and restart with their own backoff: a
+fork server that answers nothing no longer relays their ends either."""
 
 _SIDECAR: Final = ("-m", "sidecar")
 
@@ -62,8 +75,11 @@ class ForkServer:
     def __init__(self, say: Callable[[str], None]) -> None:
         self._say = say
         self._link: _Link | None = None
+        self._server: _ServerHandle | None = None
         self.forks = 0
         self.fallbacks = 0
+        self.replaced = 0
+        """Fork servers killed for missing ``MISSED_ANSWERS`` in a row."""
 
     async def start_server(self, spec: ChildSpec) -> Handle:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -80,22 +96,42 @@ class ForkServer:
             theirs.close()
         ours.setblocking(False)
         self._link = link = _Link(ours)
-        return _ServerHandle(proc, link)
+        self._server = server = _ServerHandle(proc, link)
+        return server
 
     async def start(self, spec: ChildSpec) -> Handle:
         """A sidecar's start: forked when the fork server runs, else spawned."""
         link = self._link
         if link is not None and link.open and list(spec.argv[1:3]) == list(_SIDECAR):
+            heard = link.heard
             try:
                 with anyio.CancelScope(shield=True), anyio.fail_after(ANSWER_TIMEOUT):
                     handle = await link.fork(spec)
             except (ForkUnavailable, TimeoutError) as exc:
                 self.fallbacks += 1
                 self._say(f"mailrun up: {spec.name} spawned: the fork server {_why(exc)}")
+                if isinstance(exc, TimeoutError) and link.heard == heard:
+                    self._missed(link)
             else:
                 self.forks += 1
                 return handle
         return await exec_start(spec)
+
+    def _missed(self, link: _Link) -> None:
+        """A fork on ``link`` got no answer, and the fork server said nothing."""
+        link.silent += 1
+        server = self._server
+        if link.silent != MISSED_ANSWERS or server is None or server.link is not link:
+            return
+        self.replaced += 1
+        self._say(
+            f"mailrun up: the fork server missed {MISSED_ANSWERS} answers in a row:"
+            " killed, to be started again (its sidecars die with it and restart)"
+        )
+        # SIGKILL: a stopped process acts on nothing else, a stuck one may
+        # not run its SIGTERM handler. Its child sees it die and restarts it.
+        with contextlib.suppress(ProcessLookupError):
+            server.send_signal(signal.SIGKILL)
 
 
 def _why(exc: BaseException) -> str:
@@ -112,6 +148,10 @@ class _Link:
         self._asks = itertools.count()
         self._answers: dict[int, _Answer] = {}
         self._forked: dict[int, ForkedHandle] = {}
+        self.heard = 0
+        """Frames the fork server sent: it spoke since a fork was asked."""
+        self.silent = 0
+        """Forks in a row it left unanswered, saying nothing (``MISSED_ANSWERS``)."""
 
     async def fork(self, spec: ChildSpec) -> ForkedHandle:
         ask = next(self._asks)
@@ -175,6 +215,8 @@ class _Link:
             self._take(frame)
 
     def _take(self, frame: Forked | ForkRefused | Exited) -> None:
+        self.heard += 1
+        self.silent = 0
         if isinstance(frame, Exited):
             handle = self._forked.pop(frame.pid, None)
             if handle is not None:

@@ -34,8 +34,8 @@ import anyio.lowlevel
 
 from runtime import Backoff, Retry, is_id
 
-from .._client import AsyncHubClient
-from .._errors import HubClientError
+from ..._client import AsyncHubClient
+from ..._errors import HubClientError
 from .fleet import Fleet
 
 WAKE_BACKOFF = Backoff(initial=0.2, maximum=10.0, jitter=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runtime.config import LOOPBACK
 
-from .._errors import UpAlreadyRunning
+from ..._errors import UpAlreadyRunning
 
 
 def port_is_free(port: int, host: str = LOOPBACK) -> bool:
@@ -43,7 +43,7 @@ def child_env(environ: Mapping[str, str]) -> dict[str, str]:
     env = {**environ, "PYTHONUNBUFFERED": "1"}
     # Children must run the same code as this supervisor. Installed, they find
     # it anyway; from a checkout, they need its root on their path.
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if root not in {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}:
         paths = [str(root), *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(paths)

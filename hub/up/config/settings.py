@@ -11,7 +11,7 @@ from typing import Final, Literal
 
 from runtime.config import DEFAULT_HTTP, LOOPBACK, HostPort, parse_host_port
 
-from .children import Backoff
+from ..processes import Backoff
 
 DEFAULT_IDLE_STOP = 300.0
 DEFAULT_MAX_AWAKE = 200
@@ -33,7 +33,7 @@ class UpSettings:
     state_dir: Path
     http: str = DEFAULT_HTTP  # HOST:PORT; a fixed port, since up announces it
     nats_url: str | None = None
-    # The embedded server's port: None takes one (hub/up/ports.py, from ``ports``).
+    # The embedded server's port: None takes one (hub/up/config/ports.py, from ``ports``).
     nats_port: int | None = None
     ports: range | None = None
     """``--ports``: the ports it chooses from when it picks one itself (the

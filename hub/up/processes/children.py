@@ -117,7 +117,7 @@ class ChildSpec:
 
 Start = Callable[[ChildSpec], Awaitable[Handle]]
 """How a child's process is started: :func:`exec_start` (``up`` spawns it),
-or the fork server's (hub/up/forking.py). Raises ``OSError`` or
+or the fork server's (hub/up/fleet/forking.py). Raises ``OSError`` or
 ``subprocess.SubprocessError`` when it cannot be."""
 
 
