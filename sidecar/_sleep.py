@@ -60,7 +60,7 @@ REFUSED = Backoff(initial=1.0, maximum=60.0)
 """Between asks the hub did not grant: a busy hub is not asked in a loop."""
 NUDGE_HOLDS = 1.0
 """Seconds a nudge that found the sidecar busy waits for it to be idle
-(``mailrun up`` nudges again after as long: hub/up/fleet.py)."""
+(``mailrun up`` nudges again after as long: hub/up/fleet/fleet.py)."""
 NUDGE_LOOK = 0.05
 """Seconds between two looks at the work while a nudge holds (work stamps
 when it ends; it wakes nobody)."""

@@ -43,7 +43,7 @@ def child_env(environ: Mapping[str, str]) -> dict[str, str]:
     env = {**environ, "PYTHONUNBUFFERED": "1"}
     # Children must run the same code as this supervisor. Installed, they find
     # it anyway; from a checkout, they need its root on their path.
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     if root not in {Path(sysconfig.get_path(k)).resolve() for k in ("purelib", "platlib")}:
         paths = [str(root), *filter(None, environ.get("PYTHONPATH", "").split(os.pathsep))]
         env["PYTHONPATH"] = os.pathsep.join(paths)
