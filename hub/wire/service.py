@@ -170,7 +170,6 @@ async def run_wire(
                 on_moved=moved,
                 nonce_ttl=config.nonce_ttl,
                 owner_lease=config.owner_lease,
-                writes=events_group,
             ),
         ),
         subjects.events: (

@@ -13,10 +13,11 @@ COMMIT returned. A failed commit answers every caller of the batch with
 its error: none of them is acknowledged, and each sidecar sends its events
 again. A lone frame runs alone, without a savepoint. The loop is
 ``hub.store.Batches``; what a batch runs, and how its failure is split, is
-this module's own. A join's claim and a Sleep's grant come here too
-(``hub.wire.sessions``, ``hub.wire.requests.sleep``): each is a durable
-write answered outward, as a frame's events are, and one waiting beside
-them shares their commit.
+this module's own. A Sleep's grant comes here too
+(``hub.wire.requests.sleep``): a durable write answered outward, as a
+frame's events are, and one waiting beside them shares their commit. A
+join's claim does not (``hub.wire.sessions``: it decides on sessions that
+open only after its COMMIT).
 """
 
 from __future__ import annotations

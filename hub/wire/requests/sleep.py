@@ -7,7 +7,7 @@ granted in one write transaction under the session's fence
 (``hub.store.grant_sleep``): the deployment's sleep row is written unless a
 dispatch waits for delivery or a version waits to be loaded, which answer
 ``Refused(busy)`` (the sidecar takes deliveries again). The transaction is
-made through ``writes``, the wire's group commit: Sleeps and claims and
+made through ``writes``, the wire's group commit: Sleeps and
 events frames that wait at the same moment share one commit. Once granted, the
 session ends in memory (``on_asleep``): nothing more is delivered to it,
 and it is neither probed nor shown as a silent sidecar. A Sleep repeated by

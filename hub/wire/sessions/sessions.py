@@ -13,10 +13,11 @@ deployment's sleep row: the sidecar is awake, wherever it runs.
 What a join costs the hub (every wake of an asleep deployment is one): the
 deployment's row is read once, for the Challenge, and kept with its nonce;
 the signed hello is checked against that row's key, and the claim's
-transaction reads the row again and decides on it. The claim is a durable
-write made through ``writes`` (the wire's group commit, which the events of
-other sidecars share: one fsync for every claim and frame waiting at the
-same moment, each in a savepoint of its own). The owner itself saying hello
+transaction reads the row again and decides on it. The claim is a write
+transaction of its own, never in the wire's group commit: it decides on
+whether the owner is alive as this hub's sessions show it, and a claim
+sharing its batch would open its session only after their common COMMIT
+(two copies of a state dir would both be welcomed). The owner itself saying hello
 again (its answer came after its timeout, a reconnect, a hub's restart)
 holds the claim already: when the row still says so and the deployment is
 awake, its Welcome is made from a read, with nothing written.
@@ -266,10 +267,8 @@ class HelloHandler:
         on_moved: Callable[[str, int], None] = lambda dep, epoch: None,
         nonce_ttl: float = NONCE_TTL,
         owner_lease: float = OWNER_LEASE,
-        writes: Writes | None = None,
     ) -> None:
         self._store = store
-        self._writes: Writes = writes or store
         self._sessions = sessions
         self._boot_id = boot_id
         self._on_welcome = on_welcome
@@ -311,7 +310,10 @@ class HelloHandler:
         if row.owner_instance == hello.instance_id:
             claimed = await self._store.read(partial(_held, hello=hello))
         if claimed is None:
-            claimed = await self._writes.transact(self._claim_body(hello, row.public_key))
+            # Its own transaction, never a group's: the claim decides on the
+            # owner's liveness as this hub sees it, which another claim of the
+            # same batch would change only once its session opens, after COMMIT.
+            claimed = await self._store.transact(self._claim_body(hello, row.public_key))
         if isinstance(claimed, Refused):
             return claimed
         return self._welcome(hello, claimed, bound=sender is not None, challenged=challenged)
