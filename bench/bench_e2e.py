@@ -211,6 +211,14 @@ def sidecar_process(up_pid: int, deployment_id: str) -> psutil.Process | None:
     return None
 
 
+def restores(state: Path) -> int:
+    """Sidecar starts so far, as the sidecars' own logs record them: a woken
+    life can be shorter than the sampler's round (`up` nudges it to make
+    room), so counting processes seen would miss some."""
+    logs = (state / "logs").glob("sidecar-*.log")
+    return sum(log.read_text(errors="replace").count(" restored (instance ") for log in logs)
+
+
 class Awake:
     """The sidecar processes of `up` (``up_pid``), sampled from the process
     table every ``interval`` seconds: the most alive at once, and every one
@@ -349,6 +357,7 @@ async def bench(
                     what="every deployment asleep",
                 )
                 sampler = Awake(up.pid)
+                restored_before = restores(state)
             ingress = None
             if nats:
                 ingress = await producer.enter_async_context(nats_producer(call, state))
@@ -453,7 +462,7 @@ async def bench(
         "idle_stop": idle_stop,
         "max_awake": max_awake,
         "most_awake": sampler.most if sampler is not None else None,
-        "sidecars_started": len(sampler.seen) if sampler is not None else None,
+        "sidecars_started": restores(state) - restored_before if sampler is not None else None,
         "offered_per_s": rate or None,
         "synchronous": synchronous,
         "accepted_per_s": mails / accepted_in,
