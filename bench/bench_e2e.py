@@ -158,6 +158,25 @@ def scratch_dir(prefix: str, *, keep: bool) -> Iterator[Path]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+def keep_and_json(parser: argparse.ArgumentParser) -> None:
+    """The ``--keep`` and ``--json`` options of a bench run in a scratch dir."""
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the scratch dir (logs) and say where"
+    )
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def run_in_scratch(
+    prefix: str,
+    bench: Callable[[Path, argparse.Namespace], Awaitable[dict[str, Any]]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """``bench(tmp, args)`` on the products' event loop, in a scratch dir
+    (``args.keep``: kept, and said where)."""
+    with scratch_dir(prefix, keep=args.keep) as tmp:
+        return anyio.run(bench, tmp, args, backend_options=loop_options(os.environ))
+
+
 def percentile(sorted_values: list[float], q: float) -> float:
     index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
     return sorted_values[index]

@@ -67,7 +67,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
-from bench.bench_e2e import percentile, scratch_dir
+from bench.bench_e2e import keep_and_json, percentile, run_in_scratch
 from runtime import NATS_URL_ENV, SidecarExit, record_path, sidecar_env
 from runtime.sidecar_contract import (
     FORK_MAX_FRAME,
@@ -495,11 +495,9 @@ def main() -> int:
         metavar="DIR",
         help="with --start fork: cProfile each forked life into DIR/<pid>.prof",
     )
-    p.add_argument("--keep", action="store_true", help="keep the scratch dir (logs) and say where")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    keep_and_json(p)
     args = p.parse_args()
-    with scratch_dir("mailrun-boot-", keep=args.keep) as tmp:
-        figures = anyio.run(bench, tmp, args)
+    figures = run_in_scratch("mailrun-boot-", bench, args)
     if args.json:
         print(json.dumps(figures))
     else:

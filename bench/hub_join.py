@@ -40,7 +40,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
 
-from bench.bench_e2e import percentile, scratch_dir
+from bench.bench_e2e import keep_and_json, percentile, run_in_scratch
 from runtime import (
     Asleep,
     Challenge,
@@ -230,11 +230,9 @@ def main() -> int:
     p.add_argument(
         "--idle", type=float, default=3.0, help="seconds the idle hub's CPU is measured first"
     )
-    p.add_argument("--keep", action="store_true", help="keep the scratch dir (logs) and say where")
-    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    keep_and_json(p)
     args = p.parse_args()
-    with scratch_dir("mailrun-join-", keep=args.keep) as tmp:
-        figures = anyio.run(bench, tmp, args)
+    figures = run_in_scratch("mailrun-join-", bench, args)
     if args.json:
         print(json.dumps(figures))
     else:
