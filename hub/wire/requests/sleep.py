@@ -19,13 +19,23 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
+from typing import Protocol, TypeVar
 
 from runtime import Asleep, FrameDecoder, Reason, Refused, Sleep
 
-from ...store import Store, grant_sleep
-from ..sessions import Session, SessionTable, Writes
+from ...store import Store, Tx, grant_sleep
+from ..sessions import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.sleep")
+
+T = TypeVar("T")
+
+
+class Writes(Protocol):
+    """Where a write transaction's body is committed: the store itself, or a
+    group commit in front of it (``hub.wire.events.GroupCommit``)."""
+
+    async def transact(self, body: Callable[[Tx], T]) -> T: ...
 
 
 class SleepHandler:

@@ -9,7 +9,6 @@ from .ownership import OWNER_LEASE as OWNER_LEASE
 from .sessions import HelloHandler as HelloHandler
 from .sessions import Session as Session
 from .sessions import SessionTable as SessionTable
-from .sessions import Writes as Writes
 from .sleepers import MAX_WAIT as MAX_WAIT
 from .sleepers import Sleepers as Sleepers
 
@@ -22,6 +21,5 @@ __all__ = [
     "Session",
     "SessionTable",
     "Sleepers",
-    "Writes",
     "hub_identity",
 ]

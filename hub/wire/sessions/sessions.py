@@ -31,7 +31,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol, TypeVar
 
 from runtime import (
     Challenge,
@@ -68,16 +67,6 @@ log = logging.getLogger("mailrun.hub.sessions")
 _ANY_OWNER = "*"  # just after a restart: whoever is recorded may still be running
 
 MAX_SESSIONS = 10_000
-
-T = TypeVar("T")
-
-
-class Writes(Protocol):
-    """Where a write transaction's body is committed: the store itself, or a
-    group commit in front of it (``hub.wire.events.GroupCommit``)."""
-
-    async def transact(self, body: Callable[[Tx], T]) -> T: ...
-
 
 _Claimed = tuple[OwnerClaim, int, FailurePolicy, bool]
 """A claim made: its epoch, the floor, the policy, whether it woke the deployment."""
