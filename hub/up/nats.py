@@ -14,7 +14,7 @@ import signal
 import sys
 import sysconfig
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import anyio
@@ -75,16 +75,30 @@ async def greets(host: str, port: int, server_name: str | None, timeout: float =
     return greeting_names(line, server_name)
 
 
-def nats_address(url: str) -> tuple[str, int, None] | None:
-    """The host and port of the first server of a NATS URL (a list may follow
-    a comma), to ask whether it greets; None when it names none."""
-    first = url.split(",")[0].strip()
-    try:
-        split = urllib.parse.urlsplit(first if "://" in first else f"nats://{first}")
-        host, port = split.hostname, split.port or DEFAULT_NATS_PORT
-    except ValueError:
-        return None
-    return None if not host else (host, port, None)
+def nats_addresses(url: str) -> list[tuple[str, int, str | None]]:
+    """The host and port of every server of a NATS URL (a comma-separated
+    list), to ask whether one greets; a part naming none is left out."""
+    found: list[tuple[str, int, str | None]] = []
+    for part in url.split(","):
+        part = part.strip()
+        try:
+            split = urllib.parse.urlsplit(part if "://" in part else f"nats://{part}")
+            host, port = split.hostname, split.port or DEFAULT_NATS_PORT
+        except ValueError:
+            continue
+        if host:
+            found.append((host, port, None))
+    return found
+
+
+async def any_greets(probes: Sequence[tuple[str, int, str | None]]) -> bool:
+    """Whether one of ``probes`` (host, port, server name) greets, asked in
+    turn: a client connects to any server of its list. True when there is
+    none to ask."""
+    for probe in probes:
+        if await greets(*probe):
+            return True
+    return not probes
 
 
 class EmbeddedConfig:

