@@ -1,6 +1,6 @@
 """Challenge nonces: what a sidecar's hello is challenged with, and the
 deployment's row the Challenge read, kept for the signed hello that comes
-back (``HelloHandler``, hub/wire/sessions/sessions.py).
+back (``HelloHandler``, hub/wire/sessions/hello.py).
 
 A nonce is used once, for one deployment, within ``NONCE_TTL`` seconds;
 at most ``MAX_NONCES`` are kept (the oldest go first): a flood of hellos
