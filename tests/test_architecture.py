@@ -17,7 +17,7 @@ import X``, X not a module) inside ``pkg.mod`` does count: with
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -54,6 +54,14 @@ def sources() -> dict[str, Path]:
     }
 
 
+@cache
+def nodes(module: str) -> tuple[ast.AST, ...]:
+    """Every node of ``module``'s tree, parsed once for all the checks here
+    (each parse and walk of the three packages took most of a second)."""
+    path = sources()[module]
+    return tuple(ast.walk(ast.parse(path.read_text(), filename=str(path))))
+
+
 def is_package(module: str) -> bool:
     return sources()[module].name == "__init__.py"
 
@@ -73,7 +81,9 @@ def bound(package: str) -> frozenset[str]:
     if package not in sources() or not is_package(package):
         return frozenset()
     names: set[str] = set()
-    for node in ast.parse(sources()[package].read_text()).body:
+    module = nodes(package)[0]
+    assert isinstance(module, ast.Module)
+    for node in module.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             names.update((alias.asname or alias.name).partition(".")[0] for alias in node.names)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
@@ -110,11 +120,10 @@ def imported(module: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
 def graph() -> Graph:
     """Module -> the modules of ours it imports."""
     edges: Graph = {}
-    for module, path in sources().items():
-        tree = ast.parse(path.read_text(), filename=str(path))
+    for module in sources():
         edges[module] = {
             target
-            for node in ast.walk(tree)
+            for node in nodes(module)
             if isinstance(node, ast.Import | ast.ImportFrom)
             for name in imported(module, node)
             if (target := known(name)) is not None and target != module
@@ -206,9 +215,9 @@ def names_from_runtime(package: str) -> set[str]:
     """The names ``package``'s modules import from runtime's front (``from runtime import X``)."""
     return {
         alias.name
-        for module, path in sources().items()
+        for module in sources()
         if module.partition(".")[0] == package
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in nodes(module)
         if isinstance(node, ast.ImportFrom) and node.module == "runtime" and not node.level
         for alias in node.names
     }
@@ -298,13 +307,13 @@ def reach(module: str, package: bool) -> str:
     return base
 
 
-def import_depths(module: str, source: str, package: bool = False) -> list[str]:
+def import_depths(module: str, tree: Iterable[ast.AST], package: bool = False) -> list[str]:
     """The imports in ``module`` that break the one style: relative, at most
     :data:`MAX_IMPORT_DOTS` dots; absolute (``from hub.store import``) only
     for a module of its own package that so many dots cannot reach."""
     top, near = module.partition(".")[0], reach(module, package)
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in tree:
         if not isinstance(node, ast.ImportFrom):
             continue
         name = "." * node.level + (node.module or "")
@@ -318,8 +327,8 @@ def import_depths(module: str, source: str, package: bool = False) -> list[str]:
 def test_imports_are_relative_and_shallow() -> None:
     found = [
         line
-        for module, path in sources().items()
-        for line in import_depths(module, path.read_text(), is_package(module))
+        for module in sources()
+        for line in import_depths(module, nodes(module), is_package(module))
     ]
     assert found == [], "\n".join(found)
 
@@ -333,13 +342,14 @@ def test_a_deep_or_needlessly_absolute_import_is_caught() -> None:
         "from ...responses import json_response\n"
         "from runtime import Flag\n"
     )
-    assert import_depths(deep, source) == [
+    assert import_depths(deep, ast.walk(ast.parse(source))) == [
         f"{deep}: from ....store (more than 3 dots)",
         f"{deep}: from hub.api.context (a relative import reaches it)",
     ]
     # In a package's __init__.py one dot is the package: hub/api/routes/
     # reaches hub with three.
-    assert import_depths("hub.api.routes", "from hub.store import get_run\n", True) == [
+    absolute = ast.walk(ast.parse("from hub.store import get_run\n"))
+    assert import_depths("hub.api.routes", absolute, True) == [
         "hub.api.routes: from hub.store (a relative import reaches it)"
     ]
 
@@ -382,8 +392,7 @@ def touches_environment(node: ast.AST) -> bool:
 
 
 def reads_environment(module: str) -> bool:
-    tree = ast.parse(sources()[module].read_text())
-    return any(touches_environment(node) for node in ast.walk(tree))
+    return any(touches_environment(node) for node in nodes(module))
 
 
 def test_the_environment_is_read_only_where_a_process_starts() -> None:

@@ -72,10 +72,10 @@ def test_the_e2e_bench_spreads_an_open_loop_over_deployments() -> None:
 
 @pytest.mark.timeout(BENCH_BOUND + 60)
 def test_the_e2e_bench_wakes_deployments_asleep_at_the_start() -> None:
-    args = ["--mails", "30", "--senders", "4", "--deployments", "3", "--idle-stop", "1"]
+    args = ["--mails", "30", "--senders", "4", "--deployments", "3", "--idle-stop", "0.3"]
     figures = bench("bench_e2e.py", *args, "--max-awake", "2", timeout=BENCH_BOUND)
     assert (figures["mails"], figures["deployments"], figures["up_exit_code"]) == (30, 3, 0)
-    assert (figures["idle_stop"], figures["max_awake"]) == (1.0, 2)
+    assert (figures["idle_stop"], figures["max_awake"]) == (0.3, 2)
     # Every deployment was asleep when the clock started: each mailed one was
     # woken, a new process, and never more at once than --max-awake.
     assert isinstance(figures["sidecars_started"], int) and figures["sidecars_started"] >= 3
@@ -175,7 +175,7 @@ def test_the_gil_bench_times_a_transaction_each_way() -> None:
 
 def test_the_timer_bench_sees_each_timer_once_in_each_runs_order() -> None:
     # The script itself exits non-zero when a timer was missed, doubled or out of order.
-    figures = bench("timers.py", "--runs", "3", "--timers", "4", "--lead", "3")
+    figures = bench("timers.py", "--runs", "3", "--timers", "4", "--lead", "2")
     assert (figures["runs"], figures["timers"]) == (3, 12)
     assert figures["exactly_once"] and figures["in_order"] and figures["armed_before_due"]
     fired, handled = figures["fire_lateness"], figures["due_to_handler"]
@@ -230,7 +230,7 @@ def test_the_wake_bench_wakes_every_asleep_deployment_once() -> None:
     # Three `mailrun up` in turn; the script exits non-zero when a mail was
     # missed or handled twice.
     args = ["--deployments", "2", "--storm", "3", "--storm-max-awake", "2"]
-    args += ["--many", "3", "--hour", "1", "--many-max-awake", "2"]
+    args += ["--many", "3", "--hour", "1", "--many-max-awake", "2", "--idle-stop", "0.3"]
     figures = bench("wake.py", *args, timeout=BENCH_BOUND)
     latency, storm, many = figures["latency"], figures["storm"], figures["many"]
     assert isinstance(latency, dict) and isinstance(storm, dict) and isinstance(many, dict)
