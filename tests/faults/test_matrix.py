@@ -26,7 +26,7 @@ from tests.support.servers.postgres import PostgresServer
 
 from .harness.asleep import ASLEEP, IDLE_STOP
 from .harness.cluster import running_cluster
-from .harness.rounds import Fault, Outcome, run_round
+from .harness.rounds import Fault, Outcome, Phases, run_round
 from .harness.scenarios import FAULTS, f10_inject, f11_inject, f12_inject, f17_inject
 
 pytestmark = pytest.mark.anyio
@@ -35,12 +35,16 @@ SEED = int(os.environ.get("MAILRUN_FAULT_SEED", "1"))
 
 
 async def _round(tmp_path: Path, fault: Fault, database: str | None = None) -> Outcome:
+    phases = Phases()
     async with running_cluster(
         tmp_path, hub_failpoints=fault.hub_failpoints, database=database, idle_stop=IDLE_STOP
     ) as cluster:
+        phases.mark("cluster")
         out = await run_round(
-            cluster, fault, seed=SEED, scratch=tmp_path / "scratch", name=fault.key.lower()
-        )
+            cluster, fault, seed=SEED, scratch=tmp_path / "scratch", name=fault.key.lower(),
+            phases=phases,
+        )  # fmt: skip
+    phases.mark("stop")
     print(out.summary())  # shown with -rA or on failure: the figures of this run
     return out
 

@@ -63,6 +63,24 @@ class NotInjected(Exception):
     """The fault could not be injected: the round tested nothing."""
 
 
+@dataclass
+class Phases:
+    """Where a round's time went: seconds spent in each phase, in order (a
+    slow round, or a failed one, says which part of it was slow)."""
+
+    spent: list[tuple[str, float]] = field(default_factory=list)
+    _since: float = field(default_factory=time.monotonic)
+
+    def mark(self, phase: str) -> None:
+        """``phase`` ended now: it took the time since the previous mark."""
+        now = time.monotonic()
+        self.spent.append((phase, now - self._since))
+        self._since = now
+
+    def summary(self) -> str:
+        return "phases " + " ".join(f"{name}={took:.2f}s" for name, took in self.spent)
+
+
 RECORDER = """
 import hashlib
 import os
@@ -170,6 +188,7 @@ class Round:
     paused: list[Proc] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)
+    phases: Phases = field(default_factory=Phases)
 
     @property
     def dep_id(self) -> str:
@@ -344,6 +363,7 @@ class Outcome:
     history: History
     said: list[str] = field(default_factory=list)
     """Figures ``inject`` reported (``Round.say``)."""
+    phases: Phases = field(default_factory=Phases)
 
     @property
     def ok(self) -> bool:
@@ -364,7 +384,8 @@ class Outcome:
     def summary(self) -> str:
         took = "-" if self.recovery is None else f"{self.recovery:.2f}s"
         text = f"{self.fault} {self.result.summary()} recovery={took}"
-        return "; ".join([text, *self.said, *self.problems, *self.not_injected])
+        parts = [text, *self.said, *self.problems, *self.not_injected]
+        return "; ".join([*parts, self.phases.summary()] if self.phases.spent else parts)
 
 
 async def arm_hub(cluster: Cluster, failpoints: str) -> None:
@@ -387,15 +408,21 @@ async def run_round(
     scratch: Path,
     name: str,
     load: Load | None = None,
+    phases: Phases | None = None,
 ) -> Outcome:
-    """One round of ``fault`` against a fresh deployment ``name``; see the module docstring."""
+    """One round of ``fault`` against a fresh deployment ``name``; see the
+    module docstring. ``phases``: the caller's, to go on timing the round's
+    phases in (its own before, the cluster's stop after)."""
     load = load or fault.load
+    phases = phases or Phases()
     await anyio.Path(scratch).mkdir(parents=True, exist_ok=True)
     await arm_hub(cluster, fault.hub_failpoints)
+    phases.mark("arm")
     source = RECORDER.format(
         hold=str(scratch / "hold"), entered=str(scratch / "entered"), timer_after=TIMER_AFTER
     )
     dep = await cluster.deploy(name, source)
+    phases.mark("deploy")
     config = WorkloadConfig(
         clients=load.clients,
         mails_per_client=load.mails,
@@ -406,11 +433,12 @@ async def run_round(
         seed=seed,
     )
     workload = Workload(cluster.url, dep["address"], config, token=cluster.token)
-    r = Round(cluster, fault, load, random.Random(seed), scratch, dep, workload)
+    r = Round(cluster, fault, load, random.Random(seed), scratch, dep, workload, phases=phases)
     await cluster.add_sidecar(r.dep_id)
     if fault.start_sidecar:
         await r.start_sidecar()
         await cluster.wait_connected(r.dep_id)
+    phases.mark("sidecar")
     started = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_serve, r)
@@ -422,8 +450,11 @@ async def run_round(
         finally:
             for proc in list(r.paused):  # never leave a process frozen
                 r.resume(proc)
+        phases.mark("inject")
         r.over()
         recovery = await r.caught_up(fault.settle_within)
+        phases.mark("caught_up")
+    phases.mark("workload")
     history = workload.history
     liveness = Liveness(
         healed=(r.ended or started) - history.started,
@@ -439,8 +470,10 @@ async def run_round(
         ignore=fault.ignore,
         liveness=liveness,
     )
+    phases.mark("check")
     if fault.verify is not None:
         await fault.verify(r, result)
+        phases.mark("verify")
     r.expect(cluster.hub.running, "the hub is not running at the end")
     if cluster.idle_stop is None:
         r.expect(r.sidecar.proc.running, "the sidecar is not running at the end")
@@ -450,10 +483,11 @@ async def run_round(
             await cluster.wait_asleep(r.dep_id, timeout=ASLEEP_WITHIN)
         except AssertionError:
             r.expect(False, f"not asleep again {ASLEEP_WITHIN:g}s after the check")
+        phases.mark("asleep")
     duration = time.monotonic() - started
     return Outcome(
         fault.key, r.dep_id, result, recovery, duration, r.problems, r.not_injected, history,
-        r.said,
+        r.said, phases,
     )  # fmt: skip
 
 
