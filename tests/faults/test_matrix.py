@@ -42,7 +42,7 @@ async def _round(tmp_path: Path, fault: Fault, database: str | None = None) -> O
         phases.mark("cluster")
         out = await run_round(
             cluster, fault, seed=SEED, scratch=tmp_path / "scratch", name=fault.key.lower(),
-            phases=phases,
+            phases=phases, armed=True,  # the hub starts armed: no restart to arm it
         )  # fmt: skip
     phases.mark("stop")
     print(out.summary())  # shown with -rA or on failure: the figures of this run

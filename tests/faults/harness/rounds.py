@@ -388,13 +388,14 @@ class Outcome:
         return "; ".join([*parts, self.phases.summary()] if self.phases.spent else parts)
 
 
-async def arm_hub(cluster: Cluster, failpoints: str) -> None:
+async def arm_hub(cluster: Cluster, failpoints: str, *, fresh: bool = False) -> None:
     """Give the round a hub with ``failpoints`` armed afresh (an orderly restart).
 
-    A running hub without failpoints serves a round without them as it is.
+    A running hub without failpoints serves a round without them as it is,
+    and so does a ``fresh`` one (started for this round, armed with them).
     Any other is restarted, even one armed the same way: counts (``3*raise``)
     live in the process, and an earlier round may have used them up."""
-    if cluster.hub.running and not failpoints and not cluster.hub.failpoints:
+    if cluster.hub.running and cluster.hub.failpoints == failpoints and (fresh or not failpoints):
         return
     await cluster.hub.stop()
     await cluster.start_hub(failpoints=failpoints)
@@ -409,14 +410,17 @@ async def run_round(
     name: str,
     load: Load | None = None,
     phases: Phases | None = None,
+    armed: bool = False,
 ) -> Outcome:
     """One round of ``fault`` against a fresh deployment ``name``; see the
     module docstring. ``phases``: the caller's, to go on timing the round's
-    phases in (its own before, the cluster's stop after)."""
+    phases in (its own before, the cluster's stop after). ``armed``: the
+    cluster's hub was started for this round with ``fault.hub_failpoints``
+    (no restart to arm it)."""
     load = load or fault.load
     phases = phases or Phases()
     await anyio.Path(scratch).mkdir(parents=True, exist_ok=True)
-    await arm_hub(cluster, fault.hub_failpoints)
+    await arm_hub(cluster, fault.hub_failpoints, fresh=armed)
     phases.mark("arm")
     source = RECORDER.format(
         hold=str(scratch / "hold"), entered=str(scratch / "entered"), timer_after=TIMER_AFTER
