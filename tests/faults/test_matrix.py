@@ -6,7 +6,7 @@ message id, and one fault from ``scenarios.FAULTS``; then it checks the
 history against what the run processed: safe (nothing lost, duplicated or
 reordered) and live (every mail settled within the bound after the fault).
 Each mail sets a timer of the run, pending across the fault: each fires
-exactly once once it healed. The sidecars scale to zero (``--idle-stop 1``,
+exactly once once it healed. The sidecars scale to zero (``--idle-stop 0.5``,
 woken by the cluster as ``mailrun up`` wakes them): a round ends with its
 deployment asleep again, and the asleep faults (tests/faults/harness/asleep.py) strike
 while one wakes up.
