@@ -26,7 +26,8 @@ from tests.support.servers.postgres import PostgresServer
 
 from .harness.asleep import ASLEEP, IDLE_STOP
 from .harness.cluster import running_cluster
-from .harness.rounds import Fault, Outcome, Phases, run_round
+from .harness.outcome import Outcome, Phases
+from .harness.rounds import Fault, run_round
 from .harness.scenarios import FAULTS, f10_inject, f11_inject, f12_inject, f17_inject
 
 pytestmark = pytest.mark.anyio

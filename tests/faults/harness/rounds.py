@@ -37,7 +37,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
@@ -46,7 +46,8 @@ from tests.support import wait_for
 from .checker import CheckResult, Liveness
 from .cluster import ASLEEP_WITHIN, Cluster, Proc, SidecarNode
 from .observe import check_deployment
-from .workload import History, Workload, WorkloadConfig
+from .outcome import Outcome, Phases
+from .workload import Workload, WorkloadConfig
 
 SETTLE_WITHIN = 15.0
 """Seconds, after a fault's end, for every mail to settle and every accepted
@@ -61,24 +62,6 @@ strikes, and each must fire exactly once after it healed."""
 
 class NotInjected(Exception):
     """The fault could not be injected: the round tested nothing."""
-
-
-@dataclass
-class Phases:
-    """Where a round's time went: seconds spent in each phase, in order (a
-    slow round, or a failed one, says which part of it was slow)."""
-
-    spent: list[tuple[str, float]] = field(default_factory=list)
-    _since: float = field(default_factory=time.monotonic)
-
-    def mark(self, phase: str) -> None:
-        """``phase`` ended now: it took the time since the previous mark."""
-        now = time.monotonic()
-        self.spent.append((phase, now - self._since))
-        self._since = now
-
-    def summary(self) -> str:
-        return "phases " + " ".join(f"{name}={took:.2f}s" for name, took in self.spent)
 
 
 RECORDER = """
@@ -342,50 +325,6 @@ class Round:
             await self.start_hub()
         if not self.sidecar.proc.running:
             await self.start_sidecar()
-
-
-Verdict = Literal["ok", "failed", "not injected"]
-
-
-@dataclass
-class Outcome:
-    fault: str
-    deployment_id: str
-    result: CheckResult
-    recovery: float | None
-    """Seconds from the fault's end until every dispatch accepted by then was
-    processed; None: not within the liveness bound."""
-    duration: float
-    problems: list[str]
-    """What the system did wrong beyond the checker (the fault's own checks)."""
-    not_injected: list[str]
-    """Why the fault could not be injected (a harness problem)."""
-    history: History
-    said: list[str] = field(default_factory=list)
-    """Figures ``inject`` reported (``Round.say``)."""
-    phases: Phases = field(default_factory=Phases)
-
-    @property
-    def ok(self) -> bool:
-        return self.result.ok and not self.problems
-
-    @property
-    def injected(self) -> bool:
-        return not self.not_injected
-
-    @property
-    def verdict(self) -> Verdict:
-        """A failure of the system counts whether the fault was injected or
-        not; a round that was safe and live but injected nothing tested nothing."""
-        if not self.ok:
-            return "failed"
-        return "ok" if self.injected else "not injected"
-
-    def summary(self) -> str:
-        took = "-" if self.recovery is None else f"{self.recovery:.2f}s"
-        text = f"{self.fault} {self.result.summary()} recovery={took}"
-        parts = [text, *self.said, *self.problems, *self.not_injected]
-        return "; ".join([*parts, self.phases.summary()] if self.phases.spent else parts)
 
 
 async def arm_hub(cluster: Cluster, failpoints: str, *, fresh: bool = False) -> None:
