@@ -1,9 +1,10 @@
 """The hub process: store, acceptor, NATS wire side and mail ingress, outbound
 relay, timer and schedule loops, SMTP ingress and HTTP API in one task group.
 
-Shutdown is orderly: on SIGTERM/SIGINT (or cancellation) the HTTP server
-stops taking requests and finishes the ones in flight (bounded), the SMTP
-server answers the messages it is accepting (bounded) and closes, then the
+Shutdown is orderly: on SIGTERM/SIGINT (or cancellation) the long polls of
+``GET /workflows/wakes`` answer at once, the HTTP server stops taking
+requests and finishes the ones in flight (bounded), the SMTP server
+answers the messages it is accepting (bounded) and closes, then the
 acceptor and the wire side are cancelled and the store is closed. Nothing
 accepted is lost at any point: an answer "accepted" is only ever sent after
 its transaction committed.
@@ -75,6 +76,8 @@ class WireSide(Protocol):
     def on_policy(self, deployment_id: str) -> object: ...
 
     async def wakes_after(self, wait: float, cursor: str | None) -> tuple[list[str], str]: ...
+
+    def close_polls(self) -> None: ...
 
     def health(self) -> Mapping[str, Any]: ...
 
@@ -276,8 +279,13 @@ async def serve_hub(
                 )
                 task_status.started(HubHandle(boot_id, http_url, store, acceptor, smtp_address))
                 # Serve until a signal (with handle_signals) or the caller cancels.
-                async with cancel_on_signals() if handle_signals else nullcontext():
-                    await anyio.sleep_forever()
+                try:
+                    async with cancel_on_signals() if handle_signals else nullcontext():
+                        await anyio.sleep_forever()
+                finally:
+                    # Long polls end at once, whichever way the hub stops: the
+                    # HTTP server's graceful stop would wait for them (2 s).
+                    side.close_polls()
                 # Stop intake first, so requests in flight still find the
                 # acceptor; then everything else.
                 feed.close()

@@ -78,6 +78,10 @@ class Wire:
         answer's cursor."""
         return await self.dispatcher.sleepers.wakes_after(wait, cursor)
 
+    def close_polls(self) -> None:
+        """The hub is stopping: the wakes' long polls answer now (empty)."""
+        self.dispatcher.sleepers.close()
+
     def on_policy(self, deployment_id: str) -> None:
         """The deployment's failure policy changed: its sidecar is told now."""
         if self._policies is not None:

@@ -6,7 +6,7 @@ message id, and one fault from ``scenarios.FAULTS``; then it checks the
 history against what the run processed: safe (nothing lost, duplicated or
 reordered) and live (every mail settled within the bound after the fault).
 Each mail sets a timer of the run, pending across the fault: each fires
-exactly once once it healed. The sidecars scale to zero (``--idle-stop 1``,
+exactly once once it healed. The sidecars scale to zero (``--idle-stop 0.5``,
 woken by the cluster as ``mailrun up`` wakes them): a round ends with its
 deployment asleep again, and the asleep faults (tests/faults/harness/asleep.py) strike
 while one wakes up.
@@ -26,7 +26,8 @@ from tests.support.servers.postgres import PostgresServer
 
 from .harness.asleep import ASLEEP, IDLE_STOP
 from .harness.cluster import running_cluster
-from .harness.rounds import Fault, Outcome, run_round
+from .harness.outcome import Outcome, Phases
+from .harness.rounds import Fault, run_round
 from .harness.scenarios import FAULTS, f10_inject, f11_inject, f12_inject, f17_inject
 
 pytestmark = pytest.mark.anyio
@@ -35,12 +36,16 @@ SEED = int(os.environ.get("MAILRUN_FAULT_SEED", "1"))
 
 
 async def _round(tmp_path: Path, fault: Fault, database: str | None = None) -> Outcome:
+    phases = Phases()
     async with running_cluster(
         tmp_path, hub_failpoints=fault.hub_failpoints, database=database, idle_stop=IDLE_STOP
     ) as cluster:
+        phases.mark("cluster")
         out = await run_round(
-            cluster, fault, seed=SEED, scratch=tmp_path / "scratch", name=fault.key.lower()
-        )
+            cluster, fault, seed=SEED, scratch=tmp_path / "scratch", name=fault.key.lower(),
+            phases=phases, armed=True,  # the hub starts armed: no restart to arm it
+        )  # fmt: skip
+    phases.mark("stop")
     print(out.summary())  # shown with -rA or on failure: the figures of this run
     return out
 

@@ -23,6 +23,11 @@ answer, or a name a re-read finds that the poll's first read had not), so
 a caller that is starting what it was named waits for news instead of
 asking again and again. A cursor is this hub's boot and the count of its
 pokes; another hub's (or a restarted one's) counts as none.
+
+A stopping hub ends the polls (:meth:`Sleepers.close`): each answers at
+once, naming nothing, so that the HTTP server's graceful stop is not held
+for the rest of a poll's wait (up to 30 s, cut at the server's grace). The
+next hub names what this one would have.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ class Sleepers:
         self._found: list[str] = []  # what the reads so far name, longest asleep first
         self._read_at: float | None = None  # when the whole list was last read
         self._heard: set[str] = set()  # asleep ones poked or fallen asleep since
+        self._closed = False
 
     def __contains__(self, deployment_id: object) -> bool:
         return deployment_id in self._asleep
@@ -94,6 +100,13 @@ class Sleepers:
         if deployment_id in self._found:
             self._found.remove(deployment_id)
 
+    def close(self) -> None:
+        """The hub is stopping: every poll answers now, and any later one at
+        once, with no names (starting a sidecar for a hub on its way out
+        would be wasted: it joins the next)."""
+        self._closed = True
+        self._wake_polls()
+
     async def wakes(self, wait: float) -> list[str]:
         """The asleep deployments that have work, longest asleep first: at
         once when there are any, else as soon as there are, within ``wait``
@@ -111,6 +124,8 @@ class Sleepers:
         while True:
             # Taken before the read: a poke during the read is not lost.
             poked, generation = self._poked, self._generation
+            if self._closed:
+                return [], f"{self._boot}.{generation}"
             found = await self._look()
             left = deadline - anyio.current_time()
             news = since != generation or (first is not None and not first.issuperset(found))

@@ -39,7 +39,7 @@ from .proxy import NatsFaultProxy
 
 ASLEEP_WITHIN = 20.0
 """Seconds for an idle deployment to be shown asleep with its sidecar gone:
-its ``--idle-stop`` (1 s in the tests) and an orderly exit, with room for a
+its ``--idle-stop`` (0.5 s in the tests) and an orderly exit, with room for a
 loaded machine. Apart from a fault's liveness bound, which a test may make
 short on purpose."""
 

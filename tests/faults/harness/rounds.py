@@ -37,7 +37,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
@@ -46,7 +46,8 @@ from tests.support import wait_for
 from .checker import CheckResult, Liveness
 from .cluster import ASLEEP_WITHIN, Cluster, Proc, SidecarNode
 from .observe import check_deployment
-from .workload import History, Workload, WorkloadConfig
+from .outcome import Outcome, Phases
+from .workload import Workload, WorkloadConfig
 
 SETTLE_WITHIN = 15.0
 """Seconds, after a fault's end, for every mail to settle and every accepted
@@ -170,6 +171,7 @@ class Round:
     paused: list[Proc] = field(default_factory=list)
     notes: dict[str, Any] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)
+    phases: Phases = field(default_factory=Phases)
 
     @property
     def dep_id(self) -> str:
@@ -325,55 +327,14 @@ class Round:
             await self.start_sidecar()
 
 
-Verdict = Literal["ok", "failed", "not injected"]
-
-
-@dataclass
-class Outcome:
-    fault: str
-    deployment_id: str
-    result: CheckResult
-    recovery: float | None
-    """Seconds from the fault's end until every dispatch accepted by then was
-    processed; None: not within the liveness bound."""
-    duration: float
-    problems: list[str]
-    """What the system did wrong beyond the checker (the fault's own checks)."""
-    not_injected: list[str]
-    """Why the fault could not be injected (a harness problem)."""
-    history: History
-    said: list[str] = field(default_factory=list)
-    """Figures ``inject`` reported (``Round.say``)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.result.ok and not self.problems
-
-    @property
-    def injected(self) -> bool:
-        return not self.not_injected
-
-    @property
-    def verdict(self) -> Verdict:
-        """A failure of the system counts whether the fault was injected or
-        not; a round that was safe and live but injected nothing tested nothing."""
-        if not self.ok:
-            return "failed"
-        return "ok" if self.injected else "not injected"
-
-    def summary(self) -> str:
-        took = "-" if self.recovery is None else f"{self.recovery:.2f}s"
-        text = f"{self.fault} {self.result.summary()} recovery={took}"
-        return "; ".join([text, *self.said, *self.problems, *self.not_injected])
-
-
-async def arm_hub(cluster: Cluster, failpoints: str) -> None:
+async def arm_hub(cluster: Cluster, failpoints: str, *, fresh: bool = False) -> None:
     """Give the round a hub with ``failpoints`` armed afresh (an orderly restart).
 
-    A running hub without failpoints serves a round without them as it is.
+    A running hub without failpoints serves a round without them as it is,
+    and so does a ``fresh`` one (started for this round, armed with them).
     Any other is restarted, even one armed the same way: counts (``3*raise``)
     live in the process, and an earlier round may have used them up."""
-    if cluster.hub.running and not failpoints and not cluster.hub.failpoints:
+    if cluster.hub.running and cluster.hub.failpoints == failpoints and (fresh or not failpoints):
         return
     await cluster.hub.stop()
     await cluster.start_hub(failpoints=failpoints)
@@ -387,15 +348,24 @@ async def run_round(
     scratch: Path,
     name: str,
     load: Load | None = None,
+    phases: Phases | None = None,
+    armed: bool = False,
 ) -> Outcome:
-    """One round of ``fault`` against a fresh deployment ``name``; see the module docstring."""
+    """One round of ``fault`` against a fresh deployment ``name``; see the
+    module docstring. ``phases``: the caller's, to go on timing the round's
+    phases in (its own before, the cluster's stop after). ``armed``: the
+    cluster's hub was started for this round with ``fault.hub_failpoints``
+    (no restart to arm it)."""
     load = load or fault.load
+    phases = phases or Phases()
     await anyio.Path(scratch).mkdir(parents=True, exist_ok=True)
-    await arm_hub(cluster, fault.hub_failpoints)
+    await arm_hub(cluster, fault.hub_failpoints, fresh=armed)
+    phases.mark("arm")
     source = RECORDER.format(
         hold=str(scratch / "hold"), entered=str(scratch / "entered"), timer_after=TIMER_AFTER
     )
     dep = await cluster.deploy(name, source)
+    phases.mark("deploy")
     config = WorkloadConfig(
         clients=load.clients,
         mails_per_client=load.mails,
@@ -406,11 +376,12 @@ async def run_round(
         seed=seed,
     )
     workload = Workload(cluster.url, dep["address"], config, token=cluster.token)
-    r = Round(cluster, fault, load, random.Random(seed), scratch, dep, workload)
+    r = Round(cluster, fault, load, random.Random(seed), scratch, dep, workload, phases=phases)
     await cluster.add_sidecar(r.dep_id)
     if fault.start_sidecar:
         await r.start_sidecar()
         await cluster.wait_connected(r.dep_id)
+    phases.mark("sidecar")
     started = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_serve, r)
@@ -422,8 +393,11 @@ async def run_round(
         finally:
             for proc in list(r.paused):  # never leave a process frozen
                 r.resume(proc)
+        phases.mark("inject")
         r.over()
         recovery = await r.caught_up(fault.settle_within)
+        phases.mark("caught_up")
+    phases.mark("workload")
     history = workload.history
     liveness = Liveness(
         healed=(r.ended or started) - history.started,
@@ -439,8 +413,10 @@ async def run_round(
         ignore=fault.ignore,
         liveness=liveness,
     )
+    phases.mark("check")
     if fault.verify is not None:
         await fault.verify(r, result)
+        phases.mark("verify")
     r.expect(cluster.hub.running, "the hub is not running at the end")
     if cluster.idle_stop is None:
         r.expect(r.sidecar.proc.running, "the sidecar is not running at the end")
@@ -450,10 +426,11 @@ async def run_round(
             await cluster.wait_asleep(r.dep_id, timeout=ASLEEP_WITHIN)
         except AssertionError:
             r.expect(False, f"not asleep again {ASLEEP_WITHIN:g}s after the check")
+        phases.mark("asleep")
     duration = time.monotonic() - started
     return Outcome(
         fault.key, r.dep_id, result, recovery, duration, r.problems, r.not_injected, history,
-        r.said,
+        r.said, phases,
     )  # fmt: skip
 
 

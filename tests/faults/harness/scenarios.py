@@ -749,7 +749,7 @@ FAULTS: dict[str, Fault] = {
     )
 }  # fmt: skip
 """Every fault, by key. Durations are random here; the matrix fixes F10's at
-8 s, F11's at 6 s, F12's at 5 s and F17's at 10 s."""
+6 s, F11's at 5 s, F12's at 4 s and F17's at 7 s."""
 
 LONG: dict[str, Fault] = {
     f.key: f

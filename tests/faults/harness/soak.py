@@ -45,7 +45,8 @@ import anyio
 from runtime.config import BACKOFF_MAX_ENV
 
 from .cluster import Cluster, running_cluster
-from .rounds import Fault, Inject, Outcome, Round, run_round
+from .outcome import Outcome
+from .rounds import Fault, Inject, Round, run_round
 from .scenarios import FAULTS, LONG
 
 QUIET = frozenset({"F3", "F5"})
