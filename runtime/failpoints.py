@@ -53,6 +53,7 @@ REGISTERED: Final[Mapping[str, str]] = MappingProxyType(
         "hub.events.before_commit": "hub/wire/events/events.py",
         "hub.events.after_commit": "hub/wire/events/events.py",
         "hub.hello.before_claim": "hub/wire/sessions/hello.py",
+        "hub.hello.before_session": "hub/wire/sessions/hello.py",
         "hub.mint.before_claim": "hub/wire/requests/mint.py",
         "hub.relay.after_send": "hub/outbound/_relay.py",
         "hub.relay.after_refusal": "hub/outbound/_relay.py",

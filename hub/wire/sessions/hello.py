@@ -12,10 +12,15 @@ transaction reads the row again and decides on it. The claim is a write
 transaction of its own, never in the wire's group commit: it decides on
 whether the owner is alive as this hub's sessions show it, and a claim
 sharing its batch would open its session only after their common COMMIT
-(two copies of a state dir would both be welcomed). The owner itself saying
-hello again (its answer came after its timeout, a reconnect, a hub's
-restart) holds the claim already: when the row still says so and the
-deployment is awake, its Welcome is made from a read, with nothing written.
+(two copies of a state dir would both be welcomed). For the same reason the
+claims of one deployment are made one at a time, each from its snapshot of
+the owner's liveness to its session opened: a claim whose snapshot was taken
+while another's transaction was in flight would find that new owner not
+live, and a copy would be welcomed over a takeover (``OneAtATime``). The
+owner itself saying hello again (its answer came after its timeout, a
+reconnect, a hub's restart) holds the claim already: when the row still says
+so and the deployment is awake, its Welcome is made from a read, with
+nothing written and no claim to wait for.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from ...store import (
     wake_deployment,
 )
 from .nonces import NONCE_TTL, Nonces
-from .ownership import OWNER_LEASE, OwnerClaim, decide, home_of, not_live
+from .ownership import OWNER_LEASE, OneAtATime, OwnerClaim, decide, home_of, not_live
 from .table import Session, SessionTable
 
 log = logging.getLogger("mailrun.hub.sessions")
@@ -84,6 +89,7 @@ class HelloHandler:
         self._lease = owner_lease
         self._booted = time.monotonic()
         self._decoder: FrameDecoder[Hello] = FrameDecoder(Hello)
+        self._claims = OneAtATime()
 
     async def __call__(self, data: bytes, sender: str | None) -> Challenge | Welcome | Refused:
         hello = self._decoder.decode(data)
@@ -113,17 +119,21 @@ class HelloHandler:
             return Refused(reason=Reason.BAD_SIGNATURE, detail=str(exc))
         # Verified, not claimed: a deletion or another claim may commit here.
         await afailpoint("hub.hello.before_claim")
-        claimed: _Claimed | Refused | None = None
+        welcome = partial(self._welcome, hello, bound=sender is not None, challenged=challenged)
         if row.owner_instance == hello.instance_id:
-            claimed = await self._store.read(partial(_held, hello=hello))
-        if claimed is None:
+            held = await self._store.read(partial(_held, hello=hello))
+            if held is not None:  # the owner again: nothing to write or wait for
+                return held if isinstance(held, Refused) else welcome(held)
+        async with self._claims.one(hello.deployment_id):
             # Its own transaction, never a group's: the claim decides on the
-            # owner's liveness as this hub sees it, which another claim of the
-            # same batch would change only once its session opens, after COMMIT.
+            # owner's liveness as this hub's sessions show it.
             claimed = await self._store.transact(self._claim_body(hello, row.public_key))
-        if isinstance(claimed, Refused):
-            return claimed
-        return self._welcome(hello, claimed, bound=sender is not None, challenged=challenged)
+            if isinstance(claimed, Refused):
+                return claimed
+            # Claimed and committed, its session not open yet: a claim of the
+            # same deployment waits here (a copy must find this owner live).
+            await afailpoint("hub.hello.before_session")
+            return welcome(claimed)
 
     def _live_owner(self, deployment_id: str) -> str | None:
         """The instance that may still be running as the owner, if any (a

@@ -25,7 +25,11 @@ committed meanwhile makes it match nothing.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+
+import anyio
 
 from runtime import Hello, Reason, Refused
 from runtime.wire import anchor_is_live
@@ -97,3 +101,30 @@ def decide(
         reason=Reason.OWNER_CONFLICT,
         detail="another sidecar process owns this deployment and is alive",
     )
+
+
+class OneAtATime:
+    """One claim of a deployment at a time (a lock a deployment, kept only
+    while a claim holds or waits for it)."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def one(self, deployment_id: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(deployment_id, (None, 0))
+        if lock is None:
+            lock = anyio.Lock()
+        self._locks[deployment_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[deployment_id]
+            if users > 1:
+                self._locks[deployment_id] = (lock, users - 1)
+            else:
+                del self._locks[deployment_id]
+
+    def __len__(self) -> int:
+        return len(self._locks)

@@ -5,6 +5,7 @@ deletion, the hub's state for a new owner, and the races each fence closes
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from hub import delete_deployment
 from hub.store import OwnerRow
 from hub.wire.service import WireConfig
-from hub.wire.sessions.ownership import OwnerClaim, decide
+from hub.wire.sessions.ownership import OneAtATime, OwnerClaim, decide
 from runtime import (
     DispatchProcessed,
     EventsAck,
@@ -245,6 +246,44 @@ async def test_a_deletion_between_an_adoptions_read_and_its_claim_claims_nothing
         assert hub.wire.sessions.current(dep.id) is None
 
 
+async def test_a_copys_claim_waits_for_a_takeovers_session_and_is_refused(
+    tmp_path: Path,
+) -> None:
+    # The copy's claim would snapshot the owner's liveness while the
+    # takeover's transaction is in flight, find the new owner not live, and
+    # be welcomed over it (two homes welcomed, at epochs 2 and 3).
+    gate = tmp_path / "gate"
+    async with running_hub(tmp_path) as hub, anyio.create_task_group() as tg:
+        dep = await deploy(hub.store)
+        assert isinstance(await Sidecar(hub, dep, home=HOME_A).hello(), Welcome)
+        configure_failpoints(f"hub.hello.before_session=1*pause({gate})")
+        taker, copy = Sidecar(hub, dep, home=HOME_B), Sidecar(hub, dep, home="home_" + "c" * 26)
+        taken: list[object] = []
+        copied: list[object] = []
+
+        async def take() -> None:
+            taken.append(await taker.hello(takeover=True))
+
+        async def hello() -> None:
+            copied.append(await copy.hello())
+
+        tg.start_soon(take)
+        await wait_for(reached(gate))  # epoch 2 committed, its session not open
+        assert await owner(hub, dep.id) == (taker.instance_id, HOME_B, 2)
+        tg.start_soon(hello)
+        # The copy's claim waits for the takeover's to end: no answer meanwhile.
+        with anyio.move_on_after(1.0):
+            await wait_for(lambda: copied, timeout=math.inf, what="the copy's answer")
+        assert not copied, copied
+        gate.touch()
+        await wait_for(lambda: taken and copied)
+        assert isinstance(taken[0], Welcome) and taken[0].owner_epoch == 2
+        assert refused(copied[0], "owner_conflict")
+        assert await owner(hub, dep.id) == (taker.instance_id, HOME_B, 2)
+        current = hub.wire.sessions.current(dep.id)
+        assert current is not None and current.instance_id == taker.instance_id
+
+
 async def test_a_deletion_between_a_spawns_admission_and_the_childs_creation_creates_nothing(
     tmp_path: Path,
 ) -> None:
@@ -325,3 +364,35 @@ def test_a_hello_from_another_home_asks_again_while_the_owner_is_unconfirmed() -
     assert isinstance(final, Refused) and final.reason == "owner_conflict"
     claim = decide(row, hello, owner_live=False)
     assert isinstance(claim, OwnerClaim) and (claim.owner_epoch, claim.from_hub) == (4, True)
+
+
+async def test_claims_of_one_deployment_take_turns_and_leave_no_lock_behind() -> None:
+    claims, order = OneAtATime(), []
+    first_in, let_go = anyio.Event(), anyio.Event()
+
+    async def claim(dep: str, name: str, hold: anyio.Event | None = None) -> None:
+        async with claims.one(dep):
+            order.append(f"{name} in")
+            if hold is not None:
+                first_in.set()
+                await hold.wait()
+            order.append(f"{name} out")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(claim, "dep_a", "a1", let_go)
+        await first_in.wait()
+        tg.start_soon(claim, "dep_a", "a2")
+        await claim("dep_b", "b")  # another deployment does not wait
+        assert order == ["a1 in", "b in", "b out"]
+        let_go.set()
+    assert order == ["a1 in", "b in", "b out", "a1 out", "a2 in", "a2 out"]
+    assert len(claims) == 0
+    # A claim cancelled while it waits leaves nothing behind either.
+    async with anyio.create_task_group() as tg:
+        first_in, let_go = anyio.Event(), anyio.Event()
+        tg.start_soon(claim, "dep_a", "c1", let_go)
+        await first_in.wait()
+        with anyio.move_on_after(0.05):
+            await claim("dep_a", "c2")
+        let_go.set()
+    assert len(claims) == 0 and "c2 in" not in order
