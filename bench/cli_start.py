@@ -7,8 +7,9 @@ against that hub, each a real process, as the tests and operators start them.
 CPU is user + system of the process (and, for `up`, of every process it
 started: nats-server, the hub), from the kernel: ``rusage`` of a child that
 exited, ``psutil``'s ``cpu_times`` of `up` and its children at the moment
-the hub's ``/healthz`` first answers. Prints the median and the minimum of
-each over ``--runs``, and the load average. ``--code DIR`` runs the
+the hub's ``/healthz`` first answers; and the wall time from `up`'s spawn
+to that answer, what a test that starts `up` waits. Prints the median and
+the minimum of each over ``--runs``, and the load average. ``--code DIR`` runs the
 processes from another checkout (its ``.venv``: an earlier commit's worktree,
 say), so before and after can be taken in turn (A B A B) on a busy machine.
 """
@@ -68,11 +69,13 @@ def healthy(url: str) -> bool:
         return False
 
 
-def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float]:
-    """CPU of `mailrun up` (and its children) until ready; CPU of one CLI call."""
+def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float, float]:
+    """CPU of `mailrun up` (and its children) until ready; CPU of one CLI call;
+    seconds from up's spawn to ready."""
     with tempfile.TemporaryDirectory(prefix="cli-start-") as tmp:
         state, http = Path(tmp) / "state", f"127.0.0.1:{free_port()}"
         url = f"http://{http}"
+        spawned = time.monotonic()
         proc = subprocess.Popen(
             [mailrun, "up", "--state-dir", str(state), "--http", http],
             env=env,
@@ -85,6 +88,7 @@ def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float]:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise SystemExit(f"`mailrun up` not ready (exit {proc.poll()})")
                 time.sleep(0.02)  # the poll of a process we do not own
+            waited = time.monotonic() - spawned
             ready = tree_cpu(psutil.Process(proc.pid))
             call = [
                 mailrun,
@@ -98,7 +102,7 @@ def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float]:
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
-        return ready, cli
+        return ready, cli, waited
 
 
 def main() -> None:
@@ -110,20 +114,25 @@ def main() -> None:
     mailrun = str(args.code.resolve() / ".venv" / "bin" / "mailrun")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAILRUN_")}
     figures: dict[str, list[float]] = {"help": [], "up_ready": [], "cli_call": []}
+    waits: list[float] = []
     load = [os.getloadavg()[0]]
     for _ in range(args.runs):
         figures["help"].append(child_cpu([mailrun, "--help"], env))
-        ready, cli = up_and_call(mailrun, env)
+        ready, cli, waited = up_and_call(mailrun, env)
         figures["up_ready"].append(ready)
         figures["cli_call"].append(cli)
+        waits.append(waited)
     load.append(os.getloadavg()[0])
     result = {name: {"median": statistics.median(v), "min": min(v)} for name, v in figures.items()}
+    wall = {"up_ready": {"median": statistics.median(waits), "min": min(waits)}}
     if args.json:
-        print(json.dumps({"code": str(args.code), "load": load, "cpu_s": result}))
+        print(json.dumps({"code": str(args.code), "load": load, "cpu_s": result, "wall_s": wall}))
         return
     print(f"{args.code}  (load {load[0]:.1f} -> {load[1]:.1f}, {args.runs} runs)")
     for name, r in result.items():
         print(f"  {name:<9} CPU median {r['median']:.2f} s, min {r['min']:.2f} s")
+    r = wall["up_ready"]
+    print(f"  up_ready  wall median {r['median']:.2f} s, min {r['min']:.2f} s (spawn to /healthz)")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ process reads at its start (``runtime.process``), when a schedule fires
 (``runtime.lazy``).
 """
 
+from typing import TYPE_CHECKING
+
 from . import tracing as tracing  # a module: its ``on`` is set where a process starts
 from .config import FINAL_EXIT_NOTE as FINAL_EXIT_NOTE
 from .config import NATS_URL_ENV as NATS_URL_ENV
@@ -31,6 +33,7 @@ from .errors import SignatureError as SignatureError
 from .errors import TransportError as TransportError
 from .failpoints import afailpoint as afailpoint
 from .failpoints import check_failpoints as check_failpoints
+from .lazy import lazy_names
 from .loops import Backoff as Backoff
 from .loops import Flag as Flag
 from .loops import Retry as Retry
@@ -56,10 +59,6 @@ from .sidecar_contract import record_path as record_path
 from .sidecar_contract import sidecar_env as sidecar_env
 from .sidecar_contract import write_atomic as write_atomic
 from .sidecar_contract import write_restore_record as write_restore_record
-from .transport import Message as Message
-from .transport import Subscription as Subscription
-from .transport import Transport as Transport
-from .transport import open_nats as open_nats
 from .wire import MAX_FRAME_BYTES as MAX_FRAME_BYTES
 from .wire import RESUME_KIND as RESUME_KIND
 from .wire import WIRE_MAX_PAYLOAD as WIRE_MAX_PAYLOAD
@@ -111,6 +110,25 @@ from .wire import is_id as is_id
 from .wire import is_live as is_live
 from .wire import is_terminal as is_terminal
 from .wire import new_id as new_id
+
+if TYPE_CHECKING:
+    from .transport import Message as Message
+    from .transport import Subscription as Subscription
+    from .transport import Transport as Transport
+    from .transport import open_nats as open_nats
+
+# The transport's names are imported when first read: it brings in the NATS
+# client, which `mailrun up` and every CLI process would import for nothing
+# (about 0.1-0.2 s of CPU each; docs/testing.md, "What the suite costs"). The
+# TYPE_CHECKING imports above say the same to mypy (tests/hub/test_lazy_packages.py).
+_LAZY = {
+    "Message": ".transport",
+    "Subscription": ".transport",
+    "Transport": ".transport",
+    "open_nats": ".transport",
+}
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "FINAL_EXIT_NOTE",

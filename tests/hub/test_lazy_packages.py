@@ -22,11 +22,13 @@ import hub.store
 import hub.up
 from tests.support import REPO
 
-LAZY = ("hub", "hub.up")
+LAZY = ("hub", "hub.up", "runtime")
 
 # What a CLI process must not import to read its argv: each costs a tenth of
 # a second or more, in every `mailrun` process the suite and operators start.
 HEAVY = ("hub._server", "hub.api", "hub.store", "hub.intake", "hub.smtp", "hub.outbound", "httpx")
+# And what neither the CLI nor `mailrun up` uses at all: the NATS client.
+NATS = ("runtime.transport", "nats")
 
 
 def type_checking_imports(package: str) -> dict[str, str]:
@@ -66,14 +68,22 @@ def imported_by(code: str) -> set[str]:
     return set(json.loads(out))
 
 
-def heavy(modules: set[str]) -> list[str]:
-    return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
+def heavy(modules: set[str], names: tuple[str, ...] = HEAVY) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in names))
 
 
 def test_the_cli_imports_no_server_store_or_http_client_to_read_its_argv() -> None:
     modules = imported_by("import hub.cli")
     assert "hub.cli.main" in modules
     assert heavy(modules) == []
+    assert heavy(modules, NATS) == []
+
+
+def test_up_runs_without_the_nats_client() -> None:
+    # up only spawns nats-server and polls the hub over HTTP.
+    modules = imported_by("import hub.cli.processes.up\nfrom hub.up import run_up")
+    assert "hub.up.supervisor" in modules
+    assert heavy(modules, NATS) == []
 
 
 def test_the_commands_import_what_they_use_when_they_run() -> None:
@@ -91,3 +101,10 @@ def test_the_clis_environment_names_are_the_packages() -> None:
     assert options.RELAY_USER_ENV == hub.outbound.USER_ENV
     assert options.RELAY_PASSWORD_ENV == hub.outbound.PASSWORD_ENV
     assert options.RELAY_STARTTLS_ENV == hub.outbound.STARTTLS_ENV
+
+
+def test_up_without_dkim_keys_reads_no_relay_to_check_them() -> None:
+    # `mailrun up` checks its DKIM options before it starts anything; with
+    # none given, importing the relay (about 0.4 s) only delayed nats-server.
+    modules = imported_by("from hub.cli.options import check_dkim\nassert check_dkim((), ()) == ()")
+    assert heavy(modules) == []

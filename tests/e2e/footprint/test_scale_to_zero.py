@@ -1,4 +1,4 @@
-"""Scale to zero end to end: real `mailrun up --idle-stop 1` (hub, sidecars,
+"""Scale to zero end to end: real `mailrun up --idle-stop 0.5` (hub, sidecars,
 nats-server as OS processes).
 
 An idle deployment falls asleep: shown ``asleep``, no sidecar process, no
@@ -32,6 +32,10 @@ from tests.support import command_words, wait_for
 from ..harness import Up, mailrun_up, read_json
 
 pytestmark = pytest.mark.anyio
+
+IDLE = "0.5"
+"""up's ``--idle-stop``: each fall asleep the tests wait for is this, then
+up's stop of the sidecar."""
 
 # Records which process handled each item; "timer N" sets a timer due in N s.
 SLEEPY = """
@@ -103,7 +107,7 @@ async def seen(up: Up, run_id: str, count: int, timeout: float = 30) -> list[dic
 
 
 async def test_an_idle_deployment_sleeps_and_mail_or_a_timer_wakes_it(tmp_path: Path) -> None:
-    async with mailrun_up(tmp_path, "--idle-stop", "1") as up:
+    async with mailrun_up(tmp_path, "--idle-stop", IDLE) as up:
         dep = await up.deploy("sleepy", SLEEPY)
         first = await up.sidecar_pid(dep["id"])
         await asleep(up, dep["id"])
@@ -116,12 +120,13 @@ async def test_an_idle_deployment_sleeps_and_mail_or_a_timer_wakes_it(tmp_path: 
         await asleep(up, dep["id"])
 
         # A timer due while it sleeps wakes it; nothing is processed twice.
-        await mail(up, dep, "timer 4")
+        # Due 3 s after the idle time: up's stop of the sidecar comes first.
+        await mail(up, dep, "timer 3.5")
         await seen(up, run_id, 2)
         await asleep(up, dep["id"])
         assert (await up.run(run_id))["state"]["count"] == 2  # asleep, the timer pending
         items = await seen(up, run_id, 3)
-        assert [i["name"] for i in items] == ["hello", "timer 4", "due"]
+        assert [i["name"] for i in items] == ["hello", "timer 3.5", "due"]
         assert len({i["dispatch_id"] for i in items}) == 3
         await asleep(up, dep["id"])
         assert (await up.run(run_id))["state"]["count"] == 3
@@ -130,7 +135,7 @@ async def test_an_idle_deployment_sleeps_and_mail_or_a_timer_wakes_it(tmp_path: 
 async def test_a_sidecar_started_by_hand_with_a_join_token_is_never_put_to_sleep(
     tmp_path: Path,
 ) -> None:
-    async with mailrun_up(tmp_path, "--idle-stop", "1") as up:
+    async with mailrun_up(tmp_path, "--idle-stop", IDLE) as up:
         dep = await up.deploy("byhand", SLEEPY)
         await asleep(up, dep["id"])
         # Its own host, its own state dir; no --idle-stop: always on.
@@ -149,7 +154,7 @@ async def test_a_sidecar_started_by_hand_with_a_join_token_is_never_put_to_sleep
             # Two idle times later (up's own fall asleep within one) it still
             # runs, the deployment awake: only time passing shows it.
             for _ in range(4):
-                await anyio.sleep(0.5)  # idle on purpose: nothing to wait for
+                await anyio.sleep(float(IDLE) / 2)  # idle on purpose: nothing to wait for
                 assert hand.returncode is None, log.read_text(errors="replace")[-3000:]
                 assert await status(up, dep["id"]) != "asleep"
             run_id = await mail(up, dep, "two")
@@ -168,7 +173,7 @@ async def _awake(up: Up, dep_id: str) -> bool:
 
 
 async def test_a_storm_of_wakes_drains_through_max_awake_slots(tmp_path: Path) -> None:
-    async with mailrun_up(tmp_path, "--idle-stop", "1", "--max-awake", "2") as up:
+    async with mailrun_up(tmp_path, "--idle-stop", IDLE, "--max-awake", "2") as up:
         deps = [await up.deploy(f"storm{n}", SLEEPY) for n in range(6)]
         for dep in deps:
             await asleep(up, dep["id"], timeout=60)
@@ -221,7 +226,7 @@ async def main(ctx, item):
 async def test_a_run_waiting_for_an_approval_sleeps_and_the_decision_wakes_it(
     tmp_path: Path,
 ) -> None:
-    async with mailrun_up(tmp_path, "--idle-stop", "1") as up:
+    async with mailrun_up(tmp_path, "--idle-stop", IDLE) as up:
         dep = await up.deploy("gated", GATED)
         run_id = await mail(up, dep, "gate")
         run = await up.wait_state(run_id, lambda r: r["status"] == "waiting")
@@ -249,7 +254,7 @@ async def test_a_run_waiting_for_an_approval_sleeps_and_the_decision_wakes_it(
 async def test_a_sidecar_that_crashes_at_once_leaves_its_slot_to_the_others(
     tmp_path: Path,
 ) -> None:
-    async with mailrun_up(tmp_path, "--idle-stop", "1", "--max-awake", "1") as up:
+    async with mailrun_up(tmp_path, "--idle-stop", IDLE, "--max-awake", "1") as up:
         broken, fine = [await up.deploy(name, SLEEPY) for name in ("broken", "fine")]
         for dep in (broken, fine):
             await asleep(up, dep["id"])

@@ -123,7 +123,7 @@ async def test_remind_and_escalate_fire_on_the_hub_s_timers(
     async with mailrun_up(tmp_path, "--smtp-relay", smtp.address, env=fast) as up:
         remind = await up.deploy("remind", found["remind"] + "\nREMIND_AFTER = 2\n")
         escalate = await up.deploy(
-            "escalate", found["escalate"] + "\n\ndef deadline(now):\n    return now + 2\n"
+            "escalate", found["escalate"] + "\n\ndef deadline(now):\n    return now + 1\n"
         )
 
         # Two requests, one answered: only the other is reminded, once.
@@ -166,10 +166,10 @@ async def test_the_digest_goes_out_on_the_deployment_s_schedule(
         run_id = await _mail(up, dep["address"], "first", **{"from": "ann@example.org"})
         await _mail(up, dep["address"], "second", **{"from": "bob@example.org"})
         await up.wait_state(run_id, lambda r: len(r["state"].get("since", [])) == 2)
-        # Every 2 s instead of "0 8 * * *": the item is the same.
+        # Every second instead of "0 8 * * *": the item is the same.
         payload = json.dumps({"to": "team@example.org"})
         code, out = await mailrun(
-            up, "schedule", "add", dep["id"], "--every", "2", "--payload", payload
+            up, "schedule", "add", dep["id"], "--every", "1", "--payload", payload
         )
         assert code == 0, out
 

@@ -37,8 +37,9 @@ async def main(ctx, item):
         })
 """
 
-DOWN = 4.0
-"""Seconds (intervals of the every-1 schedules) the hub stays down, at least."""
+DOWN = 3.0
+"""Seconds (intervals of the every-1 schedules) the hub stays down, at least:
+several intervals missed, to be fired as one."""
 
 
 def fires(run: Any, subject: str) -> list[dict[str, Any]]:
@@ -148,10 +149,10 @@ async def test_schedules_fire_once_after_an_outage_and_stop_when_removed(tmp_pat
 
         fired_a = stored("a")
 
-        def three_more_b(r: Any) -> bool:
-            return len([f for f in fires(r, "b") if f["due_at"] > removed_at + 1]) >= 3
+        def two_more_b(r: Any) -> bool:
+            return len([f for f in fires(r, "b") if f["due_at"] > removed_at + 1]) >= 2
 
-        run = await up.wait_state(run_id, three_more_b, timeout=60, what="b fires on")
+        run = await up.wait_state(run_id, two_more_b, timeout=60, what="b fires on")
         assert stored("a") == fired_a == len(fires(run, "a"))
         b_dues = [f["due_at"] for f in fires(run, "b")]
         assert b_dues == sorted(set(b_dues))
