@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import psutil
 import pytest
 
+from tests.support.launch.bytecode import compile_product
 from tests.support.launch.ports import PORTS_ENV, claim_run_ports, share, show, worker_ports
 
 if TYPE_CHECKING:
@@ -47,8 +48,12 @@ def pytest_configure(config: pytest.Config) -> None:
     the run's (unless ``MAILRUN_PORTS`` names them already) before it starts
     the workers, which inherit the variable; each worker narrows it to its
     part. The process that runs the tests keeps half of its ports for
-    itself and leaves the other half to every process a test starts."""
+    itself and leaves the other half to every process a test starts. The
+    controller first writes the product's bytecode
+    (tests/support/launch/bytecode.py)."""
     worker = getattr(config, "workerinput", None)
+    if worker is None:
+        compile_product()  # once, before any worker or process a test starts
     if worker is not None:
         worker_ports(os.environ, worker["workerid"], int(worker["workercount"]))
     elif PORTS_ENV not in os.environ:
