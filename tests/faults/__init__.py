@@ -4,11 +4,11 @@ from .harness.cluster import Cluster as Cluster
 from .harness.cluster import Proc as Proc
 from .harness.cluster import SidecarNode as SidecarNode
 from .harness.cluster import running_cluster as running_cluster
-from .harness.natsproto import Frame as Frame
-from .harness.natsproto import FrameParser as FrameParser
-from .harness.natsproto import subject_matches as subject_matches
+from .harness.proxy import Frame as Frame
+from .harness.proxy import FrameParser as FrameParser
 from .harness.proxy import NatsFaultProxy as NatsFaultProxy
 from .harness.proxy import Rule as Rule
+from .harness.proxy import subject_matches as subject_matches
 
 __all__ = [
     "Cluster",

@@ -13,7 +13,7 @@ import pytest
 
 from runtime import Subscription, Transport, open_nats
 from tests.faults import FrameParser, NatsFaultProxy, subject_matches
-from tests.faults.harness.natsproto import ProtocolError
+from tests.faults.harness.proxy import ProtocolError
 from tests.support import NatsServerProcess, wait_for
 from tests.support.harnesses.transport import echo, take
 

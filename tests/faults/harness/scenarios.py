@@ -32,8 +32,7 @@ from tests.support import wait_for
 
 from .checker import CheckResult
 from .cluster import Proc
-from .natsproto import Frame
-from .proxy import NatsFaultProxy, Rule
+from .proxy import Frame, NatsFaultProxy, Rule
 from .rounds import Fault, Load, NotInjected, Round
 from .workload import body_of
 

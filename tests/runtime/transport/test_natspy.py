@@ -9,8 +9,8 @@ import pytest
 
 _PROBE = """
 import sys
-import runtime
-assert "aiohttp" not in sys.modules, "importing runtime imported aiohttp"
+import runtime.transport
+assert "aiohttp" not in sys.modules, "importing runtime.transport imported aiohttp"
 from nats.aio import transport
 assert transport.aiohttp is None
 import aiohttp
@@ -20,7 +20,7 @@ print("ok")
 
 _AFTER = """
 import aiohttp
-import runtime
+import runtime.transport
 from nats.aio import transport
 assert transport.aiohttp is aiohttp, "an earlier aiohttp import was undone"
 print("ok")
