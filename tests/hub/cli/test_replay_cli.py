@@ -7,11 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.hub.cli import test_cli
-from tests.hub.cli.test_cli import DSP_A, RUN_A, Stub, cli
+from tests.hub.cli.stubhub import DSP_A, RUN_A, Stub, cli
 from tests.support import free_port
 
-stub = test_cli.stub  # the stub hub, a fixture
 PATH = f"/runs/{RUN_A}/replay"
 
 
