@@ -12,6 +12,9 @@ to that answer, what a test that starts `up` waits. Prints the median and
 the minimum of each over ``--runs``, and the load average. ``--code DIR`` runs the
 processes from another checkout (its ``.venv``: an earlier commit's worktree,
 say), so before and after can be taken in turn (A B A B) on a busy machine.
+Every process runs in that checkout's directory: `up` starts its hub and
+fork server as ``python -m``, which imports the package of the current
+directory before the installed one.
 """
 
 from __future__ import annotations
@@ -35,10 +38,12 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 
 
-def child_cpu(argv: list[str], env: dict[str, str]) -> float:
+def child_cpu(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     """User + system CPU of one process run to its end."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -69,7 +74,7 @@ def healthy(url: str) -> bool:
         return False
 
 
-def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float, float]:
+def up_and_call(mailrun: str, env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
     """CPU of `mailrun up` (and its children) until ready; CPU of one CLI call;
     seconds from up's spawn to ready."""
     with tempfile.TemporaryDirectory(prefix="cli-start-") as tmp:
@@ -79,6 +84,7 @@ def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float, float]
         proc = subprocess.Popen(
             [mailrun, "up", "--state-dir", str(state), "--http", http],
             env=env,
+            cwd=cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -98,7 +104,7 @@ def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float, float]
                 "--token-file",
                 str(state / "admin-token"),
             ]
-            cli = child_cpu(call, env)
+            cli = child_cpu(call, env, cwd)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
@@ -111,14 +117,15 @@ def main() -> None:
     parser.add_argument("--code", type=Path, default=REPO, help="the checkout to run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    mailrun = str(args.code.resolve() / ".venv" / "bin" / "mailrun")
+    code = args.code.resolve()
+    mailrun = str(code / ".venv" / "bin" / "mailrun")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAILRUN_")}
     figures: dict[str, list[float]] = {"help": [], "up_ready": [], "cli_call": []}
     waits: list[float] = []
     load = [os.getloadavg()[0]]
     for _ in range(args.runs):
-        figures["help"].append(child_cpu([mailrun, "--help"], env))
-        ready, cli, waited = up_and_call(mailrun, env)
+        figures["help"].append(child_cpu([mailrun, "--help"], env, code))
+        ready, cli, waited = up_and_call(mailrun, env, code)
         figures["up_ready"].append(ready)
         figures["cli_call"].append(cli)
         waits.append(waited)
