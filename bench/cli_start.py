@@ -7,11 +7,15 @@ against that hub, each a real process, as the tests and operators start them.
 CPU is user + system of the process (and, for `up`, of every process it
 started: nats-server, the hub), from the kernel: ``rusage`` of a child that
 exited, ``psutil``'s ``cpu_times`` of `up` and its children at the moment
-the hub's ``/healthz`` first answers; and the wall time from `up`'s spawn
+the hub's ``/healthz`` first answers (``hub_ready``: the hub process's
+share of it); and the wall time from `up`'s spawn
 to that answer, what a test that starts `up` waits. Prints the median and
 the minimum of each over ``--runs``, and the load average. ``--code DIR`` runs the
 processes from another checkout (its ``.venv``: an earlier commit's worktree,
 say), so before and after can be taken in turn (A B A B) on a busy machine.
+Every process runs in that checkout's directory: `up` starts its hub and
+fork server as ``python -m``, which imports the package of the current
+directory before the installed one.
 """
 
 from __future__ import annotations
@@ -35,10 +39,12 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 
 
-def child_cpu(argv: list[str], env: dict[str, str]) -> float:
+def child_cpu(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     """User + system CPU of one process run to its end."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -61,6 +67,18 @@ def tree_cpu(proc: psutil.Process) -> float:
     return total
 
 
+def hub_cpu(proc: psutil.Process) -> float:
+    """CPU of the hub process `up` started (``python -m hub``): its share of ``up_ready``."""
+    for p in proc.children(recursive=True):
+        try:
+            if p.cmdline()[1:3] == ["-m", "hub"]:
+                t = p.cpu_times()
+                return float(t.user + t.system)
+        except psutil.NoSuchProcess:
+            continue
+    raise SystemExit("`mailrun up` has no hub process")
+
+
 def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
@@ -69,9 +87,9 @@ def healthy(url: str) -> bool:
         return False
 
 
-def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float, float]:
-    """CPU of `mailrun up` (and its children) until ready; CPU of one CLI call;
-    seconds from up's spawn to ready."""
+def up_and_call(mailrun: str, env: dict[str, str], cwd: Path) -> tuple[float, float, float, float]:
+    """CPU of `mailrun up` (and its children) until ready, and of its hub
+    alone; CPU of one CLI call; seconds from up's spawn to ready."""
     with tempfile.TemporaryDirectory(prefix="cli-start-") as tmp:
         state, http = Path(tmp) / "state", f"127.0.0.1:{free_port()}"
         url = f"http://{http}"
@@ -79,6 +97,7 @@ def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float, float]
         proc = subprocess.Popen(
             [mailrun, "up", "--state-dir", str(state), "--http", http],
             env=env,
+            cwd=cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -90,6 +109,7 @@ def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float, float]
                 time.sleep(0.02)  # the poll of a process we do not own
             waited = time.monotonic() - spawned
             ready = tree_cpu(psutil.Process(proc.pid))
+            hub = hub_cpu(psutil.Process(proc.pid))
             call = [
                 mailrun,
                 "deployments",
@@ -98,11 +118,11 @@ def up_and_call(mailrun: str, env: dict[str, str]) -> tuple[float, float, float]
                 "--token-file",
                 str(state / "admin-token"),
             ]
-            cli = child_cpu(call, env)
+            cli = child_cpu(call, env, cwd)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
-        return ready, cli, waited
+        return ready, hub, cli, waited
 
 
 def main() -> None:
@@ -111,15 +131,17 @@ def main() -> None:
     parser.add_argument("--code", type=Path, default=REPO, help="the checkout to run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    mailrun = str(args.code.resolve() / ".venv" / "bin" / "mailrun")
+    code = args.code.resolve()
+    mailrun = str(code / ".venv" / "bin" / "mailrun")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAILRUN_")}
-    figures: dict[str, list[float]] = {"help": [], "up_ready": [], "cli_call": []}
+    figures: dict[str, list[float]] = {"help": [], "up_ready": [], "hub_ready": [], "cli_call": []}
     waits: list[float] = []
     load = [os.getloadavg()[0]]
     for _ in range(args.runs):
-        figures["help"].append(child_cpu([mailrun, "--help"], env))
-        ready, cli, waited = up_and_call(mailrun, env)
+        figures["help"].append(child_cpu([mailrun, "--help"], env, code))
+        ready, hub, cli, waited = up_and_call(mailrun, env, code)
         figures["up_ready"].append(ready)
+        figures["hub_ready"].append(hub)
         figures["cli_call"].append(cli)
         waits.append(waited)
     load.append(os.getloadavg()[0])

@@ -36,6 +36,7 @@ from runtime import (
 )
 from runtime.config import HostPort, redact_url
 
+from . import smtp
 from ._errors import HubError
 from ._settings import HubSettings
 from ._token import ensure_admin_token
@@ -45,7 +46,6 @@ from .intake import Acceptor
 from .metrics import HubMetrics
 from .natsauth import hub_seed
 from .outbound import Outbox
-from .smtp import SmtpServer
 from .store import Store, give_nats_identities, open_store
 from .wire import (
     DeadLetters,
@@ -223,17 +223,19 @@ async def serve_hub(
                     tg.start_soon(shared["leases"].with_role, "schedules", scheduler.run)
                 else:
                     await tg.start(scheduler.run)
-                smtp = None
+                smtp_server = None
                 if settings.smtp is not None:
                     assert smtp_sock is not None
-                    smtp = SmtpServer(
+                    # Read here, not at import: aiosmtpd and the sender checks
+                    # load only in a hub that serves SMTP.
+                    smtp_server = smtp.SmtpServer(
                         settings.smtp,
                         smtp_sock,
                         store=store,
                         acceptor=acceptor,
                         max_body=settings.max_body,
                     )
-                    await tg.start(smtp.run)
+                    await tg.start(smtp_server.run)
                 api = ApiSettings(
                     domain=settings.domain,
                     domains=settings.domains,
@@ -268,7 +270,7 @@ async def serve_hub(
                 http = HttpServer(app, sock, settings.http_limits, fast_path=mail_answers(app))
                 await tg.start(http.run)
                 nats = redact_url(settings.nats_url)
-                smtp_address = str(smtp.address) if smtp is not None else None
+                smtp_address = str(smtp_server.address) if smtp_server is not None else None
                 log.info(
                     "hub ready boot_id=%s http=%s nats=%s smtp=%s loop=%s",
                     boot_id,
@@ -290,8 +292,8 @@ async def serve_hub(
                 # acceptor; then everything else.
                 feed.close()
                 await http.shutdown()
-                if smtp is not None:
-                    await smtp.shutdown()
+                if smtp_server is not None:
+                    await smtp_server.shutdown()
                 tg.cancel_scope.cancel()
     finally:
         sock.close()

@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runtime import ProcessSettings
 from runtime.config import (
@@ -23,10 +24,14 @@ from runtime.config import (
 )
 
 from .api import EventLimits, HttpLimits
-from .outbound import DkimSigner, RelayConfig
-from .smtp import SmtpConfig
 from .store import DEFAULT_BUSY_TIMEOUT
 from .wire import DispatchConfig, RetentionConfig, WireConfig
+
+if TYPE_CHECKING:
+    # Named only in annotations: settings without a relay, a DKIM key or an
+    # SMTP ingress do not import what runs them.
+    from .outbound import DkimSigner, RelayConfig
+    from .smtp import SmtpConfig
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ import re
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 import aiosmtplib
 import anyio
@@ -70,9 +71,12 @@ from ..store import (
     settle_at_boot,
 )
 from ._config import RelayConfig
-from ._dkim import DkimSigner
 from ._message import Built, build_message
 from ._smtp import relay_session, transmit
+
+if TYPE_CHECKING:
+    # The hub that has a signer has imported it; one without never loads dkimpy.
+    from ._dkim import DkimSigner
 
 log = logging.getLogger("mailrun.hub.outbound")
 

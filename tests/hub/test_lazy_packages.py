@@ -2,6 +2,8 @@
 ``hub.up`` import their names the first time they are read, and the CLI
 imports the server, the store, the SMTP ingress, the relay and httpx only
 inside the commands that use them (docs/testing.md, "What the suite costs").
+And what a hub imports only once it uses it: the SMTP server with ``--smtp``,
+dkimpy with a DKIM key, jinja2 with the console's first page.
 """
 
 from __future__ import annotations
@@ -9,10 +11,17 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import os
+import signal
+import smtplib
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 
 import hub.cli.options
@@ -20,15 +29,21 @@ import hub.outbound
 import hub.smtp
 import hub.store
 import hub.up
-from tests.support import REPO
+from hub.outbound import generate_key
+from tests.support import REPO, HubClient, NatsServerProcess, free_port
+from tests.support.launch.starts import HUB_START_TIMEOUT, started
 
-LAZY = ("hub", "hub.up", "runtime")
+LAZY = ("hub", "hub.up", "hub.outbound", "hub.smtp", "runtime")
 
 # What a CLI process must not import to read its argv: each costs a tenth of
 # a second or more, in every `mailrun` process the suite and operators start.
 HEAVY = ("hub._server", "hub.api", "hub.store", "hub.intake", "hub.smtp", "hub.outbound", "httpx")
 # And what neither the CLI nor `mailrun up` uses at all: the NATS client.
 NATS = ("runtime.transport", "nats")
+# What a hub uses only with --smtp (aiosmtpd and its attrs, the sender
+# checks' pyspf), a DKIM key (dkimpy, dnspython, cryptography) or a console
+# page (jinja2): a tenth of a second or more of every hub's start without them.
+FEATURES = ("aiosmtpd", "attr", "spf", "dkim", "dns", "cryptography", "jinja2")
 
 
 def type_checking_imports(package: str) -> dict[str, str]:
@@ -108,3 +123,98 @@ def test_up_without_dkim_keys_reads_no_relay_to_check_them() -> None:
     # none given, importing the relay (about 0.4 s) only delayed nats-server.
     modules = imported_by("from hub.cli.options import check_dkim\nassert check_dkim((), ()) == ()")
     assert heavy(modules) == []
+
+
+def test_the_hubs_server_imports_no_smtp_dkim_or_templates() -> None:
+    modules = imported_by("import hub._server\nfrom hub import HubSettings, serve_hub")
+    assert "hub._server" in modules
+    assert heavy(modules, FEATURES) == []
+
+
+def imports_in(log: str) -> set[str]:
+    """The modules a process's ``-X importtime`` log names."""
+    lines = (line.rsplit("|", 1) for line in log.splitlines() if line.startswith("import time:"))
+    return {parts[1].strip() for parts in lines if len(parts) == 2}
+
+
+@dataclass
+class Hub:
+    """A hub process's client, and its log."""
+
+    client: HubClient
+    log: Path
+
+    def imports(self) -> set[str]:
+        """What it imported so far: Python writes each import's line as it
+        ends, unbuffered, where the log lines may wait in a queue."""
+        return imports_in(self.log.read_text())
+
+
+@asynccontextmanager
+async def hub_process(tmp_path: Path, nats: NatsServerProcess, *options: str) -> AsyncIterator[Hub]:
+    """``python -m hub`` with ``options``, its imports logged, serving until the block ends."""
+    port = free_port()
+    argv = [sys.executable, "-m", "hub", "--state-dir", str(tmp_path / "state"),
+            "--http", f"127.0.0.1:{port}", "--nats", nats.url, *options]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONPROFILEIMPORTTIME": "1"}
+    log_path = tmp_path / "hub.log"
+    with log_path.open("wb") as log:
+        proc = await anyio.open_process(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        env=env)  # fmt: skip
+        async with proc:
+            try:
+                token_file = tmp_path / "state" / "admin-token"
+                async with aclosing(
+                    HubClient(f"http://127.0.0.1:{port}", token_file=token_file)
+                ) as client:
+                    await started(
+                        client.healthz, exit_code=lambda: proc.returncode, logs=[log_path],
+                        timeout=HUB_START_TIMEOUT, what="the hub's /healthz",
+                    )  # fmt: skip
+                    yield Hub(client, log_path)
+                proc.send_signal(signal.SIGTERM)
+                with anyio.fail_after(8):
+                    assert await proc.wait() == 0, log_path.read_text()
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+
+
+@pytest.mark.slow  # a real hub process
+@pytest.mark.anyio
+async def test_a_hub_without_smtp_or_dkim_serves_without_them_and_the_console_brings_jinja(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    async with hub_process(tmp_path, nats_server) as hub:
+        at_start = hub.imports()  # once its /healthz answered
+        assert "hub._server" in at_start
+        assert heavy(at_start, FEATURES) == []
+        page = await hub.client.http.get("/")
+        assert page.status_code == 200 and "<title>Deployments" in page.text
+        since = hub.imports() - at_start
+        assert {"jinja2", "hub.api.console.rendering"} <= since
+        assert heavy(since, tuple(f for f in FEATURES if f != "jinja2")) == []
+
+
+@pytest.mark.slow  # a real hub process
+@pytest.mark.anyio
+async def test_a_hub_with_smtp_and_a_dkim_key_imports_them_and_answers_smtp(
+    tmp_path: Path, nats_server: NatsServerProcess
+) -> None:
+    key = tmp_path / "dkim.pem"
+    assert generate_key(key)
+    smtp_port = free_port()
+    options = ("--smtp", f"127.0.0.1:{smtp_port}", "--dkim-key", str(key), "--dkim-selector", "s1")
+    async with hub_process(tmp_path, nats_server, *options) as hub:
+        at_start = hub.imports()
+        # (What importlib.import_module loads, as lazy names do, goes unlogged:
+        # hub.smtp._server and hub.outbound._dkim; what they import is logged.)
+        assert {"aiosmtpd", "dkim", "cryptography", "hub.smtp._handler"} <= at_start
+        assert "jinja2" not in at_start
+
+        def greeting() -> int:
+            with smtplib.SMTP("127.0.0.1", smtp_port, timeout=30) as client:
+                return client.ehlo("probe.test")[0]
+
+        assert await anyio.to_thread.run_sync(greeting) == 250

@@ -1,9 +1,8 @@
 """The web console's routes (docs/design.md section 8): deployments, their runs, a
 run's dispatches and approvals, kept live.
 
-Server-rendered HTML from Jinja2 templates (``templates/``, through
-Starlette's ``Jinja2Templates``) with autoescaping on, so every value from
-the store is escaped once, on the server, without asking; and one
+Server-rendered HTML from Jinja2 templates (``rendering.py``: built by the
+first page, not at the hub's start), with autoescaping on; and one
 same-origin script (``console.js``, with ``console.css`` beside it): no
 build step, and the Content-Security-Policy can forbid every inline
 script and style. The script never builds markup from data. It follows
@@ -19,22 +18,17 @@ approval buttons' POSTs pass its Origin check because they are same-origin
 
 from __future__ import annotations
 
-import time
 import urllib.parse
 from collections.abc import Callable
 from functools import partial
 from importlib.resources import files
 from typing import Any
 
-import jinja2
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.templating import Jinja2Templates
 
 from runtime import is_live
-from runtime.wire import anchor_is_live
 
 from ...store import (
     DeploymentView,
@@ -66,42 +60,9 @@ _STATIC = {
     )
 }
 _STATIC_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
-_SHOWN = 200  # characters of a JSON value (state, result) a table cell shows
 _LIMIT = 200  # rows of a list (runs, dispatches, approvals) a page shows
 
 Live = Callable[[DeploymentView], DeploymentView]
-
-
-def _shown(value: Any) -> str:
-    """A JSON value as a cell shows it: compact, cut at ``_SHOWN`` characters."""
-    text = msgspec.json.encode(value).decode()
-    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
-
-
-def _when(at: float | None) -> str:
-    return "" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at))
-
-
-def _path(key: str, prefix: str) -> str:
-    return f"{prefix}/{urllib.parse.quote(key, safe='')}"
-
-
-def _blank_none(value: object) -> object:
-    """What a page shows of a value: nothing for a missing one, not "None"."""
-    return "" if value is None else value
-
-
-def _templates() -> Jinja2Templates:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader(__package__, "templates"),
-        autoescape=True,  # every page is HTML: no value goes out unescaped
-        undefined=jinja2.StrictUndefined,  # a misspelt name fails the page, not blanks it
-        keep_trailing_newline=True,
-        finalize=_blank_none,
-    )
-    env.filters.update(shown=_shown, when=_when, path=_path)
-    env.tests.update(anchor_is_live=anchor_is_live)
-    return Jinja2Templates(env=env)
 
 
 def _events(deployment_id: str | None = None) -> str:
@@ -112,11 +73,14 @@ def _events(deployment_id: str | None = None) -> str:
 
 def console_routes(ctx: RouteContext, live: Live) -> list[Route]:
     store = ctx.store
-    templates = _templates()
 
     def page(request: Request, name: str, title: str, **context: Any) -> Response:
+        # Imported by the first page, once for the process (rendering.py):
+        # a hub nobody browses never loads jinja2.
+        from .rendering import TEMPLATES
+
         context.update(title=title)
-        return templates.TemplateResponse(request, name, context, headers=PAGE_HEADERS)
+        return TEMPLATES.TemplateResponse(request, name, context, headers=PAGE_HEADERS)
 
     async def index(request: Request) -> Response:
         deployments = [live(d) for d in await store.read(list_deployments)]

@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -36,6 +37,9 @@ from ..options import (
     smtp_options,
     smtp_relay_option,
 )
+
+if TYPE_CHECKING:
+    from ...outbound import DkimSigner
 
 _hub_log = logging.getLogger("mailrun.hub")
 
@@ -125,7 +129,7 @@ def hub_cmd(
     Runs until SIGTERM/SIGINT; `mailrun up` runs it as a supervised child."""
     from ..._server import run_hub
     from ..._settings import HubSettings, wire_settings
-    from ...outbound import dkim_signer, relay_config
+    from ...outbound import relay_config
     from ...smtp import smtp_config
 
     if smtp is None and (smtp_cert is not None or smtp_key is not None):
@@ -163,7 +167,7 @@ def hub_cmd(
             wire=wire_settings(redeliver_after=redeliver_after, run_history=run_history),
             admin_token=read_token_file(token_file) if token_file is not None else None,
             relay=relay_config(smtp_relay, environ) if smtp_relay else None,
-            dkim=dkim_signer(dkim_keys, dkim_selectors),
+            dkim=_signer(dkim_keys, dkim_selectors),
             smtp=ingress,
             database=database,
             process=process,
@@ -173,3 +177,14 @@ def hub_cmd(
         _hub_log.error("hub failed: %s", exc)
         raise SystemExit(1) from exc
     run_hub(settings)
+
+
+def _signer(keys: tuple[str, ...], selectors: tuple[str, ...]) -> DkimSigner | None:
+    """The hub's DKIM signer. Without ``--dkim-key`` nor ``--dkim-selector``
+    there is nothing to read, and dkimpy with dnspython stays unimported
+    (hub.outbound imports them when its DKIM names are first read)."""
+    if not keys and not selectors:
+        return None
+    from ...outbound import dkim_signer
+
+    return dkim_signer(keys, selectors)
