@@ -42,6 +42,7 @@ from .loops import cancel_on_signals as cancel_on_signals
 from .loops import running_loop as running_loop
 from .loops import unwrap_group as unwrap_group
 from .process import ProcessSettings as ProcessSettings
+from .process import python_m as python_m
 from .process import start_process as start_process
 from .sidecar_contract import RecordedEffect as RecordedEffect
 from .sidecar_contract import RecordedEnd as RecordedEnd
@@ -214,6 +215,7 @@ __all__ = [
     "new_id",
     "open_nats",
     "private_umask",
+    "python_m",
     "read_restore_record",
     "record_path",
     "running_loop",

@@ -21,6 +21,16 @@ from .failpoints import check_failpoints
 from .loops import backoff_max_from_env, loop_options
 from .sqlite import Synchronous, sqlite_synchronous
 
+
+def python_m(module: str) -> list[str]:
+    """The argv that runs ``module`` in this interpreter as a mailrun process:
+    ``python -P -m module``. ``-P`` keeps the working directory off
+    ``sys.path``: a hub started where a folder named ``hub`` or ``runtime``
+    lies, or a sidecar in the state dir its workflow writes to, imports
+    mailrun's own code, never what lies there."""
+    return [sys.executable, "-P", "-m", module]
+
+
 LOG_FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -45,6 +45,7 @@ from runtime import (
     check_failpoints,
     make_private,
     private_umask,
+    python_m,
     sidecar_env,
     start_process,
     tracing,
@@ -232,9 +233,8 @@ def _contain(settings: SidecarSettings, deployment_id: str, *, forked: bool) -> 
         if forked:
             raise ValueError("forked with an argv or environment it would have to change")
         # Operators and supervisors find a sidecar by the deployment id in its
-        # argv: name it there. The cwd stays for now: `-m sidecar` may be
-        # found through it.
-        os.execve(sys.executable, [sys.executable, "-m", "sidecar", *argv], env)
+        # argv: name it there.
+        os.execve(sys.executable, [*python_m("sidecar"), *argv], env)
     _confine(settings)
 
 

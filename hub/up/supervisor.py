@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from runtime import (
     SidecarExit,
     Subjects,
     make_private,
+    python_m,
     record_path,
     sidecar_env,
     write_atomic,
@@ -169,7 +169,7 @@ class Up:
             from ..store import DATABASE_ENV  # the store's many modules: only with --database
 
             self.env[DATABASE_ENV] = self.config.database
-        argv = [sys.executable, "-m", "hub", "--state-dir", str(self.state_dir)]
+        argv = [*python_m("hub"), "--state-dir", str(self.state_dir)]
         argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
         argv += self.config.hub_options()
         self.hub = self._child("hub", argv)
@@ -196,7 +196,7 @@ class Up:
         self.forks = ForkServer(self._say)
         self.fork_server = self._child(
             "fork-server",
-            [sys.executable, "-m", FORK_SERVER_MODULE],
+            python_m(FORK_SERVER_MODULE),
             # Every sidecar forked from it shares its memory: a sidecar's
             # environment (the NATS URL, which each gets anyway), no more.
             env=sidecar_env(self.env, home=self.sidecar_root),
@@ -321,7 +321,7 @@ class Up:
         if dep in self.discarded or not record_path(state, dep).exists():
             return None
         idle_stop = self.config.idle_stop if self.config.sleeps else 0.0
-        argv = [sys.executable, "-m", "sidecar", *sidecar_argv(state, dep, idle_stop=idle_stop)]
+        argv = [*python_m("sidecar"), *sidecar_argv(state, dep, idle_stop=idle_stop)]
         return self._child(
             f"sidecar-{dep}",
             argv,

@@ -19,6 +19,7 @@ import traceback
 
 import setproctitle
 
+from runtime import python_m
 from runtime.sidecar_contract import Fork
 
 from .. import __main__ as entry
@@ -42,7 +43,7 @@ def run_forked(request: Fork, log_fd: int | None, control: socket.socket, server
     _own_fds(log_fd, control)
     # Before the environment changes: setproctitle reads SPT_NOENV (set by
     # the fork server) as it first writes.
-    setproctitle.setproctitle(" ".join([sys.executable, "-m", "sidecar", *request.argv]))
+    setproctitle.setproctitle(" ".join([*python_m("sidecar"), *request.argv]))
     _become(request.env)
     os.chdir(request.cwd)
     # What `python -m sidecar ARGV` would have had: main parses it, finds it

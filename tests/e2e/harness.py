@@ -167,7 +167,11 @@ class Up(HubClient):
 
 
 def _spawn_up(
-    tmp_path: Path, http: str, *extra: str, env: Mapping[str, str] | None = None
+    tmp_path: Path,
+    http: str,
+    *extra: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     with open(tmp_path / "up.log", "wb") as log:
         return subprocess.Popen(
@@ -175,6 +179,7 @@ def _spawn_up(
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "MAILRUN_LOG_LEVEL": "INFO", **(env or {})},
+            cwd=cwd,
         )
 
 
@@ -194,16 +199,18 @@ async def mailrun_up(
     *extra: str,
     env: Mapping[str, str] | None = None,
     database: str | None = None,
+    cwd: Path | None = None,
 ) -> AsyncIterator[Up]:
     """Run `mailrun up` in ``tmp_path/state`` on a free HTTP port until the block
-    ends; ``env`` adds to (or overrides) the environment it inherits. With
+    ends; ``env`` adds to (or overrides) the environment it inherits, ``cwd``
+    is its working directory (the suite's own by default). With
     ``database`` (the ``database`` fixture's value), the hub keeps its data
     there: a PostgreSQL URL is passed as ``--database``."""
     http = f"127.0.0.1:{free_port()}"
     url = database if database is not None and is_database_url(database) else None
     if url is not None:
         extra = ("--database", url, *extra)
-    proc = _spawn_up(tmp_path, http, *extra, env=env)
+    proc = _spawn_up(tmp_path, http, *extra, env=env, cwd=cwd)
     up = Up(tmp_path / "state", proc, http, database=url)
     try:
         await wait_started(up)

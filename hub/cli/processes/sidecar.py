@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from runtime import NATS_URL_ENV
+from runtime import NATS_URL_ENV, python_m
 
 
 @click.command("sidecar")
@@ -37,7 +37,7 @@ def sidecar_cmd(
     Execs `python -m sidecar`. The first start on a new host takes --join
     with the token `mailrun deploy --join-token` printed; later starts
     restore from disk."""
-    argv = [sys.executable, "-m", "sidecar", "--state-dir", str(state_dir)]
+    argv = [*python_m("sidecar"), "--state-dir", str(state_dir)]
     if deployment:
         argv += ["--deployment", deployment]
     env = dict(os.environ)

@@ -33,6 +33,7 @@ from typing import Final
 
 import anyio
 
+from runtime import python_m
 from runtime.sidecar_contract import (
     FORK_MAX_FRAME,
     FORK_TITLE_ROOM,
@@ -61,7 +62,9 @@ answers some fork within the timeout, or late: that it spoke ends the row.
 Killed, its sidecars die with it and restart with their own backoff: a
 fork server that answers nothing no longer relays their ends either."""
 
-_SIDECAR: Final = ("-m", "sidecar")
+_SIDECAR: Final = python_m("sidecar")
+"""How ``up`` runs a sidecar; the fork server forks one for what follows it
+(the sidecar's own arguments)."""
 
 
 class ForkUnavailable(OSError):
@@ -102,7 +105,7 @@ class ForkServer:
     async def start(self, spec: ChildSpec) -> Handle:
         """A sidecar's start: forked when the fork server runs, else spawned."""
         link = self._link
-        if link is not None and link.open and list(spec.argv[1:3]) == list(_SIDECAR):
+        if link is not None and link.open and list(spec.argv[: len(_SIDECAR)]) == _SIDECAR:
             heard = link.heard
             try:
                 with anyio.CancelScope(shield=True), anyio.fail_after(ANSWER_TIMEOUT):
@@ -156,7 +159,12 @@ class _Link:
     async def fork(self, spec: ChildSpec) -> ForkedHandle:
         ask = next(self._asks)
         frame = encode_frame(
-            Fork(ask, list(spec.argv[3:]), dict(spec.env or {}), str(spec.cwd or os.getcwd()))
+            Fork(
+                ask,
+                list(spec.argv[len(_SIDECAR) :]),
+                dict(spec.env or {}),
+                str(spec.cwd or os.getcwd()),
+            )
         )
         answer = self._answers[ask] = _Answer()
         try:

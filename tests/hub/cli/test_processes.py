@@ -66,6 +66,7 @@ def test_sidecar_execs_python_m_sidecar_with_the_options(monkeypatch: pytest.Mon
             sys.executable,
             [
                 sys.executable,
+                "-P",  # the working directory off sys.path
                 "-m",
                 "sidecar",
                 "--state-dir",
@@ -91,7 +92,7 @@ def test_sidecar_join_passes_the_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("os.execve", fake_execve)
     result = CliRunner().invoke(main, ["sidecar", "--state-dir", "d", "--join", "tok"])
     assert result.exit_code == 0
-    assert calls[0][3:] == ["--state-dir", "d", "--join", "tok"]
+    assert calls[0][4:] == ["--state-dir", "d", "--join", "tok"]  # after python -P -m sidecar
 
 
 def test_sidecar_needs_a_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -341,3 +341,26 @@ async def test_a_fork_server_that_misses_answers_in_a_row_is_replaced(tmp_path: 
             state = await seen(up, run_id, 2)
             assert [(s["name"], s["pid"]) for s in state["seen"]] == [("one", pid), ("two", pid)]
             assert len({s["dispatch_id"] for s in state["seen"]}) == 2
+
+
+async def test_up_and_its_children_run_nothing_of_the_working_directory(tmp_path: Path) -> None:
+    # An operator's project, where `mailrun up` is started: packages of its
+    # own named like mailrun's. `python -m hub` would import them first
+    # (the working directory heads sys.path) but for up's `-P`.
+    project = tmp_path / "project"
+    imported = tmp_path / "imported"
+    for name in ("hub", "runtime", "sidecar"):
+        (project / name).mkdir(parents=True)
+        (project / name / "__init__.py").write_text(
+            f"open({str(imported)!r}, 'a').write({name!r} + '\\n')\n"
+            f"raise ImportError('the working directory\\'s {name}')\n"
+        )
+    async with mailrun_up(tmp_path, "--idle-stop", "1", cwd=project) as up:
+        server = await fork_server(up)
+        dep = await up.deploy("beside", INSPECTOR)
+        run_id = await mail(up, dep, "one")
+        state = await seen(up, run_id, 1)
+        assert state["seen"][0]["ppid"] == server
+        for pid in (await up.hub_pid(), server):
+            assert command_words(psutil.Process(pid))[1:3] == ["-P", "-m"]
+    assert not imported.exists(), imported.read_text()

@@ -468,6 +468,7 @@ async def test_up_keeps_one_sidecar_per_live_deployment(up: UpProcess) -> None:
     sidecar = await wait_for(lambda: up.child("sidecar", dep["id"]), what="the sidecar")
     state = up.state / "sidecars" / dep["id"]
     assert command_words(sidecar)[1:] == [
+        "-P",  # the working directory off sys.path
         "-m",
         "sidecar",
         "--state-dir",

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +23,15 @@ from anyio.abc import ByteReceiveStream
 
 from hub._errors import ReplayFailed
 from hub.store import RunHistory
-from runtime import NATS_URL_ENV, ReplayFailureReport, ReplayJob, ReplayReport, Sources, sidecar_env
+from runtime import (
+    NATS_URL_ENV,
+    ReplayFailureReport,
+    ReplayJob,
+    ReplayReport,
+    Sources,
+    python_m,
+    sidecar_env,
+)
 from runtime.sidecar_contract import SIDECAR_PASS_ENV
 
 REPLAY_TIMEOUT = 120.0
@@ -97,7 +104,7 @@ async def _run(
             # timeout or a cancelled request), then reaps it.
             async with (
                 await anyio.open_process(
-                    [sys.executable, "-m", "sidecar.replay"],
+                    python_m("sidecar.replay"),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
