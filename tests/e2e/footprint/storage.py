@@ -51,6 +51,19 @@ class Sizes:
     sidecar_wal: int
     rows: dict[str, int]
     """Row counts that explain the sizes."""
+    hub_free: int = 0
+    """Free pages in hub.db, kept for reuse (at most ``free_bytes_kept``)."""
+    sidecar_free: int = 0
+    """Free pages in the inbox, kept for reuse (at most ``FREE_BYTES_KEPT``)."""
+
+    @property
+    def hub_live(self) -> int:
+        """The hub's bytes without its free pages: what its rows take."""
+        return self.hub - self.hub_free
+
+    @property
+    def sidecar_live(self) -> int:
+        return self.sidecar - self.sidecar_free
 
 
 @dataclass
@@ -132,7 +145,16 @@ class Storage:
         }
         hub = sum(f.stat().st_size for f in self.up.state_dir.glob("hub.db*"))
         sidecar = sum(f.stat().st_size for f in self.sidecar_dir.rglob("*") if f.is_file())
-        return Sizes(self.sent, hub, sidecar, hub_wal, sidecar_wal, rows)
+        return Sizes(
+            self.sent,
+            hub,
+            sidecar,
+            hub_wal,
+            sidecar_wal,
+            rows,
+            hub_free=_free_bytes(self.hub_db),
+            sidecar_free=_free_bytes(self.inbox),
+        )
 
 
 @asynccontextmanager
