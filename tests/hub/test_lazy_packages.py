@@ -11,14 +11,10 @@ from __future__ import annotations
 import ast
 import importlib
 import json
-import os
-import signal
 import smtplib
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import aclosing, asynccontextmanager
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import anyio
@@ -30,8 +26,8 @@ import hub.smtp
 import hub.store
 import hub.up
 from hub.outbound import generate_key
-from tests.support import REPO, HubClient, NatsServerProcess, free_port
-from tests.support.launch.starts import HUB_START_TIMEOUT, started
+from tests.support import REPO, NatsServerProcess, free_port
+from tests.support.launch.hubs import LoneHub, lone_hub
 
 LAZY = ("hub", "hub.up", "hub.outbound", "hub.smtp", "runtime")
 
@@ -137,48 +133,17 @@ def imports_in(log: str) -> set[str]:
     return {parts[1].strip() for parts in lines if len(parts) == 2}
 
 
-@dataclass
-class Hub:
-    """A hub process's client, and its log."""
-
-    client: HubClient
-    log: Path
-
-    def imports(self) -> set[str]:
-        """What it imported so far: Python writes each import's line as it
-        ends, unbuffered, where the log lines may wait in a queue."""
-        return imports_in(self.log.read_text())
+def imports(hub: LoneHub) -> set[str]:
+    """What ``hub`` imported so far: Python writes each import's line as it
+    ends, unbuffered, where the log lines may wait in a queue."""
+    return imports_in(hub.log.read_text())
 
 
-@asynccontextmanager
-async def hub_process(tmp_path: Path, nats: NatsServerProcess, *options: str) -> AsyncIterator[Hub]:
-    """``python -m hub`` with ``options``, its imports logged, serving until the block ends."""
-    port = free_port()
-    argv = [sys.executable, "-m", "hub", "--state-dir", str(tmp_path / "state"),
-            "--http", f"127.0.0.1:{port}", "--nats", nats.url, *options]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONPROFILEIMPORTTIME": "1"}
-    log_path = tmp_path / "hub.log"
-    with log_path.open("wb") as log:
-        proc = await anyio.open_process(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                        env=env)  # fmt: skip
-        async with proc:
-            try:
-                token_file = tmp_path / "state" / "admin-token"
-                async with aclosing(
-                    HubClient(f"http://127.0.0.1:{port}", token_file=token_file)
-                ) as client:
-                    await started(
-                        client.healthz, exit_code=lambda: proc.returncode, logs=[log_path],
-                        timeout=HUB_START_TIMEOUT, what="the hub's /healthz",
-                    )  # fmt: skip
-                    yield Hub(client, log_path)
-                proc.send_signal(signal.SIGTERM)
-                with anyio.fail_after(8):
-                    assert await proc.wait() == 0, log_path.read_text()
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
+def hub_process(
+    tmp_path: Path, nats: NatsServerProcess, *options: str
+) -> AbstractAsyncContextManager[LoneHub]:
+    """``python -m hub`` with ``options``, its imports logged."""
+    return lone_hub(tmp_path, nats.url, *options, env={"PYTHONPROFILEIMPORTTIME": "1"})
 
 
 @pytest.mark.slow  # a real hub process
@@ -187,12 +152,12 @@ async def test_a_hub_without_smtp_or_dkim_serves_without_them_and_the_console_br
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
     async with hub_process(tmp_path, nats_server) as hub:
-        at_start = hub.imports()  # once its /healthz answered
+        at_start = imports(hub)  # once its /healthz answered
         assert "hub._server" in at_start
         assert heavy(at_start, FEATURES) == []
         page = await hub.client.http.get("/")
         assert page.status_code == 200 and "<title>Deployments" in page.text
-        since = hub.imports() - at_start
+        since = imports(hub) - at_start
         assert {"jinja2", "hub.api.console.rendering"} <= since
         assert heavy(since, tuple(f for f in FEATURES if f != "jinja2")) == []
 
@@ -207,7 +172,7 @@ async def test_a_hub_with_smtp_and_a_dkim_key_imports_them_and_answers_smtp(
     smtp_port = free_port()
     options = ("--smtp", f"127.0.0.1:{smtp_port}", "--dkim-key", str(key), "--dkim-selector", "s1")
     async with hub_process(tmp_path, nats_server, *options) as hub:
-        at_start = hub.imports()
+        at_start = imports(hub)
         # (What importlib.import_module loads, as lazy names do, goes unlogged:
         # hub.smtp._server and hub.outbound._dkim; what they import is logged.)
         assert {"aiosmtpd", "dkim", "cryptography", "hub.smtp._handler"} <= at_start

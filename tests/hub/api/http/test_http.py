@@ -4,23 +4,17 @@
 from __future__ import annotations
 
 import base64
-import os
-import signal
 import stat
-import subprocess
-import sys
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from pathlib import Path
 
-import anyio
 import pytest
 
 from runtime import read_restore_record
 from runtime.sidecar_contract import decode_restore_record
 from runtime.wire import INLINE_BODY_LIMIT, public_key_of
-from tests.support import REPO, HubClient, NatsServerProcess, free_port
-from tests.support.launch.starts import HUB_START_TIMEOUT, started
+from tests.support import NatsServerProcess
+from tests.support.launch.hubs import lone_hub
 
 from ..harness import MAX_BODY, SOURCE, api, assert_error
 
@@ -226,39 +220,17 @@ async def test_deployment_names_and_delete(tmp_path: Path) -> None:
 async def test_hub_process_serves_and_stops_on_sigterm(
     tmp_path: Path, nats_server: NatsServerProcess
 ) -> None:
-    port = free_port()
-    argv = [sys.executable, "-m", "hub", "--state-dir", str(tmp_path / "state"),
-            "--http", f"127.0.0.1:{port}", "--nats", nats_server.url]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    log_path = tmp_path / "hub.log"
-    with log_path.open("wb") as log:
-        proc = await anyio.open_process(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                        env=env)  # fmt: skip
-        async with proc:
-            try:
-                token_file = tmp_path / "state" / "admin-token"
-                async with aclosing(
-                    HubClient(f"http://127.0.0.1:{port}", token_file=token_file)
-                ) as hub:
-                    health = await started(
-                        hub.healthz, exit_code=lambda: proc.returncode, logs=[log_path],
-                        timeout=HUB_START_TIMEOUT, what="the hub's /healthz",
-                    )  # fmt: skip
-                    assert health["nats_url"] == nats_server.url
-                    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-                    anonymous = await hub.http.get("/healthz", auth=None)
-                    assert anonymous.json() == {"status": health["status"]}
-                    assert health["boot_id"].startswith("boot_")
-                    await hub.deploy("p", SOURCE)
-                    r = await hub.http.post("/mail", json={"to": "p@mailrun.local", "subject": "s"})
-                    assert r.status_code == 202 and r.json()["status"] == "accepted"
-                proc.send_signal(signal.SIGTERM)
-                with anyio.fail_after(8):
-                    returncode = await proc.wait()
-            finally:
-                if proc.returncode is None:
-                    proc.kill()
-                    await proc.wait()
-    assert returncode == 0, log_path.read_text()
+    async with lone_hub(tmp_path, nats_server.url) as hub:
+        health = hub.health
+        assert health["nats_url"] == nats_server.url
+        assert stat.S_IMODE(hub.token_file.stat().st_mode) == 0o600
+        anonymous = await hub.client.http.get("/healthz", auth=None)
+        assert anonymous.json() == {"status": health["status"]}
+        assert health["boot_id"].startswith("boot_")
+        await hub.client.deploy("p", SOURCE)
+        r = await hub.client.http.post("/mail", json={"to": "p@mailrun.local", "subject": "s"})
+        assert r.status_code == 202 and r.json()["status"] == "accepted"
+    # It left on SIGTERM with status 0 (lone_hub checks), and said how it ran.
+    log_path = hub.log
     (ready,) = [line for line in log_path.read_text().splitlines() if "hub ready" in line]
     assert ready.endswith(" loop=uvloop"), ready  # the default event loop
