@@ -12,6 +12,18 @@ import pytest
 from tests.hub.cli.stubhub import DEP_A, Stub, cli, deployment
 
 
+def an_update(stub: Stub, tmp_path: Path) -> Path:
+    """A new version of deployment ``f`` to deploy with ``--update``: its
+    file, and the stub's answers to the settings' PATCH and the upload."""
+    flow = tmp_path / "flow.py"
+    flow.write_text("x = 2\n")
+    stub.routes["PATCH", "/workflows/deployments/f"] = (200, deployment(DEP_A, "f"))
+    stub.routes["POST", "/workflows/deployments/f/versions?wait=8"] = (
+        201, {"deployment_id": DEP_A, "version": 2, "status": "ready", "active": True},
+    )  # fmt: skip
+    return flow
+
+
 def test_deploy_sends_the_source_and_prints_the_join_token_when_asked(
     stub: Stub, tmp_path: Path
 ) -> None:
@@ -119,12 +131,7 @@ def test_deploy_sends_the_failure_policy_given(stub: Stub, tmp_path: Path) -> No
 
 
 def test_deploy_update_patches_the_policy_options_given(stub: Stub, tmp_path: Path) -> None:
-    flow = tmp_path / "flow.py"
-    flow.write_text("x = 2\n")
-    stub.routes["PATCH", "/workflows/deployments/f"] = (200, deployment(DEP_A, "f"))
-    stub.routes["POST", "/workflows/deployments/f/versions?wait=8"] = (
-        201, {"deployment_id": DEP_A, "version": 2, "status": "ready", "active": True},
-    )  # fmt: skip
+    flow = an_update(stub, tmp_path)
     result = cli(stub, "deploy", str(flow), "--name", "f", "--update", "--max-attempts", "7")
     assert result.exit_code == 0, result.output
     assert stub.requests == [
@@ -221,12 +228,7 @@ def test_deploy_sends_the_mail_settings_given(stub: Stub, tmp_path: Path) -> Non
 
 
 def test_deploy_update_patches_the_mail_settings_given(stub: Stub, tmp_path: Path) -> None:
-    flow = tmp_path / "flow.py"
-    flow.write_text("x = 2\n")
-    stub.routes["PATCH", "/workflows/deployments/f"] = (200, deployment(DEP_A, "f"))
-    stub.routes["POST", "/workflows/deployments/f/versions?wait=8"] = (
-        201, {"deployment_id": DEP_A, "version": 2, "status": "ready", "active": True},
-    )  # fmt: skip
+    flow = an_update(stub, tmp_path)
     result = cli(stub, "deploy", str(flow), "--name", "f", "--update", "--catch-all",
                  "--deny-from", "*@spam.test", "--max-attempts", "2")  # fmt: skip
     assert result.exit_code == 0, result.output
