@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.dbos_peer import NOT_INSTALLED
+from bench.mail.dbos_peer import NOT_INSTALLED
 from hub.cli.progress import Progress
 
 BENCH = Path(__file__).resolve().parent
@@ -44,17 +44,17 @@ class Case:
 
 
 # 20,000 mails from 8 senders; the batch route and the NATS ingress take 100 a request.
-_BATCHES = ["bench_e2e.py", "--mails", "20000", "--senders", "8"]
+_BATCHES = ["mail/bench_e2e.py", "--mails", "20000", "--senders", "8"]
 _QUICK_FIFTY = ["--mails", "2000", "--deployments", "5"]
 
 CASES = [
-    Case("reference", ["reference.py", "--messages", "20000"], ["--messages", "2000"]),
-    Case("single", ["bench_e2e.py", "--mails", "5000", "--senders", "64"], ["--mails", "500"]),
+    Case("reference", ["mail/reference.py", "--messages", "20000"], ["--messages", "2000"]),
+    Case("single", ["mail/bench_e2e.py", "--mails", "5000", "--senders", "64"], ["--mails", "500"]),
     Case("batch", [*_BATCHES, "--batch", "100"], ["--mails", "2000"]),
     Case("nats", [*_BATCHES, "--nats"], ["--mails", "2000"]),
     Case(
         "fifty",
-        ["bench_e2e.py", "--mails", "5000", "--senders", "64", "--deployments", "50"],
+        ["mail/bench_e2e.py", "--mails", "5000", "--senders", "64", "--deployments", "50"],
         ["--mails", "500", "--deployments", "5"],
     ),
     # Scale to zero as an operator of many rarely mailed deployments sets it
@@ -63,42 +63,42 @@ CASES = [
     Case(
         "five-hundred",
         [
-            *("bench_e2e.py", "--mails", "5000", "--senders", "64", "--deployments", "500"),
+            *("mail/bench_e2e.py", "--mails", "5000", "--senders", "64", "--deployments", "500"),
             *("--idle-stop", "5", "--max-awake", "50"),
         ],
         ["--mails", "200", "--deployments", "10", "--max-awake", "3"],
     ),
     Case("fifty-batch", [*_BATCHES, "--batch", "100", "--deployments", "50"], _QUICK_FIFTY),
     Case("fifty-nats", [*_BATCHES, "--nats", "--deployments", "50"], _QUICK_FIFTY),
-    Case("open", ["bench_e2e.py", "--mails", "10000", "--rate", "1000"], ["--mails", "1000"]),
-    Case("lone", ["lone_mail.py", "--mails", "500"], ["--mails", "100"]),
+    Case("open", ["mail/bench_e2e.py", "--mails", "10000", "--rate", "1000"], ["--mails", "1000"]),
+    Case("lone", ["mail/lone_mail.py", "--mails", "500"], ["--mails", "100"]),
     Case(
         "lone-fifty",
-        ["lone_mail.py", "--mails", "500", "--deployments", "50"],
+        ["mail/lone_mail.py", "--mails", "500", "--deployments", "50"],
         ["--mails", "100", "--deployments", "5"],
     ),
     Case(
         "wake",
-        ["wake.py", "--part", "latency", "--deployments", "20"],
+        ["wakes/wake.py", "--part", "latency", "--deployments", "20"],
         ["--deployments", "3"],
     ),
     Case(
         "storm",
-        ["wake.py", "--part", "storm", "--storm", "100", "--storm-max-awake", "20"],
+        ["wakes/wake.py", "--part", "storm", "--storm", "100", "--storm-max-awake", "20"],
         ["--storm", "6", "--storm-max-awake", "2"],
     ),
-    Case("fan-out-8", ["fan_out.py", "--children", "8"], ["--rounds", "1"]),
-    Case("fan-out-64", ["fan_out.py", "--children", "64"], ["--rounds", "1"]),
-    Case("kernel", ["actor_kernel.py", "--messages", "100000"], ["--messages", "20000"]),
+    Case("fan-out-8", ["mail/fan_out.py", "--children", "8"], ["--rounds", "1"]),
+    Case("fan-out-64", ["mail/fan_out.py", "--children", "64"], ["--rounds", "1"]),
+    Case("kernel", ["parts/actor_kernel.py", "--messages", "100000"], ["--messages", "20000"]),
     Case(
         "restart",
-        ["hub_restart.py", "--restarts", "3", "--deployments", "100", "--pending", "1"],
+        ["hubs/hub_restart.py", "--restarts", "3", "--deployments", "100", "--pending", "1"],
         ["--restarts", "1", "--deployments", "10"],
     ),
-    Case("rss", ["hub_rss.py", "--deployments", "1000"], ["--deployments", "100"]),
+    Case("rss", ["hubs/hub_rss.py", "--deployments", "1000"], ["--deployments", "100"]),
     Case(
         "dbos",
-        ["dbos_peer.py", "--workflows", "1500", "--concurrency", "64"],
+        ["mail/dbos_peer.py", "--workflows", "1500", "--concurrency", "64"],
         ["--workflows", "200"],
         optional="pip install -e '.[bench]'",
     ),

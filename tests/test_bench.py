@@ -14,7 +14,7 @@ import anyio
 import psutil
 import pytest
 
-from bench.dbos_peer import NOT_INSTALLED
+from bench.mail.dbos_peer import NOT_INSTALLED
 from runtime.config import DEFAULT_RUN_HISTORY
 from tests.support import REPO, wait_for
 
@@ -47,7 +47,7 @@ def bench(script: str, *args: str, timeout: float = 100) -> dict[str, object]:
 
 
 def test_the_reference_hand_off_moves_every_message() -> None:
-    figures = bench("reference.py", "--messages", "300", "--in-flight", "8")
+    figures = bench("mail/reference.py", "--messages", "300", "--in-flight", "8")
     assert figures["messages"] == 300
     assert isinstance(figures["per_s"], float) and figures["per_s"] > 0
     # Two rows a message on A, in fewer transactions than rows: grouped.
@@ -56,14 +56,14 @@ def test_the_reference_hand_off_moves_every_message() -> None:
 
 
 def test_the_e2e_bench_sends_through_the_nats_ingress() -> None:
-    figures = bench("bench_e2e.py", "--mails", "60", "--senders", "2", "--nats")
+    figures = bench("mail/bench_e2e.py", "--mails", "60", "--senders", "2", "--nats")
     assert (figures["mails"], figures["batch"], figures["nats"]) == (60, 100, True)
     assert figures["up_exit_code"] == 0
     assert isinstance(figures["processed_per_s"], float) and figures["processed_per_s"] > 0
 
 
 def test_the_e2e_bench_spreads_an_open_loop_over_deployments() -> None:
-    figures = bench("bench_e2e.py", "--mails", "40", "--deployments", "2", "--rate", "200")
+    figures = bench("mail/bench_e2e.py", "--mails", "40", "--deployments", "2", "--rate", "200")
     assert (figures["mails"], figures["deployments"], figures["offered_per_s"]) == (40, 2, 200)
     assert figures["up_exit_code"] == 0
     cpu = figures["cpu_ms_per_mail"]
@@ -73,7 +73,7 @@ def test_the_e2e_bench_spreads_an_open_loop_over_deployments() -> None:
 @pytest.mark.timeout(BENCH_BOUND + 60)
 def test_the_e2e_bench_wakes_deployments_asleep_at_the_start() -> None:
     args = ["--mails", "30", "--senders", "4", "--deployments", "3", "--idle-stop", "0.3"]
-    figures = bench("bench_e2e.py", *args, "--max-awake", "2", timeout=BENCH_BOUND)
+    figures = bench("mail/bench_e2e.py", *args, "--max-awake", "2", timeout=BENCH_BOUND)
     assert (figures["mails"], figures["deployments"], figures["up_exit_code"]) == (30, 3, 0)
     assert (figures["idle_stop"], figures["max_awake"]) == (0.3, 2)
     # Every deployment was asleep when the clock started: each mailed one was
@@ -85,7 +85,7 @@ def test_the_e2e_bench_wakes_deployments_asleep_at_the_start() -> None:
 
 
 def test_the_fan_out_bench_waits_for_every_child() -> None:
-    figures = bench("fan_out.py", "--children", "3", "--rounds", "1")
+    figures = bench("mail/fan_out.py", "--children", "3", "--rounds", "1")
     assert (figures["children"], figures["rounds"]) == (3, 1)
     seconds = figures["seconds"]
     assert isinstance(seconds, float) and seconds >= 1.0  # each child awaits 1 s
@@ -95,7 +95,7 @@ def test_the_dbos_peer_says_so_when_dbos_is_not_installed(tmp_path: Path) -> Non
     # A dbos that fails to import stands for the missing extra, installed or not.
     (tmp_path / "dbos.py").write_text("raise ImportError('not installed')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
-    out = run_bench("dbos_peer.py", "--workflows", "5", env=env)
+    out = run_bench("mail/dbos_peer.py", "--workflows", "5", env=env)
     assert out.returncode == NOT_INSTALLED, out.stderr[-3000:]
     assert out.stdout == ""
     assert out.stderr.splitlines() == ["dbos is not installed: pip install -e '.[bench]'"]
@@ -103,7 +103,7 @@ def test_the_dbos_peer_says_so_when_dbos_is_not_installed(tmp_path: Path) -> Non
 
 @pytest.mark.skipif(find_spec("dbos") is None, reason="the bench extra (dbos) is not installed")
 def test_the_dbos_peer_completes_every_workflow() -> None:
-    figures = bench("dbos_peer.py", "--workflows", "20", "--concurrency", "4", "--steps", "2")
+    figures = bench("mail/dbos_peer.py", "--workflows", "20", "--concurrency", "4", "--steps", "2")
     assert (figures["workflows"], figures["concurrency"], figures["steps"]) == (20, 4, 2)
     assert figures["journal_mode"] == "wal"
     # DBOS's own records: the 20 and the warm-up succeeded, each with its two steps.
@@ -112,7 +112,7 @@ def test_the_dbos_peer_completes_every_workflow() -> None:
 
 
 def test_the_http_server_bench_measures_every_installed_server() -> None:
-    figures = bench("http_servers.py", "--requests", "200", "--senders", "4")
+    figures = bench("parts/http_servers.py", "--requests", "200", "--senders", "4")
     assert "uvicorn httptools, uvloop, bare ASGI" in figures
     granian = find_spec("granian") is not None
     uvicorn = find_spec("uvicorn") is not None and find_spec("h11") is not None
@@ -129,7 +129,7 @@ def test_the_http_server_bench_measures_every_installed_server() -> None:
 
 
 def test_the_store_bench_accepts_and_ingests_every_mail() -> None:
-    figures = bench("hub_store.py", "--rows", "300", "--batch", "60", "--message-ids")
+    figures = bench("store/hub_store.py", "--rows", "300", "--batch", "60", "--message-ids")
     assert (figures["rows"], figures["message_ids"]) == (300, True)
     fifths = figures["accept_us_per_mail"]
     assert isinstance(fifths, list) and [f["rows"] for f in fifths] == [60, 120, 180, 240, 300]
@@ -139,7 +139,7 @@ def test_the_store_bench_accepts_and_ingests_every_mail() -> None:
 
 
 def test_the_store_bench_ingests_lone_frames_trimmed_a_quarter_at_a_time() -> None:
-    figures = bench("hub_store.py", "--rows", "61", "--batch", "61", "--frame", "1")
+    figures = bench("store/hub_store.py", "--rows", "61", "--batch", "61", "--frame", "1")
     assert (figures["rows"], figures["frame"]) == (61, 1)
     # 61 steps, trimmed at each fourth: the run holds its 16 latest and the
     # one past the last trim (at step 60).
@@ -148,7 +148,7 @@ def test_the_store_bench_ingests_lone_frames_trimmed_a_quarter_at_a_time() -> No
 
 def test_the_trigger_bench_measures_each_way_of_writing() -> None:
     # The script itself exits non-zero when a row or a change went missing.
-    figures = bench("trigger_statements.py", "--rows", "400", "--repeat", "1")
+    figures = bench("store/trigger_statements.py", "--rows", "400", "--repeat", "1")
     cases = figures["cases"]
     assert isinstance(cases, list)
     assert [(c["statements"], c["triggers"]) for c in cases] == [
@@ -160,14 +160,14 @@ def test_the_trigger_bench_measures_each_way_of_writing() -> None:
 
 
 def test_the_lane_bench_posts_every_mail() -> None:
-    figures = bench("mail_lane.py", "--mails", "64", "--senders", "4", "--message-ids")
+    figures = bench("parts/mail_lane.py", "--mails", "64", "--senders", "4", "--message-ids")
     assert (figures["mails"], figures["message_ids"]) == (64, True)
     assert isinstance(figures["per_s"], float) and figures["per_s"] > 0
     assert isinstance(figures["loop_us_per_mail"], float) and figures["loop_us_per_mail"] > 0
 
 
 def test_the_gil_bench_times_a_transaction_each_way() -> None:
-    figures = bench("gil_handoff.py", "--rows", "5", "--transactions", "3")
+    figures = bench("store/gil_handoff.py", "--rows", "5", "--transactions", "3")
     assert (figures["rows"], figures["transactions"]) == (5, 3)
     for key in ("thread_alone_ms", "thread_beside_python_ms", "calling_thread_ms"):
         assert isinstance(figures[key], float) and figures[key] > 0
@@ -175,7 +175,7 @@ def test_the_gil_bench_times_a_transaction_each_way() -> None:
 
 def test_the_timer_bench_sees_each_timer_once_in_each_runs_order() -> None:
     # The script itself exits non-zero when a timer was missed, doubled or out of order.
-    figures = bench("timers.py", "--runs", "3", "--timers", "4", "--lead", "2")
+    figures = bench("mail/timers.py", "--runs", "3", "--timers", "4", "--lead", "2")
     assert (figures["runs"], figures["timers"]) == (3, 12)
     assert figures["exactly_once"] and figures["in_order"] and figures["armed_before_due"]
     fired, handled = figures["fire_lateness"], figures["due_to_handler"]
@@ -186,7 +186,7 @@ def test_the_timer_bench_sees_each_timer_once_in_each_runs_order() -> None:
 def test_the_lone_mail_bench_sees_each_mail_once_and_prices_it() -> None:
     # The script itself exits non-zero when a mail was missed or seen twice.
     figures = bench(
-        "lone_mail.py", "--mails", "8", "--rate", "100", "--deployments", "2", "--idle", "0.2"
+        "mail/lone_mail.py", "--mails", "8", "--rate", "100", "--deployments", "2", "--idle", "0.2"
     )
     assert (figures["mails"], figures["deployments"], figures["exactly_once"]) == (8, 2, True)
     idle = figures["idle_cpu_ms_per_s"]
@@ -208,7 +208,7 @@ def test_the_lone_mail_bench_sees_each_mail_once_and_prices_it() -> None:
 
 def test_the_floor_bench_handles_every_mail_and_prices_both_sides() -> None:
     # The script exits non-zero unless its handler saw every mail.
-    figures = bench("floor.py", "--mails", "60", "--rate", "300")
+    figures = bench("mail/floor.py", "--mails", "60", "--rate", "300")
     assert (figures["mails"], figures["all_handled"]) == (60, True)
     spent = figures["cpu_ms_per_mail"]
     assert isinstance(spent, dict) and set(spent) == {"hub", "sidecar"}
@@ -218,7 +218,7 @@ def test_the_floor_bench_handles_every_mail_and_prices_both_sides() -> None:
 
 
 def test_the_idle_timer_bench_times_each_timer_alone() -> None:
-    figures = bench("timers.py", "--idle", "--repeat", "2")
+    figures = bench("mail/timers.py", "--idle", "--repeat", "2")
     assert (figures["runs"], figures["timers"], figures["idle"]) == (1, 2, True)
     assert figures["exactly_once"] and figures["in_order"]
     fired = figures["fire_lateness"]
@@ -231,7 +231,7 @@ def test_the_wake_bench_wakes_every_asleep_deployment_once() -> None:
     # missed or handled twice.
     args = ["--deployments", "2", "--storm", "3", "--storm-max-awake", "2"]
     args += ["--many", "3", "--hour", "1", "--many-max-awake", "2", "--idle-stop", "0.3"]
-    figures = bench("wake.py", *args, timeout=BENCH_BOUND)
+    figures = bench("wakes/wake.py", *args, timeout=BENCH_BOUND)
     latency, storm, many = figures["latency"], figures["storm"], figures["many"]
     assert isinstance(latency, dict) and isinstance(storm, dict) and isinstance(many, dict)
     assert latency["exactly_once"] and storm["exactly_once"] and many["exactly_once"]
@@ -242,14 +242,14 @@ def test_the_wake_bench_wakes_every_asleep_deployment_once() -> None:
 
 
 def test_the_up_poll_bench_prices_polls_that_keep_every_deployment_admitted() -> None:
-    figures = bench("up_poll.py", "--deployments", "20", "--polls", "10")
+    figures = bench("wakes/up_poll.py", "--deployments", "20", "--polls", "10")
     assert (figures["deployments"], figures["polls"], figures["admitted"]) == (20, 10, 20)
     rounds = figures["rounds_ms"]
     assert isinstance(rounds, list) and len(rounds) == 5
 
 
 def test_the_workflow_load_bench_leaves_the_sources_and_their_bytecode() -> None:
-    figures = bench("workflow_load.py", "--files", "2", "--starts", "3")
+    figures = bench("wakes/workflow_load.py", "--files", "2", "--starts", "3")
     assert (figures["files"], figures["starts"]) == (2, 3)
     left = figures["left_on_disk"]
     assert isinstance(left, list)
@@ -260,7 +260,7 @@ def test_the_workflow_load_bench_leaves_the_sources_and_their_bytecode() -> None
 def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> None:
     # The script exits non-zero unless each start handled its mail once and fell asleep.
     # A workflow of some size (--lines): its module must still load and run.
-    figures = bench("boot.py", "--starts", "2", "--idle-stop", "0.3", "--lines", "60")
+    figures = bench("wakes/boot.py", "--starts", "2", "--idle-stop", "0.3", "--lines", "60")
     assert figures["starts"] == 2 and figures["exactly_once"]
     assert figures["exit_codes"] == [5, 5, 5]  # SidecarExit.ASLEEP, the first start's too
     wall, cpu = figures["wall"], figures["cpu"]
@@ -277,7 +277,7 @@ def test_the_boot_bench_starts_the_asleep_sidecar_and_prices_each_start() -> Non
 def test_the_join_bench_welcomes_every_join_and_grants_every_sleep() -> None:
     # The script exits non-zero unless every join was welcomed and every Sleep granted.
     figures = bench(
-        "hub_join.py", "--deployments", "3", "--rounds", "2", "--again", "--idle", "0.2"
+        "wakes/hub_join.py", "--deployments", "3", "--rounds", "2", "--again", "--idle", "0.2"
     )
     assert figures["joins"] == 6 and figures["all_granted"]
     wall = figures["wall_ms"]
@@ -289,7 +289,14 @@ def test_the_join_bench_welcomes_every_join_and_grants_every_sleep() -> None:
 def test_the_cycle_bench_prices_a_real_sidecars_cycles() -> None:
     # It prints text, not JSON: one line a cycle kind, from the real process's schedstat.
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "cycle.py"), "--cycles", "5", "--cpu", "--only"],
+        [
+            sys.executable,
+            str(REPO / "bench" / "parts" / "cycle.py"),
+            "--cycles",
+            "5",
+            "--cpu",
+            "--only",
+        ],
         capture_output=True,
         text=True,
         timeout=100,
@@ -315,7 +322,7 @@ def _dead(proc: psutil.Process) -> bool:
 async def test_a_bench_killed_at_its_timeout_leaves_no_fleet_behind() -> None:
     # A bench's caller (a test's timeout) SIGKILLs it: its `mailrun up`, and so
     # every process up runs, must go with it, not eat the CPU of what runs next.
-    script = str(REPO / "bench" / "lone_mail.py")
+    script = str(REPO / "bench" / "mail" / "lone_mail.py")
     argv = [sys.executable, script, "--mails", "100000", "--json"]
     async with await anyio.open_process(argv, stdout=subprocess.DEVNULL) as bench_proc:
         me = psutil.Process(bench_proc.pid)
@@ -343,7 +350,7 @@ def test_sidecar_starts_reads_a_start_and_its_welcome_from_the_logs(tmp_path: Pa
     )
     (logs / "sidecar-dep_b.log").write_text("never welcomed\n")
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "sidecar_starts.py"), str(tmp_path)],
+        [sys.executable, str(REPO / "bench" / "wakes" / "sidecar_starts.py"), str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,

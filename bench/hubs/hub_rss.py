@@ -26,9 +26,9 @@ import anyio
 import httpx
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
-from bench.bench_e2e import COUNTER, start_mailrun, stop_up
+from bench.mail.bench_e2e import COUNTER, start_mailrun, stop_up
 from tests.support import NatsServerProcess, free_port, wait_for
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.faults helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.faults helpers
 
 from tests.faults.harness.cluster import running_cluster
 

@@ -37,9 +37,9 @@ from typing import Any
 import anyio
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests' helpers
 
-from bench._http import Pool
+from bench.parts._http import Pool
 from hub.store import DATABASE_ENV
 from tests.faults.harness.cluster import Proc
 from tests.support import HubClient, NatsServerProcess, free_port, wait_for

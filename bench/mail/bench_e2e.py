@@ -50,9 +50,9 @@ import anyio
 import msgspec
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
-from bench._http import Pool
+from bench.parts._http import Pool
 from hub import IngressClient, ingress_mail
 from hub.cli.progress import Progress
 from hub.up.processes import ChildSpec, spawn

@@ -29,9 +29,9 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
-from bench.bench_e2e import admin_of_up, scratch_dir
+from bench.mail.bench_e2e import admin_of_up, scratch_dir
 from runtime.loops import loop_options
 from tests.support import wait_for
 

@@ -46,7 +46,7 @@ import nats
 import psutil
 import uvloop
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
 INBOUND, EVENTS = "floor.inbound", "floor.events"
 

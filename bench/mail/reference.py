@@ -27,7 +27,7 @@ import anyio
 import anyio.abc
 import nats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
 from tests.support import NatsServerProcess, wait_for
 

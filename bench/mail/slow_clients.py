@@ -37,9 +37,9 @@ import anyio.abc
 import httpx
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
-from bench.bench_e2e import COUNTER, percentile, scratch_dir, start_mailrun, stop_up
+from bench.mail.bench_e2e import COUNTER, percentile, scratch_dir, start_mailrun, stop_up
 from tests.support import free_port, wait_for
 
 

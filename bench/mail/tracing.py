@@ -52,9 +52,9 @@ from typing import Any
 import anyio
 from aiohttp import web
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.bench_e2e import bench, scratch_dir
+from bench.mail.bench_e2e import bench, scratch_dir
 from runtime.loops import loop_options
 from tests.support import free_port
 

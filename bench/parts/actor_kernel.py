@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from runtime.actors import Actor, Supervisor
 

@@ -50,9 +50,9 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
-from bench.lone_mail import schedstat
+from bench.mail.lone_mail import schedstat
 from runtime import DispatchProcessed, open_nats
 from tests.sidecar.test_process import sidecar_process
 from tests.support import running_nats_server, wait_for

@@ -35,16 +35,16 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench._http import Pool
+from bench.parts._http import Pool
 from tests.support import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BODY = b'{"to":"flow@mailrun.local","subject":"m","body":"x"}'
 HEADERS = {"Content-Type": "application/json"}
 
-APPS = {"Starlette": "bench._asgi_apps:starlette", "bare ASGI": "bench._asgi_apps:bare"}
+APPS = {"Starlette": "bench.parts._asgi_apps:starlette", "bare ASGI": "bench.parts._asgi_apps:bare"}
 
 
 def servers(port: int) -> dict[str, list[str]]:
@@ -63,12 +63,12 @@ def servers(port: int) -> dict[str, list[str]]:
     found["the hub's HttpServer (httptools, uvloop), bare ASGI"] = [
         sys.executable,
         "-c",
-        f"from bench._asgi_apps import hub_server; hub_server({port})",
+        f"from bench.parts._asgi_apps import hub_server; hub_server({port})",
     ]
     found["bare asyncio protocol + httptools, uvloop (no ASGI)"] = [
         sys.executable,
         "-c",
-        f"from bench._asgi_apps import floor; floor({port})",
+        f"from bench.parts._asgi_apps import floor; floor({port})",
     ]
     return found
 

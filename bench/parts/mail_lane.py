@@ -28,7 +28,7 @@ from pathlib import Path
 import anyio
 import msgspec
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests' helpers
 
 from hub.api.http import BODY_ARRIVED_EXTENSION
 from tests.hub.api.harness import TOKEN, api

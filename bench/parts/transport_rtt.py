@@ -27,7 +27,7 @@ from runtime import Subscription, Transport, open_nats
 from runtime.loops import loop_options
 from runtime.testing import MemoryBus
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
 from tests.support import NatsServerProcess
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests' helpers
 
 from hub.store import Accepted, Trigger, Tx, accept_triggers, open_store, trim_history
 from hub.wire.events.processed import ProcessedBatch

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
 from hub.store import DispatchStatus, SqliteStore, Trigger, accept_triggers
 from hub.store.delivery import sending

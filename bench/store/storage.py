@@ -23,9 +23,9 @@ from pathlib import Path
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests' helpers
 
-from bench.bench_e2e import scratch_dir
+from bench.mail.bench_e2e import scratch_dir
 from tests.e2e.footprint.storage import Sizes, storage
 
 

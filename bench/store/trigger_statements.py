@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the hub's package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the hub's package
 
 from hub.store.sql import SqliteTx, insert_rows, insert_statement, update_rows, update_statement
 

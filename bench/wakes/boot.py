@@ -65,9 +65,9 @@ from typing import IO, Any
 import anyio
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests' helpers
 
-from bench.bench_e2e import keep_and_json, percentile, run_in_scratch
+from bench.mail.bench_e2e import keep_and_json, percentile, run_in_scratch
 from runtime import NATS_URL_ENV, SidecarExit, record_path, sidecar_env
 from runtime.sidecar_contract import (
     FORK_MAX_FRAME,

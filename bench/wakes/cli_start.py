@@ -36,7 +36,7 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def child_cpu(argv: list[str], env: dict[str, str], cwd: Path) -> float:

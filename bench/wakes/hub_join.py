@@ -38,9 +38,9 @@ from typing import Any
 import anyio
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests' helpers
 
-from bench.bench_e2e import keep_and_json, percentile, run_in_scratch
+from bench.mail.bench_e2e import keep_and_json, percentile, run_in_scratch
 from runtime import (
     Asleep,
     Challenge,

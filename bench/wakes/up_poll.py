@@ -40,7 +40,7 @@ from typing import Any
 
 import anyio
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, with --side hub
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests.support, with --side hub
 
 from hub.natsauth import new_user_key
 from hub.up.fleet import Fleet

@@ -46,10 +46,10 @@ from typing import Any
 import anyio
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests.support helpers
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
-from bench.bench_e2e import AdminCall, admin_of_up, scratch_dir, spread
-from bench.lone_mail import processes, split_cpu
+from bench.mail.bench_e2e import AdminCall, admin_of_up, scratch_dir, spread
+from bench.mail.lone_mail import processes, split_cpu
 from runtime.loops import loop_options
 from tests.support import wait_for
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def _run(*args: str) -> dict[str, object]:
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "tracing.py"), *args, "--json"],
+        [sys.executable, str(REPO / "bench" / "mail" / "tracing.py"), *args, "--json"],
         capture_output=True,
         text=True,
         timeout=110,
