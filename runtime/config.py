@@ -49,7 +49,7 @@ BACKOFF_MAX_ENV: Final = "MAILRUN_BACKOFF_MAX"
 
 # FULL (the default) or NORMAL: how both SQLite stores sync their commits.
 # NORMAL exists only to measure what durable acknowledgements cost
-# (bench/bench_e2e.py --synchronous normal): under it an OS crash or a power
+# (bench/mail/bench_e2e.py --synchronous normal): under it an OS crash or a power
 # cut can take back a 202 receipt or a stored Ack (runtime/_sqlite.py).
 SQLITE_SYNCHRONOUS_ENV: Final = "MAILRUN_SQLITE_SYNCHRONOUS"
 

@@ -1,6 +1,7 @@
 """Recovery after a hub restart: the distribution over many restarts.
 
-    .venv/bin/python bench/hub_restart.py [--restarts 30] [--deployments 5] [--pending 3] [--json]
+    .venv/bin/python bench/hubs/hub_restart.py [--restarts 30] [--deployments 5] [--pending 3]
+        [--json]
 
 Runs nats-server, the hub and one sidecar per deployment as separate
 processes (``tests/faults/harness/cluster.py``). For each restart, every deployment

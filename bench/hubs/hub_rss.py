@@ -1,6 +1,6 @@
 """The hub's resident memory with many deployments.
 
-    .venv/bin/python bench/hub_rss.py [--deployments 1000] [--json]
+    .venv/bin/python bench/hubs/hub_rss.py [--deployments 1000] [--json]
 
 Starts nats-server and `mailrun hub` alone (no sidecars: their memory is
 each its own process's, see the idle sidecar RSS of bench_e2e.py) on free

@@ -1,6 +1,6 @@
 """An orderly stop of the hub while a waker holds a long poll of its wakes.
 
-    .venv/bin/python bench/hub_stop.py [--stops 10] [--json]
+    .venv/bin/python bench/hubs/hub_stop.py [--stops 10] [--json]
 
 Runs nats-server and the hub as separate processes
 (``tests/faults/harness/cluster.py``) with the cluster's wake loop, which,

@@ -1,7 +1,7 @@
 """Several hubs on PostgreSQL against one hub on SQLite, in one run, and the
 time a hub's death costs (docs/scaling.md).
 
-    .venv/bin/python bench/hubs.py [--mails 3000] [--deployments 6] [--senders 48]
+    .venv/bin/python bench/hubs/hubs.py [--mails 3000] [--deployments 6] [--senders 48]
         [--hubs 1 2 3] [--kills 3]
 
 For each setup (one hub on SQLite, then 1, 2, 3 hubs on one PostgreSQL from

@@ -1,6 +1,6 @@
 """End-to-end throughput of a real `mailrun up` (nats-server, hub, sidecar processes).
 
-    .venv/bin/python bench/bench_e2e.py [--mails 5000] [--senders 64] [--batch N]
+    .venv/bin/python bench/mail/bench_e2e.py [--mails 5000] [--senders 64] [--batch N]
         [--deployments N] [--idle-stop S] [--max-awake N] [--rate R] [--nats] [--json]
         [--synchronous full|normal]
 
@@ -323,7 +323,7 @@ async def bench(
         tmp / "up.log",
         env={**os.environ, SQLITE_SYNCHRONOUS_ENV: synchronous.upper()},
     )
-    # aiohttp for setting up and counting; the mails go through bench/_http.py,
+    # aiohttp for setting up and counting; the mails go through bench/parts/_http.py,
     # which spends a fraction of aiohttp's CPU per request (its docstring).
     connector = aiohttp.TCPConnector(limit=8)
     producer = contextlib.AsyncExitStack()  # the NATS ingress client, with --nats

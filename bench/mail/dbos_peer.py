@@ -1,6 +1,6 @@
 """DBOS Transact on SQLite, trivial durable workflows: the peer of the e2e figures.
 
-    .venv/bin/python bench/dbos_peer.py [--workflows 1500] [--concurrency 64] [--steps 1]
+    .venv/bin/python bench/mail/dbos_peer.py [--workflows 1500] [--concurrency 64] [--steps 1]
         [--journal wal|delete] [--json]
 
 Needs the ``bench`` extra (``.venv/bin/pip install -e '.[bench]'``); without

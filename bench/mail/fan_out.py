@@ -1,7 +1,7 @@
 """Fan-out: a parent run spawns N children that each await 1 s (an API call,
 say); how long until the parent has every child's end.
 
-    .venv/bin/python bench/fan_out.py [--children 8] [--rounds 3] [--json]
+    .venv/bin/python bench/mail/fan_out.py [--children 8] [--rounds 3] [--json]
 
 Starts `mailrun up` in a temporary dir on free loopback ports, deploys a
 workflow whose parent spawns ``--children`` child runs from one mail, each

@@ -1,7 +1,7 @@
 """The floor of a lone mail: what the path of one mail costs with the same
 libraries and durability as mailrun, and nothing else.
 
-    .venv/bin/python bench/floor.py [--mails 500] [--rate 50] [--json]
+    .venv/bin/python bench/mail/floor.py [--mails 500] [--rate 50] [--json]
 
 Two processes stand in for the hub and a sidecar, on a real nats-server
 (uvloop, httptools, msgspec, nats-py, sqlite3 in WAL with ``synchronous =
@@ -20,7 +20,7 @@ No task groups, actors, lanes, fences or retries: one coroutine a mail on
 each side. The client sends ``--mails`` single POSTs at ``--rate`` a
 second (an offered rate), waits until the handler saw every one, and
 prints the CPU each process spent a mail (``psutil``) and the
-POST-to-handler latency. mailrun's own figure is ``bench/lone_mail.py``;
+POST-to-handler latency. mailrun's own figure is ``bench/mail/lone_mail.py``;
 the difference is what mailrun's structure costs above its libraries
 (docs/performance.md, "Lone mails").
 """

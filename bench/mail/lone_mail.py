@@ -1,7 +1,7 @@
 """Lone mails through a real `mailrun up`: what one mail costs when mail
 comes one at a time, as most deployments get it.
 
-    .venv/bin/python bench/lone_mail.py [--mails 500] [--rate 50] [--deployments 1]
+    .venv/bin/python bench/mail/lone_mail.py [--mails 500] [--rate 50] [--deployments 1]
         [--idle 5] [--json]
 
 Deploys ``--deployments`` workflows (round-robin targets) whose handler

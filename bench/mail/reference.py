@@ -1,6 +1,6 @@
 """The reference durable hand-off: the yardstick mailrun's figures are divided by.
 
-    .venv/bin/python bench/reference.py [--messages 20000] [--in-flight 64] [--json]
+    .venv/bin/python bench/mail/reference.py [--messages 20000] [--in-flight 64] [--json]
 
 The least any durable hand-off between two processes over NATS does for each
 message: A commits it, sends it to B (a NATS request), B commits it and

@@ -1,6 +1,6 @@
 """Slow clients against a real `mailrun up`: is a normal request still served?
 
-    .venv/bin/python bench/slow_clients.py [--slow 1000] [--requests 50] [--json]
+    .venv/bin/python bench/mail/slow_clients.py [--slow 1000] [--requests 50] [--json]
 
 Starts `mailrun up` in a temporary dir on free loopback ports, deploys a
 workflow that only counts, then opens ``--slow`` connections that each send

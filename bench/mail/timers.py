@@ -1,8 +1,8 @@
 """Timers through a real `mailrun up`: many due at one instant across runs,
 or one at a time on an idle hub; how late each fires and is handled.
 
-    .venv/bin/python bench/timers.py [--runs 100] [--timers 100] [--lead 5] [--json]
-    .venv/bin/python bench/timers.py --idle [--repeat 20] [--json]
+    .venv/bin/python bench/mail/timers.py [--runs 100] [--timers 100] [--lead 5] [--json]
+    .venv/bin/python bench/mail/timers.py --idle [--repeat 20] [--json]
 
 Deploys a workflow whose top-level run, on one mail, spawns ``--runs`` child
 runs; then one signal per child (payload JSON) has it set ``--timers``

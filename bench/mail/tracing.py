@@ -1,8 +1,8 @@
 """What traces cost: single-POST throughput of a real `mailrun up` with tracing off and on.
 
-    .venv/bin/python bench/tracing.py [--mails 3000] [--senders 64] [--rounds 2]
+    .venv/bin/python bench/mail/tracing.py [--mails 3000] [--senders 64] [--rounds 2]
         [--sample RATIO] [--json]
-    .venv/bin/python bench/tracing.py --hooks [--mails 20000] [--sample RATIO] [--json]
+    .venv/bin/python bench/mail/tracing.py --hooks [--mails 20000] [--sample RATIO] [--json]
 
 Runs bench_e2e.py's benchmark (one ``POST /mail`` per mail, one deployment)
 ``--rounds`` times each way, in turn (off, on, then on, off, and so on) so

@@ -1,4 +1,4 @@
-"""The apps `bench/http_servers.py` serves: the same answer to `POST /mail`
+"""The apps `bench/parts/http_servers.py` serves: the same answer to `POST /mail`
 (read the body, answer 202 with a receipt-sized JSON object) through a bare
 ASGI callable, as the hub's mail lane is, through a Starlette route, and
 from a bare asyncio protocol (:func:`floor`)."""

@@ -1,6 +1,6 @@
 """The actor kernel's mailbox against a bare ``asyncio.Queue``, in one process.
 
-    .venv/bin/python bench/actor_kernel.py [--messages 100000] [--senders 8] [--json]
+    .venv/bin/python bench/parts/actor_kernel.py [--messages 100000] [--senders 8] [--json]
 
 ping-pong: one caller asks one actor that answers at once (``ActorRef.ask``),
 one message at a time, against two tasks that hand each message back and

@@ -2,7 +2,7 @@
 handler, the events out and their acknowledgement's mark, counted for lone
 mails and for cycles of two (one ``MailBatch`` of two mails).
 
-    .venv/bin/python bench/cycle.py [--cycles 40] [--strace] [--calls] [--cpu]
+    .venv/bin/python bench/parts/cycle.py [--cycles 40] [--strace] [--calls] [--cpu]
         [--callgrind] [--only]
 
 SQL, in-process (the Sidecar with the tests' FakeHub on the memory bus,

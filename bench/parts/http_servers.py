@@ -1,11 +1,12 @@
 """The hub's HTTP front, server against server: CPU per request and rate.
 
-    .venv/bin/python bench/http_servers.py [--requests 20000] [--senders 64] [--runs 1] [--json]
+    .venv/bin/python bench/parts/http_servers.py [--requests 20000] [--senders 64] [--runs 1]
+        [--json]
 
-Serves the same `POST /mail` answer (`bench/_asgi_apps.py`: a bare ASGI
+Serves the same `POST /mail` answer (`bench/parts/_asgi_apps.py`: a bare ASGI
 callable, as the hub's mail lane, or a Starlette route) from a server
 process of its own on a free loopback port, and drives it with 64
-keep-alive senders of the benchmarks' load client (`bench/_http.py`). Prints
+keep-alive senders of the benchmarks' load client (`bench/parts/_http.py`). Prints
 requests/s and the server's CPU per request (its children included: granian
 serves from a worker process). The servers:
 

@@ -1,7 +1,8 @@
 """The hub's HTTP app alone: CPU per ``POST /mail`` on the event loop's thread
 and on the process's other threads, without sockets or other processes.
 
-    .venv/bin/python bench/mail_lane.py [--mails 20000] [--senders 64] [--message-ids] [--json]
+    .venv/bin/python bench/parts/mail_lane.py [--mails 20000] [--senders 64] [--message-ids]
+        [--json]
 
 Builds the hub's ASGI app over a real store (as the API tests do, on uvloop
 as the hub runs), deploys one workflow and has ``--senders`` tasks call the
@@ -13,7 +14,7 @@ the acceptor, and the accept transactions, which run there: docs/hub.md,
 transaction uses only when SQLite's lock is held elsewhere or it is
 heavy). HTTP parsing, delivery and ingestion are not in it. This is the
 long way: the hub's HTTP server answers most mail in its protocol, without
-the app (docs/hub.md, "HTTP"); ``bench/bench_e2e.py`` measures that.
+the app (docs/hub.md, "HTTP"); ``bench/mail/bench_e2e.py`` measures that.
 """
 
 from __future__ import annotations

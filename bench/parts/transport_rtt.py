@@ -1,7 +1,7 @@
 """Request/reply round trips over the transport seam: NATS on loopback and in-memory.
 
-    .venv/bin/python bench/transport_rtt.py [--requests 5000] [--concurrency 1 16] [--size 256]
-        [--bus nats memory]
+    .venv/bin/python bench/parts/transport_rtt.py [--requests 5000] [--concurrency 1 16]
+        [--size 256] [--bus nats memory]
 
 Starts an embedded nats-server on a free loopback port, connects a responder
 and a requester (two connections, as hub and sidecar are), and runs

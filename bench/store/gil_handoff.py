@@ -3,7 +3,7 @@ SQLite transaction timed on a thread of its own, alone and beside a thread
 that keeps running Python (as an event loop under load does), and on the
 calling thread.
 
-    .venv/bin/python bench/gil_handoff.py [--rows 40] [--transactions 50] [--json]
+    .venv/bin/python bench/store/gil_handoff.py [--rows 40] [--transactions 50] [--json]
 
 Each transaction inserts ``--rows`` rows with one ``executemany`` into a
 WAL database in a temporary dir (``synchronous = NORMAL``: the disk is not

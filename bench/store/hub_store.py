@@ -1,7 +1,7 @@
 """The hub's writer alone: CPU per mail of the accept and of the ingestion, as
 the dispatch table grows.
 
-    .venv/bin/python bench/hub_store.py [--rows 100000] [--batch 100] [--frame 70]
+    .venv/bin/python bench/store/hub_store.py [--rows 100000] [--batch 100] [--frame 70]
         [--message-ids] [--json]
 
 Opens a real hub store (SQLite, as the hub configures it) in a temporary

@@ -15,7 +15,7 @@ connection (as several hubs would be), against a fresh pgserver database:
 Prints the medians of ``--runs`` runs: transactions per second, and this
 process's CPU per transaction (the database server's is not counted).
 
-    .venv/bin/python bench/pg_drivers.py [--transactions 4000] [--writers 1 8] [--runs 3]
+    .venv/bin/python bench/store/pg_drivers.py [--transactions 4000] [--writers 1 8] [--runs 3]
 """
 
 from __future__ import annotations

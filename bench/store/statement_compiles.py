@@ -1,6 +1,6 @@
 """What a statement costs when SQLite compiles it again at every run.
 
-    .venv/bin/python bench/statement_compiles.py [--runs 20000]
+    .venv/bin/python bench/store/statement_compiles.py [--runs 20000]
 
 A hub store in a temporary dir (one deployment, one mail accepted). For the
 statements a lone mail's path and the hub's once-a-second reads run on the

@@ -1,6 +1,6 @@
 """Storage under a steady load: a real `mailrun up`, rounds of big mails, the bytes on disk.
 
-    .venv/bin/python bench/storage.py [--rounds 2] [--mails 100] [--size 300000] [--json]
+    .venv/bin/python bench/store/storage.py [--rounds 2] [--mails 100] [--size 300000] [--json]
 
 Starts `mailrun up` in a temporary dir, deploys a workflow that counts its
 mails, then sends ``--rounds`` rounds of ``--mails`` mails of ``--size``

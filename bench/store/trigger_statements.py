@@ -12,7 +12,7 @@ own values), and once through the hub's own statements of many rows
 row, medians of ``--repeat`` runs, after checking that every row was
 written and settled and the triggers recorded each change:
 
-    .venv/bin/python bench/trigger_statements.py [--rows 30000] [--repeat 5] [--json]
+    .venv/bin/python bench/store/trigger_statements.py [--rows 30000] [--repeat 5] [--json]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a sidecar's start costs: an asleep deployment's sidecar started the way
 `mailrun up` starts it, again and again, under a real hub and nats-server.
 
-    .venv/bin/python bench/boot.py [--starts 10] [--idle-stop 0.5] [--keep] [--json]
+    .venv/bin/python bench/wakes/boot.py [--starts 10] [--idle-stop 0.5] [--keep] [--json]
         [--python-options '-X importtime'] [--code DIR] [--start exec|fork] [--lines N]
         [--profile DIR]
 

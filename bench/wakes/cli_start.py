@@ -2,7 +2,7 @@
 `mailrun --help`, of `mailrun up` until its hub answers, and of one CLI call
 against that hub, each a real process, as the tests and operators start them.
 
-    .venv/bin/python bench/cli_start.py [--runs 5] [--code DIR] [--json]
+    .venv/bin/python bench/wakes/cli_start.py [--runs 5] [--code DIR] [--json]
 
 CPU is user + system of the process (and, for `up`, of every process it
 started: nats-server, the hub), from the kernel: ``rusage`` of a child that

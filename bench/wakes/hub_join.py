@@ -1,7 +1,7 @@
 """What a sidecar's join and its Sleep cost the hub: the hub's side of every
 wake, without the sidecar's own start.
 
-    .venv/bin/python bench/hub_join.py [--deployments 50] [--rounds 10] [--concurrency 8]
+    .venv/bin/python bench/wakes/hub_join.py [--deployments 50] [--rounds 10] [--concurrency 8]
         [--again] [--keep] [--json]
 
 Starts nats-server and a hub (``python -m hub``, fsync on), deploys

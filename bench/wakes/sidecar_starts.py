@@ -10,7 +10,7 @@ logs is its Welcome. A first process that never joined (killed, crashed,
 held on purpose by a test) makes the figure its successor's: the figures
 are an upper bound of a start's, and the slowest are named.
 
-    python bench/sidecar_starts.py /tmp/pytest-of-root    # any roots
+    python bench/wakes/sidecar_starts.py /tmp/pytest-of-root    # any roots
 """
 
 from __future__ import annotations

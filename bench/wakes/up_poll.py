@@ -2,7 +2,8 @@
 ``up`` itself among many deployments, the hub left out; with ``--side
 hub``, what the hub's answer to a wake costs the hub among as many asleep.
 
-    .venv/bin/python bench/up_poll.py [--deployments 2000] [--polls 400] [--side up|hub] [--json]
+    .venv/bin/python bench/wakes/up_poll.py [--deployments 2000] [--polls 400] [--side up|hub]
+        [--json]
 
 The poll's work in ``up`` (hub/up/supervisor.py, ``_reconcile``): the
 answer applied to the listing kept (hub/up/listing.py), the statuses shown (of what changed),

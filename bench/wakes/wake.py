@@ -1,7 +1,7 @@
 """Scale to zero through a real `mailrun up --idle-stop`: how fast an asleep
 deployment wakes, how a storm of wakes drains, what many deployments cost.
 
-    .venv/bin/python bench/wake.py [--part latency|storm|many|all]
+    .venv/bin/python bench/wakes/wake.py [--part latency|storm|many|all]
         [--deployments 10] [--storm 10] [--storm-max-awake 3]
         [--many 40] [--hour 20] [--many-max-awake 50] [--many-mailed N] [--idle-stop 1]
         [--json]

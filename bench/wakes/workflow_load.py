@@ -1,6 +1,6 @@
 """What loading a deployment's workflow costs a sidecar's start, alone.
 
-    .venv/bin/python bench/workflow_load.py [--files 1] [--starts 200] [--json]
+    .venv/bin/python bench/wakes/workflow_load.py [--files 1] [--starts 200] [--json]
 
 Each start does what a sidecar's boot does with its record's sources
 (``sidecar.load_workflow``): lays them out under the state dir's ``src/``

@@ -121,7 +121,7 @@ class ActorRef(Generic[M]):
             raise ActorStopped(f"actor {self.name} is stopped") from None
         # A shared timer (_deadlines), not a cancel scope or a timer per ask:
         # entering and leaving a scope cost a third of an ask, arming and
-        # cancelling a timer a sixth (bench/actor_kernel.py). A cancelled
+        # cancelling a timer a sixth (bench/parts/actor_kernel.py). A cancelled
         # asker's task cancels the future it waits on; the actor's answer,
         # when it comes, is dropped.
         self._deadlines.add(loop, reply, timeout)

@@ -1,7 +1,7 @@
 """Deadlines for many futures on one loop timer: the actor kernel's ask timeout.
 
 A loop timer per ``ask`` (``loop.call_at``, then its cancel) cost about a
-sixth of an ask handed back and forth (``bench/actor_kernel.py``, asyncio's
+sixth of an ask handed back and forth (``bench/parts/actor_kernel.py``, asyncio's
 loop). Asks to one actor are answered in the order they were sent, and most
 share one timeout, so their deadlines arrive in order too: one timer, armed
 for the nearest deadline, serves them all. A future answered, or cancelled

@@ -4,7 +4,7 @@ An anyio memory object stream yields to the event loop on every send and
 every receive, even when it need not wait (its checkpoint). For a mailbox
 that is most of the cost of a message: the actor kernel ran at a fifth of a
 bare ``asyncio.Queue`` handing messages back and forth, and at a fifteenth
-with eight senders (``bench/actor_kernel.py``). This one waits only when it
+with eight senders (``bench/parts/actor_kernel.py``). This one waits only when it
 must, like ``asyncio.Queue``: a send into room and a receive of a queued
 message return at once. A sender on a full mailbox, or a receiver on an empty
 one, waits on a bare asyncio future (cheaper than a fresh ``anyio.Event``

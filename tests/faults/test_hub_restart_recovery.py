@@ -7,7 +7,7 @@ undelivered dispatches and an events request the dead hub never answered
 back in a session of the new hub without being restarted, every pending
 dispatch delivered again and every dispatch of the sample processed, once
 each, in its deployment's order. How fast is a measurement, not a test's
-bound: the 2 s of the guarantee is ``bench/hub_restart.py``'s (docs/faults.md),
+bound: the 2 s of the guarantee is ``bench/hubs/hub_restart.py``'s (docs/faults.md),
 since on a loaded machine the new hub's start alone can take longer. The
 deadline here only tells "recovers" from "waits for something that never
 comes".

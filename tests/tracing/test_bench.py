@@ -1,4 +1,4 @@
-"""bench/tracing.py still runs (tiny counts): the spans of the "on" rounds
+"""bench/mail/tracing.py still runs (tiny counts): the spans of the "on" rounds
 reach its sink, and the hooks' figures come out for both sides."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 statement journal and sets up the trigger's program, and that costs about
 as much as the row itself: on a table shaped like the dispatch table, an
 insert takes 7.8 µs a row one statement a row and 4.7-4.9 in statements of
-32, an update 4.9 against 2.6-2.8 (``bench/trigger_statements.py``;
+32, an update 4.9 against 2.6-2.8 (``bench/store/trigger_statements.py``;
 docs/performance-notebook.md, "Triggers and statements"). The triggers stay (every
 write path records its changes); the hot paths write rows in groups.
 

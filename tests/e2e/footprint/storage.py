@@ -6,7 +6,7 @@ compacted at the sidecar, freed pages given back), both databases are
 checkpointed (the WAL folded into the file, as SQLite does by itself
 anyway) and the bytes of every file are summed: the hub's ``hub.db`` with
 its WAL and shared memory, and the sidecar's whole state directory.
-``bench/storage.py`` prints the figures; ``tests/e2e/footprint/test_storage.py``
+``bench/store/storage.py`` prints the figures; ``tests/e2e/footprint/test_storage.py``
 checks that they reach a steady state.
 """
 

@@ -16,7 +16,7 @@ unmeasured). Every clock starts at the kill. ``back``: until the new hub's
 the larger of the two); ``processed``: until the hub records every dispatch
 of the sample processed (the lost events resent and ingested).
 
-Used by ``bench/hub_restart.py`` (the distribution) and
+Used by ``bench/hubs/hub_restart.py`` (the distribution) and
 ``test_hub_restart_recovery.py`` (one restart, in CI).
 """
 
