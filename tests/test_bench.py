@@ -311,6 +311,32 @@ def test_the_cycle_bench_prices_a_real_sidecars_cycles() -> None:
     assert set(spent) == {"lone mail", "2-mail cycle"} and min(spent.values()) > 0
 
 
+SCRIPTS = sorted(
+    path.relative_to(REPO).as_posix()
+    for path in (REPO / "bench").rglob("*.py")
+    if not path.name.startswith("_")
+)
+"""Every bench script, by the path its command names (a room's package and helpers left out)."""
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_script_starts_from_the_repositorys_root(script: str) -> None:
+    # As the docs write its command, without the tests' PYTHONPATH: a script
+    # finds the repository (tests.support, the other scripts) from its own path.
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, script, "--help"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith(f"usage: {Path(script).name} "), out.stdout[:300]
+
+
 def _dead(proc: psutil.Process) -> bool:
     try:
         return proc.status() == psutil.STATUS_ZOMBIE  # dead, not yet reaped by its new parent

@@ -1,8 +1,11 @@
-"""The code maps of docs/ (tests/support/maps.py): current, and made from the code."""
+"""The code maps of docs/ (tests/support/maps.py): current, and made from the code; and every
+bench script the docs and the code cite is where they say."""
 
 from __future__ import annotations
 
+import re
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -146,3 +149,64 @@ def test_the_command_checks_and_writes(
     assert "+app/  The app" in out.out and COMMAND in out.err
     assert main(["--write"]) == 0
     assert main(["--check"]) == 0
+
+
+# --- bench scripts cited ------------------------------------------------------------
+
+_CITED = re.compile(r"(?<![\w/.-])bench/[a-z0-9_/]+\.py\b")
+"""A script's path from the repository's root, as a command or a reference names it (not a
+path inside another tree, ``/tmp/x/bench/...``)."""
+CITING = ("README.md", "pyproject.toml", "docs/*.md", *(f"{tree}/**/*.py" for tree in (
+    "runtime", "hub", "sidecar", "tests", "bench",
+)))  # fmt: skip
+"""Where a script is cited: the docs, and the code's docstrings, comments and strings."""
+RETIRED = {
+    "bench/hub_lone.py": "folded into bench/mail/lone_mail.py; the notebook keeps the name it"
+    " ran under",
+}
+"""Scripts gone that a record of a past run still names, each with where it went."""
+
+
+def citations(root: Path) -> Iterator[tuple[str, str]]:
+    """``(where, path)`` for every bench script cited under ``root``, ``where`` as ``file:line``."""
+    for pattern in CITING:
+        for source in sorted(root.glob(pattern)):
+            lines = source.read_text(encoding="utf-8").splitlines()
+            for number, line in enumerate(lines, 1):
+                for path in _CITED.findall(line):
+                    yield f"{source.relative_to(root).as_posix()}:{number}", path
+
+
+def stale_citations(root: Path) -> list[str]:
+    return [
+        f"{where}: {path} is not a file"
+        for where, path in citations(root)
+        if path not in RETIRED and not (root / path).is_file()
+    ]
+
+
+def test_every_bench_script_cited_is_where_it_is_cited() -> None:
+    stale = stale_citations(REPO)
+    assert stale == [], "a script moved or renamed: name it where it is now\n" + "\n".join(stale)
+    cited = {path for _, path in citations(REPO)}
+    assert {"bench/suite.py", "bench/mail/bench_e2e.py"} <= cited  # the scan reads docs and code
+    kept = [path for path in RETIRED if (REPO / path).exists() or path not in cited]
+    assert kept == [], "back, or no longer cited: drop it from RETIRED"
+
+
+def test_a_script_cited_where_it_no_longer_is_is_named(tmp_path: Path) -> None:
+    # Assembled, as this module is scanned too and must not cite a script that is not there.
+    gone, there = "/".join(("bench", "lone.py")), "/".join(("bench", "mail", "lone.py"))
+    (tmp_path / "bench" / "mail").mkdir(parents=True)
+    (tmp_path / there).write_text('"""A script."""\n')
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "perf.md").write_text(
+        f"Run `.venv/bin/python {there}`.\n\n    .venv/bin/python {gone} --json\n"
+    )
+    (tmp_path / "hub").mkdir()
+    (tmp_path / "hub" / "lane.py").write_text(f"# measured by {gone} (and in /tmp/t/{gone})\n")
+    (tmp_path / "README.md").write_text(f"{there}\n")
+    assert stale_citations(tmp_path) == [
+        f"docs/perf.md:3: {gone} is not a file",
+        f"hub/lane.py:1: {gone} is not a file",
+    ]
