@@ -45,7 +45,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-import aiosmtplib
 import anyio
 import anyio.abc
 
@@ -72,9 +71,10 @@ from ..store import (
 )
 from ._config import RelayConfig
 from ._message import Built, build_message
-from ._smtp import relay_session, transmit
 
 if TYPE_CHECKING:
+    import aiosmtplib
+
     # The hub that has a signer has imported it; one without never loads dkimpy.
     from ._dkim import DkimSigner
 
@@ -180,6 +180,10 @@ class Outbox:
     async def _round(self, relay: RelayConfig, mails: list[DueMail]) -> bool:
         """Send ``mails`` over one connection; False when the relay could not
         be reached (or the connection broke)."""
+        # aiosmtplib is loaded by the first round of a hub that relays, not by
+        # every hub at its start (docs/performance.md, "A `mailrun` process's start").
+        from ._smtp import relay_session
+
         try:
             async with relay_session(relay) as smtp:
                 for mail in mails:
@@ -193,6 +197,8 @@ class Outbox:
 
     async def _send(self, smtp: aiosmtplib.SMTP, mail: DueMail) -> bool:
         """One mail; False when the connection is no good for the next."""
+        from ._smtp import transmit  # loaded by _round
+
         try:
             message = await anyio.to_thread.run_sync(self._message, mail)
         except (ValueError, TypeError) as exc:

@@ -3,7 +3,8 @@
 imports the server, the store, the SMTP ingress, the relay and httpx only
 inside the commands that use them (docs/testing.md, "What the suite costs").
 And what a hub imports only once it uses it: the SMTP server with ``--smtp``,
-dkimpy with a DKIM key, jinja2 with the console's first page.
+dkimpy with a DKIM key, jinja2 with the console's first page, aiosmtplib
+with the relay's first round.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ HEAVY = ("hub._server", "hub.api", "hub.store", "hub.intake", "hub.smtp", "hub.o
 # And what neither the CLI nor `mailrun up` uses at all: the NATS client.
 NATS = ("runtime.transport", "nats")
 # What a hub uses only with --smtp (aiosmtpd and its attrs, the sender
-# checks' pyspf), a DKIM key (dkimpy, dnspython, cryptography) or a console
-# page (jinja2): a tenth of a second or more of every hub's start without them.
-FEATURES = ("aiosmtpd", "attr", "spf", "dkim", "dns", "cryptography", "jinja2")
+# checks' pyspf), a DKIM key (dkimpy, dnspython, cryptography), a console
+# page (jinja2) or a relay's first round (aiosmtplib): a tenth of a second or
+# more of every hub's start without them.
+FEATURES = ("aiosmtpd", "attr", "spf", "dkim", "dns", "cryptography", "jinja2", "aiosmtplib")
 
 
 def type_checking_imports(package: str) -> dict[str, str]:

@@ -22,8 +22,9 @@ import urllib.parse
 from collections.abc import Callable
 from functools import partial
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -40,6 +41,9 @@ from ...store import (
     list_runs,
 )
 from ..context import RouteContext
+
+if TYPE_CHECKING:
+    from starlette.templating import Jinja2Templates
 
 # 'self' only: the script and the stylesheet are routes of this hub, and the
 # script's fetches and its EventSource go back to it. No inline code at all.
@@ -71,30 +75,41 @@ def _events(deployment_id: str | None = None) -> str:
     return "/events?deployment=" + urllib.parse.quote(deployment_id, safe="")
 
 
+def _load_templates() -> Jinja2Templates:
+    # Imported by the first page, once for the process (rendering.py): a hub
+    # nobody browses never loads jinja2.
+    from .rendering import TEMPLATES
+
+    return TEMPLATES
+
+
 def console_routes(ctx: RouteContext, live: Live) -> list[Route]:
     store = ctx.store
+    loaded: list[Jinja2Templates] = []
 
-    def page(request: Request, name: str, title: str, **context: Any) -> Response:
-        # Imported by the first page, once for the process (rendering.py):
-        # a hub nobody browses never loads jinja2.
-        from .rendering import TEMPLATES
-
+    async def page(request: Request, name: str, title: str, **context: Any) -> Response:
+        if not loaded:
+            # jinja2's import and the environment take some 30 ms: on a worker
+            # thread, so the loop that carries mail does not stop for them.
+            loaded.append(await anyio.to_thread.run_sync(_load_templates))
         context.update(title=title)
-        return TEMPLATES.TemplateResponse(request, name, context, headers=PAGE_HEADERS)
+        return loaded[0].TemplateResponse(request, name, context, headers=PAGE_HEADERS)
 
     async def index(request: Request) -> Response:
         deployments = [live(d) for d in await store.read(list_deployments)]
-        return page(request, "index.html", "Deployments", events=_events(), deployments=deployments)
+        return await page(
+            request, "index.html", "Deployments", events=_events(), deployments=deployments
+        )
 
     async def deployment(request: Request) -> Response:
         d = live(await store.read(partial(get_deployment, key=str(request.path_params["key"]))))
         runs = await store.read(partial(list_runs, deployment=d.id, limit=_LIMIT))
-        return page(request, "deployment.html", d.name, events=_events(d.id), d=d, runs=runs)
+        return await page(request, "deployment.html", d.name, events=_events(d.id), d=d, runs=runs)
 
     async def run(request: Request) -> Response:
         r = await store.read(partial(get_run, run_id=str(request.path_params["id"])))
         d = await store.read(partial(get_deployment, key=r.deployment_id))
-        return page(
+        return await page(
             request,
             "run.html",
             f"Run {r.id}",

@@ -1,10 +1,11 @@
 """The console's one Jinja2 environment (``templates/``, through Starlette's
 ``Jinja2Templates``), built when this module is first imported: by the first
-page a console renders, not at the hub's start. jinja2 and Starlette's
-templating cost every hub about 30 ms at import, and most hubs never serve a
-page (docs/performance.md, "A `mailrun` process's start"). The import system
-runs a module once, whichever thread or app asks first, so one environment
-serves every console of the process.
+page a console renders (on a worker thread, pages.py), not at the hub's
+start. jinja2 and Starlette's templating cost every hub about 30 ms at
+import, and most hubs never serve a page (docs/performance.md, "A
+`mailrun` process's start"). The import system runs a module once,
+whichever thread or app asks first, so one environment serves every
+console of the process.
 
 Autoescaping is on, so every value from the store is escaped once, on the
 server, without asking.
