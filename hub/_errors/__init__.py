@@ -70,6 +70,7 @@ The tree, in that order (HTTP status, a second base in parentheses)::
         UpError                 ``mailrun up``
           UpAlreadyRunning
           NoFreePort            every port of --ports is taken
+          PortInUse             another process listens on --http or --smtp
           NatsNotReady (TimeoutError)
           HubNotReady (TimeoutError)
         DemoFailed              ``mailrun demo``
@@ -115,6 +116,7 @@ from .processes import NatsServerError as NatsServerError
 from .processes import NatsServerNotFound as NatsServerNotFound
 from .processes import NatsServerStartTimeout as NatsServerStartTimeout
 from .processes import NoFreePort as NoFreePort
+from .processes import PortInUse as PortInUse
 from .processes import RelayConfigError as RelayConfigError
 from .processes import RelayError as RelayError
 from .processes import RelayRefused as RelayRefused
@@ -210,6 +212,7 @@ __all__ = [
     "NoFreePort",
     "NothingToReplay",
     "PayloadTooLarge",
+    "PortInUse",
     "RelayConfigError",
     "RelayError",
     "RelayRefused",

@@ -51,6 +51,12 @@ class NoFreePort(UpError):
     reason = "no_free_port"
 
 
+class PortInUse(UpError):
+    """Another process listens on the address ``up`` was told its hub serves."""
+
+    reason = "port_in_use"
+
+
 class NatsNotReady(UpError, TimeoutError):
     reason = "nats_not_ready"
 

@@ -46,7 +46,15 @@ from .._client import AsyncHubClient
 from .._errors import HubClientError, HubNotReady, NatsNotReady
 from .._token import ensure_admin_token
 from ..natsauth import hub_seed, producer_users_of, public_key
-from .config import UpInfo, UpSettings, child_env, embedded_nats_port, hub_url, state_lock
+from .config import (
+    UpInfo,
+    UpSettings,
+    check_listeners,
+    child_env,
+    embedded_nats_port,
+    hub_url,
+    state_lock,
+)
 from .fleet import Fleet, ForkServer, StartBound, wake_loop
 from .listing import Listing
 from .nats import EmbeddedConfig, any_greets, find_nats_server, greets, nats_addresses
@@ -143,6 +151,8 @@ class Up:
         with state_lock(self.state_dir), unwrapping_groups():
             # What an earlier release (or another umask) left readable to others.
             await anyio.to_thread.run_sync(make_private, self.state_dir)
+            listeners = {"--http": self.config.http, "--smtp": self.config.smtp}
+            await anyio.to_thread.run_sync(check_listeners, listeners)
             async with anyio.create_task_group() as tg:
                 try:
                     info = await self._start(tg)

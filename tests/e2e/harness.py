@@ -30,6 +30,8 @@ from tests.support.launch.starts import (
 from tests.support.servers.postgres import query
 
 MAILRUN = str(Path(sys.executable).with_name("mailrun"))
+START_ATTEMPTS = 3
+"""Starts of `mailrun up` on a new port each, when another process took the last one."""
 
 RECORDER = """
 import hashlib
@@ -94,6 +96,15 @@ class Up(HubClient):
         sidecar's start and then some for the mail's handling: most waits here
         are a new (or restarted) sidecar's first mails."""
         return await super().wait_state(run_id, pred, timeout=timeout, what=what)
+
+    def announced(self) -> bool:
+        """Whether this up process announced its hub as ready (``up.json``
+        with its pid, which up writes once its own hub answers)."""
+        try:
+            announcement = json.loads((self.state_dir / "up.json").read_bytes())
+        except (OSError, ValueError):
+            return False  # not yet, or being written
+        return bool(announcement.get("pid") == self.proc.pid)
 
     @property
     def hub_options(self) -> list[str]:
@@ -206,30 +217,53 @@ async def mailrun_up(
     is its working directory (the suite's own by default). With
     ``database`` (the ``database`` fixture's value), the hub keeps its data
     there: a PostgreSQL URL is passed as ``--database``."""
-    http = f"127.0.0.1:{free_port()}"
     url = database if database is not None and is_database_url(database) else None
     if url is not None:
         extra = ("--database", url, *extra)
-    proc = _spawn_up(tmp_path, http, *extra, env=env, cwd=cwd)
-    up = Up(tmp_path / "state", proc, http, database=url)
+
+    def spawn() -> Up:
+        http = f"127.0.0.1:{free_port()}"
+        proc = _spawn_up(tmp_path, http, *extra, env=env, cwd=cwd)
+        return Up(tmp_path / "state", proc, http, database=url)
+
+    up = spawn()
     try:
-        await wait_started(up)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                await wait_started(up)
+                break
+            except AssertionError:
+                if attempt == START_ATTEMPTS or not _refused_its_port(tmp_path):
+                    raise
+            # Another process (outside this run's ports: a bench, a demo)
+            # took the port between free_port and up's start; up refused it.
+            await up.http.aclose()
+            up = spawn()
         yield up
     except BaseException:
         _dump_logs(tmp_path)
         raise
     finally:
         await up.http.aclose()
-        await anyio.to_thread.run_sync(_stop, proc)
+        await anyio.to_thread.run_sync(_stop, up.proc)
+
+
+def _refused_its_port(tmp_path: Path) -> bool:
+    return "error: port_in_use" in (tmp_path / "up.log").read_text(errors="replace")
 
 
 async def wait_started(up: Up) -> None:
-    """Until ``up``'s hub answers /healthz, as long as up itself waits for it
-    (from its spawn of nats-server on, as up counts); fails at once if up
-    exits first."""
+    """Until ``up`` announced its hub (up.json) and the hub answers /healthz,
+    as long as up itself waits for it (from its spawn of nats-server on, as
+    up counts); fails at once if up exits first. A /healthz alone could be
+    another process's, on a port taken before up bound it."""
+
+    async def announced() -> dict[str, Any] | None:
+        return await up.healthz() if up.announced() else None
+
     await started(
-        up.healthz, exit_code=up.proc.poll, logs=up.logs, timeout=UP_START_TIMEOUT,
-        what="the hub's /healthz", since=up.first_child_at,
+        announced, exit_code=up.proc.poll, logs=up.logs, timeout=UP_START_TIMEOUT,
+        what="up's announcement and the hub's /healthz", since=up.first_child_at,
     )  # fmt: skip
 
 

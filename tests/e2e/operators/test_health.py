@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,9 @@ import nats
 import pytest
 
 from runtime import FrameDecoder, Ping, Pong, encode
-from tests.support import wait_for
+from tests.support import free_port, wait_for
 
+from .. import harness
 from ..harness import MAILRUN, Up, mailrun_up, recorder_source
 
 pytestmark = pytest.mark.anyio
@@ -133,3 +135,23 @@ async def test_a_stopped_sidecar_is_reported_until_it_drains(tmp_path: Path) -> 
         assert health["connected_sidecars"] == 1 and health["undeliverable"] == []
         assert (shown["connected"], shown["pending"], shown["oldest_wait"]) == (True, 0, 0.0)
         assert await up.sidecar_pid(dep_id) == pid, "the same process drained its work"
+
+
+async def test_up_on_a_port_another_process_holds_is_never_taken_for_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A port found free can be taken before up starts (a bench or a demo
+    # beside the suite): up refuses it, and the harness starts it again on
+    # another, rather than talking to the stranger that holds it.
+    with socket.socket() as stranger:
+        stranger.bind(("127.0.0.1", free_port()))
+        stranger.listen()
+        held = stranger.getsockname()[1]
+        chosen = iter([held])
+        monkeypatch.setattr(harness, "free_port", lambda: next(chosen, None) or free_port())
+        async with mailrun_up(tmp_path) as up:
+            assert up.url != f"http://127.0.0.1:{held}"
+            assert up.announced()
+            dep = await up.deploy("ours", recorder_source())  # our token: our hub
+            accepted = (await up.send(dep["address"], "hello")).json()
+            await up.wait_state(accepted["run_id"], lambda r: r["state"].get("count") == 1)

@@ -13,7 +13,7 @@ import pytest
 
 from hub._errors import NoFreePort, UpError
 from hub.up import PORTS_ENV, free_port, parse_ports
-from hub.up.config import embedded_nats_port, ephemeral_ports
+from hub.up.config import embedded_nats_port, ephemeral_ports, listener_in_use
 from tests.support.launch import ports as test_ports
 
 
@@ -174,3 +174,21 @@ def test_a_worker_narrows_the_run_range() -> None:
     second = test_ports.worker_ports(environ, "gw1", 2)
     assert second == range(20500, 21000)
     assert environ[PORTS_ENV] == "20500-20999"
+
+
+def test_a_listener_holds_its_address_and_time_wait_does_not() -> None:
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the hub's server
+        listener.bind(("127.0.0.1", free_port()))
+        listener.listen()
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        assert listener_in_use(address)
+        # The server closes an accepted connection first: its side of it, on
+        # the listening port, waits in TIME_WAIT, as a stopped hub's do.
+        with socket.create_connection(listener.getsockname()) as client:
+            accepted, _ = listener.accept()
+            accepted.close()
+            assert client.recv(1) == b""
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", int(address.rsplit(":", 1)[1])))  # TIME_WAIT is there
+    assert not listener_in_use(address)  # but a server's bind (SO_REUSEADDR) takes the port

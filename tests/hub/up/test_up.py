@@ -447,6 +447,23 @@ def test_up_takes_its_ports_from_ports_or_the_environment(tmp_path: Path, via: s
     assert psutil.Process().children() == []
 
 
+@pytest.mark.parametrize("option", ["--http", "--smtp"])
+def test_up_refuses_an_address_another_process_listens_on(tmp_path: Path, option: str) -> None:
+    # Started anyway, its hub would fail to bind and be restarted for ever,
+    # while the other process answered the hub's clients in its place.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", free_port()))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        argv = [*mailrun_argv(), "up", "--state-dir", str(tmp_path / "state")]
+        argv += ["--http", f"127.0.0.1:{free_port()}", option, address]
+        done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"error: port_in_use: {address} ({option}) is in use" in done.stderr
+    assert psutil.Process().children() == []
+    assert list((tmp_path / "state" / "logs").iterdir()) == []  # nothing was started
+
+
 def test_up_refuses_malformed_ports(tmp_path: Path) -> None:
     argv = [*mailrun_argv(), "up", "--state-dir", str(tmp_path / "state"), "--ports", "9-1"]
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -583,16 +600,19 @@ def test_demo_past_its_deadline_fails_clearly_and_keeps_its_logs(
 
 @pytest.mark.anyio
 async def test_up_gives_up_on_a_hub_that_never_answers(tmp_path: Path) -> None:
-    with socket.socket() as taken:  # bound, not listening: the hub cannot bind, nobody answers
-        taken.bind(("127.0.0.1", 0))
-        config = UpSettings(
-            tmp_path / "state",
-            http=f"127.0.0.1:{taken.getsockname()[1]}",
-            nats_port=free_port(),
-            hub_ready_timeout=1.0,
-            stop_grace=1.0,
-            environ=os.environ,
-        )
-        with pytest.raises(HubNotReady, match=r"did not answer .*/healthz within 1 s"):
-            await run_up(config)
+    # The hub, this up's only Python child before it answers, stops at its
+    # interpreter's start and waits for a signal: it never answers.
+    hang = tmp_path / "hang"
+    hang.mkdir()
+    (hang / "sitecustomize.py").write_text("import signal\nsignal.pause()\n")
+    config = UpSettings(
+        tmp_path / "state",
+        http=f"127.0.0.1:{free_port()}",
+        nats_port=free_port(),
+        hub_ready_timeout=1.0,
+        stop_grace=1.0,
+        environ={**os.environ, "PYTHONPATH": str(hang)},
+    )
+    with pytest.raises(HubNotReady, match=r"did not answer .*/healthz within 1 s"):
+        await run_up(config)
     assert psutil.Process().children() == []  # nats-server and the hub are stopped
