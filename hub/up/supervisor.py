@@ -124,6 +124,8 @@ class Up:
     ) -> Child:
         def on_exit(name: str, code: int, delay: float) -> None:
             why = child.last_error or f"exited with {code} (log {self.logs / name}.log)"
+            if child.last_error is None and (said := spec.last_words()) is not None:
+                why += f": {said}"
             self._say(f"mailrun up: {name} {why}; restarting in {delay:.1f} s")
 
         spec = ChildSpec(

@@ -28,6 +28,8 @@ from .handles import Handle, PopenHandle, stop_handle, wait_exit
 
 SPAWN_FAILED = 127
 _PR_SET_PDEATHSIG = 1
+_TAIL = 4096  # bytes of a log read for its last line
+_WORDS = 300  # characters of that line repeated in up's own output
 
 ExitHook = Callable[[str, int, float], None]
 """``on_exit(name, returncode, restart_delay)``: a child died (or could not be
@@ -101,6 +103,23 @@ class ChildSpec:
     """With it, a final code counts only when the process wrote its pid to
     this file first (``runtime.SidecarExit``: the code alone may come from
     the workflow the process runs); anything else is a crash."""
+
+    def last_words(self) -> str | None:
+        """The last line its log holds (cut at ``_WORDS`` characters), or None:
+        what a process that exited said last, its error as a rule."""
+        if self.log_path is None:
+            return None
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - _TAIL))
+                tail = log.read().decode(errors="replace")
+        except OSError:
+            return None
+        lines = [line.strip() for line in tail.splitlines() if line.strip()]
+        if not lines:
+            return None
+        last = lines[-1]
+        return last if len(last) <= _WORDS else last[: _WORDS - 1] + "…"
 
     def meant(self, code: int, pid: int) -> bool:
         """Whether ``code``, the exit of process ``pid``, says "do not start me again"."""

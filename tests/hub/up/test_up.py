@@ -599,6 +599,33 @@ def test_demo_past_its_deadline_fails_clearly_and_keeps_its_logs(
 
 
 @pytest.mark.anyio
+async def test_up_says_what_its_hub_said_last_when_it_exited(tmp_path: Path) -> None:
+    # The hub, this up's only Python child before it answers, exits at its
+    # interpreter's start with a line on stderr, as a hub that fails does.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "sitecustomize.py").write_text("raise SystemExit('no hub can start here')\n")
+    said: list[str] = []
+    config = UpSettings(
+        tmp_path / "state",
+        http=f"127.0.0.1:{free_port()}",
+        nats_port=free_port(),
+        hub_ready_timeout=3.0,
+        stop_grace=1.0,
+        environ={**os.environ, "PYTHONPATH": str(broken)},
+        say=said.append,
+    )
+    with pytest.raises(HubNotReady):
+        await run_up(config)
+    exits = [line for line in said if "mailrun up: hub exited with 1" in line]
+    assert exits, said
+    log = tmp_path / "state" / "logs" / "hub.log"
+    assert all(
+        f"(log {log}): SystemExit: no hub can start here; restarting" in line for line in exits
+    )
+
+
+@pytest.mark.anyio
 async def test_up_gives_up_on_a_hub_that_never_answers(tmp_path: Path) -> None:
     # The hub, this up's only Python child before it answers, stops at its
     # interpreter's start and waits for a signal: it never answers.
