@@ -598,23 +598,31 @@ def test_demo_past_its_deadline_fails_clearly_and_keeps_its_logs(
     assert psutil.Process().children() == []  # whatever it had started is stopped
 
 
-@pytest.mark.anyio
-async def test_up_says_what_its_hub_said_last_when_it_exited(tmp_path: Path) -> None:
-    # The hub, this up's only Python child before it answers, exits at its
-    # interpreter's start with a line on stderr, as a hub that fails does.
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    (broken / "sitecustomize.py").write_text("raise SystemExit('no hub can start here')\n")
-    said: list[str] = []
-    config = UpSettings(
+def up_whose_hub_starts_with(
+    tmp_path: Path, sitecustomize: str, hub_ready_timeout: float, **options: Any
+) -> UpSettings:
+    """up's settings, on free ports, with ``sitecustomize`` run first by its
+    hub: this up's only Python child before the hub answers."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(sitecustomize)
+    return UpSettings(
         tmp_path / "state",
         http=f"127.0.0.1:{free_port()}",
         nats_port=free_port(),
-        hub_ready_timeout=3.0,
+        hub_ready_timeout=hub_ready_timeout,
         stop_grace=1.0,
-        environ={**os.environ, "PYTHONPATH": str(broken)},
-        say=said.append,
+        environ={**os.environ, "PYTHONPATH": str(site)},
+        **options,
     )
+
+
+@pytest.mark.anyio
+async def test_up_says_what_its_hub_said_last_when_it_exited(tmp_path: Path) -> None:
+    # The hub exits at its start with a line on stderr, as a hub that fails does.
+    said: list[str] = []
+    exits_at_start = "raise SystemExit('no hub can start here')\n"
+    config = up_whose_hub_starts_with(tmp_path, exits_at_start, 3.0, say=said.append)
     with pytest.raises(HubNotReady):
         await run_up(config)
     exits = [line for line in said if "mailrun up: hub exited with 1" in line]
@@ -627,19 +635,8 @@ async def test_up_says_what_its_hub_said_last_when_it_exited(tmp_path: Path) -> 
 
 @pytest.mark.anyio
 async def test_up_gives_up_on_a_hub_that_never_answers(tmp_path: Path) -> None:
-    # The hub, this up's only Python child before it answers, stops at its
-    # interpreter's start and waits for a signal: it never answers.
-    hang = tmp_path / "hang"
-    hang.mkdir()
-    (hang / "sitecustomize.py").write_text("import signal\nsignal.pause()\n")
-    config = UpSettings(
-        tmp_path / "state",
-        http=f"127.0.0.1:{free_port()}",
-        nats_port=free_port(),
-        hub_ready_timeout=1.0,
-        stop_grace=1.0,
-        environ={**os.environ, "PYTHONPATH": str(hang)},
-    )
+    # The hub stops at its start and waits for a signal: it never answers.
+    config = up_whose_hub_starts_with(tmp_path, "import signal\nsignal.pause()\n", 1.0)
     with pytest.raises(HubNotReady, match=r"did not answer .*/healthz within 1 s"):
         await run_up(config)
     assert psutil.Process().children() == []  # nats-server and the hub are stopped
