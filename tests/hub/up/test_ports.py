@@ -13,7 +13,7 @@ import pytest
 
 from hub._errors import NoFreePort, UpError
 from hub.up import PORTS_ENV, free_port, parse_ports
-from hub.up.config import embedded_nats_port, ephemeral_ports, listener_in_use
+from hub.up.config import embedded_nats_port, ephemeral_ports, listener_in_use, port_is_free
 from tests.support.launch import ports as test_ports
 
 
@@ -37,6 +37,19 @@ def window(size: int) -> range:
     ours = test_ports.assigned_ports()
     assert ours is not None and len(ours) >= 2 * size
     return ours[len(ours) // 2 : len(ours) // 2 + size]
+
+
+def free_window(size: int) -> range:
+    """``size`` ports in a row of this worker's own, every one free now: an
+    earlier test's port may linger in TIME_WAIT, which ``free_port`` (rightly)
+    does not hand out."""
+    ours = test_ports.assigned_ports()
+    assert ours is not None
+    for start in range(ours.start + len(ours) // 2, ours.stop - size):
+        ports = range(start, start + size)
+        if all(port_is_free(port) for port in ports):
+            return ports
+    pytest.fail(f"no {size} ports in a row free")
 
 
 def test_free_port_can_be_bound_and_no_connection_can_take_it_first() -> None:
@@ -66,7 +79,8 @@ def test_a_busy_port_is_never_handed_out(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_choosers_with_disjoint_ranges_never_share_a_port() -> None:
     # What keeps two xdist workers apart: one's port, down while its server
     # restarts, is never the other's pick.
-    mine, theirs = window(4)[:2], window(4)[2:]
+    ports = free_window(4)
+    mine, theirs = ports[:2], ports[2:]
     picked_mine = {free_port(within=mine) for _ in range(40)}
     picked_theirs = {free_port(within=theirs) for _ in range(40)}
     assert picked_mine <= set(mine) and picked_theirs <= set(theirs)
@@ -102,7 +116,7 @@ def test_a_full_range_is_a_typed_error() -> None:
 
 
 def test_ports_to_avoid_are_never_handed_out() -> None:
-    ports = window(2)
+    ports = free_window(2)
     assert {free_port(within=ports, avoid={ports[0]}) for _ in range(20)} == {ports[1]}
 
 
