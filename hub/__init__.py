@@ -25,6 +25,7 @@ from ._errors import StoreUnavailable as StoreUnavailable
 if TYPE_CHECKING:
     from ._ingress import IngressClient as IngressClient
     from ._ingress import ingress_mail as ingress_mail
+    from ._listeners import bind_socket as bind_socket
     from ._server import HubHandle as HubHandle
     from ._server import serve_hub as serve_hub
     from ._settings import HubSettings as HubSettings
@@ -55,6 +56,7 @@ _LAZY = {
     "Store": ".store",
     "Trigger": ".store",
     "accept_triggers": ".store",
+    "bind_socket": "._listeners",
     "create_app": ".api",
     "create_deployment": ".store",
     "delete_deployment": ".store",
@@ -85,6 +87,7 @@ __all__ = [
     "StoreUnavailable",
     "Trigger",
     "accept_triggers",
+    "bind_socket",
     "create_app",
     "create_deployment",
     "delete_deployment",

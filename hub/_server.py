@@ -38,9 +38,10 @@ from runtime.config import HostPort, redact_url
 
 from . import smtp
 from ._errors import HubError
+from ._listeners import listening_socket
 from ._settings import HubSettings
 from ._token import ensure_admin_token
-from .api import ApiSettings, ChangeFeed, HttpServer, bind_socket, create_app, mail_answers
+from .api import ApiSettings, ChangeFeed, HttpServer, create_app, mail_answers
 from .clock import Scheduler, TimerLoop
 from .intake import Acceptor
 from .metrics import HubMetrics
@@ -120,14 +121,15 @@ async def serve_hub(
     admin_token = settings.admin_token
     if admin_token is None:
         admin_token = (await anyio.to_thread.run_sync(ensure_admin_token, settings.state_dir))[0]
-    sock = bind_socket(settings.http_host, settings.http_port)
+    # Bound (or taken from `mailrun up`) before anything else starts: a port
+    # clash stops the hub at once, and port 0 gives a known port.
+    sock = listening_socket(settings.http_fd, settings.http_host, settings.http_port)
     host, port = sock.getsockname()[:2]
     http_url = f"http://{HostPort(host, port)}"
     smtp_sock = None
     try:
         if settings.smtp is not None:
-            # Bound up front too: a port clash stops the hub before it starts anything.
-            smtp_sock = bind_socket(settings.smtp.host, settings.smtp.port)
+            smtp_sock = listening_socket(settings.smtp_fd, settings.smtp.host, settings.smtp.port)
         async with AsyncExitStack() as stack:
             store = await open_store(
                 settings.database or settings.state_dir / "hub.db",

@@ -39,6 +39,11 @@ class HubSettings:
     state_dir: Path
     http_host: str = LOOPBACK
     http_port: int = DEFAULT_HTTP_PORT  # 0: any free port (see HubHandle.http_url)
+    http_fd: int | None = None
+    """An inherited listening socket to serve HTTP on instead of binding
+    ``http_host:http_port`` (``--http-fd``; hub._listeners)."""
+    smtp_fd: int | None = None
+    """The same for the SMTP ingress (``--smtp-fd``), which ``smtp`` turns on."""
     nats_url: str = DEFAULT_NATS_URL
     sidecar_root: Path | None = None
     subject_prefix: str = DEFAULT_SUBJECT_PREFIX

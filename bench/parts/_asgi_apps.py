@@ -80,7 +80,8 @@ def hub_server(port: int) -> None:
     httptools, its own protocol, a response in one write) on uvloop."""
     import anyio
 
-    from hub.api import HttpLimits, HttpServer, bind_socket
+    from hub import bind_socket
+    from hub.api import HttpLimits, HttpServer
 
     async def serve() -> None:
         async with anyio.create_task_group() as tg:

@@ -70,9 +70,11 @@ The tree, in that order (HTTP status, a second base in parentheses)::
         UpError                 ``mailrun up``
           UpAlreadyRunning
           NoFreePort            every port of --ports is taken
-          PortInUse             another process listens on --http or --smtp
           NatsNotReady (TimeoutError)
           HubNotReady (TimeoutError)
+        ListenerError           the hub's HTTP and SMTP listening sockets (hub._listeners)
+          PortInUse             another process listens on --http or --smtp
+          ListenerUnusable      --http-fd or --smtp-fd is not a listening TCP socket
         DemoFailed              ``mailrun demo``
           DemoTimeout (TimeoutError)
         RelayError              the outbound SMTP relay (hub.outbound)
@@ -110,6 +112,8 @@ from .processes import DemoFailed as DemoFailed
 from .processes import DemoTimeout as DemoTimeout
 from .processes import DkimKeyError as DkimKeyError
 from .processes import HubNotReady as HubNotReady
+from .processes import ListenerError as ListenerError
+from .processes import ListenerUnusable as ListenerUnusable
 from .processes import NatsIdentityError as NatsIdentityError
 from .processes import NatsNotReady as NatsNotReady
 from .processes import NatsServerError as NatsServerError
@@ -200,6 +204,8 @@ __all__ = [
     "InvalidRequest",
     "InvalidSignal",
     "LeaseLost",
+    "ListenerError",
+    "ListenerUnusable",
     "MalformedJson",
     "MessageIdReused",
     "MigrationError",

@@ -51,12 +51,6 @@ class NoFreePort(UpError):
     reason = "no_free_port"
 
 
-class PortInUse(UpError):
-    """Another process listens on the address ``up`` was told its hub serves."""
-
-    reason = "port_in_use"
-
-
 class NatsNotReady(UpError, TimeoutError):
     reason = "nats_not_ready"
 
@@ -65,6 +59,24 @@ class HubNotReady(UpError, TimeoutError):
     """The hub ``up`` started did not answer ``/healthz`` within its deadline."""
 
     reason = "hub_not_ready"
+
+
+class ListenerError(HubError):
+    """The hub's HTTP or SMTP listening socket could not be had."""
+
+    reason = "listener_failed"
+
+
+class PortInUse(ListenerError):
+    """Another process listens on the address the hub was told to serve."""
+
+    reason = "port_in_use"
+
+
+class ListenerUnusable(ListenerError):
+    """``--http-fd`` or ``--smtp-fd`` names no listening TCP socket."""
+
+    reason = "listener_unusable"
 
 
 class DemoFailed(HubError):

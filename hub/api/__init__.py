@@ -8,7 +8,6 @@ from .events import ChangeFeed as ChangeFeed
 from .events import EventLimits as EventLimits
 from .http import HttpLimits as HttpLimits
 from .http import HttpServer as HttpServer
-from .http import bind_socket as bind_socket
 from .mail import MailAnswers as MailAnswers
 from .mail import mail_answers as mail_answers
 
@@ -19,7 +18,6 @@ __all__ = [
     "HttpLimits",
     "HttpServer",
     "MailAnswers",
-    "bind_socket",
     "create_app",
     "mail_answers",
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -49,9 +50,9 @@ from ..natsauth import hub_seed, producer_users_of, public_key
 from .config import (
     UpInfo,
     UpSettings,
-    check_listeners,
     child_env,
     embedded_nats_port,
+    hold_listeners,
     hub_url,
     state_lock,
 )
@@ -98,6 +99,7 @@ class Up:
         self.nats: Child | None = None
         self.nats_probes: list[tuple[str, int, str | None]] = []  # host, port, server name
         self.hub: Child | None = None
+        self.listeners: dict[str, socket.socket] = {}  # option (--http, --smtp) -> held socket
         self.forks: ForkServer | None = None
         self.fork_server: Child | None = None
         self.nats_url = config.nats_url or ""
@@ -121,6 +123,7 @@ class Up:
         cwd: Path | None = None,
         final_note: Path | None = None,
         start: Start = exec_start,
+        pass_fds: tuple[int, ...] = (),
     ) -> Child:
         def on_exit(name: str, code: int, delay: float) -> None:
             why = child.last_error or f"exited with {code} (log {self.logs / name}.log)"
@@ -136,6 +139,7 @@ class Up:
             cwd=cwd,
             final_codes=final_codes,
             final_note=final_note,
+            pass_fds=pass_fds,
         )
         child = Child(
             spec,
@@ -154,7 +158,7 @@ class Up:
             # What an earlier release (or another umask) left readable to others.
             await anyio.to_thread.run_sync(make_private, self.state_dir)
             listeners = {"--http": self.config.http, "--smtp": self.config.smtp}
-            await anyio.to_thread.run_sync(check_listeners, listeners)
+            self.listeners = await anyio.to_thread.run_sync(hold_listeners, listeners)
             async with anyio.create_task_group() as tg:
                 try:
                     info = await self._start(tg)
@@ -182,9 +186,13 @@ class Up:
 
             self.env[DATABASE_ENV] = self.config.database
         argv = [*python_m("hub"), "--state-dir", str(self.state_dir)]
-        argv += ["--http", self.config.http, "--sidecar-root", str(self.sidecar_root)]
-        argv += self.config.hub_options()
-        self.hub = self._child("hub", argv)
+        argv += ["--sidecar-root", str(self.sidecar_root), *self.config.hub_options()]
+        # Each hub serves on the sockets up holds: its port is never free
+        # while it restarts, and who connects then waits for the next hub.
+        fds = {option: sock.fileno() for option, sock in self.listeners.items()}
+        for option, fd in fds.items():
+            argv += [f"{option}-fd", str(fd)]
+        self.hub = self._child("hub", argv, pass_fds=tuple(fds.values()))
         tg.start_soon(self.hub.run)
         await self._wait_hub()
         if self.config.sidecar_start == "fork":
@@ -359,6 +367,11 @@ class Up:
             self.discarded.discard(dep)  # a sidecar still runs from it: the next poll tries
 
     async def _stop_all(self) -> None:
+        # The hub keeps serving on its own copies of the listening sockets
+        # until it stops; then they close, and new connections are refused
+        # instead of waiting for a hub that will not come.
+        for sock in self.listeners.values():
+            sock.close()
         # Sidecars first (they flush to the hub), then the fork server they
         # die with, then the hub, then NATS.
         await self.fleet.stop_all()

@@ -6,7 +6,6 @@ from .limits import HttpLimits as HttpLimits
 from .protocol import ABORT_EXTENSION as ABORT_EXTENSION
 from .protocol import BODY_ARRIVED_EXTENSION as BODY_ARRIVED_EXTENSION
 from .server import HttpServer as HttpServer
-from .server import bind_socket as bind_socket
 
 __all__ = [
     "ABORT_EXTENSION",
@@ -14,5 +13,4 @@ __all__ = [
     "FastPath",
     "HttpLimits",
     "HttpServer",
-    "bind_socket",
 ]

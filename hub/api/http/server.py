@@ -1,12 +1,14 @@
 """The hub's HTTP server: connections accepted on a socket bound up front,
 each answer a task of one task group, and a graceful stop.
 
-The socket is bound by the hub before anything else starts (a port clash
-fails at once, and port 0 gives a known port). The server installs no
+The socket is bound by the hub before anything else starts, or inherited
+from ``mailrun up`` (hub._listeners). The server installs no
 signal handlers: the hub process owns SIGTERM/SIGINT and stops it with
 :meth:`HttpServer.stop` (or by cancelling :meth:`HttpServer.run`).
 
-A stop closes the listening socket, closes every idle connection and asks
+A stop closes the listening socket (new connections are refused, or, while
+``up`` holds the same socket, wait for the next hub), closes every idle
+connection and asks
 the others to close after the answer under way; those answers get
 ``HttpLimits.graceful`` seconds, and what outlives it is cancelled and its
 connection closed. The serving runs shielded, so the hub's cancellation
@@ -23,13 +25,11 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from ..._listeners import BACKLOG
 from .fast import FastPath
 from .limits import HttpLimits, allow_open_files
 from .protocol import Connection
 from .serving import Serving
-
-BACKLOG = 512
-"""Connections the kernel queues before they are accepted."""
 
 
 class HttpServer:
@@ -84,7 +84,7 @@ class HttpServer:
                     )
                     task_status.started()
                     await self._stopping.wait()
-                    server.close()  # the listening socket: new connections are refused
+                    server.close()  # this process's listening socket: no new connections here
                     serving.drain()
                     with anyio.move_on_after(self._limits.graceful):
                         await serving.emptied.wait()
@@ -92,16 +92,3 @@ class HttpServer:
                     answers.cancel_scope.cancel()
         finally:
             self._done.set()
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(BACKLOG)
-    except OSError:
-        sock.close()
-        raise
-    return sock

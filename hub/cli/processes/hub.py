@@ -53,6 +53,18 @@ _hub_log = logging.getLogger("mailrun.hub")
     callback=functools.partial(host_port, allow_port_zero=True),
 )
 @click.option(
+    "--http-fd",
+    type=click.IntRange(min=0),
+    help="Serve HTTP on this inherited, already listening socket instead of binding --http"
+    " (`mailrun up` passes one, so its port stays held while the hub restarts; a systemd"
+    " socket unit's works too).",
+)
+@click.option(
+    "--smtp-fd",
+    type=click.IntRange(min=0),
+    help="The same for the SMTP ingress, which --smtp turns on.",
+)
+@click.option(
     "--nats",
     "nats_url",
     default=DEFAULT_NATS_URL,
@@ -106,6 +118,8 @@ _hub_log = logging.getLogger("mailrun.hub")
 def hub_cmd(
     state_dir: Path,
     http: str,
+    http_fd: int | None,
+    smtp_fd: int | None,
     nats_url: str,
     sidecar_root: Path | None,
     subject_prefix: str | None,
@@ -136,6 +150,8 @@ def hub_cmd(
         fail("--smtp-cert and --smtp-key need --smtp")
     if smtp is None and (dns_server is not None or smtp_trusted_relays):
         fail("--dns-server and --smtp-trusted-relay need --smtp")
+    if smtp is None and smtp_fd is not None:
+        fail("--smtp-fd needs --smtp")
     # The hub's settings: read here, from its options and its environment,
     # once; nothing it runs reads either again.
     private_umask()
@@ -158,6 +174,8 @@ def hub_cmd(
             state_dir=state_dir,
             http_host=host,
             http_port=port,
+            http_fd=http_fd,
+            smtp_fd=smtp_fd,
             nats_url=nats_url,
             sidecar_root=sidecar_root,
             subject_prefix=subject_prefix or DEFAULT_SUBJECT_PREFIX,

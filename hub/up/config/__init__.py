@@ -1,11 +1,10 @@
 """What ``mailrun up`` runs with and on: its settings (``UpSettings``) and
 what it announces (``UpInfo``), the ports it chooses itself, and its host
-(one ``up`` per state dir, the environment its children get, its hub's
-addresses free of other listeners)."""
+(one ``up`` per state dir, the environment its children get, the hub's
+listening sockets it holds)."""
 
-from .host import check_listeners as check_listeners
 from .host import child_env as child_env
-from .host import listener_in_use as listener_in_use
+from .host import hold_listeners as hold_listeners
 from .host import port_is_free as port_is_free
 from .host import state_lock as state_lock
 from .ports import PORTS_ENV as PORTS_ENV
@@ -33,13 +32,12 @@ __all__ = [
     "SIDECAR_START_ENV",
     "UpInfo",
     "UpSettings",
-    "check_listeners",
     "child_env",
     "embedded_nats_port",
     "ephemeral_ports",
     "free_port",
+    "hold_listeners",
     "hub_url",
-    "listener_in_use",
     "parse_ports",
     "port_is_free",
     "state_lock",

@@ -1,11 +1,10 @@
 """What ``mailrun up`` needs of its host: one ``up`` per state dir, the
 environment its children run in, whether a port is free, and the hub's
-listening addresses not held by another process."""
+listening sockets, which ``up`` holds across the hub's restarts."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
 import socket
@@ -15,7 +14,8 @@ from pathlib import Path
 
 from runtime.config import LOOPBACK, parse_host_port
 
-from ..._errors import PortInUse, UpAlreadyRunning
+from ..._errors import ListenerError, PortInUse, UpAlreadyRunning
+from ..._listeners import bind_socket
 
 
 def port_is_free(port: int, host: str = LOOPBACK) -> bool:
@@ -27,36 +27,31 @@ def port_is_free(port: int, host: str = LOOPBACK) -> bool:
     return True
 
 
-def listener_in_use(address: str) -> bool:
-    """Whether another process listens on ``address`` (HOST:PORT) now. Bound
-    as the hub's server binds (``SO_REUSEADDR``): a port whose last listener
-    left connections in TIME_WAIT, as a hub just stopped does, is free to it."""
-    where = parse_host_port(address)
+def hold_listeners(addresses: Mapping[str, str | None]) -> dict[str, socket.socket]:
+    """A listening socket for each of ``addresses`` (option -> HOST:PORT, or
+    None when not given), bound before anything starts and handed to every
+    hub ``up`` starts (hub._listeners). ``PortInUse`` naming the option when
+    another process listens on one: a hub that could not bind would only
+    fail and be restarted, while the other process answered its clients."""
+    held: dict[str, socket.socket] = {}
     try:
-        found = socket.getaddrinfo(
-            where.host, where.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
-    except OSError:
-        return False  # a name that does not resolve: the hub says so itself
-    for family, kind, proto, _, sockaddr in found:
-        with socket.socket(family, kind, proto) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        for option, address in addresses.items():
+            if address is None:
+                continue
+            where = parse_host_port(address)
             try:
-                s.bind(sockaddr)
-            except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
-                    return True
-    return False
-
-
-def check_listeners(addresses: Mapping[str, str | None]) -> None:
-    """``PortInUse`` when another process listens on one of ``addresses``
-    (option -> HOST:PORT, or None when not given). Checked before anything starts: a hub that
-    cannot bind only fails and is restarted, again and again, while the
-    other process answers its clients in its place."""
-    for option, address in addresses.items():
-        if address is not None and listener_in_use(address):
-            raise PortInUse(f"{address} ({option}) is in use: another process listens there")
+                held[option] = bind_socket(where.host, where.port)
+            except PortInUse:
+                raise PortInUse(
+                    f"{address} ({option}) is in use: another process listens there"
+                ) from None
+            except OSError as exc:  # a name that does not resolve, an address not this host's
+                raise ListenerError(f"{address} ({option}) cannot be listened on: {exc}") from exc
+    except BaseException:
+        for sock in held.values():
+            sock.close()
+        raise
+    return held
 
 
 @contextlib.contextmanager

@@ -103,6 +103,8 @@ class ChildSpec:
     """With it, a final code counts only when the process wrote its pid to
     this file first (``runtime.SidecarExit``: the code alone may come from
     the workflow the process runs); anything else is a crash."""
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors it inherits (the hub's listening sockets), when ``up`` spawns it."""
 
     def last_words(self) -> str | None:
         """The last line its log holds (cut at ``_WORDS`` characters), or None:
@@ -142,7 +144,7 @@ or the fork server's (hub/up/fleet/forking.py). Raises ``OSError`` or
 
 def spawn(spec: ChildSpec, *, pass_fds: Sequence[int] = ()) -> subprocess.Popen[bytes]:
     """Start ``spec`` now, output appended to its log (or inherited), stdin closed;
-    ``pass_fds`` stay open in it."""
+    its ``pass_fds`` and ``pass_fds`` stay open in it."""
     log = None
     if spec.log_path is not None:
         spec.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,7 +157,7 @@ def spawn(spec: ChildSpec, *, pass_fds: Sequence[int] = ()) -> subprocess.Popen[
             stderr=subprocess.STDOUT if log is not None else None,
             env=dict(spec.env) if spec.env is not None else None,
             cwd=spec.cwd,
-            pass_fds=tuple(pass_fds),
+            pass_fds=(*spec.pass_fds, *pass_fds),
             preexec_fn=pdeathsig_preexec(),
             # Its own process group: a terminal's Ctrl-C (or `timeout`) signals
             # only the supervisor, which then stops its children in order.

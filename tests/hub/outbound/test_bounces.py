@@ -17,8 +17,7 @@ import anyio
 import msgspec
 import pytest
 
-from hub import Acceptor
-from hub.api import bind_socket
+from hub import Acceptor, bind_socket
 from hub.mailbox import bounce_row
 from hub.outbound import Outbox, relay_config
 from hub.smtp import SmtpServer as HubSmtp

@@ -19,9 +19,8 @@ import anyio
 import msgspec
 import pytest
 
-from hub import Acceptor, Store
+from hub import Acceptor, Store, bind_socket
 from hub._errors import CatchAllTaken
-from hub.api import bind_socket
 from hub.mailbox import reply_address
 from hub.smtp import SmtpServer, smtp_config
 from hub.store import (

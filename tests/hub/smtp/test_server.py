@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from hub import Acceptor, Store
-from hub.api import bind_socket
+from hub import Acceptor, Store, bind_socket
 from hub.smtp import PASSWORD_ENV, USER_ENV, SmtpConfig, SmtpServer, smtp_config
 from hub.store import Accepted, Trigger, create_deployment, delete_deployment, open_store
 from hub.store.sql import sql

@@ -18,8 +18,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from hub import Acceptor, Store
-from hub.api import bind_socket
+from hub import Acceptor, Store, bind_socket
 from hub.smtp import SmtpServer, smtp_config
 from hub.store import create_deployment, open_store
 from hub.store.mail import MailChange, set_mail_settings

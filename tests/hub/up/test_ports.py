@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hub._errors import NoFreePort, UpError
+from hub._errors import ListenerError, NoFreePort, PortInUse, UpError
 from hub.up import PORTS_ENV, free_port, parse_ports
-from hub.up.config import embedded_nats_port, ephemeral_ports, listener_in_use, port_is_free
+from hub.up.config import embedded_nats_port, ephemeral_ports, hold_listeners, port_is_free
 from tests.support.launch import ports as test_ports
 
 
@@ -196,7 +196,8 @@ def test_a_listener_holds_its_address_and_time_wait_does_not() -> None:
         listener.bind(("127.0.0.1", free_port()))
         listener.listen()
         address = f"127.0.0.1:{listener.getsockname()[1]}"
-        assert listener_in_use(address)
+        with pytest.raises(PortInUse, match=rf"{address} \(--smtp\) is in use"):
+            hold_listeners({"--http": None, "--smtp": address})
         # The server closes an accepted connection first: its side of it, on
         # the listening port, waits in TIME_WAIT, as a stopped hub's do.
         with socket.create_connection(listener.getsockname()) as client:
@@ -205,4 +206,19 @@ def test_a_listener_holds_its_address_and_time_wait_does_not() -> None:
             assert client.recv(1) == b""
     with socket.socket() as plain, pytest.raises(OSError):
         plain.bind(("127.0.0.1", int(address.rsplit(":", 1)[1])))  # TIME_WAIT is there
-    assert not listener_in_use(address)  # but a server's bind (SO_REUSEADDR) takes the port
+    held = hold_listeners({"--http": address, "--smtp": None})  # but up's bind takes the port
+    assert list(held) == ["--http"]
+    with held["--http"] as sock:
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+
+
+def test_holding_fails_whole_and_closes_what_it_bound() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        first = f"127.0.0.1:{free_port()}"
+        with pytest.raises(PortInUse):
+            hold_listeners({"--http": first, "--smtp": f"127.0.0.1:{taken.getsockname()[1]}"})
+    assert port_is_free(int(first.rsplit(":", 1)[1]))  # the --http socket was closed again
+    with pytest.raises(ListenerError, match=r"\(--http\) cannot be listened on"):
+        hold_listeners({"--http": "192.0.2.1:8470"})  # not this host's address

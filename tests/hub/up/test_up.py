@@ -6,6 +6,7 @@ console script with the real hub, sidecars and nats-server.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -27,7 +28,8 @@ import httpx
 import psutil
 import pytest
 
-from hub._errors import HubNotReady
+from hub import bind_socket
+from hub._errors import HubNotReady, PortInUse
 from hub.cli.processes.demo import DemoTimeout, example_source, run_demo
 from hub.up import PORTS_ENV, UpSettings, hub_url, parse_ports, run_up
 from hub.up.processes import Backoff, Child, ChildSpec, spawn, terminate
@@ -355,14 +357,24 @@ async def test_up_runs_nats_and_the_hub_and_stops_them_on_sigterm(up: UpProcess)
     await wait_for(lambda: line in up.log, what="up's first line")
     hub = up.child("-m", "hub")
     assert hub is not None
-    assert hub.cmdline()[-6:] == [
+    assert hub.cmdline()[-6:-1] == [
         "--state-dir",
         str(up.state),
-        "--http",
-        up.http,
         "--sidecar-root",
         str(up.state / "sidecars"),
+        "--http-fd",
     ]
+    port = int(up.http.rsplit(":", 1)[1])
+
+    def listening_fds(process: psutil.Process) -> list[int]:
+        return [
+            c.fd
+            for c in process.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+        ]
+
+    assert listening_fds(psutil.Process(up.proc.pid))  # up holds the hub's socket
+    assert listening_fds(hub) == [int(hub.cmdline()[-1])]  # and its hub serves on it
     # The NATS URL (which may hold a password) is in its environment instead.
     assert hub.environ()[NATS_URL_ENV] == info["nats_url"]
     nats = await wait_for(
@@ -640,3 +652,53 @@ async def test_up_gives_up_on_a_hub_that_never_answers(tmp_path: Path) -> None:
     with pytest.raises(HubNotReady, match=r"did not answer .*/healthz within 1 s"):
         await run_up(config)
     assert psutil.Process().children() == []  # nats-server and the hub are stopped
+
+
+@pytest.mark.anyio
+async def test_the_hub_port_stays_held_while_the_hub_restarts_and_its_clients_wait(
+    tmp_path: Path,
+) -> None:
+    # Each hub start leaves a mark; the second blocks at its start on a FIFO
+    # until the test opens it, so "the hub is down" lasts as long as it must.
+    starts, gate = tmp_path / "starts", tmp_path / "gate"
+    starts.mkdir()
+    os.mkfifo(gate)
+    hold_second = textwrap.dedent(f"""\
+        import os, pathlib
+        if b"\\0-m\\0hub\\0" in pathlib.Path("/proc/self/cmdline").read_bytes():
+            starts = pathlib.Path({str(starts)!r})
+            n = len(os.listdir(starts))
+            (starts / str(n)).touch()
+            if n == 1:
+                open({str(gate)!r}).read()
+        """)
+    config = up_whose_hub_starts_with(tmp_path, hold_second, HUB_START_TIMEOUT)
+    host, port = config.http.rsplit(":", 1)[0], int(config.http.rsplit(":", 1)[1])
+    async with anyio.create_task_group() as tg:
+        info = await tg.start(run_up, config)
+        auth = f"Bearer {info.admin_token}"
+        async with httpx.AsyncClient(
+            base_url=info.http, timeout=30, headers={"Authorization": auth}
+        ) as client:
+            before = (await client.get("/healthz")).json()["boot_id"]
+            [hub] = [p for p in psutil.Process().children() if "hub" in p.cmdline()[1:4]]
+            hub.kill()
+            await wait_for(lambda: (starts / "1").exists(), what="the second hub's start")
+            # Down: no hub process listens, and still no other process gets the port.
+            assert not hub.is_running()
+            with pytest.raises(PortInUse):
+                bind_socket(host, port).close()
+            # A client connects now (the kernel queues it) and asks; the next
+            # hub, once it starts, answers it.
+            async with await anyio.connect_tcp(host, port) as stream:
+                head = f"GET /healthz HTTP/1.1\r\nHost: h\r\nAuthorization: {auth}\r\n"
+                await stream.send(f"{head}Connection: close\r\n\r\n".encode())
+                await anyio.to_thread.run_sync(lambda: open(gate, "w").close())
+                reply = b""
+                with contextlib.suppress(anyio.EndOfStream):
+                    while True:
+                        reply += await stream.receive()
+            assert reply.startswith(b"HTTP/1.1 200 "), reply
+            after = json.loads(reply.partition(b"\r\n\r\n")[2])["boot_id"]
+            assert after != before  # the next hub's answer
+        tg.cancel_scope.cancel()

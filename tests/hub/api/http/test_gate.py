@@ -17,7 +17,8 @@ import pytest
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from hub.api import HttpLimits, HttpServer, bind_socket, mail_answers
+from hub import bind_socket
+from hub.api import HttpLimits, HttpServer, mail_answers
 from hub.api.auth import ADMIN, OPEN, Gate, Login, Refusal
 
 from ..harness import BEARER, TOKEN, Api, api

@@ -22,7 +22,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from hub.api import HttpLimits, HttpServer, bind_socket
+from hub import bind_socket
+from hub.api import HttpLimits, HttpServer
 from hub.api.http import BODY_ARRIVED_EXTENSION
 from hub.api.http.cycle import AsgiCycle
 from tests.support import wait_for

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from hub.api import HttpLimits, HttpServer, bind_socket, mail_answers
+from hub import bind_socket
+from hub.api import HttpLimits, HttpServer, mail_answers
 from tests.support.store import rows
 
 from ..harness import BEARER, TOKEN, Api, api
