@@ -286,6 +286,16 @@ def test_the_join_bench_welcomes_every_join_and_grants_every_sleep() -> None:
     assert all(spread["p50"] > 0 for spread in wall.values())
 
 
+def test_the_up_restarts_bench_meets_no_refusal_and_every_mail_once() -> None:
+    # The script exits non-zero unless every mail was processed exactly once.
+    figures = bench("hubs/up_restarts.py", "--kills", "1", "--every", "1", "--rate", "20")
+    requests = figures["requests"]
+    assert isinstance(requests, dict) and requests["answered"] == figures["mails"]
+    # up holds the hub's port while it restarts: a sender waits, never refused.
+    assert "refused at connect" not in requests, requests
+    assert figures["processed"] == figures["mails"] and figures["kills"] == 1
+
+
 def test_the_cycle_bench_prices_a_real_sidecars_cycles() -> None:
     # It prints text, not JSON: one line a cycle kind, from the real process's schedstat.
     out = subprocess.run(
