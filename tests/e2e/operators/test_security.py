@@ -11,6 +11,7 @@ from pathlib import Path
 
 import anyio
 import httpx
+import psutil
 import pytest
 
 from tests.support import free_port, wait_for
@@ -159,3 +160,29 @@ async def test_the_cli_finds_the_token_by_itself_after_up(tmp_path: Path) -> Non
     finally:
         proc.terminate()
         await anyio.to_thread.run_sync(proc.wait)
+
+
+@pytest.mark.parametrize("start", ["fork", "exec"])
+async def test_only_up_and_its_hub_hold_the_hubs_listening_socket(
+    tmp_path: Path, start: str
+) -> None:
+    # up hands its hub the port's socket. Workflow code runs in the sidecars:
+    # one that held the socket too could accept the hub's clients, and read
+    # their admin tokens and mail.
+    async with mailrun_up(tmp_path, "--sidecar-start", start) as up:
+        dep = await up.deploy("held", recorder_source())
+        run_id = (await up.send(dep["address"], "one")).json()["run_id"]
+        await up.wait_state(run_id, lambda r: r["state"].get("count") == 1)
+        port = int(up.url.rsplit(":", 1)[1])
+        family = [psutil.Process(up.proc.pid), *psutil.Process(up.proc.pid).children(True)]
+        holders = {p.pid for p in family if _listens_on(p, port)}
+        assert await up.sidecar_pid(dep["id"]) in {p.pid for p in family}
+        assert holders == {up.proc.pid, await up.hub_pid()}
+
+
+def _listens_on(process: psutil.Process, port: int) -> bool:
+    try:
+        found = process.net_connections("tcp")
+    except psutil.NoSuchProcess:
+        return False
+    return any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in found)
