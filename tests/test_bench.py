@@ -60,6 +60,9 @@ def test_the_e2e_bench_sends_through_the_nats_ingress() -> None:
     assert (figures["mails"], figures["batch"], figures["nats"]) == (60, 100, True)
     assert figures["up_exit_code"] == 0
     assert isinstance(figures["processed_per_s"], float) and figures["processed_per_s"] > 0
+    # One ingress batch of 60, accepted together: the lane takes them in
+    # frames of many (the hub's GET /metrics counts them).
+    assert figures["mails_a_frame"] > 1
 
 
 def test_the_e2e_bench_spreads_an_open_loop_over_deployments() -> None:
@@ -68,6 +71,7 @@ def test_the_e2e_bench_spreads_an_open_loop_over_deployments() -> None:
     assert figures["up_exit_code"] == 0
     cpu = figures["cpu_ms_per_mail"]
     assert isinstance(cpu, dict) and cpu["hub"] > 0 and cpu["sidecar"] > 0
+    assert figures["mails_a_frame"] >= 1
 
 
 @pytest.mark.timeout(BENCH_BOUND + 60)

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -272,6 +273,19 @@ async def all_asleep(call: AdminCall, ids: set[str]) -> bool:
     return all(shown.get(dep) == "asleep" for dep in ids)
 
 
+async def delivery_counts(client: aiohttp.ClientSession, auth: dict[str, str]) -> Counter[str]:
+    """The hub's per-deployment delivery counters (``GET /metrics``), summed
+    over the deployments: ``delivered`` and ``frames``."""
+    async with client.get("/metrics", headers=auth) as resp:
+        text = await resp.text()
+    counts: Counter[str] = Counter()
+    for line in text.splitlines():
+        name, _, value = line.partition("{")
+        if name in ("mailrun_deployment_delivered_total", "mailrun_deployment_frames_total"):
+            counts[name.split("_")[2]] += int(float(value.rpartition(" ")[2]))
+    return counts
+
+
 def cpu_per_mail(before: dict[str, float], after: dict[str, float], mails: int) -> dict[str, float]:
     """Milliseconds of CPU per mail of each part over the measured interval."""
     return {
@@ -435,6 +449,7 @@ async def bench(
                     tg.start_soon(send, first, min(take, mails - first + 1), due)
                     due += step
 
+            frames_before = await delivery_counts(client, auth)
             cpu_before = cpu_seconds(up.pid)
             began = time.perf_counter()
             async with anyio.create_task_group() as sampling:
@@ -467,6 +482,11 @@ async def bench(
                 processed_in = time.perf_counter() - began
                 cpu = cpu_seconds(up.pid)
                 sampling.cancel_scope.cancel()
+            # How many mails a frame carried: over many deployments each
+            # sidecar's cycle costs about what a lone mail's does, so this
+            # is what their CPU a mail follows (docs/performance-notebook.md).
+            frames = await delivery_counts(client, auth)
+            frames.subtract(frames_before)
             senders_pool.close()
     finally:
         await producer.aclose()
@@ -491,6 +511,7 @@ async def bench(
         "idle_sidecar_rss_mib": idle_rss / 2**20 if idle_rss is not None else None,
         "cpu_seconds": cpu,
         "cpu_ms_per_mail": cpu_per_mail(cpu_before, cpu, mails),
+        "mails_a_frame": frames["delivered"] / frames["frames"] if frames["frames"] else None,
         "up_exit_code": up.returncode,
     }
 
@@ -584,6 +605,8 @@ def main() -> None:
     print(f"CPU seconds                {cpu}")
     per_mail = ", ".join(f"{name} {ms:.3f}" for name, ms in figures["cpu_ms_per_mail"].items())
     print(f"CPU ms per mail            {per_mail}")
+    if figures["mails_a_frame"] is not None:
+        print(f"mails a delivery frame     {figures['mails_a_frame']:.1f}")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,12 @@
 
 One :class:`HubMetrics` per hub process, handed to the places that see
 each step: the acceptor (accepted, accept latency), the delivery window
-(delivered), event ingestion (processed, end-to-end latency), the
+(delivered, frames), event ingestion (processed, end-to-end latency), the
 redelivery sweep (redelivered), the timer loop (fired, late) and the NATS
-connection (reconnects). Each
-counts after its transaction committed, so a rolled-back step counts
-nothing. Gauges that the store or the wire side already know (pending,
-oldest pending, quarantined, connected sidecars) are read when scraped.
+connection (reconnects). Each counts after its transaction committed, so a
+rolled-back step counts nothing; a frame counts as it goes out. Gauges that
+the store or the wire side already know (pending, oldest pending,
+quarantined, connected sidecars) are read when scraped.
 """
 
 from __future__ import annotations
@@ -25,6 +25,12 @@ class HubMetrics:
         self.delivered = Counter(
             "mailrun_deployment_delivered_total",
             "Dispatches the deployment's sidecar acknowledged as stored.",
+            "deployment",
+        )
+        self.frames = Counter(
+            "mailrun_deployment_frames_total",
+            "Delivery frames sent to the deployment's sidecar, each carrying one or more"
+            " dispatches: delivered over frames is how many a frame carried.",
             "deployment",
         )
         self.processed = Counter(
@@ -59,7 +65,13 @@ class HubMetrics:
 
     def forget(self, deployment_id: str) -> None:
         """The deployment was deleted: its series go."""
-        for counter in (self.accepted, self.delivered, self.processed, self.redelivered):
+        for counter in (
+            self.accepted,
+            self.delivered,
+            self.frames,
+            self.processed,
+            self.redelivered,
+        ):
             counter.forget(deployment_id)
 
     def render(self) -> str:
@@ -67,6 +79,7 @@ class HubMetrics:
         for each in (
             self.accepted,
             self.delivered,
+            self.frames,
             self.processed,
             self.redelivered,
             self.nats_reconnects,

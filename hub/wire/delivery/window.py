@@ -219,6 +219,7 @@ class Window:
         return rows
 
     async def _send(self, subject: str, frame: MailInbound | MailBatch) -> None:
+        self._count_frame()
         result = await send(self.sending.transport, subject, frame, self.sending.request_timeout)
         # A failure stops the pass at once; the frames out still finish.
         self.error = self.error or _why(result)
@@ -229,9 +230,14 @@ class Window:
     async def _send_alone(self, subject: str, frame: MailInbound | MailBatch) -> None:
         """The feed's own frame, sent and its answer settled on the feed's
         task: the settler is not woken, and the feed is not woken after it."""
+        self._count_frame()
         result = await send(self.sending.transport, subject, frame, self.sending.request_timeout)
         self.error = self.error or _why(result)
         await self._settle(result, [item.dispatch_id for item in items(frame)])
+
+    def _count_frame(self) -> None:
+        if self.sending.metrics is not None:
+            self.sending.metrics.frames.inc(self.session.deployment_id)
 
     async def _settler(self) -> None:
         while True:

@@ -45,6 +45,9 @@ async def test_a_deployments_mail_is_counted_from_accept_to_processed(tmp_path: 
         got = await wait_for(counted, what="three mails counted processed, none pending")
         assert got[f"mailrun_deployment_accepted_total{mine}"] == 3
         assert got[f"mailrun_deployment_delivered_total{mine}"] == 3
+        # A frame carries one mail or several (those accepted while the one
+        # before was out, or before the sidecar's hello).
+        assert 1 <= got[f"mailrun_deployment_frames_total{mine}"] <= 3
         assert f'mailrun_deployment_accepted_total{{deployment="{other["id"]}"}}' not in got
         assert got['mailrun_triggers_rejected_total{reason="unknown_address"}'] == 1
         # One accept per mail (a rejected one too: it was answered by the acceptor).

@@ -14,6 +14,7 @@ import anyio
 import msgspec
 from anyio.abc import TaskGroup
 
+from hub.metrics import HubMetrics
 from hub.store import Accepted, Store, Trigger, accept_triggers, create_deployment, open_store
 from hub.wire.events import OutboundSink
 from hub.wire.service import Wire, WireConfig, run_wire
@@ -56,6 +57,8 @@ class Hub:
     subjects: Subjects
     wire: Wire
     boot_id: str
+    metrics: HubMetrics = field(default_factory=HubMetrics)
+    """What the wire counted (``GET /metrics``'s per-deployment series)."""
 
     # On the hub's own reader, as its reads are.
     async def one(self, sql: str, *params: Any) -> Any:
@@ -85,6 +88,7 @@ async def running_hub(
     transport = transport or bus.connect("hub")
     subjects = Subjects()
     boot_id = new_id("boot")
+    metrics = HubMetrics()
     try:
         async with anyio.create_task_group() as tg:
             wire = await tg.start(
@@ -96,9 +100,10 @@ async def running_hub(
                     boot_id=boot_id,
                     config=config,
                     outbox=outbox,
+                    metrics=metrics,
                 )
             )
-            yield Hub(store, bus, transport, subjects, wire, boot_id)
+            yield Hub(store, bus, transport, subjects, wire, boot_id, metrics)
             tg.cancel_scope.cancel()
     finally:
         await transport.aclose()

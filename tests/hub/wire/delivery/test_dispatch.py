@@ -232,6 +232,10 @@ async def test_a_trickle_goes_in_one_frame_per_round_trip(tmp_path: Path) -> Non
         release.set()
         await wait_for(all_are(hub, dep.id, "delivered", 6))
         assert sent == [[1], [2, 3, 4, 5, 6]]
+        # What an operator reads of it: six delivered in two frames.
+        got = hub.metrics.render()
+        assert f'mailrun_deployment_frames_total{{deployment="{dep.id}"}} 2\n' in got
+        assert f'mailrun_deployment_delivered_total{{deployment="{dep.id}"}} 6\n' in got
         tg.cancel_scope.cancel()
 
 
