@@ -29,7 +29,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
 from bench.mail.bench_e2e import COUNTER, start_mailrun, stop_up
-from tests.support import NatsServerProcess, free_port, wait_for
+from tests.support import NatsServerProcess, admit, free_port
 
 
 async def bench(deployments: int, tmp: Path) -> dict[str, Any]:
@@ -41,16 +41,7 @@ async def bench(deployments: int, tmp: Path) -> dict[str, Any]:
         )
         try:
             async with httpx.AsyncClient(base_url=f"http://{http}", timeout=30) as client:
-
-                async def healthy() -> bool:
-                    try:
-                        return (await client.get("/healthz")).status_code == 200
-                    except httpx.HTTPError:
-                        return False
-
-                await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
-                token = (state / "admin-token").read_text().strip()
-                client.headers["Authorization"] = f"Bearer {token}"
+                await admit(client, state / "admin-token", timeout=30)
                 proc = psutil.Process(hub.pid)
                 before = proc.memory_info().rss
                 began = time.perf_counter()

@@ -40,7 +40,7 @@ from bench.mail.bench_e2e import (
     stop_up,
 )
 from bench.mail.slow_clients import hub_process
-from tests.support import free_port, wait_for
+from tests.support import admit, free_port, wait_for
 
 
 async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -53,17 +53,7 @@ async def bench(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         # No keep-alive: each request its own connection, as most senders' are.
         fresh = httpx.Limits(max_keepalive_connections=0)
         async with httpx.AsyncClient(base_url=f"http://{http}", timeout=30, limits=fresh) as client:
-
-            async def healthy() -> bool:
-                try:
-                    return (await client.get("/healthz")).status_code == 200
-                except httpx.TransportError:
-                    return False
-
-            await wait_for(healthy, timeout=60, interval=0.05, what="hub /healthz")
-            client.headers["Authorization"] = (
-                f"Bearer {(state / 'admin-token').read_text().strip()}"
-            )
+            await admit(client, state / "admin-token")
             r = await client.post(
                 "/workflows/deployments", json={"name": "count", "source": COUNTER}
             )

@@ -40,7 +40,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the tests.support helpers
 
 from bench.mail.bench_e2e import COUNTER, percentile, scratch_dir, start_mailrun, stop_up
-from tests.support import free_port, wait_for
+from tests.support import admit, free_port, wait_for
 
 
 def hub_process(up_pid: int) -> psutil.Process | None:
@@ -92,15 +92,7 @@ async def bench(slow_count: int, requests: int, drop_timeout: float, tmp: Path) 
     up = start_mailrun(["up", "--state-dir", str(state), "--http", http], tmp / "up.log")
     try:
         async with httpx.AsyncClient(base_url=f"http://{http}", timeout=30) as client:
-
-            async def healthy() -> bool:
-                with contextlib.suppress(httpx.TransportError):
-                    return (await client.get("/healthz")).status_code == 200
-                return False
-
-            await wait_for(healthy, timeout=30, interval=0.05, what="hub /healthz")
-            token = (state / "admin-token").read_text().strip()
-            client.headers["Authorization"] = f"Bearer {token}"
+            await admit(client, state / "admin-token", timeout=30)
             r = await client.post(
                 "/workflows/deployments", json={"name": "bench", "source": COUNTER}
             )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .http import HubClient as HubClient
+    from .http import admit as admit
     from .launch.ports import free_port as free_port
     from .launch.processes import command_words as command_words
     from .launch.processes import descendants as descendants
@@ -27,6 +28,7 @@ __all__ = [
     "REPO",
     "HubClient",
     "NatsServerProcess",
+    "admit",
     "command_words",
     "descendants",
     "free_port",
@@ -38,6 +40,7 @@ _HOMES = {
     "REPO": ".repo",
     "HubClient": ".http",
     "NatsServerProcess": ".servers.nats",
+    "admit": ".http",
     "command_words": ".launch.processes",
     "descendants": ".launch.processes",
     "free_port": ".launch.ports",

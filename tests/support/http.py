@@ -6,6 +6,7 @@ from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 
 from .waiting import wait_for
@@ -28,6 +29,22 @@ class AdminToken(httpx.Auth):
         if self.read() is not None:
             request.headers["Authorization"] = f"Bearer {self.token}"
         yield request
+
+
+async def admit(client: httpx.AsyncClient, token_file: Path, *, timeout: float = 60) -> None:
+    """Wait for the hub behind ``client`` to answer ``/healthz``, then send its
+    admin token (``token_file``, which the hub wrote by then) with every
+    request of ``client``: how a bench that starts ``mailrun up`` opens."""
+
+    async def healthy() -> bool:
+        try:
+            return (await client.get("/healthz")).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    await wait_for(healthy, timeout=timeout, interval=0.05, what="hub /healthz")
+    token = await anyio.Path(token_file).read_text()
+    client.headers["Authorization"] = f"Bearer {token.strip()}"
 
 
 class HubClient:
